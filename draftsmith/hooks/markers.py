@@ -1,0 +1,5 @@
+import pluggy
+
+PROJECT = "draftsmith"
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)

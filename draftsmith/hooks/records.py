@@ -1,0 +1,45 @@
+"""Plain records that hooks return. They hold names and factories; nothing is built when they are made."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from pydantic import BaseModel, ConfigDict
+
+
+class NoParams(BaseModel):
+    """Params model of a component that takes none: any key is an error."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+@dataclass(frozen=True)
+class Component:
+    """One buildable part, named ``(kind, name)``; ``factory(params, **context)`` builds it.
+
+    ``params`` is a pydantic model (``extra="forbid"``) that checks the part's keys in a spec.
+    """
+
+    kind: str
+    name: str
+    factory: Callable[..., Any]
+    params: type[BaseModel] = NoParams
+    doc: str = ""
+
+
+@dataclass(frozen=True)
+class SpecSource:
+    """A named YAML spec a plugin ships (``name`` must equal the file's ``name:``)."""
+
+    name: str
+    path: Path
+
+
+@dataclass(frozen=True)
+class LayoutMatch:
+    """A detector's answer: the spec that loads a checkpoint, and what it had to assume."""
+
+    spec: str
+    reason: str
+    assumptions: tuple[str, ...] = field(default_factory=tuple)

@@ -1,0 +1,54 @@
+"""Hook specifications: the only contract between draftsmith and its plugins.
+
+A plugin is any object or module with functions marked ``@draftsmith.hooks.hookimpl`` whose names are below.
+Built-in components register through exactly these hooks; a third-party package advertises its plugin module
+in the entry-point group ``draftsmith``::
+
+    [project.entry-points.draftsmith]
+    sliding = "draftsmith_sliding.plugin"
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from draftsmith.hooks.markers import hookspec
+from draftsmith.hooks.records import Component, LayoutMatch, SpecSource
+
+
+@hookspec
+def draftsmith_components() -> Iterable[Component]:
+    """Return the components this plugin provides.
+
+    Called once per plugin when the registry is built. ``(kind, name)`` must be unique across all plugins; a
+    clash fails at start-up naming both plugins, nothing is silently renamed or shadowed. Return records with
+    factories and their ``Params`` models; build nothing here (the registry is built at import of the CLI and
+    for every ``assemble``).
+
+    Kinds the assembler asks for: ``layer``, ``attention``, ``mlp``, ``norm``, ``rope``, ``fusion``,
+    ``weight_rule``, ``quant``, ``attn_backend``, ``drafter``. A spec names a component by ``kind`` and
+    ``name`` only; YAML never holds an import path.
+    """
+
+
+@hookspec
+def draftsmith_specs() -> Iterable[SpecSource]:
+    """Return the named YAML specs this plugin ships.
+
+    Each becomes loadable as ``draftsmith.load_spec(name)`` and is listed by ``draftsmith list``. Names are
+    unique across plugins (a clash fails at start-up naming both), and the file's own ``name:`` must equal the
+    name given here.
+    """
+
+
+@hookspec(firstresult=True)
+def draftsmith_detect_layout(
+    config: Mapping[str, Any], tensor_names: Sequence[str]
+) -> LayoutMatch | None:
+    """Say which spec loads this checkpoint, or None when this plugin does not recognise it.
+
+    ``config`` is the checkpoint's ``config.json`` as read (never trusted for ``architectures`` alone);
+    ``tensor_names`` are the names stored in its weight files, read without loading any data. The first
+    non-None answer wins, so answer only when the tensor names prove the layout, and list in
+    ``LayoutMatch.assumptions`` every fact the weights cannot show (norm placement, tap convention).
+    """

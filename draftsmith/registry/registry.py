@@ -1,0 +1,119 @@
+"""The registry: one plugin manager, the components and specs every plugin returned, and who returned each."""
+from __future__ import annotations
+
+import difflib
+import functools
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pluggy
+
+from draftsmith.hooks import PROJECT, Component, LayoutMatch, SpecSource
+from draftsmith.hooks import specs as hookspecs
+
+BUILTIN = "builtin"
+
+
+class PluginClash(RuntimeError):
+    """Two plugins provide the same (kind, name) or the same spec name."""
+
+
+class UnknownComponent(LookupError):
+    def __init__(self, kind: str, name: str, known: Sequence[tuple[str, str]]):
+        self.kind, self.name, self.known = kind, name, known
+        hint = suggest(name, [n for n, _ in known])
+        listing = ", ".join(f"{n} ({p})" for n, p in known) or "none registered"
+        super().__init__(f"unknown {kind} {name!r}.{hint} known: {listing}")
+
+
+def suggest(word: str, choices: Iterable[str]) -> str:
+    """' Did you mean 'x'?' for the closest choice, or ''."""
+    close = difflib.get_close_matches(str(word), list(choices), n=1, cutoff=0.5)
+    return f" Did you mean {close[0]!r}?" if close else ""
+
+
+@dataclass(frozen=True)
+class Provided:
+    record: Any
+    plugin: str
+
+
+class Registry:
+    """Components and specs flattened from every plugin, each with the plugin that provided it."""
+
+    def __init__(self, pm: pluggy.PluginManager):
+        self.pm = pm
+        self.components: dict[tuple[str, str], Provided] = {}
+        self.specs: dict[str, Provided] = {}
+        for impl in pm.hook.draftsmith_components.get_hookimpls():
+            for comp in impl.function() or ():
+                self._add(self.components, (comp.kind, comp.name), comp, impl.plugin_name)
+        for impl in pm.hook.draftsmith_specs.get_hookimpls():
+            for src in impl.function() or ():
+                self._add(self.specs, src.name, src, impl.plugin_name)
+
+    @staticmethod
+    def _add(table: dict, key: Any, record: Any, plugin: str) -> None:
+        if key in table:
+            other = table[key].plugin
+            raise PluginClash(
+                f"{_describe(key)} is provided by both plugin {other!r} and plugin {plugin!r}; "
+                "uninstall one or rename its component (draftsmith never shadows silently)"
+            )
+        table[key] = Provided(record, plugin)
+
+    def names(self, kind: str) -> list[tuple[str, str]]:
+        """[(name, provider)] of one kind, sorted by name."""
+        return sorted((n, p.plugin) for (k, n), p in self.components.items() if k == kind)
+
+    def kinds(self) -> list[str]:
+        return sorted({k for k, _ in self.components})
+
+    def get(self, kind: str, name: str) -> Component:
+        try:
+            return self.components[(kind, name)].record
+        except KeyError:
+            raise UnknownComponent(kind, name, self.names(kind)) from None
+
+    def provider(self, kind: str, name: str) -> str:
+        return self.components[(kind, name)].plugin
+
+    def spec_source(self, name: str) -> SpecSource:
+        try:
+            return self.specs[name].record
+        except KeyError:
+            known = sorted(self.specs)
+            raise LookupError(
+                f"no spec named {name!r} and no such file.{suggest(name, known)} known: {', '.join(known)}"
+            ) from None
+
+    def spec_names(self) -> list[tuple[str, str]]:
+        return sorted((n, p.plugin) for n, p in self.specs.items())
+
+    def detect_layout(self, config: Mapping[str, Any], tensor_names: Sequence[str]) -> LayoutMatch | None:
+        return self.pm.hook.draftsmith_detect_layout(config=config, tensor_names=list(tensor_names))
+
+
+def _describe(key: Any) -> str:
+    return f"{key[0]} {key[1]!r}" if isinstance(key, tuple) else f"spec {key!r}"
+
+
+def build_registry(plugins: Iterable[tuple[str, object]] = (), *, entry_points: bool = True) -> Registry:
+    """A fresh plugin manager: the built-ins, the ``draftsmith`` entry points, then ``plugins`` (name, obj)."""
+    from draftsmith.registry import builtin
+
+    pm = pluggy.PluginManager(PROJECT)
+    pm.add_hookspecs(hookspecs)
+    pm.register(builtin, name=BUILTIN)
+    if entry_points:
+        pm.load_setuptools_entrypoints(PROJECT)
+    for name, plugin in plugins:
+        pm.register(plugin, name=name)
+    return Registry(pm)
+
+
+@functools.lru_cache(maxsize=1)
+def default_registry() -> Registry:
+    """The process-wide registry (built-ins + installed plugins), built on first use."""
+    return build_registry()
