@@ -1,0 +1,98 @@
+"""``assemble``: spec + target folder + draft folder -> a SpeculativeModel, built on meta, checked, then loaded."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from draftsmith.assembler.build import build_draft, build_target, rule_set
+from draftsmith.assembler.checkpoint import list_tensors
+from draftsmith.assembler.config import (draft_hf_config, has_recurrent_layers, read_config, stop_ids,
+                                         target_hf_config)
+from draftsmith.assembler.load import load_module, materialize
+from draftsmith.assembler.vocab import check_vocab_map
+from draftsmith.components.weights import RuleSet
+from draftsmith.decoding.model import SpeculativeModel
+from draftsmith.registry import Registry, default_registry
+from draftsmith.specs.errors import Problem, SpecError
+from draftsmith.specs.loader import load_spec
+from draftsmith.specs.schema import Spec
+
+TARGET_RULES = RuleSet([], ignore=[r"rotary_emb\.inv_freq$"])
+
+
+def checkpoint_dir(spec: Spec, given: str | Path | None, which: str) -> Path:
+    """An explicit folder, else the spec's ``checkpoints.<which>`` (relative to the spec file; ``builtin:NAME``
+    names a pair the project builds itself, see :mod:`draftsmith.demo`)."""
+    ref = given if given is not None else getattr(spec.checkpoints, which)
+    if ref is None:
+        raise SpecError(spec.source, [Problem(f"checkpoints.{which}", f"no {which} folder given and the spec names "
+                                                                     "none", hint=f"Pass {which}=PATH.")])
+    ref = str(ref)
+    if ref.startswith("builtin:"):
+        from draftsmith.demo import builtin_checkpoint
+
+        return builtin_checkpoint(ref.removeprefix("builtin:"))
+    path = Path(ref)
+    if not path.is_absolute() and given is None and spec._source:
+        path = Path(spec._source).parent / path
+    if not path.is_dir():
+        raise FileNotFoundError(f"{which} checkpoint folder {str(path)!r} does not exist")
+    return path
+
+
+def parse_dtype(dtype: str | torch.dtype) -> torch.dtype:
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    value = getattr(torch, str(dtype), None)
+    if not isinstance(value, torch.dtype):
+        raise ValueError(f"unknown dtype {dtype!r}; use float32, float64, bfloat16 or float16")
+    return value
+
+
+def load_target(folder: Path, registry: Registry, backend, *, dtype: torch.dtype, device: str):
+    cfg = target_hf_config(folder)
+    model = build_target(cfg, registry, backend)
+    rules = RuleSet([], ignore=[*TARGET_RULES.ignore, *([r"^lm_head\.weight$"] if model.tie else [])])
+    load_module(model, folder, rules, dtype=dtype, device=device, spec=f"target ({cfg.model_type})")
+    model.tie_weights()
+    materialize(model, device)
+    return model.eval(), cfg
+
+
+def assemble(spec: Spec | str | Path = "demo", target: str | Path | None = None, draft: str | Path | None = None, *,
+             device: str = "cpu", dtype: str | torch.dtype = "float32",
+             registry: Registry | None = None) -> SpeculativeModel:
+    registry = registry or default_registry()
+    spec = load_spec(spec, registry)
+    dtype = parse_dtype(dtype)
+    target_dir, draft_dir = checkpoint_dir(spec, target, "target"), checkpoint_dir(spec, draft, "draft")
+    backend = registry.get("attn_backend", spec.decoding.attention).factory()
+    target_model, target_cfg = load_target(target_dir, registry, backend, dtype=dtype, device=device)
+
+    draft_raw = read_config(draft_dir)
+    infos = list_tensors(draft_dir)
+    rules = rule_set(spec, registry)
+    canonical = [c for c in (rules.to_canonical(n)[0] for n in infos) if c is not None]
+    draft_model = build_draft(spec, registry, draft_raw=draft_raw, draft_cfg=draft_hf_config(draft_raw),
+                              target_cfg=target_cfg, canonical_names=canonical, backend=backend)
+    load_module(draft_model, draft_dir, rules, dtype=dtype, device=device, spec=spec.name, infos=infos)
+    materialize(draft_model, device)
+    if hasattr(draft_model, "d2t"):
+        check_vocab_map(draft_model.d2t, draft_model.t2d, source=str(draft_dir))
+    share = spec.draft.share
+    embed = target_model.model.embed_tokens if share.embed == "target" else draft_model.embed_tokens
+    head = target_model.lm_head if share.lm_head == "target" else draft_model.lm_head
+    return SpeculativeModel(
+        target=target_model, draft=draft_model.eval(), spec=spec, tokenizer=_tokenizer(target_dir),
+        stop_ids=frozenset(stop_ids(target_dir, target_cfg)), draft_embed=embed, draft_head=head,
+        recurrent=has_recurrent_layers(target_cfg), device=device, dtype=dtype,
+    )
+
+
+def _tokenizer(folder: Path):
+    if not any((folder / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")):
+        return None
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(folder), trust_remote_code=False)

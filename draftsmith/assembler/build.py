@@ -1,0 +1,88 @@
+"""Spec + configs -> target and draft modules on the meta device (no tensor is allocated here)."""
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any, Callable
+
+import torch
+from torch import nn
+
+from draftsmith.assembler.config import is_mla, target_hidden_width
+from draftsmith.assembler.models import CausalLM, DraftModel
+from draftsmith.assembler.parts import LayerRecipe, Stacker
+from draftsmith.components.dims import Dims
+from draftsmith.components.layers import own_input
+from draftsmith.components.weights import RuleSet
+from draftsmith.registry import Registry
+from draftsmith.specs.errors import Problem, SpecError
+from draftsmith.specs.resolve import resolve
+from draftsmith.specs.schema import Spec
+
+_LAYER = re.compile(r"^layers\.(\d+)\.")
+
+
+def build_target(cfg, registry: Registry, backend: Callable) -> CausalLM:
+    arch = registry.get("target", cfg.model_type).factory()
+    dims = Dims.from_config(cfg)
+    attn = {"qk_norm": arch.qk_norm} | ({} if arch.qkv_bias is None else {"qkv_bias": arch.qkv_bias})
+    stack = Stacker(registry, LayerRecipe(attention=("gqa", attn)), dims, backend)
+    with torch.device("meta"):
+        layers = [stack.layer(i, in_width=dims.hidden) for i in range(dims.layers)]
+        return CausalLM(dims, layers, stack.norm(dims.hidden), bool(getattr(cfg, "tie_word_embeddings", False)))
+
+
+def rule_set(spec: Spec, registry: Registry) -> RuleSet:
+    rules = [resolve(registry, "weight_rule", r.kind, r.model_extra or {})[1] for r in spec.weights.rules]
+    return RuleSet(rules, spec.weights.ignore)
+
+
+def layer_count(spec: Spec, canonical_names: Iterable[str]) -> int:
+    if spec.draft.num_layers != "auto":
+        return spec.draft.num_layers
+    found = {int(m.group(1)) for n in canonical_names if (m := _LAYER.match(n))}
+    if not found:
+        raise SpecError(spec.source, [Problem("draft.num_layers", "auto found no 'layers.N.' tensors after the "
+                                                                   "weight rules", hint="Check weights.rules.")])
+    return max(found) + 1
+
+
+def is_reduced(spec: Spec, draft_raw: Mapping[str, Any], names: Iterable[str], target_vocab: int) -> bool:
+    if spec.draft.vocab.reduced != "auto":
+        return bool(spec.draft.vocab.reduced)
+    vd = draft_raw.get("draft_vocab_size")
+    return (vd is not None and vd < target_vocab) or "d2t" in set(names)
+
+
+def attention_name(spec: Spec, draft_raw: Mapping[str, Any]) -> str:
+    kind = spec.draft.attention.kind
+    return ("mla" if is_mla(draft_raw) else "gqa") if kind == "auto" else kind
+
+
+def build_draft(spec: Spec, registry: Registry, *, draft_raw: Mapping[str, Any], draft_cfg, target_cfg,
+                canonical_names: list[str], backend: Callable) -> DraftModel:
+    d, dims = spec.draft, Dims.from_config(draft_cfg)
+    fusion_comp, fusion_params = resolve(registry, "fusion", d.fusion.kind, d.fusion.params)
+    recipe = LayerRecipe(layer=(d.layer.kind, d.layer.params), attention=(attention_name(spec, draft_raw),
+                         d.attention.params), mlp=(d.mlp.kind, d.mlp.params), norm=(d.norm.kind, d.norm.params))
+    stack = Stacker(registry, recipe, dims, backend)
+    target_vocab = target_cfg.vocab_size
+    reduced = is_reduced(spec, draft_raw, canonical_names, target_vocab)
+    vd = int(draft_raw.get("draft_vocab_size") or target_vocab) if reduced else None
+    with torch.device("meta"):
+        fc = fusion_comp.factory(fusion_params, hidden=dims.hidden, target_width=target_hidden_width(target_cfg),
+                                 draft_config=dict(draft_raw), target_layers=target_cfg.num_hidden_layers)
+        layers = []
+        for i in range(layer_count(spec, canonical_names)):
+            first = i == 0
+            layers.append(stack.layer(
+                i, in_width=dims.hidden * (fc.first_in_factor if first else 1),
+                input_norm=d.norms.input == "all" or (d.norms.input == "not_first" and not first),
+                hidden_norm=first and fc.has_hidden_norm, mix=fc.first_mix if first else own_input,
+                norm_before_residual=first and fc.norm_before_residual))
+        head = nn.Linear(dims.hidden, vd or target_vocab, bias=False) if d.share.lm_head == "draft" else None
+        model = DraftModel(fc, layers, stack.norm(dims.hidden) if d.norms.final else None, lm_head=head,
+                           draft_vocab=vd, target_vocab=target_vocab, feed_post_norm=d.feed_back == "post_norm")
+        if d.share.embed != "target":
+            model.embed_tokens = nn.Embedding(target_vocab, dims.hidden)
+    return model

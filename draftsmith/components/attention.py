@@ -1,0 +1,70 @@
+"""Grouped-query attention over the paged KV pool.
+
+The caller hands every layer the same :class:`KVBatch` for one forward: where the new tokens' K/V go, which
+slots to read back, and the boolean mask (prefix + tree/causal structure) over them. Without a KVBatch the layer
+runs plain causal self-attention (parity tests, training).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+from torch import nn
+
+from draftsmith.components.dims import Dims
+
+Backend = Callable[..., torch.Tensor]
+
+
+@dataclass
+class KVBatch:
+    pool: Any             # draftsmith.decoding.kvpool.PagedKVPool
+    write: torch.Tensor   # [B, T] slot of each new token, -1 for padding (never written)
+    read: torch.Tensor    # [B, S] slots to attend over (committed prefix + the new tokens)
+    mask: torch.Tensor    # [B, 1, T, S] bool, True = attend
+
+
+class GQAttention(nn.Module):
+    def __init__(
+        self,
+        dims: Dims,
+        *,
+        in_width: int,
+        layer_idx: int,
+        rope: nn.Module,
+        backend: Backend,
+        qkv_bias: bool = False,
+        o_bias: bool = False,
+        q_norm: nn.Module | None = None,
+        k_norm: nn.Module | None = None,
+    ):
+        super().__init__()
+        self.heads, self.kv_heads, self.head_dim = dims.heads, dims.kv_heads, dims.head_dim
+        self.layer_idx, self.backend, self.rope = layer_idx, backend, rope
+        self.q_proj = nn.Linear(in_width, dims.heads * dims.head_dim, bias=qkv_bias)
+        self.k_proj = nn.Linear(in_width, dims.kv_heads * dims.head_dim, bias=qkv_bias)
+        self.v_proj = nn.Linear(in_width, dims.kv_heads * dims.head_dim, bias=qkv_bias)
+        self.o_proj = nn.Linear(dims.heads * dims.head_dim, dims.hidden, bias=o_bias)
+        self.q_norm = q_norm or nn.Identity()
+        self.k_norm = k_norm or nn.Identity()
+
+    def cache_layout(self) -> dict[str, tuple[int, ...]]:
+        """Per-token shapes this layer stores in the KV pool."""
+        return {"k": (self.kv_heads, self.head_dim), "v": (self.kv_heads, self.head_dim)}
+
+    def forward(self, x: torch.Tensor, pos: torch.Tensor, kv: KVBatch | None = None) -> torch.Tensor:
+        # x: [B, T, in_width]; pos: [B, T] absolute positions
+        B, T, _ = x.shape
+        q = self.q_norm(self.q_proj(x).view(B, T, self.heads, self.head_dim))
+        k = self.k_norm(self.k_proj(x).view(B, T, self.kv_heads, self.head_dim))
+        v = self.v_proj(x).view(B, T, self.kv_heads, self.head_dim)
+        q, k = self.rope(q, k, pos)
+        mask = None
+        if kv is not None:
+            valid = kv.write >= 0
+            kv.pool.write(self.layer_idx, kv.write[valid], k=k[valid], v=v[valid])
+            got = kv.pool.read(self.layer_idx, kv.read)  # {name: [B, S, nKV, d]}
+            k, v, mask = got["k"], got["v"], kv.mask
+        out = self.backend(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), mask, self.head_dim**-0.5)
+        return self.o_proj(out.transpose(1, 2).reshape(B, T, self.heads * self.head_dim))

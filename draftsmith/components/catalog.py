@@ -1,0 +1,47 @@
+"""Every built-in component as a record; registered through the same hook as any plugin."""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from draftsmith.components import backends, fusion
+from draftsmith.components.targets import TARGETS
+from draftsmith.components.weights import RegexRule
+from draftsmith.hooks import Component
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class GQAParams(Strict):
+    rope: Literal["neox", "interleaved"] = "neox"
+    qkv_bias: Literal["auto"] | bool = "auto"   # auto: config `qkv_bias` / `attention_bias`, else false
+    qk_norm: bool = False
+
+
+class MLPParams(Strict):
+    bias: bool = False
+
+
+def _same(params, **_):
+    return params
+
+
+def builtin_components() -> list[Component]:
+    from draftsmith.assembler import parts
+
+    return [
+        Component("layer", "llama", parts.llama_layer, doc="pre-norm residual block (identity slots)"),
+        Component("attention", "gqa", parts.gqa, GQAParams, doc="grouped-query attention, paged KV"),
+        Component("mlp", "swiglu", parts.swiglu, MLPParams, doc="down(silu(gate(x)) * up(x))"),
+        Component("norm", "rms", parts.rms, doc="RMSNorm in float32"),
+        Component("fusion", "eagle1", fusion.eagle1, fusion.Eagle1Params, doc="fc over [embed; hidden]"),
+        Component("fusion", "eagle3", fusion.eagle3, fusion.Eagle3Params, doc="fc over k aux states"),
+        Component("weight_rule", "regex", _same, RegexRule, doc="rename checkpoint names by regex"),
+        Component("quant", "none", _same, Strict, doc="no quantization (draft only; never the target's)"),
+        Component("attn_backend", "sdpa", lambda *_, **__: backends.sdpa, doc="torch SDPA, explicit mask"),
+        Component("attn_backend", "eager", lambda *_, **__: backends.eager, doc="plain torch reference"),
+        *(Component("target", name, make, doc=f"Hugging Face model_type {name}") for name, make in TARGETS.items()),
+    ]

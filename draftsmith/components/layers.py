@@ -1,0 +1,53 @@
+"""The decoder layer: a pre-norm residual block whose absent parts are identity slots.
+
+How the attention input is formed is an injected strategy (``mix``), so EAGLE-3's first layer — attention over
+cat([input_layernorm(embed), hidden_norm(h)]) — is the same block with a different strategy and a filled
+``hidden_norm`` slot, and EAGLE-1's first layer is the same block with an empty ``input_layernorm`` slot.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+from torch import nn
+
+Mix = Callable[["DecoderLayer", torch.Tensor, "torch.Tensor | None"], tuple[torch.Tensor, torch.Tensor]]
+
+
+def own_input(layer: "DecoderLayer", x: torch.Tensor, emb: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Ordinary layer: attention sees input_layernorm(x); the residual is x."""
+    return layer.input_layernorm(x), x
+
+
+def embed_concat(layer: "DecoderLayer", x: torch.Tensor, emb: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """EAGLE-3 input layer: attention sees cat([input_layernorm(emb), hidden_norm(x)]) (width 2H); the residual
+    is hidden_norm(x) when ``norm_before_residual`` else x."""
+    normed = layer.hidden_norm(x)
+    residual = normed if layer.norm_before_residual else x
+    return torch.cat((layer.input_layernorm(emb), normed), dim=-1), residual
+
+
+class DecoderLayer(nn.Module):
+    def __init__(
+        self,
+        self_attn: nn.Module,
+        mlp: nn.Module,
+        *,
+        input_layernorm: nn.Module | None = None,
+        post_attention_layernorm: nn.Module | None = None,
+        hidden_norm: nn.Module | None = None,
+        mix: Mix = own_input,
+        norm_before_residual: bool = False,
+    ):
+        super().__init__()
+        self.input_layernorm = input_layernorm or nn.Identity()
+        self.hidden_norm = hidden_norm or nn.Identity()
+        self.self_attn = self_attn
+        self.post_attention_layernorm = post_attention_layernorm or nn.Identity()
+        self.mlp = mlp
+        self.mix, self.norm_before_residual = mix, norm_before_residual
+
+    def forward(self, x: torch.Tensor, pos: torch.Tensor, kv=None, emb: torch.Tensor | None = None) -> torch.Tensor:
+        attn_in, residual = self.mix(self, x, emb)
+        h = residual + self.self_attn(attn_in, pos, kv)
+        return h + self.mlp(self.post_attention_layernorm(h))

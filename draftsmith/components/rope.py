@@ -1,0 +1,71 @@
+"""Rotary position embeddings.
+
+Frequencies come from the model's own transformers config (``rope_parameters``: default, linear, llama3, yarn,
+dynamic, longrope — transformers' ``ROPE_INIT_FUNCTIONS`` compute them, so every scaling a Hugging Face config
+can name is read the way transformers reads it). What draftsmith owns is how the rotation is applied: ``neox``
+rotates the two halves of each head, ``interleaved`` rotates adjacent pairs (Mistral-native / GPT-J order).
+"""
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+from torch import nn
+from transformers import PretrainedConfig
+from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+Style = Literal["neox", "interleaved"]
+
+
+def inv_freq_for(config: PretrainedConfig, head_dim: int) -> tuple[torch.Tensor, float]:
+    """(inv_freq [head_dim // 2] float32, attention scaling) for a transformers config."""
+    params = dict(getattr(config, "rope_parameters", None) or {})
+    kind = params.get("rope_type", "default")
+    theta = float(params.get("rope_theta", getattr(config, "rope_theta", 10000.0)))
+    if kind == "default":
+        exps = torch.arange(0, head_dim, 2, dtype=torch.int64).to(torch.float32) / head_dim
+        return 1.0 / (theta**exps), 1.0
+    if kind not in ROPE_INIT_FUNCTIONS:
+        known = ", ".join(["default", *ROPE_INIT_FUNCTIONS])
+        raise ValueError(f"rope_type {kind!r} is not known to transformers; known: {known}")
+    inv, scale = ROPE_INIT_FUNCTIONS[kind](config, torch.device("cpu"))
+    return inv.to(torch.float32), float(scale)
+
+
+class Rotary(nn.Module):
+    """Applies rotary embeddings to q and k of shape [B, T, heads, head_dim] at positions [B, T]."""
+
+    def __init__(self, config: PretrainedConfig, head_dim: int, style: Style = "neox"):
+        super().__init__()
+        self.config, self.head_dim, self.style = config, head_dim, style
+        self.register_buffer("inv_freq", torch.empty(head_dim // 2), persistent=False)
+        self.scale = 1.0
+        self.reset_buffers()
+
+    def reset_buffers(self, device: torch.device | str | None = None) -> None:
+        """(Re)compute frequencies; the assembler calls this after building on the meta device."""
+        with torch.device("cpu"):  # real numbers even while the model is being built on meta
+            inv, self.scale = inv_freq_for(self.config, self.head_dim)
+        self.inv_freq = inv if device is None else inv.to(device)
+
+    def cos_sin(self, pos: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        # pos: [B, T] -> cos, sin: [B, T, 1, head_dim // 2], computed in float32 then cast
+        ang = pos.to(torch.float32)[..., None] * self.inv_freq.to(pos.device)
+        return (ang.cos() * self.scale).to(dtype)[:, :, None], (ang.sin() * self.scale).to(dtype)[:, :, None]
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        cos, sin = self.cos_sin(pos, q.dtype)
+        rot = _rotate_neox if self.style == "neox" else _rotate_interleaved
+        return rot(q, cos, sin), rot(k, cos, sin)
+
+
+def _rotate_neox(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    # x: [B, T, H, d]; pairs are (i, i + d/2)
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+
+
+def _rotate_interleaved(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    # x: [B, T, H, d]; pairs are (2i, 2i + 1)
+    x1, x2 = x[..., 0::2], x[..., 1::2]
+    return torch.stack((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).flatten(-2)

@@ -1,0 +1,113 @@
+"""``SpeculativeModel``: what ``assemble`` returns — a target, a draft and the settings to decode with them."""
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from draftsmith.decoding import engine
+from draftsmith.decoding.kvpool import PagedKVPool
+from draftsmith.decoding.modes import Plan, choose_mode
+from draftsmith.decoding.stats import Output
+from draftsmith.specs.errors import SpecError
+from draftsmith.specs.resolve import decoding_problems
+
+Prompt = str | Sequence[int]
+
+
+@dataclass
+class SpeculativeModel:
+    target: nn.Module
+    draft: nn.Module
+    spec: Any                      # draftsmith.specs.schema.Spec
+    tokenizer: Any | None
+    stop_ids: frozenset[int]
+    draft_embed: nn.Module
+    draft_head: nn.Module
+    recurrent: bool = False
+    device: str = "cpu"
+    dtype: torch.dtype = torch.float32
+
+    # --- public -------------------------------------------------------------------------------------------
+    def generate(self, prompt: Prompt | list[Prompt], max_new_tokens: int = 64, temperature: float = 0.0, *,
+                 top_p: float = 1.0, top_k: int = 0, seed: int | None = None, topk: int | None = None,
+                 steps: int | None = None, draft_tokens: int | None = None, mode: str | None = None,
+                 stop: Iterable[int] | None = None):
+        """Lossless speculative decoding. A list of prompts gives a list of outputs, each equal in distribution
+        (token for token under greedy) to that prompt's own ``generate_baseline``."""
+        prompts, single = self._encode(prompt)
+        plan = self.plan(topk=topk, steps=steps, draft_tokens=draft_tokens, mode=mode)
+        settings = self._settings(max_new_tokens, temperature, top_p, top_k, seed, stop)
+        with torch.inference_mode():
+            seqs, stats = engine.speculative(self._target_runner(), self._draft_runner(), prompts, plan, settings)
+        return self._outputs(seqs, stats, single)
+
+    def generate_baseline(self, prompt: Prompt | list[Prompt], max_new_tokens: int = 64, temperature: float = 0.0,
+                          *, top_p: float = 1.0, top_k: int = 0, seed: int | None = None,
+                          stop: Iterable[int] | None = None, **_ignored):
+        """Target-only decoding with the same sampling settings: the reference for equality and speed."""
+        prompts, single = self._encode(prompt)
+        settings = self._settings(max_new_tokens, temperature, top_p, top_k, seed, stop)
+        with torch.inference_mode():
+            seqs, stats = engine.baseline(self._target_runner(), prompts, settings)
+        return self._outputs(seqs, stats, single)
+
+    def plan(self, *, topk=None, steps=None, draft_tokens=None, mode=None) -> Plan:
+        """The decoding plan: the spec's decoding section with per-call overrides, v1/v2 resolved."""
+        dec = self.spec.decoding.model_dump()
+        dec.update({k: v for k, v in dict(topk=topk, steps=steps, draft_tokens=draft_tokens, mode=mode).items()
+                    if v is not None})
+        if topk == 1 and draft_tokens is None:
+            dec["draft_tokens"] = dec["steps"] + 1
+        problems = decoding_problems(dec, path="generate")
+        if problems:
+            raise SpecError(f"generate() overrides of spec {self.spec.name!r}", problems)
+        return choose_mode(dec["mode"], dec["topk"], dec["steps"], dec["draft_tokens"], dec["page_size"],
+                           self.recurrent)
+
+    # --- internals ----------------------------------------------------------------------------------------
+    def _pool(self, model: nn.Module) -> PagedKVPool:
+        layers = getattr(model, "layers", None) or model.model.layers
+        return PagedKVPool([l.self_attn.cache_layout() for l in layers], page_size=self.spec.decoding.page_size,
+                           num_pages=512, dtype=self.dtype, device=self.device)
+
+    def _target_runner(self) -> engine.TargetRunner:
+        return engine.TargetRunner(self.target, self._pool(self.target), self.device, self.draft.taps)
+
+    def _draft_runner(self) -> engine.DraftRunner:
+        return engine.DraftRunner(self.draft, self._pool(self.draft), self.device, self.draft_embed,
+                                  self.draft_head)
+
+    def _settings(self, max_new_tokens, temperature, top_p, top_k, seed, stop) -> engine.Settings:
+        if max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        gen = None
+        if temperature > 0:
+            gen = torch.Generator("cpu")
+            gen.manual_seed(seed if seed is not None else torch.seed())
+        stops = self.stop_ids if stop is None else frozenset(stop)
+        return engine.Settings(max_new_tokens, temperature, top_p, top_k, frozenset(stops), gen)
+
+    def _encode(self, prompt) -> tuple[list[list[int]], bool]:
+        single = isinstance(prompt, str) or (len(prompt) > 0 and isinstance(prompt[0], int))
+        items = [prompt] if single else list(prompt)
+        out = []
+        for p in items:
+            if isinstance(p, str):
+                if self.tokenizer is None:
+                    raise ValueError("a text prompt needs a tokenizer in the target folder; pass token ids instead")
+                p = self.tokenizer.encode(p)
+            if not p:
+                raise ValueError("a prompt needs at least one token")
+            out.append([int(t) for t in p])
+        return out, single
+
+    def _outputs(self, seqs, stats, single):
+        outs = [Output(q.out, self._decode(q.out), stats) for q in seqs]
+        return outs[0] if single else outs
+
+    def _decode(self, ids: list[int]) -> str | None:
+        return None if self.tokenizer is None else self.tokenizer.decode(ids, skip_special_tokens=True)

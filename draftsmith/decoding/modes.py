@@ -1,0 +1,37 @@
+"""Spec v1 / v2 selection: tree drafting with KV compaction (v2) or chain drafting with no moves (v1)."""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+log = logging.getLogger("draftsmith")
+
+
+@dataclass(frozen=True)
+class Plan:
+    mode: str        # "v1" | "v2"
+    topk: int
+    steps: int
+    draft_tokens: int
+    reason: str
+
+
+def choose_mode(mode: str, topk: int, steps: int, draft_tokens: int, page_size: int, recurrent: bool) -> Plan:
+    """``auto`` picks v2 only when topk > 1, page_size == 1 and the target has no recurrent layers; otherwise v1
+    (a chain of ``steps`` tokens), logging one line that says why. Explicit v2 in an unsupported combination is
+    refused by the spec checks; here it raises for per-call overrides."""
+    why = []
+    if topk == 1:
+        why.append("topk is 1")
+    if page_size != 1:
+        why.append(f"page_size is {page_size}")
+    if recurrent:
+        why.append("the target has recurrent (mamba / linear-attention) layers")
+    if mode == "v2" and why:
+        raise ValueError(f"decoding mode v2 is unsupported: {'; '.join(why)}")
+    if mode == "v1" or why:
+        reason = "mode v1 requested" if mode == "v1" else "auto chose v1 (chain): " + "; ".join(why)
+        if mode == "auto" and topk > 1:
+            log.info("draftsmith: %s", reason)
+        return Plan("v1", 1, steps, steps + 1, reason)
+    return Plan("v2", topk, steps, draft_tokens, "tree drafting with compaction (topk > 1, page_size 1)")

@@ -1,0 +1,47 @@
+"""Per-run statistics and outputs."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Stats:
+    mode: str = "baseline"
+    new_tokens: int = 0
+    target_forwards: int = 0          # verification / decode forwards (prefill not counted)
+    draft_forwards: int = 0
+    steps: int = 0                    # verification steps summed over sequences
+    accepted_per_position: list[int] = field(default_factory=list)   # [i]: steps that accepted >= i+1 drafts
+    wall_seconds: float = 0.0
+
+    @property
+    def acceptance_length(self) -> float:
+        """tau: tokens committed per target verification (accepted + 1, averaged over steps)."""
+        return (self.committed / self.steps) if self.steps else 1.0
+
+    committed: int = 0
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.new_tokens / self.wall_seconds if self.wall_seconds > 0 else 0.0
+
+    def record_step(self, accepted: int) -> None:
+        self.steps += 1
+        self.committed += accepted + 1
+        if len(self.accepted_per_position) < accepted:
+            self.accepted_per_position += [0] * (accepted - len(self.accepted_per_position))
+        for i in range(accepted):
+            self.accepted_per_position[i] += 1
+
+    def as_dict(self) -> dict:
+        return {"mode": self.mode, "acceptance_length": round(self.acceptance_length, 3),
+                "new_tokens": self.new_tokens, "target_forwards": self.target_forwards,
+                "draft_forwards": self.draft_forwards, "accepted_per_position": self.accepted_per_position,
+                "tokens_per_second": round(self.tokens_per_second, 2), "wall_seconds": round(self.wall_seconds, 4)}
+
+
+@dataclass
+class Output:
+    token_ids: list[int]
+    text: str | None
+    stats: Stats

@@ -1,0 +1,96 @@
+"""The spec schema (phase 1: shape and types). Every model forbids unknown keys and is frozen.
+
+Component choices are ``{kind: <registered name>, ...params}``; the params are checked in phase 2 against the
+component's own ``Params`` model (:mod:`draftsmith.specs.resolve`), so this file never lists component names.
+"""
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Ref(BaseModel):
+    """A component reference: ``kind`` names a registered component; other keys are its params."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    kind: str
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+
+class Norms(Frozen):
+    input: Literal["all", "not_first", "none"] = "all"   # input_layernorm slots filled in which layers
+    final: bool = True                                   # final norm before the head
+
+
+class Vocab(Frozen):
+    reduced: Literal["auto", True, False] = "auto"       # auto: reduced when the checkpoint has d2t / draft_vocab_size < V
+
+
+class Share(Frozen):
+    embed: Literal["target", "own", "own_if_different"] = "target"
+    lm_head: Literal["target", "draft"] = "target"
+
+
+class Draft(Frozen):
+    num_layers: int | Literal["auto"] = "auto"           # auto: from the tensor names, never num_hidden_layers
+    layer: Ref = Ref(kind="llama")
+    attention: Ref = Ref(kind="auto")                    # auto: mla when the config has MLA fields, else gqa
+    mlp: Ref = Ref(kind="swiglu")
+    norm: Ref = Ref(kind="rms")
+    norms: Norms = Norms()
+    fusion: Ref
+    feed_back: Literal["pre_norm", "post_norm"] = "pre_norm"   # hidden state fed to the next draft step
+    vocab: Vocab = Vocab()
+    share: Share = Share()
+
+
+class Rule(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True)
+    kind: str = "regex"
+
+
+class Weights(Frozen):
+    rules: tuple[Rule, ...] = ()
+    ignore: tuple[str, ...] = ()
+
+
+class Quant(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True)
+    method: str = "none"
+
+
+class Decoding(Frozen):
+    topk: int = Field(4, ge=1)
+    steps: int = Field(5, ge=1)
+    draft_tokens: int = Field(8, ge=2)
+    page_size: int = Field(1, ge=1)
+    mode: Literal["auto", "v1", "v2"] = "auto"
+    attention: str = "sdpa"                              # registered attn_backend
+
+
+class Checkpoints(Frozen):
+    target: str | None = None                            # relative paths resolve against the spec file
+    draft: str | None = None
+
+
+class Spec(Frozen):
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")
+    description: str = ""
+    checkpoints: Checkpoints = Checkpoints()
+    draft: Draft
+    weights: Weights = Weights()
+    quant: Quant = Quant()
+    decoding: Decoding = Decoding()
+    _source: str | None = PrivateAttr(None)              # the file it came from (set by the loader)
+
+    @property
+    def source(self) -> str:
+        return self._source or f"<spec {self.name}>"

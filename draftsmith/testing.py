@@ -1,0 +1,153 @@
+"""Tiny checkpoints in the real upstream layouts (FORMATS.md), for tests, the demo and benchmarks.
+
+Every writer uses the exact tensor names and config fields of the public checkpoints; nothing here is loaded
+from a hub."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from draftsmith.assembler.checkpoint import save_safetensors
+from draftsmith.assembler.vocab import make_vocab_map
+
+SIZES = dict(hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2,
+             num_hidden_layers=8, vocab_size=96, max_position_embeddings=512)
+
+
+def write_target(folder: str | Path, model_type: str = "llama", *, seed: int = 0, init_std: float = 0.15,
+                 tokenizer: bool = False, **overrides: Any) -> Path:
+    """A random Hugging Face model saved with ``save_pretrained`` (config.json + model.safetensors)."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    folder = Path(folder)
+    cfg = AutoConfig.for_model(model_type, **{**SIZES, "initializer_range": init_std, **overrides})
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        model = AutoModelForCausalLM.from_config(cfg)
+    model.save_pretrained(folder)
+    if tokenizer:
+        write_byte_tokenizer(folder)
+    return folder
+
+
+def _target_cfg(folder: Path) -> dict[str, Any]:
+    return json.loads((Path(folder) / "config.json").read_text())
+
+
+def _llama_layer(prefix: str, H: int, nH: int, nKV: int, d: int, I: int, in_width: int, g: torch.Generator,
+                 std: float, input_norm: bool = True, hidden_norm: bool = False) -> dict[str, torch.Tensor]:
+    def w(*shape):
+        return torch.randn(*shape, generator=g) * std
+
+    t = {f"{prefix}self_attn.q_proj.weight": w(nH * d, in_width), f"{prefix}self_attn.k_proj.weight": w(nKV * d, in_width),
+         f"{prefix}self_attn.v_proj.weight": w(nKV * d, in_width), f"{prefix}self_attn.o_proj.weight": w(H, nH * d),
+         f"{prefix}mlp.gate_proj.weight": w(I, H), f"{prefix}mlp.up_proj.weight": w(I, H),
+         f"{prefix}mlp.down_proj.weight": w(H, I),
+         f"{prefix}post_attention_layernorm.weight": 1 + w(H) * 0.1}
+    if input_norm:
+        t[f"{prefix}input_layernorm.weight"] = 1 + w(H) * 0.1
+    if hidden_norm:
+        t[f"{prefix}hidden_norm.weight"] = 1 + w(H) * 0.1
+    return t
+
+
+def _draft_config(tc: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    keys = ("hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads", "vocab_size",
+            "rms_norm_eps", "max_position_embeddings", "rope_theta")
+    cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": 1,
+           **{k: tc[k] for k in keys if k in tc}}
+    if "rope_parameters" in tc and "rope_theta" not in cfg:
+        cfg["rope_theta"] = tc["rope_parameters"].get("rope_theta", 10000.0)
+    return {**cfg, **extra}
+
+
+def _dims(tc: dict[str, Any]) -> tuple[int, int, int, int, int]:
+    H, nH = tc["hidden_size"], tc["num_attention_heads"]
+    return H, nH, tc.get("num_key_value_heads", nH), tc.get("head_dim") or H // nH, tc["intermediate_size"]
+
+
+def write_eagle1(folder: str | Path, target: str | Path, *, seed: int = 1, std: float = 0.05,
+                 bias: bool | None = None, embed: bool = True, bin_format: bool = False) -> Path:
+    """yuhuili EAGLE-1 layout: fc.{weight,bias} over [embed; hidden], layers.0.* without input_layernorm,
+    embed_tokens.weight; ``bias=None`` writes no ``bias`` key (which means a bias, as in the Vicuna drafts)."""
+    folder, tc = Path(folder), _target_cfg(target)
+    H, nH, nKV, d, I = _dims(tc)
+    g = torch.Generator().manual_seed(seed)
+    t = {"fc.weight": torch.randn(H, 2 * H, generator=g) * std}
+    if bias is not False:
+        t["fc.bias"] = torch.randn(H, generator=g) * std
+    t |= _llama_layer("layers.0.", H, nH, nKV, d, I, H, g, std, input_norm=False)
+    if embed:
+        t["embed_tokens.weight"] = torch.randn(tc["vocab_size"], H, generator=g) * std
+    extra = {} if bias is None else {"bias": bias}
+    return _write(folder, _draft_config(tc, **extra), t, bin_format)
+
+
+def write_eagle3(folder: str | Path, target: str | Path, *, seed: int = 2, std: float = 0.05,
+                 draft_vocab: int | None = None, aux_ids: list[int] | None = None, layout: str = "midlayer",
+                 bin_format: bool = False) -> Path:
+    """EAGLE-3 yuhuili / lmsys layout (``midlayer.*``), or ``layers.0.*`` with layout="layers"."""
+    folder, tc = Path(folder), _target_cfg(target)
+    H, nH, nKV, d, I = _dims(tc)
+    V = tc["vocab_size"]
+    g = torch.Generator().manual_seed(seed)
+    k = len(aux_ids) if aux_ids else 3
+    prefix = "midlayer." if layout == "midlayer" else "layers.0."
+    t = {"fc.weight": torch.randn(H, k * H, generator=g) * std,
+         **_llama_layer(prefix, H, nH, nKV, d, I, 2 * H, g, std, hidden_norm=True),
+         "norm.weight": 1 + torch.randn(H, generator=g) * 0.01}
+    vd = draft_vocab or V
+    t["lm_head.weight"] = torch.randn(vd, H, generator=g) * std
+    extra: dict[str, Any] = {"draft_vocab_size": vd}
+    if vd < V:
+        kept = torch.randperm(V, generator=g)[:vd]
+        t["d2t"], t["t2d"] = make_vocab_map(kept, V)
+    if aux_ids:
+        extra["eagle_config"] = {"eagle_aux_hidden_state_layer_ids": aux_ids}
+    return _write(folder, _draft_config(tc, **extra), t, bin_format)
+
+
+def _write(folder: Path, config: dict[str, Any], tensors: dict[str, torch.Tensor], bin_format: bool) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(config, indent=2))
+    tensors = {k: v.contiguous() for k, v in tensors.items()}
+    if bin_format:
+        torch.save(tensors, folder / "pytorch_model.bin")
+    else:
+        save_safetensors(tensors, folder)
+    return folder
+
+
+def write_self_draft(folder: str | Path, target: str | Path) -> Path:
+    """An EAGLE-1-layout draft that IS the target: fc = [I, 0] passes the token embedding through, then the
+    target's own layers (with input norms) and final norm. Its greedy proposals equal the target's, so the
+    acceptance length is depth + 1 (rotary attention depends only on relative positions, so the draft's
+    one-position shift changes nothing). Load it with a spec that has ``norms: {input: all, final: true}``."""
+    from safetensors.torch import load_file
+
+    folder, tc = Path(folder), _target_cfg(target)
+    H = tc["hidden_size"]
+    src = load_file(str(Path(target) / "model.safetensors"))
+    t = {"fc.weight": torch.cat([torch.eye(H), torch.zeros(H, H)], 1), "norm.weight": src["model.norm.weight"]}
+    for name, v in src.items():
+        if name.startswith("model.layers."):
+            t[name.removeprefix("model.")] = v
+    return _write(folder, _draft_config(tc, num_hidden_layers=tc["num_hidden_layers"], bias=False), t, False)
+
+
+def write_byte_tokenizer(folder: str | Path) -> None:
+    """A byte-level tokenizer (256 byte tokens, no merges) plus <s> and </s>, saved as tokenizer.json."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    vocab = {ch: i for i, ch in enumerate(sorted(alphabet))}
+    vocab |= {"<s>": len(vocab), "</s>": len(vocab) + 1}
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>")
+    fast.save_pretrained(str(folder))
