@@ -123,14 +123,21 @@ def _write(folder: Path, config: dict[str, Any], tensors: dict[str, torch.Tensor
 
 def write_self_draft(folder: str | Path, target: str | Path) -> Path:
     """An EAGLE-1-layout draft that IS the target: fc = [I, 0] passes the token embedding through, then the
-    target's own layers (with input norms) and final norm. Its greedy proposals equal the target's, so the
-    acceptance length is depth + 1 (rotary attention depends only on relative positions, so the draft's
-    one-position shift changes nothing). Load it with a spec that has ``norms: {input: all, final: true}``."""
+    target's own layers (with input norms) and final norm; load it with ``norms: {input: all, final: true}``.
+
+    EAGLE pairs draft position i with token x_{i+1}, so the draft never sees x_0; to make it the target
+    exactly, the target's attention output is zeroed here (o_proj = 0, rewritten in the target folder). Then the
+    target is a function of the last token only, the draft's proposals equal the target's, and the acceptance
+    length is depth + 1. The head is sharpened (x30) so the greedy path also outscores every side branch and a
+    tree of steps + 1 or more nodes always contains it."""
     from safetensors.torch import load_file
 
     folder, tc = Path(folder), _target_cfg(target)
     H = tc["hidden_size"]
     src = load_file(str(Path(target) / "model.safetensors"))
+    src = {k: torch.zeros_like(v) if k.endswith("o_proj.weight") else v for k, v in src.items()}
+    src["lm_head.weight"] = src["lm_head.weight"] * 30
+    save_safetensors(src, Path(target))
     t = {"fc.weight": torch.cat([torch.eye(H), torch.zeros(H, H)], 1), "norm.weight": src["model.norm.weight"]}
     for name, v in src.items():
         if name.startswith("model.layers."):

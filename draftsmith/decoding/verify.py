@@ -106,7 +106,7 @@ def sample_verify(
             else:
                 # x ~ q: accept with min(1, r(x) / q(x)) (written without the division); else r <- norm(max(r - q, 0))
                 qc = q[rows, c]                                                # [B, V]
-                ok = u < rx
+                ok = u * qc[rows, x] < rx
                 rejected = (r - qc).clamp(min=0)
             ok &= trying
             r = torch.where((trying & ~ok).unsqueeze(1), _normalise(rejected, fallback=r), r)
