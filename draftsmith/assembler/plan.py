@@ -108,7 +108,7 @@ def group_names(names: Iterable[str]) -> list[tuple[str, list[str]]]:
                 if len(key) > j:
                     buckets.setdefault((len(key), key[:j], key[j + 1:]), []).append(key)
             for keys in buckets.values():
-                if len(keys) > 0:
+                if len(keys) > 1:
                     merged = keys[0][:j] + (frozenset().union(*(k[j] for k in keys)),) + keys[0][j + 1:]
                     members = [n for k in keys for n in groups.pop(k)]
                     groups[merged] = sorted(members, key=_natural)
