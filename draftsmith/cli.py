@@ -8,6 +8,7 @@ from typing import List, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Speculative-decoding draft models from YAML.")
@@ -30,9 +31,14 @@ def generate(
     device: str = typer.Option("cpu"),
     dtype: str = typer.Option("float32"),
     compare: bool = typer.Option(True, help="also run target-only and a chain, and show all side by side"),
+    threads: int = typer.Option(1, help="CPU threads for torch (1 suits small models best)"),
 ) -> None:
     """Generate with speculative decoding; with no options, runs the embedded demo pair."""
+    import torch
+
     import draftsmith
+
+    torch.set_num_threads(threads)
     from draftsmith.demo import IS_RANDOM
 
     model = draftsmith.assemble(spec, target=target, draft=draft, device=device, dtype=dtype)
@@ -92,14 +98,14 @@ def list_cmd() -> None:
     from draftsmith import load_spec
 
     for name, plugin in reg.spec_names():
-        table.add_row(name, plugin, load_spec(name).description)
+        table.add_row(name, plugin, escape(load_spec(name).description))
     out.print(table)
     table = Table(title="components")
     for col in ("kind", "name", "plugin", "what"):
         table.add_column(col)
     for kind in reg.kinds():
         for name, plugin in reg.names(kind):
-            table.add_row(kind, name, plugin, reg.get(kind, name).doc)
+            table.add_row(kind, name, plugin, escape(reg.get(kind, name).doc))
     out.print(table)
 
 
@@ -119,9 +125,9 @@ def inspect(ckpt: Path = typer.Argument(..., help="draft checkpoint folder")) ->
                   f"{sorted(infos)[:5]})")
         raise typer.Exit(1)
     spec = load_spec(match.spec)
-    out.print(f"# {ckpt}: {match.reason}", markup=False)
+    sys.stdout.write(f"# {ckpt}: {match.reason}\n")
     for note in match.assumptions:
-        out.print(f"# assumed/noticed: {note}", markup=False)
+        sys.stdout.write(f"# assumed/noticed: {note}\n")
     data = spec.model_dump(mode="json", exclude_defaults=False)
     data["name"] = f"{match.spec}-{Path(ckpt).name}".lower().replace("_", "-")
     data["checkpoints"]["draft"] = str(Path(ckpt).resolve())
@@ -135,9 +141,14 @@ def bench(
     max_new_tokens: int = typer.Option(64, "--max-new-tokens"),
     repeats: int = typer.Option(3, help="runs per method; the median is reported"),
     prompt: str = typer.Option("def fibonacci(n):"),
+    threads: int = typer.Option(1, help="CPU threads for torch, the same for every method"),
 ) -> None:
     """Side by side in one run: target-only, HF generate, HF assisted generation, draftsmith chain and tree."""
+    import torch
+
     from draftsmith.bench import run_bench
+
+    torch.set_num_threads(threads)
 
     run_bench(spec, target=target, draft=draft, prompt=prompt, max_new_tokens=max_new_tokens, repeats=repeats,
               console=out)

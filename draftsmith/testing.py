@@ -55,7 +55,7 @@ def _llama_layer(prefix: str, H: int, nH: int, nKV: int, d: int, I: int, in_widt
 
 
 def _draft_config(tc: dict[str, Any], **extra: Any) -> dict[str, Any]:
-    keys = ("hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads", "vocab_size",
+    keys = ("hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads", "vocab_size", "head_dim",
             "rms_norm_eps", "max_position_embeddings", "rope_theta")
     cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": 1,
            **{k: tc[k] for k in keys if k in tc}}

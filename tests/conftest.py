@@ -8,7 +8,7 @@ settings.register_profile("ci", max_examples=40, deadline=None, suppress_health_
 settings.register_profile("dev", max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
-torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+torch.set_num_threads(1)  # tiny models: thread hand-offs cost more than they save
 
 
 def pytest_collection_modifyitems(config, items):

@@ -19,7 +19,8 @@ def detect_builtin_layout(config: Mapping[str, Any], tensor_names: Sequence[str]
     if "fc.weight" in names and "layers.0.post_attention_layernorm.weight" in names \
             and "layers.0.input_layernorm.weight" not in names and "layers.0.hidden_norm.weight" not in names:
         bias = "fc.bias" in names
-        notes = [] if ("bias" in config) == bias or config.get("bias") == bias else \
+        declared = bool(config.get("bias", True))  # a missing key means a bias (the reference's default)
+        notes = [] if declared == bias else \
             [f"config bias={config.get('bias', 'missing')} but fc.bias is {'present' if bias else 'absent'}"]
         return LayoutMatch("eagle1-llama", "fc over [embed; hidden] and layer 0 without input_layernorm "
                                            "(EAGLE-1, yuhuili)", tuple(notes))

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from draftsmith.assembler.checkpoint import TensorInfo
 from draftsmith.components.weights import RuleSet
@@ -32,9 +32,21 @@ class Expected:
     dtype: torch.dtype
 
 
-def expected_of(state_dict: Mapping[str, Tensor]) -> dict[str, Expected]:
-    """Expected shapes and dtypes from a (meta-device) state_dict."""
-    return {name: Expected(tuple(t.shape), t.dtype) for name, t in state_dict.items()}
+def expected_of(source: nn.Module | Mapping[str, Tensor]) -> dict[str, Expected]:
+    """Expected shapes and dtypes of the names a model loads, from the module or a (meta-device) state_dict.
+
+    A tensor tied under several names (the same object, e.g. a tied lm_head) is expected once, under its first
+    name. A module is read with ``state_dict(keep_vars=True)`` so ties are seen; a plain ``state_dict()`` holds
+    detached copies, whose ties (on the meta device) cannot be told apart, so pass the module when it has any.
+    """
+    state = source.state_dict(keep_vars=True) if isinstance(source, nn.Module) else source
+    seen: set[int] = set()
+    out: dict[str, Expected] = {}
+    for name, t in state.items():
+        if id(t) not in seen:
+            seen.add(id(t))
+            out[name] = Expected(tuple(t.shape), t.dtype)
+    return out
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,10 @@ in the entry-point group ``draftsmith``::
 
     [project.entry-points.draftsmith]
     sliding = "draftsmith_sliding.plugin"
+
+The entry-point name (``sliding``) is the plugin's name: ``draftsmith list`` and every spec error show it as the
+provider of the plugin's components. ``builtin`` is draftsmith's own; two distributions claiming one name fail at
+start-up naming both.
 """
 from __future__ import annotations
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import importlib.metadata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -47,20 +48,20 @@ class Registry:
         self.components: dict[tuple[str, str], Provided] = {}
         self.specs: dict[str, Provided] = {}
         for impl in pm.hook.draftsmith_components.get_hookimpls():
-            for comp in impl.function() or ():
+            for comp in _records(impl, Component):
                 self._add(self.components, (comp.kind, comp.name), comp, impl.plugin_name)
         for impl in pm.hook.draftsmith_specs.get_hookimpls():
-            for src in impl.function() or ():
+            for src in _records(impl, SpecSource):
                 self._add(self.specs, src.name, src, impl.plugin_name)
 
     @staticmethod
     def _add(table: dict, key: Any, record: Any, plugin: str) -> None:
         if key in table:
             other = table[key].plugin
-            raise PluginClash(
-                f"{_describe(key)} is provided by both plugin {other!r} and plugin {plugin!r}; "
-                "uninstall one or rename its component (draftsmith never shadows silently)"
-            )
+            who = f"twice by plugin {plugin!r}" if other == plugin else \
+                f"by both plugin {other!r} and plugin {plugin!r}"
+            raise PluginClash(f"{_describe(key)} is provided {who}; uninstall one or rename its component "
+                              "(draftsmith never shadows silently)")
         table[key] = Provided(record, plugin)
 
     def names(self, kind: str) -> list[tuple[str, str]]:
@@ -99,6 +100,37 @@ def _describe(key: Any) -> str:
     return f"{key[0]} {key[1]!r}" if isinstance(key, tuple) else f"spec {key!r}"
 
 
+def _records(impl: pluggy.HookImpl, record_type: type) -> list:
+    """What one plugin's collecting hook returned, checked to be records of the documented type."""
+    records = list(impl.function() or ())
+    for r in records:
+        if not isinstance(r, record_type):
+            raise TypeError(f"plugin {impl.plugin_name!r} returned {r!r} from {impl.function.__name__}; "
+                            f"expected draftsmith.hooks.{record_type.__name__} records")
+    return records
+
+
+def load_entry_points(pm: pluggy.PluginManager) -> None:
+    """Register every plugin advertised in the ``draftsmith`` entry-point group, under its entry-point name.
+
+    Unlike pluggy's loader, a second distribution using a name already taken is a clash, not silently skipped
+    (the same entry point seen twice on ``sys.path`` is one plugin)."""
+    seen: dict[str, tuple[str, str]] = {}
+    for dist in importlib.metadata.distributions():
+        for ep in dist.entry_points:
+            if ep.group != PROJECT:
+                continue
+            origin = (dist.metadata["Name"] or "?", ep.value)
+            if ep.name in seen and seen[ep.name][1] == ep.value:
+                continue
+            if ep.name in seen or pm.has_plugin(ep.name):
+                first = f"distribution {seen[ep.name][0]!r}" if ep.name in seen else "draftsmith itself"
+                raise PluginClash(f"plugin name {ep.name!r} is used by both {first} and distribution "
+                                  f"{origin[0]!r}; uninstall one (draftsmith never shadows silently)")
+            seen[ep.name] = origin
+            pm.register(ep.load(), name=ep.name)
+
+
 def build_registry(plugins: Iterable[tuple[str, object]] = (), *, entry_points: bool = True) -> Registry:
     """A fresh plugin manager: the built-ins, the ``draftsmith`` entry points, then ``plugins`` (name, obj)."""
     from draftsmith.registry import builtin
@@ -107,9 +139,10 @@ def build_registry(plugins: Iterable[tuple[str, object]] = (), *, entry_points: 
     pm.add_hookspecs(hookspecs)
     pm.register(builtin, name=BUILTIN)
     if entry_points:
-        pm.load_setuptools_entrypoints(PROJECT)
+        load_entry_points(pm)
     for name, plugin in plugins:
         pm.register(plugin, name=name)
+    pm.check_pending()  # a hookimpl whose name matches no hookspec (a typo) fails here instead of doing nothing
     return Registry(pm)
 
 

@@ -20,7 +20,7 @@ class Problem:
         if self.found is not _UNSET and repr(self.found) not in self.message:
             head += f" (found {self.found!r})"
         if self.hint:
-            head += f" {self.hint}"
+            head = f"{head.rstrip('.')}. {self.hint.strip()}"
         return head + (f"\n      allowed: {self.allowed}" if self.allowed else "")
 
 

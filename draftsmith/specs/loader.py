@@ -10,18 +10,22 @@ from pydantic import ValidationError
 
 from draftsmith.registry import Registry, default_registry
 from draftsmith.specs.errors import Problem, SpecError
-from draftsmith.specs.resolve import check_spec_data, pydantic_problem
+from draftsmith.specs.resolve import check_spec_data
+from draftsmith.specs.translate import describe, problems_from
 from draftsmith.specs.schema import Spec
 
 
 def spec_path(ref: str | Path, registry: Registry) -> Path:
-    """A YAML path as given, else the file of a built-in or plugin spec of that name."""
+    """A ``.yaml`` / ``.yml`` path as given; else the file of a registered spec of that name; else an existing file.
+    (A registered name wins over a folder or file of the same name in the working directory.)"""
     p = Path(ref)
-    if p.suffix in (".yaml", ".yml") or p.exists():
+    if p.suffix in (".yaml", ".yml"):
         if not p.is_file():
             raise FileNotFoundError(f"spec file {str(p)!r} does not exist")
         return p
-    return registry.spec_source(str(ref)).path
+    if str(ref) in registry.specs or not p.is_file():
+        return registry.spec_source(str(ref)).path
+    return p
 
 
 def load_spec(ref: Spec | str | Path, registry: Registry | None = None) -> Spec:
@@ -46,27 +50,22 @@ def read_yaml(path: Path) -> Any:
 def parse_spec(data: Any, *, source: str = "<spec>", registry: Registry | None = None) -> Spec:
     registry = registry or default_registry()
     if not isinstance(data, Mapping):
-        raise SpecError(source, [Problem("", "a spec is a mapping of fields", found=type(data).__name__)])
-    problems: list[Problem] = []
+        what = "the document is empty" if data is None else f"the document is a {type(data).__name__}"
+        raise SpecError(source, [Problem("", f"{what}; a spec is a mapping of fields", allowed=describe(Spec))])
+    shape: list[Problem] = []
     spec = None
     try:
         spec = Spec.model_validate(data)
     except ValidationError as e:
-        problems += [pydantic_problem(err, "", Spec) for err in e.errors()]
-    problems += check_spec_data(data, registry)
+        shape = problems_from(e, "", Spec)
+    names = check_spec_data(data, registry)
+    # Phase 2 knows the registry, so where both phases speak about one path, its account (with the names that
+    # exist and who provides them) replaces pydantic's.
+    problems = [p for p in shape if p.path not in {q.path for q in names}] + names
     if problems:
-        raise SpecError(source, _dedupe(problems))
+        raise SpecError(source, problems)
     spec._source = source
     return spec
-
-
-def _dedupe(problems: list[Problem]) -> list[Problem]:
-    seen, out = set(), []
-    for p in problems:
-        if (p.path, p.message) not in seen:
-            seen.add((p.path, p.message))
-            out.append(p)
-    return out
 
 
 def list_specs(registry: Registry | None = None) -> list[str]:

@@ -2,8 +2,9 @@
 runs even when phase 1 (pydantic) found problems, and the user sees everything at once."""
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ValidationError
 
@@ -11,17 +12,28 @@ from draftsmith.hooks import Component
 from draftsmith.registry import Registry
 from draftsmith.registry.registry import suggest
 from draftsmith.specs.errors import Problem
+from draftsmith.specs.translate import problems_from
 
-# spec path -> (component kind, key naming the component, default name)
-SECTIONS: tuple[tuple[str, str, str, str | None], ...] = (
-    ("draft.layer", "layer", "kind", "llama"),
-    ("draft.attention", "attention", "kind", "auto"),
-    ("draft.mlp", "mlp", "kind", "swiglu"),
-    ("draft.norm", "norm", "kind", "rms"),
-    ("draft.fusion", "fusion", "kind", None),
-    ("quant", "quant", "method", "none"),
+
+class Section(NamedTuple):
+    path: str               # where the component reference sits in a spec
+    kind: str               # the registry kind it names
+    key: str                # the key holding the name
+    absent: str | None      # the name used when the whole section is absent (None: the section is required)
+    unnamed: str | None     # the name used when the section omits ``key`` (None: the key is required)
+
+
+SECTIONS: tuple[Section, ...] = (
+    Section("draft.layer", "layer", "kind", "llama", None),
+    Section("draft.attention", "attention", "kind", "auto", None),
+    Section("draft.mlp", "mlp", "kind", "swiglu", None),
+    Section("draft.norm", "norm", "kind", "rms", None),
+    Section("draft.fusion", "fusion", "kind", None, None),
+    Section("quant", "quant", "method", "none", "none"),
 )
+RULES = Section("weights.rules", "weight_rule", "kind", None, "regex")
 AUTO_ATTENTION = "gqa"  # what `attention: {kind: auto}` params are checked against (MLA is chosen per checkpoint)
+AUTO_NOTE = "auto (mla when the draft config has MLA fields, else gqa)"
 
 
 def dig(data: Any, path: str) -> Any:
@@ -32,65 +44,57 @@ def dig(data: Any, path: str) -> Any:
     return data
 
 
+def names(registry: Registry, kind: str) -> list[str]:
+    return [n for n, _ in registry.names(kind)] + (["auto"] if kind == "attention" else [])
+
+
 def listing(registry: Registry, kind: str) -> str:
-    return ", ".join(f"{n} ({p})" for n, p in registry.names(kind)) or "none registered"
+    known = [f"{n} ({p})" for n, p in registry.names(kind)] + ([AUTO_NOTE] if kind == "attention" else [])
+    return ", ".join(known) or "none registered"
 
 
 def params_problems(model: type[BaseModel], params: Mapping[str, Any], path: str) -> list[Problem]:
     try:
         model.model_validate(dict(params))
     except ValidationError as e:
-        return [pydantic_problem(err, path, model) for err in e.errors()]
+        return problems_from(e, path, model)
     return []
 
 
-def pydantic_problem(err: Mapping[str, Any], prefix: str, model: type[BaseModel] | None) -> Problem:
-    loc = [str(x) for x in err["loc"]]
-    path = ".".join([p for p in [prefix, *loc] if p])
-    kind, found = err["type"], err.get("input")
-    if kind == "extra_forbidden":
-        allowed = sorted(_fields_at(model, loc[:-1]))
-        return Problem(path, f"unknown field {loc[-1]!r}", allowed=", ".join(allowed), hint=suggest(loc[-1], allowed))
-    if kind == "missing":
-        return Problem(path, "required field is missing")
-    if kind in ("literal_error", "enum"):
-        expected = err.get("ctx", {}).get("expected", "")
-        choices = [c.strip(" '") for c in expected.replace(" or ", ",").split(",") if c.strip()]
-        return Problem(path, f"{found!r} is not allowed", allowed=expected, hint=suggest(str(found), choices))
-    return Problem(path, err["msg"], found=found)
+def unknown_name(registry: Registry, kind: str, name: Any, path: str) -> Problem:
+    hint = suggest(str(name), names(registry, kind))
+    if not hint and isinstance(name, str) and any(c in name for c in ".:/"):
+        hint = ("A spec names registered components only; import paths are never imported. Register it from a "
+                "plugin's draftsmith_components hook.")
+    what = "attention backend" if kind == "attn_backend" else kind
+    return Problem(path, f"unknown {what} {name!r}", allowed=listing(registry, kind), hint=hint)
 
 
-def _fields_at(model: type[BaseModel] | None, loc: list[str]) -> set[str]:
-    for part in loc:
-        if model is None or part.isdigit():
-            continue
-        field = model.model_fields.get(part)
-        ann = getattr(field, "annotation", None)
-        model = ann if isinstance(ann, type) and issubclass(ann, BaseModel) else _tuple_item(ann)
-    return set(model.model_fields) if model else set()
-
-
-def _tuple_item(ann: Any) -> type[BaseModel] | None:
-    for arg in getattr(ann, "__args__", ()):
-        if isinstance(arg, type) and issubclass(arg, BaseModel):
-            return arg
-    return None
-
-
-def check_ref(registry: Registry, ref: Any, path: str, kind: str, key: str, default: str | None) -> list[Problem]:
+def check_ref(registry: Registry, ref: Any, where: Section, path: str | None = None) -> list[Problem]:
+    """Problems of one component reference ``{<key>: <name>, ...params}`` found at ``path``."""
+    path = path or where.path
+    form = f"{{{where.key}: NAME, ...params}}; NAME is one of: {listing(registry, where.kind)}"
     if ref is None:
-        return [] if default is not None else [Problem(f"{path}.{key}", f"a {kind} must be named")]
+        if where.absent is not None:
+            ref = {where.key: where.absent}
+        else:
+            return [Problem(path, "required field is missing", allowed=form)]
     if not isinstance(ref, Mapping):
-        return []  # phase 1 reports the wrong type
-    name = ref.get(key, default)
-    lookup = AUTO_ATTENTION if (kind == "attention" and name == "auto") else name
-    comp = registry.components.get((kind, lookup))
+        hint = f"Write {{{where.key}: {ref}}}." if known(registry, where.kind, ref) else ""
+        return [Problem(path, f"a {where.kind} is written as a mapping", found=ref, allowed=form, hint=hint)]
+    if where.key not in ref and where.unnamed is None:
+        return [Problem(f"{path}.{where.key}", "required field is missing", allowed=listing(registry, where.kind))]
+    name = ref.get(where.key, where.unnamed)
+    lookup = AUTO_ATTENTION if (where.kind == "attention" and name == "auto") else name
+    comp = registry.components.get((where.kind, lookup)) if isinstance(lookup, str) else None
     if comp is None:
-        known = [n for n, _ in registry.names(kind)]
-        return [Problem(f"{path}.{key}", f"unknown {kind} {name!r}", allowed=listing(registry, kind),
-                        hint=suggest(str(name), known))]
-    params = {k: v for k, v in ref.items() if k != key}
+        return [unknown_name(registry, where.kind, name, f"{path}.{where.key}")]
+    params = {k: v for k, v in ref.items() if k != where.key}
     return params_problems(comp.record.params, params, path)
+
+
+def known(registry: Registry, kind: str, name: Any) -> bool:
+    return isinstance(name, str) and (kind, name) in registry.components
 
 
 def resolve(registry: Registry, kind: str, name: str, params: Mapping[str, Any]) -> tuple[Component, BaseModel]:
@@ -102,23 +106,42 @@ def resolve(registry: Registry, kind: str, name: str, params: Mapping[str, Any])
 
 def check_spec_data(data: Mapping[str, Any], registry: Registry) -> list[Problem]:
     problems: list[Problem] = []
-    for path, kind, key, default in SECTIONS:
-        problems += check_ref(registry, dig(data, path), path, kind, key, default)
-    for i, rule in enumerate(dig(data, "weights.rules") or []):
-        problems += check_ref(registry, rule, f"weights.rules.{i}", "weight_rule", "kind", "regex")
-    backend = dig(data, "decoding.attention")
-    if backend is not None and ("attn_backend", backend) not in registry.components:
-        known = [n for n, _ in registry.names("attn_backend")]
-        problems.append(Problem("decoding.attention", f"unknown attention backend {backend!r}",
-                                allowed=listing(registry, "attn_backend"), hint=suggest(str(backend), known)))
-    return problems + decoding_problems(dig(data, "decoding") or {})
+    for section in SECTIONS:
+        parent = dig(data, section.path.rpartition(".")[0]) if "." in section.path else data
+        if isinstance(parent, Mapping):  # a missing or malformed parent is phase 1's to report
+            problems += check_ref(registry, parent.get(section.path.rpartition(".")[2]), section)
+    weights = dig(data, "weights")
+    rules = weights.get("rules") if isinstance(weights, Mapping) else None
+    for i, rule in enumerate(rules if isinstance(rules, list) else []):
+        problems += check_ref(registry, rule, RULES, f"{RULES.path}.{i}")
+    ignore = weights.get("ignore") if isinstance(weights, Mapping) else None
+    for i, pattern in enumerate(ignore if isinstance(ignore, list) else []):
+        problems += regex_problems(pattern, f"weights.ignore.{i}")
+    dec = dig(data, "decoding")
+    if not isinstance(dec, Mapping):
+        return problems  # phase 1 reports a decoding section that is not a mapping
+    backend = dec.get("attention")
+    if backend is not None and not known(registry, "attn_backend", backend):
+        problems.append(unknown_name(registry, "attn_backend", backend, "decoding.attention"))
+    return problems + decoding_problems(dec)
+
+
+def regex_problems(pattern: Any, path: str) -> list[Problem]:
+    if not isinstance(pattern, str):
+        return []  # phase 1 reports the type
+    try:
+        re.compile(pattern)
+    except re.error as e:
+        return [Problem(path, f"not a valid regular expression: {e}", found=pattern,
+                        allowed="a Python regular expression (re syntax), searched in each checkpoint name")]
+    return []
 
 
 def decoding_problems(dec: Mapping[str, Any], path: str = "decoding") -> list[Problem]:
     """Cross-field rules of the decoding section (also applied to per-call overrides)."""
     topk, steps, n = dec.get("topk", 4), dec.get("steps", 5), dec.get("draft_tokens", 8)
     page, mode = dec.get("page_size", 1), dec.get("mode", "auto")
-    if not all(isinstance(v, int) and v >= 1 for v in (topk, steps, n, page)):
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in (topk, steps, n, page)):
         return []  # phase 1 reports types and bounds
     out = []
     most = topk + (steps - 1) * topk * topk

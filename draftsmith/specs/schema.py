@@ -5,7 +5,7 @@ component's own ``Params`` model (:mod:`draftsmith.specs.resolve`), so this file
 """
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
@@ -31,7 +31,8 @@ class Norms(Frozen):
 
 
 class Vocab(Frozen):
-    reduced: Literal["auto", True, False] = "auto"       # auto: reduced when the checkpoint has d2t / draft_vocab_size < V
+    # auto: reduced when the checkpoint has d2t or its draft_vocab_size is below the target's vocabulary
+    reduced: Literal["auto", True, False] = "auto"
 
 
 class Share(Frozen):
@@ -40,7 +41,8 @@ class Share(Frozen):
 
 
 class Draft(Frozen):
-    num_layers: int | Literal["auto"] = "auto"           # auto: from the tensor names, never num_hidden_layers
+    # auto: the layer count comes from the tensor names, never from the config's num_hidden_layers
+    num_layers: Annotated[int, Field(ge=1)] | Literal["auto"] = "auto"
     layer: Ref = Ref(kind="llama")
     attention: Ref = Ref(kind="auto")                    # auto: mla when the config has MLA fields, else gqa
     mlp: Ref = Ref(kind="swiglu")

@@ -1,0 +1,180 @@
+"""pydantic's validation errors, translated into spec Problems: dotted spec paths, what was found, what is allowed.
+
+pydantic names union members in its error locations (``aux_layers.literal['auto']``, ``aux_layers.AuxLayers.at``)
+and reports one error per member. A spec author wrote neither tag, so the tags are dropped from the path; when
+the value had the shape of one member (a mapping for a model), only that member's errors are kept, otherwise
+the members' errors become one problem that lists every accepted form.
+"""
+from __future__ import annotations
+
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from draftsmith.registry.registry import suggest
+from draftsmith.specs.errors import Problem
+
+_UNIONS = (typing.Union, types.UnionType)
+_NO_MEMBER = object()
+_BOUNDS = {"greater_than_equal": ">=", "greater_than": ">", "less_than_equal": "<=", "less_than": "<"}
+
+
+def problems_from(error: ValidationError, prefix: str, model: type[BaseModel]) -> list[Problem]:
+    """Every error of ``error`` (raised validating ``model``) as Problems under the dotted ``prefix``."""
+    walked = [(_walk(err["loc"], model), err) for err in error.errors()]
+    deep_unions = {w.union for w, _ in walked if w.union is not None and w.path != w.union}
+    out: list[Problem] = []
+    merged: dict[tuple[str, ...], list[tuple[_Walk, Mapping[str, Any]]]] = {}
+    for w, err in walked:
+        if w.union is None or w.path != w.union:
+            out.append(_problem(err, w, prefix))
+        elif w.union not in deep_unions:  # the value fit no member's shape: one problem listing all members
+            merged.setdefault(w.union, []).append((w, err))
+    for path, errs in merged.items():
+        found = errs[0][1].get("input")
+        forms = " or ".join(dict.fromkeys(_allowed(w, e) for w, e in errs))
+        words = [str(a) for w, _ in errs for a in typing.get_args(w.member) if isinstance(a, str)]
+        out.append(Problem(_join(prefix, path), f"{found!r} is not allowed", allowed=forms,
+                           hint=_suggest(found, words)))
+    return out
+
+
+def _allowed(w: _Walk, err: Mapping[str, Any]) -> str:
+    """What the value should have been, in spec words."""
+    kind, ann = err["type"], (w.member if w.member is not None else w.field_ann)
+    if (kind.endswith(("_type", "_parsing")) or kind == "literal_error") and ann is not None:
+        return describe(ann)
+    if kind in _BOUNDS:
+        return f"{describe(ann)} {_BOUNDS[kind]} {next(iter(err.get('ctx', {}).values()), '?')}"
+    if kind == "string_pattern_mismatch":
+        return f"a string matching {err.get('ctx', {}).get('pattern')}"
+    return _should_be(err)
+
+
+def _suggest(found: Any, words: Sequence[str]) -> str:
+    return suggest(str(found), words) if isinstance(found, str) else ""
+
+
+@dataclass(frozen=True)
+class _Walk:
+    path: tuple[str, ...]                 # the spec keys, union tags dropped
+    union: tuple[str, ...] | None         # where the last union was entered, if any
+    parent: type[BaseModel] | None        # the model holding the last key
+    field_ann: Any                        # the last key's annotation (None when unknown)
+    member: Any = None                    # the union member an error belongs to
+
+
+def _walk(loc: Sequence[Any], model: type[BaseModel] | None) -> _Walk:
+    """Drop union-member tags from ``loc``, following the models it passes through."""
+    path: list[str] = []
+    ann: Any = model
+    union = parent = member = None
+    for part in loc:
+        members = _union_members(ann)
+        if len(members) > 1 and isinstance(part, str):
+            tag = _member_for_tag(part, members)
+            ann = member = None if tag is _NO_MEMBER else tag
+            union = tuple(path)  # a member tag, not a spec key
+            continue
+        path.append(str(part))
+        member = None  # past the union: the error is about a key inside the member
+        if isinstance(part, int):
+            ann = _item(ann)
+            continue
+        parent = _model_in(ann)
+        field = parent.model_fields.get(part) if parent else None
+        ann = field.annotation if field else None
+    return _Walk(tuple(path), union, parent, ann, member)
+
+
+def _union_members(ann: Any) -> tuple[Any, ...]:
+    """The members of a union pydantic tags (``X | None`` is not tagged, so None is left out)."""
+    if typing.get_origin(ann) not in _UNIONS:
+        return ()
+    return tuple(a for a in typing.get_args(ann) if a is not type(None))
+
+
+def _member_for_tag(tag: str, members: tuple[Any, ...]) -> Any:
+    """The member a pydantic union tag names: ``literal['auto']``, ``AuxLayers``, ``bool``, ``constrained-int``,
+    ``tuple[int, ...]``. At a union position the next location part is always such a tag."""
+    for m in members:
+        origin = typing.get_origin(m)
+        if origin is typing.Literal:
+            if tag.startswith("literal["):
+                return m
+            continue
+        base = typing.get_args(m)[0] if origin is typing.Annotated else (origin or m)
+        name = getattr(base, "__name__", None)
+        if name and (tag == name or tag.startswith(name + "[") or tag.endswith("-" + name)):
+            return m
+    return _NO_MEMBER
+
+
+def _item(ann: Any) -> Any:
+    members = _union_members(ann)
+    if len(members) == 1:  # X | None
+        ann = members[0]
+    args = [a for a in typing.get_args(ann) if a is not Ellipsis]
+    return args[0] if args else None
+
+
+def _model_in(ann: Any) -> type[BaseModel] | None:
+    if isinstance(ann, type) and issubclass(ann, BaseModel):
+        return ann
+    for arg in typing.get_args(ann):
+        if isinstance(arg, type) and issubclass(arg, BaseModel):
+            return arg
+    return None
+
+
+def _join(prefix: str, path: Sequence[str]) -> str:
+    return ".".join(p for p in (prefix, *path) if p)
+
+
+def _problem(err: Mapping[str, Any], w: _Walk, prefix: str) -> Problem:
+    path, kind, found = _join(prefix, w.path), err["type"], err.get("input")
+    if kind == "extra_forbidden":
+        parent = sorted(w.parent.model_fields) if w.parent else []
+        return Problem(path, f"unknown field {w.path[-1]!r}", allowed=", ".join(parent),
+                       hint=_suggest(w.path[-1], parent))
+    if kind == "missing":
+        return Problem(path, "required field is missing", allowed=describe(w.field_ann))
+    if kind in ("literal_error", "enum"):
+        choices = [str(a) for a in typing.get_args(w.field_ann if w.member is None else w.member)]
+        return Problem(path, f"{found!r} is not allowed", allowed=_allowed(w, err), hint=_suggest(found, choices))
+    if kind == "value_error":
+        return Problem(path, err["msg"].removeprefix("Value error, "), found=found)
+    return Problem(path, f"{found!r} is not allowed", allowed=_allowed(w, err))
+
+
+def _should_be(err: Mapping[str, Any]) -> str:
+    msg = err["msg"]
+    return msg.removeprefix("Input should be ") if msg.startswith("Input should be ") else msg
+
+
+def _either(words: list[str]) -> str:
+    return " or ".join(words) if len(words) < 3 else f"{', '.join(words[:-1])} or {words[-1]}"
+
+
+def describe(ann: Any) -> str:
+    """A field's type in a spec author's words: "true or false", "'input' or 'output'", "a mapping with keys ..."."""
+    if ann is None:
+        return ""
+    if typing.get_origin(ann) is typing.Annotated:
+        return describe(typing.get_args(ann)[0])
+    if typing.get_origin(ann) is typing.Literal:
+        return _either([str(a).lower() if isinstance(a, bool) else repr(a) for a in typing.get_args(ann)])
+    if members := _union_members(ann):
+        return " or ".join(describe(m) for m in members if m is not type(None))
+    if isinstance(ann, type) and issubclass(ann, BaseModel):
+        return f"a mapping with keys {', '.join(ann.model_fields)}"
+    words = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+    if ann in words:
+        return words[ann]
+    if typing.get_origin(ann) in (tuple, list):
+        return f"a list of {describe(_item(ann))}"
+    return getattr(ann, "__name__", str(ann))

@@ -1,0 +1,133 @@
+"""End-to-end decoding invariants (8, 9, 11, 12, 16, 20) on assembled tiny pairs."""
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from draftsmith.decoding import engine
+from draftsmith.decoding.kvpool import PagedKVPool
+from draftsmith.decoding.model import SpeculativeModel
+
+V = 96
+prompt = st.lists(st.integers(0, V - 1), min_size=1, max_size=12)
+
+
+@st.composite
+def shapes(draw):
+    topk = draw(st.sampled_from([1, 2, 4]))
+    steps = draw(st.integers(1, 4))
+    most = 1 + topk + (steps - 1) * topk * topk
+    n = steps + 1 if topk == 1 else draw(st.integers(2, min(most, 12)))
+    return dict(topk=topk, steps=steps, draft_tokens=n)
+
+
+@settings(max_examples=30)
+@given(family=st.sampled_from(["eagle1", "eagle3", "adversarial"]), prompts=st.lists(prompt, min_size=1, max_size=3),
+       shape=shapes(), max_new=st.integers(1, 14))
+def test_greedy_equals_baseline(pairs, family, prompts, shape, max_new):
+    """Invariant 8 (and 11 for the adversarial draft): token for token, chain and tree, batch 1..3."""
+    model = pairs[family]
+    spec = model.generate(prompts, max_new_tokens=max_new, stop=[], **shape)
+    base = model.generate_baseline(prompts, max_new_tokens=max_new, stop=[])
+    for s, b in zip(spec, base):
+        assert s.token_ids == b.token_ids
+        assert len(s.token_ids) == max_new                        # invariant 9: exactly max_new_tokens, no stop
+    st_ = spec[0].stats
+    assert all(0 <= a for a in st_.accepted_per_position)
+    assert st_.accepted_per_position == sorted(st_.accepted_per_position, reverse=True)
+    # invariant 12: committed tokens (accepted + 1 per step) account for every token after the root
+    B = len(prompts)
+    assert st_.new_tokens - B <= st_.committed <= st_.new_tokens - B + B * shape["steps"]
+
+
+@pytest.mark.parametrize("shape", [dict(topk=1, steps=5), dict(topk=4, steps=5, draft_tokens=8),
+                                   dict(topk=2, steps=3, draft_tokens=6)])
+def test_draft_that_is_the_target_accepts_everything(pairs, shape):
+    """Invariant 11: tau = depth + 1 under greedy when the draft is the target."""
+    out = pairs["self"].generate([3, 1, 4, 1, 5], max_new_tokens=1 + 4 * (shape["steps"] + 1), stop=[], **shape)
+    assert out.stats.acceptance_length == shape["steps"] + 1
+    assert out.stats.accepted_per_position == [out.stats.steps] * shape["steps"]
+    assert out.token_ids == pairs["self"].generate_baseline([3, 1, 4, 1, 5], max_new_tokens=len(out.token_ids),
+                                                            stop=[]).token_ids
+
+
+def test_constant_draft_changes_nothing(pairs, monkeypatch):
+    """A draft that always proposes the same token (sometimes right, mostly wrong) only changes speed."""
+    model = pairs["eagle3"]
+    base = model.generate_baseline([[5, 6, 7], [1]], max_new_tokens=20, stop=[])
+    logits = model.draft.logits
+
+    def constant(out, head):
+        z = torch.full_like(logits(out, head), -10.0)
+        z[..., base[0].token_ids[3]] = 10.0
+        return z
+
+    monkeypatch.setattr(model.draft, "logits", constant)
+    spec = model.generate([[5, 6, 7], [1]], max_new_tokens=20, stop=[], topk=2, steps=3, draft_tokens=6)
+    assert [s.token_ids for s in spec] == [b.token_ids for b in base]
+
+
+def test_stop_token_ends_sequence(pairs):
+    """Invariant 9: a stop token ends the sequence and nothing after it is returned."""
+    model = pairs["eagle1"]
+    base = model.generate_baseline([2, 7, 1], max_new_tokens=30, stop=[])
+    stop = base.token_ids[6]
+    first = base.token_ids.index(stop)
+    for kw in (dict(topk=1), dict(topk=4)):
+        out = model.generate([2, 7, 1], max_new_tokens=30, stop=[stop], **kw)
+        assert out.token_ids == base.token_ids[: first + 1]
+
+
+class PoisonPool(PagedKVPool):
+    """Fills every slot no live sequence holds with NaN after every change (invariant 16)."""
+
+    def _poison(self):
+        held = set()
+        for seq, s in self._seqs.items():
+            n = s.length + s.pending
+            held |= set(self._slot_of(s, torch.arange(n)).tolist()) if n else set()
+        free = torch.tensor(sorted(set(range(self.num_pages * self.page_size)) - held), dtype=torch.long)
+        for layer in self.storage:
+            for t in layer.values():
+                if len(free):
+                    t[free.to(t.device)] = float("nan")
+
+    def extend(self, seq, n):
+        out = super().extend(seq, n)
+        self._poison()
+        return out
+
+    def commit(self, seq, select=None):
+        super().commit(seq, select)
+        self._poison()
+
+
+def test_nan_poisoned_tails_change_nothing(pairs, monkeypatch):
+    """Invariants 16 and 20: rows past a sequence's length are never read; tree scratch never stays."""
+    model = pairs["eagle3"]
+    clean = model.generate([[4, 4, 2], [9, 8, 7, 6, 5]], max_new_tokens=16, stop=[], topk=4, steps=3,
+                           draft_tokens=8)
+
+    def poisoned_pool(self, m):
+        layers = getattr(m, "layers", None) or m.model.layers
+        return PoisonPool([l.self_attn.cache_layout() for l in layers], num_pages=8, dtype=self.dtype)
+
+    monkeypatch.setattr(SpeculativeModel, "_pool", poisoned_pool)
+    lengths = []
+    catch_up = engine.catch_up
+
+    def checked(draft, seqs, tokens, hidden, stats):
+        catch_up(draft, seqs, tokens, hidden, stats)
+        for q in seqs:  # the draft holds exactly the committed tokens: prompt + output minus the root
+            lengths.append((draft.pool.length(q.d), len(q.prompt) + len(q.out) - 1))
+
+    monkeypatch.setattr(engine, "catch_up", checked)
+    dirty = model.generate([[4, 4, 2], [9, 8, 7, 6, 5]], max_new_tokens=16, stop=[], topk=4, steps=3,
+                           draft_tokens=8)
+    assert [d.token_ids for d in dirty] == [c.token_ids for c in clean]
+    assert lengths and all(a == b for a, b in lengths)
+
+
+def test_text_prompt_needs_tokenizer(pairs):
+    with pytest.raises(ValueError, match="tokenizer"):
+        pairs["eagle1"].generate("hello")

@@ -1,0 +1,243 @@
+"""Every kind of spec mistake gives ONE SpecError naming the file, the dotted path, what was found, what is
+allowed (with providers) and a close match where one exists."""
+import sys
+
+import pytest
+import yaml
+from hypothesis import given
+from hypothesis import strategies as st
+
+import draftsmith
+from draftsmith.specs.catalog import BUILTIN_DIR
+from draftsmith.specs.loader import parse_spec
+
+
+def only(err):
+    assert len(err.problems) == 1, str(err)
+    return err.problems[0]
+
+
+def test_unknown_field_suggests_the_close_one(base, spec_error):
+    base["draft"]["norms"]["inptu"] = "all"
+    err = spec_error(base)
+    p = only(err)
+    assert p.path == "draft.norms.inptu"
+    assert "unknown field 'inptu'" in p.message
+    assert p.allowed == "final, input"
+    assert p.hint.strip() == "Did you mean 'input'?"
+    assert "draft.norms.inptu: unknown field 'inptu'. Did you mean 'input'?" in str(err)
+    assert "my-draft.yaml has 1 problem" in str(err)
+
+
+def test_literal_value_not_allowed(base, spec_error):
+    base["draft"]["norms"]["input"] = "every"
+    p = only(spec_error(base))
+    assert (p.path, p.message) == ("draft.norms.input", "'every' is not allowed")
+    assert p.allowed == "'all', 'not_first' or 'none'"
+    assert p.hint == ""  # nothing is close to 'every'
+
+
+def test_literal_value_with_a_close_match(base, spec_error):
+    base["draft"]["share"]["embed"] = "targte"
+    p = only(spec_error(base))
+    assert p.path == "draft.share.embed" and "'targte'" in p.message
+    assert "'own_if_different'" in p.allowed and "Did you mean 'target'?" in p.hint
+
+
+def test_required_field_missing_lists_what_may_fill_it(base, spec_error):
+    del base["draft"]["fusion"]
+    err = spec_error(base)
+    p = only(err)
+    assert (p.path, p.message) == ("draft.fusion", "required field is missing")
+    assert "eagle1 (builtin)" in p.allowed and "eagle3 (builtin)" in p.allowed and "{kind: NAME" in p.allowed
+    assert "allowed: {kind: NAME" in str(err)
+
+
+def test_component_written_as_a_bare_name(base, spec_error):
+    base["draft"]["fusion"] = "eagle3"
+    p = only(spec_error(base))
+    assert p.path == "draft.fusion" and p.found == "eagle3"
+    assert "Write {kind: eagle3}" in p.hint and "eagle1 (builtin)" in p.allowed
+
+
+def test_unknown_component_name(base, spec_error):
+    base["draft"]["attention"] = {"kind": "gqq"}
+    err = spec_error(base)
+    p = only(err)
+    assert (p.path, p.message) == ("draft.attention.kind", "unknown attention 'gqq'")
+    assert "Did you mean 'gqa'?" in p.hint
+    assert "gqa (builtin)" in p.allowed and "auto" in p.allowed
+    assert "allowed: gqa (builtin)" in str(err)
+
+
+def test_component_params_required_field(base, spec_error):
+    del base["draft"]["fusion"]["norm_before_residual"]
+    p = only(spec_error(base))
+    assert (p.path, p.message) == ("draft.fusion.norm_before_residual", "required field is missing")
+    assert p.allowed == "true or false"
+
+
+def test_component_params_unknown_param(base, spec_error):
+    base["draft"]["attention"]["ropee"] = "neox"
+    p = only(spec_error(base))
+    assert (p.path, p.message) == ("draft.attention.ropee", "unknown field 'ropee'")
+    assert "Did you mean 'rope'?" in p.hint and "qk_norm" in p.allowed and "rope" in p.allowed
+
+
+def test_component_params_literal(base, spec_error):
+    base["draft"]["attention"]["rope"] = "neoxx"
+    p = only(spec_error(base))
+    assert p.path == "draft.attention.rope" and "'neoxx'" in p.message
+    assert p.allowed == "'neox' or 'interleaved'" and "Did you mean 'neox'?" in p.hint
+
+
+def test_union_param_reports_the_member_that_fits(base, spec_error):
+    # aux_layers is 'auto' or {ids, at}: a mapping with a bad `at` is about `at`, not about 'auto'
+    base["draft"]["fusion"]["aux_layers"] = {"ids": [1, 2, 3], "at": "outptu"}
+    p = only(spec_error(base))
+    assert p.path == "draft.fusion.aux_layers.at"
+    assert p.allowed == "'input' or 'output'" and "Did you mean 'output'?" in p.hint
+
+
+def test_union_value_that_fits_no_member_lists_every_form(base, spec_error):
+    base["draft"]["num_layers"] = 0
+    p = only(spec_error(base))
+    assert p.path == "draft.num_layers" and p.message == "0 is not allowed"
+    assert p.allowed == "an integer >= 1 or 'auto'"
+
+
+@pytest.mark.parametrize("rule", [{"match": "(", "replace": "x"}, {"match": "a", "replace": "\\9"}])
+def test_bad_regex_in_weight_rules(base, spec_error, rule):
+    base["weights"]["rules"].append(rule)
+    p = only(spec_error(base))
+    assert p.path == "weights.rules.1"
+    assert "not a valid regex" in p.message and repr(rule["match"]) in p.message
+    assert p.found == rule
+
+
+def test_bad_regex_in_weight_ignore(base, spec_error):
+    base["weights"]["ignore"] = ["^ok$", "[unclosed"]
+    p = only(spec_error(base))
+    assert p.path == "weights.ignore.1" and p.found == "[unclosed"
+    assert "not a valid regular expression" in p.message and "regular expression" in p.allowed
+
+
+def test_unknown_weight_rule_kind(base, spec_error):
+    base["weights"]["rules"][0]["kind"] = "regx"
+    p = only(spec_error(base))
+    assert p.path == "weights.rules.0.kind" and "Did you mean 'regex'?" in p.hint
+    assert "regex (builtin)" in p.allowed
+
+
+def test_unknown_attention_backend(base, spec_error):
+    base["decoding"]["attention"] = "sdpaa"
+    p = only(spec_error(base))
+    assert (p.path, p.message) == ("decoding.attention", "unknown attention backend 'sdpaa'")
+    assert "sdpa (builtin)" in p.allowed and "eager (builtin)" in p.allowed and "Did you mean 'sdpa'?" in p.hint
+
+
+def test_draft_tokens_too_many_for_topk_and_steps(base, spec_error):
+    base["decoding"].update(topk=2, steps=2, draft_tokens=8)  # at most 2 + 1*4 = 6 candidates + root
+    p = only(spec_error(base))
+    assert p.path == "decoding.draft_tokens" and "topk=2, steps=2" in p.message and "8" in p.message
+    assert p.allowed.startswith("2..7")
+
+
+@given(topk=st.integers(1, 6), steps=st.integers(1, 6), n=st.integers(2, 200))
+def test_draft_tokens_bound_is_the_candidate_count(topk, steps, n):
+    from draftsmith.specs.resolve import decoding_problems
+
+    problems = decoding_problems({"topk": topk, "steps": steps, "draft_tokens": n})
+    too_many = n - 1 > topk + (steps - 1) * topk * topk  # EAGLE-2: topk at depth 1, topk^2 at each deeper one
+    assert [p.path for p in problems] == (["decoding.draft_tokens"] if too_many else [])
+
+
+@pytest.mark.parametrize("change, why", [({"topk": 1, "draft_tokens": 6}, "topk is 1"),
+                                         ({"page_size": 2}, "page_size is 2")])
+def test_explicit_v2_in_an_unsupported_combination(base, spec_error, change, why):
+    base["decoding"].update(mode="v2", **change)
+    p = only(spec_error(base))
+    assert p.path == "decoding.mode" and why in p.message and "v2" in p.message
+    assert p.allowed == "auto, v1" and "mode: auto" in p.hint
+
+
+def test_invalid_yaml(spec_error):
+    err = spec_error("name: x\ndraft: {fusion: [unclosed\n")
+    p = only(err)
+    assert p.path == "" and "not valid YAML" in p.message and "line" in p.message
+
+
+@pytest.mark.parametrize("text, what", [("- a\n- b\n", "list"), ("", "empty"), ("just a string\n", "str")])
+def test_document_that_is_not_a_mapping(spec_error, text, what):
+    p = only(spec_error(text))
+    assert what in p.message and "a spec is a mapping" in p.message
+    assert "draft" in p.allowed and "decoding" in p.allowed
+
+
+def test_import_path_is_just_an_unknown_name_and_never_imported(base, spec_error, tmp_path, monkeypatch):
+    (tmp_path / "ds_trap_module.py").write_text("raise SystemExit('draftsmith imported a name from YAML')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    base["draft"]["mlp"] = {"kind": "ds_trap_module.Thing"}
+    base["draft"]["layer"] = {"kind": "ds_trap_module:Thing"}
+    err = spec_error(base)
+    assert [p.path for p in err.problems] == ["draft.layer.kind", "draft.mlp.kind"]
+    for p in err.problems:
+        assert p.message.startswith("unknown ") and "never imported" in p.hint
+    assert "ds_trap_module" not in sys.modules
+
+
+def test_all_problems_of_both_phases_in_one_error(base, spec_error):
+    base["draft"]["norms"]["inptu"] = "all"                  # phase 1: unknown field
+    base["decoding"]["topk"] = "four"                        # phase 1: type
+    base["draft"]["attention"] = {"kind": "gqq"}             # phase 2: unknown name
+    base["draft"]["fusion"]["aux_layers"] = "auot"           # phase 2: component params
+    base["decoding"]["attention"] = "flash"                  # phase 2: backend
+    base["weights"]["ignore"] = ["("]                        # phase 2: regex
+    err = spec_error(base)
+    assert sorted(p.path for p in err.problems) == sorted([
+        "draft.norms.inptu", "decoding.topk", "draft.attention.kind", "draft.fusion.aux_layers",
+        "decoding.attention", "weights.ignore.0"])
+    assert "has 6 problems" in str(err)
+    assert all(f"  {p.path}: " in str(err) for p in err.problems)
+
+
+def test_cross_field_rules_and_shape_problems_together(base, spec_error):
+    del base["draft"]["fusion"]
+    base["decoding"].update(mode="v2", topk=1, draft_tokens=6)
+    err = spec_error(base)
+    assert [p.path for p in err.problems] == ["draft.fusion", "decoding.mode"]
+
+
+def test_a_valid_spec_loads_and_remembers_its_file(base, tmp_path, registry):
+    path = tmp_path / "ok.yaml"
+    path.write_text(yaml.safe_dump(base))
+    spec = draftsmith.load_spec(path, registry=registry)
+    assert spec.source == str(path) and spec.draft.fusion.params["norm_before_residual"] is False
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 300) | st.sampled_from(["auto", "gqa", "v2", "(", "x.y", ""]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(["kind", "ids", "at", "x"]),
+                                                                inner, max_size=3),
+    max_leaves=6)
+PATHS = [("name",), ("draft",), ("draft", "fusion"), ("draft", "fusion", "aux_layers"), ("draft", "attention"),
+         ("draft", "num_layers"), ("draft", "norms"), ("weights",), ("weights", "rules"), ("weights", "ignore"),
+         ("quant",), ("decoding",), ("decoding", "topk"), ("decoding", "attention"), ("decoding", "mode")]
+
+
+@given(edits=st.lists(st.tuples(st.sampled_from(PATHS), json_values), min_size=1, max_size=3))
+def test_any_malformed_spec_gives_a_spec_error_and_nothing_else(edits):
+    data = yaml.safe_load((BUILTIN_DIR / "eagle3-llama.yaml").read_text())
+    for path, value in edits:
+        node = data
+        for key in path[:-1]:
+            if not isinstance(node.get(key), dict):
+                node[key] = {}
+            node = node[key]
+        node[path[-1]] = value
+    registry = draftsmith.build_registry(entry_points=False)
+    try:
+        parse_spec(data, source="fuzz.yaml", registry=registry)
+    except draftsmith.SpecError as err:
+        assert err.problems and all(p.message for p in err.problems)
+        assert len({(p.path, p.message) for p in err.problems}) == len(err.problems)

@@ -1,0 +1,150 @@
+"""The `draftsmith` command: validate, list, inspect (run in-process with typer's CliRunner)."""
+import json
+import re
+import sys
+import textwrap
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+import draftsmith
+from draftsmith.cli import app
+from draftsmith.specs.catalog import BUILTIN_DIR
+from draftsmith.testing import write_eagle3, write_target
+
+WIDE = {"COLUMNS": "1000"}  # rich wraps at the terminal width; these tests are about content
+BUILTINS = sorted(BUILTIN_DIR.glob("*.yaml"))
+
+
+def run(*args, env=WIDE):
+    return CliRunner().invoke(app, [str(a) for a in args], env=env)
+
+
+# --- validate -------------------------------------------------------------------------------------------------------
+
+def test_validate_accepts_the_builtin_specs():
+    res = run("validate", *BUILTINS)
+    assert res.exit_code == 0, res.output
+    for path in BUILTINS:
+        assert f"{path}: ok ({path.stem})" in res.stdout
+
+
+def test_validate_lists_every_problem_of_every_file(tmp_path):
+    base = yaml.safe_load((BUILTIN_DIR / "eagle3-llama.yaml").read_text())
+    one = {**base, "draft": {**base["draft"], "attention": {"kind": "gqq"}, "norms": {"inptu": "all"}}}
+    two = {**base, "decoding": {"topk": 1, "mode": "v2", "attention": "sdpaa"}}
+    files = [tmp_path / "one.yaml", tmp_path / "two.yaml", tmp_path / "broken.yaml"]
+    files[0].write_text(yaml.safe_dump(one))
+    files[1].write_text(yaml.safe_dump(two))
+    files[2].write_text("draft: [unclosed\n")
+    res = run("validate", files[0], BUILTINS[0], files[1], files[2], tmp_path / "missing.yaml")
+    assert res.exit_code == 1
+    err = res.stderr
+    assert f"{files[0]} has 2 problems" in err and f"{files[1]} has 3 problems" in err
+    assert f"{files[2]} has 1 problem" in err and "not valid YAML" in err and "missing.yaml" in err
+    for line in ["draft.attention.kind: unknown attention 'gqq'. Did you mean 'gqa'?",
+                 "draft.norms.inptu: unknown field 'inptu'. Did you mean 'input'?",
+                 "decoding.mode: v2 (tree drafting with compaction) is unsupported here: topk is 1",
+                 "decoding.attention: unknown attention backend 'sdpaa'. Did you mean 'sdpa'?",
+                 "decoding.draft_tokens: 8 tokens cannot be drafted with topk=1, steps=5",
+                 "allowed: gqa (builtin)"]:
+        assert line in err
+    assert f"{BUILTINS[0]}: ok" in res.stdout
+
+
+def test_validate_needs_a_file():
+    assert run("validate").exit_code != 0
+
+
+# --- list -----------------------------------------------------------------------------------------------------------
+
+def rows(text):
+    return {tuple(c.strip() for c in line.strip("│ ").split("│")) for line in text.splitlines() if "│" in line}
+
+
+def test_list_shows_specs_and_components_with_providers():
+    res = run("list")
+    assert res.exit_code == 0, res.output
+    table = rows(res.stdout)
+    reg = draftsmith.default_registry()
+    for name, plugin in reg.spec_names():
+        assert any(r[:2] == (name, plugin) for r in table), name
+    for kind in reg.kinds():
+        for name, plugin in reg.names(kind):
+            assert any(r[:3] == (kind, name, plugin) for r in table), (kind, name)
+
+
+def test_list_prints_component_docs_verbatim():
+    res = run("list")
+    assert ("fusion", "eagle1", "builtin", "fc over [embed; hidden]") in rows(res.stdout)
+
+
+@pytest.fixture
+def installed_plugin(tmp_path, monkeypatch):
+    """An installed distribution providing the norm 'cli-norm' as plugin 'cliplug'; the cached process-wide
+    registry is rebuilt before and after, so no other test sees it."""
+    (tmp_path / "ds_cli_plugin.py").write_text(textwrap.dedent('''
+        from draftsmith.hooks import Component, hookimpl
+
+        @hookimpl
+        def draftsmith_components():
+            return [Component("norm", "cli-norm", lambda params, **kw: None, doc="a norm from a plugin")]
+    '''))
+    info = tmp_path / "ds_cli_plugin-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ds-cli-plugin\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[draftsmith]\ncliplug = ds_cli_plugin\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    draftsmith.default_registry.cache_clear()
+    yield
+    draftsmith.default_registry.cache_clear()
+    sys.modules.pop("ds_cli_plugin", None)
+
+
+def test_list_names_a_plugin_as_provider(installed_plugin):
+    res = run("list")
+    assert res.exit_code == 0, res.output
+    assert ("norm", "cli-norm", "cliplug", "a norm from a plugin") in rows(res.stdout)
+    assert ("norm", "rms", "builtin", "RMSNorm in float32") in rows(res.stdout)
+
+
+# --- inspect --------------------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def eagle3_pair(tmp_path_factory):
+    root = tmp_path_factory.mktemp("pair")
+    target = write_target(root / "target", hidden_size=16, intermediate_size=32, num_attention_heads=2,
+                          num_key_value_heads=1, num_hidden_layers=8, vocab_size=32)
+    draft = write_eagle3(root / "draft", target)
+    cfg = json.loads((draft / "config.json").read_text())
+    cfg["num_hidden_layers"] = 40  # a published midlayer draft says 40; the weights hold one layer
+    (draft / "config.json").write_text(json.dumps(cfg))
+    return target, draft
+
+
+def test_inspect_prints_a_spec_that_loads_the_checkpoint(eagle3_pair):
+    target, draft = eagle3_pair
+    res = run("inspect", draft)
+    assert res.exit_code == 0, res.output
+    assert re.search(r"^# .*num_hidden_layers=40.*1 layer", res.stdout, re.M)
+    assert re.search(r"^# .*norm_before_residual", res.stdout, re.M)
+    spec = draftsmith.parse_spec(yaml.safe_load(res.stdout), source="inspect output")
+    assert spec.draft.fusion.kind == "eagle3" and spec.checkpoints.draft == str(draft.resolve())
+    model = draftsmith.assemble(spec, target=target)  # the draft folder comes from the printed spec
+    assert len(model.draft.layers) == 1
+
+
+def test_inspect_output_is_yaml_at_any_terminal_width(eagle3_pair):
+    res = run("inspect", eagle3_pair[1], env={"COLUMNS": "80"})
+    draftsmith.parse_spec(yaml.safe_load(res.stdout), source="inspect output")
+
+
+def test_inspect_refuses_an_unknown_layout(tmp_path, eagle3_pair):
+    from draftsmith.assembler.checkpoint import save_safetensors
+    import torch
+
+    (tmp_path / "config.json").write_text("{}")
+    save_safetensors({"something.weight": torch.zeros(2)}, tmp_path)
+    res = run("inspect", tmp_path)
+    assert res.exit_code == 1 and "no registered detector recognises this layout" in res.stderr
