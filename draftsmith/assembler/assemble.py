@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -9,7 +10,7 @@ from draftsmith.assembler.build import build_draft, build_target, rule_set
 from draftsmith.assembler.checkpoint import list_tensors
 from draftsmith.assembler.config import (draft_hf_config, has_recurrent_layers, read_config, stop_ids,
                                          target_hf_config)
-from draftsmith.assembler.load import load_module, materialize
+from draftsmith.assembler.load import PlannedLoad, fill, materialize, plan_module
 from draftsmith.assembler.vocab import check_vocab_map
 from draftsmith.components.weights import RuleSet
 from draftsmith.decoding.model import SpeculativeModel
@@ -50,14 +51,29 @@ def parse_dtype(dtype: str | torch.dtype) -> torch.dtype:
     return value
 
 
-def load_target(folder: Path, registry: Registry, backend, *, dtype: torch.dtype, device: str):
+def plan_target(folder: Path, registry: Registry, backend) -> tuple[PlannedLoad, Any]:
+    """The target built on meta and its checked load plan (no tensor data read), and its transformers config.
+
+    The model_type is looked up before transformers parses the config, so an unsupported or misspelled one is
+    refused with the list of registered targets."""
+    model_type = read_config(folder).get("model_type")
+    registry.get("target", str(model_type))  # UnknownComponent: "unknown target 'x'. ... known: llama (builtin), ..."
     cfg = target_hf_config(folder)
     model = build_target(cfg, registry, backend)
     rules = RuleSet([], ignore=[*TARGET_RULES.ignore, *([r"^lm_head\.weight$"] if model.tie else [])])
-    load_module(model, folder, rules, dtype=dtype, device=device, spec=f"target ({cfg.model_type})")
-    model.tie_weights()
+    return plan_module(model, folder, rules, spec=f"target ({cfg.model_type})"), cfg
+
+
+def fill_target(planned: PlannedLoad, *, dtype: torch.dtype, device: str):
+    model = fill(planned, dtype=dtype, device=device)
+    model.tie_weights()  # assign=True replaced embed_tokens.weight; lm_head follows it again
     materialize(model, device)
-    return model.eval(), cfg
+    return model.eval()
+
+
+def load_target(folder: Path, registry: Registry, backend, *, dtype: torch.dtype, device: str):
+    planned, cfg = plan_target(Path(folder), registry, backend)
+    return fill_target(planned, dtype=dtype, device=device), cfg
 
 
 def assemble(spec: Spec | str | Path = "demo", target: str | Path | None = None, draft: str | Path | None = None, *,
@@ -68,15 +84,20 @@ def assemble(spec: Spec | str | Path = "demo", target: str | Path | None = None,
     dtype = parse_dtype(dtype)
     target_dir, draft_dir = checkpoint_dir(spec, target, "target"), checkpoint_dir(spec, draft, "draft")
     backend = registry.get("attn_backend", spec.decoding.attention).factory()
-    target_model, target_cfg = load_target(target_dir, registry, backend, dtype=dtype, device=device)
 
+    # Meta, plan, check for both checkpoints before any tensor data is read.
+    target_plan, target_cfg = plan_target(target_dir, registry, backend)
     draft_raw = read_config(draft_dir)
     infos = list_tensors(draft_dir)
     rules = rule_set(spec, registry)
     canonical = [c for c in (rules.to_canonical(n)[0] for n in infos) if c is not None]
     draft_model = build_draft(spec, registry, draft_raw=draft_raw, draft_cfg=draft_hf_config(draft_raw),
                               target_cfg=target_cfg, canonical_names=canonical, backend=backend)
-    load_module(draft_model, draft_dir, rules, dtype=dtype, device=device, spec=spec.name, infos=infos)
+    draft_plan = plan_module(draft_model, draft_dir, rules, spec=spec.name, infos=infos)
+
+    # Assign.
+    target_model = fill_target(target_plan, dtype=dtype, device=device)
+    fill(draft_plan, dtype=dtype, device=device)
     materialize(draft_model, device)
     if hasattr(draft_model, "d2t"):
         check_vocab_map(draft_model.d2t, draft_model.t2d, source=str(draft_dir))

@@ -1,39 +1,54 @@
-"""Meta, plan, check, assign: load a checkpoint folder into a module built on the meta device."""
+"""Meta, plan, check, assign: load a checkpoint folder into a module built on the meta device.
+
+Planning and filling are separate steps so a caller loading several modules (target and draft) can check every
+checkpoint before reading any tensor data: a broken draft is reported before a large target is read.
+"""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from torch import nn
 
 from draftsmith.assembler.checkpoint import TensorInfo, list_tensors, read_tensors
-from draftsmith.assembler.plan import Expected, plan_load
+from draftsmith.assembler.plan import Expected, LoadPlan, expected_of, plan_load
 from draftsmith.components.weights import RuleSet
 
 
-def expected_of(module: nn.Module) -> dict[str, Expected]:
-    """Canonical names the module wants: its state_dict, each tied tensor once (first name wins)."""
-    seen, out = set(), {}
-    for name, t in module.state_dict(keep_vars=True).items():
-        if id(t) not in seen:
-            seen.add(id(t))
-            out[name] = Expected(tuple(t.shape), t.dtype)
-    return out
+@dataclass(frozen=True)
+class PlannedLoad:
+    """A module on meta and the checked plan that fills it; no tensor data has been read yet."""
+
+    module: nn.Module
+    infos: dict[str, TensorInfo]
+    plan: LoadPlan
+    expected: dict[str, Expected]
+
+
+def plan_module(module: nn.Module, folder: str | Path, rules: RuleSet, *, spec: str,
+                infos: dict[str, TensorInfo] | None = None) -> PlannedLoad:
+    """List the checkpoint and check it against the module; CheckpointMismatch lists every misfit at once."""
+    infos = infos if infos is not None else list_tensors(folder)
+    expected = expected_of(module)
+    plan = plan_load(infos, rules, expected, where=str(folder), spec=spec)
+    return PlannedLoad(module, infos, plan, expected)
+
+
+def fill(planned: PlannedLoad, *, dtype: torch.dtype, device: str) -> nn.Module:
+    """Read the planned tensors and assign them (floats cast to ``dtype``; ints and bools keep their kind)."""
+    raw = read_tensors(planned.infos, planned.plan.sources.values())
+    state = {}
+    for canon, src in planned.plan.sources.items():
+        want = planned.expected[canon].dtype
+        state[canon] = raw[src].to(device=device, dtype=dtype if want.is_floating_point else want)
+    planned.module.load_state_dict(state, strict=False, assign=True)
+    return planned.module
 
 
 def load_module(module: nn.Module, folder: str | Path, rules: RuleSet, *, dtype: torch.dtype, device: str,
                 spec: str, infos: dict[str, TensorInfo] | None = None) -> nn.Module:
-    infos = infos if infos is not None else list_tensors(folder)
-    expected = expected_of(module)
-    plan = plan_load(infos, rules, expected, where=str(folder), spec=spec)  # raises before any data is read
-    raw = read_tensors(infos, plan.sources.values())
-    state = {}
-    for canon, src in plan.sources.items():
-        t = raw[src]
-        want = expected[canon].dtype
-        state[canon] = t.to(device=device, dtype=dtype if want.is_floating_point else want)
-    module.load_state_dict(state, strict=False, assign=True)
-    return module
+    return fill(plan_module(module, folder, rules, spec=spec, infos=infos), dtype=dtype, device=device)
 
 
 def materialize(module: nn.Module, device: str) -> None:
