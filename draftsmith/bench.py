@@ -24,7 +24,7 @@ def _hf_models(target_dir: Path, keep_layers: int):
     from transformers import AutoModelForCausalLM
 
     hf = AutoModelForCausalLM.from_pretrained(str(target_dir), dtype=torch.float32).eval()
-    cfg = hf.config.to_dict() | {"num_hidden_layers": keep_layers}
+    cfg = {k: v for k, v in hf.config.to_dict().items() if k != "layer_types"} | {"num_hidden_layers": keep_layers}
     assistant = AutoModelForCausalLM.from_config(type(hf.config).from_dict(cfg)).eval()
     assistant.load_state_dict(hf.state_dict(), strict=False)
     return hf, assistant

@@ -29,6 +29,13 @@ def _same(params, **_):
     return params
 
 
+def _flash(*_, **__):
+    if not backends.has_flash_attn():
+        raise RuntimeError("attention backend 'flash' needs flash-attn: pip install 'draftsmith[flash]' on a CUDA "
+                           "machine, or use 'auto' / 'sdpa'")
+    return backends.flash
+
+
 def builtin_components() -> list[Component]:
     from draftsmith.assembler import parts
 
@@ -43,5 +50,9 @@ def builtin_components() -> list[Component]:
         Component("quant", "none", _same, Strict, doc="no quantization (draft only; never the target's)"),
         Component("attn_backend", "sdpa", lambda *_, **__: backends.sdpa, doc="torch SDPA, explicit mask"),
         Component("attn_backend", "eager", lambda *_, **__: backends.eager, doc="plain torch reference"),
+        Component("attn_backend", "flex", lambda *_, **__: backends.flex, doc="FlexAttention block masks (trees)"),
+        Component("attn_backend", "flash", _flash, doc="flash-attn for causal calls on CUDA, flex otherwise"),
+        Component("attn_backend", "auto", lambda *_, **__: backends.auto,
+                  doc="CPU: sdpa; CUDA: flex for masks, flash-attn (if installed) or sdpa for causal"),
         *(Component("target", name, make, doc=f"Hugging Face model_type {name}") for name, make in TARGETS.items()),
     ]

@@ -75,7 +75,7 @@ class Decoding(Frozen):
     draft_tokens: int = Field(8, ge=2)
     page_size: int = Field(1, ge=1)
     mode: Literal["auto", "v1", "v2"] = "auto"
-    attention: str = "sdpa"                              # registered attn_backend
+    attention: str = "auto"                              # registered attn_backend (auto: sdpa on CPU)
 
 
 class Checkpoints(Frozen):

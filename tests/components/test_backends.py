@@ -1,0 +1,47 @@
+"""Attention backends agree with the eager reference; the choice is a registered component."""
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import draftsmith
+from draftsmith.components import backends
+
+
+@settings(max_examples=25)
+@given(B=st.integers(1, 3), T=st.integers(1, 9), extra=st.integers(0, 12), kv=st.sampled_from([1, 2, 4]),
+       seed=st.integers(0, 2**16), causal=st.booleans())
+def test_flex_matches_eager(B, T, extra, kv, seed, causal):
+    g = torch.Generator().manual_seed(seed)
+    S = T if causal else T + extra  # mask=None means causal over T == S
+    q = torch.randn(B, 4, T, 16, generator=g, dtype=torch.float64)
+    k, v = (torch.randn(B, kv, S, 16, generator=g, dtype=torch.float64) for _ in range(2))
+    if causal:
+        mask = None
+    else:
+        mask = torch.rand(B, 1, T, S, generator=g) > 0.5
+        mask[..., 0] = True
+    want = backends.eager(q, k, v, mask, 0.25)
+    for fn in (backends.flex, backends.sdpa, backends.auto):
+        assert torch.allclose(fn(q, k, v, mask, 0.25), want, atol=1e-10)
+
+
+def test_flash_backend_is_refused_without_flash_attn(monkeypatch):
+    monkeypatch.setattr(backends, "has_flash_attn", lambda: False)
+    with pytest.raises(RuntimeError, match="flash-attn"):
+        draftsmith.default_registry().get("attn_backend", "flash").factory()
+
+
+@pytest.mark.gpu
+def test_cuda_backends_match_eager():
+    q = torch.randn(2, 4, 8, 64, device="cuda", dtype=torch.bfloat16)
+    k, v = (torch.randn(2, 2, 20, 64, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    mask = torch.rand(2, 1, 8, 20, device="cuda") > 0.3
+    mask[..., 0] = True
+    want = backends.eager(q.float(), k.float(), v.float(), mask, 0.125)
+    for fn in (backends.flex, backends.sdpa, backends.auto):
+        assert torch.allclose(fn(q, k, v, mask, 0.125).float(), want, atol=3e-2)
+    if backends.has_flash_attn():
+        assert torch.allclose(backends.flash(q, k[:, :, :8], v[:, :, :8], None, 0.125).float(),
+                              backends.eager(q.float(), k[:, :, :8].float(), v[:, :, :8].float(), None, 0.125),
+                              atol=3e-2)

@@ -1,0 +1,28 @@
+"""transformers as the oracle: target-only and speculative greedy output equal HF's own greedy generate and HF
+assisted generation (its chain speculative loop) on the same folder."""
+import pytest
+import torch
+from transformers import AutoModelForCausalLM
+
+import draftsmith
+from draftsmith.testing import write_eagle3, write_target
+
+
+@pytest.mark.parametrize("model_type", ["llama", "qwen2"])
+def test_greedy_matches_transformers(tmp_path, model_type):
+    write_target(tmp_path / "t", model_type, num_hidden_layers=7, seed=21)
+    write_eagle3(tmp_path / "d", tmp_path / "t", draft_vocab=64, seed=22)
+    model = draftsmith.assemble("eagle3-llama", target=tmp_path / "t", draft=tmp_path / "d", dtype="float64")
+    hf = AutoModelForCausalLM.from_pretrained(str(tmp_path / "t"), dtype=torch.float64).eval()
+    assistant = AutoModelForCausalLM.from_config(hf.config.__class__.from_dict(
+        {k: v for k, v in hf.config.to_dict().items() if k != "layer_types"} | {"num_hidden_layers": 2}))
+    assistant = assistant.to(torch.float64).eval()
+    prompt = [5, 17, 3, 40, 2]
+    gen = dict(max_new_tokens=24, min_new_tokens=24, do_sample=False, pad_token_id=0)
+    with torch.inference_mode():
+        want = hf.generate(torch.tensor([prompt]), **gen)[0, len(prompt):].tolist()
+        assisted = hf.generate(torch.tensor([prompt]), assistant_model=assistant, **gen)[0, len(prompt):].tolist()
+    assert assisted == want
+    assert model.generate_baseline(prompt, max_new_tokens=24, stop=[]).token_ids == want
+    assert model.generate(prompt, max_new_tokens=24, stop=[], topk=1).token_ids == want
+    assert model.generate(prompt, max_new_tokens=24, stop=[]).token_ids == want
