@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Speculative-decoding draft models from YAML.")
-out = Console()
+out = Console(width=max(110, Console().width))  # tables stay readable when piped (80 columns by default)
 err = Console(stderr=True)
 
 
@@ -49,18 +49,17 @@ def generate(
     kw = dict(max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
     res = model.generate(prompt, topk=topk, steps=steps, draft_tokens=draft_tokens, **kw)
     out.print(f"[bold]prompt[/bold] {prompt!r}\n[bold]output[/bold] {res.text if res.text is not None else res.token_ids!r}")
-    rows = [(f"speculative ({res.stats.mode})", res)]
+    rows = [(f"speculative {res.stats.mode}", res)]
     if compare:
         if model.plan(topk=topk, steps=steps, draft_tokens=draft_tokens).topk > 1:
-            rows.append(("speculative chain (v1, topk=1)", model.generate(prompt, topk=1, steps=steps, **kw)))
+            rows.append(("chain v1 (topk=1)", model.generate(prompt, topk=1, steps=steps, **kw)))
         rows.append(("target only", model.generate_baseline(prompt, **kw)))
     _stats_table(rows, greedy=temperature == 0)
 
 
 def _stats_table(rows, greedy: bool) -> None:
-    table = Table(title="statistics")
-    for col in ("run", "tau (tokens/target fwd)", "target fwds", "draft fwds", "accepted per position",
-                "tokens/s", "same as target-only"):
+    table = Table(title="statistics (tau = tokens per target verification forward)")
+    for col in ("run", "tau", "target fwd", "draft fwd", "accepted per position", "tok/s", "same as target-only"):
         table.add_column(col)
     ref = rows[-1][1].token_ids if rows[-1][0] == "target only" else None
     for name, r in rows:

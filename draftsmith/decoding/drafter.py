@@ -17,7 +17,8 @@ class TreeExpander:
     one ``repeat_interleave`` away."""
 
     def __init__(self, run, seqs: list[int], feed0: torch.Tensor, k: int, steps: int):
-        # run(ids [B, T], hidden [B, T, H], kv, pos) -> (feed [B, T, H], logits [B, T, V]); feed0: [B, H] root state
+        # run(ids [B, T], hidden [B, T, H], kv, pos, from_target=False) -> (feed [B, T, H], logits [B, T, V])
+        # feed0: [B, H] the draft's state after the root
         self.run, self.seqs, self.k = run, seqs, k
         B, H = feed0.shape
         self.scratch = max(1, k * (steps - 1))
@@ -35,7 +36,7 @@ class TreeExpander:
         anc[:, torch.arange(k), rows] = True
         kv, pos = kv_batch(self.run.pool, self.seqs, [(j + 1) * k] * B, rows.expand(B, k), anc,
                            torch.full((B, k), j), self.run.device)
-        feed, logits = self.run(tokens, hidden, kv, pos)
+        feed, logits = self.run(tokens, hidden, kv, pos, from_target=False)
         self.parent_feed = torch.cat([self.parent_feed, feed.repeat_interleave(self.k, 1)], 1)
         self.parent_anc = torch.cat([self.parent_anc, anc.repeat_interleave(self.k, 1)], 1)
         self.calls += 1

@@ -79,10 +79,10 @@ class DraftRunner(Runner):
     def __init__(self, model, pool, device, embed, head):
         super().__init__(pool, device)
         self.model, self.embed, self.head = model, embed, head
-        self.from_target = True
 
-    def __call__(self, ids, hidden, kv, pos):
-        out, feed = self.model(ids.to(self.device), hidden, pos, kv, embed=self.embed, from_target=self.from_target)
+    def __call__(self, ids, hidden, kv, pos, *, from_target: bool):
+        # from_target: hidden is the target's hand-over (goes through fc) or the draft's own feed (deeper nodes)
+        out, feed = self.model(ids.to(self.device), hidden, pos, kv, embed=self.embed, from_target=from_target)
         return feed, self.model.logits(out, self.head)
 
 
@@ -118,8 +118,7 @@ def catch_up(draft: DraftRunner, seqs: list[Seq], tokens: list[list[int]], hidde
     hid = torch.zeros(len(seqs), max(counts), H, dtype=hidden[0].dtype, device=hidden[0].device)
     for b, h in enumerate(hidden):
         hid[b, : h.shape[0]] = h
-    draft.from_target = True
-    feed, logits = draft(pad_tokens(tokens), hid, kv, pos)
+    feed, logits = draft(pad_tokens(tokens), hid, kv, pos, from_target=True)
     stats.draft_forwards += 1
     last_feed, last_logits = _last(feed, counts), _last(logits, counts)
     for b, q in enumerate(seqs):
@@ -133,7 +132,6 @@ def propose(draft: DraftRunner, seqs: list[Seq], plan: Plan, s: Settings, stats:
     feed0 = torch.stack([q.feed for q in seqs])
     logits0 = torch.stack([q.dlogits for q in seqs])
     expand = TreeExpander(draft, [q.d for q in seqs], feed0, plan.topk, plan.steps)
-    draft.from_target = False
 
     def counted(frontier, tokens):
         stats.draft_forwards += 1

@@ -11,6 +11,7 @@ class Stats:
     target_forwards: int = 0          # verification / decode forwards (prefill not counted)
     draft_forwards: int = 0
     steps: int = 0                    # verification steps summed over sequences
+    committed: int = 0                # tokens committed by those steps (accepted + 1 each)
     accepted_per_position: list[int] = field(default_factory=list)   # [i]: steps that accepted >= i+1 drafts
     wall_seconds: float = 0.0
 
@@ -18,8 +19,6 @@ class Stats:
     def acceptance_length(self) -> float:
         """tau: tokens committed per target verification (accepted + 1, averaged over steps)."""
         return (self.committed / self.steps) if self.steps else 1.0
-
-    committed: int = 0
 
     @property
     def tokens_per_second(self) -> float:
