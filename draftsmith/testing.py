@@ -19,7 +19,8 @@ SIZES = dict(hidden_size=64, intermediate_size=128, num_attention_heads=4, num_k
 
 def write_target(folder: str | Path, model_type: str = "llama", *, seed: int = 0, init_std: float = 0.15,
                  tokenizer: bool = False, **overrides: Any) -> Path:
-    """A random Hugging Face model saved with ``save_pretrained`` (config.json + model.safetensors)."""
+    """A random Hugging Face model saved with ``save_pretrained`` (config.json + model.safetensors); norm weights
+    and biases are random too, not transformers' constant initial values."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
     folder = Path(folder)
@@ -27,6 +28,12 @@ def write_target(folder: str | Path, model_type: str = "llama", *, seed: int = 0
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         model = AutoModelForCausalLM.from_config(cfg)
+        with torch.no_grad():
+            # transformers initialises norms to 1 and biases to 0; perturb them, so a norm or a bias loaded into
+            # the wrong slot (or not applied) changes the logits and parity tests can see it
+            for p in model.parameters():
+                if p.numel() > 1 and bool((p == p.flatten()[0]).all()):
+                    p.add_(torch.randn_like(p) * 0.1)
     model.save_pretrained(folder)
     if tokenizer:
         write_byte_tokenizer(folder)
@@ -42,7 +49,8 @@ def _llama_layer(prefix: str, H: int, nH: int, nKV: int, d: int, I: int, in_widt
     def w(*shape):
         return torch.randn(*shape, generator=g) * std
 
-    t = {f"{prefix}self_attn.q_proj.weight": w(nH * d, in_width), f"{prefix}self_attn.k_proj.weight": w(nKV * d, in_width),
+    t = {f"{prefix}self_attn.q_proj.weight": w(nH * d, in_width),
+         f"{prefix}self_attn.k_proj.weight": w(nKV * d, in_width),
          f"{prefix}self_attn.v_proj.weight": w(nKV * d, in_width), f"{prefix}self_attn.o_proj.weight": w(H, nH * d),
          f"{prefix}mlp.gate_proj.weight": w(I, H), f"{prefix}mlp.up_proj.weight": w(I, H),
          f"{prefix}mlp.down_proj.weight": w(H, I),
@@ -121,22 +129,28 @@ def _write(folder: Path, config: dict[str, Any], tensors: dict[str, torch.Tensor
     return folder
 
 
-def write_self_draft(folder: str | Path, target: str | Path) -> Path:
+def write_self_draft(folder: str | Path, target: str | Path, *, margin: float = 30.0) -> Path:
     """An EAGLE-1-layout draft that IS the target: fc = [I, 0] passes the token embedding through, then the
     target's own layers (with input norms) and final norm; load it with ``norms: {input: all, final: true}``.
 
     EAGLE pairs draft position i with token x_{i+1}, so the draft never sees x_0; to make it the target
     exactly, the target's attention output is zeroed here (o_proj = 0, rewritten in the target folder). Then the
     target is a function of the last token only, the draft's proposals equal the target's, and the acceptance
-    length is depth + 1. The head is sharpened (x30) so the greedy path also outscores every side branch and a
-    tree of steps + 1 or more nodes always contains it."""
+    length is depth + 1. The head is scaled so that, after every token, the best next token leads the second by
+    ``margin`` nats: the greedy path then outscores every side branch, and a tree of steps + 1 or more nodes
+    always contains it (whatever the random weights)."""
     from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM
 
     folder, tc = Path(folder), _target_cfg(target)
     H = tc["hidden_size"]
     src = load_file(str(Path(target) / "model.safetensors"))
-    src = {k: torch.zeros_like(v) if k.endswith("o_proj.weight") else v for k, v in src.items()}
-    src["lm_head.weight"] = src["lm_head.weight"] * 30
+    src = {k: torch.zeros_like(v) if k.endswith(("o_proj.weight", "o_proj.bias")) else v for k, v in src.items()}
+    save_safetensors(src, Path(target))
+    model = AutoModelForCausalLM.from_pretrained(str(target), dtype=torch.float64).eval()
+    with torch.no_grad():  # the next-token logits after each token, alone (attention contributes nothing now)
+        top2 = model(torch.arange(tc["vocab_size"])[:, None]).logits[:, 0].topk(2, dim=-1).values
+    src["lm_head.weight"] = src["lm_head.weight"] * max(1.0, margin / float((top2[:, 0] - top2[:, 1]).min()))
     save_safetensors(src, Path(target))
     t = {"fc.weight": torch.cat([torch.eye(H), torch.zeros(H, H)], 1), "norm.weight": src["model.norm.weight"]}
     for name, v in src.items():

@@ -26,7 +26,8 @@ def build_target(cfg, registry: Registry, backend: Callable) -> CausalLM:
     arch = registry.get("target", cfg.model_type).factory()
     dims = Dims.from_config(cfg)
     attn = {"qk_norm": arch.qk_norm} | ({} if arch.qkv_bias is None else {"qkv_bias": arch.qkv_bias})
-    stack = Stacker(registry, LayerRecipe(attention=("gqa", attn)), dims, backend)
+    mlp = {"bias": bool(getattr(cfg, "mlp_bias", False))}  # Llama's mlp_bias: gate/up/down with biases
+    stack = Stacker(registry, LayerRecipe(attention=("gqa", attn), mlp=("swiglu", mlp)), dims, backend)
     with torch.device("meta"):
         layers = [stack.layer(i, in_width=dims.hidden) for i in range(dims.layers)]
         return CausalLM(dims, layers, stack.norm(dims.hidden), bool(getattr(cfg, "tie_word_embeddings", False)))

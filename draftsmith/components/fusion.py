@@ -66,6 +66,14 @@ class Eagle3Fusion(nn.Linear):
 
 
 def eagle1(params: Eagle1Params, *, hidden: int, target_width: int, draft_config: dict, **_) -> Eagle1Fusion:
+    if hidden != target_width:
+        # the draft's own output goes back through fc in place of a target state, and through the target's head
+        from draftsmith.specs.errors import Problem, SpecError
+
+        raise SpecError("draft fusion", [Problem("draft.fusion.kind", f"eagle1 needs the draft's hidden size "
+                                                 f"({hidden}) to equal the target's ({target_width}): its own "
+                                                 "outputs replace target states in fc and go through the "
+                                                 "target's lm_head")])
     bias = draft_config.get("bias", True) if params.bias == "auto" else params.bias
     return Eagle1Fusion(hidden, target_width, bool(bias))
 

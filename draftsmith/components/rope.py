@@ -4,6 +4,10 @@ Frequencies come from the model's own transformers config (``rope_parameters``: 
 dynamic, longrope — transformers' ``ROPE_INIT_FUNCTIONS`` compute them, so every scaling a Hugging Face config
 can name is read the way transformers reads it). What draftsmith owns is how the rotation is applied: ``neox``
 rotates the two halves of each head, ``interleaved`` rotates adjacent pairs (Mistral-native / GPT-J order).
+
+Limit: the frequencies are fixed at load time. transformers recomputes ``dynamic`` (NTK) frequencies once a
+sequence passes ``max_position_embeddings`` and switches ``longrope`` factors past
+``original_max_position_embeddings``; beyond those lengths such targets are not at parity with transformers.
 """
 from __future__ import annotations
 

@@ -9,6 +9,8 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM
 
 from draftsmith.assembler.assemble import load_target
+from draftsmith.assembler.build import build_target
+from draftsmith.assembler.plan import expected_of
 from draftsmith.components import backends
 from draftsmith.decoding.batching import causal_batch, pad_tokens
 from draftsmith.decoding.kvpool import PagedKVPool
@@ -43,6 +45,7 @@ CASES = {
     "llama": ("llama", {}, None, "default"),
     "mistral": ("mistral", {}, None, "default"),
     "qwen2": ("qwen2", {}, None, "default"),                               # q/k/v biases
+    "llama-biases": ("llama", {"attention_bias": True, "mlp_bias": True}, None, "default"),  # + o, mlp biases
     "qwen3-head-dim": ("qwen3", {"head_dim": 32}, None, "default"),       # nH*d = 128 != H = 64, q/k norms
     "rope-llama3": ("llama", {"rope_parameters": LLAMA3}, None, "llama3"),
     "rope-linear": ("llama", {"rope_parameters": {"rope_type": "linear", "rope_theta": 10000.0, "factor": 4.0}},
@@ -137,6 +140,12 @@ def test_tied_embeddings_share_one_tensor(targets):
     model = ours(folder)
     assert model.lm_head.weight is model.model.embed_tokens.weight
     assert not model.lm_head.weight.is_meta
+    # what the load plan expects: the tied tensor once, under its first name
+    for name, head_expected in (("tied", False), ("llama", True)):
+        meta = build_target(AutoConfig.from_pretrained(targets(name)), default_registry(), backends.sdpa)
+        expected = expected_of(meta)
+        assert "model.embed_tokens.weight" in expected and ("lm_head.weight" in expected) == head_expected
+        assert len(expected) == len(meta.state_dict()) - (not head_expected)
 
 
 @pytest.mark.parametrize("name", ["llama", "qwen3-head-dim", "rope-yarn", "tied"])

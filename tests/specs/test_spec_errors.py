@@ -191,7 +191,7 @@ def test_all_problems_of_both_phases_in_one_error(base, spec_error):
     base["decoding"]["topk"] = "four"                        # phase 1: type
     base["draft"]["attention"] = {"kind": "gqq"}             # phase 2: unknown name
     base["draft"]["fusion"]["aux_layers"] = "auot"           # phase 2: component params
-    base["decoding"]["attention"] = "flash"                  # phase 2: backend
+    base["decoding"]["attention"] = "flashy"                 # phase 2: backend
     base["weights"]["ignore"] = ["("]                        # phase 2: regex
     err = spec_error(base)
     assert sorted(p.path for p in err.problems) == sorted([
