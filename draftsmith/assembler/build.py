@@ -71,8 +71,11 @@ def build_draft(spec: Spec, registry: Registry, *, draft_raw: Mapping[str, Any],
     reduced = is_reduced(spec, draft_raw, canonical_names, target_vocab)
     vd = int(draft_raw.get("draft_vocab_size") or target_vocab) if reduced else None
     with torch.device("meta"):
-        fc = fusion_comp.factory(fusion_params, hidden=dims.hidden, target_width=target_hidden_width(target_cfg),
-                                 draft_config=dict(draft_raw), target_layers=target_cfg.num_hidden_layers)
+        try:
+            fc = fusion_comp.factory(fusion_params, hidden=dims.hidden, target_width=target_hidden_width(target_cfg),
+                                     draft_config=dict(draft_raw), target_layers=target_cfg.num_hidden_layers)
+        except SpecError as e:  # the fusion knows the rule; the error names the spec file the user wrote
+            raise SpecError(spec.source, e.problems) from None
         layers = []
         for i in range(layer_count(spec, canonical_names)):
             first = i == 0
