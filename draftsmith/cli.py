@@ -82,7 +82,7 @@ def validate(files: List[Path] = typer.Argument(..., help="spec YAML files")) ->
             out.print(f"{f}: ok ({spec.name})")
         except (SpecError, FileNotFoundError, LookupError) as e:
             bad += 1
-            err.print(str(e), markup=False, highlight=False)
+            typer.echo(str(e), err=True)  # plain text: never re-wrapped or read as markup
     raise typer.Exit(1 if bad else 0)
 
 

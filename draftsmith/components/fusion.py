@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Literal
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from torch import nn
 
 from draftsmith.components.layers import embed_concat, own_input
@@ -24,6 +24,14 @@ class AuxLayers(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     ids: tuple[int, ...] | None = None       # None: eagle_config ids from the draft config, else [2, L//2, L-3]
     at: Literal["input", "output"] = "input"  # ids name layer inputs (HF hidden_states[id], vLLM) or outputs (SGLang)
+
+    @field_validator("ids")
+    @classmethod
+    def _distinct(cls, ids):
+        if ids is not None and len(set(ids)) != len(ids):
+            dup = sorted({i for i in ids if ids.count(i) > 1})
+            raise ValueError(f"{list(ids)} names layer(s) {dup} more than once; taps must be distinct")
+        return ids
 
 
 class Eagle3Params(BaseModel):

@@ -84,6 +84,13 @@ def test_component_params_unknown_param(base, spec_error):
     assert "Did you mean 'rope'?" in p.hint and "qk_norm" in p.allowed and "rope" in p.allowed
 
 
+def test_explicit_taps_that_collide_are_refused_without_a_target(base, spec_error):
+    """Invariant 25 at validate time: explicit ids are checked before any checkpoint is seen."""
+    base["draft"]["fusion"]["aux_layers"] = {"ids": [2, 2, 5]}
+    p = only(spec_error(base))
+    assert p.path == "draft.fusion.aux_layers.ids" and "[2]" in p.message and "distinct" in p.message
+
+
 def test_component_params_literal(base, spec_error):
     base["draft"]["attention"]["rope"] = "neoxx"
     p = only(spec_error(base))
