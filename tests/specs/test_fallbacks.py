@@ -160,9 +160,15 @@ def test_explicit_ids_that_collide_are_refused(L, data):
     registry = draftsmith.build_registry(entry_points=False)
     ids = data.draw(st.lists(st.integers(0, L - 2), min_size=1, max_size=5))
     at = data.draw(st.sampled_from(["input", "output"]))
-    for params, cfg in [(eagle3_params(registry, aux_layers={"ids": ids, "at": at}), {}),
-                        (eagle3_params(registry), {"eagle_config": {"eagle_aux_hidden_state_layer_ids": ids}})]:
-        if len(set(ids)) == len(ids):
+    distinct = len(set(ids)) == len(ids)
+    spec_ids = {"aux_layers": {"ids": ids, "at": at}}
+    if not distinct:  # ids in the spec itself are refused by the params check, before any target is seen
+        with pytest.raises(ValueError, match="taps must be distinct"):
+            eagle3_params(registry, **spec_ids)
+    cases = [(eagle3_params(registry, **spec_ids), {})] if distinct else []
+    cases.append((eagle3_params(registry), {"eagle_config": {"eagle_aux_hidden_state_layer_ids": ids}}))
+    for params, cfg in cases:
+        if distinct:
             fc = build_fusion(registry, params, L, cfg)
             shift = 1 if at == "output" and cfg == {} else 0
             assert fc.taps == tuple(i + shift for i in ids) and fc.in_features == len(ids) * 16
