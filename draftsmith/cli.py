@@ -39,13 +39,8 @@ def generate(
     import draftsmith
 
     torch.set_num_threads(threads)
-    from draftsmith.demo import IS_RANDOM
-
     model = draftsmith.assemble(spec, target=target, draft=draft, device=device, dtype=dtype)
-    if spec == "demo" and target is None and IS_RANDOM:
-        out.print("[yellow]demo pair: a small RANDOM target and a RANDOM EAGLE-3 draft built on the fly "
-                  "(no trained demo yet) - the text is noise and acceptance is near 1; the run shows the "
-                  "machinery, and greedy output equals target-only output token for token.[/yellow]")
+    out.print(f"[bold]spec[/bold] {model.spec.name}: {escape(model.spec.description)}")
     kw = dict(max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
     res = model.generate(prompt, topk=topk, steps=steps, draft_tokens=draft_tokens, **kw)
     out.print(f"[bold]prompt[/bold] {prompt!r}\n[bold]output[/bold] {res.text if res.text is not None else res.token_ids!r}")

@@ -23,17 +23,12 @@ TARGET_RULES = RuleSet([], ignore=[r"rotary_emb\.inv_freq$"])
 
 
 def checkpoint_dir(spec: Spec, given: str | Path | None, which: str) -> Path:
-    """An explicit folder, else the spec's ``checkpoints.<which>`` (relative to the spec file; ``builtin:NAME``
-    names a pair the project builds itself, see :mod:`draftsmith.demo`)."""
+    """An explicit folder, else the spec's ``checkpoints.<which>`` (relative paths resolve against the spec
+    file, so a plugin's specs can ship their own checkpoints as package data)."""
     ref = given if given is not None else getattr(spec.checkpoints, which)
     if ref is None:
         raise SpecError(spec.source, [Problem(f"checkpoints.{which}", f"no {which} folder given and the spec names "
                                                                      "none", hint=f"Pass {which}=PATH.")])
-    ref = str(ref)
-    if ref.startswith("builtin:"):
-        from draftsmith.demo import builtin_checkpoint
-
-        return builtin_checkpoint(ref.removeprefix("builtin:"))
     path = Path(ref)
     if not path.is_absolute() and given is None and spec._source:
         path = Path(spec._source).parent / path
