@@ -5,7 +5,7 @@
 
 1. Corpus: this Python's standard library, top-level *.py files (4 MB; nothing is downloaded), indentation
    rewritten as at most 3 tabs, one token per byte with the byte tokenizer; the last 2% is held out.
-2. Target: a transformers LlamaForCausalLM with the sizes of draftsmith.demo.DEMO_TARGET and the byte tokenizer
+2. Target: a transformers LlamaForCausalLM with the sizes below (TARGET) and the byte tokenizer
    of draftsmith.testing, trained from scratch with AdamW; saved in float16 with save_pretrained.
 3. Draft: an EAGLE-3 single layer in the yuhuili / lmsys ``midlayer.*`` layout. draftsmith.testing.write_eagle3
    writes a random one with the right shapes and config.json; draftsmith.assemble loads it with the demo spec
@@ -34,7 +34,7 @@ from draftsmith.testing import write_byte_tokenizer, write_eagle3
 
 OUT = Path(__file__).resolve().parents[1] / "draftsmith" / "demo_data"
 SEED = 0
-# The same sizes as draftsmith.demo.DEMO_TARGET (kept here so this script does not depend on that module).
+# The demo target's sizes.
 TARGET = dict(hidden_size=128, intermediate_size=256, num_attention_heads=4, num_key_value_heads=2,
               num_hidden_layers=8, max_position_embeddings=2048, bos_token_id=256, eos_token_id=257,
               vocab_size=258, tie_word_embeddings=False)
