@@ -160,7 +160,10 @@ def write_self_draft(folder: str | Path, target: str | Path, *, margin: float = 
 
 
 def write_byte_tokenizer(folder: str | Path) -> None:
-    """A byte-level tokenizer (256 byte tokens, no merges) plus <s> and </s>, saved as tokenizer.json."""
+    """A byte-level tokenizer (256 byte tokens, no merges) plus <s> (256) and </s> (257), saved as tokenizer.json.
+
+    Token ids follow the sorted ByteLevel alphabet, not byte values (space is 220): encode text with the
+    tokenizer, never with ``bytes``."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
