@@ -1,7 +1,6 @@
 """The ``draftsmith`` command: generate, validate, inspect, list, bench."""
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import List, Optional
