@@ -4,6 +4,7 @@ HF assisted generation is the chain peer: transformers' own speculative loop wit
 target's first layers and its head), since an EAGLE draft is not a standalone causal LM."""
 from __future__ import annotations
 
+import functools
 import statistics
 import time
 from pathlib import Path
@@ -11,53 +12,70 @@ from pathlib import Path
 import torch
 
 
-def _median_time(fn, repeats: int):
-    times, result = [], None
+def _median_time(fn, repeats: int, device: str = "cpu"):
+    # one untimed warm-up run (CUDA kernels, compiled FlexAttention), then the median of `repeats`
+    times, result = [], fn()
     for _ in range(repeats):
+        _sync(device)
         t0 = time.perf_counter()
         result = fn()
+        _sync(device)
         times.append(time.perf_counter() - t0)
     return statistics.median(times), result
 
 
-def _hf_models(target_dir: Path, keep_layers: int):
+def _sync(device: str) -> None:
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize()
+
+
+def _hf_models(target_dir: Path, keep_layers: int, device: str, dtype: torch.dtype):
     from transformers import AutoModelForCausalLM
 
-    hf = AutoModelForCausalLM.from_pretrained(str(target_dir), dtype=torch.float32).eval()
+    hf = AutoModelForCausalLM.from_pretrained(str(target_dir), dtype=dtype).to(device).eval()
     cfg = {k: v for k, v in hf.config.to_dict().items() if k != "layer_types"} | {"num_hidden_layers": keep_layers}
-    assistant = AutoModelForCausalLM.from_config(type(hf.config).from_dict(cfg)).eval()
+    assistant = AutoModelForCausalLM.from_config(type(hf.config).from_dict(cfg)).to(device, dtype).eval()
     assistant.load_state_dict(hf.state_dict(), strict=False)
     return hf, assistant
 
 
-def run_bench(spec="demo", *, target=None, draft=None, prompt="def fibonacci(n):", max_new_tokens=64,
-              repeats=3, console=None):
-    import draftsmith
-    from draftsmith.assembler.assemble import checkpoint_dir
-    from draftsmith.specs.loader import load_spec
+def _with_attention(spec, name: str):
+    return spec.model_copy(update={"decoding": spec.decoding.model_copy(update={"attention": name})})
 
+
+def run_bench(spec="demo", *, target=None, draft=None, prompt="def fibonacci(n):", max_new_tokens=64,
+              repeats=3, device="cpu", dtype="float32", console=None):
     from rich.console import Console
     from rich.table import Table
 
+    import draftsmith
+    from draftsmith.assembler.assemble import checkpoint_dir, parse_dtype
+    from draftsmith.specs.loader import load_spec
+
     console = console or Console()
     spec_obj = load_spec(spec)
-    model = draftsmith.assemble(spec_obj, target=target, draft=draft)
+    model = draftsmith.assemble(spec_obj, target=target, draft=draft, device=device, dtype=dtype)
     target_dir = checkpoint_dir(spec_obj, target, "target")
     ids = model._encode(prompt)[0][0]
     n = max_new_tokens
     rows = {}
-    rows["draftsmith target-only"] = _median_time(lambda: model.generate_baseline(ids, max_new_tokens=n), repeats)
-    rows["draftsmith chain (topk=1)"] = _median_time(lambda: model.generate(ids, max_new_tokens=n, topk=1), repeats)
-    rows["draftsmith tree"] = _median_time(lambda: model.generate(ids, max_new_tokens=n), repeats)
-    hf, assistant = _hf_models(target_dir, keep_layers=2)
-    x = torch.tensor([ids])
-    gen = dict(max_new_tokens=n, min_new_tokens=n, do_sample=False, pad_token_id=0)
+    timed = functools.partial(_median_time, repeats=repeats, device=device)
+    rows["draftsmith target-only"] = timed(lambda: model.generate_baseline(ids, max_new_tokens=n))
+    rows["draftsmith chain (topk=1)"] = timed(lambda: model.generate(ids, max_new_tokens=n, topk=1))
+    rows["draftsmith tree"] = timed(lambda: model.generate(ids, max_new_tokens=n))
+    if torch.device(device).type == "cuda":  # on CPU FlexAttention is torch's unfused reference: not a contender
+        flex = draftsmith.assemble(_with_attention(spec_obj, "flex"), target=target, draft=draft, device=device,
+                                   dtype=dtype)
+        rows["draftsmith tree, attention: flex"] = timed(lambda: flex.generate(ids, max_new_tokens=n))
+    hf, assistant = _hf_models(target_dir, 2, device, parse_dtype(dtype))
+    x = torch.tensor([ids], device=device)
+    gen = {"max_new_tokens": n, "min_new_tokens": n, "do_sample": False, "pad_token_id": 0}
     with torch.inference_mode():
-        rows["HF generate (target only)"] = _median_time(lambda: hf.generate(x, **gen), repeats)
-        rows["HF assisted (2-layer skip)"] = _median_time(
-            lambda: hf.generate(x, assistant_model=assistant, **gen), repeats)
+        rows["HF generate (target only)"] = timed(lambda: hf.generate(x, **gen))
+        rows["HF assisted (2-layer skip)"] = timed(lambda: hf.generate(x, assistant_model=assistant, **gen))
     base = rows["draftsmith target-only"][0]
-    table = Table(title=f"bench: {n} new tokens, median of {repeats}, prompt {prompt!r}")
+    table = Table(title=f"bench: {n} new tokens, median of {repeats} after a warm-up, {device} {dtype}, "
+                        f"prompt {prompt!r}")
     for col in ("method", "seconds", "tokens/s", "speed vs draftsmith target-only", "tau"):
         table.add_column(col)
     for name, (sec, res) in rows.items():

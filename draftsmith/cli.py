@@ -135,6 +135,8 @@ def bench(
     repeats: int = typer.Option(3, help="runs per method; the median is reported"),
     prompt: str = typer.Option("def fibonacci(n):"),
     threads: int = typer.Option(1, help="CPU threads for torch, the same for every method"),
+    device: str = typer.Option("cpu"),
+    dtype: str = typer.Option("float32"),
 ) -> None:
     """Side by side in one run: target-only, HF generate, HF assisted generation, draftsmith chain and tree."""
     import torch
@@ -144,7 +146,7 @@ def bench(
     torch.set_num_threads(threads)
 
     run_bench(spec, target=target, draft=draft, prompt=prompt, max_new_tokens=max_new_tokens, repeats=repeats,
-              console=out)
+              device=device, dtype=dtype, console=out)
 
 
 def main() -> None:  # pragma: no cover

@@ -1,7 +1,8 @@
 """Grouped-query attention over the paged KV pool.
 
 The caller hands every layer the same :class:`KVBatch` for one forward: where the new tokens' K/V go, which
-slots to read back, and the boolean mask (prefix + tree/causal structure) over them. Without a KVBatch the layer
+slots to read back, and the boolean mask (prefix + tree structure) over them, or None when that mask is plain
+causal. Without a KVBatch the layer
 runs plain causal self-attention (parity tests, training).
 """
 from __future__ import annotations
@@ -22,7 +23,7 @@ class KVBatch:
     pool: Any             # draftsmith.decoding.kvpool.PagedKVPool
     write: torch.Tensor   # [B, T] slot of each new token, -1 for padding (never written)
     read: torch.Tensor    # [B, S] slots to attend over (committed prefix + the new tokens)
-    mask: torch.Tensor    # [B, 1, T, S] bool, True = attend
+    mask: torch.Tensor | None  # [B, 1, T, S] bool, True = attend; None = bottom-right causal (the flash path)
 
 
 class GQAttention(nn.Module):

@@ -48,11 +48,11 @@ def builtin_components() -> list[Component]:
         Component("fusion", "eagle3", fusion.eagle3, fusion.Eagle3Params, doc="fc over k aux states"),
         Component("weight_rule", "regex", _same, RegexRule, doc="rename checkpoint names by regex"),
         Component("quant", "none", _same, Strict, doc="no quantization (draft only; never the target's)"),
-        Component("attn_backend", "sdpa", lambda *_, **__: backends.sdpa, doc="torch SDPA, explicit mask"),
+        Component("attn_backend", "sdpa", lambda *_, **__: backends.sdpa, doc="torch SDPA: masks, or mask-free causal (its flash kernel)"),
         Component("attn_backend", "eager", lambda *_, **__: backends.eager, doc="plain torch reference"),
         Component("attn_backend", "flex", lambda *_, **__: backends.flex, doc="FlexAttention block masks (trees)"),
         Component("attn_backend", "flash", _flash, doc="flash-attn for causal calls on CUDA, flex otherwise"),
         Component("attn_backend", "auto", lambda *_, **__: backends.auto,
-                  doc="CPU: sdpa; CUDA: flex for masks, flash-attn (if installed) or sdpa for causal"),
+                  doc="measured default: flash-attn (CUDA, if installed) for causal calls, else sdpa"),
         *(Component("target", name, make, doc=f"Hugging Face model_type {name}") for name, make in TARGETS.items()),
     ]

@@ -1,7 +1,9 @@
 """One forward's KVBatch: which slots the new rows write, which slots they read, the mask, the positions.
 
 Sequences in a batch keep their own committed lengths and their own pending counts. A padding row (``rows`` =
--1) is never written and attends to slot 0 only, so no attention row is fully masked."""
+-1) is never written and attends to slot 0 only, so no attention row is fully masked. When the mask is plain
+bottom-right causal (every sequence at the same length, no padding, causal rows: prefill of one prompt, decode,
+chain verification) the KVBatch carries ``mask=None`` so the backend can take its causal kernel (flash)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -9,6 +11,7 @@ from collections.abc import Sequence
 import torch
 
 from draftsmith.components.attention import KVBatch
+from draftsmith.components.backends import causal_mask
 
 
 def kv_batch(pool, seqs: Sequence[int], pending: Sequence[int], rows: torch.Tensor, rel_mask: torch.Tensor,
@@ -37,7 +40,8 @@ def kv_batch(pool, seqs: Sequence[int], pending: Sequence[int], rows: torch.Tens
     mask = ((key[None, None, :] < lens[:, None, None]) | (gathered & in_pend[:, None, :])) & live[..., None]
     mask[..., 0] |= ~live
     pos = torch.where(live, lens[:, None] + rel_pos, 0)
-    return KVBatch(pool, write.to(device), read.to(device), mask[:, None].to(device)), pos.to(device)
+    causal = bool(live.all()) and bool((totals == totals[0]).all()) and torch.equal(mask, causal_mask(T, S).expand(B, T, S))
+    return KVBatch(pool, write.to(device), read.to(device), None if causal else mask[:, None].to(device)), pos.to(device)
 
 
 def causal_batch(pool, seqs: Sequence[int], counts: Sequence[int], device) -> tuple[KVBatch, torch.Tensor]:

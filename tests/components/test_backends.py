@@ -45,3 +45,24 @@ def test_cuda_backends_match_eager():
         assert torch.allclose(backends.flash(q, k[:, :, :8], v[:, :, :8], None, 0.125).float(),
                               backends.eager(q.float(), k[:, :, :8].float(), v[:, :, :8].float(), None, 0.125),
                               atol=3e-2)
+
+
+@settings(max_examples=30)
+@given(B=st.integers(1, 2), T=st.integers(1, 10), S_extra=st.integers(0, 14), seed=st.integers(0, 2**16),
+       density=st.sampled_from([0.0, 0.5, 0.9, 1.0]))
+def test_block_mask_tiles_agree_with_torchs_create_block_mask(B, T, S_extra, seed, density):
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    S = T + S_extra
+    g = torch.Generator().manual_seed(seed)
+    mask = torch.rand(B, 1, T, S, generator=g) < density
+    ours = backends.block_mask_from_bool(mask, block=4)
+    m = mask[:, 0]
+    theirs = create_block_mask(lambda b, h, qi, ki: m[b, qi, ki], B, None, T, S, device="cpu", BLOCK_SIZE=4)
+    assert torch.equal(ours.to_dense(), theirs.to_dense())             # partial | full tiles
+    assert torch.equal(ours.full_kv_num_blocks, theirs.full_kv_num_blocks)
+    assert torch.equal(ours.kv_num_blocks, theirs.kv_num_blocks)
+    q = torch.randn(B, 2, T, 8, generator=g, dtype=torch.float64)
+    k, v = (torch.randn(B, 2, S, 8, generator=g, dtype=torch.float64) for _ in range(2))
+    mask[..., 0] = True
+    assert torch.allclose(backends.flex(q, k, v, mask, 0.3), backends.eager(q, k, v, mask, 0.3), atol=1e-10)

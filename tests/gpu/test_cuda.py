@@ -1,0 +1,105 @@
+"""The CUDA path on the shipped demo pair: causal calls take the flash kernel, masked ones FlexAttention, and
+speculative output equals target-only output. Skipped without CUDA (see conftest)."""
+import pytest
+import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+import draftsmith
+from draftsmith.components import backends
+
+pytestmark = pytest.mark.gpu
+PROMPTS = ["def fibonacci(n):", "import os\n\nclass ", "    return self._"]
+
+
+@pytest.fixture(scope="module", params=["float32", "bfloat16"])
+def demo(request):
+    return draftsmith.assemble("demo", device="cuda", dtype=request.param)
+
+
+@pytest.mark.parametrize(("T", "S"), [(16, 16), (6, 40), (1, 33)])  # prefill, chain verification, decode
+def test_causal_calls_take_the_flash_kernel(T, S):
+    q = torch.randn(2, 8, T, 64, device="cuda", dtype=torch.bfloat16)
+    k, v = (torch.randn(2, 2, S, 64, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):  # raises if SDPA cannot use flash for this call
+        got = backends.sdpa(q, k, v, None, 0.125)
+    want = backends.eager(q.double(), k.double(), v.double(), None, 0.125)
+    assert (got.double() - want).abs().max() < 2e-2
+
+
+def test_greedy_tree_and_chain_equal_the_baseline(demo):
+    for prompt in PROMPTS:
+        base = demo.generate_baseline(prompt, max_new_tokens=48).token_ids
+        assert len(base) == 48
+        for kw in ({"topk": 1}, {"topk": 4, "steps": 5, "draft_tokens": 8}):
+            out = demo.generate(prompt, max_new_tokens=48, **kw)
+            assert out.token_ids == base, (prompt, kw)
+            assert out.stats.acceptance_length > 1.5
+
+
+def test_a_batch_equals_each_prompts_own_baseline(demo):
+    bases = [demo.generate_baseline(p, max_new_tokens=32).token_ids for p in PROMPTS]
+    for kw in ({"topk": 1}, {"topk": 4}):
+        assert [o.token_ids for o in demo.generate(PROMPTS, max_new_tokens=32, **kw)] == bases
+
+
+def test_half_precision_calls_take_fused_kernels():
+    model = draftsmith.assemble("demo", device="cuda", dtype="bfloat16")
+    with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):  # any masked SDPA call would raise here
+        chain = model.generate(PROMPTS[0], max_new_tokens=32, topk=1)
+        base = model.generate_baseline(PROMPTS[0], max_new_tokens=32)
+    with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION]):  # trees: no math fallback
+        tree = model.generate(PROMPTS[0], max_new_tokens=32, topk=4)
+    assert chain.token_ids == base.token_ids == tree.token_ids
+
+
+def with_attention(name: str):
+    spec = draftsmith.load_spec("demo")
+    return spec.model_copy(update={"decoding": spec.decoding.model_copy(update={"attention": name})})
+
+
+@pytest.mark.parametrize("attention", ["flex", "sdpa", "eager"])
+def test_every_cuda_backend_decodes_losslessly(attention):
+    model = draftsmith.assemble(with_attention(attention), device="cuda", dtype="float32")
+    base = model.generate_baseline(PROMPTS, max_new_tokens=24)
+    for kw in ({"topk": 1}, {"topk": 4}, {"topk": 8, "steps": 6, "draft_tokens": 64}):
+        assert [o.token_ids for o in model.generate(PROMPTS, max_new_tokens=24, **kw)] == [b.token_ids for b in base]
+
+
+def test_seeded_sampling_reproduces_on_cuda(demo):
+    a, b = (demo.generate(PROMPTS[0], max_new_tokens=32, temperature=0.8, seed=7, topk=4) for _ in range(2))
+    assert a.token_ids == b.token_ids
+
+
+def test_logits_match_transformers_on_cuda():
+    from transformers import AutoModelForCausalLM
+
+    from draftsmith.assembler.assemble import checkpoint_dir
+    from draftsmith.specs.loader import load_spec
+
+    folder = checkpoint_dir(load_spec("demo"), None, "target")
+    hf = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32).cuda().eval()
+    model = draftsmith.assemble("demo", device="cuda", dtype="float32")
+    ids = torch.tensor([model._encode(PROMPTS[1])[0][0]], device="cuda")
+    pos = torch.arange(ids.shape[1], device="cuda")[None]
+    with torch.inference_mode():
+        want = hf(ids).logits
+        hidden, _ = model.target(ids, pos, None)
+        got = model.target.logits(hidden)
+    assert (got - want).abs().max() < 1e-3
+
+
+@pytest.mark.parametrize(("B", "T", "S", "H", "Hkv", "d"), [(1, 8, 300, 8, 2, 64), (3, 8, 129, 8, 2, 64),
+                                                          (2, 64, 520, 8, 2, 64), (1, 8, 1024, 32, 8, 128),
+                                                          (1, 64, 4096, 32, 8, 128)])
+def test_flex_tree_masks_match_eager_across_tiles(B, T, S, H, Hkv, d):
+    g = torch.Generator().manual_seed(S)
+    mask = torch.zeros(B, 1, T, S, dtype=torch.bool)
+    mask[..., : S - T] = True                          # committed prefix: full tiles
+    mask[..., S - T:] = torch.rand(B, 1, T, T, generator=g) < 0.4
+    mask[..., S - T:] |= torch.eye(T, dtype=torch.bool)
+    mask = mask.cuda()
+    q = torch.randn(B, H, T, d, device="cuda", dtype=torch.bfloat16)
+    k, v = (torch.randn(B, Hkv, S, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    want = backends.eager(q.double(), k.double(), v.double(), mask, 0.125)
+    for fn in (backends.flex, backends.auto, backends.sdpa):
+        assert (fn(q, k, v, mask, 0.125).double() - want).abs().max() < 2e-2
