@@ -30,7 +30,12 @@ def flex_via_create_block_mask(q, k, v, mask, scale):
         mask._block = create_block_mask(lambda b, h, qi, ki: m[b, qi, ki], m.shape[0], None, m.shape[1], m.shape[2],
                                         device=q.device)
     fn = backends._compiled_flex() if q.is_cuda else backends.flex_attention_fn()
-    return fn(q, k, v, block_mask=mask._block, scale=scale, enable_gqa=True)
+    return fn(q, k, v, block_mask=mask._block, scale=scale, enable_gqa=True, **backends._flex_options(q))
+
+
+def sdpa_math_gqa(q, k, v, mask, scale):
+    # SDPA with enable_gqa and a boolean mask: on CUDA only its unfused math kernel takes this
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, enable_gqa=True)
 
 
 def per_forward(fn, q, k, v, mask, layers: int, repeats: int = 20) -> float:
@@ -55,18 +60,15 @@ def main(device: str = "cuda") -> None:
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
     layers = 8
     print(f"{device} {dtype}, 32 query heads, 8 kv heads, head_dim 128, {layers} layers per forward")
-    print(f"{'case':<28}{'sdpa+mask':>11}{'flex':>11}{'flex/cbm':>11}{'eager':>11}{'sdpa causal':>13}"
-          "  flex / sdpa+mask   flex / flex-cbm")
+    cols = ["sdpa+mask", "sdpa gqa+mask", "flex", "flex/cbm", "eager", "sdpa causal"]
+    print(f"{'case':<22}" + "".join(f"{c:>15}" for c in cols) + "   flex / sdpa+mask")
     for B, T, S in [(1, 8, 128), (1, 8, 1024), (1, 8, 4096), (4, 8, 1024), (1, 64, 4096)]:
         q = torch.randn(B, 32, T, 128, device=device, dtype=dtype)
         k, v = (torch.randn(B, 8, S, 128, device=device, dtype=dtype) for _ in range(2))
         mask = tree_mask(B, T, S, device)
-        t = {name: per_forward(getattr(backends, name), q, k, v, mask, layers) for name in ("sdpa", "flex", "eager")}
-        cbm = per_forward(flex_via_create_block_mask, q, k, v, mask, layers)
-        causal = per_forward(backends.sdpa, q, k, v, None, layers)
-        print(f"B={B} T={T} S={S:<16}{t['sdpa']:>9.3f}ms{t['flex']:>9.3f}ms{cbm:>9.3f}ms{t['eager']:>9.3f}ms"
-              f"{causal:>11.3f}ms  {t['flex'] / t['sdpa']:>15.2f}x  {t['flex'] / cbm:>15.2f}x")
-
+        fns = [backends.sdpa, sdpa_math_gqa, backends.flex, flex_via_create_block_mask, backends.eager, None]
+        t = [per_forward(fn or backends.sdpa, q, k, v, None if fn is None else mask, layers) for fn in fns]
+        print(f"{f'B={B} T={T} S={S}':<22}" + "".join(f"{x:>13.3f}ms" for x in t) + f"   {t[2] / t[0]:.2f}x")
 
 if __name__ == "__main__":
     main(sys.argv[1] if len(sys.argv) > 1 else ("cuda" if torch.cuda.is_available() else "cpu"))
