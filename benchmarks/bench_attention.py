@@ -63,14 +63,14 @@ def main(device: str = "cuda") -> None:
     layers = 8
     print(f"{device} {dtype}, 32 query heads, 8 kv heads, head_dim 128, {layers} layers per forward")
     cols = ["sdpa+mask", "sdpa kv-expanded", "flex", "flex/cbm", "eager", "sdpa causal"]
-    print(f"{'case':<22}" + "".join(f"{c:>15}" for c in cols) + "   flex / sdpa+mask")
+    print(f"{'case':<22}" + "".join(f"{c:>18}" for c in cols) + "   flex / sdpa+mask")
     for B, T, S in [(1, 8, 128), (1, 8, 1024), (1, 8, 4096), (4, 8, 1024), (1, 64, 4096)]:
         q = torch.randn(B, 32, T, 128, device=device, dtype=dtype)
         k, v = (torch.randn(B, 8, S, 128, device=device, dtype=dtype) for _ in range(2))
         mask = tree_mask(B, T, S, device)
         fns = [backends.sdpa, sdpa_expanded_kv, backends.flex, flex_via_create_block_mask, backends.eager, None]
         t = [per_forward(fn or backends.sdpa, q, k, v, None if fn is None else mask, layers) for fn in fns]
-        print(f"{f'B={B} T={T} S={S}':<22}" + "".join(f"{x:>13.3f}ms" for x in t) + f"   {t[2] / t[0]:.2f}x")
+        print(f"{f'B={B} T={T} S={S}':<22}" + "".join(f"{x:>16.3f}ms" for x in t) + f"   {t[2] / t[0]:.2f}x")
 
 if __name__ == "__main__":
     main(sys.argv[1] if len(sys.argv) > 1 else ("cuda" if torch.cuda.is_available() else "cpu"))
