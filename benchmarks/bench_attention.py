@@ -29,8 +29,8 @@ def flex_via_create_block_mask(q, k, v, mask, scale):
         m = mask[:, 0]
         mask._block = create_block_mask(lambda b, h, qi, ki: m[b, qi, ki], m.shape[0], None, m.shape[1], m.shape[2],
                                         device=q.device)
-    fn = backends._compiled_flex() if q.is_cuda else backends.flex_attention_fn()
-    return fn(q, k, v, block_mask=mask._block, scale=scale, enable_gqa=True, **backends._flex_options(q))
+    return backends.flex_kernel(q.is_cuda)(q, k, v, block_mask=mask._block, scale=scale, enable_gqa=True,
+                                           **backends._flex_options(q))
 
 
 def sdpa_expanded_kv(q, k, v, mask, scale):

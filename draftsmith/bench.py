@@ -39,10 +39,6 @@ def _hf_models(target_dir: Path, keep_layers: int, device: str, dtype: torch.dty
     return hf, assistant
 
 
-def _with_attention(spec, name: str):
-    return spec.model_copy(update={"decoding": spec.decoding.model_copy(update={"attention": name})})
-
-
 def run_bench(spec="demo", *, target=None, draft=None, prompt="def fibonacci(n):", max_new_tokens=64,
               repeats=3, device="cpu", dtype="float32", console=None):
     from rich.console import Console
@@ -64,7 +60,7 @@ def run_bench(spec="demo", *, target=None, draft=None, prompt="def fibonacci(n):
     rows["draftsmith chain (topk=1)"] = timed(lambda: model.generate(ids, max_new_tokens=n, topk=1))
     rows["draftsmith tree"] = timed(lambda: model.generate(ids, max_new_tokens=n))
     if torch.device(device).type == "cuda":  # on CPU FlexAttention is torch's unfused reference: not a contender
-        flex = draftsmith.assemble(_with_attention(spec_obj, "flex"), target=target, draft=draft, device=device,
+        flex = draftsmith.assemble(spec_obj.with_decoding(attention="flex"), target=target, draft=draft, device=device,
                                    dtype=dtype)
         rows["draftsmith tree, attention: flex"] = timed(lambda: flex.generate(ids, max_new_tokens=n))
     hf, assistant = _hf_models(target_dir, 2, device, parse_dtype(dtype))

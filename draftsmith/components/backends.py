@@ -53,7 +53,7 @@ def flex(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor |
     B, _, T, _ = q.shape
     S = k.shape[2]
     block = _block_mask(mask, B, T, S, q.device)
-    fn = _compiled_flex() if q.is_cuda else flex_attention_fn()
+    fn = flex_kernel(q.is_cuda)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the CPU path is the unfused reference; that is fine here
         return fn(q, k, v, block_mask=block, scale=scale, enable_gqa=k.shape[1] != q.shape[1], **_flex_options(q))
@@ -98,9 +98,7 @@ def block_mask_from_bool(mask: torch.Tensor, block: int = 128):
 
 @functools.lru_cache(maxsize=16)
 def _causal_block(B: int, T: int, S: int, device: str):
-    from torch.nn.attention.flex_attention import create_block_mask
-
-    return create_block_mask(lambda b, h, qi, ki: ki <= qi + (S - T), B, None, T, S, device=device)
+    return block_mask_from_bool(causal_mask(T, S, device).expand(B, 1, T, S))
 
 
 def _flex_options(q: torch.Tensor) -> dict:
@@ -109,17 +107,12 @@ def _flex_options(q: torch.Tensor) -> dict:
     return {"kernel_options": {"BACKEND": "TRITON"}} if q.is_cuda else {}
 
 
-def flex_attention_fn():
-    from torch.nn.attention.flex_attention import flex_attention
-
-    return flex_attention
-
-
 @functools.cache
-def _compiled_flex():
+def flex_kernel(cuda: bool):
+    """flex_attention, compiled on CUDA (the CPU path is torch's unfused reference)."""
     from torch.nn.attention.flex_attention import flex_attention
 
-    return torch.compile(flex_attention, dynamic=True)
+    return torch.compile(flex_attention, dynamic=True) if cuda else flex_attention
 
 
 def flash(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, scale: float) -> torch.Tensor:

@@ -96,3 +96,8 @@ class Spec(Frozen):
     @property
     def source(self) -> str:
         return self._source or f"<spec {self.name}>"
+
+    def with_decoding(self, **changes: Any) -> Spec:
+        """This spec with some ``decoding`` fields replaced (e.g. ``attention="flex"``); it keeps its source file,
+        so relative checkpoint paths still resolve. Names are checked when the spec is assembled."""
+        return self.model_copy(update={"decoding": self.decoding.model_copy(update=changes)})

@@ -50,14 +50,9 @@ def test_prefill_decode_and_chains_take_the_flash_kernel():
     assert chain.token_ids == base.token_ids == model.generate(PROMPTS[0], max_new_tokens=32, topk=4).token_ids
 
 
-def with_attention(name: str):
-    spec = draftsmith.load_spec("demo")
-    return spec.model_copy(update={"decoding": spec.decoding.model_copy(update={"attention": name})})
-
-
 @pytest.mark.parametrize("attention", ["flex", "sdpa", "eager"])
 def test_every_cuda_backend_decodes_losslessly(attention):
-    model = draftsmith.assemble(with_attention(attention), device="cuda", dtype="float32")
+    model = draftsmith.assemble(draftsmith.load_spec("demo").with_decoding(attention=attention), device="cuda", dtype="float32")
     base = model.generate_baseline(PROMPTS, max_new_tokens=24)
     for kw in ({"topk": 1}, {"topk": 4}, {"topk": 8, "steps": 6, "draft_tokens": 64}):
         assert [o.token_ids for o in model.generate(PROMPTS, max_new_tokens=24, **kw)] == [b.token_ids for b in base]

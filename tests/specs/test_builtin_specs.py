@@ -63,3 +63,12 @@ def test_an_existing_file_without_a_yaml_suffix_loads(tmp_path, registry):
     path = tmp_path / "my-spec"
     path.write_text((BUILTIN_DIR / "eagle1-llama.yaml").read_text())
     assert draftsmith.load_spec(path, registry=registry).source == str(path)
+
+
+def test_with_decoding_replaces_fields_and_keeps_the_source(registry):
+    spec = draftsmith.load_spec("demo", registry=registry)
+    flex = spec.with_decoding(attention="flex", topk=2)
+    assert (flex.decoding.attention, flex.decoding.topk, flex.decoding.steps) == ("flex", 2, spec.decoding.steps)
+    assert flex.source == spec.source and spec.decoding.attention == "auto"
+    assert draftsmith.assemble(flex).generate([5, 6, 7], max_new_tokens=8).token_ids == \
+        draftsmith.assemble(spec).generate_baseline([5, 6, 7], max_new_tokens=8).token_ids
