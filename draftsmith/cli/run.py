@@ -1,18 +1,14 @@
-"""The ``draftsmith`` command: generate, validate, inspect, list, bench."""
+"""``draftsmith generate`` and ``draftsmith bench``."""
 from __future__ import annotations
 
-import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import Optional
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="Speculative-decoding draft models from YAML.")
-out = Console(width=max(110, Console().width))  # tables stay readable when piped (80 columns by default)
-err = Console(stderr=True)
+from draftsmith.cli import app, out
 
 
 @app.command()
@@ -65,69 +61,6 @@ def _stats_table(rows, greedy: bool) -> None:
 
 
 @app.command()
-def validate(files: List[Path] = typer.Argument(..., help="spec YAML files")) -> None:
-    """Check spec files; exits non-zero listing every problem of every file."""
-    from draftsmith import SpecError, load_spec
-
-    bad = 0
-    for f in files:
-        try:
-            spec = load_spec(f)
-            out.print(f"{f}: ok ({spec.name})")
-        except (SpecError, FileNotFoundError, LookupError) as e:
-            bad += 1
-            typer.echo(str(e), err=True)  # plain text: never re-wrapped or read as markup
-    raise typer.Exit(1 if bad else 0)
-
-
-@app.command("list")
-def list_cmd() -> None:
-    """Specs and components, each with the plugin that provides it."""
-    from draftsmith import default_registry
-
-    reg = default_registry()
-    table = Table(title="specs")
-    table.add_column("name"), table.add_column("plugin"), table.add_column("description")
-    from draftsmith import load_spec
-
-    for name, plugin in reg.spec_names():
-        table.add_row(name, plugin, escape(load_spec(name).description))
-    out.print(table)
-    table = Table(title="components")
-    for col in ("kind", "name", "plugin", "what"):
-        table.add_column(col)
-    for kind in reg.kinds():
-        for name, plugin in reg.names(kind):
-            table.add_row(kind, name, plugin, escape(reg.get(kind, name).doc))
-    out.print(table)
-
-
-@app.command()
-def inspect(ckpt: Path = typer.Argument(..., help="draft checkpoint folder")) -> None:
-    """Detect a draft checkpoint's layout and print a YAML spec that loads it."""
-    import yaml
-
-    from draftsmith import default_registry, load_spec
-    from draftsmith.assembler.checkpoint import list_tensors
-    from draftsmith.assembler.config import read_config
-
-    cfg, infos = read_config(ckpt), list_tensors(ckpt)
-    match = default_registry().detect_layout(cfg, list(infos))
-    if match is None:
-        err.print(f"{ckpt}: no registered detector recognises this layout ({len(infos)} tensors, e.g. "
-                  f"{sorted(infos)[:5]})")
-        raise typer.Exit(1)
-    spec = load_spec(match.spec)
-    sys.stdout.write(f"# {ckpt}: {match.reason}\n")
-    for note in match.assumptions:
-        sys.stdout.write(f"# assumed/noticed: {note}\n")
-    data = spec.model_dump(mode="json", exclude_defaults=False)
-    data["name"] = f"{match.spec}-{Path(ckpt).name}".lower().replace("_", "-")
-    data["checkpoints"]["draft"] = str(Path(ckpt).resolve())
-    sys.stdout.write(yaml.safe_dump(data, sort_keys=False))
-
-
-@app.command()
 def bench(
     spec: str = typer.Option("demo", help="built-in spec name or YAML path"),
     target: Optional[Path] = typer.Option(None), draft: Optional[Path] = typer.Option(None),
@@ -147,7 +80,3 @@ def bench(
 
     run_bench(spec, target=target, draft=draft, prompt=prompt, max_new_tokens=max_new_tokens, repeats=repeats,
               device=device, dtype=dtype, console=out)
-
-
-def main() -> None:  # pragma: no cover
-    app()
