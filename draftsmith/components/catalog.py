@@ -1,11 +1,13 @@
 """Every built-in component as a record; registered through the same hook as any plugin."""
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import BaseModel, ConfigDict
 
-from draftsmith.components import backends, fusion
+from draftsmith.components import backends, fusion, mla
+from draftsmith.components.gqa import GQAParams, gqa
+from draftsmith.components.layers import llama_layer
+from draftsmith.components.mlp import MLPParams, swiglu
+from draftsmith.components.norms import rms
 from draftsmith.components.targets import TARGETS
 from draftsmith.components.weights import RegexRule
 from draftsmith.hooks import Component
@@ -13,16 +15,6 @@ from draftsmith.hooks import Component
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class GQAParams(Strict):
-    rope: Literal["neox", "interleaved"] = "neox"
-    qkv_bias: Literal["auto"] | bool = "auto"   # auto: config `qkv_bias` / `attention_bias`, else false
-    qk_norm: bool = False
-
-
-class MLPParams(Strict):
-    bias: bool = False
 
 
 def _same(params, **_):
@@ -37,13 +29,12 @@ def _flash(*_, **__):
 
 
 def builtin_components() -> list[Component]:
-    from draftsmith.assembler import parts
-
     return [
-        Component("layer", "llama", parts.llama_layer, doc="pre-norm residual block (identity slots)"),
-        Component("attention", "gqa", parts.gqa, GQAParams, doc="grouped-query attention, paged KV"),
-        Component("mlp", "swiglu", parts.swiglu, MLPParams, doc="down(silu(gate(x)) * up(x))"),
-        Component("norm", "rms", parts.rms, doc="RMSNorm in float32"),
+        Component("layer", "llama", llama_layer, doc="pre-norm residual block (identity slots)"),
+        Component("attention", "gqa", gqa, GQAParams, doc="grouped-query attention, paged KV"),
+        Component("attention", "mla", mla.mla, mla.MLAParams, doc="DeepSeek-V3 latent attention; pool keeps latent + rope"),
+        Component("mlp", "swiglu", swiglu, MLPParams, doc="down(silu(gate(x)) * up(x))"),
+        Component("norm", "rms", rms, doc="RMSNorm in float32"),
         Component("fusion", "eagle1", fusion.eagle1, fusion.Eagle1Params, doc="fc over [embed; hidden]"),
         Component("fusion", "eagle3", fusion.eagle3, fusion.Eagle3Params, doc="fc over k aux states"),
         Component("weight_rule", "regex", _same, RegexRule, doc="rename checkpoint names by regex"),
