@@ -8,10 +8,12 @@ from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ValidationError
 
+from draftsmith.errors import short
 from draftsmith.hooks import Component
 from draftsmith.registry import Registry
 from draftsmith.registry.registry import suggest
 from draftsmith.specs.errors import Problem
+from draftsmith.specs.schema import validate_strict
 from draftsmith.specs.translate import problems_from
 
 
@@ -55,7 +57,7 @@ def listing(registry: Registry, kind: str) -> str:
 
 def params_problems(model: type[BaseModel], params: Mapping[str, Any], path: str) -> list[Problem]:
     try:
-        model.model_validate(dict(params))
+        validate_strict(model, dict(params))
     except ValidationError as e:
         return problems_from(e, path, model)
     return []
@@ -67,7 +69,7 @@ def unknown_name(registry: Registry, kind: str, name: Any, path: str) -> Problem
         hint = ("A spec names registered components only; import paths are never imported. Register it from a "
                 "plugin's draftsmith_components hook.")
     what = "attention backend" if kind == "attn_backend" else kind
-    return Problem(path, f"unknown {what} {name!r}", allowed=listing(registry, kind), hint=hint)
+    return Problem(path, f"unknown {what} {short(name)}", allowed=listing(registry, kind), hint=hint)
 
 
 def check_ref(registry: Registry, ref: Any, where: Section, path: str | None = None) -> list[Problem]:
@@ -101,7 +103,7 @@ def resolve(registry: Registry, kind: str, name: str, params: Mapping[str, Any])
     """The component and its validated params (the spec was checked already, so this does not fail on a
     validated spec)."""
     comp = registry.get(kind, name)
-    return comp, comp.params.model_validate(dict(params))
+    return comp, validate_strict(comp.params, dict(params))
 
 
 def check_spec_data(data: Mapping[str, Any], registry: Registry) -> list[Problem]:

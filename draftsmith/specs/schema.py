@@ -5,9 +5,28 @@ component's own ``Params`` model (:mod:`draftsmith.specs.resolve`), so this file
 """
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+import json
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+
+from draftsmith import limits
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def validate_strict(model: type[M], data: Any) -> M:
+    """Validate plain data (from YAML or a call) with no coercion: ``"5"`` is not 5, ``8.0`` is not 8, ``"yes"``
+    and ``1`` are not true. pydantic's strict JSON mode, so a list is accepted where a tuple is declared. Both the
+    spec models and every component's ``Params`` are validated here (phase 1 and phase 2), so strictness has one
+    home and a plugin's params get it without declaring anything."""
+    return model.model_validate_json(json.dumps(data, allow_nan=True, default=_not_json), strict=True)
+
+
+def _not_json(value: Any) -> Any:
+    if isinstance(value, (set, frozenset)):
+        return list(value)
+    return {"<not plain data>": type(value).__name__}  # fits no declared type: reported as a wrong type
 
 
 class Frozen(BaseModel):
@@ -33,6 +52,8 @@ class Norms(Frozen):
 class Vocab(Frozen):
     # auto: reduced when the checkpoint has d2t or its draft_vocab_size is below the target's vocabulary
     reduced: Literal["auto", True, False] = "auto"
+    # offset: target_id = draft_id + d2t[draft_id] (the published convention); absolute: d2t holds target ids
+    d2t: Literal["offset", "absolute"] = "offset"
 
 
 class Share(Frozen):
@@ -42,7 +63,7 @@ class Share(Frozen):
 
 class Draft(Frozen):
     # auto: the layer count comes from the tensor names, never from the config's num_hidden_layers
-    num_layers: Annotated[int, Field(ge=1)] | Literal["auto"] = "auto"
+    num_layers: Annotated[int, Field(ge=1, le=limits.DRAFT_LAYERS)] | Literal["auto"] = "auto"
     layer: Ref = Ref(kind="llama")
     attention: Ref = Ref(kind="auto")                    # auto: mla when the config has MLA fields, else gqa
     mlp: Ref = Ref(kind="swiglu")
@@ -70,12 +91,13 @@ class Quant(BaseModel):
 
 
 class Decoding(Frozen):
-    topk: int = Field(4, ge=1)
-    steps: int = Field(5, ge=1)
-    draft_tokens: int = Field(8, ge=2)
-    page_size: int = Field(1, ge=1)
+    topk: int = Field(4, ge=1, le=limits.TOPK)           # bounds: draftsmith/limits.py
+    steps: int = Field(5, ge=1, le=limits.STEPS)
+    draft_tokens: int = Field(8, ge=2, le=limits.DRAFT_TOKENS)
+    page_size: int = Field(1, ge=1, le=limits.PAGE_SIZE)
     mode: Literal["auto", "v1", "v2"] = "auto"
     attention: str = "auto"                              # registered attn_backend (auto: sdpa on CPU)
+    graphs: Literal["auto", "on", "off"] = "auto"        # CUDA graphs for decode/verify/draft (auto: on CUDA)
 
 
 class Checkpoints(Frozen):
@@ -84,8 +106,8 @@ class Checkpoints(Frozen):
 
 
 class Spec(Frozen):
-    name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")
-    description: str = ""
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$", max_length=limits.NAME_CHARS)
+    description: str = Field("", max_length=limits.DESCRIPTION_CHARS)
     checkpoints: Checkpoints = Checkpoints()
     draft: Draft
     weights: Weights = Weights()

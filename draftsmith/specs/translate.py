@@ -15,8 +15,9 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from draftsmith.errors import short
 from draftsmith.registry.registry import suggest
-from draftsmith.specs.errors import Problem
+from draftsmith.specs.errors import Problem, short_text
 
 _UNIONS = (typing.Union, types.UnionType)
 _NO_MEMBER = object()
@@ -38,7 +39,7 @@ def problems_from(error: ValidationError, prefix: str, model: type[BaseModel]) -
         found = errs[0][1].get("input")
         forms = " or ".join(dict.fromkeys(_allowed(w, e) for w, e in errs))
         words = [str(a) for w, _ in errs for a in typing.get_args(w.member) if isinstance(a, str)]
-        out.append(Problem(_join(prefix, path), f"{found!r} is not allowed", allowed=forms,
+        out.append(Problem(_join(prefix, path), f"{short(found)} is not allowed", allowed=forms,
                            hint=_suggest(found, words)))
     return out
 
@@ -139,16 +140,16 @@ def _problem(err: Mapping[str, Any], w: _Walk, prefix: str) -> Problem:
     path, kind, found = _join(prefix, w.path), err["type"], err.get("input")
     if kind == "extra_forbidden":
         parent = sorted(w.parent.model_fields) if w.parent else []
-        return Problem(path, f"unknown field {w.path[-1]!r}", allowed=", ".join(parent),
+        return Problem(path, f"unknown field {short(w.path[-1])}", allowed=", ".join(parent),
                        hint=_suggest(w.path[-1], parent))
     if kind == "missing":
         return Problem(path, "required field is missing", allowed=describe(w.field_ann))
     if kind in ("literal_error", "enum"):
         choices = [str(a) for a in typing.get_args(w.field_ann if w.member is None else w.member)]
-        return Problem(path, f"{found!r} is not allowed", allowed=_allowed(w, err), hint=_suggest(found, choices))
+        return Problem(path, f"{short(found)} is not allowed", allowed=_allowed(w, err), hint=_suggest(found, choices))
     if kind == "value_error":
-        return Problem(path, err["msg"].removeprefix("Value error, "), found=found)
-    return Problem(path, f"{found!r} is not allowed", allowed=_allowed(w, err))
+        return Problem(path, short_text(err["msg"].removeprefix("Value error, "), 400), found=found)
+    return Problem(path, f"{short(found)} is not allowed", allowed=_allowed(w, err))
 
 
 def _should_be(err: Mapping[str, Any]) -> str:

@@ -1,0 +1,104 @@
+"""draftsmith's own errors: one base class, and bounded quoting of user values in every message.
+
+Every error about a user's input (a spec, a checkpoint folder, a ``generate()`` argument, a command-line option)
+is a :class:`DraftsmithError`; the command line prints those as one message with a non-zero exit, never a
+traceback. Each subclass also derives from the builtin a caller would have caught before (ValueError,
+FileNotFoundError, LookupError), so ``except ValueError`` keeps working.
+
+A message never embeds an unbounded value: every quoted value goes through :func:`short`, which is bounded in
+time and in length whatever it is given (a 2 MB string, a 5000-digit integer, a shared-reference YAML graph).
+"""
+from __future__ import annotations
+
+import reprlib
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+__all__ = ["ArgumentError", "CheckpointError", "CheckpointNotFound", "DraftsmithError", "NotFound", "OptionError", "short",
+           "short_list"]
+
+QUOTE_LIMIT = 80          # characters of one quoted value in a message
+
+
+class _Repr(reprlib.Repr):
+    def __init__(self) -> None:
+        super().__init__()
+        self.maxlevel, self.maxlist, self.maxtuple, self.maxdict, self.maxset = 3, 6, 6, 6, 6
+        self.maxstring = self.maxother = self.maxlong = QUOTE_LIMIT
+
+    def repr_int(self, x: int, level: int) -> str:
+        if x.bit_length() > 256:  # str() of a huge int is slow (and refused past 4300 digits)
+            return f"<an integer of about {int(x.bit_length() * 0.30103) + 1} digits>"
+        return super().repr_int(x, level)
+
+    def repr_tuple(self, x: tuple, level: int) -> str:  # YAML and JSON have lists only
+        return self.repr_list(list(x[: self.maxlist + 1]), level)
+
+    def repr_Tensor(self, x: Any, level: int) -> str:
+        return f"<tensor of shape {list(x.shape)}, {str(x.dtype).removeprefix('torch.')}>"
+
+    def repr_ndarray(self, x: Any, level: int) -> str:
+        return f"<numpy array of shape {list(x.shape)}, {x.dtype}>"
+
+    def repr_bytes(self, x: bytes, level: int) -> str:
+        return repr(x[: self.maxstring]) + ("..." if len(x) > self.maxstring else "")
+
+
+_REPR = _Repr()
+
+
+def short(value: Any, limit: int = QUOTE_LIMIT) -> str:
+    """``repr(value)`` bounded in time and length: long strings and lists are cut with '...'."""
+    try:
+        text = _REPR.repr(value)
+    except Exception:  # a value whose repr fails is still quoted
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[: max(limit - 3, 1)] + "..."
+
+
+def short_list(values: Iterable[Any], most: int = 5, limit: int = QUOTE_LIMIT) -> str:
+    """'a', 'b', 'c' and 12 more: at most ``most`` values, each quoted with :func:`short`."""
+    values = list(values)
+    shown = ", ".join(short(v, limit) for v in values[:most])
+    return shown + (f" and {len(values) - most} more" if len(values) > most else "")
+
+
+class DraftsmithError(Exception):
+    """Base class of every error draftsmith raises about its input."""
+
+
+class CheckpointError(DraftsmithError, ValueError):
+    """A checkpoint file or folder that cannot be used. The message names the file and what is wrong."""
+
+    def __init__(self, path: str | Path, message: str, *, which: str | None = None):
+        self.path, self.which = Path(path), which
+        head = f"{which} checkpoint file {short(str(path), 300)}" if which else short(str(path), 300)
+        super().__init__(f"{head}: {message}")
+
+
+class NotFound(DraftsmithError, FileNotFoundError):
+    """A file or folder that does not exist, or is not a regular file (a FIFO would block forever)."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+
+    def __str__(self) -> str:  # FileNotFoundError's str() would print an (errno, strerror) tuple
+        return str(self.args[0]) if self.args else ""
+
+
+class CheckpointNotFound(NotFound):
+    """A checkpoint folder, or a file it needs, that does not exist or is not a regular file."""
+
+
+class ArgumentError(DraftsmithError, ValueError):
+    """Arguments of a call (``generate()``, ``assemble()``) that are refused; lists every problem at once."""
+
+    def __init__(self, where: str, problems: list[str]):
+        self.where, self.problems = where, list(problems)
+        n = len(self.problems)
+        super().__init__("\n  ".join([f"{where}: {n} problem{'s' if n != 1 else ''}", *self.problems]))
+
+
+class OptionError(DraftsmithError, ValueError):
+    """A device, dtype or thread count this machine or draftsmith cannot use."""

@@ -1,0 +1,34 @@
+"""Size limits, checked before anything is parsed further, built on the meta device or allocated.
+
+Each bound is far above any real draft, target or spec (the largest public targets have about 130 layers and
+262k-token vocabularies; EAGLE trees have about 60 nodes), and low enough that a hostile or mistyped value is
+refused in well under a second instead of building for minutes or allocating gigabytes. Errors name the limit.
+"""
+from __future__ import annotations
+
+# Spec files (YAML)
+SPEC_BYTES = 64 * 1024          # a spec file; real ones are 1-3 KB
+YAML_DEPTH = 32                 # nesting of mappings and lists, aliases expanded
+YAML_NODES = 20_000             # nodes of the document with every alias expanded (an alias bomb is refused)
+NAME_CHARS = 100                # a spec's name
+DESCRIPTION_CHARS = 2_000       # a spec's description
+
+# Checkpoint folders
+JSON_BYTES = 16 * 1024 * 1024   # config.json, generation_config.json, a shard index
+JSON_DEPTH = 64                 # nesting inside those JSON files
+DRAFT_LAYERS = 64               # decoder layers of a draft (num_layers, or layers.N. tensor names)
+TARGET_LAYERS = 1_024           # num_hidden_layers of a target config
+WIDTH = 1 << 20                 # hidden_size, intermediate_size, head_dim
+HEADS = 4_096                   # attention / key-value heads
+VOCAB = 1 << 23                 # vocabulary sizes (8M tokens)
+
+# Decoding
+TOPK = 64                       # tree branching
+STEPS = 64                      # draft depth
+DRAFT_TOKENS = 1_024            # tree size including the root
+PAGE_SIZE = 4_096               # KV pool page size (tokens)
+SEED_BITS = 64                  # torch generators take seeds in 0 .. 2**64 - 1
+
+# Weight-name rules (regular expressions over tensor names)
+REGEX_CHARS = 1_000             # a pattern
+REGEX_SECONDS = 0.2             # one match; a pattern that takes longer is refused, naming the rule
