@@ -1,8 +1,21 @@
-"""Target architectures, one record per Hugging Face ``model_type``: what differs between Llama-family targets is
-data here (q/k/v bias, per-head q/k norms), never an if on a family name in the model code."""
+"""Target architectures, one record per Hugging Face ``model_type``: what differs between targets is data here
+(q/k/v bias, per-head q/k norms, latent attention, sliding windows), never an if on a family name in the model
+code. Every type listed is checked against transformers' logits (tests/assembler/test_parity.py,
+tests/assembler/test_targets_zoo.py); a config this code would misread is refused by ``check`` with the reason.
+"""
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict
+from torch import nn
+
+from draftsmith.components.sliding import windowed
+
+
+class UnsupportedTarget(ValueError):
+    """A registered model_type whose config asks for something draftsmith does not implement."""
 
 
 class TargetArch(BaseModel):
@@ -10,6 +23,23 @@ class TargetArch(BaseModel):
     qkv_bias: bool | None = None       # None: the config's `attention_bias`
     qk_norm: bool = False              # RMSNorm over each head of q and k (Qwen3)
     recurrent: bool = False            # has mamba / linear-attention layers (rules out spec v2)
+    attention: str = "gqa"             # registered attention component of every layer
+    dense_until: str | None = None     # config key: layers at or past its value are MoE (refused)
+
+    def attention_recipe(self) -> tuple[str, dict[str, Any]]:
+        if self.attention != "gqa":
+            return self.attention, {}
+        return "gqa", {"qk_norm": self.qk_norm} | ({} if self.qkv_bias is None else {"qkv_bias": self.qkv_bias})
+
+    def check(self, cfg) -> None:
+        """Refuse a config whose layers this code cannot build exactly (rather than load it as garbage)."""
+        if self.dense_until is not None:
+            dense = getattr(cfg, self.dense_until, None)
+            if dense is None or dense < cfg.num_hidden_layers:
+                raise UnsupportedTarget(
+                    f"{cfg.model_type} target: layers from {self.dense_until}={dense} on are mixture-of-experts, "
+                    f"which draftsmith does not implement; only all-dense configs ({self.dense_until} >= "
+                    f"num_hidden_layers = {cfg.num_hidden_layers}) load")
 
 
 def arch(**fixed):
@@ -21,4 +51,39 @@ TARGETS = {
     "mistral": arch(),
     "qwen2": arch(qkv_bias=True),
     "qwen3": arch(qk_norm=True),
+    "deepseek_v3": arch(attention="mla", dense_until="first_k_dense_replace"),
 }
+
+
+def layer_window(cfg, idx: int) -> int | None:
+    """Layer idx's sliding window, as transformers applies it: ``sliding_window`` on every layer (Mistral, no
+    ``layer_types``), or on the layers ``layer_types`` marks "sliding_attention" (Qwen2/3)."""
+    window = getattr(cfg, "sliding_window", None)
+    if not window:
+        return None
+    types = getattr(cfg, "layer_types", None)
+    return int(window) if types is None or types[idx] == "sliding_attention" else None
+
+
+def apply_windows(cfg, layers: Sequence[nn.Module]) -> None:
+    """Give each sliding-window layer's attention a windowed backend (keys within the last ``window``
+    positions of the query, exactly transformers' ``kv_idx > q_idx - sliding_window``)."""
+    shared: dict[tuple[int, int], object] = {}  # one wrapper per (backend, window): its mask is built once
+    for i, layer in enumerate(layers):
+        window = layer_window(cfg, i)
+        if window is not None:
+            inner = layer.self_attn.backend
+            layer.self_attn.backend = shared.setdefault((id(inner), window), windowed(inner, window))
+
+
+def mtp_layer_patterns(raw: Mapping[str, Any]) -> list[str]:
+    """Ignore patterns for the MTP layers a target config declares (``num_nextn_predict_layers`` layers under
+    ``model.layers.{L..}``): they are a draft's weights (spec deepseek-mtp), not the target's."""
+    n = int(raw.get("num_nextn_predict_layers") or raw.get("num_mtp_layers") or 0)
+    L = raw.get("num_hidden_layers")
+    if not n or not isinstance(L, int):
+        return []
+    return [rf"^model\.layers\.{i}\." for i in range(L, L + n)]
+
+
+__all__ = ["TARGETS", "TargetArch", "UnsupportedTarget", "apply_windows", "layer_window", "mtp_layer_patterns"]
