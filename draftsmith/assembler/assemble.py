@@ -95,6 +95,8 @@ def assemble(spec: Spec | str | Path = "demo", target: str | Path | None = None,
     fill(draft_plan, dtype=dtype, device=device)
     materialize(draft_model, device)
     if hasattr(draft_model, "d2t"):
+        if spec.draft.vocab.d2t == "absolute":  # the checkpoint's d2t holds target ids; the model keeps offsets
+            draft_model.d2t -= torch.arange(draft_model.d2t.shape[0], device=draft_model.d2t.device)
         check_vocab_map(draft_model.d2t, draft_model.t2d, source=str(draft_dir))
     share = spec.draft.share
     embed = target_model.model.embed_tokens if share.embed == "target" else draft_model.embed_tokens

@@ -73,7 +73,8 @@ def build_draft(spec: Spec, registry: Registry, *, draft_raw: Mapping[str, Any],
     with torch.device("meta"):
         try:
             fc = fusion_comp.factory(fusion_params, hidden=dims.hidden, target_width=target_hidden_width(target_cfg),
-                                     draft_config=dict(draft_raw), target_layers=target_cfg.num_hidden_layers)
+                                     draft_config=dict(draft_raw), target_layers=target_cfg.num_hidden_layers,
+                                     norm=stack.norm)
         except SpecError as e:  # the fusion knows the rule; the error names the spec file the user wrote
             raise SpecError(spec.source, e.problems) from None
         layers = []
@@ -86,7 +87,8 @@ def build_draft(spec: Spec, registry: Registry, *, draft_raw: Mapping[str, Any],
                 norm_before_residual=first and fc.norm_before_residual))
         head = nn.Linear(dims.hidden, vd or target_vocab, bias=False) if d.share.lm_head == "draft" else None
         model = DraftModel(fc, layers, stack.norm(dims.hidden) if d.norms.final else None, lm_head=head,
-                           draft_vocab=vd, target_vocab=target_vocab, feed_post_norm=d.feed_back == "post_norm")
+                           draft_vocab=vd, target_vocab=target_vocab, head_norm=fc.norm_output != "none",
+                           feed_post_norm=d.feed_back == "post_norm" or fc.norm_output == "feed_back")
         if d.share.embed != "target":
             model.embed_tokens = nn.Embedding(target_vocab, dims.hidden)
     return model

@@ -50,14 +50,15 @@ class DraftModel(nn.Module):
     """fc (the fusion) -> decoder layers -> optional final norm -> head over the target or a reduced vocabulary."""
 
     def __init__(self, fc: nn.Module, layers: Sequence[nn.Module], norm: nn.Module | None, *,
-                 lm_head: nn.Module | None, draft_vocab: int | None, target_vocab: int, feed_post_norm: bool):
+                 lm_head: nn.Module | None, draft_vocab: int | None, target_vocab: int, feed_post_norm: bool,
+                 head_norm: bool = True):
         super().__init__()
         self.fc = fc
         self.layers = nn.ModuleList(layers)
         self.norm = norm or nn.Identity()
         if lm_head is not None:
             self.lm_head = lm_head
-        self.target_vocab, self.feed_post_norm = target_vocab, feed_post_norm
+        self.target_vocab, self.feed_post_norm, self.head_norm = target_vocab, feed_post_norm, head_norm
         if draft_vocab is not None:
             self.register_buffer("d2t", torch.zeros(draft_vocab, dtype=torch.int64))
             self.register_buffer("t2d", torch.zeros(target_vocab, dtype=torch.bool))
@@ -70,14 +71,16 @@ class DraftModel(nn.Module):
                 from_target: bool):
         # ids, pos: [B, T]; hidden: [B, T, Ht*k] (target) or [B, T, H] (draft's own) -> (out, feed): [B, T, H]
         emb = embed(ids)
-        x = self.fc.fuse(emb, hidden, from_target)
+        # a fusion that declares `takes_positions` also gets pos (MTP zeroes the embedding at position 0)
+        x = (self.fc.fuse(emb, hidden, from_target, pos) if getattr(self.fc, "takes_positions", False)
+             else self.fc.fuse(emb, hidden, from_target))
         for layer in self.layers:
             x = layer(x, pos, kv, emb)
         return x, (self.norm(x) if self.feed_post_norm else x)
 
     def logits(self, out: torch.Tensor, head: nn.Module) -> torch.Tensor:
         # out: [B, T, H] -> [B, T, V_target]; a reduced head's logits go to target ids d + d2t[d], -inf elsewhere
-        z = head(self.norm(out))
+        z = head(self.norm(out) if self.head_norm else out)
         if not hasattr(self, "d2t"):
             return z
         full = z.new_full((*z.shape[:-1], self.target_vocab), float("-inf"))

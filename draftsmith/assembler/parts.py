@@ -1,5 +1,6 @@
-"""Factories of the built-in layer parts, and the one function that stacks them into decoder layers for both the
-target and the draft (so a spec's ``draft.layer/attention/mlp/norm`` are read in exactly one place)."""
+"""The one function that stacks registered parts into decoder layers for both the target and the draft (so a
+spec's ``draft.layer/attention/mlp/norm`` are read in exactly one place). The parts' factories live with their
+modules in :mod:`draftsmith.components`; this module only resolves names through the registry and stacks."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -7,49 +8,10 @@ from typing import Any, Callable
 
 from torch import nn
 
-from draftsmith.components.attention import GQAttention
 from draftsmith.components.dims import Dims
-from draftsmith.components.layers import DecoderLayer, own_input
-from draftsmith.components.mlp import SwiGLU
-from draftsmith.components.norms import RMSNorm
-from draftsmith.components.rope import Rotary
+from draftsmith.components.layers import own_input
 from draftsmith.registry import Registry
 from draftsmith.specs.resolve import resolve
-
-
-def rms(params, *, dim: int, eps: float) -> RMSNorm:
-    return RMSNorm(dim, eps)
-
-
-def swiglu(params, *, dims: Dims) -> SwiGLU:
-    return SwiGLU(dims.hidden, dims.intermediate, bias=params.bias)
-
-
-def gqa(params, *, dims: Dims, layer_idx: int, in_width: int, backend: Callable, norm: Callable[[int], nn.Module],
-        **_) -> GQAttention:
-    cfg = dims.config
-    bias = params.qkv_bias
-    if bias == "auto":
-        bias = bool(getattr(cfg, "qkv_bias", False) or getattr(cfg, "attention_bias", False))
-    o_bias = bool(getattr(cfg, "attention_bias", False))
-    return GQAttention(
-        dims, in_width=in_width, layer_idx=layer_idx, rope=Rotary(cfg, dims.head_dim, params.rope),
-        backend=backend, qkv_bias=bias, o_bias=o_bias,
-        q_norm=norm(dims.head_dim) if params.qk_norm else None,
-        k_norm=norm(dims.head_dim) if params.qk_norm else None,
-    )
-
-
-def llama_layer(params, *, attn: nn.Module, mlp: nn.Module, norm: Callable[[int], nn.Module], dims: Dims,
-                input_norm: bool, hidden_norm: bool, mix=own_input, norm_before_residual: bool = False,
-                **_) -> DecoderLayer:
-    return DecoderLayer(
-        attn, mlp,
-        input_layernorm=norm(dims.hidden) if input_norm else None,
-        post_attention_layernorm=norm(dims.hidden),
-        hidden_norm=norm(dims.hidden) if hidden_norm else None,
-        mix=mix, norm_before_residual=norm_before_residual,
-    )
 
 
 @dataclass(frozen=True)

@@ -1,18 +1,45 @@
 """Fusion layers: how a draft turns (token embedding, target hidden state) into its first layer's input.
 
 A fusion module is the draft's ``fc`` (its parameters are the canonical ``fc.*``). It also decides, as data,
-what the target must hand over (``taps``: layer inputs to capture, or None for the final normed hidden state)
-and how the first decoder layer forms its attention input (``first_mix``, ``first_in_factor``).
+what the target must hand over (``taps``: layer inputs to capture, or None for the final normed hidden state),
+how the first decoder layer forms its attention input (``first_mix``, ``first_in_factor``) and where the draft's
+final norm goes (``norm_output``: ``none`` | ``head`` | ``feed_back``).
+
+EAGLE-3 relatives are params of one component: per-aux norms before fc (``fc_norm``: canonical
+``fc.aux_norm.{i}.weight``, EAGLE 3.1), one norm over the concatenated aux states (``norm_before_fc``: canonical
+``fc.input_norm.weight``, gpt-oss style), ``norm_before_residual`` and ``norm_output``; all resolved by
+:mod:`draftsmith.components.eagle3_config`.
 """
 from __future__ import annotations
 
-from typing import Literal
+import logging
+from typing import Annotated, Any, Callable, Literal
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, field_validator
 from torch import nn
 
+from draftsmith.components.eagle3_config import resolve_eagle3
 from draftsmith.components.layers import embed_concat, own_input
+from draftsmith.components.norms import RMSNorm
+from draftsmith.specs.errors import Problem, SpecError
+
+log = logging.getLogger("draftsmith")
+
+
+
+def _auto(value: Any) -> Any:
+    return None if value == "auto" else value
+
+
+# A value the spec states, or `auto` (kept as None): read the draft config's key, else the default, said once.
+Auto = (BeforeValidator(_auto), PlainSerializer(lambda v: "auto" if v is None else v))
+Flag = Annotated[bool | None, *Auto]
+# Where the final norm's output goes. head: before the head only, the pre-norm state is fed back (EAGLE-3
+# reference; SpecForge norm_output=true; speculators norm_output=false). feed_back: before the head AND fed back
+# to the next draft step (EAGLE 3.1; speculators / vLLM / SGLang norm_output=true). none: never applied
+# (SpecForge norm_output=false).
+NormOutput = Literal["none", "head", "feed_back"]
 
 
 class Eagle1Params(BaseModel):
@@ -22,7 +49,7 @@ class Eagle1Params(BaseModel):
 
 class AuxLayers(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-    ids: tuple[int, ...] | None = None       # None: eagle_config ids from the draft config, else [2, L//2, L-3]
+    ids: tuple[int, ...] | None = None       # None: ids from the draft config, else [2, L//2, L-3]
     at: Literal["input", "output"] = "input"  # ids name layer inputs (HF hidden_states[id], vLLM) or outputs (SGLang)
 
     @field_validator("ids")
@@ -36,9 +63,12 @@ class AuxLayers(BaseModel):
 
 class Eagle3Params(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-    norm_before_residual: bool               # required: engines disagree on the default, so a spec says it
+    norm_before_residual: Flag               # required: engines disagree on the default, so a spec says it
     aux_layers: Literal["auto"] | AuxLayers = "auto"
-    num_aux: int | None = Field(None, ge=1)  # explicit count > len(ids) > 3
+    num_aux: int | None = Field(None, ge=1)  # explicit count > num_aux_hidden_states > len(ids) > 3
+    fc_norm: Flag = False                    # one RMSNorm per aux state before fc (EAGLE 3.1)
+    norm_before_fc: Flag = False             # one RMSNorm over the concatenated aux states (gpt-oss)
+    norm_output: Annotated[NormOutput | None, *Auto] = "head"
 
 
 class Eagle1Fusion(nn.Linear):
@@ -49,6 +79,7 @@ class Eagle1Fusion(nn.Linear):
     first_in_factor = 1
     has_hidden_norm = False
     norm_before_residual = False
+    norm_output = "head"
 
     def __init__(self, hidden: int, target_width: int, bias: bool):
         super().__init__(hidden + target_width, hidden, bias=bias)
@@ -58,26 +89,38 @@ class Eagle1Fusion(nn.Linear):
 
 
 class Eagle3Fusion(nn.Linear):
-    """fc over the k concatenated aux states of the target (k*Ht -> H); the draft's own hidden states (deeper
-    tree nodes) bypass it. The first layer attends over cat([norm(embed), hidden_norm(h)])."""
+    """fc over the k concatenated aux states of the target (k*Ht -> H), optionally normed per aux state or as a
+    whole first; the draft's own hidden states (deeper tree nodes) bypass it. The first layer attends over
+    cat([norm(embed), hidden_norm(h)])."""
 
     first_mix = staticmethod(embed_concat)
     first_in_factor = 2
     has_hidden_norm = True
 
-    def __init__(self, hidden: int, target_width: int, taps: tuple[int, ...], norm_before_residual: bool):
+    def __init__(self, hidden: int, target_width: int, taps: tuple[int, ...], norm_before_residual: bool, *,
+                 norm_output: str = "head", aux_norm: nn.ModuleList | None = None, input_norm: nn.Module | None = None):
         super().__init__(len(taps) * target_width, hidden, bias=False)
-        self.taps, self.norm_before_residual = taps, norm_before_residual
+        self.taps, self.norm_before_residual, self.norm_output = taps, norm_before_residual, norm_output
+        if aux_norm is not None:
+            self.aux_norm = aux_norm
+        if input_norm is not None:
+            self.input_norm = input_norm
 
     def fuse(self, emb: torch.Tensor, hidden: torch.Tensor, from_target: bool) -> torch.Tensor:
-        return super().forward(hidden) if from_target else hidden
+        # hidden: [B, T, k*Ht] (target) -> [B, T, H]; or the draft's own [B, T, H], passed through
+        if not from_target:
+            return hidden
+        if hasattr(self, "aux_norm"):
+            chunks = hidden.chunk(len(self.aux_norm), dim=-1)
+            hidden = torch.cat([norm(c) for norm, c in zip(self.aux_norm, chunks)], dim=-1)
+        if hasattr(self, "input_norm"):
+            hidden = self.input_norm(hidden)
+        return super().forward(hidden)
 
 
 def eagle1(params: Eagle1Params, *, hidden: int, target_width: int, draft_config: dict, **_) -> Eagle1Fusion:
     if hidden != target_width:
         # the draft's own output goes back through fc in place of a target state, and through the target's head
-        from draftsmith.specs.errors import Problem, SpecError
-
         raise SpecError("draft fusion", [Problem("draft.fusion.kind", f"eagle1 needs the draft's hidden size "
                                                  f"({hidden}) to equal the target's ({target_width}): its own "
                                                  "outputs replace target states in fc and go through the "
@@ -87,8 +130,14 @@ def eagle1(params: Eagle1Params, *, hidden: int, target_width: int, draft_config
 
 
 def eagle3(params: Eagle3Params, *, hidden: int, target_width: int, draft_config: dict, target_layers: int,
-           **_) -> Eagle3Fusion:
-    from draftsmith.assembler.taps import resolve_taps
-
-    taps = resolve_taps(params, draft_config, target_layers)
-    return Eagle3Fusion(hidden, target_width, taps, params.norm_before_residual)
+           norm: Callable[[int], nn.Module] | None = None, **_) -> Eagle3Fusion:
+    facts = resolve_eagle3(params, draft_config, target_layers)
+    if facts.notes:  # once per draft build, on one line, where the user sees it
+        log.warning("EAGLE-3 draft: %s", "; ".join(facts.notes))
+    eps = float(draft_config.get("rms_norm_eps") or 1e-6)
+    norm = norm or (lambda dim: RMSNorm(dim, eps))
+    k = len(facts.taps)
+    return Eagle3Fusion(
+        hidden, target_width, facts.taps, facts.norm_before_residual, norm_output=facts.norm_output,
+        aux_norm=nn.ModuleList([norm(target_width) for _ in range(k)]) if facts.fc_norm else None,
+        input_norm=norm(k * target_width) if facts.norm_before_fc else None)

@@ -51,3 +51,16 @@ class DecoderLayer(nn.Module):
         attn_in, residual = self.mix(self, x, emb)
         h = residual + self.self_attn(attn_in, pos, kv)
         return h + self.mlp(self.post_attention_layernorm(h))
+
+
+def llama_layer(params, *, attn: nn.Module, mlp: nn.Module, norm: Callable[[int], nn.Module], dims,
+                input_norm: bool, hidden_norm: bool, mix: Mix = own_input, norm_before_residual: bool = False,
+                **_) -> DecoderLayer:
+    """Factory of the ``layer: llama`` component: a pre-norm block whose empty slots are identities."""
+    return DecoderLayer(
+        attn, mlp,
+        input_layernorm=norm(dims.hidden) if input_norm else None,
+        post_attention_layernorm=norm(dims.hidden),
+        hidden_norm=norm(dims.hidden) if hidden_norm else None,
+        mix=mix, norm_before_residual=norm_before_residual,
+    )

@@ -2,8 +2,16 @@
 from __future__ import annotations
 
 import torch
+from pydantic import BaseModel, ConfigDict
 from torch import nn
 from torch.nn import functional as F
+
+from draftsmith.components.dims import Dims
+
+
+class MLPParams(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    bias: bool = False
 
 
 class SwiGLU(nn.Module):
@@ -15,3 +23,8 @@ class SwiGLU(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+def swiglu(params: MLPParams, *, dims: Dims) -> SwiGLU:
+    """Factory of the ``mlp: swiglu`` component."""
+    return SwiGLU(dims.hidden, dims.intermediate, bias=params.bias)

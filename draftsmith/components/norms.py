@@ -19,3 +19,8 @@ class RMSNorm(nn.Module):
 
     def extra_repr(self) -> str:
         return f"{self.weight.shape[0]}, eps={self.eps}"
+
+
+def rms(params, *, dim: int, eps: float) -> RMSNorm:
+    """Factory of the ``norm: rms`` component."""
+    return RMSNorm(dim, eps)

@@ -2,6 +2,8 @@
 and build.py call it) and runs a forward of the right shape; plus rope, attention backends and RMSNorm against
 their references."""
 
+import typing
+
 import pytest
 import torch
 from hypothesis import given
@@ -33,7 +35,11 @@ def registered(*kinds: str) -> list:
 def sample_params(model: type[BaseModel]) -> dict:
     """The fewest params a spec must give: required booleans False, required numbers 1."""
     samples = {bool: False, int: 1, float: 1.0}
-    return {name: samples[f.annotation] for name, f in model.model_fields.items() if f.is_required()}
+
+    def base(ann):  # `bool | None` (a flag that may be `auto`) samples as a bool
+        return next((a for a in typing.get_args(ann) if a in samples), ann)
+
+    return {name: samples[base(f.annotation)] for name, f in model.model_fields.items() if f.is_required()}
 
 
 def make(kind: str, name: str, **context):

@@ -1,0 +1,158 @@
+"""What an EAGLE-3 draft's config says about its fusion, resolved once: tap layers and the four norm flags.
+
+Every value resolves explicit spec value > the draft config > a default, and every default taken for a field the
+checkpoint does not state is reported (engines that defaulted silently lost all acceptance; FORMATS.md).
+
+Tap ids: the spec's ``aux_layers.ids`` > ``eagle_config.eagle_aux_hidden_state_layer_ids`` > the same key at top
+level (speculators) > a top-level ``target_layer_ids`` (Qwen3-style drafts) > the reference default
+[2, L//2, L-3] of layer inputs. Count: explicit ``num_aux`` > ``num_aux_hidden_states`` (top level or under
+``eagle_config``) > len(ids) > 3. Ids name layer inputs (``at: input``, HF ``hidden_states[id]``, vLLM) or layer
+outputs (``at: output``, SGLang), always as the spec says.
+
+Flags (``fc_norm``, ``norm_before_fc``, ``norm_before_residual``, ``norm_output``): a value the spec states wins;
+``auto`` (or leaving the field out) reads the same key from the config's top level or
+``eagle_config``. The config key ``norm_output`` has two published meanings, chosen by the config's style: in a
+speculators config (``speculators_config`` / ``speculators_model_type`` present) true means the post-norm state is
+fed back (EAGLE 3.1, vLLM / SGLang); elsewhere (SpecForge) it means the final norm is applied before the head
+(default true there).
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from draftsmith.specs.errors import Problem, SpecError
+
+KEY = "eagle_aux_hidden_state_layer_ids"
+FLAGS = ("fc_norm", "norm_before_fc", "norm_before_residual")
+FLAG_DEFAULTS = {"fc_norm": False, "norm_before_fc": False, "norm_before_residual": False}
+SPECULATORS_KEYS = ("speculators_config", "speculators_model_type")
+
+
+@dataclass(frozen=True)
+class Eagle3Facts:
+    taps: tuple[int, ...]          # target layer INPUT indices 0..L, distinct
+    fc_norm: bool
+    norm_before_fc: bool
+    norm_before_residual: bool
+    norm_output: str               # none | head | feed_back
+    notes: tuple[str, ...]         # every default taken and every disagreement with the config, one each
+
+
+def default_taps(target_layers: int) -> list[int]:
+    L = target_layers
+    return [2, L // 2, L - 3]
+
+
+def _inner(cfg: Mapping[str, Any]) -> Mapping[str, Any]:
+    inner = cfg.get("eagle_config")
+    return inner if isinstance(inner, Mapping) else {}
+
+
+def config_value(cfg: Mapping[str, Any], key: str) -> Any:
+    """``eagle_config.<key>`` wins over the top-level ``<key>`` (NVIDIA ModelOpt drafts nest their fields)."""
+    inner = _inner(cfg)
+    return inner[key] if inner.get(key) is not None else cfg.get(key)
+
+
+def config_ids(cfg: Mapping[str, Any]) -> tuple[list[int] | None, str]:
+    """(ids, where they came from) from a draft config, or (None, '') when it names none."""
+    for where, value in ((f"eagle_config.{KEY}", _inner(cfg).get(KEY)), (KEY, cfg.get(KEY)),
+                         ("target_layer_ids", cfg.get("target_layer_ids"))):
+        if value:
+            return [int(i) for i in value], f"the draft config's {where}"
+    return None, ""
+
+
+def explicit_ids(params) -> list[int] | None:
+    return list(params.aux_layers.ids) if params.aux_layers != "auto" and params.aux_layers.ids else None
+
+
+def aux_count(params, draft_config: Mapping[str, Any]) -> int:
+    explicit = params.num_aux or config_value(draft_config, "num_aux_hidden_states")
+    ids = explicit_ids(params) or config_ids(draft_config)[0]
+    return int(explicit or (len(ids) if ids else 3))
+
+
+def is_speculators_config(cfg: Mapping[str, Any]) -> bool:
+    return any(k in cfg for k in SPECULATORS_KEYS)
+
+
+def config_norm_output(cfg: Mapping[str, Any]) -> str | None:
+    """The config's ``norm_output`` in spec terms, read in the meaning of the config's style; None if absent."""
+    value = config_value(cfg, "norm_output")
+    if value is None:
+        return None
+    if is_speculators_config(cfg):
+        return "feed_back" if value else "head"
+    return "head" if value else "none"
+
+
+def resolve_taps(params, draft_config: Mapping[str, Any], target_layers: int,
+                 notes: list[str] | None = None) -> tuple[int, ...]:
+    """Layer-INPUT indices (0..L) of the target, distinct, in order; SpecError otherwise."""
+    at = "input" if params.aux_layers == "auto" else params.aux_layers.at
+    ids, origin = (explicit_ids(params), "the spec") if explicit_ids(params) else config_ids(draft_config)
+    path = "draft.fusion.aux_layers"
+    if ids is None:
+        ids, at = default_taps(target_layers), "input"
+        origin = f"the default [2, L//2, L-3] for a {target_layers}-layer target"
+        if notes is not None:
+            notes.append(f"aux layers: the draft config names no {KEY} / target_layer_ids, so the taps are {origin}: "
+                         f"{ids} (layer inputs)")
+    count = aux_count(params, draft_config)
+    taps = [i + 1 if at == "output" else i for i in ids]
+    problems = []
+    if len(taps) != count:
+        problems.append(Problem("draft.fusion.num_aux", f"{count} aux states asked for but {origin} gives {ids}"))
+    bad = [i for i in taps if not 0 <= i <= target_layers]
+    if bad:
+        problems.append(Problem(path, f"tap layers {bad} (from {origin}, at {at}) are outside the target's "
+                                      f"{target_layers} layers", allowed=f"0..{target_layers}"))
+    if len(set(taps)) != len(taps):
+        dup = sorted({i for i in taps if taps.count(i) > 1})
+        problems.append(Problem(path, f"{ids} (from {origin}, at {at}) names layer(s) {dup} more than once; "
+                                      "taps must be distinct",
+                                hint="Give aux_layers.ids explicitly, or use a target with more layers "
+                                     "(the default needs at least 7)."))
+    if problems:
+        raise SpecError("draft fusion", problems)
+    return tuple(taps)
+
+
+def _flag(params, name: str, cfg: Mapping[str, Any], notes: list[str]) -> bool:
+    stated, found = getattr(params, name), config_value(cfg, name)
+    if stated is not None and name in params.model_fields_set:
+        if found is not None and bool(found) != stated:
+            notes.append(f"{name}: the spec says {str(stated).lower()}, the draft config {str(found).lower()}; "
+                         "using the spec's")
+        return bool(stated)
+    if found is None:
+        notes.append(f"{name}: stated by neither the spec nor the draft config; using the default "
+                     f"{str(FLAG_DEFAULTS[name]).lower()}")
+        return FLAG_DEFAULTS[name]
+    return bool(found)
+
+
+def resolve_eagle3(params, draft_config: Mapping[str, Any], target_layers: int) -> Eagle3Facts:
+    notes: list[str] = []
+    taps = resolve_taps(params, draft_config, target_layers, notes)
+    flags = {name: _flag(params, name, draft_config, notes) for name in FLAGS}
+    found = config_norm_output(draft_config)
+    if params.norm_output is not None and "norm_output" in params.model_fields_set:
+        norm_output = params.norm_output
+        if found is not None and found != norm_output:
+            notes.append(f"norm_output: the spec says {norm_output}, the draft config's norm_output="
+                         f"{str(config_value(draft_config, 'norm_output')).lower()} means {found}; using the spec's")
+    elif found is None:
+        norm_output = "head"
+        notes.append("norm_output: stated by neither the spec nor the draft config; using the default head (final norm before the "
+                     "head only, the pre-norm state fed back)")
+    else:
+        norm_output = found
+    if flags["fc_norm"] and flags["norm_before_fc"]:
+        raise SpecError("draft fusion", [Problem("draft.fusion", "fc_norm and norm_before_fc are exclusive (one "
+                                                                 "norm per aux state, or one over their concatenation)")])
+    return Eagle3Facts(taps, flags["fc_norm"], flags["norm_before_fc"], flags["norm_before_residual"], norm_output,
+                       tuple(notes))
