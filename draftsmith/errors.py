@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["ArgumentError", "CheckpointError", "CheckpointNotFound", "DraftsmithError", "NotFound", "OptionError", "short",
-           "short_list"]
+           "short_list", "short_text"]
 
 QUOTE_LIMIT = 80          # characters of one quoted value in a message
 
@@ -57,10 +57,19 @@ def short(value: Any, limit: int = QUOTE_LIMIT) -> str:
     return text if len(text) <= limit else text[: max(limit - 3, 1)] + "..."
 
 
-def short_list(values: Iterable[Any], most: int = 5, limit: int = QUOTE_LIMIT) -> str:
-    """'a', 'b', 'c' and 12 more: at most ``most`` values, each quoted with :func:`short`."""
+def short_text(text: str, limit: int = QUOTE_LIMIT) -> str:
+    """``text`` unquoted, cut in the middle to at most ``limit`` characters (a path keeps its file name)."""
+    text = str(text)
+    if len(text) <= limit:
+        return text
+    half = (limit - 3) // 2
+    return f"{text[:half]}...{text[len(text) - half:]}"
+
+
+def short_list(values: Iterable[Any], most: int = 5, limit: int = QUOTE_LIMIT, *, quote: bool = True) -> str:
+    """'a', 'b', 'c' and 12 more: at most ``most`` values, each quoted with :func:`short` (or cut, unquoted)."""
     values = list(values)
-    shown = ", ".join(short(v, limit) for v in values[:most])
+    shown = ", ".join((short(v, limit) if quote else short_text(v, limit)) for v in values[:most])
     return shown + (f" and {len(values) - most} more" if len(values) > most else "")
 
 
@@ -73,7 +82,7 @@ class CheckpointError(DraftsmithError, ValueError):
 
     def __init__(self, path: str | Path, message: str, *, which: str | None = None):
         self.path, self.which = Path(path), which
-        head = f"{which} checkpoint file {short(str(path), 300)}" if which else short(str(path), 300)
+        head = f"{which} checkpoint file {short_text(path, 300)}" if which else short_text(path, 300)
         super().__init__(f"{head}: {message}")
 
 

@@ -31,4 +31,4 @@ SEED_BITS = 64                  # torch generators take seeds in 0 .. 2**64 - 1
 
 # Weight-name rules (regular expressions over tensor names)
 REGEX_CHARS = 1_000             # a pattern
-REGEX_SECONDS = 0.2             # one match; a pattern that takes longer is refused, naming the rule
+REGEX_SECONDS = 0.1             # one match (the regex package overshoots about 2x); slower is refused, naming the rule

@@ -4,21 +4,34 @@ Loading is "meta, plan, check, assign" (STYLE.md): `list_tensors` reads names, s
 headers via `safe_open`, or a memory-mapped `torch.load` whose storages are not touched), the planner checks them
 against the model, and only then does `read_tensors` read the data of the names the plan chose. Pickled
 checkpoints are only ever opened with `torch.load(weights_only=True)`: a .bin file is untrusted input.
+
+Every file read is untrusted too: it must be a regular file (a FIFO would block forever), inside the checkpoint
+folder once symlinks are resolved (index shards and links that leave it are refused; the Hugging Face cache's
+`snapshots/<rev>/x -> ../../blobs/<hash>` links are inside by construction; `DRAFTSMITH_ALLOW_OUTSIDE_LINKS=1`
+allows any), and each parse failure is a CheckpointError naming the file. `read_tensors(..., finite=True)`
+reports NaN and inf values at load.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 from torch import Tensor
 
-__all__ = ["TensorInfo", "list_tensors", "read_tensors", "save_safetensors"]
+from draftsmith import limits
+from draftsmith.errors import CheckpointError, CheckpointNotFound, short, short_list, short_text
+
+__all__ = ["TensorInfo", "list_tensors", "read_json", "read_tensors", "regular_file", "save_safetensors"]
+ALLOW_OUTSIDE = "DRAFTSMITH_ALLOW_OUTSIDE_LINKS"
 
 SAFETENSORS = "model.safetensors"
 SAFETENSORS_INDEX = "model.safetensors.index.json"
@@ -40,6 +53,73 @@ for _key, _attr in {"U16": "uint16", "U32": "uint32", "U64": "uint64", "F8_E4M3"
         _ST_DTYPES[_key] = getattr(torch, _attr)
 
 
+def _inside(path: Path, folder: Path) -> bool:
+    """Whether ``path`` (links resolved) stays in ``folder``; a Hugging Face cache snapshot's blobs count as inside."""
+    real, root = path.resolve(), folder.resolve()
+    if real.is_relative_to(root) or os.environ.get(ALLOW_OUTSIDE) == "1":
+        return True
+    # huggingface_hub: <repo>/snapshots/<revision>/<file> -> <repo>/blobs/<sha>
+    return root.parent.name == "snapshots" and real.is_relative_to(root.parent.parent / "blobs")
+
+
+def regular_file(path: Path, folder: Path | None = None) -> Path:
+    """``path`` if it is a regular file (inside ``folder`` when given); else a draftsmith error naming it."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        raise CheckpointNotFound(f"{short_text(path, 300)} does not exist (or is a broken link)") from None
+    if not stat.S_ISREG(mode):
+        what = "a FIFO" if stat.S_ISFIFO(mode) else "a folder" if stat.S_ISDIR(mode) else "not a regular file"
+        raise CheckpointNotFound(f"{short_text(path, 300)} is {what}; checkpoint files must be regular files")
+    if folder is not None and not _inside(path, folder):
+        raise CheckpointError(path, f"resolves to {short_text(path.resolve(), 300)}, outside the checkpoint folder "
+                                    f"{short_text(folder, 300)}; set {ALLOW_OUTSIDE}=1 to allow links that leave it")
+    return path
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"the key {short(key)} appears twice in one object")
+        out[key] = value
+    return out
+
+
+def _depth(value: Any) -> int:
+    """Nesting depth of parsed JSON, iteratively (bounded by the parser's own recursion limit anyway)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, (dict, list)):
+            deepest = max(deepest, level)
+            stack.extend((v, level + 1) for v in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
+def read_json(path: Path, folder: Path | None = None, *, what: str = "JSON object") -> dict[str, Any]:
+    """A JSON object from a checkpoint file: a regular file of at most ``limits.JSON_BYTES`` of UTF-8, no duplicate
+    keys, at most ``limits.JSON_DEPTH`` deep, and an object (a list or a number is refused); CheckpointError else."""
+    regular_file(path, folder)
+    size = path.stat().st_size
+    if size > limits.JSON_BYTES:
+        raise CheckpointError(path, f"{size} bytes; a JSON file here is at most {limits.JSON_BYTES} bytes")
+    data = path.read_bytes()
+    try:
+        value = json.loads(data.decode("utf-8-sig"), object_pairs_hook=_unique_keys)
+    except UnicodeDecodeError as e:
+        raise CheckpointError(path, f"not UTF-8 text (byte {data[e.start]:#04x} at offset {e.start})") from None
+    except json.JSONDecodeError as e:
+        raise CheckpointError(path, f"not valid JSON: {e.msg} at line {e.lineno}, column {e.colno}") from None
+    except (ValueError, RecursionError) as e:
+        raise CheckpointError(path, f"not valid JSON: {short_text(e, 200)}") from None
+    if not isinstance(value, dict):
+        raise CheckpointError(path, f"the file holds a JSON {type(value).__name__}; a {what} is expected")
+    if _depth(value) > limits.JSON_DEPTH:
+        raise CheckpointError(path, f"nested deeper than {limits.JSON_DEPTH} levels")
+    return value
+
+
 @dataclass(frozen=True)
 class TensorInfo:
     """One checkpoint tensor as its file describes it; holds no data."""
@@ -52,18 +132,24 @@ class TensorInfo:
 
 def _safetensors_infos(file: Path, only: Iterable[str] | None = None) -> dict[str, TensorInfo]:
     out = {}
-    with safe_open(str(file), framework="pt") as f:
-        keys = set(f.keys())
-        wanted = sorted(keys) if only is None else list(only)
-        absent = [n for n in wanted if n not in keys]
-        if absent:
-            raise ValueError(f"{file}: the index lists tensors the file does not hold: {', '.join(absent[:5])}")
-        for name in wanted:
-            view = f.get_slice(name)  # a lazy handle: header data only
-            code = view.get_dtype()
-            if code not in _ST_DTYPES:
-                raise ValueError(f"{file}: tensor {name!r} has dtype {code}, which this torch cannot represent")
-            out[name] = TensorInfo(name, tuple(view.get_shape()), _ST_DTYPES[code], file)
+    try:
+        with safe_open(str(file), framework="pt") as f:
+            keys = set(f.keys())
+            wanted = sorted(keys) if only is None else list(only)
+            absent = [n for n in wanted if n not in keys]
+            if absent:
+                raise CheckpointError(file, f"the index lists tensors the file does not hold: {short_list(absent, quote=False)}")
+            for name in wanted:
+                view = f.get_slice(name)  # a lazy handle: header data only
+                code = view.get_dtype()
+                if code not in _ST_DTYPES:
+                    raise CheckpointError(file, f"tensor {short(name)} has dtype {short(code)}, which this torch "
+                                                "cannot represent")
+                out[name] = TensorInfo(name, tuple(view.get_shape()), _ST_DTYPES[code], file)
+    except CheckpointError:
+        raise
+    except Exception as exc:  # SafetensorError (truncated, empty, bad header, unknown dtype), OSError
+        raise CheckpointError(file, f"not a readable safetensors file: {short_text(exc, 300)}") from None
     return out
 
 
@@ -72,10 +158,10 @@ def _torch_load(file: Path) -> Mapping[str, Tensor]:
     try:
         obj = torch.load(file, weights_only=True, mmap=True, map_location="cpu")
     except Exception as exc:  # UnpicklingError for disallowed globals, RuntimeError for a non-zip legacy file
-        raise ValueError(f"{file}: cannot be read as a plain tensor checkpoint with torch.load(weights_only=True, "
-                         f"mmap=True): {exc}") from exc
+        raise CheckpointError(file, f"cannot be read as a plain tensor checkpoint with torch.load(weights_only=True, "
+                                    f"mmap=True): {short_text(exc, 300)}") from None
     if not isinstance(obj, Mapping) or not all(isinstance(k, str) and isinstance(v, Tensor) for k, v in obj.items()):
-        raise ValueError(f"{file}: expected a flat mapping of names to tensors, got {type(obj).__name__}")
+        raise CheckpointError(file, f"expected a flat mapping of names to tensors, got {type(obj).__name__}")
     return obj
 
 
@@ -84,23 +170,30 @@ def _bin_infos(file: Path, only: Iterable[str] | None = None) -> dict[str, Tenso
     wanted = sorted(state) if only is None else list(only)
     absent = [n for n in wanted if n not in state]
     if absent:
-        raise ValueError(f"{file}: the index lists tensors the file does not hold: {', '.join(absent[:5])}")
+        raise CheckpointError(file, f"the index lists tensors the file does not hold: {short_list(absent, quote=False)}")
     return {n: TensorInfo(n, tuple(state[n].shape), state[n].dtype, file) for n in wanted}
 
 
 def _from_index(folder: Path, index: Path, reader) -> dict[str, TensorInfo]:
-    weight_map = json.loads(index.read_text()).get("weight_map")
+    weight_map = read_json(index, folder, what="shard index (an object with a 'weight_map')").get("weight_map")
     if not isinstance(weight_map, dict) or not weight_map:
-        raise ValueError(f"{index}: no 'weight_map' mapping tensor names to shard files")
+        raise CheckpointError(index, "no 'weight_map' mapping tensor names to shard files")
+    bad = [s for s in weight_map.values() if not isinstance(s, str) or not s or Path(s).is_absolute()]
+    if bad:
+        raise CheckpointError(index, f"shard entries must be file names in the folder, found {short_list(bad)}")
     by_file: dict[str, list[str]] = {}
     for name, shard in weight_map.items():
         by_file.setdefault(shard, []).append(name)
-    missing = [s for s in by_file if not (folder / s).is_file()]
+    outside = [s for s in by_file if not (folder / s).resolve().is_relative_to(folder.resolve())]
+    if outside:  # '../x.safetensors': an index never reaches out of its folder (a link inside may, see _inside)
+        raise CheckpointError(index, f"names shard files outside {short_text(folder, 200)}: {short_list(outside)}")
+    missing = [s for s in by_file if not (folder / s).exists()]
     if missing:
-        raise FileNotFoundError(f"{index} names shard files that are not in {folder}: {', '.join(sorted(missing))}")
+        raise CheckpointNotFound(f"{short_text(index, 300)} names shard files that are not in "
+                                 f"{short_text(folder, 300)}: {short_list(sorted(missing), 10, quote=False)}")
     out: dict[str, TensorInfo] = {}
     for shard, names in sorted(by_file.items()):
-        out.update(reader(folder / shard, names))
+        out.update(reader(regular_file(folder / shard, folder), names))
     return out
 
 
@@ -109,9 +202,15 @@ def _from_files(files: list[Path], reader) -> dict[str, TensorInfo]:
     for file in files:
         for name, info in reader(file).items():
             if name in out:
-                raise ValueError(f"tensor {name!r} is in both {out[name].file.name} and {file.name}")
+                raise CheckpointError(file.parent, f"tensor {short(name)} is in both {short(out[name].file.name)} and "
+                                                   f"{short(file.name)}")
             out[name] = info
     return out
+
+
+def _present(path: Path) -> bool:
+    """Whether a weights file of this name is there; one that is there but is no regular file is refused."""
+    return path.exists() and regular_file(path, path.parent) is not None
 
 
 def list_tensors(folder: str | Path) -> dict[str, TensorInfo]:
@@ -122,42 +221,67 @@ def list_tensors(folder: str | Path) -> dict[str, TensorInfo]:
     """
     folder = Path(folder)
     if not folder.is_dir():
-        raise FileNotFoundError(f"checkpoint folder {folder} does not exist")
-    if (folder / SAFETENSORS).is_file():
+        what = "is not a folder" if folder.exists() else "does not exist"
+        raise CheckpointNotFound(f"checkpoint folder {short_text(folder, 300)} {what}")
+    if _present(folder / SAFETENSORS):
         return _safetensors_infos(folder / SAFETENSORS)
-    if (folder / SAFETENSORS_INDEX).is_file():
+    if _present(folder / SAFETENSORS_INDEX):
         return _from_index(folder, folder / SAFETENSORS_INDEX, _safetensors_infos)
     if files := sorted(folder.glob("*.safetensors")):
-        return _from_files(files, _safetensors_infos)
-    if (folder / PT_BIN).is_file():
+        return _from_files([regular_file(f, folder) for f in files], _safetensors_infos)
+    if _present(folder / PT_BIN):
         return _bin_infos(folder / PT_BIN)
-    if (folder / PT_BIN_INDEX).is_file():
+    if _present(folder / PT_BIN_INDEX):
         return _from_index(folder, folder / PT_BIN_INDEX, _bin_infos)
     if files := sorted(f for f in folder.glob("*.bin") if f.name not in _NOT_WEIGHTS):
-        return _from_files(files, _bin_infos)
-    raise FileNotFoundError(
+        return _from_files([regular_file(f, folder) for f in files], _bin_infos)
+    raise CheckpointNotFound(
         f"no weights in {folder}: looked for {SAFETENSORS}, {SAFETENSORS_INDEX}, *.safetensors, {PT_BIN}, "
         f"{PT_BIN_INDEX} and *.bin")
 
 
-def read_tensors(infos: Mapping[str, TensorInfo], names: Iterable[str]) -> dict[str, Tensor]:
-    """Read the data of the named tensors (checkpoint names), opening each file once."""
+def read_tensors(infos: Mapping[str, TensorInfo], names: Iterable[str], *, finite: bool = False) -> dict[str, Tensor]:
+    """Read the data of the named tensors (checkpoint names), opening each file once. With ``finite``, a
+    floating-point tensor holding NaN or inf is a CheckpointError naming the file and the tensors."""
     names = list(names)
     unknown = [n for n in names if n not in infos]
     if unknown:
-        raise KeyError(f"not in the checkpoint listing: {', '.join(unknown[:10])}")
+        raise KeyError(f"not in the checkpoint listing: {short_list(unknown, 10)}")
     by_file: dict[Path, list[str]] = {}
     for name in names:
         by_file.setdefault(infos[name].file, []).append(name)
     out: dict[str, Tensor] = {}
     for file, wanted in by_file.items():
         if file.suffix == ".safetensors":
-            with safe_open(str(file), framework="pt", device="cpu") as f:
-                out.update((n, f.get_tensor(n)) for n in wanted)
+            try:
+                with safe_open(str(file), framework="pt", device="cpu") as f:
+                    out.update((n, f.get_tensor(n)) for n in wanted)
+            except Exception as exc:  # the file changed or was truncated after it was listed
+                raise CheckpointError(file, f"cannot be read: {short_text(exc, 300)}") from None
         else:
             state = _torch_load(file)
             out.update((n, state[n]) for n in wanted)
+        if finite and (bad := nonfinite({n: out[n] for n in wanted})):
+            raise CheckpointError(file, "NaN or inf values in " + ", ".join(
+                f"{short(n)} ({k} of {out[n].numel()})" for n, k in bad[:5]) + (
+                f" and {len(bad) - 5} more tensors" if len(bad) > 5 else ""))
     return {n: out[n] for n in names}
+
+
+def nonfinite(tensors: Mapping[str, Tensor]) -> list[tuple[str, int]]:
+    """(name, count) of the floating-point tensors holding NaN or inf. One float32 sum per tensor (no copy): a
+    non-finite element makes it non-finite; only then are the elements counted."""
+    out = []
+    for name, t in tensors.items():
+        if not t.is_floating_point() or t.numel() == 0:
+            continue
+        try:
+            suspect = not bool(torch.isfinite(t.sum(dtype=torch.float32)))
+        except (RuntimeError, TypeError):  # float8 / float4 kinds without a sum kernel
+            suspect = True
+        if suspect and (count := int((~torch.isfinite(t.float())).sum())):
+            out.append((name, count))
+    return out
 
 
 def save_safetensors(tensors: Mapping[str, Tensor], folder: str | Path, filename: str = SAFETENSORS) -> Path:

@@ -6,18 +6,104 @@ modules are never renamed to fit one layout. The mapping must be injective (inva
 landing on one canonical name would make one of them silently win, so `map_names` checks every name and reports
 every colliding pair. The inverse (canonical -> checkpoint) exists for simple prefix renames, which is what
 conversion back to an upstream layout needs.
+
+Patterns are user input matched against user input (tensor names), so each match is bounded: patterns are
+checked with ``re`` syntax and matched by the ``regex`` package with a timeout (``limits.REGEX_SECONDS``); a
+pattern that backtracks past it raises :class:`RegexTimeout` naming the pattern and the name. The classic
+catastrophic shape, a repeat of a repeat (``(a+)+``), is refused when the rule is validated.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
+import re._parser as sre_parse  # the stdlib's own parse tree of a pattern (stable since 3.11; sre_parse before)
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+import regex
 from pydantic import BaseModel, ConfigDict, model_validator
 
-__all__ = ["RegexRule", "RemapCollision", "RemapResult", "RuleSet"]
+from draftsmith import limits
+from draftsmith.errors import DraftsmithError, short
+
+__all__ = ["RegexRule", "RegexTimeout", "RemapCollision", "RemapResult", "RuleSet", "pattern_problem"]
+
+
+class RegexTimeout(DraftsmithError, ValueError):
+    """A weight-rule pattern took longer than ``limits.REGEX_SECONDS`` on one tensor name."""
+
+    def __init__(self, pattern: str, name: str):
+        self.pattern, self.name = pattern, name
+        super().__init__(f"the weight-rule pattern {short(pattern)} took more than {limits.REGEX_SECONDS} s on the "
+                         f"tensor name {short(name)} (catastrophic backtracking); write it without nested or "
+                         "overlapping repeats")
+
+
+_REPEATS = {sre_parse.MAX_REPEAT, sre_parse.MIN_REPEAT, getattr(sre_parse, "POSSESSIVE_REPEAT", None)}
+
+
+def _unbounded_repeat(item) -> list | None:
+    """The body of an unbounded repeat (``x*``, ``x+``, ``x{2,}``), looking through groups; else None."""
+    op, av = item
+    if op == sre_parse.SUBPATTERN:
+        body = list(av[-1])
+        return _unbounded_repeat(body[0]) if len(body) == 1 else None
+    if op in _REPEATS and av[1] == sre_parse.MAXREPEAT:
+        return list(av[2])
+    return None
+
+
+def _nested_repeat(items) -> bool:
+    """True when an unbounded repeat's whole body is itself an unbounded repeat: (a+)+, (?:a*)*, ((ab)+)*."""
+    for op, av in items:
+        if op in _REPEATS:
+            body = list(av[2])
+            if av[1] == sre_parse.MAXREPEAT and len(body) == 1 and _unbounded_repeat(body[0]) is not None:
+                return True
+            if _nested_repeat(body):
+                return True
+        elif op == sre_parse.SUBPATTERN and _nested_repeat(av[-1]):
+            return True
+        elif op == sre_parse.BRANCH and any(_nested_repeat(b) for b in av[1]):
+            return True
+        elif op in (sre_parse.ASSERT, sre_parse.ASSERT_NOT) and _nested_repeat(av[1]):
+            return True
+    return False
+
+
+def pattern_problem(pattern: str) -> str | None:
+    """Why a weight-rule pattern is refused (too long, not ``re`` syntax, a repeat of a repeat), or None."""
+    if len(pattern) > limits.REGEX_CHARS:
+        return f"a pattern of {len(pattern)} characters; at most {limits.REGEX_CHARS}"
+    try:
+        tree = sre_parse.parse(pattern)
+    except (re.error, RecursionError, OverflowError) as exc:
+        return f"not a valid regular expression: {exc}"
+    if _nested_repeat(tree):
+        return ("a repeat of a repeat (like '(a+)+') backtracks exponentially on names it almost matches; "
+                "repeat the inner part once, e.g. '(a+)+' -> 'a+'")
+    return None
+
+
+@functools.lru_cache(maxsize=1024)
+def _compiled(pattern: str) -> regex.Pattern:
+    return regex.compile(pattern)
+
+
+def _search(pattern: str, name: str) -> bool:
+    try:
+        return _compiled(pattern).search(name, timeout=limits.REGEX_SECONDS) is not None
+    except TimeoutError:
+        raise RegexTimeout(pattern, name) from None
+
+
+def _sub(pattern: str, template: str, name: str) -> str:
+    try:
+        return _compiled(pattern).sub(template, name, count=1, timeout=limits.REGEX_SECONDS)
+    except TimeoutError:
+        raise RegexTimeout(pattern, name) from None
 
 _SPECIAL = set(".^$*+?{}[]|()")
 
@@ -70,7 +156,10 @@ class RegexRule(BaseModel):
                 # Compiles the pattern and the template; a bad group reference fails even without a match.
                 re.compile(pattern).sub(template, "")
             except re.error as exc:
-                raise ValueError(f"rule {what} {pattern!r} -> {template!r} is not a valid regex rename: {exc}") from exc
+                raise ValueError(f"rule {what} {short(pattern)} -> {short(template)} is not a valid regex rename: "
+                                 f"{exc}") from exc
+            if (why := pattern_problem(pattern)) is not None:
+                raise ValueError(f"rule {what} {short(pattern)} is refused: {why}")
         if self.inverse is None and self.match.startswith("^") and "\\" not in self.replace:
             literal = _literal_of(self.match[1:])
             if literal is not None:
@@ -80,18 +169,18 @@ class RegexRule(BaseModel):
 
     def apply(self, name: str) -> str | None:
         """The rewritten name, or None when the rule does not match."""
-        if re.search(self.match, name) is None:
+        if not _search(self.match, name):
             return None
-        return re.sub(self.match, self.replace, name, count=1)
+        return _sub(self.match, self.replace, name)
 
     def invert(self, name: str) -> str | None:
         """The checkpoint name a canonical name came from, or None when the inverse does not match."""
         if self.inverse is None:
             raise ValueError(f"rule {self.describe()} has no inverse; state `inverse: [match, replace]` explicitly")
         pattern, template = self.inverse
-        if re.search(pattern, name) is None:
+        if not _search(pattern, name):
             return None
-        return re.sub(pattern, template, name, count=1)
+        return _sub(pattern, template, name)
 
     def describe(self, index: int | None = None) -> str:
         """Human form, e.g. "rule 0: '^midlayer\\.' -> 'layers.0.'" (no "rule i: " without an index)."""
@@ -133,16 +222,14 @@ class RuleSet:
         self.rules = tuple(rules)
         self.ignore = tuple(ignore)
         for pattern in self.ignore:
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise ValueError(f"ignore pattern {pattern!r} is not a valid regex: {exc}") from exc
+            if (why := pattern_problem(pattern)) is not None:
+                raise ValueError(f"ignore pattern {short(pattern)} is not a valid regex: {why}")
 
     def __repr__(self) -> str:
         return f"RuleSet(rules={list(self.rules)!r}, ignore={list(self.ignore)!r})"
 
     def is_ignored(self, name: str) -> bool:
-        return any(re.search(p, name) for p in self.ignore)
+        return any(_search(p, name) for p in self.ignore)
 
     def to_canonical(self, name: str) -> tuple[str | None, int | None]:
         """(canonical name, index of the rule used): (None, None) if ignored, (name, None) if no rule matches."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from draftsmith.errors import DraftsmithError, short
+from draftsmith.errors import DraftsmithError, short, short_text
 
 _UNSET = object()
 SHOWN = 60  # problems printed in one message; the rest are counted (all stay in ``SpecError.problems``)
@@ -26,10 +26,6 @@ class Problem:
         if self.hint:
             head = f"{head.rstrip('.')}. {short_text(self.hint.strip(), 400)}"
         return head + (f"\n      allowed: {short_text(self.allowed, 1000)}" if self.allowed else "")
-
-
-def short_text(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 class SpecError(DraftsmithError, ValueError):

@@ -17,7 +17,7 @@ import yaml
 from pydantic import ValidationError
 
 from draftsmith import limits
-from draftsmith.errors import NotFound, short
+from draftsmith.errors import NotFound, short, short_text
 from draftsmith.registry import Registry, default_registry
 from draftsmith.specs.errors import Problem, SpecError
 from draftsmith.specs.resolve import check_spec_data
@@ -38,7 +38,7 @@ def spec_path(ref: str | Path, registry: Registry) -> Path:
     if p.suffix in (".yaml", ".yml"):
         if not p.is_file():
             what = "is not a regular file" if p.exists() else "does not exist"
-            raise SpecNotFound(f"spec file {short(str(p), 300)} {what}")
+            raise SpecNotFound(f"spec file {short_text(p, 300)} {what}")
         return p
     if str(ref) in registry.specs or not p.is_file():
         return registry.spec_source(str(ref)).path
@@ -61,7 +61,7 @@ def read_yaml(path: Path) -> Any:
     """The YAML document of a spec file, or a SpecError naming the file (size, encoding, syntax, bounds)."""
     source = str(path)
     if not path.is_file():  # a FIFO or a device would block or never end
-        raise SpecNotFound(f"spec file {short(source, 300)} is not a regular file")
+        raise SpecNotFound(f"spec file {short_text(source, 300)} is not a regular file")
     size = path.stat().st_size
     if size > limits.SPEC_BYTES:
         raise SpecError(source, [Problem("", f"the file is {size} bytes; a spec is at most {limits.SPEC_BYTES} "

@@ -9,6 +9,7 @@ from typing import Any, NamedTuple
 from pydantic import BaseModel, ValidationError
 
 from draftsmith.errors import short
+from draftsmith.components.weights import pattern_problem
 from draftsmith.hooks import Component
 from draftsmith.registry import Registry
 from draftsmith.registry.registry import suggest
@@ -136,6 +137,8 @@ def regex_problems(pattern: Any, path: str) -> list[Problem]:
     except re.error as e:
         return [Problem(path, f"not a valid regular expression: {e}", found=pattern,
                         allowed="a Python regular expression (re syntax), searched in each checkpoint name")]
+    if (why := pattern_problem(pattern)) is not None:
+        return [Problem(path, f"refused: {why}", found=pattern)]
     return []
 
 
