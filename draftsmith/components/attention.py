@@ -24,6 +24,13 @@ class KVBatch:
     write: torch.Tensor   # [B, T] slot of each new token, -1 for padding (never written)
     read: torch.Tensor    # [B, S] slots to attend over (committed prefix + the new tokens)
     mask: torch.Tensor | None  # [B, 1, T, S] bool, True = attend; None = bottom-right causal (the flash path)
+    # static: write has no -1 (padding rows write a scratch slot) and S is every row's whole region of the pool
+    # in order, so a layer may write without a boolean mask and attend over ``pool.view(layer)`` (no gather, no
+    # host sync: what a CUDA graph needs). The view also holds rows past the committed length (stale or poisoned
+    # data): zero the keys outside ``live_keys`` [B, S] (keys some query attends) before attending, since masked
+    # scores still multiply their values. read / write / mask keep their meaning for any layer.
+    static: bool = False
+    live_keys: torch.Tensor | None = None
 
 
 class GQAttention(nn.Module):
@@ -62,7 +69,12 @@ class GQAttention(nn.Module):
         v = self.v_proj(x).view(B, T, self.kv_heads, self.head_dim)
         q, k = self.rope(q, k, pos)
         mask = None
-        if kv is not None:
+        if kv is not None and kv.static:
+            kv.pool.write(self.layer_idx, kv.write, k=k, v=v)
+            got = kv.pool.view(self.layer_idx)  # {name: [B, capacity, nKV, d]}, the mask covers the capacity
+            live = kv.live_keys[:, :, None, None]
+            k, v, mask = got["k"].where(live, 0.0), got["v"].where(live, 0.0), kv.mask
+        elif kv is not None:
             valid = kv.write >= 0
             kv.pool.write(self.layer_idx, kv.write[valid], k=k[valid], v=v[valid])
             got = kv.pool.read(self.layer_idx, kv.read)  # {name: [B, S, nKV, d]}

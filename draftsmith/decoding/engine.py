@@ -1,7 +1,12 @@
 """The generate loop: prefill, then draft -> verify -> commit -> catch up, until every sequence is done.
 
-Read top to bottom it is the algorithm; the maths lives in small pure functions (tree, verify, sampling) and the
-memory in the paged pool (compaction on commit)."""
+Read top to bottom it is the algorithm; the maths lives in small pure functions (tree, verify, sampling, and their
+fixed-shape twins in fixed.py) and the memory in a static KV pool (compaction on commit). Every tensor of a step
+stays on the device at shapes fixed by the plan: the host reads one small tensor per step (the accepted tokens,
+:func:`sync_tokens`) to emit text, check stop tokens and count statistics, so a step costs one host
+synchronisation and its forwards can be replayed as CUDA graphs (graphs.py). Finished sequences stay in the
+batch as inactive rows (they write nothing and their results are ignored), so shapes never change mid-run.
+"""
 from __future__ import annotations
 
 import time
@@ -9,14 +14,17 @@ from dataclasses import dataclass, field
 
 import torch
 
-from draftsmith.decoding.batching import causal_batch, kv_batch, pad_tokens
 from draftsmith.decoding.drafter import TreeExpander
-from draftsmith.decoding.kvpool import PagedKVPool
+from draftsmith.decoding.fixed import (
+    accepted_rows, draft_tree_fixed, safe_logprobs, safe_probs, sample, sample_verify_fixed,
+)
+from draftsmith.decoding.graphs import Replay
 from draftsmith.decoding.modes import Plan
-from draftsmith.decoding.sampling import logprobs_for_drafting, target_probs
+from draftsmith.decoding.sampling import target_probs
+from draftsmith.decoding.static_pool import StaticKVPool, fixed_kv
 from draftsmith.decoding.stats import Stats
-from draftsmith.decoding.tree import chain_tree, draft_tree
-from draftsmith.decoding.verify import greedy_verify, sample_verify
+from draftsmith.decoding.tree import chain_tree
+from draftsmith.decoding.verify import greedy_verify
 
 
 @dataclass
@@ -28,166 +36,189 @@ class Settings:
     stop: frozenset[int] = frozenset()
     generator: torch.Generator | None = None
 
+    def uniforms(self, *shape: int, device) -> torch.Tensor:
+        # every random number comes from one CPU generator (seeded by seed=), so a seed gives the same draws on
+        # any device; the draws travel to the device without a host sync
+        return torch.rand(*shape, generator=self.generator).to(device, non_blocking=True)
+
     def pick(self, logits: torch.Tensor) -> torch.Tensor:
         # logits: [B, V] -> [B] the target's token: argmax, or a draw from the processed distribution p
         if self.temperature <= 0:
-            return logits.argmax(-1).cpu()
-        return torch.multinomial(self.probs(logits), 1, generator=self.generator)[:, 0]
+            return logits.argmax(-1)
+        return sample(self.probs(logits), self.uniforms(logits.shape[0], device=logits.device))
 
     def probs(self, logits: torch.Tensor) -> torch.Tensor:
-        # sampling happens on the CPU with one generator, so a seed reproduces on any device
-        return target_probs(logits.cpu(), self.temperature, self.top_p, self.top_k)
+        return target_probs(logits, self.temperature, self.top_p, self.top_k)
 
 
 @dataclass
 class Seq:
     prompt: list[int]
     out: list[int] = field(default_factory=list)
-    t: int = -1                   # target pool sequence
-    d: int = -1                   # draft pool sequence
-    feed: torch.Tensor | None = None     # [H] draft state after the root
-    dlogits: torch.Tensor | None = None  # [V] draft logits after the root
     done: bool = False
 
-    def emit(self, tokens: list[int], s: Settings) -> None:
-        for tok in tokens:
+    def emit(self, tokens: list[int], s: Settings) -> int:
+        """Append tokens until a stop token or max_new_tokens; return how many were kept."""
+        for i, tok in enumerate(tokens):
             self.out.append(tok)
             if tok in s.stop or len(self.out) >= s.max_new_tokens:
                 self.done = True
-                return
+                return i + 1
+        return len(tokens)
 
 
-class Runner:
-    """One model + its pool; ``__call__`` runs a forward over a KVBatch."""
+@dataclass
+class State:
+    """What the device holds between steps, one row per sequence."""
+    root: torch.Tensor                   # [B] last emitted token (the next tree's root)
+    active: torch.Tensor                 # [B] bool, rows still decoding
+    feed: torch.Tensor | None = None     # [B, H] draft state after the root
+    dlogits: torch.Tensor | None = None  # [B, V] draft logits after the root
 
-    def __init__(self, pool: PagedKVPool, device):
-        self.pool, self.device = pool, device
 
+class TargetRunner:
+    """The target + its pool: ``(ids, rows, rel_pos, rel_mask) -> (logits [B, T, V], hand-over [B, T, Hh])``."""
 
-class TargetRunner(Runner):
-    def __init__(self, model, pool, device, taps):
-        super().__init__(pool, device)
-        self.model, self.taps = model, taps
+    def __init__(self, model, pool: StaticKVPool, taps, graphs: bool):
+        self.model, self.pool, self.taps = model, pool, taps
+        self.replay = Replay(self.forward, graphs)
 
-    def __call__(self, ids, kv, pos):
-        # -> logits [B, T, V], hand-over [B, T, Ht*k] (aux taps, or the final normed hidden state)
-        hidden, aux = self.model(ids.to(self.device), pos, kv, taps=self.taps or ())
+    def forward(self, ids, rows, rel_pos, rel_mask):
+        kv, pos = fixed_kv(self.pool, rows, rel_pos, rel_mask)
+        hidden, aux = self.model(ids, pos, kv, taps=self.taps or ())
         return self.model.logits(hidden), (aux if self.taps else hidden)
 
+    def __call__(self, ids, rows, rel_pos, rel_mask, *, stats: Stats, eager: bool = False):
+        t0 = time.perf_counter()
+        out = (self.forward if eager else self.replay)(ids, rows, rel_pos, rel_mask)
+        stats.forward_seconds += time.perf_counter() - t0
+        return out
 
-class DraftRunner(Runner):
-    def __init__(self, model, pool, device, embed, head):
-        super().__init__(pool, device)
-        self.model, self.embed, self.head = model, embed, head
 
-    def __call__(self, ids, hidden, kv, pos, *, from_target: bool):
-        # from_target: hidden is the target's hand-over (goes through fc) or the draft's own feed (deeper nodes)
-        out, feed = self.model(ids.to(self.device), hidden, pos, kv, embed=self.embed, from_target=from_target)
+class DraftRunner:
+    """The draft + its pool; ``from_target``: hidden is the target's hand-over (through fc) or the draft's own."""
+
+    def __init__(self, model, pool: StaticKVPool, embed, head, graphs: bool):
+        self.model, self.pool, self.embed, self.head = model, pool, embed, head
+        self.replay = {ft: Replay(lambda *a, ft=ft: self.forward(*a, from_target=ft), graphs) for ft in (0, 1)}
+        self.stats = Stats()  # the run's statistics: speculative() points this at its own
+
+    def forward(self, ids, hidden, rows, rel_pos, rel_mask, *, from_target: bool):
+        kv, pos = fixed_kv(self.pool, rows, rel_pos, rel_mask)
+        out, feed = self.model(ids, hidden, pos, kv, embed=self.embed, from_target=from_target)
         return feed, self.model.logits(out, self.head)
 
+    def __call__(self, ids, hidden, rows, rel_pos, rel_mask, *, from_target: bool, eager: bool = False):
+        t0 = time.perf_counter()
+        fn = (lambda *a: self.forward(*a, from_target=from_target)) if eager else self.replay[int(from_target)]
+        out = fn(ids, hidden, rows, rel_pos, rel_mask)
+        self.stats.draft_forwards += 1
+        self.stats.forward_seconds += time.perf_counter() - t0
+        return out
 
-def _last(x: torch.Tensor, counts: list[int]) -> torch.Tensor:
-    # x: [B, T, ...] -> [B, ...] the row counts[b] - 1 of each sequence
-    return x[torch.arange(x.shape[0]), torch.tensor(counts) - 1]
+
+def _causal(counts: torch.Tensor, T: int, active: torch.Tensor):
+    # counts: [B] new tokens per row -> rows [B, T] (-1 past the count or in inactive rows), rel_pos, rel_mask
+    ar = torch.arange(T, device=counts.device)
+    live = (ar < counts.unsqueeze(1)) & active.unsqueeze(1)
+    B = counts.shape[0]
+    return torch.where(live, ar, -1), ar.expand(B, T), (ar[:, None] >= ar[None, :]).expand(B, T, T)
 
 
-def prefill(target: TargetRunner, draft: DraftRunner | None, seqs: list[Seq], s: Settings, stats: Stats) -> None:
-    counts = [len(q.prompt) for q in seqs]
-    for q in seqs:
-        q.t = target.pool.add_sequence()
-    kv, pos = causal_batch(target.pool, [q.t for q in seqs], counts, target.device)
-    logits, handover = target(pad_tokens([q.prompt for q in seqs]), kv, pos)
-    roots = s.pick(_last(logits, counts))
-    for q, root in zip(seqs, roots.tolist()):
-        target.pool.commit(q.t)
-        q.emit([root], s)
+def sync_tokens(*rows: torch.Tensor) -> list[list[int]]:
+    """The step's one host synchronisation: [B, *] integer tensors, side by side, as lists."""
+    return torch.cat([r.reshape(r.shape[0], -1) for r in rows], 1).tolist()
+
+
+def prefill(target: TargetRunner, draft: DraftRunner | None, seqs: list[Seq], s: Settings, stats: Stats) -> State:
+    dev = target.pool.device
+    B, T = len(seqs), max(len(q.prompt) for q in seqs)
+    ids = torch.tensor([q.prompt + [0] * (T - len(q.prompt)) for q in seqs], device=dev)
+    counts = torch.tensor([len(q.prompt) for q in seqs], device=dev)
+    st = State(root=ids[:, 0], active=torch.ones(B, dtype=torch.bool, device=dev))
+    causal = _causal(counts, T, st.active)
+    logits, handover = target(ids, *causal, stats=stats, eager=True)
+    last = (torch.arange(B, device=dev), counts - 1)
+    st.root = s.pick(logits[last])
+    target.pool.advance(counts)
     if draft is not None:
-        # draft position i pairs token x_{i+1} with the target's hidden state at i
-        for q in seqs:
-            q.d = draft.pool.add_sequence()
-        catch_up(draft, seqs, [q.prompt[1:] + q.out[:1] for q in seqs], [handover[b, :c] for b, c in
-                                                                          enumerate(counts)], stats)
+        # draft position i pairs token x_{i+1} with the target's hidden state at i: the prompt shifted by one,
+        # the root after the last prompt token
+        shifted = torch.cat([ids[:, 1:], ids[:, :1]], 1).scatter(1, (counts - 1)[:, None], st.root[:, None])
+        feed, dlogits = draft(shifted, handover, *causal, from_target=True, eager=True)
+        draft.pool.advance(counts)
+        st.feed, st.dlogits = feed[last].clone(), dlogits[last].clone()
+    for q, (root,) in zip(seqs, sync_tokens(st.root)):
+        q.emit([root], s)
+    return st
 
 
-def catch_up(draft: DraftRunner, seqs: list[Seq], tokens: list[list[int]], hidden: list[torch.Tensor],
-             stats: Stats) -> None:
-    """Feed the draft the committed tokens with the target's hidden states; keep its state after the last."""
-    counts = [len(t) for t in tokens]
-    kv, pos = causal_batch(draft.pool, [q.d for q in seqs], counts, draft.device)
-    H = hidden[0].shape[-1]
-    hid = torch.zeros(len(seqs), max(counts), H, dtype=hidden[0].dtype, device=hidden[0].device)
-    for b, h in enumerate(hidden):
-        hid[b, : h.shape[0]] = h
-    feed, logits = draft(pad_tokens(tokens), hid, kv, pos, from_target=True)
-    stats.draft_forwards += 1
-    last_feed, last_logits = _last(feed, counts), _last(logits, counts)
-    for b, q in enumerate(seqs):
-        draft.pool.commit(q.d)
-        q.feed, q.dlogits = last_feed[b], last_logits[b]
+def catch_up(draft: DraftRunner, st: State, tokens: torch.Tensor, hidden: torch.Tensor, counts: torch.Tensor) -> None:
+    """Feed the draft the committed tokens [B, T] (counts [B] of them) with the target's hand-over [B, T, Hh];
+    keep its state after the last one."""
+    B, T = tokens.shape
+    feed, logits = draft(tokens, hidden, *_causal(counts, T, st.active), from_target=True)
+    draft.pool.advance(torch.where(st.active, counts, 0))
+    last = (torch.arange(B, device=tokens.device), (counts - 1).clamp(min=0))
+    st.feed, st.dlogits = feed[last].clone(), logits[last].clone()
 
 
-def propose(draft: DraftRunner, seqs: list[Seq], plan: Plan, s: Settings, stats: Stats):
+def propose(draft: DraftRunner, st: State, plan: Plan, s: Settings):
     """Draft a tree (a chain when topk = 1). Returns (tree, q) — q [B, n, V] when the chain was sampled."""
-    root = torch.tensor([q.out[-1] for q in seqs])
-    feed0 = torch.stack([q.feed for q in seqs])
-    logits0 = torch.stack([q.dlogits for q in seqs])
-    expand = TreeExpander(draft, [q.d for q in seqs], feed0, plan.topk, plan.steps)
-
-    def counted(frontier, tokens):
-        stats.draft_forwards += 1
-        return expand(frontier, tokens)
-
+    B, dev = st.root.shape[0], st.root.device
+    expand = TreeExpander(draft, st.feed, plan.topk, plan.steps, st.active)
     if s.temperature > 0 and plan.topk == 1:
         # sampled chain: node i's token is drawn from q_i; verification uses the residual max(p - q, 0)
-        qs = [s.probs(logits0)]
-        toks = [torch.multinomial(qs[0], 1, generator=s.generator)]
+        u = s.uniforms(B, plan.steps, device=dev)
+        qs = [safe_probs(s.probs(st.dlogits))]
+        toks = [sample(qs[0], u[:, 0])]
         for j in range(plan.steps - 1):
-            logits = counted(torch.full((len(seqs), 1), j), toks[-1].to(draft.device))[:, 0]
-            qs.append(s.probs(logits))
-            toks.append(torch.multinomial(qs[-1], 1, generator=s.generator))
+            logits = expand(torch.full((B, 1), j, device=dev), toks[-1][:, None])[:, 0]
+            qs.append(safe_probs(s.probs(logits)))
+            toks.append(sample(qs[-1], u[:, j + 1]))
         q = torch.stack([torch.zeros_like(qs[0]), *qs], 1)
-        return chain_tree(root, torch.cat(toks, 1).cpu()), q
-
-    def logp(frontier, tokens):
-        return logprobs_for_drafting(counted(frontier, tokens.to(draft.device)), 0.0).cpu()
-
-    tree = draft_tree(root, logprobs_for_drafting(logits0, 0.0).cpu(), logp, plan.topk, plan.steps,
-                      plan.draft_tokens)
+        return chain_tree(st.root, torch.stack(toks, 1)), q
+    tree = draft_tree_fixed(st.root, safe_logprobs(st.dlogits), lambda f, t: safe_logprobs(expand(f, t)),
+                            plan.topk, plan.steps, plan.draft_tokens)
     return tree, None
+
+
+def verify(target: TargetRunner, st: State, tree, q_draft, plan: Plan, s: Settings, stats: Stats):
+    """One target forward over the tree; the verdict (accepted [B], path [B, D+1], bonus [B]) and hand-over."""
+    B, n = tree.tokens.shape
+    rows = torch.where(st.active[:, None], torch.arange(n, device=tree.tokens.device), -1)
+    logits, handover = target(tree.tokens, rows, tree.depth, tree.mask, stats=stats)
+    stats.target_forwards += 1
+    if s.temperature <= 0:
+        return greedy_verify(tree, logits), handover
+    D = tree.retrieve.shape[-1] - 1
+    u = s.uniforms(B, D * plan.topk + 1, device=logits.device)
+    verdict = sample_verify_fixed(tree, s.probs(logits), q_draft, u[:, :-1].view(B, D, plan.topk), u[:, -1],
+                                  plan.topk)
+    return verdict, handover
 
 
 def speculative(target: TargetRunner, draft: DraftRunner, prompts: list[list[int]], plan: Plan,
                 s: Settings) -> tuple[list[Seq], Stats]:
     stats, t0 = Stats(mode=plan.mode), time.perf_counter()
+    draft.stats = stats
     seqs = [Seq(list(p)) for p in prompts]
-    prefill(target, draft, seqs, s, stats)
-    while live := [q for q in seqs if not q.done]:
-        tree, q_draft = propose(draft, live, plan, s, stats)
-        B, n = tree.tokens.shape
-        kv, pos = kv_batch(target.pool, [q.t for q in live], [n] * B, torch.arange(n).expand(B, n), tree.mask,
-                           tree.depth, target.device)
-        logits, handover = target(tree.tokens, kv, pos)
-        stats.target_forwards += 1
-        verdict = (greedy_verify(tree, logits.cpu()) if s.temperature <= 0 else
-                   sample_verify(tree, s.probs(logits).cpu(), None if q_draft is None else q_draft.cpu(),
-                                 s.generator))
-        keep, tokens, hidden = [], [], []
-        for b, q in enumerate(live):
-            acc = int(verdict.accepted[b])
-            path = verdict.path[b, : acc + 1]
-            target.pool.commit(q.t, path)                   # accepted rows move to the front; the rest is freed
-            new = tree.tokens[b, path[1:]].tolist() + [int(verdict.bonus[b])]
-            stats.record_step(acc)
-            q.emit(new, s)
-            if q.done:
-                target.pool.drop_sequence(q.t)
-                draft.pool.drop_sequence(q.d)
-            else:
-                keep.append(q)
-                tokens.append(new)
-                hidden.append(handover[b, path.to(handover.device)])  # same index map as the KV
-        if keep:
-            catch_up(draft, keep, tokens, hidden, stats)
+    st = prefill(target, draft, seqs, s, stats)
+    while not all(q.done for q in seqs):
+        tree, q_draft = propose(draft, st, plan, s)
+        verdict, handover = verify(target, st, tree, q_draft, plan, s, stats)
+        new, hidden = accepted_rows(tree, verdict, handover)
+        target.pool.commit(verdict.path, verdict.accepted, st.active)   # accepted rows move to the front
+        st.root = verdict.bonus
+        host = sync_tokens(verdict.accepted, new)
+        for q, (acc, *toks) in zip(seqs, host):
+            if not q.done:
+                stats.record_step(q.emit(toks[: acc + 1], s) - 1)    # only emitted tokens count (invariant 12)
+        live = [not q.done for q in seqs]
+        if not all(live):
+            st.active = torch.tensor(live, device=st.root.device)
+        if any(live):
+            catch_up(draft, st, new, hidden, verdict.accepted + 1)
     stats.new_tokens = sum(len(q.out) for q in seqs)
     stats.wall_seconds = time.perf_counter() - t0
     return seqs, stats
@@ -196,16 +227,21 @@ def speculative(target: TargetRunner, draft: DraftRunner, prompts: list[list[int
 def baseline(target: TargetRunner, prompts: list[list[int]], s: Settings) -> tuple[list[Seq], Stats]:
     stats, t0 = Stats(mode="baseline"), time.perf_counter()
     seqs = [Seq(list(p)) for p in prompts]
-    prefill(target, None, seqs, s, stats)
-    while live := [q for q in seqs if not q.done]:
-        kv, pos = causal_batch(target.pool, [q.t for q in live], [1] * len(live), target.device)
-        logits, _ = target(torch.tensor([[q.out[-1]] for q in live]), kv, pos)
+    st = prefill(target, None, seqs, s, stats)
+    B, dev = len(seqs), st.root.device
+    one = (torch.zeros(B, 1, dtype=torch.long, device=dev), torch.ones(B, 1, 1, dtype=torch.bool, device=dev))
+    while not all(q.done for q in seqs):
+        rows = torch.where(st.active, 0, -1)[:, None]
+        logits, _ = target(st.root[:, None], rows, one[0], one[1], stats=stats)
         stats.target_forwards += 1
-        for q, tok in zip(live, s.pick(logits[:, 0]).tolist()):
-            target.pool.commit(q.t)
-            q.emit([tok], s)
-            if q.done:
-                target.pool.drop_sequence(q.t)
+        target.pool.advance(st.active.long())
+        st.root = s.pick(logits[:, 0])
+        for q, (tok,) in zip(seqs, sync_tokens(st.root)):
+            if not q.done:
+                q.emit([tok], s)
+        live = [not q.done for q in seqs]
+        if not all(live):
+            st.active = torch.tensor(live, device=dev)
     stats.new_tokens = sum(len(q.out) for q in seqs)
     stats.committed = stats.steps = stats.target_forwards
     stats.wall_seconds = time.perf_counter() - t0

@@ -2,14 +2,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch import nn
 
 from draftsmith.decoding import engine
-from draftsmith.decoding.kvpool import PagedKVPool
+from draftsmith.decoding.graphs import graphs_enabled
+from draftsmith.decoding.static_pool import StaticKVPool
 from draftsmith.decoding.modes import Plan, choose_mode
 from draftsmith.decoding.stats import Output
 from draftsmith.specs.errors import SpecError
@@ -30,6 +31,7 @@ class SpeculativeModel:
     recurrent: bool = False
     device: str = "cpu"
     dtype: torch.dtype = torch.float32
+    _runners_cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     # --- public -------------------------------------------------------------------------------------------
     def generate(self, prompt: Prompt | list[Prompt], max_new_tokens: int = 64, temperature: float = 0.0, *,
@@ -42,7 +44,7 @@ class SpeculativeModel:
         plan = self.plan(topk=topk, steps=steps, draft_tokens=draft_tokens, mode=mode)
         settings = self._settings(max_new_tokens, temperature, top_p, top_k, seed, stop)
         with torch.inference_mode():
-            seqs, stats = engine.speculative(self._target_runner(), self._draft_runner(), prompts, plan, settings)
+            seqs, stats = engine.speculative(*self._runners(prompts, max_new_tokens, plan), prompts, plan, settings)
         return self._outputs(seqs, stats, single)
 
     def generate_baseline(self, prompt: Prompt | list[Prompt], max_new_tokens: int = 64, temperature: float = 0.0,
@@ -52,7 +54,7 @@ class SpeculativeModel:
         prompts, single = self._encode(prompt)
         settings = self._settings(max_new_tokens, temperature, top_p, top_k, seed, stop)
         with torch.inference_mode():
-            seqs, stats = engine.baseline(self._target_runner(), prompts, settings)
+            seqs, stats = engine.baseline(self._runners(prompts, max_new_tokens)[0], prompts, settings)
         return self._outputs(seqs, stats, single)
 
     def plan(self, *, topk=None, steps=None, draft_tokens=None, mode=None) -> Plan:
@@ -69,17 +71,30 @@ class SpeculativeModel:
                            self.recurrent)
 
     # --- internals ----------------------------------------------------------------------------------------
-    def _pool(self, model: nn.Module) -> PagedKVPool:
+    def _pool(self, model: nn.Module, rows: int, capacity: int) -> StaticKVPool:
         layers = getattr(model, "layers", None) or model.model.layers
-        return PagedKVPool([l.self_attn.cache_layout() for l in layers], page_size=self.spec.decoding.page_size,
-                           num_pages=512, dtype=self.dtype, device=self.device)
+        return StaticKVPool([l.self_attn.cache_layout() for l in layers], rows=rows, capacity=capacity,
+                            dtype=self.dtype, device=self.device)
 
-    def _target_runner(self) -> engine.TargetRunner:
-        return engine.TargetRunner(self.target, self._pool(self.target), self.device, self.draft.taps)
-
-    def _draft_runner(self) -> engine.DraftRunner:
-        return engine.DraftRunner(self.draft, self._pool(self.draft), self.device, self.draft_embed,
-                                  self.draft_head)
+    def _runners(self, prompts: list[list[int]], max_new_tokens: int, plan: Plan | None = None):
+        """(target runner, draft runner) over static pools sized up front for this call: the longest prompt +
+        max_new_tokens + the largest tree or draft scratch, rounded up to a multiple of 64 so that nearby calls
+        share the pools and their CUDA graphs (cached by batch size and capacity, the 4 latest kept)."""
+        extra = 2 if plan is None else max(plan.draft_tokens, plan.topk * (plan.steps - 1), plan.steps + 1) + 1
+        capacity = -(-(max(map(len, prompts)) + max_new_tokens + extra) // 64) * 64
+        key = (len(prompts), capacity)
+        if key not in self._runners_cache:
+            if len(self._runners_cache) >= 4:
+                self._runners_cache.pop(next(iter(self._runners_cache)))
+            graphs = graphs_enabled(self.spec.decoding.graphs, self.device)
+            self._runners_cache[key] = (
+                engine.TargetRunner(self.target, self._pool(self.target, *key), self.draft.taps, graphs),
+                engine.DraftRunner(self.draft, self._pool(self.draft, *key), self.draft_embed, self.draft_head,
+                                   graphs))
+        runners = self._runners_cache[key]
+        for r in runners:
+            r.pool.reset()
+        return runners
 
     def _settings(self, max_new_tokens, temperature, top_p, top_k, seed, stop) -> engine.Settings:
         if max_new_tokens < 1:
@@ -87,7 +102,10 @@ class SpeculativeModel:
         gen = None
         if temperature > 0:
             gen = torch.Generator("cpu")
-            gen.manual_seed(seed if seed is not None else torch.seed())
+            if seed is None:
+                gen.seed()               # a fresh seed for this generator only; torch's global one is untouched
+            else:
+                gen.manual_seed(seed)
         stops = self.stop_ids if stop is None else frozenset(stop)
         return engine.Settings(max_new_tokens, temperature, top_p, top_k, frozenset(stops), gen)
 

@@ -14,6 +14,7 @@ class Stats:
     committed: int = 0                # tokens committed by those steps (accepted + 1 each)
     accepted_per_position: list[int] = field(default_factory=list)   # [i]: steps that accepted >= i+1 drafts
     wall_seconds: float = 0.0
+    forward_seconds: float = 0.0      # host time inside model forwards (on CUDA: launching them, or graph replays)
 
     @property
     def acceptance_length(self) -> float:
@@ -24,7 +25,15 @@ class Stats:
     def tokens_per_second(self) -> float:
         return self.new_tokens / self.wall_seconds if self.wall_seconds > 0 else 0.0
 
+    @property
+    def bookkeeping_share(self) -> float:
+        """Share of the wall time spent outside model forwards (tree building, verification, compaction, the loop);
+        meaningful on the CPU, where a forward's host time is its compute time."""
+        return 1.0 - self.forward_seconds / self.wall_seconds if self.wall_seconds > 0 else 0.0
+
     def record_step(self, accepted: int) -> None:
+        # accepted: draft tokens of this step that were emitted (a step cut by max_new_tokens or a stop token
+        # counts only what it emitted, so committed sums to the tokens generated: invariant 12)
         self.steps += 1
         self.committed += accepted + 1
         if len(self.accepted_per_position) < accepted:
@@ -36,7 +45,8 @@ class Stats:
         return {"mode": self.mode, "acceptance_length": round(self.acceptance_length, 3),
                 "new_tokens": self.new_tokens, "target_forwards": self.target_forwards,
                 "draft_forwards": self.draft_forwards, "accepted_per_position": self.accepted_per_position,
-                "tokens_per_second": round(self.tokens_per_second, 2), "wall_seconds": round(self.wall_seconds, 4)}
+                "tokens_per_second": round(self.tokens_per_second, 2), "wall_seconds": round(self.wall_seconds, 4),
+                "bookkeeping_share": round(self.bookkeeping_share, 3)}
 
 
 @dataclass

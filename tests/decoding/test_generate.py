@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from draftsmith.decoding import engine
-from draftsmith.decoding.kvpool import PagedKVPool
+from draftsmith.decoding.static_pool import StaticKVPool
 from draftsmith.decoding.model import SpeculativeModel
 
 V = 96
@@ -78,27 +78,22 @@ def test_stop_token_ends_sequence(pairs):
         assert out.token_ids == base.token_ids[: first + 1]
 
 
-class PoisonPool(PagedKVPool):
-    """Fills every slot no live sequence holds with NaN after every change (invariant 16)."""
+class PoisonPool(StaticKVPool):
+    """Fills every slot at or past a row's committed length with NaN after every change (invariant 16)."""
 
     def _poison(self):
-        held = set()
-        for seq, s in self._seqs.items():
-            n = s.length + s.pending
-            held |= set(self._slot_of(s, torch.arange(n)).tolist()) if n else set()
-        free = torch.tensor(sorted(set(range(self.num_pages * self.page_size)) - held), dtype=torch.long)
+        past = torch.arange(self.capacity) >= self.lens[:, None]               # [rows, capacity]
+        free = torch.cat([(self.base[:, None] + torch.arange(self.capacity))[past], torch.tensor([self.trash])])
         for layer in self.storage:
             for t in layer.values():
-                if len(free):
-                    t[free.to(t.device)] = float("nan")
+                t[free.to(t.device)] = float("nan")
 
-    def extend(self, seq, n):
-        out = super().extend(seq, n)
+    def commit(self, path, accepted, active):
+        super().commit(path, accepted, active)
         self._poison()
-        return out
 
-    def commit(self, seq, select=None):
-        super().commit(seq, select)
+    def advance(self, counts):
+        super().advance(counts)
         self._poison()
 
 
@@ -108,19 +103,29 @@ def test_nan_poisoned_tails_change_nothing(pairs, monkeypatch):
     clean = model.generate([[4, 4, 2], [9, 8, 7, 6, 5]], max_new_tokens=16, stop=[], topk=4, steps=3,
                            draft_tokens=8)
 
-    def poisoned_pool(self, m):
+    def poisoned_pool(self, m, rows, capacity):
         layers = getattr(m, "layers", None) or m.model.layers
-        return PoisonPool([l.self_attn.cache_layout() for l in layers], num_pages=8, dtype=self.dtype)
+        return PoisonPool([l.self_attn.cache_layout() for l in layers], rows=rows, capacity=capacity,
+                          dtype=self.dtype)
 
     monkeypatch.setattr(SpeculativeModel, "_pool", poisoned_pool)
-    lengths = []
+    monkeypatch.setattr(model, "_runners_cache", {})
+    seqs, lengths = [], []
+
+    class Recorded(engine.Seq):
+        def __init__(self, *args, **kw):
+            super().__init__(*args, **kw)
+            seqs.append(self)
+
     catch_up = engine.catch_up
 
-    def checked(draft, seqs, tokens, hidden, stats):
-        catch_up(draft, seqs, tokens, hidden, stats)
-        for q in seqs:  # the draft holds exactly the committed tokens: prompt + output minus the root
-            lengths.append((draft.pool.length(q.d), len(q.prompt) + len(q.out) - 1))
+    def checked(draft, st, tokens, hidden, counts):
+        catch_up(draft, st, tokens, hidden, counts)
+        for q, n, live in zip(seqs[-len(st.active):], draft.pool.lens.tolist(), st.active.tolist()):
+            if live:  # the draft holds exactly the committed tokens: prompt + output minus the root
+                lengths.append((n, len(q.prompt) + len(q.out) - 1))
 
+    monkeypatch.setattr(engine, "Seq", Recorded)
     monkeypatch.setattr(engine, "catch_up", checked)
     dirty = model.generate([[4, 4, 2], [9, 8, 7, 6, 5]], max_new_tokens=16, stop=[], topk=4, steps=3,
                            draft_tokens=8)

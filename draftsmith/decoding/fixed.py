@@ -1,0 +1,165 @@
+"""Fixed-shape, sync-free versions of the tree and verification functions, for the device-side step.
+
+The readable reference is tree.py / verify.py: their shapes follow the data (the deepest path, the most
+children) and they check what they assume, which needs the host. Here every shape comes from the plan (``steps``,
+``topk``, ``n``) and no function reads a tensor's value on the host, so a step runs on the device with no host
+synchronisation and can be captured as a CUDA graph. tests/decoding/test_fixed.py proves them equal to the
+reference. Randomness enters as uniform draws ``u`` made by the caller (one CPU generator, see engine.Settings).
+"""
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from draftsmith.decoding.tree import Tree, draft_candidates, select_frontier
+from draftsmith.decoding.verify import Verdict
+
+
+# --- drafting --------------------------------------------------------------------------------------------------
+def safe_logprobs(logits: Tensor) -> Tensor:
+    # logits: [..., V] draft logits -> log-probs [..., V] float32 in [-inf, 0]; NaN (and anything log_softmax
+    # turns into NaN, such as +inf) becomes -inf, so a broken draft only proposes worse tokens (invariant 11)
+    x = torch.log_softmax(logits.float(), dim=-1)
+    return torch.nan_to_num(x, nan=float("-inf"), posinf=float("-inf")).clamp(max=0.0)
+
+
+def safe_probs(probs: Tensor) -> Tensor:
+    # probs: [..., V] a draft distribution q -> the same q, or uniform in a row that is not a distribution (NaN,
+    # inf, negative, all zero). Sampling a draft token from this q and verifying against the same q is lossless.
+    ok = torch.isfinite(probs).all(-1, keepdim=True) & (probs >= 0).all(-1, keepdim=True) & \
+        (probs.sum(-1, keepdim=True) > 0)
+    return torch.where(ok, probs, torch.full_like(probs, 1.0 / probs.shape[-1]))
+
+
+def sample(probs: Tensor, u: Tensor) -> Tensor:
+    # probs: [B, V] non-negative (need not sum to 1); u: [B] uniform in [0, 1) -> [B] token by the inverse CDF.
+    # right=True never lands on a zero-probability token: the first index whose cumulative mass exceeds u * total
+    c = probs.float().cumsum(-1)                                               # [B, V]
+    total = c[:, -1:]
+    x = torch.minimum(u.to(c.dtype).unsqueeze(1) * total, torch.nextafter(total, torch.zeros_like(total)))
+    return torch.searchsorted(c, x, right=True).squeeze(1).clamp(max=probs.shape[-1] - 1)
+
+
+def _ancestors(parents: Tensor, depth_max: int) -> Tensor:
+    # parents: [B, n] (-1 root) -> mask [B, n, n]: self plus every ancestor, by depth_max products with the
+    # parent matrix (a fixed number of batched matmuls instead of a loop over nodes)
+    B, n = parents.shape
+    P = torch.zeros(B, n, n, device=parents.device)
+    P.scatter_(2, parents.clamp(min=0).unsqueeze(-1), 1.0)
+    P[:, 0, 0] = 0.0                                                           # the root has no parent
+    eye = torch.eye(n, device=parents.device).expand(B, n, n)
+    cur, mask = eye, eye.clone()
+    for _ in range(depth_max):
+        cur = cur @ P
+        mask = mask + cur
+    return mask > 0
+
+
+def _retrieve_fixed(parents: Tensor, mask: Tensor, depth_max: int) -> Tensor:
+    # as tree._retrieve, padded to the static shape [B, n, depth_max + 1]: R = n rows, D = depth_max
+    B, n = parents.shape
+    idx = torch.arange(n, device=parents.device)
+    paths = torch.where(mask, idx, n).sort(dim=-1).values[..., : depth_max + 1]
+    paths = torch.nn.functional.pad(paths, (0, depth_max + 1 - paths.shape[-1]), value=n)  # a tree shallower than n
+    paths = torch.where(paths == n, -1, paths)
+    has_child = torch.zeros(B, n, dtype=torch.bool, device=parents.device)
+    has_child.scatter_(1, parents[:, 1:].clamp(min=0), True)
+    is_leaf = ~has_child
+    leaves = torch.sort((~is_leaf).to(torch.int8), dim=-1, stable=True).indices      # [B, n] leaves first
+    rows = paths.gather(1, leaves.unsqueeze(-1).expand(B, n, depth_max + 1))
+    valid = idx < is_leaf.sum(-1, keepdim=True)
+    return torch.where(valid.unsqueeze(-1), rows, -1)
+
+
+def tree_from_parents(tokens: Tensor, parents: Tensor, cand: Tensor, depth_max: int) -> Tree:
+    mask = _ancestors(parents, depth_max)
+    return Tree(tokens, parents, mask, mask.sum(-1) - 1, _retrieve_fixed(parents, mask, depth_max), cand)
+
+
+def build_tree_fixed(root: Tensor, cand_tokens: Tensor, cand_scores: Tensor, cand_parents: Tensor, n: int,
+                     depth_max: int) -> Tree:
+    # tree.build_tree without the host-side check: with safe_logprobs scores never increase from parent to
+    # child, and ties go to the lower (earlier, parent-first) index, so every kept child's parent is kept
+    B, C = cand_tokens.shape
+    keep = select_frontier(cand_scores, n - 1)                                 # [B, n-1]
+    dev = cand_tokens.device
+    node_of = torch.full((B, C), -1, dtype=torch.long, device=dev)
+    node_of.scatter_(1, keep, torch.arange(1, n, device=dev).expand(B, n - 1))
+    pc = cand_parents.gather(1, keep)
+    pnode = torch.where(pc < 0, 0, node_of.gather(1, pc.clamp(min=0))).clamp(min=0)
+    tokens = torch.cat([root.view(B, 1), cand_tokens.gather(1, keep)], dim=1).long()
+    minus1 = torch.full((B, 1), -1, dtype=torch.long, device=dev)
+    return tree_from_parents(tokens, torch.cat([minus1, pnode], 1), torch.cat([minus1, keep], 1), depth_max)
+
+
+def draft_tree_fixed(root: Tensor, root_logprobs: Tensor, expand, topk: int, steps: int, n: int) -> Tree:
+    # tree.draft_tree at fixed shapes: retrieve is [B, n, steps + 1], whatever depth the tree reaches
+    return build_tree_fixed(root, *draft_candidates(root_logprobs, expand, topk, steps), n, steps)
+
+
+# --- verification ----------------------------------------------------------------------------------------------
+def children(parents: Tensor, width: int) -> Tensor:
+    # parents: [B, n] -> kids [B, n, width]: children of each node in ascending index, -1 padded
+    B, n = parents.shape
+    idx = torch.arange(n, device=parents.device)
+    is_kid = parents.unsqueeze(1) == idx.view(1, n, 1)
+    kids = torch.where(is_kid, idx, n).sort(dim=-1).values[..., :width]
+    return torch.where(kids == n, -1, kids)
+
+
+def sample_verify_fixed(tree: Tree, probs: Tensor, draft_probs: Tensor | None, u: Tensor, u_bonus: Tensor,
+                        width: int) -> Verdict:
+    # verify.sample_verify with pre-drawn uniforms and no early exits: probs p [B, n, V] (target), draft_probs q
+    # [B, n, V] or None (deterministic siblings), u [B, D, width] one draw per (depth, sibling), u_bonus [B];
+    # width = most children of a node (topk). The rules, and which distribution is which, are verify.py's.
+    p = probs.float()
+    q = None if draft_probs is None else draft_probs.float()
+    B, n, V = p.shape
+    D = tree.retrieve.shape[-1] - 1
+    rows = torch.arange(B, device=p.device)
+    kids = children(tree.parents, width)
+    cur = torch.zeros(B, dtype=torch.long, device=p.device)
+    active = torch.ones(B, dtype=torch.bool, device=p.device)
+    accepted = torch.zeros_like(cur)
+    path = torch.full((B, D + 1), -1, dtype=torch.long, device=p.device)
+    path[:, 0] = 0
+    r = p[:, 0].clone()
+    for d in range(1, D + 1):
+        hit = torch.zeros_like(active)
+        for s in range(width):
+            c = kids[rows, cur, s]
+            trying = active & ~hit & (c >= 0)
+            c = c.clamp(min=0)
+            x = tree.tokens[rows, c]
+            rx = r[rows, x]
+            if q is None:
+                ok = u[:, d - 1, s] < rx
+                rejected = r.scatter(1, x.unsqueeze(1), 0.0)
+            else:
+                qc = q[rows, c]
+                ok = u[:, d - 1, s] * qc[rows, x] < rx
+                rejected = (r - qc).clamp(min=0)
+            ok &= trying
+            s_ = rejected.sum(-1, keepdim=True)
+            renorm = torch.where(s_ > 0, rejected / s_.clamp_min(torch.finfo(r.dtype).tiny), r)
+            r = torch.where((trying & ~ok).unsqueeze(1), renorm, r)
+            r = torch.where(ok.unsqueeze(1), p[rows, c], r)
+            cur = torch.where(ok, c, cur)
+            hit |= ok
+        path[:, d] = torch.where(hit, cur, -1)
+        accepted += hit
+        active &= hit
+    return Verdict(accepted, path, sample(r, u_bonus))
+
+
+# --- commit ----------------------------------------------------------------------------------------------------
+def accepted_rows(tree: Tree, verdict: Verdict, handover: Tensor) -> tuple[Tensor, Tensor]:
+    # -> new [B, D+1] the committed tokens (path tokens after the root, then the bonus at index accepted; the rest
+    # is filler), hidden [B, D+1, H] the hand-over rows of the path (invariant 19: the KV's index map)
+    path = verdict.path.clamp(min=0)
+    B, D1 = path.shape
+    nxt = tree.tokens.gather(1, path[:, 1:])
+    new = torch.cat([nxt, torch.zeros_like(nxt[:, :1])], 1)
+    new.scatter_(1, verdict.accepted.unsqueeze(1), verdict.bonus.unsqueeze(1).to(new.dtype))
+    hidden = handover.gather(1, path.unsqueeze(-1).expand(B, D1, handover.shape[-1]))
+    return new, hidden

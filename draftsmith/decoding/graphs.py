@@ -1,0 +1,75 @@
+"""CUDA graphs for fixed-shape forwards: the same function runs eagerly (CPU, ``graphs: off``) or is captured once
+per input shape and replayed (CUDA).
+
+A forward over a :class:`~draftsmith.decoding.static_pool.StaticKVPool` reads only tensors with static addresses
+(the pool's storage and lengths, the weights) plus its arguments, so a graph captured with static copies of the
+arguments replays it exactly: :class:`Replay` copies the new arguments into those buffers and replays. The
+outputs are the graph's own buffers, overwritten by its next replay: consume or clone them first.
+
+Capture runs the function for real a few times first (warm-up on a side stream, as torch.cuda.graphs asks);
+the forwards are idempotent (they write the same K/V to the same slots), so the warm-up is harmless. If capture
+fails (an attention component that syncs, e.g. boolean-mask writes) the shape falls back to eager with a
+warning, so correctness never depends on capture."""
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import torch
+
+log = logging.getLogger("draftsmith")
+
+
+def graphs_enabled(setting: str, device: str | torch.device) -> bool:
+    """``decoding.graphs``: auto = on for CUDA devices, on = required (refused without CUDA), off = eager."""
+    cuda = torch.device(device).type == "cuda"
+    if setting == "on" and not cuda:
+        raise ValueError(f"decoding.graphs: on needs a CUDA device, got {device!r} (use auto or off)")
+    return cuda and setting in ("auto", "on")
+
+
+class _Captured:
+    def __init__(self, graph, inputs, outputs):
+        self.graph, self.inputs, self.outputs = graph, inputs, outputs
+
+
+class Replay:
+    """``Replay(fn, enabled)(*tensors) -> fn(*tensors)``; one CUDA graph per argument shape when enabled."""
+
+    def __init__(self, fn: Callable[..., tuple[torch.Tensor, ...]], enabled: bool, pool=None, warmup: int = 2):
+        self.fn, self.enabled, self.warmup = fn, enabled, warmup
+        self.pool = pool if pool is not None or not enabled else torch.cuda.graph_pool_handle()
+        self.graphs: dict[tuple, _Captured | None] = {}
+
+    def __call__(self, *args: torch.Tensor):
+        if not self.enabled:
+            return self.fn(*args)
+        key = tuple((tuple(a.shape), a.dtype) for a in args)
+        if key not in self.graphs:
+            self.graphs[key] = self._capture(args)
+        g = self.graphs[key]
+        if g is None:
+            return self.fn(*args)
+        for buf, a in zip(g.inputs, args):
+            buf.copy_(a, non_blocking=True)
+        g.graph.replay()
+        return g.outputs
+
+    def _capture(self, args) -> _Captured | None:
+        inputs = [a.clone() for a in args]
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        try:
+            with torch.cuda.stream(side):
+                for _ in range(self.warmup):
+                    self.fn(*inputs)
+            torch.cuda.current_stream().wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, pool=self.pool):
+                outputs = self.fn(*inputs)
+        except Exception as e:  # noqa: BLE001 - any capture failure means: run this shape eagerly
+            torch.cuda.synchronize()
+            log.warning("draftsmith: CUDA graph capture failed for shapes %s, running eagerly: %s",
+                        [tuple(a.shape) for a in args], e)
+            return None
+        return _Captured(graph, inputs, outputs)

@@ -1,0 +1,112 @@
+"""A KV pool with static addresses: preallocated, one contiguous region of ``capacity`` slots per batch row.
+
+The engine sizes it up front (longest prompt + max_new_tokens + the largest tree or scratch), so storage is never
+replaced mid-generation and every forward sees the same tensors: what a CUDA graph needs. The slot map is
+arithmetic on the device: position ``p`` of row ``b`` lives in slot ``b * capacity + p``; one extra slot at the
+end (``trash``) takes the writes of padding rows, so a write never needs a boolean mask. Committed lengths
+``lens`` [rows] live on the device and change in place.
+
+It speaks the same interface as :class:`~draftsmith.decoding.kvpool.PagedKVPool` for attention components
+(``write``, ``read``, ``storage``, ``layouts``), plus :meth:`view`, the whole pool as ``[rows, capacity, ...]``
+without a copy: a KVBatch built by :func:`fixed_kv` is ``static`` (its ``read`` is every row's whole region, its
+``write`` has no -1), so an attention layer may attend over the view with the mask instead of gathering.
+:meth:`commit` is the paged pool's compaction (invariants 13-19) with index tensors on the device.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import torch
+from torch import Tensor
+
+from draftsmith.components.attention import KVBatch
+
+
+class StaticKVPool:
+    def __init__(self, layouts: Sequence[Mapping[str, tuple[int, ...]]], *, rows: int, capacity: int,
+                 dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu"):
+        if rows < 1 or capacity < 1:
+            raise ValueError(f"rows and capacity must be >= 1, got {rows} and {capacity}")
+        self.rows, self.capacity = rows, capacity
+        self.dtype, self.device = dtype, torch.device(device)
+        self.layouts = [{name: tuple(shape) for name, shape in layout.items()} for layout in layouts]
+        self.storage: list[dict[str, Tensor]] = [
+            {name: torch.zeros(rows * capacity + 1, *shape, dtype=dtype, device=self.device)
+             for name, shape in layout.items()} for layout in self.layouts]
+        self.trash = rows * capacity
+        self.lens = torch.zeros(rows, dtype=torch.long, device=self.device)   # committed positions per row
+        self.base = torch.arange(rows, device=self.device) * capacity         # slot of each row's position 0
+
+    def reset(self) -> None:
+        self.lens.zero_()
+
+    # --- the attention interface (same meaning as PagedKVPool) ---------------------------------------------
+    def write(self, layer: int, slots: Tensor, **values: Tensor) -> None:
+        """Store ``values[name]`` [*slots.shape, *shape] at ``slots``; every tensor of the layer, no other."""
+        store = self.storage[layer]
+        if values.keys() != store.keys():
+            raise ValueError(f"layer {layer} stores {sorted(store)}, got {sorted(values)}")
+        idx = slots.reshape(-1)
+        for name, v in values.items():
+            t = store[name]
+            if tuple(v.shape) != (*slots.shape, *t.shape[1:]):
+                raise ValueError(f"layer {layer} {name!r}: expected {(*slots.shape, *t.shape[1:])}, "
+                                 f"got {tuple(v.shape)}")
+            t.index_copy_(0, idx, v.reshape(idx.numel(), *t.shape[1:]).to(t.dtype))
+
+    def read(self, layer: int, slots: Tensor) -> dict[str, Tensor]:
+        """slots [B, S] (any shape) -> {name: [B, S, *shape]} (a copy)."""
+        idx = slots.reshape(-1)
+        return {name: t.index_select(0, idx).view(*slots.shape, *t.shape[1:])
+                for name, t in self.storage[layer].items()}
+
+    def view(self, layer: int) -> dict[str, Tensor]:
+        """{name: [rows, capacity, *shape]}: every row's region, no copy (what a static KVBatch reads)."""
+        n = self.rows * self.capacity
+        return {name: t[:n].view(self.rows, self.capacity, *t.shape[1:]) for name, t in self.storage[layer].items()}
+
+    # --- compaction ------------------------------------------------------------------------------------------
+    def commit(self, path: Tensor, accepted: Tensor, active: Tensor) -> None:
+        """Keep each active row's accepted path: position ``lens + path[b, d]`` moves to ``lens + d`` for
+        d <= accepted[b] in every layer and tensor (gather, then scatter); lens grows by accepted + 1.
+
+        path: [B, D+1] node indices relative to lens, -1 padded (a verdict's path); accepted, active: [B]."""
+        d = torch.arange(path.shape[1], device=path.device)
+        keep = (d <= accepted.unsqueeze(1)) & (path >= 0) & active.unsqueeze(1)     # [B, D+1]
+        start = (self.base + self.lens).unsqueeze(1)
+        src = torch.where(keep, start + path.clamp(min=0), self.trash).reshape(-1)
+        dst = torch.where(keep, start + d, self.trash).reshape(-1)
+        for layer in self.storage:
+            for t in layer.values():
+                t.index_copy_(0, dst, t.index_select(0, src))
+        self.lens += torch.where(active, accepted + 1, 0)
+
+    def advance(self, counts: Tensor) -> None:
+        """Commit ``counts`` [B] positions written in place (prefill, decode, the draft's catch-up)."""
+        self.lens += counts
+
+
+def fixed_kv(pool: StaticKVPool, rows: Tensor, rel_pos: Tensor, rel_mask: Tensor) -> tuple[KVBatch, Tensor]:
+    """A static KVBatch over the whole pool, built on the device from the committed lengths.
+
+    rows: [B, T] pending offset (past lens) each new token writes, -1 = padding (written to the trash slot);
+    rel_pos: [B, T] its position past lens; rel_mask: [B, T, P] which pending offsets it attends to besides the
+    committed prefix. Returns the KVBatch (mask [B, 1, T, capacity]) and positions [B, T]. A padding row attends
+    to its row's slot 0 only, so no attention row is empty; keys at or past lens + P are never attended, and
+    ``live_keys`` lets the layer zero them (invariant 16: poisoned rows past the length change nothing)."""
+    B, T = rows.shape
+    P = rel_mask.shape[-1]
+    lens = pool.lens.unsqueeze(1)                                              # [B, 1]
+    live = rows >= 0
+    write = torch.where(live, pool.base.unsqueeze(1) + lens + rows, pool.trash)
+    key = torch.arange(pool.capacity, device=rows.device)
+    rel = key - lens                                                           # [B, S] pending offset of each key
+    pend = (rel >= 0) & (rel < P)
+    seen = rel_mask.gather(2, rel.clamp(0, P - 1).unsqueeze(1).expand(B, T, pool.capacity)) & pend.unsqueeze(1)
+    mask = ((key < lens).unsqueeze(1) | seen) & live.unsqueeze(-1)
+    mask[..., 0] |= ~live
+    pos = torch.where(live, lens + rel_pos, 0)
+    live_keys = mask.any(1)                                                    # [B, S] keys some query attends
+    # a key nobody attends reads the row's position 0 (always committed), so a gathering layer sees finite data
+    read = pool.base.unsqueeze(1) + torch.where(live_keys, key, 0)
+    return KVBatch(pool, write, read, mask.unsqueeze(1), static=True, live_keys=live_keys), pos
