@@ -1,0 +1,181 @@
+"""Checks of ``generate()`` / ``generate_baseline()`` arguments, all at once, before anything runs.
+
+Prompts: a str (needs the target's tokenizer), a sequence of token ids, a 1-D integer torch tensor or numpy
+array, or a list of those (a batch). Everything else is refused: bytes, floats, booleans, 2-D tensors, float
+tensors, an empty list. Every id must be inside the target's vocabulary, also the ids a tokenizer produced (its
+vocabulary may be larger than the model's). A prompt longer than the target's context is refused; one whose
+prompt + max_new_tokens runs past it is warned about.
+
+Per-call decoding overrides (topk, steps, draft_tokens, mode) are validated with the spec's own ``Decoding``
+model, strictly, so a call gets exactly the checks a spec gets; draft_tokens is not refused for a chain (topk 1),
+where it does not apply. Sampling settings are checked here too: temperature >= 0 and finite, top_p in (0, 1],
+top_k in 0..vocab, max_new_tokens an integer >= 1, a seed torch accepts, stop ids that are integers.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+import warnings
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from pydantic import ValidationError
+
+from draftsmith.errors import ArgumentError, short
+from draftsmith.specs.schema import Decoding, validate_strict
+from draftsmith.specs.translate import problems_from
+
+SEED_RANGE = (-(1 << 63), (1 << 64) - 1)   # what torch.Generator.manual_seed accepts
+MOST = 8                                     # problems listed per prompt
+
+FORMS = "a str, a list of token ids, a 1-D integer tensor or numpy array, or a list of those (a batch)"
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+
+
+def _is_real(v: Any) -> bool:
+    return isinstance(v, numbers.Real) and not isinstance(v, bool)
+
+
+def _array_ids(p: Any, where: str, problems: list[str]) -> list[int] | None:
+    """A 1-D integer tensor or numpy array as a list of ids; anything array-like and else, a problem."""
+    kind = "tensor" if type(p).__module__.startswith("torch") else "array"
+    dtype = str(p.dtype).removeprefix("torch.")
+    integer = not any(dtype.startswith(f) for f in ("float", "bfloat", "complex", "bool", "half", "double"))
+    if p.ndim != 1:
+        problems.append(f"{where}: a {p.ndim}-D {kind} of shape {list(p.shape)}; a prompt is 1-D (pass a list of "
+                        "1-D prompts for a batch)")
+        return None
+    if not integer:
+        problems.append(f"{where}: a {kind} of {dtype}; token ids are integers")
+        return None
+    return [int(t) for t in p.tolist()]
+
+
+def _ids(p: Any, where: str, tokenizer: Any, problems: list[str]) -> list[int] | None:
+    """One prompt as ids, or None with the reasons appended to ``problems``."""
+    if isinstance(p, str):
+        if tokenizer is None:
+            problems.append(f"{where}: a text prompt needs a tokenizer in the target folder; pass token ids instead")
+            return None
+        return [int(t) for t in tokenizer.encode(p)]
+    if isinstance(p, (bytes, bytearray, memoryview)):
+        problems.append(f"{where}: bytes; a prompt is text (decode the bytes first) or token ids")
+        return None
+    if hasattr(p, "ndim") and hasattr(p, "dtype") and hasattr(p, "tolist"):
+        return _array_ids(p, where, problems)
+    if not isinstance(p, Sequence):
+        problems.append(f"{where}: {short(p)} ({type(p).__name__}) is not a prompt; a prompt is {FORMS}")
+        return None
+    bad = [(i, t) for i, t in enumerate(p) if not _is_int(t)]
+    for i, t in bad[:MOST]:
+        problems.append(f"{where}: token {i} is {short(t)} ({type(t).__name__}); token ids are integers")
+    return None if bad else [int(t) for t in p]
+
+
+def split_prompts(prompt: Any) -> tuple[list[Any], bool]:
+    """(prompts, single): a batch is a list or tuple of prompts (str, sequences, arrays); a list of scalars (numbers,
+    even wrong ones such as 1.5) is one prompt, whose wrong ids are then reported one by one."""
+    if isinstance(prompt, (list, tuple)) and prompt and not all(isinstance(t, numbers.Number) for t in prompt):
+        return list(prompt), False
+    return [prompt], True
+
+
+def encode_prompts(prompt: Any, *, tokenizer: Any, vocab: int, context: int | None,
+                   problems: list[str]) -> tuple[list[list[int]], bool]:
+    """Every prompt as token ids (problems appended for each one that is not usable)."""
+    if isinstance(prompt, (list, tuple)) and len(prompt) == 0:
+        problems.append("prompt: an empty list is neither a prompt (no token ids) nor a batch (no prompts)")
+        return [], True
+    items, single = split_prompts(prompt)
+    out = []
+    for i, p in enumerate(items):
+        where = "prompt" if single else f"prompt {i}"
+        ids = _ids(p, where, tokenizer, problems)
+        if ids is None:
+            continue
+        if not ids:
+            problems.append(f"{where}: no tokens; a prompt needs at least one")
+            continue
+        outside = [t for t in ids if not 0 <= t < vocab]
+        if outside:
+            who = "the tokenizer produced" if isinstance(p, str) else "it holds"
+            problems.append(f"{where}: {who} ids outside the model's vocabulary 0..{vocab - 1}: "
+                            f"{short(sorted(set(outside))[:MOST])}")
+            continue
+        if context is not None and len(ids) > context:
+            problems.append(f"{where}: {len(ids)} tokens; the target's context (max_position_embeddings) is "
+                            f"{context}")
+            continue
+        out.append(ids)
+    return out, single
+
+
+def settings_problems(max_new_tokens: Any, temperature: Any, top_p: Any, top_k: Any, seed: Any, stop: Any, *,
+                      vocab: int) -> list[str]:
+    out = []
+    if not _is_int(max_new_tokens) or max_new_tokens < 1:
+        out.append(f"max_new_tokens is {short(max_new_tokens)}; an integer >= 1 is expected")
+    if not _is_real(temperature) or not math.isfinite(temperature) or temperature < 0:
+        out.append(f"temperature is {short(temperature)}; a finite number >= 0 is expected (0 = greedy)")
+    if not _is_real(top_p) or not 0 < top_p <= 1:
+        out.append(f"top_p is {short(top_p)}; a number in (0, 1] is expected")
+    if not _is_int(top_k) or not 0 <= top_k <= vocab:
+        out.append(f"top_k is {short(top_k)}; an integer in 0..{vocab} is expected (0 = no top-k filter)")
+    if seed is not None and (not _is_int(seed) or not SEED_RANGE[0] <= seed <= SEED_RANGE[1]):
+        out.append(f"seed is {short(seed)}; None or an integer in -2**63 .. 2**64-1 is expected")
+    if stop is not None:
+        if isinstance(stop, (str, bytes)) or not isinstance(stop, Iterable):
+            out.append(f"stop is {short(stop)}; a list of token ids is expected")
+        elif bad := [t for t in list(stop) if not _is_int(t) or t < 0]:
+            out.append(f"stop holds {short(bad[:MOST])}; stop token ids are integers >= 0")
+    return out
+
+
+def override_problems(spec_decoding: Decoding, overrides: dict[str, Any], *, draft_vocab: int) -> list[str]:
+    """The spec's decoding section with the per-call overrides, checked like a spec (strict types, bounds,
+    modes). Cross-field rules are the plan's (``SpeculativeModel.plan``)."""
+    given = {k: v for k, v in overrides.items() if v is not None}
+    dec = spec_decoding
+    if given:
+        try:
+            dec = validate_strict(Decoding, {**spec_decoding.model_dump(mode="json"), **given})
+        except ValidationError as e:
+            return [p.render().strip() for p in problems_from(e, "", Decoding)]
+    if dec.topk > draft_vocab:
+        return [f"topk: {dec.topk} candidates per node, but the draft's vocabulary has {draft_vocab} tokens"]
+    return []
+
+
+def vocab_sizes(model: Any) -> tuple[int, int, int | None]:
+    """(target vocabulary, draft vocabulary, target context or None) of a SpeculativeModel."""
+    vocab = int(model.target.model.embed_tokens.num_embeddings)
+    d2t = getattr(model.draft, "d2t", None)
+    draft_vocab = int(d2t.shape[0]) if d2t is not None else vocab
+    dims = getattr(model.target, "dims", None)
+    context = getattr(getattr(dims, "config", None), "max_position_embeddings", None)
+    return vocab, draft_vocab, (int(context) if _is_int(context) and context > 0 else None)
+
+
+def check_call(model: Any, prompt: Any, *, max_new_tokens: Any = 64, temperature: Any = 0.0, top_p: Any = 1.0,
+               top_k: Any = 0, seed: Any = None, stop: Any = None, topk: Any = None, steps: Any = None,
+               draft_tokens: Any = None, mode: Any = None, what: str = "generate()") -> tuple[list[list[int]], bool]:
+    """Encode the prompts and check every argument; ArgumentError lists all problems. Returns (prompts, single)."""
+    vocab, draft_vocab, context = vocab_sizes(model)
+    problems: list[str] = []
+    prompts, single = encode_prompts(prompt, tokenizer=model.tokenizer, vocab=vocab, context=context,
+                                     problems=problems)
+    problems += settings_problems(max_new_tokens, temperature, top_p, top_k, seed, stop, vocab=vocab)
+    problems += override_problems(model.spec.decoding, dict(topk=topk, steps=steps, draft_tokens=draft_tokens,
+                                                            mode=mode), draft_vocab=draft_vocab)
+    if problems:
+        raise ArgumentError(what, problems)
+    if context is not None and prompts and _is_int(max_new_tokens):
+        longest = max(map(len, prompts))
+        if longest + max_new_tokens > context:
+            warnings.warn(f"{what}: a {longest}-token prompt + max_new_tokens={max_new_tokens} runs past the target's "
+                          f"context of {context} tokens (max_position_embeddings); output past it is unreliable",
+                          stacklevel=3)
+    return prompts, single
