@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 from torch import Tensor
 
@@ -32,6 +32,7 @@ from draftsmith.errors import CheckpointError, CheckpointNotFound, short, short_
 
 __all__ = ["TensorInfo", "list_tensors", "read_json", "read_tensors", "regular_file", "save_safetensors"]
 ALLOW_OUTSIDE = "DRAFTSMITH_ALLOW_OUTSIDE_LINKS"
+_READ_ERRORS = (SafetensorError, OSError, ValueError, RuntimeError, TypeError, OverflowError)
 
 SAFETENSORS = "model.safetensors"
 SAFETENSORS_INDEX = "model.safetensors.index.json"
@@ -148,7 +149,7 @@ def _safetensors_infos(file: Path, only: Iterable[str] | None = None) -> dict[st
                 out[name] = TensorInfo(name, tuple(view.get_shape()), _ST_DTYPES[code], file)
     except CheckpointError:
         raise
-    except Exception as exc:  # SafetensorError (truncated, empty, bad header, unknown dtype), OSError
+    except _READ_ERRORS as exc:  # truncated, empty, bad header, unknown dtype
         raise CheckpointError(file, f"not a readable safetensors file: {short_text(exc, 300)}") from None
     return out
 
@@ -256,7 +257,7 @@ def read_tensors(infos: Mapping[str, TensorInfo], names: Iterable[str], *, finit
             try:
                 with safe_open(str(file), framework="pt", device="cpu") as f:
                     out.update((n, f.get_tensor(n)) for n in wanted)
-            except Exception as exc:  # the file changed or was truncated after it was listed
+            except _READ_ERRORS as exc:  # the file changed or was truncated after it was listed
                 raise CheckpointError(file, f"cannot be read: {short_text(exc, 300)}") from None
         else:
             state = _torch_load(file)

@@ -20,6 +20,7 @@ from torch import Tensor, nn
 
 from draftsmith.assembler.checkpoint import TensorInfo
 from draftsmith.components.weights import RuleSet
+from draftsmith.errors import DraftsmithError
 
 __all__ = ["CheckpointMismatch", "Expected", "LoadPlan", "dtype_kind", "expected_of", "group_names", "plan_load"]
 
@@ -55,7 +56,7 @@ class LoadPlan:
     ignored: tuple[str, ...]  # checkpoint names dropped by `ignore`
 
 
-class CheckpointMismatch(ValueError):
+class CheckpointMismatch(DraftsmithError, ValueError):
     """Everything about a checkpoint that does not fit the model, as grouped lines under one header."""
 
     def __init__(self, problems: list[str], *, where: str = "checkpoint", spec: str = "spec"):

@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import torch
 
+from draftsmith.errors import DraftsmithError
 
-class VocabMapError(ValueError):
+
+class VocabMapError(DraftsmithError, ValueError):
     pass
 
 

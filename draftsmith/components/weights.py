@@ -188,7 +188,7 @@ class RegexRule(BaseModel):
         return body if index is None else f"rule {index}: {body}"
 
 
-class RemapCollision(ValueError):
+class RemapCollision(DraftsmithError, ValueError):
     """Several checkpoint names map to one canonical name. `pairs` holds (name_a, name_b, canonical) for every pair."""
 
     def __init__(self, pairs: Sequence[tuple[str, str, str]], rules: RuleSet | None = None):

@@ -10,22 +10,27 @@ from typing import Any
 
 import pluggy
 
+from draftsmith.errors import DraftsmithError, short
 from draftsmith.hooks import PROJECT, Component, LayoutMatch, SpecSource
 from draftsmith.hooks import specs as hookspecs
 
 BUILTIN = "builtin"
 
 
-class PluginClash(RuntimeError):
+class PluginClash(DraftsmithError, RuntimeError):
     """Two plugins provide the same (kind, name) or the same spec name."""
 
 
-class UnknownComponent(LookupError):
+class UnknownComponent(DraftsmithError, LookupError):
     def __init__(self, kind: str, name: str, known: Sequence[tuple[str, str]]):
         self.kind, self.name, self.known = kind, name, known
         hint = suggest(name, [n for n, _ in known])
         listing = ", ".join(f"{n} ({p})" for n, p in known) or "none registered"
-        super().__init__(f"unknown {kind} {name!r}.{hint} known: {listing}")
+        super().__init__(f"unknown {kind} {short(name)}.{hint} known: {listing}")
+
+
+class UnknownSpec(DraftsmithError, LookupError):
+    """No spec of that name is registered and no such file exists."""
 
 
 def suggest(word: str, choices: Iterable[str]) -> str:
@@ -85,8 +90,8 @@ class Registry:
             return self.specs[name].record
         except KeyError:
             known = sorted(self.specs)
-            raise LookupError(
-                f"no spec named {name!r} and no such file.{suggest(name, known)} known: {', '.join(known)}"
+            raise UnknownSpec(
+                f"no spec named {short(name)} and no such file.{suggest(name, known)} known: {', '.join(known)}"
             ) from None
 
     def spec_names(self) -> list[tuple[str, str]]:
