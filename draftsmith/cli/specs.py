@@ -15,16 +15,32 @@ from draftsmith.cli import app, err, out
 @app.command()
 def validate(files: List[Path] = typer.Argument(..., help="spec YAML files")) -> None:
     """Check spec files; exits non-zero listing every problem of every file."""
-    from draftsmith import SpecError, load_spec
+    from draftsmith import load_spec
+    from draftsmith.cli import report
+    from draftsmith.errors import DraftsmithError
 
     bad = 0
-    for f in files:
+    for f in files:  # plain text throughout: never re-wrapped or read as markup
         try:
             spec = load_spec(f)
-            out.print(f"{f}: ok ({spec.name})")
-        except (SpecError, FileNotFoundError, LookupError) as e:
+        except DraftsmithError as e:
             bad += 1
-            typer.echo(str(e), err=True)  # plain text: never re-wrapped or read as markup
+            typer.echo(str(e), err=True)
+            continue
+        except Exception as e:  # a bug: one line, and the next file is still checked
+            bad += 1
+            typer.echo(f"{f}:", err=True)
+            report(e)
+            continue
+        typer.echo(f"{f}: ok ({spec.name})")
+        for which in ("target", "draft"):
+            ref = getattr(spec.checkpoints, which)
+            if ref is None:
+                continue
+            path = Path(ref) if Path(ref).is_absolute() else Path(f).parent / ref  # as assemble() resolves it
+            if not path.is_dir():
+                typer.echo(f"{f}: warning: checkpoints.{which} {path} is not a folder (it must exist when the "
+                           "spec is assembled without an explicit folder)", err=True)
     raise typer.Exit(1 if bad else 0)
 
 
