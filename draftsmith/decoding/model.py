@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from draftsmith.decoding import engine
+from draftsmith.decoding.arguments import check_call
 from draftsmith.decoding.graphs import graphs_enabled
 from draftsmith.decoding.static_pool import StaticKVPool
 from draftsmith.decoding.modes import Plan, choose_mode
@@ -40,7 +41,9 @@ class SpeculativeModel:
                  stop: Iterable[int] | None = None):
         """Lossless speculative decoding. A list of prompts gives a list of outputs, each equal in distribution
         (token for token under greedy) to that prompt's own ``generate_baseline``."""
-        prompts, single = self._encode(prompt)
+        prompts, single = check_call(self, prompt, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
+                                     top_k=top_k, seed=seed, stop=stop, topk=topk, steps=steps,
+                                     draft_tokens=draft_tokens, mode=mode)  # ArgumentError lists every problem
         plan = self.plan(topk=topk, steps=steps, draft_tokens=draft_tokens, mode=mode)
         settings = self._settings(max_new_tokens, temperature, top_p, top_k, seed, stop)
         with torch.inference_mode():
@@ -51,7 +54,8 @@ class SpeculativeModel:
                           *, top_p: float = 1.0, top_k: int = 0, seed: int | None = None,
                           stop: Iterable[int] | None = None, **_ignored):
         """Target-only decoding with the same sampling settings: the reference for equality and speed."""
-        prompts, single = self._encode(prompt)
+        prompts, single = check_call(self, prompt, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
+                                     top_k=top_k, seed=seed, stop=stop, what="generate_baseline()")
         settings = self._settings(max_new_tokens, temperature, top_p, top_k, seed, stop)
         with torch.inference_mode():
             seqs, stats = engine.baseline(self._runners(prompts, max_new_tokens)[0], prompts, settings)
@@ -62,7 +66,7 @@ class SpeculativeModel:
         dec = self.spec.decoding.model_dump()
         dec.update({k: v for k, v in dict(topk=topk, steps=steps, draft_tokens=draft_tokens, mode=mode).items()
                     if v is not None})
-        if topk == 1 and draft_tokens is None:
+        if dec["topk"] == 1:  # a chain: draft_tokens does not apply, so it is never refused
             dec["draft_tokens"] = dec["steps"] + 1
         problems = decoding_problems(dec, path="generate")
         if problems:
