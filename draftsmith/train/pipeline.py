@@ -1,0 +1,113 @@
+"""``draftsmith train`` end to end: data -> reduced vocabulary -> a fresh draft (or the one in ``out``, resumed)
+-> the target's features -> the TTT loop -> held-out acceptance per draft position."""
+from __future__ import annotations
+
+import json
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+import draftsmith
+from draftsmith.train import data as D
+from draftsmith.train.draft_io import init_draft
+from draftsmith.train.evaluate import PLANS, Acceptance, acceptance
+from draftsmith.train.features import FeatureStore, extract_with_log
+from draftsmith.train.loop import STATE, TrainConfig, train
+
+
+@dataclass
+class Job:
+    spec: str
+    target: Path
+    out: Path
+    data: Sequence[Path] = ()
+    held_out: Sequence[Path] = ()
+    draft_vocab: int | None = 12288   # None or >= the target's: no reduced vocabulary
+    seq: int = 512
+    max_windows: int | None = None    # windows whose features are extracted (None: all; 0: only those on disk)
+    features: Path | None = None      # default out/features
+    self_distill: int = 0             # > 0: continue each document's first `seq // 4` tokens with the target
+    eval_prompts: int = 8
+    eval_prompt_tokens: int = 128
+    eval_new_tokens: int = 64
+    device: str = "cpu"
+    config: TrainConfig = field(default_factory=TrainConfig)
+
+
+def reduced_vocab(ids: torch.Tensor, vocab: int, size: int | None) -> torch.Tensor | None:
+    """The ``size`` most frequent target ids of ``ids``, sorted (ties: lower id first); None for the full one."""
+    if size is None or size >= vocab:
+        return None
+    counts = torch.bincount(ids, minlength=vocab)
+    order = torch.argsort(-counts, stable=True)   # descending count, ascending id among equals
+    return order[:size].sort().values
+
+
+def self_distilled(model, docs: Sequence[str], tokenizer, prompt_tokens: int, new_tokens: int,
+                   log: Callable[[str], None]) -> list[str]:
+    """Each document's first ``prompt_tokens`` tokens continued greedily by the target (the EAGLE-3 recipe's
+    self-distillation: the draft learns the target's own outputs)."""
+    out = []
+    for i, doc in enumerate(docs):
+        ids = tokenizer(doc, add_special_tokens=False)["input_ids"][:prompt_tokens]
+        if not ids:
+            continue
+        res = model.generate_baseline(ids, max_new_tokens=new_tokens)
+        out.append(tokenizer.decode(ids + res.token_ids))
+        if i % 10 == 0:
+            log(f"self-distillation: {i + 1}/{len(docs)} documents")
+    return out
+
+
+def run(job: Job, console=None, log: Callable[[str], None] = print) -> dict[str, Acceptance]:
+    from transformers import AutoTokenizer
+
+    out = Path(job.out)
+    tok = AutoTokenizer.from_pretrained(str(job.target))
+    docs = D.read_documents(D.expand(job.data))
+    if not docs:
+        raise ValueError("no training text found in " + ", ".join(map(str, job.data)))
+    ids = D.encode(docs, tok, tok.eos_token_id)
+    log(f"data: {len(docs)} documents, {len(ids)} tokens")
+    if (out / STATE).is_file() or (out / "config.json").is_file():
+        model = draftsmith.assemble(job.spec, target=job.target, draft=out)
+        log(f"resuming the draft in {out}")
+    else:
+        V = json.loads((Path(job.target) / "config.json").read_text())["vocab_size"]
+        kept = reduced_vocab(ids, V, job.draft_vocab)
+        if kept is not None:
+            share = torch.bincount(ids, minlength=V)[kept].sum().item() / len(ids)
+            log(f"draft vocabulary: the {len(kept)} most frequent target tokens, {share:.2%} of the data")
+        model = init_draft(job.spec, job.target, out, kept, seed=job.config.seed)
+    model.target.to(job.device)
+    model.draft.to(job.device)
+    model.device = job.device
+    if job.self_distill:
+        docs = self_distilled(model, docs, tok, job.seq // 4, job.self_distill, log)
+        ids = D.encode(docs, tok, tok.eos_token_id)
+    feats = Path(job.features or out / "features")
+    if job.max_windows != 0:
+        wins = D.windows(ids, job.seq, seed=job.config.seed)
+        n = extract_with_log(model, wins, feats, log, limit=job.max_windows, bf16=job.config.bf16)
+        log(f"features: {n} windows of {job.seq} tokens in {feats}")
+    store = FeatureStore(feats)
+    last = train(model, store, out, job.config, console=console, log=log)
+    log(f"trained to step {last['step']}: loss {last['loss']:.3f}")
+    return evaluate(job, tok, log)
+
+
+def evaluate(job: Job, tok, log: Callable[[str], None] = print) -> dict[str, Acceptance]:
+    """Held-out acceptance of the draft saved in ``job.out`` (loaded again, as a user would)."""
+    if not job.held_out or not job.eval_prompts:
+        return {}
+    files = D.expand(job.held_out)
+    prompts = D.held_out_prompts(files, tok, job.eval_prompts, job.eval_prompt_tokens, seed=job.config.seed)
+    model = draftsmith.assemble(job.spec, target=job.target, draft=job.out, device=job.device)
+    results = {}
+    for name, plan in PLANS.items():
+        results[name] = acceptance(model, prompts, max_new_tokens=job.eval_new_tokens, **plan)
+        log(f"held-out ({len(prompts)} prompts, {job.eval_new_tokens} new tokens) {name}: {results[name].line()}")
+    return results

@@ -1,0 +1,100 @@
+"""draftsmith train on a tiny target: the loss falls, a resumed run matches an uninterrupted one bit for bit, the
+output loads through assemble (the spec's layout) and decodes exactly like target-only, the vocabulary map keeps
+invariant 24, and the CLI runs end to end."""
+import json
+
+import torch
+from safetensors.torch import load_file
+from typer.testing import CliRunner
+
+import draftsmith
+from draftsmith.assembler.vocab import check_vocab_map
+from draftsmith.cli import app
+from draftsmith.train import data as D
+from draftsmith.train.features import FeatureStore, extract
+from draftsmith.train.loop import STATE
+from draftsmith.train.pipeline import reduced_vocab, run
+from draftsmith.train.ttt import ttt_losses
+
+
+def test_a_few_steps_lower_the_loss(tiny, tmp_path):
+    from draftsmith.train.draft_io import init_draft
+
+    ids = D.encode(D.read_documents(D.expand([tiny / "data"])), _tok(tiny), 257)
+    model = init_draft("eagle3-llama", tiny / "target", tmp_path / "d", reduced_vocab(ids, 258, 96))
+    extract(model, D.windows(ids, 48), tmp_path / "f", limit=8)
+    fixed = next(FeatureStore(tmp_path / "f").batches(8, seed=1))
+    before, _ = ttt_losses(model, fixed, 3)
+    from draftsmith.train.loop import TrainConfig, train
+
+    train(model, FeatureStore(tmp_path / "f"), tmp_path / "d", TrainConfig(steps=25, batch=4, lr=3e-3, save_every=25))
+    with torch.no_grad():
+        after, _ = ttt_losses(model, fixed, 3)
+    assert after.item() < 0.8 * before.item()
+
+
+def test_resume_continues_identically(job, tiny, tmp_path):
+    run(job(tmp_path / "straight"))
+    run(job(tmp_path / "resumed", config={"steps": 12, "minutes": 1e-9}))   # stops after its first step
+    assert torch.load(tmp_path / "resumed" / STATE, weights_only=True)["step"] < 12
+    run(job(tmp_path / "resumed"))
+    a = torch.load(tmp_path / "straight" / STATE, weights_only=True)
+    b = torch.load(tmp_path / "resumed" / STATE, weights_only=True)
+    assert a["step"] == b["step"] == 12
+    for name, t in a["draft"].items():
+        assert torch.equal(t, b["draft"][name]), name
+
+
+def test_output_loads_in_the_spec_layout_and_decodes_like_target_only(job, tiny, tmp_path):
+    out = tmp_path / "draft"
+    run(job(out))
+    names = set(load_file(str(out / "model.safetensors")))
+    assert any(n.startswith("midlayer.") for n in names) and not any(n.startswith("layers.") for n in names)
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["draft_vocab_size"] == 96 and cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [2, 4, 5]
+    model = draftsmith.assemble("eagle3-llama", target=tiny / "target", draft=out)
+    for prompt in ["def f(x):", "import os\n", "class A:"]:
+        base = model.generate_baseline(prompt, max_new_tokens=24)
+        for plan in ({}, {"topk": 1, "steps": 4}, {"topk": 4, "steps": 6, "draft_tokens": 17}):
+            assert model.generate(prompt, max_new_tokens=24, **plan).token_ids == base.token_ids
+
+
+def test_vocab_map_keeps_invariant_24(job, tiny, tmp_path):
+    out = tmp_path / "draft"
+    run(job(out, config={"steps": 2}))
+    t = load_file(str(out / "model.safetensors"))
+    d2t, t2d = t["d2t"], t["t2d"]
+    check_vocab_map(d2t, t2d)
+    kept = torch.arange(len(d2t)) + d2t                      # d2t holds offsets, not absolute ids
+    assert int(t2d.sum()) == len(d2t) == 96
+    assert bool((kept[1:] > kept[:-1]).all()) and bool(t2d[kept].all())
+    t2d_index = torch.cumsum(t2d.long(), 0) - 1              # target -> draft on kept tokens
+    assert torch.equal(kept[t2d_index[kept]], kept)
+    ids = D.encode(D.read_documents(D.expand([tiny / "data"])), _tok(tiny), 257)
+    counts = torch.bincount(ids, minlength=258)
+    assert counts[kept].min() >= counts[~t2d].max()           # the most frequent tokens were kept
+
+
+def test_eagle1_trains_too(job, tiny, tmp_path):
+    out = tmp_path / "e1"
+    run(job(out, spec="eagle1-llama", draft_vocab=None, config={"steps": 3}))
+    model = draftsmith.assemble("eagle1-llama", target=tiny / "target", draft=out)
+    base = model.generate_baseline("def f(x):", max_new_tokens=16)
+    assert model.generate("def f(x):", max_new_tokens=16).token_ids == base.token_ids
+
+
+def test_cli_smoke(tiny, tmp_path):
+    out = tmp_path / "cli"
+    res = CliRunner().invoke(app, ["train", "--out", str(out), "--target", str(tiny / "target"), "--data",
+                                   str(tiny / "data"), "--eval", str(tiny / "data" / "heapq.py"), "--steps", "3",
+                                   "--batch", "2", "--seq", "48", "--draft-vocab", "96", "--max-windows", "8",
+                                   "--eval-prompts", "1"])
+    assert res.exit_code == 0, res.output
+    assert "tree topk 4, 6 levels, 17 nodes: tau" in res.output
+    assert (out / "model.safetensors").is_file() and (out / STATE).is_file()
+
+
+def _tok(tiny):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(tiny / "target"))
