@@ -3,21 +3,96 @@ plain ``LlamaConfig`` so missing keys take transformers' Llama defaults, exactly
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from transformers import AutoConfig, LlamaConfig, PretrainedConfig
 
+from draftsmith import limits
+from draftsmith.assembler.checkpoint import read_json
+from draftsmith.errors import CheckpointError, CheckpointNotFound, short, short_text
+
 MLA_KEYS = ("q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "kv_lora_rank", "v_head_dim")
 RECURRENT_LAYER_TYPES = ("mamba", "linear_attention", "mamba2", "recurrent")
 
 
 def read_config(folder: str | Path) -> dict[str, Any]:
-    path = Path(folder) / "config.json"
-    if not path.is_file():
-        raise FileNotFoundError(f"{folder}: no config.json (a checkpoint folder needs config.json + weights)")
-    return json.loads(path.read_text())
+    """config.json as a dict, its sizes checked (:func:`config_problems`) before any module is built on the meta
+    device; a draftsmith error naming the file otherwise (a FIFO, a list, bad JSON, a float head count)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        what = "is not a folder" if folder.exists() else "does not exist"
+        raise CheckpointNotFound(f"checkpoint folder {short_text(folder, 300)} {what}")
+    path = folder / "config.json"
+    if not path.exists():
+        raise CheckpointNotFound(f"{short_text(folder, 300)}: no config.json (a checkpoint folder needs config.json "
+                                 "+ weights)")
+    cfg = read_json(path, folder, what="config (a JSON object of fields)")
+    if problems := config_problems(cfg):
+        raise CheckpointError(path, "; ".join(problems))
+    return cfg
+
+
+# field -> (largest value, smallest value); every one must be an integer when present
+_SIZES = {"num_hidden_layers": (limits.TARGET_LAYERS, 1), "hidden_size": (limits.WIDTH, 1),
+          "intermediate_size": (limits.WIDTH, 1), "head_dim": (limits.WIDTH, 1),
+          "num_attention_heads": (limits.HEADS, 1), "num_key_value_heads": (limits.HEADS, 1),
+          "vocab_size": (limits.VOCAB, 1), "draft_vocab_size": (limits.VOCAB, 1),
+          "max_position_embeddings": (1 << 31, 1)}
+_POSITIVE = ("rms_norm_eps", "rope_theta")
+_TOKEN_IDS = ("eos_token_id", "bos_token_id", "pad_token_id")
+_NESTED = ("text_config", "transformer_layer_config")
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def config_problems(cfg: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """Every size, head count and token id of a config that draftsmith would misread or that would build for
+    minutes (limits.py), as 'field: what is wrong'. Fields that are absent take their defaults later."""
+    out = []
+    for key, (most, least) in _SIZES.items():
+        v = cfg.get(key)
+        if v is None:
+            continue
+        if not _is_int(v):
+            out.append(f"{prefix}{key} is {short(v)}; an integer is expected")
+        elif not least <= v <= most:
+            out.append(f"{prefix}{key} is {v}; allowed {least}..{most} (draftsmith/limits.py)")
+    for key in _POSITIVE:
+        v = cfg.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)
+                              or v <= 0):
+            out.append(f"{prefix}{key} is {short(v)}; a positive number is expected")
+    for key in _TOKEN_IDS:
+        if (why := token_id_problem(cfg.get(key))) is not None:
+            out.append(f"{prefix}{key} is {short(cfg.get(key))}; {why}")
+    heads, kv, hidden = (cfg.get(k) for k in ("num_attention_heads", "num_key_value_heads", "hidden_size"))
+    if _is_int(heads) and _is_int(kv) and heads >= 1 and kv >= 1 and heads % kv:
+        out.append(f"{prefix}num_key_value_heads ({kv}) must divide num_attention_heads ({heads})")
+    if (_is_int(heads) and _is_int(hidden) and heads >= 1 and cfg.get("head_dim") is None and hidden % heads
+            and not any(cfg.get(k) is not None for k in MLA_KEYS)):
+        out.append(f"{prefix}hidden_size ({hidden}) is not a multiple of num_attention_heads ({heads}) and no "
+                   "head_dim is given")
+    if "model_type" in cfg and not isinstance(cfg["model_type"], str):
+        out.append(f"{prefix}model_type is {short(cfg['model_type'])}; a string is expected")
+    for key in _NESTED:
+        if isinstance(cfg.get(key), Mapping):
+            out += config_problems(cfg[key], f"{prefix}{key}.")
+        elif cfg.get(key) is not None:
+            out.append(f"{prefix}{key} is {short(cfg[key])}; an object is expected")
+    return out
+
+
+def token_id_problem(value: Any) -> str | None:
+    """Why a token-id field (eos_token_id, ...) is unusable: it must be null, an integer >= 0 or a list of them."""
+    items = value if isinstance(value, list) else [value]
+    if value is None or all(_is_int(i) and 0 <= i < limits.VOCAB for i in items):
+        return None
+    return "token ids are integers >= 0 (or a list of them)"
 
 
 def clean_mla_keys(cfg: Mapping[str, Any]) -> dict[str, Any]:
@@ -44,7 +119,12 @@ def draft_hf_config(raw: Mapping[str, Any]) -> PretrainedConfig:
 
 
 def target_hf_config(folder: str | Path) -> PretrainedConfig:
-    return AutoConfig.from_pretrained(str(folder), trust_remote_code=False)
+    read_config(folder)  # checked before transformers reads it (a FIFO, a list, a float head count, ...)
+    try:
+        return AutoConfig.from_pretrained(str(folder), trust_remote_code=False)
+    except (ValueError, TypeError, KeyError, AttributeError, OSError) as exc:
+        raise CheckpointError(Path(folder) / "config.json", f"transformers cannot read it: "
+                                                            f"{short_text(exc, 300)}") from None
 
 
 def text_config(cfg: PretrainedConfig) -> PretrainedConfig:
@@ -68,8 +148,11 @@ def stop_ids(folder: str | Path, cfg: PretrainedConfig) -> set[int]:
     ids: set[int] = set()
     gen = Path(folder) / "generation_config.json"
     sources = [getattr(cfg, "eos_token_id", None)]
-    if gen.is_file():
-        sources.append(json.loads(gen.read_text()).get("eos_token_id"))
+    if gen.exists():
+        eos = read_json(gen, Path(folder), what="generation config").get("eos_token_id")
+        if (why := token_id_problem(eos)) is not None:
+            raise CheckpointError(gen, f"eos_token_id is {short(eos)}; {why}")
+        sources.append(eos)
     for v in sources:
         ids.update([v] if isinstance(v, int) else (v or []))
     return ids
