@@ -69,6 +69,8 @@ def run_bench(spec="demo", *, target=None, draft=None, prompt="def fibonacci(n):
     with torch.inference_mode():
         rows["HF generate (target only)"] = timed(lambda: hf.generate(x, **gen))
         rows["HF assisted (2-layer skip)"] = timed(lambda: hf.generate(x, assistant_model=assistant, **gen))
+        # the peer that needs no draft: n-gram lookup in the prompt (transformers' prompt-lookup decoding)
+        rows["HF prompt lookup (10 tokens)"] = timed(lambda: hf.generate(x, prompt_lookup_num_tokens=10, **gen))
     base = rows["draftsmith target-only"][0]
     table = Table(title=f"bench: {n} new tokens, median of {repeats} after a warm-up, {device} {dtype}, "
                         f"prompt {prompt!r}")
