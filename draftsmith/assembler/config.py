@@ -14,24 +14,33 @@ from draftsmith import limits
 from draftsmith.assembler.checkpoint import read_json
 from draftsmith.errors import CheckpointError, CheckpointNotFound, short, short_text
 
+from draftsmith.convert.styles import STYLES, style_of, to_facts
+
 MLA_KEYS = ("q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "kv_lora_rank", "v_head_dim")
 RECURRENT_LAYER_TYPES = ("mamba", "linear_attention", "mamba2", "recurrent")
 
 
-def read_config(folder: str | Path) -> dict[str, Any]:
-    """config.json as a dict, its sizes checked (:func:`config_problems`) before any module is built on the meta
-    device; a draftsmith error naming the file otherwise (a FIFO, a list, bad JSON, a float head count)."""
+def read_raw_config(folder: str | Path) -> dict[str, Any]:
+    """The checkpoint's config file as written: ``config.json``, else Mistral's ``params.json``."""
     folder = Path(folder)
     if not folder.is_dir():
         what = "is not a folder" if folder.exists() else "does not exist"
         raise CheckpointNotFound(f"checkpoint folder {short_text(folder, 300)} {what}")
-    path = folder / "config.json"
-    if not path.exists():
-        raise CheckpointNotFound(f"{short_text(folder, 300)}: no config.json (a checkpoint folder needs config.json "
-                                 "+ weights)")
-    cfg = read_json(path, folder, what="config (a JSON object of fields)")
-    if problems := config_problems(cfg):
-        raise CheckpointError(path, "; ".join(problems))
+    for name in ("config.json", "params.json"):
+        if (folder / name).exists():  # read_json refuses a FIFO, a link out of the folder, a list, bad JSON
+            return read_json(folder / name, folder, what="config (a JSON object of fields)")
+    raise CheckpointNotFound(f"{short_text(folder, 300)}: no config.json or params.json (a checkpoint folder needs "
+                             "a config + weights)")
+
+
+def read_config(folder: str | Path) -> dict[str, Any]:
+    """``config.json`` as written; a Mistral ``params.json`` is translated to Hugging Face names (its config
+    style, :mod:`draftsmith.convert.styles`), so sizes are read in one place whatever the layout."""
+    raw = read_raw_config(folder)
+    style = style_of(folder, raw)
+    cfg = to_facts(raw, style) if style is STYLES["mistral"] else raw
+    if problems := config_problems(cfg):  # sizes bounded before any module is built on the meta device
+        raise CheckpointError(Path(folder) / "config.json", "; ".join(problems))
     return cfg
 
 

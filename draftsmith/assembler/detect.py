@@ -1,27 +1,190 @@
-"""The built-in layout detector: the family comes from tensor names and config fields, never `architectures`."""
+"""The built-in layout detector: the family comes from tensor names and config fields, never ``architectures``
+or ``num_hidden_layers`` alone.
+
+Each family is a row of data: the spec that loads it, regexes that must each match some tensor name, regexes no
+name may match, config keys of which one must be present / none may be, and the checks whose findings become
+assumptions. Rows are tried most specific first; the first whose rows all hold answers. A checkpoint that fits no
+row gets the closest families instead: each family's spec rules map the names to canonical ones, and the names
+that fit no canonical draft name are listed.
+"""
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from draftsmith.hooks import LayoutMatch
 
+HIDDEN_NORM = r"^(model\.)?(midlayer|layers\.0)\.hidden_norm\.weight$"
+SPECULATORS = ("speculators_config", "speculators_model_type", "transformer_layer_config")
+
+
+@dataclass(frozen=True)
+class Family:
+    spec: str
+    reason: str
+    require: tuple[str, ...]                 # each matches at least one tensor name
+    forbid: tuple[str, ...] = ()             # none matches any tensor name
+    config_any: tuple[str, ...] = ()         # one of these config keys is present (when given)
+    config_none: tuple[str, ...] = ()        # none of these config keys is present
+    checks: tuple[str, ...] = ()             # named checks (CHECKS) whose findings are assumptions
+
+
+FAMILIES: tuple[Family, ...] = (
+    Family("deepseek-mtp", "model.layers.L.{enorm,hnorm,eh_proj} (DeepSeek-V3 MTP / NextN layer)",
+           (r"^model\.layers\.\d+\.eh_proj\.weight$", r"^model\.layers\.\d+\.enorm\.weight$")),
+    Family("eagle-mla-mistral", "eagle_linear and latent attention in Mistral names (MLA EAGLE, Mistral format)",
+           (r"^eagle_linear\.weight$", r"^layers\.\d+\.attention\.wkv_a_with_mqa\.weight$"), checks=("layers",)),
+    Family("eagle-mla-deepseek", "model.fc and latent attention in DeepSeek-V3 names (MLA EAGLE)",
+           (r"^model\.fc\.weight$", r"^model\.layers\.\d+\.self_attn\.kv_a_proj_with_mqa\.weight$"),
+           checks=("layers",)),
+    Family("eagle-mistral", "eagle_linear and layers.N.attention.wq/wk/wv/wo with params.json (Mistral-native "
+                            "GQA EAGLE)",
+           (r"^eagle_linear\.weight$", r"^layers\.\d+\.attention\.wq\.weight$"), config_any=("dim", "n_layers"),
+           checks=("layers", "rope")),
+    Family("eagle3-speculators", "fc, hidden_norm and a speculators config (speculators_config / "
+                                 "transformer_layer_config; EAGLE-3, vLLM)",
+           (r"^fc\.weight$", HIDDEN_NORM), config_any=SPECULATORS, checks=("layers", "eagle3")),
+    Family("eagle3.1-llama", "fc, hidden_norm and per-aux fc_norm.N before fc (EAGLE 3.1)",
+           (r"^(model\.)?fc\.weight$", HIDDEN_NORM, r"^(model\.)?fc_norm\.0\.weight$"), config_none=SPECULATORS,
+           checks=("layers", "eagle3")),
+    Family("eagle3-norm-before-fc", "fc, hidden_norm and input_norm over the concatenated aux states "
+                                    "(norm_before_fc, gpt-oss style EAGLE-3)",
+           (r"^fc\.weight$", HIDDEN_NORM, r"^input_norm\.weight$"), config_none=SPECULATORS,
+           checks=("layers", "eagle3")),
+    Family("eagle3-llama", "midlayer.* tensors with hidden_norm and fc (EAGLE-3, yuhuili/lmsys)",
+           (r"^fc\.weight$", r"^midlayer\.hidden_norm\.weight$"), forbid=(r"^layers\.",),
+           config_none=SPECULATORS, checks=("layers", "eagle3")),
+    Family("eagle3-llama", "layers.N.* tensors with hidden_norm in layer 0 and fc (EAGLE-3 multi-layer, "
+                           "lmsys / SpecForge)",
+           (r"^fc\.weight$", r"^layers\.0\.hidden_norm\.weight$"), config_none=SPECULATORS,
+           checks=("layers", "eagle3")),
+    Family("eagle1-llama", "fc over [embed; hidden] and layer 0 without input_layernorm (EAGLE-1, yuhuili)",
+           (r"^fc\.weight$", r"^layers\.0\.post_attention_layernorm\.weight$"),
+           forbid=(r"^layers\.0\.input_layernorm\.weight$", r"^layers\.0\.hidden_norm\.weight$"),
+           checks=("bias",)),
+)
+
+# Canonical draft names (the assembled modules' own): what a family's rules must turn every tensor name into.
+CANONICAL = tuple(re.compile(p) for p in (
+    r"^fc\.(weight|bias|input_norm\.weight|aux_norm\.\d+\.weight|(enorm|hnorm|eh_proj)\.weight)$",
+    r"^layers\.\d+\.self_attn\.(q|k|v|o|q_a|q_b|kv_a|kv_b)_proj(_with_mqa)?\.(weight|bias)$",
+    r"^layers\.\d+\.self_attn\.(q_a|kv_a)_layernorm\.weight$",
+    r"^layers\.\d+\.mlp\.(gate|up|down)_proj\.(weight|bias)$",
+    r"^layers\.\d+\.(input_layernorm|post_attention_layernorm|hidden_norm)\.weight$",
+    r"^(norm|lm_head|embed_tokens)\.weight$", r"^(d2t|t2d)$",
+))
+
+
+def layer_count(names: Sequence[str]) -> int:
+    found = {int(m.group(2)) for n in names if (m := re.match(r"^(model\.)?layers\.(\d+)\.", n))}
+    return max(found) + 1 if found else (1 if any(n.startswith("midlayer.") for n in names) else 0)
+
+
+def _check_layers(spec: str, config: Mapping[str, Any], names: Sequence[str]) -> list[str]:
+    said = config.get("num_hidden_layers", config.get("n_layers"))
+    inner = config.get("transformer_layer_config")
+    said = inner.get("num_hidden_layers", said) if isinstance(inner, Mapping) else said
+    n = layer_count(names)
+    if said is None or said == n:
+        return []
+    layout = "the midlayer layout has exactly 1 layer" if n == 1 and any(x.startswith("midlayer.") for x in names) \
+        else f"the tensor names hold {n} layer(s)"
+    return [f"config says num_hidden_layers={said}; {layout} (the names win)"]
+
+
+def _check_bias(spec: str, config: Mapping[str, Any], names: Sequence[str]) -> list[str]:
+    bias = "fc.bias" in names
+    declared = bool(config.get("bias", True))  # a missing key means a bias (the reference's default)
+    return [] if declared == bias else \
+        [f"config bias={config.get('bias', 'missing')} but fc.bias is {'present' if bias else 'absent'}"]
+
+
+def _check_rope(spec: str, config: Mapping[str, Any], names: Sequence[str]) -> list[str]:
+    return ["rotary pairs: interleaved on the native q/k rows (Mistral's order); `draftsmith convert --to layers` "
+            "permutes them for neox"]
+
+
+CHECKS: dict[str, Callable[[str, Mapping[str, Any], Sequence[str]], list[str]]] = {
+    "layers": _check_layers, "bias": _check_bias, "rope": _check_rope,
+    "eagle3": lambda spec, config, names: eagle3_notes(spec, config, names)}
+
+
+def fits(family: Family, config: Mapping[str, Any], names: Sequence[str]) -> bool:
+    def some(pattern: str) -> bool:
+        return any(re.search(pattern, n) for n in names)
+
+    return (all(some(p) for p in family.require) and not any(some(p) for p in family.forbid)
+            and (not family.config_any or any(k in config for k in family.config_any))
+            and not any(k in config for k in family.config_none))
+
 
 def detect_builtin_layout(config: Mapping[str, Any], tensor_names: Sequence[str]) -> LayoutMatch | None:
-    names = set(tensor_names)
-    if any(n.startswith("midlayer.") for n in names) and "fc.weight" in names:
-        notes = ["norm_before_residual: false (the reference's; the weights cannot show it)"]
-        layers = config.get("num_hidden_layers")
-        if layers not in (None, 1):
-            notes.append(f"config says num_hidden_layers={layers}; the midlayer layout has exactly 1 layer")
-        return LayoutMatch("eagle3-llama", "midlayer.* tensors with hidden_norm and fc (EAGLE-3, yuhuili/lmsys)",
-                           tuple(notes))
-    if "fc.weight" in names and "layers.0.post_attention_layernorm.weight" in names \
-            and "layers.0.input_layernorm.weight" not in names and "layers.0.hidden_norm.weight" not in names:
-        bias = "fc.bias" in names
-        declared = bool(config.get("bias", True))  # a missing key means a bias (the reference's default)
-        notes = [] if declared == bias else \
-            [f"config bias={config.get('bias', 'missing')} but fc.bias is {'present' if bias else 'absent'}"]
-        return LayoutMatch("eagle1-llama", "fc over [embed; hidden] and layer 0 without input_layernorm "
-                                           "(EAGLE-1, yuhuili)", tuple(notes))
+    names = list(tensor_names)
+    for family in FAMILIES:
+        if fits(family, config, names):
+            notes = [note for check in family.checks for note in CHECKS[check](family.spec, config, names)]
+            return LayoutMatch(family.spec, family.reason, tuple(notes))
     return None
+
+
+def eagle3_values(spec_name: str, config: Mapping[str, Any], names: Sequence[str]) -> tuple[dict[str, Any], list[str]]:
+    """Every EAGLE-3 fact the weights cannot show, with where its value came from; the two the weights DO show
+    (per-aux norms, a norm over the concatenation) are taken from the tensor names when the config is silent."""
+    from draftsmith.assembler.config import flatten_draft_config
+    from draftsmith.components.eagle3_config import describe_facts
+    from draftsmith.specs.loader import load_spec
+
+    values, notes = describe_facts(_fusion_params(load_spec(spec_name)), flatten_draft_config(config))
+    shown = {"fc_norm": r"(^|\.)fc_norm\.0\.weight$", "norm_before_fc": r"^(model\.)?input_norm\.weight$"}
+    for flag, pattern in shown.items():
+        present = any(re.search(pattern, n) for n in names)
+        if present != values[flag]:
+            values[flag] = present
+            notes = [n for n in notes if not n.startswith(f"{flag}:")]
+            notes.append(f"{flag}: {str(present).lower()} (from the tensor names)")
+    return values, notes
+
+
+def eagle3_notes(spec_name: str, config: Mapping[str, Any], names: Sequence[str]) -> list[str]:
+    return eagle3_values(spec_name, config, names)[1]
+
+
+def _fusion_params(spec):
+    from draftsmith.registry import default_registry
+    from draftsmith.specs.resolve import resolve
+
+    return resolve(default_registry(), "fusion", spec.draft.fusion.kind, spec.draft.fusion.params)[1]
+
+
+def unfit_names(spec_name: str, config: Mapping[str, Any], names: Sequence[str]) -> list[str]:
+    """The tensor names a family's rules do not turn into a canonical draft name."""
+    from draftsmith.assembler.build import rule_set
+    from draftsmith.assembler.config import flatten_draft_config
+    from draftsmith.registry import default_registry
+    from draftsmith.specs.loader import load_spec
+
+    try:
+        rules = rule_set(load_spec(spec_name), default_registry(), flatten_draft_config(config))
+    except Exception:  # a spec whose placeholders this config cannot bind fits nothing
+        return list(names)
+    out = []
+    for n in names:
+        canonical = rules.to_canonical(n)[0]
+        if canonical is not None and not any(p.match(canonical) for p in CANONICAL):
+            out.append(n)
+    return out
+
+
+def closest_families(config: Mapping[str, Any], names: Sequence[str], n: int = 2) -> list[tuple[str, float, list[str]]]:
+    """[(spec, share of names that fit, the names that did not)] for the n closest families, best first."""
+    scored = {}
+    for family in FAMILIES:
+        if family.spec in scored:
+            continue
+        bad = unfit_names(family.spec, config, names)
+        required = sum(any(re.search(p, x) for x in names) for p in family.require) / len(family.require)
+        scored[family.spec] = ((len(names) - len(bad)) / max(len(names), 1) + required) / 2, bad
+    best = sorted(scored.items(), key=lambda kv: -kv[1][0])[:n]
+    return [(spec, score, bad) for spec, (score, bad) in best]

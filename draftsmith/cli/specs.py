@@ -71,21 +71,16 @@ def inspect(ckpt: Path = typer.Argument(..., help="draft checkpoint folder")) ->
     """Detect a draft checkpoint's layout and print a YAML spec that loads it."""
     import yaml
 
-    from draftsmith import default_registry, load_spec
-    from draftsmith.assembler.checkpoint import list_tensors
-    from draftsmith.assembler.config import read_config
+    from draftsmith.convert.inspect import inspect_checkpoint, render_unknown
 
-    cfg, infos = read_config(ckpt), list_tensors(ckpt)
-    match = default_registry().detect_layout(cfg, list(infos))
-    if match is None:
-        err.print(f"{ckpt}: no registered detector recognises this layout ({len(infos)} tensors, e.g. "
-                  f"{sorted(infos)[:5]})")
+    found = inspect_checkpoint(ckpt)
+    if found.match is None:
+        typer.echo(render_unknown(found), err=True)
         raise typer.Exit(1)
-    spec = load_spec(match.spec)
-    sys.stdout.write(f"# {ckpt}: {match.reason}\n")
-    for note in match.assumptions:
+    sys.stdout.write(f"# {ckpt}: {found.match.reason}\n")
+    for note in found.match.assumptions:
         sys.stdout.write(f"# assumed/noticed: {note}\n")
-    data = spec.model_dump(mode="json", exclude_defaults=False)
-    data["name"] = f"{match.spec}-{Path(ckpt).name}".lower().replace("_", "-")
-    data["checkpoints"]["draft"] = str(Path(ckpt).resolve())
+    if found.unread:
+        sys.stdout.write(f"# config keys draftsmith does not read: {', '.join(found.unread)}\n")
+    data = found.spec
     sys.stdout.write(yaml.safe_dump(data, sort_keys=False))

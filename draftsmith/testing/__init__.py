@@ -96,8 +96,23 @@ def write_eagle1(folder: str | Path, target: str | Path, *, seed: int = 1, std: 
 
 def write_eagle3(folder: str | Path, target: str | Path, *, seed: int = 2, std: float = 0.05,
                  draft_vocab: int | None = None, aux_ids: list[int] | None = None, layout: str = "midlayer",
-                 bin_format: bool = False) -> Path:
-    """EAGLE-3 yuhuili / lmsys layout (``midlayer.*``), or ``layers.0.*`` with layout="layers"."""
+                 bin_format: bool = False, layers: int = 1, config: str = "hf", fc_norm: bool = False,
+                 norm_before_fc: bool = False, flags: dict[str, Any] | None = None, ids_key: str = "eagle_config",
+                 embed: bool = False, d2t: str = "offset") -> Path:
+    """An EAGLE-3 draft in a published layout (FORMATS.md).
+
+    ``layout``: ``midlayer`` (yuhuili / lmsys, one layer), ``layers`` (``layers.N.*``; multi-layer SpecForge /
+    speculators) or ``nemo`` (NeMo Automodel: ``model.`` prefix, ``lm_head`` unprefixed). Only layer 0 takes the 2H
+    input and has ``hidden_norm``. ``config``: ``hf`` (flat Llama config.json) or ``speculators``
+    (``transformer_layer_config``, no top-level model_type, all four norm flags written). ``fc_norm`` writes
+    ``fc_norm.{i}.weight`` per aux state, ``norm_before_fc`` one ``input_norm.weight`` over their concatenation.
+    ``flags``: norm flags to write into the config (``norm_output`` in the config's own meaning). ``ids_key``: where
+    ``aux_ids`` go: ``eagle_config``, ``top`` (top-level eagle_aux_hidden_state_layer_ids) or
+    ``target_layer_ids``. ``d2t``: ``offset`` (published) or ``absolute`` (target ids)."""
+    from draftsmith.convert.styles import STYLES, from_facts
+
+    if layout == "midlayer" and layers != 1:
+        raise ValueError("the midlayer layout holds exactly one layer")
     folder, tc = Path(folder), _target_cfg(target)
     H, nH, nKV, d, I = _dims(tc)
     V = tc["vocab_size"]
@@ -113,9 +128,37 @@ def write_eagle3(folder: str | Path, target: str | Path, *, seed: int = 2, std: 
     if vd < V:
         kept = torch.randperm(V, generator=g)[:vd]
         t["d2t"], t["t2d"] = make_vocab_map(kept, V)
+        if d2t == "absolute":
+            t["d2t"] = t["d2t"] + torch.arange(vd)
+    for i in range(1, layers):
+        t |= _llama_layer(f"layers.{i}.", H, nH, nKV, d, I, H, g, std)
+    if fc_norm:
+        t |= {f"fc_norm.{i}.weight": 1 + torch.randn(H, generator=g) * 0.1 for i in range(k)}
+    if norm_before_fc:
+        t["input_norm.weight"] = 1 + torch.randn(k * H, generator=g) * 0.1
+    if embed:
+        t["embed_tokens.weight"] = torch.randn(V, H, generator=g) * std
+    if layout == "nemo":
+        t = {n if n == "lm_head.weight" or n in ("d2t", "t2d") else f"model.{n}": v for n, v in t.items()}
     if aux_ids:
-        extra["eagle_config"] = {"eagle_aux_hidden_state_layer_ids": aux_ids}
-    return _write(folder, _draft_config(tc, **extra), t, bin_format)
+        where = {"eagle_config": None, "top": "eagle_aux_hidden_state_layer_ids", "target_layer_ids": "target_layer_ids"}
+        if where[ids_key] is None:
+            extra["eagle_config"] = {"eagle_aux_hidden_state_layer_ids": aux_ids}
+        else:
+            extra[where[ids_key]] = aux_ids
+    extra |= {"fc_norm": True} if fc_norm else {}
+    extra |= {"norm_before_fc": True} if norm_before_fc else {}
+    cfg = _draft_config(tc, num_hidden_layers=layers, **extra, **(flags or {}))
+    if config == "speculators":
+        facts = {k: v for k, v in cfg.items() if k not in ("architectures", "model_type", "eagle_config")}
+        facts |= {"eagle_aux_hidden_state_layer_ids": aux_ids} if aux_ids else {}
+        facts.pop("target_layer_ids", None)
+        speculators = STYLES["speculators"]
+        for flag in ("norm_before_residual", "norm_before_fc", "fc_norm"):
+            facts.setdefault(flag, False)
+        facts["norm_output"] = speculators.norm_output[bool(facts.get("norm_output", False))]
+        cfg = from_facts(facts, speculators) | {"target_hidden_size": None}
+    return _write(folder, cfg, t, bin_format)
 
 
 def _write(folder: Path, config: dict[str, Any], tensors: dict[str, torch.Tensor], bin_format: bool) -> Path:

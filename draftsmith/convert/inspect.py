@@ -1,0 +1,91 @@
+"""``inspect``: which family a checkpoint is, a spec that loads it with every value it had to assume stated, and
+what did not fit. Used by ``draftsmith inspect`` and ``draftsmith convert`` (which reads a checkpoint through the
+spec detected here)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from transformers import LlamaConfig
+
+from draftsmith.assembler.checkpoint import TensorInfo, list_tensors
+from draftsmith.assembler.config import MLA_KEYS, flatten_draft_config, read_raw_config
+from draftsmith.assembler.detect import closest_families, eagle3_values
+from draftsmith.convert.styles import EAGLE_FIELDS, STYLES
+from draftsmith.hooks import LayoutMatch
+from draftsmith.registry import Registry, default_registry
+
+# Config keys draftsmith reads or knowingly skips, beyond a Llama config's own.
+READ = {*EAGLE_FIELDS, *MLA_KEYS, *STYLES["speculators"].fixed, *STYLES["mistral"].rename, "eagle_config", "bias",
+        "qkv_bias", "num_aux_hidden_states", "target_layer_ids", "architectures", "model_type",
+        "transformers_version", "torch_dtype", "dtype", "hc_mult", "rope_interleave", "first_k_dense_replace"}
+
+
+@dataclass(frozen=True)
+class Inspection:
+    folder: Path
+    config: dict[str, Any]                   # the config file as written
+    infos: dict[str, TensorInfo]
+    match: LayoutMatch | None
+    spec: dict[str, Any] | None              # a spec (plain data) that loads it, every assumed value stated
+    unread: tuple[str, ...]                  # config keys draftsmith does not read
+
+
+def inspect_checkpoint(folder: str | Path, registry: Registry | None = None) -> Inspection:
+    from draftsmith.specs.loader import load_spec
+
+    registry = registry or default_registry()
+    folder = Path(folder)
+    config, infos = read_raw_config(folder), list_tensors(folder)
+    names = list(infos)
+    known = set(LlamaConfig().to_dict()) | READ
+    unread = tuple(sorted(k for k in flatten_draft_config(config) if k not in known))
+    match = registry.detect_layout(config, names)
+    if match is None:
+        return Inspection(folder, config, infos, None, None, unread)
+    spec = load_spec(match.spec, registry)
+    data = spec.model_dump(mode="json")
+    data["name"] = f"{match.spec}-{folder.name}".lower().replace("_", "-")
+    data["checkpoints"]["draft"] = str(folder.resolve())
+    fusion = data["draft"]["fusion"]
+    params = registry.get("fusion", fusion["kind"]).params.model_fields
+    if "norm_output" in params and "aux_layers" in params:  # an EAGLE-3 fusion: state every flag it resolved
+        values, _ = eagle3_values(match.spec, config, names)
+        aux = values.pop("aux_layers")
+        fusion |= values | {"aux_layers": aux if aux["ids"] else {"at": aux["at"]}}
+    if "d2t" in infos and "t2d" in infos and "vocab" in data["draft"]:
+        convention, note = d2t_convention(infos)
+        data["draft"]["vocab"]["d2t"] = convention
+        match = LayoutMatch(match.spec, match.reason, (*match.assumptions, note))
+    return Inspection(folder, config, infos, match, data, unread)
+
+
+def d2t_convention(infos: dict[str, TensorInfo]) -> tuple[str, str]:
+    """offset or absolute, read from the (small) d2t / t2d tensors themselves: the one place inspect reads data."""
+    import torch
+
+    from draftsmith.assembler.checkpoint import read_tensors
+    from draftsmith.assembler.vocab import VocabMapError, check_vocab_map
+
+    t = read_tensors(infos, ["d2t", "t2d"])
+    d2t, t2d = t["d2t"].long(), t["t2d"].bool()
+    for convention, offsets in (("offset", d2t), ("absolute", d2t - torch.arange(d2t.shape[0]))):
+        try:
+            check_vocab_map(offsets, t2d)
+        except VocabMapError:
+            continue
+        how = "target = draft + d2t[draft]" if convention == "offset" else "d2t holds target ids"
+        return convention, f"vocab.d2t: {convention} ({how}; checked against t2d)"
+    return "offset", "vocab.d2t: d2t / t2d form no valid map as offsets or as target ids; loading will refuse it"
+
+
+def render_unknown(found: Inspection) -> str:
+    """Why no family fits: the closest ones and the names each could not place."""
+    from draftsmith.assembler.plan import group_names
+
+    lines = [f"{found.folder}: no registered detector recognises this layout ({len(found.infos)} tensors)"]
+    for spec, score, bad in closest_families(found.config, list(found.infos)):
+        shown = ", ".join(p for p, _ in group_names(bad)[:6]) or "none"
+        lines.append(f"  closest: {spec} ({score:.0%} fit); names that did not fit: {shown}")
+    return "\n".join(lines)

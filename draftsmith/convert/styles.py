@@ -1,0 +1,127 @@
+"""Config styles: how a layout stores the draft's config, as data, and the one translation to and from config
+facts (a flat, Hugging-Face-named dict: what ``draft_hf_config`` reads).
+
+- ``hf``: a flat Llama ``config.json`` (yuhuili / lmsys / SpecForge); aux ids under ``eagle_config``.
+- ``speculators``: ``config.json`` with the EAGLE fields at top level and the layer's config nested under
+  ``transformer_layer_config``; no top-level ``model_type`` (AutoConfig cannot read it).
+- ``mistral``: Mistral's ``params.json`` (``dim``, ``n_layers``, ``n_heads``, ...).
+
+The config key ``norm_output`` means different things per style (FORMATS.md); facts hold it in spec terms
+(``none`` | ``head`` | ``feed_back``) and each style's ``norm_output`` table translates.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+IDS = "eagle_aux_hidden_state_layer_ids"
+
+
+@dataclass(frozen=True)
+class ConfigStyle:
+    name: str
+    file: str                                            # the config file in the checkpoint folder
+    rename: Mapping[str, str] = field(default_factory=dict)   # style key -> fact key
+    nest: str | None = None                              # facts not in `outer` live under this key
+    outer: tuple[str, ...] = ()                          # fact keys kept at top level when nesting
+    fixed: Mapping[str, Any] = field(default_factory=dict)    # written as is, never read back as facts
+    ids_at: str = IDS                                    # dotted path where the aux ids are written
+    norm_output: Mapping[bool, str] = field(default_factory=dict)  # config bool -> spec term (absent: dropped)
+
+
+EAGLE_FIELDS = ("draft_vocab_size", "target_hidden_size", IDS, "norm_before_residual", "norm_before_fc", "fc_norm",
+                "norm_output")
+
+STYLES: dict[str, ConfigStyle] = {s.name: s for s in (
+    ConfigStyle("hf", "config.json", fixed={"architectures": ["LlamaForCausalLM"], "model_type": "llama"},
+                ids_at=f"eagle_config.{IDS}", norm_output={True: "head", False: "none"}),
+    ConfigStyle("speculators", "config.json", nest="transformer_layer_config", outer=EAGLE_FIELDS,
+                fixed={"architectures": ["Eagle3Speculator"], "speculators_model_type": "eagle3",
+                       "speculators_version": "0.1.0",
+                       "speculators_config": {"algorithm": "eagle3", "default_proposal_method": "greedy",
+                                              "proposal_methods": [{"proposal_type": "greedy",
+                                                                    "speculative_tokens": 5,
+                                                                    "verifier_accept_k": 1,
+                                                                    "accept_tolerance": 0.0}],
+                                              "verifier": {"name_or_path": None, "architectures": None}},
+                       "transformer_layer_config": {"model_type": "llama"}},
+                norm_output={True: "feed_back", False: "head"}),
+    ConfigStyle("mistral", "params.json",
+                rename={"dim": "hidden_size", "n_layers": "num_hidden_layers", "n_heads": "num_attention_heads",
+                        "n_kv_heads": "num_key_value_heads", "head_dim": "head_dim", "hidden_dim": "intermediate_size",
+                        "norm_eps": "rms_norm_eps", "rope_theta": "rope_theta", "vocab_size": "vocab_size",
+                        "max_seq_len": "max_position_embeddings"}),
+)}
+
+
+def style_of(folder: str | Path, raw: Mapping[str, Any] | None = None) -> ConfigStyle:
+    """The style a checkpoint folder's config is written in (from its files and keys, never `architectures`)."""
+    folder = Path(folder)
+    if not (folder / "config.json").is_file() and (folder / "params.json").is_file():
+        return STYLES["mistral"]
+    raw = raw if raw is not None else json.loads((folder / "config.json").read_text())
+    return STYLES["speculators"] if any(k in raw for k in ("speculators_config", "speculators_model_type",
+                                                            "transformer_layer_config")) else STYLES["hf"]
+
+
+def _get(d: Mapping[str, Any], path: str) -> Any:
+    for part in path.split("."):
+        if not isinstance(d, Mapping):
+            return None
+        d = d.get(part)
+    return d
+
+
+def _put(d: dict[str, Any], path: str, value: Any) -> None:
+    *parents, last = path.split(".")
+    for part in parents:
+        d = d.setdefault(part, {})
+    d[last] = value
+
+
+def to_facts(raw: Mapping[str, Any], style: ConfigStyle) -> dict[str, Any]:
+    """A config as written in ``style`` -> config facts (HF names, norm_output in spec terms)."""
+    raw = dict(raw)
+    inner = raw.pop(style.nest, None) if style.nest else None
+    merged = {**(inner or {}), **raw}
+    ids = _get(merged, f"eagle_config.{IDS}") or merged.get(IDS) or merged.get("target_layer_ids")
+    facts = {style.rename.get(k, k): v for k, v in merged.items()
+             if k not in style.fixed and k not in (IDS, "target_layer_ids", "eagle_config")}
+    rest = {k: v for k, v in (merged.get("eagle_config") or {}).items() if k != IDS}
+    if rest:  # other eagle_config fields (NVIDIA ModelOpt flags) stay where they were
+        facts["eagle_config"] = rest
+    if ids:
+        facts[IDS] = [int(i) for i in ids]
+    value = facts.pop("norm_output", None)
+    if value is not None and value in style.norm_output:
+        facts["norm_output"] = style.norm_output[value]
+    return facts
+
+
+def from_facts(facts: Mapping[str, Any], style: ConfigStyle) -> dict[str, Any]:
+    """Config facts -> a config written in ``style``; ValueError for a fact the style cannot express."""
+    facts = dict(facts)
+    back = {v: k for k, v in style.rename.items()}
+    out: dict[str, Any] = json.loads(json.dumps(style.fixed))
+    ids = facts.pop(IDS, None)
+    term = facts.pop("norm_output", None)
+    if term is not None:
+        values = [b for b, t in style.norm_output.items() if t == term]
+        if not values:
+            raise ValueError(f"config style {style.name!r} cannot say norm_output={term!r} "
+                             f"(it says: {dict(style.norm_output) or 'nothing about norm_output'})")
+        facts["norm_output"] = values[0]
+    for key, value in facts.items():
+        if style.rename and key not in back:
+            continue  # a params.json holds only the keys it names
+        name = back.get(key, key)
+        if style.nest and key not in style.outer:
+            out.setdefault(style.nest, {})[name] = value
+        else:
+            out[name] = value
+    if ids is not None:
+        _put(out, style.ids_at, list(ids))
+    return out
