@@ -17,6 +17,16 @@ from draftsmith.errors import DraftsmithError, short_text
 
 USER_ERROR, INTERNAL_ERROR = 1, 70
 
+# Exceptions click/typer turn into usage messages and exit codes themselves (typer >= 0.20 vendors click).
+_CLICK: set[type[BaseException]] = {typer.Exit, typer.Abort, click.exceptions.Exit, click.ClickException, click.Abort}
+try:
+    from typer._click import exceptions as _vendored
+
+    _CLICK |= {getattr(_vendored, n) for n in ("Exit", "ClickException", "Abort") if hasattr(_vendored, n)}
+except ImportError:  # pragma: no cover (typer using the click package)
+    pass
+PASS_THROUGH = tuple(_CLICK)
+
 
 def report(exc: BaseException) -> int:
     """Print ``exc`` for a user (plain text, on stderr) and return the exit code."""
@@ -35,9 +45,7 @@ class _Group(TyperGroup):
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
-        except (typer.Exit, typer.Abort, click.exceptions.Exit, click.ClickException, click.Abort):
-            raise
-        except KeyboardInterrupt:
+        except PASS_THROUGH:
             raise
         except Exception as exc:
             if ctx.params.get("debug"):

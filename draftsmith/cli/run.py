@@ -17,8 +17,8 @@ def generate(
     target: Optional[Path] = typer.Option(None, help="Hugging Face target folder"),
     draft: Optional[Path] = typer.Option(None, help="draft checkpoint folder"),
     prompt: str = typer.Option("def fibonacci(n):", help="prompt text (needs a tokenizer in the target folder)"),
-    max_new_tokens: int = typer.Option(64, "--max-new-tokens"),
-    temperature: float = typer.Option(0.0, help="0 = greedy"),
+    max_new_tokens: int = typer.Option(64, "--max-new-tokens", min=1),
+    temperature: float = typer.Option(0.0, min=0.0, help="0 = greedy"),
     seed: Optional[int] = typer.Option(None, help="seed for sampling"),
     topk: Optional[int] = typer.Option(None, help="tree branching (1 = chain); default from the spec"),
     steps: Optional[int] = typer.Option(None, help="draft depth; default from the spec"),
@@ -26,25 +26,35 @@ def generate(
     device: str = typer.Option("cpu"),
     dtype: str = typer.Option("float32"),
     compare: bool = typer.Option(True, help="also run target-only and a chain, and show all side by side"),
-    threads: int = typer.Option(1, help="CPU threads for torch (1 suits small models best)"),
+    threads: int = typer.Option(1, min=1, help="CPU threads for torch (1 suits small models best)"),
 ) -> None:
     """Generate with speculative decoding; with no options, runs the embedded demo pair."""
     import torch
 
     import draftsmith
 
+    _check_options(device, dtype)
     torch.set_num_threads(threads)
     model = draftsmith.assemble(spec, target=target, draft=draft, device=device, dtype=dtype)
     out.print(f"[bold]spec[/bold] {model.spec.name}: {escape(model.spec.description)}")
     kw = dict(max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
     res = model.generate(prompt, topk=topk, steps=steps, draft_tokens=draft_tokens, **kw)
-    out.print(f"[bold]prompt[/bold] {prompt!r}\n[bold]output[/bold] {res.text if res.text is not None else res.token_ids!r}")
+    shown = res.text if res.text is not None else repr(res.token_ids)
+    out.print(f"[bold]prompt[/bold] {escape(repr(prompt))}\n[bold]output[/bold] {escape(shown)}")  # user text
     rows = [(f"speculative {res.stats.mode}", res)]
     if compare:
         if model.plan(topk=topk, steps=steps, draft_tokens=draft_tokens).topk > 1:
             rows.append(("chain v1 (topk=1)", model.generate(prompt, topk=1, steps=steps, **kw)))
         rows.append(("target only", model.generate_baseline(prompt, **kw)))
     _stats_table(rows, greedy=temperature == 0)
+
+
+def _check_options(device: str, dtype: str) -> None:
+    """--device and --dtype refused before anything is loaded (OptionError: one message, exit 1)."""
+    from draftsmith.options import check_device, parse_dtype
+
+    check_device(device)
+    parse_dtype(dtype)
 
 
 def _stats_table(rows, greedy: bool) -> None:
@@ -64,10 +74,10 @@ def _stats_table(rows, greedy: bool) -> None:
 def bench(
     spec: str = typer.Option("demo", help="built-in spec name or YAML path"),
     target: Optional[Path] = typer.Option(None), draft: Optional[Path] = typer.Option(None),
-    max_new_tokens: int = typer.Option(64, "--max-new-tokens"),
-    repeats: int = typer.Option(3, help="runs per method; the median is reported"),
+    max_new_tokens: int = typer.Option(64, "--max-new-tokens", min=1),
+    repeats: int = typer.Option(3, min=1, help="runs per method; the median is reported"),
     prompt: str = typer.Option("def fibonacci(n):"),
-    threads: int = typer.Option(1, help="CPU threads for torch, the same for every method"),
+    threads: int = typer.Option(1, min=1, help="CPU threads for torch, the same for every method"),
     device: str = typer.Option("cpu"),
     dtype: str = typer.Option("float32"),
 ) -> None:
@@ -76,6 +86,7 @@ def bench(
 
     from draftsmith.bench import run_bench
 
+    _check_options(device, dtype)
     torch.set_num_threads(threads)
 
     run_bench(spec, target=target, draft=draft, prompt=prompt, max_new_tokens=max_new_tokens, repeats=repeats,
