@@ -33,17 +33,17 @@ def checkpoint_dir(spec: Spec, given: str | Path | None, which: str) -> Path:
     if not path.is_absolute() and given is None and spec._source:
         path = Path(spec._source).parent / path
     if not path.is_dir():
-        raise FileNotFoundError(f"{which} checkpoint folder {str(path)!r} does not exist")
+        from draftsmith.errors import CheckpointNotFound, short_text
+
+        what = "is not a folder" if path.exists() else "does not exist"
+        raise CheckpointNotFound(f"{which} checkpoint folder {short_text(path, 300)!r} {what}")
     return path
 
 
 def parse_dtype(dtype: str | torch.dtype) -> torch.dtype:
-    if isinstance(dtype, torch.dtype):
-        return dtype
-    value = getattr(torch, str(dtype), None)
-    if not isinstance(value, torch.dtype):
-        raise ValueError(f"unknown dtype {dtype!r}; use float32, float64, bfloat16 or float16")
-    return value
+    from draftsmith.options import parse_dtype as checked  # a float dtype, else OptionError (a ValueError)
+
+    return checked(dtype)
 
 
 def plan_target(folder: Path, registry: Registry, backend) -> tuple[PlannedLoad, Any]:
@@ -77,6 +77,9 @@ def assemble(spec: Spec | str | Path = "demo", target: str | Path | None = None,
     registry = registry or default_registry()
     spec = load_spec(spec, registry)
     dtype = parse_dtype(dtype)
+    from draftsmith.options import check_device
+
+    check_device(device)  # OptionError before anything is read: 'cuda' without CUDA, 'cuda:3' with one GPU
     target_dir, draft_dir = checkpoint_dir(spec, target, "target"), checkpoint_dir(spec, draft, "draft")
     backend = registry.get("attn_backend", spec.decoding.attention).factory()
 

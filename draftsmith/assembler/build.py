@@ -45,6 +45,11 @@ def layer_count(spec: Spec, canonical_names: Iterable[str]) -> int:
     if not found:
         raise SpecError(spec.source, [Problem("draft.num_layers", "auto found no 'layers.N.' tensors after the "
                                                                    "weight rules", hint="Check weights.rules.")])
+    from draftsmith import limits
+
+    if max(found) >= limits.DRAFT_LAYERS:  # bounded before anything is built on the meta device
+        raise SpecError(spec.source, [Problem("draft.num_layers", f"auto found a tensor of layer {max(found)}; a "
+                                              f"draft has at most {limits.DRAFT_LAYERS} layers (draftsmith/limits.py)")])
     return max(found) + 1
 
 

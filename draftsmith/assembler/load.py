@@ -37,7 +37,7 @@ def plan_module(module: nn.Module, folder: str | Path, rules: RuleSet, *, spec: 
 
 def fill(planned: PlannedLoad, *, dtype: torch.dtype, device: str) -> nn.Module:
     """Read the planned tensors and assign them (floats cast to ``dtype``; ints and bools keep their kind)."""
-    raw = read_tensors(planned.infos, planned.plan.sources.values())
+    raw = read_tensors(planned.infos, planned.plan.sources.values(), finite=True)  # NaN/inf: CheckpointError
     state = {}
     for canon, src in planned.plan.sources.items():
         want = planned.expected[canon].dtype
