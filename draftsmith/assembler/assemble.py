@@ -8,10 +8,11 @@ import torch
 
 from draftsmith.assembler.build import build_draft, build_target, rule_set
 from draftsmith.assembler.checkpoint import list_tensors
-from draftsmith.assembler.config import (draft_hf_config, has_recurrent_layers, read_config, stop_ids,
-                                         target_hf_config)
+from draftsmith.assembler.config import (draft_hf_config, flatten_draft_config, has_recurrent_layers, read_config,
+                                         stop_ids, target_hf_config)
 from draftsmith.assembler.load import PlannedLoad, fill, materialize, plan_module
 from draftsmith.assembler.vocab import check_vocab_map
+from draftsmith.components.targets import mtp_layer_patterns
 from draftsmith.components.weights import RuleSet
 from draftsmith.decoding.model import SpeculativeModel
 from draftsmith.registry import Registry, default_registry
@@ -51,11 +52,13 @@ def plan_target(folder: Path, registry: Registry, backend) -> tuple[PlannedLoad,
 
     The model_type is looked up before transformers parses the config, so an unsupported or misspelled one is
     refused with the list of registered targets."""
-    model_type = read_config(folder).get("model_type")
+    raw = read_config(folder)
+    model_type = raw.get("model_type")
     registry.get("target", str(model_type))  # UnknownComponent: "unknown target 'x'. ... known: llama (builtin), ..."
     cfg = target_hf_config(folder)
     model = build_target(cfg, registry, backend)
-    rules = RuleSet([], ignore=[*TARGET_RULES.ignore, *([r"^lm_head\.weight$"] if model.tie else [])])
+    rules = RuleSet([], ignore=[*TARGET_RULES.ignore, *([r"^lm_head\.weight$"] if model.tie else []),
+                                *mtp_layer_patterns(raw)])  # declared MTP layers are a draft's, not the target's
     return plan_module(model, folder, rules, spec=f"target ({cfg.model_type})"), cfg
 
 
@@ -87,7 +90,7 @@ def assemble(spec: Spec | str | Path = "demo", target: str | Path | None = None,
     target_plan, target_cfg = plan_target(target_dir, registry, backend)
     draft_raw = read_config(draft_dir)
     infos = list_tensors(draft_dir)
-    rules = rule_set(spec, registry)
+    rules = rule_set(spec, registry, flatten_draft_config(draft_raw))  # ${key} placeholders: the draft config
     canonical = [c for c in (rules.to_canonical(n)[0] for n in infos) if c is not None]
     draft_model = build_draft(spec, registry, draft_raw=draft_raw, draft_cfg=draft_hf_config(draft_raw),
                               target_cfg=target_cfg, canonical_names=canonical, backend=backend)

@@ -8,11 +8,13 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from draftsmith.assembler.config import is_mla, target_hidden_width
+from draftsmith.assembler.config import flatten_draft_config, is_mla, target_hidden_width
 from draftsmith.assembler.models import CausalLM, DraftModel
 from draftsmith.assembler.parts import LayerRecipe, Stacker
 from draftsmith.components.dims import Dims
 from draftsmith.components.layers import own_input
+from draftsmith.components.rule_config import bind_all
+from draftsmith.components.targets import apply_windows
 from draftsmith.components.weights import RuleSet
 from draftsmith.registry import Registry
 from draftsmith.specs.errors import Problem, SpecError
@@ -24,18 +26,23 @@ _LAYER = re.compile(r"^layers\.(\d+)\.")
 
 def build_target(cfg, registry: Registry, backend: Callable) -> CausalLM:
     arch = registry.get("target", cfg.model_type).factory()
+    arch.check(cfg)  # UnsupportedTarget: a config this code would misread (e.g. MoE layers)
     dims = Dims.from_config(cfg)
-    attn = {"qk_norm": arch.qk_norm} | ({} if arch.qkv_bias is None else {"qkv_bias": arch.qkv_bias})
     mlp = {"bias": bool(getattr(cfg, "mlp_bias", False))}  # Llama's mlp_bias: gate/up/down with biases
-    stack = Stacker(registry, LayerRecipe(attention=("gqa", attn), mlp=("swiglu", mlp)), dims, backend)
+    stack = Stacker(registry, LayerRecipe(attention=arch.attention_recipe(), mlp=("swiglu", mlp)), dims, backend)
     with torch.device("meta"):
         layers = [stack.layer(i, in_width=dims.hidden) for i in range(dims.layers)]
+        apply_windows(cfg, layers)  # Mistral's sliding_window, Qwen's sliding layer_types
         return CausalLM(dims, layers, stack.norm(dims.hidden), bool(getattr(cfg, "tie_word_embeddings", False)))
 
 
-def rule_set(spec: Spec, registry: Registry) -> RuleSet:
+def rule_set(spec: Spec, registry: Registry, config: Mapping[str, Any] | None = None) -> RuleSet:
+    """The spec's weight rules; with the draft's config, ``${key}`` placeholders are bound to its values."""
     rules = [resolve(registry, "weight_rule", r.kind, r.model_extra or {})[1] for r in spec.weights.rules]
-    return RuleSet(rules, spec.weights.ignore)
+    ignore = list(spec.weights.ignore)
+    if config is not None:
+        rules, ignore = bind_all(rules, ignore, config)
+    return RuleSet(rules, ignore)
 
 
 def layer_count(spec: Spec, canonical_names: Iterable[str]) -> int:
@@ -62,7 +69,7 @@ def is_reduced(spec: Spec, draft_raw: Mapping[str, Any], names: Iterable[str], t
 
 def attention_name(spec: Spec, draft_raw: Mapping[str, Any]) -> str:
     kind = spec.draft.attention.kind
-    return ("mla" if is_mla(draft_raw) else "gqa") if kind == "auto" else kind
+    return ("mla" if is_mla(flatten_draft_config(draft_raw)) else "gqa") if kind == "auto" else kind
 
 
 def build_draft(spec: Spec, registry: Registry, *, draft_raw: Mapping[str, Any], draft_cfg, target_cfg,

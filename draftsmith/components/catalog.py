@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from draftsmith.components import backends, fusion, mla
+from draftsmith.components import backends, fusion, mla, mtp
 from draftsmith.components.gqa import GQAParams, gqa
 from draftsmith.components.layers import llama_layer
 from draftsmith.components.mlp import MLPParams, swiglu
@@ -37,6 +37,8 @@ def builtin_components() -> list[Component]:
         Component("norm", "rms", rms, doc="RMSNorm in float32"),
         Component("fusion", "eagle1", fusion.eagle1, fusion.Eagle1Params, doc="fc over [embed; hidden]"),
         Component("fusion", "eagle3", fusion.eagle3, fusion.Eagle3Params, doc="fc over k aux states"),
+        Component("fusion", "mtp", mtp.mtp, mtp.MTPParams,
+                  doc="DeepSeek-V3 MTP: eh_proj over [enorm(embed); hnorm(hidden)]"),
         Component("weight_rule", "regex", _same, RegexRule, doc="rename checkpoint names by regex"),
         Component("quant", "none", _same, Strict, doc="no quantization (draft only; never the target's)"),
         Component("attn_backend", "sdpa", lambda *_, **__: backends.sdpa, doc="torch SDPA: masks, or mask-free causal (its flash kernel)"),

@@ -24,7 +24,10 @@ from draftsmith.specs.resolve import resolve
 REGISTRY = draftsmith.default_registry()
 H, HEADS, KV_HEADS, HEAD_DIM, TARGET_WIDTH, B, T = 64, 4, 2, 24, 48, 2, 5  # nH*d = 96 != H
 DIMS = Dims.from_config(LlamaConfig(hidden_size=H, num_attention_heads=HEADS, num_key_value_heads=KV_HEADS,
-                                    head_dim=HEAD_DIM, intermediate_size=96, num_hidden_layers=8, vocab_size=96))
+                                    head_dim=HEAD_DIM, intermediate_size=96, num_hidden_layers=8, vocab_size=96,
+                                    # sizes an MLA attention reads (GQA ignores them)
+                                    q_lora_rank=24, kv_lora_rank=16, qk_nope_head_dim=8, qk_rope_head_dim=6,
+                                    v_head_dim=10))
 POS = torch.arange(T).expand(B, T)
 
 

@@ -1,0 +1,138 @@
+"""Targets beyond plain Llama: sliding windows (Mistral on every layer, Qwen2 on the layers ``layer_types``
+marks) and DeepSeek-V3 (latent attention, dense layers) give transformers' logits (float32, 1e-4), over a whole
+sequence and through the paged pool; MoE configs and unknown types are refused with a clear error; every
+registered target type is covered here or in test_parity.py."""
+import json
+import shutil
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM
+
+import draftsmith
+from draftsmith.assembler.assemble import load_target
+from draftsmith.components import backends
+from draftsmith.components.sliding import window_mask
+from draftsmith.components.targets import TARGETS, UnsupportedTarget
+from draftsmith.decoding.batching import causal_batch, pad_tokens
+from draftsmith.decoding.kvpool import PagedKVPool
+from draftsmith.registry import default_registry
+from draftsmith.testing import write_eagle3, write_target
+from draftsmith.testing.mla import MLA_SIZES
+
+ATOL = 1e-4
+DEEPSEEK = dict(num_key_value_heads=4, first_k_dense_replace=2, **MLA_SIZES)
+CASES = {  # name: (model_type, overrides)
+    "mistral-window4": ("mistral", {"sliding_window": 4}),
+    "qwen2-window4-upper": ("qwen2", {"use_sliding_window": True, "sliding_window": 4, "max_window_layers": 1}),
+    "deepseek_v3-dense": ("deepseek_v3", DEEPSEEK),
+    "deepseek_v3-no-q-lora": ("deepseek_v3", {**DEEPSEEK, "q_lora_rank": None, "rope_interleave": False}),
+}
+
+
+@pytest.fixture(scope="module")
+def targets(tmp_path_factory):
+    made = {}
+
+    def get(name):
+        if name not in made:
+            model_type, over = CASES[name]
+            made[name] = write_target(tmp_path_factory.mktemp(name), model_type, num_hidden_layers=2, **over)
+        return made[name]
+    return get
+
+
+def reference(folder, ids):
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    with torch.no_grad():
+        return model(ids).logits
+
+
+def ours(folder):
+    return load_target(folder, default_registry(), backends.sdpa, dtype=torch.float32, device="cpu")[0]
+
+
+def full_logits(model, ids):
+    with torch.no_grad():
+        return model.logits(model(ids, torch.arange(ids.shape[1]).expand_as(ids))[0])
+
+
+IDS = torch.randint(0, 96, (2, 20), generator=torch.Generator().manual_seed(0))
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_target_logits_match_transformers(targets, name):
+    want = reference(targets(name), IDS)
+    assert want.std() > 0.1
+    torch.testing.assert_close(full_logits(ours(targets(name)), IDS), want, atol=ATOL, rtol=0)
+
+
+@pytest.mark.parametrize("name", ["mistral-window4", "qwen2-window4-upper"])
+def test_the_window_matters_here(targets, name, tmp_path):
+    """Without the window (the old behaviour) the same weights give other logits past position 4."""
+    folder = targets(name)
+    wide = tmp_path / "wide"
+    wide.mkdir()
+    cfg = json.loads((folder / "config.json").read_text())
+    (wide / "config.json").write_text(json.dumps({**cfg, "sliding_window": None, "use_sliding_window": False}))
+    shutil.copy(folder / "model.safetensors", wide / "model.safetensors")
+    got, unwindowed = full_logits(ours(folder), IDS), full_logits(ours(wide), IDS)
+    torch.testing.assert_close(got[:, :4], unwindowed[:, :4], atol=ATOL, rtol=0)
+    assert (got[:, 5:] - unwindowed[:, 5:]).abs().max() > 1e-2
+
+
+@pytest.mark.parametrize("name", ["mistral-window4", "deepseek_v3-dense"])
+def test_paged_prefill_then_decode_matches_transformers(targets, name):
+    folder = targets(name)
+    want = reference(folder, IDS[:1])[0]
+    model = ours(folder)
+    pool = PagedKVPool([layer.self_attn.cache_layout() for layer in model.model.layers], page_size=3, num_pages=2)
+    seq = pool.add_sequence()
+    got = []
+    with torch.no_grad():
+        kv, pos = causal_batch(pool, [seq], [7], "cpu")
+        got.extend(model.logits(model(pad_tokens([IDS[0, :7].tolist()]), pos, kv)[0])[0])
+        pool.commit(seq)
+        for t in range(7, IDS.shape[1]):
+            kv, pos = causal_batch(pool, [seq], [1], "cpu")
+            got.append(model.logits(model(IDS[:1, t:t + 1], pos, kv)[0])[0, 0])
+            pool.commit(seq)
+    torch.testing.assert_close(torch.stack(got), want, atol=ATOL, rtol=0)
+
+
+def test_windowed_tree_decoding_equals_baseline(tmp_path):
+    """Verification trees through a windowed target (mask path, not the causal one): greedy output unchanged."""
+    folder = write_target(tmp_path / "t", "mistral", num_hidden_layers=8, sliding_window=4)
+    draft = write_eagle3(tmp_path / "d", folder)
+    model = draftsmith.assemble("eagle3-llama", target=folder, draft=draft)
+    prompts = [[1, 2, 3, 4, 5, 6], [7, 8]]
+    base = model.generate_baseline(prompts, max_new_tokens=16, stop=[])
+    for shape in (dict(topk=1, steps=3), dict(topk=3, steps=3, draft_tokens=7)):
+        spec = model.generate(prompts, max_new_tokens=16, stop=[], **shape)
+        assert [s.token_ids for s in spec] == [b.token_ids for b in base]
+
+
+def test_window_mask_keeps_the_last_w_positions_of_a_tree():
+    # prefix of 3 committed keys, then a tree: node 0 (root) -> 1 -> 3, node 0 -> 2
+    tree = torch.tensor([[1, 0, 0, 0], [1, 1, 0, 0], [1, 0, 1, 0], [1, 1, 0, 1]], dtype=torch.bool)
+    mask = torch.cat([torch.ones(4, 3, dtype=torch.bool), tree], 1)      # [T=4, S=7]
+    got = window_mask(mask, 2)
+    # node 3 is at position 3 + 2 = 5: it keeps itself and its parent (node 1, position 4) only
+    assert got[3].tolist() == [False, False, False, False, True, False, True]
+    assert got[2].tolist() == [False, False, False, True, False, True, False]
+
+
+def test_moe_deepseek_target_is_refused(targets, tmp_path):
+    folder = tmp_path / "moe"
+    folder.mkdir()
+    cfg = json.loads((targets("deepseek_v3-dense") / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**cfg, "first_k_dense_replace": 1}))
+    shutil.copy(targets("deepseek_v3-dense") / "model.safetensors", folder / "model.safetensors")
+    with pytest.raises(UnsupportedTarget, match="first_k_dense_replace=1 on are mixture-of-experts"):
+        ours(folder)
+
+
+def test_every_registered_target_type_is_checked():
+    parity = {"llama", "mistral", "qwen2", "qwen3"}  # the model types tests/assembler/test_parity.py covers
+    checked = parity | {m for m, _ in CASES.values()}
+    assert set(TARGETS) <= checked
