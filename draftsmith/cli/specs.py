@@ -55,14 +55,14 @@ def list_cmd() -> None:
     from draftsmith import load_spec
 
     for name, plugin in reg.spec_names():
-        table.add_row(name, plugin, escape(load_spec(name).description))
+        table.add_row(escape(name), escape(plugin), escape(load_spec(name).description))  # never markup
     out.print(table)
     table = Table(title="components")
     for col in ("kind", "name", "plugin", "what"):
         table.add_column(col)
     for kind in reg.kinds():
         for name, plugin in reg.names(kind):
-            table.add_row(kind, name, plugin, escape(reg.get(kind, name).doc))
+            table.add_row(escape(kind), escape(name), escape(plugin), escape(reg.get(kind, name).doc))
     out.print(table)
 
 
@@ -77,7 +77,8 @@ def inspect(ckpt: Path = typer.Argument(..., help="draft checkpoint folder")) ->
     if found.match is None:
         typer.echo(render_unknown(found), err=True)
         raise typer.Exit(1)
-    sys.stdout.write(f"# {ckpt}: {found.match.reason}\n")
+    where = " ".join(str(ckpt).splitlines())  # a folder name with a newline must not end the YAML comment
+    sys.stdout.write(f"# {where}: {found.match.reason}\n")
     for note in found.match.assumptions:
         sys.stdout.write(f"# assumed/noticed: {note}\n")
     if found.unread:

@@ -12,9 +12,10 @@ from pydantic import BaseModel, ConfigDict
 from torch import nn
 
 from draftsmith.components.sliding import windowed
+from draftsmith.errors import DraftsmithError
 
 
-class UnsupportedTarget(ValueError):
+class UnsupportedTarget(DraftsmithError, ValueError):
     """A registered model_type whose config asks for something draftsmith does not implement."""
 
 

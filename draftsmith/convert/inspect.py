@@ -46,7 +46,9 @@ def inspect_checkpoint(folder: str | Path, registry: Registry | None = None) -> 
         return Inspection(folder, config, infos, None, None, unread)
     spec = load_spec(match.spec, registry)
     data = spec.model_dump(mode="json")
-    data["name"] = f"{match.spec}-{folder.name}".lower().replace("_", "-")
+    from draftsmith.specs.loader import spec_name_for
+
+    data["name"] = spec_name_for(f"{match.spec}-{folder.name}")  # valid for any folder name (spaces, accents)
     data["checkpoints"]["draft"] = str(folder.resolve())
     fusion = data["draft"]["fusion"]
     params = registry.get("fusion", fusion["kind"]).params.model_fields
@@ -54,6 +56,11 @@ def inspect_checkpoint(folder: str | Path, registry: Registry | None = None) -> 
         values, _ = eagle3_values(match.spec, config, names)
         aux = values.pop("aux_layers")
         fusion |= values | {"aux_layers": aux if aux["ids"] else {"at": aux["at"]}}
+    attention = data["draft"]["attention"]
+    if "rope" in attention and isinstance(config.get("rope_interleave"), bool):  # the stored pair order, if said
+        attention["rope"] = "interleaved" if config["rope_interleave"] else "neox"
+        match = LayoutMatch(match.spec, match.reason, (*match.assumptions, f"attention.rope: {attention['rope']} "
+                                                       "(the config's rope_interleave)"))
     if "d2t" in infos and "t2d" in infos and "vocab" in data["draft"]:
         convention, note = d2t_convention(infos)
         data["draft"]["vocab"]["d2t"] = convention
