@@ -1,2 +1,100 @@
 """``draftsmith doctor``: find the spec setting that restores a draft's acceptance."""
 from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from draftsmith.cli import app, err, out
+
+
+@app.command()
+def doctor(
+    target: Path = typer.Argument(..., help="Hugging Face target folder"),
+    draft: Path = typer.Argument(..., help="draft checkpoint folder"),
+    spec: Optional[str] = typer.Option(None, help="built-in spec name or YAML path (default: detect the layout)"),
+    probe: Optional[str] = typer.Option(None, help="probe text, or @FILE (default: two short Python snippets)"),
+    max_new_tokens: int = typer.Option(32, "--max-new-tokens", help="tokens generated per probe"),
+    min_tau: float = typer.Option(2.0, "--min-tau", help="acceptance length below which the readings are tried"),
+    search: Optional[bool] = typer.Option(None, "--search/--no-search",
+                                          help="try the readings whatever the acceptance (default: only when low)"),
+    device: str = typer.Option("cpu"),
+    dtype: str = typer.Option("float32"),
+    threads: int = typer.Option(1, help="CPU threads for torch"),
+) -> None:
+    """Run the pair on a short probe, print acceptance per draft position and, when it is low, try the readings
+    the public formats leave ambiguous (aux ids as inputs or outputs, norms, d2t, rope, feedback) and print the
+    spec change that restores acceptance. Exit 0 when acceptance is fine, 1 when it is low."""
+    import torch
+
+    from draftsmith.doctor import PROBES, diagnose, yaml_snippet
+
+    torch.set_num_threads(threads)
+    if probe is not None and probe.startswith("@"):
+        probe = Path(probe[1:]).read_text(encoding="utf-8")
+    from draftsmith import SpecError
+
+    try:
+        spec_ref = spec or _detect(draft)
+        dx = diagnose(spec_ref, target, draft, probes=PROBES if probe is None else [probe],
+                      max_new_tokens=max_new_tokens, min_tau=min_tau, search=search, dtype=dtype, device=device)
+    except (SpecError, OSError, LookupError, ValueError) as e:   # the spec or a folder, before any reading is tried
+        typer.echo(f"doctor: {e}", err=True)
+        raise typer.Exit(2) from None
+    steps = dx.spec.decoding.steps
+    table = Table(title=f"acceptance per draft position: spec {escape(dx.spec.name)}, greedy chain of {steps}, "
+                        f"{max_new_tokens} tokens per probe")
+    table.add_column("reading", no_wrap=True)
+    table.add_column("tau", justify="right")
+    for i in range(steps):
+        table.add_column(f"pos {i + 1}", justify="right")
+    table.add_column("note", no_wrap=True)
+    errors: list[str] = []                      # distinct reasons a reading did not load, numbered in the notes
+    for c in [dx.base, *dx.candidates[:12]]:
+        name = "spec as given" if not c.changes else c.describe()
+        if c.measure is None:
+            errors += [] if c.error in errors else [c.error or "?"]
+            table.add_row(escape(name), "-", *["-"] * steps, f"does not load ({errors.index(c.error or '?') + 1})")
+        else:
+            note = "fix" if c is dx.fix else ""
+            table.add_row(escape(name), f"{c.tau:.2f}", *[f"{a:.2f}" for a in c.measure.per_position], note,
+                          style="bold green" if c is dx.fix else None)
+    out.print(table)
+    for i, error in enumerate(errors, 1):
+        out.print(f"({i}) {escape(error)}", highlight=False)
+    if len(dx.candidates) > 12:
+        out.print(f"({len(dx.candidates) - 12} more readings tried, none better)")
+    if dx.not_applicable:
+        out.print(f"not applicable to this spec's components: {escape(', '.join(dx.not_applicable))}")
+    if not dx.low:
+        out.print(f"[green]acceptance is fine[/green]: tau {dx.base.tau:.2f} >= {min_tau} ({dx.seconds:.1f} s)")
+        if dx.fix is not None:
+            out.print(f"but a different reading does better: {escape(dx.fix.describe())}")
+        raise typer.Exit(0)
+    why = (f"the spec as given does not load: {dx.base.error}" if dx.base.measure is None
+           else f"acceptance is low: tau {dx.base.tau:.2f} < {min_tau}")
+    out.print(f"[red]{escape(why)}[/red]")
+    if dx.fix is None:
+        out.print(f"no reading tried restores it ({len(dx.candidates)} tried, {dx.seconds:.1f} s): the draft may be "
+                  "for another target, untrained, or wrong in a way the formats do not leave open")
+        raise typer.Exit(1)
+    out.print(f"[bold]fix[/bold] ({dx.seconds:.1f} s): {escape(dx.fix.describe())}  (tau {dx.fix.tau:.2f}); "
+              "in the spec:")
+    out.print(escape(yaml_snippet(dx.fix.changes)), highlight=False)
+    raise typer.Exit(1)
+
+
+def _detect(draft: Path) -> str:
+    from draftsmith import default_registry
+    from draftsmith.assembler.checkpoint import list_tensors
+    from draftsmith.assembler.config import read_config
+
+    match = default_registry().detect_layout(read_config(draft), list(list_tensors(draft)))
+    if match is None:
+        err.print(f"{escape(str(draft))}: no registered detector recognises this layout; pass --spec")
+        raise typer.Exit(2)
+    out.print(f"spec {escape(match.spec)} (detected: {escape(match.reason)})")
+    return match.spec
