@@ -1,0 +1,199 @@
+"""Spec files as untrusted input: bounded, strict, and every refusal a SpecError naming the file, within 1 s."""
+import copy
+import time
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import draftsmith
+from draftsmith import limits
+from draftsmith.specs.catalog import BUILTIN_DIR
+from draftsmith.specs.errors import SpecError
+
+from hardening_helpers import make_fifo, refused
+
+BASE_TEXT = (BUILTIN_DIR / "eagle3-llama.yaml").read_text()
+BASE = yaml.safe_load(BASE_TEXT)
+
+
+@pytest.fixture
+def registry():
+    return draftsmith.build_registry(entry_points=False)
+
+
+def load_text(tmp_path, text, registry, name="spec.yaml"):
+    path = tmp_path / name
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    return draftsmith.load_spec(path, registry=registry), path
+
+
+def problems_of(tmp_path, text, registry) -> SpecError:
+    path = tmp_path / "spec.yaml"
+    with refused(kind=SpecError) as r:
+        load_text(tmp_path, text, registry)
+    assert r.value.source == str(path) and str(path) in str(r.value)
+    return r.value
+
+
+def bomb(levels: int, width: int = 9) -> str:
+    lines = [f"a0: &a0 [{', '.join(['x'] * width)}]"]
+    for i in range(1, levels):
+        lines.append(f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * width)}]")
+    return "\n".join(lines) + "\n"
+
+
+def test_an_alias_bomb_in_a_checked_field_is_refused_with_a_short_message(tmp_path, registry):
+    text = bomb(8) + BASE_TEXT.replace("name: eagle3-llama", "name: *a7")
+    assert len(bomb(8)) < 700  # 9**8 = 43 million leaves when expanded
+    err = problems_of(tmp_path, text, registry)
+    assert "alias" in str(err) and len(str(err)) < 500
+
+
+@pytest.mark.parametrize("field", ["name", "description", "draft.fusion.kind", "decoding.topk",
+                                   "weights.rules.0.match", "quant"])
+def test_a_smaller_alias_bomb_anywhere_gives_a_bounded_message(tmp_path, registry, field):
+    data = copy.deepcopy(BASE)
+    part, *rest = field.split(".")
+    node = data
+    for key in [part, *rest][:-1]:
+        node = node[int(key)] if isinstance(node, list) else node[key]
+    last = [part, *rest][-1]
+    node[int(last) if isinstance(node, list) else last] = "BOMB"
+    text = bomb(4) + yaml.safe_dump(data, sort_keys=False).replace("BOMB", "*a3")  # 6561 leaves: allowed size
+    err = problems_of(tmp_path, text, registry)
+    assert len(str(err)) < 2000
+
+
+def test_recursive_alias_duplicate_keys_and_deep_nesting(tmp_path, registry):
+    assert "contains itself" in str(problems_of(tmp_path, "name: &a [*a]\n", registry))
+    err = problems_of(tmp_path, BASE_TEXT + "name: other\n", registry)
+    assert "duplicate key 'name'" in str(err) and "first at line 1" in str(err)
+    deep = "name: " + "[" * 20_000 + "]" * 20_000 + "\n"
+    assert "nesting deeper than" in str(problems_of(tmp_path, deep, registry))
+
+
+def test_binary_non_utf8_oversized_and_non_plain_specs(tmp_path, registry):
+    assert "binary" in str(problems_of(tmp_path, b"\x00\x01\x02name: x", registry))
+    assert "not UTF-8" in str(problems_of(tmp_path, "name: caf\xe9\n".encode("latin-1"), registry))
+    big = "name: " + "a" * (2 * 1024 * 1024) + "\n"  # a 2 MB spec name
+    assert f"at most {limits.SPEC_BYTES} bytes" in str(problems_of(tmp_path, big, registry))
+    dated = BASE_TEXT.replace("description: ", "description: 2024-01-01\nx: ")
+    assert "timestamp" in str(problems_of(tmp_path, dated, registry))
+
+
+def test_a_2mb_name_through_the_api_is_refused_quickly_and_briefly(registry):
+    data = {**BASE, "name": "a" * 2_000_000, "description": "d" * 2_000_000}
+    with refused(kind=SpecError) as r:
+        draftsmith.parse_spec(data, registry=registry)
+    assert {p.path for p in r.value.problems} == {"name", "description"} and len(str(r.value)) < 1000
+
+
+def test_a_fifo_named_like_a_spec_is_refused_not_read(tmp_path, registry):
+    fifo = make_fifo(tmp_path / "spec.yaml")
+    with refused(kind=draftsmith.errors.NotFound):
+        draftsmith.load_spec(fifo, registry=registry)
+
+
+@pytest.mark.parametrize("old, new, path, found", [
+    ("topk: 4", "topk: true", "decoding.topk", "True"),
+    ("steps: 5", 'steps: "5"', "decoding.steps", "'5'"),
+    ("draft_tokens: 8", "draft_tokens: 8.0", "decoding.draft_tokens", "8.0"),
+    ("norm_before_residual: false", 'norm_before_residual: "yes"', "draft.fusion.norm_before_residual", "'yes'"),
+    ("num_layers: auto", "num_layers: 1.0", "draft.num_layers", "1.0"),
+    ("input: all", "input: 1", "draft.norms.input", "1"),
+])
+def test_fields_are_strict_not_coerced(tmp_path, registry, old, new, path, found):
+    assert old in BASE_TEXT
+    err = problems_of(tmp_path, BASE_TEXT.replace(old, new), registry)
+    assert [p.path for p in err.problems] == [path]
+    assert f"{path}: {found} is not allowed" in str(err)
+
+
+def test_every_strictness_problem_is_listed_at_once(tmp_path, registry):
+    text = (BASE_TEXT.replace("topk: 4", "topk: true").replace("steps: 5", 'steps: "5"')
+            .replace("draft_tokens: 8", "draft_tokens: 8.0")
+            .replace("norm_before_residual: false", 'norm_before_residual: "yes"'))
+    err = problems_of(tmp_path, text, registry)
+    assert f"{tmp_path / 'spec.yaml'} has 4 problems" in str(err)
+
+
+@pytest.mark.parametrize("old, new, path", [
+    ("num_layers: auto", "num_layers: 1000000", "draft.num_layers"),
+    ("page_size: 1", "page_size: 1000000000", "decoding.page_size"),
+    ("page_size: 1", "page_size: 1.0e9", "decoding.page_size"),
+    ("draft_tokens: 8", "draft_tokens: 1000000", "decoding.draft_tokens"),
+    ("topk: 4", "topk: 100000", "decoding.topk"),
+    ("steps: 5", "steps: 100000", "decoding.steps"),
+])
+def test_sizes_are_bounded_in_the_spec(tmp_path, registry, old, new, path):
+    err = problems_of(tmp_path, BASE_TEXT.replace(old, new), registry)
+    assert path in {p.path for p in err.problems}
+
+
+# --- generated inputs ---------------------------------------------------------------------------------------------
+
+@settings(max_examples=60)
+@given(st.binary(max_size=400))
+def test_random_bytes_as_a_spec_end_in_a_spec_error_quickly(tmp_path_factory, data):
+    path = tmp_path_factory.mktemp("rnd") / "spec.yaml"
+    path.write_bytes(data)
+    start = time.perf_counter()
+    try:
+        draftsmith.load_spec(path)
+    except SpecError as e:
+        assert str(path) in str(e)
+    assert time.perf_counter() - start < 1.0
+
+
+yaml_ish = st.text(st.sampled_from(list("ab:&*[]{},-\n !'\"#|>?1.\t")), max_size=200)
+
+
+@settings(max_examples=60)
+@given(yaml_ish)
+def test_random_yaml_shaped_text_ends_in_a_spec_error_quickly(tmp_path_factory, text):
+    path = tmp_path_factory.mktemp("rnd") / "spec.yaml"
+    path.write_text(text)
+    start = time.perf_counter()
+    with pytest.raises(SpecError):
+        draftsmith.load_spec(path)
+    assert time.perf_counter() - start < 1.0
+
+
+LEAVES = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(allow_nan=True),
+                   st.text(max_size=30), st.just("a" * 100_000))
+VALUES = st.recursive(LEAVES, lambda inner: st.one_of(st.lists(inner, max_size=4),
+                                                      st.dictionaries(st.text(max_size=8), inner, max_size=4)),
+                      max_leaves=12)
+
+
+def _paths(data, prefix=()):
+    yield prefix
+    if isinstance(data, dict):
+        for k, v in data.items():
+            yield from _paths(v, (*prefix, k))
+    elif isinstance(data, list):
+        for i, v in enumerate(data):
+            yield from _paths(v, (*prefix, i))
+
+
+ALL_PATHS = [p for p in _paths(BASE) if p]
+
+
+@settings(max_examples=80)
+@given(st.sampled_from(ALL_PATHS), VALUES)
+def test_any_value_in_any_field_gives_a_spec_or_a_spec_error(path, value):
+    data = copy.deepcopy(BASE)
+    node = data
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    start = time.perf_counter()
+    try:
+        spec = draftsmith.parse_spec(data, source="gen.yaml")
+    except SpecError as e:
+        assert len(str(e)) < 5000
+    else:
+        assert spec.name  # accepted: it must be a Spec
+    assert time.perf_counter() - start < 1.0
