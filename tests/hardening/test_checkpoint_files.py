@@ -1,0 +1,252 @@
+"""Checkpoint folders as untrusted input: every broken file a draftsmith error naming it, within 1 s."""
+import json
+import os
+import struct
+import time
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import draftsmith
+from draftsmith.assembler.checkpoint import ALLOW_OUTSIDE, list_tensors, read_tensors, save_safetensors
+from draftsmith.assembler.config import read_config, stop_ids, target_hf_config
+from draftsmith.errors import CheckpointError, CheckpointNotFound, DraftsmithError
+
+from hardening_helpers import copy_folder, edit_config, make_fifo, refused
+
+
+@pytest.fixture
+def weights(tmp_path):
+    folder = tmp_path / "ckpt"
+    save_safetensors({"a.weight": torch.randn(4, 4), "b.weight": torch.zeros(3)}, folder)
+    (folder / "config.json").write_text("{}")
+    return folder
+
+
+def safetensors_bytes(header: dict, data: bytes = b"") -> bytes:
+    raw = json.dumps(header).encode()
+    return struct.pack("<Q", len(raw)) + raw + data
+
+
+@pytest.mark.parametrize("corrupt", ["empty", "truncated", "bad dtype", "huge header", "huge shape", "garbage"])
+def test_broken_safetensors_name_the_file(weights, corrupt):
+    path = weights / "model.safetensors"
+    raw = path.read_bytes()
+    good = {"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}
+    path.write_bytes({
+        "empty": b"",
+        "truncated": raw[:-7],
+        "bad dtype": safetensors_bytes({"a": {**good["a"], "dtype": "X99"}}, b"\0" * 8),
+        "huge header": struct.pack("<Q", 10**15) + b"{}",
+        "huge shape": safetensors_bytes({"a": {**good["a"], "shape": [10**12, 10**12]}}, b"\0" * 8),
+        "garbage": bytes(range(256)) * 3,
+    }[corrupt])
+    with refused(kind=CheckpointError) as r:
+        list_tensors(weights)
+    assert str(path) in str(r.value) and "safetensors" in str(r.value)
+
+
+def test_a_fifo_named_like_a_checkpoint_file_is_refused_not_read(tmp_path, weights):
+    make_fifo(weights / "model.safetensors")
+    with refused(kind=CheckpointNotFound) as r:
+        list_tensors(weights)
+    assert "FIFO" in str(r.value)
+    other = tmp_path / "other"
+    other.mkdir()
+    make_fifo(other / "shard.safetensors")
+    with refused(kind=CheckpointNotFound):
+        list_tensors(other)
+    make_fifo(weights / "config.json")
+    with refused(kind=CheckpointNotFound) as r:
+        read_config(weights)
+    assert "FIFO" in str(r.value)
+
+
+@pytest.mark.parametrize("text, says", [
+    ("{not json", "not valid JSON"),
+    ("[1, 2, 3]", "JSON list"),
+    ("42", "JSON int"),
+    ('{"a": 1, "a": 2}', "appears twice"),
+    ("[" * 100_000 + "]" * 100_000, "JSON"),
+    ('{"num_attention_heads": 0}', "num_attention_heads is 0"),
+    ('{"num_attention_heads": 4.0}', "an integer is expected"),
+    ('{"hidden_size": "64"}', "an integer is expected"),
+    ('{"num_hidden_layers": 200000}', "num_hidden_layers is 200000"),
+    ('{"eos_token_id": 2.0}', "eos_token_id is 2.0"),
+    ('{"eos_token_id": [1, "x"]}', "eos_token_id"),
+    ('{"num_attention_heads": 4, "num_key_value_heads": 3}', "must divide"),
+    ('{"hidden_size": 10, "num_attention_heads": 4}', "not a multiple"),
+    ('{"rms_norm_eps": -1}', "positive number"),
+    ('{"text_config": {"num_hidden_layers": true}}', "text_config.num_hidden_layers"),
+])
+def test_bad_configs_are_refused_naming_the_file(weights, text, says):
+    (weights / "config.json").write_text(text)
+    with refused(kind=CheckpointError) as r:
+        read_config(weights)
+    assert str(weights / "config.json") in str(r.value) and says in str(r.value)
+
+
+def test_non_utf8_config_and_missing_folder(weights, tmp_path):
+    (weights / "config.json").write_bytes(b'{"a": "\xff"}')
+    with refused(kind=CheckpointError) as r:
+        read_config(weights)
+    assert "not UTF-8" in str(r.value)
+    with refused(kind=CheckpointNotFound):
+        read_config(tmp_path / "nope")
+    with refused(kind=CheckpointNotFound):
+        list_tensors(tmp_path / "nope")
+
+
+def test_a_float_eos_id_in_generation_config_is_refused(tiny_pair, tmp_path):
+    target = copy_folder(tiny_pair[0], tmp_path / "t")
+    (target / "generation_config.json").write_text('{"eos_token_id": 1.5}')
+    with refused(kind=CheckpointError) as r:
+        stop_ids(target, target_hf_config(target))
+    assert "generation_config.json" in str(r.value) and "eos_token_id is 1.5" in str(r.value)
+
+
+def test_a_target_with_200000_layers_is_refused_before_building(tiny_pair, tmp_path):
+    target = copy_folder(tiny_pair[0], tmp_path / "t")
+    edit_config(target, num_hidden_layers=200_000)
+    with refused(kind=CheckpointError) as r:
+        draftsmith.assemble("eagle3-llama", target=target, draft=tiny_pair[1])
+    assert "num_hidden_layers is 200000" in str(r.value) and "config.json" in str(r.value)
+
+
+def test_a_draft_tensor_of_layer_100000_is_refused_before_building(tiny_pair, tmp_path):
+    draft = copy_folder(tiny_pair[1], tmp_path / "d")
+    tensors = {n: t for n, t in read_tensors(list_tensors(draft), list_tensors(draft)).items()}
+    tensors["layers.100000.x"] = torch.zeros(1)
+    save_safetensors(tensors, draft)
+    with refused(kind=draftsmith.SpecError) as r:
+        draftsmith.assemble("eagle3-llama", target=tiny_pair[0], draft=draft)
+    assert "layer 100000" in str(r.value)
+
+
+def test_index_shards_outside_the_folder_are_refused(tmp_path):
+    outside = tmp_path / "elsewhere"
+    save_safetensors({"a": torch.zeros(2)}, outside, "x.safetensors")
+    folder = tmp_path / "ckpt"
+    folder.mkdir()
+    for shard in ["../elsewhere/x.safetensors", str(outside / "x.safetensors")]:
+        (folder / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"a": shard}}))
+        with refused(kind=CheckpointError) as r:
+            list_tensors(folder)
+        assert "model.safetensors.index.json" in str(r.value)
+    for weight_map in [[1, 2], {"a": 3}, {}]:
+        (folder / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
+        with refused(kind=CheckpointError):
+            list_tensors(folder)
+    (folder / "model.safetensors.index.json").write_text("[]")
+    with refused(kind=CheckpointError):
+        list_tensors(folder)
+
+
+def test_links_out_of_the_folder_are_refused_unless_allowed(tmp_path, monkeypatch):
+    outside = tmp_path / "elsewhere"
+    save_safetensors({"a": torch.zeros(2)}, outside)
+    folder = tmp_path / "ckpt"
+    folder.mkdir()
+    (folder / "model.safetensors").symlink_to(outside / "model.safetensors")
+    with refused(kind=CheckpointError) as r:
+        list_tensors(folder)
+    assert "outside the checkpoint folder" in str(r.value) and ALLOW_OUTSIDE in str(r.value)
+    monkeypatch.setenv(ALLOW_OUTSIDE, "1")
+    assert list(list_tensors(folder)) == ["a"]
+
+
+def test_hugging_face_cache_links_into_blobs_are_inside(tmp_path):
+    repo = tmp_path / "models--x--y"
+    save_safetensors({"a": torch.zeros(2)}, repo / "blobs", "0123abcd")
+    snap = repo / "snapshots" / "rev1"
+    snap.mkdir(parents=True)
+    (snap / "model.safetensors").symlink_to(os.path.relpath(repo / "blobs" / "0123abcd", snap))
+    assert list(list_tensors(snap)) == ["a"]
+
+
+def test_a_link_inside_the_folder_is_followed(tmp_path):
+    folder = tmp_path / "ckpt"
+    save_safetensors({"a": torch.zeros(2)}, folder / "real", "w.safetensors")
+    (folder / "model.safetensors").symlink_to(folder / "real" / "w.safetensors")
+    assert list(list_tensors(folder)) == ["a"]
+
+
+def test_nan_or_inf_in_loaded_weights_is_reported_at_load(tiny_pair, tmp_path):
+    draft = copy_folder(tiny_pair[1], tmp_path / "d")
+    tensors = read_tensors(list_tensors(draft), list_tensors(draft))
+    tensors["fc.weight"][0, 0] = float("nan")
+    tensors["norm.weight"][1] = float("inf")
+    save_safetensors(tensors, draft)
+    with refused(seconds=5, kind=CheckpointError) as r:
+        draftsmith.assemble("eagle3-llama", target=tiny_pair[0], draft=draft)
+    assert "NaN or inf" in str(r.value) and "'fc.weight' (1 of" in str(r.value) and "'norm.weight'" in str(r.value)
+
+
+def test_nonfinite_check_costs_one_reduction_when_clean():
+    from draftsmith.assembler.checkpoint import nonfinite
+
+    big = {"w": torch.randn(2048, 2048)}
+    start = time.perf_counter()
+    assert nonfinite(big) == []
+    assert time.perf_counter() - start < 0.5
+    big["w"][5, 5] = float("-inf")
+    assert nonfinite(big) == [("w", 1)]
+    assert nonfinite({"h": torch.full((3,), float("nan"), dtype=torch.bfloat16), "i": torch.arange(3)}) == [("h", 3)]
+
+
+# --- generated inputs ---------------------------------------------------------------------------------------------
+
+@settings(max_examples=40)
+@given(st.binary(max_size=300))
+def test_random_bytes_as_safetensors_end_in_a_checkpoint_error(tmp_path_factory, data):
+    folder = tmp_path_factory.mktemp("rnd")
+    (folder / "model.safetensors").write_bytes(data)
+    start = time.perf_counter()
+    try:
+        list_tensors(folder)
+    except CheckpointError as e:
+        assert "model.safetensors" in str(e)
+    assert time.perf_counter() - start < 1.0
+
+
+HEADER_VALUES = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-2**66, 2**66), st.text(max_size=8),
+              st.sampled_from(["F32", "I64", "BOOL", "X99", "F8_E4M3"])),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=6), inner, max_size=3)),
+    max_leaves=8)
+
+
+@settings(max_examples=40)
+@given(st.dictionaries(st.text(max_size=8), HEADER_VALUES, max_size=3), st.binary(max_size=64))
+def test_random_safetensors_headers_end_in_a_checkpoint_error(tmp_path_factory, header, data):
+    folder = tmp_path_factory.mktemp("rnd")
+    (folder / "model.safetensors").write_bytes(safetensors_bytes(header, data))
+    start = time.perf_counter()
+    try:
+        read_tensors(infos := list_tensors(folder), infos, finite=True)
+    except DraftsmithError as e:
+        assert "model.safetensors" in str(e)
+    assert time.perf_counter() - start < 1.0
+
+
+CONFIG_KEYS = ["num_hidden_layers", "hidden_size", "num_attention_heads", "num_key_value_heads", "vocab_size",
+               "head_dim", "eos_token_id", "rms_norm_eps", "text_config", "model_type", "max_position_embeddings"]
+
+
+@settings(max_examples=60)
+@given(st.one_of(st.binary(max_size=200),
+                 st.dictionaries(st.sampled_from(CONFIG_KEYS), HEADER_VALUES, max_size=5).map(
+                     lambda d: json.dumps(d).encode())))
+def test_random_config_json_ends_in_a_config_or_a_checkpoint_error(tmp_path_factory, data):
+    folder = tmp_path_factory.mktemp("rnd")
+    (folder / "config.json").write_bytes(data)
+    start = time.perf_counter()
+    try:
+        cfg = read_config(folder)
+    except CheckpointError as e:
+        assert "config.json" in str(e)
+    else:
+        assert isinstance(cfg, dict)
+    assert time.perf_counter() - start < 1.0
