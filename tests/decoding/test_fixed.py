@@ -1,0 +1,159 @@
+"""The fixed-shape, sync-free step functions (fixed.py, static_pool.py) against the readable reference (tree.py,
+verify.py, kvpool.compact_rows): equal outputs on the same inputs, invariants 1-7 and 10-19 on both."""
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+import test_tree
+import test_verify
+from draftsmith.decoding.fixed import (
+    children, draft_tree_fixed, safe_logprobs, safe_probs, sample, sample_verify_fixed,
+)
+from draftsmith.decoding.kvpool import compact_rows
+from draftsmith.decoding.static_pool import StaticKVPool, fixed_kv
+from draftsmith.decoding.tree import Tree, draft_tree
+from draftsmith.decoding.verify import greedy_verify
+
+
+def trimmed(tree: Tree) -> Tree:
+    """The fixed tree with retrieve cut to the reference's data-dependent shape (rows = leaves, depth + 1)."""
+    R = int((~torch.zeros_like(tree.mask[..., 0]).scatter(1, tree.parents[:, 1:].clamp(min=0), True)).sum(-1).max())
+    D = int(tree.depth.max())
+    return Tree(tree.tokens, tree.parents, tree.mask, tree.depth, tree.retrieve[:, :R, : D + 1], tree.cand)
+
+
+@given(test_tree.drafts())
+def test_fixed_tree_equals_the_reference(case):
+    """Invariants 1-7 through the reference: same nodes, mask, depths, candidates; retrieve padded to [B, n, steps+1]."""
+    root, root_lp, table, k, steps, n = case
+    ref = draft_tree(root, root_lp, test_tree._expand(table, []), k, steps, n)
+    got = draft_tree_fixed(root, root_lp, test_tree._expand(table, []), k, steps, n)
+    for name in ("tokens", "parents", "mask", "depth", "cand"):
+        assert torch.equal(getattr(got, name), getattr(ref, name)), name
+    B, R, D1 = ref.retrieve.shape
+    assert got.retrieve.shape == (B, n, steps + 1)
+    assert torch.equal(got.retrieve[:, :R, :D1], ref.retrieve)
+    assert (got.retrieve[:, R:] == -1).all() and (got.retrieve[:, :, D1:] == -1).all()
+
+
+@given(test_tree.drafts(topk=st.integers(2, 4)), st.floats(0.05, 1.0), st.integers(0, 2**16))
+def test_nan_draft_logits_still_give_a_valid_tree(case, share, seed):
+    """Invariant 11's precondition: NaN / inf draft logits (safe_logprobs) never break the tree invariants."""
+    root, root_lp, table, k, steps, n = case
+    g = torch.Generator().manual_seed(seed)
+    poison = lambda x: torch.where(torch.rand(x.shape, generator=g) < share,  # noqa: E731
+                                   torch.tensor([float("nan"), float("inf"), float("-inf")])[
+                                       torch.randint(3, x.shape, generator=g)], x)
+    expand = test_tree._expand(poison(table), [])
+    tree = draft_tree_fixed(root, safe_logprobs(poison(root_lp)), lambda f, t: safe_logprobs(expand(f, t)), k,
+                            steps, n)
+    test_tree.check_tree(trimmed(tree), n)
+
+
+@given(test_verify.trees(), st.data())
+def test_greedy_verify_on_the_fixed_tree_equals_the_reference(case, data):
+    tree, gen, V = case
+    B, n = tree.tokens.shape
+    logits = torch.randint(3, (B, n, V), generator=gen).float()
+    D = tree.retrieve.shape[-1] - 1
+    padded = Tree(tree.tokens, tree.parents, tree.mask, tree.depth,
+                  torch.nn.functional.pad(tree.retrieve, (0, 2, 0, 1), value=-1), tree.cand)  # deeper static shape
+    ref, got = greedy_verify(tree, logits), greedy_verify(padded, logits)
+    assert torch.equal(ref.accepted, got.accepted) and torch.equal(ref.bonus, got.bonus)
+    assert torch.equal(got.path[:, : D + 1], ref.path) and (got.path[:, D + 1:] == -1).all()
+
+
+def fixed_with_generator(tree, probs, draft_probs=None, generator=None):
+    """sample_verify's signature over sample_verify_fixed: the uniforms come from the same generator."""
+    B = tree.tokens.shape[0]
+    D = tree.retrieve.shape[-1] - 1
+    W = max(1, int((tree.parents.unsqueeze(1) == torch.arange(tree.parents.shape[1]).view(1, -1, 1)).sum(-1).max()))
+    u = torch.rand(B, D * W + 1, generator=generator)
+    return sample_verify_fixed(tree, probs, draft_probs, u[:, :-1].view(B, D, W), u[:, -1], W)
+
+
+@pytest.mark.parametrize("name", ["test_sample_verify_with_one_hot_target_is_greedy",
+                                  "test_sample_verify_never_emits_a_zero_probability_token",
+                                  "test_sample_verify_top_k_siblings_is_lossless",
+                                  "test_sample_verify_sampled_chain_is_lossless",
+                                  "test_sample_verify_independent_sampled_siblings_is_lossless"])
+def test_fixed_sampling_verification_passes_the_reference_tests(name, monkeypatch):
+    """Invariant 10 for sample_verify_fixed: the reference's own tests (exactness with a one-hot p, no
+    zero-probability token, the three lossless distribution tests), run against the fixed version."""
+    monkeypatch.setattr(test_verify, "sample_verify", fixed_with_generator)
+    getattr(test_verify, name)()
+
+
+def test_children_fixed_width():
+    parents = torch.tensor([[-1, 0, 0, 1, 1, 1]])
+    assert children(parents, 3).tolist() == [[[1, 2, -1], [3, 4, 5], [-1, -1, -1], [-1] * 3, [-1] * 3, [-1] * 3]]
+
+
+@given(st.integers(2, 6), st.integers(0, 2**16))
+def test_inverse_cdf_sampling(V, seed):
+    """Never a zero-probability token (u = 0 and u -> 1 included), any row scale, and the right distribution."""
+    g = torch.Generator().manual_seed(seed)
+    p = torch.rand(V, generator=g) * (torch.rand(V, generator=g) < 0.6)
+    p[0], p[-1] = 0.5, 0.25                                         # at least two tokens (chi-squared needs two)
+    u = torch.cat([torch.tensor([0.0, 1 - 2**-24, 0.5]), torch.rand(4000, generator=g)])
+    got = sample((3.7 * p).expand(len(u), V), u)
+    assert (p[got] > 0).all()
+    test_verify._check_distribution(got[3:], p / p.sum(), 0.05)
+
+
+def test_safe_probs_and_logprobs():
+    bad = torch.tensor([[float("nan"), 1.0, 0.0], [0.0, 0.0, 0.0], [0.2, 0.3, 0.5], [float("inf"), 0.0, 1.0]])
+    assert torch.allclose(safe_probs(bad), torch.tensor([[1 / 3] * 3, [1 / 3] * 3, [0.2, 0.3, 0.5], [1 / 3] * 3]))
+    lp = safe_logprobs(torch.tensor([[float("nan"), 0.0], [float("inf"), 1.0], [0.0, 0.0]]))
+    assert not lp.isnan().any() and (lp <= 0).all() and torch.allclose(lp[2].exp(), torch.tensor([0.5, 0.5]))
+
+
+# ---- the static pool: compaction equals compact_rows (invariants 13-15, 17-19) ---------------------------------
+@st.composite
+def commits(draw):
+    B, cap = draw(st.integers(1, 4)), draw(st.integers(8, 24))
+    rows = []
+    for _ in range(B):
+        n = draw(st.integers(1, 6))
+        length = draw(st.integers(0, cap - n))
+        sel = [0] + sorted(draw(st.lists(st.integers(1, n - 1), unique=True, max_size=n - 1))) if n > 1 else [0]
+        rows.append((length, sel, draw(st.booleans())))
+    return B, cap, rows, draw(st.integers(0, 2**16))
+
+
+@given(commits())
+def test_static_commit_equals_compact_rows(case):
+    B, cap, rows, seed = case
+    g = torch.Generator().manual_seed(seed)
+    pool = StaticKVPool([{"k": (2, 3)}, {"latent": (4,), "rope": (2,)}], rows=B, capacity=cap)
+    for layer in pool.storage:
+        for t in layer.values():
+            t.copy_(torch.randn(t.shape, generator=g))
+    before = [{n: v.clone() for n, v in pool.view(i).items()} for i in range(2)]
+    D1 = max(len(s) for _, s, _ in rows) + 1
+    path = torch.tensor([s + [-1] * (D1 - len(s)) for _, s, _ in rows])
+    accepted = torch.tensor([len(s) - 1 for _, s, _ in rows])
+    active = torch.tensor([a for _, _, a in rows])
+    pool.lens.copy_(torch.tensor([length for length, _, _ in rows]))
+    pool.commit(path, accepted, active)
+    select = torch.where(active[:, None], path, -1)
+    for i in range(2):
+        for name, old in before[i].items():
+            want = compact_rows(old, torch.tensor([length for length, _, _ in rows]), select)
+            assert torch.equal(pool.view(i)[name], want)
+    assert pool.lens.tolist() == [length + (len(s) if a else 0) for length, s, a in rows]
+
+
+def test_fixed_kv_masks_the_prefix_the_pending_rows_and_padding():
+    pool = StaticKVPool([{"k": (1, 2), "v": (1, 2)}], rows=2, capacity=8)
+    pool.lens.copy_(torch.tensor([3, 1]))
+    tree = torch.tensor([[[1, 0], [1, 1]], [[1, 0], [1, 1]]], dtype=torch.bool)
+    kv, pos = fixed_kv(pool, torch.tensor([[0, 1], [0, -1]]), torch.tensor([[0, 1], [0, 1]]), tree)
+    assert kv.static and kv.write.tolist() == [[3, 4], [9, pool.trash]]
+    assert pos.tolist() == [[3, 4], [1, 0]]
+    m = kv.mask[:, 0].int().tolist()
+    assert m[0] == [[1, 1, 1, 1, 0, 0, 0, 0], [1, 1, 1, 1, 1, 0, 0, 0]]
+    assert m[1] == [[1, 1, 0, 0, 0, 0, 0, 0], [1, 0, 0, 0, 0, 0, 0, 0]]  # the padding row sees slot 0 only
+    assert kv.live_keys.int().tolist() == [[1] * 5 + [0] * 3, [1, 1] + [0] * 6]
+    assert kv.read.tolist() == [[0, 1, 2, 3, 4, 0, 0, 0], [8, 9, 8, 8, 8, 8, 8, 8]]

@@ -1,0 +1,89 @@
+"""The device-side step: at most one host synchronisation per verification step (counted on the CPU by
+SyncCounter), and the issue-13 robustness items that live in the engine: NaN / inf draft logits only lower the
+acceptance (invariant 11), statistics count only emitted tokens (invariant 12), seed=None leaves torch's global
+generator alone."""
+import pytest
+import torch
+
+from draftsmith.decoding.syncs import SyncCounter
+
+PROMPTS = [[5, 6, 7, 8], [1, 2], [9, 3, 3, 3, 3, 1]]
+RUNS = [dict(topk=4, steps=3, draft_tokens=8), dict(topk=1, steps=4), dict(topk=2, steps=2, draft_tokens=4)]
+
+
+def test_the_counter_sees_host_reads():
+    t = torch.arange(4)
+    with SyncCounter() as c:
+        t.tolist(), int(t[0]), bool(t.any()), t[t > 1], t.cpu(), t.nonzero(), t.sum()
+    assert c.by_name == {"tolist": 1, "__int__": 1, "__bool__": 1, "__getitem__[bool]": 1, "cpu": 1, "nonzero": 1}
+
+
+@pytest.mark.parametrize("run", RUNS)
+@pytest.mark.parametrize("sampling", [False, True])
+@pytest.mark.parametrize("batch", [1, 3])
+def test_one_host_sync_per_step(pairs, run, sampling, batch):
+    """One sync per loop iteration (the accepted tokens) plus one at prefill (the first token), chain and tree,
+    greedy and sampling, batch 1 and 3."""
+    kw = dict(temperature=0.8, seed=3) if sampling else {}
+    with SyncCounter() as c:
+        out = pairs["eagle3"].generate(PROMPTS[:batch], max_new_tokens=12, stop=[], **run, **kw)
+    assert c.count == out[0].stats.target_forwards + 1, c.by_name
+
+
+def test_one_host_sync_per_decode_step(pairs):
+    with SyncCounter() as c:
+        out = pairs["eagle1"].generate_baseline(PROMPTS, max_new_tokens=9, stop=[])
+    assert c.count == out[0].stats.target_forwards + 1, c.by_name
+
+
+@pytest.mark.parametrize("poison", ["nan", "inf", "-inf", "some-nan", "one-node-nan"])
+@pytest.mark.parametrize("run", RUNS)
+def test_broken_draft_logits_only_lower_acceptance(pairs, monkeypatch, poison, run):
+    """Invariant 11 for a broken draft: greedy output still equals target-only, and sampling does not raise."""
+    model = pairs["eagle3"]
+    base = model.generate_baseline(PROMPTS, max_new_tokens=10, stop=[])
+    logits = model.draft.logits
+
+    def broken(out, head):
+        z = logits(out, head)
+        if poison == "one-node-nan":  # one frontier node's children: NaN scores that outrank their parent's
+            return z.index_fill(-2, torch.tensor([z.shape[-2] - 1], device=z.device), float("nan"))
+        if poison == "some-nan":
+            return z.masked_fill(torch.arange(z.shape[-1], device=z.device) % 3 == 0, float("nan"))
+        return torch.full_like(z, float(poison))
+
+    monkeypatch.setattr(model.draft, "logits", broken)
+    assert [o.token_ids for o in model.generate(PROMPTS, max_new_tokens=10, stop=[], **run)] == \
+        [b.token_ids for b in base]
+    sampled = model.generate(PROMPTS, max_new_tokens=10, stop=[], temperature=0.9, seed=1, **run)
+    assert all(len(o.token_ids) == 10 for o in sampled)
+
+
+def test_stats_count_only_emitted_tokens(pairs):
+    """Invariant 12 when a step is cut: the self-draft accepts every draft token, but max_new_tokens keeps only
+    some of them; tau, committed and accepted per position count what was emitted."""
+    model = pairs["self"]
+    for max_new, steps in ((3, 5), (9, 5), (1 + 6 + 2, 5)):
+        out = model.generate([3, 1, 4, 1, 5], max_new_tokens=max_new, stop=[], topk=1, steps=steps)
+        s = out.stats
+        assert len(out.token_ids) == max_new
+        assert s.committed == max_new - 1                       # every token after the prefill's first
+        assert sum(s.accepted_per_position) == s.committed - s.steps
+        assert s.acceptance_length == s.committed / s.steps
+
+
+def test_stats_stop_token_in_the_middle_of_a_step(pairs):
+    model = pairs["self"]
+    base = model.generate_baseline([3, 1, 4, 1, 5], max_new_tokens=20, stop=[]).token_ids
+    stop = base[3]
+    out = model.generate([3, 1, 4, 1, 5], max_new_tokens=20, stop=[stop], topk=1, steps=5)
+    assert out.token_ids == base[: base.index(stop) + 1]
+    assert out.stats.committed == len(out.token_ids) - 1
+
+
+def test_seed_none_leaves_the_global_generator_alone(pairs):
+    torch.manual_seed(1234)
+    state = torch.random.get_rng_state()
+    pairs["eagle1"].generate([1, 2, 3], max_new_tokens=4, temperature=1.0, seed=None, stop=[])
+    pairs["eagle1"].generate_baseline([1, 2, 3], max_new_tokens=4, temperature=1.0, seed=None, stop=[])
+    assert torch.equal(torch.random.get_rng_state(), state)
