@@ -1,16 +1,17 @@
 #!/usr/bin/env python
 """Train the demo pair shipped in draftsmith/demo_data/: a small byte-level Llama target and an EAGLE-3 draft.
 
-    python scripts/train_demo.py     # about 9 minutes on 2 idle CPU cores; seeded, rerunnable end to end
+    python scripts/train_demo.py     # seeded, rerunnable end to end (about 9 minutes on 2 idle CPU cores before
+                                     # the draft moved to draftsmith.train; not re-timed since)
 
 1. Corpus: this Python's standard library, top-level *.py files (4 MB; nothing is downloaded), indentation
    rewritten as at most 3 tabs, one token per byte with the byte tokenizer; the last 2% is held out.
 2. Target: a transformers LlamaForCausalLM with the sizes below (TARGET) and the byte tokenizer
    of draftsmith.testing, trained from scratch with AdamW; saved in float16 with save_pretrained.
-3. Draft: an EAGLE-3 single layer in the yuhuili / lmsys ``midlayer.*`` layout. draftsmith.testing.write_eagle3
-   writes a random one with the right shapes and config.json; draftsmith.assemble loads it with the demo spec
-   next to the frozen target; its parameters are trained directly against the target's distribution, with
-   training-time test (TTT) steps that feed the draft its own hidden state, as deeper tree nodes do.
+3. Draft: an EAGLE-3 single layer in the yuhuili / lmsys ``midlayer.*`` layout, trained by ``draftsmith train``'s
+   pipeline (draftsmith.train): the DRAFT_VOCAB most frequent bytes, the frozen target's features, soft labels
+   from the target's distribution, training-time test (TTT) steps that feed the draft its own hidden state, as
+   deeper tree nodes do.
 4. Measure: load both folders again with draftsmith and decode with a chain, a tree and target-only.
 
 The step counts are fixed (so a rerun gives the same weights); the wall-clock caps only guard a busy machine.
@@ -21,16 +22,15 @@ import argparse
 import math
 import re
 import sysconfig
+import tempfile
 import time
 from pathlib import Path
 
 import torch
 
 import draftsmith
-from draftsmith.assembler.checkpoint import save_safetensors
-from draftsmith.assembler.vocab import make_vocab_map
-from draftsmith.components.attention import KVBatch
-from draftsmith.testing import write_byte_tokenizer, write_eagle3
+from draftsmith.testing import write_byte_tokenizer
+from draftsmith.train.loop import lr_at
 
 OUT = Path(__file__).resolve().parents[1] / "draftsmith" / "demo_data"
 SEED = 0
@@ -49,9 +49,10 @@ def log(msg: str) -> None:
     print(f"[train_demo] {msg}", flush=True)
 
 
-def load_corpus(tokenizer) -> tuple[torch.Tensor, torch.Tensor]:
-    """(train, held-out) token ids: the stdlib's *.py files in sorted order, each followed by a blank line, encoded
-    with the byte tokenizer (one token per byte, but token ids are NOT byte values: ByteLevel's alphabet order)."""
+def load_corpus(tokenizer) -> tuple[torch.Tensor, torch.Tensor, str, str]:
+    """(train, held-out) token ids and texts: the stdlib's *.py files in sorted order, each followed by a blank
+    line, encoded with the byte tokenizer (one token per byte, but token ids are NOT byte values: ByteLevel's
+    alphabet order)."""
     files = sorted(Path(sysconfig.get_paths()["stdlib"]).glob("*.py"))
     text = "".join(f.read_text(encoding="utf-8") + "\n\n" for f in files)
     # Leading indentation as one tab per 4 spaces, at most MAX_INDENT tabs (the rest of the run is dropped): a
@@ -62,21 +63,14 @@ def load_corpus(tokenizer) -> tuple[torch.Tensor, torch.Tensor]:
     assert len(ids) == len(text.encode()), "the byte tokenizer should give one token per byte"
     cut = int(len(ids) * 0.98)
     log(f"corpus: {len(files)} files from {files[0].parent}, {len(ids) / 1e6:.2f} MB; held out {len(ids) - cut} bytes")
-    return ids[:cut], ids[cut:]
+    raw = text.encode()
+    return ids[:cut], ids[cut:], raw[:cut].decode(errors="ignore"), raw[cut:].decode(errors="ignore")
 
 
 def batch(data: torch.Tensor, n: int, g: torch.Generator, batch: int) -> torch.Tensor:
     """[batch, n] random windows of the corpus."""
     start = torch.randint(len(data) - n, (batch,), generator=g)
     return torch.stack([data[s: s + n] for s in start.tolist()])
-
-
-def lr_at(step: int, steps: int, peak: float) -> float:
-    """Linear warm-up over the first 5% of the steps, then cosine decay to 10% of the peak."""
-    warmup = max(1, steps // 20)
-    if step < warmup:
-        return peak * (step + 1) / warmup
-    return peak * (0.1 + 0.45 * (1 + math.cos(math.pi * (step - warmup) / max(1, steps - warmup))))
 
 
 def optimise(params, steps: int, peak: float, minutes: float, loss_fn, every: int = 100) -> None:
@@ -120,88 +114,23 @@ def train_target(train: torch.Tensor, held: torch.Tensor, folder: Path, steps: i
     log(f"saved the target (float16) next to its byte tokenizer in {folder}")
 
 
-class StepPool:
-    """Stands in for the paged KV pool while training: it keeps every TTT step's K/V (with their autograd graph)
-    so step s can attend to step 0's prefix and to its own chain, through draftsmith's own attention code."""
+def train_draft(train_text: str, held_text: str, folder: Path, target_dir: Path, steps: int) -> None:
+    """The draft, with ``draftsmith train``'s own pipeline (draftsmith.train): the byte-frequency vocabulary, the
+    target's features, TTT and the export in the midlayer layout all come from the package."""
+    from draftsmith.train import Job, TrainConfig, run
 
-    def __init__(self, B: int, T: int):
-        self.B, self.T, self.kv = B, T, {}
-
-    def write(self, layer: int, slots, k: torch.Tensor, v: torch.Tensor) -> None:
-        self.kv.setdefault(layer, []).append((k.view(self.B, self.T, *k.shape[1:]), v.view(self.B, self.T, *v.shape[1:])))
-
-    def read(self, layer: int, slots) -> dict[str, torch.Tensor]:
-        ks, vs = zip(*self.kv[layer])
-        return {"k": torch.cat(ks, 1), "v": torch.cat(vs, 1)}
-
-
-def ttt_mask(B: int, T: int, s: int) -> torch.Tensor:
-    """[B, 1, T, (s+1)T]: step s at anchor i sees step 0 at anchors <= i and steps 1..s at anchor i only,
-    exactly what a depth-s tree node sees at inference (the committed prefix, its ancestors and itself)."""
-    blocks = [torch.ones(T, T, dtype=torch.bool).tril()] + [torch.eye(T, dtype=torch.bool)] * s
-    return torch.cat(blocks, 1)[None, None].expand(B, 1, T, (s + 1) * T)
-
-
-def draft_losses(model, x: torch.Tensor) -> tuple[torch.Tensor, list[float]]:
-    """x: [B, SEQ + TTT] token ids. Draft anchor i, step s reads token x[i+1+s] at position i+s and must predict
-    x[i+2+s]: the label is the target's distribution at i+1+s over the draft vocabulary (soft cross-entropy),
-    masked where the target's top token is outside it. Returns the weighted loss and top-1 agreement per step."""
-    target, draft = model.target, model.draft
-    B, T = x.shape[0], x.shape[1] - TTT
-    with torch.no_grad():
-        hidden, aux = target(x, torch.arange(x.shape[1]).expand(B, -1), None, taps=draft.taps)
-        p = target.logits(hidden).float().softmax(-1)                           # [B, SEQ + TTT, V]
-    kept = torch.arange(draft.d2t.shape[0]) + draft.d2t                          # draft id -> target id
-    pool, feed, loss, agree = StepPool(B, T), aux[:, :T], 0.0, []
-    for s in range(TTT):
-        kv = KVBatch(pool, torch.zeros(B, T, dtype=torch.long), None, ttt_mask(B, T, s))
-        out, feed = draft(x[:, 1 + s: 1 + s + T], feed, torch.arange(s, s + T).expand(B, -1), kv,
-                          embed=model.draft_embed, from_target=s == 0)
-        logq = model.draft_head(draft.norm(out)).log_softmax(-1)              # [B, T, Vd] reduced vocabulary
-        pt = p[:, 1 + s: 1 + s + T]
-        top = pt.argmax(-1)
-        ok = draft.t2d[top]
-        q = pt[..., kept] / pt[..., kept].sum(-1, keepdim=True)
-        ce = -(q * logq).sum(-1)
-        loss = loss + 0.8**s * (ce * ok).sum() / ok.sum()
-        agree.append(((kept[logq.argmax(-1)] == top) & ok).sum().item() / ok.sum().item())
-    return loss, agree
-
-
-def train_draft(train: torch.Tensor, held: torch.Tensor, folder: Path, target_dir: Path, steps: int) -> None:
-    counts = torch.bincount(train, minlength=TARGET["vocab_size"])
-    kept = counts.topk(DRAFT_VOCAB).indices
-    log(f"draft vocabulary: the {DRAFT_VOCAB} most frequent bytes, {counts[kept].sum() / counts.sum():.4%} of the corpus")
-    # A random draft of the right shapes and config.json, then the vocabulary map chosen above.
-    write_eagle3(folder, target_dir, seed=SEED, draft_vocab=DRAFT_VOCAB)
-    from safetensors.torch import load_file
-
-    tensors = load_file(str(folder / "model.safetensors"))
-    tensors["d2t"], tensors["t2d"] = make_vocab_map(kept, TARGET["vocab_size"])
-    save_safetensors(tensors, folder)
-    torch.manual_seed(SEED)
-    model = draftsmith.assemble("demo", target=target_dir, draft=folder)
-    model.target.requires_grad_(False)
-    model.draft.requires_grad_(True).train()
-    log(f"draft: EAGLE-3 layer, {sum(p.numel() for p in model.draft.parameters()) / 1e6:.2f}M parameters, taps "
-        f"{list(model.draft.taps)}, {steps} steps of {DRAFT_BATCH}x{SEQ} bytes x {TTT} TTT steps")
-    g = torch.Generator().manual_seed(SEED + 1)
-
-    def step_loss(_):
-        loss, agree = draft_losses(model, batch(train, SEQ + TTT, g, DRAFT_BATCH))
-        return loss, "top-1 agreement per step " + " ".join(f"{a:.2f}" for a in agree)
-
-    optimise(model.draft.parameters(), steps, 3e-3, 5.0, step_loss)
-    model.draft.eval()
-    with torch.no_grad():
-        _, agree = draft_losses(model, batch(held, SEQ + TTT, torch.Generator().manual_seed(1), 32))
-    log("draft held-out top-1 agreement with the target per step: " + " ".join(f"{a:.3f}" for a in agree))
-    # Back to the midlayer layout: layers.0.* -> midlayer.*, floats in float16, d2t / t2d as they are.
-    out = {(k.replace("layers.0.", "midlayer.", 1) if k.startswith("layers.0.") else k):
-           (v.to(torch.float16) if v.is_floating_point() else v) for k, v in model.draft.state_dict().items()}
-    assert set(out) == set(tensors), f"names differ from write_eagle3's: {set(out) ^ set(tensors)}"
-    save_safetensors(out, folder)
-    log(f"saved the draft (float16) to {folder}")
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "train.txt").write_text(train_text, encoding="utf-8")
+        (Path(tmp) / "held.txt").write_text(held_text, encoding="utf-8")
+        cfg = TrainConfig(steps=steps, batch=DRAFT_BATCH, lr=3e-3, ttt=TTT, seed=SEED, save_every=steps,
+                          labels="soft", bf16=False)
+        job = Job(spec="demo", target=target_dir, out=folder, data=[Path(tmp) / "train.txt"],
+                  held_out=[Path(tmp) / "held.txt"], draft_vocab=DRAFT_VOCAB, seq=SEQ + TTT,
+                  features=Path(tmp) / "features", max_windows=steps * DRAFT_BATCH, eval_prompts=1, config=cfg)
+        for f in ("trainer.pt", "model.safetensors", "config.json"):
+            (folder / f).unlink(missing_ok=True)  # a fresh draft, not a resumed one
+        run(job, log=log)
+        (folder / "trainer.pt").unlink()  # the optimizer state is not package data
 
 
 def measure(target_dir: Path, draft_dir: Path, prompt: str = "def fibonacci(n):", n: int = 64) -> None:
@@ -230,10 +159,10 @@ def main() -> None:
         write_byte_tokenizer(target_dir)  # first: the corpus is encoded with it
         from transformers import AutoTokenizer
 
-        train, held = load_corpus(AutoTokenizer.from_pretrained(str(target_dir)))
+        train, held, train_text, held_text = load_corpus(AutoTokenizer.from_pretrained(str(target_dir)))
         if not args.skip_target:
             train_target(train, held, target_dir, args.target_steps)
-        train_draft(train, held, draft_dir, target_dir, args.draft_steps)
+        train_draft(train_text, held_text, draft_dir, target_dir, args.draft_steps)
         for f in sorted(args.out.rglob("*")):
             if f.is_file():
                 f.chmod(0o644)  # safetensors files are written 0600; package data should be world-readable
