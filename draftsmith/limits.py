@@ -28,6 +28,7 @@ STEPS = 64                      # draft depth
 DRAFT_TOKENS = 1_024            # tree size including the root
 PAGE_SIZE = 4_096               # KV pool page size (tokens)
 SEED_BITS = 64                  # torch generators take seeds in 0 .. 2**64 - 1
+NEW_TOKENS = 1 << 20            # max_new_tokens (KV pools are sized for prompt + max_new_tokens up front)
 
 # Weight-name rules (regular expressions over tensor names)
 REGEX_CHARS = 1_000             # a pattern

@@ -21,6 +21,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from draftsmith import limits
 from draftsmith.errors import ArgumentError, short
 from draftsmith.specs.schema import Decoding, validate_strict
 from draftsmith.specs.translate import problems_from
@@ -116,8 +117,8 @@ def encode_prompts(prompt: Any, *, tokenizer: Any, vocab: int, context: int | No
 def settings_problems(max_new_tokens: Any, temperature: Any, top_p: Any, top_k: Any, seed: Any, stop: Any, *,
                       vocab: int) -> list[str]:
     out = []
-    if not _is_int(max_new_tokens) or max_new_tokens < 1:
-        out.append(f"max_new_tokens is {short(max_new_tokens)}; an integer >= 1 is expected")
+    if not _is_int(max_new_tokens) or not 1 <= max_new_tokens <= limits.NEW_TOKENS:
+        out.append(f"max_new_tokens is {short(max_new_tokens)}; an integer in 1..{limits.NEW_TOKENS} is expected")
     if not _is_real(temperature) or not math.isfinite(temperature) or temperature < 0:
         out.append(f"temperature is {short(temperature)}; a finite number >= 0 is expected (0 = greedy)")
     if not _is_real(top_p) or not 0 < top_p <= 1:
