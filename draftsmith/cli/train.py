@@ -38,6 +38,7 @@ def train(
     save_every: int = typer.Option(100, help="steps between checkpoints"),
     minutes: float = typer.Option(0.0, help="stop after a checkpoint once this many minutes passed (0 = no limit)"),
     eval_prompts: int = typer.Option(8, help="held-out prompts to decode after training"),
+    eval_only: bool = typer.Option(False, help="only measure held-out acceptance of the draft in --out"),
     seed: int = typer.Option(0),
     device: str = typer.Option("cpu"),
     threads: int = typer.Option(1, help="CPU threads for torch"),
@@ -70,7 +71,7 @@ def train(
                       labels=labels, freeze_head=freeze_head, bf16=bf16)
     job = Job(spec=spec, target=target_dir, out=out_dir, data=paths, held_out=held, draft_vocab=draft_vocab or None,
               seq=seq, max_windows=max_windows, features=features, self_distill=self_distill,
-              eval_prompts=eval_prompts, device=device, config=cfg)
+              eval_prompts=eval_prompts, device=device, eval_only=eval_only, config=cfg)
     results = run(job, console=out, log=lambda m: out.print(m, style="dim", markup=False))
     for name, acc in results.items():
         out.print(f"{name}: {acc.line()}")

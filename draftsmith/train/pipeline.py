@@ -34,6 +34,7 @@ class Job:
     eval_prompt_tokens: int = 128
     eval_new_tokens: int = 64
     device: str = "cpu"
+    eval_only: bool = False           # only evaluate the draft in `out`
     config: TrainConfig = field(default_factory=TrainConfig)
 
 
@@ -67,6 +68,8 @@ def run(job: Job, console=None, log: Callable[[str], None] = print) -> dict[str,
 
     out = Path(job.out)
     tok = AutoTokenizer.from_pretrained(str(job.target))
+    if job.eval_only:
+        return evaluate(job, tok, log)
     docs = D.read_documents(D.expand(job.data))
     if not docs:
         raise ValueError("no training text found in " + ", ".join(map(str, job.data)))
