@@ -13,6 +13,7 @@ from draftsmith.assembler.models import CausalLM, DraftModel
 from draftsmith.assembler.parts import LayerRecipe, Stacker
 from draftsmith.components.dims import Dims
 from draftsmith.components.layers import own_input
+from draftsmith.components.quant import quantize_target
 from draftsmith.components.rule_config import bind_all
 from draftsmith.components.targets import apply_windows
 from draftsmith.components.weights import RuleSet
@@ -33,7 +34,9 @@ def build_target(cfg, registry: Registry, backend: Callable) -> CausalLM:
     with torch.device("meta"):
         layers = [stack.layer(i, in_width=dims.hidden) for i in range(dims.layers)]
         apply_windows(cfg, layers)  # Mistral's sliding_window, Qwen's sliding layer_types
-        return CausalLM(dims, layers, stack.norm(dims.hidden), bool(getattr(cfg, "tie_word_embeddings", False)))
+        model = CausalLM(dims, layers, stack.norm(dims.hidden), bool(getattr(cfg, "tie_word_embeddings", False)))
+        quantize_target(model, cfg)  # from the target's own quantization_config only (invariant 26)
+    return model
 
 
 def rule_set(spec: Spec, registry: Registry, config: Mapping[str, Any] | None = None) -> RuleSet:
@@ -103,4 +106,6 @@ def build_draft(spec: Spec, registry: Registry, *, draft_raw: Mapping[str, Any],
                            feed_post_norm=d.feed_back == "post_norm" or fc.norm_output == "feed_back")
         if d.share.embed != "target":
             model.embed_tokens = nn.Embedding(target_vocab, dims.hidden)
+        quant, quant_params = resolve(registry, "quant", spec.quant.method, spec.quant.model_extra or {})
+        quant.factory(quant_params, module=model)  # the draft's own spec section only, never the target's config
     return model

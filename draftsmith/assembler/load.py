@@ -13,6 +13,7 @@ from torch import nn
 
 from draftsmith.assembler.checkpoint import TensorInfo, list_tensors, read_tensors
 from draftsmith.assembler.plan import Expected, LoadPlan, expected_of, plan_load
+from draftsmith.components.quant import set_compute_dtype, stored_dtypes
 from draftsmith.components.weights import RuleSet
 
 
@@ -39,10 +40,12 @@ def fill(planned: PlannedLoad, *, dtype: torch.dtype, device: str) -> nn.Module:
     """Read the planned tensors and assign them (floats cast to ``dtype``; ints and bools keep their kind)."""
     raw = read_tensors(planned.infos, planned.plan.sources.values(), finite=True)  # NaN/inf: CheckpointError
     state = {}
+    keep = stored_dtypes(planned.module)  # FP8 weights and their float32 scales are never cast to `dtype`
     for canon, src in planned.plan.sources.items():
         want = planned.expected[canon].dtype
-        state[canon] = raw[src].to(device=device, dtype=dtype if want.is_floating_point else want)
+        state[canon] = raw[src].to(device=device, dtype=keep.get(canon) or (dtype if want.is_floating_point else want))
     planned.module.load_state_dict(state, strict=False, assign=True)
+    set_compute_dtype(planned.module, dtype)  # FP8 linears dequantize into the model's dtype
     return planned.module
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from draftsmith.components import backends, fusion, mla, mtp
+from draftsmith.components import backends, fusion, mla, mtp, quant
 from draftsmith.components.gqa import GQAParams, gqa
 from draftsmith.components.layers import llama_layer
 from draftsmith.components.mlp import MLPParams, swiglu
@@ -32,7 +32,8 @@ def builtin_components() -> list[Component]:
     return [
         Component("layer", "llama", llama_layer, doc="pre-norm residual block (identity slots)"),
         Component("attention", "gqa", gqa, GQAParams, doc="grouped-query attention, paged KV"),
-        Component("attention", "mla", mla.mla, mla.MLAParams, doc="DeepSeek-V3 latent attention; pool keeps latent + rope"),
+        Component("attention", "mla", mla.mla, mla.MLAParams,
+                  doc="DeepSeek-V3 latent attention; pool keeps latent + rope"),
         Component("mlp", "swiglu", swiglu, MLPParams, doc="down(silu(gate(x)) * up(x))"),
         Component("norm", "rms", rms, doc="RMSNorm in float32"),
         Component("fusion", "eagle1", fusion.eagle1, fusion.Eagle1Params, doc="fc over [embed; hidden]"),
@@ -41,6 +42,8 @@ def builtin_components() -> list[Component]:
                   doc="DeepSeek-V3 MTP: eh_proj over [enorm(embed); hnorm(hidden)]"),
         Component("weight_rule", "regex", _same, RegexRule, doc="rename checkpoint names by regex"),
         Component("quant", "none", _same, Strict, doc="no quantization (draft only; never the target's)"),
+        Component("quant", "fp8", quant.fp8, quant.FP8Params,
+                  doc="FP8 e4m3 weights: per-tensor, per-channel or 128x128 block scales (draft only)"),
         Component("attn_backend", "sdpa", lambda *_, **__: backends.sdpa, doc="torch SDPA: masks, or mask-free causal (its flash kernel)"),
         Component("attn_backend", "eager", lambda *_, **__: backends.eager, doc="plain torch reference"),
         Component("attn_backend", "flex", lambda *_, **__: backends.flex, doc="FlexAttention block masks (trees)"),

@@ -86,7 +86,8 @@ def test_mtp_draft_reads_layer_L_of_the_targets_own_files(root):
     p = "model.layers.4."
     pairs = {"fc.enorm.weight": "enorm.weight", "fc.hnorm.weight": "hnorm.weight", "fc.eh_proj.weight":
              "eh_proj.weight", "norm.weight": "shared_head.norm.weight", "lm_head.weight": "shared_head.head.weight",
-             "embed_tokens.weight": "embed_tokens.weight", "layers.0.self_attn.q_proj.weight": "self_attn.q_proj.weight",
+             "embed_tokens.weight": "embed_tokens.weight",
+             "layers.0.self_attn.q_proj.weight": "self_attn.q_proj.weight",
              "layers.0.input_layernorm.weight": "input_layernorm.weight"}
     state = model.draft.state_dict()
     assert len(state) == sum(n.startswith(p) for n in ckpt)

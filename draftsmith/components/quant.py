@@ -1,0 +1,191 @@
+"""FP8 (e4m3) weight quantization as a registered quant method (``quant: {method: fp8, ...}`` in a spec).
+
+A quantized linear keeps its canonical name and class; its ``weight`` holds float8_e4m3fn values and a float32
+scale sits beside it:
+
+- ``scheme: tensor``: ``weight_scale`` [1] (compressed-tensors per-tensor);
+- ``scheme: channel``: ``weight_scale`` [out, 1] (compressed-tensors per-channel);
+- ``scheme: block``: ``weight_scale_inv`` [ceil(out/b0), ceil(in/b1)] (DeepSeek-V3 / transformers
+  FineGrainedFP8, b = 128 x 128). Despite the name it multiplies: w = w_fp8 * scale_inv, per block.
+
+Reading ``.weight`` gives the dequantized weight (float32 maths, then the model's dtype), so any Linear subclass
+(a fusion's ``fc`` too) computes with it unchanged: that is the CPU path. On CUDA, ``activation: dynamic`` with
+a tensor or channel scheme runs ``torch._scaled_mm`` on fp8 activations quantized per token (guarded: only where
+torch has it; block scales dequantize on every device).
+
+Isolation (invariant 26): a draft's quantization comes only from its spec's ``quant`` section; the target's only
+from its own ``quantization_config`` (:func:`quantize_target`). Neither reads the other's.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import torch
+from pydantic import BaseModel, ConfigDict
+from torch import nn
+from torch.nn import functional as F
+
+FP8 = torch.float8_e4m3fn
+FP8_MAX = torch.finfo(FP8).max
+
+
+class FP8Params(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    scheme: Literal["tensor", "channel", "block"] = "block"
+    block: tuple[int, int] = (128, 128)
+    # regexes searched in canonical module names (after the weight rules: vLLM PR 49900 matched ignore lists
+    # before its prefix rename); a Linear is quantized when some `modules` pattern and no `exclude` matches
+    modules: tuple[str, ...] = (r"^layers\.\d+\.",)
+    exclude: tuple[str, ...] = ()
+    activation: Literal["none", "dynamic"] = "none"
+
+
+def scale_name(scheme: str) -> str:
+    return "weight_scale_inv" if scheme == "block" else "weight_scale"
+
+
+def scale_shape(scheme: str, out: int, inp: int, block: tuple[int, int]) -> tuple[int, ...]:
+    if scheme == "tensor":
+        return (1,)
+    if scheme == "channel":
+        return (out, 1)
+    return (-(-out // block[0]), -(-inp // block[1]))
+
+
+def dequantize(w: torch.Tensor, scale: torch.Tensor, scheme: str, block: tuple[int, int]) -> torch.Tensor:
+    # w: [out, in] fp8; scale: see scale_shape -> [out, in] float32
+    w = w.to(torch.float32)
+    if scheme != "block":
+        return w * scale.to(torch.float32)
+    out, inp = w.shape
+    full = scale.to(torch.float32).repeat_interleave(block[0], 0).repeat_interleave(block[1], 1)
+    return w * full[:out, :inp]
+
+
+def quantize(w: torch.Tensor, scheme: str, block: tuple[int, int] = (128, 128)) -> tuple[torch.Tensor, torch.Tensor]:
+    """(w_fp8, scale) with max-abs scaling per tensor, per output channel or per block (writers, tests)."""
+    w = w.to(torch.float32)
+    out, inp = w.shape
+    if scheme == "tensor":
+        amax = w.abs().max().reshape(1)
+    elif scheme == "channel":
+        amax = w.abs().amax(1, keepdim=True)
+    else:
+        b0, b1 = block
+        padded = F.pad(w.abs(), (0, -inp % b1, 0, -out % b0))
+        amax = padded.view(padded.shape[0] // b0, b0, padded.shape[1] // b1, b1).amax((1, 3))
+    scale = (amax / FP8_MAX).clamp(min=1e-12)
+    if scheme == "block":
+        full = scale.repeat_interleave(block[0], 0).repeat_interleave(block[1], 1)[:out, :inp]
+    else:
+        full = scale
+    return (w / full).to(FP8), scale
+
+
+class FP8Weight:
+    """Mixed into a Linear's class: ``weight`` (an fp8 parameter in the state dict) reads back dequantized."""
+
+    scheme: str
+    block: tuple[int, int]
+    native: bool
+    compute_dtype: torch.dtype
+
+    @property
+    def weight(self) -> torch.Tensor:
+        w, s = self._parameters["weight"], self._buffers[scale_name(self.scheme)]
+        if w.is_meta:
+            return torch.empty(w.shape, dtype=self.compute_dtype, device="meta")
+        return dequantize(w, s, self.scheme, self.block).to(self.compute_dtype)
+
+    def stored_dtypes(self) -> dict[str, torch.dtype]:
+        """Local names whose checkpoint dtype loading keeps (never cast to the model dtype)."""
+        return {"weight": FP8, scale_name(self.scheme): torch.float32}
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.native and x.is_cuda and hasattr(torch, "_scaled_mm"):
+            return scaled_mm(x, self._parameters["weight"], self._buffers[scale_name(self.scheme)], self.bias)
+        return super().forward(x)
+
+
+def scaled_mm(x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """fp8 x fp8 on CUDA: activations quantized per token (dynamic), weight scales per tensor or per channel."""
+    shape = x.shape
+    x2 = x.reshape(-1, shape[-1])
+    x_scale = (x2.abs().amax(-1, keepdim=True).to(torch.float32) / FP8_MAX).clamp(min=1e-12)   # [M, 1]
+    xq = (x2.to(torch.float32) / x_scale).to(FP8)
+    ws = w_scale.to(torch.float32).reshape(1, -1).expand(1, w.shape[0]).contiguous()            # [1, N]
+    out = torch._scaled_mm(xq, w.t(), scale_a=x_scale, scale_b=ws, out_dtype=x.dtype)
+    out = out + bias if bias is not None else out
+    return out.reshape(*shape[:-1], w.shape[0])
+
+
+def fp8_linear(linear: nn.Linear, params: FP8Params, dtype: torch.dtype | None = None) -> nn.Linear:
+    """Turn ``linear`` (built on meta, no data yet) into an FP8 linear in place: same name, same class family."""
+    cls = type(linear)
+    linear.__class__ = type(f"FP8{cls.__name__}", (FP8Weight, cls), {})
+    out, inp = linear._parameters["weight"].shape
+    device = linear._parameters["weight"].device
+    linear._parameters["weight"] = nn.Parameter(torch.empty(out, inp, dtype=FP8, device=device), requires_grad=False)
+    linear.register_buffer(scale_name(params.scheme), torch.empty(scale_shape(params.scheme, out, inp, params.block),
+                                                                  dtype=torch.float32, device=device))
+    linear.scheme, linear.block = params.scheme, tuple(params.block)
+    linear.native = params.activation == "dynamic" and params.scheme != "block"
+    linear.compute_dtype = dtype or torch.get_default_dtype()
+    return linear
+
+
+def quantize_modules(module: nn.Module, params: FP8Params) -> list[str]:
+    """Make every matching Linear of ``module`` an FP8 linear; returns their canonical names."""
+    done = []
+    for name, sub in module.named_modules():
+        wanted = any(re.search(p, name) for p in params.modules) and not any(re.search(p, name)
+                                                                             for p in params.exclude)
+        if isinstance(sub, nn.Linear) and not isinstance(sub, FP8Weight) and wanted:
+            fp8_linear(sub, params)
+            done.append(name)
+    return done
+
+
+def fp8(params: FP8Params, *, module: nn.Module | None = None, **_) -> list[str]:
+    """The registered quant method: quantizes the draft ``module`` it is given (never anything else)."""
+    return quantize_modules(module, params) if module is not None else []
+
+
+def stored_dtypes(module: nn.Module) -> dict[str, torch.dtype]:
+    """Canonical names whose checkpoint dtype is kept when loading (FP8 weights, their float32 scales)."""
+    out = {}
+    for name, sub in module.named_modules():
+        if isinstance(sub, FP8Weight):
+            out |= {f"{name}.{k}" if name else k: v for k, v in sub.stored_dtypes().items()}
+    return out
+
+
+def set_compute_dtype(module: nn.Module, dtype: torch.dtype) -> None:
+    for sub in module.modules():
+        if isinstance(sub, FP8Weight):
+            sub.compute_dtype = dtype
+
+
+def target_params(quantization_config: Mapping[str, Any] | None) -> FP8Params | None:
+    """FP8 params for a target from ITS OWN config.json ``quantization_config`` (transformers FineGrainedFP8 /
+    DeepSeek-V3: quant_method fp8, weight_block_size, modules_to_not_convert); None when it has none. Any
+    other method is refused by name rather than loaded as garbage."""
+    if not quantization_config:
+        return None
+    method = quantization_config.get("quant_method")
+    if method != "fp8" or quantization_config.get("fmt", "e4m3") != "e4m3":
+        raise ValueError(f"target quantization_config quant_method={method!r} "
+                         f"fmt={quantization_config.get('fmt', 'e4m3')!r} is not supported; draftsmith reads "
+                         "fp8 e4m3 targets (weight_block_size block scales or per-tensor weight_scale)")
+    block = quantization_config.get("weight_block_size")
+    skip = tuple(rf"(^|\.){re.escape(m)}$" for m in quantization_config.get("modules_to_not_convert") or ())
+    return FP8Params(scheme="block" if block else "tensor", block=tuple(block or (128, 128)),
+                     modules=(r"^model\.layers\.\d+\.",), exclude=(r"^lm_head$", *skip))
+
+
+def quantize_target(model: nn.Module, cfg) -> list[str]:
+    """Quantize a target built on meta as its own config says (and only so)."""
+    params = target_params(getattr(cfg, "quantization_config", None))
+    return [] if params is None else quantize_modules(model, params)

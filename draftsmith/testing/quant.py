@@ -1,0 +1,64 @@
+"""FP8 (e4m3) checkpoints for tests: quantize the matching linear weights of a folder in place, the way the
+published FP8 checkpoints store them (``weight`` as F8_E4M3 plus ``weight_scale`` or, for 128x128 blocks,
+``weight_scale_inv``), and write a float copy holding the dequantized values (the reference)."""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file
+
+from draftsmith.assembler.checkpoint import save_safetensors
+from draftsmith.components.quant import dequantize, quantize, scale_name
+
+
+def quantize_folder(folder: str | Path, pattern: str, *, scheme: str = "block", block: tuple[int, int] = (128, 128),
+                    quantization_config: bool = False) -> list[str]:
+    """Replace each 2-D ``*.weight`` whose name matches ``pattern`` by FP8 + its scale; with
+    ``quantization_config`` also declare it in config.json (as an FP8 target does). Returns the names."""
+    folder = Path(folder)
+    src = load_file(str(folder / "model.safetensors"))
+    out, done = {}, []
+    for name, t in src.items():
+        if name.endswith(".weight") and t.dim() == 2 and re.search(pattern, name):
+            w, s = quantize(t, scheme, block)
+            out[name], out[name.removesuffix("weight") + scale_name(scheme)] = w, s
+            done.append(name)
+        else:
+            out[name] = t
+    save_safetensors(out, folder)
+    if quantization_config:
+        cfg = json.loads((folder / "config.json").read_text())
+        qc = {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic"}
+        if scheme == "block":
+            qc["weight_block_size"] = list(block)
+        cfg["quantization_config"] = qc
+        (folder / "config.json").write_text(json.dumps(cfg, indent=2))
+    return done
+
+
+def dequantized_copy(src: str | Path, dst: str | Path, *, scheme: str = "block",
+                     block: tuple[int, int] = (128, 128)) -> Path:
+    """A float32 copy of an FP8 folder: each weight replaced by its dequantized value, scales and
+    quantization_config dropped (transformers and draftsmith read it as an ordinary checkpoint)."""
+    src, dst = Path(src), Path(dst)
+    dst.mkdir(parents=True, exist_ok=True)
+    for f in src.iterdir():
+        if f.name != "model.safetensors":
+            shutil.copy(f, dst / f.name)
+    t = load_file(str(src / "model.safetensors"))
+    suffix = scale_name(scheme)
+    out = {}
+    for name, v in t.items():
+        if name.endswith(suffix):
+            continue
+        scale = t.get(name.removesuffix("weight") + suffix) if name.endswith(".weight") else None
+        out[name] = dequantize(v, scale, scheme, block) if scale is not None else v
+    save_safetensors(out, dst)
+    cfg = json.loads((dst / "config.json").read_text())
+    cfg.pop("quantization_config", None)
+    (dst / "config.json").write_text(json.dumps(cfg, indent=2))
+    return dst

@@ -1,0 +1,150 @@
+"""FP8 (e4m3) quant method: per-tensor, per-channel and block scales dequantize exactly like the float copy,
+loading keeps the stored fp8 weights and float32 scales, and quant isolation (invariant 26) both ways: an FP8
+draft leaves the target bit-identical, an FP8 target never quantizes the draft."""
+
+import pytest
+import torch
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from safetensors.torch import load_file
+
+import draftsmith
+from draftsmith.components.quant import FP8Weight, FP8Params, dequantize, fp8_linear, quantize, target_params
+from draftsmith.specs.catalog import BUILTIN_DIR
+from draftsmith.testing import write_eagle1, write_target
+from draftsmith.testing.quant import dequantized_copy, quantize_folder
+
+SCHEMES = ["tensor", "channel", "block"]
+BLOCK = (32, 48)  # small blocks so the tiny (64-wide) layers hold several, with ragged edges
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_quantize_then_dequantize_is_close_and_shapes_follow_the_scheme(scheme):
+    w = torch.randn(80, 100, generator=torch.Generator().manual_seed(0))
+    q, s = quantize(w, scheme, BLOCK)
+    assert q.dtype == torch.float8_e4m3fn and s.dtype == torch.float32
+    assert s.shape == {"tensor": (1,), "channel": (80, 1), "block": (3, 3)}[scheme]
+    back = dequantize(q, s, scheme, BLOCK)
+    assert ((back - w).abs() <= w.abs() * 2**-3 + 1e-3).all()   # e4m3 keeps 3 mantissa bits
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory):
+    root = tmp_path_factory.mktemp("fp8")
+    write_target(root / "target", "llama", num_hidden_layers=4, seed=1)
+    for scheme in SCHEMES:
+        write_eagle1(root / f"draft-{scheme}", root / "target", bias=False)
+        quantize_folder(root / f"draft-{scheme}", r"^layers\.\d+\.", scheme=scheme, block=BLOCK)
+        dequantized_copy(root / f"draft-{scheme}", root / f"draft-{scheme}-float", scheme=scheme, block=BLOCK)
+        write_target(root / f"target-{scheme}", "llama", num_hidden_layers=4, seed=1)
+        quantize_folder(root / f"target-{scheme}", r"^model\.layers\.\d+\.", scheme="block" if scheme == "block"
+                        else "tensor", block=(128, 128), quantization_config=True)
+        dequantized_copy(root / f"target-{scheme}", root / f"target-{scheme}-float",
+                         scheme="block" if scheme == "block" else "tensor")
+        spec = yaml.safe_load((BUILTIN_DIR / "eagle1-llama-fp8.yaml").read_text())
+        spec["name"] = f"fp8-{scheme}"
+        spec["quant"] |= {"scheme": scheme, "block": list(BLOCK)}
+        (root / f"fp8-{scheme}.yaml").write_text(yaml.safe_dump(spec))
+    return root
+
+
+def assemble(root, spec, target, draft, dtype="float32"):
+    spec = str(root / f"{spec}.yaml") if spec.startswith("fp8-") else spec
+    return draftsmith.assemble(spec, target=root / target, draft=root / draft, dtype=dtype)
+
+
+def fp8_modules(module):
+    return [n for n, m in module.named_modules() if isinstance(m, FP8Weight)]
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_fp8_draft_loads_stored_values_and_equals_its_float_copy(root, scheme):
+    model = assemble(root, f"fp8-{scheme}", "target", f"draft-{scheme}")
+    flt = assemble(root, "eagle1-llama", "target", f"draft-{scheme}-float")
+    ckpt = load_file(str(root / f"draft-{scheme}" / "model.safetensors"))
+    q = model.draft.layers[0].self_attn.q_proj
+    assert len(fp8_modules(model.draft)) == 7 and not fp8_modules(model.target)
+    state = model.draft.state_dict()
+    for name in ("layers.0.self_attn.q_proj.weight", "layers.0.mlp.down_proj.weight"):
+        scale = name.removesuffix("weight") + ("weight_scale_inv" if scheme == "block" else "weight_scale")
+        assert state[name].dtype == torch.float8_e4m3fn and torch.equal(state[name].view(torch.uint8),
+                                                                         ckpt[name].view(torch.uint8))
+        assert state[scale].dtype == torch.float32 and torch.equal(state[scale], ckpt[scale])
+    torch.testing.assert_close(q.weight, flt.draft.layers[0].self_attn.q_proj.weight, atol=0, rtol=0)
+    ids, pos = torch.tensor([[3, 1, 4, 1, 5]]), torch.arange(5)[None]
+    hidden = torch.randn(1, 5, 64, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        a = model.draft(ids, hidden, pos, embed=model.draft_embed, from_target=True)[0]
+        b = flt.draft(ids, hidden, pos, embed=flt.draft_embed, from_target=True)[0]
+    torch.testing.assert_close(a, b, atol=1e-6, rtol=0)
+    out = model.generate([[1, 2, 3]], max_new_tokens=8, stop=[], topk=2, steps=3, draft_tokens=6)[0]
+    assert out.token_ids == model.generate_baseline([[1, 2, 3]], max_new_tokens=8, stop=[])[0].token_ids
+
+
+def same_state(a, b):
+    sa, sb = a.state_dict(), b.state_dict()
+    return sa.keys() == sb.keys() and all(
+        sa[k].dtype == sb[k].dtype and torch.equal(sa[k].view(torch.uint8), sb[k].view(torch.uint8)) for k in sa)
+
+
+@settings(max_examples=4)
+@given(scheme=st.sampled_from(SCHEMES), dtype=st.sampled_from(["float32", "bfloat16"]))
+def test_fp8_draft_leaves_the_target_bit_identical(root, scheme, dtype):
+    quantized = assemble(root, f"fp8-{scheme}", "target", f"draft-{scheme}", dtype)
+    plain = assemble(root, "eagle1-llama", "target", f"draft-{scheme}-float", dtype)
+    assert same_state(quantized.target, plain.target) and not fp8_modules(quantized.target)
+    assert quantized.target.dims.config.to_dict() == plain.target.dims.config.to_dict()
+    assert "quantization_config" not in quantized.target.dims.config.to_dict()
+    assert all(p.dtype == getattr(torch, dtype) for p in quantized.target.parameters())
+
+
+@settings(max_examples=4)
+@given(scheme=st.sampled_from(["tensor", "block"]), dtype=st.sampled_from(["float32", "bfloat16"]))
+def test_fp8_target_never_quantizes_the_draft(root, scheme, dtype):
+    fp8_target = assemble(root, "eagle1-llama", f"target-{scheme}", f"draft-{scheme}-float", dtype)
+    float_target = assemble(root, "eagle1-llama", f"target-{scheme}-float", f"draft-{scheme}-float", dtype)
+    assert fp8_modules(fp8_target.target) and not fp8_modules(fp8_target.draft)
+    assert same_state(fp8_target.draft, float_target.draft)
+    assert all(p.dtype == getattr(torch, dtype) for p in fp8_target.draft.parameters())
+    assert "quantization_config" in fp8_target.target.dims.config.to_dict()   # read, kept, and only the target's
+    if dtype == "float32":  # the FP8 target computes with exactly its dequantized weights
+        ids = torch.tensor([[5, 6, 7, 8]])
+        pos = torch.arange(4)[None]
+        with torch.no_grad():
+            a = fp8_target.target.logits(fp8_target.target(ids, pos)[0])
+            b = float_target.target.logits(float_target.target(ids, pos)[0])
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=0)
+
+
+def test_unsupported_target_quantization_is_refused_by_name():
+    with pytest.raises(ValueError, match="quant_method='awq'"):
+        target_params({"quant_method": "awq"})
+    assert target_params(None) is None
+    p = target_params({"quant_method": "fp8", "weight_block_size": [128, 128], "modules_to_not_convert": ["gate"]})
+    assert p.scheme == "block" and p.block == (128, 128) and any("gate" in e for e in p.exclude)
+
+
+def test_spec_rejects_unknown_fp8_fields(tmp_path):
+    spec = yaml.safe_load((BUILTIN_DIR / "eagle1-llama-fp8.yaml").read_text())
+    spec["quant"]["scales"] = "block"
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump(spec))
+    with pytest.raises(Exception, match="scales"):
+        draftsmith.load_spec(tmp_path / "bad.yaml")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("scheme", ["tensor", "channel"])
+def test_native_scaled_mm_on_cuda_is_close_to_dequantized(scheme):
+    """Untested without a GPU: torch._scaled_mm with per-token fp8 activations vs the dequantized matmul."""
+    lin = torch.nn.Linear(256, 128, bias=True, device="cuda", dtype=torch.bfloat16)
+    w = lin.weight.detach().float()
+    fp8_linear(lin, FP8Params(scheme=scheme, activation="dynamic"), torch.bfloat16)
+    q, s = quantize(w, scheme)
+    lin._parameters["weight"].data = q.cuda()
+    setattr(lin, "weight_scale", s.cuda())
+    x = torch.randn(4, 16, 256, device="cuda", dtype=torch.bfloat16)
+    want = torch.nn.functional.linear(x, lin.weight, lin.bias)
+    got = lin(x)
+    assert got.shape == want.shape
+    torch.testing.assert_close(got.float(), want.float(), atol=0.1, rtol=0.05)
