@@ -92,6 +92,12 @@ def test_cli_smoke(tiny, tmp_path):
     assert res.exit_code == 0, res.output
     assert "tree topk 4, 6 levels, 17 nodes: tau" in res.output
     assert (out / "model.safetensors").is_file() and (out / STATE).is_file()
+    again = CliRunner().invoke(app, ["train", "--out", str(out), "--target", str(tiny / "target"), "--data",
+                                     str(tiny / "data"), "--eval", str(tiny / "data" / "heapq.py"), "--eval-only",
+                                     "--seq", "48", "--eval-prompts", "1"])
+    assert again.exit_code == 0 and "chain 5: tau" in again.output, again.output
+    missing = CliRunner().invoke(app, ["train", "--out", str(tmp_path / "x"), "--target", str(tiny / "target")])
+    assert missing.exit_code == 2 and "no training data" in missing.output
 
 
 def _tok(tiny):
