@@ -52,6 +52,8 @@ def ttt_losses(model, batch: dict[str, torch.Tensor], steps: int, decay: float =
     labels: "soft" (the target's distribution over the kept ids) or "hard" (its greedy token; no projection of
     the target's hidden state, so cheaper). Returns sum_s decay**s * loss_s and each step's top-1 accuracy (the
     draft's argmax == the target's greedy token)."""
+    if labels not in ("soft", "hard"):
+        raise ValueError(f"labels must be 'soft' or 'hard', not {labels!r}")
     draft, head_w = model.draft, model.target.lm_head.weight
     kept = kept_ids(model) if kept is None else kept
     ids, top = batch["ids"].long(), batch["top"].long()

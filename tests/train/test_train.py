@@ -83,6 +83,16 @@ def test_eagle1_trains_too(job, tiny, tmp_path):
     assert model.generate("def f(x):", max_new_tokens=16).token_ids == base.token_ids
 
 
+def test_self_distilled_hard_labels_frozen_head(job, tiny, tmp_path, capsys):
+    out = tmp_path / "sd"
+    run(job(out, self_distill=4, config={"steps": 4, "labels": "hard", "freeze_head": True}))
+    assert "self-distillation: 1/" in capsys.readouterr().out
+    state = torch.load(out / STATE, weights_only=True)["draft"]
+    kept = torch.arange(len(state["d2t"])) + state["d2t"]
+    head = load_file(str(tiny / "target" / "model.safetensors"))["lm_head.weight"]
+    assert torch.equal(state["lm_head.weight"], head[kept])          # frozen at the target's rows
+
+
 def test_cli_smoke(tiny, tmp_path):
     out = tmp_path / "cli"
     res = CliRunner().invoke(app, ["train", "--out", str(out), "--target", str(tiny / "target"), "--data",
