@@ -43,6 +43,10 @@ FAMILIES: tuple[Family, ...] = (
                             "GQA EAGLE)",
            (r"^eagle_linear\.weight$", r"^layers\.\d+\.attention\.wq\.weight$"), config_any=("dim", "n_layers"),
            checks=("layers", "rope")),
+    Family("eagle-mistral", "fc, input_layernorm in layer 0, a final norm and no hidden_norm (the Mistral-native "
+                            "GQA EAGLE in Hugging Face names, e.g. `draftsmith convert --to layers`)",
+           (r"^fc\.weight$", r"^layers\.0\.input_layernorm\.weight$", r"^norm\.weight$"),
+           forbid=(r"hidden_norm", r"^lm_head\.weight$"), checks=("layers",)),
     Family("eagle3-speculators", "fc, hidden_norm and a speculators config (speculators_config / "
                                  "transformer_layer_config; EAGLE-3, vLLM)",
            (r"^fc\.weight$", HIDDEN_NORM), config_any=SPECULATORS, checks=("layers", "eagle3")),

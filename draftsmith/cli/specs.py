@@ -85,3 +85,22 @@ def inspect(ckpt: Path = typer.Argument(..., help="draft checkpoint folder")) ->
         sys.stdout.write(f"# config keys draftsmith does not read: {', '.join(found.unread)}\n")
     data = found.spec
     sys.stdout.write(yaml.safe_dump(data, sort_keys=False))
+
+
+@app.command()
+def convert(ckpt: Path = typer.Argument(..., help="draft checkpoint folder"),
+            to: str = typer.Option(..., "--to", help="layout to write: midlayer, layers, speculators, mistral"),
+            out_dir: Path = typer.Argument(..., help="folder to write (created)")) -> None:
+    """Rewrite a draft checkpoint into another layout (config included, safetensors out)."""
+    import json
+
+    from draftsmith.convert.run import ConvertError, convert as run_convert, layouts
+
+    try:
+        config = run_convert(ckpt, to, out_dir)
+    except ConvertError as e:
+        typer.echo(str(e), err=True)
+        raise typer.Exit(1)
+    layout = layouts()[to]
+    sys.stdout.write(f"# {ckpt} -> {out_dir} ({to}: {layout.description}); load it with spec {layout.spec}\n")
+    sys.stdout.write(json.dumps(config, indent=2) + "\n")

@@ -88,8 +88,9 @@ def to_facts(raw: Mapping[str, Any], style: ConfigStyle) -> dict[str, Any]:
     inner = raw.pop(style.nest, None) if style.nest else None
     merged = {**(inner or {}), **raw}
     ids = _get(merged, f"eagle_config.{IDS}") or merged.get(IDS) or merged.get("target_layer_ids")
+    fixed = {*style.fixed, *(style.fixed.get(style.nest) or {})}  # written as is, both levels: never facts
     facts = {style.rename.get(k, k): v for k, v in merged.items()
-             if k not in style.fixed and k not in (IDS, "target_layer_ids", "eagle_config")}
+             if k not in fixed and k not in (IDS, "target_layer_ids", "eagle_config")}
     rest = {k: v for k, v in (merged.get("eagle_config") or {}).items() if k != IDS}
     if rest:  # other eagle_config fields (NVIDIA ModelOpt flags) stay where they were
         facts["eagle_config"] = rest
@@ -102,7 +103,7 @@ def to_facts(raw: Mapping[str, Any], style: ConfigStyle) -> dict[str, Any]:
 
 
 def from_facts(facts: Mapping[str, Any], style: ConfigStyle) -> dict[str, Any]:
-    """Config facts -> a config written in ``style``; ValueError for a fact the style cannot express."""
+    """Config facts -> a config written in ``style``; a norm_output the style cannot say is left out."""
     facts = dict(facts)
     back = {v: k for k, v in style.rename.items()}
     out: dict[str, Any] = json.loads(json.dumps(style.fixed))
@@ -110,10 +111,8 @@ def from_facts(facts: Mapping[str, Any], style: ConfigStyle) -> dict[str, Any]:
     term = facts.pop("norm_output", None)
     if term is not None:
         values = [b for b, t in style.norm_output.items() if t == term]
-        if not values:
-            raise ValueError(f"config style {style.name!r} cannot say norm_output={term!r} "
-                             f"(it says: {dict(style.norm_output) or 'nothing about norm_output'})")
-        facts["norm_output"] = values[0]
+        if values:  # else the style cannot say it: left out (convert reads the result back and compares)
+            facts["norm_output"] = values[0]
     for key, value in facts.items():
         if style.rename and key not in back:
             continue  # a params.json holds only the keys it names

@@ -1,0 +1,167 @@
+"""``draftsmith convert DIR --to LAYOUT OUT``: read a draft through the rules of the spec ``inspect`` detects, into
+canonical names and config facts; write them through the target layout's inverted rules and config style.
+
+Tensors are copied bit for bit; the only data change is the q/k row permutation between rotary pair orders
+(interleaved <-> neox, within each head), which is exact, so a round trip is the identity.
+"""
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import yaml
+
+from draftsmith.assembler.checkpoint import read_tensors, save_safetensors
+from draftsmith.components.weights import RegexRule, RuleSet
+from draftsmith.convert.inspect import inspect_checkpoint
+from draftsmith.convert.styles import STYLES, style_of, to_facts, from_facts
+
+LAYOUTS_FILE = Path(__file__).parent / "layouts.yaml"
+RESOLVED = ("norm_before_residual", "fc_norm", "norm_before_fc", "norm_output")
+QK = re.compile(r"^layers\.\d+\.self_attn\.[qk]_proj\.(weight|bias)$")
+
+
+class ConvertError(ValueError):
+    """A checkpoint the target layout cannot express."""
+
+
+@dataclass(frozen=True)
+class Layout:
+    name: str
+    description: str
+    config: str
+    weights: str
+    rope: str
+    rules: RuleSet
+    spec: str
+    holds: tuple[str, ...] = ()
+    requires: tuple[str, ...] = ()
+    max_layers: int | None = None
+
+
+def layouts() -> dict[str, Layout]:
+    from draftsmith.assembler.build import rule_set
+    from draftsmith.registry import default_registry
+    from draftsmith.specs.loader import load_spec
+
+    out = {}
+    for name, row in yaml.safe_load(LAYOUTS_FILE.read_text()).items():
+        rules = list(rule_set(load_spec(row["rules_from"]), default_registry()).rules) if "rules_from" in row else []
+        rules += [RegexRule.model_validate(r) for r in row.get("rules", [])]
+        out[name] = Layout(name, row["description"], row["config"], row["weights"], row["rope"], RuleSet(rules),
+                           row["spec"], tuple(row.get("holds", ())), tuple(row.get("requires", ())),
+                           row.get("max_layers"))
+    return out
+
+
+def rope_permutation(head_dim: int, src: str, dst: str) -> torch.Tensor:
+    """Row order within one head taking ``src`` pair order to ``dst``: interleaved pairs (2i, 2i+1) become neox
+    pairs (i, i + d/2), so new row j < d/2 is old row 2j and new row j + d/2 is old row 2j + 1."""
+    to_neox = torch.cat([torch.arange(0, head_dim, 2), torch.arange(1, head_dim, 2)])
+    if src == dst:
+        return torch.arange(head_dim)
+    return to_neox if (src, dst) == ("interleaved", "neox") else torch.argsort(to_neox)
+
+
+def permute_rows(t: torch.Tensor, head_dim: int, perm: torch.Tensor) -> torch.Tensor:
+    # t: [heads * head_dim, ...] -> the same rows, reordered within each head
+    heads = t.shape[0] // head_dim
+    return t.reshape(heads, head_dim, *t.shape[1:])[:, perm].reshape(t.shape)
+
+
+def read_canonical(folder: str | Path) -> tuple[dict[str, torch.Tensor], dict[str, Any], str, str]:
+    """(canonical tensors, config facts, source rope order, detected spec) of a draft checkpoint."""
+    from draftsmith.assembler.build import rule_set
+    from draftsmith.assembler.config import flatten_draft_config
+    from draftsmith.registry import default_registry
+    from draftsmith.specs.loader import load_spec
+
+    found = inspect_checkpoint(folder)
+    if found.match is None:
+        raise ConvertError(f"{folder}: not a layout draftsmith recognises; run `draftsmith inspect {folder}`")
+    spec = load_spec(found.match.spec)
+    rules = rule_set(spec, default_registry(), flatten_draft_config(found.config))
+    mapping = rules.map_names(n for n in found.infos if not rules.is_ignored(n))
+    data = read_tensors(found.infos, [src for src, _ in mapping.values()])
+    tensors = {canon: data[src] for canon, (src, _) in mapping.items()}
+    ignored = [n for n in found.infos if rules.is_ignored(n)]
+    tensors |= read_tensors(found.infos, ignored)  # e.g. a frozen embed copy: carried along under its own name
+    facts = to_facts(found.config, style_of(folder, found.config))
+    fusion = found.spec["draft"]["fusion"]
+    facts |= {k: fusion[k] for k in RESOLVED if k in fusion}  # every flag stated, as the spec resolved it
+    if isinstance(fusion.get("aux_layers"), Mapping) and fusion["aux_layers"].get("ids"):
+        facts["eagle_aux_hidden_state_layer_ids"] = list(fusion["aux_layers"]["ids"])
+    rope = found.spec["draft"]["attention"].get("rope", "neox")
+    return tensors, facts, rope, found.match.spec
+
+
+def head_dim(facts: Mapping[str, Any]) -> int:
+    return int(facts.get("head_dim") or facts["hidden_size"] // facts["num_attention_heads"])
+
+
+def convert(src: str | Path, to: str, out: str | Path) -> dict[str, Any]:
+    """Write ``src`` in layout ``to`` under ``out``; returns the written config."""
+    table = layouts()
+    if to not in table:
+        raise ConvertError(f"unknown layout {to!r}; known: {', '.join(table)}")
+    layout = table[to]
+    tensors, facts, rope, _ = read_canonical(src)
+    names = list(tensors)
+    problems = []
+    n_layers = len({m.group(1) for n in names if (m := re.match(r"^layers\.(\d+)\.", n))})
+    if layout.max_layers is not None and n_layers > layout.max_layers:
+        problems.append(f"{n_layers} layers; the {to} layout holds at most {layout.max_layers}")
+    for pattern in layout.requires:
+        if not any(re.search(pattern, n) for n in names):
+            problems.append(f"no tensor matches {pattern!r}, which the {to} layout's family needs")
+    if layout.holds:
+        alien = [n for n in names if not any(re.search(p, n) for p in layout.holds)]
+        if alien:
+            problems.append(f"the {to} layout cannot express {', '.join(alien[:6])}")
+    if problems:
+        raise ConvertError(f"{src} cannot be written as {to}:\n  " + "\n  ".join(problems))
+    perm = rope_permutation(head_dim(facts), rope, layout.rope)
+    written = {}
+    for canon, t in tensors.items():
+        if QK.match(canon) and layout.rope != rope:
+            t = permute_rows(t, head_dim(facts), perm)
+        written[layout.rules.from_canonical(canon)] = t
+    if len(written) != len(tensors):
+        raise ConvertError(f"the {to} layout's rules map two tensors to one name")
+    facts["num_hidden_layers"] = n_layers or facts.get("num_hidden_layers")
+    facts.pop("rope_interleave", None)
+    holds_any_key = not STYLES[layout.config].rename  # a params.json holds only its own keys (its order is implied)
+    if holds_any_key and (rope != "neox" or layout.rope != "neox"):  # say the order where it is not Llama's
+        facts["rope_interleave"] = layout.rope == "interleaved"
+    config = from_facts(facts, STYLES[layout.config])
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / STYLES[layout.config].file).write_text(json.dumps(config, indent=2) + "\n")
+    save_safetensors(written, out, layout.weights)
+    verify(out, facts, {c: (permute_rows(t, head_dim(facts), perm) if QK.match(c) and layout.rope != rope else t)
+                        for c, t in tensors.items()}, to)
+    return config
+
+
+def verify(out: Path, facts: Mapping[str, Any], tensors: Mapping[str, torch.Tensor], to: str) -> None:
+    """Read the written checkpoint back as any user would (detection, its spec's rules, its config style) and
+    compare: a layout that cannot say a fact (e.g. EAGLE 3.1's norm_output in a flat Llama config whose family does
+    not imply it) is refused here and the output removed, never left to load wrong."""
+    try:
+        got, got_facts, _, _ = read_canonical(out)
+    except ConvertError:
+        got, got_facts = {}, {}
+    diff = sorted(k for k in {*facts, *got_facts} if facts.get(k) != got_facts.get(k))
+    bad = sorted(k for k in {*tensors, *got} if k not in got or k not in tensors or not torch.equal(tensors[k], got[k]))
+    if diff or bad:
+        for f in out.iterdir():
+            f.unlink()
+        out.rmdir()
+        what = [f"{k}: {facts.get(k)!r} would read back as {got_facts.get(k)!r}" for k in diff]
+        what += [f"tensor {k} would not read back" for k in bad[:6]]
+        raise ConvertError(f"the {to} layout cannot express this draft (nothing written):\n  " + "\n  ".join(what))

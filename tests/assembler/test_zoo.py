@@ -1,0 +1,189 @@
+"""The draft zoo: every built-in family loads a checkpoint written in its exact published layout (names and config
+fields), bit for bit; decodes greedily equal to target-only (chain and tree); and `inspect` on it prints a spec that
+loads it. Structure checks: only layer 0 of a multi-layer EAGLE-3 takes the 2H input and hidden_norm."""
+import json
+import logging
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+from torch import nn
+
+import draftsmith
+from draftsmith.components.norms import RMSNorm
+from draftsmith.convert.inspect import inspect_checkpoint
+from draftsmith.convert.run import convert
+from draftsmith.testing import write_eagle3, write_target
+from draftsmith.testing.mistral import write_mistral_eagle
+
+H = 64
+
+# name: (spec, writer, writer kwargs, canonical name of a checkpoint name)
+FAMILIES = {
+    "eagle3-midlayer": ("eagle3-llama", write_eagle3, dict(draft_vocab=40)),
+    "eagle3-layers-3": ("eagle3-llama", write_eagle3, dict(layout="layers", layers=3, aux_ids=[1, 4, 6])),
+    "eagle3-speculators-2": ("eagle3-speculators", write_eagle3,
+                             dict(layout="layers", layers=2, config="speculators", aux_ids=[1, 3, 6], draft_vocab=40,
+                                  flags={"norm_before_residual": True})),
+    "eagle3.1-5aux": ("eagle3.1-llama", write_eagle3,
+                      dict(layout="layers", layers=2, fc_norm=True, aux_ids=[1, 2, 4, 6, 7],
+                           ids_key="target_layer_ids", flags={"norm_before_residual": False})),
+    "eagle3.1-speculators": ("eagle3-speculators", write_eagle3,
+                             dict(layout="layers", config="speculators", fc_norm=True, aux_ids=[0, 4, 8],
+                                  flags={"norm_output": True})),
+    "eagle3.1-nemo": ("eagle3.1-llama", write_eagle3, dict(layout="nemo", fc_norm=True, embed=True,
+                                                           flags={"norm_before_residual": False})),
+    "eagle3-norm-before-fc": ("eagle3-norm-before-fc", write_eagle3,
+                              dict(norm_before_fc=True, flags={"norm_before_residual": True})),
+    "eagle-mistral": ("eagle-mistral", write_mistral_eagle, dict()),
+}
+
+
+def canonical(name: str) -> str:
+    for old, new in (("midlayer.", "layers.0."), ("model.fc_norm.", "fc.aux_norm."), ("fc_norm.", "fc.aux_norm."),
+                     ("input_norm.", "fc.input_norm."), ("eagle_linear.", "fc.")):
+        if name.startswith(old):
+            return new + name[len(old):]
+    name = name.removeprefix("model.")
+    from draftsmith.testing.mistral import NATIVE
+    for hf, native in NATIVE.items():
+        name = name.replace(f".{native}.", f".{hf}.")
+    return name
+
+
+@pytest.fixture(scope="module")
+def target(tmp_path_factory) -> Path:
+    return write_target(tmp_path_factory.mktemp("zoo-target"), "llama", num_hidden_layers=8, seed=3)
+
+
+@pytest.fixture(scope="module")
+def zoo(target, tmp_path_factory):
+    made = {}
+    for name, (spec, write, kw) in FAMILIES.items():
+        folder = write(tmp_path_factory.mktemp(name) / "draft", target, **kw)
+        made[name] = (spec, folder, draftsmith.assemble(spec, target=target, draft=folder, dtype="float64"))
+    return made
+
+
+def stored(folder: Path) -> dict[str, torch.Tensor]:
+    files = sorted(folder.glob("*.safetensors"))
+    assert len(files) == 1
+    return load_file(str(files[0]))
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_family_loads_its_published_layout_bit_for_bit(zoo, name):
+    _, folder, model = zoo[name]
+    state = model.draft.state_dict()
+    kept = {canonical(n): t for n, t in stored(folder).items() if not n.endswith("embed_tokens.weight")}
+    assert set(state) == set(kept)
+    for n, t in kept.items():
+        assert torch.equal(state[n].to(t.dtype), t), n
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+@pytest.mark.parametrize("shape", [dict(topk=1, steps=4), dict(topk=4, steps=4, draft_tokens=10)], ids=["chain", "tree"])
+def test_family_decodes_greedily_equal_to_the_target_alone(zoo, name, shape):
+    model = zoo[name][2]
+    prompts = [[5, 6, 7, 8], [1, 2]]
+    spec = model.generate(prompts, max_new_tokens=14, stop=[], **shape)
+    base = model.generate_baseline(prompts, max_new_tokens=14, stop=[])
+    assert [s.token_ids for s in spec] == [b.token_ids for b in base]
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_inspect_names_the_family_and_prints_a_spec_that_loads_it(zoo, target, name):
+    spec_name, folder, model = zoo[name]
+    found = inspect_checkpoint(folder)
+    assert found.match.spec == spec_name
+    spec = draftsmith.parse_spec(found.spec, source="inspect output")
+    again = draftsmith.assemble(spec, target=target, dtype="float64")
+    assert again.draft.taps == model.draft.taps and len(again.draft.layers) == len(model.draft.layers)
+    for a, b in zip(again.draft.state_dict().values(), model.draft.state_dict().values()):
+        assert torch.equal(a, b)
+
+
+def test_multi_layer_eagle3_only_layer_0_takes_2h_and_hidden_norm(zoo):
+    layers = zoo["eagle3-layers-3"][2].draft.layers
+    assert len(layers) == 3
+    assert layers[0].self_attn.q_proj.in_features == 2 * H and isinstance(layers[0].hidden_norm, RMSNorm)
+    for layer in layers[1:]:
+        assert layer.self_attn.q_proj.in_features == H and type(layer.hidden_norm) is nn.Identity
+        assert isinstance(layer.input_layernorm, RMSNorm)
+
+
+def test_speculators_flags_and_ids_come_from_the_config(zoo):
+    d = zoo["eagle3-speculators-2"][2].draft
+    assert d.taps == (1, 3, 6) and d.layers[0].norm_before_residual is True
+    assert d.fc.norm_output == "head" and not d.feed_post_norm
+    e31 = zoo["eagle3.1-speculators"][2].draft
+    assert e31.fc.norm_output == "feed_back" and e31.feed_post_norm and len(e31.fc.aux_norm) == 3
+
+
+def test_five_aux_layers_from_top_level_target_layer_ids(zoo):
+    d = zoo["eagle3.1-5aux"][2].draft
+    assert d.taps == (1, 2, 4, 6, 7) and d.fc.in_features == 5 * H and len(d.fc.aux_norm) == 5
+
+
+def test_mistral_eagle_shape(zoo):
+    d = zoo["eagle-mistral"][2].draft
+    assert len(d.layers) == 2 and d.feed_post_norm and isinstance(d.norm, RMSNorm)
+    assert all(isinstance(layer.input_layernorm, RMSNorm) for layer in d.layers)
+    assert d.fc.bias is None and d.fc.in_features == 2 * H
+    assert d.layers[0].self_attn.rope.style == "interleaved"
+
+
+def test_mistral_rope_interleaved_on_native_rows_equals_neox_on_permuted_rows(zoo, target, tmp_path):
+    """The one spec choice: rope interleaved on Mistral's rows, or neox after `convert --to layers` permuted them."""
+    native = zoo["eagle-mistral"][2]
+    hf = convert(zoo["eagle-mistral"][1], "layers", tmp_path / "hf")
+    assert hf["rope_interleave"] is False
+    found = inspect_checkpoint(tmp_path / "hf")
+    assert found.match.spec == "eagle-mistral" and found.spec["draft"]["attention"]["rope"] == "neox"
+    permuted = draftsmith.assemble(draftsmith.parse_spec(found.spec), target=target, dtype="float64")
+    assert not torch.equal(permuted.draft.layers[0].self_attn.q_proj.weight,
+                           native.draft.layers[0].self_attn.q_proj.weight)
+    ids, pos = torch.tensor([[3, 9, 4, 1, 7]]), torch.arange(5)[None]
+    hidden = torch.randn(1, 5, H, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    outs = []
+    for m in (native, permuted):
+        with torch.no_grad():
+            out, feed = m.draft(ids, hidden, pos, embed=m.draft_embed, from_target=True)
+        outs.append((out, feed, m.draft.logits(out, m.draft_head)))
+    for a, b in zip(*outs):
+        torch.testing.assert_close(a, b, atol=1e-10, rtol=0)
+    # and the wrong choice (neox on native rows) is a different draft
+    wrong = draftsmith.parse_spec({**found.spec, "checkpoints": {"draft": str(zoo["eagle-mistral"][1])}})
+    with torch.no_grad():
+        w = draftsmith.assemble(wrong, target=target, dtype="float64")
+        out, _ = w.draft(ids, hidden, pos, embed=w.draft_embed, from_target=True)
+    assert not torch.allclose(out, outs[0][0])
+
+
+def test_absolute_d2t_is_read_as_target_ids_when_the_spec_says_so(target, tmp_path):
+    draft = write_eagle3(tmp_path / "d", target, draft_vocab=40, d2t="absolute")
+    with pytest.raises(draftsmith.assembler.vocab.VocabMapError):
+        draftsmith.assemble("eagle3-llama", target=target, draft=draft)
+    found = inspect_checkpoint(draft)
+    assert found.spec["draft"]["vocab"]["d2t"] == "absolute"
+    assert any("vocab.d2t: absolute" in a for a in found.match.assumptions)
+    model = draftsmith.assemble(draftsmith.parse_spec(found.spec), target=target)
+    offsets = write_eagle3(tmp_path / "o", target, draft_vocab=40)
+    ref = draftsmith.assemble("eagle3-llama", target=target, draft=offsets)
+    assert torch.equal(model.draft.d2t, ref.draft.d2t)
+
+
+def test_a_default_taken_is_said_once_on_one_line(target, tmp_path, caplog):
+    draft = write_eagle3(tmp_path / "d", target, config="speculators")
+    cfg = json.loads((draft / "config.json").read_text())
+    for key in ("norm_before_residual", "fc_norm", "norm_output"):
+        cfg.pop(key)
+    (draft / "config.json").write_text(json.dumps(cfg))
+    with caplog.at_level(logging.WARNING, logger="draftsmith"):
+        draftsmith.assemble("eagle3-speculators", target=target, draft=draft)
+    lines = [r.getMessage() for r in caplog.records if r.name == "draftsmith"]
+    assert len(lines) == 1
+    for what in ("aux layers", "[2, 4, 5]", "norm_before_residual", "fc_norm", "norm_output"):
+        assert what in lines[0]
+    assert "norm_before_fc" not in lines[0]  # stated by the config: no default taken

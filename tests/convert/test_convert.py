@@ -1,0 +1,137 @@
+"""`draftsmith convert` between the midlayer, layers, speculators and Mistral layouts: a round trip is the identity
+bit for bit (Hypothesis, over random drafts and layout paths), the speculators export is what vLLM reads, and what a
+layout cannot express is refused."""
+import json
+import tempfile
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from safetensors import safe_open
+from typer.testing import CliRunner
+
+import draftsmith
+from draftsmith.cli import app
+from draftsmith.convert.run import ConvertError, convert, read_canonical, rope_permutation
+from draftsmith.testing import write_eagle3, write_target
+from draftsmith.testing.mistral import write_mistral_eagle
+
+TARGET_CFG = {"model_type": "llama", "hidden_size": 32, "intermediate_size": 48, "num_attention_heads": 4,
+              "num_key_value_heads": 2, "num_hidden_layers": 10, "vocab_size": 64, "rms_norm_eps": 1e-6,
+              "max_position_embeddings": 256, "rope_theta": 10000.0}
+
+
+def fake_target(folder: Path) -> Path:
+    """The writers read only the target's config.json; conversion never needs the target."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(TARGET_CFG))
+    return folder
+
+
+def files_of(folder: Path) -> dict[str, torch.Tensor]:
+    (f,) = sorted(folder.glob("*.safetensors"))
+    with safe_open(str(f), "pt") as h:
+        return {k: h.get_tensor(k) for k in h.keys()}
+
+
+def same_bits(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
+    return a.keys() == b.keys() and all(a[k].dtype == b[k].dtype and torch.equal(a[k], b[k]) for k in a)
+
+
+@st.composite
+def eagle3_drafts(draw):
+    layers = draw(st.integers(1, 3))
+    config = draw(st.sampled_from(["hf", "speculators"]))
+    layout = draw(st.sampled_from(["midlayer", "layers"])) if layers == 1 and config == "hf" else "layers"
+    norms = draw(st.sampled_from(["none", "fc_norm", "norm_before_fc"]))
+    n_aux = draw(st.sampled_from([3, 5]))
+    ids = draw(st.none() | st.lists(st.integers(0, 9), min_size=n_aux, max_size=n_aux, unique=True))
+    return dict(layers=layers, layout=layout, config=config, fc_norm=norms == "fc_norm",
+                norm_before_fc=norms == "norm_before_fc", aux_ids=sorted(ids) if ids else None,
+                draft_vocab=draw(st.sampled_from([None, 40])), seed=draw(st.integers(0, 99)),
+                flags={"norm_before_residual": draw(st.booleans())})
+
+
+@settings(max_examples=8)
+@given(draft=eagle3_drafts(), path=st.lists(st.sampled_from(["midlayer", "layers", "speculators"]), min_size=1,
+                                           max_size=3))
+def test_a_round_trip_through_any_layouts_is_bit_for_bit(draft, path):
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        src = write_eagle3(root / "src", fake_target(root / "t"), **draft)
+        before, facts, _, family = read_canonical(src)
+        here = src
+        home = "speculators" if draft["config"] == "speculators" else draft["layout"]
+        for i, layout in enumerate([*path, home]):
+            try:
+                convert(here, layout, root / f"step{i}")
+            except ConvertError as e:  # refused for a stated reason, never written wrong
+                assert ("at most 1" in str(e) and draft["layers"] > 1) or "norm_output" in str(e)
+                assert not (root / f"step{i}").exists()
+                return
+            here = root / f"step{i}"
+        after, facts_after, _, family_after = read_canonical(here)
+        assert same_bits(before, after)
+        assert facts_after == facts and family_after == family
+        assert same_bits(files_of(src), files_of(here))  # home again: the very same file names and tensors
+
+
+def test_mistral_round_trip_through_layers_and_speculators_refusal(tmp_path):
+    src = write_mistral_eagle(tmp_path / "m", fake_target(tmp_path / "t"))
+    convert(src, "layers", tmp_path / "hf")
+    convert(tmp_path / "hf", "mistral", tmp_path / "back")
+    assert same_bits(files_of(src), files_of(tmp_path / "back"))
+    assert json.loads((tmp_path / "back" / "params.json").read_text()) == \
+        json.loads((src / "params.json").read_text())
+    q_native, q_hf = files_of(src)["layers.0.attention.wq.weight"], files_of(tmp_path / "hf")[
+        "layers.0.self_attn.q_proj.weight"]
+    assert not torch.equal(q_native, q_hf) and torch.equal(q_native.sort(0).values, q_hf.sort(0).values)
+    with pytest.raises(ConvertError, match="hidden_norm"):  # an EAGLE-1-style draft is not an EAGLE-3 export
+        convert(src, "speculators", tmp_path / "s")
+
+
+def test_an_eagle3_draft_cannot_become_a_mistral_one(tmp_path):
+    src = write_eagle3(tmp_path / "e", fake_target(tmp_path / "t"))
+    with pytest.raises(ConvertError, match="cannot express.*hidden_norm"):
+        convert(src, "mistral", tmp_path / "m")
+
+
+@given(half=st.integers(1, 12))
+def test_rope_permutations_are_inverse(half):
+    d = 2 * half
+    there, back = rope_permutation(d, "interleaved", "neox"), rope_permutation(d, "neox", "interleaved")
+    assert torch.equal(there[back], torch.arange(d)) and torch.equal(back[there], torch.arange(d))
+
+
+def test_speculators_export_is_what_vllm_reads(tmp_path):
+    target = write_target(tmp_path / "t", "llama", num_hidden_layers=8, seed=3)
+    src = write_eagle3(tmp_path / "src", target, layout="layers", layers=2, draft_vocab=40, aux_ids=[1, 4, 6])
+    res = CliRunner().invoke(app, ["convert", str(src), "--to", "speculators", str(tmp_path / "out")])
+    assert res.exit_code == 0, res.output
+    cfg = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert "model_type" not in cfg and cfg["architectures"] == ["Eagle3Speculator"]
+    assert cfg["speculators_model_type"] == "eagle3" and cfg["speculators_config"]["algorithm"] == "eagle3"
+    assert cfg["transformer_layer_config"]["num_hidden_layers"] == 2
+    assert cfg["transformer_layer_config"]["model_type"] == "llama"
+    assert cfg["eagle_aux_hidden_state_layer_ids"] == [1, 4, 6] and cfg["draft_vocab_size"] == 40
+    # every norm flag stated (vLLM and speculators default norm_before_residual differently)
+    assert {k: cfg[k] for k in ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output")} == \
+        {"norm_before_residual": False, "norm_before_fc": False, "fc_norm": False, "norm_output": False}
+    names = set(files_of(tmp_path / "out"))
+    assert {"fc.weight", "layers.0.hidden_norm.weight", "layers.1.self_attn.q_proj.weight", "d2t", "t2d",
+            "lm_head.weight", "norm.weight"} <= names and not any(n.startswith("midlayer.") for n in names)
+    assert json.loads(res.stdout[res.stdout.index("{"):]) == cfg
+    a = draftsmith.assemble("eagle3-llama", target=target, draft=src, dtype="float64")
+    b = draftsmith.assemble("eagle3-speculators", target=target, draft=tmp_path / "out", dtype="float64")
+    assert a.draft.taps == b.draft.taps
+    assert all(torch.equal(x, y) for x, y in zip(a.draft.state_dict().values(), b.draft.state_dict().values()))
+    assert a.generate([4, 5, 6], max_new_tokens=8, stop=[]).token_ids == \
+        b.generate([4, 5, 6], max_new_tokens=8, stop=[]).token_ids
+
+
+def test_convert_cli_refuses_an_unknown_layout_naming_the_known_ones(tmp_path):
+    src = write_eagle3(tmp_path / "e", fake_target(tmp_path / "t"))
+    res = CliRunner().invoke(app, ["convert", str(src), "--to", "gguf", str(tmp_path / "o")])
+    assert res.exit_code == 1 and "unknown layout 'gguf'" in res.stderr and "speculators" in res.stderr
