@@ -215,6 +215,71 @@ def test_compaction_after_tree_steps_matches_a_fresh_prefill(demo, shape):
     assert checked >= M // 2
 
 
+# --- mutants that survived the decoding suite (mutmut sample, issue 13 §4), pinned here ------------------------------
+def test_sampled_tree_verifies_the_plans_tree(demo):
+    """At temperature > 0 a tree plan verifies a tree of draft_tokens nodes, a chain plan steps + 1 nodes (a sampled
+    chain where a tree was asked for is lossless too, so only the shape tells)."""
+    for shape, n in ((dict(topk=4, steps=5, draft_tokens=8), 8), (dict(topk=1, steps=5), 6)):
+        calls, _ = record(demo, lambda: demo.generate(PROMPTS[0], max_new_tokens=24, temperature=0.8, seed=1,
+                                                      stop=[], **shape))
+        assert {args["ids"].shape[1] for args, _ in calls[1:]} == {n}
+
+
+def test_sampled_chain_uses_the_draft_distribution():
+    """Lossless rule for a sampled draft: accept x with min(1, p(x) / q(x)). With p(x) = q(x) = 1/2 every draft token
+    is accepted; ignoring q (accept with p(x), the rule for top-k picks) would reject about half."""
+    from draftsmith.decoding.tree import chain_tree
+    from draftsmith.decoding.verify import sample_verify
+
+    B, V, x = 64, 4, 2
+    tree = chain_tree(torch.zeros(B, dtype=torch.long), torch.full((B, 1), x))
+    p = torch.full((B, 2, V), 1 / 6)
+    p[:, :, x] = 0.5
+    q = torch.zeros(B, 2, V)
+    q[:, 1] = torch.tensor([0.5, 0.0, 0.5, 0.0])
+    verdict = sample_verify(tree, p, q, torch.Generator().manual_seed(0))
+    assert verdict.accepted.tolist() == [1] * B
+
+
+def test_baseline_statistics(demo):
+    out = demo.generate_baseline(PROMPTS[0], max_new_tokens=12, stop=[])
+    st = out.stats
+    assert st.mode == "baseline"
+    assert st.target_forwards == st.steps == st.committed == 11          # the prefill gives the first token
+    assert st.new_tokens == 12 and st.wall_seconds > 0 and st.tokens_per_second > 0
+
+
+def test_stats_as_dict():
+    from draftsmith.decoding.stats import Stats
+
+    st = Stats(mode="v2", new_tokens=100, target_forwards=7, draft_forwards=30, wall_seconds=0.3)
+    for acc in (3, 1, 0):
+        st.record_step(acc)
+    d = st.as_dict()
+    assert {k: d[k] for k in ("mode", "acceptance_length", "new_tokens", "target_forwards", "draft_forwards",
+                              "accepted_per_position", "tokens_per_second", "wall_seconds")} == {
+        "mode": "v2", "acceptance_length": 2.333, "new_tokens": 100, "target_forwards": 7, "draft_forwards": 30,
+        "accepted_per_position": [2, 1, 1], "tokens_per_second": 333.33, "wall_seconds": 0.3}
+
+
+def test_sampling_and_tree_arguments_are_checked():
+    from draftsmith.decoding.kvpool import compact_rows
+    from draftsmith.decoding.sampling import target_probs
+    from draftsmith.decoding.tree import draft_tree
+
+    logits = torch.zeros(2, 5)
+    for bad in (1.5, 0.0, -0.1):
+        with pytest.raises(ValueError, match="top_p"):
+            target_probs(logits, 1.0, top_p=bad)
+    with pytest.raises(ValueError, match="does not fit"):
+        compact_rows(torch.zeros(2, 5, 3), 0, torch.zeros(3, 2, dtype=torch.long))
+    root, logp = torch.zeros(1, dtype=torch.long), torch.zeros(1, 5)
+    with pytest.raises(ValueError, match=r"n - 1 must be in 1\.\.3"):
+        draft_tree(root, logp, None, 1, 3, 9)
+    with pytest.raises(ValueError, match="has n = 4 nodes, got n=3"):
+        draft_tree(root, logp, None, 1, 3, 3)
+
+
 # --- recording ----------------------------------------------------------------------------------------------------
 def boundary(model, prompt, shape: dict, near: int) -> int:
     """The largest max_new_tokens <= near that ends exactly at a step boundary."""
