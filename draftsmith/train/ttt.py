@@ -68,7 +68,7 @@ def ttt_losses(model, batch: dict[str, torch.Tensor], steps: int, decay: float =
         out, feed = draft(ids[:, 1 + s: 1 + s + T].to(dev), feed, pos, kv, embed=model.draft_embed,
                           from_target=s == 0)
         logq = model.draft_head(draft.norm(out)).float().log_softmax(-1)           # [B, T, Vd]
-        want = top[:, 1 + s: 1 + s + T].to(dev)
+        want = top[:, 1 + s: 1 + s + T].to(dev).contiguous()
         ok = torch.isin(want, kept)
         if labels == "hard":
             ce = -logq.gather(-1, torch.searchsorted(kept, want).clamp(max=len(kept) - 1)[..., None])[..., 0]
