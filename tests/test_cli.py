@@ -148,3 +148,54 @@ def test_inspect_refuses_an_unknown_layout(tmp_path, eagle3_pair):
     save_safetensors({"something.weight": torch.zeros(2)}, tmp_path)
     res = run("inspect", tmp_path)
     assert res.exit_code == 1 and "no registered detector recognises this layout" in res.stderr
+
+
+# --- the draft zoo: list, inspect of every family, unknown layouts --------------------------------------------------
+
+def test_list_shows_every_family():
+    table = rows(run("list").stdout)
+    for name in ("eagle1-llama", "eagle3-llama", "eagle3-speculators", "eagle3.1-llama", "eagle3-norm-before-fc",
+                 "eagle-mistral", "demo"):
+        assert any(r[:2] == (name, "builtin") for r in table), name
+
+
+def test_inspect_a_mistral_native_draft(tmp_path):
+    from draftsmith.testing.mistral import write_mistral_eagle
+
+    target = write_target(tmp_path / "t", hidden_size=16, intermediate_size=32, num_attention_heads=2,
+                          num_key_value_heads=1, num_hidden_layers=4, vocab_size=32)
+    draft = write_mistral_eagle(tmp_path / "m", target)
+    res = run("inspect", draft)
+    assert res.exit_code == 0, res.output
+    assert re.search(r"^# .*Mistral-native", res.stdout, re.M) and "interleaved" in res.stdout
+    spec = draftsmith.parse_spec(yaml.safe_load(res.stdout), source="inspect output")
+    assert spec.draft.attention.params["rope"] == "interleaved" and spec.draft.feed_back == "post_norm"
+    assert len(draftsmith.assemble(spec, target=target).draft.layers) == 2
+
+
+def test_inspect_an_unknown_layout_names_the_closest_families_and_what_did_not_fit(tmp_path, eagle3_pair):
+    from safetensors.torch import load_file, save_file
+
+    draft = tmp_path / "odd"
+    draft.mkdir()
+    tensors = load_file(str(eagle3_pair[1] / "model.safetensors"))
+    tensors = {n.replace("midlayer.", "blocks.0."): t for n, t in tensors.items() if "hidden_norm" not in n}
+    save_file(tensors, str(draft / "model.safetensors"))
+    (draft / "config.json").write_text((eagle3_pair[1] / "config.json").read_text())
+    res = run("inspect", draft)
+    assert res.exit_code == 1 and "no registered detector recognises this layout" in res.stderr
+    closest = [line for line in res.stderr.splitlines() if "closest:" in line]
+    assert len(closest) == 2 and "eagle3" in closest[0]
+    assert "blocks.0.mlp.{down,gate,up}_proj.weight" in closest[0] or "blocks.0." in closest[0]
+
+
+def test_inspect_reports_config_keys_it_does_not_read(tmp_path, eagle3_pair):
+    import shutil
+
+    draft = tmp_path / "d"
+    shutil.copytree(eagle3_pair[1], draft)
+    cfg = json.loads((draft / "config.json").read_text())
+    cfg["use_fancy_norm"] = True
+    (draft / "config.json").write_text(json.dumps(cfg))
+    res = run("inspect", draft)
+    assert re.search(r"^# config keys draftsmith does not read: use_fancy_norm$", res.stdout, re.M)
