@@ -96,26 +96,36 @@ def test_a_fifo_named_like_a_spec_is_refused_not_read(tmp_path, registry):
         draftsmith.load_spec(fifo, registry=registry)
 
 
-@pytest.mark.parametrize("old, new, path, found", [
-    ("topk: 4", "topk: true", "decoding.topk", "True"),
-    ("steps: 5", 'steps: "5"', "decoding.steps", "'5'"),
-    ("draft_tokens: 8", "draft_tokens: 8.0", "decoding.draft_tokens", "8.0"),
-    ("norm_before_residual: false", 'norm_before_residual: "yes"', "draft.fusion.norm_before_residual", "'yes'"),
-    ("num_layers: auto", "num_layers: 1.0", "draft.num_layers", "1.0"),
-    ("input: all", "input: 1", "draft.norms.input", "1"),
-])
-def test_fields_are_strict_not_coerced(tmp_path, registry, old, new, path, found):
-    assert old in BASE_TEXT
-    err = problems_of(tmp_path, BASE_TEXT.replace(old, new), registry)
+def with_value(keys, value):
+    data = copy.deepcopy(BASE)
+    node = data
+    for k in keys[:-1]:
+        node = node.setdefault(k, {})
+    node[keys[-1]] = value
+    return data
+
+
+STRICT = [(("decoding", "topk"), True, "True"), (("decoding", "steps"), "5", "'5'"),
+          (("decoding", "draft_tokens"), 8.0, "8.0"), (("draft", "fusion", "norm_before_residual"), "yes", "'yes'"),
+          (("draft", "num_layers"), 1.0, "1.0"), (("draft", "norms", "input"), 1, "1")]
+
+
+@pytest.mark.parametrize("keys, value, found", STRICT)
+def test_fields_are_strict_not_coerced(tmp_path, registry, keys, value, found):
+    err = problems_of(tmp_path, yaml.safe_dump(with_value(keys, value)), registry)
+    path = ".".join(keys)
     assert [p.path for p in err.problems] == [path]
     assert f"{path}: {found} is not allowed" in str(err)
 
 
 def test_every_strictness_problem_is_listed_at_once(tmp_path, registry):
-    text = (BASE_TEXT.replace("topk: 4", "topk: true").replace("steps: 5", 'steps: "5"')
-            .replace("draft_tokens: 8", "draft_tokens: 8.0")
-            .replace("norm_before_residual: false", 'norm_before_residual: "yes"'))
-    err = problems_of(tmp_path, text, registry)
+    data = copy.deepcopy(BASE)
+    for keys, value, _ in STRICT[:4]:
+        node = data
+        for k in keys[:-1]:
+            node = node[k]
+        node[keys[-1]] = value
+    err = problems_of(tmp_path, yaml.safe_dump(data), registry)
     assert f"{tmp_path / 'spec.yaml'} has 4 problems" in str(err)
 
 
