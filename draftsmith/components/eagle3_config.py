@@ -135,24 +135,54 @@ def _flag(params, name: str, cfg: Mapping[str, Any], notes: list[str]) -> bool:
     return bool(found)
 
 
-def resolve_eagle3(params, draft_config: Mapping[str, Any], target_layers: int) -> Eagle3Facts:
-    notes: list[str] = []
-    taps = resolve_taps(params, draft_config, target_layers, notes)
-    flags = {name: _flag(params, name, draft_config, notes) for name in FLAGS}
-    found = config_norm_output(draft_config)
+def _norm_output(params, cfg: Mapping[str, Any], notes: list[str]) -> str:
+    found = config_norm_output(cfg)
     if params.norm_output is not None and "norm_output" in params.model_fields_set:
-        norm_output = params.norm_output
-        if found is not None and found != norm_output:
-            notes.append(f"norm_output: the spec says {norm_output}, the draft config's norm_output="
-                         f"{str(config_value(draft_config, 'norm_output')).lower()} means {found}; using the spec's")
-    elif found is None:
-        norm_output = "head"
-        notes.append("norm_output: stated by neither the spec nor the draft config; using the default head (final norm before the "
-                     "head only, the pre-norm state fed back)")
-    else:
-        norm_output = found
+        if found is not None and found != params.norm_output:
+            notes.append(f"norm_output: the spec says {params.norm_output}, the draft config's norm_output="
+                         f"{str(config_value(cfg, 'norm_output')).lower()} means {found} in its style; using the "
+                         "spec's")
+        return params.norm_output
+    if found is None:
+        notes.append("norm_output: stated by neither the spec nor the draft config; using the default head (final "
+                     "norm before the head only, the pre-norm state fed back)")
+        return "head"
+    if found == "head" and not is_speculators_config(cfg) and config_value(cfg, "fc_norm"):
+        notes.append("norm_output: true in a non-speculators config is read in SpecForge's meaning (norm before the "
+                     "head); an EAGLE 3.1 draft trained for SGLang means feed_back: state it in the spec")
+    return found
+
+
+def _flags(params, cfg: Mapping[str, Any], notes: list[str]) -> dict[str, Any]:
+    flags: dict[str, Any] = {name: _flag(params, name, cfg, notes) for name in FLAGS}
+    flags["norm_output"] = _norm_output(params, cfg, notes)
     if flags["fc_norm"] and flags["norm_before_fc"]:
         raise SpecError("draft fusion", [Problem("draft.fusion", "fc_norm and norm_before_fc are exclusive (one "
                                                                  "norm per aux state, or one over their concatenation)")])
-    return Eagle3Facts(taps, flags["fc_norm"], flags["norm_before_fc"], flags["norm_before_residual"], norm_output,
-                       tuple(notes))
+    return flags
+
+
+def resolve_eagle3(params, draft_config: Mapping[str, Any], target_layers: int) -> Eagle3Facts:
+    notes: list[str] = []
+    taps = resolve_taps(params, draft_config, target_layers, notes)
+    return Eagle3Facts(taps, **_flags(params, draft_config, notes), notes=tuple(notes))
+
+
+def describe_facts(params, draft_config: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """(resolved values for a spec, one line per fact) without a target: what ``inspect`` prints. The aux ids
+    are given as the spec would state them (``{ids, at}``; ids None when the default of the target applies)."""
+    notes: list[str] = []
+    flags = _flags(params, draft_config, notes)
+    said = {n.split(":")[0] for n in notes}
+    lines = [f"{name}: {str(value).lower()} ({'the spec' if name in params.model_fields_set and getattr(params, name) is not None else 'the draft config'}"
+             f"{'; the weights cannot show it' if name == 'norm_before_residual' else ''})"
+             for name, value in flags.items() if name not in said]
+    at = "input" if params.aux_layers == "auto" else params.aux_layers.at
+    ids, origin = (explicit_ids(params), "the spec") if explicit_ids(params) else config_ids(draft_config)
+    if ids is None:
+        lines.append(f"aux layers: the draft config names no {KEY} / target_layer_ids; the default "
+                     "[2, L//2, L-3] (layer inputs) of the target applies")
+    else:
+        lines.append(f"aux layers: {ids} from {origin}, read as layer {at}s (vLLM / HF hidden_states[id]; SGLang "
+                     "reads ids as layer outputs: use at: output for a draft trained that way)")
+    return {**flags, "aux_layers": {"ids": ids, "at": at}}, lines + notes
