@@ -137,10 +137,16 @@ def eagle3_values(spec_name: str, config: Mapping[str, Any], names: Sequence[str
     """Every EAGLE-3 fact the weights cannot show, with where its value came from; the two the weights DO show
     (per-aux norms, a norm over the concatenation) are taken from the tensor names when the config is silent."""
     from draftsmith.assembler.config import flatten_draft_config
-    from draftsmith.components.eagle3_config import describe_facts
+    from draftsmith.components.eagle3_config import config_value, describe_facts
     from draftsmith.specs.loader import load_spec
 
-    values, notes = describe_facts(_fusion_params(load_spec(spec_name)), flatten_draft_config(config))
+    cfg = flatten_draft_config(config)
+    params = _fusion_params(load_spec(spec_name))
+    # The family's spec states its defaults; a value the checkpoint's config states wins over them here, so the
+    # printed spec loads what the checkpoint says (the spec's own value stays the fallback).
+    stated_by_config = {k: None for k in ("fc_norm", "norm_before_fc", "norm_before_residual", "norm_output")
+                        if config_value(cfg, k) is not None}
+    values, notes = describe_facts(params.model_copy(update=stated_by_config), cfg)
     shown = {"fc_norm": r"(^|\.)fc_norm\.0\.weight$", "norm_before_fc": r"^(model\.)?input_norm\.weight$"}
     for flag, pattern in shown.items():
         present = any(re.search(pattern, n) for n in names)
