@@ -33,6 +33,19 @@ class KVBatch:
     live_keys: torch.Tensor | None = None
 
 
+_BITS = {torch.float64: torch.int64, torch.float32: torch.int32, torch.bfloat16: torch.int16,
+         torch.float16: torch.int16}
+
+
+def zero_unless(x: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+    """``x`` where ``keep`` (broadcast), +0.0 elsewhere, NaN and inf included: the same as ``x.where(keep, 0)``,
+    written as an integer product of the bit patterns because CPU ``where`` over a broadcast mask is ~4x slower."""
+    bits = _BITS.get(x.dtype)
+    if bits is None:
+        return x.where(keep, 0)
+    return (x.view(bits) * keep.to(bits)).view(x.dtype)
+
+
 class GQAttention(nn.Module):
     def __init__(
         self,
@@ -73,7 +86,7 @@ class GQAttention(nn.Module):
             kv.pool.write(self.layer_idx, kv.write, k=k, v=v)
             got = kv.pool.view(self.layer_idx)  # {name: [B, capacity, nKV, d]}, the mask covers the capacity
             live = kv.live_keys[:, :, None, None]
-            k, v, mask = got["k"].where(live, 0.0), got["v"].where(live, 0.0), kv.mask
+            k, v, mask = zero_unless(got["k"], live), zero_unless(got["v"], live), kv.mask
         elif kv is not None:
             valid = kv.write >= 0
             kv.pool.write(self.layer_idx, kv.write[valid], k=k[valid], v=v[valid])

@@ -18,25 +18,33 @@ class TreeExpander:
     def __init__(self, run, feed0: torch.Tensor, k: int, steps: int, active: torch.Tensor):
         # run(ids [B, T], hidden [B, T, H], rows, rel_pos, rel_mask, from_target=False) -> (feed, logits [B, T, V])
         # feed0: [B, H] the draft's state after the root; active: [B] rows still decoding (others write nothing)
-        self.run, self.k, self.active = run, k, active
+        self.run, self.k = run, k
         B, H = feed0.shape
         dev = feed0.device
-        self.scratch = max(1, k * (steps - 1))
-        self.parent_feed = feed0[:, None].expand(B, k, H)                                 # [B, C, H]
-        self.parent_anc = torch.zeros(B, k, self.scratch, dtype=torch.bool, device=dev)  # [B, C, P]
+        P = max(1, k * (steps - 1))                                    # scratch rows: k per expansion
+        C = k + (steps - 1) * k * k                                    # candidates, as draft_candidates makes them
+        # the state (and scratch ancestry) after each candidate's parent, filled level by level
+        self.parent_feed = feed0.new_empty(B, C, H)
+        self.parent_feed[:, :k] = feed0[:, None]
+        self.parent_anc = torch.zeros(B, C, P, dtype=torch.bool, device=dev)
+        self.filled = k
         self.batch = torch.arange(B, device=dev)[:, None]
+        self.node = torch.arange(k, device=dev)
+        self.inactive = ~active[:, None]
         self.calls = 0
 
     def __call__(self, frontier: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
         B, k = frontier.shape
-        j, dev = self.calls, frontier.device
+        j = self.calls
+        rows = self.node + j * k                                                          # scratch offset per node
         hidden = self.parent_feed[self.batch, frontier]                                   # [B, k, H]
-        rows = j * k + torch.arange(k, device=dev)                                        # scratch offset per node
-        anc = self.parent_anc[self.batch, frontier].clone()                               # [B, k, P]
-        anc[:, torch.arange(k, device=dev), rows] = True
-        write = torch.where(self.active[:, None], rows, -1)                               # [B, k]
-        feed, logits = self.run(tokens, hidden, write, torch.full((B, k), j, device=dev), anc, from_target=False)
-        self.parent_feed = torch.cat([self.parent_feed, feed.repeat_interleave(self.k, 1)], 1)
-        self.parent_anc = torch.cat([self.parent_anc, anc.repeat_interleave(self.k, 1)], 1)
+        anc = self.parent_anc[self.batch, frontier]                                       # [B, k, P] (a copy)
+        anc[:, self.node, rows] = True
+        feed, logits = self.run(tokens, hidden, rows.expand(B, k).masked_fill(self.inactive, -1),
+                                rows.new_full((B, k), j), anc, from_target=False)
+        end = self.filled + k * self.k
+        self.parent_feed[:, self.filled:end] = feed.repeat_interleave(self.k, 1)
+        self.parent_anc[:, self.filled:end] = anc.repeat_interleave(self.k, 1)
+        self.filled = end
         self.calls += 1
         return logits

@@ -9,6 +9,7 @@ batch as inactive rows (they write nothing and their results are ignored), so sh
 """
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass, field
 
@@ -16,7 +17,7 @@ import torch
 
 from draftsmith.decoding.drafter import TreeExpander
 from draftsmith.decoding.fixed import (
-    accepted_rows, draft_tree_fixed, safe_logprobs, safe_probs, sample, sample_verify_fixed,
+    accepted_rows, draft_tree_fixed, greedy_verify_fixed, safe_logprobs, safe_probs, sample, sample_verify_fixed,
 )
 from draftsmith.decoding.graphs import Replay
 from draftsmith.decoding.modes import Plan
@@ -24,7 +25,6 @@ from draftsmith.decoding.sampling import target_probs
 from draftsmith.decoding.static_pool import StaticKVPool, fixed_kv
 from draftsmith.decoding.stats import Stats
 from draftsmith.decoding.tree import chain_tree
-from draftsmith.decoding.verify import greedy_verify
 
 
 @dataclass
@@ -117,12 +117,17 @@ class DraftRunner:
         return out
 
 
+@functools.lru_cache(maxsize=64)
+def _causal_parts(B: int, T: int, device: torch.device):
+    ar = torch.arange(T, device=device)
+    return ar, ar.expand(B, T), (ar[:, None] >= ar[None, :]).expand(B, T, T)
+
+
 def _causal(counts: torch.Tensor, T: int, active: torch.Tensor):
     # counts: [B] new tokens per row -> rows [B, T] (-1 past the count or in inactive rows), rel_pos, rel_mask
-    ar = torch.arange(T, device=counts.device)
+    ar, rel_pos, rel_mask = _causal_parts(counts.shape[0], T, counts.device)
     live = (ar < counts.unsqueeze(1)) & active.unsqueeze(1)
-    B = counts.shape[0]
-    return torch.where(live, ar, -1), ar.expand(B, T), (ar[:, None] >= ar[None, :]).expand(B, T, T)
+    return torch.where(live, ar, -1), rel_pos, rel_mask
 
 
 def sync_tokens(*rows: torch.Tensor) -> list[list[int]]:
@@ -147,7 +152,7 @@ def prefill(target: TargetRunner, draft: DraftRunner | None, seqs: list[Seq], s:
         shifted = torch.cat([ids[:, 1:], ids[:, :1]], 1).scatter(1, (counts - 1)[:, None], st.root[:, None])
         feed, dlogits = draft(shifted, handover, *causal, from_target=True, eager=True)
         draft.pool.advance(counts)
-        st.feed, st.dlogits = feed[last].clone(), dlogits[last].clone()
+        st.feed, st.dlogits = feed[last], dlogits[last]
     for q, (root,) in zip(seqs, sync_tokens(st.root)):
         q.emit([root], s)
     return st
@@ -158,9 +163,9 @@ def catch_up(draft: DraftRunner, st: State, tokens: torch.Tensor, hidden: torch.
     keep its state after the last one."""
     B, T = tokens.shape
     feed, logits = draft(tokens, hidden, *_causal(counts, T, st.active), from_target=True)
-    draft.pool.advance(torch.where(st.active, counts, 0))
-    last = (torch.arange(B, device=tokens.device), (counts - 1).clamp(min=0))
-    st.feed, st.dlogits = feed[last].clone(), logits[last].clone()
+    draft.pool.advance(counts * st.active)
+    last = (torch.arange(B, device=tokens.device), counts - 1)
+    st.feed, st.dlogits = feed[last], logits[last]              # advanced indexing copies out of graph buffers
 
 
 def propose(draft: DraftRunner, st: State, plan: Plan, s: Settings):
@@ -179,7 +184,7 @@ def propose(draft: DraftRunner, st: State, plan: Plan, s: Settings):
         q = torch.stack([torch.zeros_like(qs[0]), *qs], 1)
         return chain_tree(st.root, torch.stack(toks, 1)), q
     tree = draft_tree_fixed(st.root, safe_logprobs(st.dlogits), lambda f, t: safe_logprobs(expand(f, t)),
-                            plan.topk, plan.steps, plan.draft_tokens)
+                            plan.topk, plan.steps, plan.draft_tokens, retrieve=False)
     return tree, None
 
 
@@ -190,7 +195,7 @@ def verify(target: TargetRunner, st: State, tree, q_draft, plan: Plan, s: Settin
     logits, handover = target(tree.tokens, rows, tree.depth, tree.mask, stats=stats)
     stats.target_forwards += 1
     if s.temperature <= 0:
-        return greedy_verify(tree, logits), handover
+        return greedy_verify_fixed(tree, logits), handover
     D = tree.retrieve.shape[-1] - 1
     u = s.uniforms(B, D * plan.topk + 1, device=logits.device)
     verdict = sample_verify_fixed(tree, s.probs(logits), q_draft, u[:, :-1].view(B, D, plan.topk), u[:, -1],

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from draftsmith.decoding.tree import Tree, draft_candidates, select_frontier
+from draftsmith.decoding.tree import Tree, select_frontier
 from draftsmith.decoding.verify import Verdict
 
 
@@ -19,8 +19,8 @@ from draftsmith.decoding.verify import Verdict
 def safe_logprobs(logits: Tensor) -> Tensor:
     # logits: [..., V] draft logits -> log-probs [..., V] float32 in [-inf, 0]; NaN (and anything log_softmax
     # turns into NaN, such as +inf) becomes -inf, so a broken draft only proposes worse tokens (invariant 11)
-    x = torch.log_softmax(logits.float(), dim=-1)
-    return torch.nan_to_num(x, nan=float("-inf"), posinf=float("-inf")).clamp(max=0.0)
+    x = torch.log_softmax(logits, dim=-1, dtype=torch.float32)
+    return torch.nan_to_num(x, nan=float("-inf"), posinf=float("-inf"))
 
 
 def safe_probs(probs: Tensor) -> Tensor:
@@ -41,18 +41,15 @@ def sample(probs: Tensor, u: Tensor) -> Tensor:
 
 
 def _ancestors(parents: Tensor, depth_max: int) -> Tensor:
-    # parents: [B, n] (-1 root) -> mask [B, n, n]: self plus every ancestor, by depth_max products with the
-    # parent matrix (a fixed number of batched matmuls instead of a loop over nodes)
+    # parents: [B, n] (-1 root) -> mask [B, n, n]: self plus every ancestor. M = I + (parent matrix) reaches one
+    # level up; squaring doubles the reach, so ceil(log2(depth_max)) batched matmuls replace a loop over nodes
+    # (entries count paths, small integers: exact in float32, and only > 0 matters)
     B, n = parents.shape
-    P = torch.zeros(B, n, n, device=parents.device)
-    P.scatter_(2, parents.clamp(min=0).unsqueeze(-1), 1.0)
-    P[:, 0, 0] = 0.0                                                           # the root has no parent
-    eye = torch.eye(n, device=parents.device).expand(B, n, n)
-    cur, mask = eye, eye.clone()
-    for _ in range(depth_max):
-        cur = cur @ P
-        mask = mask + cur
-    return mask > 0
+    M = torch.eye(n, device=parents.device).repeat(B, 1, 1)
+    M.scatter_add_(2, parents.clamp(min=0).unsqueeze(-1), torch.ones(B, n, 1, device=parents.device))
+    for _ in range(max(0, depth_max - 1).bit_length()):
+        M = M @ M
+    return M > 0
 
 
 def _retrieve_fixed(parents: Tensor, mask: Tensor, depth_max: int) -> Tensor:
@@ -71,13 +68,15 @@ def _retrieve_fixed(parents: Tensor, mask: Tensor, depth_max: int) -> Tensor:
     return torch.where(valid.unsqueeze(-1), rows, -1)
 
 
-def tree_from_parents(tokens: Tensor, parents: Tensor, cand: Tensor, depth_max: int) -> Tree:
+def tree_from_parents(tokens: Tensor, parents: Tensor, cand: Tensor, depth_max: int, retrieve: bool = True) -> Tree:
     mask = _ancestors(parents, depth_max)
-    return Tree(tokens, parents, mask, mask.sum(-1) - 1, _retrieve_fixed(parents, mask, depth_max), cand)
+    paths = (_retrieve_fixed(parents, mask, depth_max) if retrieve else
+             parents.new_empty(parents.shape[0], 0, depth_max + 1))
+    return Tree(tokens, parents, mask, mask.sum(-1) - 1, paths, cand)
 
 
 def build_tree_fixed(root: Tensor, cand_tokens: Tensor, cand_scores: Tensor, cand_parents: Tensor, n: int,
-                     depth_max: int) -> Tree:
+                     depth_max: int, retrieve: bool = True) -> Tree:
     # tree.build_tree without the host-side check: with safe_logprobs scores never increase from parent to
     # child, and ties go to the lower (earlier, parent-first) index, so every kept child's parent is kept
     B, C = cand_tokens.shape
@@ -89,12 +88,35 @@ def build_tree_fixed(root: Tensor, cand_tokens: Tensor, cand_scores: Tensor, can
     pnode = torch.where(pc < 0, 0, node_of.gather(1, pc.clamp(min=0))).clamp(min=0)
     tokens = torch.cat([root.view(B, 1), cand_tokens.gather(1, keep)], dim=1).long()
     minus1 = torch.full((B, 1), -1, dtype=torch.long, device=dev)
-    return tree_from_parents(tokens, torch.cat([minus1, pnode], 1), torch.cat([minus1, keep], 1), depth_max)
+    return tree_from_parents(tokens, torch.cat([minus1, pnode], 1), torch.cat([minus1, keep], 1), depth_max, retrieve)
 
 
-def draft_tree_fixed(root: Tensor, root_logprobs: Tensor, expand, topk: int, steps: int, n: int) -> Tree:
-    # tree.draft_tree at fixed shapes: retrieve is [B, n, steps + 1], whatever depth the tree reaches
-    return build_tree_fixed(root, *draft_candidates(root_logprobs, expand, topk, steps), n, steps)
+def draft_candidates_fixed(root_logprobs: Tensor, expand, topk: int, steps: int) -> tuple[Tensor, Tensor, Tensor]:
+    # tree.draft_candidates in fewer ops (the same candidates, scores and parents): a child's parent is its
+    # frontier node repeated topk times, as topk_children lays the children out
+    B = root_logprobs.shape[0]
+    score, tok = torch.topk(root_logprobs, topk, dim=-1)                       # [B, topk] depth 1
+    tokens, scores, parents = [tok], [score], [torch.full_like(tok, -1)]
+    offset = 0
+    for _ in range(steps - 1):
+        f = select_frontier(score, topk)                                       # [B, topk] index into last level
+        frontier = f + offset
+        logp = expand(frontier, tok.gather(1, f))                              # [B, topk, V]
+        offset += tok.shape[1]
+        values, tok = torch.topk(logp, topk, dim=-1)                           # [B, topk, topk]
+        score = (score.gather(1, f).unsqueeze(-1) + values).view(B, -1)
+        tok = tok.view(B, -1)
+        tokens.append(tok)
+        scores.append(score)
+        parents.append(frontier.repeat_interleave(topk, dim=1))
+    return torch.cat(tokens, 1), torch.cat(scores, 1), torch.cat(parents, 1)
+
+
+def draft_tree_fixed(root: Tensor, root_logprobs: Tensor, expand, topk: int, steps: int, n: int,
+                     retrieve: bool = True) -> Tree:
+    # tree.draft_tree at fixed shapes: retrieve is [B, n, steps + 1], whatever depth the tree reaches; with
+    # retrieve=False it has no rows ([B, 0, steps + 1]: the engine's step never reads them, only their width)
+    return build_tree_fixed(root, *draft_candidates_fixed(root_logprobs, expand, topk, steps), n, steps, retrieve)
 
 
 # --- verification ----------------------------------------------------------------------------------------------
@@ -105,6 +127,24 @@ def children(parents: Tensor, width: int) -> Tensor:
     is_kid = parents.unsqueeze(1) == idx.view(1, n, 1)
     kids = torch.where(is_kid, idx, n).sort(dim=-1).values[..., :width]
     return torch.where(kids == n, -1, kids)
+
+
+def greedy_verify_fixed(tree: Tree, logits: Tensor) -> Verdict:
+    # verify.greedy_verify without the walk: a node is accepted when every token on its path is the target's argmax
+    # at its parent; the path ends at the deepest accepted node. Equal to the walk when siblings carry distinct
+    # tokens (top-k drafting, chains), so at most one child of a node can match. logits: [B, n, V]
+    target = logits.argmax(-1)                                                 # [B, n]
+    B, n = target.shape
+    D = tree.retrieve.shape[-1] - 1
+    idx = torch.arange(n, device=target.device)
+    ok = tree.tokens == target.gather(1, tree.parents.clamp(min=0))
+    ok[:, 0] = True
+    good = ~(tree.mask & ~ok.unsqueeze(1)).any(-1)                            # [B, n] whole path matches
+    best = torch.where(good, tree.depth * (n + 1) + (n - idx), -1).argmax(-1)  # deepest, then lowest index
+    rows = torch.arange(B, device=target.device)
+    path = torch.where(tree.mask[rows, best], idx, n).sort(-1).values[:, : D + 1]
+    path = torch.nn.functional.pad(path, (0, D + 1 - path.shape[-1]), value=n)
+    return Verdict(tree.depth[rows, best], torch.where(path == n, -1, path), target[rows, best])
 
 
 def sample_verify_fixed(tree: Tree, probs: Tensor, draft_probs: Tensor | None, u: Tensor, u_bonus: Tensor,
@@ -158,8 +198,7 @@ def accepted_rows(tree: Tree, verdict: Verdict, handover: Tensor) -> tuple[Tenso
     # is filler), hidden [B, D+1, H] the hand-over rows of the path (invariant 19: the KV's index map)
     path = verdict.path.clamp(min=0)
     B, D1 = path.shape
-    nxt = tree.tokens.gather(1, path[:, 1:])
-    new = torch.cat([nxt, torch.zeros_like(nxt[:, :1])], 1)
+    new = tree.tokens.gather(1, path.roll(-1, 1))                              # [B, D+1] next node's token
     new.scatter_(1, verdict.accepted.unsqueeze(1), verdict.bonus.unsqueeze(1).to(new.dtype))
     hidden = handover.gather(1, path.unsqueeze(-1).expand(B, D1, handover.shape[-1]))
     return new, hidden

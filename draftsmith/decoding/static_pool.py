@@ -30,9 +30,19 @@ class StaticKVPool:
         self.rows, self.capacity = rows, capacity
         self.dtype, self.device = dtype, torch.device(device)
         self.layouts = [{name: tuple(shape) for name, shape in layout.items()} for layout in layouts]
-        self.storage: list[dict[str, Tensor]] = [
-            {name: torch.zeros(rows * capacity + 1, *shape, dtype=dtype, device=self.device)
-             for name, shape in layout.items()} for layout in self.layouts]
+        # layers with the same layout share one tensor per name, [layers, slots, *shape], so that compaction is
+        # two index ops per name for all those layers; storage[layer][name] is that layer's (contiguous) view
+        groups: dict[tuple, list[int]] = {}
+        for i, layout in enumerate(self.layouts):
+            groups.setdefault(tuple(sorted(layout.items())), []).append(i)
+        self._stacked: list[Tensor] = []
+        self.storage: list[dict[str, Tensor]] = [{} for _ in self.layouts]
+        for key, members in groups.items():
+            for name, shape in key:
+                t = torch.zeros(len(members), rows * capacity + 1, *shape, dtype=dtype, device=self.device)
+                self._stacked.append(t)
+                for j, layer in enumerate(members):
+                    self.storage[layer][name] = t[j]
         self.trash = rows * capacity
         self.lens = torch.zeros(rows, dtype=torch.long, device=self.device)   # committed positions per row
         self.base = torch.arange(rows, device=self.device) * capacity         # slot of each row's position 0
@@ -67,19 +77,19 @@ class StaticKVPool:
 
     # --- compaction ------------------------------------------------------------------------------------------
     def commit(self, path: Tensor, accepted: Tensor, active: Tensor) -> None:
-        """Keep each active row's accepted path: position ``lens + path[b, d]`` moves to ``lens + d`` for
-        d <= accepted[b] in every layer and tensor (gather, then scatter); lens grows by accepted + 1.
+        """Keep each active row's accepted path: position ``lens + path[b, d]`` moves to ``lens + d`` in every
+        layer and tensor (gather, then scatter); lens grows by accepted + 1.
 
-        path: [B, D+1] node indices relative to lens, -1 padded (a verdict's path); accepted, active: [B]."""
+        path: [B, D+1] node indices relative to lens, -1 after the accepted ones (a verdict's path);
+        accepted [B] = the number of non-negative entries minus one; active: [B] bool."""
         d = torch.arange(path.shape[1], device=path.device)
-        keep = (d <= accepted.unsqueeze(1)) & (path >= 0) & active.unsqueeze(1)     # [B, D+1]
+        keep = (path >= 0) & active.unsqueeze(1)                                   # [B, D+1]
         start = (self.base + self.lens).unsqueeze(1)
-        src = torch.where(keep, start + path.clamp(min=0), self.trash).reshape(-1)
-        dst = torch.where(keep, start + d, self.trash).reshape(-1)
-        for layer in self.storage:
-            for t in layer.values():
-                t.index_copy_(0, dst, t.index_select(0, src))
-        self.lens += torch.where(active, accepted + 1, 0)
+        src = torch.where(keep, start + path, self.trash).view(-1)
+        dst = torch.where(keep, start + d, self.trash).view(-1)
+        for t in self._stacked:
+            t.index_copy_(1, dst, t.index_select(1, src))
+        self.lens += (accepted + 1) * active
 
     def advance(self, counts: Tensor) -> None:
         """Commit ``counts`` [B] positions written in place (prefill, decode, the draft's catch-up)."""
