@@ -13,6 +13,7 @@ acceptance low, a second round tries one more change on top of it.
 from __future__ import annotations
 
 import copy
+import logging
 import time
 import types
 import typing
@@ -229,11 +230,17 @@ def run_candidate(spec: Spec, changes, target, draft, probes, max_new_tokens, re
     from draftsmith.assembler.assemble import assemble
 
     cand = Candidate(tuple(changes))
+    log = logging.getLogger("draftsmith")
+    level = log.level
+    if changes:
+        log.setLevel(logging.ERROR)  # the assembler's notes were said once, for the spec as given
     try:
         s = changed_spec(spec, changes, registry) if changes else spec
         cand.measure = measure(assemble(s, target, draft, registry=registry, **load), probes, max_new_tokens)
     except Exception as e:  # noqa: BLE001  a candidate that does not assemble is reported, not fatal
         cand.error = _first_line(e)
+    finally:
+        log.setLevel(level)
     return cand
 
 

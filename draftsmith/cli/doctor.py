@@ -45,12 +45,12 @@ def doctor(
         typer.echo(f"doctor: {e}", err=True)
         raise typer.Exit(2) from None
     steps = dx.spec.decoding.steps
-    table = Table(title=f"acceptance per draft position: spec {escape(dx.spec.name)}, greedy chain of {steps}, "
+    table = Table(title=f"acceptance at draft positions p1..p{steps}: spec {escape(dx.spec.name)}, greedy chain, "
                         f"{max_new_tokens} tokens per probe")
     table.add_column("reading", no_wrap=True)
     table.add_column("tau", justify="right")
     for i in range(steps):
-        table.add_column(f"pos {i + 1}", justify="right")
+        table.add_column(f"p{i + 1}", justify="right")
     table.add_column("note", no_wrap=True)
     errors: list[str] = []                      # distinct reasons a reading did not load, numbered in the notes
     for c in [dx.base, *dx.candidates[:12]]:
