@@ -187,3 +187,56 @@ def test_a_default_taken_is_said_once_on_one_line(target, tmp_path, caplog):
     for what in ("aux layers", "[2, 4, 5]", "norm_before_residual", "fc_norm", "norm_output"):
         assert what in lines[0]
     assert "norm_before_fc" not in lines[0]  # stated by the config: no default taken
+
+
+def test_mistral_fusion_linear_is_quantized_under_its_own_name_by_the_draft_spec_alone(target, tmp_path):
+    """The FP8 eagle_linear (qscale_weight / qscale_act) loads with a quant line that names only the fusion linear;
+    the layers stay in full precision and the target is untouched."""
+    from draftsmith.components.quant import FP8, dequantize, quantize
+
+    draft = write_mistral_eagle(tmp_path / "m", target)
+    path = next(draft.glob("*.safetensors"))
+    tensors = load_file(str(path))
+    w8, scale = quantize(tensors["eagle_linear.weight"], "tensor")
+    tensors |= {"eagle_linear.weight": w8, "eagle_linear.qscale_weight": scale,
+                "eagle_linear.qscale_act": torch.ones(1)}
+    from safetensors.torch import save_file
+    save_file(tensors, str(path))
+    spec = draftsmith.load_spec("eagle-mistral").model_dump(mode="json")
+    spec["quant"] = {"method": "fp8", "scheme": "tensor", "modules": ["^fc$"]}
+    model = draftsmith.assemble(draftsmith.parse_spec(spec), target=target, draft=draft, dtype="float64")
+    fc = model.draft.fc
+    assert fc._parameters["weight"].dtype == FP8
+    torch.testing.assert_close(fc.weight, dequantize(w8, scale, "tensor", (128, 128)).double(), atol=0, rtol=0)
+    assert model.draft.layers[0].self_attn.q_proj.weight.dtype == torch.float64
+    assert all(p.dtype == torch.float64 for p in model.target.parameters())
+    base = model.generate_baseline([2, 7, 1, 8], max_new_tokens=10, stop=[])
+    assert model.generate([2, 7, 1, 8], max_new_tokens=10, stop=[]).token_ids == base.token_ids
+
+
+def test_hidden_width_multiplier_widens_what_the_draft_reads(tmp_path):
+    """hc_mult > 1 in the target's text config: the hidden states handed to the draft are hidden_size * hc_mult
+    wide, so EAGLE-3's fc reads k of those, and an EAGLE-1-style draft of the plain width is refused."""
+    from transformers import LlamaConfig
+
+    from draftsmith.assembler.build import build_draft
+    from draftsmith.assembler.config import draft_hf_config
+    from draftsmith.components import backends
+
+    registry = draftsmith.default_registry()
+    raw = {"hidden_size": 32, "intermediate_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
+           "vocab_size": 96, "num_hidden_layers": 1}
+    names = ["fc.weight", "layers.0.hidden_norm.weight", "layers.1.mlp.up_proj.weight"]
+    for mult, width in ((None, 32), (1, 32), (3, 96)):
+        target_cfg = LlamaConfig(hidden_size=32, num_attention_heads=4, num_hidden_layers=8, vocab_size=96,
+                                 **({} if mult is None else {"hc_mult": mult}))
+        model = build_draft(draftsmith.load_spec("eagle3-llama"), registry, draft_raw=raw, draft_cfg=draft_hf_config(raw),
+                            target_cfg=target_cfg, canonical_names=names, backend=backends.sdpa)
+        assert model.fc.in_features == 3 * width and len(model.layers) == 2
+        assert model.layers[0].self_attn.q_proj.in_features == 64 and model.layers[1].self_attn.q_proj.in_features == 32
+        if mult == 3:
+            with pytest.raises(draftsmith.SpecError, match=r"eagle1 needs the draft's hidden size \(32\) to equal "
+                                                           r"the target's \(96\)"):
+                build_draft(draftsmith.load_spec("eagle-mistral"), registry, draft_raw=raw,
+                            draft_cfg=draft_hf_config(raw), target_cfg=target_cfg, canonical_names=names[2:],
+                            backend=backends.sdpa)
