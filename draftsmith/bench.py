@@ -40,7 +40,7 @@ def _hf_models(target_dir: Path, keep_layers: int, device: str, dtype: torch.dty
 
 
 def run_bench(spec="demo", *, target=None, draft=None, prompt="def fibonacci(n):", max_new_tokens=64,
-              repeats=3, device="cpu", dtype="float32", console=None):
+              repeats=3, device="cpu", dtype="float32", console=None, graphs="auto"):
     from rich.console import Console
     from rich.table import Table
 
@@ -49,7 +49,7 @@ def run_bench(spec="demo", *, target=None, draft=None, prompt="def fibonacci(n):
     from draftsmith.specs.loader import load_spec
 
     console = console or Console()
-    spec_obj = load_spec(spec)
+    spec_obj = load_spec(spec).with_decoding(graphs=graphs)
     model = draftsmith.assemble(spec_obj, target=target, draft=draft, device=device, dtype=dtype)
     target_dir = checkpoint_dir(spec_obj, target, "target")
     ids = model._encode(prompt)[0][0]
@@ -74,10 +74,14 @@ def run_bench(spec="demo", *, target=None, draft=None, prompt="def fibonacci(n):
     base = rows["draftsmith target-only"][0]
     table = Table(title=f"bench: {n} new tokens, median of {repeats} after a warm-up, {device} {dtype}, "
                         f"prompt {prompt!r}")
-    for col in ("method", "seconds", "tokens/s", "speed vs draftsmith target-only", "tau"):
+    for col in ("method", "seconds", "tokens/s", "speed vs draftsmith target-only", "tau", "outside forwards"):
         table.add_column(col)
     for name, (sec, res) in rows.items():
-        tau = f"{res.stats.acceptance_length:.2f}" if hasattr(res, "stats") else "-"
-        table.add_row(name, f"{sec:.3f}", f"{n / sec:.1f}", f"{base / sec:.2f}x", tau)
+        stats = getattr(res, "stats", None)
+        tau = f"{stats.acceptance_length:.2f}" if stats else "-"
+        # share of the run's wall time outside model forwards (tree building, verification, compaction, the loop);
+        # host time, so on CUDA it is launch time, not GPU time
+        share = f"{100 * stats.bookkeeping_share:.1f}%" if stats else "-"
+        table.add_row(name, f"{sec:.3f}", f"{n / sec:.1f}", f"{base / sec:.2f}x", tau, share)
     console.print(table)
     return rows

@@ -80,14 +80,31 @@ def bench(
     threads: int = typer.Option(1, min=1, help="CPU threads for torch, the same for every method"),
     device: str = typer.Option("cpu"),
     dtype: str = typer.Option("float32"),
+    scale: Optional[str] = typer.Option(None, help="random weights in Llama-3.x shapes instead: tiny, 1b, 8b "
+                                                  "(comma-separated); see draftsmith/bench_scale.py"),
+    out_dir: Path = typer.Option(Path("bench-scale"), "--out", help="--scale: checkpoints, results.md/json, PNGs"),
+    batches: str = typer.Option("1,8", help="--scale: batch sizes"),
+    graphs: str = typer.Option("auto", help="decoding.graphs for draftsmith: auto, on or off"),
 ) -> None:
-    """Side by side in one run: target-only, HF generate, HF assisted generation, draftsmith chain and tree."""
+    """Side by side in one run: target-only, HF generate, HF assisted generation, draftsmith chain and tree
+    (the demo pair), or with --scale the bandwidth limit, draftsmith and transformers on Llama-3.x shapes."""
     import torch
 
     from draftsmith.bench import run_bench
 
     _check_options(device, dtype)
     torch.set_num_threads(threads)
+    if graphs not in ("auto", "on", "off"):
+        raise typer.BadParameter(f"--graphs must be auto, on or off, got {graphs!r}")
+    if scale is not None:
+        from draftsmith.bench_scale import markdown, run_scale
 
+        results = run_scale([s.strip() for s in scale.split(",")], out_dir, device=device,
+                            dtype=None if dtype == "float32" and device != "cpu" else dtype,
+                            batches=[int(b) for b in batches.split(",")], repeats=repeats, graphs=graphs,
+                            log=lambda line: out.print(escape(line)))
+        out.print(escape(markdown(results)))
+        out.print(f"wrote {escape(str(out_dir))}/results.md, results.json and one PNG per shape")
+        return
     run_bench(spec, target=target, draft=draft, prompt=prompt, max_new_tokens=max_new_tokens, repeats=repeats,
-              device=device, dtype=dtype, console=out)
+              device=device, dtype=dtype, console=out, graphs=graphs)
