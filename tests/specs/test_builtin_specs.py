@@ -8,7 +8,8 @@ FILES = sorted(BUILTIN_DIR.glob("*.y*ml"))
 
 
 def test_there_are_builtin_specs():
-    assert {"demo", "eagle1-llama", "eagle3-llama"} <= {f.stem for f in FILES}
+    assert {"demo", "eagle1-llama", "eagle3-llama", "eagle3-speculators", "eagle3.1-llama", "eagle3-norm-before-fc",
+            "eagle-mistral"} <= {f.stem for f in FILES}
 
 
 @pytest.mark.parametrize("path", FILES, ids=[f.stem for f in FILES])
