@@ -86,10 +86,11 @@ def test_healthy_pair_is_not_searched(spec_file):
     assert dx.base.measure.per_position == sorted(dx.base.measure.per_position, reverse=True)
 
 
-# (path, flipped value, the right value): each flip lowers the demo pair's acceptance on the 32-token probe (or stops
-# it loading: the demo checkpoint has no fc.aux_norm / fc.input_norm tensors and its d2t holds offsets), and doctor
-# must name the right value. Not here: norm_output: none, which this small pair accepts exactly as well as head (its
-# final norm does not move the argmax on the probe), so there is nothing for doctor to find.
+# (path, flipped value, the right value): each flip lowers the demo pair's acceptance on 32 tokens of the argparse
+# probe (the one of the two default probes that tells all of them apart, at half the time of both), or stops it
+# loading (the demo checkpoint has no fc.aux_norm / fc.input_norm tensors and its d2t holds offsets), and doctor must
+# name the right value. Not here: norm_output: none, which this small pair accepts exactly as well as head (its final
+# norm does not move the argmax on the probe), so there is nothing for doctor to find.
 FLIPS = [
     ("draft.attention.rope", "interleaved", "neox"),
     ("draft.feed_back", "post_norm", "pre_norm"),                     # unstated in SPEC: the default
@@ -104,11 +105,11 @@ FLIPS = [
 @pytest.mark.parametrize("path,value,right", FLIPS, ids=[f"{p.rsplit('.', 1)[1]}={v}" for p, v, _ in FLIPS])
 def test_doctor_names_the_flipped_setting(tmp_path, path, value, right):
     torch.set_num_threads(1)
-    dx = diagnose(flipped(tmp_path, path, value), search=True)
+    dx = diagnose(flipped(tmp_path, path, value), search=True, probes=[PROBES[1]])
     assert dx.fix is not None, [(c.describe(), c.tau, c.error) for c in dx.candidates]
     assert dx.fix.changes == ((path, right),)
     assert dx.candidates[0] is dx.fix
-    assert dx.fix.tau > 4.0
+    assert dx.fix.tau > 3.5
 
 
 def test_doctor_names_aux_layers_read_as_outputs(tmp_path):
