@@ -294,8 +294,10 @@ def plot(result: dict, path: Path) -> Path | None:
 
 
 def run_scale(shapes=("tiny",), out: str | Path = "bench-scale", *, device="cpu", dtype=None, batches=(1, 8),
-              prompt_len=None, new_tokens=None, repeats=3, hf=True, graphs="auto", log=print) -> list[dict]:
+              prompt_len=None, new_tokens=None, repeats=3, hf=True, graphs="auto", checkpoints=None,
+              log=print) -> list[dict]:
     out = Path(out)
+    checkpoints = Path(checkpoints) if checkpoints else out / "checkpoints"
     out.mkdir(parents=True, exist_ok=True)
     cuda = torch.device(device).type == "cuda"
     dtype = dtype or ("bfloat16" if cuda else "float32")
@@ -304,7 +306,7 @@ def run_scale(shapes=("tiny",), out: str | Path = "bench-scale", *, device="cpu"
         if name not in SHAPES:
             raise ValueError(f"unknown shape {name!r}; known: {', '.join(SHAPES)}")
         small = name == "tiny" and not cuda
-        r = measure(name, out / "checkpoints", device=device, dtype=dtype, batches=batches,
+        r = measure(name, checkpoints, device=device, dtype=dtype, batches=batches,
                     prompt_len=prompt_len or (32 if small else 128), new_tokens=new_tokens or (24 if small else 128),
                     repeats=repeats, hf=hf, graphs=graphs, log=log)
         results.append(r)

@@ -84,6 +84,8 @@ def bench(
                                                   "(comma-separated); see draftsmith/bench_scale.py"),
     out_dir: Path = typer.Option(Path("bench-scale"), "--out", help="--scale: checkpoints, results.md/json, PNGs"),
     batches: str = typer.Option("1,8", help="--scale: batch sizes"),
+    checkpoints: Optional[Path] = typer.Option(None, help="--scale: where the random checkpoints go (default: "
+                                                          "OUT/checkpoints; written once, reused)"),
     graphs: str = typer.Option("auto", help="decoding.graphs for draftsmith: auto, on or off"),
 ) -> None:
     """Side by side in one run: target-only, HF generate, HF assisted generation, draftsmith chain and tree
@@ -102,8 +104,9 @@ def bench(
         results = run_scale([s.strip() for s in scale.split(",")], out_dir, device=device,
                             dtype=None if dtype == "float32" and device != "cpu" else dtype,
                             batches=[int(b) for b in batches.split(",")], repeats=repeats, graphs=graphs,
+                            checkpoints=checkpoints,
                             log=lambda line: out.print(escape(line)))
-        out.print(escape(markdown(results)))
+        out.print(escape(markdown(results)), soft_wrap=True)
         out.print(f"wrote {escape(str(out_dir))}/results.md, results.json and one PNG per shape")
         return
     run_bench(spec, target=target, draft=draft, prompt=prompt, max_new_tokens=max_new_tokens, repeats=repeats,
