@@ -97,7 +97,7 @@ class Decoding(Frozen):
     page_size: int = Field(1, ge=1, le=limits.PAGE_SIZE)
     mode: Literal["auto", "v1", "v2"] = "auto"
     attention: str = "auto"                              # registered attn_backend (auto: sdpa on CPU)
-    graphs: Literal["auto", "on", "off"] = "auto"        # CUDA graphs for decode/verify/draft (auto: on CUDA)
+    graphs: Literal["auto", "on", "off", "compile"] = "auto"  # CUDA graphs (auto: on CUDA); compile: + torch.compile
 
 
 class Checkpoints(Frozen):
