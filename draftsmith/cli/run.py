@@ -86,7 +86,7 @@ def bench(
     batches: str = typer.Option("1,8", help="--scale: batch sizes"),
     checkpoints: Optional[Path] = typer.Option(None, help="--scale: where the random checkpoints go (default: "
                                                           "OUT/checkpoints; written once, reused)"),
-    graphs: str = typer.Option("auto", help="decoding.graphs for draftsmith: auto, on or off"),
+    graphs: str = typer.Option("auto", help="decoding.graphs for draftsmith: auto, on, off or compile"),
 ) -> None:
     """Side by side in one run: target-only, HF generate, HF assisted generation, draftsmith chain and tree
     (the demo pair), or with --scale the bandwidth limit, draftsmith and transformers on Llama-3.x shapes."""
@@ -96,8 +96,8 @@ def bench(
 
     _check_options(device, dtype)
     torch.set_num_threads(threads)
-    if graphs not in ("auto", "on", "off"):
-        raise typer.BadParameter(f"--graphs must be auto, on or off, got {graphs!r}")
+    if graphs not in ("auto", "on", "off", "compile"):
+        raise typer.BadParameter(f"--graphs must be auto, on, off or compile, got {graphs!r}")
     if scale is not None:
         from draftsmith.bench_scale import markdown, run_scale
 

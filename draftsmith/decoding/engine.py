@@ -19,7 +19,7 @@ from draftsmith.decoding.drafter import TreeExpander
 from draftsmith.decoding.fixed import (
     accepted_rows, draft_tree_fixed, greedy_verify_fixed, safe_logprobs, safe_probs, sample, sample_verify_fixed,
 )
-from draftsmith.decoding.graphs import Replay
+from draftsmith.decoding.graphs import Replay, compiled
 from draftsmith.decoding.modes import Plan
 from draftsmith.decoding.sampling import target_probs
 from draftsmith.decoding.static_pool import StaticKVPool, fixed_kv
@@ -79,9 +79,9 @@ class State:
 class TargetRunner:
     """The target + its pool: ``(ids, rows, rel_pos, rel_mask) -> (logits [B, T, V], hand-over [B, T, Hh])``."""
 
-    def __init__(self, model, pool: StaticKVPool, taps, graphs: bool):
+    def __init__(self, model, pool: StaticKVPool, taps, graphs: bool, compile_: str = "off"):
         self.model, self.pool, self.taps = model, pool, taps
-        self.replay = Replay(self.forward, graphs)
+        self.replay = Replay(compiled(self.forward, compile_), graphs)
 
     def forward(self, ids, rows, rel_pos, rel_mask):
         kv, pos = fixed_kv(self.pool, rows, rel_pos, rel_mask)
@@ -98,9 +98,10 @@ class TargetRunner:
 class DraftRunner:
     """The draft + its pool; ``from_target``: hidden is the target's hand-over (through fc) or the draft's own."""
 
-    def __init__(self, model, pool: StaticKVPool, embed, head, graphs: bool):
+    def __init__(self, model, pool: StaticKVPool, embed, head, graphs: bool, compile_: str = "off"):
         self.model, self.pool, self.embed, self.head = model, pool, embed, head
-        self.replay = {ft: Replay(lambda *a, ft=ft: self.forward(*a, from_target=ft), graphs) for ft in (0, 1)}
+        self.replay = {ft: Replay(compiled(functools.partial(self.forward, from_target=bool(ft)), compile_), graphs)
+                       for ft in (0, 1)}
         self.stats = Stats()  # the run's statistics: speculative() points this at its own
 
     def forward(self, ids, hidden, rows, rel_pos, rel_mask, *, from_target: bool):

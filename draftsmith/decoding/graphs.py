@@ -21,11 +21,19 @@ log = logging.getLogger("draftsmith")
 
 
 def graphs_enabled(setting: str, device: str | torch.device) -> bool:
-    """``decoding.graphs``: auto = on for CUDA devices, on = required (refused without CUDA), off = eager."""
+    """``decoding.graphs``: auto = on for CUDA devices, on / compile = required (refused without CUDA), off =
+    eager."""
     cuda = torch.device(device).type == "cuda"
-    if setting == "on" and not cuda:
-        raise ValueError(f"decoding.graphs: on needs a CUDA device, got {device!r} (use auto or off)")
-    return cuda and setting in ("auto", "on")
+    if setting in ("on", "compile") and not cuda:
+        raise ValueError(f"decoding.graphs: {setting} needs a CUDA device, got {device!r} (use auto or off)")
+    return cuda and setting in ("auto", "on", "compile")
+
+
+def compiled(fn: Callable, setting: str) -> Callable:
+    """``graphs: compile``: the forward through torch.compile first (Inductor fuses norms, rope, SwiGLU and the
+    mask building), one compilation per shape, then captured like any other forward. Experimental: measure it
+    with bench_scale before relying on it."""
+    return torch.compile(fn, dynamic=False) if setting == "compile" else fn
 
 
 class _Captured:

@@ -90,11 +90,12 @@ class SpeculativeModel:
         if key not in self._runners_cache:
             if len(self._runners_cache) >= 4:
                 self._runners_cache.pop(next(iter(self._runners_cache)))
-            graphs = graphs_enabled(self.spec.decoding.graphs, self.device)
+            setting = self.spec.decoding.graphs
+            graphs = graphs_enabled(setting, self.device)
             self._runners_cache[key] = (
-                engine.TargetRunner(self.target, self._pool(self.target, *key), self.draft.taps, graphs),
+                engine.TargetRunner(self.target, self._pool(self.target, *key), self.draft.taps, graphs, setting),
                 engine.DraftRunner(self.draft, self._pool(self.draft, *key), self.draft_embed, self.draft_head,
-                                   graphs))
+                                   graphs, setting))
         runners = self._runners_cache[key]
         for r in runners:
             r.pool.reset()

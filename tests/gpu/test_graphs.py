@@ -49,6 +49,13 @@ def test_graph_path_equals_target_only_float32(on, shape):
     assert captured(on) > 0
 
 
+def test_compiled_graph_path_equals_target_only_float32():
+    model = demo("compile")
+    base = [o.token_ids for o in model.generate_baseline(PROMPTS, max_new_tokens=24, stop=[])]
+    for shape in SHAPES[:2]:
+        assert [o.token_ids for o in model.generate(PROMPTS, max_new_tokens=24, stop=[], **shape)] == base
+
+
 def test_graph_path_stops_and_finishes_rows_independently(on):
     base = on.generate_baseline(PROMPTS, max_new_tokens=30, stop=[])
     stop = base[0].token_ids[7]
