@@ -43,8 +43,9 @@ class TreeExpander:
         feed, logits = self.run(tokens, hidden, rows.expand(B, k).masked_fill(self.inactive, -1),
                                 rows.new_full((B, k), j), anc, from_target=False)
         end = self.filled + k * self.k
-        self.parent_feed[:, self.filled:end] = feed.repeat_interleave(self.k, 1)
-        self.parent_anc[:, self.filled:end] = anc.repeat_interleave(self.k, 1)
+        # each new node's state, once per child it will have (repeat_interleave, written as a broadcast copy)
+        self.parent_feed[:, self.filled:end].unflatten(1, (k, self.k)).copy_(feed.unsqueeze(2))
+        self.parent_anc[:, self.filled:end].unflatten(1, (k, self.k)).copy_(anc.unsqueeze(2))
         self.filled = end
         self.calls += 1
         return logits

@@ -44,9 +44,8 @@ def _ancestors(parents: Tensor, depth_max: int) -> Tensor:
     # parents: [B, n] (-1 root) -> mask [B, n, n]: self plus every ancestor. M = I + (parent matrix) reaches one
     # level up; squaring doubles the reach, so ceil(log2(depth_max)) batched matmuls replace a loop over nodes
     # (entries count paths, small integers: exact in float32, and only > 0 matters)
-    B, n = parents.shape
-    M = torch.eye(n, device=parents.device).repeat(B, 1, 1)
-    M.scatter_add_(2, parents.clamp(min=0).unsqueeze(-1), torch.ones(B, n, 1, device=parents.device))
+    n = parents.shape[1]
+    M = torch.nn.functional.one_hot(parents.clamp(min=0), n).float() + torch.eye(n, device=parents.device)
     for _ in range(max(0, depth_max - 1).bit_length()):
         M = M @ M
     return M > 0
@@ -108,7 +107,7 @@ def draft_candidates_fixed(root_logprobs: Tensor, expand, topk: int, steps: int)
         tok = tok.view(B, -1)
         tokens.append(tok)
         scores.append(score)
-        parents.append(frontier.repeat_interleave(topk, dim=1))
+        parents.append(frontier.unsqueeze(2).expand(B, topk, topk).reshape(B, -1))
     return torch.cat(tokens, 1), torch.cat(scores, 1), torch.cat(parents, 1)
 
 
