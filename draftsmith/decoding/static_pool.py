@@ -46,6 +46,7 @@ class StaticKVPool:
         self.trash = rows * capacity
         self.lens = torch.zeros(rows, dtype=torch.long, device=self.device)   # committed positions per row
         self.base = torch.arange(rows, device=self.device) * capacity         # slot of each row's position 0
+        self.key = torch.arange(capacity, device=self.device)                 # position of each key in a row
 
     def reset(self) -> None:
         self.lens.zero_()
@@ -106,10 +107,9 @@ def fixed_kv(pool: StaticKVPool, rows: Tensor, rel_pos: Tensor, rel_mask: Tensor
     ``live_keys`` lets the layer zero them (invariant 16: poisoned rows past the length change nothing)."""
     B, T = rows.shape
     P = rel_mask.shape[-1]
-    lens = pool.lens.unsqueeze(1)                                              # [B, 1]
+    lens, base, key = pool.lens.unsqueeze(1), pool.base.unsqueeze(1), pool.key  # [B, 1], [B, 1], [S]
     live = rows >= 0
-    write = torch.where(live, pool.base.unsqueeze(1) + lens + rows, pool.trash)
-    key = torch.arange(pool.capacity, device=rows.device)
+    write = torch.where(live, base + lens + rows, pool.trash)
     rel = key - lens                                                           # [B, S] pending offset of each key
     pend = (rel >= 0) & (rel < P)
     seen = rel_mask.gather(2, rel.clamp(0, P - 1).unsqueeze(1).expand(B, T, pool.capacity)) & pend.unsqueeze(1)
@@ -118,5 +118,5 @@ def fixed_kv(pool: StaticKVPool, rows: Tensor, rel_pos: Tensor, rel_mask: Tensor
     pos = torch.where(live, lens + rel_pos, 0)
     live_keys = mask.any(1)                                                    # [B, S] keys some query attends
     # a key nobody attends reads the row's position 0 (always committed), so a gathering layer sees finite data
-    read = pool.base.unsqueeze(1) + torch.where(live_keys, key, 0)
+    read = base + torch.where(live_keys, key, 0)
     return KVBatch(pool, write, read, mask.unsqueeze(1), static=True, live_keys=live_keys), pos
