@@ -1,5 +1,9 @@
 """A paged KV pool shared by the target's and the draft's attention layers.
 
+The engine decodes over :class:`~draftsmith.decoding.static_pool.StaticKVPool` (preallocated, device-side slot
+map, fixed shapes for CUDA graphs); this pool, with its host-side page tables, is the readable reference for
+compaction (invariants 13-21) that the static pool's commit is tested against.
+
 The pool owns fixed-size pages of ``page_size`` token slots. Each sequence has a page table and a committed
 length; the token at position ``p`` lives in slot ``table[p // page_size] * page_size + p % page_size``. Storage
 is, per layer, a dict of named tensors ``[num_pages * page_size, *per_token_shape]``: GQA uses
