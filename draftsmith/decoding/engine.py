@@ -131,6 +131,11 @@ def _causal(counts: torch.Tensor, T: int, active: torch.Tensor):
     return torch.where(live, ar, -1), rel_pos, rel_mask
 
 
+def _upload(data, device) -> torch.Tensor:
+    # host data to the device without a host synchronisation (a non-blocking copy from host memory)
+    return torch.tensor(data).to(device, non_blocking=True)
+
+
 def sync_tokens(*rows: torch.Tensor) -> list[list[int]]:
     """The step's one host synchronisation: [B, *] integer tensors, side by side, as lists."""
     return torch.cat([r.reshape(r.shape[0], -1) for r in rows], 1).tolist()
@@ -139,8 +144,8 @@ def sync_tokens(*rows: torch.Tensor) -> list[list[int]]:
 def prefill(target: TargetRunner, draft: DraftRunner | None, seqs: list[Seq], s: Settings, stats: Stats) -> State:
     dev = target.pool.device
     B, T = len(seqs), max(len(q.prompt) for q in seqs)
-    ids = torch.tensor([q.prompt + [0] * (T - len(q.prompt)) for q in seqs], device=dev)
-    counts = torch.tensor([len(q.prompt) for q in seqs], device=dev)
+    ids = _upload([q.prompt + [0] * (T - len(q.prompt)) for q in seqs], dev)
+    counts = _upload([len(q.prompt) for q in seqs], dev)
     st = State(root=ids[:, 0], active=torch.ones(B, dtype=torch.bool, device=dev))
     causal = _causal(counts, T, st.active)
     logits, handover = target(ids, *causal, stats=stats, eager=True)
@@ -222,7 +227,7 @@ def speculative(target: TargetRunner, draft: DraftRunner, prompts: list[list[int
                 stats.record_step(q.emit(toks[: acc + 1], s) - 1)    # only emitted tokens count (invariant 12)
         live = [not q.done for q in seqs]
         if not all(live):
-            st.active = torch.tensor(live, device=st.root.device)
+            st.active = _upload(live, st.root.device)
         if any(live):
             catch_up(draft, st, new, hidden, verdict.accepted + 1)
     stats.new_tokens = sum(len(q.out) for q in seqs)
@@ -247,7 +252,7 @@ def baseline(target: TargetRunner, prompts: list[list[int]], s: Settings) -> tup
                 q.emit([tok], s)
         live = [not q.done for q in seqs]
         if not all(live):
-            st.active = torch.tensor(live, device=dev)
+            st.active = _upload(live, dev)
     stats.new_tokens = sum(len(q.out) for q in seqs)
     stats.committed = stats.steps = stats.target_forwards
     stats.wall_seconds = time.perf_counter() - t0
