@@ -18,6 +18,8 @@ If a deliberate change moves the recorded numbers (a different tree order, an ex
 from __future__ import annotations
 
 import inspect
+import logging
+import time
 from pathlib import Path
 
 import pytest
@@ -278,6 +280,64 @@ def test_sampling_and_tree_arguments_are_checked():
         draft_tree(root, logp, None, 1, 3, 9)
     with pytest.raises(ValueError, match="has n = 4 nodes, got n=3"):
         draft_tree(root, logp, None, 1, 3, 3)
+
+
+def test_seeded_sampling_is_reproducible(demo):
+    """The seed alone fixes a sampled run: every draw comes from the call's own generator, not torch's global one."""
+    kw = dict(max_new_tokens=24, temperature=0.9, seed=3, stop=[], topk=4, steps=4, draft_tokens=8)
+    first = demo.generate(PROMPTS[1], **kw)
+    torch.manual_seed(1234)
+    torch.rand(7)
+    again = demo.generate(PROMPTS[1], **kw)
+    assert again.token_ids == first.token_ids
+    assert again.stats.accepted_per_position == first.stats.accepted_per_position
+
+
+def test_top_k_one_sampling_is_greedy(demo):
+    """top_k = 1 leaves one token to draw: sampling equals greedy, speculative and target-only alike."""
+    greedy = demo.generate_baseline(PROMPTS[2], max_new_tokens=20, stop=[]).token_ids
+    for fn in (demo.generate, demo.generate_baseline):
+        assert fn(PROMPTS[2], max_new_tokens=20, temperature=0.7, top_k=1, seed=0, stop=[]).token_ids == greedy
+
+
+def test_wall_clock_statistics(demo):
+    for fn in (demo.generate, demo.generate_baseline):
+        t0 = time.perf_counter()
+        st = fn(PROMPTS[0], max_new_tokens=10, stop=[]).stats
+        assert 0 < st.wall_seconds <= time.perf_counter() - t0
+        assert st.tokens_per_second == pytest.approx(st.new_tokens / st.wall_seconds)
+
+
+def test_plan_reasons_and_refusals(demo, caplog):
+    from draftsmith.decoding.modes import choose_mode
+
+    assert demo.plan(topk=4).draft_tokens == 8                    # the spec's tree size, not a chain's
+    assert demo.plan(topk=1).reason == "auto chose v1 (chain): topk is 1"
+    assert choose_mode("v1", 4, 5, 8, 1, False).reason == "mode v1 requested"
+    with pytest.raises(ValueError, match="v2 is unsupported: page_size is 2"):
+        choose_mode("v2", 4, 5, 8, 2, False)
+    with caplog.at_level(logging.INFO, logger="draftsmith"):
+        choose_mode("auto", 4, 5, 8, 2, False)
+    assert "auto chose v1 (chain): page_size is 2" in caplog.text
+
+
+def test_pool_and_tree_refuse_bad_shapes():
+    from draftsmith.decoding.kvpool import PagedKVPool
+    from draftsmith.decoding.tree import draft_candidates
+
+    for bad in (dict(page_size=0), dict(num_pages=0)):
+        with pytest.raises(ValueError, match="must be >= 1"):
+            PagedKVPool([{"k": (2, 4)}], **bad)
+    pool = PagedKVPool([{"k": (2, 4)}])
+    with pytest.raises(ValueError, match=r"expected \(3, 2, 4\)"):
+        pool.write(0, torch.arange(3), k=torch.zeros(3, 2, 5))
+    with pytest.raises(ValueError, match="expand returned"):
+        draft_candidates(torch.zeros(1, 6), lambda f, t: torch.zeros(1, 1, 6), 2, 2)
+
+
+def test_text_leaves_out_special_tokens(demo):
+    ids = demo.tokenizer.encode("x = 1")
+    assert demo._decode(ids + sorted(demo.stop_ids)) == demo._decode(ids) == "x = 1"
 
 
 # --- recording ----------------------------------------------------------------------------------------------------
