@@ -21,6 +21,7 @@
 # stay in /tmp/ckpt on the machine (16 GB for 8B), so keep the stages of one shape on one warm machine.
 set -uo pipefail
 stage=${1:-all}
+BATCHES=${BATCHES:-1,8}   # e.g. BATCHES=1 bash benchmarks/gpu_run.sh 8b, if a stage nears the 10-minute limit
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 cd "$(dirname "$0")/.."
@@ -40,10 +41,10 @@ case "$stage" in
   tests|all)
     python3 -m pytest -q -p no:cacheprovider tests/gpu -rs 2>&1 | tee "$OUT/gpu-tests.log" ;;&
   1b|all)
-    python3 -m draftsmith bench --scale 1b --device cuda --out "$OUT" --checkpoints /tmp/ckpt 2>&1 \
+    python3 -m draftsmith bench --scale 1b --device cuda --out "$OUT" --checkpoints /tmp/ckpt --batches "$BATCHES" 2>&1 \
       | tee "$OUT/bench-1b.log" ;;&
   8b|all)
-    python3 -m draftsmith bench --scale 8b --device cuda --out "$OUT" --checkpoints /tmp/ckpt 2>&1 \
+    python3 -m draftsmith bench --scale 8b --device cuda --out "$OUT" --checkpoints /tmp/ckpt --batches "$BATCHES" 2>&1 \
       | tee "$OUT/bench-8b.log" ;;&
   tests|1b|8b|all) ;;
   *) echo "usage: $0 tests|1b|8b|all"; exit 2 ;;
