@@ -32,6 +32,21 @@ class KVBatch:
     static: bool = False
     live_keys: torch.Tensor | None = None
 
+    def exchange(self, layer: int, **new: torch.Tensor) -> tuple[dict[str, torch.Tensor], torch.Tensor | None]:
+        """Store this forward's rows of every tensor a layer caches and return what it attends over, with the mask.
+
+        new: {name: [B, T, *shape]} (the layer's ``cache_layout``) -> ({name: [B, S, *shape]}, mask). One place for
+        the static (graph-safe: no boolean indexing, no gather) and the paged path, for any attention layout."""
+        if self.static:
+            self.pool.write(layer, self.write, **new)
+            live = self.live_keys
+            got = {name: zero_unless(t, live.view(*live.shape, *[1] * (t.dim() - 2)))
+                   for name, t in self.pool.view(layer).items()}
+            return got, self.mask
+        valid = self.write >= 0
+        self.pool.write(layer, self.write[valid], **{name: t[valid] for name, t in new.items()})
+        return self.pool.read(layer, self.read), self.mask
+
 
 _BITS = {torch.float64: torch.int64, torch.float32: torch.int32, torch.bfloat16: torch.int16,
          torch.float16: torch.int16}
@@ -82,15 +97,8 @@ class GQAttention(nn.Module):
         v = self.v_proj(x).view(B, T, self.kv_heads, self.head_dim)
         q, k = self.rope(q, k, pos)
         mask = None
-        if kv is not None and kv.static:
-            kv.pool.write(self.layer_idx, kv.write, k=k, v=v)
-            got = kv.pool.view(self.layer_idx)  # {name: [B, capacity, nKV, d]}, the mask covers the capacity
-            live = kv.live_keys[:, :, None, None]
-            k, v, mask = zero_unless(got["k"], live), zero_unless(got["v"], live), kv.mask
-        elif kv is not None:
-            valid = kv.write >= 0
-            kv.pool.write(self.layer_idx, kv.write[valid], k=k[valid], v=v[valid])
-            got = kv.pool.read(self.layer_idx, kv.read)  # {name: [B, S, nKV, d]}
-            k, v, mask = got["k"], got["v"], kv.mask
+        if kv is not None:
+            got, mask = kv.exchange(self.layer_idx, k=k, v=v)  # {name: [B, S, nKV, d]}
+            k, v = got["k"], got["v"]
         out = self.backend(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), mask, self.head_dim**-0.5)
         return self.o_proj(out.transpose(1, 2).reshape(B, T, self.heads * self.head_dim))

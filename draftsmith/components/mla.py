@@ -107,10 +107,8 @@ class MLAttention(nn.Module):
         q_rot, k_rot = self.rope(q_rot, k_rot[:, :, None], pos)               # [B, T, H, dr], [B, T, 1, dr]
         k_rot, mask = k_rot[:, :, 0], None
         if kv is not None:
-            valid = kv.write >= 0
-            kv.pool.write(self.layer_idx, kv.write[valid], latent=latent[valid], rope=k_rot[valid])
-            got = kv.pool.read(self.layer_idx, kv.read)                       # {latent: [B, S, r], rope: [B, S, dr]}
-            latent, k_rot, mask = got["latent"], got["rope"], kv.mask
+            got, mask = kv.exchange(self.layer_idx, latent=latent, rope=k_rot)  # {latent: [B, S, r], rope: [B, S, dr]}
+            latent, k_rot = got["latent"], got["rope"]
         S = latent.shape[1]
         k_nope, v = self.kv_b_proj(latent).view(B, S, m.heads, m.qk_nope + m.v_head).split([m.qk_nope, m.v_head], -1)
         k = torch.cat((k_nope, k_rot[:, :, None].expand(B, S, m.heads, m.qk_rope)), dim=-1)  # [B, S, H, dqk]
