@@ -20,11 +20,11 @@ Writes results.json, results.md and one PNG per shape (tokens/s against tau) und
 from __future__ import annotations
 
 import json
-import statistics
-import time
 from pathlib import Path
 
 import torch
+
+from draftsmith.bench import _median_time
 
 SHAPES = {  # Llama-3.2-1B, Llama-3.1-8B; tiny runs on a CPU in seconds
     "tiny": dict(hidden_size=256, intermediate_size=768, num_attention_heads=8, num_key_value_heads=2,
@@ -108,28 +108,11 @@ def write_pair(root: Path, name: str, device: str) -> tuple[Path, Path]:
 
 
 # --- timing ------------------------------------------------------------------------------------------------
-def _sync(device: str) -> None:
-    if torch.device(device).type == "cuda":
-        torch.cuda.synchronize()
-
-
-def _median(fn, repeats: int, device: str) -> tuple[float, object]:
-    result = fn()  # warm-up (graph capture, compilation)
-    times = []
-    for _ in range(repeats):
-        _sync(device)
-        t0 = time.perf_counter()
-        result = fn()
-        _sync(device)
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), result
-
-
 def copy_bandwidth(device: str) -> float:
     """Bytes per second of a large device-to-device copy, counting bytes read and written."""
     n = (1 << 30) if torch.device(device).type == "cuda" else (1 << 26)
     src, dst = torch.empty(n, dtype=torch.uint8, device=device), torch.empty(n, dtype=torch.uint8, device=device)
-    sec, _ = _median(lambda: dst.copy_(src), 5, device)
+    sec, _ = _median_time(lambda: dst.copy_(src), 5, device)
     return 2 * n / sec
 
 
@@ -154,7 +137,7 @@ def forward_ms(runner, T: int, B: int, prefix: int, device: str, repeats: int, h
         fn = lambda: runner(ids, *args, stats=Stats())  # noqa: E731
     else:
         fn = lambda: runner(ids, hidden[:, :1].expand(B, T, -1).contiguous(), *args, from_target=False)  # noqa: E731
-    sec, _ = _median(fn, repeats * 5, device)
+    sec, _ = _median_time(fn, repeats * 5, device)
     return sec * 1e3
 
 
@@ -177,15 +160,16 @@ def measure(name: str, root: Path, *, device: str, dtype: str, batches=(1, 8), p
         prompts = torch.randint(2, V, (B, prompt_len), generator=g).tolist()
         rows = {"bandwidth limit": {"tok_s": B * bw / wbytes}}
         kw = dict(stop=[])
-        t1, _ = _median(lambda: model.generate_baseline(prompts, max_new_tokens=1, **kw), repeats, device)
-        tn, _ = _median(lambda: model.generate_baseline(prompts, max_new_tokens=new_tokens, **kw), repeats, device)
+        t1, _ = _median_time(lambda: model.generate_baseline(prompts, max_new_tokens=1, **kw), repeats, device)
+        tn, _ = _median_time(lambda: model.generate_baseline(prompts, max_new_tokens=new_tokens, **kw), repeats,
+                             device)
         base = (tn - t1) / (new_tokens - 1)
         rows["draftsmith target-only"] = {"step_ms": base * 1e3, "tok_s": B / base}
         log(f"  {name} B={B} target-only {base * 1e3:.2f} ms/step")
         for label, plan in METHODS.items():
-            t1, _ = _median(lambda: model.generate(prompts, max_new_tokens=1, **plan, **kw), repeats, device)
-            tn, res = _median(lambda: model.generate(prompts, max_new_tokens=new_tokens, **plan, **kw), repeats,
-                              device)
+            t1, _ = _median_time(lambda: model.generate(prompts, max_new_tokens=1, **plan, **kw), repeats, device)
+            tn, res = _median_time(lambda: model.generate(prompts, max_new_tokens=new_tokens, **plan, **kw),
+                                   repeats, device)
             stats = res[0].stats
             step = (tn - t1) / stats.target_forwards
             p = model.plan(**plan)
@@ -224,8 +208,8 @@ def hf_rows(target_dir: Path, prompts, device: str, dtype: str, new_tokens: int,
             with torch.inference_mode():
                 return hf.generate(x, max_new_tokens=n, min_new_tokens=n, do_sample=False, pad_token_id=0, **extra)
         try:
-            t1, _ = _median(lambda: run(1), repeats, device)
-            tn, _ = _median(lambda: run(new_tokens), repeats, device)
+            t1, _ = _median_time(lambda: run(1), repeats, device)
+            tn, _ = _median_time(lambda: run(new_tokens), repeats, device)
         except Exception as e:  # noqa: BLE001 - a peer that fails is reported, not fatal
             rows[label] = {"error": f"{type(e).__name__}: {e}"[:200]}
             continue

@@ -64,7 +64,34 @@ class _Seq:
     pending: int = 0  # reserved by extend(), positions length..length+pending-1
 
 
-class PagedKVPool:
+class SlotIO:
+    """``write`` / ``read`` by slot over ``self.storage[layer][name]`` [slots, *shape]: the attention interface,
+    shared by the paged pool and the static one."""
+
+    storage: list[dict[str, Tensor]]
+    device: torch.device
+
+    def write(self, layer: int, slots: Tensor, **values: Tensor) -> None:
+        """Store ``values[name]`` [*slots.shape, *shape] at ``slots``; every tensor of the layer, no other."""
+        store = self.storage[layer]
+        if values.keys() != store.keys():
+            raise ValueError(f"layer {layer} stores {sorted(store)}, got {sorted(values)}")
+        idx = slots.reshape(-1).to(self.device)
+        for name, v in values.items():
+            t = store[name]
+            if tuple(v.shape) != (*slots.shape, *t.shape[1:]):
+                raise ValueError(f"layer {layer} {name!r}: expected {(*slots.shape, *t.shape[1:])}, "
+                                 f"got {tuple(v.shape)}")
+            t.index_copy_(0, idx, v.reshape(idx.numel(), *t.shape[1:]).to(t.dtype))
+
+    def read(self, layer: int, slots: Tensor) -> dict[str, Tensor]:
+        """slots [B, S] (any shape) -> {name: [B, S, *shape]} (a copy)."""
+        idx = slots.reshape(-1).to(self.device)
+        return {name: t.index_select(0, idx).view(*slots.shape, *t.shape[1:])
+                for name, t in self.storage[layer].items()}
+
+
+class PagedKVPool(SlotIO):
     """Fixed-size pages of KV slots shared by many sequences and many layers (see the module docstring).
 
     ``storage[layer][name]`` is the tensor ``[num_pages * page_size, *shape]`` for ``layouts[layer][name]``.
@@ -200,21 +227,3 @@ class PagedKVPool:
             out[b, :n] = self._slot_of(s, torch.arange(n))
         return out.to(self.device)
 
-    def write(self, layer: int, slots: Tensor, **values: Tensor) -> None:
-        """Store ``values[name]`` [*slots.shape, *shape] at ``slots``; every tensor of the layer, no other."""
-        store = self.storage[layer]
-        if values.keys() != store.keys():
-            raise ValueError(f"layer {layer} stores {sorted(store)}, got {sorted(values)}")
-        idx = slots.reshape(-1).to(self.device)
-        for name, v in values.items():
-            t = store[name]
-            if tuple(v.shape) != (*slots.shape, *t.shape[1:]):
-                raise ValueError(f"layer {layer} {name!r}: expected {(*slots.shape, *t.shape[1:])}, "
-                                 f"got {tuple(v.shape)}")
-            t.index_copy_(0, idx, v.reshape(idx.numel(), *t.shape[1:]).to(t.dtype))
-
-    def read(self, layer: int, slots: Tensor) -> dict[str, Tensor]:
-        """slots [B, S] (any shape) -> {name: [B, S, *shape]} (a copy)."""
-        idx = slots.reshape(-1).to(self.device)
-        return {name: t.index_select(0, idx).view(*slots.shape, *t.shape[1:])
-                for name, t in self.storage[layer].items()}

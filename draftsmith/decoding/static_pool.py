@@ -20,9 +20,10 @@ import torch
 from torch import Tensor
 
 from draftsmith.components.attention import KVBatch
+from draftsmith.decoding.kvpool import SlotIO
 
 
-class StaticKVPool:
+class StaticKVPool(SlotIO):
     def __init__(self, layouts: Sequence[Mapping[str, tuple[int, ...]]], *, rows: int, capacity: int,
                  dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu"):
         if rows < 1 or capacity < 1:
@@ -52,25 +53,6 @@ class StaticKVPool:
         self.lens.zero_()
 
     # --- the attention interface (same meaning as PagedKVPool) ---------------------------------------------
-    def write(self, layer: int, slots: Tensor, **values: Tensor) -> None:
-        """Store ``values[name]`` [*slots.shape, *shape] at ``slots``; every tensor of the layer, no other."""
-        store = self.storage[layer]
-        if values.keys() != store.keys():
-            raise ValueError(f"layer {layer} stores {sorted(store)}, got {sorted(values)}")
-        idx = slots.reshape(-1)
-        for name, v in values.items():
-            t = store[name]
-            if tuple(v.shape) != (*slots.shape, *t.shape[1:]):
-                raise ValueError(f"layer {layer} {name!r}: expected {(*slots.shape, *t.shape[1:])}, "
-                                 f"got {tuple(v.shape)}")
-            t.index_copy_(0, idx, v.reshape(idx.numel(), *t.shape[1:]).to(t.dtype))
-
-    def read(self, layer: int, slots: Tensor) -> dict[str, Tensor]:
-        """slots [B, S] (any shape) -> {name: [B, S, *shape]} (a copy)."""
-        idx = slots.reshape(-1)
-        return {name: t.index_select(0, idx).view(*slots.shape, *t.shape[1:])
-                for name, t in self.storage[layer].items()}
-
     def view(self, layer: int) -> dict[str, Tensor]:
         """{name: [rows, capacity, *shape]}: every row's region, no copy (what a static KVBatch reads)."""
         n = self.rows * self.capacity
