@@ -352,6 +352,37 @@ def test_text_leaves_out_special_tokens(demo):
     assert demo._decode(ids + sorted(demo.stop_ids)) == demo._decode(ids) == "x = 1"
 
 
+def test_pool_commit_and_slots_bounds():
+    from draftsmith.decoding.kvpool import PagedKVPool
+
+    pool = PagedKVPool([{"k": (1, 2)}])
+    seq = pool.add_sequence()
+    pool.extend(seq, 4)
+    pool.commit(seq, [0, 2])
+    assert pool.length(seq) == 2
+    with pytest.raises(ValueError, match="asked for 3"):     # nothing pending after a commit
+        pool.slots([seq], [3])
+    with pytest.raises(ValueError):
+        pool.slots([seq], [1, 1])                            # one total per sequence
+
+
+def test_plan_overrides_and_graph_setting(demo):
+    from draftsmith.decoding.graphs import graphs_enabled
+
+    assert demo.plan(topk=4, mode="v1").mode == "v1" and demo.plan(topk=4, mode="v1").topk == 1
+    assert not graphs_enabled("auto", "cpu") and not graphs_enabled("off", "cpu")
+    with pytest.raises(ValueError, match="needs a CUDA device"):
+        graphs_enabled("on", "cpu")
+
+
+def test_wide_shallow_tree_near_the_end_of_the_budget(demo):
+    """draft_tokens above topk * (steps - 1): the KV room reserved past max_new_tokens must cover the whole tree."""
+    shape = dict(topk=4, steps=2, draft_tokens=12)
+    for m in (30, 31):
+        out = demo.generate(PROMPTS[0], max_new_tokens=m, stop=[], **shape)
+        assert out.token_ids == demo.generate_baseline(PROMPTS[0], max_new_tokens=m, stop=[]).token_ids
+
+
 # --- recording ----------------------------------------------------------------------------------------------------
 def boundary(model, prompt, shape: dict, near: int) -> int:
     """The largest max_new_tokens <= near that ends exactly at a step boundary."""
