@@ -103,8 +103,10 @@ def assemble(spec: Spec | str | Path = "demo", target: str | Path | None = None,
 
     # Assign.
     target_model = fill_target(target_plan, dtype=dtype, device=device)
-    fill(draft_plan, dtype=dtype, device=device)
+    draft_dtype = dtype if spec.decoding.draft_dtype == "same" else getattr(torch, spec.decoding.draft_dtype)
+    fill(draft_plan, dtype=draft_dtype, device=device)
     materialize(draft_model, device)
+    draft_model.compute_dtype = draft_dtype
     if hasattr(draft_model, "d2t"):
         if spec.draft.vocab.d2t == "absolute":  # the checkpoint's d2t holds target ids; the model keeps offsets
             draft_model.d2t -= torch.arange(draft_model.d2t.shape[0], device=draft_model.d2t.device)
@@ -115,7 +117,7 @@ def assemble(spec: Spec | str | Path = "demo", target: str | Path | None = None,
     return SpeculativeModel(
         target=target_model, draft=draft_model.eval(), spec=spec, tokenizer=_tokenizer(target_dir),
         stop_ids=frozenset(stop_ids(target_dir, target_cfg)), draft_embed=embed, draft_head=head,
-        recurrent=has_recurrent_layers(target_cfg), device=device, dtype=dtype,
+        recurrent=has_recurrent_layers(target_cfg), device=device, dtype=dtype, draft_dtype=draft_dtype,
     )
 
 

@@ -59,6 +59,7 @@ class DraftModel(nn.Module):
         if lm_head is not None:
             self.lm_head = lm_head
         self.target_vocab, self.feed_post_norm, self.head_norm = target_vocab, feed_post_norm, head_norm
+        self.compute_dtype: torch.dtype | None = None   # set by assemble(): casts what the target hands over
         if draft_vocab is not None:
             self.register_buffer("d2t", torch.zeros(draft_vocab, dtype=torch.int64))
             self.register_buffer("t2d", torch.zeros(target_vocab, dtype=torch.bool))
@@ -71,6 +72,8 @@ class DraftModel(nn.Module):
                 from_target: bool):
         # ids, pos: [B, T]; hidden: [B, T, Ht*k] (target) or [B, T, H] (draft's own) -> (out, feed): [B, T, H]
         emb = embed(ids)
+        if self.compute_dtype is not None:  # the target's embedding and hand-over meet a draft of another dtype
+            emb, hidden = emb.to(self.compute_dtype), hidden.to(self.compute_dtype)
         # a fusion that declares `takes_positions` also gets pos (MTP zeroes the embedding at position 0)
         x = (self.fc.fuse(emb, hidden, from_target, pos) if getattr(self.fc, "takes_positions", False)
              else self.fc.fuse(emb, hidden, from_target))
@@ -80,7 +83,9 @@ class DraftModel(nn.Module):
 
     def logits(self, out: torch.Tensor, head: nn.Module) -> torch.Tensor:
         # out: [B, T, H] -> [B, T, V_target]; a reduced head's logits go to target ids d + d2t[d], -inf elsewhere
-        z = head(self.norm(out) if self.head_norm else out)
+        x = self.norm(out) if self.head_norm else out
+        w = getattr(head, "weight", None)
+        z = head(x if w is None or w.dtype == x.dtype or w.itemsize == 1 else x.to(w.dtype))  # a shared target head
         if not hasattr(self, "d2t"):
             return z
         full = z.new_full((*z.shape[:-1], self.target_vocab), float("-inf"))

@@ -32,6 +32,7 @@ class SpeculativeModel:
     recurrent: bool = False
     device: str = "cpu"
     dtype: torch.dtype = torch.float32
+    draft_dtype: torch.dtype | None = None   # spec decoding.draft_dtype (None: dtype)
     _runners_cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     # --- public -------------------------------------------------------------------------------------------
@@ -78,7 +79,8 @@ class SpeculativeModel:
     def _pool(self, model: nn.Module, rows: int, capacity: int) -> StaticKVPool:
         layers = getattr(model, "layers", None) or model.model.layers
         return StaticKVPool([l.self_attn.cache_layout() for l in layers], rows=rows, capacity=capacity,
-                            dtype=self.dtype, device=self.device)
+                            dtype=(self.draft_dtype or self.dtype) if model is self.draft else self.dtype,
+                            device=self.device)
 
     def _runners(self, prompts: list[list[int]], max_new_tokens: int, plan: Plan | None = None):
         """(target runner, draft runner) over static pools sized up front for this call: the longest prompt +
