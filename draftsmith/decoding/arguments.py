@@ -3,19 +3,19 @@
 Prompts: a str (needs the target's tokenizer), a sequence of token ids, a 1-D integer torch tensor or numpy
 array, or a list of those (a batch). Everything else is refused: bytes, floats, booleans, 2-D tensors, float
 tensors, an empty list. Every id must be inside the target's vocabulary, also the ids a tokenizer produced (its
-vocabulary may be larger than the model's). A prompt longer than the target's context is refused; one whose
-prompt + max_new_tokens runs past it is warned about.
+vocabulary may be larger than the model's). A prompt longer than the target's context is refused, and so is a
+call whose prompt + max_new_tokens runs past it (the KV pools are sized for that length up front).
 
 Per-call decoding overrides (topk, steps, draft_tokens, mode) are validated with the spec's own ``Decoding``
-model, strictly, so a call gets exactly the checks a spec gets; draft_tokens is not refused for a chain (topk 1),
-where it does not apply. Sampling settings are checked here too: temperature >= 0 and finite, top_p in (0, 1],
-top_k in 0..vocab, max_new_tokens an integer >= 1, a seed torch accepts, stop ids that are integers.
+model, strictly, and its cross-field rules, so a call gets exactly the checks a spec gets, in ``generate()`` and in
+``SpeculativeModel.plan()`` alike; draft_tokens is not refused for a chain (topk 1), where it does not apply.
+Sampling settings are checked here too: temperature >= 0 and finite, top_p in (0, 1], top_k in 0..vocab,
+max_new_tokens an integer >= 1, a seed torch accepts, stop ids that are integers.
 """
 from __future__ import annotations
 
 import math
 import numbers
-import warnings
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -23,6 +23,7 @@ from pydantic import ValidationError
 
 from draftsmith import limits
 from draftsmith.errors import ArgumentError, short
+from draftsmith.specs.resolve import decoding_problems
 from draftsmith.specs.schema import Decoding, validate_strict
 from draftsmith.specs.translate import problems_from
 
@@ -114,6 +115,20 @@ def encode_prompts(prompt: Any, *, tokenizer: Any, vocab: int, context: int | No
     return out, single
 
 
+def context_problems(prompts: list[list[int]], max_new_tokens: Any, context: int | None) -> list[str]:
+    """A call whose longest prompt + max_new_tokens runs past the target's context is refused: the KV pools are
+    sized for prompt + max_new_tokens before the first forward, so the context (not a user value up to
+    limits.NEW_TOKENS) bounds what is allocated and how long a call runs; positions past it are outside what the
+    target was trained on anyway."""
+    if context is None or not prompts or not _is_int(max_new_tokens) or max_new_tokens < 1:
+        return []  # no context declared, no usable prompt, or max_new_tokens already refused
+    longest = max(map(len, prompts))
+    if longest + max_new_tokens <= context:
+        return []
+    return [f"max_new_tokens is {short(max_new_tokens)}: with a {longest}-token prompt it runs past the target's "
+            f"context of {context} tokens (max_position_embeddings); at most {context - longest} new tokens fit"]
+
+
 def settings_problems(max_new_tokens: Any, temperature: Any, top_p: Any, top_k: Any, seed: Any, stop: Any, *,
                       vocab: int) -> list[str]:
     out = []
@@ -135,19 +150,41 @@ def settings_problems(max_new_tokens: Any, temperature: Any, top_p: Any, top_k: 
     return out
 
 
-def override_problems(spec_decoding: Decoding, overrides: dict[str, Any], *, draft_vocab: int) -> list[str]:
-    """The spec's decoding section with the per-call overrides, checked like a spec (strict types, bounds,
-    modes). Cross-field rules are the plan's (``SpeculativeModel.plan``)."""
+def overridden(spec_decoding: Decoding, overrides: dict[str, Any], problems: list[str], *,
+               draft_vocab: int) -> dict[str, Any] | None:
+    """The spec's decoding section with the per-call overrides (None leaves a field as the spec has it), checked
+    like a spec: strict types and bounds, modes, topk within the draft's vocabulary, then the cross-field rules.
+    For a chain (topk 1) draft_tokens does not apply: it becomes steps + 1 and is never refused by a cross-field
+    rule. Returns the fields, or None with every reason appended to ``problems``."""
     given = {k: v for k, v in overrides.items() if v is not None}
     dec = spec_decoding
     if given:
         try:
             dec = validate_strict(Decoding, {**spec_decoding.model_dump(mode="json"), **given})
         except ValidationError as e:
-            return [p.render().strip() for p in problems_from(e, "", Decoding)]
+            problems += [p.render().strip() for p in problems_from(e, "", Decoding)]
+            return None
     if dec.topk > draft_vocab:
-        return [f"topk: {dec.topk} candidates per node, but the draft's vocabulary has {draft_vocab} tokens"]
-    return []
+        problems.append(f"topk: {dec.topk} candidates per node, but the draft's vocabulary has {draft_vocab} tokens")
+        return None
+    fields = dec.model_dump()
+    if fields["topk"] == 1:
+        fields["draft_tokens"] = fields["steps"] + 1
+    cross = [p.render().strip().lstrip(".") for p in decoding_problems(fields, path="")]
+    problems += cross
+    return None if cross else fields
+
+
+def check_overrides(model: Any, *, topk: Any = None, steps: Any = None, draft_tokens: Any = None, mode: Any = None,
+                    what: str) -> dict[str, Any]:
+    """The decoding fields of a call with these overrides (see :func:`overridden`); ArgumentError lists every
+    problem."""
+    problems: list[str] = []
+    fields = overridden(model.spec.decoding, dict(topk=topk, steps=steps, draft_tokens=draft_tokens, mode=mode),
+                        problems, draft_vocab=vocab_sizes(model)[1])
+    if fields is None:
+        raise ArgumentError(what, problems)
+    return fields
 
 
 def vocab_sizes(model: Any) -> tuple[int, int, int | None]:
@@ -169,14 +206,9 @@ def check_call(model: Any, prompt: Any, *, max_new_tokens: Any = 64, temperature
     prompts, single = encode_prompts(prompt, tokenizer=model.tokenizer, vocab=vocab, context=context,
                                      problems=problems)
     problems += settings_problems(max_new_tokens, temperature, top_p, top_k, seed, stop, vocab=vocab)
-    problems += override_problems(model.spec.decoding, dict(topk=topk, steps=steps, draft_tokens=draft_tokens,
-                                                            mode=mode), draft_vocab=draft_vocab)
+    overridden(model.spec.decoding, dict(topk=topk, steps=steps, draft_tokens=draft_tokens, mode=mode), problems,
+               draft_vocab=draft_vocab)
+    problems += context_problems(prompts, max_new_tokens, context)
     if problems:
         raise ArgumentError(what, problems)
-    if context is not None and prompts and _is_int(max_new_tokens):
-        longest = max(map(len, prompts))
-        if longest + max_new_tokens > context:
-            warnings.warn(f"{what}: a {longest}-token prompt + max_new_tokens={max_new_tokens} runs past the target's "
-                          f"context of {context} tokens (max_position_embeddings); output past it is unreliable",
-                          stacklevel=3)
     return prompts, single

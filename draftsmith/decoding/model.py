@@ -9,13 +9,11 @@ import torch
 from torch import nn
 
 from draftsmith.decoding import engine
-from draftsmith.decoding.arguments import check_call
+from draftsmith.decoding.arguments import check_call, check_overrides
 from draftsmith.decoding.graphs import graphs_enabled
 from draftsmith.decoding.static_pool import StaticKVPool
 from draftsmith.decoding.modes import Plan, choose_mode
 from draftsmith.decoding.stats import Output
-from draftsmith.specs.errors import SpecError
-from draftsmith.specs.resolve import decoding_problems
 
 Prompt = str | Sequence[int]
 
@@ -63,15 +61,10 @@ class SpeculativeModel:
         return self._outputs(seqs, stats, single)
 
     def plan(self, *, topk=None, steps=None, draft_tokens=None, mode=None) -> Plan:
-        """The decoding plan: the spec's decoding section with per-call overrides, v1/v2 resolved."""
-        dec = self.spec.decoding.model_dump()
-        dec.update({k: v for k, v in dict(topk=topk, steps=steps, draft_tokens=draft_tokens, mode=mode).items()
-                    if v is not None})
-        if dec["topk"] == 1:  # a chain: draft_tokens does not apply, so it is never refused
-            dec["draft_tokens"] = dec["steps"] + 1
-        problems = decoding_problems(dec, path="generate")
-        if problems:
-            raise SpecError(f"generate() overrides of spec {self.spec.name!r}", problems)
+        """The decoding plan: the spec's decoding section with per-call overrides, v1/v2 resolved. The overrides get
+        generate()'s checks (ArgumentError lists every problem)."""
+        dec = check_overrides(self, topk=topk, steps=steps, draft_tokens=draft_tokens, mode=mode,
+                              what=f"plan() overrides of spec {self.spec.name!r}")
         return choose_mode(dec["mode"], dec["topk"], dec["steps"], dec["draft_tokens"], dec["page_size"],
                            self.recurrent)
 

@@ -27,6 +27,7 @@ import pytest
 import torch
 
 import draftsmith
+from draftsmith.errors import ArgumentError
 
 DEMO = Path(draftsmith.__file__).parent / "demo_data"
 # the demo spec as it was when the numbers were recorded (the builtin one may move to another demo pair)
@@ -314,7 +315,8 @@ def test_plan_reasons_and_refusals(demo, caplog):
 
     assert demo.plan(topk=4).draft_tokens == 8                    # the spec's tree size, not a chain's
     assert dataclasses.replace(demo, recurrent=True).plan(topk=4).mode == "v1"   # no tree compaction for mamba
-    with pytest.raises(draftsmith.SpecError, match=r"^generate\(\) overrides of spec 'demo-regression'"):
+    with pytest.raises(ArgumentError, match=r"^plan\(\) overrides of spec 'demo-regression': 1 problem\n"
+                                                      r"  draft_tokens: 99 tokens cannot be drafted with topk=3"):
         demo.plan(topk=3, draft_tokens=99)
     assert demo.plan(topk=1).reason == "auto chose v1 (chain): topk is 1"
     assert choose_mode("v1", 4, 5, 8, 1, False).reason == "mode v1 requested"
@@ -325,12 +327,18 @@ def test_plan_reasons_and_refusals(demo, caplog):
     assert "auto chose v1 (chain): page_size is 2" in caplog.text
 
 
-@pytest.mark.xfail(strict=True, reason="SpeculativeModel.plan() checks only cross-field rules: topk=0 gives a v2 "
-                                       "plan and steps=0 a chain of 0 (generate() refuses both in its own checks)")
-@pytest.mark.parametrize("override", [dict(topk=0), dict(steps=0)])
+@pytest.mark.parametrize("override", [dict(topk=0), dict(steps=0), dict(topk=-1), dict(steps=-3), dict(topk=2.0),
+                                      dict(steps="5"), dict(topk=True), dict(draft_tokens=1), dict(draft_tokens=2**70),
+                                      dict(mode="v3"), dict(topk=10**6), dict(steps=1), dict(topk=1, mode="v2")])
 def test_plan_refuses_what_generate_refuses(demo, override):
-    with pytest.raises((draftsmith.SpecError, ValueError)):
+    """Per-field and cross-field checks alike: the same ArgumentError problems from plan() as from generate()."""
+    start = time.perf_counter()
+    with pytest.raises(ArgumentError) as planned:
         demo.plan(**override)
+    with pytest.raises(ArgumentError) as generated:
+        demo.generate([1, 2], max_new_tokens=2, **override)
+    assert planned.value.problems == generated.value.problems and len(planned.value.problems) == 1
+    assert time.perf_counter() - start < 1.0
 
 
 def test_pool_and_tree_refuse_bad_shapes():

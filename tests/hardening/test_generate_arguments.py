@@ -6,7 +6,7 @@ import warnings
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import draftsmith
@@ -108,11 +108,18 @@ def test_arguments_that_do_not_apply_are_not_refused(model):
     model.generate_baseline([1, 2, 3], max_new_tokens=3, topk=1, steps=2)     # drafting args: ignored
 
 
-def test_a_prompt_running_past_the_context_is_warned_about(model):
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        model.generate([1] * 60, max_new_tokens=8)
-    assert any("runs past the target's context of 64" in str(w.message) for w in caught)
+def test_a_call_running_past_the_context_is_refused(model):
+    """The KV pools are sized for prompt + max_new_tokens up front: the target's context bounds that, not the user's
+    max_new_tokens (287818 on this 64-token target once ran for half an hour inside the Hypothesis test below)."""
+    with refused(kind=ArgumentError) as r:
+        model.generate([1] * 60, max_new_tokens=5)
+    assert "with a 60-token prompt it runs past the target's context of 64 tokens" in str(r.value)
+    assert "at most 4 new tokens fit" in str(r.value)
+    with refused(kind=ArgumentError):
+        model.generate_baseline([[1], [1] * 60], max_new_tokens=5)   # the longest prompt of a batch counts
+    with refused(kind=ArgumentError):
+        model.generate([23, 23], max_new_tokens=287818)
+    assert len(model.generate([1] * 60, max_new_tokens=4, stop=[]).token_ids) == 4   # exactly the context fits
 
 
 ARG_VALUES = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(), st.text(max_size=5),
@@ -120,6 +127,7 @@ ARG_VALUES = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.
 
 
 @settings(max_examples=60)
+@example(name="max_new_tokens", value=287818, prompt=[23, 23])   # valid before the context bound: ran for half an hour
 @given(st.sampled_from(["max_new_tokens", "temperature", "top_p", "top_k", "seed", "stop", "topk", "steps",
                         "draft_tokens", "mode"]), ARG_VALUES,
        st.one_of(st.lists(st.integers(-2, 40), max_size=4), ARG_VALUES))
