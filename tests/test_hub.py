@@ -127,3 +127,17 @@ def draftsmith_spec(tmp_path, target):
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(data))
     return draftsmith.load_spec(path)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (hub.target_dir() / hub.MANIFEST).is_file(), reason="SmolLM2 not in the cache")
+def test_the_smollm2_spec_runs_the_shipped_draft_losslessly():
+    torch.set_num_threads(1)
+    model = draftsmith.assemble("smollm2")
+    assert model.draft_dtype == torch.bfloat16 and model.draft.taps == (2, 15, 27)
+    prompt = "import os\nimport sys\n\n\ndef main(argv=None):\n    parser = argparse.ArgumentParser("
+    base = model.generate_baseline(prompt, max_new_tokens=48)
+    for plan in ({}, dict(topk=1, steps=4), dict(topk=4, steps=6, draft_tokens=17)):
+        res = model.generate(prompt, max_new_tokens=48, **plan)
+        assert res.token_ids == base.token_ids
+        assert res.stats.acceptance_length > 1.4, (plan, res.stats)   # a trained draft, not a random one (~1.0)

@@ -66,7 +66,8 @@ def test_user_text_is_never_rich_markup(tiny_pair):
               "--prompt", "[bold red]x[/]", "--max-new-tokens", "2", "--no-compare")
     # the target has no tokenizer: the error quotes the prompt's problem, plainly
     one_message(res, "a text prompt needs a tokenizer")
-    res = run("generate", "--prompt", "[bold red]hi[/] [link=x]y", "--max-new-tokens", "2", "--no-compare")
+    res = run("generate", "--spec", "demo", "--prompt", "[bold red]hi[/] [link=x]y", "--max-new-tokens", "2",
+              "--no-compare")
     assert res.exit_code == 0 and "'[bold red]hi[/] [link=x]y'" in res.stdout
 
 
