@@ -44,14 +44,15 @@ def _is_real(v: Any) -> bool:
 def _array_ids(p: Any, where: str, problems: list[str]) -> list[int] | None:
     """A 1-D integer tensor or numpy array as a list of ids; anything array-like and else, a problem."""
     kind = "tensor" if type(p).__module__.startswith("torch") else "array"
+    a = "an" if kind == "array" else "a"
     dtype = str(p.dtype).removeprefix("torch.")
-    integer = not any(dtype.startswith(f) for f in ("float", "bfloat", "complex", "bool", "half", "double"))
+    integer = dtype.startswith(("int", "uint"))  # int8..int64, uint8..uint64 in both; not bool, str or object
     if p.ndim != 1:
         problems.append(f"{where}: a {p.ndim}-D {kind} of shape {list(p.shape)}; a prompt is 1-D (pass a list of "
                         "1-D prompts for a batch)")
         return None
     if not integer:
-        problems.append(f"{where}: a {kind} of {dtype}; token ids are integers")
+        problems.append(f"{where}: {a} {kind} of {dtype}; token ids are integers")
         return None
     return [int(t) for t in p.tolist()]
 
@@ -121,7 +122,7 @@ def context_problems(prompts: list[list[int]], max_new_tokens: Any, context: int
     limits.NEW_TOKENS) bounds what is allocated and how long a call runs; positions past it are outside what the
     target was trained on anyway."""
     if context is None or not prompts or not _is_int(max_new_tokens) or max_new_tokens < 1:
-        return []  # no context declared, no usable prompt, or max_new_tokens already refused
+        return []  # no context declared, no usable prompt, or no count of tokens (refused on its own)
     longest = max(map(len, prompts))
     if longest + max_new_tokens <= context:
         return []

@@ -1,0 +1,204 @@
+"""Every check of draftsmith/decoding/arguments.py at its edge: the last value accepted and the first refused, so
+that deleting a check or moving its bound by one fails a test (test_generate_arguments.py holds the clearly wrong
+values and the messages)."""
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+import draftsmith
+from draftsmith import limits
+from draftsmith.decoding.arguments import MOST, SEED_RANGE, settings_problems, vocab_sizes
+from draftsmith.errors import ArgumentError
+
+from hardening_helpers import refused
+
+VOCAB, CONTEXT = 32, 64   # the tiny pair's target
+
+
+@pytest.fixture(scope="module")
+def model(tiny_pair):
+    return draftsmith.assemble("eagle3-llama", target=tiny_pair[0], draft=tiny_pair[1])
+
+
+def problems(model, prompt=None, **kw) -> list[str]:
+    """The problems generate() lists ([] when the call runs; it then runs for one token unless told otherwise)."""
+    try:
+        model.generate([1, 2] if prompt is None else prompt, **{"max_new_tokens": 1, **kw})
+    except ArgumentError as e:
+        return e.problems
+    return []
+
+
+def settings(**kw) -> list[str]:
+    """settings_problems() alone, everything else at its default."""
+    args = dict(max_new_tokens=1, temperature=0.0, top_p=1.0, top_k=0, seed=None, stop=None) | kw
+    return settings_problems(**args, vocab=VOCAB)
+
+
+# --- prompts -----------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("prompt, ok", [
+    ([0], True), ([VOCAB - 1], True), ([VOCAB], False), ([-1], False),
+    (torch.tensor([0, VOCAB - 1]), True), (torch.tensor([VOCAB]), False),
+])
+def test_ids_are_inside_the_vocabulary_to_the_last_one(model, prompt, ok):
+    found = problems(model, prompt)
+    assert (found == []) == ok, found
+    if not ok:
+        assert found == [f"prompt: it holds ids outside the model's vocabulary 0..{VOCAB - 1}: {[int(prompt[0])]}"]
+
+
+@pytest.mark.parametrize("prompt", [
+    torch.tensor([1, 2], dtype=torch.uint8), torch.tensor([1, 2], dtype=torch.int16), np.array([1, 2], np.uint16),
+    np.array([1, 2], np.int8), (np.int32(1), np.uint8(2)),
+])
+def test_every_integer_dtype_is_ids(model, prompt):
+    assert problems(model, prompt) == []
+
+
+@pytest.mark.parametrize("prompt, says", [
+    (torch.tensor([True, False]), "a tensor of bool"), (torch.tensor([1.0]).bfloat16(), "a tensor of bfloat16"),
+    (torch.tensor([1.0]).half(), "a tensor of float16"), (torch.tensor([1j]), "a tensor of complex64"),
+    (np.array(["a"]), "an array of <U1"), (np.array([1.5], dtype=object), "an array of object"),
+    (np.array([True]), "an array of bool"), (np.zeros((1, 2), np.int64), "a 2-D array of shape [1, 2]"),
+    (torch.tensor(3), "a 0-D tensor"),
+    (SimpleNamespace(ndim=1, tolist=lambda: [1]), "is not a prompt"), ([1, float("nan")], "token 1 is nan (float)"),
+    ([1, 1j], "token 1 is 1j (complex)"), ([1, 2.5], "token 1 is 2.5 (float)"),
+    (bytearray(b"\x01\x02"), "bytes"), (memoryview(b"\x01\x02"), "bytes"), (b"\x01", "bytes"),
+    ({1, 2}, "is not a prompt"), (iter([1, 2]), "is not a prompt"), (True, "is not a prompt"),
+])
+def test_what_only_looks_like_ids_is_refused(model, prompt, says):
+    found = problems(model, prompt)
+    assert len(found) == 1 and says in found[0], found
+
+
+def test_every_prompt_problem_is_listed_up_to_a_bound(model):
+    found = problems(model, [0.5] * (MOST + 5))
+    assert len(found) == MOST and found[-1].startswith(f"prompt: token {MOST - 1} is 0.5")
+    found = problems(model, [1, VOCAB + 1, VOCAB, VOCAB + 1, -2])    # the ids outside, once each, in order
+    assert found == [f"prompt: it holds ids outside the model's vocabulary 0..{VOCAB - 1}: [-2, {VOCAB}, {VOCAB + 1}]"]
+    found = problems(model, list(range(VOCAB + 99, VOCAB - 1, -1)))  # 100 of them: the message stays short
+    assert found == [f"prompt: it holds ids outside the model's vocabulary 0..{VOCAB - 1}: "
+                     f"{str(list(range(VOCAB, VOCAB + 6)))[:-1]}, ...]"]
+
+
+def test_a_batch_is_a_list_of_prompts_and_an_empty_one_is_neither(model):
+    assert problems(model, [[1, 2], 3]) == ["prompt 1: 3 (int) is not a prompt; a prompt is a str, a list of token "
+                                            "ids, a 1-D integer tensor or numpy array, or a list of those (a batch)"]
+    assert problems(model, [1, [2]]) == ["prompt 0: 1 (int) is not a prompt; a prompt is a str, a list of token ids, "
+                                         "a 1-D integer tensor or numpy array, or a list of those (a batch)"]
+    for empty in ([], ()):
+        assert problems(model, empty) == ["prompt: an empty list is neither a prompt (no token ids) nor a batch (no "
+                                          "prompts)"]
+    assert problems(model, [[1], []]) == ["prompt 1: no tokens; a prompt needs at least one"]
+    assert problems(model, ((1, 2), (3,))) == []
+
+
+# --- the target's context ----------------------------------------------------------------------------------------
+def test_the_context_bounds_prompt_plus_new_tokens(model):
+    assert problems(model, [1] * (CONTEXT - 1), max_new_tokens=1) == []             # exactly the context
+    assert problems(model, [1] * (CONTEXT - 2), max_new_tokens=2) == []
+    assert problems(model, [1] * (CONTEXT - 1), max_new_tokens=2) == [
+        f"max_new_tokens is 2: with a {CONTEXT - 1}-token prompt it runs past the target's context of {CONTEXT} tokens "
+        "(max_position_embeddings); at most 1 new tokens fit"]
+    assert problems(model, [1] * CONTEXT, max_new_tokens=1)[0].endswith("at most 0 new tokens fit")
+    assert problems(model, [1] * (CONTEXT + 1)) == [f"prompt: {CONTEXT + 1} tokens; the target's context "
+                                                    f"(max_position_embeddings) is {CONTEXT}"]
+    assert len(problems(model, [[1], [1] * CONTEXT], max_new_tokens=1)) == 1         # the longest prompt counts
+
+
+def test_max_new_tokens_is_bounded_by_its_limit_and_by_the_context_each_on_its_own(model):
+    """Two independent bounds: deleting either check still refuses a huge count before any pool is sized."""
+    at, past = limits.NEW_TOKENS, limits.NEW_TOKENS + 1
+    assert problems(model, max_new_tokens=at) == [f"max_new_tokens is {at}: with a 2-token prompt it runs past the "
+                                                  f"target's context of {CONTEXT} tokens (max_position_embeddings); "
+                                                  f"at most {CONTEXT - 2} new tokens fit"]
+    assert problems(model, max_new_tokens=past)[0] == f"max_new_tokens is {past}; an integer in 1..{at} is expected"
+    assert problems(model, max_new_tokens=past)[1].startswith(f"max_new_tokens is {past}: with a 2-token prompt")
+
+
+@pytest.mark.parametrize("declared, context", [(64, 64), (1, 1), (0, None), (-5, None), (None, None), (True, None),
+                                               ("64", None), (64.0, None)])
+def test_the_context_is_a_positive_integer_the_config_declares(declared, context):
+    config = SimpleNamespace(max_position_embeddings=declared)
+    target = SimpleNamespace(model=SimpleNamespace(embed_tokens=SimpleNamespace(num_embeddings=VOCAB)),
+                             dims=SimpleNamespace(config=config))
+    assert vocab_sizes(SimpleNamespace(target=target, draft=SimpleNamespace())) == (VOCAB, VOCAB, context)
+    draft = SimpleNamespace(d2t=torch.zeros(6, dtype=torch.long))
+    assert vocab_sizes(SimpleNamespace(target=target, draft=draft))[1] == 6
+
+
+# --- sampling settings -------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("field, ok, bad", [
+    ("max_new_tokens", [1, 2, limits.NEW_TOKENS, np.int64(3)], [0, -1, limits.NEW_TOKENS + 1, True, 2.0, None, "2"]),
+    ("temperature", [0, 0.0, 1e-9, 2, 1e300, np.float32(0.5)],
+     [-1e-9, -1, float("inf"), float("-inf"), float("nan"), True, False, None, "0.5", 1j]),
+    ("top_p", [1, 1.0, 1e-300, 0.5, np.float64(0.3)], [0, 0.0, -0.1, 1 + 1e-9, 2, True, float("nan"), None]),
+    ("top_k", [0, 1, VOCAB - 1, VOCAB, np.int64(2)], [-1, VOCAB + 1, True, 1.0, None]),
+    ("seed", [None, 0, SEED_RANGE[0], SEED_RANGE[1], -1, np.int64(5)],
+     [SEED_RANGE[0] - 1, SEED_RANGE[1] + 1, True, 1.0, "1"]),
+    ("stop", [None, [], [0], [VOCAB + 5], (2, 3), {4}, range(3), np.array([1, 2])],
+     [[-1], [1.5], [True], ["1"], "1", b"\x01", 5, 1.5, [None]]),
+])
+def test_each_setting_at_its_bounds(field, ok, bad):
+    for v in ok:
+        assert settings(**{field: v}) == [], (field, v)
+    for v in bad:
+        found = settings(**{field: v})
+        assert len(found) == 1 and found[0].startswith(f"{field} "), (field, v, found)
+
+
+def test_the_seed_bounds_are_what_torch_accepts(model):
+    for seed in SEED_RANGE:
+        assert len(model.generate([1, 2], max_new_tokens=2, temperature=1.0, seed=seed).token_ids) <= 2
+        with pytest.raises((RuntimeError, ValueError)):   # one past either end
+            torch.Generator().manual_seed(seed + (1 if seed > 0 else -1))
+
+
+def test_stop_ids_are_used_as_given(model):
+    out = model.generate_baseline([1, 2], max_new_tokens=8, stop=[])
+    first = out.token_ids[0]
+    assert model.generate([1, 2], max_new_tokens=8, stop=[first]).token_ids == [first]
+    assert model.generate([1, 2], max_new_tokens=8, stop=np.array([first])).token_ids == [first]
+
+
+# --- decoding overrides ------------------------------------------------------------------------------------------
+def test_topk_up_to_the_draft_vocabulary(tiny_pair, tmp_path):
+    from draftsmith.testing import write_eagle3
+
+    small = draftsmith.assemble("eagle3-llama", target=tiny_pair[0],
+                                draft=write_eagle3(tmp_path / "d", tiny_pair[0], draft_vocab=6))
+    assert small.plan(topk=6).topk == 6
+    assert len(small.generate([1, 2], max_new_tokens=2, topk=6).token_ids) == 2
+    for call in (lambda: small.plan(topk=7), lambda: small.generate([1, 2], max_new_tokens=2, topk=7)):
+        with refused(kind=ArgumentError) as r:
+            call()
+        assert r.value.problems == ["topk: 7 candidates per node, but the draft's vocabulary has 6 tokens"]
+
+
+@pytest.mark.parametrize("overrides, ok", [
+    (dict(topk=1), True), (dict(topk=0), False), (dict(steps=1, topk=1), True), (dict(steps=0), False),
+    (dict(draft_tokens=2), True), (dict(draft_tokens=1), False),
+    (dict(topk=4, steps=5, draft_tokens=69), True), (dict(topk=4, steps=5, draft_tokens=70), False),
+    (dict(topk=2, steps=1, draft_tokens=3), True), (dict(topk=2, steps=1, draft_tokens=4), False),
+    (dict(topk=1, steps=3, draft_tokens=1000), True), (dict(topk=1, steps=3, draft_tokens=limits.DRAFT_TOKENS + 1),
+                                                       False),
+    (dict(mode="v2"), True), (dict(mode="v1"), True), (dict(mode="auto"), True), (dict(mode="V2"), False),
+    (dict(topk=1, mode="v2"), False), (dict(topk=1, mode="v1"), True), (dict(steps=limits.STEPS), True),
+    (dict(steps=limits.STEPS + 1), False), (dict(topk=True), False), (dict(steps="5"), False),
+    (dict(draft_tokens=8.0), False), (dict(topk=np.int64(2)), False),
+])
+def test_decoding_overrides_at_their_bounds(model, overrides, ok):
+    """The spec's bounds (draftsmith/limits.py) and cross-field rules (at most topk + (steps-1)*topk^2 + 1 tokens;
+    v2 needs a tree), the same from generate() and from plan(); a chain's draft_tokens is never refused by a
+    cross-field rule."""
+    found = problems(model, **overrides)
+    assert (found == []) == ok, found
+    if ok:
+        plan = model.plan(**overrides)
+        assert plan.topk > 1 or plan.draft_tokens == plan.steps + 1
+    else:
+        with refused(kind=ArgumentError) as r:
+            model.plan(**overrides)
+        assert r.value.problems == found and len(found) == 1
