@@ -97,8 +97,7 @@ class SpeculativeModel:
         return runners
 
     def _settings(self, max_new_tokens, temperature, top_p, top_k, seed, stop) -> engine.Settings:
-        if max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        # the arguments were checked by check_call (decoding/arguments.py) before this is reached
         gen = None
         if temperature > 0:
             gen = torch.Generator("cpu")
