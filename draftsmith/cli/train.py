@@ -53,13 +53,12 @@ def train(
     torch.set_num_threads(threads)
     from draftsmith import hub
 
-    if target in hub.SOURCES:
+    if target in hub.SOURCES:  # a bare cached name: --target smollm2
         target = hub.SCHEME + target
-    target_dir = None if target is None else hub.resolve(target, console=err) if hub.cache_name(target) \
-        else Path(target)
-    if target_dir is None:
+    if target is None:
         err.print("[red]--target is required[/red] (a Hugging Face folder, or 'smollm2')")
         raise typer.Exit(2)
+    target_dir = hub.resolve(target, console=err) if hub.cache_name(target) else Path(target)
     paths, held = list(data or []), list(held_out or [])
     if stdlib:
         from draftsmith.train import data as D
