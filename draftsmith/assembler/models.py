@@ -81,13 +81,24 @@ class DraftModel(nn.Module):
             x = layer(x, pos, kv, emb)
         return x, (self.norm(x) if self.feed_post_norm else x)
 
-    def logits(self, out: torch.Tensor, head: nn.Module) -> torch.Tensor:
-        # out: [B, T, H] -> [B, T, V_target]; a reduced head's logits go to target ids d + d2t[d], -inf elsewhere
+    def head_logits(self, out: torch.Tensor, head: nn.Module) -> torch.Tensor:
+        # out: [B, T, H] -> [B, T, Vd] over the draft's own vocabulary (Vd = V_target without a reduced head):
+        # what drafting ranks, so a reduced head never pays for the target's vocabulary
         x = self.norm(out) if self.head_norm else out
         w = getattr(head, "weight", None)
-        z = head(x if w is None or w.dtype == x.dtype or w.itemsize == 1 else x.to(w.dtype))  # a shared target head
+        return head(x if w is None or w.dtype == x.dtype or w.itemsize == 1 else x.to(w.dtype))  # a shared target head
+
+    def target_ids(self, idx: torch.Tensor) -> torch.Tensor:
+        # draft ids [...] -> target ids [...]: d + d2t[d] (the identity without a reduced head)
+        return idx + self.d2t[idx] if hasattr(self, "d2t") else idx
+
+    def to_target(self, z: torch.Tensor) -> torch.Tensor:
+        # [..., Vd] -> [..., V_target]: each draft logit at its target id, -inf elsewhere
         if not hasattr(self, "d2t"):
             return z
         full = z.new_full((*z.shape[:-1], self.target_vocab), float("-inf"))
-        idx = torch.arange(z.shape[-1], device=z.device) + self.d2t
-        return full.index_copy_(-1, idx, z)
+        return full.index_copy_(-1, self.target_ids(torch.arange(z.shape[-1], device=z.device)), z)
+
+    def logits(self, out: torch.Tensor, head: nn.Module) -> torch.Tensor:
+        # out: [B, T, H] -> [B, T, V_target]
+        return self.to_target(self.head_logits(out, head))

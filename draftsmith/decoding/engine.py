@@ -73,7 +73,7 @@ class State:
     root: torch.Tensor                   # [B] last emitted token (the next tree's root)
     active: torch.Tensor                 # [B] bool, rows still decoding
     feed: torch.Tensor | None = None     # [B, H] draft state after the root
-    dlogits: torch.Tensor | None = None  # [B, V] draft logits after the root
+    dlogits: torch.Tensor | None = None  # [B, Vd] draft logits after the root, over the draft's vocabulary
 
 
 class TargetRunner:
@@ -107,7 +107,7 @@ class DraftRunner:
     def forward(self, ids, hidden, rows, rel_pos, rel_mask, *, from_target: bool):
         kv, pos = fixed_kv(self.pool, rows, rel_pos, rel_mask)
         out, feed = self.model(ids, hidden, pos, kv, embed=self.embed, from_target=from_target)
-        return feed, self.model.logits(out, self.head)
+        return feed, self.model.head_logits(out, self.head)   # [B, T, Vd]
 
     def __call__(self, ids, hidden, rows, rel_pos, rel_mask, *, from_target: bool, eager: bool = False):
         t0 = time.perf_counter()
@@ -181,16 +181,18 @@ def propose(draft: DraftRunner, st: State, plan: Plan, s: Settings):
     if s.temperature > 0 and plan.topk == 1:
         # sampled chain: node i's token is drawn from q_i; verification uses the residual max(p - q, 0)
         u = s.uniforms(B, plan.steps, device=dev)
-        qs = [safe_probs(s.probs(st.dlogits))]
+        full = draft.model.to_target                          # q lives on the target's vocabulary, as p does
+        qs = [safe_probs(s.probs(full(st.dlogits)))]
         toks = [sample(qs[0], u[:, 0])]
         for j in range(plan.steps - 1):
             logits = expand(torch.full((B, 1), j, device=dev), toks[-1][:, None])[:, 0]
-            qs.append(safe_probs(s.probs(logits)))
+            qs.append(safe_probs(s.probs(full(logits))))
             toks.append(sample(qs[-1], u[:, j + 1]))
         q = torch.stack([torch.zeros_like(qs[0]), *qs], 1)
         return chain_tree(st.root, torch.stack(toks, 1)), q
     tree = draft_tree_fixed(st.root, safe_logprobs(st.dlogits), lambda f, t: safe_logprobs(expand(f, t)),
-                            plan.topk, plan.steps, plan.draft_tokens, retrieve=False)
+                            plan.topk, plan.steps, plan.draft_tokens, retrieve=False,
+                            to_target=draft.model.target_ids)
     return tree, None
 
 

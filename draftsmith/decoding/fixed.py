@@ -90,11 +90,15 @@ def build_tree_fixed(root: Tensor, cand_tokens: Tensor, cand_scores: Tensor, can
     return tree_from_parents(tokens, torch.cat([minus1, pnode], 1), torch.cat([minus1, keep], 1), depth_max, retrieve)
 
 
-def draft_candidates_fixed(root_logprobs: Tensor, expand, topk: int, steps: int) -> tuple[Tensor, Tensor, Tensor]:
+def draft_candidates_fixed(root_logprobs: Tensor, expand, topk: int, steps: int,
+                           to_target=None) -> tuple[Tensor, Tensor, Tensor]:
     # tree.draft_candidates in fewer ops (the same candidates, scores and parents): a child's parent is its
-    # frontier node repeated topk times, as topk_children lays the children out
+    # frontier node repeated topk times, as topk_children lays the children out. Log-probs may be over a reduced
+    # draft vocabulary: ``to_target`` maps the chosen ids [B, *] to target ids before anything else sees them
     B = root_logprobs.shape[0]
+    ids = to_target or (lambda t: t)
     score, tok = torch.topk(root_logprobs, topk, dim=-1)                       # [B, topk] depth 1
+    tok = ids(tok)
     tokens, scores, parents = [tok], [score], [torch.full_like(tok, -1)]
     offset = 0
     for _ in range(steps - 1):
@@ -104,7 +108,7 @@ def draft_candidates_fixed(root_logprobs: Tensor, expand, topk: int, steps: int)
         offset += tok.shape[1]
         values, tok = torch.topk(logp, topk, dim=-1)                           # [B, topk, topk]
         score = (score.gather(1, f).unsqueeze(-1) + values).view(B, -1)
-        tok = tok.view(B, -1)
+        tok = ids(tok.view(B, -1))
         tokens.append(tok)
         scores.append(score)
         parents.append(frontier.unsqueeze(2).expand(B, topk, topk).reshape(B, -1))
@@ -112,10 +116,11 @@ def draft_candidates_fixed(root_logprobs: Tensor, expand, topk: int, steps: int)
 
 
 def draft_tree_fixed(root: Tensor, root_logprobs: Tensor, expand, topk: int, steps: int, n: int,
-                     retrieve: bool = True) -> Tree:
+                     retrieve: bool = True, to_target=None) -> Tree:
     # tree.draft_tree at fixed shapes: retrieve is [B, n, steps + 1], whatever depth the tree reaches; with
     # retrieve=False it has no rows ([B, 0, steps + 1]: the engine's step never reads them, only their width)
-    return build_tree_fixed(root, *draft_candidates_fixed(root_logprobs, expand, topk, steps), n, steps, retrieve)
+    cands = draft_candidates_fixed(root_logprobs, expand, topk, steps, to_target)
+    return build_tree_fixed(root, *cands, n, steps, retrieve)
 
 
 # --- verification ----------------------------------------------------------------------------------------------

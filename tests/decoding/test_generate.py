@@ -55,16 +55,20 @@ def test_constant_draft_changes_nothing(pairs, monkeypatch):
     """A draft that always proposes the same token (sometimes right, mostly wrong) only changes speed."""
     model = pairs["eagle3"]
     base = model.generate_baseline([[5, 6, 7], [1]], max_new_tokens=20, stop=[])
-    logits = model.draft.logits
+    draft = model.draft
+    logits, ids = draft.head_logits, draft.target_ids
+    kept = set(draft.target_ids(torch.arange(draft.d2t.shape[0])).tolist())
+    token = next(t for b in base for t in b.token_ids[1:] if t in kept)   # a drafted one the draft can propose
 
-    def constant(out, head):
+    def constant(out, head):  # over the draft's vocabulary: its id of `token` gets all the mass
         z = torch.full_like(logits(out, head), -10.0)
-        z[..., base[0].token_ids[3]] = 10.0
+        z[..., ids(torch.arange(z.shape[-1])) == token] = 10.0
         return z
 
-    monkeypatch.setattr(model.draft, "logits", constant)
+    monkeypatch.setattr(draft, "head_logits", constant)
     spec = model.generate([[5, 6, 7], [1]], max_new_tokens=20, stop=[], topk=2, steps=3, draft_tokens=6)
     assert [s.token_ids for s in spec] == [b.token_ids for b in base]
+    assert any(s.stats.accepted_per_position[:1] > [0] for s in spec)   # the constant token was right at least once
 
 
 def test_stop_token_ends_sequence(pairs):

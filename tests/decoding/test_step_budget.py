@@ -42,7 +42,7 @@ def test_broken_draft_logits_only_lower_acceptance(pairs, monkeypatch, poison, r
     """Invariant 11 for a broken draft: greedy output still equals target-only, and sampling does not raise."""
     model = pairs["eagle3"]
     base = model.generate_baseline(PROMPTS, max_new_tokens=10, stop=[])
-    logits = model.draft.logits
+    logits = model.draft.head_logits   # what drafting ranks: the draft's own vocabulary
 
     def broken(out, head):
         z = logits(out, head)
@@ -52,7 +52,7 @@ def test_broken_draft_logits_only_lower_acceptance(pairs, monkeypatch, poison, r
             return z.masked_fill(torch.arange(z.shape[-1], device=z.device) % 3 == 0, float("nan"))
         return torch.full_like(z, float(poison))
 
-    monkeypatch.setattr(model.draft, "logits", broken)
+    monkeypatch.setattr(model.draft, "head_logits", broken)
     assert [o.token_ids for o in model.generate(PROMPTS, max_new_tokens=10, stop=[], **run)] == \
         [b.token_ids for b in base]
     sampled = model.generate(PROMPTS, max_new_tokens=10, stop=[], temperature=0.9, seed=1, **run)
