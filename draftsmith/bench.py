@@ -46,14 +46,15 @@ def run_bench(spec="demo", *, target=None, draft=None, prompt="def fibonacci(n):
 
     import draftsmith
     from draftsmith.assembler.assemble import checkpoint_dir, parse_dtype
+    from draftsmith.decoding.arguments import check_call
     from draftsmith.specs.loader import load_spec
 
     console = console or Console()
     spec_obj = load_spec(spec).with_decoding(graphs=graphs)
     model = draftsmith.assemble(spec_obj, target=target, draft=draft, device=device, dtype=dtype)
     target_dir = checkpoint_dir(spec_obj, target, "target")
-    ids = model._encode(prompt)[0][0]
     n = max_new_tokens
+    ids = check_call(model, prompt, max_new_tokens=n, what="draftsmith bench")[0][0]  # generate()'s checks
     rows = {}
     timed = functools.partial(_median_time, repeats=repeats, device=device)
     rows["draftsmith target-only"] = timed(lambda: model.generate_baseline(ids, max_new_tokens=n))

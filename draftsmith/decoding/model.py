@@ -108,20 +108,6 @@ class SpeculativeModel:
         stops = self.stop_ids if stop is None else frozenset(stop)
         return engine.Settings(max_new_tokens, temperature, top_p, top_k, frozenset(stops), gen)
 
-    def _encode(self, prompt) -> tuple[list[list[int]], bool]:
-        single = isinstance(prompt, str) or (len(prompt) > 0 and isinstance(prompt[0], int))
-        items = [prompt] if single else list(prompt)
-        out = []
-        for p in items:
-            if isinstance(p, str):
-                if self.tokenizer is None:
-                    raise ValueError("a text prompt needs a tokenizer in the target folder; pass token ids instead")
-                p = self.tokenizer.encode(p)
-            if not p:
-                raise ValueError("a prompt needs at least one token")
-            out.append([int(t) for t in p])
-        return out, single
-
     def _outputs(self, seqs, stats, single):
         outs = [Output(q.out, self._decode(q.out), stats) for q in seqs]
         return outs[0] if single else outs

@@ -74,7 +74,7 @@ def test_logits_match_transformers_on_cuda():
     folder = checkpoint_dir(load_spec("demo"), None, "target")
     hf = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32).cuda().eval()
     model = draftsmith.assemble("demo", device="cuda", dtype="float32")
-    ids = torch.tensor([model._encode(PROMPTS[1])[0][0]], device="cuda")
+    ids = torch.tensor([model.tokenizer.encode(PROMPTS[1])], device="cuda")
     pos = torch.arange(ids.shape[1], device="cuda")[None]
     with torch.inference_mode():
         want = hf(ids).logits
