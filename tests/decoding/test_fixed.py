@@ -63,8 +63,11 @@ def test_greedy_verify_on_the_fixed_tree_equals_the_reference(case, data):
     padded = Tree(tree.tokens, tree.parents, tree.mask, tree.depth,
                   torch.nn.functional.pad(tree.retrieve, (0, 2, 0, 1), value=-1), tree.cand)  # deeper static shape
     ref = greedy_verify(tree, logits)
-    for got in (greedy_verify(padded, logits), greedy_verify_fixed(padded, logits)):
+    one_hot = torch.nn.functional.one_hot(logits.argmax(-1), V).float()   # sampling from a one-hot p is greedy
+    sampled = fixed_with_generator(padded, one_hot, generator=torch.Generator().manual_seed(0))
+    for got in (greedy_verify(padded, logits), greedy_verify_fixed(padded, logits), sampled):
         assert torch.equal(ref.accepted, got.accepted) and torch.equal(ref.bonus, got.bonus)
+        assert got.path.shape == (B, D + 3)                                 # the static shape: padded depth + 1
         assert torch.equal(got.path[:, : D + 1], ref.path) and (got.path[:, D + 1:] == -1).all()
 
 

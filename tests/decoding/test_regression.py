@@ -375,12 +375,15 @@ def test_pool_commit_and_slots_bounds():
 
 
 def test_plan_overrides_and_graph_setting(demo):
-    from draftsmith.decoding.graphs import graphs_enabled
+    from draftsmith.decoding.graphs import compiled, graphs_enabled
 
     assert demo.plan(topk=4, mode="v1").mode == "v1" and demo.plan(topk=4, mode="v1").topk == 1
     assert not graphs_enabled("auto", "cpu") and not graphs_enabled("off", "cpu")
-    with pytest.raises(ValueError, match="needs a CUDA device"):
-        graphs_enabled("on", "cpu")
+    for setting in ("on", "compile"):
+        with pytest.raises(ValueError, match="needs a CUDA device"):
+            graphs_enabled(setting, "cpu")
+    assert compiled(len, "off") is len and compiled(len, "auto") is len
+    assert compiled(len, "compile") is not len        # wrapped by torch.compile (compiles on its first call)
 
 
 def test_wide_shallow_tree_near_the_end_of_the_budget(demo):

@@ -61,7 +61,8 @@ def test_every_integer_dtype_is_ids(model, prompt):
     (torch.tensor([True, False]), "a tensor of bool"), (torch.tensor([1.0]).bfloat16(), "a tensor of bfloat16"),
     (torch.tensor([1.0]).half(), "a tensor of float16"), (torch.tensor([1j]), "a tensor of complex64"),
     (np.array(["a"]), "an array of <U1"), (np.array([1.5], dtype=object), "an array of object"),
-    (np.array([True]), "an array of bool"), (np.zeros((1, 2), np.int64), "a 2-D array of shape [1, 2]"),
+    (np.array([True]), "an array of bool"),
+    (np.zeros((1, 2), np.int64), "a 2-D array of shape [1, 2]; a prompt is 1-D (pass a list of 1-D prompts for a batch)"),
     (torch.tensor(3), "a 0-D tensor"),
     (SimpleNamespace(ndim=1, tolist=lambda: [1]), "is not a prompt"), ([1, float("nan")], "token 1 is nan (float)"),
     ([1, 1j], "token 1 is 1j (complex)"), ([1, 2.5], "token 1 is 2.5 (float)"),
@@ -148,6 +149,18 @@ def test_each_setting_at_its_bounds(field, ok, bad):
         found = settings(**{field: v})
         assert len(found) == 1 and found[0].startswith(f"{field} "), (field, v, found)
 
+
+
+@pytest.mark.parametrize("field, bad", [("max_new_tokens", 0), ("temperature", -1.0), ("top_p", 0.0),
+                                        ("top_k", VOCAB + 1), ("seed", SEED_RANGE[1] + 1), ("stop", [-1])])
+def test_generate_baseline_checks_each_setting_as_generate_does(model, field, bad):
+    """The reference path hands every setting to the same checks (one dropped from its check_call runs unchecked)."""
+    found = []
+    for call in (model.generate, model.generate_baseline):
+        with pytest.raises(ArgumentError) as r:
+            call([1, 2], **{"max_new_tokens": 1, field: bad})
+        found.append(r.value.problems)
+    assert found[0] == found[1] and len(found[0]) == 1 and found[0][0].startswith(f"{field} ")
 
 def test_the_seed_bounds_are_what_torch_accepts(model):
     for seed in SEED_RANGE:
