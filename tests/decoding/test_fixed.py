@@ -169,3 +169,22 @@ def test_fixed_kv_masks_the_prefix_the_pending_rows_and_padding():
     assert m[1] == [[1, 1, 0, 0, 0, 0, 0, 0], [1, 0, 0, 0, 0, 0, 0, 0]]  # the padding row sees slot 0 only
     assert kv.live_keys.int().tolist() == [[1] * 5 + [0] * 3, [1, 1] + [0] * 6]
     assert kv.read.tolist() == [[0, 1, 2, 3, 4, 0, 0, 0], [8, 9, 8, 8, 8, 8, 8, 8]]
+
+
+def test_causal_rows_stop_at_each_count_and_skip_inactive_rows():
+    """The step's slot map: row b writes counts[b] new tokens (then -1), an inactive row writes nothing."""
+    from draftsmith.decoding.engine import _causal
+
+    rows, rel_pos, rel_mask = _causal(torch.tensor([3, 1, 2]), 3, torch.tensor([True, True, False]))
+    assert rows.tolist() == [[0, 1, 2], [0, -1, -1], [-1, -1, -1]]
+    assert rel_pos.tolist() == [[0, 1, 2]] * 3
+    assert torch.equal(rel_mask[0], torch.tril(torch.ones(3, 3, dtype=torch.bool)))
+
+
+def test_a_tree_without_retrieve_keeps_its_width():
+    """retrieve=False (the engine's step): no rows, but the static depth the verifier reads from its width."""
+    k, steps, n = 2, 3, 5
+    root = torch.tensor([1, 2])
+    tree = draft_tree_fixed(root, torch.randn(2, 8), lambda f, t: torch.randn(2, f.shape[1], 8), k, steps, n,
+                            retrieve=False)
+    assert tree.retrieve.shape == (2, 0, steps + 1) and tree.tokens.shape == (2, n)

@@ -384,6 +384,9 @@ def test_plan_overrides_and_graph_setting(demo):
             graphs_enabled(setting, "cpu")
     assert compiled(len, "off") is len and compiled(len, "auto") is len
     assert compiled(len, "compile") is not len        # wrapped by torch.compile (compiles on its first call)
+    on = draftsmith.assemble(demo.spec.with_decoding(graphs="on"), dtype="float32")
+    with pytest.raises(ValueError, match="needs a CUDA device"):   # the spec's setting reaches the runners
+        on.generate(PROMPTS[0], max_new_tokens=2)
 
 
 def test_wide_shallow_tree_near_the_end_of_the_budget(demo):

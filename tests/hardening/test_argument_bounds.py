@@ -119,6 +119,25 @@ def test_max_new_tokens_is_bounded_by_its_limit_and_by_the_context_each_on_its_o
     assert problems(model, max_new_tokens=past)[1].startswith(f"max_new_tokens is {past}: with a 2-token prompt")
 
 
+def test_a_config_without_a_context_has_none():
+    target = SimpleNamespace(model=SimpleNamespace(embed_tokens=SimpleNamespace(num_embeddings=VOCAB)),
+                             dims=SimpleNamespace(config=SimpleNamespace()))
+    assert vocab_sizes(SimpleNamespace(target=target, draft=SimpleNamespace())) == (VOCAB, VOCAB, None)
+
+
+def test_every_prompt_of_a_batch_is_checked(model):
+    """One problem per bad prompt: an empty prompt does not hide the ones after it."""
+    assert problems(model, [[], [VOCAB], [1]]) == [
+        "prompt 0: no tokens; a prompt needs at least one",
+        f"prompt 1: it holds ids outside the model's vocabulary 0..{VOCAB - 1}: [{VOCAB}]"]
+
+
+def test_override_problems_read_like_spec_problems(model):
+    """The field's own name, the value and what is allowed, for each override at once."""
+    assert problems(model, topk=0, steps="x") == ["topk: 0 is not allowed\n      allowed: an integer >= 1",
+                                                  "steps: 'x' is not allowed\n      allowed: an integer"]
+
+
 @pytest.mark.parametrize("declared, context", [(64, 64), (1, 1), (0, None), (-5, None), (None, None), (True, None),
                                                ("64", None), (64.0, None)])
 def test_the_context_is_a_positive_integer_the_config_declares(declared, context):
