@@ -48,18 +48,18 @@ def reduced_vocab(ids: torch.Tensor, vocab: int, size: int | None) -> torch.Tens
 
 
 def self_distilled(model, docs: Sequence[str], tokenizer, prompt_tokens: int, new_tokens: int,
-                   log: Callable[[str], None]) -> list[str]:
+                   log: Callable[[str], None], batch: int = 16) -> list[str]:
     """Each document's first ``prompt_tokens`` tokens continued greedily by the target (the EAGLE-3 recipe's
-    self-distillation: the draft learns the target's own outputs)."""
+    self-distillation: the draft learns the target's own outputs), ``batch`` documents per batched target-only
+    decode."""
+    prompts = [ids for ids in (tokenizer(d, add_special_tokens=False)["input_ids"][:prompt_tokens] for d in docs)
+               if ids]
     out = []
-    for i, doc in enumerate(docs):
-        ids = tokenizer(doc, add_special_tokens=False)["input_ids"][:prompt_tokens]
-        if not ids:
-            continue
-        res = model.generate_baseline(ids, max_new_tokens=new_tokens)
-        out.append(tokenizer.decode(ids + res.token_ids))
-        if i % 10 == 0:
-            log(f"self-distillation: {i + 1}/{len(docs)} documents")
+    for i in range(0, len(prompts), batch):
+        chunk = prompts[i: i + batch]
+        res = model.generate_baseline(chunk, max_new_tokens=new_tokens)
+        out += [tokenizer.decode(p + r.token_ids) for p, r in zip(chunk, res)]
+        log(f"self-distillation: {len(out)}/{len(prompts)} documents")
     return out
 
 
