@@ -92,12 +92,18 @@ class DraftModel(nn.Module):
         # draft ids [...] -> target ids [...]: d + d2t[d] (the identity without a reduced head)
         return idx + self.d2t[idx] if hasattr(self, "d2t") else idx
 
+    def kept_ids(self) -> torch.Tensor:
+        # [Vd] the target id of each draft id: d + d2t[d], or every target id without a reduced head
+        if hasattr(self, "d2t"):
+            return torch.arange(self.d2t.shape[0], device=self.d2t.device) + self.d2t
+        return torch.arange(self.target_vocab, device=next(self.parameters()).device)
+
     def to_target(self, z: torch.Tensor) -> torch.Tensor:
         # [..., Vd] -> [..., V_target]: each draft logit at its target id, -inf elsewhere
         if not hasattr(self, "d2t"):
             return z
         full = z.new_full((*z.shape[:-1], self.target_vocab), float("-inf"))
-        return full.index_copy_(-1, self.target_ids(torch.arange(z.shape[-1], device=z.device)), z)
+        return full.index_copy_(-1, self.kept_ids(), z)
 
     def logits(self, out: torch.Tensor, head: nn.Module) -> torch.Tensor:
         # out: [B, T, H] -> [B, T, V_target]

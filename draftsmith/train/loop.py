@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 from draftsmith.train.draft_io import export_draft
-from draftsmith.train.ttt import kept_ids, ttt_losses
+from draftsmith.train.ttt import ttt_losses
 
 STATE = "trainer.pt"
 
@@ -74,7 +74,7 @@ def train(model, store, out: Path, cfg: TrainConfig, console=None, log=None) -> 
         model.draft.load_state_dict(state["draft"])
         opt.load_state_dict(state["opt"])
         start = state["step"]
-    kept = kept_ids(model)
+    kept = model.draft.kept_ids()
     batches = store.batches(cfg.batch, cfg.seed, start=start)
     t0, last = time.time(), {"step": start, "loss": float("nan"), "acc": []}
     columns = (TextColumn("[bold]train[/bold]"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),

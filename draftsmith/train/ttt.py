@@ -38,14 +38,6 @@ def ttt_mask(B: int, T: int, s: int, device=None) -> torch.Tensor:
     return torch.cat(blocks, 1)[None, None].expand(B, 1, T, (s + 1) * T)
 
 
-def kept_ids(model) -> torch.Tensor:
-    """[Vd] target id of each draft id (all target ids when the vocabulary is not reduced)."""
-    draft = model.draft
-    if hasattr(draft, "d2t"):
-        return torch.arange(draft.d2t.shape[0], device=draft.d2t.device) + draft.d2t
-    return torch.arange(draft.target_vocab, device=next(draft.parameters()).device)
-
-
 def ttt_losses(model, batch: dict[str, torch.Tensor], steps: int, decay: float = 0.8,
                kept: torch.Tensor | None = None, labels: str = "soft") -> tuple[torch.Tensor, list[float]]:
     """batch: ids [B, S], hidden [B, S, H], top [B, S] and (EAGLE-3) aux [B, S, k*Ht], all from the target.
@@ -55,7 +47,7 @@ def ttt_losses(model, batch: dict[str, torch.Tensor], steps: int, decay: float =
     if labels not in ("soft", "hard"):
         raise ValueError(f"labels must be 'soft' or 'hard', not {labels!r}")
     draft, head_w = model.draft, model.target.lm_head.weight
-    kept = kept_ids(model) if kept is None else kept
+    kept = draft.kept_ids() if kept is None else kept
     ids, top = batch["ids"].long(), batch["top"].long()
     B, T = ids.shape[0], ids.shape[1] - steps
     dev, dt = head_w.device, head_w.dtype

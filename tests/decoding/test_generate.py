@@ -56,13 +56,12 @@ def test_constant_draft_changes_nothing(pairs, monkeypatch):
     model = pairs["eagle3"]
     base = model.generate_baseline([[5, 6, 7], [1]], max_new_tokens=20, stop=[])
     draft = model.draft
-    logits, ids = draft.head_logits, draft.target_ids
-    kept = set(draft.target_ids(torch.arange(draft.d2t.shape[0])).tolist())
+    logits, kept = draft.head_logits, draft.kept_ids()
     token = next(t for b in base for t in b.token_ids[1:] if t in kept)   # a drafted one the draft can propose
 
     def constant(out, head):  # over the draft's vocabulary: its id of `token` gets all the mass
         z = torch.full_like(logits(out, head), -10.0)
-        z[..., ids(torch.arange(z.shape[-1])) == token] = 10.0
+        z[..., kept == token] = 10.0
         return z
 
     monkeypatch.setattr(draft, "head_logits", constant)

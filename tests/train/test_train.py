@@ -120,13 +120,12 @@ def _tok(tiny):
 def test_self_distillation_in_batches_equals_one_document_at_a_time(tiny, tmp_path):
     """Batched continuations (prompts of different lengths side by side) are the target's greedy ones, document by
     document (float32)."""
-    from transformers import AutoTokenizer
-
     from draftsmith.testing import write_eagle3
     from draftsmith.train.pipeline import self_distilled
 
-    tok = AutoTokenizer.from_pretrained(str(tiny / "target"))
-    model = draftsmith.assemble("eagle3-llama", target=tiny / "target", draft=write_eagle3(tmp_path / "d", tiny / "target"))
+    tok = _tok(tiny)
+    draft = write_eagle3(tmp_path / "d", tiny / "target")
+    model = draftsmith.assemble("eagle3-llama", target=tiny / "target", draft=draft)
     docs = [p.read_text() for p in sorted((tiny / "data").glob("*.py"))][:5] + ["x", ""]
     batched = self_distilled(model, docs, tok, 12, 6, log=lambda _: None, batch=4)
     single = self_distilled(model, docs, tok, 12, 6, log=lambda _: None, batch=1)
