@@ -1,0 +1,66 @@
+"""oneDNN-prepacked weights for CPU inference (``decoding.linear: auto | packed | plain`` in a spec).
+
+On one CPU core ``F.linear`` runs a one-token decode as a matrix-vector product and a verification of T tokens
+as a matrix product that repacks the whole weight on every call, so a 17-token verify of SmolLM2 cost 2-3x a
+decode. oneDNN's linear over a weight reordered once into its blocked layout (what torch.compile's CPU freezing
+pass emits) reads the weight as stored: 1.2-2x faster per matmul on this project's machine at every token count
+(``benchmarks/bench_packed.py`` prints the table). Nothing else changes: the module keeps its class family, its
+``weight`` (training, tied embeddings, checkpoints, ``.to()``) and its name; the packed copy is a plain attribute,
+rebuilt when the weight changes (its version counter) and bypassed whenever it cannot apply (CUDA, autograd,
+autocast, a dtype other than the weight's), where ``nn.Linear.forward`` runs as before.
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+def available() -> bool:
+    """Whether this torch build has the oneDNN ops (CPU builds with mkldnn: x86 and arm64 wheels)."""
+    ops = getattr(torch.ops, "mkldnn", None)
+    return (torch.backends.mkldnn.is_available() and ops is not None
+            and hasattr(ops, "_reorder_linear_weight") and hasattr(ops, "_linear_pointwise"))
+
+
+DTYPES = (torch.float32, torch.bfloat16)   # oneDNN's CPU linear has no float64; float16 is not measured
+
+
+class PackedWeight:
+    """Mixin placed in front of an ``nn.Linear`` (sub)class by :func:`pack_linears`."""
+
+    _packed: torch.Tensor | None = None
+    _packed_key: tuple | None = None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        w = self.weight
+        if (x.device.type != "cpu" or x.dtype != w.dtype or w.dtype not in DTYPES or torch.is_autocast_enabled("cpu")
+                or (torch.is_grad_enabled() and (w.requires_grad or x.requires_grad))):
+            return super().forward(x)
+        key = (w.data_ptr(), w.dtype, w._version)
+        if self._packed_key != key:
+            self._packed = torch.ops.mkldnn._reorder_linear_weight(w.detach(), None)
+            self._packed_key = key
+        # x: [..., in] -> [..., out]
+        return torch.ops.mkldnn._linear_pointwise(x, self._packed, self.bias, "none", [], "")
+
+
+def packable(module: nn.Module) -> bool:
+    """A plain ``nn.Linear`` (a fusion layer calls its matmul through its own method; an FP8 linear has its own
+    path)."""
+    return type(module) is nn.Linear
+
+
+def pack_linears(module: nn.Module) -> list[str]:
+    """Give every packable Linear of ``module`` prepacked weights, in place; returns their names."""
+    done = []
+    for name, sub in module.named_modules():
+        if packable(sub):
+            cls = type(sub)
+            sub.__class__ = type(f"Packed{cls.__name__}", (PackedWeight, cls), {})
+            done.append(name)
+    return done
+
+
+def wanted(setting: str, device: str) -> bool:
+    """``auto``: on CPU where torch has the ops; ``packed``: the same (CUDA ignores it); ``plain``: never."""
+    return setting != "plain" and torch.device(device).type == "cpu" and available()

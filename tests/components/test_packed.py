@@ -1,0 +1,81 @@
+"""oneDNN-prepacked CPU weights (``decoding.linear``): the packed matmul equals ``F.linear`` up to rounding, follows
+in-place weight updates, steps aside for autograd, and a packed model decodes exactly what a plain one does."""
+
+import pytest
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+import draftsmith
+from draftsmith.components import packed
+from draftsmith.components.fusion import Eagle3Fusion
+
+pytestmark = pytest.mark.skipif(not packed.available(), reason="this torch build has no oneDNN linear")
+
+
+def packed_linear(inp=48, out=80, bias=True, dtype=torch.float32, seed=0):
+    torch.manual_seed(seed)
+    lin = nn.Linear(inp, out, bias=bias).to(dtype).requires_grad_(False)
+    assert packed.pack_linears(lin) == [""]
+    return lin
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-5), (torch.bfloat16, 2e-2)])
+@pytest.mark.parametrize("shape", [(1, 48), (17, 48), (2, 5, 48)])
+@pytest.mark.parametrize("bias", [True, False])
+def test_packed_matmul_equals_f_linear(dtype, tol, shape, bias):
+    lin = packed_linear(bias=bias, dtype=dtype)
+    x = torch.randn(shape).to(dtype)
+    out = lin(x)
+    assert lin._packed is not None and out.shape == (*shape[:-1], 80) and out.dtype == dtype
+    torch.testing.assert_close(out.float(), F.linear(x, lin.weight, lin.bias).float(), atol=tol, rtol=tol)
+
+
+def test_an_in_place_weight_update_repacks():
+    lin = packed_linear()
+    x = torch.randn(3, 48)
+    lin(x)
+    lin.weight.mul_(-2)                       # what an optimizer step or load_state_dict does
+    torch.testing.assert_close(lin(x), F.linear(x, lin.weight, lin.bias))
+    lin.weight = nn.Parameter(torch.randn(80, 48), requires_grad=False)   # a new tensor
+    torch.testing.assert_close(lin(x), F.linear(x, lin.weight, lin.bias))
+
+
+def test_autograd_and_autocast_take_the_plain_path():
+    lin = packed_linear().requires_grad_(True)
+    x = torch.randn(4, 48)
+    lin(x).sum().backward()
+    assert lin.weight.grad is not None and lin._packed is None     # never packed for a trainable call
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        assert lin(x).dtype == torch.bfloat16 and lin._packed is None
+    with torch.no_grad():
+        lin(x.double().float())
+    assert lin._packed is not None
+
+
+def test_only_plain_linears_are_packed():
+    block = nn.ModuleDict({"lin": nn.Linear(8, 8), "fc": Eagle3Fusion(8, 8, (0, 1), False), "norm": nn.LayerNorm(8)})
+    assert packed.pack_linears(block) == ["lin"]
+    assert isinstance(block["lin"], nn.Linear) and type(block["fc"]) is Eagle3Fusion
+    assert type(block["lin"]).__name__ == "PackedLinear"
+
+
+@pytest.mark.parametrize("setting,device,want", [("auto", "cpu", True), ("packed", "cpu", True),
+                                                 ("plain", "cpu", False), ("auto", "cuda", False)])
+def test_setting(setting, device, want):
+    assert packed.wanted(setting, device) is want
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_packed_and_plain_models_decode_the_same_tokens(dtype):
+    spec = draftsmith.load_spec("demo")
+    fast = draftsmith.assemble(spec, dtype=dtype)
+    plain = draftsmith.assemble(spec.with_decoding(linear="plain"), dtype=dtype)
+    names = [n for n, m in fast.target.named_modules() if isinstance(m, packed.PackedWeight)]
+    assert "lm_head" in names and not any(isinstance(m, packed.PackedWeight) for m in plain.target.modules())
+    prompts = ["def fib(n):", "import os\n", "class A:"]
+    for p in prompts:
+        a = fast.generate(p, max_new_tokens=24)
+        assert a.token_ids == fast.generate_baseline(p, max_new_tokens=24).token_ids   # lossless on the fast path
+        if dtype == "float32":   # bf16 rounding differs between the kernels, so near-ties may flip there
+            assert a.token_ids == plain.generate(p, max_new_tokens=24).token_ids
