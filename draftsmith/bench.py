@@ -46,6 +46,7 @@ def run_bench(spec="demo", *, target=None, draft=None, prompt="def fibonacci(n):
 
     import draftsmith
     from draftsmith.assembler.assemble import checkpoint_dir, parse_dtype
+    from draftsmith.components import packed
     from draftsmith.decoding.arguments import check_call
     from draftsmith.specs.loader import load_spec
 
@@ -64,6 +65,11 @@ def run_bench(spec="demo", *, target=None, draft=None, prompt="def fibonacci(n):
         flex = draftsmith.assemble(spec_obj.with_decoding(attention="flex"), target=target, draft=draft, device=device,
                                    dtype=dtype)
         rows["draftsmith tree, attention: flex"] = timed(lambda: flex.generate(ids, max_new_tokens=n))
+    if any(isinstance(m, packed.PackedWeight) for m in model.target.modules()):  # what decoding.linear buys
+        plain = draftsmith.assemble(spec_obj.with_decoding(linear="plain"), target=target, draft=draft, device=device,
+                                    dtype=dtype)
+        rows["draftsmith target-only, plain matmuls"] = timed(lambda: plain.generate_baseline(ids, max_new_tokens=n))
+        rows["draftsmith tree, plain matmuls"] = timed(lambda: plain.generate(ids, max_new_tokens=n))
     hf, assistant = _hf_models(target_dir, 2, device, parse_dtype(dtype))
     x = torch.tensor([ids], device=device)
     gen = {"max_new_tokens": n, "min_new_tokens": n, "do_sample": False, "pad_token_id": 0}

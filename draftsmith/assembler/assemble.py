@@ -112,9 +112,8 @@ def assemble(spec: Spec | str | Path = "demo", target: str | Path | None = None,
         if spec.draft.vocab.d2t == "absolute":  # the checkpoint's d2t holds target ids; the model keeps offsets
             draft_model.d2t -= torch.arange(draft_model.d2t.shape[0], device=draft_model.d2t.device)
         check_vocab_map(draft_model.d2t, draft_model.t2d, source=str(draft_dir))
-    if packed.wanted(spec.decoding.linear, device):
-        packed.pack_linears(target_model)
-        packed.pack_linears(draft_model)
+    for module in (target_model, draft_model):
+        packed.pack_model(module, spec.decoding.linear, device)
     share = spec.draft.share
     embed = target_model.model.embed_tokens if share.embed == "target" else draft_model.embed_tokens
     head = target_model.lm_head if share.lm_head == "target" else draft_model.lm_head

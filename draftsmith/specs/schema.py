@@ -98,7 +98,8 @@ class Decoding(Frozen):
     mode: Literal["auto", "v1", "v2"] = "auto"
     attention: str = "auto"                              # registered attn_backend (auto: sdpa on CPU)
     graphs: Literal["auto", "on", "off", "compile"] = "auto"  # CUDA graphs (auto: on CUDA); compile: + torch.compile
-    linear: Literal["auto", "packed", "plain"] = "auto"  # CPU matmuls on oneDNN-prepacked weights (auto: on CPU)
+    # CPU matmuls on oneDNN-prepacked weights: auto = the large ones, packed = all, plain = none (CUDA: ignored)
+    linear: Literal["auto", "packed", "plain"] = "auto"
     # the draft's weights, activations and KV (same: assemble()'s dtype). The draft only proposes, so its precision
     # moves acceptance, never the output: a float32 target with a bfloat16 draft stays lossless
     draft_dtype: Literal["same", "float32", "bfloat16", "float16"] = "same"
