@@ -26,6 +26,10 @@ def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor |
     SDPA's own is_causal, one query sees every key, and otherwise a lower-right CausalBias (SDPA's is_causal is
     top-left aligned; ours is bottom-right)."""
     T, S = q.shape[2], k.shape[2]
+    if T == 1 and q.device.type == "cpu" and q.dtype in (torch.bfloat16, torch.float16):
+        # torch's CPU kernel runs one low-precision query 3-4x slower than in float32 (0.76 vs 0.18 ms at 9 heads
+        # x 576 keys, 12 vs 4 ms at 16 rows): a decode step upcasts, at no loss of accuracy
+        return sdpa(q.float(), k.float(), v.float(), mask, scale).to(q.dtype)
     is_causal = mask is None and T == S > 1
     if mask is None and 1 < T < S:
         mask = causal_lower_right(T, S)

@@ -26,6 +26,23 @@ def test_flex_matches_eager(B, T, extra, kv, seed, causal):
         assert torch.allclose(fn(q, k, v, mask, 0.25), want, atol=1e-10)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("B,T,S,masked", [(1, 1, 40, True), (3, 1, 17, False), (2, 1, 1, False), (1, 3, 9, True)])
+def test_sdpa_runs_one_low_precision_query_on_cpu_in_float32(monkeypatch, dtype, B, T, S, masked):
+    seen = []
+    real = torch.nn.functional.scaled_dot_product_attention
+    monkeypatch.setattr(backends.F, "scaled_dot_product_attention",
+                        lambda q, *a, **kw: seen.append(q.dtype) or real(q, *a, **kw))
+    g = torch.Generator().manual_seed(S)
+    q = torch.randn(B, 6, T, 16, generator=g).to(dtype)
+    k, v = (torch.randn(B, 2, S, 16, generator=g).to(dtype) for _ in range(2))
+    mask = (torch.rand(B, 1, T, S, generator=g) > 0.4) | (torch.arange(S) == 0) if masked else None
+    out = backends.sdpa(q, k, v, mask, 0.25)
+    assert seen == [torch.float32 if T == 1 else dtype] and out.dtype == dtype and out.shape == (B, 6, T, 16)
+    want = backends.eager(q.double(), k.double(), v.double(), mask, 0.25)
+    torch.testing.assert_close(out.double(), want, atol=1e-2, rtol=1e-2)
+
+
 def test_flash_backend_is_refused_without_flash_attn(monkeypatch):
     monkeypatch.setattr(backends, "has_flash_attn", lambda: False)
     with pytest.raises(RuntimeError, match="flash-attn"):
