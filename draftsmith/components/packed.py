@@ -11,6 +11,8 @@ autocast, a dtype other than the weight's), where ``nn.Linear.forward`` runs as 
 """
 from __future__ import annotations
 
+import functools
+
 import torch
 from torch import nn
 
@@ -37,8 +39,9 @@ class PackedWeight:
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         w = self.weight
-        if (x.device.type != "cpu" or x.dtype != w.dtype or w.dtype not in DTYPES or torch.is_autocast_enabled("cpu")
-                or (torch.is_grad_enabled() and (w.requires_grad or x.requires_grad))):
+        plain = x.device.type != "cpu" or x.dtype != w.dtype or w.dtype not in DTYPES
+        grad = torch.is_grad_enabled() and (w.requires_grad or x.requires_grad)
+        if plain or grad or torch.is_autocast_enabled("cpu"):
             return super().forward(x)
         self.repack()
         # x: [..., in] -> [..., out]
@@ -60,14 +63,18 @@ def packable(module: nn.Module) -> bool:
     return type(module) is nn.Linear
 
 
+@functools.cache
+def packed_class(cls: type) -> type:
+    return type(f"Packed{cls.__name__}", (PackedWeight, cls), {})
+
+
 def pack_linears(module: nn.Module, min_elements: int = 0) -> list[str]:
     """Give every packable Linear of ``module`` with at least ``min_elements`` weights prepacked weights, in place;
     returns their names."""
     done = []
     for name, sub in module.named_modules():
         if packable(sub) and sub.weight.numel() >= min_elements:
-            cls = type(sub)
-            sub.__class__ = type(f"Packed{cls.__name__}", (PackedWeight, cls), {})
+            sub.__class__ = packed_class(type(sub))
             if sub.weight.device.type == "cpu" and sub.weight.dtype in DTYPES:
                 sub.repack()  # now, not in the first generate() call, whose timing a user reads
             done.append(name)
