@@ -4,7 +4,6 @@ HF assisted generation is the chain peer: transformers' own speculative loop wit
 target's first layers and its head), since an EAGLE draft is not a standalone causal LM."""
 from __future__ import annotations
 
-import functools
 import statistics
 import time
 from pathlib import Path
@@ -12,16 +11,25 @@ from pathlib import Path
 import torch
 
 
-def _median_time(fn, repeats: int, device: str = "cpu"):
-    # one untimed warm-up run (CUDA kernels, compiled FlexAttention), then the median of `repeats`
-    times, result = [], fn()
+def _round_robin(methods: dict, repeats: int, device: str = "cpu") -> dict:
+    """name -> (median seconds, last result). Each method gets one untimed warm-up run (CUDA kernels, compiled
+    FlexAttention, first-use allocations), then the methods take turns ``repeats`` times, so a machine whose speed
+    drifts during the run (a shared host) slows every method alike instead of whichever ran last."""
+    results = {name: fn() for name, fn in methods.items()}
+    times = {name: [] for name in methods}
     for _ in range(repeats):
-        _sync(device)
-        t0 = time.perf_counter()
-        result = fn()
-        _sync(device)
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), result
+        for name, fn in methods.items():
+            _sync(device)
+            t0 = time.perf_counter()
+            results[name] = fn()
+            _sync(device)
+            times[name].append(time.perf_counter() - t0)
+    return {name: (statistics.median(times[name]), results[name]) for name in methods}
+
+
+def _median_time(fn, repeats: int, device: str = "cpu"):
+    """One method: (median seconds of ``repeats`` after a warm-up, last result)."""
+    return _round_robin({"": fn}, repeats, device)[""]
 
 
 def _sync(device: str) -> None:
@@ -56,30 +64,32 @@ def run_bench(spec="demo", *, target=None, draft=None, prompt="def fibonacci(n):
     target_dir = checkpoint_dir(spec_obj, target, "target")
     n = max_new_tokens
     ids = check_call(model, prompt, max_new_tokens=n, what="draftsmith bench")[0][0]  # generate()'s checks
-    rows = {}
-    timed = functools.partial(_median_time, repeats=repeats, device=device)
-    rows["draftsmith target-only"] = timed(lambda: model.generate_baseline(ids, max_new_tokens=n))
-    rows["draftsmith chain (topk=1)"] = timed(lambda: model.generate(ids, max_new_tokens=n, topk=1))
-    rows["draftsmith tree"] = timed(lambda: model.generate(ids, max_new_tokens=n))
+    methods = {
+        "draftsmith target-only": lambda: model.generate_baseline(ids, max_new_tokens=n),
+        "draftsmith chain (topk=1)": lambda: model.generate(ids, max_new_tokens=n, topk=1),
+        "draftsmith tree": lambda: model.generate(ids, max_new_tokens=n),
+    }
     if torch.device(device).type == "cuda":  # on CPU FlexAttention is torch's unfused reference: not a contender
         flex = draftsmith.assemble(spec_obj.with_decoding(attention="flex"), target=target, draft=draft, device=device,
                                    dtype=dtype)
-        rows["draftsmith tree, attention: flex"] = timed(lambda: flex.generate(ids, max_new_tokens=n))
+        methods["draftsmith tree, attention: flex"] = lambda: flex.generate(ids, max_new_tokens=n)
     if any(isinstance(m, packed.PackedWeight) for m in model.target.modules()):  # what decoding.linear buys
         plain = draftsmith.assemble(spec_obj.with_decoding(linear="plain"), target=target, draft=draft, device=device,
                                     dtype=dtype)
-        rows["draftsmith target-only, plain matmuls"] = timed(lambda: plain.generate_baseline(ids, max_new_tokens=n))
-        rows["draftsmith tree, plain matmuls"] = timed(lambda: plain.generate(ids, max_new_tokens=n))
+        methods["draftsmith target-only, plain matmuls"] = lambda: plain.generate_baseline(ids, max_new_tokens=n)
+        methods["draftsmith tree, plain matmuls"] = lambda: plain.generate(ids, max_new_tokens=n)
     hf, assistant = _hf_models(target_dir, 2, device, parse_dtype(dtype))
     x = torch.tensor([ids], device=device)
     gen = {"max_new_tokens": n, "min_new_tokens": n, "do_sample": False, "pad_token_id": 0}
-    with torch.inference_mode():
-        rows["HF generate (target only)"] = timed(lambda: hf.generate(x, **gen))
-        rows["HF assisted (2-layer skip)"] = timed(lambda: hf.generate(x, assistant_model=assistant, **gen))
-        # the peer that needs no draft: n-gram lookup in the prompt (transformers' prompt-lookup decoding)
-        rows["HF prompt lookup (10 tokens)"] = timed(lambda: hf.generate(x, prompt_lookup_num_tokens=10, **gen))
+    methods["HF generate (target only)"] = torch.inference_mode()(lambda: hf.generate(x, **gen))
+    methods["HF assisted (2-layer skip)"] = torch.inference_mode()(lambda: hf.generate(x, assistant_model=assistant,
+                                                                                       **gen))
+    # the peer that needs no draft: n-gram lookup in the prompt (transformers' prompt-lookup decoding)
+    methods["HF prompt lookup (10 tokens)"] = torch.inference_mode()(lambda: hf.generate(x, prompt_lookup_num_tokens=10,
+                                                                                         **gen))
+    rows = _round_robin(methods, repeats, device)
     base = rows["draftsmith target-only"][0]
-    table = Table(title=f"bench: {n} new tokens, median of {repeats} after a warm-up, {device} {dtype}, "
+    table = Table(title=f"bench: {n} new tokens, median of {repeats} rounds after a warm-up, {device} {dtype}, "
                         f"prompt {prompt!r}")
     for col in ("method", "seconds", "tokens/s", "speed vs draftsmith target-only", "tau", "outside forwards"):
         table.add_column(col)

@@ -40,6 +40,8 @@ class PackedWeight:
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         w = self.weight
         plain = x.device.type != "cpu" or x.dtype != w.dtype or w.dtype not in DTYPES
+        # one float32 row: MKL's matrix-vector product is 5-7% faster than oneDNN's (benchmarks/bench_packed.py)
+        plain = plain or (w.dtype == torch.float32 and x.numel() == x.shape[-1])
         grad = torch.is_grad_enabled() and (w.requires_grad or x.requires_grad)
         if plain or grad or torch.is_autocast_enabled("cpu"):
             return super().forward(x)

@@ -31,6 +31,17 @@ def test_packed_matmul_equals_f_linear(dtype, tol, shape, bias):
     torch.testing.assert_close(out.float(), F.linear(x, lin.weight, lin.bias).float(), atol=tol, rtol=tol)
 
 
+@pytest.mark.parametrize("dtype,rows,packed_path", [(torch.float32, 1, False), (torch.float32, 2, True),
+                                                    (torch.bfloat16, 1, True)])
+def test_one_float32_row_takes_the_gemv(monkeypatch, dtype, rows, packed_path):
+    lin = packed_linear(dtype=dtype)
+    calls = []
+    monkeypatch.setattr(packed.PackedWeight, "repack", lambda self: calls.append(1) or None)
+    monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", lambda x, *a: torch.zeros(*x.shape[:-1], 80))
+    out = lin(torch.randn(1, rows, 48).to(dtype))
+    assert bool(calls) is packed_path and bool(out.abs().sum() == 0) is packed_path
+
+
 def test_an_in_place_weight_update_repacks():
     lin = packed_linear()
     x = torch.randn(3, 48)
