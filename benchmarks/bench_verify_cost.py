@@ -3,9 +3,10 @@ benchmarks/bench_verify_cost.py [SPEC] [THREADS]``, default the SmolLM2 pair's t
 
 A speculative step pays one target forward over T draft tokens plus the draft's forwards, and wins only when tau
 exceeds that cost in decode steps. On a GPU a small T is nearly free (the weights are read once either way); on a
-CPU, one token runs as a matrix-vector product and two or more as a matrix product, so the ratio printed here is
-the floor under every speculative plan's step cost. Measured through transformers (the target oracle) with a
-128-token cached prefix; median of 7 per T, all in this run.
+CPU, one token runs as a matrix-vector product and two or more as a matrix product, which torch's ``F.linear``
+runs by repacking the whole weight on every call. Measured through transformers (the target oracle, plain
+``F.linear``) with a 128-token cached prefix; median of 7 per T, all in this run. draftsmith's CPU path runs its
+matmuls on weights prepacked once (``decoding.linear``); ``benchmarks/bench_packed.py`` prints what that changes.
 """
 import copy
 import sys
