@@ -10,11 +10,11 @@ import sys
 import time
 
 import torch
-from torch import nn
 from torch.nn import functional as F
 
 import draftsmith
 from draftsmith.components import packed
+from draftsmith.specs.loader import load_spec
 
 TOKENS = (1, 2, 4, 8, 12, 17, 32)
 
@@ -44,10 +44,9 @@ def main(spec: str = "smollm2", threads: int = 1) -> None:
     print(f"target of spec {spec!r}, {threads} thread(s): all its Linear matmuls for T tokens, ms (x one-token plain)")
     print(f"{'dtype':>9} {'T':>3} {'plain':>15} {'packed':>15} {'speed-up':>9}")
     for dtype in ("float32", "bfloat16"):
-        model = draftsmith.assemble(spec, dtype=dtype)
-        linears = [m for m in model.target.modules() if isinstance(m, nn.Linear)]
-        if not any(isinstance(m, packed.PackedWeight) for m in linears):
-            packed.pack_linears(model.target)
+        # every Linear packed (``auto`` would leave the small ones plain and time them twice as "plain")
+        model = draftsmith.assemble(load_spec(spec).with_decoding(linear="packed"), dtype=dtype)
+        linears = [m for m in model.target.modules() if isinstance(m, packed.PackedWeight)]
         with torch.inference_mode():
             base = None
             for T in TOKENS:
