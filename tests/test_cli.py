@@ -1,4 +1,4 @@
-"""The `draftsmith` command: validate, list, inspect (run in-process with typer's CliRunner)."""
+"""The `draftsmith` command: validate, list, inspect, generate (run in-process with typer's CliRunner)."""
 import json
 import re
 import sys
@@ -199,3 +199,27 @@ def test_inspect_reports_config_keys_it_does_not_read(tmp_path, eagle3_pair):
     (draft / "config.json").write_text(json.dumps(cfg))
     res = run("inspect", draft)
     assert re.search(r"^# config keys draftsmith does not read: use_fancy_norm$", res.stdout, re.M)
+
+
+# --- generate -------------------------------------------------------------------------------------------------------
+
+def test_generate_warms_up_each_row_then_compares_speeds(monkeypatch):
+    from draftsmith.decoding.model import SpeculativeModel
+
+    calls = []
+    for name in ("generate", "generate_baseline"):
+        real = getattr(SpeculativeModel, name)
+        monkeypatch.setattr(SpeculativeModel, name,
+                            lambda self, p, *a, _real=real, _n=name, **kw: calls.append((_n, kw["max_new_tokens"]))
+                            or _real(self, p, *a, **kw))
+    res = run("generate", "--spec", "demo", "--max-new-tokens", "12")
+    assert res.exit_code == 0, res.output
+    assert [n for _, n in calls] == [8, 8, 8, 12, 12, 12]          # an untimed 8-token warm-up of every row first
+    # name, tok/s, vs target-only, same as target-only
+    row = r"│ (speculative v\d|chain v1|target only) +│.*?│ ([\d.]+) +│ ([\d.]+)x +│ (\w+)"
+    rows = {m[0]: m for m in re.findall(row, res.stdout)}
+    assert set(rows) == {"speculative v2", "chain v1", "target only"}, res.stdout
+    base = float(rows["target only"][1])
+    assert rows["target only"][2] == "1.00" and all(r[3] == "True" for r in rows.values())
+    for _, tps, ratio, _ in rows.values():
+        assert abs(float(ratio) - float(tps) / base) < 0.02    # tok/s over target-only's (both rounded)
