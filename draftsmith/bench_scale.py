@@ -126,17 +126,19 @@ def weight_bytes(model: torch.nn.Module) -> int:
 
 
 def forward_ms(runner, T: int, B: int, prefix: int, device: str, repeats: int, hidden: torch.Tensor | None = None):
-    """ms of one runner forward over T new tokens per row after `prefix` committed ones (graph replay on CUDA)."""
-    from draftsmith.decoding.stats import Stats
+    """ms of one runner forward over T new tokens per row after `prefix` committed ones (a CUDA graph on CUDA)."""
+    from draftsmith.decoding.graphs import Replay
 
     ar = torch.arange(T, device=device)
     ids = torch.zeros(B, T, dtype=torch.long, device=device)
     args = (ar.expand(B, T), ar.expand(B, T), (ar[:, None] >= ar[None, :]).expand(B, T, T))
     runner.pool.lens.fill_(prefix)
     if hidden is None:
-        fn = lambda: runner(ids, *args, stats=Stats())  # noqa: E731
+        fwd = Replay(runner, torch.device(device).type == "cuda")
+        fn = lambda: fwd(ids, *args)  # noqa: E731
     else:
-        fn = lambda: runner(ids, hidden[:, :1].expand(B, T, -1).contiguous(), *args, from_target=False)  # noqa: E731
+        fwd = Replay(lambda *a: runner(*a, from_target=False), torch.device(device).type == "cuda")
+        fn = lambda: fwd(ids, hidden[:, :1].expand(B, T, -1).contiguous(), *args)  # noqa: E731
     sec, _ = _median_time(fn, repeats * 5, device)
     return sec * 1e3
 

@@ -94,6 +94,7 @@ def bench(
     checkpoints: Optional[Path] = typer.Option(None, help="--scale: where the random checkpoints go (default: "
                                                           "OUT/checkpoints; written once, reused)"),
     graphs: str = typer.Option("auto", help="decoding.graphs for draftsmith: auto, on, off or compile"),
+    hf: bool = typer.Option(True, "--hf/--no-hf", help="--scale: also time transformers generate (eager, static)"),
 ) -> None:
     """Side by side in one run: target-only, HF generate, HF assisted generation, draftsmith chain and tree
     (the demo pair), or with --scale the bandwidth limit, draftsmith and transformers on Llama-3.x shapes."""
@@ -111,7 +112,7 @@ def bench(
         results = run_scale([s.strip() for s in scale.split(",")], out_dir, device=device,
                             dtype=None if dtype == "float32" and device != "cpu" else dtype,
                             batches=[int(b) for b in batches.split(",")], repeats=repeats, graphs=graphs,
-                            checkpoints=checkpoints,
+                            checkpoints=checkpoints, hf=hf,
                             log=lambda line: out.print(escape(line)))
         out.print(escape(markdown(results)), soft_wrap=True)
         out.print(f"wrote {escape(str(out_dir))}/results.md, results.json and one PNG per shape")

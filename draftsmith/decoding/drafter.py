@@ -30,6 +30,7 @@ class TreeExpander:
         self.filled = k
         self.batch = torch.arange(B, device=dev)[:, None]
         self.node = torch.arange(k, device=dev)
+        self.cols = torch.arange(P, device=dev)
         self.inactive = ~active[:, None]
         self.calls = 0
 
@@ -38,8 +39,9 @@ class TreeExpander:
         j = self.calls
         rows = self.node + j * k                                                          # scratch offset per node
         hidden = self.parent_feed[self.batch, frontier]                                   # [B, k, H]
-        anc = self.parent_anc[self.batch, frontier]                                       # [B, k, P] (a copy)
-        anc[:, self.node, rows] = True
+        # [B, k, P]: the parent's scratch ancestry plus the node's own row (no indexed write of a host scalar:
+        # that is a host-to-device copy, a synchronisation, which a CUDA graph cannot capture)
+        anc = self.parent_anc[self.batch, frontier] | (rows[:, None] == self.cols)
         feed, logits = self.run(tokens, hidden, rows.expand(B, k).masked_fill(self.inactive, -1),
                                 rows.new_full((B, k), j), anc, from_target=False)
         end = self.filled + k * self.k

@@ -41,11 +41,13 @@ class Settings:
         # any device; the draws travel to the device without a host sync
         return torch.rand(*shape, generator=self.generator).to(device, non_blocking=True)
 
-    def pick(self, logits: torch.Tensor) -> torch.Tensor:
-        # logits: [B, V] -> [B] the target's token: argmax, or a draw from the processed distribution p
+    def pick(self, logits: torch.Tensor, u: torch.Tensor | None = None) -> torch.Tensor:
+        # logits: [B, V] -> [B] the target's token: argmax, or a draw from the processed distribution p with the
+        # uniforms u [B] (drawn here when not given)
         if self.temperature <= 0:
             return logits.argmax(-1)
-        return sample(self.probs(logits), self.uniforms(logits.shape[0], device=logits.device))
+        u = self.uniforms(logits.shape[0], device=logits.device) if u is None else u
+        return sample(self.probs(logits), u)
 
     def probs(self, logits: torch.Tensor) -> torch.Tensor:
         return target_probs(logits, self.temperature, self.top_p, self.top_k)
@@ -80,18 +82,20 @@ class TargetRunner:
     """The target + its pool: ``(ids, rows, rel_pos, rel_mask) -> (logits [B, T, V], hand-over [B, T, Hh])``."""
 
     def __init__(self, model, pool: StaticKVPool, taps, graphs: bool, compile_: str = "off"):
-        self.model, self.pool, self.taps = model, pool, taps
-        self.replay = Replay(compiled(self.forward, compile_), graphs)
+        self.model, self.pool, self.taps, self.graphs = model, pool, taps, graphs
+        self.run = compiled(self.forward, compile_)
+        self.stats = Stats()  # the run's statistics (forward time): speculative() / baseline() point this at theirs
+        self.steps = StepCache(graphs)          # the decode and speculative steps over this pool, as CUDA graphs
 
     def forward(self, ids, rows, rel_pos, rel_mask):
         kv, pos = fixed_kv(self.pool, rows, rel_pos, rel_mask)
         hidden, aux = self.model(ids, pos, kv, taps=self.taps or ())
         return self.model.logits(hidden), (aux if self.taps else hidden)
 
-    def __call__(self, ids, rows, rel_pos, rel_mask, *, stats: Stats, eager: bool = False):
+    def __call__(self, ids, rows, rel_pos, rel_mask):
         t0 = time.perf_counter()
-        out = (self.forward if eager else self.replay)(ids, rows, rel_pos, rel_mask)
-        stats.forward_seconds += time.perf_counter() - t0
+        out = self.run(ids, rows, rel_pos, rel_mask)
+        self.stats.forward_seconds += time.perf_counter() - t0
         return out
 
 
@@ -100,22 +104,36 @@ class DraftRunner:
 
     def __init__(self, model, pool: StaticKVPool, embed, head, graphs: bool, compile_: str = "off"):
         self.model, self.pool, self.embed, self.head = model, pool, embed, head
-        self.replay = {ft: Replay(compiled(functools.partial(self.forward, from_target=bool(ft)), compile_), graphs)
-                       for ft in (0, 1)}
-        self.stats = Stats()  # the run's statistics: speculative() points this at its own
+        self.run = {ft: compiled(functools.partial(self.forward, from_target=bool(ft)), compile_) for ft in (0, 1)}
+        self.stats = Stats()
 
     def forward(self, ids, hidden, rows, rel_pos, rel_mask, *, from_target: bool):
         kv, pos = fixed_kv(self.pool, rows, rel_pos, rel_mask)
         out, feed = self.model(ids, hidden, pos, kv, embed=self.embed, from_target=from_target)
         return feed, self.model.head_logits(out, self.head)   # [B, T, Vd]
 
-    def __call__(self, ids, hidden, rows, rel_pos, rel_mask, *, from_target: bool, eager: bool = False):
+    def __call__(self, ids, hidden, rows, rel_pos, rel_mask, *, from_target: bool):
         t0 = time.perf_counter()
-        fn = (lambda *a: self.forward(*a, from_target=from_target)) if eager else self.replay[int(from_target)]
-        out = fn(ids, hidden, rows, rel_pos, rel_mask)
-        self.stats.draft_forwards += 1
+        out = self.run[int(from_target)](ids, hidden, rows, rel_pos, rel_mask)
         self.stats.forward_seconds += time.perf_counter() - t0
         return out
+
+
+class StepCache:
+    """One :class:`Replay` per step function and settings: on CUDA a whole step (every forward, the tree, the
+    verdict, the compaction) is one CUDA graph, captured at its first call and replayed after; on CPU it runs
+    eagerly. ``keep``: the pool lengths the step advances, restored after capture (see Replay)."""
+
+    def __init__(self, graphs: bool, size: int = 8):
+        self.graphs, self.size = graphs, size
+        self.replays: dict[tuple, Replay] = {}
+
+    def get(self, key: tuple, fn, keep: tuple[torch.Tensor, ...]) -> Replay:
+        if key not in self.replays:
+            if len(self.replays) >= self.size:
+                self.replays.pop(next(iter(self.replays)))
+            self.replays[key] = Replay(fn, self.graphs, keep=keep)
+        return self.replays[key]
 
 
 @functools.lru_cache(maxsize=64)
@@ -148,7 +166,7 @@ def prefill(target: TargetRunner, draft: DraftRunner | None, seqs: list[Seq], s:
     counts = _upload([len(q.prompt) for q in seqs], dev)
     st = State(root=ids[:, 0], active=torch.ones(B, dtype=torch.bool, device=dev))
     causal = _causal(counts, T, st.active)
-    logits, handover = target(ids, *causal, stats=stats, eager=True)
+    logits, handover = target(ids, *causal)
     last = (torch.arange(B, device=dev), counts - 1)
     st.root = s.pick(logits[last])
     target.pool.advance(counts)
@@ -156,7 +174,8 @@ def prefill(target: TargetRunner, draft: DraftRunner | None, seqs: list[Seq], s:
         # draft position i pairs token x_{i+1} with the target's hidden state at i: the prompt shifted by one,
         # the root after the last prompt token
         shifted = torch.cat([ids[:, 1:], ids[:, :1]], 1).scatter(1, (counts - 1)[:, None], st.root[:, None])
-        feed, dlogits = draft(shifted, handover, *causal, from_target=True, eager=True)
+        feed, dlogits = draft(shifted, handover, *causal, from_target=True)
+        stats.draft_forwards += 1
         draft.pool.advance(counts)
         st.feed, st.dlogits = feed[last], dlogits[last]
     for q, (root,) in zip(seqs, sync_tokens(st.root)):
@@ -171,16 +190,16 @@ def catch_up(draft: DraftRunner, st: State, tokens: torch.Tensor, hidden: torch.
     feed, logits = draft(tokens, hidden, *_causal(counts, T, st.active), from_target=True)
     draft.pool.advance(counts * st.active)
     last = (torch.arange(B, device=tokens.device), counts - 1)
-    st.feed, st.dlogits = feed[last], logits[last]              # advanced indexing copies out of graph buffers
+    st.feed, st.dlogits = feed[last], logits[last]
 
 
-def propose(draft: DraftRunner, st: State, plan: Plan, s: Settings):
-    """Draft a tree (a chain when topk = 1). Returns (tree, q) — q [B, n, V] when the chain was sampled."""
+def propose(draft: DraftRunner, st: State, plan: Plan, s: Settings, u: torch.Tensor):
+    """Draft a tree (a chain when topk = 1). Returns (tree, q) — q [B, n, V] when the chain was sampled, whose
+    tokens are drawn with the uniforms u [B, steps]."""
     B, dev = st.root.shape[0], st.root.device
     expand = TreeExpander(draft, st.feed, plan.topk, plan.steps, st.active)
     if s.temperature > 0 and plan.topk == 1:
         # sampled chain: node i's token is drawn from q_i; verification uses the residual max(p - q, 0)
-        u = s.uniforms(B, plan.steps, device=dev)
         full = draft.model.to_target                          # q lives on the target's vocabulary, as p does
         qs = [safe_probs(s.probs(full(st.dlogits)))]
         toks = [sample(qs[0], u[:, 0])]
@@ -196,42 +215,76 @@ def propose(draft: DraftRunner, st: State, plan: Plan, s: Settings):
     return tree, None
 
 
-def verify(target: TargetRunner, st: State, tree, q_draft, plan: Plan, s: Settings, stats: Stats):
-    """One target forward over the tree; the verdict (accepted [B], path [B, D+1], bonus [B]) and hand-over."""
+def verify(target: TargetRunner, st: State, tree, q_draft, plan: Plan, s: Settings, u: torch.Tensor):
+    """One target forward over the tree; the verdict (accepted [B], path [B, D+1], bonus [B]) and hand-over.
+    u [B, D * topk + 1]: the uniforms of sampled verification (unused under greedy)."""
     B, n = tree.tokens.shape
     rows = torch.where(st.active[:, None], torch.arange(n, device=tree.tokens.device), -1)
-    logits, handover = target(tree.tokens, rows, tree.depth, tree.mask, stats=stats)
-    stats.target_forwards += 1
+    logits, handover = target(tree.tokens, rows, tree.depth, tree.mask)
     if s.temperature <= 0:
         return greedy_verify_fixed(tree, logits), handover
     D = tree.retrieve.shape[-1] - 1
-    u = s.uniforms(B, D * plan.topk + 1, device=logits.device)
     verdict = sample_verify_fixed(tree, s.probs(logits), q_draft, u[:, :-1].view(B, D, plan.topk), u[:, -1],
                                   plan.topk)
     return verdict, handover
 
 
+def spec_step(target: TargetRunner, draft: DraftRunner, plan: Plan, s: Settings, root, active, feed, dlogits,
+              u_draft, u_verify):
+    """One speculative step, draft -> verify -> commit -> catch up, from device tensors to device tensors with no
+    host read, so that on CUDA it is one graph. Returns accepted [B], the committed tokens new [B, D+1] (the
+    path's tokens, then the bonus), and the next step's root [B], feed [B, H], dlogits [B, Vd]."""
+    st = State(root, active, feed, dlogits)
+    tree, q_draft = propose(draft, st, plan, s, u_draft)
+    verdict, handover = verify(target, st, tree, q_draft, plan, s, u_verify)
+    new, hidden = accepted_rows(tree, verdict, handover)
+    target.pool.commit(verdict.path, verdict.accepted, st.active)   # accepted rows move to the front
+    st.root = verdict.bonus
+    catch_up(draft, st, new, hidden, verdict.accepted + 1)          # rows that just finished: harmless scratch
+    return verdict.accepted, new, st.root, st.feed, st.dlogits
+
+
+def decode_step(target: TargetRunner, s: Settings, root, active, u):
+    """One target-only token: root [B] -> the next token [B] (u [B, 1]: its uniform when sampling, else [B, 0])."""
+    B, dev = root.shape[0], root.device
+    rows = torch.where(active, 0, -1)[:, None]
+    zero, one = _causal_parts(B, 1, dev)[1:]
+    logits, _ = target(root[:, None], rows, zero, one)
+    target.pool.advance(active.long())
+    return (s.pick(logits[:, 0], u[:, 0] if s.temperature > 0 else None),)
+
+
+def _draws(s: Settings, B: int, n: int, device) -> torch.Tensor:
+    # [B, n] uniforms from the run's generator when sampling (drawn on the host, uploaded without a sync); greedy
+    # steps get an empty [B, 0]
+    return s.uniforms(B, n, device=device) if s.temperature > 0 else torch.empty(B, 0, device=device)
+
+
 def speculative(target: TargetRunner, draft: DraftRunner, prompts: list[list[int]], plan: Plan,
                 s: Settings) -> tuple[list[Seq], Stats]:
     stats, t0 = Stats(mode=plan.mode), time.perf_counter()
-    draft.stats = stats
+    target.stats = draft.stats = stats
     seqs = [Seq(list(p)) for p in prompts]
     st = prefill(target, draft, seqs, s, stats)
+    B, dev = len(seqs), st.root.device
+    step = target.steps.get(("spec", plan, s.temperature, s.top_p, s.top_k),
+                            functools.partial(spec_step, target, draft, plan, s), (target.pool.lens, draft.pool.lens))
+    chain_draws = plan.steps if plan.topk == 1 else 0
     while not all(q.done for q in seqs):
-        tree, q_draft = propose(draft, st, plan, s)
-        verdict, handover = verify(target, st, tree, q_draft, plan, s, stats)
-        new, hidden = accepted_rows(tree, verdict, handover)
-        target.pool.commit(verdict.path, verdict.accepted, st.active)   # accepted rows move to the front
-        st.root = verdict.bonus
-        host = sync_tokens(verdict.accepted, new)
+        u_draft = _draws(s, B, chain_draws, dev)
+        u_verify = _draws(s, B, plan.steps * plan.topk + 1, dev)
+        accepted, new, st.root, st.feed, st.dlogits = step(st.root, st.active, st.feed, st.dlogits, u_draft,
+                                                           u_verify)
+        stats.target_forwards += 1
+        stats.draft_forwards += plan.steps - 1
+        host = sync_tokens(accepted, new)
         for q, (acc, *toks) in zip(seqs, host):
             if not q.done:
                 stats.record_step(q.emit(toks[: acc + 1], s) - 1)    # only emitted tokens count (invariant 12)
         live = [not q.done for q in seqs]
+        stats.draft_forwards += any(live)                         # the catch-up (the last one serves nobody)
         if not all(live):
-            st.active = _upload(live, st.root.device)
-        if any(live):
-            catch_up(draft, st, new, hidden, verdict.accepted + 1)
+            st.active = _upload(live, dev)
     stats.new_tokens = sum(len(q.out) for q in seqs)
     stats.wall_seconds = time.perf_counter() - t0
     return seqs, stats
@@ -239,16 +292,15 @@ def speculative(target: TargetRunner, draft: DraftRunner, prompts: list[list[int
 
 def baseline(target: TargetRunner, prompts: list[list[int]], s: Settings) -> tuple[list[Seq], Stats]:
     stats, t0 = Stats(mode="baseline"), time.perf_counter()
+    target.stats = stats
     seqs = [Seq(list(p)) for p in prompts]
     st = prefill(target, None, seqs, s, stats)
     B, dev = len(seqs), st.root.device
-    one = (torch.zeros(B, 1, dtype=torch.long, device=dev), torch.ones(B, 1, 1, dtype=torch.bool, device=dev))
+    step = target.steps.get(("decode", s.temperature, s.top_p, s.top_k), functools.partial(decode_step, target, s),
+                            (target.pool.lens,))
     while not all(q.done for q in seqs):
-        rows = torch.where(st.active, 0, -1)[:, None]
-        logits, _ = target(st.root[:, None], rows, one[0], one[1], stats=stats)
+        (st.root,) = step(st.root, st.active, _draws(s, B, 1, dev))
         stats.target_forwards += 1
-        target.pool.advance(st.active.long())
-        st.root = s.pick(logits[:, 0])
         for q, (tok,) in zip(seqs, sync_tokens(st.root)):
             if not q.done:
                 q.emit([tok], s)

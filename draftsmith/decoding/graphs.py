@@ -44,8 +44,11 @@ class _Captured:
 class Replay:
     """``Replay(fn, enabled)(*tensors) -> fn(*tensors)``; one CUDA graph per argument shape when enabled."""
 
-    def __init__(self, fn: Callable[..., tuple[torch.Tensor, ...]], enabled: bool, pool=None, warmup: int = 2):
-        self.fn, self.enabled, self.warmup = fn, enabled, warmup
+    def __init__(self, fn: Callable[..., tuple[torch.Tensor, ...]], enabled: bool, pool=None, warmup: int = 2,
+                 keep: tuple[torch.Tensor, ...] = ()):
+        # keep: state the function changes in place (a pool's lengths): saved before the warm-up runs and restored
+        # after capture, so capturing a stateful step (one that commits) leaves the state as it found it
+        self.fn, self.enabled, self.warmup, self.keep = fn, enabled, warmup, keep
         self.pool = pool if pool is not None or not enabled else torch.cuda.graph_pool_handle()
         self.graphs: dict[tuple, _Captured | None] = {}
 
@@ -64,6 +67,14 @@ class Replay:
         return g.outputs
 
     def _capture(self, args) -> _Captured | None:
+        saved = [t.clone() for t in self.keep]
+        try:
+            return self._capture_graph(args)
+        finally:
+            for t, v in zip(self.keep, saved):
+                t.copy_(v)
+
+    def _capture_graph(self, args) -> _Captured | None:
         inputs = [a.clone() for a in args]
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
@@ -89,11 +100,11 @@ class EmulatedReplay(Replay):
     shapes. A caller that keeps a graph's output past the next replay, or passes state the graph would not see
     (anything but the arguments and static tensors), gets different results here, as it would on CUDA."""
 
-    def __init__(self, fn, enabled: bool = True, pool=None, warmup: int = 0):
-        super().__init__(fn, False)
+    def __init__(self, fn, enabled: bool = True, pool=None, warmup: int = 0, keep=()):
+        super().__init__(fn, False, keep=keep)
         self.enabled = True
 
-    def _capture(self, args):
+    def _capture_graph(self, args):
         inputs = [a.clone() for a in args]
         outputs = tuple(o.clone() for o in self.fn(*inputs))
         return _Captured(None, inputs, outputs)

@@ -120,16 +120,18 @@ def test_nan_poisoned_tails_change_nothing(pairs, monkeypatch):
             super().__init__(*args, **kw)
             seqs.append(self)
 
-    catch_up = engine.catch_up
+    spec_step = engine.spec_step
 
-    def checked(draft, st, tokens, hidden, counts):
-        catch_up(draft, st, tokens, hidden, counts)
-        for q, n, live in zip(seqs[-len(st.active):], draft.pool.lens.tolist(), st.active.tolist()):
-            if live:  # the draft holds exactly the committed tokens: prompt + output minus the root
+    def checked(target, draft, plan, s, root, active, *rest):
+        # at the start of every step (after the previous step's catch-up and emission) the draft holds exactly the
+        # committed tokens of each live row: prompt + output minus the root
+        for q, n, live in zip(seqs[-len(active):], draft.pool.lens.tolist(), active.tolist()):
+            if live:
                 lengths.append((n, len(q.prompt) + len(q.out) - 1))
+        return spec_step(target, draft, plan, s, root, active, *rest)
 
     monkeypatch.setattr(engine, "Seq", Recorded)
-    monkeypatch.setattr(engine, "catch_up", checked)
+    monkeypatch.setattr(engine, "spec_step", checked)
     dirty = model.generate([[4, 4, 2], [9, 8, 7, 6, 5]], max_new_tokens=16, stop=[], topk=4, steps=3,
                            draft_tokens=8)
     assert [d.token_ids for d in dirty] == [c.token_ids for c in clean]

@@ -28,10 +28,10 @@ def on():
 
 
 def captured(model) -> int:
-    """How many CUDA graphs the model's runners hold (None entries are shapes that fell back to eager)."""
+    """How many CUDA graphs the model's steps hold (None entries are steps that fell back to eager)."""
     n = 0
-    for target, draft in model._runners_cache.values():
-        for replay in (target.replay, *draft.replay.values()):
+    for target, _ in model._runners_cache.values():
+        for replay in target.steps.replays.values():
             assert None not in replay.graphs.values(), "a shape fell back to eager (see the log)"
             n += len(replay.graphs)
     return n
