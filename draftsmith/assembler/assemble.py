@@ -12,7 +12,7 @@ from draftsmith.assembler.config import (draft_hf_config, flatten_draft_config, 
                                          stop_ids, target_hf_config)
 from draftsmith.assembler.load import PlannedLoad, fill, materialize, plan_module
 from draftsmith.assembler.vocab import check_vocab_map
-from draftsmith.components import packed
+from draftsmith.components import fused, packed
 from draftsmith.components.targets import mtp_layer_patterns
 from draftsmith.components.weights import RuleSet
 from draftsmith.decoding.model import SpeculativeModel
@@ -114,6 +114,7 @@ def assemble(spec: Spec | str | Path = "demo", target: str | Path | None = None,
         check_vocab_map(draft_model.d2t, draft_model.t2d, source=str(draft_dir))
     for module in (target_model, draft_model):
         packed.pack_model(module, spec.decoding.linear, device)
+        fused.fuse_model(module, fused.wanted(spec.decoding.graphs, device))
     share = spec.draft.share
     embed = target_model.model.embed_tokens if share.embed == "target" else draft_model.embed_tokens
     head = target_model.lm_head if share.lm_head == "target" else draft_model.lm_head

@@ -4,9 +4,8 @@ from __future__ import annotations
 import torch
 from pydantic import BaseModel, ConfigDict
 from torch import nn
-from torch.nn import functional as F
-
 from draftsmith.components.dims import Dims
+from draftsmith.components.fused import kernel, silu_mul
 
 
 class MLPParams(BaseModel):
@@ -20,9 +19,10 @@ class SwiGLU(nn.Module):
         self.gate_proj = nn.Linear(hidden, intermediate, bias=bias)
         self.up_proj = nn.Linear(hidden, intermediate, bias=bias)
         self.down_proj = nn.Linear(intermediate, hidden, bias=bias)
+        self.fused = False          # fused.fuse_model: silu(gate) * up as one compiled kernel on CUDA
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        return self.down_proj(kernel(silu_mul, self.fused)(self.gate_proj(x), self.up_proj(x)))
 
 
 def swiglu(params: MLPParams, *, dims: Dims) -> SwiGLU:

@@ -4,18 +4,18 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from draftsmith.components.fused import kernel, rms_norm
+
 
 class RMSNorm(nn.Module):
     def __init__(self, dim: int, eps: float = 1e-6):
         super().__init__()
         self.weight = nn.Parameter(torch.ones(dim))
         self.eps = eps
+        self.fused = False          # fused.fuse_model: one compiled kernel on CUDA
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        dtype = x.dtype
-        x = x.to(torch.float32) if dtype in (torch.float16, torch.bfloat16) else x
-        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.weight * x.to(dtype)
+        return kernel(rms_norm, self.fused)(x, self.weight, self.eps)
 
     def extra_repr(self) -> str:
         return f"{self.weight.shape[0]}, eps={self.eps}"

@@ -18,6 +18,9 @@ from torch import nn
 from transformers import PretrainedConfig
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
+from draftsmith.components import fused
+from draftsmith.components.fused import kernel
+
 Style = Literal["neox", "interleaved"]
 
 
@@ -44,6 +47,7 @@ class Rotary(nn.Module):
         self.config, self.head_dim, self.style = config, head_dim, style
         self.register_buffer("inv_freq", torch.empty(head_dim // 2), persistent=False)
         self.scale = 1.0
+        self.fused = False          # fused.fuse_model: one compiled kernel on CUDA
         self.reset_buffers()
 
     def reset_buffers(self, device: torch.device | str | None = None) -> None:
@@ -52,24 +56,6 @@ class Rotary(nn.Module):
             inv, self.scale = inv_freq_for(self.config, self.head_dim)
         self.inv_freq = inv if device is None else inv.to(device)
 
-    def cos_sin(self, pos: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        # pos: [B, T] -> cos, sin: [B, T, 1, head_dim // 2], computed in float32 then cast
-        ang = pos.to(torch.float32)[..., None] * self.inv_freq.to(pos.device)
-        return (ang.cos() * self.scale).to(dtype)[:, :, None], (ang.sin() * self.scale).to(dtype)[:, :, None]
-
     def forward(self, q: torch.Tensor, k: torch.Tensor, pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        cos, sin = self.cos_sin(pos, q.dtype)
-        rot = _rotate_neox if self.style == "neox" else _rotate_interleaved
-        return rot(q, cos, sin), rot(k, cos, sin)
-
-
-def _rotate_neox(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    # x: [B, T, H, d]; pairs are (i, i + d/2)
-    x1, x2 = x.chunk(2, dim=-1)
-    return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
-
-
-def _rotate_interleaved(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    # x: [B, T, H, d]; pairs are (2i, 2i + 1)
-    x1, x2 = x[..., 0::2], x[..., 1::2]
-    return torch.stack((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).flatten(-2)
+        return kernel(fused.rope, self.fused)(q, k, pos, self.inv_freq.to(pos.device), self.scale,
+                                               self.style == "interleaved")

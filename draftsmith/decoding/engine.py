@@ -19,7 +19,7 @@ from draftsmith.decoding.drafter import TreeExpander
 from draftsmith.decoding.fixed import (
     accepted_rows, draft_tree_fixed, greedy_verify_fixed, safe_logprobs, safe_probs, sample, sample_verify_fixed,
 )
-from draftsmith.decoding.graphs import Replay, compiled
+from draftsmith.decoding.graphs import Replay
 from draftsmith.decoding.modes import Plan
 from draftsmith.decoding.sampling import target_probs
 from draftsmith.decoding.static_pool import StaticKVPool, fixed_kv
@@ -81,9 +81,8 @@ class State:
 class TargetRunner:
     """The target + its pool: ``(ids, rows, rel_pos, rel_mask) -> (logits [B, T, V], hand-over [B, T, Hh])``."""
 
-    def __init__(self, model, pool: StaticKVPool, taps, graphs: bool, compile_: str = "off"):
-        self.model, self.pool, self.taps, self.graphs = model, pool, taps, graphs
-        self.run = compiled(self.forward, compile_)
+    def __init__(self, model, pool: StaticKVPool, taps, graphs: bool):
+        self.model, self.pool, self.taps = model, pool, taps
         self.stats = Stats()  # the run's statistics (forward time): speculative() / baseline() point this at theirs
         self.steps = StepCache(graphs)          # the decode and speculative steps over this pool, as CUDA graphs
 
@@ -94,7 +93,7 @@ class TargetRunner:
 
     def __call__(self, ids, rows, rel_pos, rel_mask):
         t0 = time.perf_counter()
-        out = self.run(ids, rows, rel_pos, rel_mask)
+        out = self.forward(ids, rows, rel_pos, rel_mask)
         self.stats.forward_seconds += time.perf_counter() - t0
         return out
 
@@ -102,9 +101,8 @@ class TargetRunner:
 class DraftRunner:
     """The draft + its pool; ``from_target``: hidden is the target's hand-over (through fc) or the draft's own."""
 
-    def __init__(self, model, pool: StaticKVPool, embed, head, graphs: bool, compile_: str = "off"):
+    def __init__(self, model, pool: StaticKVPool, embed, head):
         self.model, self.pool, self.embed, self.head = model, pool, embed, head
-        self.run = {ft: compiled(functools.partial(self.forward, from_target=bool(ft)), compile_) for ft in (0, 1)}
         self.stats = Stats()
 
     def forward(self, ids, hidden, rows, rel_pos, rel_mask, *, from_target: bool):
@@ -114,7 +112,7 @@ class DraftRunner:
 
     def __call__(self, ids, hidden, rows, rel_pos, rel_mask, *, from_target: bool):
         t0 = time.perf_counter()
-        out = self.run[int(from_target)](ids, hidden, rows, rel_pos, rel_mask)
+        out = self.forward(ids, hidden, rows, rel_pos, rel_mask, from_target=from_target)
         self.stats.forward_seconds += time.perf_counter() - t0
         return out
 

@@ -29,13 +29,6 @@ def graphs_enabled(setting: str, device: str | torch.device) -> bool:
     return cuda and setting in ("auto", "on", "compile")
 
 
-def compiled(fn: Callable, setting: str) -> Callable:
-    """``graphs: compile``: the forward through torch.compile first (Inductor fuses norms, rope, SwiGLU and the
-    mask building), one compilation per shape, then captured like any other forward. Experimental: measure it
-    with bench_scale before relying on it."""
-    return torch.compile(fn, dynamic=False) if setting == "compile" else fn
-
-
 class _Captured:
     def __init__(self, graph, inputs, outputs):
         self.graph, self.inputs, self.outputs = graph, inputs, outputs

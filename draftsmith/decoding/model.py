@@ -88,9 +88,8 @@ class SpeculativeModel:
             setting = self.spec.decoding.graphs
             graphs = graphs_enabled(setting, self.device)
             self._runners_cache[key] = (
-                engine.TargetRunner(self.target, self._pool(self.target, *key), self.draft.taps, graphs, setting),
-                engine.DraftRunner(self.draft, self._pool(self.draft, *key), self.draft_embed, self.draft_head,
-                                   graphs, setting))
+                engine.TargetRunner(self.target, self._pool(self.target, *key), self.draft.taps, graphs),
+                engine.DraftRunner(self.draft, self._pool(self.draft, *key), self.draft_embed, self.draft_head))
         runners = self._runners_cache[key]
         for r in runners:
             r.pool.reset()

@@ -97,7 +97,7 @@ class Decoding(Frozen):
     page_size: int = Field(1, ge=1, le=limits.PAGE_SIZE)
     mode: Literal["auto", "v1", "v2"] = "auto"
     attention: str = "auto"                              # registered attn_backend (auto: sdpa on CPU)
-    graphs: Literal["auto", "on", "off", "compile"] = "auto"  # CUDA graphs (auto: on CUDA); compile: + torch.compile
+    graphs: Literal["auto", "on", "off", "compile"] = "auto"  # CUDA graphs + fused kernels (auto, compile: on CUDA)
     # CPU matmuls on oneDNN-prepacked weights: auto = the large ones, packed = all, plain = none (CUDA: ignored)
     linear: Literal["auto", "packed", "plain"] = "auto"
     # the draft's weights, activations and KV (same: assemble()'s dtype). The draft only proposes, so its precision

@@ -1,0 +1,82 @@
+"""Elementwise chains that torch.compile fuses into one kernel each on CUDA: RMSNorm, the rotary embedding,
+SwiGLU's gate.
+
+Eager PyTorch runs each of these as 2-20 small kernels per layer (float32 casts, pow, mean, rsqrt, the rotation's
+halves), and at batch 1 a decode step is mostly such launches: on an H100 they took more device time than the
+matrix products of a 1B model. Each function here is small and pure, so it is compiled once per dtype and shared
+by every layer that calls it (seconds, not a whole-model trace); shapes that vary (the prompt length) go dynamic
+after their first recompile. The eager function is the reference and the CPU path.
+
+A module opts in with an attribute ``fused`` (False by default) that :func:`fuse_model` sets; it then calls
+``kernel(fn, self.fused)(...)``. ``decoding.graphs`` decides (auto and compile on CUDA)."""
+from __future__ import annotations
+
+import functools
+import importlib.util
+from typing import Callable
+
+import torch
+from torch import nn
+
+
+@functools.cache
+def _compiled(fn: Callable) -> Callable:
+    return torch.compile(fn, fullgraph=True)
+
+
+def kernel(fn: Callable, fused: bool) -> Callable:
+    """``fn`` itself, or its compiled twin (one per function, shared by every caller)."""
+    return _compiled(fn) if fused else fn
+
+
+def wanted(setting: str, device: str | torch.device) -> bool:
+    """``decoding.graphs`` compile fuses on CUDA, auto too where triton is installed (torch.compile's CUDA
+    backend); on / off, and every CPU run, keep the eager functions."""
+    if torch.device(device).type != "cuda":
+        return False
+    return setting == "compile" or (setting == "auto" and importlib.util.find_spec("triton") is not None)
+
+
+def fuse_model(module: nn.Module, on: bool = True) -> int:
+    """Switch every module that has a ``fused`` flag; returns how many were switched."""
+    n = 0
+    for m in module.modules():
+        if isinstance(getattr(m, "fused", None), bool):
+            m.fused = on
+            n += 1
+    return n
+
+
+# --- the fused functions (the eager reference is the same code) --------------------------------------------
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    # x: [..., D] -> [..., D]; half-precision inputs are normalised in float32 and cast back before the weight
+    dtype = x.dtype
+    h = x.to(torch.float32) if dtype in (torch.float16, torch.bfloat16) else x
+    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
+    return weight * h.to(dtype)
+
+
+def silu_mul(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.silu(gate) * up
+
+
+def rotate_neox(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    # x: [B, T, H, d]; pairs are (i, i + d/2)
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+
+
+def rotate_interleaved(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    # x: [B, T, H, d]; pairs are (2i, 2i + 1)
+    x1, x2 = x[..., 0::2], x[..., 1::2]
+    return torch.stack((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).flatten(-2)
+
+
+def rope(q: torch.Tensor, k: torch.Tensor, pos: torch.Tensor, inv_freq: torch.Tensor, scale: float,
+         interleaved: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    # q: [B, T, Hq, d], k: [B, T, Hk, d], pos: [B, T] -> rotated q, k. Angles in float32, cast to q's dtype
+    ang = pos.to(torch.float32)[..., None] * inv_freq                        # [B, T, d/2]
+    cos = (ang.cos() * scale).to(q.dtype)[:, :, None]
+    sin = (ang.sin() * scale).to(q.dtype)[:, :, None]
+    rot = rotate_interleaved if interleaved else rotate_neox
+    return rot(q, cos, sin), rot(k, cos, sin)

@@ -1,0 +1,72 @@
+"""The fused kernels (components/fused.py): the compiled path computes what the eager reference computes, for
+every module that opts in, and the switch follows decoding.graphs and the device. On CPU the compiled twin is
+traced with the aot_eager backend (fullgraph: a graph break fails), which checks what torch.compile sees without
+needing a C++ or CUDA compiler; the CUDA kernels are checked by tests/gpu."""
+import pytest
+import torch
+from transformers import LlamaConfig
+
+from draftsmith.components import fused
+from draftsmith.components.mlp import SwiGLU
+from draftsmith.components.norms import RMSNorm
+from draftsmith.components.rope import Rotary
+
+
+@pytest.fixture
+def traced(monkeypatch):
+    calls = []
+
+    def compiled(fn):
+        calls.append(fn.__name__)
+        return torch.compile(fn, fullgraph=True, backend="aot_eager")
+
+    monkeypatch.setattr(fused, "_compiled", compiled)
+    torch._dynamo.reset()
+    return calls
+
+
+def modules():
+    torch.manual_seed(0)
+    cfg = LlamaConfig(hidden_size=64, num_attention_heads=4, rope_theta=10000.0)
+    norm = RMSNorm(64, 1e-5)
+    norm.weight.data.uniform_(0.5, 1.5)
+    return {"norm": norm, "mlp": SwiGLU(64, 96), "neox": Rotary(cfg, 16, "neox"),
+            "interleaved": Rotary(cfg, 16, "interleaved")}
+
+
+def run(name, m, dtype):
+    g = torch.Generator().manual_seed(1)
+    if name in ("norm", "mlp"):
+        return m.to(dtype)(torch.randn(2, 5, 64, generator=g).to(dtype))
+    q, k = torch.randn(2, 5, 4, 16, generator=g).to(dtype), torch.randn(2, 5, 2, 16, generator=g).to(dtype)
+    return torch.cat([t.flatten() for t in m(q, k, torch.arange(5).expand(2, 5) * 7)])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("name", ["norm", "mlp", "neox", "interleaved"])
+def test_the_fused_path_equals_the_eager_one(traced, name, dtype):
+    m = modules()[name]
+    want = run(name, m, dtype)
+    assert fused.fuse_model(m) == 1 and m.fused
+    got = run(name, m, dtype)
+    assert traced, "the fused module did not call its compiled twin"
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+def test_fuse_model_switches_every_opted_in_module():
+    ms = torch.nn.ModuleList(modules().values())
+    assert fused.fuse_model(ms) == 4 and all(m.fused for m in ms)
+    assert fused.fuse_model(ms, False) == 4 and not any(m.fused for m in ms)
+
+
+def test_the_setting_decides():
+    assert not fused.wanted("auto", "cpu") and not fused.wanted("compile", "cpu")
+    assert fused.wanted("compile", "cuda") and not fused.wanted("on", "cuda") and not fused.wanted("off", "cuda")
+
+
+def test_assemble_leaves_cpu_models_eager():
+    import draftsmith
+
+    model = draftsmith.assemble("demo")
+    flags = [m.fused for m in (*model.target.modules(), *model.draft.modules()) if hasattr(m, "fused")]
+    assert flags and not any(flags)
