@@ -128,7 +128,9 @@ def weight_bytes(model: torch.nn.Module) -> int:
 def forward_ms(runner, T: int, B: int, prefix: int, device: str, repeats: int, hidden: torch.Tensor | None = None):
     """ms of one runner forward over T new tokens per row after `prefix` committed ones (a CUDA graph on CUDA)."""
     from draftsmith.decoding.graphs import Replay
+    from draftsmith.decoding.stats import Stats
 
+    runner.stats = Stats()  # time into a scratch record, not into the statistics of the last generate call
     ar = torch.arange(T, device=device)
     ids = torch.zeros(B, T, dtype=torch.long, device=device)
     args = (ar.expand(B, T), ar.expand(B, T), (ar[:, None] >= ar[None, :]).expand(B, T, T))
