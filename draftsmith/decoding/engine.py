@@ -4,7 +4,8 @@ Read top to bottom it is the algorithm; the maths lives in small pure functions 
 fixed-shape twins in fixed.py) and the memory in a static KV pool (compaction on commit). Every tensor of a step
 stays on the device at shapes fixed by the plan: the host reads one small tensor per step (the accepted tokens,
 :func:`sync_tokens`) to emit text, check stop tokens and count statistics, so a step costs one host
-synchronisation and its forwards can be replayed as CUDA graphs (graphs.py). Finished sequences stay in the
+synchronisation, and the whole step (:func:`spec_step`, :func:`decode_step`) is one function of device tensors
+that CUDA captures as one graph and replays (graphs.py, :class:`StepCache`). Finished sequences stay in the
 batch as inactive rows (they write nothing and their results are ignored), so shapes never change mid-run.
 """
 from __future__ import annotations

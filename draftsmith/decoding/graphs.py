@@ -1,13 +1,16 @@
-"""CUDA graphs for fixed-shape forwards: the same function runs eagerly (CPU, ``graphs: off``) or is captured once
-per input shape and replayed (CUDA).
+"""CUDA graphs for fixed-shape steps: the same function runs eagerly (CPU, ``graphs: off``) or is captured once
+per input shape and replayed (CUDA). The engine captures whole steps (every forward of a speculative step and
+the tensor work between them); bench_scale captures single forwards to time them.
 
 A forward over a :class:`~draftsmith.decoding.static_pool.StaticKVPool` reads only tensors with static addresses
 (the pool's storage and lengths, the weights) plus its arguments, so a graph captured with static copies of the
 arguments replays it exactly: :class:`Replay` copies the new arguments into those buffers and replays. The
 outputs are the graph's own buffers, overwritten by its next replay: consume or clone them first.
 
-Capture runs the function for real a few times first (warm-up on a side stream, as torch.cuda.graphs asks);
-the forwards are idempotent (they write the same K/V to the same slots), so the warm-up is harmless. If capture
+Capture runs the function for real a few times first (warm-up on a side stream, as torch.cuda.graphs asks).
+A forward is idempotent (it writes the same K/V to the same slots); a step also advances the pools' lengths,
+which ``keep`` saves and restores around the capture (every other write lands past those lengths, in slots
+that are written again before they are read). If capture
 fails (an attention component that syncs, e.g. boolean-mask writes) the shape falls back to eager with a
 warning, so correctness never depends on capture."""
 from __future__ import annotations
