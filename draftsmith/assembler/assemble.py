@@ -12,7 +12,7 @@ from draftsmith.assembler.config import (draft_hf_config, flatten_draft_config, 
                                          stop_ids, target_hf_config)
 from draftsmith.assembler.load import PlannedLoad, fill, materialize, plan_module
 from draftsmith.assembler.vocab import check_vocab_map
-from draftsmith.components import fused, packed
+from draftsmith.components import fused, packed, stacked
 from draftsmith.components.targets import mtp_layer_patterns
 from draftsmith.components.weights import RuleSet
 from draftsmith.decoding.model import SpeculativeModel
@@ -112,7 +112,10 @@ def assemble(spec: Spec | str | Path = "demo", target: str | Path | None = None,
         if spec.draft.vocab.d2t == "absolute":  # the checkpoint's d2t holds target ids; the model keeps offsets
             draft_model.d2t -= torch.arange(draft_model.d2t.shape[0], device=draft_model.d2t.device)
         check_vocab_map(draft_model.d2t, draft_model.t2d, source=str(draft_dir))
-    for module in (target_model, draft_model):
+    # the target runs frozen: its q | k | v and gate | up become one product each (the draft trains and exports
+    # through its own names, so it keeps them apart)
+    stacks = [s.linear for s in stacked.stack_model(target_model)]
+    for module in (target_model, draft_model, *stacks):
         packed.pack_model(module, spec.decoding.linear, device)
         fused.fuse_model(module, fused.wanted(spec.decoding.graphs, device))
     share = spec.draft.share

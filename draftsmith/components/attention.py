@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from draftsmith.components.dims import Dims
+from draftsmith.components.stacked import Stacked, stack
 
 Backend = Callable[..., torch.Tensor]
 
@@ -84,6 +85,11 @@ class GQAttention(nn.Module):
         self.o_proj = nn.Linear(dims.heads * dims.head_dim, dims.hidden, bias=o_bias)
         self.q_norm = q_norm or nn.Identity()
         self.k_norm = k_norm or nn.Identity()
+        self.qkv: Stacked | None = None      # stacked.stack_model: q | k | v as one product
+
+    def stack_siblings(self) -> list[Stacked]:
+        self.qkv = stack([self.q_proj, self.k_proj, self.v_proj])
+        return [self.qkv] if self.qkv else []
 
     def cache_layout(self) -> dict[str, tuple[int, ...]]:
         """Per-token shapes this layer stores in the KV pool."""
@@ -92,9 +98,11 @@ class GQAttention(nn.Module):
     def forward(self, x: torch.Tensor, pos: torch.Tensor, kv: KVBatch | None = None) -> torch.Tensor:
         # x: [B, T, in_width]; pos: [B, T] absolute positions
         B, T, _ = x.shape
-        q = self.q_norm(self.q_proj(x).view(B, T, self.heads, self.head_dim))
-        k = self.k_norm(self.k_proj(x).view(B, T, self.kv_heads, self.head_dim))
-        v = self.v_proj(x).view(B, T, self.kv_heads, self.head_dim)
+        qkv = self.qkv(x) if self.qkv else None
+        q, k, v = qkv or (self.q_proj(x), self.k_proj(x), self.v_proj(x))
+        q = self.q_norm(q.view(B, T, self.heads, self.head_dim))
+        k = self.k_norm(k.view(B, T, self.kv_heads, self.head_dim))
+        v = v.view(B, T, self.kv_heads, self.head_dim)
         q, k = self.rope(q, k, pos)
         mask = None
         if kv is not None:

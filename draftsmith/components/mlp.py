@@ -6,6 +6,7 @@ from pydantic import BaseModel, ConfigDict
 from torch import nn
 from draftsmith.components.dims import Dims
 from draftsmith.components.fused import kernel, silu_mul
+from draftsmith.components.stacked import Stacked, stack
 
 
 class MLPParams(BaseModel):
@@ -20,9 +21,16 @@ class SwiGLU(nn.Module):
         self.up_proj = nn.Linear(hidden, intermediate, bias=bias)
         self.down_proj = nn.Linear(intermediate, hidden, bias=bias)
         self.fused = False          # fused.fuse_model: silu(gate) * up as one compiled kernel on CUDA
+        self.gate_up: Stacked | None = None   # stacked.stack_model: gate | up as one product
+
+    def stack_siblings(self) -> list[Stacked]:
+        self.gate_up = stack([self.gate_proj, self.up_proj])
+        return [self.gate_up] if self.gate_up else []
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(kernel(silu_mul, self.fused)(self.gate_proj(x), self.up_proj(x)))
+        gate_up = self.gate_up(x) if self.gate_up else None
+        gate, up = gate_up or (self.gate_proj(x), self.up_proj(x))
+        return self.down_proj(kernel(silu_mul, self.fused)(gate, up))
 
 
 def swiglu(params: MLPParams, *, dims: Dims) -> SwiGLU:

@@ -61,8 +61,8 @@ class PackedWeight:
 
 def packable(module: nn.Module) -> bool:
     """A plain ``nn.Linear`` (a fusion layer calls its matmul through its own method; an FP8 linear has its own
-    path)."""
-    return type(module) is nn.Linear
+    path) that is not part of a stacked product (stacked.py: the stacked Linear is packed instead)."""
+    return type(module) is nn.Linear and not getattr(module, "stacked_part", False)
 
 
 @functools.cache
