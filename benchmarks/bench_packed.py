@@ -14,6 +14,7 @@ from torch.nn import functional as F
 
 import draftsmith
 from draftsmith.components import packed
+from draftsmith.components.stacked import Stacked
 from draftsmith.specs.loader import load_spec
 
 TOKENS = (1, 2, 4, 8, 12, 17, 32)
@@ -46,7 +47,9 @@ def main(spec: str = "smollm2", threads: int = 1) -> None:
     for dtype in ("float32", "bfloat16"):
         # every Linear packed (``auto`` would leave the small ones plain and time them twice as "plain")
         model = draftsmith.assemble(load_spec(spec).with_decoding(linear="packed"), dtype=dtype)
-        linears = [m for m in model.target.modules() if isinstance(m, packed.PackedWeight)]
+        # in model order; a stacked q | k | v or gate | up (components/stacked.py) is one matmul, kept beside the tree
+        linears = [x for m in model.target.modules() for x in
+                   [m] * isinstance(m, packed.PackedWeight) + [v.linear for v in vars(m).values() if isinstance(v, Stacked)]]
         with torch.inference_mode():
             base = None
             for T in TOKENS:
