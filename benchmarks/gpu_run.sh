@@ -9,21 +9,23 @@
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 #     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
 #     -d wheels pydantic==2.13.4 pydantic-core==2.46.4 annotated-types typing-inspection
-#   # (add matplotlib and its needs only if `python3 -c "import matplotlib"` fails there)
 #
-# then call the device tool's `run` with carry=["wheels"], one stage per call (each well inside 10 minutes):
+# then call the device tool's `run` with carry=["wheels"], one stage per call. A machine goes back 30 s after a
+# call, so every call starts bare (minutes of device time): each stage writes its own checkpoints and fits one
+# 10-minute call (times measured on an H100 on 2026-11-24):
 #
-#   run(command="bash benchmarks/gpu_run.sh tests", carry=["wheels"], timeout_s=600)
-#   run(command="bash benchmarks/gpu_run.sh 1b",    carry=["wheels"], timeout_s=600)
-#   run(command="bash benchmarks/gpu_run.sh 8b",    carry=["wheels"], timeout_s=600)
+#   run(command="bash benchmarks/gpu_run.sh tests", carry=["wheels"], timeout_s=600)   # GPU tests + 1B, ~4 min
+#   run(command="bash benchmarks/gpu_run.sh 8b",    carry=["wheels"], timeout_s=600)   # 8B bench + profile, ~7 min
 #
-# Everything comes back under $OUT (logs, results.md / results.json, one PNG per shape); the random checkpoints
-# stay in /tmp/ckpt on the machine (16 GB for 8B), so keep the stages of one shape on one warm machine.
+# `tests`: the GPU tests, bench_scale at 1B (batch 1 and 8, no transformers rows) and a profile of 1B steps.
+# `8b`: bench_scale at 8B (batch 1 with transformers' rows, batch 8 without), a profile of 8B steps and
+# bench_gemm. The device tool returns at most 8 files, so everything is packed into $OUT/results.tgz, with the
+# tables also as $OUT/*.md for a quick look.
 set -uo pipefail
-stage=${1:-all}
-BATCHES=${BATCHES:-1,8}   # e.g. BATCHES=1 bash benchmarks/gpu_run.sh 8b, if a stage nears the 10-minute limit
+stage=${1:-tests}
 OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
+RES=/tmp/gpu-results
+mkdir -p "$OUT" "$RES"
 cd "$(dirname "$0")/.."
 if ! python3 -c "import pydantic" 2>/dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
@@ -33,23 +35,26 @@ else
   export PYTHONPATH=$PWD
 fi
 export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/device.txt"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$RES/device.txt"
 python3 -c "import sys, torch, transformers; print(sys.version.split()[0], torch.__version__, transformers.__version__)" \
-  | tee -a "$OUT/device.txt"
+  | tee -a "$RES/device.txt"
+bench="python3 -m draftsmith bench --device cuda --checkpoints /tmp/ckpt --repeats 2"
 
 case "$stage" in
-  tests|all)
-    python3 -m pytest -q -p no:cacheprovider tests/gpu -rs 2>&1 | tee "$OUT/gpu-tests.log" ;;&
-  1b|all)
-    python3 -m draftsmith bench --scale 1b --device cuda --out "$OUT" --checkpoints /tmp/ckpt --batches "$BATCHES" 2>&1 \
-      | tee "$OUT/bench-1b.log" ;;&
-  8b|all)
-    # batch 1 with transformers' rows, batch 8 without (its static-cache compile would not fit the 10 minutes);
-    # measured 2026-11-24 in ~6 minutes on an H100, checkpoints written included
-    python3 -m draftsmith bench --scale 8b --device cuda --out "$OUT/8b" --checkpoints /tmp/ckpt --batches 1 \
-      --repeats 2 2>&1 | tee "$OUT/bench-8b.log"
-    python3 -m draftsmith bench --scale 8b --device cuda --out "$OUT/8b-batch8" --checkpoints /tmp/ckpt \
-      --batches 8 --repeats 2 --no-hf 2>&1 | tee "$OUT/bench-8b-batch8.log" ;;&
-  tests|1b|8b|all) ;;
-  *) echo "usage: $0 tests|1b|8b|all"; exit 2 ;;
+  tests)
+    timeout 200 python3 -m pytest -q -p no:cacheprovider tests/gpu -rs --timeout 150 2>&1 | grep -v DEBUG \
+      | tee "$RES/gpu-tests.log" | grep -E "^(FAILED|ERROR)|passed|failed"
+    timeout 120 $bench --scale 1b --out "$RES/1b" --batches 1,8 --no-hf 2>&1 | tee "$RES/bench-1b.log" \
+      | grep "ms/step"
+    timeout 60 python3 benchmarks/profile_cuda.py 1b "$RES/profile-1b" /tmp/ckpt 2>&1 | grep steps ;;
+  8b)
+    timeout 260 $bench --scale 8b --out "$RES/8b" --batches 1 2>&1 | tee "$RES/bench-8b.log" | grep "ms/step"
+    timeout 100 $bench --scale 8b --out "$RES/8b-batch8" --batches 8 --no-hf 2>&1 | tee "$RES/bench-8b-batch8.log" \
+      | grep "ms/step"
+    timeout 90 python3 benchmarks/profile_cuda.py 8b "$RES/profile-8b" /tmp/ckpt 2>&1 | grep steps
+    timeout 60 python3 benchmarks/bench_gemm.py 1b,8b 2>&1 | tee "$RES/gemm.log" ;;
+  *) echo "usage: $0 tests|8b"; exit 2 ;;
 esac
+for f in "$RES"/*/results.md; do [ -f "$f" ] && cp "$f" "$OUT/$(basename "$(dirname "$f")").md"; done
+tar czf "$OUT/results.tgz" -C "$RES" .
+ls "$OUT"
