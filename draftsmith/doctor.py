@@ -59,6 +59,7 @@ class Measure:
     tau: float                      # tokens per target forward (accepted + 1), chain of the spec's steps
     per_position: list[float]       # [i]: share of steps that accepted draft position i + 1
     steps: int                      # verification steps measured
+    loss: float | None = None       # teacher-forced draft loss on the same text (nats; lower is better), if measured
 
 
 @dataclass
@@ -71,6 +72,10 @@ class Candidate:
     @property
     def tau(self) -> float:
         return self.measure.tau if self.measure else 0.0
+
+    @property
+    def loss(self) -> float | None:
+        return self.measure.loss if self.measure else None
 
     def describe(self) -> str:
         return ", ".join(f"{p} = {yaml_value(v)}" for p, v in self.changes)
@@ -210,12 +215,42 @@ def yaml_snippet(changes: Sequence[tuple[str, Any]]) -> str:
 
 # --- measuring ----------------------------------------------------------------------------------------------------
 def measure(model, probes: Sequence[str | Sequence[int]], max_new_tokens: int) -> Measure:
-    """Greedy chain of the spec's depth over the probes (stop tokens off): tau and acceptance per position."""
+    """Greedy chain of the spec's depth over the probes (stop tokens off): tau and acceptance per position, and
+    the draft's teacher-forced loss on each probe and the target's continuation of it."""
+    from draftsmith.decoding.arguments import check_call
+
     steps = model.spec.decoding.steps
     outs = model.generate(list(probes), max_new_tokens=max_new_tokens, stop=[], topk=1, steps=steps)
     st = outs[0].stats
     per = [a / st.steps if st.steps else 0.0 for a in st.accepted_per_position]
-    return Measure(st.acceptance_length, (per + [0.0] * steps)[:steps], st.steps)
+    prompts, _ = check_call(model, list(probes), max_new_tokens=max_new_tokens)
+    loss = draft_loss(model, [p + o.token_ids for p, o in zip(prompts, outs)], min(steps, 3))
+    return Measure(st.acceptance_length, (per + [0.0] * steps)[:steps], st.steps, loss)
+
+
+def draft_loss(model, texts: Sequence[Sequence[int]], steps: int) -> float | None:
+    """The draft's training loss on the target's own text: mean over ``steps`` unrolled draft steps (training-time
+    test) of the cross-entropy of the target's greedy token, teacher-forced, in nats. Tau counts whole accepted
+    tokens, so with a weak draft (tau ~1.5) a misread setting moves it by a token in a hundred; the loss moves
+    with every position, which separates readings tau cannot. None where the draft family has no such loss."""
+    import torch
+
+    from draftsmith.train.features import target_features
+    from draftsmith.train.ttt import ttt_losses
+
+    try:
+        total, n = 0.0, 0
+        with torch.no_grad():
+            for ids in texts:
+                if len(ids) <= steps + 1:
+                    continue
+                batch = target_features(model.target, torch.tensor([list(ids)], device=model.device),
+                                        model.draft.taps or ())
+                loss, _ = ttt_losses(model, batch, steps, decay=1.0, labels="hard")
+                total, n = total + float(loss) / steps, n + 1
+        return total / n if n else None
+    except Exception:  # noqa: BLE001  a family training does not cover (MTP, MLA drafts): tau alone decides
+        return None
 
 
 def _first_line(e: BaseException) -> str:
@@ -283,21 +318,23 @@ def diagnose(spec: Spec | str | Path, target: str | Path | None = None, draft: s
                 if v != current:
                     tried.append(run((*best.changes, (amb.path, v))))
                     tried[-1].declared = (best.declared if best.changes else True) and v == info.declared
-        top = min((c for c in tried if c.measure is not None), key=rank, default=None)
-        if top is None or not clearly_better(top, best):
+        top = next_best(tried, best)
+        if top is None:
             break
         best = top
         if best.tau >= min_tau:
             break
-    dx.candidates = sorted(tried, key=rank)
     dx.fix = best if best is not base else None
+    dx.candidates = sorted(tried, key=lambda c: (c is not dx.fix, rank(c)))  # the fix first, then by rank
     dx.seconds = time.perf_counter() - t0
     return dx
 
 
 def rank(c: Candidate) -> tuple:
-    """Best first: working, higher tau, then readings that are the fields' declared defaults, then fewer changes."""
-    return (c.measure is None, -round(c.tau, 6), not c.declared, len(c.changes))
+    """Best first: working, higher tau, then readings that are the fields' declared defaults, then lower draft
+    loss, then fewer changes."""
+    loss = c.loss if c.loss is not None else float("inf")
+    return (c.measure is None, -round(c.tau, 6), not c.declared, round(loss, 6), len(c.changes))
 
 
 def clearly_better(c: Candidate, than: Candidate) -> bool:
@@ -308,3 +345,21 @@ def clearly_better(c: Candidate, than: Candidate) -> bool:
     if than.measure is None:
         return True
     return c.tau >= than.tau * 1.05 and c.tau >= than.tau + 0.15
+
+
+def clearly_lower_loss(c: Candidate, than: Candidate) -> bool:
+    """At a tau no lower, a draft loss lower by 10% and 0.1 nats: how a weak draft's readings separate when its
+    tau moves too little to tell them apart."""
+    return (c.loss is not None and than.loss is not None and c.tau >= than.tau
+            and c.loss <= than.loss * 0.9 and c.loss <= than.loss - 0.1)
+
+
+def next_best(tried: Sequence[Candidate], best: Candidate) -> Candidate | None:
+    """The candidate that clearly beats ``best``: by tau first; failing that, by draft loss."""
+    working = [c for c in tried if c.measure is not None]
+    top = min(working, key=rank, default=None)
+    if top is not None and clearly_better(top, best):
+        return top
+    by_loss = [c for c in working if c.loss is not None and c.tau >= best.tau]
+    top = min(by_loss, key=lambda c: (round(c.loss, 6), not c.declared, len(c.changes)), default=None)
+    return top if top is not None and clearly_lower_loss(top, best) else None

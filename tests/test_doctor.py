@@ -130,3 +130,34 @@ def test_cli_prints_the_fix(tmp_path):
     assert "draft.fusion.fc_norm = false" in res.output and "fc_norm: false" in res.output   # the YAML to paste
     ok = run(flipped(tmp_path, "draft.fusion.fc_norm", False))
     assert ok.exit_code == 0 and "acceptance is fine" in ok.output, ok.output
+
+
+def _cand(tau, loss, changes=(("x", 1),), declared=False):
+    from draftsmith.doctor import Candidate, Measure
+
+    return Candidate(changes, Measure(tau, [], 1, loss), declared=declared)
+
+
+def test_next_best_by_tau_then_by_draft_loss():
+    from draftsmith.doctor import next_best
+
+    base = _cand(1.5, 2.0, changes=())
+    by_tau, by_loss = _cand(1.8, 2.5), _cand(1.5, 1.6, (("y", 2),))
+    assert next_best([by_loss, by_tau], base) is by_tau             # a clear tau gain decides first
+    assert next_best([by_loss, _cand(1.55, 1.95)], base) is by_loss  # else a clearly lower loss at a tau no lower
+    assert next_best([_cand(1.45, 1.0)], base) is None               # a lower loss at a lower tau is no fix
+    assert next_best([_cand(1.5, 1.85)], base) is None               # 7.5%: within what a probe tells apart
+    assert next_best([_cand(1.5, None)], base) is None
+
+
+def test_the_draft_loss_is_lowest_for_the_right_reading(tmp_path):
+    """On the toy pair the teacher-forced loss ranks the spec as trained first against each flipped reading."""
+    from draftsmith.doctor import measure
+
+    torch.set_num_threads(1)
+    right = measure(draftsmith.assemble(draftsmith.load_spec(flipped(tmp_path, "draft.attention.rope", "neox"))),
+                    [PROBES[1]], 16)
+    for path, value in (("draft.attention.rope", "interleaved"), ("draft.fusion.norm_before_residual", True)):
+        wrong = measure(draftsmith.assemble(draftsmith.load_spec(flipped(tmp_path, path, value))), [PROBES[1]], 16)
+        assert right.loss is not None and wrong.loss is not None
+        assert right.loss < wrong.loss - 0.1, (path, right.loss, wrong.loss)

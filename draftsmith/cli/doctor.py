@@ -47,20 +47,23 @@ def doctor(
     steps = dx.spec.decoding.steps
     table = Table(title=f"acceptance at draft positions p1..p{steps}: spec {escape(dx.spec.name)}, greedy chain, "
                         f"{max_new_tokens} tokens per probe")
-    table.add_column("reading", no_wrap=True)
-    table.add_column("tau", justify="right")
+    table.add_column("reading", overflow="fold")   # two changes make a long name: it wraps, the numbers do not
+    table.add_column("tau", justify="right", no_wrap=True, min_width=4)
     for i in range(steps):
-        table.add_column(f"p{i + 1}", justify="right")
+        table.add_column(f"p{i + 1}", justify="right", no_wrap=True, min_width=4)
+    table.add_column("loss", justify="right", no_wrap=True, min_width=5)  # the draft's teacher-forced loss, nats
     table.add_column("note", no_wrap=True)
     errors: list[str] = []                      # distinct reasons a reading did not load, numbered in the notes
     for c in [dx.base, *dx.candidates[:12]]:
         name = "spec as given" if not c.changes else c.describe()
         if c.measure is None:
             errors += [] if c.error in errors else [c.error or "?"]
-            table.add_row(escape(name), "-", *["-"] * steps, f"does not load ({errors.index(c.error or '?') + 1})")
+            table.add_row(escape(name), "-", *["-"] * steps, "-",
+                          f"does not load ({errors.index(c.error or '?') + 1})")
         else:
             note = "fix" if c is dx.fix else ""
-            table.add_row(escape(name), f"{c.tau:.2f}", *[f"{a:.2f}" for a in c.measure.per_position], note,
+            loss = "-" if c.loss is None else f"{c.loss:.3f}"
+            table.add_row(escape(name), f"{c.tau:.2f}", *[f"{a:.2f}" for a in c.measure.per_position], loss, note,
                           style="bold green" if c is dx.fix else None)
     out.print(table)
     for i, error in enumerate(errors, 1):
@@ -81,7 +84,9 @@ def doctor(
         out.print(f"no reading tried restores it ({len(dx.candidates)} tried, {dx.seconds:.1f} s): the draft may be "
                   "for another target, untrained, or wrong in a way the formats do not leave open")
         raise typer.Exit(1)
-    out.print(f"[bold]fix[/bold] ({dx.seconds:.1f} s): {escape(dx.fix.describe())}  (tau {dx.fix.tau:.2f}); "
+    gain = (f", draft loss {dx.fix.loss:.3f} vs {dx.base.loss:.3f}"
+            if dx.fix.loss is not None and dx.base.loss is not None else "")
+    out.print(f"[bold]fix[/bold] ({dx.seconds:.1f} s): {escape(dx.fix.describe())}  (tau {dx.fix.tau:.2f}{gain}); "
               "in the spec:")
     out.print(escape(yaml_snippet(dx.fix.changes)), highlight=False)
     raise typer.Exit(1)

@@ -59,7 +59,7 @@ def ttt_losses(model, batch: dict[str, torch.Tensor], steps: int, decay: float =
         pos = torch.arange(s, s + T, device=dev).expand(B, -1)
         out, feed = draft(ids[:, 1 + s: 1 + s + T].to(dev), feed, pos, kv, embed=model.draft_embed,
                           from_target=s == 0)
-        logq = model.draft_head(draft.norm(out)).float().log_softmax(-1)           # [B, T, Vd]
+        logq = draft.head_logits(out, model.draft_head).float().log_softmax(-1)     # [B, T, Vd], as decoding
         want = top[:, 1 + s: 1 + s + T].to(dev).contiguous()
         ok = torch.isin(want, kept)
         if labels == "hard":
