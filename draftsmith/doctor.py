@@ -220,10 +220,10 @@ def measure(model, probes: Sequence[str | Sequence[int]], max_new_tokens: int) -
     from draftsmith.decoding.arguments import check_call
 
     steps = model.spec.decoding.steps
-    outs = model.generate(list(probes), max_new_tokens=max_new_tokens, stop=[], topk=1, steps=steps)
+    prompts, _ = check_call(model, list(probes), max_new_tokens=max_new_tokens)   # encoded once, for both
+    outs = model.generate(prompts, max_new_tokens=max_new_tokens, stop=[], topk=1, steps=steps)
     st = outs[0].stats
     per = [a / st.steps if st.steps else 0.0 for a in st.accepted_per_position]
-    prompts, _ = check_call(model, list(probes), max_new_tokens=max_new_tokens)
     loss = draft_loss(model, [p + o.token_ids for p, o in zip(prompts, outs)], min(steps, 3))
     return Measure(st.acceptance_length, (per + [0.0] * steps)[:steps], st.steps, loss)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import torch
 from pydantic import BaseModel, ConfigDict
 from torch import nn
+
 from draftsmith.components.dims import Dims
 from draftsmith.components.fused import kernel, silu_mul
 from draftsmith.components.stacked import Stacked, stack
