@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from draftsmith.components.dims import Dims
+from draftsmith.components.fused import kernel
 from draftsmith.components.stacked import Stacked, stack
 
 Backend = Callable[..., torch.Tensor]
@@ -40,10 +41,9 @@ class KVBatch:
         the static (graph-safe: no boolean indexing, no gather) and the paged path, for any attention layout."""
         if self.static:
             self.pool.write(layer, self.write, **new)
-            live = self.live_keys
-            got = {name: zero_unless(t, live.view(*live.shape, *[1] * (t.dim() - 2)))
-                   for name, t in self.pool.view(layer).items()}
-            return got, self.mask
+            view = self.pool.view(layer)
+            got = kernel(zero_dead, getattr(self.pool, "fused", False))(tuple(view.values()), self.live_keys)
+            return dict(zip(view, got)), self.mask
         valid = self.write >= 0
         self.pool.write(layer, self.write[valid], **{name: t[valid] for name, t in new.items()})
         return self.pool.read(layer, self.read), self.mask
@@ -60,6 +60,11 @@ def zero_unless(x: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
     if bits is None:
         return x.where(keep, 0)
     return (x.view(bits) * keep.to(bits)).view(x.dtype)
+
+
+def zero_dead(tensors: tuple[torch.Tensor, ...], live: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    # tensors: [B, S, *shape] each, live: [B, S] -> each with the rows nobody attends zeroed (one kernel, fused)
+    return tuple(zero_unless(t, live.view(*live.shape, *[1] * (t.dim() - 2))) for t in tensors)
 
 
 class GQAttention(nn.Module):

@@ -1,5 +1,6 @@
-"""Elementwise chains that torch.compile fuses into one kernel each on CUDA: RMSNorm, the rotary embedding,
-SwiGLU's gate.
+"""Elementwise chains that torch.compile fuses into one kernel each on CUDA: RMSNorm (alone and after a residual
+add), the rotary embedding, SwiGLU's gate. The decoding engine's index arithmetic (KV slots and masks, tree
+building, verification, compaction) opts in the same way, through the pool's ``fused`` flag.
 
 Eager PyTorch runs each of these as 2-20 small kernels per layer (float32 casts, pow, mean, rsqrt, the rotation's
 halves), and at batch 1 a decode step is mostly such launches: on an H100 they took more device time than the
@@ -57,6 +58,12 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     h = x.to(torch.float32) if dtype in (torch.float16, torch.bfloat16) else x
     h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
     return weight * h.to(dtype)
+
+
+def add_rms_norm(x: torch.Tensor, delta: torch.Tensor, weight: torch.Tensor, eps: float):
+    # a residual add and the RMSNorm after it: x, delta [..., D] -> (x + delta, rms_norm(x + delta))
+    h = x + delta
+    return h, rms_norm(h, weight, eps)
 
 
 def silu_mul(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:

@@ -11,6 +11,8 @@ from typing import Callable
 import torch
 from torch import nn
 
+from draftsmith.components.norms import add_then_norm
+
 Mix = Callable[["DecoderLayer", torch.Tensor, "torch.Tensor | None"], tuple[torch.Tensor, torch.Tensor]]
 
 
@@ -49,8 +51,8 @@ class DecoderLayer(nn.Module):
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor, kv=None, emb: torch.Tensor | None = None) -> torch.Tensor:
         attn_in, residual = self.mix(self, x, emb)
-        h = residual + self.self_attn(attn_in, pos, kv)
-        return h + self.mlp(self.post_attention_layernorm(h))
+        h, normed = add_then_norm(self.post_attention_layernorm, residual, self.self_attn(attn_in, pos, kv))
+        return h + self.mlp(normed)
 
 
 def llama_layer(params, *, attn: nn.Module, mlp: nn.Module, norm: Callable[[int], nn.Module], dims,

@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from draftsmith.components.fused import kernel, rms_norm
+from draftsmith.components.fused import add_rms_norm, kernel, rms_norm
 
 
 class RMSNorm(nn.Module):
@@ -17,6 +17,10 @@ class RMSNorm(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return kernel(rms_norm, self.fused)(x, self.weight, self.eps)
 
+    def add_forward(self, x: torch.Tensor, delta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(x + delta, self(x + delta)): a residual add and the norm after it, one kernel when fused."""
+        return kernel(add_rms_norm, self.fused)(x, delta, self.weight, self.eps)
+
     def extra_repr(self) -> str:
         return f"{self.weight.shape[0]}, eps={self.eps}"
 
@@ -24,3 +28,13 @@ class RMSNorm(nn.Module):
 def rms(params, *, dim: int, eps: float) -> RMSNorm:
     """Factory of the ``norm: rms`` component."""
     return RMSNorm(dim, eps)
+
+
+def add_then_norm(norm: nn.Module, x: torch.Tensor, delta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(h, norm(h)) with h = x + delta: through the norm's ``add_forward`` where it has one (one fused kernel),
+    else the add and then the module (an identity slot, another norm)."""
+    add_forward = getattr(norm, "add_forward", None)
+    if add_forward is not None:
+        return add_forward(x, delta)
+    h = x + delta
+    return h, norm(h)

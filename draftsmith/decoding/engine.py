@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from draftsmith.components.fused import kernel
 from draftsmith.decoding.drafter import TreeExpander
 from draftsmith.decoding.fixed import (
     accepted_rows, draft_tree_fixed, greedy_verify_fixed, safe_logprobs, safe_probs, sample, sample_verify_fixed,
@@ -195,8 +196,8 @@ def catch_up(draft: DraftRunner, st: State, tokens: torch.Tensor, hidden: torch.
 def propose(draft: DraftRunner, st: State, plan: Plan, s: Settings, u: torch.Tensor):
     """Draft a tree (a chain when topk = 1). Returns (tree, q) — q [B, n, V] when the chain was sampled, whose
     tokens are drawn with the uniforms u [B, steps]."""
-    B, dev = st.root.shape[0], st.root.device
-    expand = TreeExpander(draft, st.feed, plan.topk, plan.steps, st.active)
+    B, dev, fused = st.root.shape[0], st.root.device, draft.pool.fused
+    expand = TreeExpander(draft, st.feed, plan.topk, plan.steps, st.active, fused)
     if s.temperature > 0 and plan.topk == 1:
         # sampled chain: node i's token is drawn from q_i; verification uses the residual max(p - q, 0)
         full = draft.model.to_target                          # q lives on the target's vocabulary, as p does
@@ -208,9 +209,10 @@ def propose(draft: DraftRunner, st: State, plan: Plan, s: Settings, u: torch.Ten
             toks.append(sample(qs[-1], u[:, j + 1]))
         q = torch.stack([torch.zeros_like(qs[0]), *qs], 1)
         return chain_tree(st.root, torch.stack(toks, 1)), q
-    tree = draft_tree_fixed(st.root, safe_logprobs(st.dlogits), lambda f, t: safe_logprobs(expand(f, t)),
+    logprobs = kernel(safe_logprobs, fused)
+    tree = draft_tree_fixed(st.root, logprobs(st.dlogits), lambda f, t: logprobs(expand(f, t)),
                             plan.topk, plan.steps, plan.draft_tokens, retrieve=False,
-                            to_target=draft.model.target_ids)
+                            to_target=draft.model.target_ids, fused=fused)
     return tree, None
 
 
@@ -220,11 +222,13 @@ def verify(target: TargetRunner, st: State, tree, q_draft, plan: Plan, s: Settin
     B, n = tree.tokens.shape
     rows = torch.where(st.active[:, None], torch.arange(n, device=tree.tokens.device), -1)
     logits, handover = target(tree.tokens, rows, tree.depth, tree.mask)
+    fused = target.pool.fused
     if s.temperature <= 0:
-        return greedy_verify_fixed(tree, logits), handover
+        return kernel(greedy_verify_fixed, fused)(tree, logits), handover
     D = tree.retrieve.shape[-1] - 1
-    verdict = sample_verify_fixed(tree, s.probs(logits), q_draft, u[:, :-1].view(B, D, plan.topk), u[:, -1],
-                                  plan.topk)
+    p = kernel(target_probs, fused)(logits, s.temperature, s.top_p, s.top_k)
+    verdict = kernel(sample_verify_fixed, fused)(tree, p, q_draft, u[:, :-1].view(B, D, plan.topk), u[:, -1],
+                                                 plan.topk)
     return verdict, handover
 
 
@@ -236,7 +240,7 @@ def spec_step(target: TargetRunner, draft: DraftRunner, plan: Plan, s: Settings,
     st = State(root, active, feed, dlogits)
     tree, q_draft = propose(draft, st, plan, s, u_draft)
     verdict, handover = verify(target, st, tree, q_draft, plan, s, u_verify)
-    new, hidden = accepted_rows(tree, verdict, handover)
+    new, hidden = kernel(accepted_rows, target.pool.fused)(tree, verdict, handover)
     target.pool.commit(verdict.path, verdict.accepted, st.active)   # accepted rows move to the front
     st.root = verdict.bonus
     catch_up(draft, st, new, hidden, verdict.accepted + 1)          # rows that just finished: harmless scratch

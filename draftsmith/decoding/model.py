@@ -8,6 +8,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from draftsmith.components import fused
 from draftsmith.decoding import engine
 from draftsmith.decoding.arguments import check_call, check_overrides
 from draftsmith.decoding.graphs import graphs_enabled
@@ -73,7 +74,7 @@ class SpeculativeModel:
         layers = getattr(model, "layers", None) or model.model.layers
         return StaticKVPool([l.self_attn.cache_layout() for l in layers], rows=rows, capacity=capacity,
                             dtype=(self.draft_dtype or self.dtype) if model is self.draft else self.dtype,
-                            device=self.device)
+                            device=self.device, fused=fused.wanted(self.spec.decoding.graphs, self.device))
 
     def _runners(self, prompts: list[list[int]], max_new_tokens: int, plan: Plan | None = None):
         """(target runner, draft runner) over static pools sized up front for this call: the longest prompt +

@@ -20,15 +20,19 @@ import torch
 from torch import Tensor
 
 from draftsmith.components.attention import KVBatch
+from draftsmith.components.fused import kernel
 from draftsmith.decoding.kvpool import SlotIO
 
 
 class StaticKVPool(SlotIO):
     def __init__(self, layouts: Sequence[Mapping[str, tuple[int, ...]]], *, rows: int, capacity: int,
-                 dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu"):
+                 dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu", fused: bool = False):
         if rows < 1 or capacity < 1:
             raise ValueError(f"rows and capacity must be >= 1, got {rows} and {capacity}")
         self.rows, self.capacity = rows, capacity
+        # fused: the index arithmetic of a forward (fixed_kv) and of compaction runs as compiled kernels (the
+        # engine's step functions follow this flag too: components.fused, CUDA only)
+        self.fused = fused
         self.dtype, self.device = dtype, torch.device(device)
         self.layouts = [{name: tuple(shape) for name, shape in layout.items()} for layout in layouts]
         # layers with the same layout share one tensor per name, [layers, slots, *shape], so that compaction is
@@ -65,18 +69,25 @@ class StaticKVPool(SlotIO):
 
         path: [B, D+1] node indices relative to lens, -1 after the accepted ones (a verdict's path);
         accepted [B] = the number of non-negative entries minus one; active: [B] bool."""
-        d = torch.arange(path.shape[1], device=path.device)
-        keep = (path >= 0) & active.unsqueeze(1)                                   # [B, D+1]
-        start = (self.base + self.lens).unsqueeze(1)
-        src = torch.where(keep, start + path, self.trash).view(-1)
-        dst = torch.where(keep, start + d, self.trash).view(-1)
+        src, dst, grown = kernel(commit_index, self.fused)(path, accepted, active, self.base, self.lens, self.trash)
         for t in self._stacked:
             t.index_copy_(1, dst, t.index_select(1, src))
-        self.lens += (accepted + 1) * active
+        self.lens.copy_(grown)
 
     def advance(self, counts: Tensor) -> None:
         """Commit ``counts`` [B] positions written in place (prefill, decode, the draft's catch-up)."""
         self.lens += counts
+
+
+def commit_index(path: Tensor, accepted: Tensor, active: Tensor, base: Tensor, lens: Tensor, trash: int):
+    # -> src, dst [B * (D+1)] slots of the moves (gather src, scatter dst; inactive rows and the -1 tail move the
+    # trash slot onto itself) and the new lengths [B]
+    d = torch.arange(path.shape[1], device=path.device)
+    keep = (path >= 0) & active.unsqueeze(1)                                   # [B, D+1]
+    start = (base + lens).unsqueeze(1)
+    src = torch.where(keep, start + path, trash).view(-1)
+    dst = torch.where(keep, start + d, trash).view(-1)
+    return src, dst, lens + (accepted + 1) * active
 
 
 def fixed_kv(pool: StaticKVPool, rows: Tensor, rel_pos: Tensor, rel_mask: Tensor) -> tuple[KVBatch, Tensor]:
@@ -87,18 +98,26 @@ def fixed_kv(pool: StaticKVPool, rows: Tensor, rel_pos: Tensor, rel_mask: Tensor
     committed prefix. Returns the KVBatch (mask [B, 1, T, capacity]) and positions [B, T]. A padding row attends
     to its row's slot 0 only, so no attention row is empty; keys at or past lens + P are never attended, and
     ``live_keys`` lets the layer zero them (invariant 16: poisoned rows past the length change nothing)."""
+    write, read, mask, live_keys, pos = kernel(kv_index, pool.fused)(pool.lens, pool.base, pool.key, pool.trash,
+                                                                     rows, rel_pos, rel_mask)
+    return KVBatch(pool, write, read, mask, static=True, live_keys=live_keys), pos
+
+
+def kv_index(lens: Tensor, base: Tensor, key: Tensor, trash: int, rows: Tensor, rel_pos: Tensor, rel_mask: Tensor):
+    # fixed_kv's arithmetic, pure: lens, base [B], key [S] (the pool's) -> write [B, T], read [B, S],
+    # mask [B, 1, T, S], live_keys [B, S], pos [B, T]
     B, T = rows.shape
-    P = rel_mask.shape[-1]
-    lens, base, key = pool.lens.unsqueeze(1), pool.base.unsqueeze(1), pool.key  # [B, 1], [B, 1], [S]
+    P, S = rel_mask.shape[-1], key.shape[0]
+    lens, base = lens.unsqueeze(1), base.unsqueeze(1)                          # [B, 1]
     live = rows >= 0
-    write = torch.where(live, base + lens + rows, pool.trash)
+    write = torch.where(live, base + lens + rows, trash)
     rel = key - lens                                                           # [B, S] pending offset of each key
     pend = (rel >= 0) & (rel < P)
-    seen = rel_mask.gather(2, rel.clamp(0, P - 1).unsqueeze(1).expand(B, T, pool.capacity)) & pend.unsqueeze(1)
+    seen = rel_mask.gather(2, rel.clamp(0, P - 1).unsqueeze(1).expand(B, T, S)) & pend.unsqueeze(1)
     mask = ((key < lens).unsqueeze(1) | seen) & live.unsqueeze(-1)
-    mask[..., 0] |= ~live
+    mask = mask | ((key == 0) & ~live.unsqueeze(-1))                           # padding rows attend slot 0
     pos = torch.where(live, lens + rel_pos, 0)
     live_keys = mask.any(1)                                                    # [B, S] keys some query attends
     # a key nobody attends reads the row's position 0 (always committed), so a gathering layer sees finite data
     read = base + torch.where(live_keys, key, 0)
-    return KVBatch(pool, write, read, mask.unsqueeze(1), static=True, live_keys=live_keys), pos
+    return write, read, mask.unsqueeze(1), live_keys, pos

@@ -1,0 +1,68 @@
+"""Kernels a decode step launches on CUDA, counted on the CPU (draftsmith.decoding.launches).
+
+    python benchmarks/count_launches.py [LAYERS]        # default 4
+
+Builds a small random Llama target of LAYERS layers and an EAGLE-3 draft (the tiny bench_scale shape, whose count
+per step is the same as 1B's or 8B's at the same layer count), assembled and run as on CUDA (fused functions,
+stacked products; each compiled function counts once), and
+prints per method: launches per step, per target layer (from a second target with one layer more), and the
+operators that launch most. The speculative rows count a whole step: draft expansions, tree, verification,
+verdict, compaction, catch-up.
+"""
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+import draftsmith
+from draftsmith.bench_scale import METHODS, SHAPES, write_llama
+from draftsmith.decoding.launches import LaunchCounter
+from draftsmith.specs.loader import load_spec
+from draftsmith.testing import write_eagle3
+
+PROMPT = list(range(2, 40))
+
+
+def per_step(model, run, n=(6, 14)) -> tuple[float, LaunchCounter]:
+    """Launches of one step: two runs of different length, the difference over the difference in steps."""
+    counts = []
+    for tokens in n:
+        with LaunchCounter() as c, c.fused():
+            out = run(model, tokens)
+        counts.append((c, out.stats.target_forwards))
+    (c0, s0), (c1, s1) = counts
+    diff = LaunchCounter()
+    diff.by_op = Counter({op: n / (s1 - s0) for op, n in (c1.by_op - c0.by_op).items()})
+    return (c1.count - c0.count) / (s1 - s0), diff
+
+
+def build(root: Path, layers: int):
+    shape = dict(SHAPES["tiny"], num_hidden_layers=layers)
+    target = write_llama(root / f"target-{layers}", shape, "cpu")
+    draft = root / f"draft-{layers}"
+    if not (draft / "config.json").exists():
+        write_eagle3(draft, target, draft_vocab=shape["draft_vocab"], std=0.02, aux_ids=[0, layers // 2, layers - 1])
+    spec = load_spec("eagle3-llama").with_decoding(linear="plain")
+    with LaunchCounter().fused():   # assembled as on CUDA: fused flags set, the draft's siblings stacked too
+        return draftsmith.assemble(spec, target=target, draft=draft, dtype="bfloat16")
+
+
+RUNS = {"target-only": lambda m, n: m.generate_baseline(PROMPT, max_new_tokens=n, stop=[]),
+        **{name: (lambda kw: lambda m, n: m.generate(PROMPT, max_new_tokens=n, stop=[], **kw))(kw)
+           for name, kw in METHODS.items()}}
+
+
+def main(layers: int = 4) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        models = {L: build(Path(tmp), L) for L in (layers, layers + 1)}
+        print(f"kernel launches per step (CPU count of what CUDA launches), target of {layers} layers")
+        print(f"{'method':<12} {'per step':>9} {'per target layer':>17}  top operators")
+        for name, run in RUNS.items():
+            n, ops = per_step(models[layers], run)
+            n1, _ = per_step(models[layers + 1], run)
+            top = ", ".join(f"{k} {v:g}" for k, v in ops.by_op.most_common(8))
+            print(f"{name:<12} {n:>9.1f} {n1 - n:>17.1f}  {top}")
+
+
+if __name__ == "__main__":
+    main(*(int(a) for a in sys.argv[1:]))

@@ -1,0 +1,87 @@
+"""The step as CUDA runs it, on the CPU: the engine's index arithmetic (KV slots and masks, tree building,
+verification, compaction), the norms, rope, SwiGLU's gate and the KV zeroing go through their compiled twins, and
+the draft's siblings are stacked. Here each twin is traced by torch.compile with the aot_eager backend and
+fullgraph (a graph break, which would split a kernel on CUDA, fails), and the tokens must equal the eager step's;
+the launch counter (decoding/launches.py) holds the step to its kernel budget."""
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import draftsmith
+from draftsmith.components import fused
+from draftsmith.decoding.launches import LaunchCounter, launches
+from draftsmith.testing import write_eagle3, write_target
+
+PROMPTS = [[5, 6, 7, 8, 9, 10], [1, 2, 3]]
+RUNS = [dict(topk=4, steps=3, draft_tokens=8), dict(topk=1, steps=4)]
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    root = tmp_path_factory.mktemp("fused")
+    write_target(root / "t", "llama", num_hidden_layers=3, seed=7)
+    write_eagle3(root / "d", root / "t", draft_vocab=64, std=0.3, seed=8)
+    return root / "t", root / "d"
+
+
+@pytest.fixture
+def as_on_cuda(monkeypatch):
+    """fused.wanted says yes and every twin compiles with aot_eager, fullgraph; yields the names compiled."""
+    names = []
+
+    def compiled(fn):
+        names.append(fn.__name__)
+        return torch.compile(fn, fullgraph=True, backend="aot_eager")
+
+    torch._dynamo.reset()
+    monkeypatch.setattr(fused, "_compiled", compiled)
+    monkeypatch.setattr(fused, "wanted", lambda setting, device: True)
+    monkeypatch.setattr(torch._dynamo.config, "cache_size_limit", 64)
+    yield names
+    torch._dynamo.reset()
+
+
+def _runs(model):
+    out = []
+    for run in RUNS:
+        out += [o.token_ids for o in model.generate(PROMPTS, max_new_tokens=10, stop=[], **run)]
+        out += [o.token_ids for o in model.generate(PROMPTS, max_new_tokens=10, stop=[], temperature=0.9, seed=2,
+                                                    **run)]
+    return out + [o.token_ids for o in model.generate_baseline(PROMPTS, max_new_tokens=10, stop=[])]
+
+
+def test_the_compiled_step_equals_the_eager_one(folders, as_on_cuda):
+    target, draft = folders
+    want = _runs(draftsmith.assemble("eagle3-llama", target=target, draft=draft, dtype="float64"))
+    as_on_cuda.clear()
+    model = draftsmith.assemble("eagle3-llama", target=target, draft=draft, dtype="float64")
+    assert model.draft.layers[0].self_attn.qkv is not None, "the draft's q | k | v is not stacked as on CUDA"
+    assert _runs(model) == want
+    assert {"kv_index", "commit_index", "node_inputs", "_frontier", "_level", "build_tree_fixed",
+            "greedy_verify_fixed", "sample_verify_fixed", "accepted_rows", "safe_logprobs", "target_probs",
+            "zero_dead", "add_rms_norm", "rms_norm", "rope", "silu_mul"} <= set(as_on_cuda)
+
+
+def test_the_counter_counts_computing_operators():
+    x = torch.arange(6.0)
+    with LaunchCounter() as c:
+        x.view(2, 3).t().unsqueeze(0), torch.empty(3), x[0].item()   # views, an allocation, a host read: none
+        y = x * 2 + 1
+        y.add_(1)
+    assert c.by_op == {"mul": 1, "add": 1, "add_": 1}
+    assert not launches(torch.ops.aten.expand.default) and launches(torch.ops.aten.index_copy_.default)
+    w = torch.ones(6)
+    with LaunchCounter() as c, c.fused():
+        fused.kernel(fused.rms_norm, True)(x, w, 1e-6)
+    assert c.by_op == {"fused.rms_norm": 1}
+
+
+def test_a_step_keeps_its_kernel_budget(tmp_path):
+    """Kernels per step as CUDA launches them (each compiled function once): per target layer, target-only, and
+    a tree step. The budget is what the step launches today; a change that adds launches fails here."""
+    sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
+    from count_launches import RUNS as METHODS, build, per_step
+
+
