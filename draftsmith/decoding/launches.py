@@ -14,7 +14,6 @@ import functools
 from collections import Counter
 from typing import Callable, Iterator
 
-import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from draftsmith.components import fused as F

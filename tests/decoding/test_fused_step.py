@@ -85,3 +85,10 @@ def test_a_step_keeps_its_kernel_budget(tmp_path):
     from count_launches import RUNS as METHODS, build, per_step
 
 
+    models = {L: build(tmp_path, L) for L in (3, 4)}
+    base3, ops3 = per_step(models[3], METHODS["target-only"])
+    base4, _ = per_step(models[4], METHODS["target-only"])
+    tree, ops = per_step(models[3], METHODS["tree 8"])
+    assert base4 - base3 <= 13, f"launches per target layer: {dict(ops3.by_op)}"
+    assert base3 <= 48, f"launches per target-only step, 3 layers: {dict(ops3.by_op)}"
+    assert tree <= 201, f"launches per tree-8 step, 3 layers: {dict(ops.by_op.most_common(12))}"
