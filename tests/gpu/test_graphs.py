@@ -81,7 +81,9 @@ def test_at_most_one_host_sync_per_step(on):
         assert len(syncs) <= out[0].stats.target_forwards + 3, [str(w.message)[:120] for w in syncs[:5]]
 
 
-def test_seeded_sampling_on_graphs_reproduces_and_follows_the_target():
+@pytest.mark.parametrize("graphs", ["on", "compile"])
+def test_seeded_sampling_on_graphs_reproduces_and_follows_the_target(graphs):
+    """graphs: on (the step as a graph), compile (plus the compiled kernels: sampling verification too)."""
     from scipy.stats import chisquare
 
     from draftsmith.decoding.sampling import target_probs
@@ -95,7 +97,7 @@ def test_seeded_sampling_on_graphs_reproduces_and_follows_the_target():
         root = Path(tmp)
         write_target(root / "t", "llama", vocab_size=V, num_hidden_layers=2, init_std=0.4, seed=11)
         write_eagle1(root / "d", root / "t", std=0.3, seed=12)
-        spec = draftsmith.load_spec("eagle1-llama").with_decoding(graphs="on")
+        spec = draftsmith.load_spec("eagle1-llama").with_decoding(graphs=graphs)
         model = draftsmith.assemble(spec, target=root / "t", draft=root / "d", device="cuda", dtype="float64")
     with torch.inference_mode():
         def probs(ids):
