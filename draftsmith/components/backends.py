@@ -33,6 +33,10 @@ def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor |
     is_causal = mask is None and T == S > 1
     if mask is None and 1 < T < S:
         mask = causal_lower_right(T, S)
+    elif mask is not None and q.is_cuda:
+        # SDPA turns a boolean mask into an additive one on every call (kernels of their own, per layer, on
+        # CUDA); every layer of a forward gets the same mask object, so it is turned once per forward
+        mask = per_mask(mask, q.dtype, additive)
     # masked GQA calls run SDPA's math kernel on CUDA (its memory-efficient kernel takes no enable_gqa); expanding
     # the kv heads to reach it measured 1.2-1.9x slower at verification shapes (benchmarks/bench_attention.py)
     gqa = k.shape[1] != q.shape[1]
@@ -63,18 +67,28 @@ def flex(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor |
         return fn(q, k, v, block_mask=block, scale=scale, enable_gqa=k.shape[1] != q.shape[1], **_flex_options(q))
 
 
-_BLOCKS: dict[int, tuple[weakref.ref, object]] = {}  # id(mask) -> (ref to the mask, its block mask)
+_DERIVED: dict[tuple, tuple[weakref.ref, object]] = {}  # (id(mask), key) -> (ref to the mask, what was made)
+
+
+def per_mask(mask: torch.Tensor, key, build):
+    """``build(mask, key)``, made once per mask object and key: every layer of one forward gets the same mask
+    object, so what a backend derives from it (a block mask, an additive mask) is made once per forward."""
+    k = (id(mask), key)
+    hit = _DERIVED.get(k)
+    if hit is None or hit[0]() is not mask:
+        hit = _DERIVED[k] = (weakref.ref(mask, lambda _: _DERIVED.pop(k, None)), build(mask, key))
+    return hit[1]
+
+
+def additive(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """[..] bool -> [..] ``dtype``: 0 where True, -inf where False (what SDPA makes of a boolean mask)."""
+    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(~mask, float("-inf"))
 
 
 def _block_mask(mask: torch.Tensor | None, B: int, T: int, S: int, device):
-    # every layer of one forward gets the same mask object, so its block mask is built once
     if mask is None:
         return _causal_block(B, T, S, str(device))
-    hit = _BLOCKS.get(id(mask))
-    if hit is None or hit[0]() is not mask:
-        key = id(mask)
-        hit = _BLOCKS[key] = (weakref.ref(mask, lambda _: _BLOCKS.pop(key, None)), block_mask_from_bool(mask))
-    return hit[1]
+    return per_mask(mask, "block", lambda m, _: block_mask_from_bool(m))
 
 
 def block_mask_from_bool(mask: torch.Tensor, block: int = 128):

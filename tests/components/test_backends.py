@@ -83,3 +83,20 @@ def test_block_mask_tiles_agree_with_torchs_create_block_mask(B, T, S_extra, see
     k, v = (torch.randn(B, 2, S, 8, generator=g, dtype=torch.float64) for _ in range(2))
     mask[..., 0] = True
     assert torch.allclose(backends.flex(q, k, v, mask, 0.3), backends.eager(q, k, v, mask, 0.3), atol=1e-10)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_an_additive_mask_is_what_sdpa_makes_of_a_boolean_one(dtype):
+    """On CUDA sdpa hands SDPA the additive twin of the boolean mask, made once per forward (per_mask)."""
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 4, 3, 8, generator=g).to(dtype) for _ in range(3))
+    mask = torch.rand(2, 1, 3, 3, generator=g) < 0.6
+    mask[..., 0] = True
+    F = torch.nn.functional
+    torch.testing.assert_close(F.scaled_dot_product_attention(q, k, v, attn_mask=backends.additive(mask, dtype)),
+                               F.scaled_dot_product_attention(q, k, v, attn_mask=mask), rtol=0, atol=0)
+    made = []
+    build = lambda m, key: made.append(key) or backends.additive(m, key)  # noqa: E731
+    first = backends.per_mask(mask, dtype, build)
+    assert backends.per_mask(mask, dtype, build) is first and made == [dtype]     # once per mask object and key
+    assert backends.per_mask(mask.clone(), dtype, build) is not first and len(made) == 2
