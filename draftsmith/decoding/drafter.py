@@ -14,23 +14,22 @@ class TreeExpander:
     """``expand(frontier_cand [B, k], tokens [B, k]) -> logits [B, k, V]`` for :func:`draft_candidates`.
 
     Candidates of level 0 are the root's children; the children of the j-th call are appended in frontier order
-    (k per frontier node), which is how :func:`topk_children` lays them out, so each candidate's parent state is
-    one ``repeat_interleave`` away."""
+    (k per frontier node), which is how :func:`topk_children` lays them out, so a candidate's parent is node
+    ``(index - start) // k`` of the previous call, ``start`` being that call's first child: the expander keeps
+    only the previous call's states and ancestry, and gathers (no per-call copies into a buffer of all
+    candidates)."""
 
     def __init__(self, run, feed0: torch.Tensor, k: int, steps: int, active: torch.Tensor, fused: bool = False):
         # run(ids [B, T], hidden [B, T, H], rows, rel_pos, rel_mask, from_target=False) -> (feed, logits [B, T, V])
         # feed0: [B, H] the draft's state after the root; active: [B] rows still decoding (others write nothing);
         # fused: the index arithmetic of a call runs as one compiled kernel (components.fused)
         self.run, self.k, self.fused = run, k, fused
-        B, H = feed0.shape
-        dev = feed0.device
+        B, dev = feed0.shape[0], feed0.device
         P = max(1, k * (steps - 1))                                    # scratch rows: k per expansion
-        C = k + (steps - 1) * k * k                                    # candidates, as draft_candidates makes them
-        # the state (and scratch ancestry) after each candidate's parent, filled level by level
-        self.parent_feed = feed0.new_empty(B, C, H)
-        self.parent_feed[:, :k] = feed0[:, None]
-        self.parent_anc = torch.zeros(B, C, P, dtype=torch.bool, device=dev)
-        self.filled = k
+        # the previous call's nodes: states [B, n, H] and scratch ancestry [B, n, P]; before the first call the
+        # only parent is the root (no scratch row)
+        self.feed, self.anc = feed0[:, None], torch.zeros(B, 1, P, dtype=torch.bool, device=dev)
+        self.start = 0
         self.node = torch.arange(k, device=dev)
         self.cols = torch.arange(P, device=dev)
         self.inactive = ~active[:, None]
@@ -38,27 +37,25 @@ class TreeExpander:
 
     def __call__(self, frontier: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
         j = self.calls
-        hidden, rows, pos, anc = kernel(node_inputs, self.fused)(self.parent_feed, self.parent_anc, frontier,
+        hidden, rows, pos, anc = kernel(node_inputs, self.fused)(self.feed, self.anc, frontier, self.start,
                                                                 self.node, self.cols, self.inactive, j)
-        feed, logits = self.run(tokens, hidden, rows, pos, anc, from_target=False)
-        k = self.k
-        end = self.filled + k * k
-        # each new node's state, once per child it will have (repeat_interleave, written as a broadcast copy)
-        self.parent_feed[:, self.filled:end].unflatten(1, (k, k)).copy_(feed.unsqueeze(2))
-        self.parent_anc[:, self.filled:end].unflatten(1, (k, k)).copy_(anc.unsqueeze(2))
-        self.filled = end
+        self.feed, logits = self.run(tokens, hidden, rows, pos, anc, from_target=False)
+        self.anc = anc
+        self.start = self.k + j * self.k * self.k        # this call's first child, as draft_candidates counts
         self.calls += 1
         return logits
 
 
-def node_inputs(parent_feed: torch.Tensor, parent_anc: torch.Tensor, frontier: torch.Tensor, node: torch.Tensor,
+def node_inputs(feed: torch.Tensor, anc: torch.Tensor, frontier: torch.Tensor, start: int, node: torch.Tensor,
                 cols: torch.Tensor, inactive: torch.Tensor, j: int):
-    # the j-th expansion's draft inputs: frontier [B, k] candidate indices, node = arange(k) ->
-    # hidden [B, k, H] (each parent's state), rows [B, k] (-1 in inactive rows), rel_pos [B, k] (= j) and the
-    # scratch ancestry [B, k, P]: the parent's plus the node's own row (a broadcast compare, not an indexed write
-    # of a host scalar: that is a host-to-device copy, a synchronisation, which a CUDA graph cannot capture)
+    # the j-th expansion's draft inputs: feed [B, n, H] / anc [B, n, P] the previous call's nodes, frontier [B, k]
+    # candidate indices (a parent's children start at start + k * parent), node = arange(k) -> hidden [B, k, H]
+    # (each parent's state), rows [B, k] (-1 in inactive rows), rel_pos [B, k] (= j) and the scratch ancestry
+    # [B, k, P]: the parent's plus the node's own row (a broadcast compare, not an indexed write of a host scalar:
+    # that is a host-to-device copy, a synchronisation, which a CUDA graph cannot capture)
     B, k = frontier.shape
     batch = torch.arange(B, device=frontier.device)[:, None]
+    parent = (frontier - start) // k                                           # [B, k] node of the previous call
     rows = node + j * k                                                        # [k] scratch offset per node
-    anc = parent_anc[batch, frontier] | (rows[:, None] == cols)
-    return parent_feed[batch, frontier], rows.expand(B, k).masked_fill(inactive, -1), rows.new_full((B, k), j), anc
+    own = anc[batch, parent] | (rows[:, None] == cols)
+    return feed[batch, parent], rows.expand(B, k).masked_fill(inactive, -1), rows.new_full((B, k), j), own

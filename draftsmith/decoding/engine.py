@@ -142,11 +142,21 @@ def _causal_parts(B: int, T: int, device: torch.device):
     return ar, ar.expand(B, T), (ar[:, None] >= ar[None, :]).expand(B, T, T)
 
 
-def _causal(counts: torch.Tensor, T: int, active: torch.Tensor):
+def _causal(counts: torch.Tensor, T: int, active: torch.Tensor, fused: bool = False):
     # counts: [B] new tokens per row -> rows [B, T] (-1 past the count or in inactive rows), rel_pos, rel_mask
     ar, rel_pos, rel_mask = _causal_parts(counts.shape[0], T, counts.device)
-    live = (ar < counts.unsqueeze(1)) & active.unsqueeze(1)
-    return torch.where(live, ar, -1), rel_pos, rel_mask
+    return kernel(causal_rows, fused)(counts, ar, active), rel_pos, rel_mask
+
+
+def causal_rows(counts: torch.Tensor, ar: torch.Tensor, active: torch.Tensor) -> torch.Tensor:
+    # counts [B], ar = arange(T), active [B] -> rows [B, T]: t where t < count in an active row, else -1
+    return torch.where((ar < counts.unsqueeze(1)) & active.unsqueeze(1), ar, -1)
+
+
+def last_rows(counts: torch.Tensor, *rows: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    # counts [B] >= 1, rows [B, T, *] each -> [B, *] each: the row at counts - 1
+    b = torch.arange(counts.shape[0], device=counts.device)
+    return tuple(r[b, counts - 1] for r in rows)
 
 
 def _upload(data, device) -> torch.Tensor:
@@ -186,11 +196,10 @@ def prefill(target: TargetRunner, draft: DraftRunner | None, seqs: list[Seq], s:
 def catch_up(draft: DraftRunner, st: State, tokens: torch.Tensor, hidden: torch.Tensor, counts: torch.Tensor) -> None:
     """Feed the draft the committed tokens [B, T] (counts [B] of them) with the target's hand-over [B, T, Hh];
     keep its state after the last one."""
-    B, T = tokens.shape
-    feed, logits = draft(tokens, hidden, *_causal(counts, T, st.active), from_target=True)
+    fused = draft.pool.fused
+    feed, logits = draft(tokens, hidden, *_causal(counts, tokens.shape[1], st.active, fused), from_target=True)
     draft.pool.advance(counts * st.active)
-    last = (torch.arange(B, device=tokens.device), counts - 1)
-    st.feed, st.dlogits = feed[last], logits[last]
+    st.feed, st.dlogits = kernel(last_rows, fused)(counts, feed, logits)
 
 
 def propose(draft: DraftRunner, st: State, plan: Plan, s: Settings, u: torch.Tensor):
