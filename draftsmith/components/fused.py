@@ -1,5 +1,5 @@
-"""Elementwise chains that torch.compile fuses into one kernel each on CUDA: RMSNorm (alone and after a residual
-add), the rotary embedding, SwiGLU's gate. The decoding engine's index arithmetic (KV slots and masks, tree
+"""Elementwise chains that torch.compile fuses into one kernel each on CUDA: RMSNorm (alone, after a residual add,
+two side by side), the rotary embedding, SwiGLU's gate. The decoding engine's index arithmetic (KV slots and masks, tree
 building, verification, compaction) opts in the same way, through the pool's ``fused`` flag.
 
 Eager PyTorch runs each of these as 2-20 small kernels per layer (float32 casts, pow, mean, rsqrt, the rotation's
@@ -64,6 +64,12 @@ def add_rms_norm(x: torch.Tensor, delta: torch.Tensor, weight: torch.Tensor, eps
     # a residual add and the RMSNorm after it: x, delta [..., D] -> (x + delta, rms_norm(x + delta))
     h = x + delta
     return h, rms_norm(h, weight, eps)
+
+
+def rms_norm_cat(a: torch.Tensor, wa: torch.Tensor, ea: float, b: torch.Tensor, wb: torch.Tensor, eb: float):
+    # two RMSNorms side by side: a, b [..., D] -> (cat(rms_norm(a), rms_norm(b)) [..., 2D], rms_norm(b))
+    nb = rms_norm(b, wb, eb)
+    return torch.cat((rms_norm(a, wa, ea), nb), dim=-1), nb
 
 
 def silu_mul(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:

@@ -11,7 +11,7 @@ from typing import Callable
 import torch
 from torch import nn
 
-from draftsmith.components.norms import add_then_norm
+from draftsmith.components.norms import add_then_norm, norm_cat
 
 Mix = Callable[["DecoderLayer", torch.Tensor, "torch.Tensor | None"], tuple[torch.Tensor, torch.Tensor]]
 
@@ -24,9 +24,8 @@ def own_input(layer: "DecoderLayer", x: torch.Tensor, emb: torch.Tensor | None) 
 def embed_concat(layer: "DecoderLayer", x: torch.Tensor, emb: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
     """EAGLE-3 input layer: attention sees cat([input_layernorm(emb), hidden_norm(x)]) (width 2H); the residual
     is hidden_norm(x) when ``norm_before_residual`` else x."""
-    normed = layer.hidden_norm(x)
-    residual = normed if layer.norm_before_residual else x
-    return torch.cat((layer.input_layernorm(emb), normed), dim=-1), residual
+    attn_in, normed = norm_cat(layer.input_layernorm, emb, layer.hidden_norm, x)
+    return attn_in, (normed if layer.norm_before_residual else x)
 
 
 class DecoderLayer(nn.Module):

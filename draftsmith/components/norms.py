@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from draftsmith.components.fused import add_rms_norm, kernel, rms_norm
+from draftsmith.components.fused import add_rms_norm, kernel, rms_norm, rms_norm_cat
 
 
 class RMSNorm(nn.Module):
@@ -38,3 +38,12 @@ def add_then_norm(norm: nn.Module, x: torch.Tensor, delta: torch.Tensor) -> tupl
         return add_forward(x, delta)
     h = x + delta
     return h, norm(h)
+
+
+def norm_cat(norm_a: nn.Module, a: torch.Tensor, norm_b: nn.Module, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(cat(norm_a(a), norm_b(b)), norm_b(b)): EAGLE-3's first attention input. One fused kernel when both are
+    fused RMSNorms, else each slot (a norm, an identity) on its own and the concatenation."""
+    if isinstance(norm_a, RMSNorm) and isinstance(norm_b, RMSNorm) and norm_a.fused and norm_b.fused:
+        return kernel(rms_norm_cat, True)(a, norm_a.weight, norm_a.eps, b, norm_b.weight, norm_b.eps)
+    nb = norm_b(b)
+    return torch.cat((norm_a(a), nb), dim=-1), nb
