@@ -209,20 +209,26 @@ def propose(draft: DraftRunner, st: State, plan: Plan, s: Settings, u: torch.Ten
     expand = TreeExpander(draft, st.feed, plan.topk, plan.steps, st.active, fused)
     if s.temperature > 0 and plan.topk == 1:
         # sampled chain: node i's token is drawn from q_i; verification uses the residual max(p - q, 0)
-        full = draft.model.to_target                          # q lives on the target's vocabulary, as p does
-        qs = [safe_probs(s.probs(full(st.dlogits)))]
-        toks = [sample(qs[0], u[:, 0])]
+        draw = functools.partial(kernel(chain_draw, fused), full=draft.model.to_target, temperature=s.temperature,
+                                 top_p=s.top_p, top_k=s.top_k)
+        q, tok = draw(st.dlogits, u[:, 0])
+        qs, toks = [q], [tok]
         for j in range(plan.steps - 1):
-            logits = expand(torch.full((B, 1), j, device=dev), toks[-1][:, None])[:, 0]
-            qs.append(safe_probs(s.probs(full(logits))))
-            toks.append(sample(qs[-1], u[:, j + 1]))
+            q, tok = draw(expand(torch.full((B, 1), j, device=dev), toks[-1][:, None])[:, 0], u[:, j + 1])
+            qs.append(q)
+            toks.append(tok)
         q = torch.stack([torch.zeros_like(qs[0]), *qs], 1)
         return chain_tree(st.root, torch.stack(toks, 1)), q
-    logprobs = kernel(safe_logprobs, fused)
-    tree = draft_tree_fixed(st.root, logprobs(st.dlogits), lambda f, t: logprobs(expand(f, t)),
-                            plan.topk, plan.steps, plan.draft_tokens, retrieve=False,
-                            to_target=draft.model.target_ids, fused=fused)
+    tree = draft_tree_fixed(st.root, st.dlogits, expand, plan.topk, plan.steps, plan.draft_tokens, retrieve=False,
+                            to_target=draft.model.target_ids, fused=fused, logprobs=safe_logprobs)
     return tree, None
+
+
+def chain_draw(logits: torch.Tensor, u: torch.Tensor, *, full, temperature: float, top_p: float, top_k: int):
+    # a sampled chain's node: draft logits [B, Vd] and uniforms u [B] -> (q [B, V] the processed draft
+    # distribution on the target's vocabulary (``full`` maps it there, where p lives), the token drawn from it [B])
+    q = safe_probs(target_probs(full(logits), temperature, top_p, top_k))
+    return q, sample(q, u)
 
 
 def verify(target: TargetRunner, st: State, tree, q_draft, plan: Plan, s: Settings, u: torch.Tensor):

@@ -92,20 +92,22 @@ def build_tree_fixed(root: Tensor, cand_tokens: Tensor, cand_scores: Tensor, can
 
 
 def draft_candidates_fixed(root_logprobs: Tensor, expand, topk: int, steps: int, to_target=None,
-                           fused: bool = False) -> tuple[Tensor, Tensor, Tensor]:
+                           fused: bool = False, logprobs=None) -> tuple[Tensor, Tensor, Tensor]:
     # tree.draft_candidates in fewer ops (the same candidates, scores and parents): a child's parent is its
     # frontier node repeated topk times, as topk_children lays the children out. Log-probs may be over a reduced
     # draft vocabulary: ``to_target`` maps the chosen ids [B, *] to target ids before anything else sees them.
-    # fused: the arithmetic between two expansions runs as compiled kernels (components.fused)
+    # fused: the arithmetic between two expansions runs as compiled kernels (components.fused); logprobs: a
+    # function turning the root's and each expansion's output into log-probs (inside the same kernel)
     B = root_logprobs.shape[0]
-    score, tok = kernel(_level, fused)(root_logprobs.new_zeros(B, 1), root_logprobs.unsqueeze(1), topk, to_target)
+    score, tok = kernel(_level, fused)(root_logprobs.new_zeros(B, 1), root_logprobs.unsqueeze(1), topk, to_target,
+                                      logprobs)
     tokens, scores, parents = [tok], [score], [torch.full_like(tok, -1)]
     offset = 0
     for _ in range(steps - 1):
         frontier, fed, parent_score = kernel(_frontier, fused)(score, tok, topk, offset)
         logp = expand(frontier, fed)                                           # [B, topk, V]
         offset += tok.shape[1]
-        score, tok = kernel(_level, fused)(parent_score, logp, topk, to_target)
+        score, tok = kernel(_level, fused)(parent_score, logp, topk, to_target, logprobs)
         tokens.append(tok)
         scores.append(score)
         parents.append(frontier.unsqueeze(2).expand(B, topk, topk).reshape(B, -1))
@@ -119,20 +121,20 @@ def _frontier(score: Tensor, tok: Tensor, topk: int, offset: int) -> tuple[Tenso
     return f + offset, tok.gather(1, f), score.gather(1, f)
 
 
-def _level(parent_score: Tensor, logp: Tensor, topk: int, to_target=None) -> tuple[Tensor, Tensor]:
-    # parent_score [B, k], logp [B, k, V] -> the children's scores and (target) tokens [B, k * topk], each
-    # parent's topk in a row
-    values, tok = torch.topk(logp, topk, dim=-1)                               # [B, k, topk]
+def _level(parent_score: Tensor, logp: Tensor, topk: int, to_target=None, logprobs=None) -> tuple[Tensor, Tensor]:
+    # parent_score [B, k], logp [B, k, V] (or what logprobs turns into log-probs) -> the children's scores and
+    # (target) tokens [B, k * topk], each parent's topk in a row
+    values, tok = torch.topk(logprobs(logp) if logprobs else logp, topk, dim=-1)   # [B, k, topk]
     B = logp.shape[0]
     tok = tok.view(B, -1)
     return (parent_score.unsqueeze(-1) + values).view(B, -1), (to_target(tok) if to_target else tok)
 
 
 def draft_tree_fixed(root: Tensor, root_logprobs: Tensor, expand, topk: int, steps: int, n: int,
-                     retrieve: bool = True, to_target=None, fused: bool = False) -> Tree:
+                     retrieve: bool = True, to_target=None, fused: bool = False, logprobs=None) -> Tree:
     # tree.draft_tree at fixed shapes: retrieve is [B, n, steps + 1], whatever depth the tree reaches; with
     # retrieve=False it has no rows ([B, 0, steps + 1]: the engine's step never reads them, only their width)
-    cands = draft_candidates_fixed(root_logprobs, expand, topk, steps, to_target, fused)
+    cands = draft_candidates_fixed(root_logprobs, expand, topk, steps, to_target, fused, logprobs)
     return kernel(build_tree_fixed, fused)(root, *cands, n, steps, retrieve)
 
 
