@@ -31,7 +31,9 @@ def train(
                                                           "0 = use only the features already on disk)"),
     features: Optional[Path] = typer.Option(None, help="feature cache folder (default OUT/features)"),
     self_distill: int = typer.Option(0, help="> 0: train on the target's own greedy continuations of this many "
-                                             "tokens (from each document's first seq/4 tokens)"),
+                                             "tokens (from seq/4-token prompts of each document)"),
+    prompts_per_doc: int = typer.Option(1, help="self-distillation prompts per document, at line starts j/k of "
+                                                "the way in (1: the document's start)"),
     labels: str = typer.Option("soft", help="soft: the target's distribution over the draft vocabulary; hard: its "
                                             "greedy token (cheaper)"),
     freeze_head: bool = typer.Option(False, help="keep the draft's lm_head at the target's head rows (cheaper)"),
@@ -71,6 +73,7 @@ def train(
                       labels=labels, freeze_head=freeze_head, bf16=bf16)
     job = Job(spec=spec, target=target_dir, out=out_dir, data=paths, held_out=held, draft_vocab=draft_vocab or None,
               seq=seq, max_windows=max_windows, features=features, self_distill=self_distill,
+              prompts_per_doc=prompts_per_doc,
               eval_prompts=eval_prompts, device=device, eval_only=eval_only, config=cfg)
     results = run(job, console=out, log=lambda m: out.print(m, style="dim", markup=False))
     for name, acc in results.items():

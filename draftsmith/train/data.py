@@ -105,3 +105,11 @@ def held_out_prompts(files: Sequence[Path], tokenizer, n: int, prompt_tokens: in
         if len(prompts) == n:
             break
     return prompts
+
+
+def line_offsets(text: str, k: int) -> list[str]:
+    """``k`` suffixes of ``text``, starting at the line starts j / k of the way through its lines (j < k, distinct;
+    j = 0 is the whole text)."""
+    lines = text.splitlines(keepends=True)
+    starts = sorted({len(lines) * j // k for j in range(k)})
+    return ["".join(lines[i:]) for i in starts]

@@ -29,7 +29,8 @@ class Job:
     seq: int = 512
     max_windows: int | None = None    # windows whose features are extracted (None: all; 0: only those on disk)
     features: Path | None = None      # default out/features
-    self_distill: int = 0             # > 0: continue each document's first `seq // 4` tokens with the target
+    self_distill: int = 0             # > 0: continue `seq // 4`-token prompts of each document with the target
+    prompts_per_doc: int = 1          # self-distillation prompts per document, at line starts j / k of the way in
     eval_prompts: int = 8
     eval_prompt_tokens: int = 128
     eval_new_tokens: int = 64
@@ -48,12 +49,13 @@ def reduced_vocab(ids: torch.Tensor, vocab: int, size: int | None) -> torch.Tens
 
 
 def self_distilled(model, docs: Sequence[str], tokenizer, prompt_tokens: int, new_tokens: int,
-                   log: Callable[[str], None], batch: int = 16) -> list[str]:
-    """Each document's first ``prompt_tokens`` tokens continued greedily by the target (the EAGLE-3 recipe's
-    self-distillation: the draft learns the target's own outputs), ``batch`` documents per batched target-only
-    decode."""
-    prompts = [ids for ids in (tokenizer(d, add_special_tokens=False)["input_ids"][:prompt_tokens] for d in docs)
-               if ids]
+                   log: Callable[[str], None], batch: int = 16, per_doc: int = 1) -> list[str]:
+    """Prompts of ``prompt_tokens`` tokens continued greedily by the target (the EAGLE-3 recipe's
+    self-distillation: the draft learns the target's own outputs), ``batch`` prompts per batched target-only
+    decode. ``per_doc`` prompts per document, starting at the line starts j / per_doc of the way in (j = 0: the
+    document's start), as held-out prompts start at a line boundary."""
+    prompts = [ids for ids in (tokenizer(t, add_special_tokens=False)["input_ids"][:prompt_tokens]
+                               for d in docs for t in D.line_offsets(d, per_doc)) if ids]
     out = []
     for i in range(0, len(prompts), batch):
         chunk = prompts[i: i + batch]
@@ -89,7 +91,7 @@ def run(job: Job, console=None, log: Callable[[str], None] = print) -> dict[str,
     model.draft.to(job.device)
     model.device = job.device
     if job.self_distill:
-        docs = self_distilled(model, docs, tok, job.seq // 4, job.self_distill, log)
+        docs = self_distilled(model, docs, tok, job.seq // 4, job.self_distill, log, per_doc=job.prompts_per_doc)
         ids = D.encode(docs, tok, tok.eos_token_id)
     feats = Path(job.features or out / "features")
     if job.max_windows != 0:

@@ -130,3 +130,24 @@ def test_self_distillation_in_batches_equals_one_document_at_a_time(tiny, tmp_pa
     batched = self_distilled(model, docs, tok, 12, 6, log=lambda _: None, batch=4)
     single = self_distilled(model, docs, tok, 12, 6, log=lambda _: None, batch=1)
     assert batched == single and len(batched) == len(docs) - 1     # the empty document has nothing to continue
+
+
+def test_self_distillation_prompts_per_document_start_at_line_boundaries(tiny, tmp_path):
+    """per_doc=3: three continuations per document, from its start and from the lines a third and two thirds of
+    the way in; each begins with its own prompt."""
+    from draftsmith.testing import write_eagle3
+    from draftsmith.train.data import line_offsets
+    from draftsmith.train.pipeline import self_distilled
+
+    assert line_offsets("a\nb\nc\nd\ne\nf\n", 3) == ["a\nb\nc\nd\ne\nf\n", "c\nd\ne\nf\n", "e\nf\n"]
+    assert line_offsets("one line", 3) == ["one line"]                       # no duplicate starts
+    tok = _tok(tiny)
+    draft = write_eagle3(tmp_path / "d", tiny / "target")
+    model = draftsmith.assemble("eagle3-llama", target=tiny / "target", draft=draft)
+    doc = "".join(f"x{i} = {i}\n" for i in range(30))
+    out = self_distilled(model, [doc], tok, 12, 6, log=lambda _: None, per_doc=3)
+    assert len(out) == 3
+    for text, start in zip(out, (0, 10, 20)):
+        prompt = tok.decode(tok(f"x{start} = {start}\n" + doc.split(f"x{start} = {start}\n", 1)[1],
+                                add_special_tokens=False)["input_ids"][:12])
+        assert text.startswith(prompt)
