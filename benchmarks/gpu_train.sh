@@ -23,7 +23,8 @@
 #
 # The second rebuilds the SmolLM2 folder from the GGUF (same sha256 check and dequantization as the PyPI path,
 # hub.py), self-distills (the target continues 6 prompts per stdlib file, 384 tokens each, 128 prompts per batched
-# decode), extracts features and trains for at most TRAIN_MINUTES (default 5), then returns the draft in $OUT
+# decode), extracts features and trains the shipped draft further for at most TRAIN_MINUTES (default 5), then
+# returns the draft in $OUT
 # (model.safetensors in two halves: a returned file holds 16 MiB at most) with the log. Evaluate it HERE, where
 # the demo runs (CPU, float32):
 #
@@ -47,6 +48,8 @@ python3 -c "from draftsmith import hub; print(hub.ensure_target())" || exit 1
 # the folder the CPU demo uses was written by transformers 5.23 here: the same weights give the same sha256
 grep -o '"model.safetensors": "[0-9a-f]*"' /tmp/dcache/*/draftsmith-manifest.json | tee "$OUT/target-sha.txt"
 echo "expected: a672150fb4f99d7c8f4168cecdd464069c0ef3a37d8113f22ddb9d48031d03cd" >> "$OUT/target-sha.txt"
+# start from the shipped draft (its reduced vocabulary, its CPU training), a fresh optimizer and schedule
+mkdir -p /tmp/draft && cp draftsmith/demo_data/smollm2-draft/config.json draftsmith/demo_data/smollm2-draft/model.safetensors /tmp/draft/
 timeout $(( ${TRAIN_MINUTES:-5} * 60 + 270 )) python3 -m draftsmith train --target smollm2 --stdlib --out /tmp/draft \
   --device cuda --self-distill 384 --prompts-per-doc 6 --distill-batch 128 --steps 8000 --batch 16 --lr 1e-3 \
   --labels hard --freeze-head --save-every 500 --minutes "${TRAIN_MINUTES:-5}" --eval-prompts 0 --threads 8 \
