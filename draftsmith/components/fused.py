@@ -1,6 +1,6 @@
-"""Elementwise chains that torch.compile fuses into one kernel each on CUDA: RMSNorm (alone, after a residual add,
-two side by side), the rotary embedding, SwiGLU's gate. The decoding engine's index arithmetic (KV slots and masks, tree
-building, verification, compaction) opts in the same way, through the pool's ``fused`` flag.
+"""Elementwise chains that torch.compile fuses into one kernel each on CUDA: RMSNorm (alone, after a residual
+add, two side by side), the rotary embedding, SwiGLU's gate. The decoding engine's index arithmetic (KV slots and
+masks, tree building, verification, compaction) opts in the same way, through the pool's ``fused`` flag.
 
 Eager PyTorch runs each of these as 2-20 small kernels per layer (float32 casts, pow, mean, rsqrt, the rotation's
 halves), and at batch 1 a decode step is mostly such launches: on an H100 they took more device time than the

@@ -40,7 +40,8 @@ def add_then_norm(norm: nn.Module, x: torch.Tensor, delta: torch.Tensor) -> tupl
     return h, norm(h)
 
 
-def norm_cat(norm_a: nn.Module, a: torch.Tensor, norm_b: nn.Module, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def norm_cat(norm_a: nn.Module, a: torch.Tensor, norm_b: nn.Module,
+             b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(cat(norm_a(a), norm_b(b)), norm_b(b)): EAGLE-3's first attention input. One fused kernel when both are
     fused RMSNorms, else each slot (a norm, an identity) on its own and the concatenation."""
     if isinstance(norm_a, RMSNorm) and isinstance(norm_b, RMSNorm) and norm_a.fused and norm_b.fused:

@@ -69,7 +69,8 @@ def test_the_compiled_step_equals_the_eager_one(folders, as_on_cuda):
     assert _runs(model) == want
     assert {"kv_index", "commit_index", "node_inputs", "_frontier", "_level", "build_tree_fixed",
             "greedy_verify_fixed", "sample_verify_fixed", "accepted_rows", "chain_draw", "target_probs",
-            "zero_dead", "add_rms_norm", "rms_norm", "rope", "silu_mul", "causal_rows", "last_rows", "rms_norm_cat"} <= set(names)
+            "zero_dead", "add_rms_norm", "rms_norm", "rope", "silu_mul", "causal_rows", "last_rows",
+            "rms_norm_cat"} <= set(names)
 
 
 def test_the_counter_counts_computing_operators():
