@@ -67,6 +67,14 @@ def resolve(ref: str, console=None) -> Path:
     return ensure_target(SOURCES[name], console=console)
 
 
+def target_folder(ref: str | Path, console=None) -> Path:
+    """A command line's target: a cached name (``smollm2``, ``cache:smollm2``), fetched once, or a folder."""
+    ref = str(ref)
+    if ref in SOURCES:
+        ref = SCHEME + ref
+    return resolve(ref, console=console) if cache_name(ref) else Path(ref)
+
+
 def cache_root() -> Path:
     """$DRAFTSMITH_CACHE, else $XDG_CACHE_HOME/draftsmith, else ~/.cache/draftsmith."""
     if os.environ.get("DRAFTSMITH_CACHE"):

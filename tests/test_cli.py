@@ -5,6 +5,7 @@ import sys
 import textwrap
 
 import pytest
+import torch
 import yaml
 from typer.testing import CliRunner
 
@@ -223,3 +224,31 @@ def test_generate_warms_up_each_row_then_compares_speeds(monkeypatch):
     assert rows["target only"][2] == "1.00" and all(r[3] == "True" for r in rows.values())
     for _, tps, ratio, _ in rows.values():
         assert abs(float(ratio) - float(tps) / base) < 0.02    # tok/s over target-only's (both rounded)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+@pytest.mark.parametrize("verb", ["train", "doctor"])
+def test_train_and_doctor_refuse_a_missing_device_before_reading_anything(verb, tmp_path, monkeypatch):
+    from draftsmith import hub
+
+    monkeypatch.setattr(hub, "resolve", lambda *a, **k: pytest.fail("resolved the target before checking --device"))
+    args = (["train", "--target", "smollm2", "--data", tmp_path / "nothing", "--out", tmp_path / "o"]
+            if verb == "train" else ["doctor", "smollm2", tmp_path / "draft"])
+    res = run(*args, "--device", "cuda")
+    assert res.exit_code == 1 and "device 'cuda'" in res.output and "Traceback" not in res.output
+
+
+def test_doctor_takes_the_cached_target_by_name(tmp_path, monkeypatch):
+    """`draftsmith doctor smollm2 DRAFT` (as `train --target smollm2`): the cached folder, not a path 'smollm2'."""
+    from draftsmith import hub
+
+    seen = []
+    monkeypatch.setattr(hub, "resolve", lambda ref, console=None: seen.append(ref) or tmp_path / "cached")
+
+    def diagnose(spec, target, draft, **kw):
+        seen.append(target)
+        raise ValueError("stop here")
+
+    monkeypatch.setattr("draftsmith.doctor.diagnose", diagnose)
+    res = run("doctor", "smollm2", tmp_path / "draft", "--spec", "smollm2")
+    assert seen == ["cache:smollm2", tmp_path / "cached"] and res.exit_code == 2, res.output

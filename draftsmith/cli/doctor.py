@@ -13,7 +13,7 @@ from draftsmith.cli import app, err, out
 
 @app.command()
 def doctor(
-    target: Path = typer.Argument(..., help="Hugging Face target folder"),
+    target: str = typer.Argument(..., help="Hugging Face target folder, or 'smollm2' (the cached demo target)"),
     draft: Path = typer.Argument(..., help="draft checkpoint folder"),
     spec: Optional[str] = typer.Option(None, help="built-in spec name or YAML path (default: detect the layout)"),
     probe: Optional[str] = typer.Option(None, help="probe text, or @FILE (default: two short Python snippets)"),
@@ -30,9 +30,13 @@ def doctor(
     spec change that restores acceptance. Exit 0 when acceptance is fine, 1 when it is low."""
     import torch
 
+    from draftsmith import hub
     from draftsmith.doctor import PROBES, diagnose, yaml_snippet
+    from draftsmith.options import check_device, check_threads
 
-    torch.set_num_threads(threads)
+    torch.set_num_threads(check_threads(threads))
+    check_device(device)
+    target = hub.target_folder(target, console=err)
     if probe is not None and probe.startswith("@"):
         probe = Path(probe[1:]).read_text(encoding="utf-8")
     from draftsmith import SpecError

@@ -53,15 +53,15 @@ def train(
 
     from draftsmith.train import Job, TrainConfig, run
 
-    torch.set_num_threads(threads)
     from draftsmith import hub
+    from draftsmith.options import check_device, check_threads
 
-    if target in hub.SOURCES:  # a bare cached name: --target smollm2
-        target = hub.SCHEME + target
+    torch.set_num_threads(check_threads(threads))
+    check_device(device)   # before the data is read: 'cuda' without CUDA is an error, not a traceback later
     if target is None:
         err.print("[red]--target is required[/red] (a Hugging Face folder, or 'smollm2')")
         raise typer.Exit(2)
-    target_dir = hub.resolve(target, console=err) if hub.cache_name(target) else Path(target)
+    target_dir = hub.target_folder(target, console=err)
     paths, held = list(data or []), list(held_out or [])
     if stdlib:
         from draftsmith.train import data as D
