@@ -78,5 +78,6 @@ def export_draft(model, folder: Path, *, dtype: torch.dtype = torch.bfloat16, so
     save_safetensors({k: v.contiguous() for k, v in tensors.items()}, folder)
     (folder / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     for f in folder.iterdir():
-        f.chmod(0o644)
+        if f.is_file():   # readable by everyone, as a shipped draft is; a feature cache inside keeps its mode
+            f.chmod(0o644)
     return folder

@@ -63,6 +63,8 @@ def test_output_loads_in_the_spec_layout_and_decodes_like_target_only(job, tiny,
 def test_vocab_map_keeps_invariant_24(job, tiny, tmp_path):
     out = tmp_path / "draft"
     run(job(out, config={"steps": 2}))
+    assert (out / "features").stat().st_mode & 0o700 == 0o700, "export took the feature cache's x bit"
+    assert (out / "model.safetensors").stat().st_mode & 0o777 == 0o644
     t = load_file(str(out / "model.safetensors"))
     d2t, t2d = t["d2t"], t["t2d"]
     check_vocab_map(d2t, t2d)
