@@ -27,15 +27,7 @@ stage=${1:-tests}
 OUT=${OUT:-/tmp/out}
 RES=/tmp/gpu-results
 mkdir -p "$OUT" "$RES"
-cd "$(dirname "$0")/.."
-if ! python3 -c "import pydantic" 2>/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-    wheels/*.whl || { echo "carry wheels/ (see the top of this file)"; exit 1; }
-  export PYTHONPATH=/tmp/site:$PWD
-else
-  export PYTHONPATH=$PWD
-fi
-export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
+source "$(dirname "$0")/gpu_env.sh" pydantic
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$RES/device.txt"
 python3 -c "import sys, torch, transformers; print(sys.version.split()[0], torch.__version__, transformers.__version__)" \
   | tee -a "$RES/device.txt"

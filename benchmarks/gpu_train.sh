@@ -33,17 +33,10 @@
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
-cd "$(dirname "$0")/.."
-if ! python3 -c "import pydantic, gguf" 2>/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-    wheels/*.whl || { echo "carry wheels/ (see the top of this file)"; exit 1; }
-  export PYTHONPATH=/tmp/site:$PWD
-else
-  export PYTHONPATH=$PWD
-fi
+source "$(dirname "$0")/gpu_env.sh" pydantic gguf
 ls gguf-parts/a/* gguf-parts/b/* gguf-parts/c/* >/dev/null || { echo "gguf-parts/a and b must be left by the calls before (see the top)"; exit 1; }
 cat gguf-parts/a/* gguf-parts/b/* gguf-parts/c/* > /tmp/smol.gguf
-export DRAFTSMITH_GGUF=/tmp/smol.gguf DRAFTSMITH_CACHE=/tmp/dcache PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
+export DRAFTSMITH_GGUF=/tmp/smol.gguf DRAFTSMITH_CACHE=/tmp/dcache
 python3 -c "from draftsmith import hub; print(hub.ensure_target())" || exit 1
 # the folder the CPU demo uses was written by transformers 5.23 here: the same weights give the same sha256
 grep -o '"model.safetensors": "[0-9a-f]*"' /tmp/dcache/*/draftsmith-manifest.json | tee "$OUT/target-sha.txt"
