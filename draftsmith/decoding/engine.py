@@ -177,8 +177,7 @@ def prefill(target: TargetRunner, draft: DraftRunner | None, seqs: list[Seq], s:
     st = State(root=ids[:, 0], active=torch.ones(B, dtype=torch.bool, device=dev))
     causal = _causal(counts, T, st.active)
     logits, handover = target(ids, *causal)
-    last = (torch.arange(B, device=dev), counts - 1)
-    st.root = s.pick(logits[last])
+    st.root = s.pick(*last_rows(counts, logits))
     target.pool.advance(counts)
     if draft is not None:
         # draft position i pairs token x_{i+1} with the target's hidden state at i: the prompt shifted by one,
@@ -187,7 +186,7 @@ def prefill(target: TargetRunner, draft: DraftRunner | None, seqs: list[Seq], s:
         feed, dlogits = draft(shifted, handover, *causal, from_target=True)
         stats.draft_forwards += 1
         draft.pool.advance(counts)
-        st.feed, st.dlogits = feed[last], dlogits[last]
+        st.feed, st.dlogits = last_rows(counts, feed, dlogits)
     for q, (root,) in zip(seqs, sync_tokens(st.root)):
         q.emit([root], s)
     return st
