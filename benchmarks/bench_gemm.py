@@ -12,6 +12,8 @@ import sys
 import torch
 import torch.nn.functional as F
 
+from draftsmith.bench_scale import copy_bandwidth
+
 SHAPES = {"1b": (2048, 8192, 32, 8, 16), "8b": (4096, 14336, 32, 8, 32)}   # hidden, inter, heads, kv heads, layers
 
 
@@ -60,17 +62,7 @@ def timed(fn, x, iters=20) -> float:
 
 def main(shapes="1b,8b"):
     dev = "cuda"
-    n = 1 << 30
-    a, b = torch.empty(n, dtype=torch.uint8, device=dev), torch.empty(n, dtype=torch.uint8, device=dev)
-    b.copy_(a)
-    torch.cuda.synchronize()
-    t0, t1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    t0.record()
-    for _ in range(10):
-        b.copy_(a)
-    t1.record()
-    torch.cuda.synchronize()
-    bw = 2 * n * 10 / (t0.elapsed_time(t1) / 1e3)
+    bw = copy_bandwidth(dev)   # the limit bench_scale's tables use
     print(f"copy bandwidth {bw / 1e9:.0f} GB/s")
     for name in shapes.split(","):
         H, inter, nH, nKV, L = SHAPES[name]

@@ -41,8 +41,8 @@ def main(shape="1b", out="/tmp/out", ckpt="/tmp/ckpt", graphs="auto"):
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     target, draft = write_pair(Path(ckpt), shape, "cuda")
-    model = draftsmith.assemble(load_spec("eagle3-llama").with_decoding(graphs=graphs), target=target, draft=draft, device="cuda",
-                                dtype="bfloat16")
+    model = draftsmith.assemble(load_spec("eagle3-llama").with_decoding(graphs=graphs), target=target, draft=draft,
+                                device="cuda", dtype="bfloat16")
     prompt = list(range(2, 130))
     runs = {"target-only": lambda n: model.generate_baseline(prompt, max_new_tokens=n, stop=[]),
             "tree8": lambda n: model.generate(prompt, max_new_tokens=n, topk=4, steps=5, draft_tokens=8, stop=[]),
