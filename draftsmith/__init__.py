@@ -6,7 +6,7 @@
 """
 from draftsmith.assembler.assemble import assemble
 from draftsmith.registry import build_registry, default_registry
-from draftsmith.specs.errors import Problem, SpecError
+from draftsmith.errors import Problem, SpecError
 from draftsmith.specs.loader import list_specs, load_spec, parse_spec
 from draftsmith.specs.schema import Spec
 

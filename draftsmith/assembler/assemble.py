@@ -17,7 +17,7 @@ from draftsmith.components.targets import mtp_layer_patterns
 from draftsmith.components.weights import RuleSet
 from draftsmith.decoding.model import SpeculativeModel
 from draftsmith.registry import Registry, default_registry
-from draftsmith.specs.errors import Problem, SpecError
+from draftsmith.errors import Problem, SpecError
 from draftsmith.specs.loader import load_spec
 from draftsmith.specs.schema import Spec
 

@@ -18,7 +18,7 @@ from draftsmith.components.rule_config import bind_all
 from draftsmith.components.targets import apply_windows
 from draftsmith.components.weights import RuleSet
 from draftsmith.registry import Registry
-from draftsmith.specs.errors import Problem, SpecError
+from draftsmith.errors import Problem, SpecError
 from draftsmith.specs.resolve import resolve
 from draftsmith.specs.schema import Spec
 

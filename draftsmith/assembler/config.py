@@ -2,7 +2,6 @@
 plain ``LlamaConfig`` so missing keys take transformers' Llama defaults, exactly as the drafts were trained."""
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from pathlib import Path
@@ -14,7 +13,7 @@ from draftsmith import limits
 from draftsmith.assembler.checkpoint import read_json
 from draftsmith.errors import CheckpointError, CheckpointNotFound, short, short_text
 
-from draftsmith.convert.styles import STYLES, style_of, to_facts
+from draftsmith.assembler.styles import STYLES, style_of, to_facts
 
 MLA_KEYS = ("q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "kv_lora_rank", "v_head_dim")
 RECURRENT_LAYER_TYPES = ("mamba", "linear_attention", "mamba2", "recurrent")
@@ -35,7 +34,7 @@ def read_raw_config(folder: str | Path) -> dict[str, Any]:
 
 def read_config(folder: str | Path) -> dict[str, Any]:
     """``config.json`` as written; a Mistral ``params.json`` is translated to Hugging Face names (its config
-    style, :mod:`draftsmith.convert.styles`), so sizes are read in one place whatever the layout."""
+    style, :mod:`draftsmith.assembler.styles`), so sizes are read in one place whatever the layout."""
     raw = read_raw_config(folder)
     style = style_of(folder, raw)
     cfg = to_facts(raw, style) if style is STYLES["mistral"] else raw

@@ -8,7 +8,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from draftsmith.cli import app, err, out
+from draftsmith.cli.app import app, err, out
 
 
 @app.command()

@@ -8,7 +8,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from draftsmith.cli import app, out
+from draftsmith.cli.app import app, out
 
 
 @app.command()

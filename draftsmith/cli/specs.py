@@ -9,14 +9,14 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from draftsmith.cli import app, err, out
+from draftsmith.cli.app import app, out
 
 
 @app.command()
 def validate(files: List[Path] = typer.Argument(..., help="spec YAML files")) -> None:
     """Check spec files; exits non-zero listing every problem of every file."""
     from draftsmith import hub, load_spec
-    from draftsmith.cli import report
+    from draftsmith.cli.app import report
     from draftsmith.errors import DraftsmithError
 
     bad = 0

@@ -6,7 +6,7 @@ from typing import List, Optional
 
 import typer
 
-from draftsmith.cli import app, err, out
+from draftsmith.cli.app import app, err, out
 
 
 @app.command()

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from draftsmith.specs.errors import Problem, SpecError
+from draftsmith.errors import Problem, SpecError
 
 KEY = "eagle_aux_hidden_state_layer_ids"
 FLAGS = ("fc_norm", "norm_before_fc", "norm_before_residual")

@@ -22,7 +22,7 @@ from torch import nn
 from draftsmith.components.eagle3_config import resolve_eagle3
 from draftsmith.components.layers import embed_concat, own_input
 from draftsmith.components.norms import RMSNorm
-from draftsmith.specs.errors import Problem, SpecError
+from draftsmith.errors import Problem, SpecError
 
 log = logging.getLogger("draftsmith")
 

@@ -12,7 +12,7 @@ from transformers import LlamaConfig
 from draftsmith.assembler.checkpoint import TensorInfo, list_tensors
 from draftsmith.assembler.config import MLA_KEYS, flatten_draft_config, read_raw_config
 from draftsmith.assembler.detect import closest_families, eagle3_values
-from draftsmith.convert.styles import EAGLE_FIELDS, STYLES
+from draftsmith.assembler.styles import EAGLE_FIELDS, STYLES
 from draftsmith.hooks import LayoutMatch
 from draftsmith.registry import Registry, default_registry
 

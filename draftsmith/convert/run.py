@@ -19,7 +19,7 @@ import yaml
 from draftsmith.assembler.checkpoint import read_tensors, save_safetensors
 from draftsmith.components.weights import RegexRule, RuleSet
 from draftsmith.convert.inspect import inspect_checkpoint
-from draftsmith.convert.styles import STYLES, style_of, to_facts, from_facts
+from draftsmith.assembler.styles import STYLES, style_of, to_facts, from_facts
 
 LAYOUTS_FILE = Path(__file__).parent / "layouts.yaml"
 RESOLVED = ("norm_before_residual", "fc_norm", "norm_before_fc", "norm_output")

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import importlib
 import importlib.metadata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -14,7 +15,7 @@ from draftsmith.errors import DraftsmithError, short
 from draftsmith.hooks import PROJECT, Component, LayoutMatch, SpecSource
 from draftsmith.hooks import specs as hookspecs
 
-BUILTIN = "builtin"
+BUILTIN, BUILTIN_MODULE = "builtin", "draftsmith.builtin"
 
 
 class PluginClash(DraftsmithError, RuntimeError):
@@ -137,12 +138,13 @@ def load_entry_points(pm: pluggy.PluginManager) -> None:
 
 
 def build_registry(plugins: Iterable[tuple[str, object]] = (), *, entry_points: bool = True) -> Registry:
-    """A fresh plugin manager: the built-ins, the ``draftsmith`` entry points, then ``plugins`` (name, obj)."""
-    from draftsmith.registry import builtin
+    """A fresh plugin manager: the built-ins, the ``draftsmith`` entry points, then ``plugins`` (name, obj).
 
+    The built-in plugin (:mod:`draftsmith.builtin`) is imported by name, as pytest imports its default plugins:
+    it lists components, specs and detectors from the layers above the registry, which import the registry."""
     pm = pluggy.PluginManager(PROJECT)
     pm.add_hookspecs(hookspecs)
-    pm.register(builtin, name=BUILTIN)
+    pm.register(importlib.import_module(BUILTIN_MODULE), name=BUILTIN)
     if entry_points:
         load_entry_points(pm)
     for name, plugin in plugins:

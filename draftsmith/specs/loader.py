@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from draftsmith import limits
 from draftsmith.errors import NotFound, short, short_text
 from draftsmith.registry import Registry, default_registry
-from draftsmith.specs.errors import Problem, SpecError
+from draftsmith.errors import Problem, SpecError
 from draftsmith.specs.resolve import check_spec_data
 from draftsmith.specs.schema import Spec, validate_strict
 from draftsmith.specs.translate import describe, problems_from

@@ -13,7 +13,7 @@ from draftsmith.components.weights import pattern_problem
 from draftsmith.hooks import Component
 from draftsmith.registry import Registry
 from draftsmith.registry.registry import suggest
-from draftsmith.specs.errors import Problem
+from draftsmith.errors import Problem
 from draftsmith.specs.schema import validate_strict
 from draftsmith.specs.translate import problems_from
 

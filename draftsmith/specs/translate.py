@@ -17,7 +17,7 @@ from pydantic import BaseModel, ValidationError
 
 from draftsmith.errors import short
 from draftsmith.registry.registry import suggest
-from draftsmith.specs.errors import Problem, short_text
+from draftsmith.errors import Problem, short_text
 
 _UNIONS = (typing.Union, types.UnionType)
 _NO_MEMBER = object()

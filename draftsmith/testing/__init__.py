@@ -109,7 +109,7 @@ def write_eagle3(folder: str | Path, target: str | Path, *, seed: int = 2, std: 
     ``flags``: norm flags to write into the config (``norm_output`` in the config's own meaning). ``ids_key``: where
     ``aux_ids`` go: ``eagle_config``, ``top`` (top-level eagle_aux_hidden_state_layer_ids) or
     ``target_layer_ids``. ``d2t``: ``offset`` (published) or ``absolute`` (target ids)."""
-    from draftsmith.convert.styles import STYLES, from_facts
+    from draftsmith.assembler.styles import STYLES, from_facts
 
     if layout == "midlayer" and layers != 1:
         raise ValueError("the midlayer layout holds exactly one layer")

@@ -8,7 +8,6 @@ import re
 import shutil
 from pathlib import Path
 
-import torch
 from safetensors.torch import load_file
 
 from draftsmith.assembler.checkpoint import save_safetensors

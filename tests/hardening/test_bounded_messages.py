@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from draftsmith.errors import short
-from draftsmith.specs.errors import Problem, SpecError
+from draftsmith.errors import Problem, SpecError
 
 ANY = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(), st.binary()),
                    lambda inner: st.one_of(st.lists(inner), st.tuples(inner, inner),

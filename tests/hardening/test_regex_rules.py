@@ -10,7 +10,7 @@ import draftsmith
 from draftsmith import limits
 from draftsmith.components.weights import RegexRule, RegexTimeout, RuleSet, pattern_problem
 from draftsmith.specs.catalog import BUILTIN_DIR
-from draftsmith.specs.errors import SpecError
+from draftsmith.errors import SpecError
 
 from hardening_helpers import refused
 

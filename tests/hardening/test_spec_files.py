@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 import draftsmith
 from draftsmith import limits
 from draftsmith.specs.catalog import BUILTIN_DIR
-from draftsmith.specs.errors import SpecError
+from draftsmith.errors import SpecError
 
 from hardening_helpers import make_fifo, refused
 

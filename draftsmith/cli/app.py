@@ -1,0 +1,59 @@
+"""The typer application, its consoles and its error reporting (the module docstring of
+:mod:`draftsmith.cli` says how errors print); the command modules register their verbs on :data:`app`."""
+from __future__ import annotations
+
+import click
+import typer
+from rich.console import Console
+from typer.core import TyperGroup
+
+from draftsmith.errors import DraftsmithError, short_text
+
+USER_ERROR, INTERNAL_ERROR = 1, 70
+
+# Exceptions click/typer turn into usage messages and exit codes themselves (typer >= 0.20 vendors click).
+_CLICK: set[type[BaseException]] = {typer.Exit, typer.Abort, click.exceptions.Exit, click.ClickException, click.Abort}
+try:
+    from typer._click import exceptions as _vendored
+
+    _CLICK |= {getattr(_vendored, n) for n in ("Exit", "ClickException", "Abort") if hasattr(_vendored, n)}
+except ImportError:  # pragma: no cover (typer using the click package)
+    pass
+PASS_THROUGH = tuple(_CLICK)
+
+
+def report(exc: BaseException) -> int:
+    """Print ``exc`` for a user (plain text, on stderr) and return the exit code."""
+    if isinstance(exc, DraftsmithError):
+        typer.echo(f"error: {exc}", err=True)
+        return USER_ERROR
+    first = short_text(str(exc).strip().splitlines()[0] if str(exc).strip() else "", 300)
+    typer.echo(f"internal error: {type(exc).__name__}{': ' + first if first else ''}\n"
+               "  rerun with `draftsmith --debug ...` for the traceback", err=True)
+    return INTERNAL_ERROR
+
+
+class _Group(TyperGroup):
+    """Runs a command and turns its exceptions into one message and an exit code (see the module docstring)."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except PASS_THROUGH:
+            raise
+        except Exception as exc:
+            if ctx.params.get("debug"):
+                raise
+            ctx.exit(report(exc))
+
+
+app = typer.Typer(cls=_Group, add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Speculative-decoding draft models from YAML.")
+out = Console(width=max(110, Console().width))  # tables stay readable when piped (80 columns by default)
+err = Console(stderr=True)
+
+
+@app.callback()
+def _options(debug: bool = typer.Option(False, "--debug", help="show the full traceback of an unexpected error "
+                                                              "(and of draftsmith's own errors)")) -> None:
+    """Speculative-decoding draft models from YAML."""
