@@ -99,6 +99,7 @@ def draft_candidates_fixed(root_logprobs: Tensor, expand, topk: int, steps: int,
     # fused: the arithmetic between two expansions runs as compiled kernels (components.fused); logprobs: a
     # function turning the root's and each expansion's output into log-probs (inside the same kernel)
     B = root_logprobs.shape[0]
+    to_target, logprobs = to_target or _same, logprobs or _same  # chosen here: a compiled _level calls both
     score, tok = kernel(_level, fused)(root_logprobs.new_zeros(B, 1), root_logprobs.unsqueeze(1), topk, to_target,
                                       logprobs)
     tokens, scores, parents = [tok], [score], [torch.full_like(tok, -1)]
@@ -121,13 +122,17 @@ def _frontier(score: Tensor, tok: Tensor, topk: int, offset: int) -> tuple[Tenso
     return f + offset, tok.gather(1, f), score.gather(1, f)
 
 
-def _level(parent_score: Tensor, logp: Tensor, topk: int, to_target=None, logprobs=None) -> tuple[Tensor, Tensor]:
-    # parent_score [B, k], logp [B, k, V] (or what logprobs turns into log-probs) -> the children's scores and
-    # (target) tokens [B, k * topk], each parent's topk in a row
-    values, tok = torch.topk(logprobs(logp) if logprobs else logp, topk, dim=-1)   # [B, k, topk]
+def _same(x: Tensor) -> Tensor:
+    return x
+
+
+def _level(parent_score: Tensor, logp: Tensor, topk: int, to_target, logprobs) -> tuple[Tensor, Tensor]:
+    # parent_score [B, k], logp [B, k, V] (logprobs turns it into log-probs) -> the children's scores and target
+    # tokens (to_target maps draft ids) [B, k * topk], each parent's topk in a row. No branch on the two
+    # functions: torch 2.11's dynamo reads the truth of a module's bound method as data-dependent control flow
+    values, tok = torch.topk(logprobs(logp), topk, dim=-1)                         # [B, k, topk]
     B = logp.shape[0]
-    tok = tok.view(B, -1)
-    return (parent_score.unsqueeze(-1) + values).view(B, -1), (to_target(tok) if to_target else tok)
+    return (parent_score.unsqueeze(-1) + values).view(B, -1), to_target(tok.view(B, -1))
 
 
 def draft_tree_fixed(root: Tensor, root_logprobs: Tensor, expand, topk: int, steps: int, n: int,
