@@ -20,11 +20,19 @@ import torch
 from torch import nn
 
 
+RECOMPILES = 64  # variants of one function dynamo compiles before it runs the eager one (its own default: 8)
+
+
 @functools.cache
 def _compiled(fn: Callable) -> Callable:
-    # not fullgraph: past dynamo's recompile limit (8 variants of one function: dtypes, eps values, ranks, in
-    # processes that build many models) a call runs the eager function instead of failing. The functions
-    # themselves have no graph break (tests/components/test_fused.py traces them with fullgraph=True)
+    # not fullgraph: past dynamo's recompile limit a call runs the eager function instead of failing. The
+    # functions themselves have no graph break (tests/components/test_fused.py traces them with fullgraph=True).
+    # Each shape class is a variant (batch 1 or more, one token or more, a tree level of 1 or k nodes, a prompt
+    # whose length equals another size): a process that decodes at batch 1 and 8 with a chain and two trees
+    # compiles up to 8 variants of kv_index (tests/decoding/test_fused_step.py), so the limit is raised,
+    # process-wide and never lowered, as vLLM raises it for its compiled models
+    cfg = torch._dynamo.config
+    cfg.recompile_limit = max(cfg.recompile_limit, RECOMPILES)
     return torch.compile(fn)
 
 
