@@ -30,7 +30,7 @@ def _compiled(fn: Callable) -> Callable:
     # Each shape class is a variant (batch 1 or more, one token or more, a tree level of 1 or k nodes, a prompt
     # whose length equals another size): a process that decodes at batch 1 and 8 with a chain and two trees
     # compiles up to 8 variants of kv_index (tests/decoding/test_fused_step.py), so the limit is raised,
-    # process-wide and never lowered, as vLLM raises it for its compiled models
+    # process-wide and never lowered, as TensorRT-LLM's torch-compile backend raises it
     cfg = torch._dynamo.config
     cfg.recompile_limit = max(cfg.recompile_limit, RECOMPILES)
     return torch.compile(fn)
