@@ -188,3 +188,11 @@ def test_a_tree_without_retrieve_keeps_its_width():
     tree = draft_tree_fixed(root, torch.randn(2, 8), lambda f, t: torch.randn(2, f.shape[1], 8), k, steps, n,
                             retrieve=False)
     assert tree.retrieve.shape == (2, 0, steps + 1) and tree.tokens.shape == (2, n)
+
+
+@pytest.mark.parametrize("rows, capacity", [(0, 8), (2, 0), (-1, -1)])
+def test_a_static_pool_without_rows_or_capacity_is_refused(rows, capacity):
+    with pytest.raises(ValueError, match="rows and capacity must be >= 1"):
+        StaticKVPool([{"k": (1, 2)}], rows=rows, capacity=capacity)
+    pool = StaticKVPool([{"k": (1, 2)}], rows=1, capacity=1)                    # the smallest pool there is
+    assert pool.view(0)["k"].shape == (1, 1, 1, 2) and pool.trash == 1
