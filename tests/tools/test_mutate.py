@@ -1,0 +1,39 @@
+"""scripts/mutate.py: each mutant changes exactly one node, and every kind of site is found."""
+import ast
+import importlib.util
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "mutate.py"
+spec = importlib.util.spec_from_file_location("mutate", SCRIPT)
+mutate = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(mutate)
+
+SRC = '''def f(x: int = 3, flag: bool = True):
+    if x < 2 and flag:
+        return -x
+    return x * 4 + 1
+'''
+
+
+def all_mutants(src):
+    return [(line, mutate.mutant_source(src, i, how)) for i, how, line in mutate.sites(ast.parse(src), None)]
+
+
+def test_each_mutant_differs_from_the_source_in_one_place():
+    base = ast.unparse(ast.parse(SRC)).splitlines()
+    got = all_mutants(SRC)
+    for _, m in got:
+        changed = [(b, x) for b, x in zip(base, m.splitlines()) if b != x]
+        assert len(changed) == 1, m
+    bodies = {m for _, m in got}
+    assert len(bodies) == len(got)                                     # no two sites give the same mutant
+    texts = "\n".join(m for _, m in got)
+    for expected in ("x: int=4", "x: int=2", "flag: bool=False", "x <= 2", "x < 3", "x < 2 or flag", "        return x\n",
+                     "x // 4", "x * 4 - 1", "x * 5", "x * 4 + 2", "x * 4 + 0"):
+        assert expected in texts, expected
+
+
+def test_annotations_are_not_mutated_and_lines_can_be_chosen():
+    src = "def g(n: 'Literal[1]' = 0) -> int:\n    return n\n\n\ndef h():\n    return 1 < 2\n"
+    assert [how for _, how, _ in mutate.sites(ast.parse(src), None)] == ["+1", "op0", "+1", "-1", "+1", "-1"]
+    assert {line for _, _, line in mutate.sites(ast.parse(src), range(5, 7))} == {6}
