@@ -45,10 +45,13 @@ def as_on_cuda(monkeypatch):
         fused._compiled.cache_clear()
         monkeypatch.setattr(torch, "compile", compile_fullgraph)
         monkeypatch.setattr(fused, "wanted", lambda setting, device: True)
-        monkeypatch.setattr(torch._dynamo.config, "recompile_limit", torch._dynamo.config.recompile_limit)
         return variants
 
+    # not monkeypatch: pytest >= 9.2 deletes on undo an attribute that getattr_static cannot see, and dynamo's
+    # config attributes live in the config module's own table (torch's flex_attention then fails to read it)
+    limit = torch._dynamo.config.recompile_limit
     yield switch
+    torch._dynamo.config.recompile_limit = limit
     fused._compiled.cache_clear()
     torch._dynamo.reset()
 
