@@ -59,9 +59,9 @@ def apply(node: ast.AST, how: str) -> ast.AST:
 
 def sites(tree: ast.Module, lines: range | None) -> list[tuple[int, str, int]]:
     """(index in ast.walk order, mutation, line) for every site, skipping docstrings and annotations."""
-    skip = {id(n) for a in ast.walk(tree) for n in ast.walk(a)
-            if isinstance(a, (ast.arg, ast.AnnAssign)) and getattr(a, "annotation", None) is not None
-            for n in ast.walk(a.annotation)}
+    notes = [a.annotation for a in ast.walk(tree) if isinstance(a, (ast.arg, ast.AnnAssign)) and a.annotation]
+    notes += [f.returns for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.returns]
+    skip = {id(n) for note in notes for n in ast.walk(note)}
     out = []
     for i, node in enumerate(ast.walk(tree)):
         line = getattr(node, "lineno", 0)

@@ -54,6 +54,7 @@ def test_a_timeout_in_assembly_is_a_draftsmith_error(tiny_pair):
 
 def test_overlong_patterns_are_refused():
     assert "at most" in pattern_problem("a" * (limits.REGEX_CHARS + 1))
+    assert pattern_problem("a" * limits.REGEX_CHARS) is None            # the limit itself is allowed
 
 
 @pytest.mark.filterwarnings("ignore::FutureWarning")  # re's "possible nested set" on generated patterns

@@ -34,6 +34,6 @@ def test_each_mutant_differs_from_the_source_in_one_place():
 
 
 def test_annotations_are_not_mutated_and_lines_can_be_chosen():
-    src = "def g(n: 'Literal[1]' = 0) -> int:\n    return n\n\n\ndef h():\n    return 1 < 2\n"
+    src = "def g(n: 'Literal[1]' = 0) -> int | None:\n    return n\n\n\ndef h():\n    return 1 < 2\n"
     assert [how for _, how, _ in mutate.sites(ast.parse(src), None)] == ["+1", "op0", "+1", "-1", "+1", "-1"]
     assert {line for _, _, line in mutate.sites(ast.parse(src), range(5, 7))} == {6}
