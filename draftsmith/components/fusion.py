@@ -34,7 +34,7 @@ def _auto(value: Any) -> Any:
 
 # A value the spec states, or `auto` (kept as None): read the draft config's key, else the default, said once.
 Auto = (BeforeValidator(_auto), PlainSerializer(lambda v: "auto" if v is None else v))
-Flag = Annotated[bool | None, *Auto]
+Flag = Annotated[(bool | None, *Auto)]
 # Where the final norm's output goes. head: before the head only, the pre-norm state is fed back (EAGLE-3
 # reference; SpecForge norm_output=true; speculators norm_output=false). feed_back: before the head AND fed back
 # to the next draft step (EAGLE 3.1; speculators / vLLM / SGLang norm_output=true). none: never applied
@@ -68,7 +68,7 @@ class Eagle3Params(BaseModel):
     num_aux: int | None = Field(None, ge=1)  # explicit count > num_aux_hidden_states > len(ids) > 3
     fc_norm: Flag = False                    # one RMSNorm per aux state before fc (EAGLE 3.1)
     norm_before_fc: Flag = False             # one RMSNorm over the concatenated aux states (gpt-oss)
-    norm_output: Annotated[NormOutput | None, *Auto] = "head"
+    norm_output: Annotated[(NormOutput | None, *Auto)] = "head"
 
 
 class Eagle1Fusion(nn.Linear):
