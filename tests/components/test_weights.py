@@ -74,6 +74,10 @@ def test_map_names_lists_every_colliding_pair():
     assert all(p[2] == "layers.0.norm.weight" for p in info.value.pairs)
     for name in names[:3]:
         assert repr(name) in str(info.value)
+    # each name says how it got there: the rule that renamed it, or that none did
+    assert f"'midlayer.norm.weight' via {rules.rules[0].describe(0)}" in str(info.value)
+    assert f"'mid.norm.weight' via {rules.rules[1].describe(1)}" in str(info.value)
+    assert "'layers.0.norm.weight' (no rule matched; name kept)" in str(info.value)
     assert RuleSet([MIDLAYER]).map_names(["midlayer.norm.weight", "fc.weight"]) == {
         "layers.0.norm.weight": ("midlayer.norm.weight", 0), "fc.weight": ("fc.weight", None)}
 
