@@ -60,8 +60,9 @@ def test_from_canonical_returns_a_true_preimage_or_refuses():
     assert rules.from_canonical("layers.0.mlp.up_proj.weight") == "midlayer.mlp.up_proj.weight"
     assert rules.from_canonical("fc.weight") == "fc.weight"
     opaque = RuleSet([RegexRule(match=r"^layers\.(\d+)\.", replace=r"blocks.\1.")])
-    with pytest.raises(ValueError, match="no checkpoint name maps to canonical 'layers.0.w'"):
+    with pytest.raises(ValueError, match="no checkpoint name maps to canonical 'layers.0.w'") as info:
         opaque.from_canonical("layers.0.w")  # 'layers.0.w' itself would be renamed, and the rule has no inverse
+    assert str(info.value).endswith(f"; rules without an inverse: {opaque.rules[0].describe(0)}")
 
 
 def test_map_names_lists_every_colliding_pair():
