@@ -70,3 +70,21 @@ def test_assemble_leaves_cpu_models_eager():
     model = draftsmith.assemble("demo")
     flags = [m.fused for m in (*model.target.modules(), *model.draft.modules()) if hasattr(m, "fused")]
     assert flags and not any(flags)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_fused_functions_compute_the_textbook_formulas(dtype):
+    # the eager functions are the reference of the compiled ones, so they are checked against torch's own RMSNorm
+    g = torch.Generator().manual_seed(3)
+    x, d, b = (torch.randn(2, 5, 64, generator=g).to(dtype) for _ in range(3))
+    wa, wb = (torch.rand(64, generator=g).to(dtype) + 0.5 for _ in range(2))
+
+    def ref(t, w, eps):
+        return torch.nn.functional.rms_norm(t.float(), (64,), eps=eps).to(dtype) * w
+
+    h, normed = fused.add_rms_norm(x, d, wa, 1e-5)
+    torch.testing.assert_close(h, x + d, rtol=0, atol=0)
+    torch.testing.assert_close(normed, ref(x + d, wa, 1e-5))
+    both, nb = fused.rms_norm_cat(x, wa, 1e-5, b, wb, 1e-6)
+    torch.testing.assert_close(both, torch.cat((ref(x, wa, 1e-5), ref(b, wb, 1e-6)), -1))
+    torch.testing.assert_close(nb, ref(b, wb, 1e-6))
