@@ -15,6 +15,8 @@ MIDLAYER = RegexRule(match=r"^midlayer\.", replace="layers.0.")
 
 def test_literal_prefix_rule_gets_an_inverse():
     assert MIDLAYER.inverse == (r"^layers\.0\.", "midlayer.")
+    # every escaped character is kept once, and what follows it too
+    assert RegexRule(match=r"^model\.lay-ers\.", replace="m.").inverse == (r"^m\.", "model.lay-ers.")
     assert MIDLAYER.apply("midlayer.mlp.up_proj.weight") == "layers.0.mlp.up_proj.weight"
     assert MIDLAYER.apply("fc.weight") is None
     assert MIDLAYER.invert("layers.0.mlp.up_proj.weight") == "midlayer.mlp.up_proj.weight"
@@ -25,7 +27,8 @@ def test_literal_prefix_rule_gets_an_inverse():
 def test_rules_that_are_not_literal_prefixes_have_no_derived_inverse():
     for rule in (RegexRule(match=r"^layers\.(\d+)\.", replace=r"blocks.\1."),
                  RegexRule(match=r"^midlayer.", replace="layers.0."),  # unescaped '.' is a wildcard
-                 RegexRule(match=r"midlayer\.", replace="layers.0.")):  # not anchored
+                 RegexRule(match=r"midlayer\.", replace="layers.0."),  # not anchored
+                 RegexRule(match=r"^layer\d\.", replace="layers.0.")):  # \d is a class, not the letter d
         assert rule.inverse is None
         with pytest.raises(ValueError, match="has no inverse"):
             rule.invert("layers.0.x")
