@@ -137,3 +137,9 @@ def test_map_names_is_injective_or_names_every_collision(rules, names):
             assert any(r.inverse is None for r in rules.rules)
         else:
             assert rules.to_canonical(back)[0] == canon[n][0]
+
+
+def test_a_rule_renames_the_first_occurrence_only():
+    # re.sub(count=1): Mistral's `attention.wq` -> `q_proj` must not also rewrite a later `.wq` in the same name
+    rule = RegexRule(match=r"\.wq", replace=".q_proj")
+    assert rule.apply("layers.0.wq.wq") == "layers.0.q_proj.wq"

@@ -18,8 +18,8 @@ BASE = yaml.safe_load((BUILTIN_DIR / "eagle3-llama.yaml").read_text())
 
 
 @pytest.mark.parametrize("pattern", [r"(a+)+$", r"^(?:x*)*y", r"((ab)+)*c", r"(?:(a|b)+)+$", r"(\d+)*\.",
-                                     # inside a repeat, a branch, a lookahead
-                                     r"(?:ab(c+)+){2}d", r"x|(?:y(z*)*)", r"(?=(a+)+)b"])
+                                     # inside a repeat, a branch, a lookahead, a group
+                                     r"(?:ab(c+)+){2}d", r"x|(?:y(z*)*)", r"(?=(a+)+)b", r"x((a+)+)y"])
 def test_a_repeat_of_a_repeat_is_refused_when_the_spec_is_validated(pattern):
     assert pattern_problem(pattern) is not None
     for where, data in [("weights.rules.0", {**BASE, "weights": {"rules": [{"match": pattern, "replace": "x"}]}}),
