@@ -195,3 +195,20 @@ def test_hc_mult_is_read_from_the_text_config():
     cfg = LlavaConfig(text_config={"model_type": "llama", "hidden_size": 48, "num_attention_heads": 4,
                                    "hc_mult": 2})
     assert target_hidden_width(cfg) == 96
+
+
+@pytest.mark.parametrize("fusion, cfg, want", [
+    ({"norm_before_residual": "auto"}, {},                                                  # stated by nobody
+     dict(fc_norm=False, norm_before_fc=False, norm_before_residual=False)),
+    ({}, {"norm_before_fc": True}, dict(fc_norm=False, norm_before_fc=True, norm_before_residual=False)),
+    ({"norm_before_fc": False}, {"norm_before_fc": True}, dict(norm_before_fc=False)),          # the spec wins
+])
+def test_eagle3_flags_spec_then_config_then_false(registry, fusion, cfg, want):
+    from draftsmith.components.eagle3_config import resolve_eagle3
+
+    params = eagle3_params(registry, **fusion)             # the helper states norm_before_residual: false
+    facts = resolve_eagle3(params, cfg, 32)
+    assert {name: getattr(facts, name) for name in want} == want
+    stated = {name for name in want if getattr(params, name) is not None or name in cfg}
+    for name in set(want) - stated:
+        assert f"{name}: stated by neither the spec nor the draft config; using the default false" in facts.notes
