@@ -212,3 +212,20 @@ def test_eagle3_flags_spec_then_config_then_false(registry, fusion, cfg, want):
     stated = {name for name in want if getattr(params, name) is not None or name in cfg}
     for name in set(want) - stated:
         assert f"{name}: stated by neither the spec nor the draft config; using the default false" in facts.notes
+
+
+def test_eagle3_norm_output_notes_say_which_reading_won(registry):
+    from draftsmith.components.eagle3_config import resolve_eagle3
+
+    disagree = resolve_eagle3(eagle3_params(registry, norm_output="feed_back"), {"norm_output": True}, 32)
+    assert disagree.norm_output == "feed_back"
+    assert any(n.startswith("norm_output: the spec says feed_back, the draft config's norm_output=true means head")
+               for n in disagree.notes)
+    agree = resolve_eagle3(eagle3_params(registry, norm_output="head"), {"norm_output": True}, 32)
+    assert agree.norm_output == "head" and not any(n.startswith("norm_output") for n in agree.notes)
+    # SpecForge's meaning of norm_output: true, said when an EAGLE 3.1 reading (fc_norm) makes it doubtful
+    for cfg, doubtful in (({"norm_output": True, "fc_norm": True}, True), ({"norm_output": True}, False),
+                          ({"norm_output": True, "fc_norm": True, "speculators_model_type": "eagle3"}, False)):
+        facts = resolve_eagle3(eagle3_params(registry), cfg, 32)
+        said = any("read in SpecForge's meaning" in n for n in facts.notes)
+        assert said == doubtful, cfg
