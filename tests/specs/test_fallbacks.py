@@ -173,8 +173,10 @@ def test_explicit_ids_that_collide_are_refused(L, data):
             shift = 1 if at == "output" and cfg == {} else 0
             assert fc.taps == tuple(i + shift for i in ids) and fc.in_features == len(ids) * 16
         else:
-            with pytest.raises(draftsmith.SpecError, match="taps must be distinct"):
+            with pytest.raises(draftsmith.SpecError, match="taps must be distinct") as info:
                 build_fusion(registry, params, L, cfg)
+            twice = sorted({i for i in ids if ids.count(i) > 1})
+            assert f"names layer(s) {twice} more than once" in str(info.value)
 
 
 def test_default_taps_helper():
@@ -229,3 +231,12 @@ def test_eagle3_norm_output_notes_say_which_reading_won(registry):
         facts = resolve_eagle3(eagle3_params(registry), cfg, 32)
         said = any("read in SpecForge's meaning" in n for n in facts.notes)
         assert said == doubtful, cfg
+
+
+def test_inspect_lines_say_where_each_flag_came_from(registry):
+    from draftsmith.components.eagle3_config import describe_facts
+
+    facts, lines = describe_facts(eagle3_params(registry, fc_norm=True), {"norm_before_fc": False})
+    assert facts["fc_norm"] is True and facts["norm_before_fc"] is False
+    assert "fc_norm: true (the spec)" in lines and "norm_before_fc: false (the draft config)" in lines
+    assert "norm_before_residual: false (the spec; the weights cannot show it)" in lines
