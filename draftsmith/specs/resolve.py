@@ -8,13 +8,12 @@ from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ValidationError
 
-from draftsmith.errors import short
 from draftsmith.components.weights import pattern_problem
 from draftsmith.hooks import Component
 from draftsmith.registry import Registry
 from draftsmith.registry.registry import suggest
-from draftsmith.errors import Problem
-from draftsmith.specs.schema import validate_strict
+from draftsmith.errors import Problem, short
+from draftsmith.specs.schema import Decoding, validate_strict
 from draftsmith.specs.translate import problems_from
 
 
@@ -159,8 +158,9 @@ def regex_problems(pattern: Any, path: str) -> list[Problem]:
 
 def decoding_problems(dec: Mapping[str, Any], path: str = "decoding") -> list[Problem]:
     """Cross-field rules of the decoding section (also applied to per-call overrides)."""
-    topk, steps, n = dec.get("topk", 4), dec.get("steps", 5), dec.get("draft_tokens", 8)
-    page, mode = dec.get("page_size", 1), dec.get("mode", "auto")
+    # a key the section leaves out takes the schema's default (one source for both)
+    topk, steps, n, page, mode = (dec.get(k, Decoding.model_fields[k].default)
+                                  for k in ("topk", "steps", "draft_tokens", "page_size", "mode"))
     if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in (topk, steps, n, page)):
         return []  # phase 1 reports types and bounds
     out = []

@@ -248,3 +248,16 @@ def test_any_malformed_spec_gives_a_spec_error_and_nothing_else(edits):
     except draftsmith.SpecError as err:
         assert err.problems and all(p.message for p in err.problems)
         assert len({(p.path, p.message) for p in err.problems}) == len(err.problems)
+
+
+@pytest.mark.parametrize("decoding, message", [
+    ({"topk": 2, "draft_tokens": 40}, "40 tokens cannot be drafted with topk=2, steps=5"),   # steps: the default
+    ({"steps": 1, "draft_tokens": 6}, "6 tokens cannot be drafted with topk=4, steps=1"),   # topk: the default
+])
+def test_draft_tokens_are_checked_against_the_schema_defaults_of_what_the_spec_leaves_out(base, decoding, message):
+    # the largest tree of topk=2, steps=5 holds 2 + 4 * 4 = 18 candidates; of topk=4, steps=1: 4
+    with pytest.raises(draftsmith.SpecError) as info:
+        parse_spec({**base, "decoding": decoding}, source="d.yaml")
+    most = {2: 19, 4: 5}[decoding.get("topk", 4)]
+    assert f"decoding.draft_tokens: {message}" in str(info.value) and f"allowed: 2..{most} " in str(info.value)
+    parse_spec({**base, "decoding": {**decoding, "draft_tokens": most}}, source="d.yaml")   # the largest fits
