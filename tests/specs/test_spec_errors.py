@@ -261,3 +261,13 @@ def test_draft_tokens_are_checked_against_the_schema_defaults_of_what_the_spec_l
     most = {2: 19, 4: 5}[decoding.get("topk", 4)]
     assert f"decoding.draft_tokens: {message}" in str(info.value) and f"allowed: 2..{most} " in str(info.value)
     parse_spec({**base, "decoding": {**decoding, "draft_tokens": most}}, source="d.yaml")   # the largest fits
+
+
+def test_unknown_attention_names_suggest_auto_and_backends_are_called_so(base, spec_error):
+    base["draft"]["attention"]["kind"] = "atuo"          # `auto` is a choice of the attention slot, not a component
+    p = only(spec_error(base))
+    assert p.message == "unknown attention 'atuo'" and p.hint.strip() == "Did you mean 'auto'?"
+    base["draft"]["attention"]["kind"] = "gqa"
+    base["decoding"] = {**base["decoding"], "attention": "flexx"}
+    p = only(spec_error(base))
+    assert p.path == "decoding.attention" and p.message == "unknown attention backend 'flexx'"
