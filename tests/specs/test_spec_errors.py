@@ -271,3 +271,20 @@ def test_unknown_attention_names_suggest_auto_and_backends_are_called_so(base, s
     base["decoding"] = {**base["decoding"], "attention": "flexx"}
     p = only(spec_error(base))
     assert p.path == "decoding.attention" and p.message == "unknown attention backend 'flexx'"
+
+
+def test_an_unknown_cached_target_lists_the_known_ones(base, spec_error):
+    base["checkpoints"] = {"target": "cache:smolm2"}
+    p = only(spec_error(base))
+    assert (p.path, p.message, p.allowed) == ("checkpoints.target", "unknown cached target", "cache:smollm2")
+    assert p.hint == "Did you mean 'smollm2'?"
+
+
+@pytest.mark.parametrize("page, fits", [(1, True), (2, False)])
+def test_v2_needs_a_page_of_one(base, page, fits):
+    data = {**base, "decoding": {**base["decoding"], "mode": "v2", "page_size": page}}
+    if fits:
+        assert parse_spec(data, source="d.yaml").decoding.mode == "v2"
+    else:
+        with pytest.raises(draftsmith.SpecError, match="v2 .* is unsupported here: page_size is 2, not 1"):
+            parse_spec(data, source="d.yaml")
