@@ -1,4 +1,4 @@
-"""The tree expander's inputs to each draft forward, read off a recording stand-in for the draft: each node's
+"""What each draft forward and the verification forward are given, read off recording stand-ins: each node's
 parent state, its scratch row (none in a finished row), its depth and its scratch ancestry."""
 import torch
 
@@ -38,3 +38,23 @@ def test_each_expansion_reads_its_parents_rows_and_ancestry():
     assert second["anc"][0].nonzero().tolist() == [[0, 0], [0, 2], [1, 1], [1, 3]]
     # row 1 expands 2 (node 0's child) and 5 (node 1's child)
     assert second["hidden"][1].tolist() == [20, 21]
+
+
+def test_verification_gives_a_finished_row_no_rows_to_write():
+    # rows -1 send a forward's KV writes to the trash slot; a finished row keeps its region as committed
+    from types import SimpleNamespace
+
+    from draftsmith.decoding.engine import Settings, State, verify
+    from draftsmith.decoding.tree import chain_tree
+
+    seen = {}
+
+    def target(tokens, rows, depth, mask):
+        seen["rows"] = rows.clone()
+        return torch.zeros(*tokens.shape, 7), None
+
+    target.pool = SimpleNamespace(fused=False)
+    tree = chain_tree(torch.tensor([1, 2]), torch.tensor([[3, 4], [5, 6]]))
+    st = State(root=torch.tensor([1, 2]), active=torch.tensor([True, False]))
+    verify(target, st, tree, None, None, Settings(max_new_tokens=4), None)
+    assert seen["rows"].tolist() == [[0, 1, 2], [-1, -1, -1]]
