@@ -58,3 +58,19 @@ def test_verification_gives_a_finished_row_no_rows_to_write():
     st = State(root=torch.tensor([1, 2]), active=torch.tensor([True, False]))
     verify(target, st, tree, None, None, Settings(max_new_tokens=4), None)
     assert seen["rows"].tolist() == [[0, 1, 2], [-1, -1, -1]]
+
+
+def test_a_target_only_step_gives_a_finished_row_no_row_to_write():
+    from types import SimpleNamespace
+
+    from draftsmith.decoding.engine import Settings, decode_step
+
+    seen = {}
+
+    def target(tokens, rows, depth, mask):
+        seen["rows"] = rows.clone()
+        return torch.zeros(*tokens.shape, 7), None
+
+    target.pool = SimpleNamespace(fused=False, advance=lambda counts: seen.setdefault("advance", counts.tolist()))
+    decode_step(target, Settings(max_new_tokens=4), torch.tensor([1, 2]), torch.tensor([True, False]), None)
+    assert seen["rows"].tolist() == [[0], [-1]] and seen["advance"] == [1, 0]
