@@ -281,6 +281,16 @@ def plot(result: dict, path: Path) -> Path | None:
     return path
 
 
+def compile_summary() -> dict:
+    """What torch.compile did in this process so far: graphs compiled (every variant of every fused function)
+    and the seconds spent compiling them (dynamo and its backend), the first thing to read when a stage is slow."""
+    from torch._dynamo.utils import compile_times, counters
+
+    names, seconds = compile_times(repr="csv", aggregate=True)
+    spent = float(dict(zip(names, seconds)).get("_compile.compile_inner", 0.0))
+    return {"graphs": int(counters["stats"]["unique_graphs"]), "seconds": round(spent, 1)}
+
+
 def run_scale(shapes=("tiny",), out: str | Path = "bench-scale", *, device="cpu", dtype=None, batches=(1, 8),
               prompt_len=None, new_tokens=None, repeats=3, hf=True, graphs="auto", checkpoints=None,
               log=print) -> list[dict]:
@@ -297,6 +307,8 @@ def run_scale(shapes=("tiny",), out: str | Path = "bench-scale", *, device="cpu"
         r = measure(name, checkpoints, device=device, dtype=dtype, batches=batches,
                     prompt_len=prompt_len or (32 if small else 128), new_tokens=new_tokens or (24 if small else 128),
                     repeats=repeats, hf=hf, graphs=graphs, log=log)
+        r["compile"] = compile_summary()
+        log(f"  {name}: torch.compile so far: {r['compile']['graphs']} graphs, {r['compile']['seconds']} s compiling")
         results.append(r)
         plot(r, out / f"{name}.png")
         (out / "results.json").write_text(json.dumps(results, indent=1, default=str))

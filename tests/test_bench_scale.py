@@ -17,4 +17,17 @@ def test_tiny_scale_report(tmp_path):
         assert 0 <= r["bookkeeping_share"] < 1, r
         assert r["tok_s_tau4"] == 4 / (r["step_ms"] / 1e3)
     assert json.loads((tmp_path / "results.json").read_text())[0]["shape"] == "tiny"
+    assert set(results[0]["compile"]) == {"graphs", "seconds"}
     assert (tmp_path / "results.md").read_text() == markdown(results)
+
+
+def test_the_report_says_what_torch_compile_did():
+    import torch
+
+    from draftsmith.bench_scale import compile_summary
+
+    before = compile_summary()
+    f = torch.compile(lambda x: x * 3 - 1, backend="eager")
+    f(torch.ones(3))
+    after = compile_summary()
+    assert after["graphs"] == before["graphs"] + 1 and after["seconds"] >= before["seconds"]
