@@ -74,3 +74,45 @@ def test_a_target_only_step_gives_a_finished_row_no_row_to_write():
     target.pool = SimpleNamespace(fused=False, advance=lambda counts: seen.setdefault("advance", counts.tolist()))
     decode_step(target, Settings(max_new_tokens=4), torch.tensor([1, 2]), torch.tensor([True, False]), None)
     assert seen["rows"].tolist() == [[0], [-1]] and seen["advance"] == [1, 0]
+
+
+def test_each_uniform_of_a_sampled_step_is_used_once(monkeypatch):
+    # a uniform shared by two draws correlates them: the draft's tokens would no longer be independent draws from
+    # their q (or the bonus from its residual), which the lossless-sampling proof assumes
+    from types import SimpleNamespace
+
+    from draftsmith.decoding import engine
+    from draftsmith.decoding.modes import Plan
+    from draftsmith.decoding.tree import chain_tree
+
+    used = []
+    real = engine.chain_draw
+
+    def chain_draw(logits, u, **kw):
+        used.append(u.tolist())
+        return real(logits, u, **kw)
+
+    monkeypatch.setattr(engine, "chain_draw", chain_draw)
+    V, steps = 6, 3
+    draft = Recorder(V)
+    draft.pool, draft.model = SimpleNamespace(fused=False), SimpleNamespace(to_target=lambda z: z)
+    st = engine.State(root=torch.tensor([1, 2]), active=torch.tensor([True, True]), feed=torch.zeros(2, 1),
+                      dlogits=torch.zeros(2, V))
+    s = engine.Settings(max_new_tokens=4, temperature=1.0)
+    u = torch.tensor([[1, 2, 3], [5, 6, 7]]) / 8.0
+    engine.propose(draft, st, Plan("v1", 1, steps, steps + 1, ""), s, u)
+    assert used == [[1 / 8, 5 / 8], [2 / 8, 6 / 8], [3 / 8, 7 / 8]]       # node j draws with u[:, j]
+
+    seen = {}
+
+    def sample_verify_fixed(tree, p, q, u_nodes, u_bonus, topk):
+        seen.update(nodes=u_nodes.tolist(), bonus=u_bonus.tolist())
+        return None
+
+    monkeypatch.setattr(engine, "sample_verify_fixed", sample_verify_fixed)
+    target = lambda tokens, rows, depth, mask: (torch.zeros(*tokens.shape, V), None)   # noqa: E731
+    target.pool = SimpleNamespace(fused=False)
+    tree = chain_tree(st.root, torch.tensor([[3, 4], [5, 0]]))
+    u = torch.arange(6.0).view(2, 3) / 8                                # D * topk + 1 = 3 per row
+    engine.verify(target, st, tree, None, Plan("v1", 1, 2, 3, ""), s, u)
+    assert seen == {"nodes": [[[0.0], [1 / 8]], [[3 / 8], [4 / 8]]], "bonus": [2 / 8, 5 / 8]}
