@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import reprlib
 from collections.abc import Iterable
-from pathlib import Path
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-__all__ = ["ArgumentError", "CheckpointError", "CheckpointNotFound", "DraftsmithError", "NotFound", "OptionError", "Problem",
-           "SpecError", "short", "short_list", "short_text"]
+__all__ = ["ArgumentError", "CheckpointError", "CheckpointNotFound", "DraftsmithError", "NotFound", "OptionError",
+           "Problem", "SpecError", "short", "short_list", "short_text"]
 
 QUOTE_LIMIT = 80          # characters of one quoted value in a message
 

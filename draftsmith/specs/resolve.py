@@ -9,10 +9,10 @@ from typing import Any, NamedTuple
 from pydantic import BaseModel, ValidationError
 
 from draftsmith.components.weights import pattern_problem
+from draftsmith.errors import Problem, short
 from draftsmith.hooks import Component
 from draftsmith.registry import Registry
 from draftsmith.registry.registry import suggest
-from draftsmith.errors import Problem, short
 from draftsmith.specs.schema import Decoding, validate_strict
 from draftsmith.specs.translate import problems_from
 

@@ -1,8 +1,13 @@
 """What each draft forward and the verification forward are given, read off recording stand-ins: each node's
 parent state, its scratch row (none in a finished row), its depth and its scratch ancestry."""
+from types import SimpleNamespace
+
 import torch
 
+from draftsmith.decoding import engine
 from draftsmith.decoding.drafter import TreeExpander
+from draftsmith.decoding.modes import Plan
+from draftsmith.decoding.tree import chain_tree
 
 
 class Recorder:
@@ -14,6 +19,18 @@ class Recorder:
     def __call__(self, tokens, hidden, rows, pos, anc, from_target=False):
         self.calls.append(dict(hidden=hidden[..., 0].clone(), rows=rows.clone(), pos=pos.clone(), anc=anc.clone()))
         return tokens.float()[..., None], torch.zeros(*tokens.shape, self.vocab)
+
+
+class TargetRecorder:
+    """A target forward that records the rows it was given (and what its pool advanced by); logits all zero."""
+
+    def __init__(self, vocab: int = 7):
+        self.vocab, self.rows, self.advanced = vocab, None, None
+        self.pool = SimpleNamespace(fused=False, advance=lambda counts: setattr(self, "advanced", counts.tolist()))
+
+    def __call__(self, tokens, rows, depth, mask):
+        self.rows = rows.tolist()
+        return torch.zeros(*tokens.shape, self.vocab), None
 
 
 def test_each_expansion_reads_its_parents_rows_and_ancestry():
@@ -42,49 +59,23 @@ def test_each_expansion_reads_its_parents_rows_and_ancestry():
 
 def test_verification_gives_a_finished_row_no_rows_to_write():
     # rows -1 send a forward's KV writes to the trash slot; a finished row keeps its region as committed
-    from types import SimpleNamespace
-
-    from draftsmith.decoding.engine import Settings, State, verify
-    from draftsmith.decoding.tree import chain_tree
-
-    seen = {}
-
-    def target(tokens, rows, depth, mask):
-        seen["rows"] = rows.clone()
-        return torch.zeros(*tokens.shape, 7), None
-
-    target.pool = SimpleNamespace(fused=False)
+    target = TargetRecorder()
     tree = chain_tree(torch.tensor([1, 2]), torch.tensor([[3, 4], [5, 6]]))
-    st = State(root=torch.tensor([1, 2]), active=torch.tensor([True, False]))
-    verify(target, st, tree, None, None, Settings(max_new_tokens=4), None)
-    assert seen["rows"].tolist() == [[0, 1, 2], [-1, -1, -1]]
+    st = engine.State(root=torch.tensor([1, 2]), active=torch.tensor([True, False]))
+    engine.verify(target, st, tree, None, None, engine.Settings(max_new_tokens=4), None)
+    assert target.rows == [[0, 1, 2], [-1, -1, -1]]
 
 
 def test_a_target_only_step_gives_a_finished_row_no_row_to_write():
-    from types import SimpleNamespace
-
-    from draftsmith.decoding.engine import Settings, decode_step
-
-    seen = {}
-
-    def target(tokens, rows, depth, mask):
-        seen["rows"] = rows.clone()
-        return torch.zeros(*tokens.shape, 7), None
-
-    target.pool = SimpleNamespace(fused=False, advance=lambda counts: seen.setdefault("advance", counts.tolist()))
-    decode_step(target, Settings(max_new_tokens=4), torch.tensor([1, 2]), torch.tensor([True, False]), None)
-    assert seen["rows"].tolist() == [[0], [-1]] and seen["advance"] == [1, 0]
+    target = TargetRecorder()
+    engine.decode_step(target, engine.Settings(max_new_tokens=4), torch.tensor([1, 2]), torch.tensor([True, False]),
+                       None)
+    assert target.rows == [[0], [-1]] and target.advanced == [1, 0]
 
 
 def test_each_uniform_of_a_sampled_step_is_used_once(monkeypatch):
     # a uniform shared by two draws correlates them: the draft's tokens would no longer be independent draws from
     # their q (or the bonus from its residual), which the lossless-sampling proof assumes
-    from types import SimpleNamespace
-
-    from draftsmith.decoding import engine
-    from draftsmith.decoding.modes import Plan
-    from draftsmith.decoding.tree import chain_tree
-
     used = []
     real = engine.chain_draw
 
@@ -110,9 +101,7 @@ def test_each_uniform_of_a_sampled_step_is_used_once(monkeypatch):
         return None
 
     monkeypatch.setattr(engine, "sample_verify_fixed", sample_verify_fixed)
-    target = lambda tokens, rows, depth, mask: (torch.zeros(*tokens.shape, V), None)   # noqa: E731
-    target.pool = SimpleNamespace(fused=False)
     tree = chain_tree(st.root, torch.tensor([[3, 4], [5, 0]]))
     u = torch.arange(6.0).view(2, 3) / 8                                # D * topk + 1 = 3 per row
-    engine.verify(target, st, tree, None, Plan("v1", 1, 2, 3, ""), s, u)
+    engine.verify(TargetRecorder(V), st, tree, None, Plan("v1", 1, 2, 3, ""), s, u)
     assert seen == {"nodes": [[[0.0], [1 / 8]], [[3 / 8], [4 / 8]]], "bonus": [2 / 8, 5 / 8]}
