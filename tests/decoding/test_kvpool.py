@@ -174,6 +174,23 @@ def test_compact_rows_batched_with_padding_and_tensor_start():
     assert compact_rows(torch.arange(6), 0, torch.tensor([0, 2, 5])).tolist() == [0, 2, 5, 3, 4, 5]
 
 
+@pytest.mark.parametrize("start,select,expected", [
+    (0, [1, 2, 0], [1, 2, 0, 3]),  # a rotation: row 0 is overwritten before it is read as select[2]
+    (1, [2, 0], [0, 3, 1, 3]),
+])
+def test_compact_rows_gathers_before_scattering(start, select, expected):
+    assert compact_rows(torch.arange(4), start, torch.tensor(select)).tolist() == expected
+
+
+@pytest.mark.parametrize("buf,select", [
+    (torch.zeros(2, 5), torch.zeros(3, 2, dtype=torch.long)),  # batch sizes differ
+    (torch.zeros(2, 5), torch.zeros(2, 2, 1, dtype=torch.long)),  # select is 3-D
+])
+def test_compact_rows_refuses_a_select_that_does_not_fit(buf, select):
+    with pytest.raises(ValueError, match="does not fit buf"):
+        compact_rows(buf, 0, select)
+
+
 # ---- 21: page bookkeeping -----------------------------------------------------------------------------------
 def test_free_pages_drop_rollback_and_re_extend():
     pool = PagedKVPool(LAYOUTS, page_size=1, num_pages=16)
@@ -194,18 +211,42 @@ def test_free_pages_drop_rollback_and_re_extend():
         pool.length(seq)
 
 
+@pytest.mark.parametrize("before", ["fresh", "commit", "rollback"])
+def test_commit_without_a_reservation_keeps_nothing(before):
+    pool = PagedKVPool(LAYOUTS, page_size=2, num_pages=4)
+    seq = pool.add_sequence()
+    if before != "fresh":
+        pool.extend(seq, 3)
+        pool.commit(seq)
+    if before == "rollback":
+        pool.rollback(seq, 2)
+    length, free = pool.length(seq), pool.free_pages
+    pool.commit(seq)
+    assert pool.length(seq) == length and pool.free_pages == free
+    with pytest.raises(ValueError):
+        pool.commit(seq, [0])
+
+
+def test_defaults_and_bad_sizes():
+    pool = PagedKVPool(LAYOUTS)
+    assert pool.page_size == 1 and pool.num_pages == pool.free_pages == 256
+    for page_size, num_pages in ((0, 4), (4, 0)):
+        with pytest.raises(ValueError, match="must be >= 1"):
+            PagedKVPool(LAYOUTS, page_size=page_size, num_pages=num_pages)
+
+
 def test_bad_arguments_are_refused():
     pool = PagedKVPool(LAYOUTS, page_size=2)
     seq = pool.add_sequence()
     slots = pool.extend(seq, 4)
-    for bad in ([0, 0, 1], [1, 0], [0, 4], [-1, 0]):
+    for bad in ([0, 0, 1], [1, 0], [0, 2, 1], [0, 4], [-1, 0]):
         with pytest.raises(ValueError):
             pool.commit(seq, bad)
     with pytest.raises(ValueError):
         pool.slots([seq], [5])
     with pytest.raises(ValueError):
         pool.write(0, slots, k=torch.zeros(4, 2, 3))  # v missing
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"layer 1 'latent': expected \(4, 4\), got \(4, 3\)"):
         pool.write(1, slots, latent=torch.zeros(4, 3), rope=torch.zeros(4, 2))
     pool.commit(seq, [0, 2])
     with pytest.raises(ValueError):
@@ -222,6 +263,9 @@ def test_slots_pad_with_zero():
     assert slots.tolist() == [[pa[0] * 4, pa[0] * 4 + 1, pa[0] * 4 + 2, pa[0] * 4 + 3, pa[1] * 4, pa[1] * 4 + 1],
                               [pb[0] * 4, pb[0] * 4 + 1, 0, 0, 0, 0]]
     assert pool.read(1, slots)["latent"].shape == (2, 6, 4)
+    assert pool.slots([], []).shape == (0, 0)
+    with pytest.raises(ValueError):  # one total per sequence
+        pool.slots([a, b], [2])
 
 
 def test_growth_doubles_and_keeps_data():

@@ -1,5 +1,7 @@
 """Tree construction: invariants 1-7 of /shared/INVARIANTS.md as Hypothesis properties, plus examples."""
 
+import dataclasses
+
 import pytest
 import torch
 from hypothesis import given
@@ -146,7 +148,7 @@ def test_select_frontier_is_stable_top_k(rows, k):
 
 
 def test_select_frontier_rejects_k_above_c():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="cannot select 4 of 3 candidates"):
         select_frontier(torch.zeros(1, 3), 4)
 
 
@@ -179,16 +181,32 @@ def test_build_tree_pads_retrieve_across_batch():
     check_tree(tree, 4)
 
 
-def test_build_tree_errors():
-    with pytest.raises(ValueError):  # C < n - 1
-        build_tree(torch.tensor([0]), torch.tensor([[1]]), torch.tensor([[-1.0]]), torch.tensor([[-1]]), n=3)
-    with pytest.raises(ValueError):  # a child scoring above its parent would be kept without it
+def test_build_tree_of_the_root_alone():
+    # n = 1 keeps no candidate: the root is the only node, the only leaf, and the only retrieve row
+    tree = build_tree(torch.tensor([5, 6]), torch.tensor([[1, 2], [3, 4]]), torch.full((2, 2), -1.0),
+                      torch.full((2, 2), -1), n=1)
+    check_tree(tree, 1)
+    assert tree.tokens.tolist() == [[5], [6]] and tree.retrieve.tolist() == [[[0]], [[0]]]
+
+
+@pytest.mark.parametrize("n", [0, 3])  # too few nodes for a root; more nodes than candidates + 1
+def test_build_tree_errors(n):
+    with pytest.raises(ValueError, match=f"cannot build a tree of {n} nodes from 1 candidates"):
+        build_tree(torch.tensor([0]), torch.tensor([[1]]), torch.tensor([[-1.0]]), torch.tensor([[-1]]), n=n)
+
+
+def test_build_tree_refuses_a_child_above_its_parent():
+    with pytest.raises(ValueError, match="parent was dropped"):  # a child scoring above its parent would be kept
         build_tree(torch.tensor([0]), torch.tensor([[1, 2]]), torch.tensor([[-2.0, -1.0]]), torch.tensor([[-1, 0]]), 2)
 
 
-@pytest.mark.parametrize("topk,steps,n", [(2, 3, 12), (2, 3, 1), (1, 3, 3), (0, 3, 2), (3, 0, 2)])
-def test_draft_tree_rejects_bad_sizes(topk, steps, n):
-    with pytest.raises(ValueError):
+@pytest.mark.parametrize("topk,steps,n,message", [
+    (2, 3, 12, r"n=12 nodes: n - 1 must be in 1\.\.10 for"), (2, 3, 1, r"n=1 nodes: n - 1 must be in 1\.\.10 for"),
+    (1, 3, 3, "a chain .* of 3 steps has n = 4 nodes, got n=3"), (0, 3, 2, "topk and steps must be >= 1"),
+    (3, 0, 2, "topk and steps must be >= 1"),
+])
+def test_draft_tree_rejects_bad_sizes(topk, steps, n, message):
+    with pytest.raises(ValueError, match=message):
         draft_tree(torch.tensor([0]), torch.zeros(1, 4), lambda i, t: torch.zeros(1, topk, 4), topk, steps, n)
 
 
@@ -198,3 +216,9 @@ def test_draft_tree_largest_tree_keeps_every_candidate():
     tree = draft_tree(torch.tensor([3]), table[:, 0], _expand(table, []), 2, 3, n=max_tree_nodes(2, 3))
     assert tree.cand[0, 1:].tolist() == list(range(10)) and int(tree.depth.max()) == 3
     check_tree(tree, 11)
+
+
+def test_tree_is_frozen():
+    tree = chain_tree(torch.tensor([0]), torch.tensor([[1, 2]]))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        tree.tokens = torch.zeros(1, 3, dtype=torch.long)

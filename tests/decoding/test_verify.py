@@ -1,5 +1,7 @@
 """Verification (invariants 10-12 of /shared/INVARIANTS.md) and the sampling transforms."""
 
+import dataclasses
+
 import pytest
 import torch
 from hypothesis import assume, given
@@ -160,6 +162,37 @@ def test_sample_verify_independent_sampled_siblings_is_lossless():
     probs = torch.stack([p, _probs(gen, 1, V)[0], _probs(gen, 1, V)[0]]).expand(N, -1, -1)
     v = sample_verify(tree, probs, torch.stack([q, q, q]).expand(N, -1, -1), gen)
     _check_distribution(_emitted(tree, v, 1), p, 0.02)
+
+
+def test_sample_verify_rejects_a_token_impossible_under_both_p_and_q():
+    """q at the child equals p at the root and both give the drafted token 2 probability 0: the token is refused
+    (u * q(x) < p(x) is 0 < 0), the residual max(p - q, 0) is all zero, so the bonus falls back to p itself."""
+    gen = torch.Generator().manual_seed(4)
+    B = 64
+    tree = chain_tree(torch.zeros(B, dtype=torch.long), torch.full((B, 1), 2))
+    p = torch.tensor([[0.5, 0.5, 0.0], [0.2, 0.3, 0.5]]).expand(B, -1, -1)
+    v = sample_verify(tree, p, p[:, [1, 0]], gen)  # q[:, 1] == p[:, 0]
+    assert v.accepted.tolist() == [0] * B and v.path.tolist() == [[0, -1]] * B
+    assert set(v.bonus.tolist()) == {0, 1}
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_sample_verify_computes_low_precision_probs_in_float32(dtype):
+    """bf16 / fp16 probabilities are upcast first: the verdict equals the one for the same values in float32 (u
+    drawn in bf16 is coarse near 1, so without the upcast a few of the 4096 rows would accept differently)."""
+    B, V = 4096, 4
+    cand = torch.tensor([[2, 0, 1]]), torch.tensor([[-1.0, -2.0, -3.0]]), torch.tensor([[-1, -1, 0]])
+    tree = build_tree(torch.zeros(B, dtype=torch.long), *(c.expand(B, -1) for c in cand), n=4)
+    gen = torch.Generator().manual_seed(5)
+    p, q = (torch.softmax(torch.randn(B, 4, V, generator=gen), -1).to(dtype) for _ in range(2))
+    low, full = (sample_verify(tree, p.to(t), q.to(t), torch.Generator().manual_seed(6)) for t in (dtype, torch.float32))
+    assert all(torch.equal(getattr(low, f.name), getattr(full, f.name)) for f in dataclasses.fields(low))
+
+
+def test_verdict_is_frozen():
+    v = greedy_verify(chain_tree(torch.tensor([0]), torch.tensor([[1]])), torch.zeros(1, 2, 3))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        v.accepted = torch.zeros(1, dtype=torch.long)
 
 
 # sampling.py
