@@ -37,3 +37,46 @@ def test_annotations_are_not_mutated_and_lines_can_be_chosen():
     src = "def g(n: 'Literal[1]' = 0) -> int | None:\n    return n\n\n\ndef h():\n    return 1 < 2\n"
     assert [how for _, how, _ in mutate.sites(ast.parse(src), None)] == ["+1", "op0", "+1", "-1", "+1", "-1"]
     assert {line for _, _, line in mutate.sites(ast.parse(src), range(5, 7))} == {6}
+
+
+FORKABLE = '''import functools
+
+
+def plain(x):
+    return x + 1
+
+
+@functools.lru_cache
+def cached(x):
+    return x + 1
+
+
+class C:
+    @property
+    def p(self):
+        return 1 < 2
+
+    @staticmethod
+    def s():
+        def inner():
+            return 3
+        return inner()
+'''
+
+
+def test_fork_mode_finds_the_function_to_swap_or_declines(tmp_path):
+    tree = ast.parse(FORKABLE)
+    owner = mutate.owners(tree)
+    by_line = {getattr(n, "lineno", 0): owner.get(id(n)) for n in ast.walk(tree) if isinstance(n, ast.Constant)}
+    assert by_line[5] == "plain" and by_line[10] == "cached" and by_line[16] == "C.p" and by_line[21] == "C.s"
+    code = compile(FORKABLE, "m.py", "exec")
+    assert mutate.code_named(code, "C.s").co_qualname == "C.s" and mutate.code_named(code, "nope") is None
+    path = tmp_path / "forkable_mod.py"
+    path.write_text(FORKABLE)
+    spec = importlib.util.spec_from_file_location("forkable_mod", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert mutate.live_function(module, "plain") is module.plain
+    assert mutate.live_function(module, "C.p") is module.C.p.fget
+    assert mutate.live_function(module, "C.s") is module.C.s
+    assert mutate.live_function(module, "cached") is None      # a wrapper: its mutants run the slow way
