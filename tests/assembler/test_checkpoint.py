@@ -1,5 +1,6 @@
 """Checkpoint listing and reading, and the layout round trip of invariant 22 (names and tensors, bit for bit)."""
 
+import dataclasses
 import json
 import tempfile
 from pathlib import Path
@@ -114,6 +115,18 @@ def test_sharded_bin_with_index(tmp_path):
     infos = list_tensors(tmp_path)
     assert {n: i.file.name for n, i in infos.items()} == index["weight_map"]
     assert read_tensors(infos, ["b"])["b"].dtype == torch.int32
+    with pytest.raises(dataclasses.FrozenInstanceError):  # a listing records the files; no consumer edits it
+        infos["b"].shape = (4,)
+    index["weight_map"]["c"] = "pytorch_model-00001-of-00002.bin"
+    (tmp_path / "pytorch_model.bin.index.json").write_text(json.dumps(index))
+    with pytest.raises(ValueError, match="pytorch_model-00001-of-00002.bin: .* does not hold: c$"):
+        list_tensors(tmp_path)
+
+
+def test_any_bin_files_without_index_except_training_args(tmp_path):
+    torch.save({"a": torch.ones(2)}, tmp_path / "consolidated.bin")
+    (tmp_path / "training_args.bin").write_bytes(b"not weights")  # a trainer's pickle beside the weights
+    assert {n: i.file.name for n, i in list_tensors(tmp_path).items()} == {"a": "consolidated.bin"}
 
 
 def test_sharded_safetensors_with_index(tmp_path):
@@ -129,7 +142,7 @@ def test_sharded_safetensors_with_index(tmp_path):
     assert read_tensors(infos, ["norm.weight"])["norm.weight"].tolist() == [1.0, 1.0]
     weight_map["extra"] = "model-00003-of-00003.safetensors"
     (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
-    with pytest.raises(FileNotFoundError, match="model-00003-of-00003.safetensors"):
+    with pytest.raises(FileNotFoundError, match=r"that are not in .*: model-00003-of-00003\.safetensors$"):
         list_tensors(tmp_path)
     weight_map["extra"] = "model-00002-of-00002.safetensors"
     (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))

@@ -7,6 +7,7 @@ import torch
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 from safetensors.torch import load_file
 
 import draftsmith
@@ -27,6 +28,34 @@ def test_quantize_then_dequantize_is_close_and_shapes_follow_the_scheme(scheme):
     assert s.shape == {"tensor": (1,), "channel": (80, 1), "block": (3, 3)}[scheme]
     back = dequantize(q, s, scheme, BLOCK)
     assert ((back - w).abs() <= w.abs() * 2**-3 + 1e-3).all()   # e4m3 keeps 3 mantissa bits
+
+
+def test_default_block_is_128x128_and_params_are_frozen():
+    """`quant: {method: fp8}` with no block means DeepSeek-V3's 128 x 128 blocks, in a spec and in the writers'
+    quantize(); quant params are frozen like the rest of a spec."""
+    params = FP8Params()
+    assert params.scheme == "block" and params.block == (128, 128)
+    with pytest.raises(ValidationError, match="frozen"):
+        params.block = (64, 64)
+    w = torch.zeros(256, 256)
+    w[127, 127], w[128, 128] = 2.0, 1.0  # the last row/column of one block and the first of the next
+    assert torch.equal(quantize(w, "block")[1], quantize(w, "block", (128, 128))[1])
+
+
+@pytest.mark.parametrize("scheme, activation, native", [
+    ("tensor", "dynamic", True), ("channel", "dynamic", True), ("block", "dynamic", False), ("tensor", "none", False)])
+def test_fp8_linear_reads_back_in_its_compute_dtype_and_is_native_only_for_dynamic_tensor_or_channel(
+        scheme, activation, native):
+    """native: forward runs torch._scaled_mm on CUDA (the only place it can be seen on a CPU); block scales always
+    dequantize. The stored fp8 values are loaded, never trained; read back, they have the dtype given, else
+    torch's default."""
+    lin = fp8_linear(torch.nn.Linear(8, 4, device="meta"), FP8Params(scheme=scheme, activation=activation),
+                     torch.bfloat16)
+    assert lin.native is native
+    stored = lin._parameters["weight"]
+    assert stored.dtype == torch.float8_e4m3fn and not stored.requires_grad and lin.weight.dtype == torch.bfloat16
+    plain = fp8_linear(torch.nn.Linear(8, 4, device="meta"), FP8Params(scheme=scheme))
+    assert plain.weight.dtype == torch.get_default_dtype()
 
 
 @pytest.fixture(scope="module")

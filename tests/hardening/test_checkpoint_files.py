@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import draftsmith
-from draftsmith.assembler.checkpoint import ALLOW_OUTSIDE, list_tensors, read_tensors, save_safetensors
+from draftsmith import limits
+from draftsmith.assembler.checkpoint import ALLOW_OUTSIDE, list_tensors, read_json, read_tensors, save_safetensors
 from draftsmith.assembler.config import read_config, stop_ids, target_hf_config
 from draftsmith.errors import CheckpointError, CheckpointNotFound, DraftsmithError
 
@@ -164,6 +165,44 @@ def test_hugging_face_cache_links_into_blobs_are_inside(tmp_path):
     snap.mkdir(parents=True)
     (snap / "model.safetensors").symlink_to(os.path.relpath(repo / "blobs" / "0123abcd", snap))
     assert list(list_tensors(snap)) == ["a"]
+    # only the blobs: a snapshot's link to anywhere else in the cache (or beyond) still leaves the folder
+    save_safetensors({"a": torch.zeros(2)}, repo / "other", "x")
+    (snap / "model.safetensors").unlink()
+    (snap / "model.safetensors").symlink_to(os.path.relpath(repo / "other" / "x", snap))
+    with refused(kind=CheckpointError) as r:
+        list_tensors(snap)
+    assert "outside the checkpoint folder" in str(r.value)
+
+
+@pytest.mark.parametrize("obj", [
+    {"model": {"fc.weight": torch.zeros(2)}},   # a trainer's nested checkpoint, not a state dict
+    {"fc.weight": torch.zeros(2), "step": 3},
+    [torch.zeros(2)],
+], ids=["nested", "non-tensor value", "list"])
+def test_a_bin_that_is_no_flat_name_to_tensor_mapping_is_refused(tmp_path, obj):
+    torch.save(obj, tmp_path / "pytorch_model.bin")
+    with refused(kind=CheckpointError) as r:
+        list_tensors(tmp_path)
+    assert "pytorch_model.bin" in str(r.value) and "expected a flat mapping of names to tensors" in str(r.value)
+
+
+@pytest.mark.parametrize("limit", ["JSON_BYTES", "JSON_DEPTH"])
+def test_json_limits_admit_exactly_the_limit(tmp_path, monkeypatch, limit):
+    """A JSON file of limits.JSON_BYTES bytes, or nested limits.JSON_DEPTH deep, is read; one more is refused."""
+    if limit == "JSON_BYTES":
+        monkeypatch.setattr(limits, "JSON_BYTES", 300)  # two 16 MiB files would cost half a second
+    n = getattr(limits, limit)
+
+    def text(k: int) -> str:  # k bytes, or k levels ({"a": 0} is one level)
+        return '{"a": "' + "x" * (k - 9) + '"}' if limit == "JSON_BYTES" else '{"a": ' * k + "0" + "}" * k
+
+    path = tmp_path / "config.json"
+    path.write_text(text(n))
+    assert read_json(path, tmp_path)["a"] is not None
+    path.write_text(text(n + 1))
+    with refused(kind=CheckpointError) as r:
+        read_json(path, tmp_path)
+    assert f"at most {n} bytes" in str(r.value) if limit == "JSON_BYTES" else f"deeper than {n} levels" in str(r.value)
 
 
 def test_a_link_inside_the_folder_is_followed(tmp_path):
@@ -182,6 +221,25 @@ def test_nan_or_inf_in_loaded_weights_is_reported_at_load(tiny_pair, tmp_path):
     with refused(seconds=5, kind=CheckpointError) as r:
         draftsmith.assemble("eagle3-llama", target=tiny_pair[0], draft=draft)
     assert "NaN or inf" in str(r.value) and "'fc.weight' (1 of" in str(r.value) and "'norm.weight'" in str(r.value)
+
+
+@pytest.mark.parametrize("n", [5, 6])
+def test_the_nan_report_names_five_tensors_and_counts_the_rest(tmp_path, n):
+    names = [f"layers.{i}.weight_scale" for i in range(n)]  # one-element tensors, like per-tensor FP8 scales
+    save_safetensors({name: torch.full((1,), float("nan")) for name in names}, tmp_path)
+    with refused(kind=CheckpointError) as r:
+        read_tensors(list_tensors(tmp_path), names, finite=True)
+    message = str(r.value)
+    assert [name in message for name in names] == [True] * 5 + [False] * (n - 5)
+    assert "'layers.4.weight_scale' (1 of 1)" in message
+    assert message.endswith(" and 1 more tensors" if n == 6 else "(1 of 1)")
+
+
+@pytest.mark.skipif(not hasattr(torch, "float4_e2m1fn_x2"), reason="this torch has no float4")
+def test_a_finite_read_passes_float4_which_has_no_nan_or_inf(tmp_path):
+    packed = torch.tensor([0x12, 0xF7], dtype=torch.uint8)  # two e2m1 values a byte (NVFP4); torch has no kernels
+    save_safetensors({"w": packed.view(torch.float4_e2m1fn_x2)}, tmp_path)
+    assert read_tensors(list_tensors(tmp_path), ["w"], finite=True)["w"].view(torch.uint8).tolist() == [0x12, 0xF7]
 
 
 def test_nonfinite_check_costs_one_reduction_when_clean():
