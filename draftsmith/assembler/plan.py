@@ -68,7 +68,9 @@ class CheckpointMismatch(DraftsmithError, ValueError):
 
 
 def dtype_kind(dtype: torch.dtype) -> str:
-    """'float', 'int', 'bool' or 'complex': loading may cast within a kind, never across kinds."""
+    """'float', 'int', 'bool', 'complex' or 'packed float4': loading may cast within a kind, never across kinds."""
+    if dtype == getattr(torch, "float4_e2m1fn_x2", None):
+        return "packed float4"  # two e2m1 values a byte, and torch has no cast from it: a kind of its own
     if dtype == torch.bool:
         return "bool"
     if dtype.is_complex:
