@@ -159,7 +159,7 @@ def check_plain_data(data: Any) -> list[Problem]:
             raise _Refused(Problem(path, "the value contains itself (a recursive YAML alias)"))
         if id(x) not in sizes:
             active.add(id(x))
-            nodes, height = 1, 0
+            nodes, height = 1, 1  # a container is a level even when empty (as in load_yaml_text)
             items = x.items() if isinstance(x, Mapping) else enumerate(x)
             for key, value in items:
                 if isinstance(x, Mapping) and not isinstance(key, _SCALARS):

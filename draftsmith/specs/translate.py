@@ -177,5 +177,5 @@ def describe(ann: Any) -> str:
     if ann in words:
         return words[ann]
     if typing.get_origin(ann) in (tuple, list):
-        return f"a list of {describe(_item(ann))}"
+        return f"a list, each item {describe(_item(ann))}"
     return getattr(ann, "__name__", str(ann))

@@ -1,6 +1,7 @@
 """Spec files as untrusted input: bounded, strict, and every refusal a SpecError naming the file, within 1 s."""
 import copy
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -11,6 +12,8 @@ import draftsmith
 from draftsmith import limits
 from draftsmith.specs.catalog import BUILTIN_DIR
 from draftsmith.errors import SpecError
+from draftsmith.specs.loader import read_yaml, spec_name_for
+from draftsmith.specs.schema import Spec, validate_strict
 
 from hardening_helpers import make_fifo, refused
 
@@ -69,7 +72,9 @@ def test_a_smaller_alias_bomb_anywhere_gives_a_bounded_message(tmp_path, registr
 def test_recursive_alias_duplicate_keys_and_deep_nesting(tmp_path, registry):
     assert "contains itself" in str(problems_of(tmp_path, "name: &a [*a]\n", registry))
     err = problems_of(tmp_path, BASE_TEXT + "name: other\n", registry)
-    assert "duplicate key 'name'" in str(err) and "first at line 1" in str(err)
+    line = BASE_TEXT.count("\n") + 1
+    assert f"not valid YAML: line {line}, column 1: while constructing a mapping: found duplicate key 'name' " \
+        "(first at line 1)" in str(err)
     deep = "name: " + "[" * 20_000 + "]" * 20_000 + "\n"
     assert "nesting deeper than" in str(problems_of(tmp_path, deep, registry))
 
@@ -107,7 +112,8 @@ def with_value(keys, value):
 
 STRICT = [(("decoding", "topk"), True, "True"), (("decoding", "steps"), "5", "'5'"),
           (("decoding", "draft_tokens"), 8.0, "8.0"), (("draft", "fusion", "norm_before_residual"), "yes", "'yes'"),
-          (("draft", "num_layers"), 1.0, "1.0"), (("draft", "norms", "input"), 1, "1")]
+          (("draft", "num_layers"), 1.0, "1.0"), (("draft", "norms", "input"), 1, "1"),
+          (("decoding", "topk"), float("nan"), "nan"), (("decoding", "page_size"), float("inf"), "inf")]
 
 
 @pytest.mark.parametrize("keys, value, found", STRICT)
@@ -140,6 +146,15 @@ def test_every_strictness_problem_is_listed_at_once(tmp_path, registry):
 def test_sizes_are_bounded_in_the_spec(tmp_path, registry, old, new, path):
     err = problems_of(tmp_path, BASE_TEXT.replace(old, new), registry)
     assert path in {p.path for p in err.problems}
+
+
+@pytest.mark.parametrize("field, lowest", [("topk", 1), ("steps", 1), ("draft_tokens", 2), ("page_size", 1)])
+def test_decoding_sizes_have_a_lowest_value(registry, field, lowest):
+    data = {**BASE, "decoding": {"draft_tokens": 2, field: lowest}}   # 2 tokens: a tree of any topk and steps
+    assert getattr(draftsmith.parse_spec(data, registry=registry).decoding, field) == lowest
+    with pytest.raises(SpecError) as info:
+        draftsmith.parse_spec({**data, "decoding": {**data["decoding"], field: lowest - 1}}, registry=registry)
+    assert [p.path for p in info.value.problems] == [f"decoding.{field}"]
 
 
 # --- generated inputs ---------------------------------------------------------------------------------------------
@@ -207,3 +222,108 @@ def test_any_value_in_any_field_gives_a_spec_or_a_spec_error(path, value):
     else:
         assert spec.name  # accepted: it must be a Spec
     assert time.perf_counter() - start < 1.0
+
+
+# --- the bounds at their edges (mutation survivors of specs/loader.py) --------------------------------------------
+
+@pytest.mark.parametrize("extra", [0, 1])
+def test_a_spec_of_exactly_spec_bytes_is_read_whole_and_one_byte_more_is_refused(tmp_path, registry, extra):
+    body = BASE_TEXT.replace("name: eagle3-llama\n", "") + "name: eagle3-llama"  # its last byte ends the name
+    text = "#" + "x" * (limits.SPEC_BYTES - len(body) - 2 + extra) + "\n" + body
+    if extra:
+        err = problems_of(tmp_path, text, registry)
+        assert f"the file is {limits.SPEC_BYTES + 1} bytes; a spec is at most {limits.SPEC_BYTES}" in str(err)
+    else:
+        assert load_text(tmp_path, text, registry)[0].name == "eagle3-llama"
+
+
+@pytest.mark.parametrize("levels", [31, 32])
+def test_yaml_text_may_nest_yaml_depth_levels_and_the_next_level_is_refused_naming_its_line(tmp_path, registry,
+                                                                                          levels):
+    # the mapping before it opens and closes two levels: the count goes back down by one per level
+    text = "name: x\nweights: {ignore: []}\ndescription: " + "[" * levels + "]" * levels + "\n"
+    problems = [(p.path, p.message) for p in problems_of(tmp_path, text, registry).problems]
+    if levels + 1 > limits.YAML_DEPTH:
+        assert problems == [("", f"nesting deeper than {limits.YAML_DEPTH} levels (line 3)")]
+    else:
+        assert not [m for _, m in problems if "nesting" in m], problems
+
+
+def nested(levels, leaf):
+    for _ in range(levels):
+        leaf = [leaf]
+    return leaf
+
+
+@pytest.mark.parametrize("levels, leaf, refused", [(31, 1, False), (32, 1, True), (31, [], True)])
+def test_plain_data_may_nest_yaml_depth_levels_counting_an_empty_innermost_list(registry, levels, leaf, refused):
+    # the spec's mapping is level 1, `description` level 2: 32 levels in all, or 33 where the last is [1] or []
+    with pytest.raises(SpecError) as info:
+        draftsmith.parse_spec({**BASE, "description": nested(levels, leaf)}, registry=registry)
+    problems = [(p.path, p.message) for p in info.value.problems]
+    if refused:
+        too_deep = f"nesting deeper than {limits.YAML_DEPTH} levels (aliases expanded)"
+        assert problems == [("description" + ".0" * (limits.YAML_DEPTH - 1), too_deep)]
+    else:
+        assert [path for path, _ in problems] == ["description"]  # a list is not a string, and nothing else
+
+
+@pytest.mark.parametrize("wraps", [15, 16])
+def test_an_alias_is_measured_again_where_it_is_used_deeper(tmp_path, registry, wraps):
+    # `a` is 16 levels and measured first; its second use sits under `wraps` lists: 1 + wraps + 16 levels
+    text = f"a: &a {'[' * 16}1{']' * 16}\nname: x\ndescription: {'[' * wraps}*a{']' * wraps}\n"
+    problems = [(p.path, p.message) for p in problems_of(tmp_path, text, registry).problems]
+    if 1 + wraps + 16 > limits.YAML_DEPTH:
+        too_deep = f"nesting deeper than {limits.YAML_DEPTH} levels (aliases expanded)"
+        assert problems == [("description" + ".0" * wraps, too_deep)]
+    else:
+        assert not [m for _, m in problems if "nesting" in m], problems
+
+
+def test_plain_data_nested_far_too_deep_is_refused_without_recursing(registry):
+    with refused(kind=SpecError) as r:
+        draftsmith.parse_spec({**BASE, "description": nested(5_000, 1)}, registry=registry)
+    assert r.value.problems[0].message == f"nesting deeper than {limits.YAML_DEPTH} levels (aliases expanded)"
+
+
+def count_values(data):
+    items = data.values() if isinstance(data, dict) else data if isinstance(data, list) else ()
+    return 1 + sum(count_values(v) for v in items)
+
+
+@pytest.mark.parametrize("extra", [0, 1])
+def test_a_spec_may_hold_yaml_nodes_values_and_one_more_is_refused(registry, extra):
+    size = limits.YAML_NODES + extra - count_values({**BASE, "description": []})
+    with pytest.raises(SpecError) as info:
+        draftsmith.parse_spec({**BASE, "description": ["x"] * size}, registry=registry)
+    problems = [(p.path, p.message) for p in info.value.problems]
+    if extra:
+        assert problems == [("", f"more than {limits.YAML_NODES} values with every alias expanded "
+                                 "(a spec has about 50)")]
+    else:
+        assert [path for path, _ in problems] == ["description"]
+
+
+@pytest.mark.parametrize("length", [300, 301])
+@pytest.mark.parametrize("read, says", [(lambda p, reg: draftsmith.load_spec(p, registry=reg), "does not exist"),
+                                        (lambda p, reg: read_yaml(p), "is not a regular file")],
+                         ids=["load_spec", "read_yaml"])
+def test_a_missing_spec_file_is_named_in_full_up_to_300_characters(tmp_path, registry, length, read, says):
+    path = str(tmp_path / ("p" * (length - len(str(tmp_path)) - 6) + ".yaml"))
+    assert len(path) == length
+    with refused(kind=draftsmith.errors.NotFound) as r:
+        read(Path(path), registry)
+    shown = path if length <= 300 else f"{path[:148]}...{path[-148:]}"
+    assert str(r.value) == f"spec file {shown} {says}"
+
+
+@pytest.mark.parametrize("text, name", [("Llama 3 Draft", "llama-3-draft"), ("-._x._-", "x"), ("???", "draft"),
+                                        ("", "draft"), ("a" * 99 + " b", "a" * 99), ("B" * 150, "b" * 100)])
+def test_spec_name_for_makes_a_valid_name_from_any_folder_name(text, name):
+    assert spec_name_for(text) == name
+
+
+@given(st.text(max_size=300))
+def test_spec_name_for_any_text_is_a_valid_spec_name(text):
+    name = spec_name_for(text)
+    assert validate_strict(Spec, {**BASE, "name": name}).name == name

@@ -27,8 +27,9 @@ def test_list_specs_is_exactly_the_builtin_files(registry):
     assert draftsmith.list_specs(registry) == sorted(f.stem for f in FILES)
 
 
-def test_default_registry_lists_the_builtins():
+def test_default_registry_lists_and_loads_the_builtins():
     assert {f.stem for f in FILES} <= set(draftsmith.list_specs())
+    assert draftsmith.load_spec("eagle1-llama").name == "eagle1-llama"
 
 
 def test_load_spec_passes_a_spec_object_through(registry):
@@ -46,10 +47,13 @@ def test_missing_yaml_file(tmp_path, registry):
         draftsmith.load_spec(tmp_path / "nope.yaml", registry=registry)
 
 
-def test_specs_are_frozen(registry):
-    spec = draftsmith.load_spec("eagle1-llama", registry=registry)
+@pytest.mark.parametrize("part, field", [(lambda s: s.draft.norms, "input"), (lambda s: s.draft.fusion, "kind"),
+                                         (lambda s: s.weights.rules[0], "kind"), (lambda s: s.quant, "method")],
+                         ids=["norms", "component", "weight-rule", "quant"])
+def test_specs_are_frozen_down_to_component_references_and_rules(registry, part, field):
+    spec = draftsmith.load_spec("eagle3-llama", registry=registry)
     with pytest.raises(Exception, match="frozen"):
-        spec.draft.norms.input = "all"
+        setattr(part(spec), field, "x")
 
 
 def test_a_folder_named_like_a_spec_does_not_hide_it(tmp_path, monkeypatch, registry):
@@ -73,3 +77,17 @@ def test_with_decoding_replaces_fields_and_keeps_the_source(registry):
     assert flex.source == spec.source and spec.decoding.attention == "auto"
     assert draftsmith.assemble(flex).generate([5, 6, 7], max_new_tokens=8).token_ids == \
         draftsmith.assemble(spec).generate_baseline([5, 6, 7], max_new_tokens=8).token_ids
+
+
+def test_a_spec_that_leaves_fields_out_gets_the_schema_defaults(registry):
+    spec = draftsmith.parse_spec({"name": "least", "draft": {"fusion": {"kind": "eagle3", "norm_before_residual": False}}},
+                                 registry=registry)
+    assert spec.model_dump(mode="json") == {
+        "name": "least", "description": "", "checkpoints": {"target": None, "draft": None},
+        "draft": {"num_layers": "auto", "layer": {"kind": "llama"}, "attention": {"kind": "auto"},
+                  "mlp": {"kind": "swiglu"}, "norm": {"kind": "rms"}, "norms": {"input": "all", "final": True},
+                  "fusion": {"kind": "eagle3", "norm_before_residual": False}, "feed_back": "pre_norm",
+                  "vocab": {"reduced": "auto", "d2t": "offset"}, "share": {"embed": "target", "lm_head": "target"}},
+        "weights": {"rules": [], "ignore": []}, "quant": {"method": "none"},
+        "decoding": {"topk": 4, "steps": 5, "draft_tokens": 8, "page_size": 1, "mode": "auto", "attention": "auto",
+                     "graphs": "auto", "linear": "auto", "draft_dtype": "same"}}

@@ -6,10 +6,14 @@ import pytest
 import yaml
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 import draftsmith
+from draftsmith import limits
 from draftsmith.specs.catalog import BUILTIN_DIR
 from draftsmith.specs.loader import parse_spec
+from draftsmith.specs.schema import validate_strict
+from draftsmith.specs.translate import problems_from
 
 
 def only(err):
@@ -113,6 +117,61 @@ def test_union_value_that_fits_no_member_lists_every_form(base, spec_error):
     assert p.allowed == "an integer >= 1 or 'auto'"
 
 
+@pytest.mark.parametrize("keys, value, path, allowed", [
+    (("decoding", "topk"), "four", "decoding.topk", "an integer"),
+    (("decoding", "topk"), 0, "decoding.topk", "an integer >= 1"),
+    (("decoding", "topk"), 10**6, "decoding.topk", f"an integer <= {limits.TOPK}"),
+    (("draft", "num_layers"), 10**6, "draft.num_layers", f"an integer <= {limits.DRAFT_LAYERS} or 'auto'"),
+    (("name",), "Bad Name", "name", "a string matching ^[a-z0-9][a-z0-9._-]*$"),
+    (("name",), "a" * 101, "name", f"String should have at most {limits.NAME_CHARS} characters"),
+    (("weights", "rules"), 5, "weights.rules", "a list, each item a mapping with keys kind"),
+    (("weights", "ignore"), ["ok", 5], "weights.ignore.1", "a string"),
+    (("draft", "fusion", "aux_layers"), {"ids": [1, "x", 3]}, "draft.fusion.aux_layers.ids.1", "an integer"),
+])
+def test_allowed_names_the_type_or_bound_in_spec_words(base, registry, keys, value, path, allowed):
+    node = base
+    for key in keys[:-1]:
+        node = node[key]
+    node[keys[-1]] = value
+    with pytest.raises(draftsmith.SpecError) as info:
+        parse_spec(base, source="d.yaml", registry=registry)
+    assert [(p.path, p.allowed) for p in info.value.problems] == [(path, allowed)]
+
+
+class Size(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    size: int = 1
+
+
+class PluginParams(BaseModel):
+    """A third-party component's params: an optional sub-mapping, a mapping of them, a validator's own message."""
+    model_config = ConfigDict(extra="forbid")
+    inner: Size | None = None
+    table: dict[str, Size] = {}
+    note: str = ""
+
+    @field_validator("note")
+    @classmethod
+    def _refuse(cls, note: str) -> str:
+        if note:
+            raise ValueError(note)
+        return note
+
+
+@pytest.mark.parametrize("params, path, message, allowed", [
+    ({"inner": {"size": "big"}}, "draft.x.inner.size", "'big' is not allowed", "an integer"),
+    ({"inner": {"sizes": 1}}, "draft.x.inner.sizes", "unknown field 'sizes'", "size"),
+    ({"table": {"a": {"size": "big"}}}, "draft.x.table.a.size", "'big' is not allowed", "a valid integer"),
+    ({"note": "n" * 400}, "draft.x.note", "n" * 400, ""),                     # a validator's message, whole
+    ({"note": "n" * 401}, "draft.x.note", "n" * 198 + "..." + "n" * 198, ""),  # ... cut in the middle past 400
+])
+def test_plugin_params_errors_keep_their_dotted_path(params, path, message, allowed):
+    with pytest.raises(ValidationError) as info:
+        validate_strict(PluginParams, params)
+    problems = problems_from(info.value, "draft.x", PluginParams)
+    assert [(p.path, p.message, p.allowed) for p in problems] == [(path, message, allowed)]
+
+
 @pytest.mark.parametrize("rule", [{"match": "(", "replace": "x"}, {"match": "a", "replace": "\\9"}])
 def test_bad_regex_in_weight_rules(base, spec_error, rule):
     base["weights"]["rules"].append(rule)
@@ -172,6 +231,17 @@ def test_invalid_yaml(spec_error):
     err = spec_error("name: x\ndraft: {fusion: [unclosed\n")
     p = only(err)
     assert p.path == "" and "not valid YAML" in p.message and "line" in p.message
+
+
+TAG_ERROR = "could not determine a constructor for the tag "
+
+
+@pytest.mark.parametrize("extra", [0, 1])
+def test_a_yaml_error_of_400_characters_is_shown_whole_and_a_longer_one_is_cut(spec_error, extra):
+    tag = "!" + "x" * (400 - len(TAG_ERROR) - 3 + extra)
+    what = f"{TAG_ERROR}{tag!r}"   # 400 or 401 characters
+    p = only(spec_error(f"name: {tag} v\n"))
+    assert p.message == "not valid YAML: line 1, column 7: " + (what[:397] + "..." if extra else what)
 
 
 @pytest.mark.parametrize("text, what", [("- a\n- b\n", "list"), ("", "empty"), ("just a string\n", "str")])
