@@ -190,9 +190,8 @@ def main() -> int:
     args = ap.parse_args()
     root = Path(__file__).resolve().parents[1]
     work = Path(args.work or tempfile.mkdtemp(prefix="mutate-"))
-    if not (work / "draftsmith").is_dir():
-        shutil.copytree(root, work, dirs_exist_ok=True,
-                        ignore=shutil.ignore_patterns(".git", "wheels", "gguf-parts", "__pycache__", "*.egg-info"))
+    shutil.copytree(root, work, dirs_exist_ok=True,  # refreshed each run: a reused --work gets today's tests
+                    ignore=shutil.ignore_patterns(".git", "wheels", "gguf-parts", "__pycache__", "*.egg-info"))
     target, src = work / args.module, (root / args.module).read_text()
     tree = ast.parse(src)
     base = ast.unparse(tree).splitlines()  # the mutants' formatting, to find the changed line
