@@ -15,9 +15,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from draftsmith.errors import short
+from draftsmith.errors import Problem, short, short_text
 from draftsmith.registry.registry import suggest
-from draftsmith.errors import Problem, short_text
 
 _UNIONS = (typing.Union, types.UnionType)
 _NO_MEMBER = object()
@@ -86,6 +85,9 @@ def _walk(loc: Sequence[Any], model: type[BaseModel] | None) -> _Walk:
         if isinstance(part, int):
             ann = _item(ann)
             continue
+        if (value := _mapping_value(ann)) is not _NO_MEMBER:  # a key of a dict[str, X] field: on to X
+            ann = value
+            continue
         parent = _model_in(ann)
         field = parent.model_fields.get(part) if parent else None
         ann = field.annotation if field else None
@@ -121,6 +123,16 @@ def _item(ann: Any) -> Any:
         ann = members[0]
     args = [a for a in typing.get_args(ann) if a is not Ellipsis]
     return args[0] if args else None
+
+
+def _mapping_value(ann: Any) -> Any:
+    """X for a ``dict[K, X]`` (or ``dict[K, X] | None``) annotation, else _NO_MEMBER."""
+    members = _union_members(ann)
+    ann = members[0] if len(members) == 1 else ann
+    if typing.get_origin(ann) in (dict, Mapping):
+        args = typing.get_args(ann)
+        return args[1] if len(args) == 2 else None
+    return _NO_MEMBER
 
 
 def _model_in(ann: Any) -> type[BaseModel] | None:
