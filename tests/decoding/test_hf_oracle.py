@@ -26,3 +26,8 @@ def test_greedy_matches_transformers(tmp_path, model_type):
     assert model.generate_baseline(prompt, max_new_tokens=24, stop=[]).token_ids == want
     assert model.generate(prompt, max_new_tokens=24, stop=[], topk=1).token_ids == want
     assert model.generate(prompt, max_new_tokens=24, stop=[]).token_ids == want
+    prompts = [prompt, [9, 1, 33, 7, 12]]  # a batch: rows must not mix (an attention that swaps batch and tokens
+    with torch.inference_mode():           # is exact at batch 1)
+        rows = hf.generate(torch.tensor(prompts), **gen)[:, len(prompt):].tolist()
+    assert [r.token_ids for r in model.generate_baseline(prompts, max_new_tokens=24, stop=[])] == rows
+    assert [r.token_ids for r in model.generate(prompts, max_new_tokens=24, stop=[])] == rows
