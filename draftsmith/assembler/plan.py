@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from draftsmith.assembler.checkpoint import TensorInfo
+from draftsmith.assembler.checkpoint import FLOAT4, TensorInfo
 from draftsmith.components.weights import RuleSet
 from draftsmith.errors import DraftsmithError
 
@@ -69,7 +69,7 @@ class CheckpointMismatch(DraftsmithError, ValueError):
 
 def dtype_kind(dtype: torch.dtype) -> str:
     """'float', 'int', 'bool', 'complex' or 'packed float4': loading may cast within a kind, never across kinds."""
-    if dtype == getattr(torch, "float4_e2m1fn_x2", None):
+    if dtype == FLOAT4:
         return "packed float4"  # two e2m1 values a byte, and torch has no cast from it: a kind of its own
     if dtype == torch.bool:
         return "bool"

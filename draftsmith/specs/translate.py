@@ -117,18 +117,21 @@ def _member_for_tag(tag: str, members: tuple[Any, ...]) -> Any:
     return _NO_MEMBER
 
 
-def _item(ann: Any) -> Any:
+def _optional_inner(ann: Any) -> Any:
+    """X for ``X | None``, else ``ann`` itself."""
     members = _union_members(ann)
-    if len(members) == 1:  # X | None
-        ann = members[0]
+    return members[0] if len(members) == 1 else ann
+
+
+def _item(ann: Any) -> Any:
+    ann = _optional_inner(ann)
     args = [a for a in typing.get_args(ann) if a is not Ellipsis]
     return args[0] if args else None
 
 
 def _mapping_value(ann: Any) -> Any:
     """X for a ``dict[K, X]`` (or ``dict[K, X] | None``) annotation, else _NO_MEMBER."""
-    members = _union_members(ann)
-    ann = members[0] if len(members) == 1 else ann
+    ann = _optional_inner(ann)
     if typing.get_origin(ann) in (dict, Mapping):
         args = typing.get_args(ann)
         return args[1] if len(args) == 2 else None
