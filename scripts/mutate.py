@@ -27,6 +27,7 @@ import time
 import types
 from pathlib import Path
 
+FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 SWAPS = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq, ast.NotEq: ast.Eq,
          ast.Is: ast.IsNot, ast.IsNot: ast.Is, ast.In: ast.NotIn, ast.NotIn: ast.In,
          ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.FloorDiv, ast.FloorDiv: ast.Mult, ast.Div: ast.Mult,
@@ -67,7 +68,7 @@ def apply(node: ast.AST, how: str) -> ast.AST:
 def sites(tree: ast.Module, lines: range | None) -> list[tuple[int, str, int]]:
     """(index in ast.walk order, mutation, line) for every site, skipping docstrings and annotations."""
     notes = [a.annotation for a in ast.walk(tree) if isinstance(a, (ast.arg, ast.AnnAssign)) and a.annotation]
-    notes += [f.returns for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.returns]
+    notes += [f.returns for f in ast.walk(tree) if isinstance(f, FUNCS) and f.returns]
     skip = {id(n) for note in notes for n in ast.walk(note)}
     out = []
     for i, node in enumerate(ast.walk(tree)):
@@ -96,9 +97,9 @@ def mutant_source(src: str, index: int, how: str) -> str:
 
 def owners(tree: ast.Module) -> dict[int, str]:
     """id(node) -> the qualified name of the module-level function or method whose body holds the node."""
-    defs = [(f.name, f) for f in tree.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    defs = [(f.name, f) for f in tree.body if isinstance(f, FUNCS)]
     defs += [(f"{c.name}.{f.name}", f) for c in tree.body if isinstance(c, ast.ClassDef)
-             for f in c.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))]
+             for f in c.body if isinstance(f, FUNCS)]
     return {id(n): name for name, f in defs for stmt in f.body for n in ast.walk(stmt)}
 
 
