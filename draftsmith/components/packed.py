@@ -75,7 +75,8 @@ def pack_linears(module: nn.Module, min_elements: int = 0) -> list[str]:
     returns their names."""
     done = []
     for name, sub in module.named_modules():
-        if packable(sub) and sub.weight.numel() >= min_elements:
+        # an empty weight (a zero-width Linear) has nothing to pack, and oneDNN refuses to reorder one
+        if packable(sub) and sub.weight.numel() >= max(min_elements, 1):
             sub.__class__ = packed_class(type(sub))
             if sub.weight.device.type == "cpu" and sub.weight.dtype in DTYPES:
                 sub.repack()  # now, not in the first generate() call, whose timing a user reads

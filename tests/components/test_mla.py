@@ -151,3 +151,97 @@ def test_compaction_moves_latent_and_rope_bit_for_bit(prefix, n, data):
         kv2 = KVBatch(fresh, fresh.extend(s2, xs.shape[1])[None], fresh.slots([s2], [xs.shape[1]]), None)
         want = ours(xs, positions[None], kv2)[:, -1:]
     torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
+
+
+# --- softmax scale, rope frequencies and defaults, against transformers --------------------------------------------
+
+SCALES = {
+    "yarn-mscale": YARN,
+    "yarn-without-mscale_all_dim": {k: v for k, v in YARN.items() if k != "mscale_all_dim"},
+    "yarn-small-factor": {**YARN, "factor": 1.5},
+    "yarn-factor-below-one": {**YARN, "factor": 0.5},
+    "yarn-mscale_all_dim-2": {**YARN, "mscale_all_dim": 2.0},
+    "linear-mscale": {"rope_type": "linear", "rope_theta": 10000.0, "factor": 4.0, "mscale_all_dim": 1.0},
+    "default-with-stray-fields": {"rope_type": "default", "rope_theta": 10000.0, "factor": 4.0, "mscale_all_dim": 1.0},
+}
+
+
+@pytest.mark.parametrize("name", sorted(SCALES))
+def test_softmax_scale_is_deepseeks_yarn_mscale_rule(name):
+    from types import SimpleNamespace
+
+    from draftsmith.components.mla import softmax_scale
+
+    rope = SCALES[name]
+    want = ds.yarn_apply_mscale(dict(rope), 14**-0.5)          # transformers' DeepseekV3Attention.scaling
+    assert softmax_scale(SimpleNamespace(rope_parameters=dict(rope)), 14) == pytest.approx(want, rel=1e-12)
+    # an older config names the same dict rope_scaling, and may say "type" for "rope_type"
+    legacy = {("type" if k == "rope_type" else k): v for k, v in rope.items()}
+    assert softmax_scale(SimpleNamespace(rope_scaling=legacy), 14) == pytest.approx(want, rel=1e-12)
+
+
+def test_yarn_scale_and_rotation_match_transformers_when_the_config_says_a_llama_head_dim():
+    # a draft config built Llama-style says head_dim = hidden / heads (12); rope still spans qk_rope_head_dim (6)
+    cfg = config(rope_parameters=YARN)
+    ref, _ = pair(cfg)
+    llama_style = config(rope_parameters=YARN)
+    llama_style.head_dim = 12
+    ours = mla(MLAParams(), dims=Dims.from_config(llama_style), layer_idx=0, in_width=48, backend=backends.sdpa,
+               norm=lambda d: RMSNorm(d, cfg.rms_norm_eps))
+    ours.load_state_dict(ref.state_dict())
+    assert llama_style.head_dim == 12                          # the caller's config is not modified
+    assert ours.scale == pytest.approx(ref.scaling, rel=1e-12)
+    x = torch.randn(1, 7, 48, generator=torch.Generator().manual_seed(3))
+    pos = torch.arange(7)[None]
+    with torch.no_grad():
+        torch.testing.assert_close(ours(x, pos), reference(ref, cfg, x, pos), atol=ATOL, rtol=0)
+
+
+def _generic_mla_config():
+    # an MLA config that is not a DeepseekV3Config (a converted or hand-written one): it states the MLA sizes but
+    # neither rope_interleave nor attention_bias, so transformers' DeepseekV3Config defaults must apply
+    from transformers import PretrainedConfig
+
+    cfg = PretrainedConfig(hidden_size=48, num_attention_heads=4, num_key_value_heads=4, q_lora_rank=24,
+                           kv_lora_rank=16, qk_nope_head_dim=8, qk_rope_head_dim=6, v_head_dim=10, intermediate_size=64,
+                           vocab_size=32, num_hidden_layers=1, rms_norm_eps=1e-6)
+    assert not hasattr(cfg, "rope_interleave") and not hasattr(cfg, "attention_bias")
+    return cfg
+
+
+def test_a_config_without_rope_interleave_or_attention_bias_gets_deepseek_v3s_defaults():
+    ds_defaults = config()
+    assert ds_defaults.rope_interleave is True and ds_defaults.attention_bias is False
+    cfg = _generic_mla_config()
+    ours = mla(MLAParams(), dims=Dims.from_config(cfg), layer_idx=0, in_width=48, backend=backends.sdpa,
+               norm=lambda d: RMSNorm(d))
+    assert ours.rope.style == "interleaved"
+    assert all(lin.bias is None for lin in ours.modules() if isinstance(lin, torch.nn.Linear))
+    assert mla(MLAParams(rope="neox"), dims=Dims.from_config(cfg), layer_idx=0, in_width=48, backend=backends.sdpa,
+               norm=lambda d: RMSNorm(d)).rope.style == "neox"
+
+
+def test_a_directly_built_layer_defaults_to_no_bias_and_the_plain_softmax_scale():
+    from draftsmith.components.mla import MLADims, MLAttention
+    from draftsmith.components.rope import Rotary
+
+    cfg = config()
+    m = MLADims.from_config(cfg, 4)
+    layer = MLAttention(Dims.from_config(cfg), m, in_width=48, layer_idx=0, rope=Rotary(cfg, 6), backend=backends.sdpa,
+                        norm=lambda d: RMSNorm(d))
+    assert layer.scale == pytest.approx(ds.DeepseekV3Attention(cfg, layer_idx=0).scaling) == 14**-0.5
+    assert all(lin.bias is None for lin in layer.modules() if isinstance(lin, torch.nn.Linear))
+
+
+def test_params_and_dims_are_frozen():
+    import dataclasses
+
+    from pydantic import ValidationError
+
+    from draftsmith.components.mla import MLADims
+
+    with pytest.raises(ValidationError, match="frozen"):
+        MLAParams().rope = "neox"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        MLADims.from_config(config(), 4).heads = 8
+

@@ -1,6 +1,8 @@
 """oneDNN-prepacked CPU weights (``decoding.linear``): the packed matmul equals ``F.linear`` up to rounding, follows
 in-place weight updates, steps aside for autograd, and a packed model decodes exactly what a plain one does."""
 
+import types
+
 import pytest
 import torch
 from torch import nn
@@ -10,7 +12,18 @@ import draftsmith
 from draftsmith.components import packed
 from draftsmith.components.fusion import Eagle3Fusion
 
-pytestmark = pytest.mark.skipif(not packed.available(), reason="this torch build has no oneDNN linear")
+
+
+def _onednn_linear_runs() -> bool:
+    # whether this build can reorder and run a oneDNN linear, found by trying (not by asking packed.available)
+    try:
+        w = torch.ops.mkldnn._reorder_linear_weight(torch.ones(2, 2), None)
+        return bool(torch.ops.mkldnn._linear_pointwise(torch.ones(2, 2), w, None, "none", [], "").eq(2).all())
+    except (AttributeError, RuntimeError, NotImplementedError):
+        return False
+
+
+pytestmark = pytest.mark.skipif(not _onednn_linear_runs(), reason="this torch build has no oneDNN linear")
 
 
 def packed_linear(inp=48, out=80, bias=True, dtype=torch.float32, seed=0):
@@ -91,3 +104,61 @@ def test_packed_and_plain_models_decode_the_same_tokens(dtype):
         assert a.token_ids == fast.generate_baseline(p, max_new_tokens=24).token_ids   # lossless on the fast path
         if dtype == "float32":   # bf16 rounding differs between the kernels, so near-ties may flip there
             assert a.token_ids == plain.generate(p, max_new_tokens=24).token_ids
+
+
+def test_available_where_the_ops_run_and_not_where_mkldnn_is_off_or_an_op_is_missing(monkeypatch):
+    assert packed.available()                     # this module runs only where the ops were seen to work
+    monkeypatch.setattr(torch.backends.mkldnn, "is_available", lambda: False)
+    assert not packed.available() and not packed.wanted("packed", "cpu")
+    monkeypatch.undo()
+    monkeypatch.setattr(torch, "ops", types.SimpleNamespace(mkldnn=types.SimpleNamespace(_linear_pointwise=None)))
+    assert not packed.available()                 # the reorder op missing
+    monkeypatch.setattr(torch, "ops", types.SimpleNamespace())
+    assert not packed.available()                 # no mkldnn namespace at all
+
+
+def test_pack_linears_prepacks_cpu_weights_of_the_packed_dtypes_at_once():
+    lin = packed_linear()                         # float32 on CPU: packed when packed, not in the first call
+    assert lin._packed is not None and lin._packed_key == (lin.weight.data_ptr(), torch.float32, lin.weight._version)
+
+
+@pytest.mark.parametrize("make", [lambda: nn.Linear(48, 80).double(), lambda: nn.Linear(48, 80).half(),
+                                  lambda: nn.Linear(48, 80, device="meta")], ids=["float64", "float16", "meta"])
+def test_weights_onednn_cannot_take_stay_plain(make):
+    # oneDNN's CPU linear has no float64 (float16 is not measured) and no meta kernel: such a Linear is given the
+    # packed class (a later .to() may make it packable) but never reordered, and computes F.linear
+    lin = make().requires_grad_(False)
+    assert packed.pack_linears(lin) == [""] and lin._packed is None
+    x = torch.randn(3, 48, dtype=lin.weight.dtype, device=lin.weight.device)
+    with torch.no_grad():
+        out = lin(x)
+    if out.device.type == "cpu":
+        torch.testing.assert_close(out, F.linear(x, lin.weight, lin.bias))
+    else:
+        assert out.shape == (3, 80)
+
+
+def test_a_float32_input_to_a_bfloat16_weight_takes_the_plain_path():
+    lin = packed_linear(dtype=torch.bfloat16)
+    with pytest.raises(RuntimeError, match="dtype"):  # exactly what nn.Linear says, not a oneDNN error
+        lin(torch.randn(3, 48))
+
+
+@pytest.mark.filterwarnings("ignore:Initializing zero-element tensors is a no-op")
+@pytest.mark.parametrize("setting", ["packed", "auto"])
+def test_an_empty_linear_is_left_alone(setting):
+    # a zero-element weight has nothing to pack, and oneDNN refuses to reorder one
+    def block():
+        return nn.ModuleDict({"empty": nn.Linear(0, 4), "big": nn.Linear(256, 256)}).requires_grad_(False)
+
+    assert packed.pack_model(block(), setting, "cpu") == ["big"]
+    block = block()
+    assert packed.pack_linears(block) == ["big"]
+    torch.testing.assert_close(block["empty"](torch.randn(2, 0)), block["empty"].bias.expand(2, 4))
+
+
+def test_the_smallest_nonempty_linear_is_still_packed_when_asked():
+    lin = nn.Linear(1, 1).requires_grad_(False)
+    assert packed.pack_model(lin, "packed", "cpu") == [""] and lin._packed is not None
+    x = torch.randn(3, 1)
+    torch.testing.assert_close(lin(x), F.linear(x, lin.weight, lin.bias))

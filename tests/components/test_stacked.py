@@ -93,3 +93,30 @@ def test_stack_model_stacks_every_layer_once():
     draft = draftsmith.assemble("demo").draft                  # not stacked by assemble; stackable by hand
     made = stack_model(draft)
     assert made and all(len(s.sizes) in (2, 3) for s in made)
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_the_stacked_linear_is_a_consistent_frozen_linear(bias):
+    # out_features / in_features describe its weight (quantizers and reprs read them), and the stacked copy never
+    # asks for gradients: the siblings' own parameters are what training sees
+    s = stack(siblings(bias, sizes=(48, 16, 8)))
+    assert (s.linear.out_features, s.linear.in_features) == tuple(s.linear.weight.shape) == (72, 32)
+    assert s.sizes == [48, 16, 8]
+    assert not s.linear.weight.requires_grad
+    if bias:
+        assert s.linear.bias.shape == (72,) and not s.linear.bias.requires_grad
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_frozen_siblings_give_outputs_outside_autograd_even_with_grad_enabled(bias):
+    # a frozen target inside a training step (grad mode on, nothing of the target trainable): the one product runs,
+    # and builds no graph into the stacked weight
+    lins = siblings(bias)
+    for lin in lins:
+        lin.requires_grad_(False)
+    s = stack(lins)
+    x = torch.randn(2, 32)
+    got = s(x)
+    assert got is not None and not any(g.requires_grad for g in got)
+    for g, lin in zip(got, lins):
+        torch.testing.assert_close(g, lin(x), rtol=1e-6, atol=1e-6)

@@ -1,0 +1,81 @@
+"""sampling.py against transformers' own logits warpers and hand-computed edge cases.
+
+The shapes here are the engine's: [B, k+1, V] target logits, not only the [V] and [B, V] rows of test_verify.py.
+"""
+
+import pytest
+import torch
+from hypothesis import assume, given
+from hypothesis import strategies as st
+from transformers.generation.logits_process import TopKLogitsWarper, TopPLogitsWarper
+
+from draftsmith.decoding.sampling import logprobs_for_drafting, target_probs
+
+
+def _hf_probs(logits: torch.Tensor, temperature: float, top_p: float, top_k: int) -> torch.Tensor:
+    # transformers' sampling pipeline (temperature, then top-k, then top-p), row by row over the last dim
+    rows = logits.reshape(-1, logits.shape[-1]) / temperature
+    if top_k:
+        rows = TopKLogitsWarper(top_k)(None, rows)
+    if top_p < 1:
+        rows = TopPLogitsWarper(top_p)(None, rows)
+    return torch.softmax(rows, -1).reshape(logits.shape)
+
+
+@given(st.integers(1, 3), st.integers(1, 3), st.integers(2, 9), st.floats(0.3, 2.5), st.integers(0, 9),
+       st.floats(0.05, 1.0), st.integers(0, 2**16))
+def test_target_probs_matches_transformers_warpers_on_every_row_of_a_batch(B, n, V, temperature, top_k, top_p,
+                                                                          seed):
+    logits = torch.randn(B, n, V, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    # keep clear of the top-p boundary, where the two cumulative sums may round to different sides
+    x = logits / temperature
+    if 0 < top_k < V:
+        x = x.masked_fill(x < x.topk(top_k, -1).values[..., -1:], float("-inf"))
+    cum = torch.softmax(x, -1).sort(-1, descending=True).values.cumsum(-1)
+    assume(((cum - top_p).abs() > 1e-9).all())
+    probs = target_probs(logits, temperature, top_p=top_p, top_k=top_k)
+    expected = _hf_probs(logits, temperature, top_p, top_k)
+    assert probs.shape == logits.shape
+    assert torch.equal(probs > 0, expected > 0)
+    assert torch.allclose(probs, expected)
+
+
+def test_top_p_one_filters_nothing_not_even_a_tail_the_cumulative_sum_rounds_past():
+    # float32 probs [0.5, 0.5, ~5e-31]: the mass above the last token is exactly 1.0, yet top_p = 1 means no
+    # nucleus at all (transformers does not even add the warper), so the tiny token stays possible
+    logits = torch.tensor([0.0, 0.0, -69.0])
+    probs = target_probs(logits, 1.0, top_p=1.0)
+    assert torch.equal(probs, torch.softmax(logits, -1)) and bool(probs[2] > 0)
+
+
+def test_top_p_stops_at_the_first_token_whose_mass_reaches_p_exactly():
+    # 4 equal tokens, exact quarters: two of them reach 0.5 exactly, so a third is one too many
+    probs = target_probs(torch.zeros(4), 1.0, top_p=0.5)
+    assert int((probs > 0).sum()) == 2 and torch.equal(probs[probs > 0], torch.full((2,), 0.5))
+
+
+def test_top_p_breaks_exact_ties_by_token_id_whatever_the_sort_backend():
+    # 128 equal tokens (exact multiples of 1/128): the nucleus of 0.5 is 64 of them, and which 64 must not depend
+    # on how the sort orders equal keys: a stable sort keeps the lowest ids, on every device
+    probs = target_probs(torch.zeros(2, 128), 1.0, top_p=0.5)
+    assert torch.equal(probs > 0, (torch.arange(128) < 64).expand(2, -1))
+
+
+@pytest.mark.parametrize("shape", [(9,), (2, 9), (2, 3, 9)])
+@pytest.mark.parametrize("temperature", [0.0, 0.5, 1.0, 2.0])
+def test_logprobs_for_drafting_normalises_over_the_vocabulary_at_any_rank(shape, temperature):
+    logits = torch.randn(shape, generator=torch.Generator().manual_seed(0))
+    expected = torch.log_softmax(logits / (temperature or 1.0), -1)
+    assert torch.allclose(logprobs_for_drafting(logits, temperature), expected)
+
+
+@pytest.mark.parametrize("top_p", [0.0, -0.1, 1.0000001, 1.5, 2.0])
+def test_top_p_outside_0_1_is_refused(top_p):
+    with pytest.raises(ValueError, match="top_p must be in"):
+        target_probs(torch.zeros(3), 1.0, top_p=top_p)
+
+
+def test_the_bounds_themselves_are_accepted():
+    assert torch.equal(target_probs(torch.zeros(4), 1.0, top_p=1.0, top_k=0), torch.full((4,), 0.25))
+    with pytest.raises(ValueError, match="top_k must be >= 0"):
+        target_probs(torch.zeros(4), 1.0, top_k=-1)
