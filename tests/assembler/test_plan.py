@@ -198,3 +198,75 @@ def test_grouping_is_exact_and_partitions_the_names(names):
         seen += members
     assert sorted(seen) == sorted(names)
     assert len({p for p, _ in groups}) == len(groups)
+
+
+# ---- suggestions, compact patterns, ties -------------------------------------------------------------------------
+
+def test_the_closest_name_of_the_right_shape_is_preferred_then_any_close_name():
+    """A same-shape leftover wins over a closer name of another shape; with none of the right shape, a very close
+    name (of any shape) is still suggested, as is an ignored one."""
+    expected = {"fc.weight": Expected((8, 16), F32), "layers.0.mlp.up_proj.weight": Expected((4, 2), F32)}
+    infos = listing(fc__weights=((8, 8), F32), fusion__weight=((8, 16), F32),
+                    layers__0__mlp__upproj__weight=((2, 4), F32))
+    with pytest.raises(CheckpointMismatch) as info:
+        plan_load(infos, RuleSet(), expected)
+    assert info.value.problems[:2] == [
+        "missing: 'fc.weight' [8, 16] float32; closest in checkpoint: 'fusion.weight'",
+        "missing: 'layers.0.mlp.up_proj.weight' [4, 2] float32; closest in checkpoint: 'layers.0.mlp.upproj.weight'"]
+    infos = listing(fc__weight=((8, 16), F32), layers__0__mlp__up_proj__weight__x=((4, 2), F32))
+    with pytest.raises(CheckpointMismatch) as info:
+        plan_load(infos, RuleSet([], ignore=[r"\.x$"]), expected)
+    assert info.value.problems == ["missing: 'layers.0.mlp.up_proj.weight' [4, 2] float32; closest in checkpoint: "
+                                   "'layers.0.mlp.up_proj.weight.x (ignored)'"]
+    assert str(info.value).startswith("checkpoint does not fit spec 'spec': 1 problem\n")   # one: no plural
+
+
+@pytest.mark.parametrize("names, shown", [
+    (["blocks.0.w", "layers.1.w"], "'blocks.0.w', 'layers.1.w'"),                  # two patterns: both, no count
+    (["blocks.0.w", "layers.1.w", "stack.2.w"], "'blocks.0.w', 'layers.1.w' and 1 more")])
+def test_checkpoint_names_are_shown_as_at_most_two_patterns_and_a_count(names, shown):
+    rules = RuleSet([RegexRule(match=r"^(blocks|layers|stack)\.", replace="layers.")])
+    with pytest.raises(CheckpointMismatch) as info:
+        plan_load({n: TensorInfo(n, (2,), F32, NOWHERE) for n in names}, rules, {})
+    members = "{0,1}" if len(names) == 2 else "{0..2}"
+    assert info.value.problems == [f"unexpected: {shown} -> 'layers.{members}.w' "
+                                   r"via rule 0: '^(blocks|layers|stack)\.' -> 'layers.'"]
+
+
+def test_leading_zeros_are_kept_as_written():
+    """'layers.01' is not 'layers.1': numbers written with leading zeros are listed as they are, never as a range."""
+    assert group_names(["x.00.w", "x.01.w", "x.02.w"]) == [("x.{00,01,02}.w", ["x.00.w", "x.01.w", "x.02.w"])]
+    assert [p for p, _ in group_names(["x.01.w", "x.1.w"])] == ["x.{01,1}.w"]
+
+
+def test_groups_are_in_natural_order_of_their_first_name():
+    """layer 1 before layer 10 (numbers compare as numbers), also when a merged group starts with a number."""
+    assert [p for p, _ in group_names(["l.10.w", "l.1.x", "l.2.x"])] == ["l.{1,2}.x", "l.10.w"]
+    assert [p for p, _ in group_names(["a", "1.w", "0.w"])] == ["{0,1}.w", "a"]
+
+
+def test_unexpected_lines_follow_the_models_names_not_the_checkpoints():
+    rules = RuleSet([RegexRule(match=r"^a\.", replace="z.")])
+    with pytest.raises(CheckpointMismatch) as info:
+        plan_load(listing(a__w=((2,), F32), m__w=((2,), F32)), rules, {})
+    assert info.value.problems == ["unexpected: 'm.w' (no rule matched; name kept)",
+                                   r"unexpected: 'a.w' -> 'z.w' via rule 0: '^a\.' -> 'z.'"]
+
+
+def test_a_tied_tensor_is_expected_once_under_its_first_name():
+    class Tied(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Embedding(6, 4)
+            self.head = nn.Linear(4, 6, bias=False)
+            self.head.weight = self.embed.weight
+
+    with torch.device("meta"):
+        model = Tied()
+    assert expected_of(model) == {"embed.weight": Expected((6, 4), F32)}
+
+
+def test_a_plan_is_frozen():
+    plan = plan_load(listing(w=((2,), F32)), RuleSet(), {"w": Expected((2,), F32)})
+    with pytest.raises(AttributeError):   # dataclasses.FrozenInstanceError
+        plan.sources = {}

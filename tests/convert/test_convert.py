@@ -135,3 +135,75 @@ def test_convert_cli_refuses_an_unknown_layout_naming_the_known_ones(tmp_path):
     src = write_eagle3(tmp_path / "e", fake_target(tmp_path / "t"))
     res = CliRunner().invoke(app, ["convert", str(src), "--to", "gguf", str(tmp_path / "o")])
     assert res.exit_code == 1 and "unknown layout 'gguf'" in res.stderr and "speculators" in res.stderr
+
+
+def test_a_fact_the_layout_cannot_say_is_refused_and_nothing_is_left(tmp_path):
+    """EAGLE 3.1's norm_output stated in a speculators config; a flat Llama config of the plain family would read it
+    back differently, so verify() refuses and removes the output (every tensor would have read back fine)."""
+    src = write_eagle3(tmp_path / "s", fake_target(tmp_path / "t"), config="speculators", layout="layers",
+                       flags={"norm_output": True})
+    with pytest.raises(ConvertError) as info:
+        convert(src, "layers", tmp_path / "o")
+    assert str(info.value).startswith("the layers layout cannot express this draft (nothing written):\n  norm_output: ")
+    assert "tensor" not in str(info.value) and not (tmp_path / "o").exists()
+
+
+def test_the_layer_count_written_is_the_tensors_not_a_stale_config(tmp_path):
+    src = write_eagle3(tmp_path / "s", fake_target(tmp_path / "t"))
+    cfg = json.loads((src / "config.json").read_text())
+    (src / "config.json").write_text(json.dumps({**cfg, "num_hidden_layers": 3}))   # one layer of tensors
+    assert convert(src, "layers", tmp_path / "o")["num_hidden_layers"] == 1
+
+
+@given(half=st.integers(1, 12), heads=st.integers(1, 3))
+def test_interleaved_to_neox_takes_new_row_j_from_old_row_2j(half, heads):
+    """The docstring's rule, row by row: new row j < d/2 is old row 2j, new row j + d/2 is old row 2j + 1."""
+    from draftsmith.convert.run import permute_rows
+
+    d = 2 * half
+    want = [2 * j for j in range(half)] + [2 * j + 1 for j in range(half)]
+    assert rope_permutation(d, "interleaved", "neox").tolist() == want
+    assert rope_permutation(d, "neox", "neox").tolist() == rope_permutation(d, "interleaved", "interleaved").tolist() \
+        == list(range(d))
+    rows = torch.arange(heads * d).view(-1, 1).expand(-1, 2)      # each row holds its own index
+    moved = permute_rows(rows, d, rope_permutation(d, "interleaved", "neox"))
+    assert moved[:, 0].tolist() == [h * d + w for h in range(heads) for w in want]
+
+
+def test_head_dim_is_the_configs_or_the_width_over_the_heads():
+    from draftsmith.convert.run import head_dim
+
+    assert head_dim({"head_dim": 8, "hidden_size": 32, "num_attention_heads": 2}) == 8    # stated: wins
+    assert head_dim({"hidden_size": 32, "num_attention_heads": 4}) == 8
+    assert head_dim({"head_dim": None, "hidden_size": 48, "num_attention_heads": 4}) == 12
+
+
+def test_convert_makes_the_output_folder_or_writes_into_an_empty_one(tmp_path):
+    src = write_eagle3(tmp_path / "s", fake_target(tmp_path / "t"))
+    convert(src, "layers", tmp_path / "new" / "nested" / "out")
+    (tmp_path / "empty").mkdir()
+    convert(src, "layers", tmp_path / "empty")
+    assert same_bits(files_of(tmp_path / "empty"), files_of(tmp_path / "new" / "nested" / "out"))
+
+
+def test_verify_refuses_a_tensor_that_would_not_read_back(tmp_path):
+    from draftsmith.convert.run import verify
+
+    src = write_eagle3(tmp_path / "s", fake_target(tmp_path / "t"))
+    convert(src, "layers", tmp_path / "o")
+    tensors, facts, _, _ = read_canonical(tmp_path / "o")
+    verify(tmp_path / "o", facts, tensors, "layers")                      # what was written reads back
+    changed = {**tensors, "fc.weight": tensors["fc.weight"] + 1}
+    with pytest.raises(ConvertError) as info:
+        verify(tmp_path / "o", facts, changed, "layers")
+    assert str(info.value) == ("the layers layout cannot express this draft (nothing written):\n"
+                               "  tensor fc.weight would not read back")
+    assert not (tmp_path / "o").exists()
+    convert(src, "layers", tmp_path / "o")
+    with pytest.raises(ConvertError, match="tensor extra.weight would not read back"):
+        verify(tmp_path / "o", facts, {**tensors, "extra.weight": torch.zeros(1)}, "layers")
+    convert(src, "layers", tmp_path / "o")
+    less = dict(tensors)
+    del less["fc.weight"]
+    with pytest.raises(ConvertError, match="tensor fc.weight would not read back"):
+        verify(tmp_path / "o", facts, less, "layers")

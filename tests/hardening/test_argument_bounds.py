@@ -1,6 +1,7 @@
 """Every check of draftsmith/decoding/arguments.py at its edge: the last value accepted and the first refused, so
 that deleting a check or moving its bound by one fails a test (test_generate_arguments.py holds the clearly wrong
 values and the messages)."""
+import inspect
 from types import SimpleNamespace
 
 import numpy as np
@@ -9,7 +10,8 @@ import torch
 
 import draftsmith
 from draftsmith import limits
-from draftsmith.decoding.arguments import MOST, SEED_RANGE, settings_problems, vocab_sizes
+from draftsmith.decoding.arguments import MOST, SEED_RANGE, check_call, overridden, settings_problems, vocab_sizes
+from draftsmith.specs.schema import Decoding
 from draftsmith.errors import ArgumentError
 
 from hardening_helpers import refused
@@ -234,3 +236,23 @@ def test_decoding_overrides_at_their_bounds(model, overrides, ok):
         with refused(kind=ArgumentError) as r:
             model.plan(**overrides)
         assert r.value.problems == found and len(found) == 1
+
+
+@pytest.mark.parametrize("steps", [1, 3, limits.STEPS])
+def test_a_chains_draft_tokens_become_steps_plus_1_whatever_was_asked(steps):
+    """overridden()'s own rule: for topk 1 draft_tokens does not apply; the chain holds the root and ``steps`` drafts."""
+    for asked in (None, 2, limits.DRAFT_TOKENS):
+        found = []
+        fields = overridden(Decoding(), dict(topk=1, steps=steps, draft_tokens=asked), found, draft_vocab=VOCAB)
+        assert found == [] and (fields["topk"], fields["steps"], fields["draft_tokens"]) == (1, steps, steps + 1)
+    tree = overridden(Decoding(), dict(topk=2, steps=2, draft_tokens=5), [], draft_vocab=VOCAB)
+    assert tree["draft_tokens"] == 5   # a tree keeps what was asked
+
+
+def test_check_call_defaults_are_generates(model):
+    """check_call (also used by bench and doctor) checks a call that leaves a setting out as generate() runs it."""
+    ours = inspect.signature(check_call).parameters
+    for call in (model.generate, model.generate_baseline):
+        for name, p in inspect.signature(call).parameters.items():
+            if name in ours and p.default is not inspect.Parameter.empty:
+                assert ours[name].default == p.default, (call.__name__, name)

@@ -243,3 +243,58 @@ def test_every_hookspec_is_documented_and_tested(hook):
 
 def test_the_hookspecs_are_the_three_documented_ones():
     assert sorted(HOOKS) == ["draftsmith_components", "draftsmith_detect_layout", "draftsmith_specs"]
+
+
+# --- clashes and lookups, message by message ------------------------------------------------------------------------
+
+def test_one_plugin_providing_a_name_twice_is_a_clash_naming_it_once():
+    with pytest.raises(PluginClash) as info:
+        fresh(("p", Plugin([X2, X2])))
+    assert str(info.value) == ("mlp 'swiglu-x2' is provided twice by plugin 'p'; uninstall one or rename its "
+                               "component (draftsmith never shadows silently)")
+
+
+def test_one_plugin_providing_a_spec_twice_is_a_clash(tmp_path):
+    spec = SpecSource("x2-draft", x2_spec_file(tmp_path))
+    with pytest.raises(PluginClash, match=r"^spec 'x2-draft' is provided twice by plugin 'p';"):
+        fresh(("p", Plugin([X2], [spec, spec])))
+
+
+def test_a_hook_returning_none_provides_nothing():
+    class Silent:
+        @hookimpl
+        def draftsmith_components(self):
+            return None
+
+        @hookimpl
+        def draftsmith_specs(self):
+            return None
+
+    reg = fresh(("silent", Silent()))
+    assert reg.components.keys() == fresh().components.keys() and reg.specs.keys() == fresh().specs.keys()
+
+
+def test_an_unknown_kind_has_no_names_to_list():
+    with pytest.raises(UnknownComponent) as info:
+        fresh().get("nokind", "x")
+    assert str(info.value) == "unknown nokind 'x'. known: none registered"
+    assert (info.value.kind, info.value.name, info.value.known) == ("nokind", "x", [])
+
+
+def test_an_unknown_spec_suggests_the_closest_and_lists_every_known_one():
+    reg = fresh()
+    with pytest.raises(LookupError) as info:
+        reg.spec_source("eagle3-lama")
+    known = sorted(reg.specs)
+    assert str(info.value) == (f"no spec named 'eagle3-lama' and no such file. Did you mean 'eagle3-llama'? "
+                               f"known: {', '.join(known)}")
+    with pytest.raises(LookupError) as info:
+        reg.spec_source("zzzzzzzzzzzz")
+    assert "Did you mean" not in str(info.value)
+    assert reg.spec_names() == sorted((n, "builtin") for n in known)
+
+
+def test_the_default_registry_is_built_once_per_process():
+    from draftsmith.registry import default_registry
+
+    assert default_registry() is default_registry()
