@@ -207,3 +207,27 @@ def test_verify_refuses_a_tensor_that_would_not_read_back(tmp_path):
     del less["fc.weight"]
     with pytest.raises(ConvertError, match="tensor fc.weight would not read back"):
         verify(tmp_path / "o", facts, less, "layers")
+
+
+def test_a_mistral_draft_converted_to_hf_computes_the_same_function(tmp_path):
+    """Bits round-tripping only shows the two directions undo each other; here the converted draft (neox rows, Hugging
+    Face names, loaded by the spec inspect finds for it) must compute what the native one (interleaved rows,
+    Mistral's names) computes, hidden state for hidden state, in the same decode."""
+    from draftsmith.convert.inspect import inspect_checkpoint
+
+    target = write_target(tmp_path / "t", "llama", num_hidden_layers=4, seed=3)
+    native = write_mistral_eagle(tmp_path / "m", target)
+    convert(native, "layers", tmp_path / "hf")
+    found = draftsmith.parse_spec(inspect_checkpoint(tmp_path / "hf").spec, source="inspect output")
+    assert found.draft.attention.params.get("rope", "neox") == "neox"
+    outs = []
+    for spec, folder in (("eagle-mistral", native), (found, tmp_path / "hf")):
+        model = draftsmith.assemble(spec, target=target, draft=folder, dtype="float64")
+        seen = []
+        model.draft.layers[-1].register_forward_hook(lambda m, args, out: seen.append(out[0] if isinstance(
+            out, tuple) else out))
+        model.generate([[5, 6, 7, 8, 9, 10]], max_new_tokens=8, stop=[], topk=1, steps=3)
+        outs.append(seen)
+    assert len(outs[0]) == len(outs[1]) > 1
+    for a, b in zip(*outs):
+        torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-9)
