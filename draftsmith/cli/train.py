@@ -39,6 +39,8 @@ def train(
                                             "greedy token (cheaper)"),
     freeze_head: bool = typer.Option(False, help="keep the draft's lm_head at the target's head rows (cheaper)"),
     bf16: bool = typer.Option(True, help="bfloat16 autocast for matmuls (fp32 weights and optimizer state)"),
+    init: str = typer.Option("target", help="a fresh draft's layers: 'target' starts them from the target's last "
+                                            "layer (reading the deepest tap), 'random' from N(0, 0.02)"),
     save_every: int = typer.Option(100, help="steps between checkpoints"),
     minutes: float = typer.Option(0.0, help="stop after a checkpoint once this many minutes passed (0 = no limit)"),
     eval_prompts: int = typer.Option(8, help="held-out prompts to decode after training"),
@@ -58,6 +60,9 @@ def train(
 
     torch.set_num_threads(check_threads(threads))
     check_device(device)   # before the data is read: 'cuda' without CUDA is an error, not a traceback later
+    if init not in ("target", "random"):
+        err.print(f"[red]--init {init!r}[/red]: allowed 'target' or 'random'")
+        raise typer.Exit(2)
     if target is None:
         err.print("[red]--target is required[/red] (a Hugging Face folder, or 'smollm2')")
         raise typer.Exit(2)
@@ -71,7 +76,7 @@ def train(
         err.print("[red]no training data[/red]: give --data PATH (repeatable) or --stdlib")
         raise typer.Exit(2)
     cfg = TrainConfig(steps=steps, batch=batch, lr=lr, ttt=ttt, seed=seed, save_every=save_every, minutes=minutes,
-                      labels=labels, freeze_head=freeze_head, bf16=bf16)
+                      labels=labels, freeze_head=freeze_head, bf16=bf16, init=init)
     job = Job(spec=spec, target=target_dir, out=out_dir, data=paths, held_out=held, draft_vocab=draft_vocab or None,
               seq=seq, max_windows=max_windows, features=features, self_distill=self_distill,
               prompts_per_doc=prompts_per_doc, distill_batch=distill_batch,

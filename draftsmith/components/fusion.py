@@ -83,6 +83,7 @@ class Eagle1Fusion(nn.Linear):
 
     def __init__(self, hidden: int, target_width: int, bias: bool):
         super().__init__(hidden + target_width, hidden, bias=bias)
+        self.target_width = target_width   # the last target_width inputs are the target's state
 
     def fuse(self, emb: torch.Tensor, hidden: torch.Tensor, from_target: bool) -> torch.Tensor:
         return super().forward(torch.cat((emb, hidden), dim=-1))
@@ -100,6 +101,7 @@ class Eagle3Fusion(nn.Linear):
     def __init__(self, hidden: int, target_width: int, taps: tuple[int, ...], norm_before_residual: bool, *,
                  norm_output: str = "head", aux_norm: nn.ModuleList | None = None, input_norm: nn.Module | None = None):
         super().__init__(len(taps) * target_width, hidden, bias=False)
+        self.target_width = target_width   # each tap's width (published configs list taps deepest last)
         self.taps, self.norm_before_residual, self.norm_output = taps, norm_before_residual, norm_output
         if aux_norm is not None:
             self.aux_norm = aux_norm

@@ -34,6 +34,7 @@ class TrainConfig:
     labels: str = "soft"       # "soft": the target's distribution over the kept ids; "hard": its greedy token
     freeze_head: bool = False  # keep the draft's own lm_head at its start (the target's head rows): cheaper steps
     bf16: bool = True          # bfloat16 autocast for the draft's matmuls (fp32 master weights and optimizer)
+    init: str = "target"       # a fresh draft's layers: "target" (its last layer, draft_io.start_from_target) or "random"
 
 
 def lr_at(step: int, steps: int, peak: float) -> float:

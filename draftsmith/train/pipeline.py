@@ -87,7 +87,8 @@ def run(job: Job, console=None, log: Callable[[str], None] = print) -> dict[str,
         if kept is not None:
             share = torch.bincount(ids, minlength=V)[kept].sum().item() / len(ids)
             log(f"draft vocabulary: the {len(kept)} most frequent target tokens, {share:.2%} of the data")
-        model = init_draft(job.spec, job.target, out, kept, seed=job.config.seed)
+        model = init_draft(job.spec, job.target, out, kept, seed=job.config.seed,
+                           from_target=job.config.init == "target")
     model.target.to(job.device)
     model.draft.to(job.device)
     model.device = job.device

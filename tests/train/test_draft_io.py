@@ -99,3 +99,39 @@ def test_an_eagle1_start_has_no_fc_bias_and_follows_the_same_rules(tiny, tmp_pat
             assert torch.equal(p, torch.ones_like(p)), name
         elif p.dim() == 2:
             assert abs(p.std().item() - 0.05) < 0.005, name
+
+
+@pytest.mark.parametrize("spec", ["eagle3-llama", "eagle1-llama"])
+def test_a_start_from_the_target_copies_its_last_layer_over_the_hidden_inputs(tiny, tmp_path, spec):
+    # the same seed with and without: what start_from_target sets is exactly the difference
+    plain = init_draft(spec, tiny / "target", tmp_path / "p", None, seed=3).draft.state_dict()
+    model = init_draft(spec, tiny / "target", tmp_path / "t", None, seed=3, from_target=True)
+    got, last = model.draft.state_dict(), dict(model.target.model.layers[-1].named_parameters())
+    H = last["self_attn.o_proj.weight"].shape[0]
+    two_halves = spec == "eagle3-llama"          # EAGLE-3's first layer reads [embedding; hidden], 2H wide
+    for name in ("self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight"):
+        w = got[f"layers.0.{name}"]
+        assert w.shape[1] == (2 * H if two_halves else H)
+        assert torch.equal(w[:, -H:], last[name])                          # the hidden columns: the target's
+        assert torch.equal(w[:, :-H], plain[f"layers.0.{name}"][:, :-H])   # the embedding's keep their start
+    for name in ("self_attn.o_proj.weight", "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight",
+                 "post_attention_layernorm.weight"):
+        assert torch.equal(got[f"layers.0.{name}"], last[name]), name
+    if two_halves:   # the norm on the hidden stream is the target's input norm; the embedding's stays at 1
+        assert torch.equal(got["layers.0.hidden_norm.weight"], last["input_layernorm.weight"])
+        assert torch.equal(got["layers.0.input_layernorm.weight"], plain["layers.0.input_layernorm.weight"])
+    moved = got["fc.weight"] - plain["fc.weight"]                           # the deepest input block, as is
+    want = torch.zeros_like(moved)
+    want[:, -H:] = torch.eye(H)
+    torch.testing.assert_close(moved, want, atol=1e-6, rtol=0)   # (w + 1) - w rounds
+
+
+def test_train_refuses_an_unknown_init_before_reading_anything(tmp_path):
+    from typer.testing import CliRunner
+
+    from draftsmith.cli import app
+
+    r = CliRunner().invoke(app, ["train", "--out", str(tmp_path / "o"), "--target", str(tmp_path / "missing"),
+                                 "--data", str(tmp_path / "missing.txt"), "--init", "zeros"])
+    assert r.exit_code == 2 and "--init 'zeros'" in r.output and "'target' or 'random'" in r.output
+    assert not (tmp_path / "o").exists()
