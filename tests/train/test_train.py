@@ -4,6 +4,7 @@ invariant 24, and the CLI runs end to end."""
 import json
 import re
 
+import pytest
 import torch
 from safetensors.torch import load_file
 from typer.testing import CliRunner
@@ -153,3 +154,22 @@ def test_self_distillation_prompts_per_document_start_at_line_boundaries(tiny, t
         prompt = tok.decode(tok(f"x{start} = {start}\n" + doc.split(f"x{start} = {start}\n", 1)[1],
                                 add_special_tokens=False)["input_ids"][:12])
         assert text.startswith(prompt)
+
+
+@pytest.mark.parametrize(("config", "from_target"), [({}, True), ({"init": "target"}, True), ({"init": "random"}, False)])
+def test_a_fresh_run_starts_from_the_target_unless_asked_for_random(job, tmp_path, monkeypatch, config, from_target):
+    from draftsmith.train import pipeline
+
+    seen = []
+
+    class Started(Exception):
+        pass
+
+    def fake_init(*args, **kw):
+        seen.append(kw.get("from_target", False))
+        raise Started   # stop before any training: only the start is under test
+
+    monkeypatch.setattr(pipeline, "init_draft", fake_init)
+    with pytest.raises(Started):
+        run(job(tmp_path / "d", config=config))
+    assert seen == [from_target]
