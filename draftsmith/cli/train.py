@@ -60,8 +60,11 @@ def train(
 
     torch.set_num_threads(check_threads(threads))
     check_device(device)   # before the data is read: 'cuda' without CUDA is an error, not a traceback later
-    if init not in ("target", "random"):
-        err.print(f"[red]--init {init!r}[/red]: allowed 'target' or 'random'")
+    try:   # the config's own checks, before the target is fetched or the data read
+        cfg = TrainConfig(steps=steps, batch=batch, lr=lr, ttt=ttt, seed=seed, save_every=save_every,
+                          minutes=minutes, labels=labels, freeze_head=freeze_head, bf16=bf16, init=init)
+    except ValueError as e:
+        err.print(f"[red]--{e}[/red]")
         raise typer.Exit(2)
     if target is None:
         err.print("[red]--target is required[/red] (a Hugging Face folder, or 'smollm2')")
@@ -75,8 +78,6 @@ def train(
     if not paths:
         err.print("[red]no training data[/red]: give --data PATH (repeatable) or --stdlib")
         raise typer.Exit(2)
-    cfg = TrainConfig(steps=steps, batch=batch, lr=lr, ttt=ttt, seed=seed, save_every=save_every, minutes=minutes,
-                      labels=labels, freeze_head=freeze_head, bf16=bf16, init=init)
     job = Job(spec=spec, target=target_dir, out=out_dir, data=paths, held_out=held, draft_vocab=draft_vocab or None,
               seq=seq, max_windows=max_windows, features=features, self_distill=self_distill,
               prompts_per_doc=prompts_per_doc, distill_batch=distill_batch,

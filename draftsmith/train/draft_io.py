@@ -79,7 +79,8 @@ def start_from_target(model) -> list[str]:
             if parts[0] != "layers" or p.dim() == 0:
                 continue
             layer, key = model.draft.layers[int(parts[1])], ".".join(parts[2:])
-            if key.startswith("input_layernorm.") and not isinstance(layer.hidden_norm, torch.nn.Identity):
+            if key.startswith("input_layernorm.") and any(n.startswith("hidden_norm.") for n, _ in
+                                                          layer.named_parameters()):
                 continue   # the embedding's norm: the hidden stream's norm is the one that takes the target's
             w = last.get(key.replace("hidden_norm.", "input_layernorm."))
             if w is None or w.shape[0] != p.shape[0] or p.shape[-1] % w.shape[-1]:

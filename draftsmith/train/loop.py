@@ -18,6 +18,7 @@ from draftsmith.train.draft_io import export_draft
 from draftsmith.train.ttt import ttt_losses
 
 STATE = "trainer.pt"
+INITS = ("target", "random")   # how a fresh draft's layers start (draft_io.init_draft)
 
 
 @dataclass
@@ -35,6 +36,10 @@ class TrainConfig:
     freeze_head: bool = False  # keep the draft's own lm_head at its start (the target's head rows): cheaper steps
     bf16: bool = True          # bfloat16 autocast for the draft's matmuls (fp32 master weights and optimizer)
     init: str = "target"       # a fresh draft's layers: "target" (its last layer, draft_io.start_from_target) or "random"
+
+    def __post_init__(self):
+        if self.init not in INITS:
+            raise ValueError(f"init {self.init!r}: allowed {' or '.join(map(repr, INITS))}")
 
 
 def lr_at(step: int, steps: int, peak: float) -> float:
