@@ -22,13 +22,13 @@ from draftsmith.testing import write_eagle1, write_eagle3
 
 
 def init_draft(spec, target_dir: Path, folder: Path, kept: torch.Tensor | None, seed: int = 0,
-               init_std: float = 0.02, from_target: bool = False):
+               init_std: float = 0.02):
     """Write a fresh draft for ``spec`` to ``folder`` and return it assembled next to the target (float32, CPU).
 
     kept: the target ids of the reduced vocabulary (sorted), or None for the full one. Linear layers start at
     N(0, init_std); an own lm_head starts from the target's head rows of the kept ids and the final norm from
-    the target's, so step 0 already speaks the target's output space. ``from_target``: then the draft's layers
-    start from the target's last layer (:func:`start_from_target`)."""
+    the target's, so step 0 already speaks the target's output space (:func:`start_from_target` then starts the
+    layers from the target's last one)."""
     spec = draftsmith.load_spec(spec)
     V = json.loads((Path(target_dir) / "config.json").read_text())["vocab_size"]
     folder = Path(folder)
@@ -55,8 +55,6 @@ def init_draft(spec, target_dir: Path, folder: Path, kept: torch.Tensor | None, 
             model.draft.lm_head.weight.copy_(model.target.lm_head.weight[rows])
             if isinstance(model.draft.norm, torch.nn.Module) and hasattr(model.draft.norm, "weight"):
                 model.draft.norm.weight.copy_(model.target.model.norm.weight)
-    if from_target:
-        start_from_target(model)
     return model
 
 
@@ -70,7 +68,8 @@ def start_from_target(model) -> list[str]:
     (EAGLE-3's last tap, EAGLE-1's hidden state) when that block is as wide as the draft. So the draft starts as
     one more target layer over the deepest state it is given; the embedding's columns keep their random start.
     On the SmolLM2 pair (200 steps, one layer, held-out stdlib text) this took the step-0 top-1 / top-4 from
-    0.317 / 0.512 to 0.401 / 0.587. Returns the names of the draft parameters it set."""
+    0.317 / 0.512 to 0.401 / 0.587. Returns the names of the draft parameters it set (none: a layer type whose
+    names and shapes match nothing in the target's)."""
     last = dict(model.target.model.layers[-1].named_parameters())
     done = []
     with torch.no_grad():

@@ -12,7 +12,7 @@ import torch
 
 import draftsmith
 from draftsmith.train import data as D
-from draftsmith.train.draft_io import init_draft
+from draftsmith.train.draft_io import init_draft, start_from_target
 from draftsmith.train.evaluate import PLANS, Acceptance, acceptance
 from draftsmith.train.features import FeatureStore, extract_with_log
 from draftsmith.train.loop import STATE, TrainConfig, train
@@ -87,8 +87,9 @@ def run(job: Job, console=None, log: Callable[[str], None] = print) -> dict[str,
         if kept is not None:
             share = torch.bincount(ids, minlength=V)[kept].sum().item() / len(ids)
             log(f"draft vocabulary: the {len(kept)} most frequent target tokens, {share:.2%} of the data")
-        model = init_draft(job.spec, job.target, out, kept, seed=job.config.seed,
-                           from_target=job.config.init == "target")
+        model = init_draft(job.spec, job.target, out, kept, seed=job.config.seed)
+        if job.config.init == "target":
+            log(f"start: {len(start_from_target(model))} draft weights from the target's last layer")
     model.target.to(job.device)
     model.draft.to(job.device)
     model.device = job.device

@@ -9,7 +9,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 import draftsmith
-from draftsmith.train.draft_io import export_draft, init_draft
+from draftsmith.train.draft_io import export_draft, init_draft, start_from_target
 
 V = 258                                   # the tiny target's vocabulary (tests/train/conftest.py)
 KEPT = torch.arange(0, V, 3)              # 86 kept ids
@@ -105,7 +105,8 @@ def test_an_eagle1_start_has_no_fc_bias_and_follows_the_same_rules(tiny, tmp_pat
 def test_a_start_from_the_target_copies_its_last_layer_over_the_hidden_inputs(tiny, tmp_path, spec):
     # the same seed with and without: what start_from_target sets is exactly the difference
     plain = init_draft(spec, tiny / "target", tmp_path / "p", None, seed=3).draft.state_dict()
-    model = init_draft(spec, tiny / "target", tmp_path / "t", None, seed=3, from_target=True)
+    model = init_draft(spec, tiny / "target", tmp_path / "t", None, seed=3)
+    assert "fc.weight" in start_from_target(model)
     got, last = model.draft.state_dict(), dict(model.target.model.layers[-1].named_parameters())
     H = last["self_attn.o_proj.weight"].shape[0]
     two_halves = spec == "eagle3-llama"          # EAGLE-3's first layer reads [embedding; hidden], 2H wide

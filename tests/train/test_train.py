@@ -157,7 +157,8 @@ def test_self_distillation_prompts_per_document_start_at_line_boundaries(tiny, t
 
 
 @pytest.mark.parametrize(("config", "from_target"), [({}, True), ({"init": "target"}, True), ({"init": "random"}, False)])
-def test_a_fresh_run_starts_from_the_target_unless_asked_for_random(job, tmp_path, monkeypatch, config, from_target):
+def test_a_fresh_run_starts_from_the_target_unless_asked_for_random(job, tmp_path, monkeypatch, capsys, config,
+                                                                    from_target):
     from draftsmith.train import pipeline
 
     seen = []
@@ -165,11 +166,16 @@ def test_a_fresh_run_starts_from_the_target_unless_asked_for_random(job, tmp_pat
     class Started(Exception):
         pass
 
-    def fake_init(*args, **kw):
-        seen.append(kw.get("from_target", False))
+    def fake_start(model):
+        seen.append(model)
+        return ["fc.weight"]
+
+    def fake_train(*args, **kw):
         raise Started   # stop before any training: only the start is under test
 
-    monkeypatch.setattr(pipeline, "init_draft", fake_init)
+    monkeypatch.setattr(pipeline, "start_from_target", fake_start)
+    monkeypatch.setattr(pipeline, "train", fake_train)
     with pytest.raises(Started):
         run(job(tmp_path / "d", config=config))
-    assert seen == [from_target]
+    assert len(seen) == from_target
+    assert ("start: 1 draft weights from the target's last layer" in capsys.readouterr().out) == from_target
