@@ -103,6 +103,10 @@ class _SpecLoader(_Loader):
         return super().construct_mapping(node, deep)
 
 
+def _too_deep(source: str, mark) -> SpecError:
+    return SpecError(source, [Problem("", f"nesting deeper than {limits.YAML_DEPTH} levels (line {mark.line + 1})")])
+
+
 def load_yaml_text(text: str, source: str = "<spec>") -> Any:
     """One YAML document as plain data, bounded in depth before it is composed (libyaml recurses in C)."""
     try:
@@ -111,12 +115,15 @@ def load_yaml_text(text: str, source: str = "<spec>") -> Any:
             if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
                 depth += 1
                 if depth > limits.YAML_DEPTH:
-                    raise SpecError(source, [Problem("", f"nesting deeper than {limits.YAML_DEPTH} levels (line "
-                                                         f"{event.start_mark.line + 1})")])
+                    raise _too_deep(source, event.start_mark)
             elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
                 depth -= 1
         return yaml.load(text, Loader=_SpecLoader)  # noqa: S506 (a safe loader)
     except yaml.YAMLError as e:
+        # PyYAML >= 6.0.4 stops at its own nesting bound (1000 levels, far past ours) while its scanner looks ahead,
+        # before our count sees the 33rd level: the same refusal, said as ours
+        if "nesting depth" in str(getattr(e, "problem", "")) and getattr(e, "problem_mark", None) is not None:
+            raise _too_deep(source, e.problem_mark) from None
         raise SpecError(source, [Problem("", f"not valid YAML: {short_yaml_error(e)}")]) from None
     except RecursionError:  # pragma: no cover (the depth check comes first)
         raise SpecError(source, [Problem("", "nesting too deep")]) from None
