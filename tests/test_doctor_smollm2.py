@@ -3,12 +3,14 @@ ambiguous setting flipped in a copy of the builtin ``smollm2`` spec, doctor name
 reading assembles the 135M target and decodes; ~4 minutes on one thread): run with ``--runslow`` once the target
 is cached.
 
-The shipped draft is weak (tau ~1.35-1.5 on the probe), so most readings are told apart by the draft's
-teacher-forced loss, not by tau. Two flips cannot be told apart by either, because this draft does not depend on
-them: with the rope read interleaved the probe gives tau 1.48 and loss 4.659 against 1.35 and 4.671 for the
-trained (neox) reading, and with the aux taps read as layer outputs 1.41 and 4.706. A flip that costs nothing
-leaves nothing to restore, so doctor rightly names no fix there; those two cases are expected to fail (strict:
-a stronger draft that depends on them turns them into passes, which pytest then reports)."""
+The shipped draft reads tau ~1.55 on the probe (a chain of the spec's 4 steps over one short text; held-out
+stdlib text decodes at 2.83 with the spec's tree), under doctor's "low" line, so the search runs, and most readings
+are told apart by the draft's teacher-forced loss as well as by tau. One flip cannot be told apart by either,
+because this draft barely depends on it: with the rope read interleaved the probe gives tau 1.48 and loss 3.068
+against 1.55 and 2.964 for the trained (neox) reading, inside doctor's margins (5% and 0.15 tokens; 10% and 0.1
+nats). A flip that costs so little leaves nothing to restore, so doctor rightly names no fix there; that case is
+expected to fail (strict: a draft that depends on it turns it into a pass, which pytest then reports, as the aux
+taps' flip did when the 3000-step draft replaced the 1200-step one)."""
 from pathlib import Path
 
 import pytest
@@ -25,7 +27,7 @@ pytestmark = [pytest.mark.slow,
 
 INSENSITIVE = pytest.mark.xfail(strict=True, reason="the shipped draft's acceptance and loss do not depend on it")
 FLIPS = [
-    pytest.param("draft.fusion.aux_layers.at", "output", "input", marks=INSENSITIVE),
+    ("draft.fusion.aux_layers.at", "output", "input"),
     pytest.param("draft.attention.rope", "interleaved", "neox", marks=INSENSITIVE),
     ("draft.feed_back", "post_norm", "pre_norm"),
     ("draft.fusion.norm_before_residual", True, False),
@@ -45,7 +47,7 @@ def spec_file(tmp_path, path=None, value=None) -> Path:
 
 
 def test_no_other_reading_beats_the_shipped_spec(tmp_path):
-    # the shipped draft's tau (~1.35 on the probe) is under doctor's "low" line, so the search runs: nothing it tries
+    # the shipped draft's tau (~1.55 on the probe) is under doctor's "low" line, so the search runs: nothing it tries
     # may clearly beat the spec as shipped
     torch.set_num_threads(1)
     dx = diagnose(spec_file(tmp_path), search=True, probes=[PROBES[1]])
