@@ -1,6 +1,9 @@
 """The side-by-side benchmark's timing: a warm-up per method, then the methods take turns (a drifting machine
 slows all of them alike)."""
-from draftsmith.bench import _median_time, _round_robin
+import pytest
+from transformers.utils import logging as hf_logging
+
+from draftsmith.bench import _median_time, _quiet_transformers, _round_robin
 
 
 def test_round_robin_warms_up_each_method_then_takes_turns():
@@ -10,3 +13,15 @@ def test_round_robin_warms_up_each_method_then_takes_turns():
     assert order == ["a", "b"] * 4
     assert rows["a"][1] == 7 and rows["b"][1] == 8 and all(sec >= 0 for sec, _ in rows.values())
     assert _median_time(lambda: "x", 2)[1] == "x"
+
+
+def test_transformers_warnings_are_silenced_only_while_the_peers_run():
+    before = hf_logging.get_verbosity()
+    assert _quiet_transformers(hf_logging.get_verbosity) == hf_logging.ERROR
+    assert hf_logging.get_verbosity() == before
+
+    def fails():
+        raise RuntimeError("peer failed")
+    with pytest.raises(RuntimeError, match="peer failed"):
+        _quiet_transformers(fails)
+    assert hf_logging.get_verbosity() == before
