@@ -37,19 +37,6 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def _quiet_transformers(fn, *args):
-    """Run ``fn`` with transformers' logger at errors only: its assisted and prompt-lookup paths warn about the
-    generation config and min-length processor that they build themselves, once per call, into the table's output."""
-    from transformers.utils import logging as hf_logging
-
-    level = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()
-    try:
-        return fn(*args)
-    finally:
-        hf_logging.set_verbosity(level)
-
-
 def _hf_models(target_dir: Path, keep_layers: int, device: str, dtype: torch.dtype):
     from transformers import AutoModelForCausalLM
 
@@ -69,6 +56,7 @@ def run_bench(spec="demo", *, target=None, draft=None, prompt="def fibonacci(n):
     from draftsmith.assembler.assemble import checkpoint_dir, parse_dtype
     from draftsmith.components import packed
     from draftsmith.decoding.arguments import check_call
+    from draftsmith.hub import quiet_transformers
     from draftsmith.specs.loader import load_spec
 
     console = console or Console()
@@ -100,7 +88,8 @@ def run_bench(spec="demo", *, target=None, draft=None, prompt="def fibonacci(n):
     # the peer that needs no draft: n-gram lookup in the prompt (transformers' prompt-lookup decoding)
     methods["HF prompt lookup (10 tokens)"] = torch.inference_mode()(lambda: hf.generate(x, prompt_lookup_num_tokens=10,
                                                                                          **gen))
-    rows = _quiet_transformers(_round_robin, methods, repeats, device)
+    with quiet_transformers():   # its assisted / prompt-lookup paths warn about what they build themselves
+        rows = _round_robin(methods, repeats, device)
     base = rows["draftsmith target-only"][0]
     table = Table(title=f"bench: {n} new tokens, median of {repeats} rounds after a warm-up, {device} {dtype}, "
                         f"prompt {prompt!r}")

