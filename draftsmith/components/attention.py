@@ -33,6 +33,10 @@ class KVBatch:
     # scores still multiply their values. read / write / mask keep their meaning for any layer.
     static: bool = False
     live_keys: torch.Tensor | None = None
+    # fresh: the new tokens are every key (a prefill: nothing committed, each row from position 0, right-padded),
+    # so a layer stores its K/V and attends over them alone, causally (mask None: the flash path, no mask or
+    # read to build, no key past the prompt to zero; a padding query sees padding keys, and nothing reads it)
+    fresh: bool = False
 
     def exchange(self, layer: int, **new: torch.Tensor) -> tuple[dict[str, torch.Tensor], torch.Tensor | None]:
         """Store this forward's rows of every tensor a layer caches and return what it attends over, with the mask.
@@ -41,11 +45,15 @@ class KVBatch:
         the static (graph-safe: no boolean indexing, no gather) and the paged path, for any attention layout."""
         if self.static:
             self.pool.write(layer, self.write, **new)
+            if self.fresh:
+                return new, None
             view = self.pool.view(layer)
             got = kernel(zero_dead, getattr(self.pool, "fused", False))(tuple(view.values()), self.live_keys)
             return dict(zip(view, got)), self.mask
         valid = self.write >= 0
         self.pool.write(layer, self.write[valid], **{name: t[valid] for name, t in new.items()})
+        if self.fresh:
+            return new, None
         return self.pool.read(layer, self.read), self.mask
 
 

@@ -81,40 +81,49 @@ class State:
 
 
 class TargetRunner:
-    """The target + its pool: ``(ids, rows, rel_pos, rel_mask) -> (logits [B, T, V], hand-over [B, T, Hh])``."""
+    """The target + its pool: ``(ids, rows, rel_pos, rel_mask) -> (logits [B, T, V], hand-over [B, T, Hh])``.
+    With ``prompt_lens`` [B] the forward is the prefill of an empty pool (:func:`fixed_kv` ``fresh``) and the
+    logits are made at each row's last prompt token only, [B, 1, V] (a long prompt's [B, T, V] never exists)."""
 
     def __init__(self, model, pool: StaticKVPool, taps, graphs: bool):
         self.model, self.pool, self.taps = model, pool, taps
         self.stats = Stats()  # the run's statistics (forward time): speculative() / baseline() point this at theirs
         self.steps = StepCache(graphs)          # the decode and speculative steps over this pool, as CUDA graphs
 
-    def forward(self, ids, rows, rel_pos, rel_mask):
-        kv, pos = fixed_kv(self.pool, rows, rel_pos, rel_mask)
+    def forward(self, ids, rows, rel_pos, rel_mask, prompt_lens=None):
+        kv, pos = fixed_kv(self.pool, rows, rel_pos, rel_mask, fresh=prompt_lens is not None)
         hidden, aux = self.model(ids, pos, kv, taps=self.taps or ())
-        return self.model.logits(hidden), (aux if self.taps else hidden)
+        handover = aux if self.taps else hidden
+        if prompt_lens is not None:
+            (hidden,) = last_rows(prompt_lens, hidden)
+            hidden = hidden[:, None]
+        return self.model.logits(hidden), handover
 
-    def __call__(self, ids, rows, rel_pos, rel_mask):
+    def __call__(self, ids, rows, rel_pos, rel_mask, prompt_lens=None):
         t0 = time.perf_counter()
-        out = self.forward(ids, rows, rel_pos, rel_mask)
+        out = self.forward(ids, rows, rel_pos, rel_mask, prompt_lens)
         self.stats.forward_seconds += time.perf_counter() - t0
         return out
 
 
 class DraftRunner:
-    """The draft + its pool; ``from_target``: hidden is the target's hand-over (through fc) or the draft's own."""
+    """The draft + its pool; ``from_target``: hidden is the target's hand-over (through fc) or the draft's own.
+    ``prompt_lens`` [B]: the prefill, as for :class:`TargetRunner`; feed and logits at the last token, [B, 1, *]."""
 
     def __init__(self, model, pool: StaticKVPool, embed, head):
         self.model, self.pool, self.embed, self.head = model, pool, embed, head
         self.stats = Stats()
 
-    def forward(self, ids, hidden, rows, rel_pos, rel_mask, *, from_target: bool):
-        kv, pos = fixed_kv(self.pool, rows, rel_pos, rel_mask)
+    def forward(self, ids, hidden, rows, rel_pos, rel_mask, *, from_target: bool, prompt_lens=None):
+        kv, pos = fixed_kv(self.pool, rows, rel_pos, rel_mask, fresh=prompt_lens is not None)
         out, feed = self.model(ids, hidden, pos, kv, embed=self.embed, from_target=from_target)
+        if prompt_lens is not None:
+            out, feed = (r[:, None] for r in last_rows(prompt_lens, out, feed))
         return feed, self.model.head_logits(out, self.head)   # [B, T, Vd]
 
-    def __call__(self, ids, hidden, rows, rel_pos, rel_mask, *, from_target: bool):
+    def __call__(self, ids, hidden, rows, rel_pos, rel_mask, *, from_target: bool, prompt_lens=None):
         t0 = time.perf_counter()
-        out = self.forward(ids, hidden, rows, rel_pos, rel_mask, from_target=from_target)
+        out = self.forward(ids, hidden, rows, rel_pos, rel_mask, from_target=from_target, prompt_lens=prompt_lens)
         self.stats.forward_seconds += time.perf_counter() - t0
         return out
 
@@ -176,17 +185,19 @@ def prefill(target: TargetRunner, draft: DraftRunner | None, seqs: list[Seq], s:
     counts = _upload([len(q.prompt) for q in seqs], dev)
     st = State(root=ids[:, 0], active=torch.ones(B, dtype=torch.bool, device=dev))
     causal = _causal(counts, T, st.active)
-    logits, handover = target(ids, *causal)
-    st.root = s.pick(*last_rows(counts, logits))
+    target.pool.reset()   # a fresh pool: attention over the prompt alone, logits at its last token
+    logits, handover = target(ids, *causal, prompt_lens=counts)
+    st.root = s.pick(logits[:, 0])
     target.pool.advance(counts)
     if draft is not None:
         # draft position i pairs token x_{i+1} with the target's hidden state at i: the prompt shifted by one,
         # the root after the last prompt token
         shifted = torch.cat([ids[:, 1:], ids[:, :1]], 1).scatter(1, (counts - 1)[:, None], st.root[:, None])
-        feed, dlogits = draft(shifted, handover, *causal, from_target=True)
+        draft.pool.reset()
+        feed, dlogits = draft(shifted, handover, *causal, from_target=True, prompt_lens=counts)
         stats.draft_forwards += 1
         draft.pool.advance(counts)
-        st.feed, st.dlogits = last_rows(counts, feed, dlogits)
+        st.feed, st.dlogits = feed[:, 0], dlogits[:, 0]
     for q, (root,) in zip(seqs, sync_tokens(st.root)):
         q.emit([root], s)
     return st

@@ -91,10 +91,7 @@ class SpeculativeModel:
             self._runners_cache[key] = (
                 engine.TargetRunner(self.target, self._pool(self.target, *key), self.draft.taps, graphs),
                 engine.DraftRunner(self.draft, self._pool(self.draft, *key), self.draft_embed, self.draft_head))
-        runners = self._runners_cache[key]
-        for r in runners:
-            r.pool.reset()
-        return runners
+        return self._runners_cache[key]   # engine.prefill empties their pools
 
     def _settings(self, max_new_tokens, temperature, top_p, top_k, seed, stop) -> engine.Settings:
         # the arguments were checked by check_call (decoding/arguments.py) before this is reached

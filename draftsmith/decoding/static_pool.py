@@ -90,17 +90,30 @@ def commit_index(path: Tensor, accepted: Tensor, active: Tensor, base: Tensor, l
     return src, dst, lens + (accepted + 1) * active
 
 
-def fixed_kv(pool: StaticKVPool, rows: Tensor, rel_pos: Tensor, rel_mask: Tensor) -> tuple[KVBatch, Tensor]:
+def fixed_kv(pool: StaticKVPool, rows: Tensor, rel_pos: Tensor, rel_mask: Tensor,
+             fresh: bool = False) -> tuple[KVBatch, Tensor]:
     """A static KVBatch over the whole pool, built on the device from the committed lengths.
 
     rows: [B, T] pending offset (past lens) each new token writes, -1 = padding (written to the trash slot);
     rel_pos: [B, T] its position past lens; rel_mask: [B, T, P] which pending offsets it attends to besides the
     committed prefix. Returns the KVBatch (mask [B, 1, T, capacity]) and positions [B, T]. A padding row attends
     to its row's slot 0 only, so no attention row is empty; keys at or past lens + P are never attended, and
-    ``live_keys`` lets the layer zero them (invariant 16: poisoned rows past the length change nothing)."""
+    ``live_keys`` lets the layer zero them (invariant 16: poisoned rows past the length change nothing).
+
+    fresh: a prefill into an empty pool (lens 0) whose rows are causal and right-padded (``rel_mask`` is then
+    not read): layers attend over the new tokens alone, without a mask (:class:`KVBatch` ``fresh``)."""
+    if fresh:
+        write, pos = kernel(fresh_index, pool.fused)(pool.base, pool.trash, rows, rel_pos)
+        return KVBatch(pool, write, None, None, static=True, fresh=True), pos
     write, read, mask, live_keys, pos = kernel(kv_index, pool.fused)(pool.lens, pool.base, pool.key, pool.trash,
                                                                      rows, rel_pos, rel_mask)
     return KVBatch(pool, write, read, mask, static=True, live_keys=live_keys), pos
+
+
+def fresh_index(base: Tensor, trash: int, rows: Tensor, rel_pos: Tensor):
+    # kv_index for an empty pool: base [B], rows, rel_pos [B, T] -> write [B, T], pos [B, T]
+    live = rows >= 0
+    return torch.where(live, base.unsqueeze(1) + rows, trash), torch.where(live, rel_pos, 0)
 
 
 def kv_index(lens: Tensor, base: Tensor, key: Tensor, trash: int, rows: Tensor, rel_pos: Tensor, rel_mask: Tensor):

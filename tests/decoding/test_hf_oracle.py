@@ -31,3 +31,19 @@ def test_greedy_matches_transformers(tmp_path, model_type):
         rows = hf.generate(torch.tensor(prompts), **gen)[:, len(prompt):].tolist()
     assert [r.token_ids for r in model.generate_baseline(prompts, max_new_tokens=24, stop=[])] == rows
     assert [r.token_ids for r in model.generate(prompts, max_new_tokens=24, stop=[])] == rows
+
+
+def test_prompts_of_different_lengths_match_transformers_row_by_row(tmp_path):
+    """A prefill of right-padded prompts (1, 2 and 6 tokens) attends over each prompt alone, with no mask, and
+    reads the logits at each row's own last token: every row equals HF's greedy generate of that prompt."""
+    write_target(tmp_path / "t", "llama", num_hidden_layers=3, seed=23)
+    write_eagle3(tmp_path / "d", tmp_path / "t", draft_vocab=64, seed=24)
+    model = draftsmith.assemble("eagle3-llama", target=tmp_path / "t", draft=tmp_path / "d", dtype="float64")
+    hf = AutoModelForCausalLM.from_pretrained(str(tmp_path / "t"), dtype=torch.float64).eval()
+    hf.generation_config.eos_token_id = None   # never stop early (min_new_tokens would instead ban the eos id:
+    prompts = [[7], [5, 17], [9, 1, 33, 7, 12, 40]]  # this target's greedy continuation of the last prompt has it)
+    gen = dict(max_new_tokens=10, do_sample=False, pad_token_id=0)
+    with torch.inference_mode():
+        want = [hf.generate(torch.tensor([p]), **gen)[0, len(p):].tolist() for p in prompts]
+    assert [r.token_ids for r in model.generate_baseline(prompts, max_new_tokens=10, stop=[])] == want
+    assert [r.token_ids for r in model.generate(prompts, max_new_tokens=10, stop=[])] == want

@@ -1,0 +1,44 @@
+"""The prefill: right-padded prompts go through target and draft in one forward over an empty pool (attention
+over the prompt alone, no mask) and leave every row exactly as its prompt would alone."""
+import torch
+
+from draftsmith.decoding import engine
+from draftsmith.decoding.stats import Stats
+
+PROMPTS = [[7], [5, 17, 3], [9, 1, 33, 7, 12, 40]]
+
+
+def _prefill(model, prompts):
+    target, draft = model._runners(prompts, 8)
+    s = model._settings(8, 0.0, 1.0, 0, None, [])
+    with torch.inference_mode():
+        state = engine.prefill(target, draft, [engine.Seq(list(p)) for p in prompts], s, Stats())
+    return state, target.pool, draft.pool
+
+
+def test_a_padded_prefill_leaves_each_row_as_its_prompt_alone(pairs):
+    model = pairs["eagle3"]
+    batch, tpool, dpool = _prefill(model, PROMPTS)
+    assert tpool.lens.tolist() == dpool.lens.tolist() == [len(p) for p in PROMPTS]
+    kv = [[{n: t.clone() for n, t in pool.view(i).items()} for i in range(len(pool.layouts))]
+          for pool in (tpool, dpool)]
+    for b, prompt in enumerate(PROMPTS):
+        alone, tp, dp = _prefill(model, [prompt])
+        for name in ("root", "feed", "dlogits"):      # the first token, the draft's state and logits after it
+            torch.testing.assert_close(getattr(batch, name)[b], getattr(alone, name)[0], rtol=0, atol=1e-12)
+        for got, pool in zip(kv, (tp, dp)):           # the prompt's keys and values, in every layer
+            for i in range(len(pool.layouts)):
+                for n, t in pool.view(i).items():
+                    torch.testing.assert_close(got[i][n][b, :len(prompt)], t[0, :len(prompt)], rtol=0, atol=1e-12)
+
+
+def test_the_prefill_ignores_whatever_the_pool_held(pairs):
+    """Invariant 16 at the prefill: rows at or past the length (here every row) are never read."""
+    model = pairs["eagle1"]
+    want = model.generate_baseline(PROMPTS[2], max_new_tokens=6, stop=[]).token_ids
+    with torch.inference_mode():
+        for runner in model._runners([PROMPTS[2]], 6):
+            for t in runner.pool._stacked:
+                t.fill_(float("nan"))
+    assert model.generate_baseline(PROMPTS[2], max_new_tokens=6, stop=[]).token_ids == want
+    assert model.generate(PROMPTS[2], max_new_tokens=6, stop=[]).token_ids == want
