@@ -26,11 +26,13 @@ class KVBatch:
     write: torch.Tensor   # [B, T] slot of each new token, -1 for padding (never written)
     read: torch.Tensor    # [B, S] slots to attend over (committed prefix + the new tokens)
     mask: torch.Tensor | None  # [B, 1, T, S] bool, True = attend; None = bottom-right causal (the flash path)
-    # static: write has no -1 (padding rows write a scratch slot) and S is every row's whole region of the pool
-    # in order, so a layer may write without a boolean mask and attend over ``pool.view(layer)`` (no gather, no
-    # host sync: what a CUDA graph needs). The view also holds rows past the committed length (stale or poisoned
-    # data): zero the keys outside ``live_keys`` [B, S] (keys some query attends) before attending, since masked
-    # scores still multiply their values. read / write / mask keep their meaning for any layer.
+    # static: write has no -1 (padding rows write a scratch slot) and the S keys are the first S slots of every
+    # row's region of the pool, in order (S = the capacity; on the eager CPU path, the span any row attends), so a
+    # layer may write without a boolean mask and attend over ``pool.view(layer)[:, :S]`` (no gather, no host
+    # sync: what a CUDA graph needs). That view also holds rows past the committed length (stale or poisoned
+    # data): zero the keys outside ``live_keys`` [B, S] (keys some query attends; None when all are) before
+    # attending, since masked scores still multiply their values. read / write / mask keep their meaning for any
+    # layer.
     static: bool = False
     live_keys: torch.Tensor | None = None
     # fresh: the new tokens are every key (a prefill: nothing committed, each row from position 0, right-padded),
@@ -47,7 +49,10 @@ class KVBatch:
             self.pool.write(layer, self.write, **new)
             if self.fresh:
                 return new, None
-            view = self.pool.view(layer)
+            S = self.mask.shape[-1]                           # the capacity, or a span of it (eager)
+            view = {name: t[:, :S] for name, t in self.pool.view(layer).items()}
+            if self.live_keys is None:                        # every key of the span is attended
+                return view, self.mask
             got = kernel(zero_dead, getattr(self.pool, "fused", False))(tuple(view.values()), self.live_keys)
             return dict(zip(view, got)), self.mask
         valid = self.write >= 0

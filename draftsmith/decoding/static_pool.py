@@ -25,6 +25,11 @@ from draftsmith.decoding.kvpool import SlotIO
 
 
 class StaticKVPool(SlotIO):
+    # on the CPU (eager, nothing captured, reading the lengths costs nothing) a forward attends over the keys some
+    # row may see, not the whole capacity (see fixed_kv); never on CUDA or with fused kernels, where a step is one
+    # graph at fixed shapes. Tests that count the host reads CUDA would make switch it off.
+    eager_trim = True
+
     def __init__(self, layouts: Sequence[Mapping[str, tuple[int, ...]]], *, rows: int, capacity: int,
                  dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu", fused: bool = False):
         if rows < 1 or capacity < 1:
@@ -55,6 +60,10 @@ class StaticKVPool(SlotIO):
 
     def reset(self) -> None:
         self.lens.zero_()
+
+    @property
+    def trims(self) -> bool:
+        return self.eager_trim and not self.fused and self.device.type == "cpu"
 
     # --- the attention interface (same meaning as PagedKVPool) ---------------------------------------------
     def view(self, layer: int) -> dict[str, Tensor]:
@@ -107,6 +116,13 @@ def fixed_kv(pool: StaticKVPool, rows: Tensor, rel_pos: Tensor, rel_mask: Tensor
         return KVBatch(pool, write, None, None, static=True, fresh=True), pos
     write, read, mask, live_keys, pos = kernel(kv_index, pool.fused)(pool.lens, pool.base, pool.key, pool.trash,
                                                                      rows, rel_pos, rel_mask)
+    if pool.trims:
+        # no key at or past max(lens) + P is attended: layers read that span of the pool, and when every key of it
+        # is attended (batch 1, a verification, a decode) there is nothing to zero (a 4k-token context: the
+        # capacity-wide mask and the copy that zeroes dead keys were most of a decode step's attention time)
+        span = min(int(pool.lens.max()) + rel_mask.shape[-1], pool.capacity)
+        mask, read, live_keys = mask[..., :span], read[:, :span], live_keys[:, :span]
+        live_keys = None if bool(live_keys.all()) else live_keys
     return KVBatch(pool, write, read, mask, static=True, live_keys=live_keys), pos
 
 

@@ -14,6 +14,7 @@ class Stats:
     committed: int = 0                # tokens committed by those steps (accepted + 1 each)
     accepted_per_position: list[int] = field(default_factory=list)   # [i]: steps that accepted >= i+1 drafts
     wall_seconds: float = 0.0
+    prefill_seconds: float = 0.0      # of wall_seconds: the prompt's forward(s) up to the first token (on the host)
     forward_seconds: float = 0.0      # host time inside model forwards (on CUDA: launching them, or graph replays)
 
     @property
@@ -24,6 +25,12 @@ class Stats:
     @property
     def tokens_per_second(self) -> float:
         return self.new_tokens / self.wall_seconds if self.wall_seconds > 0 else 0.0
+
+    @property
+    def decode_tokens_per_second(self) -> float:
+        """Tokens after the first, per second after the prefill: the decoding rate, whatever the prompt's length."""
+        rest = self.wall_seconds - self.prefill_seconds
+        return (self.new_tokens - 1) / rest if rest > 0 and self.new_tokens > 1 else 0.0
 
     @property
     def bookkeeping_share(self) -> float:

@@ -157,7 +157,8 @@ def test_static_commit_equals_compact_rows(case):
     assert pool.lens.tolist() == [length + (len(s) if a else 0) for length, s, a in rows]
 
 
-def test_fixed_kv_masks_the_prefix_the_pending_rows_and_padding():
+def test_fixed_kv_masks_the_prefix_the_pending_rows_and_padding(monkeypatch):
+    monkeypatch.setattr(StaticKVPool, "eager_trim", False)   # the whole capacity, as on CUDA
     pool = StaticKVPool([{"k": (1, 2), "v": (1, 2)}], rows=2, capacity=8)
     pool.lens.copy_(torch.tensor([3, 1]))
     tree = torch.tensor([[[1, 0], [1, 1]], [[1, 0], [1, 1]]], dtype=torch.bool)
@@ -169,6 +170,28 @@ def test_fixed_kv_masks_the_prefix_the_pending_rows_and_padding():
     assert m[1] == [[1, 1, 0, 0, 0, 0, 0, 0], [1, 0, 0, 0, 0, 0, 0, 0]]  # the padding row sees slot 0 only
     assert kv.live_keys.int().tolist() == [[1] * 5 + [0] * 3, [1, 1] + [0] * 6]
     assert kv.read.tolist() == [[0, 1, 2, 3, 4, 0, 0, 0], [8, 9, 8, 8, 8, 8, 8, 8]]
+
+
+def test_on_the_cpu_fixed_kv_spans_the_keys_some_row_attends():
+    """The eager path cuts the capacity to max(lens) + P keys, the same mask and slots as the whole capacity's
+    first ones; when every key of the span is attended (here: row 0 alone) nothing is left to zero."""
+    pool = StaticKVPool([{"k": (1, 2), "v": (1, 2)}], rows=2, capacity=8)
+    pool.lens.copy_(torch.tensor([3, 1]))
+    tree = torch.tensor([[[1, 0], [1, 1]], [[1, 0], [1, 1]]], dtype=torch.bool)
+    args = torch.tensor([[0, 1], [0, -1]]), torch.tensor([[0, 1], [0, 1]]), tree
+    kv, _ = fixed_kv(pool, *args)
+    assert pool.trims and kv.mask.shape[-1] == 5 and kv.read.shape == kv.live_keys.shape == (2, 5)
+    pool.eager_trim = False
+    whole, _ = fixed_kv(pool, *args)
+    assert torch.equal(kv.mask, whole.mask[..., :5]) and not whole.mask[..., 5:].any()
+    assert torch.equal(kv.live_keys, whole.live_keys[:, :5]) and torch.equal(kv.read, whole.read[:, :5])
+    one = StaticKVPool([{"k": (1, 2), "v": (1, 2)}], rows=1, capacity=8)
+    one.lens.fill_(3)
+    kv, _ = fixed_kv(one, args[0][:1], args[1][:1], tree[:1])
+    assert kv.mask.shape[-1] == 5 and kv.live_keys is None
+    k = torch.randn(1, 2, 1, 2)
+    got, mask = kv.exchange(0, k=k, v=k)
+    assert got["k"].shape == (1, 5, 1, 2) and torch.equal(got["k"][0, 3:], k[0]) and mask is kv.mask
 
 
 def test_causal_rows_stop_at_each_count_and_skip_inactive_rows():

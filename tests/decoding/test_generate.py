@@ -100,8 +100,11 @@ class PoisonPool(StaticKVPool):
         self._poison()
 
 
-def test_nan_poisoned_tails_change_nothing(pairs, monkeypatch):
-    """Invariants 16 and 20: rows past a sequence's length are never read; tree scratch never stays."""
+@pytest.mark.parametrize("trim", [True, False], ids=["span", "capacity"])
+def test_nan_poisoned_tails_change_nothing(pairs, monkeypatch, trim):
+    """Invariants 16 and 20: rows past a sequence's length are never read; tree scratch never stays. Layers
+    attend over the keys some row may see (the CPU's span) or over the whole capacity (CUDA's fixed shapes)."""
+    monkeypatch.setattr(StaticKVPool, "eager_trim", trim)
     model = pairs["eagle3"]
     clean = model.generate([[4, 4, 2], [9, 8, 7, 6, 5]], max_new_tokens=16, stop=[], topk=4, steps=3,
                            draft_tokens=8)

@@ -1,5 +1,6 @@
 """The prefill: right-padded prompts go through target and draft in one forward over an empty pool (attention
 over the prompt alone, no mask) and leave every row exactly as its prompt would alone."""
+import pytest
 import torch
 
 from draftsmith.decoding import engine
@@ -42,3 +43,12 @@ def test_the_prefill_ignores_whatever_the_pool_held(pairs):
                 t.fill_(float("nan"))
     assert model.generate_baseline(PROMPTS[2], max_new_tokens=6, stop=[]).token_ids == want
     assert model.generate(PROMPTS[2], max_new_tokens=6, stop=[]).token_ids == want
+
+
+def test_the_prefill_is_timed_apart_from_decoding(pairs):
+    out = pairs["eagle1"].generate(PROMPTS[2], max_new_tokens=6, stop=[])
+    s = out.stats
+    assert 0 < s.prefill_seconds < s.wall_seconds
+    assert s.decode_tokens_per_second == pytest.approx((s.new_tokens - 1) / (s.wall_seconds - s.prefill_seconds))
+    assert Stats(new_tokens=5, wall_seconds=3.0, prefill_seconds=1.0).decode_tokens_per_second == 2.0
+    assert Stats(new_tokens=1, wall_seconds=3.0, prefill_seconds=1.0).decode_tokens_per_second == 0.0
