@@ -39,6 +39,9 @@ FAMILIES: tuple[Family, ...] = (
     Family("eagle-mla-deepseek", "model.fc and latent attention in DeepSeek-V3 names (MLA EAGLE)",
            (r"^model\.fc\.weight$", r"^model\.layers\.\d+\.self_attn\.kv_a_proj_with_mqa\.weight$"),
            checks=("layers",)),
+    Family("eagle-mla-deepseek", "fc and latent attention in DeepSeek-V3 names without model. (an MLA EAGLE "
+                                 "written by `draftsmith convert --to layers`)",
+           (r"^fc\.weight$", r"^layers\.\d+\.self_attn\.kv_a_proj_with_mqa\.weight$"), checks=("layers",)),
     Family("eagle-mistral", "eagle_linear and layers.N.attention.wq/wk/wv/wo with params.json (Mistral-native "
                             "GQA EAGLE)",
            (r"^eagle_linear\.weight$", r"^layers\.\d+\.attention\.wq\.weight$"), config_any=("dim", "n_layers"),

@@ -101,6 +101,10 @@ def convert(ckpt: Path = typer.Argument(..., help="draft checkpoint folder"),
     except ConvertError as e:
         typer.echo(str(e), err=True)
         raise typer.Exit(1)
-    layout = layouts()[to]
-    sys.stdout.write(f"# {ckpt} -> {out_dir} ({to}: {layout.description}); load it with spec {layout.spec}\n")
+    from draftsmith.convert.inspect import inspect_checkpoint
+
+    # the spec is the one that detection finds in what was written (the layout's own is its EAGLE-3 default)
+    found = inspect_checkpoint(out_dir).match
+    spec = found.spec if found else f"{layouts()[to].spec} (detection found none: `draftsmith inspect {out_dir}`)"
+    sys.stdout.write(f"# {ckpt} -> {out_dir} ({to}: {layouts()[to].description}); load it with spec {spec}\n")
     sys.stdout.write(json.dumps(config, indent=2) + "\n")

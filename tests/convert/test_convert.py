@@ -231,3 +231,30 @@ def test_a_mistral_draft_converted_to_hf_computes_the_same_function(tmp_path):
     assert len(outs[0]) == len(outs[1]) > 1
     for a, b in zip(*outs):
         torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("family", ["eagle1", "eagle3", "mistral", "mla"])
+def test_convert_names_the_spec_that_loads_what_it_wrote(tmp_path, family):
+    """Converted to the layers layout, each family's draft is detected as itself (an MLA draft in HF names was
+    taken for the Mistral-native GQA family), and the spec `convert` names loads it and decodes as the source."""
+    from draftsmith.testing import write_eagle1
+    from draftsmith.testing.mla import write_mla_eagle
+
+    write_target(tmp_path / "t", "llama", num_hidden_layers=7, seed=1)
+    write = {"eagle1": write_eagle1, "eagle3": write_eagle3, "mistral": write_mistral_eagle,
+             "mla": write_mla_eagle}[family]
+    src = write(tmp_path / "src", tmp_path / "t")
+    result = CliRunner().invoke(app, ["convert", str(src), "--to", "layers", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    spec = result.output.split("load it with spec ")[1].split()[0]
+    want = {"eagle1": "eagle1-llama", "eagle3": "eagle3-llama", "mistral": "eagle-mistral",
+            "mla": "eagle-mla-deepseek"}[family]
+    assert spec == want
+    from draftsmith.convert.inspect import inspect_checkpoint
+
+    before = draftsmith.assemble(inspect_checkpoint(src).match.spec, target=tmp_path / "t", draft=src,
+                                 dtype="float64")
+    after = draftsmith.assemble(spec, target=tmp_path / "t", draft=tmp_path / "out", dtype="float64")
+    kw = dict(max_new_tokens=8, stop=[])
+    assert after.generate([3, 1, 4], **kw).stats.accepted_per_position == \
+        before.generate([3, 1, 4], **kw).stats.accepted_per_position
