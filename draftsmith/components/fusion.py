@@ -32,6 +32,9 @@ def _auto(value: Any) -> Any:
     return None if value == "auto" else value
 
 
+_auto.accepts = "'auto'"   # the spelling this validator adds to the field's type (what a spec error lists)
+
+
 # A value the spec states, or `auto` (kept as None): read the draft config's key, else the default, said once.
 Auto = (BeforeValidator(_auto), PlainSerializer(lambda v: "auto" if v is None else v))
 Flag = Annotated[(bool | None, *Auto)]

@@ -73,7 +73,9 @@ def _walk(loc: Sequence[Any], model: type[BaseModel] | None) -> _Walk:
     path: list[str] = []
     ann: Any = model
     union = parent = member = None
+    extras: tuple = ()          # the last field's Annotated extras (pydantic keeps them apart from .annotation)
     for part in loc:
+        extras = ()
         members = _union_members(ann)
         if len(members) > 1 and isinstance(part, str):
             tag = _member_for_tag(part, members)
@@ -91,6 +93,9 @@ def _walk(loc: Sequence[Any], model: type[BaseModel] | None) -> _Walk:
         parent = _model_in(ann)
         field = parent.model_fields.get(part) if parent else None
         ann = field.annotation if field else None
+        extras = tuple(field.metadata) if field else ()
+    if extras and ann is not None:
+        ann = typing.Annotated[(ann, *extras)]
     return _Walk(tuple(path), union, parent, ann, member)
 
 
@@ -181,7 +186,10 @@ def describe(ann: Any) -> str:
     if ann is None:
         return ""
     if typing.get_origin(ann) is typing.Annotated:
-        return describe(typing.get_args(ann)[0])
+        base, *meta = typing.get_args(ann)
+        # a validator that maps a spelling of its own onto the type (`auto` -> None) says so in ``accepts``
+        extra = [w for m in meta if (w := getattr(getattr(m, "func", None), "accepts", None))]
+        return ", or ".join([describe(base), *extra])
     if typing.get_origin(ann) is typing.Literal:
         return _either([str(a).lower() if isinstance(a, bool) else repr(a) for a in typing.get_args(ann)])
     if members := _union_members(ann):

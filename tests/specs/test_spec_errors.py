@@ -78,7 +78,7 @@ def test_component_params_required_field(base, spec_error):
     del base["draft"]["fusion"]["norm_before_residual"]
     p = only(spec_error(base))
     assert (p.path, p.message) == ("draft.fusion.norm_before_residual", "required field is missing")
-    assert p.allowed == "true or false"
+    assert p.allowed == "true or false, or 'auto'"   # auto: the draft config's value, else the default
 
 
 def test_component_params_unknown_param(base, spec_error):
