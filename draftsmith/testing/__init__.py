@@ -13,6 +13,7 @@ import torch
 from draftsmith.assembler.checkpoint import save_safetensors
 from draftsmith.assembler.vocab import make_vocab_map
 
+BYTE_VOCAB = 258   # write_byte_tokenizer's ids: 256 bytes, <s>, </s>
 SIZES = dict(hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2,
              num_hidden_layers=8, vocab_size=96, max_position_embeddings=512)
 
@@ -20,10 +21,17 @@ SIZES = dict(hidden_size=64, intermediate_size=128, num_attention_heads=4, num_k
 def write_target(folder: str | Path, model_type: str = "llama", *, seed: int = 0, init_std: float = 0.15,
                  tokenizer: bool = False, **overrides: Any) -> Path:
     """A random Hugging Face model saved with ``save_pretrained`` (config.json + model.safetensors); norm weights
-    and biases are random too, not transformers' constant initial values."""
+    and biases are random too, not transformers' constant initial values. ``tokenizer``: also the byte tokenizer
+    of :func:`write_byte_tokenizer`, whose 258 ids the model's vocabulary then covers (and <s> / </s> are its
+    bos / eos ids) unless ``overrides`` say otherwise."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
     folder = Path(folder)
+    if tokenizer:
+        overrides = {"vocab_size": BYTE_VOCAB, "bos_token_id": 256, "eos_token_id": 257, **overrides}
+        if overrides["vocab_size"] < BYTE_VOCAB:
+            raise ValueError(f"a byte tokenizer writes ids up to {BYTE_VOCAB - 1}: vocab_size "
+                             f"{overrides['vocab_size']} would not embed them (leave it out, or >= {BYTE_VOCAB})")
     cfg = AutoConfig.for_model(model_type, **{**SIZES, "initializer_range": init_std, **overrides})
     with torch.random.fork_rng():
         torch.manual_seed(seed)

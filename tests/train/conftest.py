@@ -13,7 +13,7 @@ FILES = ["bisect.py", "colorsys.py", "heapq.py", "keyword.py"]
 def tiny(tmp_path_factory):
     """A tiny random Llama target with the byte tokenizer, and a few stdlib files as training text."""
     root = tmp_path_factory.mktemp("train")
-    write_target(root / "target", tokenizer=True, vocab_size=258, bos_token_id=256, eos_token_id=257)
+    write_target(root / "target", tokenizer=True)
     (root / "data").mkdir()
     for name in FILES:
         shutil.copy(D.stdlib_dir() / name, root / "data" / name)
