@@ -31,6 +31,17 @@ def test_validate_accepts_the_builtin_specs():
         assert f"{path}: ok ({path.stem})" in res.stdout
 
 
+def test_validate_resolves_a_builtin_specs_checkpoints_against_its_own_file(tmp_path, monkeypatch):
+    """`validate demo` from any folder: the demo spec's relative checkpoint folders exist beside its file; a spec
+    file copied elsewhere has none there, and is warned about."""
+    monkeypatch.chdir(tmp_path)
+    res = run("validate", "demo")
+    assert res.exit_code == 0 and "demo: ok (demo)" in res.stdout and "warning" not in res.stderr, res.output
+    (tmp_path / "demo.yaml").write_text((BUILTIN_DIR / "demo.yaml").read_text())
+    res = run("validate", tmp_path / "demo.yaml")
+    assert res.exit_code == 0 and res.stderr.count("is not a folder") == 2, res.output
+
+
 def test_validate_lists_every_problem_of_every_file(tmp_path):
     base = yaml.safe_load((BUILTIN_DIR / "eagle3-llama.yaml").read_text())
     one = {**base, "draft": {**base["draft"], "attention": {"kind": "gqq"}, "norms": {"inptu": "all"}}}

@@ -24,6 +24,12 @@ from draftsmith.specs.schema import Spec
 TARGET_RULES = RuleSet([], ignore=[r"rotary_emb\.inv_freq$"])
 
 
+def spec_relative(spec: Spec, ref: str | Path) -> Path:
+    """A spec's checkpoint path: a relative one is relative to the spec's own file (a built-in spec's too)."""
+    path = Path(ref)
+    return Path(spec._source).parent / path if not path.is_absolute() and spec._source else path
+
+
 def checkpoint_dir(spec: Spec, given: str | Path | None, which: str) -> Path:
     """An explicit folder, else the spec's ``checkpoints.<which>`` (relative paths resolve against the spec
     file, so a plugin's specs can ship their own checkpoints as package data); ``cache:NAME`` is a pretrained
@@ -36,9 +42,7 @@ def checkpoint_dir(spec: Spec, given: str | Path | None, which: str) -> Path:
     if ref is None:
         raise SpecError(spec.source, [Problem(f"checkpoints.{which}", f"no {which} folder given and the spec names "
                                                                      "none", hint=f"Pass {which}=PATH.")])
-    path = Path(ref)
-    if not path.is_absolute() and given is None and spec._source:
-        path = Path(spec._source).parent / path
+    path = Path(ref) if given is not None else spec_relative(spec, ref)
     if not path.is_dir():
         from draftsmith.errors import CheckpointNotFound, short_text
 

@@ -16,6 +16,7 @@ from draftsmith.cli.app import app, out
 def validate(files: List[Path] = typer.Argument(..., help="spec YAML files")) -> None:
     """Check spec files; exits non-zero listing every problem of every file."""
     from draftsmith import hub, load_spec
+    from draftsmith.assembler.assemble import spec_relative
     from draftsmith.cli.app import report
     from draftsmith.errors import DraftsmithError
 
@@ -37,7 +38,7 @@ def validate(files: List[Path] = typer.Argument(..., help="spec YAML files")) ->
             ref = getattr(spec.checkpoints, which)
             if ref is None or hub.cache_name(ref) is not None:  # cache:NAME is fetched on first use
                 continue
-            path = Path(ref) if Path(ref).is_absolute() else Path(f).parent / ref  # as assemble() resolves it
+            path = spec_relative(spec, ref)  # as assemble() resolves it: against the spec's own file
             if not path.is_dir():
                 typer.echo(f"{f}: warning: checkpoints.{which} {path} is not a folder (it must exist when the "
                            "spec is assembled without an explicit folder)", err=True)
