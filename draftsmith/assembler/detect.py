@@ -190,6 +190,13 @@ def unfit_names(spec_name: str, config: Mapping[str, Any], names: Sequence[str])
     return out
 
 
+def missing_required(spec: str, names: Sequence[str]) -> list[str]:
+    """The tensors a family's first row requires that no name matches, written as names (N = any layer)."""
+    family = next(f for f in FAMILIES if f.spec == spec)
+    readable = lambda p: p.strip("^$").replace(r"\d+", "N").replace("(model\\.)?", "[model.]").replace("\\", "")  # noqa: E731
+    return [readable(p) for p in family.require if not any(re.search(p, x) for x in names)]
+
+
 def closest_families(config: Mapping[str, Any], names: Sequence[str], n: int = 2) -> list[tuple[str, float, list[str]]]:
     """[(spec, share of names that fit, the names that did not)] for the n closest families, best first."""
     scored = {}

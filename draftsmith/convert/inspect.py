@@ -11,7 +11,7 @@ from transformers import LlamaConfig
 
 from draftsmith.assembler.checkpoint import TensorInfo, list_tensors
 from draftsmith.assembler.config import MLA_KEYS, flatten_draft_config, read_raw_config
-from draftsmith.assembler.detect import closest_families, eagle3_values
+from draftsmith.assembler.detect import closest_families, eagle3_values, missing_required
 from draftsmith.assembler.styles import EAGLE_FIELDS, STYLES
 from draftsmith.hooks import LayoutMatch
 from draftsmith.registry import Registry, default_registry
@@ -92,7 +92,10 @@ def render_unknown(found: Inspection) -> str:
     from draftsmith.assembler.plan import group_names
 
     lines = [f"{found.folder}: no registered detector recognises this layout ({len(found.infos)} tensors)"]
-    for spec, score, bad in closest_families(found.config, list(found.infos)):
+    names = list(found.infos)
+    for spec, score, bad in closest_families(found.config, names):
         shown = ", ".join(p for p, _ in group_names(bad)[:6]) or "none"
-        lines.append(f"  closest: {spec} ({score:.0%} fit); names that did not fit: {shown}")
+        missing = ", ".join(missing_required(spec, names)) or "none"
+        lines.append(f"  closest: {spec} ({score:.0%} fit); names that did not fit: {shown}; "
+                     f"tensors it needs that are missing: {missing}")
     return "\n".join(lines)
