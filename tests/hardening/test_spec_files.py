@@ -327,3 +327,19 @@ def test_spec_name_for_makes_a_valid_name_from_any_folder_name(text, name):
 def test_spec_name_for_any_text_is_a_valid_spec_name(text):
     name = spec_name_for(text)
     assert validate_strict(Spec, {**BASE, "name": name}).name == name
+
+
+def test_a_folder_given_as_a_spec_is_named_as_not_a_file(tmp_path, registry):
+    """`validate .`: an existing folder is not "no such file"; a registered name still wins over a folder."""
+    with refused(kind=draftsmith.errors.NotFound) as r:
+        draftsmith.load_spec(tmp_path, registry=registry)
+    assert str(r.value) == f"spec file {tmp_path} is not a regular file (a spec is one YAML file)"
+    (tmp_path / "demo").mkdir()
+    import os
+
+    here = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        assert draftsmith.load_spec("demo", registry=registry).name == "demo"
+    finally:
+        os.chdir(here)
