@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import NoReturn, Optional
 
 import typer
 from rich.markup import escape
@@ -23,31 +23,26 @@ def doctor(
                                           help="try the readings whatever the acceptance (default: only when low)"),
     device: str = typer.Option("cpu"),
     dtype: str = typer.Option("float32"),
-    threads: int = typer.Option(1, help="CPU threads for torch"),
+    threads: int = typer.Option(1, help="CPU threads for torch (>= 1)"),
 ) -> None:
     """Run the pair on a short probe, print acceptance per draft position and, when it is low, try the readings
     the public formats leave ambiguous (aux ids as inputs or outputs, norms, d2t, rope, feedback) and print the
-    spec change that restores acceptance. Exit 0 when acceptance is fine, 1 when it is low."""
+    spec change that restores acceptance. Exit 0 when acceptance is fine, 1 when it is low, 2 on bad input."""
     import torch
 
-    from draftsmith import hub
+    from draftsmith import SpecError, hub
     from draftsmith.doctor import PROBES, diagnose, yaml_snippet
-    from draftsmith.options import check_device, check_threads
 
-    torch.set_num_threads(check_threads(threads))
-    check_device(device)
+    probe = _checked(threads, device, dtype, max_new_tokens, probe)
+    torch.set_num_threads(threads)
     target = hub.target_folder(target, console=err)
-    if probe is not None and probe.startswith("@"):
-        probe = Path(probe[1:]).read_text(encoding="utf-8")
-    from draftsmith import SpecError
 
     try:
         spec_ref = spec or _detect(draft)
         dx = diagnose(spec_ref, target, draft, probes=PROBES if probe is None else [probe],
                       max_new_tokens=max_new_tokens, min_tau=min_tau, search=search, dtype=dtype, device=device)
     except (SpecError, OSError, LookupError, ValueError) as e:   # the spec or a folder, before any reading is tried
-        typer.echo(f"doctor: {e}", err=True)
-        raise typer.Exit(2) from None
+        _bad_input(e)
     steps = dx.spec.decoding.steps
     table = Table(title=f"acceptance at draft positions p1..p{steps}: spec {escape(dx.spec.name)}, greedy chain, "
                         f"{max_new_tokens} tokens per probe")
@@ -94,6 +89,36 @@ def doctor(
               "in the spec:")
     out.print(escape(yaml_snippet(dx.fix.changes)), highlight=False)
     raise typer.Exit(1)
+
+
+def _bad_input(e: object) -> NoReturn:
+    typer.echo(f"doctor: {e}", err=True)
+    raise typer.Exit(2) from None
+
+
+def _checked(threads: int, device: str, dtype: str, max_new_tokens: int, probe: Optional[str]) -> Optional[str]:
+    """The options checked before anything is read or run (exit 2 naming the option); returns the probe text
+    (an @FILE read)."""
+    from draftsmith import limits
+    from draftsmith.errors import OptionError
+    from draftsmith.options import check_device, check_threads, parse_dtype
+
+    try:
+        check_threads(threads)
+        check_device(device)
+        parse_dtype(dtype)
+    except OptionError as e:
+        _bad_input(e)
+    if not 1 <= max_new_tokens <= limits.NEW_TOKENS:
+        _bad_input(f"--max-new-tokens is {max_new_tokens}; an integer in 1..{limits.NEW_TOKENS} is expected")
+    if probe is not None and probe.startswith("@"):
+        try:
+            probe = Path(probe[1:]).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            _bad_input(f"--probe {probe}: cannot read the file ({getattr(e, 'strerror', None) or e})")
+    if probe == "":
+        _bad_input("--probe is empty; give the probe text, or @FILE of a file that holds some")
+    return probe
 
 
 def _detect(draft: Path) -> str:

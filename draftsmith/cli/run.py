@@ -8,13 +8,13 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from draftsmith.cli.app import app, out
+from draftsmith.cli.app import app, err, out
 
 
 @app.command()
 def generate(
     spec: str = typer.Option("smollm2", help="built-in spec name or YAML path ('demo': the embedded toy pair)"),
-    target: Optional[Path] = typer.Option(None, help="Hugging Face target folder"),
+    target: Optional[Path] = typer.Option(None, help="Hugging Face target folder, or 'smollm2' (the cached target)"),
     draft: Optional[Path] = typer.Option(None, help="draft checkpoint folder"),
     prompt: str = typer.Option("def fibonacci(n):", help="prompt text (needs a tokenizer in the target folder)"),
     max_new_tokens: int = typer.Option(64, "--max-new-tokens", min=1),
@@ -32,13 +32,15 @@ def generate(
     import torch
 
     import draftsmith
+    from draftsmith.decoding.arguments import check_overrides
 
     _check_options(device, dtype)
     torch.set_num_threads(threads)
-    model = draftsmith.assemble(spec, target=target, draft=draft, device=device, dtype=dtype)
+    model = draftsmith.assemble(spec, target=_target(target), draft=draft, device=device, dtype=dtype)
+    plan = dict(topk=topk, steps=steps, draft_tokens=draft_tokens)
+    check_overrides(model, **plan, what="draftsmith generate", names=PLAN_OPTIONS)  # named as options, not fields
     out.print(f"[bold]spec[/bold] {model.spec.name}: {escape(model.spec.description)}")
     kw = dict(temperature=temperature, seed=seed)
-    plan = dict(topk=topk, steps=steps, draft_tokens=draft_tokens)
     runs = {"speculative": lambda n: model.generate(prompt, max_new_tokens=n, **plan, **kw)}
     if compare:
         if model.plan(**plan).topk > 1:
@@ -52,6 +54,16 @@ def generate(
     shown = res.text if res.text is not None else repr(res.token_ids)
     out.print(f"[bold]prompt[/bold] {escape(repr(prompt))}\n[bold]output[/bold] {escape(shown)}")  # user text
     _stats_table(rows, greedy=temperature == 0)
+
+
+PLAN_OPTIONS = {"topk": "--topk", "steps": "--steps", "draft_tokens": "--draft-tokens"}
+
+
+def _target(target: Optional[Path]) -> Optional[Path]:
+    """--target: a folder, or a cached target's name (``smollm2``, ``cache:smollm2``) as train and doctor take it."""
+    from draftsmith import hub
+
+    return None if target is None else hub.target_folder(target, console=err)
 
 
 def _check_options(device: str, dtype: str) -> None:
@@ -103,19 +115,49 @@ def bench(
     from draftsmith.bench import run_bench
 
     _check_options(device, dtype)
+    _check_graphs(graphs, device)
     torch.set_num_threads(threads)
-    if graphs not in ("auto", "on", "off", "compile"):
-        raise typer.BadParameter(f"--graphs must be auto, on, off or compile, got {graphs!r}")
     if scale is not None:
         from draftsmith.bench_scale import markdown, run_scale
 
-        results = run_scale([s.strip() for s in scale.split(",")], out_dir, device=device,
+        results = run_scale(_shapes(scale), out_dir, device=device,
                             dtype=None if dtype == "float32" and device != "cpu" else dtype,
-                            batches=[int(b) for b in batches.split(",")], repeats=repeats, graphs=graphs,
+                            batches=_batches(batches), repeats=repeats, graphs=graphs,
                             checkpoints=checkpoints, hf=hf,
                             log=lambda line: out.print(escape(line)))
         out.print(escape(markdown(results)), soft_wrap=True)
         out.print(f"wrote {escape(str(out_dir))}/results.md, results.json and one PNG per shape")
         return
-    run_bench(spec, target=target, draft=draft, prompt=prompt, max_new_tokens=max_new_tokens, repeats=repeats,
+    run_bench(spec, target=_target(target), draft=draft, prompt=prompt, max_new_tokens=max_new_tokens, repeats=repeats,
               device=device, dtype=dtype, console=out, graphs=graphs)
+
+
+def _check_graphs(graphs: str, device: str) -> None:
+    """--graphs: one of the spec's values, and on / compile only on a CUDA device (refused before anything runs)."""
+    from draftsmith.decoding.graphs import graphs_enabled
+
+    if graphs not in ("auto", "on", "off", "compile"):
+        raise typer.BadParameter(f"auto, on, off or compile, got {graphs!r}", param_hint="--graphs")
+    try:
+        graphs_enabled(graphs, device)
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="--graphs") from None
+
+
+def _shapes(scale: str) -> list[str]:
+    """--scale: comma-separated names of draftsmith/bench_scale.py's shapes, all checked before the first runs."""
+    from draftsmith.bench_scale import SHAPES
+
+    names = [s.strip() for s in scale.split(",")]
+    if unknown := [n for n in names if n not in SHAPES]:
+        raise typer.BadParameter(f"unknown shape {', '.join(map(repr, unknown))}; use {', '.join(SHAPES)} "
+                                 "(comma-separated)", param_hint="--scale")
+    return names
+
+
+def _batches(batches: str) -> list[int]:
+    """--batches: comma-separated batch sizes >= 1."""
+    parts = [b.strip() for b in batches.split(",")]
+    if not all(b.isdecimal() and int(b) >= 1 for b in parts):
+        raise typer.BadParameter(f"{batches!r}; comma-separated integers >= 1 are expected", param_hint="--batches")
+    return [int(b) for b in parts]

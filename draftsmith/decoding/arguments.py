@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from pydantic import ValidationError
 
 from draftsmith import limits
-from draftsmith.errors import ArgumentError, short
+from draftsmith.errors import ArgumentError, Problem, short
 from draftsmith.specs.resolve import decoding_problems
 from draftsmith.specs.schema import Decoding, validate_strict
 from draftsmith.specs.translate import problems_from
@@ -130,6 +131,14 @@ def context_problems(prompts: list[list[int]], max_new_tokens: Any, context: int
             f"context of {context} tokens (max_position_embeddings); at most {context - longest} new tokens fit"]
 
 
+def stop_ids(stop: Any) -> Any:
+    """``stop`` read once: a list of an iterable (an iterator or generator is consumed here, so that the checks and
+    the decoding see the same ids), anything else as it is (the checks refuse it)."""
+    if stop is None or isinstance(stop, (str, bytes)) or not isinstance(stop, Iterable):
+        return stop
+    return list(stop)
+
+
 def settings_problems(max_new_tokens: Any, temperature: Any, top_p: Any, top_k: Any, seed: Any, stop: Any, *,
                       vocab: int) -> list[str]:
     out = []
@@ -146,43 +155,55 @@ def settings_problems(max_new_tokens: Any, temperature: Any, top_p: Any, top_k: 
     if stop is not None:
         if isinstance(stop, (str, bytes)) or not isinstance(stop, Iterable):
             out.append(f"stop is {short(stop)}; a list of token ids is expected")
-        elif bad := [t for t in list(stop) if not _is_int(t) or t < 0]:
+        elif bad := [t for t in stop if not _is_int(t) or t < 0]:
             out.append(f"stop holds {short(bad[:MOST])}; stop token ids are integers >= 0")
     return out
 
 
+def _rendered(problems: list[Problem], names: Mapping[str, str] | None) -> list[str]:
+    """Problems of the overrides as text, each field under the name its caller knows it by (e.g. ``--topk``)."""
+    out = []
+    for p in problems:
+        field = p.path.lstrip(".")
+        out.append(replace(p, path=(names or {}).get(field, field)).render().strip())
+    return out
+
+
 def overridden(spec_decoding: Decoding, overrides: dict[str, Any], problems: list[str], *,
-               draft_vocab: int) -> dict[str, Any] | None:
+               draft_vocab: int, names: Mapping[str, str] | None = None) -> dict[str, Any] | None:
     """The spec's decoding section with the per-call overrides (None leaves a field as the spec has it), checked
     like a spec: strict types and bounds, modes, topk within the draft's vocabulary, then the cross-field rules.
-    For a chain (topk 1) draft_tokens does not apply: it becomes steps + 1 and is never refused by a cross-field
-    rule. Returns the fields, or None with every reason appended to ``problems``."""
-    given = {k: v for k, v in overrides.items() if v is not None}
+    Numpy integers count as ints (as they do for max_new_tokens and top_k). For a chain (topk 1) draft_tokens does
+    not apply: it becomes steps + 1 and is never refused by a cross-field rule. ``names`` renames fields in the
+    problems (the command line's option names). Returns the fields, or None with every reason appended to
+    ``problems``."""
+    given = {k: int(v) if _is_int(v) else v for k, v in overrides.items() if v is not None}
     dec = spec_decoding
     if given:
         try:
             dec = validate_strict(Decoding, {**spec_decoding.model_dump(mode="json"), **given})
         except ValidationError as e:
-            problems += [p.render().strip() for p in problems_from(e, "", Decoding)]
+            problems += _rendered(problems_from(e, "", Decoding), names)
             return None
     if dec.topk > draft_vocab:
-        problems.append(f"topk: {dec.topk} candidates per node, but the draft's vocabulary has {draft_vocab} tokens")
+        problems += _rendered([Problem("topk", f"{dec.topk} candidates per node, but the draft's vocabulary has "
+                                               f"{draft_vocab} tokens")], names)
         return None
     fields = dec.model_dump()
     if fields["topk"] == 1:
         fields["draft_tokens"] = fields["steps"] + 1
-    cross = [p.render().strip().lstrip(".") for p in decoding_problems(fields, path="")]
+    cross = _rendered(decoding_problems(fields, path=""), names)
     problems += cross
     return None if cross else fields
 
 
 def check_overrides(model: Any, *, topk: Any = None, steps: Any = None, draft_tokens: Any = None, mode: Any = None,
-                    what: str) -> dict[str, Any]:
+                    what: str, names: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The decoding fields of a call with these overrides (see :func:`overridden`); ArgumentError lists every
     problem."""
     problems: list[str] = []
     fields = overridden(model.spec.decoding, dict(topk=topk, steps=steps, draft_tokens=draft_tokens, mode=mode),
-                        problems, draft_vocab=vocab_sizes(model)[1])
+                        problems, draft_vocab=vocab_sizes(model)[1], names=names)
     if fields is None:
         raise ArgumentError(what, problems)
     return fields

@@ -10,7 +10,7 @@ from torch import nn
 
 from draftsmith.components import fused
 from draftsmith.decoding import engine
-from draftsmith.decoding.arguments import check_call, check_overrides
+from draftsmith.decoding.arguments import check_call, check_overrides, stop_ids
 from draftsmith.decoding.graphs import graphs_enabled
 from draftsmith.decoding.static_pool import StaticKVPool
 from draftsmith.decoding.modes import Plan, choose_mode
@@ -41,6 +41,7 @@ class SpeculativeModel:
                  stop: Iterable[int] | None = None):
         """Lossless speculative decoding. A list of prompts gives a list of outputs, each equal in distribution
         (token for token under greedy) to that prompt's own ``generate_baseline``."""
+        stop = stop_ids(stop)   # read once: an iterator is checked and used as the same ids
         prompts, single = check_call(self, prompt, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
                                      top_k=top_k, seed=seed, stop=stop, topk=topk, steps=steps,
                                      draft_tokens=draft_tokens, mode=mode)  # ArgumentError lists every problem
@@ -54,6 +55,7 @@ class SpeculativeModel:
                           *, top_p: float = 1.0, top_k: int = 0, seed: int | None = None,
                           stop: Iterable[int] | None = None, **_ignored):
         """Target-only decoding with the same sampling settings: the reference for equality and speed."""
+        stop = stop_ids(stop)
         prompts, single = check_call(self, prompt, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
                                      top_k=top_k, seed=seed, stop=stop, what="generate_baseline()")
         settings = self._settings(max_new_tokens, temperature, top_p, top_k, seed, stop)
@@ -101,7 +103,7 @@ class SpeculativeModel:
             if seed is None:
                 gen.seed()               # a fresh seed for this generator only; torch's global one is untouched
             else:
-                gen.manual_seed(seed)
+                gen.manual_seed(int(seed))   # any Integral passes the checks; torch takes only an int
         stops = self.stop_ids if stop is None else frozenset(stop)
         return engine.Settings(max_new_tokens, temperature, top_p, top_k, frozenset(stops), gen)
 

@@ -221,7 +221,7 @@ def test_topk_up_to_the_draft_vocabulary(tiny_pair, tmp_path):
     (dict(mode="v2"), True), (dict(mode="v1"), True), (dict(mode="auto"), True), (dict(mode="V2"), False),
     (dict(topk=1, mode="v2"), False), (dict(topk=1, mode="v1"), True), (dict(steps=limits.STEPS), True),
     (dict(steps=limits.STEPS + 1), False), (dict(topk=True), False), (dict(steps="5"), False),
-    (dict(draft_tokens=8.0), False), (dict(topk=np.int64(2)), False),
+    (dict(draft_tokens=8.0), False), (dict(topk=np.int64(2)), True),
 ])
 def test_decoding_overrides_at_their_bounds(model, overrides, ok):
     """The spec's bounds (draftsmith/limits.py) and cross-field rules (at most topk + (steps-1)*topk^2 + 1 tokens;
