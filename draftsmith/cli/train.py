@@ -53,35 +53,39 @@ def train(
     held-out acceptance per draft position at the end."""
     import torch
 
-    from draftsmith.train import Job, TrainConfig, run
-
     from draftsmith import hub
     from draftsmith.options import check_device, check_threads
+    from draftsmith.train import Job, TrainConfig, run
+    from draftsmith.train.checks import TrainError
+    from draftsmith.train.preflight import preflight
 
     torch.set_num_threads(check_threads(threads))
     check_device(device)   # before the data is read: 'cuda' without CUDA is an error, not a traceback later
-    try:   # the config's own checks, before the target is fetched or the data read
-        cfg = TrainConfig(steps=steps, batch=batch, lr=lr, ttt=ttt, seed=seed, save_every=save_every,
-                          minutes=minutes, labels=labels, freeze_head=freeze_head, bf16=bf16, init=init)
-    except ValueError as e:
-        err.print(f"[red]--{e}[/red]")
-        raise typer.Exit(2)
     if target is None:
         err.print("[red]--target is required[/red] (a Hugging Face folder, or 'smollm2')")
         raise typer.Exit(2)
-    target_dir = hub.target_folder(target, console=err)
     paths, held = list(data or []), list(held_out or [])
-    if stdlib:
-        from draftsmith.train import data as D
+    try:   # the config's, the job's and the paths' checks, before the target is fetched or the data read
+        cfg = TrainConfig(steps=steps, batch=batch, lr=lr, ttt=ttt, seed=seed, save_every=save_every,
+                          minutes=minutes, labels=labels, freeze_head=freeze_head, bf16=bf16, init=init)
+        if stdlib:
+            from draftsmith.train import data as D
 
-        paths, held = paths + D.stdlib_files(), held + D.stdlib_files(held_out=True)
-    if not paths:
-        err.print("[red]no training data[/red]: give --data PATH (repeatable) or --stdlib")
+            paths, held = paths + D.stdlib_files(), held + D.stdlib_files(held_out=True)
+        job = Job(spec=spec, target=Path(target), out=out_dir, data=paths, held_out=held,
+                  draft_vocab=draft_vocab or None, seq=seq, max_windows=max_windows, features=features,
+                  self_distill=self_distill, prompts_per_doc=prompts_per_doc, distill_batch=distill_batch,
+                  eval_prompts=eval_prompts, device=device, eval_only=eval_only, config=cfg)
+        preflight(job)
+        job.target = hub.target_folder(target, console=err)
+        results = run(job, console=out, log=lambda m: out.print(m, style="dim", markup=False))
+    except TrainError as e:   # a bad option, data or folder: named as the option it came from
+        err.print(e.render(option), style="red", markup=False, soft_wrap=True)
         raise typer.Exit(2)
-    job = Job(spec=spec, target=target_dir, out=out_dir, data=paths, held_out=held, draft_vocab=draft_vocab or None,
-              seq=seq, max_windows=max_windows, features=features, self_distill=self_distill,
-              prompts_per_doc=prompts_per_doc, distill_batch=distill_batch,
-              eval_prompts=eval_prompts, device=device, eval_only=eval_only, config=cfg)
-    results = run(job, console=out, log=lambda m: out.print(m, style="dim", markup=False))
     for name, acc in results.items():
         out.print(f"{name}: {acc.line()}")
+
+
+def option(field: str) -> str:
+    """The command-line option of a Job / TrainConfig field."""
+    return "--" + {"held_out": "eval"}.get(field, field).replace("_", "-")

@@ -9,6 +9,9 @@ from pathlib import Path
 
 import torch
 
+from draftsmith.errors import NotFound, short, short_text
+from draftsmith.train.checks import TrainError
+
 TEXT_SUFFIXES = {".txt", ".py", ".md", ".rst", ".json", ".yaml", ".yml", ".toml", ".c", ".h", ".js", ".ts", ".rs",
                  ".go", ".java", ".cpp", ".sh", ".html", ".css", ""}
 TEST_DIRS = ("test", "tests", "idle_test")  # path parts that mark the stdlib's test code
@@ -41,7 +44,7 @@ def expand(paths: Iterable[str | Path]) -> list[Path]:
         elif p.is_file():
             found.append(p)
         else:
-            raise FileNotFoundError(f"no such file or folder: {p}")
+            raise NotFound(f"no such file or folder: {short_text(p, 300)}")
     return found
 
 
@@ -56,8 +59,22 @@ def jsonl_text(record: dict) -> str | None:
     return None
 
 
+def jsonl_record(f: Path, n: int, line: str) -> dict:
+    """Line ``n`` of the JSONL file ``f`` as an object; a TrainError "FILE:N: ..." when it is not one."""
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise TrainError([("", f"{short_text(f, 300)}:{n}: not valid JSON ({e.msg} at column {e.colno})")]) from None
+    except (ValueError, RecursionError) as e:   # nesting too deep, an integer too long
+        raise TrainError([("", f"{short_text(f, 300)}:{n}: not usable JSON ({type(e).__name__})")]) from None
+    if not isinstance(record, dict):
+        raise TrainError([("", f"{short_text(f, 300)}:{n}: a JSON object is expected, found {short(record, 40)}")])
+    return record
+
+
 def read_documents(files: Sequence[Path]) -> list[str]:
-    """Each text file is one document; each JSONL line with text is one. Undecodable files are skipped."""
+    """Each text file is one document; each JSONL line with text is one (a line that is not a JSON object is a
+    TrainError naming the file and line). Undecodable files are skipped."""
     docs = []
     for f in files:
         try:
@@ -65,8 +82,8 @@ def read_documents(files: Sequence[Path]) -> list[str]:
         except (UnicodeDecodeError, OSError):
             continue
         if f.suffix == ".jsonl":
-            for line in text.splitlines():
-                if line.strip() and (t := jsonl_text(json.loads(line))):
+            for n, line in enumerate(text.splitlines(), 1):
+                if line.strip() and (t := jsonl_text(jsonl_record(f, n, line))):
                     docs.append(t)
         elif text.strip():
             docs.append(text)

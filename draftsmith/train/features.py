@@ -20,6 +20,9 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
+from draftsmith.errors import NotFound
+from draftsmith.train.checks import TrainError
+
 META = "features.json"
 
 
@@ -43,7 +46,7 @@ def extract(model, wins: torch.Tensor, folder: Path, *, per_shard: int = 16, bat
     n = min(len(wins), limit or len(wins))
     meta = {"taps": list(model.draft.taps or ()), "seq": int(wins.shape[1]), "per_shard": per_shard}
     if (folder / META).is_file() and json.loads((folder / META).read_text()) != meta:
-        raise ValueError(f"{folder} holds features for {json.loads((folder / META).read_text())}, not {meta}")
+        raise TrainError([("", f"{folder} holds features for {json.loads((folder / META).read_text())}, not {meta}")])
     (folder / META).write_text(json.dumps(meta) + "\n")
     device = next(model.target.parameters()).device
     shards = (n + per_shard - 1) // per_shard
@@ -70,10 +73,10 @@ class FeatureStore:
 
     def __init__(self, folder: Path):
         self.folder = Path(folder)
-        self.meta = json.loads((self.folder / META).read_text())
         self.shards = sorted(self.folder.glob("shard-*.safetensors"))
-        if not self.shards:
-            raise FileNotFoundError(f"no feature shards in {self.folder}")
+        if not self.shards or not (self.folder / META).is_file():
+            raise NotFound(f"no feature shards in {self.folder}")
+        self.meta = json.loads((self.folder / META).read_text())
 
     def __len__(self) -> int:
         return len(self.shards)

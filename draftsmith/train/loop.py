@@ -14,11 +14,11 @@ from pathlib import Path
 
 import torch
 
+from draftsmith.train.checks import check_config
 from draftsmith.train.draft_io import export_draft
 from draftsmith.train.ttt import ttt_losses
 
 STATE = "trainer.pt"
-INITS = ("target", "random")   # how a fresh draft's layers start (draft_io.init_draft)
 
 
 @dataclass
@@ -37,9 +37,8 @@ class TrainConfig:
     bf16: bool = True          # bfloat16 autocast for the draft's matmuls (fp32 master weights and optimizer)
     init: str = "target"       # a fresh draft's layers: "target" (its last layer, draft_io.start_from_target) or "random"
 
-    def __post_init__(self):
-        if self.init not in INITS:
-            raise ValueError(f"init {self.init!r}: allowed {' or '.join(map(repr, INITS))}")
+    def __post_init__(self):   # every field in its bounds (checks.CONFIG), else a TrainError naming each one
+        check_config(self)
 
 
 def lr_at(step: int, steps: int, peak: float) -> float:

@@ -12,10 +12,12 @@ import torch
 
 import draftsmith
 from draftsmith.train import data as D
+from draftsmith.train.checks import TrainError, check_job
 from draftsmith.train.draft_io import init_draft, start_from_target
 from draftsmith.train.evaluate import PLANS, Acceptance, acceptance
 from draftsmith.train.features import FeatureStore, extract_with_log
 from draftsmith.train.loop import STATE, TrainConfig, train
+from draftsmith.train.preflight import no_windows, preflight
 
 
 @dataclass
@@ -39,10 +41,13 @@ class Job:
     eval_only: bool = False           # only evaluate the draft in `out`
     config: TrainConfig = field(default_factory=TrainConfig)
 
+    def __post_init__(self):   # every number in its bounds (checks.JOB), else a TrainError naming each one
+        check_job(self)
+
 
 def reduced_vocab(ids: torch.Tensor, vocab: int, size: int | None) -> torch.Tensor | None:
     """The ``size`` most frequent target ids of ``ids``, sorted (ties: lower id first); None for the full one."""
-    if size is None or size >= vocab:
+    if not size or size >= vocab:
         return None
     counts = torch.bincount(ids, minlength=vocab)
     order = torch.argsort(-counts, stable=True)   # descending count, ascending id among equals
@@ -69,14 +74,16 @@ def self_distilled(model, docs: Sequence[str], tokenizer, prompt_tokens: int, ne
 def run(job: Job, console=None, log: Callable[[str], None] = print) -> dict[str, Acceptance]:
     from transformers import AutoTokenizer
 
+    preflight(job)
     out = Path(job.out)
     tok = AutoTokenizer.from_pretrained(str(job.target))
     if job.eval_only:
         return evaluate(job, tok, log)
-    docs = D.read_documents(D.expand(job.data))
-    if not docs:
-        raise ValueError("no training text found in " + ", ".join(map(str, job.data)))
-    ids = D.encode(docs, tok, tok.eos_token_id)
+    files = D.expand(job.data)
+    docs = D.read_documents(files)
+    ids = D.encode(docs, tok, tok.eos_token_id) if docs else torch.zeros(0, dtype=torch.long)
+    if not docs or (len(ids) < job.seq and not job.self_distill and job.max_windows != 0):
+        raise no_windows(job, files, docs, ids)   # before the draft is built (self-distilled text is checked below)
     log(f"data: {len(docs)} documents, {len(ids)} tokens")
     if (out / STATE).is_file() or (out / "config.json").is_file():
         model = draftsmith.assemble(job.spec, target=job.target, draft=out)
@@ -100,6 +107,8 @@ def run(job: Job, console=None, log: Callable[[str], None] = print) -> dict[str,
     feats = Path(job.features or out / "features")
     if job.max_windows != 0:
         wins = D.windows(ids, job.seq, seed=job.config.seed)
+        if not len(wins):
+            raise no_windows(job, files, docs, ids)
         n = extract_with_log(model, wins, feats, log, limit=job.max_windows, bf16=job.config.bf16)
         log(f"features: {n} windows of {job.seq} tokens in {feats}")
     store = FeatureStore(feats)
@@ -114,6 +123,13 @@ def evaluate(job: Job, tok, log: Callable[[str], None] = print) -> dict[str, Acc
         return {}
     files = D.expand(job.held_out)
     prompts = D.held_out_prompts(files, tok, job.eval_prompts, job.eval_prompt_tokens, seed=job.config.seed)
+    if not prompts:
+        why = (f"held-out: none of the {len(files)} files has {job.eval_prompt_tokens + 64} tokens past its first "
+               "third, so no prompt to measure acceptance on")
+        if job.eval_only:
+            raise TrainError([("", why)])
+        log(why)
+        return {}
     model = draftsmith.assemble(job.spec, target=job.target, draft=job.out, device=job.device)
     results = {}
     for name, plan in PLANS.items():

@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 
 from draftsmith.components.attention import KVBatch
+from draftsmith.train.checks import LABELS
 
 
 class StepPool:
@@ -44,7 +45,7 @@ def ttt_losses(model, batch: dict[str, torch.Tensor], steps: int, decay: float =
     labels: "soft" (the target's distribution over the kept ids) or "hard" (its greedy token; no projection of
     the target's hidden state, so cheaper). Returns sum_s decay**s * loss_s and each step's top-1 accuracy (the
     draft's argmax == the target's greedy token)."""
-    if labels not in ("soft", "hard"):
+    if labels not in LABELS:
         raise ValueError(f"labels must be 'soft' or 'hard', not {labels!r}")
     draft, head_w = model.draft, model.target.lm_head.weight
     kept = draft.kept_ids() if kept is None else kept

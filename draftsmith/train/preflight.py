@@ -1,0 +1,85 @@
+"""The checks of a training job (:class:`draftsmith.train.Job`) that need neither the target's weights nor the
+data's text: the paths it names, before anything slow starts; and what to say when the data gives no window."""
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+
+from draftsmith import hub
+from draftsmith.errors import short_list, short_text
+from draftsmith.train import data as D
+from draftsmith.train.checks import TrainError
+from draftsmith.train.features import META
+
+
+def preflight(job) -> None:
+    """Every check that needs neither the target's weights nor the data's text, so that a mistake is reported at
+    once: the target folder (a cached name is fetched later), the data and held-out paths, the out and features
+    folders. A TrainError lists every problem found."""
+    found = []
+    if str(job.target) not in hub.SOURCES and hub.cache_name(str(job.target)) is None:
+        t, name = Path(job.target), f"folder {short_text(job.target, 300)}"
+        if not t.is_dir():
+            found.append(("target", f"{name} {'is not a folder' if t.exists() else 'does not exist'}"))
+        elif not (t / "config.json").is_file():
+            found.append(("target", f"{name} has no config.json (not a Hugging Face model folder)"))
+    for name in ("data", "held_out"):
+        found += [(name, f"{short_text(p, 300)}: no such file or folder") for p in map(Path, getattr(job, name))
+                  if not (p.is_file() or p.is_dir())]
+    out = Path(job.out)
+    if out.exists() and not out.is_dir():
+        found.append(("out", f"{short_text(out, 300)} is not a folder"))
+    if job.eval_only:
+        if not job.held_out:
+            found.append(("eval_only", "needs held-out text: give --eval PATH (repeatable) or --stdlib"))
+        if not job.eval_prompts:
+            found.append(("eval_prompts", "0: allowed an integer >= 1 with --eval-only (0 measures nothing)"))
+        if not all((out / f).is_file() for f in ("config.json", "model.safetensors")):
+            found.append(("out", f"{short_text(out, 300)} holds no draft (config.json and model.safetensors): train "
+                                 "one first, without --eval-only"))
+    elif not job.data:
+        found.append(("", "no training data: give --data PATH (repeatable) or --stdlib"))
+    elif not found and not D.expand(job.data):
+        found.append(("data", f"{short_list(job.data, quote=False)}: no text or JSONL files, so no training windows"))
+    if not job.eval_only:
+        found += feature_problems(job)
+    if found:
+        raise TrainError(found)
+
+
+def feature_problems(job) -> list[tuple[str, str]]:
+    """The features folder: a folder; holding shards when max_windows is 0 (train on those alone); else holding
+    none or those of windows of job.seq tokens (a resumed run extracts more of the same)."""
+    feats = Path(job.features or Path(job.out) / "features")
+    if feats.exists() and not feats.is_dir():
+        return [("features", f"{short_text(feats, 300)} is not a folder")]
+    if job.max_windows == 0:
+        if (feats / META).is_file() and any(feats.glob("shard-*.safetensors")):
+            return []
+        return [("max_windows", f"0: no features in {short_text(feats, 300)} to train on (0 uses only the features "
+                                "already on disk)")]
+    try:
+        seq = json.loads((feats / META).read_text()).get("seq") if (feats / META).is_file() else None
+    except (OSError, ValueError, AttributeError):
+        seq = None   # extract() reports a folder it cannot use
+    if seq is None or seq == job.seq:
+        return []
+    return [("seq", f"{job.seq}: {short_text(feats, 300)} holds features of {seq}-token windows; give seq {seq} to "
+                    "resume, or another features folder")]
+
+
+def no_windows(job, files: Sequence[Path], docs: Sequence[str], ids: torch.Tensor) -> TrainError:
+    """What the data held, when it gives no window of job.seq tokens."""
+    held = f"{count(files, 'file')}, {count(docs, 'document')}, {count(ids, 'token')} in all"
+    if not docs:
+        return TrainError([("data", f"{short_list(job.data, quote=False)}: the data gave no training windows "
+                                    f"({held}: no text)")])
+    return TrainError([("seq", f"{job.seq}: the data gave no training windows ({held}; a window is {job.seq} "
+                               "tokens)")])
+
+
+def count(items, word: str) -> str:
+    return f"{len(items)} {word}{'' if len(items) == 1 else 's'}"

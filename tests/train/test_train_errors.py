@@ -1,0 +1,145 @@
+"""`draftsmith train` refuses bad input with one message naming the option or path and what is allowed (exit 2),
+before the target is fetched, the data read or a feature extracted; --eval-only needs a draft and held-out text,
+not training data."""
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from draftsmith.cli import app
+from draftsmith.train import Job, TrainConfig
+from draftsmith.train.checks import TrainError
+
+
+def train(*args):
+    return CliRunner().invoke(app, ["train", *map(str, args)])
+
+
+@pytest.fixture
+def base(tiny, tmp_path):
+    """A command line that would train on the tiny target (--out tmp/out) once given --data."""
+    return ["--out", tmp_path / "out", "--target", tiny / "target", "--steps", 2, "--batch", 2, "--seq", 48,
+            "--draft-vocab", 96, "--max-windows", 4, "--eval-prompts", 0]
+
+
+@pytest.fixture
+def good(base, tiny):
+    """``base`` with the tiny data: it trains."""
+    return [*base, "--data", tiny / "data"]
+
+
+@pytest.fixture
+def nothing_slow(monkeypatch):
+    """The test fails if the target is fetched or the pipeline runs."""
+    import draftsmith.train
+    from draftsmith import hub
+
+    monkeypatch.setattr(hub, "target_folder", lambda *a, **k: pytest.fail("fetched the target"))
+    monkeypatch.setattr(draftsmith.train, "run", lambda *a, **k: pytest.fail("ran the pipeline"))
+
+
+def refused(res, *texts):
+    assert res.exit_code == 2, res.output
+    assert "internal error" not in res.output and "Traceback" not in res.output, res.output
+    for t in texts:
+        assert t in res.output, res.output
+
+
+@pytest.mark.parametrize(("option", "value", "found", "allowed"), [
+    ("--labels", "medium", "'medium'", "'soft' or 'hard'"),          # B4
+    ("--batch", "0", "0", "an integer >= 1"),                         # B5
+    ("--ttt", "0", "0", "an integer >= 1"),                           # B6
+    ("--lr", "-1", "-1.0", "a finite number > 0"),                    # B7
+    ("--lr", "nan", "nan", "a finite number > 0"),
+    ("--lr", "inf", "inf", "a finite number > 0"),
+    ("--seq", "1", "1", "an integer >= 4 (ttt + 1)"),                 # B8
+    ("--seq", "3", "3", "an integer >= 4 (ttt + 1)"),
+    ("--steps", "0", "0", "an integer >= 1"),                         # C1
+    ("--save-every", "0", "0", "an integer >= 1"),
+    ("--minutes", "-1", "-1.0", "a number >= 0"),
+    ("--eval-prompts", "-1", "-1", "an integer >= 0"),
+    ("--draft-vocab", "-1", "-1", "an integer >= 0"),
+    ("--self-distill", "-1", "-1", "an integer >= 0"),
+    ("--prompts-per-doc", "0", "0", "an integer >= 1"),
+    ("--distill-batch", "0", "0", "an integer >= 1"),
+    ("--max-windows", "-1", "-1", "an integer >= 0"),
+])
+def test_bounds_are_refused_up_front(good, tmp_path, nothing_slow, option, value, found, allowed):
+    refused(train(*good, option, value), f"{option} {found}: allowed {allowed}")
+    assert not (tmp_path / "out").exists()
+
+
+def test_every_bound_of_the_config_is_listed_at_once_and_the_api_raises_a_value_error():
+    with pytest.raises(TrainError) as e:
+        TrainConfig(steps=0, batch=0, labels="medium")
+    assert str(e.value).splitlines() == ["steps 0: allowed an integer >= 1", "batch 0: allowed an integer >= 1",
+                                         "labels 'medium': allowed 'soft' or 'hard'"]
+    with pytest.raises(ValueError, match="seq 2: allowed an integer >= 4"):
+        Job(spec="eagle3-llama", target="t", out="o", seq=2)
+
+
+def test_a_missing_target_folder_is_named(good, tmp_path, nothing_slow):             # B1
+    missing = tmp_path / "nonexist"
+    refused(train(*good, "--target", missing), f"--target folder {missing} does not exist")
+    refused(train(*good, "--target", tmp_path), f"--target folder {tmp_path} has no config.json")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_missing_data_path_is_named_before_the_target_is_fetched(tmp_path, nothing_slow):   # B2
+    missing = tmp_path / "nonexist.txt"
+    refused(train("--out", tmp_path / "out", "--target", "smollm2", "--data", missing, "--eval", missing),
+            f"--data {missing}: no such file or folder", f"--eval {missing}: no such file or folder")
+    assert not (tmp_path / "out").exists()
+
+
+def test_data_without_a_training_window_says_what_it_held(base, good, tmp_path):              # B3
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    refused(train(*base, "--data", empty), f"--data {empty}: no text or JSONL files")
+    (empty / "blank.txt").write_text("\n\n")
+    refused(train(*base, "--data", empty), f"--data {empty}: the data gave no training windows (1 file, "
+                                           "0 documents, 0 tokens in all: no text)")
+    res = train(*good, "--seq", 100000)
+    refused(res, "--seq 100000: the data gave no training windows (4 files, 4 documents,", "a window is 100000")
+    assert not (tmp_path / "out").exists()
+
+
+def test_resuming_with_another_seq_is_an_argument_error(good, tmp_path, nothing_slow):    # B9, before anything
+    feats = tmp_path / "out" / "features"
+    feats.mkdir(parents=True)
+    (feats / "features.json").write_text(json.dumps({"taps": [2, 4, 5], "seq": 64, "per_shard": 16}))
+    refused(train(*good), "--seq 48:", "holds features of 64-token windows")
+    assert list(feats.iterdir()) == [feats / "features.json"]
+
+
+def test_features_of_other_taps_are_an_argument_error_with_the_same_text(good, tmp_path):  # B9, at extraction
+    feats = tmp_path / "out" / "features"
+    feats.mkdir(parents=True)
+    (feats / "features.json").write_text(json.dumps({"taps": [1], "seq": 48, "per_shard": 16}))
+    refused(train(*good), f"{feats} holds features for {{'taps': [1], 'seq': 48, 'per_shard': 16}}, not "
+                          "{'taps': [2, 4, 5], 'seq': 48, 'per_shard': 16}")
+
+
+@pytest.mark.parametrize(("line", "says"), [('{"text": "unfinished', "not valid JSON (Unterminated string"),
+                                            ("[1, 2]", "a JSON object is expected, found [1, 2]")])
+def test_a_bad_jsonl_line_is_named_by_file_and_line(base, tmp_path, line, says):            # B10
+    f = tmp_path / "d.jsonl"
+    f.write_text('{"text": "fine"}\n\n' + line + "\n")
+    refused(train(*base, "--data", f), f"{f}:3: {says}")
+    assert not (tmp_path / "out").exists()
+
+
+def test_eval_only_needs_a_draft_and_held_out_text_not_training_data(tiny, tmp_path, monkeypatch):   # A5
+    from draftsmith.testing import write_eagle3
+
+    out, heapq = tmp_path / "out", tiny / "data" / "heapq.py"
+    args = ["--out", out, "--target", tiny / "target", "--eval-only", "--eval-prompts", 1]
+    refused(train(*args, "--eval", heapq), f"--out {out} holds no draft")
+    refused(train(*args), "--eval-only needs held-out text")
+    write_eagle3(out, tiny / "target")
+    short = tmp_path / "short.txt"
+    short.write_text("x = 1\n")
+    refused(train(*args, "--eval", short), "held-out: none of the 1 files has 192 tokens")
+    res = train(*args, "--eval", heapq)
+    assert res.exit_code == 0 and "chain 5: tau" in res.output, res.output
+    assert not (out / "features").exists()
