@@ -132,6 +132,27 @@ def test_cli_prints_the_fix(tmp_path):
     assert ok.exit_code == 0 and "acceptance is fine" in ok.output, ok.output
 
 
+def test_a_low_bar_missed_by_the_right_reading_blames_the_draft_not_the_spec(monkeypatch):
+    """The shipped demo pair under a bar no draft meets, with no reading that does better (the toy draft's loss
+    favours norm_output none; that fix is dropped here): doctor says the spec reads the draft as well as any
+    reading, not that the draft may be for another target."""
+    import draftsmith.doctor as doctor
+
+    real = doctor.diagnose
+
+    def without_fix(*args, **kwargs):
+        dx = real(*args, **kwargs)
+        dx.fix = None
+        return dx
+
+    monkeypatch.setattr(doctor, "diagnose", without_fix)
+    res = CliRunner().invoke(app, ["doctor", str(DEMO / "target"), str(DEMO / "draft"), "--spec", "demo",
+                                   "--min-tau", "100"])
+    assert res.exit_code == 1, res.output
+    assert "acceptance is low" in res.output and "no reading tried does better" in res.output
+    assert "reads this draft as well as any reading tried" in " ".join(res.output.split())
+
+
 def _cand(tau, loss, changes=(("x", 1),), declared=False):
     from draftsmith.doctor import Candidate, Measure
 

@@ -80,8 +80,13 @@ def doctor(
            else f"acceptance is low: tau {dx.base.tau:.2f} < {min_tau}")
     out.print(f"[red]{escape(why)}[/red]")
     if dx.fix is None:
-        out.print(f"no reading tried restores it ({len(dx.candidates)} tried, {dx.seconds:.1f} s): the draft may be "
-                  "for another target, untrained, or wrong in a way the formats do not leave open")
+        loaded = sum(c.measure is not None for c in dx.candidates)
+        reading = ("the spec reads this draft as well as any reading tried; its acceptance on this probe is the "
+                   "draft's own (weak or under-trained, text unlike its training data, or made for another target)"
+                   if dx.base.measure is not None else "the draft may be for another target, or wrong in a way the "
+                   "formats do not leave open")
+        out.print(f"no reading tried does better ({len(dx.candidates)} tried, {loaded} loaded, {dx.seconds:.1f} s): "
+                  f"{reading}")
         raise typer.Exit(1)
     gain = (f", draft loss {dx.fix.loss:.3f} vs {dx.base.loss:.3f}"
             if dx.fix.loss is not None and dx.base.loss is not None else "")
