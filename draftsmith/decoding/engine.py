@@ -189,7 +189,7 @@ def prefill(target: TargetRunner, draft: DraftRunner | None, seqs: list[Seq], s:
     logits, handover = target(ids, *causal, prompt_lens=counts)
     st.root = s.pick(logits[:, 0])
     target.pool.advance(counts)
-    if draft is not None:
+    if draft is not None and s.max_new_tokens > 1:   # one token asked for: the first is all, nothing to draft
         # draft position i pairs token x_{i+1} with the target's hidden state at i: the prompt shifted by one,
         # the root after the last prompt token
         shifted = torch.cat([ids[:, 1:], ids[:, :1]], 1).scatter(1, (counts - 1)[:, None], st.root[:, None])

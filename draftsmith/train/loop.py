@@ -66,7 +66,7 @@ def save_state(model, opt, step: int, cfg: TrainConfig, out: Path) -> None:
 
 def train(model, store, out: Path, cfg: TrainConfig, console=None, log=None) -> dict:
     """Train ``model.draft`` on ``store``'s batches; resumes from ``out/trainer.pt`` when present.
-    Returns {"step", "loss", "acc"} of the last step run."""
+    Returns {"step", "loss", "acc"} of the last step run (loss None when the run was already at ``cfg.steps``)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     out = Path(out)
@@ -81,7 +81,7 @@ def train(model, store, out: Path, cfg: TrainConfig, console=None, log=None) -> 
         start = state["step"]
     kept = model.draft.kept_ids()
     batches = store.batches(cfg.batch, cfg.seed, start=start)
-    t0, last = time.time(), {"step": start, "loss": float("nan"), "acc": []}
+    t0, last = time.time(), {"step": start, "loss": None, "acc": []}   # loss None: no step was run
     columns = (TextColumn("[bold]train[/bold]"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
                TimeElapsedColumn(), TimeRemainingColumn())
     with Progress(*columns, console=console, disable=console is None) as progress:

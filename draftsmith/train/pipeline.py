@@ -113,7 +113,11 @@ def run(job: Job, console=None, log: Callable[[str], None] = print) -> dict[str,
         log(f"features: {n} windows of {job.seq} tokens in {feats}")
     store = FeatureStore(feats)
     last = train(model, store, out, job.config, console=console, log=log)
-    log(f"trained to step {last['step']}: loss {last['loss']:.3f}")
+    if last["loss"] is None:   # not one step was run
+        log(f"{job.out} is already at step {last['step']} of --steps {job.config.steps}: nothing to train (a larger "
+            "--steps trains on, the schedule stretched to it)")
+    else:
+        log(f"trained to step {last['step']}: loss {last['loss']:.3f}")
     return evaluate(job, tok, log)
 
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import torch
 
 from draftsmith import hub
-from draftsmith.errors import short_list, short_text
+from draftsmith.errors import DraftsmithError, short_list, short_text
+from draftsmith.specs.loader import load_spec
 from draftsmith.train import data as D
 from draftsmith.train.checks import TrainError
 from draftsmith.train.features import META
@@ -18,8 +19,12 @@ from draftsmith.train.features import META
 def preflight(job) -> None:
     """Every check that needs neither the target's weights nor the data's text, so that a mistake is reported at
     once: the target folder (a cached name is fetched later), the data and held-out paths, the out and features
-    folders. A TrainError lists every problem found."""
+    folders, and the spec. A TrainError lists every problem found."""
     found = []
+    try:
+        load_spec(job.spec)
+    except DraftsmithError as e:
+        found.append(("spec", f"is not usable: {e}"))
     if str(job.target) not in hub.SOURCES and hub.cache_name(str(job.target)) is None:
         t, name = Path(job.target), f"folder {short_text(job.target, 300)}"
         if not t.is_dir():

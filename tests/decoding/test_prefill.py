@@ -52,3 +52,11 @@ def test_the_prefill_is_timed_apart_from_decoding(pairs):
     assert s.decode_tokens_per_second == pytest.approx((s.new_tokens - 1) / (s.wall_seconds - s.prefill_seconds))
     assert Stats(new_tokens=5, wall_seconds=3.0, prefill_seconds=1.0).decode_tokens_per_second == 2.0
     assert Stats(new_tokens=1, wall_seconds=3.0, prefill_seconds=1.0).decode_tokens_per_second == 0.0
+
+
+def test_one_new_token_is_the_prefills_and_runs_no_draft(pairs):
+    model = pairs["eagle3"]
+    out = model.generate(PROMPTS, max_new_tokens=1, stop=[])
+    base = model.generate_baseline(PROMPTS, max_new_tokens=1, stop=[])
+    assert [o.token_ids for o in out] == [b.token_ids for b in base] and all(len(o.token_ids) == 1 for o in out)
+    assert out[0].stats.draft_forwards == out[0].stats.target_forwards == 0

@@ -47,6 +47,14 @@ def test_resume_continues_identically(job, tiny, tmp_path):
         assert torch.equal(t, b["draft"][name]), name
 
 
+def test_a_run_already_at_its_steps_says_so_and_only_evaluates(job, tmp_path):
+    run(job(tmp_path / "d"))
+    lines = []
+    run(job(tmp_path / "d"), log=lines.append)                # the same command again
+    assert any("already at step 12 of --steps 12: nothing to train" in line for line in lines), lines
+    assert not any("loss nan" in line for line in lines)
+
+
 def test_output_loads_in_the_spec_layout_and_decodes_like_target_only(job, tiny, tmp_path):
     out = tmp_path / "draft"
     run(job(out))

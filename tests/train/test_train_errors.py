@@ -85,6 +85,12 @@ def test_a_missing_target_folder_is_named(good, tmp_path, nothing_slow):        
     assert not (tmp_path / "out").exists()
 
 
+def test_an_unknown_spec_is_named_before_the_target_is_fetched(good, tmp_path, nothing_slow):
+    refused(train(*good, "--spec", "eagle3-lama"), "--spec is not usable: no spec named 'eagle3-lama'",
+            "Did you mean 'eagle3-llama'?")
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_missing_data_path_is_named_before_the_target_is_fetched(tmp_path, nothing_slow):   # B2
     missing = tmp_path / "nonexist.txt"
     refused(train("--out", tmp_path / "out", "--target", "smollm2", "--data", missing, "--eval", missing),
