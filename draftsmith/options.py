@@ -34,7 +34,7 @@ def check_device(device: str | torch.device) -> str:
     if dev.type == "cuda":
         if not torch.cuda.is_available():
             why = "this torch is built without CUDA" if torch.version.cuda is None else "no CUDA GPU is visible"
-            raise OptionError(f"device {short(str(device))}: {why}; use --device cpu")
+            raise OptionError(f"device {short(str(device))}: {why}; use the cpu device")
         if dev.index is not None and dev.index >= torch.cuda.device_count():
             raise OptionError(f"device {short(str(device))}: only {torch.cuda.device_count()} CUDA device(s) "
                               f"(cuda:0..cuda:{torch.cuda.device_count() - 1})")

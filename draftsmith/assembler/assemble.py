@@ -40,8 +40,9 @@ def checkpoint_dir(spec: Spec, given: str | Path | None, which: str) -> Path:
     if hub.cache_name(ref) is not None:
         return hub.resolve(ref)
     if ref is None:
+        hint = f"Give the {which} folder ({which}=PATH, or --{which} PATH on the command line)."
         raise SpecError(spec.source, [Problem(f"checkpoints.{which}", f"no {which} folder given and the spec names "
-                                                                     "none", hint=f"Pass {which}=PATH.")])
+                                                                     "none", hint=hint)])
     path = Path(ref) if given is not None else spec_relative(spec, ref)
     if not path.is_dir():
         from draftsmith.errors import CheckpointNotFound, short_text
