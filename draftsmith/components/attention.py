@@ -25,7 +25,8 @@ class KVBatch:
     pool: Any             # draftsmith.decoding.kvpool.PagedKVPool
     write: torch.Tensor   # [B, T] slot of each new token, -1 for padding (never written)
     read: torch.Tensor    # [B, S] slots to attend over (committed prefix + the new tokens)
-    mask: torch.Tensor | None  # [B, 1, T, S] bool, True = attend; None = bottom-right causal (the flash path)
+    mask: torch.Tensor | None  # [B, 1, T, S] bool, True = attend; None = bottom-right causal (the flash path;
+                               # with one query, every key)
     # static: write has no -1 (padding rows write a scratch slot) and the S keys are the first S slots of every
     # row's region of the pool, in order (S = the capacity; on the eager CPU path, the span any row attends), so a
     # layer may write without a boolean mask and attend over ``pool.view(layer)[:, :S]`` (no gather, no host
@@ -49,7 +50,7 @@ class KVBatch:
             self.pool.write(layer, self.write, **new)
             if self.fresh:
                 return new, None
-            S = self.mask.shape[-1]                           # the capacity, or a span of it (eager)
+            S = self.read.shape[-1]                           # the capacity, or a span of it (eager)
             view = {name: t[:, :S] for name, t in self.pool.view(layer).items()}
             if self.live_keys is None:                        # every key of the span is attended
                 return view, self.mask

@@ -123,6 +123,8 @@ def fixed_kv(pool: StaticKVPool, rows: Tensor, rel_pos: Tensor, rel_mask: Tensor
         span = min(int(pool.lens.max()) + rel_mask.shape[-1], pool.capacity)
         mask, read, live_keys = mask[..., :span], read[:, :span], live_keys[:, :span]
         live_keys = None if bool(live_keys.all()) else live_keys
+        if live_keys is None and mask.shape[-2] == 1:
+            mask = None   # one query per row that sees every key of the span (a decode): no mask to apply
     return KVBatch(pool, write, read, mask, static=True, live_keys=live_keys), pos
 
 

@@ -192,6 +192,10 @@ def test_on_the_cpu_fixed_kv_spans_the_keys_some_row_attends():
     k = torch.randn(1, 2, 1, 2)
     got, mask = kv.exchange(0, k=k, v=k)
     assert got["k"].shape == (1, 5, 1, 2) and torch.equal(got["k"][0, 3:], k[0]) and mask is kv.mask
+    kv, _ = fixed_kv(one, torch.tensor([[0]]), torch.tensor([[0]]), torch.ones(1, 1, 1, dtype=torch.bool))
+    assert kv.mask is None and kv.read.shape == (1, 4)       # a decode sees every key of its span: no mask
+    got, mask = kv.exchange(0, k=k[:, :1], v=k[:, :1])
+    assert mask is None and got["v"].shape == (1, 4, 1, 2) and torch.equal(got["v"][0, 3], k[0, 0])
 
 
 def test_causal_rows_stop_at_each_count_and_skip_inactive_rows():
