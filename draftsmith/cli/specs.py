@@ -95,13 +95,9 @@ def convert(ckpt: Path = typer.Argument(..., help="draft checkpoint folder"),
     """Rewrite a draft checkpoint into another layout (config included, safetensors out)."""
     import json
 
-    from draftsmith.convert.run import ConvertError, convert as run_convert, layouts
+    from draftsmith.convert.run import convert as run_convert, layouts
 
-    try:
-        config = run_convert(ckpt, to, out_dir)
-    except ConvertError as e:
-        typer.echo(str(e), err=True)
-        raise typer.Exit(1)
+    config = run_convert(ckpt, to, out_dir)   # a ConvertError prints as draftsmith's errors do (exit 1)
     from draftsmith.convert.inspect import inspect_checkpoint
 
     # the spec is the one that detection finds in what was written (the layout's own is its EAGLE-3 default)

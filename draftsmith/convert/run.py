@@ -17,6 +17,7 @@ import torch
 import yaml
 
 from draftsmith.assembler.checkpoint import read_tensors, save_safetensors
+from draftsmith.errors import DraftsmithError, short_text
 from draftsmith.components.weights import RegexRule, RuleSet
 from draftsmith.convert.inspect import inspect_checkpoint
 from draftsmith.assembler.styles import STYLES, style_of, to_facts, from_facts
@@ -26,8 +27,8 @@ RESOLVED = ("norm_before_residual", "fc_norm", "norm_before_fc", "norm_output")
 QK = re.compile(r"^layers\.\d+\.self_attn\.[qk]_proj\.(weight|bias)$")
 
 
-class ConvertError(ValueError):
-    """A checkpoint the target layout cannot express."""
+class ConvertError(DraftsmithError, ValueError):
+    """A checkpoint the target layout cannot express, or a place it cannot be written."""
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,10 @@ def convert(src: str | Path, to: str, out: str | Path) -> dict[str, Any]:
     if to not in table:
         raise ConvertError(f"unknown layout {to!r}; known: {', '.join(table)}")
     layout = table[to]
+    out = Path(out)
+    if out.exists() and not (out.is_dir() and not any(out.iterdir())):   # before a tensor is read; nothing lost
+        what = "a folder that is not empty" if out.is_dir() else "not a folder"
+        raise ConvertError(f"{short_text(out, 300)} is {what}; convert writes a new folder or into an empty one")
     tensors, facts, rope, _ = read_canonical(src)
     names = list(tensors)
     problems = []
@@ -139,7 +144,6 @@ def convert(src: str | Path, to: str, out: str | Path) -> dict[str, Any]:
     if holds_any_key and (rope != "neox" or layout.rope != "neox"):  # say the order where it is not Llama's
         facts["rope_interleave"] = layout.rope == "interleaved"
     config = from_facts(facts, STYLES[layout.config])
-    out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     (out / STYLES[layout.config].file).write_text(json.dumps(config, indent=2) + "\n")
     save_safetensors(written, out, layout.weights)

@@ -186,6 +186,23 @@ def test_convert_makes_the_output_folder_or_writes_into_an_empty_one(tmp_path):
     assert same_bits(files_of(tmp_path / "empty"), files_of(tmp_path / "new" / "nested" / "out"))
 
 
+def test_convert_refuses_a_file_or_a_folder_in_use_before_reading_a_tensor(tmp_path, monkeypatch):
+    """Nothing is overwritten or mixed: an output path that is a file, or a folder holding anything, is refused
+    (as draftsmith's errors print on the command line: 'error: ...', exit 1) before the source is read."""
+    import draftsmith.convert.run as run_mod
+
+    src = write_eagle3(tmp_path / "s", fake_target(tmp_path / "t"))
+    (tmp_path / "afile").write_text("keep me")
+    (tmp_path / "used").mkdir()
+    (tmp_path / "used" / "model.safetensors").write_text("keep me too")
+    monkeypatch.setattr(run_mod, "read_canonical", lambda *a: pytest.fail("read the source first"))
+    for out, what in (("afile", "not a folder"), ("used", "a folder that is not empty")):
+        res = CliRunner().invoke(app, ["convert", str(src), "--to", "layers", str(tmp_path / out)])
+        assert res.exit_code == 1 and f"error: {tmp_path / out} is {what}" in res.stderr, res.output
+    assert (tmp_path / "afile").read_text() == "keep me"
+    assert (tmp_path / "used" / "model.safetensors").read_text() == "keep me too"
+
+
 def test_verify_refuses_a_tensor_that_would_not_read_back(tmp_path):
     from draftsmith.convert.run import verify
 
