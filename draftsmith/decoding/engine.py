@@ -82,8 +82,9 @@ class State:
 
 class TargetRunner:
     """The target + its pool: ``(ids, rows, rel_pos, rel_mask) -> (logits [B, T, V], hand-over [B, T, Hh])``.
-    With ``prompt_lens`` [B] the forward is the prefill of an empty pool (:func:`fixed_kv` ``fresh``) and the
-    logits are made at each row's last prompt token only, [B, 1, V] (a long prompt's [B, T, V] never exists)."""
+    With ``prompt_lens`` [B] the forward is the prefill of an empty pool (:func:`fixed_kv` ``fresh``; rel_mask
+    unused) and the logits are made at each row's last prompt token only, [B, V] (a long prompt's [B, T, V] never
+    exists)."""
 
     def __init__(self, model, pool: StaticKVPool, taps, graphs: bool):
         self.model, self.pool, self.taps = model, pool, taps
@@ -96,7 +97,6 @@ class TargetRunner:
         handover = aux if self.taps else hidden
         if prompt_lens is not None:
             (hidden,) = last_rows(prompt_lens, hidden)
-            hidden = hidden[:, None]
         return self.model.logits(hidden), handover
 
     def __call__(self, ids, rows, rel_pos, rel_mask, prompt_lens=None):
@@ -108,7 +108,7 @@ class TargetRunner:
 
 class DraftRunner:
     """The draft + its pool; ``from_target``: hidden is the target's hand-over (through fc) or the draft's own.
-    ``prompt_lens`` [B]: the prefill, as for :class:`TargetRunner`; feed and logits at the last token, [B, 1, *]."""
+    ``prompt_lens`` [B]: the prefill, as for :class:`TargetRunner`; feed and logits at the last token, [B, *]."""
 
     def __init__(self, model, pool: StaticKVPool, embed, head):
         self.model, self.pool, self.embed, self.head = model, pool, embed, head
@@ -118,7 +118,7 @@ class DraftRunner:
         kv, pos = fixed_kv(self.pool, rows, rel_pos, rel_mask, fresh=prompt_lens is not None)
         out, feed = self.model(ids, hidden, pos, kv, embed=self.embed, from_target=from_target)
         if prompt_lens is not None:
-            out, feed = (r[:, None] for r in last_rows(prompt_lens, out, feed))
+            out, feed = last_rows(prompt_lens, out, feed)
         return feed, self.model.head_logits(out, self.head)   # [B, T, Vd]
 
     def __call__(self, ids, hidden, rows, rel_pos, rel_mask, *, from_target: bool, prompt_lens=None):
@@ -184,10 +184,11 @@ def prefill(target: TargetRunner, draft: DraftRunner | None, seqs: list[Seq], s:
     ids = _upload([q.prompt + [0] * (T - len(q.prompt)) for q in seqs], dev)
     counts = _upload([len(q.prompt) for q in seqs], dev)
     st = State(root=ids[:, 0], active=torch.ones(B, dtype=torch.bool, device=dev))
-    causal = _causal(counts, T, st.active)
-    target.pool.reset()   # a fresh pool: attention over the prompt alone, logits at its last token
+    ar = torch.arange(T, device=dev)
+    causal = causal_rows(counts, ar, st.active), ar.expand(B, T), None   # no [T, T] mask: a fresh pool's
+    target.pool.reset()   # attention runs causally over the prompt alone (fixed_kv fresh); logits at its last token
     logits, handover = target(ids, *causal, prompt_lens=counts)
-    st.root = s.pick(logits[:, 0])
+    st.root = s.pick(logits)
     target.pool.advance(counts)
     if draft is not None and s.max_new_tokens > 1:   # one token asked for: the first is all, nothing to draft
         # draft position i pairs token x_{i+1} with the target's hidden state at i: the prompt shifted by one,
@@ -197,7 +198,7 @@ def prefill(target: TargetRunner, draft: DraftRunner | None, seqs: list[Seq], s:
         feed, dlogits = draft(shifted, handover, *causal, from_target=True, prompt_lens=counts)
         stats.draft_forwards += 1
         draft.pool.advance(counts)
-        st.feed, st.dlogits = feed[:, 0], dlogits[:, 0]
+        st.feed, st.dlogits = feed, dlogits
     for q, (root,) in zip(seqs, sync_tokens(st.root)):
         q.emit([root], s)
     stats.prefill_seconds = time.perf_counter() - t0    # the first token is on the host: nothing still queued

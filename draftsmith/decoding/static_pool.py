@@ -99,7 +99,7 @@ def commit_index(path: Tensor, accepted: Tensor, active: Tensor, base: Tensor, l
     return src, dst, lens + (accepted + 1) * active
 
 
-def fixed_kv(pool: StaticKVPool, rows: Tensor, rel_pos: Tensor, rel_mask: Tensor,
+def fixed_kv(pool: StaticKVPool, rows: Tensor, rel_pos: Tensor, rel_mask: Tensor | None,
              fresh: bool = False) -> tuple[KVBatch, Tensor]:
     """A static KVBatch over the whole pool, built on the device from the committed lengths.
 
@@ -110,7 +110,8 @@ def fixed_kv(pool: StaticKVPool, rows: Tensor, rel_pos: Tensor, rel_mask: Tensor
     ``live_keys`` lets the layer zero them (invariant 16: poisoned rows past the length change nothing).
 
     fresh: a prefill into an empty pool (lens 0) whose rows are causal and right-padded (``rel_mask`` is then
-    not read): layers attend over the new tokens alone, without a mask (:class:`KVBatch` ``fresh``)."""
+    not read, and may be None): layers attend over the new tokens alone, without a mask (:class:`KVBatch`
+    ``fresh``)."""
     if fresh:
         write, pos = kernel(fresh_index, pool.fused)(pool.base, pool.trash, rows, rel_pos)
         return KVBatch(pool, write, None, None, static=True, fresh=True), pos

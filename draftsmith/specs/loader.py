@@ -40,12 +40,10 @@ def spec_path(ref: str | Path, registry: Registry) -> Path:
             what = "is not a regular file" if p.exists() else "does not exist"
             raise SpecNotFound(f"spec file {short_text(p, 300)} {what}")
         return p
-    if str(ref) in registry.specs:
+    if str(ref) in registry.specs or not p.exists():
         return registry.spec_source(str(ref)).path
-    if p.exists() and not p.is_file():   # a folder or a device: say so, not "no such file"
+    if not p.is_file():   # a folder or a device: say so, not "no such file"
         raise SpecNotFound(f"spec file {short_text(p, 300)} is not a regular file (a spec is one YAML file)")
-    if not p.is_file():
-        return registry.spec_source(str(ref)).path
     return p
 
 
