@@ -95,13 +95,13 @@ def convert(ckpt: Path = typer.Argument(..., help="draft checkpoint folder"),
     """Rewrite a draft checkpoint into another layout (config included, safetensors out)."""
     import json
 
+    from draftsmith.convert.inspect import inspect_checkpoint
     from draftsmith.convert.run import convert as run_convert, layouts
 
     config = run_convert(ckpt, to, out_dir)   # a ConvertError prints as draftsmith's errors do (exit 1)
-    from draftsmith.convert.inspect import inspect_checkpoint
-
+    layout = layouts()[to]
     # the spec is the one that detection finds in what was written (the layout's own is its EAGLE-3 default)
     found = inspect_checkpoint(out_dir).match
-    spec = found.spec if found else f"{layouts()[to].spec} (detection found none: `draftsmith inspect {out_dir}`)"
-    sys.stdout.write(f"# {ckpt} -> {out_dir} ({to}: {layouts()[to].description}); load it with spec {spec}\n")
+    spec = found.spec if found else f"{layout.spec} (detection found none: `draftsmith inspect {out_dir}`)"
+    sys.stdout.write(f"# {ckpt} -> {out_dir} ({to}: {layout.description}); load it with spec {spec}\n")
     sys.stdout.write(json.dumps(config, indent=2) + "\n")
