@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import inspect
 import time
+import warnings
 
 import torch
 
@@ -20,9 +21,13 @@ def hf_rates(folder, ids: list[int], new: int) -> tuple[float, float]:
     """(prefill seconds, decode tokens/s) of transformers' own forward loop with its dynamic cache."""
     from transformers import AutoModelForCausalLM
 
+    from draftsmith.hub import quiet_transformers
+
     hf = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32).eval()
     x = torch.tensor([ids])
-    with torch.inference_mode():
+    # past_key_values is the keyword every transformers 5.x takes; newer ones warn that it is renamed
+    with torch.inference_mode(), quiet_transformers(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
         hf(x[:, :16])                                            # warm-up
         t0 = time.perf_counter()
         out = hf(x, use_cache=True, logits_to_keep=1)
