@@ -9,6 +9,32 @@ import torch
 from torch import nn
 
 from draftsmith.components.dims import Dims
+from draftsmith.components.norms import add_then_norm
+
+
+def _settle(x: torch.Tensor, pending: torch.Tensor | None) -> torch.Tensor:
+    return x if pending is None else x + pending
+
+
+def run_layers(layers: Sequence[nn.Module], x: torch.Tensor, pos: torch.Tensor, kv=None, emb=None,
+               taps: Sequence[int] = ()) -> tuple[torch.Tensor, torch.Tensor | None, dict[int, torch.Tensor]]:
+    """A stack of decoder layers over the residual stream x + pending: a layer with ``split_forward`` leaves its
+    last residual add to the next layer's input norm, so the caller's final norm adds the last one (one kernel
+    per layer fewer). Returns (x, pending, {tap: the stream at layer tap's input; len(layers): the output})."""
+    pending, captured = None, {}
+    for i, layer in enumerate(layers):
+        if i in taps:
+            x, pending = _settle(x, pending), None
+            captured[i] = x
+        split = getattr(layer, "split_forward", None)
+        if split is None:
+            x, pending = layer(_settle(x, pending), pos, kv, emb), None
+        else:
+            x, pending = split(x, pos, kv, emb, pending=pending)
+    if len(layers) in taps:
+        x, pending = _settle(x, pending), None
+        captured[len(layers)] = x
+    return x, pending, captured
 
 
 class CausalLM(nn.Module):
@@ -31,16 +57,11 @@ class CausalLM(nn.Module):
 
     def forward(self, ids: torch.Tensor, pos: torch.Tensor, kv=None, taps: Sequence[int] = ()):
         # ids, pos: [B, T] -> hidden [B, T, H] after the final norm, aux [B, T, len(taps) * H] or None
-        x = self.model.embed_tokens(ids)
-        captured = {}
-        for i, layer in enumerate(self.model.layers):
-            if i in taps:
-                captured[i] = x
-            x = layer(x, pos, kv)
-        if len(self.model.layers) in taps:
-            captured[len(self.model.layers)] = x
+        x, pending, captured = run_layers(self.model.layers, self.model.embed_tokens(ids), pos, kv, taps=taps)
         aux = torch.cat([captured[i] for i in taps], dim=-1) if taps else None
-        return self.model.norm(x), aux
+        if pending is None:
+            return self.model.norm(x), aux
+        return add_then_norm(self.model.norm, x, pending)[1], aux
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.lm_head(hidden)
@@ -69,22 +90,31 @@ class DraftModel(nn.Module):
         return self.fc.taps
 
     def forward(self, ids: torch.Tensor, hidden: torch.Tensor, pos: torch.Tensor, kv=None, *, embed: nn.Module,
-                from_target: bool):
-        # ids, pos: [B, T]; hidden: [B, T, Ht*k] (target) or [B, T, H] (draft's own) -> (out, feed): [B, T, H]
+                from_target: bool, head_input: bool = False):
+        # ids, pos: [B, T]; hidden: [B, T, Ht*k] (target) or [B, T, H] (draft's own) -> (out, feed): [B, T, H];
+        # head_input: (out, feed, what the head reads), the last residual add and the final norm in one kernel
+        # (the decoding engine's call; :meth:`head_of` then takes the third, where head_logits(out) norms again)
         emb = embed(ids)
         if self.compute_dtype is not None:  # the target's embedding and hand-over meet a draft of another dtype
             emb, hidden = emb.to(self.compute_dtype), hidden.to(self.compute_dtype)
         # a fusion that declares `takes_positions` also gets pos (MTP zeroes the embedding at position 0)
         x = (self.fc.fuse(emb, hidden, from_target, pos) if getattr(self.fc, "takes_positions", False)
              else self.fc.fuse(emb, hidden, from_target))
-        for layer in self.layers:
-            x = layer(x, pos, kv, emb)
-        return x, (self.norm(x) if self.feed_post_norm else x)
+        x, pending, _ = run_layers(self.layers, x, pos, kv, emb)
+        if self.feed_post_norm or (head_input and self.head_norm):
+            x, normed = add_then_norm(self.norm, x, pending) if pending is not None else (x, self.norm(x))
+        else:
+            x = normed = _settle(x, pending)
+        feed = normed if self.feed_post_norm else x
+        return (x, feed, normed if self.head_norm else x) if head_input else (x, feed)
 
     def head_logits(self, out: torch.Tensor, head: nn.Module) -> torch.Tensor:
         # out: [B, T, H] -> [B, T, Vd] over the draft's own vocabulary (Vd = V_target without a reduced head):
         # what drafting ranks, so a reduced head never pays for the target's vocabulary
-        x = self.norm(out) if self.head_norm else out
+        return self.head_of(self.norm(out) if self.head_norm else out, head)
+
+    def head_of(self, x: torch.Tensor, head: nn.Module) -> torch.Tensor:
+        # x: [B, T, H] what the head reads (after the final norm where there is one) -> [B, T, Vd]
         w = getattr(head, "weight", None)
         return head(x if w is None or w.dtype == x.dtype or w.itemsize == 1 else x.to(w.dtype))  # a shared target head
 

@@ -14,7 +14,6 @@ import torch
 from torch import nn
 
 from draftsmith.components.dims import Dims
-from draftsmith.components.fused import kernel
 from draftsmith.components.stacked import Stacked, stack
 
 Backend = Callable[..., torch.Tensor]
@@ -30,12 +29,10 @@ class KVBatch:
     # static: write has no -1 (padding rows write a scratch slot) and the S keys are the first S slots of every
     # row's region of the pool, in order (S = the capacity; on the eager CPU path, the span any row attends), so a
     # layer may write without a boolean mask and attend over ``pool.view(layer)[:, :S]`` (no gather, no host
-    # sync: what a CUDA graph needs). That view also holds rows past the committed length (stale or poisoned
-    # data): zero the keys outside ``live_keys`` [B, S] (keys some query attends; None when all are) before
-    # attending, since masked scores still multiply their values. read / write / mask keep their meaning for any
-    # layer.
+    # sync: what a CUDA graph needs). That view also holds rows past the committed length; the ones no query
+    # attends were zeroed before the forward (``StaticKVPool.scrub``: masked scores still multiply their values).
+    # read / write / mask keep their meaning for any layer.
     static: bool = False
-    live_keys: torch.Tensor | None = None
     # fresh: the new tokens are every key (a prefill: nothing committed, each row from position 0, right-padded),
     # so a layer stores its K/V and attends over them alone, causally (mask None: the flash path, no mask or
     # read to build, no key past the prompt to zero; a padding query sees padding keys, and nothing reads it)
@@ -51,11 +48,7 @@ class KVBatch:
             if self.fresh:
                 return new, None
             S = self.read.shape[-1]                           # the capacity, or a span of it (eager)
-            view = {name: t[:, :S] for name, t in self.pool.view(layer).items()}
-            if self.live_keys is None:                        # every key of the span is attended
-                return view, self.mask
-            got = kernel(zero_dead, getattr(self.pool, "fused", False))(tuple(view.values()), self.live_keys)
-            return dict(zip(view, got)), self.mask
+            return {name: t[:, :S] for name, t in self.pool.view(layer).items()}, self.mask
         valid = self.write >= 0
         self.pool.write(layer, self.write[valid], **{name: t[valid] for name, t in new.items()})
         if self.fresh:
@@ -67,18 +60,15 @@ _BITS = {torch.float64: torch.int64, torch.float32: torch.int32, torch.bfloat16:
          torch.float16: torch.int16}
 
 
-def zero_unless(x: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
-    """``x`` where ``keep`` (broadcast), +0.0 elsewhere, NaN and inf included: the same as ``x.where(keep, 0)``,
-    written as an integer product of the bit patterns because CPU ``where`` over a broadcast mask is ~4x slower."""
+def zero_unless_(x: torch.Tensor, keep: torch.Tensor) -> None:
+    """In place: +0.0 where not ``keep`` (broadcast), NaN and inf included, in one kernel on a strided view too. An
+    integer product of the bit patterns, because CPU ``masked_fill_`` / ``where`` over a broadcast mask is ~4x
+    slower."""
     bits = _BITS.get(x.dtype)
     if bits is None:
-        return x.where(keep, 0)
-    return (x.view(bits) * keep.to(bits)).view(x.dtype)
-
-
-def zero_dead(tensors: tuple[torch.Tensor, ...], live: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    # tensors: [B, S, *shape] each, live: [B, S] -> each with the rows nobody attends zeroed (one kernel, fused)
-    return tuple(zero_unless(t, live.view(*live.shape, *[1] * (t.dim() - 2))) for t in tensors)
+        x.masked_fill_(~keep, 0)
+    else:
+        x.view(bits).mul_(keep)
 
 
 class GQAttention(nn.Module):
@@ -111,8 +101,9 @@ class GQAttention(nn.Module):
         return [self.qkv] if self.qkv else []
 
     def cache_layout(self) -> dict[str, tuple[int, ...]]:
-        """Per-token shapes this layer stores in the KV pool."""
-        return {"k": (self.kv_heads, self.head_dim), "v": (self.kv_heads, self.head_dim)}
+        """Per-token shapes this layer stores in the KV pool: keys and values side by side, so that a forward
+        stores them with one write."""
+        return {"kv": (2, self.kv_heads, self.head_dim)}
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor, kv: KVBatch | None = None) -> torch.Tensor:
         # x: [B, T, in_width]; pos: [B, T] absolute positions
@@ -122,10 +113,12 @@ class GQAttention(nn.Module):
         q = self.q_norm(q.view(B, T, self.heads, self.head_dim))
         k = self.k_norm(k.view(B, T, self.kv_heads, self.head_dim))
         v = v.view(B, T, self.kv_heads, self.head_dim)
-        q, k = self.rope(q, k, pos)
         mask = None
-        if kv is not None:
-            got, mask = kv.exchange(self.layer_idx, k=k, v=v)  # {name: [B, S, nKV, d]}
-            k, v = got["k"], got["v"]
+        if kv is None:
+            q, k = self.rope(q, k, pos)
+        else:
+            q, new = self.rope.with_values(q, k, v, pos)          # new: [B, T, 2, nKV, d]
+            got, mask = kv.exchange(self.layer_idx, kv=new)
+            k, v = got["kv"].unbind(2)                             # [B, S, nKV, d] each
         out = self.backend(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), mask, self.head_dim**-0.5)
         return self.o_proj(out.transpose(1, 2).reshape(B, T, self.heads * self.head_dim))

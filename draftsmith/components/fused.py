@@ -104,3 +104,10 @@ def rope(q: torch.Tensor, k: torch.Tensor, pos: torch.Tensor, inv_freq: torch.Te
     sin = (ang.sin() * scale).to(q.dtype)[:, :, None]
     rot = rotate_interleaved if interleaved else rotate_neox
     return rot(q, cos, sin), rot(k, cos, sin)
+
+
+def rope_kv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pos: torch.Tensor, inv_freq: torch.Tensor,
+            scale: float, interleaved: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    # rope, and the row a KV cache stores: q [B, T, Hq, d], k, v [B, T, Hk, d] -> rotated q, kv [B, T, 2, Hk, d]
+    q, k = rope(q, k, pos, inv_freq, scale, interleaved)
+    return q, torch.stack((k, v), dim=2)

@@ -13,17 +13,26 @@ from torch import nn
 
 from draftsmith.components.norms import add_then_norm, norm_cat
 
-Mix = Callable[["DecoderLayer", torch.Tensor, "torch.Tensor | None"], tuple[torch.Tensor, torch.Tensor]]
+Mix = Callable[["DecoderLayer", torch.Tensor, "torch.Tensor | None", "torch.Tensor | None"],
+              tuple[torch.Tensor, torch.Tensor]]
 
 
-def own_input(layer: "DecoderLayer", x: torch.Tensor, emb: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Ordinary layer: attention sees input_layernorm(x); the residual is x."""
-    return layer.input_layernorm(x), x
+def own_input(layer: "DecoderLayer", x: torch.Tensor, emb: torch.Tensor | None,
+              pending: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Ordinary layer: attention sees input_layernorm(x); the residual is x. With ``pending`` (the previous
+    block's last residual term) the input is x + pending, added by the norm (one fused kernel)."""
+    if pending is None:
+        return layer.input_layernorm(x), x
+    x, normed = add_then_norm(layer.input_layernorm, x, pending)
+    return normed, x
 
 
-def embed_concat(layer: "DecoderLayer", x: torch.Tensor, emb: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+def embed_concat(layer: "DecoderLayer", x: torch.Tensor, emb: torch.Tensor | None,
+                 pending: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """EAGLE-3 input layer: attention sees cat([input_layernorm(emb), hidden_norm(x)]) (width 2H); the residual
     is hidden_norm(x) when ``norm_before_residual`` else x."""
+    if pending is not None:
+        x = x + pending
     attn_in, normed = norm_cat(layer.input_layernorm, emb, layer.hidden_norm, x)
     return attn_in, (normed if layer.norm_before_residual else x)
 
@@ -49,9 +58,17 @@ class DecoderLayer(nn.Module):
         self.mix, self.norm_before_residual = mix, norm_before_residual
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor, kv=None, emb: torch.Tensor | None = None) -> torch.Tensor:
-        attn_in, residual = self.mix(self, x, emb)
+        h, delta = self.split_forward(x, pos, kv, emb)
+        return h + delta
+
+    def split_forward(self, x: torch.Tensor, pos: torch.Tensor, kv=None, emb: torch.Tensor | None = None,
+                      pending: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """The block with its residual adds moved to the norms: the input is x + ``pending`` (None: x), the output
+        h + delta, returned as (h, delta), so that the next block's input norm, or the final norm, adds them in
+        its own kernel (a stack of these launches one kernel per layer fewer than of ``forward``)."""
+        attn_in, residual = self.mix(self, x, emb, pending)
         h, normed = add_then_norm(self.post_attention_layernorm, residual, self.self_attn(attn_in, pos, kv))
-        return h + self.mlp(normed)
+        return h, self.mlp(normed)
 
 
 def llama_layer(params, *, attn: nn.Module, mlp: nn.Module, norm: Callable[[int], nn.Module], dims,

@@ -59,3 +59,10 @@ class Rotary(nn.Module):
     def forward(self, q: torch.Tensor, k: torch.Tensor, pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return kernel(fused.rope, self.fused)(q, k, pos, self.inv_freq.to(pos.device), self.scale,
                                                self.style == "interleaved")
+
+    def with_values(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                    pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(rotated q, [B, T, 2, Hk, d] rotated k beside v): the rotation and the cache row in one kernel when
+        fused."""
+        return kernel(fused.rope_kv, self.fused)(q, k, v, pos, self.inv_freq.to(pos.device), self.scale,
+                                                  self.style == "interleaved")

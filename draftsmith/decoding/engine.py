@@ -91,17 +91,19 @@ class TargetRunner:
         self.stats = Stats()  # the run's statistics (forward time): speculative() / baseline() point this at theirs
         self.steps = StepCache(graphs)          # the decode and speculative steps over this pool, as CUDA graphs
 
-    def forward(self, ids, rows, rel_pos, rel_mask, prompt_lens=None):
+    def forward(self, ids, rows, rel_pos, rel_mask, prompt_lens=None, hand_over=True):
+        # hand_over False: nobody drafts from this forward (target-only decoding), so no taps are gathered
         kv, pos = fixed_kv(self.pool, rows, rel_pos, rel_mask, fresh=prompt_lens is not None)
-        hidden, aux = self.model(ids, pos, kv, taps=self.taps or ())
-        handover = aux if self.taps else hidden
+        taps = (self.taps or ()) if hand_over else ()
+        hidden, aux = self.model(ids, pos, kv, taps=taps)
+        handover = None if not hand_over else aux if taps else hidden
         if prompt_lens is not None:
             (hidden,) = last_rows(prompt_lens, hidden)
         return self.model.logits(hidden), handover
 
-    def __call__(self, ids, rows, rel_pos, rel_mask, prompt_lens=None):
+    def __call__(self, ids, rows, rel_pos, rel_mask, prompt_lens=None, hand_over=True):
         t0 = time.perf_counter()
-        out = self.forward(ids, rows, rel_pos, rel_mask, prompt_lens)
+        out = self.forward(ids, rows, rel_pos, rel_mask, prompt_lens, hand_over)
         self.stats.forward_seconds += time.perf_counter() - t0
         return out
 
@@ -116,10 +118,11 @@ class DraftRunner:
 
     def forward(self, ids, hidden, rows, rel_pos, rel_mask, *, from_target: bool, prompt_lens=None):
         kv, pos = fixed_kv(self.pool, rows, rel_pos, rel_mask, fresh=prompt_lens is not None)
-        out, feed = self.model(ids, hidden, pos, kv, embed=self.embed, from_target=from_target)
+        _, feed, head_in = self.model(ids, hidden, pos, kv, embed=self.embed, from_target=from_target,
+                                      head_input=True)
         if prompt_lens is not None:
-            out, feed = last_rows(prompt_lens, out, feed)
-        return feed, self.model.head_logits(out, self.head)   # [B, T, Vd]
+            feed, head_in = last_rows(prompt_lens, feed, head_in)
+        return feed, self.model.head_of(head_in, self.head)   # [B, T, Vd]
 
     def __call__(self, ids, hidden, rows, rel_pos, rel_mask, *, from_target: bool, prompt_lens=None):
         t0 = time.perf_counter()
@@ -186,11 +189,12 @@ def prefill(target: TargetRunner, draft: DraftRunner | None, seqs: list[Seq], s:
     st = State(root=ids[:, 0], active=torch.ones(B, dtype=torch.bool, device=dev))
     ar = torch.arange(T, device=dev)
     causal = causal_rows(counts, ar, st.active), ar.expand(B, T), None   # no [T, T] mask: a fresh pool's
+    drafting = draft is not None and s.max_new_tokens > 1   # one token asked for: the first is all, nothing to draft
     target.pool.reset()   # attention runs causally over the prompt alone (fixed_kv fresh); logits at its last token
-    logits, handover = target(ids, *causal, prompt_lens=counts)
+    logits, handover = target(ids, *causal, prompt_lens=counts, hand_over=drafting)
     st.root = s.pick(logits)
     target.pool.advance(counts)
-    if draft is not None and s.max_new_tokens > 1:   # one token asked for: the first is all, nothing to draft
+    if drafting:
         # draft position i pairs token x_{i+1} with the target's hidden state at i: the prompt shifted by one,
         # the root after the last prompt token
         shifted = torch.cat([ids[:, 1:], ids[:, :1]], 1).scatter(1, (counts - 1)[:, None], st.root[:, None])
@@ -279,7 +283,7 @@ def decode_step(target: TargetRunner, s: Settings, root, active, u):
     B, dev = root.shape[0], root.device
     rows = torch.where(active, 0, -1)[:, None]
     zero, one = _causal_parts(B, 1, dev)[1:]
-    logits, _ = target(root[:, None], rows, zero, one)
+    logits, _ = target(root[:, None], rows, zero, one, hand_over=False)
     target.pool.advance(active.long())
     return (s.pick(logits[:, 0], u[:, 0] if s.temperature > 0 else None),)
 

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 import torch
 from torch import Tensor
 
-from draftsmith.components.attention import KVBatch
+from draftsmith.components.attention import KVBatch, zero_unless_
 from draftsmith.components.fused import kernel
 from draftsmith.decoding.kvpool import SlotIO
 
@@ -71,6 +71,18 @@ class StaticKVPool(SlotIO):
         n = self.rows * self.capacity
         return {name: t[:n].view(self.rows, self.capacity, *t.shape[1:]) for name, t in self.storage[layer].items()}
 
+    def scrub(self, keep: Tensor) -> None:
+        """Zero in place, in every layer and tensor, the slots ``keep`` [rows, S] leaves out among each row's first
+        S: past the committed length and attended by no query of the coming forward (stale rows, rejected nodes,
+        poison). A layer attends over its view of the pool with a mask, and a masked score still multiplies its
+        value, so NaN there would leak (invariant 16). One kernel per stacked tensor for all layers, before the
+        forward, in place of a copy of every layer's keys."""
+        S = keep.shape[1]
+        n = self.rows * self.capacity
+        for t in self._stacked:
+            region = t[:, :n].view(t.shape[0], self.rows, self.capacity, -1)[:, :, :S]   # [layers, rows, S, *]
+            zero_unless_(region, keep[None, :, :, None])
+
     # --- compaction ------------------------------------------------------------------------------------------
     def commit(self, path: Tensor, accepted: Tensor, active: Tensor) -> None:
         """Keep each active row's accepted path: position ``lens + path[b, d]`` moves to ``lens + d`` in every
@@ -106,8 +118,8 @@ def fixed_kv(pool: StaticKVPool, rows: Tensor, rel_pos: Tensor, rel_mask: Tensor
     rows: [B, T] pending offset (past lens) each new token writes, -1 = padding (written to the trash slot);
     rel_pos: [B, T] its position past lens; rel_mask: [B, T, P] which pending offsets it attends to besides the
     committed prefix. Returns the KVBatch (mask [B, 1, T, capacity]) and positions [B, T]. A padding row attends
-    to its row's slot 0 only, so no attention row is empty; keys at or past lens + P are never attended, and
-    ``live_keys`` lets the layer zero them (invariant 16: poisoned rows past the length change nothing).
+    to its row's slot 0 only, so no attention row is empty; the slots past a row's length that no query attends
+    are zeroed in the pool first (:meth:`StaticKVPool.scrub`; invariant 16: poisoned rows change nothing).
 
     fresh: a prefill into an empty pool (lens 0) whose rows are causal and right-padded (``rel_mask`` is then
     not read, and may be None): layers attend over the new tokens alone, without a mask (:class:`KVBatch`
@@ -115,18 +127,20 @@ def fixed_kv(pool: StaticKVPool, rows: Tensor, rel_pos: Tensor, rel_mask: Tensor
     if fresh:
         write, pos = kernel(fresh_index, pool.fused)(pool.base, pool.trash, rows, rel_pos)
         return KVBatch(pool, write, None, None, static=True, fresh=True), pos
-    write, read, mask, live_keys, pos = kernel(kv_index, pool.fused)(pool.lens, pool.base, pool.key, pool.trash,
-                                                                     rows, rel_pos, rel_mask)
+    write, read, mask, keep, pos = kernel(kv_index, pool.fused)(pool.lens, pool.base, pool.key, pool.trash,
+                                                                rows, rel_pos, rel_mask)
     if pool.trims:
-        # no key at or past max(lens) + P is attended: layers read that span of the pool, and when every key of it
-        # is attended (batch 1, a verification, a decode) there is nothing to zero (a 4k-token context: the
-        # capacity-wide mask and the copy that zeroes dead keys were most of a decode step's attention time)
+        # no key at or past max(lens) + P is attended: layers read that span of the pool, and when no key of it is
+        # dead (batch 1, a verification, a decode) there is nothing to zero (a 4k-token context: the
+        # capacity-wide mask and the zeroing of dead keys were most of a decode step's attention time)
         span = min(int(pool.lens.max()) + rel_mask.shape[-1], pool.capacity)
-        mask, read, live_keys = mask[..., :span], read[:, :span], live_keys[:, :span]
-        live_keys = None if bool(live_keys.all()) else live_keys
-        if live_keys is None and mask.shape[-2] == 1:
+        mask, read, keep = mask[..., :span], read[:, :span], keep[:, :span]
+        keep = None if bool(keep.all()) else keep
+        if keep is None and mask.shape[-2] == 1 and bool(mask.all()):
             mask = None   # one query per row that sees every key of the span (a decode): no mask to apply
-    return KVBatch(pool, write, read, mask, static=True, live_keys=live_keys), pos
+    if keep is not None:
+        pool.scrub(keep)
+    return KVBatch(pool, write, read, mask, static=True), pos
 
 
 def fresh_index(base: Tensor, trash: int, rows: Tensor, rel_pos: Tensor):
@@ -137,7 +151,7 @@ def fresh_index(base: Tensor, trash: int, rows: Tensor, rel_pos: Tensor):
 
 def kv_index(lens: Tensor, base: Tensor, key: Tensor, trash: int, rows: Tensor, rel_pos: Tensor, rel_mask: Tensor):
     # fixed_kv's arithmetic, pure: lens, base [B], key [S] (the pool's) -> write [B, T], read [B, S],
-    # mask [B, 1, T, S], live_keys [B, S], pos [B, T]
+    # mask [B, 1, T, S], keep [B, S] (False: a key past lens that no query attends), pos [B, T]
     B, T = rows.shape
     P, S = rel_mask.shape[-1], key.shape[0]
     lens, base = lens.unsqueeze(1), base.unsqueeze(1)                          # [B, 1]
@@ -152,4 +166,4 @@ def kv_index(lens: Tensor, base: Tensor, key: Tensor, trash: int, rows: Tensor, 
     live_keys = mask.any(1)                                                    # [B, S] keys some query attends
     # a key nobody attends reads the row's position 0 (always committed), so a gathering layer sees finite data
     read = base + torch.where(live_keys, key, 0)
-    return write, read, mask.unsqueeze(1), live_keys, pos
+    return write, read, mask.unsqueeze(1), live_keys | (rel < 0), pos

@@ -22,13 +22,13 @@ class StepPool:
     def __init__(self, B: int, T: int):
         self.B, self.T, self.kv = B, T, {}
 
-    def write(self, layer: int, slots, k: torch.Tensor, v: torch.Tensor) -> None:
-        shape = (self.B, self.T, *k.shape[1:])
-        self.kv.setdefault(layer, []).append((k.reshape(shape), v.reshape(shape)))
+    def write(self, layer: int, slots, **new: torch.Tensor) -> None:
+        # new: {name: [B * T, *shape]} (the layer's cache layout), one entry per TTT step
+        self.kv.setdefault(layer, []).append({name: t.reshape(self.B, self.T, *t.shape[1:]) for name, t in new.items()})
 
     def read(self, layer: int, slots) -> dict[str, torch.Tensor]:
-        ks, vs = zip(*self.kv[layer])
-        return {"k": torch.cat(ks, 1), "v": torch.cat(vs, 1)}
+        steps = self.kv[layer]
+        return {name: torch.cat([step[name] for step in steps], 1) for name in steps[0]}
 
 
 def ttt_mask(B: int, T: int, s: int, device=None) -> torch.Tensor:

@@ -240,14 +240,18 @@ def test_rms_norm_matches_transformers_llama_rms_norm(dtype):
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16, torch.float16, torch.int64])
-def test_zero_unless_is_where_keep_else_zero_with_nan_and_inf(dtype):
-    """The static KV view's dead rows are zeroed by bit patterns (floats) or where (any other dtype): either way
-    x.where(keep, 0), NaN and inf dropped where not kept and kept where kept."""
-    from draftsmith.components.attention import zero_unless
+def test_zero_unless_is_masked_fill_zero_with_nan_and_inf(dtype):
+    """The static pool's dead rows are zeroed in place by bit patterns (floats) or masked_fill (any other dtype),
+    on a strided view too: either way x.where(keep, 0), NaN and inf dropped where not kept and kept elsewhere."""
+    from draftsmith.components.attention import zero_unless_
 
     x = torch.tensor([[1.5, float("nan"), float("inf"), -2.0], [float("-inf"), 3.0, float("nan"), -0.0]])
     x = x.nan_to_num(7.0, 8.0, -9.0).to(dtype) if not dtype.is_floating_point else x.to(dtype)
     keep = torch.tensor([[True, False, True, False], [False, True, True, False]])
-    got, want = zero_unless(x, keep), x.where(keep, 0)
+    want = x.where(keep, 0)
+    wide = torch.stack((x, x), -1)                    # x is its strided [..., 0] view
+    got = wide[..., 0]
+    zero_unless_(got, keep)
+    torch.testing.assert_close(wide[..., 1], x, rtol=0, atol=0, equal_nan=True)   # the other half untouched
     assert got.dtype == dtype and torch.equal(got.isnan(), want.isnan())
     assert torch.equal(got.nan_to_num(), want.nan_to_num())

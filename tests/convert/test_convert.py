@@ -241,8 +241,8 @@ def test_a_mistral_draft_converted_to_hf_computes_the_same_function(tmp_path):
     for spec, folder in (("eagle-mistral", native), (found, tmp_path / "hf")):
         model = draftsmith.assemble(spec, target=target, draft=folder, dtype="float64")
         seen = []
-        model.draft.layers[-1].register_forward_hook(lambda m, args, out: seen.append(out[0] if isinstance(
-            out, tuple) else out))
+        # the layer itself runs through split_forward (no forward hook); its MLP's output follows attention's
+        model.draft.layers[-1].mlp.register_forward_hook(lambda m, args, out: seen.append(out))
         model.generate([[5, 6, 7, 8, 9, 10]], max_new_tokens=8, stop=[], topk=1, steps=3)
         outs.append(seen)
     assert len(outs[0]) == len(outs[1]) > 1

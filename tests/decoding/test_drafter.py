@@ -28,8 +28,8 @@ class TargetRecorder:
         self.vocab, self.rows, self.advanced = vocab, None, None
         self.pool = SimpleNamespace(fused=False, advance=lambda counts: setattr(self, "advanced", counts.tolist()))
 
-    def __call__(self, tokens, rows, depth, mask):
-        self.rows = rows.tolist()
+    def __call__(self, tokens, rows, depth, mask, hand_over=True):
+        self.rows, self.hand_over = rows.tolist(), hand_over
         return torch.zeros(*tokens.shape, self.vocab), None
 
 
@@ -71,6 +71,7 @@ def test_a_target_only_step_gives_a_finished_row_no_row_to_write():
     engine.decode_step(target, engine.Settings(max_new_tokens=4), torch.tensor([1, 2]), torch.tensor([True, False]),
                        None)
     assert target.rows == [[0], [-1]] and target.advanced == [1, 0]
+    assert target.hand_over is False   # nobody drafts from a target-only step: no taps gathered
 
 
 def test_each_uniform_of_a_sampled_step_is_used_once(monkeypatch):

@@ -161,6 +161,8 @@ def test_fixed_kv_masks_the_prefix_the_pending_rows_and_padding(monkeypatch):
     monkeypatch.setattr(StaticKVPool, "eager_trim", False)   # the whole capacity, as on CUDA
     pool = StaticKVPool([{"k": (1, 2), "v": (1, 2)}], rows=2, capacity=8)
     pool.lens.copy_(torch.tensor([3, 1]))
+    for t in pool._stacked:
+        t.fill_(float("nan"))
     tree = torch.tensor([[[1, 0], [1, 1]], [[1, 0], [1, 1]]], dtype=torch.bool)
     kv, pos = fixed_kv(pool, torch.tensor([[0, 1], [0, -1]]), torch.tensor([[0, 1], [0, 1]]), tree)
     assert kv.static and kv.write.tolist() == [[3, 4], [9, pool.trash]]
@@ -168,27 +170,35 @@ def test_fixed_kv_masks_the_prefix_the_pending_rows_and_padding(monkeypatch):
     m = kv.mask[:, 0].int().tolist()
     assert m[0] == [[1, 1, 1, 1, 0, 0, 0, 0], [1, 1, 1, 1, 1, 0, 0, 0]]
     assert m[1] == [[1, 1, 0, 0, 0, 0, 0, 0], [1, 0, 0, 0, 0, 0, 0, 0]]  # the padding row sees slot 0 only
-    assert kv.live_keys.int().tolist() == [[1] * 5 + [0] * 3, [1, 1] + [0] * 6]
+    # the keys past the length that nobody attends were zeroed in the pool, every name; the rest kept their NaN
+    for name, t in pool.view(0).items():
+        assert (t == 0).all(-1).all(-1).int().tolist() == [[0] * 5 + [1] * 3, [0, 0] + [1] * 6], name
+        assert t[0, :5].isnan().all() and t[1, :2].isnan().all()
     assert kv.read.tolist() == [[0, 1, 2, 3, 4, 0, 0, 0], [8, 9, 8, 8, 8, 8, 8, 8]]
 
 
 def test_on_the_cpu_fixed_kv_spans_the_keys_some_row_attends():
     """The eager path cuts the capacity to max(lens) + P keys, the same mask and slots as the whole capacity's
-    first ones; when every key of the span is attended (here: row 0 alone) nothing is left to zero."""
+    first ones, and zeroes the dead keys of that span only; when no key of it is dead (here: row 0 alone) nothing
+    is zeroed."""
     pool = StaticKVPool([{"k": (1, 2), "v": (1, 2)}], rows=2, capacity=8)
     pool.lens.copy_(torch.tensor([3, 1]))
     tree = torch.tensor([[[1, 0], [1, 1]], [[1, 0], [1, 1]]], dtype=torch.bool)
     args = torch.tensor([[0, 1], [0, -1]]), torch.tensor([[0, 1], [0, 1]]), tree
+    pool._stacked[0].fill_(float("nan"))
     kv, _ = fixed_kv(pool, *args)
-    assert pool.trims and kv.mask.shape[-1] == 5 and kv.read.shape == kv.live_keys.shape == (2, 5)
+    assert pool.trims and kv.mask.shape[-1] == 5 and kv.read.shape == (2, 5)
+    zeroed = (pool.view(0)["k"] == 0).flatten(2).all(-1)
+    assert zeroed.int().tolist() == [[0] * 8, [0, 0, 1, 1, 1, 0, 0, 0]]   # only the span's dead keys
     pool.eager_trim = False
     whole, _ = fixed_kv(pool, *args)
     assert torch.equal(kv.mask, whole.mask[..., :5]) and not whole.mask[..., 5:].any()
-    assert torch.equal(kv.live_keys, whole.live_keys[:, :5]) and torch.equal(kv.read, whole.read[:, :5])
+    assert torch.equal(kv.read, whole.read[:, :5])
     one = StaticKVPool([{"k": (1, 2), "v": (1, 2)}], rows=1, capacity=8)
     one.lens.fill_(3)
+    one._stacked[0].fill_(float("nan"))
     kv, _ = fixed_kv(one, args[0][:1], args[1][:1], tree[:1])
-    assert kv.mask.shape[-1] == 5 and kv.live_keys is None
+    assert kv.mask.shape[-1] == 5 and one.view(0)["k"].isnan().all()    # no dead key in the span: nothing zeroed
     k = torch.randn(1, 2, 1, 2)
     got, mask = kv.exchange(0, k=k, v=k)
     assert got["k"].shape == (1, 5, 1, 2) and torch.equal(got["k"][0, 3:], k[0]) and mask is kv.mask
@@ -223,3 +233,18 @@ def test_a_static_pool_without_rows_or_capacity_is_refused(rows, capacity):
         StaticKVPool([{"k": (1, 2)}], rows=rows, capacity=capacity)
     pool = StaticKVPool([{"k": (1, 2)}], rows=1, capacity=1)                    # the smallest pool there is
     assert pool.view(0)["k"].shape == (1, 1, 1, 2) and pool.trash == 1
+
+
+@pytest.mark.parametrize("trim", [True, False])
+def test_the_scrub_zeroes_dead_keys_past_the_length_only(monkeypatch, trim):
+    """A row whose queries are all padding (a finished row) attends slot 0 alone: its committed prefix is left as
+    it is (only keys past a row's length are ever zeroed), its pending and stale keys are zeroed."""
+    monkeypatch.setattr(StaticKVPool, "eager_trim", trim)
+    pool = StaticKVPool([{"kv": (2, 1, 2)}], rows=2, capacity=6)
+    pool.lens.copy_(torch.tensor([2, 3]))
+    pool._stacked[0].fill_(float("nan"))
+    tree = torch.ones(2, 1, 1, dtype=torch.bool)
+    fixed_kv(pool, torch.tensor([[0], [-1]]), torch.tensor([[0], [0]]), tree)
+    zeroed = (pool.view(0)["kv"] == 0).flatten(2).all(-1).int().tolist()
+    span = 4 if trim else 6                                   # max(lens) + 1 pending
+    assert zeroed == [[0, 0, 0] + [1] * (span - 3) + [0] * (6 - span), [0, 0, 0] + [1] * (span - 3) + [0] * (6 - span)]

@@ -56,7 +56,7 @@ def test_constant_draft_changes_nothing(pairs, monkeypatch):
     model = pairs["eagle3"]
     base = model.generate_baseline([[5, 6, 7], [1]], max_new_tokens=20, stop=[])
     draft = model.draft
-    logits, kept = draft.head_logits, draft.kept_ids()
+    logits, kept = draft.head_of, draft.kept_ids()   # the head, from what it reads (the engine calls head_of)
     token = next(t for b in base for t in b.token_ids[1:] if t in kept)   # a drafted one the draft can propose
 
     def constant(out, head):  # over the draft's vocabulary: its id of `token` gets all the mass
@@ -64,7 +64,7 @@ def test_constant_draft_changes_nothing(pairs, monkeypatch):
         z[..., kept == token] = 10.0
         return z
 
-    monkeypatch.setattr(draft, "head_logits", constant)
+    monkeypatch.setattr(draft, "head_of", constant)
     spec = model.generate([[5, 6, 7], [1]], max_new_tokens=20, stop=[], topk=2, steps=3, draft_tokens=6)
     assert [s.token_ids for s in spec] == [b.token_ids for b in base]
     assert any(s.stats.accepted_per_position[:1] > [0] for s in spec)   # the constant token was right at least once

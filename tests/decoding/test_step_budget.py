@@ -45,9 +45,12 @@ def test_broken_draft_logits_only_lower_acceptance(pairs, monkeypatch, poison, r
     """Invariant 11 for a broken draft: greedy output still equals target-only, and sampling does not raise."""
     model = pairs["eagle3"]
     base = model.generate_baseline(PROMPTS, max_new_tokens=10, stop=[])
-    logits = model.draft.head_logits   # what drafting ranks: the draft's own vocabulary
+    logits = model.draft.head_of   # what drafting ranks: the draft's own vocabulary, from the head's input
+
+    calls = []
 
     def broken(out, head):
+        calls.append(1)
         z = logits(out, head)
         if poison == "one-node-nan":  # one frontier node's children: NaN scores that outrank their parent's
             return z.index_fill(-2, torch.tensor([z.shape[-2] - 1], device=z.device), float("nan"))
@@ -55,9 +58,10 @@ def test_broken_draft_logits_only_lower_acceptance(pairs, monkeypatch, poison, r
             return z.masked_fill(torch.arange(z.shape[-1], device=z.device) % 3 == 0, float("nan"))
         return torch.full_like(z, float(poison))
 
-    monkeypatch.setattr(model.draft, "head_logits", broken)
+    monkeypatch.setattr(model.draft, "head_of", broken)
     assert [o.token_ids for o in model.generate(PROMPTS, max_new_tokens=10, stop=[], **run)] == \
         [b.token_ids for b in base]
+    assert calls, "the engine never called the patched head: this test would pass with any draft"
     sampled = model.generate(PROMPTS, max_new_tokens=10, stop=[], temperature=0.9, seed=1, **run)
     assert all(len(o.token_ids) == 10 for o in sampled)
 

@@ -1,0 +1,140 @@
+"""The two assembled modules. Their parameter names are the canonical layouts: the target's are Hugging Face's
+(``model.layers.N.self_attn.q_proj.weight``), the draft's are ``fc.*``, ``layers.N.*``, ``norm.*``,
+``lm_head.*``, ``d2t``, ``t2d``; upstream layouts are translated to these by a spec's weight rules."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+from draftsmith.components.dims import Dims
+from draftsmith.components.norms import add_then_norm
+
+
+def _settle(x: torch.Tensor, pending: torch.Tensor | None) -> torch.Tensor:
+    return x if pending is None else x + pending
+
+
+def run_layers(layers: Sequence[nn.Module], x: torch.Tensor, pos: torch.Tensor, kv=None, emb=None,
+               taps: Sequence[int] = ()) -> tuple[torch.Tensor, torch.Tensor | None, dict[int, torch.Tensor]]:
+    """A stack of decoder layers over the residual stream x + pending: a layer with ``split_forward`` leaves its
+    last residual add to the next layer's input norm, so the caller's final norm adds the last one (one kernel
+    per layer fewer). Returns (x, pending, {tap: the stream at layer tap's input; len(layers): the output})."""
+    pending, captured = None, {}
+    for i, layer in enumerate(layers):
+        if i in taps:
+            x, pending = _settle(x, pending), None
+            captured[i] = x
+        split = getattr(layer, "split_forward", None)
+        if split is None:
+            x, pending = layer(_settle(x, pending), pos, kv, emb), None
+        else:
+            x, pending = split(x, pos, kv, emb, pending=pending)
+    if len(layers) in taps:
+        x, pending = _settle(x, pending), None
+        captured[len(layers)] = x
+    return x, pending, captured
+
+
+class CausalLM(nn.Module):
+    """A Llama-family decoder LM (target)."""
+
+    def __init__(self, dims: Dims, layers: Sequence[nn.Module], final_norm: nn.Module, tie: bool):
+        super().__init__()
+        self.dims = dims
+        self.model = nn.Module()
+        self.model.embed_tokens = nn.Embedding(dims.vocab, dims.hidden)
+        self.model.layers = nn.ModuleList(layers)
+        self.model.norm = final_norm
+        self.lm_head = nn.Linear(dims.hidden, dims.vocab, bias=False)
+        self.tie = tie
+        self.tie_weights()
+
+    def tie_weights(self) -> None:
+        if self.tie:
+            self.lm_head.weight = self.model.embed_tokens.weight
+
+    def forward(self, ids: torch.Tensor, pos: torch.Tensor, kv=None, taps: Sequence[int] = ()):
+        # ids, pos: [B, T] -> hidden [B, T, H] after the final norm, aux [B, T, len(taps) * H] or None
+        x, pending, captured = run_layers(self.model.layers, self.model.embed_tokens(ids), pos, kv, taps=taps)
+        aux = torch.cat([captured[i] for i in taps], dim=-1) if taps else None
+        if pending is None:
+            return self.model.norm(x), aux
+        return add_then_norm(self.model.norm, x, pending)[1], aux
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.lm_head(hidden)
+
+
+class DraftModel(nn.Module):
+    """fc (the fusion) -> decoder layers -> optional final norm -> head over the target or a reduced vocabulary."""
+
+    def __init__(self, fc: nn.Module, layers: Sequence[nn.Module], norm: nn.Module | None, *,
+                 lm_head: nn.Module | None, draft_vocab: int | None, target_vocab: int, feed_post_norm: bool,
+                 head_norm: bool = True):
+        super().__init__()
+        self.fc = fc
+        self.layers = nn.ModuleList(layers)
+        self.norm = norm or nn.Identity()
+        if lm_head is not None:
+            self.lm_head = lm_head
+        self.target_vocab, self.feed_post_norm, self.head_norm = target_vocab, feed_post_norm, head_norm
+        self.compute_dtype: torch.dtype | None = None   # set by assemble(): casts what the target hands over
+        if draft_vocab is not None:
+            self.register_buffer("d2t", torch.zeros(draft_vocab, dtype=torch.int64))
+            self.register_buffer("t2d", torch.zeros(target_vocab, dtype=torch.bool))
+
+    @property
+    def taps(self):
+        return self.fc.taps
+
+    def forward(self, ids: torch.Tensor, hidden: torch.Tensor, pos: torch.Tensor, kv=None, *, embed: nn.Module,
+                from_target: bool, head_input: bool = False):
+        # ids, pos: [B, T]; hidden: [B, T, Ht*k] (target) or [B, T, H] (draft's own) -> (out, feed): [B, T, H];
+        # head_input: (out, feed, what the head reads), the last residual add and the final norm in one kernel
+        # (the decoding engine's call; :meth:`head_of` then takes the third, where head_logits(out) norms again)
+        emb = embed(ids)
+        if self.compute_dtype is not None:  # the target's embedding and hand-over meet a draft of another dtype
+            emb, hidden = emb.to(self.compute_dtype), hidden.to(self.compute_dtype)
+        # a fusion that declares `takes_positions` also gets pos (MTP zeroes the embedding at position 0)
+        x = (self.fc.fuse(emb, hidden, from_target, pos) if getattr(self.fc, "takes_positions", False)
+             else self.fc.fuse(emb, hidden, from_target))
+        x, pending, _ = run_layers(self.layers, x, pos, kv, emb)
+        if self.feed_post_norm or (head_input and self.head_norm):
+            x, normed = add_then_norm(self.norm, x, pending) if pending is not None else (x, self.norm(x))
+        else:
+            x = normed = _settle(x, pending)
+        feed = normed if self.feed_post_norm else x
+        return (x, feed, normed if self.head_norm else x) if head_input else (x, feed)
+
+    def head_logits(self, out: torch.Tensor, head: nn.Module) -> torch.Tensor:
+        # out: [B, T, H] -> [B, T, Vd] over the draft's own vocabulary (Vd = V_target without a reduced head):
+        # what drafting ranks, so a reduced head never pays for the target's vocabulary
+        return self.head_of(self.norm(out) if self.head_norm else out, head)
+
+    def head_of(self, x: torch.Tensor, head: nn.Module) -> torch.Tensor:
+        # x: [B, T, H] what the head reads (after the final norm where there is one) -> [B, T, Vd]
+        w = getattr(head, "weight", None)
+        return head(x if w is None or w.dtype == x.dtype or w.itemsize == 1 else x.to(w.dtype))  # a shared target head
+
+    def target_ids(self, idx: torch.Tensor) -> torch.Tensor:
+        # draft ids [...] -> target ids [...]: d + d2t[d] (the identity without a reduced head)
+        return idx + self.d2t[idx] if hasattr(self, "d2t") else idx
+
+    def kept_ids(self) -> torch.Tensor:
+        # [Vd] the target id of each draft id: d + d2t[d], or every target id without a reduced head
+        if hasattr(self, "d2t"):
+            return torch.arange(self.d2t.shape[0], device=self.d2t.device) + self.d2t
+        return torch.arange(self.target_vocab, device=next(self.parameters()).device)
+
+    def to_target(self, z: torch.Tensor) -> torch.Tensor:
+        # [..., Vd] -> [..., V_target]: each draft logit at its target id, -inf elsewhere
+        if not hasattr(self, "d2t"):
+            return z
+        full = z.new_full((*z.shape[:-1], self.target_vocab), float("-inf"))
+        return full.index_copy_(-1, self.kept_ids(), z)
+
+    def logits(self, out: torch.Tensor, head: nn.Module) -> torch.Tensor:
+        # out: [B, T, H] -> [B, T, V_target]
+        return self.to_target(self.head_logits(out, head))
