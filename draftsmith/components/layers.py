@@ -13,8 +13,8 @@ from torch import nn
 
 from draftsmith.components.norms import add_then_norm, norm_cat
 
-Mix = Callable[["DecoderLayer", torch.Tensor, "torch.Tensor | None", "torch.Tensor | None"],
-              tuple[torch.Tensor, torch.Tensor]]
+# (layer, x, emb[, pending]) -> (attention input, residual); ``pending`` is passed only when there is one
+Mix = Callable[..., tuple[torch.Tensor, torch.Tensor]]
 
 
 def own_input(layer: "DecoderLayer", x: torch.Tensor, emb: torch.Tensor | None,
@@ -66,7 +66,9 @@ class DecoderLayer(nn.Module):
         """The block with its residual adds moved to the norms: the input is x + ``pending`` (None: x), the output
         h + delta, returned as (h, delta), so that the next block's input norm, or the final norm, adds them in
         its own kernel (a stack of these launches one kernel per layer fewer than of ``forward``)."""
-        attn_in, residual = self.mix(self, x, emb, pending)
+        # a mix is called with ``pending`` only when there is one (a first layer never has one), so a plugin's
+        # mix written for (layer, x, emb) still serves as a first layer
+        attn_in, residual = self.mix(self, x, emb) if pending is None else self.mix(self, x, emb, pending)
         h, normed = add_then_norm(self.post_attention_layernorm, residual, self.self_attn(attn_in, pos, kv))
         return h, self.mlp(normed)
 

@@ -255,3 +255,28 @@ def test_zero_unless_is_masked_fill_zero_with_nan_and_inf(dtype):
     torch.testing.assert_close(wide[..., 1], x, rtol=0, atol=0, equal_nan=True)   # the other half untouched
     assert got.dtype == dtype and torch.equal(got.isnan(), want.isnan())
     assert torch.equal(got.nan_to_num(), want.nan_to_num())
+
+
+def test_a_layer_after_split_forward_equals_its_forward_and_old_mixes_still_serve():
+    """split_forward's (h, delta) sums to forward's output, with a pending term added to the input; a mix written
+    for (layer, x, emb), as a plugin's first layer might have, is still called without ``pending``."""
+    from draftsmith.components.layers import DecoderLayer, own_input
+    from draftsmith.components.norms import RMSNorm
+
+    torch.manual_seed(0)
+    H = 8
+    attn = lambda x, pos, kv: x.tanh()            # noqa: E731  stand-ins: the block's wiring is what is tested
+    mlp = torch.nn.Linear(H, H)
+    layer = DecoderLayer(attn, mlp, input_layernorm=RMSNorm(H), post_attention_layernorm=RMSNorm(H))
+    x, pending = torch.randn(2, 3, H), torch.randn(2, 3, H)
+    h, delta = layer.split_forward(x, None, pending=pending)
+    torch.testing.assert_close(h + delta, layer(x + pending, None))
+    calls = []
+
+    def old_mix(layer, x, emb):
+        calls.append(1)
+        return own_input(layer, x, emb)
+
+    layer.mix = old_mix
+    torch.testing.assert_close(sum(layer.split_forward(x, None)), layer(x, None))
+    assert len(calls) == 2
