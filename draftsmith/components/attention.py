@@ -56,21 +56,6 @@ class KVBatch:
         return self.pool.read(layer, self.read), self.mask
 
 
-_BITS = {torch.float64: torch.int64, torch.float32: torch.int32, torch.bfloat16: torch.int16,
-         torch.float16: torch.int16}
-
-
-def zero_unless_(x: torch.Tensor, keep: torch.Tensor) -> None:
-    """In place: +0.0 where not ``keep`` (broadcast), NaN and inf included, in one kernel on a strided view too. An
-    integer product of the bit patterns, because CPU ``masked_fill_`` / ``where`` over a broadcast mask is ~4x
-    slower."""
-    bits = _BITS.get(x.dtype)
-    if bits is None:
-        x.masked_fill_(~keep, 0)
-    else:
-        x.view(bits).mul_(keep)
-
-
 class GQAttention(nn.Module):
     def __init__(
         self,

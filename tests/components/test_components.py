@@ -243,7 +243,7 @@ def test_rms_norm_matches_transformers_llama_rms_norm(dtype):
 def test_zero_unless_is_masked_fill_zero_with_nan_and_inf(dtype):
     """The static pool's dead rows are zeroed in place by bit patterns (floats) or masked_fill (any other dtype),
     on a strided view too: either way x.where(keep, 0), NaN and inf dropped where not kept and kept elsewhere."""
-    from draftsmith.components.attention import zero_unless_
+    from draftsmith.decoding.static_pool import zero_unless_
 
     x = torch.tensor([[1.5, float("nan"), float("inf"), -2.0], [float("-inf"), 3.0, float("nan"), -0.0]])
     x = x.nan_to_num(7.0, 8.0, -9.0).to(dtype) if not dtype.is_floating_point else x.to(dtype)
