@@ -7,7 +7,7 @@ compaction (invariants 13-21) that the static pool's commit is tested against.
 The pool owns fixed-size pages of ``page_size`` token slots. Each sequence has a page table and a committed
 length; the token at position ``p`` lives in slot ``table[p // page_size] * page_size + p % page_size``. Storage
 is, per layer, a dict of named tensors ``[num_pages * page_size, *per_token_shape]``: GQA uses
-``{"k": (n_kv, d), "v": (n_kv, d)}``, MLA ``{"latent": (r,), "rope": (d_rope,)}``. The layout is data, so one
+``{"kv": (2, n_kv, d)}`` (keys beside values), MLA ``{"latent": (r,), "rope": (d_rope,)}``. The layout is data, so one
 code path serves both.
 
 A decoding step reserves slots with :meth:`PagedKVPool.extend`, writes the verified tree's KV there, then
