@@ -98,3 +98,22 @@ def test_flex_tree_masks_match_eager_across_tiles(B, T, S, H, Hkv, d):
     want = backends.eager(q.double(), k.double(), v.double(), mask, 0.125)
     for fn in (backends.flex, backends.auto, backends.sdpa):
         assert (fn(q, k, v, mask, 0.125).double() - want).abs().max() < 2e-2
+
+
+@pytest.mark.parametrize(("T", "S", "masked"), [(16, 16, False), (1, 40, False), (8, 40, True), (1, 40, True)])
+def test_the_pool_kv_row_takes_the_kernel_separate_tensors_take(T, S, masked):
+    """A GQA layer stores keys beside values ([B, S, 2, Hk, d]) and attends over views of that row: SDPA must pick
+    the kernel it picks for separate contiguous keys and values (a layout it could not take falls back to its math
+    kernel), and compute the same."""
+    B, H, Hk, d = 2, 8, 2, 64
+    q = torch.randn(B, H, T, d, device="cuda", dtype=torch.bfloat16)
+    row = torch.randn(B, S, 2, Hk, d, device="cuda", dtype=torch.bfloat16)
+    k, v = (t.transpose(1, 2) for t in row.unbind(2))                   # [B, Hk, S, d] views, stride 2*Hk*d per key
+    mask = torch.ones(B, 1, T, S, dtype=torch.bool, device="cuda").tril(S - T) if masked else None
+    extra = dict(attn_mask=backends.additive(mask, q.dtype) if masked else None, is_causal=not masked and T == S,
+                 enable_gqa=True)
+    chosen = [torch._fused_sdp_choice(q, kk, vv, **extra) for kk, vv in ((k, v), (k.contiguous(), v.contiguous()))]
+    assert chosen[0] == chosen[1], f"kernel {chosen[0]} for the kv row, {chosen[1]} for separate tensors"
+    got = backends.sdpa(q, k, v, mask, d**-0.5)
+    want = backends.eager(q.double(), k.double(), v.double(), mask, d**-0.5)
+    assert (got.double() - want).abs().max() < 2e-2
