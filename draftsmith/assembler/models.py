@@ -27,8 +27,9 @@ def run_layers(layers: Sequence[nn.Module], x: torch.Tensor, pos: torch.Tensor, 
             x, pending = _settle(x, pending), None
             captured[i] = x
         split = getattr(layer, "split_forward", None)
-        if split is None:
-            x, pending = layer(_settle(x, pending), pos, kv, emb), None
+        if split is None:   # another layer type: its own forward, called as the models always called it
+            args = (pos, kv) if emb is None else (pos, kv, emb)
+            x, pending = layer(_settle(x, pending), *args), None
         else:
             x, pending = split(x, pos, kv, emb, pending=pending)
     if len(layers) in taps:

@@ -280,3 +280,31 @@ def test_a_layer_after_split_forward_equals_its_forward_and_old_mixes_still_serv
     layer.mix = old_mix
     torch.testing.assert_close(sum(layer.split_forward(x, None)), layer(x, None))
     assert len(calls) == 2
+
+
+def test_a_layer_type_without_split_forward_is_called_as_before():
+    """run_layers stacks any layer: one without ``split_forward`` gets the settled stream through its own forward,
+    (x, pos, kv) in a target and (x, pos, kv, emb) in a draft, and the pending terms around it are kept."""
+    from draftsmith.assembler.models import run_layers
+    from draftsmith.components.layers import DecoderLayer
+    from draftsmith.components.norms import RMSNorm
+
+    H = 8
+
+    class Plain(torch.nn.Module):        # a plugin layer written for the target's call, no emb argument
+        def forward(self, x, pos, kv=None):
+            return x * 2
+
+    torch.manual_seed(0)
+    block = lambda: DecoderLayer(lambda x, pos, kv: x.tanh(), torch.nn.Linear(H, H),  # noqa: E731
+                                 input_layernorm=RMSNorm(H), post_attention_layernorm=RMSNorm(H))
+    layers = [block(), Plain(), block()]
+    x = torch.randn(2, 3, H)
+    want = x
+    for layer in layers:
+        want = layer(want, None)
+    got, pending, _ = run_layers(layers, x, None)
+    torch.testing.assert_close(got + pending, want)
+    _, _, captured = run_layers(layers, x, None, taps=[1, 3])
+    torch.testing.assert_close(captured[1], layers[0](x, None))
+    torch.testing.assert_close(captured[3], want)
