@@ -280,6 +280,14 @@ def test_a_layer_after_split_forward_equals_its_forward_and_old_mixes_still_serv
     layer.mix = old_mix
     torch.testing.assert_close(sum(layer.split_forward(x, None)), layer(x, None))
     assert len(calls) == 2
+    from draftsmith.components.layers import embed_concat  # EAGLE-3's input mix: [emb; x] at width 2H
+    for before in (False, True):
+        cat = DecoderLayer(lambda x, pos, kv: x[..., :H].tanh() + x[..., H:], mlp, input_layernorm=RMSNorm(H),
+                           post_attention_layernorm=RMSNorm(H), hidden_norm=RMSNorm(H), mix=embed_concat,
+                           norm_before_residual=before)
+        emb = torch.randn(2, 3, H)
+        torch.testing.assert_close(sum(cat.split_forward(x, None, emb=emb, pending=pending)),
+                                   cat(x + pending, None, emb=emb))
 
 
 def test_a_layer_type_without_split_forward_is_called_as_before():
