@@ -3,6 +3,7 @@
 ``lm_head.*``, ``d2t``, ``t2d``; upstream layouts are translated to these by a spec's weight rules."""
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import torch
@@ -16,22 +17,33 @@ def _settle(x: torch.Tensor, pending: torch.Tensor | None) -> torch.Tensor:
     return x if pending is None else x + pending
 
 
+@functools.cache
+def _splits(cls: type) -> bool:
+    # split_forward stands for the layer's forward only where it is that forward split in two: the class that
+    # defines split_forward is the one that defines forward, or a subclass of it (a subclass that overrides
+    # forward alone keeps its forward)
+    mro = cls.__mro__
+    fwd = next((c for c in mro if "forward" in c.__dict__), None)
+    split = next((c for c in mro if "split_forward" in c.__dict__), None)
+    return fwd is not None and split is not None and issubclass(split, fwd)
+
+
 def run_layers(layers: Sequence[nn.Module], x: torch.Tensor, pos: torch.Tensor, kv=None, emb=None,
                taps: Sequence[int] = ()) -> tuple[torch.Tensor, torch.Tensor | None, dict[int, torch.Tensor]]:
-    """A stack of decoder layers over the residual stream x + pending: a layer with ``split_forward`` leaves its
-    last residual add to the next layer's input norm, so the caller's final norm adds the last one (one kernel
+    """A stack of decoder layers over the residual stream x + pending: a layer with ``split_forward`` (defined with
+    or after its ``forward``: a subclass that overrides forward alone runs its forward) leaves its last residual
+    add to the next layer's input norm, so the caller's final norm adds the last one (one kernel
     per layer fewer). Returns (x, pending, {tap: the stream at layer tap's input; len(layers): the output})."""
     pending, captured = None, {}
     for i, layer in enumerate(layers):
         if i in taps:
             x, pending = _settle(x, pending), None
             captured[i] = x
-        split = getattr(layer, "split_forward", None)
-        if split is None:   # another layer type: its own forward, called as the models always called it
+        if not _splits(type(layer)):   # another layer type: its own forward, called as the models always called it
             args = (pos, kv) if emb is None else (pos, kv, emb)
             x, pending = layer(_settle(x, pending), *args), None
         else:
-            x, pending = split(x, pos, kv, emb, pending=pending)
+            x, pending = layer.split_forward(x, pos, kv, emb, pending=pending)
     if len(layers) in taps:
         x, pending = _settle(x, pending), None
         captured[len(layers)] = x

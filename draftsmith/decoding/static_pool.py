@@ -101,7 +101,9 @@ class StaticKVPool(SlotIO):
 
 
 _BITS = {torch.float64: torch.int64, torch.float32: torch.int32, torch.bfloat16: torch.int16,
-         torch.float16: torch.int16}
+         torch.float16: torch.int16,
+         **{getattr(torch, name): torch.uint8 for name in ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz",
+                                                           "float8_e5m2fnuz") if hasattr(torch, name)}}
 
 
 def zero_unless_(x: torch.Tensor, keep: torch.Tensor) -> None:
@@ -110,7 +112,7 @@ def zero_unless_(x: torch.Tensor, keep: torch.Tensor) -> None:
     slower."""
     bits = _BITS.get(x.dtype)
     if bits is None:
-        x.masked_fill_(~keep, 0)
+        x.copy_(x.where(keep, 0))
     else:
         x.view(bits).mul_(keep)
 
