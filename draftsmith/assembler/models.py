@@ -72,8 +72,6 @@ class CausalLM(nn.Module):
         # ids, pos: [B, T] -> hidden [B, T, H] after the final norm, aux [B, T, len(taps) * H] or None
         x, pending, captured = run_layers(self.model.layers, self.model.embed_tokens(ids), pos, kv, taps=taps)
         aux = torch.cat([captured[i] for i in taps], dim=-1) if taps else None
-        if pending is None:
-            return self.model.norm(x), aux
         return add_then_norm(self.model.norm, x, pending)[1], aux
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
@@ -115,7 +113,7 @@ class DraftModel(nn.Module):
              else self.fc.fuse(emb, hidden, from_target))
         x, pending, _ = run_layers(self.layers, x, pos, kv, emb)
         if self.feed_post_norm or (head_input and self.head_norm):
-            x, normed = add_then_norm(self.norm, x, pending) if pending is not None else (x, self.norm(x))
+            x, normed = add_then_norm(self.norm, x, pending)
         else:
             x = normed = _settle(x, pending)
         feed = normed if self.feed_post_norm else x

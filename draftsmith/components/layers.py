@@ -21,8 +21,6 @@ def own_input(layer: "DecoderLayer", x: torch.Tensor, emb: torch.Tensor | None,
               pending: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Ordinary layer: attention sees input_layernorm(x); the residual is x. With ``pending`` (the previous
     block's last residual term) the input is x + pending, added by the norm (one fused kernel)."""
-    if pending is None:
-        return layer.input_layernorm(x), x
     x, normed = add_then_norm(layer.input_layernorm, x, pending)
     return normed, x
 

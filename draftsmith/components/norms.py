@@ -30,9 +30,12 @@ def rms(params, *, dim: int, eps: float) -> RMSNorm:
     return RMSNorm(dim, eps)
 
 
-def add_then_norm(norm: nn.Module, x: torch.Tensor, delta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def add_then_norm(norm: nn.Module, x: torch.Tensor,
+                  delta: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
     """(h, norm(h)) with h = x + delta: through the norm's ``add_forward`` where it has one (one fused kernel),
-    else the add and then the module (an identity slot, another norm)."""
+    else the add and then the module (an identity slot, another norm). delta None: h = x (no add)."""
+    if delta is None:
+        return x, norm(x)
     add_forward = getattr(norm, "add_forward", None)
     if add_forward is not None:
         return add_forward(x, delta)

@@ -57,12 +57,14 @@ class Rotary(nn.Module):
         self.inv_freq = inv if device is None else inv.to(device)
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return kernel(fused.rope, self.fused)(q, k, pos, self.inv_freq.to(pos.device), self.scale,
-                                               self.style == "interleaved")
+        return kernel(fused.rope, self.fused)(q, k, pos, *self._angles(pos))
 
     def with_values(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                     pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(rotated q, [B, T, 2, Hk, d] rotated k beside v): the rotation and the cache row in one kernel when
         fused."""
-        return kernel(fused.rope_kv, self.fused)(q, k, v, pos, self.inv_freq.to(pos.device), self.scale,
-                                                  self.style == "interleaved")
+        return kernel(fused.rope_kv, self.fused)(q, k, v, pos, *self._angles(pos))
+
+    def _angles(self, pos: torch.Tensor) -> tuple[torch.Tensor, float, bool]:
+        # what the rotation functions take after the tensors: frequencies on pos's device, scale, pair layout
+        return self.inv_freq.to(pos.device), self.scale, self.style == "interleaved"
