@@ -152,12 +152,13 @@ class RegexRule(BaseModel):
             if pair is None:
                 continue
             pattern, template = pair
-            try:
-                # Compiles the pattern and the template; a bad group reference fails even without a match.
-                re.compile(pattern).sub(template, "")
-            except re.error as exc:
-                raise ValueError(f"rule {what} {short(pattern)} -> {short(template)} is not a valid regex rename: "
-                                 f"{exc}") from exc
+            if len(pattern) <= limits.REGEX_CHARS:   # a longer one is refused below, before anything compiles it
+                try:
+                    # Compiles the pattern and the template; a bad group reference fails even without a match.
+                    re.compile(pattern).sub(template, "")
+                except re.error as exc:
+                    raise ValueError(f"rule {what} {short(pattern)} -> {short(template)} is not a valid regex "
+                                     f"rename: {exc}") from exc
             if (why := pattern_problem(pattern)) is not None:
                 raise ValueError(f"rule {what} {short(pattern)} is refused: {why}")
         if self.inverse is None and self.match.startswith("^") and "\\" not in self.replace:

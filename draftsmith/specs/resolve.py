@@ -8,6 +8,7 @@ from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ValidationError
 
+from draftsmith import limits
 from draftsmith.components.weights import pattern_problem
 from draftsmith.errors import Problem, short
 from draftsmith.hooks import Component
@@ -146,11 +147,12 @@ def cache_problems(checkpoints: Any) -> list[Problem]:
 def regex_problems(pattern: Any, path: str) -> list[Problem]:
     if not isinstance(pattern, str):
         return []  # phase 1 reports the type
-    try:
-        re.compile(pattern)
-    except re.error as e:
-        return [Problem(path, f"not a valid regular expression: {e}", found=pattern,
-                        allowed="a Python regular expression (re syntax), searched in each checkpoint name")]
+    if len(pattern) <= limits.REGEX_CHARS:   # a longer one is refused below, before anything compiles it
+        try:
+            re.compile(pattern)
+        except re.error as e:
+            return [Problem(path, f"not a valid regular expression: {e}", found=pattern,
+                            allowed="a Python regular expression (re syntax), searched in each checkpoint name")]
     if (why := pattern_problem(pattern)) is not None:
         return [Problem(path, f"refused: {why}", found=pattern)]
     return []

@@ -59,6 +59,25 @@ def test_overlong_patterns_are_refused():
     assert pattern_problem("a" * limits.REGEX_CHARS) is None            # the limit itself is allowed
 
 
+def test_an_overlong_pattern_is_refused_before_anything_compiles_it(monkeypatch):
+    # re.compile of a 100k-character pattern takes ~0.2 s; twelve distinct ones took seconds before the length
+    # refused them. Validation must measure a pattern before it parses or compiles it
+    import re
+    import re._parser
+
+    seen = []
+    for module, name in [(re, "compile"), (re._parser, "parse")]:
+        real = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda p, *a, _real=real, **k: (seen.append(len(p)), _real(p, *a, **k))[1])
+    long = [chr(97 + i) * (limits.REGEX_CHARS + 1) for i in range(3)]
+    data = {**BASE, "weights": {"rules": [{"match": long[0], "replace": "x"}], "ignore": long[1:]}}
+    with refused(kind=SpecError) as r:
+        draftsmith.parse_spec(data, source="long.yaml")
+    assert [p.path for p in r.value.problems] == ["weights.rules.0", "weights.ignore.0", "weights.ignore.1"]
+    assert all("at most" in p.message for p in r.value.problems)
+    assert max(seen, default=0) <= limits.REGEX_CHARS
+
+
 @pytest.mark.filterwarnings("ignore::FutureWarning")  # re's "possible nested set" on generated patterns
 @settings(max_examples=60)
 @given(st.text(st.sampled_from(list("a()|*+?{}[]\\.^$,1w")), max_size=14))
