@@ -39,12 +39,12 @@ case "$stage" in
       | tee "$RES/gpu-tests.log" | grep -E "^(FAILED|ERROR)|passed|failed"
     timeout 120 $bench --scale 1b --out "$RES/1b" --batches 1,8 --no-hf 2>&1 | tee "$RES/bench-1b.log" \
       | grep "ms/step"
-    timeout 60 python3 benchmarks/profile_cuda.py 1b "$RES/profile-1b" /tmp/ckpt 2>&1 | grep steps ;;
+    timeout 60 python3 benchmarks/profile_cuda.py 1b "$RES/profile-1b" /tmp/ckpt 2>&1 | grep -E "steps|kernels/step|device time" ;;
   8b)
     timeout 290 $bench --scale 8b --out "$RES/8b" --batches 1 2>&1 | tee "$RES/bench-8b.log" | grep "ms/step"
     timeout 100 $bench --scale 8b --out "$RES/8b-batch8" --batches 8 --no-hf 2>&1 | tee "$RES/bench-8b-batch8.log" \
       | grep "ms/step"
-    timeout 90 python3 benchmarks/profile_cuda.py 8b "$RES/profile-8b" /tmp/ckpt 2>&1 | grep steps
+    timeout 90 python3 benchmarks/profile_cuda.py 8b "$RES/profile-8b" /tmp/ckpt 2>&1 | grep -E "steps|kernels/step|device time"
     timeout 60 python3 benchmarks/bench_gemm.py 1b,8b 2>&1 | tee "$RES/gemm.log" ;;
   *) echo "usage: $0 tests|8b"; exit 2 ;;
 esac

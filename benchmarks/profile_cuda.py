@@ -19,6 +19,26 @@ from draftsmith.bench_scale import write_pair
 from draftsmith.specs.loader import load_spec
 
 SYNCS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")
+# kernel families by name, first match wins: what a step's device time is made of
+# (attention first: flash-attn's split-KV and cutlass-built attention kernels carry GEMM-like words too)
+FAMILIES = (("attention", ("flash", "fmha", "attention", "cudnn", "sdpa")),
+            ("compiled (triton)", ("triton",)),
+            ("matrix products", ("gemm", "gemv", "cutlass", "xmma", "nvjet", "cublas", "splitk")),
+            ("copies and fills", ("copy", "fill", "index", "scatter", "gather", "memcpy", "memset")))
+
+
+def families(kernels, steps: int) -> str:
+    """Device time per step by kernel family: 'family: N kernels, T ms (mean us each)' lines."""
+    acc: dict[str, list[float]] = {}
+    for e in kernels:
+        name = e.name.lower()
+        fam = next((f for f, keys in FAMILIES if any(k in name for k in keys)), "other")
+        acc.setdefault(fam, []).append(e.device_time_total)
+    lines = []
+    for fam, times in sorted(acc.items(), key=lambda kv: -sum(kv[1])):
+        lines.append(f"  {fam}: {len(times) / steps:.1f} kernels/step, {sum(times) / 1e3 / steps:.3f} ms/step "
+                     f"({sum(times) / len(times):.1f} us each)")
+    return "\n".join(["device time by kernel family:", *lines])
 
 
 def summarise(prof, steps: int, wall: float) -> str:
@@ -33,7 +53,7 @@ def summarise(prof, steps: int, wall: float) -> str:
             f"graph launches/step {graphs / steps:.1f}, syncs/step {syncs / steps:.1f}, memcpy calls/step "
             f"{d2h / steps:.1f}")
     ka = prof.key_averages()
-    return "\n\n".join([head, ka.table(sort_by="cpu_time_total", row_limit=30),
+    return "\n\n".join([head, families(kernels, steps), ka.table(sort_by="cpu_time_total", row_limit=30),
                         ka.table(sort_by="cuda_time_total", row_limit=30)])
 
 
@@ -58,7 +78,7 @@ def main(shape="1b", out="/tmp/out", ckpt="/tmp/ckpt", graphs="auto"):
         steps = res.stats.target_forwards
         text = summarise(prof, steps, wall)
         (out / f"profile-{name}-{graphs}.txt").write_text(text)
-        print(name, graphs, text.splitlines()[0], flush=True)
+        print(name, graphs, text.split("\n\n")[0], text.split("\n\n")[1], sep="\n", flush=True)
 
 
 if __name__ == "__main__":
