@@ -107,7 +107,9 @@ class ArgumentError(DraftsmithError, ValueError):
     def __init__(self, where: str, problems: list[str]):
         self.where, self.problems = where, list(problems)
         n = len(self.problems)
-        super().__init__("\n  ".join([f"{where}: {n} problem{'s' if n != 1 else ''}", *self.problems]))
+        more = [f"... and {n - SHOWN} more"] if n > SHOWN else []   # all stay in ``problems``
+        super().__init__("\n  ".join([f"{where}: {n} problem{'s' if n != 1 else ''}", *self.problems[:SHOWN],
+                                      *more]))
 
 
 class OptionError(DraftsmithError, ValueError):

@@ -12,6 +12,8 @@ YAML_DEPTH = 32                 # nesting of mappings and lists, aliases expande
 YAML_NODES = 20_000             # nodes of the document with every alias expanded (an alias bomb is refused)
 NAME_CHARS = 100                # a spec's name
 DESCRIPTION_CHARS = 2_000       # a spec's description
+INT_DIGITS = 100                # an integer in a spec or a call (Python will not even print one past 4300
+                                # digits, so a longer one ends in a clear error, not in json or an f-string)
 
 # Checkpoint folders
 JSON_BYTES = 16 * 1024 * 1024   # config.json, generation_config.json, a shard index
@@ -29,6 +31,7 @@ DRAFT_TOKENS = 1_024            # tree size including the root
 PAGE_SIZE = 4_096               # KV pool page size (tokens)
 SEED_BITS = 64                  # torch generators take seeds in 0 .. 2**64 - 1
 NEW_TOKENS = 1 << 20            # max_new_tokens (KV pools are sized for prompt + max_new_tokens up front)
+BATCH = 4_096                   # prompts in one generate() call (each is a row of the KV pools, allocated up front)
 
 # Weight-name rules (regular expressions over tensor names)
 REGEX_CHARS = 1_000             # a pattern

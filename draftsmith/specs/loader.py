@@ -104,6 +104,17 @@ class _SpecLoader(_Loader):
                     key_node.start_mark)
         return super().construct_mapping(node, deep)
 
+    def construct_yaml_int(self, node):
+        try:
+            return super().construct_yaml_int(node)
+        except ValueError:   # decimal past Python's 4300-digit parsing limit (hex, octal and binary have none)
+            raise yaml.constructor.ConstructorError(
+                None, None, f"an integer of {len(node.value)} characters; a spec's numbers have at most "
+                            f"{limits.INT_DIGITS} digits", node.start_mark) from None
+
+
+_SpecLoader.add_constructor("tag:yaml.org,2002:int", _SpecLoader.construct_yaml_int)
+
 
 def _too_deep(source: str, mark) -> SpecError:
     return SpecError(source, [Problem("", f"nesting deeper than {limits.YAML_DEPTH} levels (line {mark.line + 1})")])
@@ -147,15 +158,30 @@ class _Refused(Exception):
         self.problem = problem
 
 
+_INT_BOUND = 10 ** limits.INT_DIGITS
+
+
+def _too_many_digits(x: Any) -> bool:
+    return isinstance(x, int) and not -_INT_BOUND < x < _INT_BOUND
+
+
+def _long_int(path: str, x: int) -> Problem:
+    return Problem(path, f"an integer of more than {limits.INT_DIGITS} digits; a spec's numbers are far smaller",
+                   found=x)
+
+
 def check_plain_data(data: Any) -> list[Problem]:
     """Problems that stop a document before validation: a value that refers to itself, a tree (aliases
-    expanded) deeper than ``YAML_DEPTH`` or larger than ``YAML_NODES``, a value that is not JSON-like.
+    expanded) deeper than ``YAML_DEPTH`` or larger than ``YAML_NODES``, a value that is not JSON-like, an integer
+    of more than ``INT_DIGITS`` digits (Python would not print it: json and every message need that).
     Shared sub-trees are measured once, so an alias bomb is refused in time linear in the file."""
     sizes: dict[int, tuple[int, int]] = {}      # id -> (nodes, height) of a measured container
     active: set[int] = set()
 
     def walk(x: Any, path: str, level: int) -> tuple[int, int]:
         if isinstance(x, _SCALARS):
+            if _too_many_digits(x):
+                raise _Refused(_long_int(path, x))
             return 1, 0
         if not isinstance(x, (Mapping, list, tuple)):
             kind = {"date": "a YAML timestamp", "datetime": "a YAML timestamp", "bytes": "YAML binary",
@@ -171,7 +197,7 @@ def check_plain_data(data: Any) -> list[Problem]:
             nodes, height = 1, 1  # a container is a level even when empty (as in load_yaml_text)
             items = x.items() if isinstance(x, Mapping) else enumerate(x)
             for key, value in items:
-                if isinstance(x, Mapping) and not isinstance(key, _SCALARS):
+                if isinstance(x, Mapping) and (not isinstance(key, _SCALARS) or _too_many_digits(key)):
                     raise _Refused(Problem(path, "a mapping key must be a string", found=key))
                 n, h = walk(value, f"{path}.{key}" if path else str(key), level + 1)
                 nodes, height = nodes + n, max(height, h + 1)

@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from draftsmith import limits
+from draftsmith.errors import short
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -20,7 +21,26 @@ def validate_strict(model: type[M], data: Any) -> M:
     and ``1`` are not true. pydantic's strict JSON mode, so a list is accepted where a tuple is declared. Both the
     spec models and every component's ``Params`` are validated here (phase 1 and phase 2), so strictness has one
     home and a plugin's params get it without declaring anything."""
-    return model.model_validate_json(json.dumps(data, allow_nan=True, default=_not_json), strict=True)
+    try:
+        text = json.dumps(data, allow_nan=True, default=_not_json)
+    except ValueError:   # an integer Python will not print (past 4300 digits): validated as its description
+        text = json.dumps(_printable(data, set()), allow_nan=True, default=_not_json)
+    return model.model_validate_json(text, strict=True)
+
+
+def _printable(x: Any, active: set[int]) -> Any:
+    # data with every integer past limits.INT_DIGITS as a string describing it (a wrong type wherever it lands)
+    if isinstance(x, int) and not isinstance(x, bool):
+        return x if abs(x) < 10 ** limits.INT_DIGITS else short(x)
+    if not isinstance(x, (dict, list, tuple)):
+        return x
+    if id(x) in active:
+        return "<the value contains itself>"
+    active.add(id(x))
+    out = ({_printable(k, active) if isinstance(k, int) else k: _printable(v, active) for k, v in x.items()}
+           if isinstance(x, dict) else [_printable(v, active) for v in x])
+    active.discard(id(x))
+    return out
 
 
 def _not_json(value: Any) -> Any:

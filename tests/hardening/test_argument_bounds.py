@@ -81,7 +81,7 @@ def test_every_prompt_problem_is_listed_up_to_a_bound(model):
     assert len(found) == MOST and found[-1].startswith(f"prompt: token {MOST - 1} is 0.5")
     found = problems(model, [1, VOCAB + 1, VOCAB, VOCAB + 1, -2])    # the ids outside, once each, in order
     assert found == [f"prompt: it holds ids outside the model's vocabulary 0..{VOCAB - 1}: [-2, {VOCAB}, {VOCAB + 1}]"]
-    found = problems(model, list(range(VOCAB + 99, VOCAB - 1, -1)))  # 100 of them: the message stays short
+    found = problems(model, list(range(VOCAB + 49, VOCAB - 1, -1)))  # 50 of them: the message stays short
     assert found == [f"prompt: it holds ids outside the model's vocabulary 0..{VOCAB - 1}: "
                      f"{str(list(range(VOCAB, VOCAB + 6)))[:-1]}, ...]"]
 
@@ -256,3 +256,55 @@ def test_check_call_defaults_are_generates(model):
         for name, p in inspect.signature(call).parameters.items():
             if name in ours and p.default is not inspect.Parameter.empty:
                 assert ours[name].default == p.default, (call.__name__, name)
+
+
+# --- sizes: refused by their size, before each item is looked at ---------------------------------------------------
+
+class _Tokens(list):
+    """A prompt whose tokens may not be looked at: only its length."""
+
+    def __iter__(self):
+        raise AssertionError("a token was read")
+
+    __getitem__ = __iter__
+
+
+def test_a_prompt_past_the_context_is_refused_by_its_length_alone(model):
+    prompt = _Tokens([0] * (CONTEXT + 1))
+    assert problems(model, [prompt]) == [f"prompt 0: {CONTEXT + 1} tokens; the target's context "
+                                         f"(max_position_embeddings) is {CONTEXT}"]
+    assert problems(model, torch.zeros(CONTEXT + 1, dtype=torch.long))[0].startswith(f"prompt: {CONTEXT + 1} tokens")
+    assert problems(model, [0.5] * (CONTEXT + 1)) == [f"prompt: {CONTEXT + 1} tokens; the target's context "
+                                                      f"(max_position_embeddings) is {CONTEXT}"]
+    assert problems(model, [1] * CONTEXT) == [f"max_new_tokens is 1: with a {CONTEXT}-token prompt it runs past the "
+                                              f"target's context of {CONTEXT} tokens (max_position_embeddings); at "
+                                              "most 0 new tokens fit"]   # the context itself: its tokens are read
+
+
+def test_a_batch_past_the_bound_is_refused_by_its_size_alone(model, monkeypatch):
+    monkeypatch.setattr(limits, "BATCH", 3)
+    bad = _Tokens([0.5])
+    assert problems(model, [bad] * 4) == ["prompt: a batch of 4 prompts; at most 3 in one call"]
+    assert len(problems(model, [[0.5]] * 3)) == 3                    # the bound itself: each prompt is checked
+
+
+def test_more_stop_ids_than_tokens_are_refused_by_their_count():
+    assert settings(stop=list(range(VOCAB + 1))) == [f"stop holds {VOCAB + 1} ids; the vocabulary has {VOCAB} tokens"]
+    assert settings(stop=list(range(VOCAB))) == []
+
+
+@pytest.mark.parametrize("kw, says", [({"topk": 10**5000}, "topk: '<an integer of about 5001 digits>'"),
+                                      ({"steps": -10**5000}, "steps: '<an integer of about 5001 digits>'"),
+                                      ({"temperature": 10**400}, "temperature is <an integer of about 401 digits>"),
+                                      ({"seed": 10**5000}, "seed is <an integer of about 5001 digits>"),
+                                      ({"max_new_tokens": 10**5000}, "max_new_tokens is <an integer of about")])
+def test_integers_python_will_not_print_are_refused_by_name(model, kw, says):
+    found = problems(model, **kw)
+    assert found and found[0].startswith(says), found   # (max_new_tokens also runs past the context)
+
+
+def test_an_argument_error_shows_a_bounded_number_of_problems():
+    from draftsmith.errors import SHOWN
+    e = ArgumentError("generate()", [f"problem {i}" for i in range(SHOWN + 7)])
+    assert len(e.problems) == SHOWN + 7 and str(e).endswith(f"problem {SHOWN - 1}\n  ... and 7 more")
+    assert str(ArgumentError("generate()", ["a"] * SHOWN)).count("\n") == SHOWN

@@ -343,3 +343,51 @@ def test_a_folder_given_as_a_spec_is_named_as_not_a_file(tmp_path, registry):
         assert draftsmith.load_spec("demo", registry=registry).name == "demo"
     finally:
         os.chdir(here)
+
+
+# --- integers Python will not print (json.dumps and every message need it) ---------------------------------------
+
+@pytest.mark.parametrize("digits, says", [("9" * 5000, "an integer of 5000 characters"),       # int() refuses it
+                                          ("0x" + "f" * 5000, "an integer of more than 100 digits")],  # hex: no limit
+                         ids=["decimal", "hex"])
+def test_a_huge_integer_in_a_spec_file_is_a_spec_error_with_its_place(tmp_path, digits, says):
+    path = tmp_path / "spec.yaml"
+    path.write_text(BASE_TEXT.replace("{topk: 4,", f"{{topk: {digits},"))
+    with refused(kind=SpecError) as r:
+        draftsmith.load_spec(path)
+    assert says in str(r.value) and len(str(r.value)) < 1000
+    assert "line 26" in str(r.value) or [p.path for p in r.value.problems] == ["decoding.topk"]
+
+
+@pytest.mark.parametrize("where", ["value", "key", "nested"])
+def test_a_huge_integer_in_spec_data_is_a_spec_error_at_its_path(where):
+    data = copy.deepcopy(BASE)
+    huge = 10 ** limits.INT_DIGITS
+    if where == "value":
+        data["decoding"]["topk"] = huge
+    elif where == "key":
+        data["decoding"][huge] = 1
+    else:
+        data["draft"]["fusion"]["aux_layers"] = {"ids": [1, -huge]}
+    with refused(kind=SpecError) as r:
+        draftsmith.parse_spec(data, source="gen.yaml")
+    path = {"value": "decoding.topk", "key": "decoding", "nested": "draft.fusion.aux_layers.ids.1"}[where]
+    assert [p.path for p in r.value.problems] == [path] and "about 101 digits" in str(r.value)
+
+
+def test_an_integer_below_the_digit_bound_gets_the_fields_own_message():
+    data = copy.deepcopy(BASE)
+    data["decoding"]["topk"] = 10 ** limits.INT_DIGITS - 1
+    with refused(kind=SpecError) as r:
+        draftsmith.parse_spec(data, source="gen.yaml")
+    assert "an integer <= 64" in str(r.value)
+
+
+def test_validate_strict_takes_any_integer_as_data():
+    from pydantic import ValidationError
+    from draftsmith.specs.schema import Decoding
+    looped = [1]
+    looped.append(looped)
+    for value in (10 ** 5000, [2, -10 ** 5000], {"a": 10 ** 5000}, looped):
+        with pytest.raises(ValidationError):
+            validate_strict(Decoding, {"topk": value})
