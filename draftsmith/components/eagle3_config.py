@@ -18,11 +18,13 @@ fed back (EAGLE 3.1, vLLM / SGLang); elsewhere (SpecForge) it means the final no
 """
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from draftsmith.errors import Problem, SpecError
+from draftsmith import limits
+from draftsmith.errors import Problem, SpecError, short
 
 KEY = "eagle_aux_hidden_state_layer_ids"
 FLAGS = ("fc_norm", "norm_before_fc", "norm_before_residual")
@@ -61,8 +63,26 @@ def config_ids(cfg: Mapping[str, Any]) -> tuple[list[int] | None, str]:
     for where, value in ((f"eagle_config.{KEY}", _inner(cfg).get(KEY)), (KEY, cfg.get(KEY)),
                          ("target_layer_ids", cfg.get("target_layer_ids"))):
         if value:
-            return [int(i) for i in value], f"the draft config's {where}"
+            return _layer_ids(value, where), f"the draft config's {where}"
     return None, ""
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _layer_ids(value: Any, where: str) -> list[int]:
+    # a config's tap ids as they are, or a SpecError: 2.7 is not layer 2, "a" and [1] are not layers, and a list
+    # longer than any target's layer count is not a list of taps
+    if not isinstance(value, list) or len(value) > limits.TARGET_LAYERS + 1 or not all(map(_is_int, value)):
+        raise SpecError("draft fusion", [Problem(f"draft config {where}", "not a list of layer indices", found=value,
+                                                 allowed=f"a list of at most {limits.TARGET_LAYERS + 1} integers")])
+    return list(value)
+
+
+def repeated(ids: list[int]) -> list[int]:
+    """The ids named more than once, sorted (one pass: a config may hold thousands)."""
+    return sorted(i for i, n in Counter(ids).items() if n > 1)
 
 
 def explicit_ids(params) -> list[int] | None:
@@ -71,8 +91,12 @@ def explicit_ids(params) -> list[int] | None:
 
 def aux_count(params, draft_config: Mapping[str, Any]) -> int:
     explicit = params.num_aux or config_value(draft_config, "num_aux_hidden_states")
+    if explicit is not None and not (_is_int(explicit) and 0 <= explicit <= limits.TARGET_LAYERS + 1):
+        raise SpecError("draft fusion", [Problem("draft config num_aux_hidden_states", "not a count of aux states",
+                                                 found=explicit,
+                                                 allowed=f"an integer in 1..{limits.TARGET_LAYERS + 1}")])
     ids = explicit_ids(params) or config_ids(draft_config)[0]
-    return int(explicit or (len(ids) if ids else 3))
+    return explicit or (len(ids) if ids else 3)
 
 
 def is_speculators_config(cfg: Mapping[str, Any]) -> bool:
@@ -105,15 +129,15 @@ def resolve_taps(params, draft_config: Mapping[str, Any], target_layers: int,
     taps = [i + 1 if at == "output" else i for i in ids]
     problems = []
     if len(taps) != count:
-        problems.append(Problem("draft.fusion.num_aux", f"{count} aux states asked for but {origin} gives {ids}"))
+        problems.append(Problem("draft.fusion.num_aux", f"{count} aux states asked for but {origin} gives "
+                                                        f"{short(ids)}"))
     bad = [i for i in taps if not 0 <= i <= target_layers]
     if bad:
-        problems.append(Problem(path, f"tap layers {bad} (from {origin}, at {at}) are outside the target's "
+        problems.append(Problem(path, f"tap layers {short(bad)} (from {origin}, at {at}) are outside the target's "
                                       f"{target_layers} layers", allowed=f"0..{target_layers}"))
-    if len(set(taps)) != len(taps):
-        dup = sorted({i for i in taps if taps.count(i) > 1})
-        problems.append(Problem(path, f"{ids} (from {origin}, at {at}) names layer(s) {dup} more than once; "
-                                      "taps must be distinct",
+    if dup := repeated(taps):
+        problems.append(Problem(path, f"{short(ids)} (from {origin}, at {at}) names layer(s) {short(dup)} more "
+                                      "than once; taps must be distinct",
                                 hint="Give aux_layers.ids explicitly, or use a target with more layers "
                                      "(the default needs at least 7)."))
     if problems:

@@ -19,10 +19,10 @@ import torch
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, field_validator
 from torch import nn
 
-from draftsmith.components.eagle3_config import resolve_eagle3
+from draftsmith.components.eagle3_config import repeated, resolve_eagle3
 from draftsmith.components.layers import embed_concat, own_input
 from draftsmith.components.norms import RMSNorm
-from draftsmith.errors import Problem, SpecError
+from draftsmith.errors import Problem, SpecError, short
 
 log = logging.getLogger("draftsmith")
 
@@ -58,9 +58,8 @@ class AuxLayers(BaseModel):
     @field_validator("ids")
     @classmethod
     def _distinct(cls, ids):
-        if ids is not None and len(set(ids)) != len(ids):
-            dup = sorted({i for i in ids if ids.count(i) > 1})
-            raise ValueError(f"{list(ids)} names layer(s) {dup} more than once; taps must be distinct")
+        if ids is not None and (dup := repeated(list(ids))):
+            raise ValueError(f"{short(list(ids))} names layer(s) {short(dup)} more than once; taps must be distinct")
         return ids
 
 

@@ -123,14 +123,23 @@ def _too_deep(source: str, mark) -> SpecError:
 def load_yaml_text(text: str, source: str = "<spec>") -> Any:
     """One YAML document as plain data, bounded in depth before it is composed (libyaml recurses in C)."""
     try:
-        depth = 0
+        open_: list[int] = []   # per open collection: -1 a sequence, 0 / 1 a mapping whose next node is a key / value
+        values = 0              # nodes that are not keys, as check_plain_data counts them (an alias once)
         for event in yaml.parse(text, Loader=_Loader):
-            if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
-                depth += 1
-                if depth > limits.YAML_DEPTH:
-                    raise _too_deep(source, event.start_mark)
-            elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
-                depth -= 1
+            if isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+                open_.pop()
+            elif isinstance(event, yaml.NodeEvent):
+                if not open_ or open_[-1] != 0:
+                    values += 1
+                    if values > limits.YAML_NODES:   # before a node is built (32k scalars took 0.3 s to build)
+                        raise SpecError(source, [Problem("", f"more than {limits.YAML_NODES} values by line "
+                                                             f"{event.start_mark.line + 1} (a spec has about 50)")])
+                if open_ and open_[-1] >= 0:
+                    open_[-1] ^= 1
+                if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+                    open_.append(0 if isinstance(event, yaml.MappingStartEvent) else -1)
+                    if len(open_) > limits.YAML_DEPTH:
+                        raise _too_deep(source, event.start_mark)
         return yaml.load(text, Loader=_SpecLoader)  # noqa: S506 (a safe loader)
     except yaml.YAMLError as e:
         # PyYAML >= 6.0.4 stops at its own nesting bound (1000 levels, far past ours) while its scanner looks ahead,

@@ -12,7 +12,7 @@ import draftsmith
 from draftsmith import limits
 from draftsmith.specs.catalog import BUILTIN_DIR
 from draftsmith.errors import SpecError
-from draftsmith.specs.loader import read_yaml, spec_name_for
+from draftsmith.specs.loader import load_yaml_text, read_yaml, spec_name_for
 from draftsmith.specs.schema import Spec, validate_strict
 
 from hardening_helpers import make_fifo, refused
@@ -391,3 +391,28 @@ def test_validate_strict_takes_any_integer_as_data():
     for value in (10 ** 5000, [2, -10 ** 5000], {"a": 10 ** 5000}, looped):
         with pytest.raises(ValidationError):
             validate_strict(Decoding, {"topk": value})
+
+
+@pytest.mark.parametrize("extra", [0, 1])
+def test_yaml_text_past_the_node_bound_is_refused_before_it_is_built(monkeypatch, extra):
+    # {x: [items]} is 2 values besides the items (a key is not a value, as check_plain_data counts)
+    text = "x: [" + ", ".join(["0"] * (limits.YAML_NODES - 2 + extra)) + "]\n"
+    built = []
+    monkeypatch.setattr(yaml, "load", lambda *a, **k: built.append(1))
+    try:
+        load_yaml_text(text, "big.yaml")
+    except SpecError as e:
+        assert extra and [p.message for p in e.problems] == [f"more than {limits.YAML_NODES} values by line 1 (a "
+                                                             "spec has about 50)"] and not built
+    else:
+        assert not extra and built
+
+
+def test_mapping_keys_and_nested_collections_count_as_check_plain_data_counts(monkeypatch):
+    doc = {"a": [1, {"b": 2, "c": [3, 4]}], "d": {"e": None}}
+    text = yaml.safe_dump(doc)
+    monkeypatch.setattr(limits, "YAML_NODES", count_values(doc))   # 10: mappings, lists and scalars, no keys
+    assert load_yaml_text(text) == doc
+    monkeypatch.setattr(limits, "YAML_NODES", count_values(doc) - 1)
+    with pytest.raises(SpecError, match="more than 9 values"):
+        load_yaml_text(text)

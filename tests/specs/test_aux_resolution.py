@@ -108,3 +108,41 @@ def test_flags_resolve_spec_then_config_then_default_and_defaults_are_said(case,
         speculators = "speculators_config" in cfg
         assert found == ({True: "feed_back", False: "head"} if speculators else
                          {True: "head", False: "none"})[config("norm_output")]
+
+
+# --- what a config may hold there -------------------------------------------------------------------------------
+
+import pytest  # noqa: E402
+
+from draftsmith import limits  # noqa: E402
+from draftsmith.components.eagle3_config import repeated  # noqa: E402
+from draftsmith.errors import SpecError  # noqa: E402
+
+
+@pytest.mark.parametrize("where", [KEY, "target_layer_ids", "eagle_config"])
+@pytest.mark.parametrize("ids", [[2.7, 4.2, 5.9], ["a"], [None], [[1]], [True, 2], {"x": 1}, 3,
+                                 [0] * (limits.TARGET_LAYERS + 2)],
+                         ids=["floats", "str", "null", "nested", "bool", "mapping", "scalar", "too many"])
+def test_config_tap_ids_that_are_not_a_list_of_integers_are_refused_by_name(where, ids):
+    cfg = {"eagle_config": {KEY: ids}} if where == "eagle_config" else {where: ids}
+    with pytest.raises(SpecError) as info:
+        resolve_eagle3(params(), cfg, L)
+    [p] = info.value.problems
+    assert p.path.startswith("draft config ") and p.path.endswith(where if where != "eagle_config" else KEY)
+    assert "not a list of layer indices" in p.message and len(str(info.value)) < 1000
+
+
+@pytest.mark.parametrize("count", ["3", 3.0, float("inf"), [3], True, limits.TARGET_LAYERS + 2])
+def test_a_config_aux_count_that_is_not_a_count_is_refused(count):
+    with pytest.raises(SpecError) as info:
+        aux_count(params(), {"num_aux_hidden_states": count, KEY: [1, 2, 3]})
+    assert info.value.problems[0].path == "draft config num_aux_hidden_states"
+    assert aux_count(params(), {"num_aux_hidden_states": 3, KEY: [1, 2, 3]}) == 3
+
+
+def test_repeated_ids_in_one_pass_and_a_bounded_message():
+    assert repeated([3, 1, 3, 2, 1, 3]) == [1, 3] and repeated([1, 2]) == []
+    cfg = {KEY: [i % 8 for i in range(limits.TARGET_LAYERS + 1)]}
+    with pytest.raises(SpecError) as info:
+        resolve_eagle3(params(num_aux=limits.TARGET_LAYERS + 1), cfg, L)
+    assert "more than once" in str(info.value) and len(str(info.value)) < 2000
