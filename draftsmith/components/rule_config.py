@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from draftsmith.components.weights import RegexRule
+from draftsmith.errors import short
 
 PLACEHOLDER = re.compile(r"\$\{(\w+)\}")
 
@@ -27,7 +28,7 @@ def bind(text: str, config: Mapping[str, Any], *, pattern: bool) -> str:
         v = config.get(m.group(1))
         if isinstance(v, bool) or not isinstance(v, (int, str)):
             raise ValueError(f"weight rule placeholder ${{{m.group(1)}}} needs an integer or string "
-                             f"'{m.group(1)}' in the draft's config.json, found {v!r}")
+                             f"'{m.group(1)}' in the draft's config.json, found {short(v)}")
         return re.escape(str(v)) if pattern else str(v).replace("\\", "\\\\")
     return PLACEHOLDER.sub(value, text)
 

@@ -34,9 +34,15 @@ class UnknownSpec(DraftsmithError, LookupError):
     """No spec of that name is registered and no such file exists."""
 
 
+SUGGEST_CHARS = 100   # longer words get no suggestion: difflib's cost grows with the word (2 MB took 0.75 s)
+
+
 def suggest(word: str, choices: Iterable[str]) -> str:
     """' Did you mean 'x'?' for the closest choice, or ''."""
-    close = difflib.get_close_matches(str(word), list(choices), n=1, cutoff=0.5)
+    text = word if isinstance(word, str) else short(word)   # str() of a found value could be megabytes too
+    if len(text) > SUGGEST_CHARS:
+        return ""
+    close = difflib.get_close_matches(text, list(choices), n=1, cutoff=0.5)
     return f" Did you mean {close[0]!r}?" if close else ""
 
 

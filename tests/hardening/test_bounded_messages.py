@@ -33,3 +33,32 @@ def test_a_spec_error_with_many_problems_and_huge_values_stays_short():
                 for i in range(1000)]
     text = str(SpecError("f" * 10_000, problems))
     assert len(text) < 200_000 and text.endswith("... and 940 more")
+
+
+def test_suggestions_are_only_sought_for_words_of_bounded_length(monkeypatch):
+    import difflib
+
+    import draftsmith
+    from draftsmith.registry.registry import SUGGEST_CHARS, suggest
+    assert suggest("gqb", ["gqa", "mla"]) == " Did you mean 'gqa'?"
+    seen = []
+    real = difflib.get_close_matches
+    monkeypatch.setattr(difflib, "get_close_matches", lambda w, *a, **k: (seen.append(len(w)), real(w, *a, **k))[1])
+    assert suggest("g" * (SUGGEST_CHARS + 1), ["gqa"]) == ""
+    data = draftsmith.load_spec("eagle3-llama").model_dump(mode="json")
+    data["draft"]["attention"]["kind"] = "q" * 2_000_000          # took 0.75 s in difflib
+    data["decoding"]["mode"] = "v" * 2_000_000
+    try:
+        draftsmith.parse_spec(data, source="long.yaml")
+    except SpecError as e:
+        assert len(str(e)) < 5000 and {p.path for p in e.problems} >= {"draft.attention.kind", "decoding.mode"}
+    assert max(seen, default=0) <= SUGGEST_CHARS
+
+
+def test_a_placeholder_bound_to_a_huge_config_value_quotes_it_short():
+    import pytest
+
+    from draftsmith.components.rule_config import bind
+    with pytest.raises(ValueError) as info:
+        bind("^layers\\.${n}\\.", {"n": list(range(10**5))}, pattern=True)
+    assert "${n}" in str(info.value) and len(str(info.value)) < 300
