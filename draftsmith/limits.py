@@ -23,6 +23,8 @@ TARGET_LAYERS = 1_024           # num_hidden_layers of a target config
 WIDTH = 1 << 20                 # hidden_size, intermediate_size, head_dim
 HEADS = 4_096                   # attention / key-value heads
 VOCAB = 1 << 23                 # vocabulary sizes (8M tokens)
+TENSORS = 1 << 20               # tensors listed in one checkpoint (the largest MoE targets have ~10^5)
+TENSOR_NAME_CHARS = 1_024       # one tensor name (real ones are under ~300 characters)
 
 # Decoding
 TOPK = 64                       # tree branching

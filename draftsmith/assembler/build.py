@@ -18,7 +18,7 @@ from draftsmith.components.rule_config import bind_all
 from draftsmith.components.targets import apply_windows
 from draftsmith.components.weights import RuleSet
 from draftsmith.registry import Registry
-from draftsmith.errors import Problem, SpecError
+from draftsmith.errors import Problem, SpecError, short
 from draftsmith.specs.resolve import resolve
 from draftsmith.specs.schema import Spec
 
@@ -51,16 +51,20 @@ def rule_set(spec: Spec, registry: Registry, config: Mapping[str, Any] | None = 
 def layer_count(spec: Spec, canonical_names: Iterable[str]) -> int:
     if spec.draft.num_layers != "auto":
         return spec.draft.num_layers
-    found = {int(m.group(1)) for n in canonical_names if (m := _LAYER.match(n))}
-    if not found:
+    # the highest 'layers.N.' by its digits (never int() of an unbounded run: Python refuses past 4300 digits)
+    numbered = [(len(run := m.group(1).lstrip("0")), run, n) for n in canonical_names if (m := _LAYER.match(n))]
+    if not numbered:
         raise SpecError(spec.source, [Problem("draft.num_layers", "auto found no 'layers.N.' tensors after the "
                                                                    "weight rules", hint="Check weights.rules.")])
     from draftsmith import limits
 
-    if max(found) >= limits.DRAFT_LAYERS:  # bounded before anything is built on the meta device
-        raise SpecError(spec.source, [Problem("draft.num_layers", f"auto found a tensor of layer {max(found)}; a "
-                                              f"draft has at most {limits.DRAFT_LAYERS} layers (draftsmith/limits.py)")])
-    return max(found) + 1
+    digits, run, name = max(numbered)
+    if digits > len(str(limits.DRAFT_LAYERS)) or int(run or "0") >= limits.DRAFT_LAYERS:  # before anything is built
+        layer = run if digits <= 20 else f"<a number of {digits} digits>"
+        raise SpecError(spec.source, [Problem(
+            "draft.num_layers", f"auto found tensor {short(name)} of layer {layer}; a draft has at most "
+                                f"{limits.DRAFT_LAYERS} layers (draftsmith/limits.py)")])
+    return int(run or "0") + 1
 
 
 def is_reduced(spec: Spec, draft_raw: Mapping[str, Any], names: Iterable[str], target_vocab: int) -> bool:

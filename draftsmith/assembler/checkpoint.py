@@ -133,11 +133,23 @@ class TensorInfo:
     file: Path
 
 
+def _check_names(path: Path, names: Iterable[str], count: int) -> None:
+    """Refuse a listing of more than ``limits.TENSORS`` names or a name past ``limits.TENSOR_NAME_CHARS``, before
+    any per-tensor work: a real checkpoint has at most ~10^5 tensors, named in under ~300 characters."""
+    if count > limits.TENSORS:
+        raise CheckpointError(path, f"lists {count} tensors; a checkpoint here holds at most {limits.TENSORS} "
+                                    "(draftsmith/limits.py)")
+    if long := next((n for n in names if len(n) > limits.TENSOR_NAME_CHARS), None):
+        raise CheckpointError(path, f"tensor name {short(long)} is {len(long)} characters long; a tensor name is at "
+                                    f"most {limits.TENSOR_NAME_CHARS} (draftsmith/limits.py)")
+
+
 def _safetensors_infos(file: Path, only: Iterable[str] | None = None) -> dict[str, TensorInfo]:
     out = {}
     try:
         with safe_open(str(file), framework="pt") as f:
             keys = set(f.keys())
+            _check_names(file, keys, len(keys))
             wanted = sorted(keys) if only is None else list(only)
             absent = [n for n in wanted if n not in keys]
             if absent:
@@ -170,6 +182,7 @@ def _torch_load(file: Path) -> Mapping[str, Tensor]:
 
 def _bin_infos(file: Path, only: Iterable[str] | None = None) -> dict[str, TensorInfo]:
     state = _torch_load(file)
+    _check_names(file, state, len(state))
     wanted = sorted(state) if only is None else list(only)
     absent = [n for n in wanted if n not in state]
     if absent:
@@ -181,6 +194,7 @@ def _from_index(folder: Path, index: Path, reader) -> dict[str, TensorInfo]:
     weight_map = read_json(index, folder, what="shard index (an object with a 'weight_map')").get("weight_map")
     if not isinstance(weight_map, dict) or not weight_map:
         raise CheckpointError(index, "no 'weight_map' mapping tensor names to shard files")
+    _check_names(index, weight_map, len(weight_map))
     bad = [s for s in weight_map.values() if not isinstance(s, str) or not s or Path(s).is_absolute()]
     if bad:
         raise CheckpointError(index, f"shard entries must be file names in the folder, found {short_list(bad)}")
@@ -203,7 +217,9 @@ def _from_index(folder: Path, index: Path, reader) -> dict[str, TensorInfo]:
 def _from_files(files: list[Path], reader) -> dict[str, TensorInfo]:
     out: dict[str, TensorInfo] = {}
     for file in files:
-        for name, info in reader(file).items():
+        infos = reader(file)
+        _check_names(file.parent, (), len(out) + len(infos))  # the files together, too
+        for name, info in infos.items():
             if name in out:
                 raise CheckpointError(file.parent, f"tensor {short(name)} is in both {short(out[name].file.name)} and "
                                                    f"{short(file.name)}")

@@ -85,7 +85,9 @@ CANONICAL = tuple(re.compile(p) for p in (
 
 
 def layer_count(names: Sequence[str]) -> int:
-    found = {int(m.group(2)) for n in names if (m := re.match(r"^(model\.)?layers\.(\d+)\.", n))}
+    # a run of more than 18 digits is no layer index (and int() refuses past 4300 digits): such a name is text here;
+    # assembling it is refused by the spec's layer bound
+    found = {int(m.group(2)) for n in names if (m := re.match(r"^(model\.)?layers\.(\d{1,18})\.", n))}
     return max(found) + 1 if found else (1 if any(n.startswith("midlayer.") for n in names) else 0)
 
 

@@ -10,8 +10,6 @@ the name, since a wrong rule is the usual cause.
 
 from __future__ import annotations
 
-import difflib
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -19,10 +17,11 @@ import torch
 from torch import Tensor, nn
 
 from draftsmith.assembler.checkpoint import FLOAT4, TensorInfo
+from draftsmith.assembler.names import Suggester, group_names, natural, one_pattern, quote
 from draftsmith.components.weights import RuleSet
-from draftsmith.errors import DraftsmithError
+from draftsmith.errors import SHOWN, DraftsmithError, short_text
 
-__all__ = ["CheckpointMismatch", "Expected", "LoadPlan", "dtype_kind", "expected_of", "group_names", "plan_load"]
+__all__ = ["CheckpointMismatch", "Expected", "LoadPlan", "dtype_kind", "expected_of", "plan_load"]
 
 
 @dataclass(frozen=True)
@@ -57,14 +56,30 @@ class LoadPlan:
 
 
 class CheckpointMismatch(DraftsmithError, ValueError):
-    """Everything about a checkpoint that does not fit the model, as grouped lines under one header."""
+    """Everything about a checkpoint that does not fit the model, as grouped lines under one header.
+
+    All lines stay in ``problems``; the message shows the first ones (at most ``SHOWN`` lines and about
+    ``SHOWN_CHARS`` characters, each line cut to ``LINE_CHARS``) and counts the rest, like SpecError.
+    """
+
+    SHOWN_CHARS = 4_000
+    LINE_CHARS = 1_000
 
     def __init__(self, problems: list[str], *, where: str = "checkpoint", spec: str = "spec"):
         self.problems = list(problems)
         self.where, self.spec = where, spec
         n = len(self.problems)
-        header = f"{where} does not fit spec '{spec}': {n} problem{'' if n == 1 else 's'}"
-        super().__init__("\n  ".join([header, *self.problems]))
+        header = (f"{short_text(where, 300)} does not fit spec '{short_text(spec, 100)}': "
+                  f"{n} problem{'' if n == 1 else 's'}")
+        shown, size = [], 0
+        for line in self.problems[:SHOWN]:
+            line = short_text(line, self.LINE_CHARS)
+            if shown and size + len(line) > self.SHOWN_CHARS:
+                break
+            shown.append(line)
+            size += len(line)
+        more = [f"... and {n - len(shown)} more"] if n > len(shown) else []
+        super().__init__("\n  ".join([header, *shown, *more]))
 
 
 def dtype_kind(dtype: torch.dtype) -> str:
@@ -78,69 +93,8 @@ def dtype_kind(dtype: torch.dtype) -> str:
     return "float" if dtype.is_floating_point else "int"
 
 
-# ---- grouping names by their numeric fields --------------------------------------------------------------------
-
-_DIGITS = re.compile(r"(\d+)")
-
-
-def _natural(name: str) -> tuple:
-    return tuple((0, int(p), p) if i % 2 else (1, 0, p) for i, p in enumerate(_DIGITS.split(name)))
-
-
-def _render_numbers(values: frozenset[str]) -> str:
-    if len(values) == 1:
-        return next(iter(values))
-    if not all(str(int(v)) == v for v in values):  # leading zeros: keep the strings as they are
-        return "{" + ",".join(sorted(values)) + "}"
-    nums, runs = sorted(int(v) for v in values), []
-    start = prev = nums[0]
-    for n in [*nums[1:], None]:
-        if n is not None and n == prev + 1:
-            prev = n
-            continue
-        runs.append(f"{start}..{prev}" if prev - start >= 2 else ",".join(str(k) for k in range(start, prev + 1)))
-        if n is not None:
-            start = prev = n
-    return "{" + ",".join(runs) + "}"
-
-
-def group_names(names: Iterable[str]) -> list[tuple[str, list[str]]]:
-    """Group names that differ only in their digit runs: [(pattern, members)], patterns exact.
-
-    Each group is a product of number sets, one per digit field, and merges only groups that agree on every
-    other field, so `layers.{0,1}.experts.{0,1}.w` is printed only when all four names are present.
-    """
-    groups: dict[tuple, list[str]] = {}
-    for name in sorted(set(names), key=_natural):
-        key = tuple(frozenset([p]) if i % 2 else p for i, p in enumerate(_DIGITS.split(name)))
-        groups[key] = [name]
-    changed = True
-    while changed:
-        changed = False
-        for j in range(1, max((len(k) for k in groups), default=0), 2):
-            buckets: dict[tuple, list[tuple]] = {}
-            for key in groups:
-                if len(key) > j:
-                    buckets.setdefault((len(key), key[:j], key[j + 1:]), []).append(key)
-            for keys in buckets.values():
-                if len(keys) > 1:
-                    merged = keys[0][:j] + (frozenset().union(*(k[j] for k in keys)),) + keys[0][j + 1:]
-                    members = [n for k in keys for n in groups.pop(k)]
-                    groups[merged] = sorted(members, key=_natural)
-                    changed = True
-    out = [("".join(_render_numbers(p) if i % 2 else p for i, p in enumerate(k)), m) for k, m in groups.items()]
-    return sorted(out, key=lambda pm: _natural(pm[1][0]))
-
-
-def _one_pattern(names: Iterable[str]) -> str:
-    """A compact form of names: one pattern, or the first patterns and a count."""
-    patterns = [p for p, _ in group_names(names)]
-    shown = ", ".join(f"'{p}'" for p in patterns[:2])
-    return shown + (f" and {len(patterns) - 2} more" if len(patterns) > 2 else "")
-
-
 def _shape(shape: tuple[int, ...]) -> str:
-    return "[" + ", ".join(map(str, shape)) + "]"
+    return short_text("[" + ", ".join(map(str, shape)) + "]", 100)
 
 
 def _dtype(dtype: torch.dtype) -> str:
@@ -162,12 +116,15 @@ def plan_load(infos: Mapping[str, TensorInfo], rules: RuleSet, expected: Mapping
     collided = set(remap.collisions)
     origin = {canon: src for canon, src in remap.mapping.items()}  # canonical -> (checkpoint name, rule index)
 
+    def describe(index: int | None) -> str:
+        return short_text(rules.describe(index), 300)
+
     def via(canons: list[str]) -> str:
         """Where a group of canonical names came from; members of a bucket share their rule."""
         index = origin[canons[0]][1]
         if index is None:
-            return " " + rules.describe(None)
-        return f"; from {_one_pattern(origin[c][0] for c in canons)} via {rules.describe(index)}"
+            return " " + describe(None)
+        return f"; from {one_pattern(origin[c][0] for c in canons)} via {describe(index)}"
 
     problems: list[str] = []
 
@@ -178,35 +135,30 @@ def plan_load(infos: Mapping[str, TensorInfo], rules: RuleSet, expected: Mapping
         buckets.setdefault(origin[canon][1], []).append(canon)
     unexpected_lines = []
     for index, canons in buckets.items():
-        for _, members in group_names(canons):
-            ckpt = _one_pattern(origin[c][0] for c in members)
-            if index is None:
-                unexpected_lines.append((members[0], f"unexpected: {ckpt} {rules.describe(None)}"))
+        for pattern, members in group_names(canons):
+            if index is None:  # no rule: the checkpoint names are the canonical ones
+                unexpected_lines.append((members[0], f"unexpected: {quote(pattern)} {describe(None)}"))
             else:
-                unexpected_lines.append(
-                    (members[0], f"unexpected: {ckpt} -> {_one_pattern(members)} via {rules.describe(index)}"))
+                ckpt = one_pattern(origin[c][0] for c in members)
+                unexpected_lines.append((members[0], f"unexpected: {ckpt} -> {quote(pattern)} via {describe(index)}"))
+    if len(buckets) > 1:  # one rule's lines are in order already
+        unexpected_lines.sort(key=lambda x: natural(x[0]))
 
     # Missing: expected names nothing produced. Suggest the closest leftover (unexpected or ignored) name,
     # preferring one of the right shape: names alone are too alike (every layer has '.weight') to go by.
-    leftovers = {c: (origin[c][0], infos[origin[c][0]].shape) for c in unexpected}
-    leftovers |= {n: (f"{n} (ignored)", infos[n].shape) for n in remap.ignored}
-
-    def closest(name: str, shape: tuple[int, ...]) -> str | None:
-        same = [c for c, (_, s) in leftovers.items() if s == shape]
-        found = difflib.get_close_matches(name, same, n=1, cutoff=0.5) or difflib.get_close_matches(
-            name, list(leftovers), n=1, cutoff=0.75)
-        return leftovers[found[0]][0] if found else None
-
     missing = [n for n in expected if n not in origin and n not in collided and n not in optional]
+    if missing:
+        closest = Suggester({c: (origin[c][0], infos[origin[c][0]].shape) for c in unexpected}
+                             | {n: (f"{n} (ignored)", infos[n].shape) for n in remap.ignored})
     buckets = {}
     for name in missing:
         buckets.setdefault(expected[name], []).append(name)
     for exp, names in buckets.items():
         for pattern, members in group_names(names):
             close = [c for n in members if (c := closest(n, exp.shape)) is not None]
-            hint = f"; closest in checkpoint: {_one_pattern(close)}" if close else ""
-            problems.append(f"missing: '{pattern}' {_shape(exp.shape)} {_dtype(exp.dtype)}{hint}")
-    problems.extend(line for _, line in sorted(unexpected_lines, key=lambda x: _natural(x[0])))
+            hint = f"; closest in checkpoint: {one_pattern(close)}" if close else ""
+            problems.append(f"missing: {quote(pattern)} {_shape(exp.shape)} {_dtype(exp.dtype)}{hint}")
+    problems.extend(line for _, line in unexpected_lines)
 
     # Present on both sides: compare shapes, then dtype kinds.
     both = [c for c in expected if c in origin]
@@ -220,21 +172,22 @@ def plan_load(infos: Mapping[str, TensorInfo], rules: RuleSet, expected: Mapping
             dtype_buckets.setdefault((info.dtype, exp.dtype, index), []).append(canon)
     for (got, want, _), canons in shape_buckets.items():
         for pattern, members in group_names(canons):
-            problems.append(f"wrong shape: '{pattern}' is {_shape(got)} in the checkpoint, the model expects "
+            problems.append(f"wrong shape: {quote(pattern)} is {_shape(got)} in the checkpoint, the model expects "
                             f"{_shape(want)}{via(members)}")
     for (got, want, _), canons in dtype_buckets.items():
         for pattern, members in group_names(canons):
-            problems.append(f"wrong dtype: '{pattern}' is {_dtype(got)} ({dtype_kind(got)}) in the checkpoint, the "
-                            f"model expects {_dtype(want)} ({dtype_kind(want)}){via(members)}")
+            problems.append(f"wrong dtype: {quote(pattern)} is {_dtype(got)} ({dtype_kind(got)}) in the checkpoint, "
+                            f"the model expects {_dtype(want)} ({dtype_kind(want)}){via(members)}")
 
     # Collisions: several checkpoint names for one canonical name (the rules are not injective here).
     for pattern, members in group_names(collided):
         by_rule: dict[int | None, list[str]] = {}
         for source in (s for c in members for s in remap.collisions[c]):
             by_rule.setdefault(rules.to_canonical(source)[1], []).append(source)
-        parts = [f"{_one_pattern(srcs)} " + (rules.describe(i) if i is None else f"via {rules.describe(i)}")
+        parts = [f"{one_pattern(srcs)} " + (describe(i) if i is None else f"via {describe(i)}")
                  for i, srcs in by_rule.items()]
-        problems.append(f"collision: several checkpoint names map to '{pattern}': {'; '.join(parts)}")
+        shown = "; ".join(parts[:3]) + (f"; and {len(parts) - 3} more rules" if len(parts) > 3 else "")
+        problems.append(f"collision: several checkpoint names map to {quote(pattern)}: {shown}")
 
     if problems:
         raise CheckpointMismatch(problems, where=where, spec=spec)

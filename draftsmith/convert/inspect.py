@@ -89,7 +89,7 @@ def d2t_convention(infos: dict[str, TensorInfo]) -> tuple[str, str]:
 
 def render_unknown(found: Inspection) -> str:
     """Why no family fits: the closest ones and the names each could not place."""
-    from draftsmith.assembler.plan import group_names
+    from draftsmith.assembler.names import group_names
 
     lines = [f"{found.folder}: no registered detector recognises this layout ({len(found.infos)} tensors)"]
     names = list(found.infos)

@@ -12,7 +12,8 @@ from torch import nn
 
 from draftsmith.assembler import checkpoint
 from draftsmith.assembler.checkpoint import TensorInfo, list_tensors, read_tensors, save_safetensors
-from draftsmith.assembler.plan import CheckpointMismatch, Expected, LoadPlan, expected_of, group_names, plan_load
+from draftsmith.assembler.names import group_names
+from draftsmith.assembler.plan import CheckpointMismatch, Expected, LoadPlan, expected_of, plan_load
 from draftsmith.components.weights import RegexRule, RuleSet
 
 NOWHERE = Path("/nonexistent/model.safetensors")  # plan_load must never need the file

@@ -1,0 +1,174 @@
+"""Checkpoint names in messages: grouped by their digit runs, quoted short, and the closest leftover suggested.
+
+``group_names`` turns 32 layers missing one tensor into ``layers.{0..31}.mlp.up_proj.weight``, exactly (a group is a
+product of number sets); :class:`Suggester` finds, for a missing name, the leftover checkpoint name most like it.
+Both do bounded work on hostile listings (tens of thousands of names, digit runs past Python's int limit), since
+they run while a refusal is being written (plan.py).
+"""
+from __future__ import annotations
+
+import difflib
+import functools
+import itertools
+import re
+from collections.abc import Iterable, Mapping
+
+from draftsmith.errors import short_text
+
+__all__ = ["Suggester", "group_names", "natural", "one_pattern", "quote"]
+
+
+# ---- grouping names by their numeric fields --------------------------------------------------------------------
+
+_DIGITS = re.compile(r"(\d+)")
+_FIELDS = 32          # digit fields of a name that grouping looks at; a name with more is a group of its own
+_ROUNDS = 8           # merge rounds of group_names (real names settle in two or three; each round is exact)
+_NUMBER_DIGITS = 18   # a longer digit run is never turned into an int (Python refuses past 4300 digits)
+
+
+def _number_key(m: re.Match) -> str:
+    # a digit run sorts as a number without int(): by its length without leading zeros, then its digits, then
+    # as written. "\0" around it: text that ends here sorts before text that goes on, as in a tuple of parts
+    run = m.group()
+    digits = run.lstrip("0")
+    return f"\0{chr(len(digits) + 1) if len(digits) < 0xFFFF else chr(0xFFFF)}{digits}{run}\0"
+
+
+def natural(name: str) -> str:
+    """A sort key putting 'layers.2' before 'layers.10'; one string (cheap to build, compare and keep)."""
+    return _DIGITS.sub(_number_key, name)
+
+
+def _render_numbers(values: frozenset[str]) -> str:
+    if len(values) == 1:
+        return next(iter(values))
+    if any(len(v) > _NUMBER_DIGITS or (v[0] == "0" and v != "0") for v in values):
+        # leading zeros (or a run no layer index has): keep the strings as they are
+        return "{" + ",".join(sorted(values, key=lambda v: (len(v.lstrip("0")), v.lstrip("0"), v))) + "}"
+    nums, runs = sorted(int(v) for v in values), []
+    start = prev = nums[0]
+    for n in [*nums[1:], None]:
+        if n is not None and n == prev + 1:
+            prev = n
+            continue
+        runs.append(f"{start}..{prev}" if prev - start >= 2 else ",".join(str(k) for k in range(start, prev + 1)))
+        if n is not None:
+            start = prev = n
+    return "{" + ",".join(runs) + "}"
+
+
+def group_names(names: Iterable[str]) -> list[tuple[str, list[str]]]:
+    """Group names that differ only in their digit runs: [(pattern, members)], patterns exact.
+
+    Each group is a product of number sets, one per digit field, and merges only groups that agree on every
+    other field, so `layers.{0,1}.experts.{0,1}.w` is printed only when all four names are present. Roughly
+    linear: only names with the same text between their numbers are compared, and members are sorted once.
+    """
+    order = {name: natural(name) for name in set(names)}
+    families: dict[tuple[str, int], list[str]] = {}  # (the text, each number written "\0"; how many) -> names
+    for name in order:
+        text, count = _DIGITS.subn("\0", name)
+        # a name holding "\0" itself, or more numbers than any real name, is a group of its own
+        families.setdefault((text, count) if count <= _FIELDS and "\0" not in name else (name, -1), []).append(name)
+    out: list[tuple[str, list[str]]] = []
+    for (text, count), family in families.items():
+        if len(family) == 1:  # most names of a long listing
+            out.append((family[0], family))
+        elif count == 1:  # one number field: one group
+            head, tail = text.split("\0")
+            numbers = frozenset(_DIGITS.search(name).group() for name in family)
+            out.append((head + _render_numbers(numbers) + tail, sorted(family, key=order.__getitem__)))
+        else:
+            for key in _merge({tuple(_DIGITS.split(name)) for name in family}):
+                fields = [[p] if isinstance(p, str) else sorted(p) for p in key]  # members: the product, exactly
+                members = sorted(map("".join, itertools.product(*fields)), key=order.__getitem__)
+                out.append(("".join(p if isinstance(p, str) else _render_numbers(p) for p in key), members))
+    return sorted(out, key=lambda pm: order[pm[1][0]])
+
+
+def _merge(keys: set[tuple]) -> set[tuple]:
+    """Merge keys (text fields, and number fields: a str or a set of them) that differ in one number field only;
+    each key stands for the product of its fields, so a merge is exact."""
+    width = len(next(iter(keys)))
+    changed, rounds = True, 0
+    while changed and rounds < _ROUNDS:
+        changed, rounds = False, rounds + 1
+        for j in range(1, width, 2):
+            buckets: dict[tuple, list[tuple]] = {}
+            for key in keys:
+                buckets.setdefault((key[:j], key[j + 1:]), []).append(key)
+            if len(buckets) == len(keys):
+                continue
+            for (head, tail), same in buckets.items():
+                if len(same) > 1:
+                    keys.difference_update(same)
+                    keys.add((*head, frozenset().union(*({k[j]} if isinstance(k[j], str) else k[j] for k in same)),
+                              *tail))
+                    changed = True
+    return keys
+
+
+def quote(pattern: str) -> str:
+    """A name or pattern in a message: quoted, escaped, and cut in the middle (its end says what it is)."""
+    return repr(short_text(pattern, 200))
+
+
+def one_pattern(names: Iterable[str]) -> str:
+    """A compact form of names: one pattern, or the first patterns and a count."""
+    names = list(names)
+    if len(names) == 1:  # most lines of a long report: no grouping needed
+        return quote(names[0])
+    patterns = [p for p, _ in group_names(names)]
+    shown = ", ".join(quote(p) for p in patterns[:2])
+    return shown + (f" and {len(patterns) - 2} more" if len(patterns) > 2 else "")
+
+
+# ---- suggestions for missing names ---------------------------------------------------------------------------
+
+class Suggester:
+    """closest(name, shape): the leftover checkpoint name most like a missing one, or None, with bounded work.
+
+    Names are compared by their text with the numbers taken out (difflib, cached: a model has a few dozen such
+    texts however many layers it has), among leftovers of the same shape first, then among any with a very close
+    text. Of the leftovers with the best text, the one with the same numbers wins (layer 5 renamed is most likely
+    layer 5), else the first. difflib costs up to ~40 us a text, so a comparison looks at ``CANDIDATES`` texts at
+    most and a plan at ``BUDGET`` in all; past that, no more hints (a checkpoint with thousands of stray names
+    needs its rules fixed, not a suggestion for each).
+    """
+
+    CANDIDATES = 1_000
+    BUDGET = 10_000
+    NAME_CHARS = 300  # a longer name is never compared (difflib is quadratic) nor suggested
+
+    def __init__(self, leftovers: Mapping[str, tuple[str, tuple[int, ...]]]):
+        self.leftovers = leftovers  # canonical -> (as shown, shape); indexed on the first call only
+        self.budget = self.BUDGET
+        self.best: dict[tuple, str | None] = {}  # (text, shape or None) -> the closest leftover text
+
+    @functools.cached_property
+    def texts(self) -> dict[tuple[int, ...] | None, dict[str, dict[tuple[str, ...], str]]]:
+        """shape (None: any shape) -> text -> numbers -> canonical name; at most CANDIDATES texts a shape."""
+        out: dict[tuple[int, ...] | None, dict[str, dict[tuple[str, ...], str]]] = {}
+        for canon, (_, shape) in self.leftovers.items():
+            if len(canon) > self.NAME_CHARS:
+                continue
+            text, numbers = _DIGITS.sub("\0", canon), tuple(_DIGITS.findall(canon))
+            for texts in (out.setdefault(shape, {}), out.setdefault(None, {})):
+                if text in texts or len(texts) < self.CANDIDATES:
+                    texts.setdefault(text, {}).setdefault(numbers, canon)
+        return out
+
+    def __call__(self, name: str, shape: tuple[int, ...]) -> str | None:
+        if len(name) > self.NAME_CHARS:
+            return None
+        text, numbers = _DIGITS.sub("\0", name), tuple(_DIGITS.findall(name))
+        for where, cutoff in ((shape, 0.5), (None, 0.75)):
+            texts = self.texts.get(where, {})
+            if (text, where) not in self.best and texts and len(texts) <= self.budget:
+                self.budget -= len(texts)
+                found = difflib.get_close_matches(text, list(texts), n=1, cutoff=cutoff)
+                self.best[text, where] = found[0] if found else None
+            if best := self.best.get((text, where)):
+                same = texts[best]
+                return self.leftovers[same.get(numbers) or next(iter(same.values()))][0]
+        return None
