@@ -89,12 +89,12 @@ def d2t_convention(infos: dict[str, TensorInfo]) -> tuple[str, str]:
 
 def render_unknown(found: Inspection) -> str:
     """Why no family fits: the closest ones and the names each could not place."""
-    from draftsmith.assembler.names import group_names
+    from draftsmith.assembler.names import group_names, quote
 
     lines = [f"{found.folder}: no registered detector recognises this layout ({len(found.infos)} tensors)"]
     names = list(found.infos)
     for spec, score, bad in closest_families(found.config, names):
-        shown = ", ".join(p for p, _ in group_names(bad)[:6]) or "none"
+        shown = ", ".join(quote(p) for p, _ in group_names(bad)[:6]) or "none"
         missing = ", ".join(missing_required(spec, names)) or "none"
         lines.append(f"  closest: {spec} ({score:.0%} fit); names that did not fit: {shown}; "
                      f"tensors it needs that are missing: {missing}")
