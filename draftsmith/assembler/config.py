@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from transformers import AutoConfig, LlamaConfig, PretrainedConfig
+from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
 from draftsmith import limits
 from draftsmith.assembler.checkpoint import read_json
@@ -48,7 +49,9 @@ _SIZES = {"num_hidden_layers": (limits.TARGET_LAYERS, 1), "hidden_size": (limits
           "intermediate_size": (limits.WIDTH, 1), "head_dim": (limits.WIDTH, 1),
           "num_attention_heads": (limits.HEADS, 1), "num_key_value_heads": (limits.HEADS, 1),
           "vocab_size": (limits.VOCAB, 1), "draft_vocab_size": (limits.VOCAB, 1),
-          "max_position_embeddings": (1 << 31, 1)}
+          "max_position_embeddings": (1 << 31, 1), "sliding_window": (1 << 31, 0),
+          "num_nextn_predict_layers": (limits.DRAFT_LAYERS, 0), "num_mtp_layers": (limits.DRAFT_LAYERS, 0),
+          "hc_mult": (limits.HEADS, 0)}
 _POSITIVE = ("rms_norm_eps", "rope_theta")
 _TOKEN_IDS = ("eos_token_id", "bos_token_id", "pad_token_id")
 _NESTED = ("text_config", "transformer_layer_config")
@@ -85,6 +88,7 @@ def config_problems(cfg: Mapping[str, Any], prefix: str = "") -> list[str]:
             and not any(cfg.get(k) is not None for k in MLA_KEYS)):
         out.append(f"{prefix}hidden_size ({hidden}) is not a multiple of num_attention_heads ({heads}) and no "
                    "head_dim is given")
+    out += rope_problems(cfg, prefix)
     if "model_type" in cfg and not isinstance(cfg["model_type"], str):
         out.append(f"{prefix}model_type is {short(cfg['model_type'])}; a string is expected")
     for key in _NESTED:
@@ -92,6 +96,32 @@ def config_problems(cfg: Mapping[str, Any], prefix: str = "") -> list[str]:
             out += config_problems(cfg[key], f"{prefix}{key}.")
         elif cfg.get(key) is not None:
             out.append(f"{prefix}{key} is {short(cfg[key])}; an object is expected")
+    return out
+
+
+def rope_problems(cfg: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """``rope_scaling`` / ``rope_parameters`` (one mapping, or one per layer type): a rope type transformers knows
+    and positive numbers, checked before the rotary frequencies are computed at build."""
+    out = []
+    for key in ("rope_scaling", "rope_parameters"):
+        value = cfg.get(key)
+        if value is None:
+            continue
+        parts = value.items() if isinstance(value, Mapping) and value and all(
+            isinstance(v, Mapping) for v in value.values()) else [("", value)]
+        for sub, params in parts:
+            where = f"{prefix}{key}{'.' if sub else ''}{short_text(str(sub), 40)}"
+            if not isinstance(params, Mapping):
+                out.append(f"{where} is {short(params)}; an object is expected")
+                continue
+            kind = params.get("rope_type", params.get("type", "default"))
+            if kind != "default" and (not isinstance(kind, str) or kind not in ROPE_INIT_FUNCTIONS):
+                out.append(f"{where}.rope_type is {short(kind)}; known: {', '.join(['default', *ROPE_INIT_FUNCTIONS])}")
+            for name in ("rope_theta", "factor", "original_max_position_embeddings"):
+                v = params.get(name)
+                if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)
+                                      or v <= 0):
+                    out.append(f"{where}.{name} is {short(v)}; a positive number is expected")
     return out
 
 
@@ -121,16 +151,19 @@ def flatten_draft_config(raw: Mapping[str, Any]) -> dict[str, Any]:
     return clean_mla_keys(merged)
 
 
-def draft_hf_config(raw: Mapping[str, Any]) -> PretrainedConfig:
+def draft_hf_config(raw: Mapping[str, Any], source: str | Path = "draft config.json") -> PretrainedConfig:
     keep = {k: v for k, v in flatten_draft_config(raw).items() if k not in ("architectures", "model_type")}
-    return LlamaConfig(**keep)
+    try:
+        return LlamaConfig(**keep)
+    except Exception as exc:  # noqa: BLE001 (transformers' own checks: strict dataclass, dtype, ... errors)
+        raise CheckpointError(source, f"transformers cannot read it: {short_text(exc, 300)}") from None
 
 
 def target_hf_config(folder: str | Path) -> PretrainedConfig:
     read_config(folder)  # checked before transformers reads it (a FIFO, a list, a float head count, ...)
     try:
         return AutoConfig.from_pretrained(str(folder), trust_remote_code=False)
-    except (ValueError, TypeError, KeyError, AttributeError, OSError) as exc:
+    except Exception as exc:  # noqa: BLE001 (transformers' own checks raise strict-dataclass, index, ... errors)
         raise CheckpointError(Path(folder) / "config.json", f"transformers cannot read it: "
                                                             f"{short_text(exc, 300)}") from None
 

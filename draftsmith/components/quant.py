@@ -27,6 +27,9 @@ from pydantic import BaseModel, ConfigDict
 from torch import nn
 from torch.nn import functional as F
 
+from draftsmith.components.targets import UnsupportedTarget
+from draftsmith.errors import short
+
 FP8 = torch.float8_e4m3fn
 FP8_MAX = torch.finfo(FP8).max
 
@@ -176,8 +179,8 @@ def target_params(quantization_config: Mapping[str, Any] | None) -> FP8Params | 
         return None
     method = quantization_config.get("quant_method")
     if method != "fp8" or quantization_config.get("fmt", "e4m3") != "e4m3":
-        raise ValueError(f"target quantization_config quant_method={method!r} "
-                         f"fmt={quantization_config.get('fmt', 'e4m3')!r} is not supported; draftsmith reads "
+        raise UnsupportedTarget(f"target quantization_config quant_method={short(method)} "
+                         f"fmt={short(quantization_config.get('fmt', 'e4m3'))} is not supported; draftsmith reads "
                          "fp8 e4m3 targets (weight_block_size block scales or per-tensor weight_scale)")
     block = quantization_config.get("weight_block_size")
     skip = tuple(rf"(^|\.){re.escape(m)}$" for m in quantization_config.get("modules_to_not_convert") or ())
