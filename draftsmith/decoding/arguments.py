@@ -74,6 +74,9 @@ def _ids(p: Any, where: str, tokenizer: Any, problems: list[str], context: int |
         problems.append(f"{where}: {len(p)} tokens; the target's context (max_position_embeddings) is {context}")
         return None
     if isinstance(p, str):
+        if (bad := _not_unicode(p)) is not None:
+            problems.append(f"{where}: a lone surrogate at character {bad}; a prompt is Unicode text")
+            return None
         if tokenizer is None:
             problems.append(f"{where}: a text prompt needs a tokenizer in the target folder; pass token ids instead")
             return None
@@ -90,6 +93,15 @@ def _ids(p: Any, where: str, tokenizer: Any, problems: list[str], context: int |
     for i, t in bad[:MOST]:
         problems.append(f"{where}: token {i} is {short(t)} ({type(t).__name__}); token ids are integers")
     return None if bad else [int(t) for t in p]
+
+
+def _not_unicode(text: str) -> int | None:
+    # the index of a lone surrogate (a str Python holds but no tokenizer takes), or None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        return e.start
+    return None
 
 
 def _longer(p: Any, context: int) -> bool:

@@ -308,3 +308,7 @@ def test_an_argument_error_shows_a_bounded_number_of_problems():
     e = ArgumentError("generate()", [f"problem {i}" for i in range(SHOWN + 7)])
     assert len(e.problems) == SHOWN + 7 and str(e).endswith(f"problem {SHOWN - 1}\n  ... and 7 more")
     assert str(ArgumentError("generate()", ["a"] * SHOWN)).count("\n") == SHOWN
+
+
+def test_a_text_prompt_with_a_lone_surrogate_is_refused_by_place(model):
+    assert problems(model, "ab\ud800c") == ["prompt: a lone surrogate at character 2; a prompt is Unicode text"]
