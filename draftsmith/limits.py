@@ -34,6 +34,7 @@ PAGE_SIZE = 4_096               # KV pool page size (tokens)
 SEED_BITS = 64                  # torch generators take seeds in 0 .. 2**64 - 1
 NEW_TOKENS = 1 << 20            # max_new_tokens (KV pools are sized for prompt + max_new_tokens up front)
 BATCH = 4_096                   # prompts in one generate() call (each is a row of the KV pools, allocated up front)
+PROBE_BYTES = 1 << 20           # a `doctor --probe @FILE` file (a regular file; real probes are a few hundred bytes)
 
 # Weight-name rules (regular expressions over tensor names)
 REGEX_CHARS = 1_000             # a pattern

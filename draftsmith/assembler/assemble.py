@@ -1,13 +1,14 @@
 """``assemble``: spec + target folder + draft folder -> a SpeculativeModel, built on meta, checked, then loaded."""
 from __future__ import annotations
 
+import stat
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from draftsmith.assembler.build import build_draft, build_target, rule_set
-from draftsmith.assembler.checkpoint import list_tensors
+from draftsmith.assembler.checkpoint import list_tensors, regular_file
 from draftsmith.assembler.config import (draft_hf_config, flatten_draft_config, has_recurrent_layers, read_config,
                                          stop_ids, target_hf_config)
 from draftsmith.assembler.load import PlannedLoad, fill, materialize, plan_module
@@ -17,7 +18,7 @@ from draftsmith.components.targets import mtp_layer_patterns
 from draftsmith.components.weights import RuleSet
 from draftsmith.decoding.model import SpeculativeModel
 from draftsmith.registry import Registry, default_registry
-from draftsmith.errors import Problem, SpecError
+from draftsmith.errors import CheckpointError, CheckpointNotFound, Problem, SpecError, short_text
 from draftsmith.specs.loader import load_spec
 from draftsmith.specs.schema import Spec
 
@@ -44,10 +45,13 @@ def checkpoint_dir(spec: Spec, given: str | Path | None, which: str) -> Path:
         raise SpecError(spec.source, [Problem(f"checkpoints.{which}", f"no {which} folder given and the spec names "
                                                                      "none", hint=hint)])
     path = Path(ref) if given is not None else spec_relative(spec, ref)
-    if not path.is_dir():
-        from draftsmith.errors import CheckpointNotFound, short_text
-
-        what = "is not a folder" if path.exists() else "does not exist"
+    try:   # a name too long, a NUL, a loop of links or no permission: said, not an internal error
+        what = None if stat.S_ISDIR(path.stat().st_mode) else "is not a folder"
+    except (FileNotFoundError, NotADirectoryError):
+        what = "does not exist"
+    except (OSError, ValueError) as e:
+        what = f"cannot be read: {getattr(e, 'strerror', None) or e}"
+    if what is not None:
         raise CheckpointNotFound(f"{which} checkpoint folder {short_text(path, 300)!r} {what}")
     return path
 
@@ -103,9 +107,11 @@ def assemble(spec: Spec | str | Path = "demo", target: str | Path | None = None,
     infos = list_tensors(draft_dir)
     rules = rule_set(spec, registry, flatten_draft_config(draft_raw))  # ${key} placeholders: the draft config
     canonical = [c for c in (rules.to_canonical(n)[0] for n in infos) if c is not None]
-    draft_model = build_draft(spec, registry, draft_raw=draft_raw, draft_cfg=draft_hf_config(draft_raw),
-                              target_cfg=target_cfg, canonical_names=canonical, backend=backend)
+    draft_cfg = draft_hf_config(draft_raw, draft_dir / "config.json")
+    draft_model = build_draft(spec, registry, draft_raw=draft_raw, draft_cfg=draft_cfg, target_cfg=target_cfg,
+                              canonical_names=canonical, backend=backend)
     draft_plan = plan_module(draft_model, draft_dir, rules, spec=spec.name, infos=infos)
+    tokenizer, stops = _tokenizer(target_dir), frozenset(stop_ids(target_dir, target_cfg))  # checked before loading
 
     # Assign.
     target_model = fill_target(target_plan, dtype=dtype, device=device)
@@ -129,15 +135,26 @@ def assemble(spec: Spec | str | Path = "demo", target: str | Path | None = None,
     embed = target_model.model.embed_tokens if share.embed == "target" else draft_model.embed_tokens
     head = target_model.lm_head if share.lm_head == "target" else draft_model.lm_head
     return SpeculativeModel(
-        target=target_model, draft=draft_model.eval(), spec=spec, tokenizer=_tokenizer(target_dir),
-        stop_ids=frozenset(stop_ids(target_dir, target_cfg)), draft_embed=embed, draft_head=head,
+        target=target_model, draft=draft_model.eval(), spec=spec, tokenizer=tokenizer, stop_ids=stops,
+        draft_embed=embed, draft_head=head,
         recurrent=has_recurrent_layers(target_cfg), device=device, dtype=dtype, draft_dtype=draft_dtype,
     )
 
 
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")
+
+
 def _tokenizer(folder: Path):
-    if not any((folder / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")):
+    """The target's tokenizer, or None without its files; a file that is not a regular file inside the folder, or
+    one transformers cannot read, is a CheckpointError (read before any tensor is)."""
+    present = [folder / f for f in TOKENIZER_FILES if (folder / f).exists() or (folder / f).is_symlink()]
+    if not present:
         return None
+    for path in present:
+        regular_file(path, folder)
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(str(folder), trust_remote_code=False)
+    try:
+        return AutoTokenizer.from_pretrained(str(folder), trust_remote_code=False)
+    except Exception as exc:  # noqa: BLE001 (tokenizers and transformers raise many kinds on a broken file)
+        raise CheckpointError(present[0], f"transformers cannot read the tokenizer: {short_text(exc, 300)}") from None

@@ -97,7 +97,7 @@ def to_facts(raw: Mapping[str, Any], style: ConfigStyle) -> dict[str, Any]:
     if ids:
         facts[IDS] = [int(i) for i in ids]
     value = facts.pop("norm_output", None)
-    if value is not None and value in style.norm_output:
+    if isinstance(value, (bool, int, float, str)) and value in style.norm_output:  # a list or object: unhashable
         facts["norm_output"] = style.norm_output[value]
     return facts
 

@@ -117,13 +117,42 @@ def _checked(threads: int, device: str, dtype: str, max_new_tokens: int, probe: 
     if not 1 <= max_new_tokens <= limits.NEW_TOKENS:
         _bad_input(f"--max-new-tokens is {max_new_tokens}; an integer in 1..{limits.NEW_TOKENS} is expected")
     if probe is not None and probe.startswith("@"):
-        try:
-            probe = Path(probe[1:]).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as e:
-            _bad_input(f"--probe {probe}: cannot read the file ({getattr(e, 'strerror', None) or e})")
+        probe = _probe_file(probe[1:])
     if probe == "":
         _bad_input("--probe is empty; give the probe text, or @FILE of a file that holds some")
     return probe
+
+
+def _probe_file(name: str) -> str:
+    """The text of ``--probe @FILE``: a regular file of at most limits.PROBE_BYTES, checked before it is opened (a
+    FIFO would block forever, /dev/zero never ends) and read with a bound (a /proc file says size 0)."""
+    import os
+    import stat
+
+    from draftsmith import limits
+    from draftsmith.errors import short_text
+
+    where = f"--probe @{short_text(name, 300)}"
+    try:
+        mode, size = (st := os.stat(name)).st_mode, st.st_size
+        if not stat.S_ISREG(mode):
+            what = "a FIFO" if stat.S_ISFIFO(mode) else "a folder" if stat.S_ISDIR(mode) else "not a regular file"
+            _bad_input(f"{where}: is {what}; the probe must be a regular text file")
+        if size > limits.PROBE_BYTES:
+            _bad_input(f"{where}: is {size} bytes; a probe file holds at most {limits.PROBE_BYTES} "
+                       "(draftsmith/limits.py)")
+        fd = os.open(name, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))   # never blocks, even if swapped for a FIFO
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                _bad_input(f"{where}: is not a regular file; the probe must be a regular text file")
+            data = f.read(limits.PROBE_BYTES + 1)
+        if len(data) > limits.PROBE_BYTES:
+            _bad_input(f"{where}: holds more than {limits.PROBE_BYTES} bytes (draftsmith/limits.py)")
+        return data.decode("utf-8")
+    except (OSError, ValueError) as e:   # ValueError: a NUL in the name; UnicodeDecodeError: not UTF-8 text
+        why = getattr(e, "strerror", None) or (f"not UTF-8 text ({short_text(str(e), 200)})"
+                                                if isinstance(e, UnicodeDecodeError) else short_text(str(e), 200))
+        _bad_input(f"{where}: cannot read the file ({why})")
 
 
 def _detect(draft: Path) -> str:

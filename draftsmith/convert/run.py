@@ -15,9 +15,11 @@ from typing import Any
 
 import torch
 import yaml
+from safetensors import SafetensorError
 
 from draftsmith.assembler.checkpoint import read_tensors, save_safetensors
-from draftsmith.errors import DraftsmithError, short_text
+from draftsmith import limits
+from draftsmith.errors import DraftsmithError, short, short_list, short_text
 from draftsmith.components.weights import RegexRule, RuleSet
 from draftsmith.convert.inspect import inspect_checkpoint
 from draftsmith.assembler.styles import STYLES, style_of, to_facts, from_facts
@@ -84,15 +86,17 @@ def read_canonical(folder: str | Path) -> tuple[dict[str, torch.Tensor], dict[st
 
     found = inspect_checkpoint(folder)
     if found.match is None:
-        raise ConvertError(f"{folder}: not a layout draftsmith recognises; run `draftsmith inspect {folder}`")
+        where = short_text(folder, 300)
+        raise ConvertError(f"{where}: not a layout draftsmith recognises; run `draftsmith inspect {where}`")
     spec = load_spec(found.match.spec)
     rules = rule_set(spec, default_registry(), flatten_draft_config(found.config))
     mapping = rules.map_names(n for n in found.infos if not rules.is_ignored(n))
+    facts = to_facts(found.config, style_of(folder, found.config))
+    check_facts(facts)   # before a tensor is read
     data = read_tensors(found.infos, [src for src, _ in mapping.values()])
     tensors = {canon: data[src] for canon, (src, _) in mapping.items()}
     ignored = [n for n in found.infos if rules.is_ignored(n)]
     tensors |= read_tensors(found.infos, ignored)  # e.g. a frozen embed copy: carried along under its own name
-    facts = to_facts(found.config, style_of(folder, found.config))
     fusion = found.spec["draft"]["fusion"]
     facts |= {k: fusion[k] for k in RESOLVED if k in fusion}  # every flag stated, as the spec resolved it
     if isinstance(fusion.get("aux_layers"), Mapping) and fusion["aux_layers"].get("ids"):
@@ -101,7 +105,30 @@ def read_canonical(folder: str | Path) -> tuple[dict[str, torch.Tensor], dict[st
     return tensors, facts, rope, found.match.spec
 
 
+def _size(facts: Mapping[str, Any], key: str, most: int) -> int | None:
+    value = facts.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= most:
+        raise ConvertError(f"the draft config's {key} is {short(value)}; an integer in 1..{most} is expected")
+    return value
+
+
+def check_facts(facts: Mapping[str, Any]) -> None:
+    """The config fields convert itself computes with (the head size of the rotary permutation), refused with a
+    clear error before a tensor is read: inspect reads a config as written, without the loader's checks."""
+    head = _size(facts, "head_dim", limits.WIDTH)
+    hidden, heads = _size(facts, "hidden_size", limits.WIDTH), _size(facts, "num_attention_heads", limits.HEADS)
+    if head is None and (hidden is None or heads is None):
+        raise ConvertError("the draft config gives no head_dim, and no hidden_size and num_attention_heads to "
+                           "compute it from")
+    if head is None and hidden % heads:
+        raise ConvertError(f"the draft config's hidden_size ({hidden}) is not a multiple of num_attention_heads "
+                           f"({heads}) and no head_dim is given")
+
+
 def head_dim(facts: Mapping[str, Any]) -> int:
+    check_facts(facts)
     return int(facts.get("head_dim") or facts["hidden_size"] // facts["num_attention_heads"])
 
 
@@ -109,12 +136,54 @@ def convert(src: str | Path, to: str, out: str | Path) -> dict[str, Any]:
     """Write ``src`` in layout ``to`` under ``out``; returns the written config."""
     table = layouts()
     if to not in table:
-        raise ConvertError(f"unknown layout {to!r}; known: {', '.join(table)}")
-    layout = table[to]
+        raise ConvertError(f"unknown layout {short(to)}; known: {', '.join(table)}")
     out = Path(out)
-    if out.exists() and not (out.is_dir() and not any(out.iterdir())):   # before a tensor is read; nothing lost
-        what = "a folder that is not empty" if out.is_dir() else "not a folder"
-        raise ConvertError(f"{short_text(out, 300)} is {what}; convert writes a new folder or into an empty one")
+    created = make_out(out)   # before a tensor is read: a place that cannot be written is refused first
+    try:
+        return _convert(src, table[to], out)
+    except BaseException:
+        remove_out(out, created)   # the folder was new or empty: what is in it now is this run's
+        raise
+
+
+def make_out(out: Path) -> list[Path]:
+    """Create the output folder (and its missing parents) and return the folders created, deepest first; a path
+    that names no folder convert could write into is a ConvertError naming it, and nothing is left behind."""
+    where = short_text(out, 300)
+    if "\0" in str(out):
+        raise ConvertError(f"output folder {short(str(out))}: a path cannot contain a NUL character")
+    created: list[Path] = []
+    try:
+        if out.exists() and not (out.is_dir() and not any(out.iterdir())):   # nothing lost
+            what = "a folder that is not empty" if out.is_dir() else "not a folder"
+            raise ConvertError(f"{where} is {what}; convert writes a new folder or into an empty one")
+        for folder in (out, *out.parents):
+            if folder.is_dir():
+                break
+            created.append(folder)
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:   # under a regular file, a name too long, /proc, no permission, a read-only disk
+        remove_out(out, created)
+        raise ConvertError(f"cannot create the output folder {where}: {e.strerror or e}") from None
+    return created
+
+
+def remove_out(out: Path, created: list[Path]) -> None:
+    """Remove what a failed convert wrote into ``out``, then the folders it created (deepest first)."""
+    try:
+        for f in out.iterdir() if out.is_dir() else ():
+            f.unlink()
+    except OSError:
+        pass
+    for folder in created:
+        try:
+            folder.rmdir()
+        except OSError:
+            pass
+
+
+def _convert(src: str | Path, layout: Layout, out: Path) -> dict[str, Any]:
+    to = layout.name
     tensors, facts, rope, _ = read_canonical(src)
     names = list(tensors)
     problems = []
@@ -127,14 +196,19 @@ def convert(src: str | Path, to: str, out: str | Path) -> dict[str, Any]:
     if layout.holds:
         alien = [n for n in names if not any(re.search(p, n) for p in layout.holds)]
         if alien:
-            problems.append(f"the {to} layout cannot express {', '.join(alien[:6])}")
+            problems.append(f"the {to} layout cannot express {short_list(alien, 6, 200, quote=False)}")
+    hd = head_dim(facts)
+    if layout.rope != rope:
+        uneven = [n for n in names if QK.match(n) and tensors[n].shape[0] % hd]
+        if uneven:
+            problems.append(f"head_dim {hd} does not divide the rows of {short_list(uneven, 6, 200, quote=False)}")
     if problems:
-        raise ConvertError(f"{src} cannot be written as {to}:\n  " + "\n  ".join(problems))
-    perm = rope_permutation(head_dim(facts), rope, layout.rope)
+        raise ConvertError(f"{short_text(src, 300)} cannot be written as {to}:\n  " + "\n  ".join(problems))
+    perm = rope_permutation(hd, rope, layout.rope)
     written = {}
     for canon, t in tensors.items():
         if QK.match(canon) and layout.rope != rope:
-            t = permute_rows(t, head_dim(facts), perm)
+            t = permute_rows(t, hd, perm)
         written[layout.rules.from_canonical(canon)] = t
     if len(written) != len(tensors):
         raise ConvertError(f"the {to} layout's rules map two tensors to one name")
@@ -144,10 +218,13 @@ def convert(src: str | Path, to: str, out: str | Path) -> dict[str, Any]:
     if holds_any_key and (rope != "neox" or layout.rope != "neox"):  # say the order where it is not Llama's
         facts["rope_interleave"] = layout.rope == "interleaved"
     config = from_facts(facts, STYLES[layout.config])
-    out.mkdir(parents=True, exist_ok=True)
-    (out / STYLES[layout.config].file).write_text(json.dumps(config, indent=2) + "\n")
-    save_safetensors(written, out, layout.weights)
-    verify(out, facts, {c: (permute_rows(t, head_dim(facts), perm) if QK.match(c) and layout.rope != rope else t)
+    try:
+        (out / STYLES[layout.config].file).write_text(json.dumps(config, indent=2) + "\n")
+        save_safetensors(written, out, layout.weights)
+    except (OSError, SafetensorError) as e:   # a full or read-only disk: said, and what was written removed
+        why = getattr(e, "strerror", None) or short_text(str(e), 300)
+        raise ConvertError(f"cannot write into {short_text(out, 300)}: {why}") from None
+    verify(out, facts, {c: (permute_rows(t, hd, perm) if QK.match(c) and layout.rope != rope else t)
                         for c, t in tensors.items()}, to)
     return config
 
@@ -166,6 +243,9 @@ def verify(out: Path, facts: Mapping[str, Any], tensors: Mapping[str, torch.Tens
         for f in out.iterdir():
             f.unlink()
         out.rmdir()
-        what = [f"{k}: {facts.get(k)!r} would read back as {got_facts.get(k)!r}" for k in diff]
-        what += [f"tensor {k} would not read back" for k in bad[:6]]
+        what = [f"{short_text(k, 200)}: {short(facts.get(k))} would read back as {short(got_facts.get(k))}"
+                for k in diff[:6]]
+        what += [f"tensor {short_text(k, 200)} would not read back" for k in bad[:6]]
+        if len(diff) > 6 or len(bad) > 6:
+            what.append(f"... and {max(len(diff) - 6, 0) + max(len(bad) - 6, 0)} more")
         raise ConvertError(f"the {to} layout cannot express this draft (nothing written):\n  " + "\n  ".join(what))

@@ -308,3 +308,67 @@ def test_random_config_json_ends_in_a_config_or_a_checkpoint_error(tmp_path_fact
     else:
         assert isinstance(cfg, dict)
     assert time.perf_counter() - start < 1.0
+
+
+# --- config values a target or draft must not bring to the build ---------------------------------------------------
+
+@pytest.mark.parametrize("changes, says", [
+    ({"num_nextn_predict_layers": 10**9}, "num_nextn_predict_layers is 1000000000; allowed 0..64"),  # 24 GB, killed
+    ({"num_nextn_predict_layers": "x"}, "num_nextn_predict_layers is 'x'; an integer is expected"),
+    ({"sliding_window": 10**40}, "sliding_window is 1" + "0" * 40),          # an OverflowError in generate()
+    ({"hc_mult": "two"}, "hc_mult is 'two'; an integer is expected"),
+    ({"rope_scaling": {"rope_type": "warp", "factor": 2.0}}, "rope_scaling.rope_type is 'warp'; known: default,"),
+    ({"rope_scaling": {"rope_type": "linear", "factor": "2"}}, "rope_scaling.factor is '2'; a positive number"),
+    ({"rope_parameters": "abc"}, "rope_parameters is 'abc'; an object is expected"),
+    ({"rope_parameters": {"full_attention": {"rope_type": "nope"}}}, "rope_parameters.full_attention.rope_type"),
+])
+def test_target_config_values_are_refused_before_the_build(tiny_pair, tmp_path, changes, says):
+    target = copy_folder(tiny_pair[0], tmp_path / "t")
+    edit_config(target, **changes)
+    with refused(kind=CheckpointError) as r:
+        draftsmith.assemble("eagle3-llama", target=target, draft=tiny_pair[1])
+    assert says in str(r.value) and "config.json" in str(r.value)
+
+
+@pytest.mark.parametrize("which", ["target", "draft"])
+@pytest.mark.parametrize("changes", [{"tie_word_embeddings": "false"}, {"attention_bias": "yes"},
+                                     {"hidden_act": ["silu"]}, {"torch_dtype": "float128"}, {"dtype": [1]}],
+                         ids=["tie", "bias", "act", "dtype-name", "dtype-list"])
+def test_values_transformers_refuses_are_checkpoint_errors(tiny_pair, tmp_path, which, changes):
+    folders = {"target": copy_folder(tiny_pair[0], tmp_path / "t"), "draft": copy_folder(tiny_pair[1], tmp_path / "d")}
+    edit_config(folders[which], **changes)
+    try:
+        draftsmith.assemble("eagle3-llama", target=folders["target"], draft=folders["draft"])
+    except DraftsmithError as e:
+        assert "config.json" in str(e) and len(str(e)) < 1000
+    # (accepted is fine too: transformers may take a value as it is)
+
+
+def test_an_unknown_quant_method_is_a_draftsmith_error(tiny_pair, tmp_path):
+    target = copy_folder(tiny_pair[0], tmp_path / "t")
+    edit_config(target, quantization_config={"quant_method": "awq"})
+    with refused(kind=DraftsmithError) as r:
+        draftsmith.assemble("eagle3-llama", target=target, draft=tiny_pair[1])
+    assert "quant_method='awq'" in str(r.value)
+
+
+@pytest.mark.parametrize("name, content", [("tokenizer.json", "garbage"), ("tokenizer.json", ""),
+                                           ("tokenizer.json", "[1, 2]"), ("tokenizer_config.json", "[]"),
+                                           ("tokenizer.json", None)], ids=["garbage", "empty", "list", "cfg-list", "dir"])
+def test_a_broken_tokenizer_is_refused_before_any_tensor_is_read(tiny_pair, tmp_path, monkeypatch, name, content):
+    import draftsmith.assembler.assemble as assemble_module
+    target = copy_folder(tiny_pair[0], tmp_path / "t")
+    (target / name).mkdir() if content is None else (target / name).write_text(content)
+    monkeypatch.setattr(assemble_module, "fill_target", lambda *a, **k: pytest.fail("tensors read first"))
+    with refused(kind=DraftsmithError) as r:
+        draftsmith.assemble("eagle3-llama", target=target, draft=tiny_pair[1])
+    assert name in str(r.value)
+
+
+def test_a_tokenizer_linked_out_of_the_folder_is_refused(tiny_pair, tmp_path):
+    target = copy_folder(tiny_pair[0], tmp_path / "t")
+    (tmp_path / "elsewhere.json").write_text("{}")
+    (target / "tokenizer.json").symlink_to(tmp_path / "elsewhere.json")
+    with refused(kind=CheckpointError) as r:
+        draftsmith.assemble("eagle3-llama", target=target, draft=tiny_pair[1])
+    assert "outside the checkpoint folder" in str(r.value)
