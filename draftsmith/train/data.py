@@ -3,6 +3,7 @@ corpus (the demo pair's data: everything but the test folders, which hold the he
 from __future__ import annotations
 
 import json
+import re
 import sysconfig
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -49,14 +50,35 @@ def expand(paths: Iterable[str | Path]) -> list[Path]:
 
 
 def jsonl_text(record: dict) -> str | None:
-    """One JSONL record's text: `text`, else `prompt` + `completion`, else chat `messages` contents joined."""
+    """One JSONL record's text: `text`, else `prompt` + `completion`, else chat `messages` contents joined; None
+    when it has none. A content (or completion) is a string, null (empty: an assistant turn that only calls a
+    tool) or a list of OpenAI-style parts whose text parts are joined by newlines (other parts, such as images,
+    are skipped); any other value is a ValueError saying which field holds what."""
     if isinstance(record.get("text"), str):
         return record["text"]
     if isinstance(record.get("prompt"), str):
-        return record["prompt"] + str(record.get("completion", ""))
+        return record["prompt"] + content_text(record.get("completion"), "completion")
     if isinstance(record.get("messages"), list):
-        return "\n".join(str(m.get("content", "")) for m in record["messages"] if isinstance(m, dict))
+        return "\n".join(content_text(m.get("content"), f"messages[{i}].content")
+                         for i, m in enumerate(record["messages"]) if isinstance(m, dict))
     return None
+
+
+def content_text(value, field: str) -> str:
+    """A completion's or a message content's text (see :func:`jsonl_text`)."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    if isinstance(value, list) and all(isinstance(p, dict) for p in value):
+        texts = [p.get("text") for p in value if p.get("type", "text") == "text"]
+        if all(isinstance(t, str) for t in texts):
+            return "\n".join(texts)
+    raise ValueError(f"{field} is {short(value, 60)}: expected a string, null or a list of parts like "
+                     '{"type": "text", "text": "..."}')
+
+
+SURROGATE = re.compile("[\ud800-\udfff]")   # JSON's \ud800 escapes decode to these, which no text encoding holds
 
 
 def jsonl_record(f: Path, n: int, line: str) -> dict:
@@ -72,19 +94,51 @@ def jsonl_record(f: Path, n: int, line: str) -> dict:
     return record
 
 
-def read_documents(files: Sequence[Path]) -> list[str]:
-    """Each text file is one document; each JSONL line with text is one (a line that is not a JSON object is a
-    TrainError naming the file and line). Undecodable files are skipped."""
+def jsonl_documents(f: Path, text: str) -> list[str]:
+    """The documents of the JSONL file ``f`` (read as ``text``): one per line with text. Lines end at "\n" only
+    (U+2028 or U+0085 inside a string is text, as JSON allows); a line that is not a JSON object, a text field of
+    another type, or text holding a lone surrogate is a TrainError naming the file and line."""
+    docs = []
+    for n, line in enumerate(text.split("\n"), 1):
+        line = line.removesuffix("\r")
+        if not line.strip():
+            continue
+        try:
+            t = jsonl_text(jsonl_record(f, n, line))
+        except ValueError as e:
+            if isinstance(e, TrainError):
+                raise
+            raise TrainError([("", f"{short_text(f, 300)}:{n}: {e}")]) from None
+        if t and (bad := SURROGATE.search(t)):
+            raise TrainError([("", f"{short_text(f, 300)}:{n}: the text holds a lone surrogate "
+                                   f"(U+{ord(bad.group()):04X} at character {bad.start()}), which is not a "
+                                   "character: no tokenizer can encode it")])
+        if t:
+            docs.append(t)
+    return docs
+
+
+def read_documents(files: Sequence[Path], skipped: list[Path] | None = None) -> list[str]:
+    """Each text file is one document; each JSONL line with text is one (see :func:`jsonl_documents`). A JSONL
+    file that is not UTF-8 is a TrainError naming it; other unreadable or undecodable files are skipped (and
+    appended to ``skipped`` when given, for the caller to count)."""
     docs = []
     for f in files:
         try:
             text = f.read_text(encoding="utf-8")
-        except (UnicodeDecodeError, OSError):
+        except UnicodeDecodeError as e:
+            if f.suffix == ".jsonl":
+                raise TrainError([("", f"{short_text(f, 300)}: not UTF-8 text (byte {e.object[e.start]:#04x} at "
+                                       f"offset {e.start}), so not JSONL")]) from None
+            if skipped is not None:
+                skipped.append(f)
+            continue
+        except OSError:
+            if skipped is not None:
+                skipped.append(f)
             continue
         if f.suffix == ".jsonl":
-            for n, line in enumerate(text.splitlines(), 1):
-                if line.strip() and (t := jsonl_text(jsonl_record(f, n, line))):
-                    docs.append(t)
+            docs += jsonl_documents(f, text)
         elif text.strip():
             docs.append(text)
     return docs

@@ -17,13 +17,88 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import torch
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
-from draftsmith.errors import NotFound
+from draftsmith.errors import NotFound, short, short_list, short_text
 from draftsmith.train.checks import TrainError
 
 META = "features.json"
+META_BYTES = 1 << 16      # extract() writes ~100 bytes; a bigger file is not one it wrote
+SHARDS = "shard-*.safetensors"
+FIX = "remove the folder (its features are extracted again) or give another features folder"
+
+
+def read_meta(folder: Path) -> dict | None:
+    """``folder``'s features.json as {"taps": [int, ...], "seq": int, "per_shard": int}, or None when there is none.
+    The one reader of it (preflight, :func:`extract`, :class:`FeatureStore`): a file that is not a regular file,
+    past ``META_BYTES``, not JSON, or not of that form is a TrainError naming it, its values quoted bounded."""
+    path = Path(folder) / META
+    if not path.exists() and not path.is_symlink():
+        return None
+    where = short_text(path, 300)
+    if not path.is_file():
+        raise TrainError([("", f"{where} is not a regular file; {FIX}")])
+    try:
+        with path.open("rb") as fh:
+            raw = fh.read(META_BYTES + 1)
+    except OSError as e:
+        raise TrainError([("", f"{where} cannot be read ({short_text(e.strerror or type(e).__name__, 100)})")]) from None
+    if len(raw) > META_BYTES:
+        raise TrainError([("", f"{where} is over {META_BYTES} bytes, so not one draftsmith wrote; {FIX}")])
+    try:
+        meta = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        why = "not UTF-8 text"
+    except json.JSONDecodeError as e:
+        why = f"not valid JSON ({e.msg} at line {e.lineno} column {e.colno})"
+    except (ValueError, RecursionError) as e:   # an integer too long, nesting too deep
+        why = f"not usable JSON ({type(e).__name__})"
+    else:
+        small = lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**31  # noqa: E731
+        if (isinstance(meta, dict) and set(meta) == {"taps", "seq", "per_shard"} and isinstance(meta["taps"], list)
+                and all(map(small, meta["taps"])) and small(meta["seq"]) and meta["seq"] > 0
+                and small(meta["per_shard"]) and meta["per_shard"] > 0):
+            return meta
+        why = (f"not of the form {{\"taps\": [layer, ...], \"seq\": tokens, \"per_shard\": windows}} "
+               f"(found {short(meta, 120)})")
+    raise TrainError([("", f"{where} is {why}; {FIX}")])
+
+
+def show(meta: dict) -> str:
+    """A features.json of :func:`read_meta`'s form as its dict's repr, in its own key order, the taps cut short."""
+    return f"{{'taps': {short(meta['taps'], 120)}, 'seq': {meta['seq']}, 'per_shard': {meta['per_shard']}}}"
+
+
+def shard_problems(folder: Path, meta: dict | None) -> list[str]:
+    """The shards of ``folder`` that training could not read, from their headers only (no tensor is loaded): not
+    a regular file, not safetensors, or without the features ``target_features`` writes (``aux`` when ``meta``
+    has taps), all of one row count. One line naming at most a few of them, or none."""
+    need = {"ids", "hidden", "top"} | ({"aux"} if meta and meta["taps"] else set())
+    bad: list[str] = []
+    for path in sorted(Path(folder).glob(SHARDS)):
+        if not path.is_file():
+            bad.append(f"{path.name} (not a regular file)")
+            continue
+        try:
+            with safe_open(str(path), "pt") as f:
+                keys = set(f.keys())
+                rows = {tuple(f.get_slice(k).get_shape()[:1]) for k in keys & need}
+                ids = f.get_slice("ids").get_shape() if "ids" in keys else None
+        except (SafetensorError, OSError, ValueError, RuntimeError) as e:
+            bad.append(f"{path.name} (not safetensors: {short_text(str(e), 100)})")
+            continue
+        if need - keys:
+            bad.append(f"{path.name} (no {', '.join(sorted(need - keys))})")
+        elif len(ids) != 2 or (meta is not None and ids[1] != meta["seq"]):
+            bad.append(f"{path.name} (ids of shape {short(ids, 40)}, not [windows, {meta['seq'] if meta else 'seq'}])")
+        elif len(rows) != 1:
+            bad.append(f"{path.name} (its features differ in row count)")
+    if not bad:
+        return []
+    return [f"{short_text(folder, 300)} holds {len(bad)} shard{'s' if len(bad) > 1 else ''} training cannot read: "
+            f"{short_list(bad, 3, 200, quote=False)}; remove {'them' if len(bad) > 1 else 'it'} (extraction "
+            f"writes {'them' if len(bad) > 1 else 'it'} again) or give another features folder"]
 
 
 @torch.no_grad()
@@ -45,8 +120,8 @@ def extract(model, wins: torch.Tensor, folder: Path, *, per_shard: int = 16, bat
     folder.mkdir(parents=True, exist_ok=True)
     n = min(len(wins), limit or len(wins))
     meta = {"taps": list(model.draft.taps or ()), "seq": int(wins.shape[1]), "per_shard": per_shard}
-    if (folder / META).is_file() and json.loads((folder / META).read_text()) != meta:
-        raise TrainError([("", f"{folder} holds features for {json.loads((folder / META).read_text())}, not {meta}")])
+    if (found := read_meta(folder)) is not None and found != meta:
+        raise TrainError([("", f"{short_text(folder, 300)} holds features for {show(found)}, not {show(meta)}")])
     (folder / META).write_text(json.dumps(meta) + "\n")
     device = next(model.target.parameters()).device
     shards = (n + per_shard - 1) // per_shard
@@ -73,10 +148,12 @@ class FeatureStore:
 
     def __init__(self, folder: Path):
         self.folder = Path(folder)
-        self.shards = sorted(self.folder.glob("shard-*.safetensors"))
-        if not self.shards or not (self.folder / META).is_file():
-            raise NotFound(f"no feature shards in {self.folder}")
-        self.meta = json.loads((self.folder / META).read_text())
+        self.shards = sorted(self.folder.glob(SHARDS))
+        self.meta = read_meta(self.folder)
+        if not self.shards or self.meta is None:
+            raise NotFound(f"no feature shards in {short_text(self.folder, 300)}")
+        if bad := shard_problems(self.folder, self.meta):
+            raise TrainError([("", bad[0])])
 
     def __len__(self) -> int:
         return len(self.shards)
@@ -91,7 +168,7 @@ class FeatureStore:
         extraction running beside the trainer join at the next epoch."""
         k, epoch = 0, 0
         while True:
-            self.shards = sorted(self.folder.glob("shard-*.safetensors"))
+            self.shards = sorted(self.folder.glob(SHARDS))
             g = torch.Generator().manual_seed(seed * 1000 + epoch)
             for s in torch.randperm(len(self.shards), generator=g).tolist():
                 rows = self.rows(s)

@@ -8,13 +8,15 @@ which is what a resumed run starts from.
 from __future__ import annotations
 
 import math
+import pickle
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
 
-from draftsmith.train.checks import check_config
+from draftsmith.errors import short_text
+from draftsmith.train.checks import TrainError, check_config
 from draftsmith.train.draft_io import export_draft
 from draftsmith.train.ttt import ttt_losses
 
@@ -64,6 +66,25 @@ def save_state(model, opt, step: int, cfg: TrainConfig, out: Path) -> None:
     tmp.replace(out / STATE)
 
 
+def load_state(model, opt, path: Path) -> int:
+    """Load ``path`` (a :func:`save_state` file) into the draft and ``opt``; return its step. A file that is not
+    one, or one of another draft, is a TrainError naming it and saying how to start fresh (nothing is removed)."""
+    try:
+        state = torch.load(path, weights_only=True)
+        model.draft.load_state_dict(state["draft"])
+        opt.load_state_dict(state["opt"])
+        step = state["step"]
+        if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+            raise ValueError("step")
+    except (pickle.UnpicklingError, EOFError, OSError, RuntimeError, KeyError, IndexError, TypeError, ValueError,
+            AttributeError) as e:
+        raise TrainError([("", f"{short_text(path, 300)} is not a trainer state this draft can resume from "
+                               f"({type(e).__name__}: {short_text(' '.join(str(e).split()), 200)}); delete it to train on from the "
+                               "draft saved beside it with a fresh optimizer, or give an empty --out to start "
+                               "fresh")]) from None
+    return step
+
+
 def train(model, store, out: Path, cfg: TrainConfig, console=None, log=None) -> dict:
     """Train ``model.draft`` on ``store``'s batches; resumes from ``out/trainer.pt`` when present.
     Returns {"step", "loss", "acc"} of the last step run (loss None when the run was already at ``cfg.steps``)."""
@@ -73,12 +94,7 @@ def train(model, store, out: Path, cfg: TrainConfig, console=None, log=None) -> 
     params = trainable(model, cfg)
     model.draft.train()
     opt = torch.optim.AdamW(params, lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.0)
-    start = 0
-    if (out / STATE).is_file():
-        state = torch.load(out / STATE, weights_only=True)
-        model.draft.load_state_dict(state["draft"])
-        opt.load_state_dict(state["opt"])
-        start = state["step"]
+    start = load_state(model, opt, out / STATE) if (out / STATE).is_file() else 0
     kept = model.draft.kept_ids()
     batches = store.batches(cfg.batch, cfg.seed, start=start)
     t0, last = time.time(), {"step": start, "loss": None, "acc": []}   # loss None: no step was run

@@ -17,7 +17,7 @@ from draftsmith.train.draft_io import init_draft, start_from_target
 from draftsmith.train.evaluate import PLANS, Acceptance, acceptance
 from draftsmith.train.features import FeatureStore, extract_with_log
 from draftsmith.train.loop import STATE, TrainConfig, train
-from draftsmith.train.preflight import no_windows, preflight
+from draftsmith.train.preflight import no_windows, preflight, skipped_note
 
 
 @dataclass
@@ -80,11 +80,12 @@ def run(job: Job, console=None, log: Callable[[str], None] = print) -> dict[str,
     if job.eval_only:
         return evaluate(job, tok, log)
     files = D.expand(job.data)
-    docs = D.read_documents(files)
+    skipped: list[Path] = []
+    docs = D.read_documents(files, skipped)
     ids = D.encode(docs, tok, tok.eos_token_id) if docs else torch.zeros(0, dtype=torch.long)
     if not docs or (len(ids) < job.seq and not job.self_distill and job.max_windows != 0):
-        raise no_windows(job, files, docs, ids)   # before the draft is built (self-distilled text is checked below)
-    log(f"data: {len(docs)} documents, {len(ids)} tokens")
+        raise no_windows(job, files, docs, ids, skipped)   # before the draft is built (self-distilled text below)
+    log(f"data: {len(docs)} documents, {len(ids)} tokens{skipped_note(skipped)}")
     if (out / STATE).is_file() or (out / "config.json").is_file():
         model = draftsmith.assemble(job.spec, target=job.target, draft=out)
         log(f"resuming the draft in {out}")

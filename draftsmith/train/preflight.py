@@ -2,7 +2,7 @@
 data's text: the paths it names, before anything slow starts; and what to say when the data gives no window."""
 from __future__ import annotations
 
-import json
+import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -13,7 +13,8 @@ from draftsmith.errors import DraftsmithError, short_list, short_text
 from draftsmith.specs.loader import load_spec
 from draftsmith.train import data as D
 from draftsmith.train.checks import TrainError
-from draftsmith.train.features import META
+from draftsmith.train.features import SHARDS, read_meta, shard_problems
+from draftsmith.train.loop import STATE
 
 
 def preflight(job) -> None:
@@ -51,39 +52,55 @@ def preflight(job) -> None:
         found.append(("data", f"{short_list(job.data, quote=False)}: no text or JSONL files, so no training windows"))
     if not job.eval_only:
         found += feature_problems(job)
+        if (out / STATE).is_file() and not zipfile.is_zipfile(out / STATE):   # torch.save writes a zip archive
+            found.append(("", f"{short_text(out / STATE, 300)} is not a trainer state (not a torch.save archive); "
+                              "delete it to train on from the draft saved beside it with a fresh optimizer, or "
+                              "give an empty --out to start fresh"))
     if found:
         raise TrainError(found)
 
 
 def feature_problems(job) -> list[tuple[str, str]]:
-    """The features folder: a folder; holding shards when max_windows is 0 (train on those alone); else holding
-    none or those of windows of job.seq tokens (a resumed run extracts more of the same)."""
+    """The features folder: a folder whose features.json (when there) is one :func:`read_meta` accepts and whose
+    shards' headers are readable; holding shards when max_windows is 0 (train on those alone); else holding none
+    or those of windows of job.seq tokens (a resumed run extracts more of the same)."""
     feats = Path(job.features or Path(job.out) / "features")
     if feats.exists() and not feats.is_dir():
         return [("features", f"{short_text(feats, 300)} is not a folder")]
+    try:
+        meta = read_meta(feats)
+    except TrainError as e:
+        return e.problems
+    if bad := shard_problems(feats, meta):
+        return [("", bad[0])]
     if job.max_windows == 0:
-        if (feats / META).is_file() and any(feats.glob("shard-*.safetensors")):
+        if meta is not None and any(feats.glob(SHARDS)):
             return []
         return [("max_windows", f"0: no features in {short_text(feats, 300)} to train on (0 uses only the features "
                                 "already on disk)")]
-    try:
-        seq = json.loads((feats / META).read_text()).get("seq") if (feats / META).is_file() else None
-    except (OSError, ValueError, AttributeError):
-        seq = None   # extract() reports a folder it cannot use
-    if seq is None or seq == job.seq:
+    if meta is None or meta["seq"] == job.seq:
         return []
-    return [("seq", f"{job.seq}: {short_text(feats, 300)} holds features of {seq}-token windows; give seq {seq} to "
-                    "resume, or another features folder")]
+    return [("seq", f"{job.seq}: {short_text(feats, 300)} holds features of {meta['seq']}-token windows; give seq "
+                    f"{meta['seq']} to resume, or another features folder")]
 
 
-def no_windows(job, files: Sequence[Path], docs: Sequence[str], ids: torch.Tensor) -> TrainError:
+def no_windows(job, files: Sequence[Path], docs: Sequence[str], ids: torch.Tensor,
+               skipped: Sequence[Path] = ()) -> TrainError:
     """What the data held, when it gives no window of job.seq tokens."""
-    held = f"{count(files, 'file')}, {count(docs, 'document')}, {count(ids, 'token')} in all"
+    held = f"{count(files, 'file')}, {count(docs, 'document')}, {count(ids, 'token')} in all{skipped_note(skipped)}"
     if not docs:
         return TrainError([("data", f"{short_list(job.data, quote=False)}: the data gave no training windows "
                                     f"({held}: no text)")])
     return TrainError([("seq", f"{job.seq}: the data gave no training windows ({held}; a window is {job.seq} "
                                "tokens)")])
+
+
+def skipped_note(skipped: Sequence[Path]) -> str:
+    """', 2 files skipped (not UTF-8 text, or unreadable): a.bin, b.txt', or '' when none was."""
+    if not skipped:
+        return ""
+    return (f", {count(skipped, 'file')} skipped (not UTF-8 text, or unreadable): "
+            f"{short_list(skipped, 3, 120, quote=False)}")
 
 
 def count(items, word: str) -> str:
