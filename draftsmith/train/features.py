@@ -43,7 +43,8 @@ def read_meta(folder: Path) -> dict | None:
         with path.open("rb") as fh:
             raw = fh.read(META_BYTES + 1)
     except OSError as e:
-        raise TrainError([("", f"{where} cannot be read ({short_text(e.strerror or type(e).__name__, 100)})")]) from None
+        why = short_text(e.strerror or type(e).__name__, 100)
+        raise TrainError([("", f"{where} cannot be read ({why})")]) from None
     if len(raw) > META_BYTES:
         raise TrainError([("", f"{where} is over {META_BYTES} bytes, so not one draftsmith wrote; {FIX}")])
     try:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from draftsmith.errors import short_text
+from draftsmith.errors import short, short_text
 from draftsmith.train.checks import TrainError, check_config
 from draftsmith.train.draft_io import export_draft
 from draftsmith.train.ttt import ttt_losses
@@ -75,13 +75,13 @@ def load_state(model, opt, path: Path) -> int:
         opt.load_state_dict(state["opt"])
         step = state["step"]
         if not isinstance(step, int) or isinstance(step, bool) or step < 0:
-            raise ValueError("step")
+            raise ValueError(f"step {short(step)} is not an integer >= 0")
     except (pickle.UnpicklingError, EOFError, OSError, RuntimeError, KeyError, IndexError, TypeError, ValueError,
             AttributeError) as e:
+        why = short_text(" ".join(str(e).split()), 200)   # load_state_dict's text spans lines
         raise TrainError([("", f"{short_text(path, 300)} is not a trainer state this draft can resume from "
-                               f"({type(e).__name__}: {short_text(' '.join(str(e).split()), 200)}); delete it to train on from the "
-                               "draft saved beside it with a fresh optimizer, or give an empty --out to start "
-                               "fresh")]) from None
+                               f"({type(e).__name__}: {why}); delete it to train on from the draft saved beside it "
+                               "with a fresh optimizer, or give an empty --out to start fresh")]) from None
     return step
 
 
