@@ -125,7 +125,7 @@ def read_documents(files: Sequence[Path], skipped: list[Path] | None = None) -> 
     docs = []
     for f in files:
         try:
-            text = f.read_text(encoding="utf-8")
+            text = f.read_text(encoding="utf-8-sig")  # a leading BOM (Windows editors) is not text
         except UnicodeDecodeError as e:
             if f.suffix == ".jsonl":
                 raise TrainError([("", f"{short_text(f, 300)}: not UTF-8 text (byte {e.object[e.start]:#04x} at "

@@ -24,6 +24,13 @@ def test_jsonl_lines_end_at_newline_only_so_unicode_line_separators_stay_text(tm
     assert D.read_documents([f]) == ["a\u2028b", "c\u0085d\u2029e"]
 
 
+def test_a_leading_byte_order_mark_is_not_part_of_the_data(tmp_path):
+    f, g = tmp_path / "d.jsonl", tmp_path / "t.txt"   # as Windows editors save UTF-8
+    f.write_bytes(b"\xef\xbb\xbf" + b'{"text": "a"}\n{"text": "b"}\n')
+    g.write_bytes(b"\xef\xbb\xbfplain")
+    assert D.read_documents([f, g]) == ["a", "b", "plain"]
+
+
 @pytest.mark.parametrize("record, text", [
     ({"messages": [{"role": "assistant", "content": None, "tool_calls": []}, {"content": "hi"}]}, "\nhi"),
     ({"prompt": "Q: ", "completion": None}, "Q: "),
