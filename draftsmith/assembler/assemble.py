@@ -1,14 +1,13 @@
 """``assemble``: spec + target folder + draft folder -> a SpeculativeModel, built on meta, checked, then loaded."""
 from __future__ import annotations
 
-import stat
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from draftsmith.assembler.build import build_draft, build_target, rule_set
-from draftsmith.assembler.checkpoint import list_tensors, regular_file
+from draftsmith.assembler.checkpoint import checkpoint_folder, list_tensors, regular_file
 from draftsmith.assembler.config import (draft_hf_config, flatten_draft_config, has_recurrent_layers, read_config,
                                          stop_ids, target_hf_config)
 from draftsmith.assembler.load import PlannedLoad, fill, materialize, plan_module
@@ -18,7 +17,7 @@ from draftsmith.components.targets import mtp_layer_patterns
 from draftsmith.components.weights import RuleSet
 from draftsmith.decoding.model import SpeculativeModel
 from draftsmith.registry import Registry, default_registry
-from draftsmith.errors import CheckpointError, CheckpointNotFound, Problem, SpecError, short_text
+from draftsmith.errors import CheckpointError, Problem, SpecError, short_text
 from draftsmith.specs.loader import load_spec
 from draftsmith.specs.schema import Spec
 
@@ -45,15 +44,7 @@ def checkpoint_dir(spec: Spec, given: str | Path | None, which: str) -> Path:
         raise SpecError(spec.source, [Problem(f"checkpoints.{which}", f"no {which} folder given and the spec names "
                                                                      "none", hint=hint)])
     path = Path(ref) if given is not None else spec_relative(spec, ref)
-    try:   # a name too long, a NUL, a loop of links or no permission: said, not an internal error
-        what = None if stat.S_ISDIR(path.stat().st_mode) else "is not a folder"
-    except (FileNotFoundError, NotADirectoryError):
-        what = "does not exist"
-    except (OSError, ValueError) as e:
-        what = f"cannot be read: {getattr(e, 'strerror', None) or e}"
-    if what is not None:
-        raise CheckpointNotFound(f"{which} checkpoint folder {short_text(path, 300)!r} {what}")
-    return path
+    return checkpoint_folder(path, f"{which} checkpoint folder {short_text(path, 300)!r}")
 
 
 def parse_dtype(dtype: str | torch.dtype) -> torch.dtype:

@@ -65,6 +65,27 @@ def _inside(path: Path, folder: Path) -> bool:
     return root.parent.name == "snapshots" and real.is_relative_to(root.parent.parent / "blobs")
 
 
+def checkpoint_folder(folder: str | Path, label: str | None = None) -> Path:
+    """``folder`` as a Path if it is a folder; else a CheckpointNotFound that says why, ``label`` naming it
+    (default 'checkpoint folder PATH'): a name too long for the file system, a NUL, a loop of links or a folder
+    that may not be read is said so, not an internal error."""
+    folder = Path(folder)
+    try:
+        what = None if stat.S_ISDIR(folder.stat().st_mode) else "is not a folder"
+    except (FileNotFoundError, NotADirectoryError):
+        what = "does not exist"
+    except (OSError, ValueError) as e:   # ENAMETOOLONG, ELOOP, EACCES; ValueError: a NUL in the name
+        what = f"cannot be read: {getattr(e, 'strerror', None) or e}"
+    if what is not None:
+        raise CheckpointNotFound(f"{label or f'checkpoint folder {short_text(folder, 300)}'} {what}")
+    return folder
+
+
+def not_regular(mode: int) -> str:
+    """What a file that is not a regular file is, for a message ('a FIFO', 'a folder', ...)."""
+    return "a FIFO" if stat.S_ISFIFO(mode) else "a folder" if stat.S_ISDIR(mode) else "not a regular file"
+
+
 def regular_file(path: Path, folder: Path | None = None) -> Path:
     """``path`` if it is a regular file (inside ``folder`` when given); else a draftsmith error naming it."""
     try:
@@ -72,8 +93,8 @@ def regular_file(path: Path, folder: Path | None = None) -> Path:
     except OSError:
         raise CheckpointNotFound(f"{short_text(path, 300)} does not exist (or is a broken link)") from None
     if not stat.S_ISREG(mode):
-        what = "a FIFO" if stat.S_ISFIFO(mode) else "a folder" if stat.S_ISDIR(mode) else "not a regular file"
-        raise CheckpointNotFound(f"{short_text(path, 300)} is {what}; checkpoint files must be regular files")
+        raise CheckpointNotFound(f"{short_text(path, 300)} is {not_regular(mode)}; checkpoint files must be regular "
+                                 "files")
     if folder is not None and not _inside(path, folder):
         raise CheckpointError(path, f"resolves to {short_text(path.resolve(), 300)}, outside the checkpoint folder "
                                     f"{short_text(folder, 300)}; set {ALLOW_OUTSIDE}=1 to allow links that leave it")
@@ -238,10 +259,7 @@ def list_tensors(folder: str | Path) -> dict[str, TensorInfo]:
     Looks, in order, for model.safetensors, model.safetensors.index.json, any *.safetensors, then
     pytorch_model.bin, pytorch_model.bin.index.json, any *.bin; the first kind found is the checkpoint.
     """
-    folder = Path(folder)
-    if not folder.is_dir():
-        what = "is not a folder" if folder.exists() else "does not exist"
-        raise CheckpointNotFound(f"checkpoint folder {short_text(folder, 300)} {what}")
+    folder = checkpoint_folder(folder)
     if _present(folder / SAFETENSORS):
         return _safetensors_infos(folder / SAFETENSORS)
     if _present(folder / SAFETENSORS_INDEX):

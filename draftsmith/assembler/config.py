@@ -11,7 +11,7 @@ from transformers import AutoConfig, LlamaConfig, PretrainedConfig
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
 from draftsmith import limits
-from draftsmith.assembler.checkpoint import read_json
+from draftsmith.assembler.checkpoint import checkpoint_folder, read_json
 from draftsmith.errors import CheckpointError, CheckpointNotFound, short, short_text
 
 from draftsmith.assembler.styles import STYLES, style_of, to_facts
@@ -22,10 +22,7 @@ RECURRENT_LAYER_TYPES = ("mamba", "linear_attention", "mamba2", "recurrent")
 
 def read_raw_config(folder: str | Path) -> dict[str, Any]:
     """The checkpoint's config file as written: ``config.json``, else Mistral's ``params.json``."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        what = "is not a folder" if folder.exists() else "does not exist"
-        raise CheckpointNotFound(f"checkpoint folder {short_text(folder, 300)} {what}")
+    folder = checkpoint_folder(folder)
     for name in ("config.json", "params.json"):
         if (folder / name).exists():  # read_json refuses a FIFO, a link out of the folder, a list, bad JSON
             return read_json(folder / name, folder, what="config (a JSON object of fields)")

@@ -130,14 +130,14 @@ def _probe_file(name: str) -> str:
     import stat
 
     from draftsmith import limits
+    from draftsmith.assembler.checkpoint import not_regular
     from draftsmith.errors import short_text
 
     where = f"--probe @{short_text(name, 300)}"
     try:
         mode, size = (st := os.stat(name)).st_mode, st.st_size
         if not stat.S_ISREG(mode):
-            what = "a FIFO" if stat.S_ISFIFO(mode) else "a folder" if stat.S_ISDIR(mode) else "not a regular file"
-            _bad_input(f"{where}: is {what}; the probe must be a regular text file")
+            _bad_input(f"{where}: is {not_regular(mode)}; the probe must be a regular text file")
         if size > limits.PROBE_BYTES:
             _bad_input(f"{where}: is {size} bytes; a probe file holds at most {limits.PROBE_BYTES} "
                        "(draftsmith/limits.py)")

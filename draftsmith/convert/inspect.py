@@ -3,7 +3,6 @@ what did not fit. Used by ``draftsmith inspect`` and ``draftsmith convert`` (whi
 spec detected here)."""
 from __future__ import annotations
 
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,7 @@ from draftsmith.assembler.checkpoint import TensorInfo, list_tensors
 from draftsmith.assembler.config import MLA_KEYS, flatten_draft_config, read_raw_config
 from draftsmith.assembler.detect import closest_families, eagle3_values, missing_required
 from draftsmith.assembler.styles import EAGLE_FIELDS, STYLES
-from draftsmith.errors import CheckpointNotFound, short_text
+from draftsmith.errors import short_text
 from draftsmith.hooks import LayoutMatch
 from draftsmith.registry import Registry, default_registry
 
@@ -38,7 +37,7 @@ def inspect_checkpoint(folder: str | Path, registry: Registry | None = None) -> 
     from draftsmith.specs.loader import load_spec
 
     registry = registry or default_registry()
-    folder = checked_folder(folder)
+    folder = Path(folder)   # read_raw_config refuses what is not a readable folder
     config, infos = read_raw_config(folder), list_tensors(folder)
     names = list(infos)
     known = set(LlamaConfig().to_dict()) | READ
@@ -68,21 +67,6 @@ def inspect_checkpoint(folder: str | Path, registry: Registry | None = None) -> 
         data["draft"]["vocab"]["d2t"] = convention
         match = LayoutMatch(match.spec, match.reason, (*match.assumptions, note))
     return Inspection(folder, config, infos, match, data, unread)
-
-
-def checked_folder(folder: str | Path) -> Path:
-    """``folder`` if it is a folder; else a draftsmith error naming it (a name too long for the file system, a NUL
-    or a folder that may not be read is said so, before anything is read)."""
-    folder = Path(folder)
-    try:
-        what = None if stat.S_ISDIR(folder.stat().st_mode) else "is not a folder"
-    except (FileNotFoundError, NotADirectoryError):
-        what = "does not exist"
-    except (OSError, ValueError) as e:   # ENAMETOOLONG, ELOOP, EACCES; ValueError: a NUL in the name
-        what = f"cannot be read: {getattr(e, 'strerror', None) or e}"
-    if what is not None:
-        raise CheckpointNotFound(f"checkpoint folder {short_text(folder, 300)} {what}")
-    return folder
 
 
 def d2t_convention(infos: dict[str, TensorInfo]) -> tuple[str, str]:
