@@ -21,7 +21,7 @@ from draftsmith.errors import NotFound, short, short_text
 from draftsmith.registry import Registry, default_registry
 from draftsmith.errors import Problem, SpecError
 from draftsmith.specs.resolve import check_spec_data
-from draftsmith.specs.schema import Spec, validate_strict
+from draftsmith.specs.schema import Spec, too_many_digits, validate_strict
 from draftsmith.specs.translate import describe, problems_from
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: 10x faster on the same input
@@ -167,13 +167,6 @@ class _Refused(Exception):
         self.problem = problem
 
 
-_INT_BOUND = 10 ** limits.INT_DIGITS
-
-
-def _too_many_digits(x: Any) -> bool:
-    return isinstance(x, int) and not -_INT_BOUND < x < _INT_BOUND
-
-
 def _long_int(path: str, x: int) -> Problem:
     return Problem(path, f"an integer of more than {limits.INT_DIGITS} digits; a spec's numbers are far smaller",
                    found=x)
@@ -189,7 +182,7 @@ def check_plain_data(data: Any) -> list[Problem]:
 
     def walk(x: Any, path: str, level: int) -> tuple[int, int]:
         if isinstance(x, _SCALARS):
-            if _too_many_digits(x):
+            if too_many_digits(x):
                 raise _Refused(_long_int(path, x))
             return 1, 0
         if not isinstance(x, (Mapping, list, tuple)):
@@ -206,7 +199,7 @@ def check_plain_data(data: Any) -> list[Problem]:
             nodes, height = 1, 1  # a container is a level even when empty (as in load_yaml_text)
             items = x.items() if isinstance(x, Mapping) else enumerate(x)
             for key, value in items:
-                if isinstance(x, Mapping) and (not isinstance(key, _SCALARS) or _too_many_digits(key)):
+                if isinstance(x, Mapping) and (not isinstance(key, _SCALARS) or too_many_digits(key)):
                     raise _Refused(Problem(path, "a mapping key must be a string", found=key))
                 n, h = walk(value, f"{path}.{key}" if path else str(key), level + 1)
                 nodes, height = nodes + n, max(height, h + 1)

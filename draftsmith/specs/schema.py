@@ -28,10 +28,19 @@ def validate_strict(model: type[M], data: Any) -> M:
     return model.model_validate_json(text, strict=True)
 
 
+_INT_BOUND = 10 ** limits.INT_DIGITS
+
+
+def too_many_digits(x: Any) -> bool:
+    """An integer of more than ``limits.INT_DIGITS`` digits: refused in a spec (Python will not even print one
+    past 4300 digits, which json and every message need)."""
+    return isinstance(x, int) and not -_INT_BOUND < x < _INT_BOUND
+
+
 def _printable(x: Any, active: set[int]) -> Any:
     # data with every integer past limits.INT_DIGITS as a string describing it (a wrong type wherever it lands)
-    if isinstance(x, int) and not isinstance(x, bool):
-        return x if abs(x) < 10 ** limits.INT_DIGITS else short(x)
+    if too_many_digits(x):
+        return short(x)
     if not isinstance(x, (dict, list, tuple)):
         return x
     if id(x) in active:
