@@ -66,6 +66,10 @@ def save_state(model, opt, step: int, cfg: TrainConfig, out: Path) -> None:
     tmp.replace(out / STATE)
 
 
+FRESH = ("delete it to train on from the draft saved beside it with a fresh optimizer, or give an empty --out to "
+         "start fresh")   # what to do with a trainer state that cannot be resumed
+
+
 def load_state(model, opt, path: Path) -> int:
     """Load ``path`` (a :func:`save_state` file) into the draft and ``opt``; return its step. A file that is not
     one, or one of another draft, is a TrainError naming it and saying how to start fresh (nothing is removed)."""
@@ -80,8 +84,7 @@ def load_state(model, opt, path: Path) -> int:
             AttributeError) as e:
         why = short_text(" ".join(str(e).split()), 200)   # load_state_dict's text spans lines
         raise TrainError([("", f"{short_text(path, 300)} is not a trainer state this draft can resume from "
-                               f"({type(e).__name__}: {why}); delete it to train on from the draft saved beside it "
-                               "with a fresh optimizer, or give an empty --out to start fresh")]) from None
+                               f"({type(e).__name__}: {why}); {FRESH}")]) from None
     return step
 
 

@@ -14,7 +14,7 @@ from draftsmith.specs.loader import load_spec
 from draftsmith.train import data as D
 from draftsmith.train.checks import TrainError
 from draftsmith.train.features import SHARDS, read_meta, shard_problems
-from draftsmith.train.loop import STATE
+from draftsmith.train.loop import FRESH, STATE
 
 
 def preflight(job) -> None:
@@ -54,8 +54,7 @@ def preflight(job) -> None:
         found += feature_problems(job)
         if (out / STATE).is_file() and not zipfile.is_zipfile(out / STATE):   # torch.save writes a zip archive
             found.append(("", f"{short_text(out / STATE, 300)} is not a trainer state (not a torch.save archive); "
-                              "delete it to train on from the draft saved beside it with a fresh optimizer, or "
-                              "give an empty --out to start fresh"))
+                              f"{FRESH}"))
     if found:
         raise TrainError(found)
 
