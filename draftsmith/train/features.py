@@ -71,10 +71,10 @@ def show(meta: dict) -> str:
     return f"{{'taps': {short(meta['taps'], 120)}, 'seq': {meta['seq']}, 'per_shard': {meta['per_shard']}}}"
 
 
-def shard_problems(folder: Path, meta: dict | None) -> list[str]:
+def shard_problem(folder: Path, meta: dict | None) -> str | None:
     """The shards of ``folder`` that training could not read, from their headers only (no tensor is loaded): not
     a regular file, not safetensors, or without the features ``target_features`` writes (``aux`` when ``meta``
-    has taps), all of one row count. One line naming at most a few of them, or none."""
+    has taps), all of one row count. One line naming at most a few of them, or None."""
     need = {"ids", "hidden", "top"} | ({"aux"} if meta and meta["taps"] else set())
     bad: list[str] = []
     for path in sorted(Path(folder).glob(SHARDS)):
@@ -96,10 +96,10 @@ def shard_problems(folder: Path, meta: dict | None) -> list[str]:
         elif len(rows) != 1:
             bad.append(f"{path.name} (its features differ in row count)")
     if not bad:
-        return []
-    return [f"{short_text(folder, 300)} holds {len(bad)} shard{'s' if len(bad) > 1 else ''} training cannot read: "
+        return None
+    return (f"{short_text(folder, 300)} holds {len(bad)} shard{'s' if len(bad) > 1 else ''} training cannot read: "
             f"{short_list(bad, 3, 200, quote=False)}; remove {'them' if len(bad) > 1 else 'it'} (extraction "
-            f"writes {'them' if len(bad) > 1 else 'it'} again) or give another features folder"]
+            f"writes {'them' if len(bad) > 1 else 'it'} again) or give another features folder")
 
 
 @torch.no_grad()
@@ -153,8 +153,8 @@ class FeatureStore:
         self.meta = read_meta(self.folder)
         if not self.shards or self.meta is None:
             raise NotFound(f"no feature shards in {short_text(self.folder, 300)}")
-        if bad := shard_problems(self.folder, self.meta):
-            raise TrainError([("", bad[0])])
+        if bad := shard_problem(self.folder, self.meta):
+            raise TrainError([("", bad)])
 
     def __len__(self) -> int:
         return len(self.shards)

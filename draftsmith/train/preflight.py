@@ -13,7 +13,7 @@ from draftsmith.errors import DraftsmithError, short_list, short_text
 from draftsmith.specs.loader import load_spec
 from draftsmith.train import data as D
 from draftsmith.train.checks import TrainError
-from draftsmith.train.features import SHARDS, read_meta, shard_problems
+from draftsmith.train.features import SHARDS, read_meta, shard_problem
 from draftsmith.train.loop import FRESH, STATE
 
 
@@ -70,8 +70,8 @@ def feature_problems(job) -> list[tuple[str, str]]:
         meta = read_meta(feats)
     except TrainError as e:
         return e.problems
-    if bad := shard_problems(feats, meta):
-        return [("", bad[0])]
+    if bad := shard_problem(feats, meta):
+        return [("", bad)]
     if job.max_windows == 0:
         if meta is not None and any(feats.glob(SHARDS)):
             return []
