@@ -71,7 +71,7 @@ def _ids(p: Any, where: str, tokenizer: Any, problems: list[str], context: int |
     """One prompt as ids, or None with the reasons appended to ``problems``. A sequence or array longer than the
     context is refused by its length alone, before each token is looked at."""
     if context is not None and not isinstance(p, str) and hasattr(p, "__len__") and _longer(p, context):
-        problems.append(f"{where}: {len(p)} tokens; the target's context (max_position_embeddings) is {context}")
+        problems.append(_past_context(where, len(p), context))
         return None
     if isinstance(p, str):
         if (bad := _not_unicode(p)) is not None:
@@ -93,6 +93,11 @@ def _ids(p: Any, where: str, tokenizer: Any, problems: list[str], context: int |
     for i, t in bad[:MOST]:
         problems.append(f"{where}: token {i} is {short(t)} ({type(t).__name__}); token ids are integers")
     return None if bad else [int(t) for t in p]
+
+
+def _past_context(where: str, tokens: int, context: int) -> str:
+    # a prompt longer than the context: said alike whether its length was seen before its tokens or after encoding
+    return f"{where}: {tokens} tokens; the target's context (max_position_embeddings) is {context}"
 
 
 def _not_unicode(text: str) -> int | None:
@@ -147,8 +152,7 @@ def encode_prompts(prompt: Any, *, tokenizer: Any, vocab: int, context: int | No
                             f"{short(sorted(set(outside))[:MOST])}")
             continue
         if context is not None and len(ids) > context:
-            problems.append(f"{where}: {len(ids)} tokens; the target's context (max_position_embeddings) is "
-                            f"{context}")
+            problems.append(_past_context(where, len(ids), context))
             continue
         out.append(ids)
     return out, single
