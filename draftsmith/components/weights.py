@@ -222,6 +222,7 @@ class RuleSet:
     def __init__(self, rules: Sequence[RegexRule] = (), ignore: Sequence[str] = ()):
         self.rules = tuple(rules)
         self.ignore = tuple(ignore)
+        self._seen: dict[str, tuple[str | None, int | None]] = {}  # name -> to_canonical(name); rules are fixed
         for pattern in self.ignore:
             if (why := pattern_problem(pattern)) is not None:
                 raise ValueError(f"ignore pattern {short(pattern)} is not a valid regex: {why}")
@@ -233,7 +234,15 @@ class RuleSet:
         return any(_search(p, name) for p in self.ignore)
 
     def to_canonical(self, name: str) -> tuple[str | None, int | None]:
-        """(canonical name, index of the rule used): (None, None) if ignored, (name, None) if no rule matches."""
+        """(canonical name, index of the rule used): (None, None) if ignored, (name, None) if no rule matches.
+
+        Remembered per name: assembling maps a listing twice (the draft's layer count, then the load plan), and a
+        listing may hold 10^5 names."""
+        if (seen := self._seen.get(name)) is None:
+            seen = self._seen[name] = self._map(name)
+        return seen
+
+    def _map(self, name: str) -> tuple[str | None, int | None]:
         if self.is_ignored(name):
             return None, None
         for i, rule in enumerate(self.rules):

@@ -1,5 +1,6 @@
 """Checkpoint listings of hostile size: huge digit runs, huge names, tens of thousands of stray tensors. Each ends
 in a clear draftsmith error within a second whose message is bounded, names the problem and counts the rest."""
+import collections
 import hashlib
 import json
 import re
@@ -237,3 +238,14 @@ def test_a_mismatch_shows_at_most_sixty_lines_and_bounded_characters():
     assert len(str(wide)) < 5000 and str(wide).endswith(" more") and len(wide.problems) == 50
     one = CheckpointMismatch(["missing: 'fc.weight' [8] float32"])
     assert str(one) == "checkpoint does not fit spec 'spec': 1 problem\n  missing: 'fc.weight' [8] float32"
+
+
+def test_assembling_maps_each_draft_name_through_the_rules_once(tiny_pair, tmp_path, monkeypatch):
+    draft = copy_folder(tiny_pair[1], tmp_path / "d")
+    add_to_header(draft, [f"extra_{i}.w" for i in range(300)])
+    seen, mapped = collections.Counter(), RuleSet._map
+    monkeypatch.setattr(RuleSet, "_map", lambda self, name: seen.update([(id(self), name)]) or mapped(self, name))
+    with refused(kind=CheckpointMismatch):
+        draftsmith.assemble("eagle3-llama", target=tiny_pair[0], draft=draft)
+    assert max(seen.values()) == 1 and sum(n == "extra_7.w" for _, n in seen) == 1  # layer count and plan share one pass
+    assert RuleSet([RegexRule(match=r"^a\.", replace="b.")], ignore=[r"^x"]).to_canonical("a.w") == ("b.w", 0)
