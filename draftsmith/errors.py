@@ -10,6 +10,7 @@ time and in length whatever it is given (a 2 MB string, a 5000-digit integer, a 
 """
 from __future__ import annotations
 
+import difflib
 import reprlib
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["ArgumentError", "CheckpointError", "CheckpointNotFound", "DraftsmithError", "NotFound", "OptionError",
-           "Problem", "SpecError", "short", "short_list", "short_text"]
+           "Problem", "SpecError", "short", "short_list", "short_text", "suggest"]
 
 QUOTE_LIMIT = 80          # characters of one quoted value in a message
 
@@ -56,6 +57,18 @@ def short(value: Any, limit: int = QUOTE_LIMIT) -> str:
     except Exception:  # a value whose repr fails is still quoted
         text = f"<{type(value).__name__}>"
     return text if len(text) <= limit else text[: max(limit - 3, 1)] + "..."
+
+
+SUGGEST_CHARS = 100   # longer words get no suggestion: difflib's cost grows with the word (2 MB took 0.75 s)
+
+
+def suggest(word: str, choices: Iterable[str]) -> str:
+    """' Did you mean 'x'?' for the closest choice, or ''."""
+    text = word if isinstance(word, str) else short(word)   # str() of a found value could be megabytes too
+    if len(text) > SUGGEST_CHARS:
+        return ""
+    close = difflib.get_close_matches(text, list(choices), n=1, cutoff=0.5)
+    return f" Did you mean {close[0]!r}?" if close else ""
 
 
 def short_text(text: str, limit: int = QUOTE_LIMIT) -> str:

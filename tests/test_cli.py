@@ -211,7 +211,7 @@ def test_inspect_reports_config_keys_it_does_not_read(tmp_path, eagle3_pair):
     cfg["use_fancy_norm"] = True
     (draft / "config.json").write_text(json.dumps(cfg))
     res = run("inspect", draft)
-    assert re.search(r"^# config keys draftsmith does not read: use_fancy_norm$", res.stdout, re.M)
+    assert re.search(r"^# config keys draftsmith's built-in components do not read: use_fancy_norm$", res.stdout, re.M)
 
 
 # --- generate -------------------------------------------------------------------------------------------------------

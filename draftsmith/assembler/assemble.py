@@ -90,7 +90,7 @@ def assemble(spec: Spec | str | Path = "demo", target: str | Path | None = None,
 
     check_device(device)  # OptionError before anything is read: 'cuda' without CUDA, 'cuda:3' with one GPU
     target_dir, draft_dir = checkpoint_dir(spec, target, "target"), checkpoint_dir(spec, draft, "draft")
-    backend = registry.get("attn_backend", spec.decoding.attention).factory()
+    backend = registry.build("attn_backend", spec.decoding.attention)
 
     # Meta, plan, check for both checkpoints before any tensor data is read.
     target_plan, target_cfg = plan_target(target_dir, registry, backend)

@@ -17,8 +17,8 @@ from draftsmith.components.quant import quantize_target
 from draftsmith.components.rule_config import bind_all
 from draftsmith.components.targets import apply_windows
 from draftsmith.components.weights import RuleSet
-from draftsmith.registry import Registry
 from draftsmith.errors import Problem, SpecError, short
+from draftsmith.registry import Registry
 from draftsmith.specs.resolve import resolve
 from draftsmith.specs.schema import Spec
 
@@ -26,7 +26,7 @@ _LAYER = re.compile(r"^layers\.(\d+)\.")
 
 
 def build_target(cfg, registry: Registry, backend: Callable) -> CausalLM:
-    arch = registry.get("target", cfg.model_type).factory()
+    arch = registry.build("target", cfg.model_type)
     arch.check(cfg)  # UnsupportedTarget: a config this code would misread (e.g. MoE layers)
     dims = Dims.from_config(cfg)
     mlp = {"bias": bool(getattr(cfg, "mlp_bias", False))}  # Llama's mlp_bias: gate/up/down with biases
@@ -41,7 +41,8 @@ def build_target(cfg, registry: Registry, backend: Callable) -> CausalLM:
 
 def rule_set(spec: Spec, registry: Registry, config: Mapping[str, Any] | None = None) -> RuleSet:
     """The spec's weight rules; with the draft's config, ``${key}`` placeholders are bound to its values."""
-    rules = [resolve(registry, "weight_rule", r.kind, r.model_extra or {})[1] for r in spec.weights.rules]
+    rules = [registry.build("weight_rule", r.kind, resolve(registry, "weight_rule", r.kind, r.model_extra or {})[1])
+             for r in spec.weights.rules]
     ignore = list(spec.weights.ignore)
     if config is not None:
         rules, ignore = bind_all(rules, ignore, config)
@@ -82,7 +83,7 @@ def attention_name(spec: Spec, draft_raw: Mapping[str, Any]) -> str:
 def build_draft(spec: Spec, registry: Registry, *, draft_raw: Mapping[str, Any], draft_cfg, target_cfg,
                 canonical_names: list[str], backend: Callable) -> DraftModel:
     d, dims = spec.draft, Dims.from_config(draft_cfg)
-    fusion_comp, fusion_params = resolve(registry, "fusion", d.fusion.kind, d.fusion.params)
+    _, fusion_params = resolve(registry, "fusion", d.fusion.kind, d.fusion.params)
     recipe = LayerRecipe(layer=(d.layer.kind, d.layer.params), attention=(attention_name(spec, draft_raw),
                          d.attention.params), mlp=(d.mlp.kind, d.mlp.params), norm=(d.norm.kind, d.norm.params))
     stack = Stacker(registry, recipe, dims, backend)
@@ -91,9 +92,9 @@ def build_draft(spec: Spec, registry: Registry, *, draft_raw: Mapping[str, Any],
     vd = int(draft_raw.get("draft_vocab_size") or target_vocab) if reduced else None
     with torch.device("meta"):
         try:
-            fc = fusion_comp.factory(fusion_params, hidden=dims.hidden, target_width=target_hidden_width(target_cfg),
-                                     draft_config=dict(draft_raw), target_layers=target_cfg.num_hidden_layers,
-                                     norm=stack.norm)
+            fc = registry.build("fusion", d.fusion.kind, fusion_params, hidden=dims.hidden,
+                                target_width=target_hidden_width(target_cfg), draft_config=dict(draft_raw),
+                                target_layers=target_cfg.num_hidden_layers, norm=stack.norm)
         except SpecError as e:  # the fusion knows the rule; the error names the spec file the user wrote
             raise SpecError(spec.source, e.problems) from None
         layers = []
@@ -110,6 +111,6 @@ def build_draft(spec: Spec, registry: Registry, *, draft_raw: Mapping[str, Any],
                            feed_post_norm=d.feed_back == "post_norm" or fc.norm_output == "feed_back")
         if d.share.embed != "target":
             model.embed_tokens = nn.Embedding(target_vocab, dims.hidden)
-        quant, quant_params = resolve(registry, "quant", spec.quant.method, spec.quant.model_extra or {})
-        quant.factory(quant_params, module=model)  # the draft's own spec section only, never the target's config
+        _, quant_params = resolve(registry, "quant", spec.quant.method, spec.quant.model_extra or {})
+        registry.build("quant", spec.quant.method, quant_params, module=model)  # the draft's own spec section only, never the target's config
     return model

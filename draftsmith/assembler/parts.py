@@ -4,6 +4,7 @@ modules in :mod:`draftsmith.components`; this module only resolves names through
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Callable
 
 from torch import nn
@@ -29,17 +30,18 @@ class Stacker:
 
     def __init__(self, registry: Registry, recipe: LayerRecipe, dims: Dims, backend: Callable):
         self.dims, self.backend = dims, backend
-        parts = {k: resolve(registry, k, *getattr(recipe, k)) for k in ("layer", "attention", "mlp", "norm")}
-        self.parts = {k: (comp.factory, params) for k, (comp, params) in parts.items()}
+        self.parts: dict[str, Callable[..., nn.Module]] = {}   # kind -> make(**context), through Registry.build
+        for kind in ("layer", "attention", "mlp", "norm"):
+            name, params = getattr(recipe, kind)
+            self.parts[kind] = partial(registry.build, kind, name, resolve(registry, kind, name, params)[1])
 
     def norm(self, dim: int) -> nn.Module:
-        make, params = self.parts["norm"]
-        return make(params, dim=dim, eps=self.dims.eps)
+        return self.parts["norm"](dim=dim, eps=self.dims.eps)
 
     def layer(self, idx: int, *, in_width: int, input_norm: bool = True, hidden_norm: bool = False,
               mix=own_input, norm_before_residual: bool = False) -> nn.Module:
-        (make_layer, lp), (make_attn, ap), (make_mlp, mp) = (self.parts[k] for k in ("layer", "attention", "mlp"))
-        attn = make_attn(ap, dims=self.dims, layer_idx=idx, in_width=in_width, backend=self.backend, norm=self.norm)
-        return make_layer(lp, attn=attn, mlp=make_mlp(mp, dims=self.dims), norm=self.norm, dims=self.dims,
-                          input_norm=input_norm, hidden_norm=hidden_norm, mix=mix,
-                          norm_before_residual=norm_before_residual)
+        attn = self.parts["attention"](dims=self.dims, layer_idx=idx, in_width=in_width, backend=self.backend,
+                                       norm=self.norm)
+        return self.parts["layer"](attn=attn, mlp=self.parts["mlp"](dims=self.dims), norm=self.norm, dims=self.dims,
+                                   input_norm=input_norm, hidden_norm=hidden_norm, mix=mix,
+                                   norm_before_residual=norm_before_residual)

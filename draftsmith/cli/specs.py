@@ -46,25 +46,43 @@ def validate(files: List[Path] = typer.Argument(..., help="spec YAML files")) ->
 
 
 @app.command("list")
-def list_cmd() -> None:
-    """Specs and components, each with the plugin that provides it."""
-    from draftsmith import default_registry
+def list_cmd(params: bool = typer.Option(False, "--params", help="also each component's params (defaults)")) -> None:
+    """Specs and components, each with the plugin that provides it. A spec that does not load is listed as
+    broken; its errors follow the tables (exit 1)."""
+    from draftsmith import default_registry, load_spec
+    from draftsmith.errors import DraftsmithError
 
     reg = default_registry()
-    table = Table(title="specs")
+    table, broken = Table(title="specs"), []
     table.add_column("name"), table.add_column("plugin"), table.add_column("description")
-    from draftsmith import load_spec
-
     for name, plugin in reg.spec_names():
-        table.add_row(escape(name), escape(plugin), escape(load_spec(name).description))  # never markup
+        try:
+            description = load_spec(name).description
+        except DraftsmithError as e:
+            broken.append(str(e))
+            lines = str(e).splitlines()
+            description = f"BROKEN: {lines[len(lines) > 1].strip()} (the errors follow the tables)"
+        table.add_row(escape(name), escape(plugin), escape(description))  # never markup
     out.print(table)
     table = Table(title="components")
-    for col in ("kind", "name", "plugin", "what"):
+    for col in ("kind", "name", "plugin", *["params (default)"] * params, "what"):
         table.add_column(col)
     for kind in reg.kinds():
         for name, plugin in reg.names(kind):
-            table.add_row(escape(kind), escape(name), escape(plugin), escape(reg.get(kind, name).doc))
+            comp = reg.get(kind, name)
+            cells = (kind, name, plugin, *[param_summary(comp.params)] * params, comp.doc)
+            table.add_row(*map(escape, cells))
     out.print(table)
+    for text in broken:
+        typer.echo(text, err=True)
+    raise typer.Exit(1 if broken else 0)
+
+
+def param_summary(model) -> str:
+    """'name (default)' for each field of a params model; a required field shows no default."""
+    def one(name, f):
+        return name if f.is_required() else f"{name} ({f.get_default(call_default_factory=True)!r})"
+    return ", ".join(one(n, f) for n, f in model.model_fields.items()) or "-"
 
 
 @app.command()
@@ -73,17 +91,19 @@ def inspect(ckpt: Path = typer.Argument(..., help="draft checkpoint folder")) ->
     import yaml
 
     from draftsmith.convert.inspect import inspect_checkpoint, render_unknown
+    from draftsmith.registry.registry import BUILTIN
 
     found = inspect_checkpoint(ckpt)
     if found.match is None:
         typer.echo(render_unknown(found), err=True)
         raise typer.Exit(1)
     where = " ".join(str(ckpt).splitlines())  # a folder name with a newline must not end the YAML comment
-    sys.stdout.write(f"# {where}: {found.match.reason}\n")
+    by = f" (detected by plugin {found.match.plugin!r})" if found.match.plugin not in ("", BUILTIN) else ""
+    sys.stdout.write(f"# {where}: {found.match.reason}{by}\n")
     for note in found.match.assumptions:
         sys.stdout.write(f"# assumed/noticed: {note}\n")
     if found.unread:
-        sys.stdout.write(f"# config keys draftsmith does not read: {', '.join(found.unread)}\n")
+        sys.stdout.write(f"# config keys draftsmith's built-in components do not read: {', '.join(found.unread)}\n")
     data = found.spec
     sys.stdout.write(yaml.safe_dump(data, sort_keys=False))
 
@@ -96,7 +116,8 @@ def convert(ckpt: Path = typer.Argument(..., help="draft checkpoint folder"),
     import json
 
     from draftsmith.convert.inspect import inspect_checkpoint
-    from draftsmith.convert.run import convert as run_convert, layouts
+    from draftsmith.convert.run import convert as run_convert
+    from draftsmith.convert.run import layouts
 
     config = run_convert(ckpt, to, out_dir)   # a ConvertError prints as draftsmith's errors do (exit 1)
     layout = layouts()[to]

@@ -3,6 +3,7 @@ what did not fit. Used by ``draftsmith inspect`` and ``draftsmith convert`` (whi
 spec detected here)."""
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,13 +61,16 @@ def inspect_checkpoint(folder: str | Path, registry: Registry | None = None) -> 
     attention = data["draft"]["attention"]
     if "rope" in attention and isinstance(config.get("rope_interleave"), bool):  # the stored pair order, if said
         attention["rope"] = "interleaved" if config["rope_interleave"] else "neox"
-        match = LayoutMatch(match.spec, match.reason, (*match.assumptions, f"attention.rope: {attention['rope']} "
-                                                       "(the config's rope_interleave)"))
+        match = noted(match, f"attention.rope: {attention['rope']} (the config's rope_interleave)")
     if "d2t" in infos and "t2d" in infos and "vocab" in data["draft"]:
         convention, note = d2t_convention(infos)
         data["draft"]["vocab"]["d2t"] = convention
-        match = LayoutMatch(match.spec, match.reason, (*match.assumptions, note))
+        match = noted(match, note)
     return Inspection(folder, config, infos, match, data, unread)
+
+
+def noted(match: LayoutMatch, note: str) -> LayoutMatch:
+    return dataclasses.replace(match, assumptions=(*match.assumptions, note))
 
 
 def d2t_convention(infos: dict[str, TensorInfo]) -> tuple[str, str]:

@@ -296,7 +296,7 @@ def _draws(s: Settings, B: int, n: int, device) -> torch.Tensor:
 
 def speculative(target: TargetRunner, draft: DraftRunner, prompts: list[list[int]], plan: Plan,
                 s: Settings) -> tuple[list[Seq], Stats]:
-    stats, t0 = Stats(mode=plan.mode), time.perf_counter()
+    stats, t0 = Stats(mode=plan.mode, accepted_per_position=[0] * plan.steps), time.perf_counter()
     target.stats = draft.stats = stats
     seqs = [Seq(list(p)) for p in prompts]
     st = prefill(target, draft, seqs, s, stats)

@@ -12,7 +12,8 @@ class Stats:
     draft_forwards: int = 0
     steps: int = 0                    # verification steps summed over sequences
     committed: int = 0                # tokens committed by those steps (accepted + 1 each)
-    accepted_per_position: list[int] = field(default_factory=list)   # [i]: steps that accepted >= i+1 drafts
+    accepted_per_position: list[int] = field(default_factory=list)   # [i]: steps that accepted >= i+1 drafts;
+    #                                     one entry per draft position (zeros included), empty for target-only
     wall_seconds: float = 0.0
     prefill_seconds: float = 0.0      # of wall_seconds: the prompt's forward(s) up to the first token (on the host)
     forward_seconds: float = 0.0      # host time inside model forwards (on CUDA: launching them, or graph replays)

@@ -43,3 +43,4 @@ class LayoutMatch:
     spec: str
     reason: str
     assumptions: tuple[str, ...] = field(default_factory=tuple)
+    plugin: str = ""     # the plugin whose detector answered; set by the registry (a detector leaves it empty)

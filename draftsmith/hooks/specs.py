@@ -29,8 +29,10 @@ def draftsmith_components() -> Iterable[Component]:
     factories and their ``Params`` models; build nothing here (the registry is built at import of the CLI and
     for every ``assemble``).
 
-    Kinds the assembler asks for: ``layer``, ``attention``, ``mlp``, ``norm``, ``rope``, ``fusion``,
-    ``weight_rule``, ``quant``, ``attn_backend``, ``drafter``. A spec names a component by ``kind`` and
+    Kinds the assembler asks for, each with the call its factory gets and what it must return:
+    :data:`draftsmith.hooks.kinds.KINDS` (``layer``, ``attention``, ``mlp``, ``norm``, ``fusion``,
+    ``weight_rule``, ``quant``, ``attn_backend``, ``target``); a record of another kind, or whose ``params``
+    model accepts unknown keys, is refused when the plugin registers. A spec names a component by ``kind`` and
     ``name`` only; YAML never holds an import path.
     """
 

@@ -1,5 +1,7 @@
 """Plugin manager, component registry (kind, name) -> factory with provenance, and the spec catalog."""
+from draftsmith.registry.checks import PluginError
 from draftsmith.registry.registry import (
+    ComponentFailed,
     PluginClash,
     Registry,
     UnknownComponent,
@@ -7,4 +9,5 @@ from draftsmith.registry.registry import (
     default_registry,
 )
 
-__all__ = ["PluginClash", "Registry", "UnknownComponent", "build_registry", "default_registry"]
+__all__ = ["ComponentFailed", "PluginClash", "PluginError", "Registry", "UnknownComponent", "build_registry",
+           "default_registry"]

@@ -1,7 +1,7 @@
 """The registry: one plugin manager, the components and specs every plugin returned, and who returned each."""
 from __future__ import annotations
 
-import difflib
+import dataclasses
 import functools
 import importlib
 import importlib.metadata
@@ -11,15 +11,21 @@ from typing import Any
 
 import pluggy
 
-from draftsmith.errors import DraftsmithError, short
+from draftsmith.errors import DraftsmithError, short, short_text, suggest
 from draftsmith.hooks import PROJECT, Component, LayoutMatch, SpecSource
 from draftsmith.hooks import specs as hookspecs
+from draftsmith.hooks.kinds import KINDS
+from draftsmith.registry.checks import PluginError, record_problem
 
 BUILTIN, BUILTIN_MODULE = "builtin", "draftsmith.builtin"
 
 
-class PluginClash(DraftsmithError, RuntimeError):
+class PluginClash(PluginError):
     """Two plugins provide the same (kind, name) or the same spec name."""
+
+
+class ComponentFailed(DraftsmithError, RuntimeError):
+    """A component's factory raised, or returned what its kind cannot use (:data:`draftsmith.hooks.kinds.KINDS`)."""
 
 
 class UnknownComponent(DraftsmithError, LookupError):
@@ -32,18 +38,6 @@ class UnknownComponent(DraftsmithError, LookupError):
 
 class UnknownSpec(DraftsmithError, LookupError):
     """No spec of that name is registered and no such file exists."""
-
-
-SUGGEST_CHARS = 100   # longer words get no suggestion: difflib's cost grows with the word (2 MB took 0.75 s)
-
-
-def suggest(word: str, choices: Iterable[str]) -> str:
-    """' Did you mean 'x'?' for the closest choice, or ''."""
-    text = word if isinstance(word, str) else short(word)   # str() of a found value could be megabytes too
-    if len(text) > SUGGEST_CHARS:
-        return ""
-    close = difflib.get_close_matches(text, list(choices), n=1, cutoff=0.5)
-    return f" Did you mean {close[0]!r}?" if close else ""
 
 
 @dataclass(frozen=True)
@@ -72,7 +66,8 @@ class Registry:
             other = table[key].plugin
             who = f"twice by plugin {plugin!r}" if other == plugin else \
                 f"by both plugin {other!r} and plugin {plugin!r}"
-            raise PluginClash(f"{_describe(key)} is provided {who}; uninstall one or rename its component "
+            fix = "rename its component" if isinstance(key, tuple) else "rename one spec"
+            raise PluginClash(f"{_describe(key)} is provided {who}; uninstall one or {fix} "
                               "(draftsmith never shadows silently)")
         table[key] = Provided(record, plugin)
 
@@ -92,6 +87,25 @@ class Registry:
     def provider(self, kind: str, name: str) -> str:
         return self.components[(kind, name)].plugin
 
+    def build(self, kind: str, name: str, *args: Any, **context: Any) -> Any:
+        """``factory(*args, **context)`` of component ``(kind, name)``, checked: anything but a draftsmith error
+        that it raises, and a result its kind cannot use, is a :class:`ComponentFailed` naming the component, its
+        plugin and the call the assembler makes (draftsmith's own errors, such as a fusion's SpecError, pass)."""
+        comp, contract = self.get(kind, name), KINDS.get(kind)
+        who = f"{kind} {short(name)} (plugin {self.provider(kind, name)!r})"
+        call = f"; the assembler calls it as {contract.call} and needs {contract.returns}" if contract else ""
+        try:
+            made = comp.factory(*args, **context)
+        except DraftsmithError:
+            raise
+        except Exception as e:
+            raise ComponentFailed(f"{who} failed to build: {type(e).__name__}: "
+                                  f"{short_text(str(e), 300)}{call}") from e
+        if contract is not None and made is None and not contract.none_ok or \
+                contract is not None and contract.module and not _is_module(made):
+            raise ComponentFailed(f"{who}: its factory returned {short(made)}{call}")
+        return made
+
     def spec_source(self, name: str) -> SpecSource:
         try:
             return self.specs[name].record
@@ -105,7 +119,35 @@ class Registry:
         return sorted((n, p.plugin) for n, p in self.specs.items())
 
     def detect_layout(self, config: Mapping[str, Any], tensor_names: Sequence[str]) -> LayoutMatch | None:
-        return self.pm.hook.draftsmith_detect_layout(config=config, tensor_names=list(tensor_names))
+        """The first detector's answer (pluggy's order: the plugin registered last asks first), with the plugin
+        that gave it in ``LayoutMatch.plugin``. A detector that raises, answers something else than a LayoutMatch
+        or None, or names a spec no plugin provides is a :class:`PluginError` naming that plugin."""
+        names = list(tensor_names)
+        for impl in reversed(self.pm.hook.draftsmith_detect_layout.get_hookimpls()):
+            hook = f"draftsmith_detect_layout of plugin {impl.plugin_name!r}"
+            try:
+                match = impl.function(**{k: v for k, v in (("config", config), ("tensor_names", names))
+                                         if k in impl.argnames})
+            except DraftsmithError:
+                raise
+            except Exception as e:
+                raise PluginError(f"{hook} raised {type(e).__name__}: {short_text(str(e), 300)}") from e
+            if match is None:
+                continue
+            if not isinstance(match, LayoutMatch):
+                raise PluginError(f"{hook} returned {short(match)}; a detector returns a "
+                                  "draftsmith.hooks.LayoutMatch or None")
+            if match.spec not in self.specs:
+                raise PluginError(f"{hook} answered spec {short(match.spec)}, which no plugin provides."
+                                  f"{suggest(match.spec, self.specs)} known: {', '.join(sorted(self.specs))}")
+            return dataclasses.replace(match, plugin=impl.plugin_name)
+        return None
+
+
+def _is_module(x: Any) -> bool:
+    from torch import nn
+
+    return isinstance(x, nn.Module)
 
 
 def _describe(key: Any) -> str:
@@ -113,12 +155,23 @@ def _describe(key: Any) -> str:
 
 
 def _records(impl: pluggy.HookImpl, record_type: type) -> list:
-    """What one plugin's collecting hook returned, checked to be records of the documented type."""
-    records = list(impl.function() or ())
+    """What one plugin's collecting hook returned, each record checked against the contract (draftsmith.hooks)."""
+    hook = f"{impl.function.__name__} of plugin {impl.plugin_name!r}"
+    try:
+        returned = impl.function()
+    except DraftsmithError:
+        raise
+    except Exception as e:
+        raise PluginError(f"{hook} raised {type(e).__name__}: {short_text(str(e), 300)}") from e
+    if returned is None:
+        return []
+    if isinstance(returned, (str, bytes, Mapping, record_type)) or not isinstance(returned, Iterable):
+        raise PluginError(f"{hook} returned {short(returned)}; it returns a list of "
+                          f"draftsmith.hooks.{record_type.__name__} records")
+    records = list(returned)
     for r in records:
-        if not isinstance(r, record_type):
-            raise TypeError(f"plugin {impl.plugin_name!r} returned {r!r} from {impl.function.__name__}; "
-                            f"expected draftsmith.hooks.{record_type.__name__} records")
+        if (why := record_problem(r, record_type)) is not None:
+            raise PluginError(f"{hook} returned {short(r)}: {why}")
     return records
 
 
@@ -137,10 +190,34 @@ def load_entry_points(pm: pluggy.PluginManager) -> None:
                 continue
             if ep.name in seen or pm.has_plugin(ep.name):
                 first = f"distribution {seen[ep.name][0]!r}" if ep.name in seen else "draftsmith itself"
+                fix = "uninstall one" if ep.name in seen else \
+                    f"rename the entry point in {origin[0]!r} ({ep.name!r} is draftsmith's own)"
                 raise PluginClash(f"plugin name {ep.name!r} is used by both {first} and distribution "
-                                  f"{origin[0]!r}; uninstall one (draftsmith never shadows silently)")
+                                  f"{origin[0]!r}; {fix} (draftsmith never shadows silently)")
             seen[ep.name] = origin
-            pm.register(ep.load(), name=ep.name)
+            where = f"plugin {ep.name!r} (entry point {ep.name} = {ep.value} in distribution {origin[0]!r})"
+            try:
+                plugin = ep.load()
+            except Exception as e:
+                raise PluginError(f"{where} cannot be imported: {type(e).__name__}: {short_text(str(e), 300)}; "
+                                  f"fix or uninstall {origin[0]!r}") from e
+            _register(pm, plugin, ep.name, where)
+
+
+def _register(pm: pluggy.PluginManager, plugin: object, name: str, where: str | None = None) -> None:
+    """Register one plugin; a hook implementation pluggy refuses (a name no hookspec has, arguments a hookspec
+    does not give) is a PluginError naming the plugin, with the closest hook name."""
+    try:
+        pm.register(plugin, name=name)
+        pm.check_pending()  # a hookimpl whose name matches no hookspec (a typo) fails here instead of doing nothing
+    except pluggy.PluginValidationError as e:
+        text = " ".join(str(e).split())
+        hooks = [h for h in dir(hookspecs) if h.startswith("draftsmith_")]
+        typo = next((w.strip("'\"") for w in text.split() if w.strip("'\"").startswith("draftsmith_")
+                     and w.strip("'\"") not in hooks), "")
+        raise PluginError(f"{where or f'plugin {name!r}'} does not fit draftsmith's hooks: {short_text(text, 500)}."
+                          f"{suggest(typo, hooks) if typo else ''} The hooks: {', '.join(sorted(hooks))} "
+                          "(draftsmith.hooks.specs)") from None
 
 
 def build_registry(plugins: Iterable[tuple[str, object]] = (), *, entry_points: bool = True) -> Registry:
@@ -154,8 +231,7 @@ def build_registry(plugins: Iterable[tuple[str, object]] = (), *, entry_points: 
     if entry_points:
         load_entry_points(pm)
     for name, plugin in plugins:
-        pm.register(plugin, name=name)
-    pm.check_pending()  # a hookimpl whose name matches no hookspec (a typo) fails here instead of doing nothing
+        _register(pm, plugin, name)
     return Registry(pm)
 
 

@@ -10,10 +10,9 @@ from pydantic import BaseModel, ValidationError
 
 from draftsmith import limits
 from draftsmith.components.weights import pattern_problem
-from draftsmith.errors import Problem, short
+from draftsmith.errors import Problem, short, suggest
 from draftsmith.hooks import Component
 from draftsmith.registry import Registry
-from draftsmith.registry.registry import suggest
 from draftsmith.specs.schema import Decoding, validate_strict
 from draftsmith.specs.translate import problems_from
 

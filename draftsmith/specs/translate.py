@@ -15,8 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from draftsmith.errors import Problem, short, short_text
-from draftsmith.registry.registry import suggest
+from draftsmith.errors import Problem, short, short_text, suggest
 
 _UNIONS = (typing.Union, types.UnionType)
 _NO_MEMBER = object()
@@ -156,11 +155,14 @@ def _join(prefix: str, path: Sequence[str]) -> str:
     return ".".join(p for p in (prefix, *path) if p)
 
 
+NO_KEYS = "no keys: it takes no params (sizes and eps come from the checkpoint's config.json)"
+
+
 def _problem(err: Mapping[str, Any], w: _Walk, prefix: str) -> Problem:
     path, kind, found = _join(prefix, w.path), err["type"], err.get("input")
     if kind == "extra_forbidden":
         parent = sorted(w.parent.model_fields) if w.parent else []
-        return Problem(path, f"unknown field {short(w.path[-1])}", allowed=", ".join(parent),
+        return Problem(path, f"unknown field {short(w.path[-1])}", allowed=", ".join(parent) or NO_KEYS,
                        hint=_suggest(w.path[-1], parent))
     if kind == "missing":
         return Problem(path, "required field is missing", allowed=describe(w.field_ann))

@@ -35,6 +35,8 @@ def test_greedy_equals_baseline(pairs, family, prompts, shape, max_new):
     st_ = spec[0].stats
     assert all(0 <= a for a in st_.accepted_per_position)
     assert st_.accepted_per_position == sorted(st_.accepted_per_position, reverse=True)
+    assert len(st_.accepted_per_position) == shape["steps"]     # a position nothing reached is a 0, not missing
+    assert base[0].stats.accepted_per_position == []
     # invariant 12: committed tokens (accepted + 1 per step) account for every token after the root
     B = len(prompts)
     assert st_.new_tokens - B <= st_.committed <= st_.new_tokens - B + B * shape["steps"]

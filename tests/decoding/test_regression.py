@@ -54,7 +54,7 @@ RECORDED = {
                           target_forwards=9, draft_forwards=54, new_tokens=45, tau=4.888889),
     ("big-tree", 1): dict(max_new_tokens=44, accepted_per_position=[7, 7, 7, 7, 7, 1], steps=7, committed=43,
                           target_forwards=7, draft_forwards=42, new_tokens=44, tau=6.142857),
-    ("big-tree", 2): dict(max_new_tokens=45, accepted_per_position=[10, 10, 6, 5, 3], steps=10, committed=44,
+    ("big-tree", 2): dict(max_new_tokens=45, accepted_per_position=[10, 10, 6, 5, 3, 0], steps=10, committed=44,
                           target_forwards=10, draft_forwards=60, new_tokens=45, tau=4.4),
     ("chain", 0): dict(max_new_tokens=48, accepted_per_position=[11, 11, 7, 4, 3], steps=11, committed=47,
                        target_forwards=11, draft_forwards=55, new_tokens=48, tau=4.272727),

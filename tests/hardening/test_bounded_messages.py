@@ -39,7 +39,7 @@ def test_suggestions_are_only_sought_for_words_of_bounded_length(monkeypatch):
     import difflib
 
     import draftsmith
-    from draftsmith.registry.registry import SUGGEST_CHARS, suggest
+    from draftsmith.errors import SUGGEST_CHARS, suggest
     assert suggest("gqb", ["gqa", "mla"]) == " Did you mean 'gqa'?"
     seen = []
     real = difflib.get_close_matches

@@ -9,7 +9,7 @@ import draftsmith
 from draftsmith.assembler.detect import detect_builtin_layout
 from draftsmith.hooks import Component, LayoutMatch, SpecSource, hookimpl
 from draftsmith.hooks import specs as hookspecs
-from draftsmith.registry import PluginClash, UnknownComponent
+from draftsmith.registry import PluginClash, PluginError, UnknownComponent
 from draftsmith.specs.catalog import BUILTIN_DIR
 
 
@@ -90,7 +90,8 @@ def test_hook_draftsmith_components_duplicate_between_two_plugins():
 
 
 def test_hook_draftsmith_components_records_are_checked():
-    with pytest.raises(TypeError, match=r"plugin 'sloppy' returned .*expected draftsmith.hooks.Component"):
+    with pytest.raises(PluginError, match=r"draftsmith_components of plugin 'sloppy' returned .*expected "
+                                          r"draftsmith.hooks.Component"):
         fresh(("sloppy", Plugin([("mlp", "swiglu-x2")])))
 
 
@@ -102,7 +103,8 @@ def test_a_misspelled_hook_fails_at_start_up():
         def draftsmith_component(self):
             return [X2]
 
-    with pytest.raises(pluggy.PluginValidationError, match="draftsmith_component"):
+    with pytest.raises(PluginError, match="plugin 'typo' does not fit draftsmith's hooks: unknown hook "
+                                          "'draftsmith_component'.*Did you mean 'draftsmith_components'"):
         fresh(("typo", Typo()))
 
 
@@ -210,10 +212,11 @@ def test_hook_draftsmith_detect_layout_unknown_names_are_none():
     assert fresh().detect_layout({}, ["model.layers.0.mlp.up_proj.weight"]) is None
 
 
-def test_hook_draftsmith_detect_layout_first_answer_wins():
+def test_hook_draftsmith_detect_layout_first_answer_wins(tmp_path):
     mine = LayoutMatch("x2-draft", "the plugin knows better")
-    plugin = Plugin(detect=mine)
-    assert fresh(("x2plugin", plugin)).detect_layout({}, EAGLE3) is mine
+    plugin = Plugin([X2], [SpecSource("x2-draft", x2_spec_file(tmp_path))], detect=mine)
+    assert fresh(("x2plugin", plugin)).detect_layout({}, EAGLE3) == LayoutMatch("x2-draft", "the plugin knows better",
+                                                                                plugin="x2plugin")
     assert plugin.detect_calls == 1
 
 

@@ -33,6 +33,13 @@ def test_unknown_field_suggests_the_close_one(base, spec_error):
     assert "my-draft.yaml has 1 problem" in str(err)
 
 
+
+def test_a_param_given_to_a_component_that_takes_none_says_it_takes_none(base, spec_error):
+    base["draft"]["norm"] = {"kind": "rms", "eps": 1e-5}
+    p = only(spec_error(base))
+    assert (p.path, p.message) == ("draft.norm.eps", "unknown field 'eps'")
+    assert p.allowed == "no keys: it takes no params (sizes and eps come from the checkpoint's config.json)"
+
 def test_literal_value_not_allowed(base, spec_error):
     base["draft"]["norms"]["input"] = "every"
     p = only(spec_error(base))
