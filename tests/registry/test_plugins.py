@@ -96,8 +96,6 @@ def test_hook_draftsmith_components_records_are_checked():
 
 
 def test_a_misspelled_hook_fails_at_start_up():
-    import pluggy
-
     class Typo:
         @hookimpl
         def draftsmith_component(self):
