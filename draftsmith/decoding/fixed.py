@@ -150,6 +150,7 @@ def children(parents: Tensor, width: int) -> Tensor:
     idx = torch.arange(n, device=parents.device)
     is_kid = parents.unsqueeze(1) == idx.view(1, n, 1)
     kids = torch.where(is_kid, idx, n).sort(dim=-1).values[..., :width]
+    kids = torch.nn.functional.pad(kids, (0, width - kids.shape[-1]), value=n)  # width > n: a topk past the nodes
     return torch.where(kids == n, -1, kids)
 
 

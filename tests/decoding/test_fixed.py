@@ -95,6 +95,8 @@ def test_fixed_sampling_verification_passes_the_reference_tests(name, monkeypatc
 def test_children_fixed_width():
     parents = torch.tensor([[-1, 0, 0, 1, 1, 1]])
     assert children(parents, 3).tolist() == [[[1, 2, -1], [3, 4, 5], [-1, -1, -1], [-1] * 3, [-1] * 3, [-1] * 3]]
+    # a width past the node count (topk 9 over a tree of 8 nodes) keeps its columns: sampling reads each sibling
+    assert children(parents[:, :2], 4).tolist() == [[[1, -1, -1, -1], [-1, -1, -1, -1]]]
 
 
 @given(st.integers(2, 6), st.integers(0, 2**16))

@@ -40,7 +40,7 @@ def counts(outs):
 
 
 @pytest.mark.parametrize("temperature,top_k", [(1.0, 0), (0.7, 4)])
-@pytest.mark.parametrize("how", ["baseline", "sampled-chain", "topk-tree"])
+@pytest.mark.parametrize("how", ["baseline", "sampled-chain", "topk-tree", "topk-past-the-nodes"])
 def test_second_token_follows_the_target(small, how, temperature, top_k):
     want = exact_second(small, temperature, top_k)
     # 3 tokens: the step that emits the second one can also emit an accepted draft token, which stats count
@@ -49,8 +49,10 @@ def test_second_token_follows_the_target(small, how, temperature, top_k):
         outs = small.generate_baseline([PROMPT] * N, **kw | {"max_new_tokens": 2})
     elif how == "sampled-chain":
         outs = small.generate([PROMPT] * N, topk=1, steps=3, **kw)
-    else:
+    elif how == "topk-tree":
         outs = small.generate([PROMPT] * N, topk=3, steps=2, draft_tokens=5, **kw)
+    else:  # more siblings per node than the tree has nodes: verification still reads every child column
+        outs = small.generate([PROMPT] * N, topk=4, steps=2, draft_tokens=3, **kw)
     got = counts(outs)
     keep = want > 0
     assert got[~keep].sum() == 0                                   # never a token the target cannot emit
