@@ -91,7 +91,7 @@ def run_bench(spec="demo", *, target=None, draft=None, prompt="def fibonacci(n):
     with quiet_transformers():   # its assisted / prompt-lookup paths warn about what they build themselves
         rows = _round_robin(methods, repeats, device)
     base = rows["draftsmith target-only"][0]
-    table = Table(title=f"bench: {n} new tokens, median of {repeats} rounds after a warm-up, {device} {dtype}, "
+    table = Table(title=f"bench: {n} new tokens, median of {repeats} round{'s' * (repeats != 1)} after a warm-up, {device} {dtype}, "
                         f"prompt {prompt!r}")
     for col in ("method", "seconds", "tokens/s", "speed vs draftsmith target-only", "tau", "outside forwards"):
         table.add_column(col)

@@ -2,6 +2,9 @@
 :mod:`draftsmith.cli` says how errors print); the command modules register their verbs on :data:`app`."""
 from __future__ import annotations
 
+import os
+import sys
+
 import click
 import typer
 from rich.console import Console
@@ -10,6 +13,7 @@ from typer.core import TyperGroup
 from draftsmith.errors import DraftsmithError, short_text
 
 USER_ERROR, INTERNAL_ERROR = 1, 70
+SIGPIPE_EXIT = 141   # 128 + SIGPIPE: what a shell reports for a writer whose reader closed the pipe
 
 # Exceptions click/typer turn into usage messages and exit codes themselves (typer >= 0.20 vendors click).
 _CLICK: set[type[BaseException]] = {typer.Exit, typer.Abort, click.exceptions.Exit, click.ClickException, click.Abort}
@@ -33,6 +37,14 @@ def report(exc: BaseException) -> int:
     return INTERNAL_ERROR
 
 
+def _drop_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's flush at exit does not raise into a closed pipe again."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # a stdout with no file descriptor (captured): nothing to flush
+        pass
+
+
 class _Group(TyperGroup):
     """Runs a command and turns its exceptions into one message and an exit code (see the module docstring)."""
 
@@ -41,6 +53,9 @@ class _Group(TyperGroup):
             return super().invoke(ctx)
         except PASS_THROUGH:
             raise
+        except BrokenPipeError:  # `draftsmith list | head`: the reader left; stop quietly, as a SIGPIPE'd tool does
+            _drop_stdout()
+            ctx.exit(SIGPIPE_EXIT)
         except Exception as exc:
             if ctx.params.get("debug"):
                 raise

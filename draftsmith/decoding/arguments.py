@@ -200,6 +200,8 @@ def settings_problems(max_new_tokens: Any, temperature: Any, top_p: Any, top_k: 
             out.append(f"stop holds {len(stop)} ids; the vocabulary has {vocab} tokens")
         elif bad := [t for t in stop if not _is_int(t) or t < 0]:
             out.append(f"stop holds {short(bad[:MOST])}; stop token ids are integers >= 0")
+        elif bad := [t for t in stop if t >= vocab]:   # an id from another tokenizer: it could never stop anything
+            out.append(f"stop holds ids outside the model's vocabulary 0..{vocab - 1}: {short(bad[:MOST])}")
     return out
 
 

@@ -52,8 +52,10 @@ class Stats:
     def as_dict(self) -> dict:
         return {"mode": self.mode, "acceptance_length": round(self.acceptance_length, 3),
                 "new_tokens": self.new_tokens, "target_forwards": self.target_forwards,
-                "draft_forwards": self.draft_forwards, "accepted_per_position": self.accepted_per_position,
+                "draft_forwards": self.draft_forwards, "steps": self.steps, "committed": self.committed,
+                "accepted_per_position": self.accepted_per_position,
                 "tokens_per_second": round(self.tokens_per_second, 2), "wall_seconds": round(self.wall_seconds, 4),
+                "prefill_seconds": round(self.prefill_seconds, 4), "forward_seconds": round(self.forward_seconds, 4),
                 "bookkeeping_share": round(self.bookkeeping_share, 3)}
 
 

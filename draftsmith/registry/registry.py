@@ -5,6 +5,7 @@ import dataclasses
 import functools
 import importlib
 import importlib.metadata
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +19,7 @@ from draftsmith.hooks.kinds import KINDS
 from draftsmith.registry.checks import PluginError, record_problem
 
 BUILTIN, BUILTIN_MODULE = "builtin", "draftsmith.builtin"
+NO_AUTOLOAD = "DRAFTSMITH_DISABLE_PLUGIN_AUTOLOAD"
 
 
 class PluginClash(PluginError):
@@ -200,7 +202,7 @@ def load_entry_points(pm: pluggy.PluginManager) -> None:
                 plugin = ep.load()
             except Exception as e:
                 raise PluginError(f"{where} cannot be imported: {type(e).__name__}: {short_text(str(e), 300)}; "
-                                  f"fix or uninstall {origin[0]!r}") from e
+                                  f"fix or uninstall {origin[0]!r} (or set {NO_AUTOLOAD}=1 to load no plugin)") from e
             _register(pm, plugin, ep.name, where)
 
 
@@ -220,15 +222,18 @@ def _register(pm: pluggy.PluginManager, plugin: object, name: str, where: str | 
                           "(draftsmith.hooks.specs)") from None
 
 
-def build_registry(plugins: Iterable[tuple[str, object]] = (), *, entry_points: bool = True) -> Registry:
+def build_registry(plugins: Iterable[tuple[str, object]] = (), *, entry_points: bool | None = None) -> Registry:
     """A fresh plugin manager: the built-ins, the ``draftsmith`` entry points, then ``plugins`` (name, obj).
+
+    ``entry_points`` None: loaded unless the environment sets ``DRAFTSMITH_DISABLE_PLUGIN_AUTOLOAD`` (to anything
+    but empty or 0), as pytest's PYTEST_DISABLE_PLUGIN_AUTOLOAD: a way around an installed plugin that is broken.
 
     The built-in plugin (:mod:`draftsmith.builtin`) is imported by name, as pytest imports its default plugins:
     it lists components, specs and detectors from the layers above the registry, which import the registry."""
     pm = pluggy.PluginManager(PROJECT)
     pm.add_hookspecs(hookspecs)
     pm.register(importlib.import_module(BUILTIN_MODULE), name=BUILTIN)
-    if entry_points:
+    if entry_points if entry_points is not None else os.environ.get(NO_AUTOLOAD, "") in ("", "0"):
         load_entry_points(pm)
     for name, plugin in plugins:
         _register(pm, plugin, name)

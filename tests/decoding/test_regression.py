@@ -256,14 +256,14 @@ def test_baseline_statistics(demo):
 def test_stats_as_dict():
     from draftsmith.decoding.stats import Stats
 
-    st = Stats(mode="v2", new_tokens=100, target_forwards=7, draft_forwards=30, wall_seconds=0.3)
+    st = Stats(mode="v2", new_tokens=100, target_forwards=7, draft_forwards=30, wall_seconds=0.3,
+               prefill_seconds=0.05, forward_seconds=0.25)
     for acc in (3, 1, 0):
         st.record_step(acc)
-    d = st.as_dict()
-    assert {k: d[k] for k in ("mode", "acceptance_length", "new_tokens", "target_forwards", "draft_forwards",
-                              "accepted_per_position", "tokens_per_second", "wall_seconds")} == {
+    assert st.as_dict() == {
         "mode": "v2", "acceptance_length": 2.333, "new_tokens": 100, "target_forwards": 7, "draft_forwards": 30,
-        "accepted_per_position": [2, 1, 1], "tokens_per_second": 333.33, "wall_seconds": 0.3}
+        "steps": 3, "committed": 7, "accepted_per_position": [2, 1, 1], "tokens_per_second": 333.33,
+        "wall_seconds": 0.3, "prefill_seconds": 0.05, "forward_seconds": 0.25, "bookkeeping_share": 0.167}
 
 
 def test_sampling_and_tree_arguments_are_checked():

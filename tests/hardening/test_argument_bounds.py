@@ -160,8 +160,8 @@ def test_the_context_is_a_positive_integer_the_config_declares(declared, context
     ("top_k", [0, 1, VOCAB - 1, VOCAB, np.int64(2)], [-1, VOCAB + 1, True, 1.0, None]),
     ("seed", [None, 0, SEED_RANGE[0], SEED_RANGE[1], -1, np.int64(5)],
      [SEED_RANGE[0] - 1, SEED_RANGE[1] + 1, True, 1.0, "1"]),
-    ("stop", [None, [], [0], [VOCAB + 5], (2, 3), {4}, range(3), np.array([1, 2])],
-     [[-1], [1.5], [True], ["1"], "1", b"\x01", 5, 1.5, [None]]),
+    ("stop", [None, [], [0], [VOCAB - 1], (2, 3), {4}, range(3), np.array([1, 2])],
+     [[-1], [1.5], [True], ["1"], "1", b"\x01", 5, 1.5, [None], [VOCAB]]),
 ])
 def test_each_setting_at_its_bounds(field, ok, bad):
     for v in ok:
@@ -290,6 +290,9 @@ def test_a_batch_past_the_bound_is_refused_by_its_size_alone(model, monkeypatch)
 
 def test_more_stop_ids_than_tokens_are_refused_by_their_count():
     assert settings(stop=list(range(VOCAB + 1))) == [f"stop holds {VOCAB + 1} ids; the vocabulary has {VOCAB} tokens"]
+    assert settings(stop=[2, VOCAB, VOCAB + 7]) == [f"stop holds ids outside the model's vocabulary 0..{VOCAB - 1}: "
+                                                     f"[{VOCAB}, {VOCAB + 7}]"]
+    assert settings(stop=[VOCAB - 1]) == []
     assert settings(stop=list(range(VOCAB))) == []
 
 

@@ -220,7 +220,12 @@ def test_a_plugin_that_cannot_be_imported_is_named_with_its_entry_point_and_dist
         draftsmith.build_registry()
     assert str(info.value) == (f"plugin 'fake' (entry point fake = {module} in distribution 'ds-broken') cannot be "
                                "imported: ModuleNotFoundError: No module named 'not_a_module_xyz'; fix or uninstall "
-                               "'ds-broken'")
+                               "'ds-broken' (or set DRAFTSMITH_DISABLE_PLUGIN_AUTOLOAD=1 to load no plugin)")
+    monkeypatch.setenv("DRAFTSMITH_DISABLE_PLUGIN_AUTOLOAD", "1")   # the way around it
+    assert not draftsmith.build_registry().pm.has_plugin("fake")
+    monkeypatch.setenv("DRAFTSMITH_DISABLE_PLUGIN_AUTOLOAD", "0")
+    with pytest.raises(PluginError):
+        draftsmith.build_registry()
     sys.modules.pop(module, None)
 
 
@@ -267,3 +272,19 @@ def test_list_shows_every_spec_and_marks_a_broken_plugin_spec(tmp_path, monkeypa
     assert "BROKEN: draft.norm.ofset: unknown" in res.stdout and "eagle3-llama" in res.stdout
     assert "broken-draft.yaml has 1 problem" in res.stderr
     assert "offset_rms" in res.stdout and "offset (1.0)" in res.stdout   # a component's params, with defaults
+
+
+def test_a_closed_pipe_ends_the_command_quietly():
+    import subprocess
+
+    code = ("import sys\nfrom draftsmith.cli import app\n"
+            "class Closed:\n"  # a stdout whose reader has gone: every write raises, as `| head` leaves it
+            "    encoding, errors = 'utf-8', 'strict'\n"
+            "    def write(self, *a): raise BrokenPipeError(32, 'Broken pipe')\n"
+            "    def flush(self): pass\n"
+            "    def isatty(self): return False\n"
+            "    def fileno(self): return 1\n"
+            "sys.stdout = Closed()\n"
+            "app(['validate', 'demo'])")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert (proc.returncode, proc.stderr) == (141, "")   # 128 + SIGPIPE, and no internal error
