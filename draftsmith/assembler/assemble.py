@@ -83,6 +83,13 @@ def load_target(folder: Path, registry: Registry, backend, *, dtype: torch.dtype
 def assemble(spec: Spec | str | Path = "demo", target: str | Path | None = None, draft: str | Path | None = None, *,
              device: str = "cpu", dtype: str | torch.dtype = "float32",
              registry: Registry | None = None) -> SpeculativeModel:
+    """A target and its draft, built from ``spec`` and loaded from their checkpoint folders, ready to decode.
+
+    spec: a built-in or plugin spec name, a YAML file, or a :class:`Spec`; ``target`` / ``draft`` default to the
+    spec's ``checkpoints`` (relative to its file; ``cache:NAME`` is fetched once). Both models are built on the meta
+    device and every checkpoint problem (missing, unexpected or misshapen tensors, configs that contradict the
+    spec) is raised at once, before any tensor is read. ``dtype``: the target's (and the draft's unless the
+    spec's ``decoding.draft_dtype`` says otherwise); ``device``: "cpu" or "cuda[:N]"."""
     registry = registry or default_registry()
     spec = load_spec(spec, registry)
     dtype = parse_dtype(dtype)

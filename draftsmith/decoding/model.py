@@ -39,8 +39,24 @@ class SpeculativeModel:
                  top_p: float = 1.0, top_k: int = 0, seed: int | None = None, topk: int | None = None,
                  steps: int | None = None, draft_tokens: int | None = None, mode: str | None = None,
                  stop: Iterable[int] | None = None):
-        """Lossless speculative decoding. A list of prompts gives a list of outputs, each equal in distribution
-        (token for token under greedy) to that prompt's own ``generate_baseline``."""
+        """Lossless speculative decoding: each output equals in distribution (token for token when greedy) what
+        ``generate_baseline`` gives for the same prompt.
+
+        prompt: a string (needs the target's tokenizer) or a list of token ids; a list of prompts is a batch and
+            gives a list of :class:`Output` (else one Output: ``token_ids``, ``text``, ``stats``). A batch's
+            outputs share one :class:`Stats`, summed over its rows.
+        max_new_tokens: at most this many tokens; fewer when a stop id is emitted (it is kept in the output).
+        temperature: 0 is greedy; above 0 samples from the target's distribution filtered by ``top_p``
+            (nucleus) and ``top_k`` (0: no cut).
+        seed: seeds this call's own generator (None: a fresh random seed). torch's global generator is neither
+            read nor advanced, so ``torch.manual_seed`` does not make a call reproducible; ``seed=`` does, for the
+            same prompts in the same batch (a row's draws depend on its batch).
+        topk, steps, draft_tokens: the draft tree of this call (None: the spec's ``decoding``): ``topk`` children
+            per expanded node (1: a chain of ``steps`` tokens), ``steps`` draft forwards, ``draft_tokens`` nodes
+            verified per step. Not to be confused with ``top_k``, the sampling filter.
+        mode: "auto", "v1" (chain drafting: topk is taken as 1) or "v2" (trees); ``self.plan(...)`` shows the plan
+            and why. stop: token ids that end a row (None: the target's end-of-text ids, from its configs).
+        Bad arguments raise one ArgumentError listing every problem."""
         stop = stop_ids(stop)   # read once: an iterator is checked and used as the same ids
         prompts, single = check_call(self, prompt, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
                                      top_k=top_k, seed=seed, stop=stop, topk=topk, steps=steps,
@@ -54,7 +70,9 @@ class SpeculativeModel:
     def generate_baseline(self, prompt: Prompt | list[Prompt], max_new_tokens: int = 64, temperature: float = 0.0,
                           *, top_p: float = 1.0, top_k: int = 0, seed: int | None = None,
                           stop: Iterable[int] | None = None, **_ignored):
-        """Target-only decoding with the same sampling settings: the reference for equality and speed."""
+        """Target-only decoding with ``generate``'s prompt and sampling arguments: the reference for equality and
+        speed. Draft arguments (topk, steps, draft_tokens, mode) are accepted and ignored, so one dict of
+        keywords serves both calls."""
         stop = stop_ids(stop)
         prompts, single = check_call(self, prompt, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
                                      top_k=top_k, seed=seed, stop=stop, what="generate_baseline()")
