@@ -238,6 +238,21 @@ def test_generate_warms_up_each_row_then_compares_speeds(monkeypatch):
         assert abs(float(ratio) - float(tps) / base) < 0.02    # tok/s over target-only's (both rounded)
 
 
+def test_generate_detects_the_spec_of_a_draft_and_takes_token_ids(eagle3_pair):
+    target, draft = eagle3_pair
+    res = run("generate", "--target", target, "--draft", draft, "--token-ids", "1, 2,3", "--max-new-tokens", "4",
+              "--no-compare")
+    assert res.exit_code == 0, res.output
+    assert "spec eagle3-llama (detected: " in res.stdout          # not the default smollm2 spec
+    assert "prompt [1, 2, 3]" in res.stdout and "speculative v" in res.stdout
+
+
+@pytest.mark.parametrize("ids", ["1,x", "", "-1", "1.5"])
+def test_generate_refuses_token_ids_that_are_not_ids(ids):
+    res = run("generate", "--spec", "demo", "--token-ids", ids)
+    assert res.exit_code == 1 and "token ids are integers >= 0 separated by commas" in res.output, res.output
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
 @pytest.mark.parametrize("verb", ["train", "doctor"])
 def test_train_and_doctor_refuse_a_missing_device_before_reading_anything(verb, tmp_path, monkeypatch):

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 import click
 import typer
 from rich.console import Console
+from rich.markup import escape
 from typer.core import TyperGroup
 
 from draftsmith.errors import DraftsmithError, short_text
@@ -72,3 +74,18 @@ err = Console(stderr=True)
 def _options(debug: bool = typer.Option(False, "--debug", help="show the full traceback of an unexpected error "
                                                               "(and of draftsmith's own errors)")) -> None:
     """Speculative-decoding draft models from YAML."""
+
+
+def detect_spec(draft: Path) -> str:
+    """The spec a registered detector names for this draft folder (printed with its reason); exit 2 when none
+    recognises it."""
+    from draftsmith import default_registry
+    from draftsmith.assembler.checkpoint import list_tensors
+    from draftsmith.assembler.config import read_config
+
+    match = default_registry().detect_layout(read_config(draft), list(list_tensors(draft)))
+    if match is None:
+        err.print(f"{escape(str(draft))}: no registered detector recognises this layout; pass --spec")
+        raise typer.Exit(2)
+    out.print(f"spec {escape(match.spec)} (detected: {escape(match.reason)})")
+    return match.spec

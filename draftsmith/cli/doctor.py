@@ -8,7 +8,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from draftsmith.cli.app import app, err, out
+from draftsmith.cli.app import app, detect_spec, err, out
 
 
 @app.command()
@@ -38,7 +38,7 @@ def doctor(
     target = hub.target_folder(target, console=err)
 
     try:
-        spec_ref = spec or _detect(draft)
+        spec_ref = spec or detect_spec(draft)
         dx = diagnose(spec_ref, target, draft, probes=PROBES if probe is None else [probe],
                       max_new_tokens=max_new_tokens, min_tau=min_tau, search=search, dtype=dtype, device=device)
     except (SpecError, OSError, LookupError, ValueError) as e:   # the spec or a folder, before any reading is tried
@@ -153,16 +153,3 @@ def _probe_file(name: str) -> str:
         why = getattr(e, "strerror", None) or (f"not UTF-8 text ({short_text(str(e), 200)})"
                                                 if isinstance(e, UnicodeDecodeError) else short_text(str(e), 200))
         _bad_input(f"{where}: cannot read the file ({why})")
-
-
-def _detect(draft: Path) -> str:
-    from draftsmith import default_registry
-    from draftsmith.assembler.checkpoint import list_tensors
-    from draftsmith.assembler.config import read_config
-
-    match = default_registry().detect_layout(read_config(draft), list(list_tensors(draft)))
-    if match is None:
-        err.print(f"{escape(str(draft))}: no registered detector recognises this layout; pass --spec")
-        raise typer.Exit(2)
-    out.print(f"spec {escape(match.spec)} (detected: {escape(match.reason)})")
-    return match.spec

@@ -8,15 +8,18 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from draftsmith.cli.app import app, err, out
+from draftsmith.cli.app import app, detect_spec, err, out
 
 
 @app.command()
 def generate(
-    spec: str = typer.Option("smollm2", help="built-in spec name or YAML path ('demo': the embedded toy pair)"),
+    spec: Optional[str] = typer.Option(None, help="built-in spec name or YAML path ('demo': the embedded toy pair); "
+                                       "default: detected from --draft, else smollm2"),
     target: Optional[Path] = typer.Option(None, help="Hugging Face target folder, or 'smollm2' (the cached target)"),
     draft: Optional[Path] = typer.Option(None, help="draft checkpoint folder"),
     prompt: str = typer.Option("def fibonacci(n):", help="prompt text (needs a tokenizer in the target folder)"),
+    token_ids: Optional[str] = typer.Option(None, "--token-ids", help="the prompt as token ids, e.g. 1,2,3 "
+                                            "(instead of --prompt; for a target folder without a tokenizer)"),
     max_new_tokens: int = typer.Option(64, "--max-new-tokens", min=1),
     temperature: float = typer.Option(0.0, min=0.0, help="0 = greedy"),
     seed: Optional[int] = typer.Option(None, help="seed for sampling"),
@@ -35,7 +38,9 @@ def generate(
     from draftsmith.decoding.arguments import check_overrides
 
     _check_options(device, dtype)
+    prompt = prompt if token_ids is None else _ids(token_ids)
     torch.set_num_threads(threads)
+    spec = spec or (detect_spec(draft) if draft is not None else "smollm2")
     model = draftsmith.assemble(spec, target=_target(target), draft=draft, device=device, dtype=dtype)
     plan = dict(topk=topk, steps=steps, draft_tokens=draft_tokens)
     check_overrides(model, **plan, what="draftsmith generate", names=PLAN_OPTIONS)  # named as options, not fields
@@ -57,6 +62,16 @@ def generate(
 
 
 PLAN_OPTIONS = {"topk": "--topk", "steps": "--steps", "draft_tokens": "--draft-tokens"}
+
+
+def _ids(text: str) -> list[int]:
+    """--token-ids 1,2,3 (commas or spaces); the ids themselves are checked by generate() against the vocabulary."""
+    from draftsmith.errors import OptionError, short
+
+    parts = text.replace(",", " ").split()
+    if not parts or not all(p.isdigit() for p in parts):
+        raise OptionError(f"--token-ids {short(text)}: token ids are integers >= 0 separated by commas, e.g. 1,2,3")
+    return [int(p) for p in parts]
 
 
 def _target(target: Optional[Path]) -> Optional[Path]:
@@ -115,6 +130,7 @@ def bench(
     from draftsmith.bench import run_bench
 
     _check_options(device, dtype)
+    prompt = prompt if token_ids is None else _ids(token_ids)
     _check_graphs(graphs, device)
     torch.set_num_threads(threads)
     if scale is not None:

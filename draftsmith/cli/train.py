@@ -12,15 +12,17 @@ from draftsmith.cli.app import app, err, out
 @app.command()
 def train(
     out_dir: Path = typer.Option(..., "--out", help="the draft folder: written in the spec's layout, resumed if "
-                                                    "it holds trainer.pt"),
+                                                    "it holds trainer.pt; else it must be new or empty (or hold "
+                                                    "only the features folder)"),
     spec: str = typer.Option("eagle3-llama", help="built-in spec name or YAML path (EAGLE-3 or EAGLE-1)"),
     target: Optional[str] = typer.Option(None, help="Hugging Face target folder, or 'smollm2' (also "
                                                     "'cache:smollm2') for the cached SmolLM2-135M-Instruct "
                                                     "(fetched once)"),
     data: Optional[List[Path]] = typer.Option(None, help="text / JSONL files or folders (repeatable)"),
     held_out: Optional[List[Path]] = typer.Option(None, "--eval", help="held-out files or folders (repeatable)"),
-    stdlib: bool = typer.Option(False, help="train on this Python's standard library minus its test folders, "
-                                            "evaluate on the test folders"),
+    stdlib: bool = typer.Option(False, help="add this Python's standard library minus its test folders to the "
+                                            "training data (with --data: both) and its test folders to the "
+                                            "held-out text (with --eval: both)"),
     steps: int = typer.Option(1000, help="optimizer steps in the whole run (the schedule's length)"),
     batch: int = typer.Option(4, help="windows per step"),
     seq: int = typer.Option(512, help="tokens per window"),
@@ -30,6 +32,9 @@ def train(
     max_windows: Optional[int] = typer.Option(None, help="windows to extract target features for (default all; "
                                                           "0 = use only the features already on disk)"),
     features: Optional[Path] = typer.Option(None, help="feature cache folder (default OUT/features)"),
+    from_draft: Optional[Path] = typer.Option(None, help="start a new run from this draft folder's weights and "
+                                                         "vocabulary (copied to --out; --draft-vocab and --init do "
+                                                         "not apply), not a fresh draft"),
     self_distill: int = typer.Option(0, help="> 0: train on the target's own greedy continuations of this many "
                                              "tokens (from seq/4-token prompts of each document)"),
     prompts_per_doc: int = typer.Option(1, help="self-distillation prompts per document, at line starts j/k of "
@@ -74,16 +79,15 @@ def train(
             paths, held = paths + D.stdlib_files(), held + D.stdlib_files(held_out=True)
         job = Job(spec=spec, target=Path(target), out=out_dir, data=paths, held_out=held,
                   draft_vocab=draft_vocab or None, seq=seq, max_windows=max_windows, features=features,
+                  from_draft=from_draft,
                   self_distill=self_distill, prompts_per_doc=prompts_per_doc, distill_batch=distill_batch,
                   eval_prompts=eval_prompts, device=device, eval_only=eval_only, config=cfg)
         preflight(job)
         job.target = hub.target_folder(target, console=err)
-        results = run(job, console=out, log=lambda m: out.print(m, style="dim", markup=False))
+        run(job, console=out, log=lambda m: out.print(m, style="dim", markup=False))   # it prints the results
     except TrainError as e:   # a bad option, data or folder: named as the option it came from
         err.print(e.render(option), style="red", markup=False, soft_wrap=True)
         raise typer.Exit(2)
-    for name, acc in results.items():
-        out.print(f"{name}: {acc.line()}")
 
 
 def option(field: str) -> str:

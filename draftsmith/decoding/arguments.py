@@ -78,7 +78,8 @@ def _ids(p: Any, where: str, tokenizer: Any, problems: list[str], context: int |
             problems.append(f"{where}: a lone surrogate at character {bad}; a prompt is Unicode text")
             return None
         if tokenizer is None:
-            problems.append(f"{where}: a text prompt needs a tokenizer in the target folder; pass token ids instead")
+            problems.append(f"{where}: a text prompt needs a tokenizer in the target folder; pass token ids "
+                            "instead (the CLI: --token-ids 1,2,3)")
             return None
         return [int(t) for t in tokenizer.encode(p)]
     if isinstance(p, (bytes, bytearray, memoryview)):
