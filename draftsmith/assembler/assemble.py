@@ -1,6 +1,7 @@
 """``assemble``: spec + target folder + draft folder -> a SpeculativeModel, built on meta, checked, then loaded."""
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -8,6 +9,7 @@ import torch
 
 from draftsmith.assembler.build import build_draft, build_target, rule_set
 from draftsmith.assembler.checkpoint import checkpoint_folder, list_tensors, regular_file
+from draftsmith.assembler.detect import swap_note
 from draftsmith.assembler.config import (draft_hf_config, flatten_draft_config, has_recurrent_layers, read_config,
                                          stop_ids, target_hf_config)
 from draftsmith.assembler.load import PlannedLoad, fill, materialize, plan_module
@@ -17,7 +19,7 @@ from draftsmith.components.targets import mtp_layer_patterns
 from draftsmith.components.weights import RuleSet
 from draftsmith.decoding.model import SpeculativeModel
 from draftsmith.registry import Registry, default_registry
-from draftsmith.errors import CheckpointError, Problem, SpecError, short_text
+from draftsmith.errors import CheckpointError, DraftsmithError, Problem, SpecError, short_text
 from draftsmith.specs.loader import load_spec
 from draftsmith.specs.schema import Spec
 
@@ -51,6 +53,21 @@ def parse_dtype(dtype: str | torch.dtype) -> torch.dtype:
     from draftsmith.options import parse_dtype as checked  # a float dtype, else OptionError (a ValueError)
 
     return checked(dtype)
+
+
+@contextlib.contextmanager
+def _noting_a_swap(registry: Registry, folder: Path, role: str):
+    """A checkpoint that does not fit gets a note when the folder holds the other role's kind of checkpoint."""
+    try:
+        yield
+    except DraftsmithError as e:
+        try:
+            note = swap_note(registry, folder, read_config(folder), list(list_tensors(folder)), role)
+        except DraftsmithError:   # unreadable: the error itself says so
+            note = None
+        if note:
+            e.add_note(note)
+        raise
 
 
 def plan_target(folder: Path, registry: Registry, backend) -> tuple[PlannedLoad, Any]:
@@ -100,15 +117,17 @@ def assemble(spec: Spec | str | Path = "demo", target: str | Path | None = None,
     backend = registry.build("attn_backend", spec.decoding.attention)
 
     # Meta, plan, check for both checkpoints before any tensor data is read.
-    target_plan, target_cfg = plan_target(target_dir, registry, backend)
+    with _noting_a_swap(registry, target_dir, "target"):
+        target_plan, target_cfg = plan_target(target_dir, registry, backend)
     draft_raw = read_config(draft_dir)
     infos = list_tensors(draft_dir)
     rules = rule_set(spec, registry, flatten_draft_config(draft_raw))  # ${key} placeholders: the draft config
     canonical = [c for c in (rules.to_canonical(n)[0] for n in infos) if c is not None]
-    draft_cfg = draft_hf_config(draft_raw, draft_dir / "config.json")
-    draft_model = build_draft(spec, registry, draft_raw=draft_raw, draft_cfg=draft_cfg, target_cfg=target_cfg,
-                              canonical_names=canonical, backend=backend)
-    draft_plan = plan_module(draft_model, draft_dir, rules, spec=spec.name, infos=infos)
+    with _noting_a_swap(registry, draft_dir, "draft"):
+        draft_cfg = draft_hf_config(draft_raw, draft_dir / "config.json")
+        draft_model = build_draft(spec, registry, draft_raw=draft_raw, draft_cfg=draft_cfg, target_cfg=target_cfg,
+                                  canonical_names=canonical, backend=backend)
+        draft_plan = plan_module(draft_model, draft_dir, rules, spec=spec.name, infos=infos)
     tokenizer, stops = _tokenizer(target_dir), frozenset(stop_ids(target_dir, target_cfg))  # checked before loading
 
     # Assign.

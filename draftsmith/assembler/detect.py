@@ -210,3 +210,21 @@ def closest_families(config: Mapping[str, Any], names: Sequence[str], n: int = 2
         scored[family.spec] = ((len(names) - len(bad)) / max(len(names), 1) + required) / 2, bad
     best = sorted(scored.items(), key=lambda kv: -kv[1][0])[:n]
     return [(spec, score, bad) for spec, (score, bad) in best]
+
+
+def full_model(names: Sequence[str]) -> bool:
+    """Tensor names of a whole causal LM (a target): model.embed_tokens and model.layers.*, and no fusion layer."""
+    return ("model.embed_tokens.weight" in names and any(n.startswith("model.layers.") for n in names)
+            and not any(n.endswith("fc.weight") for n in names))
+
+
+def swap_note(registry, folder: Any, config: Mapping[str, Any], names: Sequence[str], role: str) -> str | None:
+    """For a load that failed: a note when the ``role`` ("target" or "draft") folder holds the other kind of
+    checkpoint, which is what passing the two folders the wrong way round looks like."""
+    if role == "target" and not full_model(names) and (match := registry.detect_layout(config, names)):
+        return (f"note: {folder} looks like a draft ({match.reason}), not a target: are the target and draft "
+                "folders swapped?")
+    if role == "draft" and full_model(names) and registry.detect_layout(config, names) is None:
+        return (f"note: {folder} looks like a whole model (model.embed_tokens, model.layers.*), not a draft: is it "
+                "the target? (are the target and draft folders swapped?)")
+    return None

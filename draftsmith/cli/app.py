@@ -31,7 +31,8 @@ PASS_THROUGH = tuple(_CLICK)
 def report(exc: BaseException) -> int:
     """Print ``exc`` for a user (plain text, on stderr) and return the exit code."""
     if isinstance(exc, DraftsmithError):
-        typer.echo(f"error: {exc}", err=True)
+        notes = "".join(f"\n{n}" for n in getattr(exc, "__notes__", ()))  # e.g. assemble's "folders swapped?"
+        typer.echo(f"error: {exc}{notes}", err=True)
         return USER_ERROR
     first = short_text(str(exc).strip().splitlines()[0] if str(exc).strip() else "", 300)
     typer.echo(f"internal error: {type(exc).__name__}{': ' + first if first else ''}\n"

@@ -1,0 +1,59 @@
+"""Target and draft folders passed the wrong way round: the load fails as before, with a note saying so."""
+import pytest
+from typer.testing import CliRunner
+
+import draftsmith
+from draftsmith.cli import app
+from draftsmith.errors import DraftsmithError
+from draftsmith.testing import write_eagle3, write_target
+
+SMALL = dict(intermediate_size=32, num_attention_heads=2, num_key_value_heads=1, num_hidden_layers=8, vocab_size=32)
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    root = tmp_path_factory.mktemp("swap")
+    target = write_target(root / "t", hidden_size=16, **SMALL)
+    other = write_target(root / "wide", hidden_size=32, **SMALL)
+    return target, write_eagle3(root / "d", target), other
+
+
+def notes(target, draft):
+    with pytest.raises(DraftsmithError) as info:
+        draftsmith.assemble("eagle3-llama", target=target, draft=draft)
+    return getattr(info.value, "__notes__", [])
+
+
+def test_a_draft_given_as_the_target_is_noted(folders):
+    target, draft, _ = folders
+    assert notes(draft, target) == [f"note: {draft} looks like a draft (midlayer.* tensors with hidden_norm and fc "
+                                    "(EAGLE-3, yuhuili/lmsys)), not a target: are the target and draft folders "
+                                    "swapped?"]
+
+
+def test_a_target_given_as_the_draft_is_noted(folders):
+    target, _, _ = folders
+    assert notes(target, target) == [f"note: {target} looks like a whole model (model.embed_tokens, model.layers.*), "
+                                     "not a draft: is it the target? (are the target and draft folders swapped?)"]
+
+
+def test_a_mismatch_that_is_no_swap_has_no_note(folders):
+    _, draft, wide = folders
+    assert notes(wide, draft) == []
+
+
+def test_the_cli_prints_the_note(folders):
+    target, draft, _ = folders
+    res = CliRunner().invoke(app, ["generate", "--spec", "eagle3-llama", "--target", str(draft), "--draft",
+                                   str(target), "--token-ids", "1,2"])
+    assert res.exit_code == 1 and "are the target and draft folders swapped?" in res.output, res.output
+
+
+def test_a_target_holding_its_own_mtp_draft_is_no_swap():
+    from draftsmith.assembler.detect import swap_note
+
+    names = ["model.embed_tokens.weight", "model.layers.0.self_attn.q_proj.weight", "model.norm.weight",
+             "lm_head.weight", "model.layers.1.eh_proj.weight", "model.layers.1.enorm.weight"]
+    registry = draftsmith.default_registry()
+    assert registry.detect_layout({}, names).spec == "deepseek-mtp"   # a draft layout is detected in it, and yet
+    assert swap_note(registry, "x", {}, names, "target") is None       # it is a target: DeepSeek-V3 with MTP
