@@ -130,7 +130,6 @@ def bench(
     from draftsmith.bench import run_bench
 
     _check_options(device, dtype)
-    prompt = prompt if token_ids is None else _ids(token_ids)
     _check_graphs(graphs, device)
     torch.set_num_threads(threads)
     if scale is not None:
