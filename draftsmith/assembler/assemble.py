@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
-from draftsmith.assembler.build import build_draft, build_target, rule_set
+from draftsmith.assembler.build import build_draft, build_target, layer_count, rule_set
 from draftsmith.assembler.checkpoint import checkpoint_folder, list_tensors, regular_file
 from draftsmith.assembler.detect import swap_note
 from draftsmith.assembler.config import (draft_hf_config, flatten_draft_config, has_recurrent_layers, read_config,
@@ -56,18 +56,36 @@ def parse_dtype(dtype: str | torch.dtype) -> torch.dtype:
 
 
 @contextlib.contextmanager
-def _noting_a_swap(registry: Registry, folder: Path, role: str):
-    """A checkpoint that does not fit gets a note when the folder holds the other role's kind of checkpoint."""
+def _explained(*notes: Callable[[], str | None]):
+    """A draftsmith error raised inside gets each of ``notes`` that has something to say (computed only then)."""
     try:
         yield
     except DraftsmithError as e:
-        try:
-            note = swap_note(registry, folder, read_config(folder), list(list_tensors(folder)), role)
-        except DraftsmithError:   # unreadable: the error itself says so
-            note = None
-        if note:
-            e.add_note(note)
+        for note in notes:
+            try:
+                text = note()
+            except DraftsmithError:   # an unreadable folder: the error itself says so
+                text = None
+            if text:
+                e.add_note(text)
         raise
+
+
+def _swapped(registry: Registry, folder: Path, role: str) -> Callable[[], str | None]:
+    """The note for a folder that holds the other role's kind of checkpoint (detect.swap_note)."""
+    return lambda: swap_note(registry, folder, read_config(folder), list(list_tensors(folder)), role)
+
+
+def _layers(spec: Spec, canonical: list[str]) -> Callable[[], str | None]:
+    """The note for a spec whose num_layers differs from the layers the checkpoint holds."""
+    def note() -> str | None:
+        want = spec.draft.num_layers
+        found = layer_count(spec.model_copy(update={"draft": spec.draft.model_copy(update={"num_layers": "auto"})}),
+                            canonical)
+        return None if want in ("auto", found) else (
+            f"note: the spec's draft.num_layers is {want}; the checkpoint holds {found} layer{'s' * (found != 1)} "
+            f"(layers.0..{found - 1} after the weight rules): set num_layers: auto")
+    return note
 
 
 def plan_target(folder: Path, registry: Registry, backend) -> tuple[PlannedLoad, Any]:
@@ -117,13 +135,13 @@ def assemble(spec: Spec | str | Path = "demo", target: str | Path | None = None,
     backend = registry.build("attn_backend", spec.decoding.attention)
 
     # Meta, plan, check for both checkpoints before any tensor data is read.
-    with _noting_a_swap(registry, target_dir, "target"):
+    with _explained(_swapped(registry, target_dir, "target")):
         target_plan, target_cfg = plan_target(target_dir, registry, backend)
     draft_raw = read_config(draft_dir)
     infos = list_tensors(draft_dir)
     rules = rule_set(spec, registry, flatten_draft_config(draft_raw))  # ${key} placeholders: the draft config
     canonical = [c for c in (rules.to_canonical(n)[0] for n in infos) if c is not None]
-    with _noting_a_swap(registry, draft_dir, "draft"):
+    with _explained(_swapped(registry, draft_dir, "draft"), _layers(spec, canonical)):
         draft_cfg = draft_hf_config(draft_raw, draft_dir / "config.json")
         draft_model = build_draft(spec, registry, draft_raw=draft_raw, draft_cfg=draft_cfg, target_cfg=target_cfg,
                                   canonical_names=canonical, backend=backend)

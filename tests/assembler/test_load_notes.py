@@ -1,4 +1,5 @@
-"""Target and draft folders passed the wrong way round: the load fails as before, with a note saying so."""
+"""Loads that fail for a reason the tensor list does not say: target and draft folders passed the wrong way round,
+a spec's layer count against the checkpoint's. The error is as before, with a note saying so."""
 import pytest
 from typer.testing import CliRunner
 
@@ -57,3 +58,15 @@ def test_a_target_holding_its_own_mtp_draft_is_no_swap():
     registry = draftsmith.default_registry()
     assert registry.detect_layout({}, names).spec == "deepseek-mtp"   # a draft layout is detected in it, and yet
     assert swap_note(registry, "x", {}, names, "target") is None       # it is a target: DeepSeek-V3 with MTP
+
+
+
+def test_a_layer_count_that_differs_from_the_checkpoint_is_noted(folders):
+    target, draft, _ = folders
+    spec = draftsmith.load_spec("eagle3-llama")
+    two = spec.model_copy(update={"draft": spec.draft.model_copy(update={"num_layers": 2})})
+    with pytest.raises(DraftsmithError) as info:
+        draftsmith.assemble(two, target=target, draft=draft)
+    assert "missing: 'layers.1." in str(info.value)
+    assert info.value.__notes__ == ["note: the spec's draft.num_layers is 2; the checkpoint holds 1 layer "
+                                    "(layers.0..0 after the weight rules): set num_layers: auto"]
