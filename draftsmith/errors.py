@@ -141,6 +141,7 @@ class Problem:
     found: Any = _UNSET
     allowed: str = ""         # e.g. "gqa (builtin), mla (builtin)"
     hint: str = ""            # e.g. "Did you mean 'gqa'?"
+    line: int | None = None   # 1-based line of the YAML file where the path is (or where it would go)
 
     def render(self) -> str:
         # every part is bounded: a quoted value is cut by short(), a path or message built from user text too
@@ -149,6 +150,8 @@ class Problem:
             head += f" (found {found})"
         if self.hint:
             head = f"{head.rstrip('.')}. {short_text(self.hint.strip(), 400)}"
+        if self.line is not None:
+            head += f" (line {self.line})"
         return head + (f"\n      allowed: {short_text(self.allowed, 1000)}" if self.allowed else "")
 
 

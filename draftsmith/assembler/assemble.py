@@ -146,7 +146,7 @@ def assemble(spec: Spec | str | Path = "demo", target: str | Path | None = None,
         draft_model = build_draft(spec, registry, draft_raw=draft_raw, draft_cfg=draft_cfg, target_cfg=target_cfg,
                                   canonical_names=canonical, backend=backend)
         draft_plan = plan_module(draft_model, draft_dir, rules, spec=spec.name, infos=infos)
-    tokenizer, stops = _tokenizer(target_dir), frozenset(stop_ids(target_dir, target_cfg))  # checked before loading
+    tokenizer, stops = read_tokenizer(target_dir), frozenset(stop_ids(target_dir, target_cfg))  # checked before loading
 
     # Assign.
     target_model = fill_target(target_plan, dtype=dtype, device=device)
@@ -179,7 +179,7 @@ def assemble(spec: Spec | str | Path = "demo", target: str | Path | None = None,
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")
 
 
-def _tokenizer(folder: Path):
+def read_tokenizer(folder: Path):
     """The target's tokenizer, or None without its files; a file that is not a regular file inside the folder, or
     one transformers cannot read, is a CheckpointError (read before any tensor is)."""
     present = [folder / f for f in TOKENIZER_FILES if (folder / f).exists() or (folder / f).is_symlink()]

@@ -218,10 +218,16 @@ def full_model(names: Sequence[str]) -> bool:
             and not any(n.endswith("fc.weight") for n in names))
 
 
+def draft_in(registry, config: Mapping[str, Any], names: Sequence[str]) -> LayoutMatch | None:
+    """The draft layout a detector finds in a checkpoint that is no whole model (a target with its own MTP layers
+    is detected as a draft too, and is a target), else None."""
+    return None if full_model(names) else registry.detect_layout(config, names)
+
+
 def swap_note(registry, folder: Any, config: Mapping[str, Any], names: Sequence[str], role: str) -> str | None:
     """For a load that failed: a note when the ``role`` ("target" or "draft") folder holds the other kind of
     checkpoint, which is what passing the two folders the wrong way round looks like."""
-    if role == "target" and not full_model(names) and (match := registry.detect_layout(config, names)):
+    if role == "target" and (match := draft_in(registry, config, names)):
         return (f"note: {folder} looks like a draft ({match.reason}), not a target: are the target and draft "
                 "folders swapped?")
     if role == "draft" and full_model(names) and registry.detect_layout(config, names) is None:

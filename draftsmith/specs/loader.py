@@ -8,6 +8,8 @@ screenful (draftsmith/limits.py).
 """
 from __future__ import annotations
 
+import dataclasses
+
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -53,7 +55,12 @@ def load_spec(ref: Spec | str | Path, registry: Registry | None = None) -> Spec:
         return ref
     registry = registry or default_registry()
     path = spec_path(ref, registry)
-    spec = parse_spec(read_yaml(path), source=str(path), registry=registry)
+    text = read_text(path)
+    data = load_yaml_text(text, str(path))   # its own errors say their line
+    try:
+        spec = parse_spec(data, source=str(path), registry=registry)
+    except SpecError as e:   # each problem with the line its path is on
+        raise SpecError(e.source, with_lines(e.problems, text)) from None
     if str(ref) in registry.specs and spec.name != str(ref):
         raise SpecError(str(path), [Problem("name", f"the file says {spec.name!r} but is registered as {ref!r}")])
     return spec
@@ -61,6 +68,11 @@ def load_spec(ref: Spec | str | Path, registry: Registry | None = None) -> Spec:
 
 def read_yaml(path: Path) -> Any:
     """The YAML document of a spec file, or a SpecError naming the file (size, encoding, syntax, bounds)."""
+    return load_yaml_text(read_text(path), str(path))
+
+
+def read_text(path: Path) -> str:
+    """A spec file's text, or a SpecError naming the file (not a regular file, its size, its encoding)."""
     source = str(path)
     if not path.is_file():  # a FIFO or a device would block or never end
         raise SpecNotFound(f"spec file {short_text(source, 300)} is not a regular file")
@@ -70,7 +82,44 @@ def read_yaml(path: Path) -> Any:
                                              "bytes (draftsmith/limits.py)")])
     with path.open("rb") as f:
         data = f.read(limits.SPEC_BYTES + 1)
-    return load_yaml_text(decode_text(data, source), source)
+    return decode_text(data, source)
+
+
+def with_lines(problems: list[Problem], text: str) -> list[Problem]:
+    """``problems`` with the line of the YAML ``text`` each path reaches: the key of the deepest part of the path
+    that is in the file (an unknown key's own line; a missing key's parent's)."""
+    try:
+        root = yaml.compose(text, Loader=_Loader)   # nodes with marks; the text was loaded already, so it parses
+    except yaml.YAMLError:
+        return problems
+    if root is None:
+        return problems
+    lines = _lines(root)
+    out = []
+    for p in problems:
+        parts = p.path.split(".") if p.path else []
+        known = next(".".join(parts[:n]) for n in range(len(parts), -1, -1) if ".".join(parts[:n]) in lines)
+        out.append(dataclasses.replace(p, line=lines[known]))
+    return out
+
+
+def _lines(root: yaml.Node) -> dict[str, int]:
+    """Every dotted path of the document -> the 1-based line of its key (of its item, in a list); '' the top.
+    Each node once (an alias shares its node), so the walk is linear in the file, whatever its problems."""
+    lines, todo, seen = {"": root.start_mark.line + 1}, [("", root)], set()
+    while todo:
+        path, node = todo.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        pairs = ((k.value, k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode)) \
+            if isinstance(node, yaml.MappingNode) else \
+            ((str(i), v, v) for i, v in enumerate(node.value)) if isinstance(node, yaml.SequenceNode) else ()
+        for part, mark, child in pairs:
+            key = f"{path}.{part}" if path else part
+            lines.setdefault(key, mark.start_mark.line + 1)
+            todo.append((key, child))
+    return lines
 
 
 def decode_text(data: bytes, source: str) -> str:

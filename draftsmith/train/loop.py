@@ -59,6 +59,17 @@ def trainable(model, cfg: TrainConfig) -> list[torch.nn.Parameter]:
     return [p for p in model.draft.parameters() if p.requires_grad]
 
 
+def optimizer(model, cfg: TrainConfig) -> tuple[list[torch.nn.Parameter], torch.optim.Optimizer]:
+    params = trainable(model, cfg)
+    return params, torch.optim.AdamW(params, lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.0)
+
+
+def save_start(model, cfg: TrainConfig, out: Path) -> None:
+    """Checkpoint a new run's starting draft as step 0, before its features are extracted: an interrupted run is
+    then resumed from the start it chose, and an out folder without trainer.pt is never one of ours."""
+    save_state(model, optimizer(model, cfg)[1], 0, cfg, Path(out))
+
+
 def save_state(model, opt, step: int, cfg: TrainConfig, out: Path) -> None:
     tmp = out / (STATE + ".tmp")
     torch.save({"draft": model.draft.state_dict(), "opt": opt.state_dict(), "step": step, "config": asdict(cfg)}, tmp)
@@ -66,8 +77,8 @@ def save_state(model, opt, step: int, cfg: TrainConfig, out: Path) -> None:
     tmp.replace(out / STATE)
 
 
-FRESH = ("delete it to train on from the draft saved beside it with a fresh optimizer, or give an empty --out to "
-         "start fresh")   # what to do with a trainer state that cannot be resumed
+FRESH = ("give --from-draft with this folder and a new --out to train on from the draft saved beside it with a "
+         "fresh optimizer, or a new or empty --out to start fresh")   # a trainer state that cannot be resumed
 
 
 def load_state(model, opt, path: Path) -> int:
@@ -94,9 +105,8 @@ def train(model, store, out: Path, cfg: TrainConfig, console=None, log=None) -> 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     out = Path(out)
-    params = trainable(model, cfg)
+    params, opt = optimizer(model, cfg)
     model.draft.train()
-    opt = torch.optim.AdamW(params, lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.0)
     start = load_state(model, opt, out / STATE) if (out / STATE).is_file() else 0
     kept = model.draft.kept_ids()
     batches = store.batches(cfg.batch, cfg.seed, start=start)

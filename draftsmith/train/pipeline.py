@@ -1,9 +1,9 @@
-"""``draftsmith train`` end to end: data -> reduced vocabulary -> a fresh draft (or the one in ``out``, resumed)
--> the target's features -> the TTT loop -> held-out acceptance per draft position."""
+"""``draftsmith train`` end to end: data -> reduced vocabulary -> a fresh draft (or a copy of ``from_draft``, or the
+one in ``out``, resumed) -> the target's features -> the TTT loop -> held-out acceptance per draft position."""
 from __future__ import annotations
 
 import json
-
+import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,13 +11,14 @@ from pathlib import Path
 import torch
 
 import draftsmith
+from draftsmith.assembler.assemble import read_tokenizer
 from draftsmith.train import data as D
 from draftsmith.train.checks import TrainError, check_job
 from draftsmith.train.draft_io import init_draft, start_from_target
 from draftsmith.train.evaluate import PLANS, Acceptance, acceptance
 from draftsmith.train.features import FeatureStore, extract_with_log
-from draftsmith.train.loop import STATE, TrainConfig, train
-from draftsmith.train.preflight import no_windows, preflight, skipped_note
+from draftsmith.train.loop import STATE, TrainConfig, save_start, train
+from draftsmith.train.preflight import DRAFT_FILES, count, no_windows, preflight, skipped_note
 
 
 @dataclass
@@ -31,6 +32,7 @@ class Job:
     seq: int = 512
     max_windows: int | None = None    # windows whose features are extracted (None: all; 0: only those on disk)
     features: Path | None = None      # default out/features
+    from_draft: Path | None = None    # a new run starts from this draft (its weights and vocabulary), not a fresh one
     self_distill: int = 0             # > 0: continue `seq // 4`-token prompts of each document with the target
     prompts_per_doc: int = 1          # self-distillation prompts per document, at line starts j / k of the way in
     distill_batch: int = 16           # prompts per batched target-only decode while self-distilling
@@ -72,11 +74,9 @@ def self_distilled(model, docs: Sequence[str], tokenizer, prompt_tokens: int, ne
 
 
 def run(job: Job, console=None, log: Callable[[str], None] = print) -> dict[str, Acceptance]:
-    from transformers import AutoTokenizer
-
     preflight(job)
     out = Path(job.out)
-    tok = AutoTokenizer.from_pretrained(str(job.target))
+    tok = read_tokenizer(Path(job.target))   # a CheckpointError names a tokenizer file transformers cannot read
     if job.eval_only:
         return evaluate(job, tok, log)
     files = D.expand(job.data)
@@ -86,18 +86,12 @@ def run(job: Job, console=None, log: Callable[[str], None] = print) -> dict[str,
     if not docs or (len(ids) < job.seq and not job.self_distill and job.max_windows != 0):
         raise no_windows(job, files, docs, ids, skipped)   # before the draft is built (self-distilled text below)
     log(f"data: {len(docs)} documents, {len(ids)} tokens{skipped_note(skipped)}")
-    if (out / STATE).is_file() or (out / "config.json").is_file():
+    if (out / STATE).is_file():
         model = draftsmith.assemble(job.spec, target=job.target, draft=out)
-        log(f"resuming the draft in {out}")
+        log(f"resuming the draft in {out}" + (" (--from-draft starts a new run only)" if job.from_draft else ""))
     else:
-        V = json.loads((Path(job.target) / "config.json").read_text())["vocab_size"]
-        kept = reduced_vocab(ids, V, job.draft_vocab)
-        if kept is not None:
-            share = torch.bincount(ids, minlength=V)[kept].sum().item() / len(ids)
-            log(f"draft vocabulary: the {len(kept)} most frequent target tokens, {share:.2%} of the data")
-        model = init_draft(job.spec, job.target, out, kept, seed=job.config.seed)
-        if job.config.init == "target":
-            log(f"start: {len(start_from_target(model))} draft weights from the target's last layer")
+        model = start(job, ids, log)
+        save_start(model, job.config, out)
     model.target.to(job.device)
     model.draft.to(job.device)
     model.device = job.device
@@ -122,6 +116,32 @@ def run(job: Job, console=None, log: Callable[[str], None] = print) -> dict[str,
     return evaluate(job, tok, log)
 
 
+def start(job: Job, ids: torch.Tensor, log: Callable[[str], None]):
+    """A new run's draft, written to job.out: a copy of job.from_draft, or a fresh one whose vocabulary is the
+    job.draft_vocab most frequent target tokens of ``ids`` (the data), started as job.config.init says."""
+    out = Path(job.out)
+    if job.from_draft:
+        model = draftsmith.assemble(job.spec, target=job.target, draft=job.from_draft)   # fits the spec, or refused
+        out.mkdir(parents=True, exist_ok=True)
+        for f in DRAFT_FILES:   # the export starts from its config.json (and its layout's tensors)
+            shutil.copyfile(Path(job.from_draft) / f, out / f)
+        log(f"start: the draft in {job.from_draft} (its own vocabulary and weights: --draft-vocab and --init do "
+            "not apply)")
+        return model
+    V = json.loads((Path(job.target) / "config.json").read_text())["vocab_size"]
+    kept = reduced_vocab(ids, V, job.draft_vocab)
+    if kept is not None:
+        share = torch.bincount(ids, minlength=V)[kept].sum().item() / len(ids)
+        log(f"draft vocabulary: the {len(kept)} most frequent target tokens, {share:.2%} of the data")
+    else:
+        asked = f" (--draft-vocab {job.draft_vocab} is not below it)" if job.draft_vocab else ""
+        log(f"draft vocabulary: the target's full {V} tokens{asked}")
+    model = init_draft(job.spec, job.target, out, kept, seed=job.config.seed)
+    if job.config.init == "target":
+        log(f"start: {len(start_from_target(model))} draft weights from the target's last layer")
+    return model
+
+
 def evaluate(job: Job, tok, log: Callable[[str], None] = print) -> dict[str, Acceptance]:
     """Held-out acceptance of the draft saved in ``job.out`` (loaded again, as a user would)."""
     if not job.held_out or not job.eval_prompts:
@@ -135,9 +155,14 @@ def evaluate(job: Job, tok, log: Callable[[str], None] = print) -> dict[str, Acc
             raise TrainError([("", why)])
         log(why)
         return {}
+    if len(prompts) < job.eval_prompts:   # one prompt per file: fewer files that long than prompts asked for
+        log(f"held-out: {count(prompts, 'prompt')} of the {job.eval_prompts} asked for (--eval-prompts): each comes "
+            f"from a file of its own with {job.eval_prompt_tokens + 64} tokens past its first third, and only "
+            f"{len(prompts)} of the {count(files, 'held-out file')} {'has' if len(prompts) == 1 else 'have'} them")
     model = draftsmith.assemble(job.spec, target=job.target, draft=job.out, device=job.device)
     results = {}
     for name, plan in PLANS.items():
         results[name] = acceptance(model, prompts, max_new_tokens=job.eval_new_tokens, **plan)
-        log(f"held-out ({len(prompts)} prompts, {job.eval_new_tokens} new tokens) {name}: {results[name].line()}")
+        log(f"held-out ({count(prompts, 'prompt')}, {job.eval_new_tokens} new tokens) {name}: "
+            f"{results[name].line()}")
     return results

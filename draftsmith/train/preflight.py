@@ -9,6 +9,10 @@ from pathlib import Path
 import torch
 
 from draftsmith import hub
+from draftsmith.assembler.assemble import TOKENIZER_FILES
+from draftsmith.assembler.checkpoint import list_tensors
+from draftsmith.assembler.config import read_config
+from draftsmith.assembler.detect import draft_in
 from draftsmith.errors import DraftsmithError, short_list, short_text
 from draftsmith.specs.loader import load_spec
 from draftsmith.train import data as D
@@ -19,19 +23,14 @@ from draftsmith.train.loop import FRESH, STATE
 
 def preflight(job) -> None:
     """Every check that needs neither the target's weights nor the data's text, so that a mistake is reported at
-    once: the target folder (a cached name is fetched later), the data and held-out paths, the out and features
-    folders, and the spec. A TrainError lists every problem found."""
+    once: the target folder, its tokenizer and context (a cached name is fetched later), the data and held-out
+    paths, the out, features and --from-draft folders, and the spec. A TrainError lists every problem found."""
     found = []
     try:
         load_spec(job.spec)
     except DraftsmithError as e:
         found.append(("spec", f"is not usable: {e}"))
-    if str(job.target) not in hub.SOURCES and hub.cache_name(str(job.target)) is None:
-        t, name = Path(job.target), f"folder {short_text(job.target, 300)}"
-        if not t.is_dir():
-            found.append(("target", f"{name} {'is not a folder' if t.exists() else 'does not exist'}"))
-        elif not (t / "config.json").is_file():
-            found.append(("target", f"{name} has no config.json (not a Hugging Face model folder)"))
+    found += target_problems(job)
     for name in ("data", "held_out"):
         found += [(name, f"{short_text(p, 300)}: no such file or folder") for p in map(Path, getattr(job, name))
                   if not (p.is_file() or p.is_dir())]
@@ -43,20 +42,89 @@ def preflight(job) -> None:
             found.append(("eval_only", "needs held-out text: give --eval PATH (repeatable) or --stdlib"))
         if not job.eval_prompts:
             found.append(("eval_prompts", "0: allowed an integer >= 1 with --eval-only (0 measures nothing)"))
-        if not all((out / f).is_file() for f in ("config.json", "model.safetensors")):
-            found.append(("out", f"{short_text(out, 300)} holds no draft (config.json and model.safetensors): train "
+        if not holds_draft(out):
+            found.append(("out", f"{short_text(out, 300)} holds no draft ({' and '.join(DRAFT_FILES)}): train "
                                  "one first, without --eval-only"))
+        if job.from_draft:
+            found.append(("from_draft", "starts a training run: --eval-only measures the draft in --out"))
     elif not job.data:
         found.append(("", "no training data: give --data PATH (repeatable) or --stdlib"))
     elif not found and not D.expand(job.data):
         found.append(("data", f"{short_list(job.data, quote=False)}: no text or JSONL files, so no training windows"))
     if not job.eval_only:
-        found += feature_problems(job)
+        found += out_problems(job) + feature_problems(job)
         if (out / STATE).is_file() and not zipfile.is_zipfile(out / STATE):   # torch.save writes a zip archive
             found.append(("", f"{short_text(out / STATE, 300)} is not a trainer state (not a torch.save archive); "
                               f"{FRESH}"))
     if found:
         raise TrainError(found)
+
+
+def target_problems(job) -> list[tuple[str, str]]:
+    """A target folder: its config.json, a tokenizer (the data is read with it) and, when training, a context
+    (max_position_embeddings) that holds a window of job.seq tokens. A cached name is checked once fetched (the
+    command line fetches it, then :func:`draftsmith.train.run` runs preflight again on its folder)."""
+    if str(job.target) in hub.SOURCES or hub.cache_name(str(job.target)) is not None:
+        return []
+    t, name = Path(job.target), f"folder {short_text(job.target, 300)}"
+    if not t.is_dir():
+        return [("target", f"{name} {'is not a folder' if t.exists() else 'does not exist'}")]
+    if not (t / "config.json").is_file():
+        return [("target", f"{name} has no config.json (not a Hugging Face model folder)")]
+    found = []
+    if not any((t / f).is_file() for f in TOKENIZER_FILES):
+        found.append(("target", f"{name} has no tokenizer ({', '.join(TOKENIZER_FILES[:-1])} or "
+                                f"{TOKENIZER_FILES[-1]}), which reads the data{draft_hint(t)}"))
+    try:
+        context = read_config(t).get("max_position_embeddings")
+    except DraftsmithError as e:
+        return [*found, ("target", f"{name}: {e}")]
+    if not job.eval_only and isinstance(context, int) and job.seq > context:
+        found.append(("seq", f"{job.seq}: allowed an integer up to {context}, the target's context "
+                             f"(max_position_embeddings in {short_text(t / 'config.json', 300)})"))
+    return found
+
+
+def draft_hint(folder: Path) -> str:
+    """'; it holds a draft (spec eagle3-llama), ...' for a folder that is no whole model and that a layout
+    detector recognises (detect.draft_in, as assemble's note on swapped folders), else ''."""
+    from draftsmith.registry import default_registry
+
+    try:
+        names = list(list_tensors(folder))
+        match = draft_in(default_registry(), read_config(folder), names)
+    except DraftsmithError:   # unreadable: the load says why
+        return ""
+    return (f"; it holds a draft (spec {match.spec}), not a target: give the target folder the draft is for as "
+            "--target") if match else ""
+
+
+DRAFT_FILES = ("config.json", "model.safetensors")
+
+
+def holds_draft(folder: Path) -> bool:
+    return all((folder / f).is_file() for f in DRAFT_FILES)
+
+
+def out_problems(job) -> list[tuple[str, str]]:
+    """A training run's out folder: new, empty, or one a run of its own left (trainer.pt, which resumes; else only
+    the features folder, which is reused), so that a draft put there is never overwritten by accident; and the
+    draft --from-draft starts from."""
+    out, feats = Path(job.out), Path(job.features or Path(job.out) / "features")
+    found = []
+    if job.from_draft and not holds_draft(Path(job.from_draft)):
+        found.append(("from_draft", f"{short_text(job.from_draft, 300)} holds no draft "
+                                    f"({' and '.join(DRAFT_FILES)})"))
+    if not out.is_dir() or (out / STATE).exists():
+        return found
+    held = sorted(p.name for p in out.iterdir() if p != feats)
+    if held:
+        start = (f", or --from-draft {short_text(out, 300)} with a new --out to train on from the draft it holds"
+                 if holds_draft(out) else "")
+        found.append(("out", f"{short_text(out, 300)} holds {short_list(held, quote=False)} but no {STATE}, so "
+                             f"there is no run to resume and training would overwrite it: give a new or empty "
+                             f"--out{start}"))
+    return found
 
 
 def feature_problems(job) -> list[tuple[str, str]]:

@@ -365,3 +365,27 @@ def test_v2_needs_a_page_of_one(base, page, fits):
     else:
         with pytest.raises(draftsmith.SpecError, match="v2 .* is unsupported here: page_size is 2, not 1"):
             parse_spec(data, source="d.yaml")
+
+
+def test_a_spec_file_names_the_line_of_each_problem(tmp_path):
+    path = tmp_path / "lines.yaml"
+    path.write_text("name: lines\n"                                 # 1
+                    "base: &b {kind: rms, ofset: 1}\n"              # 2
+                    "draft:\n"                                      # 3
+                    "  norm: *b\n"                                  # 4
+                    "  fusion:\n"                                   # 5
+                    "    kind: eagle3\n"                            # 6: norm_before_residual is missing here
+                    "  attention: {kind: gqaa}\n"                   # 7
+                    "weights:\n"                                    # 8
+                    "  rules:\n"                                    # 9
+                    "    - {match: '^a', replace: b}\n"             # 10
+                    "    - {match: '^c', replace: d, extra: 1}\n")  # 11
+    with pytest.raises(draftsmith.SpecError) as info:
+        draftsmith.load_spec(path)
+    lines = {p.path: p.line for p in info.value.problems}
+    assert lines == {"base": 2, "draft.norm.ofset": 2, "draft.fusion.norm_before_residual": 5,
+                     "draft.attention.kind": 7, "weights.rules.1.extra": 11}
+    assert "draft.attention.kind: unknown attention 'gqaa'. Did you mean 'gqa'? (line 7)" in str(info.value)
+    with pytest.raises(draftsmith.SpecError) as info:   # plain data has no lines
+        parse_spec(yaml.safe_load(path.read_text()))
+    assert {p.line for p in info.value.problems} == {None} and "(line" not in str(info.value)

@@ -163,7 +163,8 @@ def test_a_trainer_state_that_is_not_one_is_named_with_how_to_start_fresh(model,
     else:
         torch.save(state, out / STATE)
     with pytest.raises(TrainError, match=f"{out / STATE} is not a trainer state this draft can resume from .*"
-                                         "delete it to train on .* or give an empty --out to start fresh"):
+                                         "give --from-draft with this folder and a new --out .* or a new or "
+                                         "empty --out to start fresh"):
         train(model, None, out, TrainConfig(steps=1, batch=2))
     assert (out / STATE).is_file()
 

@@ -7,6 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 from draftsmith.cli import app
+from draftsmith.testing import write_eagle3
 from draftsmith.train import Job, TrainConfig
 from draftsmith.train.checks import TrainError
 
@@ -105,9 +106,58 @@ def test_data_without_a_training_window_says_what_it_held(base, good, tmp_path):
     (empty / "blank.txt").write_text("\n\n")
     refused(train(*base, "--data", empty), f"--data {empty}: the data gave no training windows (1 file, "
                                            "0 documents, 0 tokens in all: no text)")
-    res = train(*good, "--seq", 100000)
-    refused(res, "--seq 100000: the data gave no training windows (4 files, 4 documents,", "a window is 100000")
+    (empty / "blank.txt").write_text("x = 1\n")
+    refused(train(*base, "--data", empty), "--seq 48: the data gave no training windows (1 file, 1 document, 7 "
+                                           "tokens in all; a window is 48 tokens)")
     assert not (tmp_path / "out").exists()
+
+
+def test_a_window_longer_than_the_targets_context_is_refused_up_front(good, tiny, tmp_path, nothing_slow):
+    refused(train(*good, "--seq", 4096), "--seq 4096: allowed an integer up to 512, the target's context "
+                                         f"(max_position_embeddings in {tiny / 'target' / 'config.json'})")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_draft_given_as_the_target_is_named_with_every_other_problem(good, tiny, tmp_path, nothing_slow):
+    draft = write_eagle3(tmp_path / "draft", tiny / "target")
+    missing = tmp_path / "missing.txt"
+    refused(train(*good, "--target", draft, "--eval", missing),
+            f"--target folder {draft} has no tokenizer (tokenizer.json, tokenizer_config.json or tokenizer.model), "
+            "which reads the data; it holds a draft (spec eagle3-llama), not a target: give the target folder the "
+            "draft is for as --target", f"--eval {missing}: no such file or folder")
+
+
+def test_an_out_folder_without_a_trainer_state_is_never_overwritten(good, tiny, tmp_path, nothing_slow):
+    out = write_eagle3(tmp_path / "out", tiny / "target")       # a downloaded draft, say
+    before = {f: f.read_bytes() for f in out.iterdir()}
+    refused(train(*good), f"--out {out} holds config.json, model.safetensors but no trainer.pt, so there is no run "
+                          "to resume and training would overwrite it: give a new or empty --out, or --from-draft "
+                          f"{out} with a new --out to train on from the draft it holds")
+    assert {f: f.read_bytes() for f in out.iterdir()} == before
+    other = tmp_path / "other"
+    (other / "features").mkdir(parents=True)                    # a run's own features folder is no obstacle
+    (other / "notes.txt").write_text("mine")
+    res = train(*good, "--out", other)
+    refused(res, f"--out {other} holds notes.txt but no trainer.pt")
+    assert "--from-draft" not in res.output                     # no draft there to start from
+    refused(train(*good, "--from-draft", other), f"--from-draft {other} holds no draft (config.json and "
+                                                 "model.safetensors)")
+    refused(train(*good, "--from-draft", out, "--eval-only", "--eval", tiny / "data"),
+            "--from-draft starts a training run: --eval-only measures the draft in --out")
+
+
+def test_stdlib_adds_to_the_data_and_the_help_says_so(good, tiny, monkeypatch):
+    import typer
+
+    import draftsmith.train
+    from draftsmith.train import data as D
+
+    jobs = []
+    monkeypatch.setattr(draftsmith.train, "run", lambda job, **kw: jobs.append(job) or {})
+    assert train(*good, "--stdlib").exit_code == 0
+    assert jobs[0].data == [tiny / "data", *D.stdlib_files()]
+    (stdlib,) = [p for p in typer.main.get_command(app).commands["train"].params if p.name == "stdlib"]
+    assert "(with --data: both)" in stdlib.help and "(with --eval: both)" in stdlib.help
 
 
 def test_resuming_with_another_seq_is_an_argument_error(good, tmp_path, nothing_slow):    # B9, before anything
@@ -136,8 +186,6 @@ def test_a_bad_jsonl_line_is_named_by_file_and_line(base, tmp_path, line, says):
 
 
 def test_eval_only_needs_a_draft_and_held_out_text_not_training_data(tiny, tmp_path, monkeypatch):   # A5
-    from draftsmith.testing import write_eagle3
-
     out, heapq = tmp_path / "out", tiny / "data" / "heapq.py"
     args = ["--out", out, "--target", tiny / "target", "--eval-only", "--eval-prompts", 1]
     refused(train(*args, "--eval", heapq), f"--out {out} holds no draft")
