@@ -281,3 +281,16 @@ def test_doctor_takes_the_cached_target_by_name(tmp_path, monkeypatch):
     monkeypatch.setattr("draftsmith.doctor.diagnose", diagnose)
     res = run("doctor", "smollm2", tmp_path / "draft", "--spec", "smollm2")
     assert seen == ["cache:smollm2", tmp_path / "cached"] and res.exit_code == 2, res.output
+
+
+# --- bench ----------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("args, named", [(["--out", "x"], "--out"), (["--no-hf", "--batches", "1"],
+                                                                      "--batches, --hf/--no-hf")])
+def test_bench_refuses_the_scale_options_without_scale(args, named, monkeypatch):
+    import draftsmith.bench
+
+    monkeypatch.setattr(draftsmith.bench, "run_bench", lambda *a, **k: pytest.fail("ran the benchmark"))
+    res = run("bench", *args)
+    assert res.exit_code == 1 and f"error: {named}: options of the scale benchmark; add --scale" in res.output, \
+        res.output

@@ -106,6 +106,7 @@ def _stats_table(rows, greedy: bool) -> None:
 
 @app.command()
 def bench(
+    ctx: typer.Context,
     spec: str = typer.Option("demo", help="built-in spec name or YAML path"),
     target: Optional[Path] = typer.Option(None), draft: Optional[Path] = typer.Option(None),
     max_new_tokens: int = typer.Option(64, "--max-new-tokens", min=1),
@@ -131,6 +132,7 @@ def bench(
 
     _check_options(device, dtype)
     _check_graphs(graphs, device)
+    _scale_only(ctx, scale)
     torch.set_num_threads(threads)
     if scale is not None:
         from draftsmith.bench_scale import markdown, run_scale
@@ -145,6 +147,20 @@ def bench(
         return
     run_bench(spec, target=_target(target), draft=draft, prompt=prompt, max_new_tokens=max_new_tokens, repeats=repeats,
               device=device, dtype=dtype, console=out, graphs=graphs)
+
+
+SCALE_OPTIONS = {"out_dir": "--out", "batches": "--batches", "checkpoints": "--checkpoints", "hf": "--hf/--no-hf"}
+
+
+def _scale_only(ctx: typer.Context, scale: Optional[str]) -> None:
+    """The --scale benchmark's own options, given without --scale, are refused (they would be ignored)."""
+    from draftsmith.errors import OptionError
+
+    given = [flag for name, flag in SCALE_OPTIONS.items()
+             if getattr(ctx.get_parameter_source(name), "name", "") == "COMMANDLINE"]
+    if scale is None and given:
+        raise OptionError(f"{', '.join(given)}: options of the scale benchmark; add --scale tiny|1b|8b, or leave "
+                          f"{'it' if len(given) == 1 else 'them'} out")
 
 
 def _check_graphs(graphs: str, device: str) -> None:
