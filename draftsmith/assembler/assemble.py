@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -115,6 +116,43 @@ def load_target(folder: Path, registry: Registry, backend, *, dtype: torch.dtype
     return fill_target(planned, dtype=dtype, device=device), cfg
 
 
+@dataclass(frozen=True)
+class Assembly:
+    """Both models built on the meta device with their checked load plans: what assemble() fills with tensors."""
+
+    target_plan: PlannedLoad
+    target_cfg: Any
+    draft_model: Any
+    draft_plan: PlannedLoad
+    draft_dir: Path
+    tokenizer: Any
+    stops: frozenset
+
+
+def plan_assembly(spec: Spec | str | Path, target: str | Path | None = None, draft: str | Path | None = None,
+                  registry: Registry | None = None) -> Assembly:
+    """Everything assemble() checks before it reads a tensor: the spec, both folders, their configs, tensor names,
+    shapes and dtypes against the models built on meta, the tokenizer and the stop ids. Raises every problem it
+    finds; reads no tensor data (``draftsmith validate`` runs it on a spec's checkpoint folders)."""
+    registry = registry or default_registry()
+    spec = load_spec(spec, registry)
+    target_dir, draft_dir = checkpoint_dir(spec, target, "target"), checkpoint_dir(spec, draft, "draft")
+    backend = registry.build("attn_backend", spec.decoding.attention)
+    with _explained(_swapped(registry, target_dir, "target")):
+        target_plan, target_cfg = plan_target(target_dir, registry, backend)
+    draft_raw = read_config(draft_dir)
+    infos = list_tensors(draft_dir)
+    rules = rule_set(spec, registry, flatten_draft_config(draft_raw))  # ${key} placeholders: the draft config
+    canonical = [c for c in (rules.to_canonical(n)[0] for n in infos) if c is not None]
+    with _explained(_swapped(registry, draft_dir, "draft"), _layers(spec, canonical)):
+        draft_cfg = draft_hf_config(draft_raw, draft_dir / "config.json")
+        draft_model = build_draft(spec, registry, draft_raw=draft_raw, draft_cfg=draft_cfg, target_cfg=target_cfg,
+                                  canonical_names=canonical, backend=backend)
+        draft_plan = plan_module(draft_model, draft_dir, rules, spec=spec.name, infos=infos)
+    return Assembly(target_plan, target_cfg, draft_model, draft_plan, draft_dir, read_tokenizer(target_dir),
+                    frozenset(stop_ids(target_dir, target_cfg)))
+
+
 def assemble(spec: Spec | str | Path = "demo", target: str | Path | None = None, draft: str | Path | None = None, *,
              device: str = "cpu", dtype: str | torch.dtype = "float32",
              registry: Registry | None = None) -> SpeculativeModel:
@@ -131,22 +169,9 @@ def assemble(spec: Spec | str | Path = "demo", target: str | Path | None = None,
     from draftsmith.options import check_device
 
     check_device(device)  # OptionError before anything is read: 'cuda' without CUDA, 'cuda:3' with one GPU
-    target_dir, draft_dir = checkpoint_dir(spec, target, "target"), checkpoint_dir(spec, draft, "draft")
-    backend = registry.build("attn_backend", spec.decoding.attention)
-
-    # Meta, plan, check for both checkpoints before any tensor data is read.
-    with _explained(_swapped(registry, target_dir, "target")):
-        target_plan, target_cfg = plan_target(target_dir, registry, backend)
-    draft_raw = read_config(draft_dir)
-    infos = list_tensors(draft_dir)
-    rules = rule_set(spec, registry, flatten_draft_config(draft_raw))  # ${key} placeholders: the draft config
-    canonical = [c for c in (rules.to_canonical(n)[0] for n in infos) if c is not None]
-    with _explained(_swapped(registry, draft_dir, "draft"), _layers(spec, canonical)):
-        draft_cfg = draft_hf_config(draft_raw, draft_dir / "config.json")
-        draft_model = build_draft(spec, registry, draft_raw=draft_raw, draft_cfg=draft_cfg, target_cfg=target_cfg,
-                                  canonical_names=canonical, backend=backend)
-        draft_plan = plan_module(draft_model, draft_dir, rules, spec=spec.name, infos=infos)
-    tokenizer, stops = read_tokenizer(target_dir), frozenset(stop_ids(target_dir, target_cfg))  # checked before loading
+    p = plan_assembly(spec, target, draft, registry)
+    target_plan, target_cfg, draft_model, draft_plan = p.target_plan, p.target_cfg, p.draft_model, p.draft_plan
+    tokenizer, stops, draft_dir = p.tokenizer, p.stops, p.draft_dir
 
     # Assign.
     target_model = fill_target(target_plan, dtype=dtype, device=device)

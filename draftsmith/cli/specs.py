@@ -1,6 +1,7 @@
 """``draftsmith validate``, ``list`` and ``inspect``: specs and checkpoint layouts."""
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import List
@@ -34,15 +35,39 @@ def validate(files: List[Path] = typer.Argument(..., help="spec YAML files")) ->
             report(e)
             continue
         typer.echo(f"{f}: ok ({spec.name})")
+        folders = {}
         for which in ("target", "draft"):
             ref = getattr(spec.checkpoints, which)
-            if ref is None or hub.cache_name(ref) is not None:  # cache:NAME is fetched on first use
+            if ref is None:
+                continue
+            if (name := hub.cache_name(ref)) is not None:  # cache:NAME is fetched on first use, never here
+                if name in hub.SOURCES and (hub.target_dir(hub.SOURCES[name]) / "config.json").is_file():
+                    folders[which] = hub.target_dir(hub.SOURCES[name])
                 continue
             path = spec_relative(spec, ref)  # as assemble() resolves it: against the spec's own file
-            if not path.is_dir():
+            if path.is_dir():
+                folders[which] = path
+            else:
                 typer.echo(f"{f}: warning: checkpoints.{which} {path} is not a folder (it must exist when the "
                            "spec is assembled without an explicit folder)", err=True)
+        if len(folders) == 2:   # both there: the checks assemble() makes before it reads a tensor
+            bad += not _checkpoints_fit(f, spec, folders)
     raise typer.Exit(1 if bad else 0)
+
+
+def _checkpoints_fit(f: Path, spec, folders: dict) -> bool:
+    from draftsmith.assembler.assemble import plan_assembly
+    from draftsmith.cli.app import report
+
+    try:
+        plan_assembly(spec, folders["target"], folders["draft"])
+    except Exception as e:   # a DraftsmithError prints as a message, anything else as an internal error
+        typer.echo(f"{f}: its checkpoints do not fit:", err=True)
+        report(e)
+        return False
+    shown = {k: os.path.normpath(v) for k, v in folders.items()}
+    typer.echo(f"{f}: checkpoints fit (target {shown['target']}, draft {shown['draft']}; no tensor read)")
+    return True
 
 
 @app.command("list")
