@@ -17,6 +17,14 @@ class Kind:
     module: bool = True       # the result must be a torch.nn.Module (checked)
     none_ok: bool = False     # None is a valid result (a factory that works in place)
 
+    def accepts(self, made: object) -> bool:
+        """Whether a factory's result is of the sort this kind needs."""
+        if self.module:
+            from torch import nn
+
+            return isinstance(made, nn.Module)
+        return made is not None or self.none_ok
+
 
 KINDS: dict[str, Kind] = {
     "layer": Kind("factory(params, *, attn, mlp, norm, dims, input_norm, hidden_norm, mix, norm_before_residual)",

@@ -38,7 +38,7 @@ class SpecSource:
 
 @dataclass(frozen=True)
 class LayoutMatch:
-    """A detector's answer: the spec that loads a checkpoint, and what it had to assume."""
+    """A detector's answer: the registered spec (by name) that loads a checkpoint, and what it had to assume."""
 
     spec: str
     reason: str

@@ -103,8 +103,7 @@ class Registry:
         except Exception as e:
             raise ComponentFailed(f"{who} failed to build: {type(e).__name__}: "
                                   f"{short_text(str(e), 300)}{call}") from e
-        if contract is not None and made is None and not contract.none_ok or \
-                contract is not None and contract.module and not _is_module(made):
+        if contract is not None and not contract.accepts(made):
             raise ComponentFailed(f"{who}: its factory returned {short(made)}{call}")
         return made
 
@@ -144,12 +143,6 @@ class Registry:
                                   f"{suggest(match.spec, self.specs)} known: {', '.join(sorted(self.specs))}")
             return dataclasses.replace(match, plugin=impl.plugin_name)
         return None
-
-
-def _is_module(x: Any) -> bool:
-    from torch import nn
-
-    return isinstance(x, nn.Module)
 
 
 def _describe(key: Any) -> str:
@@ -215,8 +208,7 @@ def _register(pm: pluggy.PluginManager, plugin: object, name: str, where: str | 
     except pluggy.PluginValidationError as e:
         text = " ".join(str(e).split())
         hooks = [h for h in dir(hookspecs) if h.startswith("draftsmith_")]
-        typo = next((w.strip("'\"") for w in text.split() if w.strip("'\"").startswith("draftsmith_")
-                     and w.strip("'\"") not in hooks), "")
+        typo = next((n for n in dir(plugin) if n.startswith("draftsmith_") and n not in hooks), "")
         raise PluginError(f"{where or f'plugin {name!r}'} does not fit draftsmith's hooks: {short_text(text, 500)}."
                           f"{suggest(typo, hooks) if typo else ''} The hooks: {', '.join(sorted(hooks))} "
                           "(draftsmith.hooks.specs)") from None
