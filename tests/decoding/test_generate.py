@@ -146,3 +146,35 @@ def test_nan_poisoned_tails_change_nothing(pairs, monkeypatch, trim):
 def test_text_prompt_needs_tokenizer(pairs):
     with pytest.raises(ValueError, match="tokenizer"):
         pairs["eagle1"].generate("hello")
+
+
+@st.composite
+def any_shape(draw):
+    """Any tree the argument checks accept, a topk past the node count included (it once crashed sampling)."""
+    topk = draw(st.integers(1, 10))
+    steps = draw(st.integers(1, 5))
+    most = 1 + topk + (steps - 1) * topk * topk
+    n = draw(st.integers(2, min(most, 16)))
+    return dict(topk=topk, steps=steps, draft_tokens=n)
+
+
+@settings(max_examples=60, deadline=None)
+@given(family=st.sampled_from(["eagle1", "eagle3", "adversarial"]), prompts=st.lists(prompt, min_size=1, max_size=3),
+       shape=any_shape(), max_new=st.integers(1, 10), temperature=st.sampled_from([0.5, 1.0, 2.0]),
+       top_p=st.sampled_from([1.0, 0.9, 0.3]), top_k=st.sampled_from([0, 1, 5]), seed=st.integers(0, 2**31))
+def test_sampling_runs_for_every_accepted_shape_and_filter(pairs, family, prompts, shape, max_new, temperature,
+                                                           top_p, top_k, seed):
+    """Sampled decoding over the whole accepted argument space: each row gets exactly max_new_tokens ids inside
+    the vocabulary, the stats add up (invariant 12), and the same seed gives the same tokens."""
+    model = pairs[family]
+    kw = dict(max_new_tokens=max_new, temperature=temperature, top_p=top_p, top_k=top_k, seed=seed, stop=[], **shape)
+    outs = model.generate(prompts, **kw)
+    V = model.target.model.embed_tokens.num_embeddings
+    for o in outs:
+        assert len(o.token_ids) == max_new and all(0 <= t < V for t in o.token_ids)
+    st_ = outs[0].stats
+    assert len(st_.accepted_per_position) == model.plan(**shape).steps
+    assert st_.new_tokens - len(prompts) <= st_.committed <= st_.new_tokens - len(prompts) + len(prompts) * shape["steps"]
+    assert [o.token_ids for o in model.generate(prompts, **kw)] == [o.token_ids for o in outs]
+    if top_k == 1:   # one candidate left: sampling is greedy
+        assert [o.token_ids for o in outs] == [o.token_ids for o in model.generate_baseline(prompts, **kw)]
