@@ -77,6 +77,16 @@ def test_validate_checks_a_specs_checkpoints_when_both_folders_are_there(tmp_pat
     assert "its checkpoints do not fit:" in res.stderr and "tap layers [9]" in res.stderr
 
 
+def test_validate_checks_the_checkpoints_whatever_backend_this_machine_has(tmp_path):
+    data = yaml.safe_load((BUILTIN_DIR / "demo.yaml").read_text())
+    data["decoding"]["attention"] = "flash"   # flash-attn: CUDA only
+    for which in ("target", "draft"):
+        data["checkpoints"][which] = str(BUILTIN_DIR / data["checkpoints"][which])
+    (tmp_path / "gpu.yaml").write_text(yaml.safe_dump(data))
+    res = run("validate", tmp_path / "gpu.yaml")
+    assert res.exit_code == 0 and "checkpoints fit" in res.stdout, res.output
+
+
 def test_validate_needs_a_file():
     assert run("validate").exit_code != 0
 
@@ -259,10 +269,15 @@ def test_generate_detects_the_spec_of_a_draft_and_takes_token_ids(eagle3_pair):
     assert "prompt [1, 2, 3]" in res.stdout and "speculative v" in res.stdout
 
 
-@pytest.mark.parametrize("ids", ["1,x", "", "-1", "1.5"])
+@pytest.mark.parametrize("ids", ["1,x", "", "-1", "1.5", "1,\u00b2", "9" * 5000])
 def test_generate_refuses_token_ids_that_are_not_ids(ids):
     res = run("generate", "--spec", "demo", "--token-ids", ids)
-    assert res.exit_code == 1 and "token ids are integers >= 0 separated by commas" in res.output, res.output
+    assert res.exit_code == 1 and "token ids are integers >= 0 separated by commas" in res.output, res.output[:300]
+
+
+def test_generate_takes_the_prompt_once():
+    res = run("generate", "--spec", "demo", "--token-ids", "1,2", "--prompt", "hi")
+    assert res.exit_code == 1 and "--prompt and --token-ids both give the prompt: give one" in res.output
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")

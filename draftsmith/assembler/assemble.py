@@ -130,14 +130,16 @@ class Assembly:
 
 
 def plan_assembly(spec: Spec | str | Path, target: str | Path | None = None, draft: str | Path | None = None,
-                  registry: Registry | None = None) -> Assembly:
+                  registry: Registry | None = None, *, backend: Callable | None = None) -> Assembly:
     """Everything assemble() checks before it reads a tensor: the spec, both folders, their configs, tensor names,
     shapes and dtypes against the models built on meta, the tokenizer and the stop ids. Raises every problem it
-    finds; reads no tensor data (``draftsmith validate`` runs it on a spec's checkpoint folders)."""
+    finds; reads no tensor data (``draftsmith validate`` runs it on a spec's checkpoint folders). ``backend``: the
+    attention function the models hold (default: the spec's; validate passes one, so that a backend this machine
+    lacks, such as flash-attn on a CPU, does not fail a check of the checkpoints)."""
     registry = registry or default_registry()
     spec = load_spec(spec, registry)
     target_dir, draft_dir = checkpoint_dir(spec, target, "target"), checkpoint_dir(spec, draft, "draft")
-    backend = registry.build("attn_backend", spec.decoding.attention)
+    backend = backend or registry.build("attn_backend", spec.decoding.attention)
     with _explained(_swapped(registry, target_dir, "target")):
         target_plan, target_cfg = plan_target(target_dir, registry, backend)
     draft_raw = read_config(draft_dir)

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from draftsmith.errors import short_text
 from draftsmith.hooks import LayoutMatch
 
 HIDDEN_NORM = r"^(model\.)?(midlayer|layers\.0)\.hidden_norm\.weight$"
@@ -227,9 +228,10 @@ def draft_in(registry, config: Mapping[str, Any], names: Sequence[str]) -> Layou
 def swap_note(registry, folder: Any, config: Mapping[str, Any], names: Sequence[str], role: str) -> str | None:
     """For a load that failed: a note when the ``role`` ("target" or "draft") folder holds the other kind of
     checkpoint, which is what passing the two folders the wrong way round looks like."""
+    folder = short_text(folder, 300)
     if role == "target" and (match := draft_in(registry, config, names)):
-        return (f"note: {folder} looks like a draft ({match.reason}), not a target: are the target and draft "
-                "folders swapped?")
+        return (f"note: {folder} looks like a draft ({short_text(match.reason, 300)}), not a target: are the target "
+                "and draft folders swapped?")
     if role == "draft" and full_model(names) and registry.detect_layout(config, names) is None:
         return (f"note: {folder} looks like a whole model (model.embed_tokens, model.layers.*), not a draft: is it "
                 "the target? (are the target and draft folders swapped?)")

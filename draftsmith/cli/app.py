@@ -67,8 +67,14 @@ class _Group(TyperGroup):
 
 app = typer.Typer(cls=_Group, add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Speculative-decoding draft models from YAML.")
-out = Console(width=max(110, Console().width))  # tables stay readable when piped (80 columns by default)
-err = Console(stderr=True)
+class _Console(Console):
+    def on_broken_pipe(self) -> None:   # rich's own exits 1, a user error's code: end as any closed pipe does
+        self.quiet = True
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+out = _Console(width=max(110, Console().width))  # tables stay readable when piped (80 columns by default)
+err = _Console(stderr=True)
 
 
 @app.callback()

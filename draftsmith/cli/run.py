@@ -13,6 +13,7 @@ from draftsmith.cli.app import app, detect_spec, err, out
 
 @app.command()
 def generate(
+    ctx: typer.Context,
     spec: Optional[str] = typer.Option(None, help="built-in spec name or YAML path ('demo': the embedded toy pair); "
                                        "default: detected from --draft, else smollm2"),
     target: Optional[Path] = typer.Option(None, help="Hugging Face target folder, or 'smollm2' (the cached target)"),
@@ -38,7 +39,7 @@ def generate(
     from draftsmith.decoding.arguments import check_overrides
 
     _check_options(device, dtype)
-    prompt = prompt if token_ids is None else _ids(token_ids)
+    prompt = prompt if token_ids is None else _ids(token_ids, ctx)
     torch.set_num_threads(threads)
     spec = spec or (detect_spec(draft) if draft is not None else "smollm2")
     model = draftsmith.assemble(spec, target=_target(target), draft=draft, device=device, dtype=dtype)
@@ -64,12 +65,14 @@ def generate(
 PLAN_OPTIONS = {"topk": "--topk", "steps": "--steps", "draft_tokens": "--draft-tokens"}
 
 
-def _ids(text: str) -> list[int]:
+def _ids(text: str, ctx: typer.Context) -> list[int]:
     """--token-ids 1,2,3 (commas or spaces); the ids themselves are checked by generate() against the vocabulary."""
     from draftsmith.errors import OptionError, short
 
+    if getattr(ctx.get_parameter_source("prompt"), "name", "") == "COMMANDLINE":
+        raise OptionError("--prompt and --token-ids both give the prompt: give one")
     parts = text.replace(",", " ").split()
-    if not parts or not all(p.isdigit() for p in parts):
+    if not parts or not all(p.isascii() and p.isdigit() and len(p) <= 18 for p in parts):
         raise OptionError(f"--token-ids {short(text)}: token ids are integers >= 0 separated by commas, e.g. 1,2,3")
     return [int(p) for p in parts]
 

@@ -23,7 +23,9 @@ def _same(params, **_):
 
 def _flash(*_, **__):
     if not backends.has_flash_attn():
-        raise RuntimeError("attention backend 'flash' needs flash-attn: pip install 'draftsmith[flash]' on a CUDA "
+        from draftsmith.errors import OptionError   # this machine's lack, not a bug: one message, exit 1
+
+        raise OptionError("attention backend 'flash' needs flash-attn: pip install 'draftsmith[flash]' on a CUDA "
                            "machine, or use 'auto' / 'sdpa'")
     return backends.flash
 

@@ -51,7 +51,7 @@ def draftsmith_specs() -> Iterable[SpecSource]:
 def draftsmith_detect_layout(
     config: Mapping[str, Any], tensor_names: Sequence[str]
 ) -> LayoutMatch | None:
-    """Say which spec loads this checkpoint, or None when this plugin does not recognise it.
+    """Say which registered spec (by name) loads this checkpoint, or None when this plugin does not recognise it.
 
     ``config`` is the checkpoint's ``config.json`` as read (never trusted for ``architectures`` alone);
     ``tensor_names`` are the names stored in its weight files, read without loading any data. The first

@@ -101,6 +101,8 @@ class Registry:
         except DraftsmithError:
             raise
         except Exception as e:
+            if self.provider(kind, name) == BUILTIN:   # draftsmith's own bug: an internal error, with its traceback
+                raise
             raise ComponentFailed(f"{who} failed to build: {type(e).__name__}: "
                                   f"{short_text(str(e), 300)}{call}") from e
         if contract is not None and not contract.accepts(made):
@@ -123,26 +125,38 @@ class Registry:
         """The first detector's answer (pluggy's order: the plugin registered last asks first), with the plugin
         that gave it in ``LayoutMatch.plugin``. A detector that raises, answers something else than a LayoutMatch
         or None, or names a spec no plugin provides is a :class:`PluginError` naming that plugin."""
-        names = list(tensor_names)
-        for impl in reversed(self.pm.hook.draftsmith_detect_layout.get_hookimpls()):
-            hook = f"draftsmith_detect_layout of plugin {impl.plugin_name!r}"
-            try:
-                match = impl.function(**{k: v for k, v in (("config", config), ("tensor_names", names))
-                                         if k in impl.argnames})
-            except DraftsmithError:
-                raise
-            except Exception as e:
-                raise PluginError(f"{hook} raised {type(e).__name__}: {short_text(str(e), 300)}") from e
-            if match is None:
-                continue
-            if not isinstance(match, LayoutMatch):
-                raise PluginError(f"{hook} returned {short(match)}; a detector returns a "
-                                  "draftsmith.hooks.LayoutMatch or None")
-            if match.spec not in self.specs:
-                raise PluginError(f"{hook} answered spec {short(match.spec)}, which no plugin provides."
-                                  f"{suggest(match.spec, self.specs)} known: {', '.join(sorted(self.specs))}")
-            return dataclasses.replace(match, plugin=impl.plugin_name)
+        names, hook = list(tensor_names), self.pm.hook.draftsmith_detect_layout
+        impls = hook.get_hookimpls()
+        if any(i.hookwrapper or getattr(i, "wrapper", False) for i in impls):   # pluggy runs the wrappers
+            who = "draftsmith_detect_layout (through a plugin's hook wrapper)"
+            return self._checked(self._asked(who, hook, config=config, tensor_names=names), who, "")
+        for impl in reversed(impls):
+            who = f"draftsmith_detect_layout of plugin {impl.plugin_name!r}"
+            kwargs = {k: v for k, v in (("config", config), ("tensor_names", names)) if k in impl.argnames}
+            if (match := self._checked(self._asked(who, impl.function, **kwargs), who, impl.plugin_name)):
+                return match
         return None
+
+    @staticmethod
+    def _asked(who: str, call: Any, **kwargs: Any) -> Any:
+        try:
+            return call(**kwargs)
+        except DraftsmithError:
+            raise
+        except Exception as e:
+            raise PluginError(f"{who} raised {type(e).__name__}: {short_text(str(e), 300)}") from e
+
+    def _checked(self, match: Any, who: str, plugin: str) -> LayoutMatch | None:
+        """A detector's answer checked: a LayoutMatch naming a registered spec (with its plugin), or None."""
+        if match is None:
+            return None
+        if not isinstance(match, LayoutMatch):
+            raise PluginError(f"{who} returned {short(match)}; a detector returns a draftsmith.hooks.LayoutMatch "
+                              "or None")
+        if match.spec not in self.specs:
+            raise PluginError(f"{who} answered spec {short(match.spec)}, which no plugin provides."
+                              f"{suggest(match.spec, self.specs)} known: {', '.join(sorted(self.specs))}")
+        return dataclasses.replace(match, plugin=plugin) if plugin else match
 
 
 def _describe(key: Any) -> str:
@@ -208,7 +222,8 @@ def _register(pm: pluggy.PluginManager, plugin: object, name: str, where: str | 
     except pluggy.PluginValidationError as e:
         text = " ".join(str(e).split())
         hooks = [h for h in dir(hookspecs) if h.startswith("draftsmith_")]
-        typo = next((n for n in dir(plugin) if n.startswith("draftsmith_") and n not in hooks), "")
+        typo = next((n for n in dir(plugin) if n.startswith("draftsmith_") and n not in hooks
+                     and f"unknown hook {n!r}" in text), "")
         raise PluginError(f"{where or f'plugin {name!r}'} does not fit draftsmith's hooks: {short_text(text, 500)}."
                           f"{suggest(typo, hooks) if typo else ''} The hooks: {', '.join(sorted(hooks))} "
                           "(draftsmith.hooks.specs)") from None

@@ -3,7 +3,6 @@ one in ``out``, resumed) -> the target's features -> the TTT loop -> held-out ac
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,11 +13,11 @@ import draftsmith
 from draftsmith.assembler.assemble import read_tokenizer
 from draftsmith.train import data as D
 from draftsmith.train.checks import TrainError, check_job
-from draftsmith.train.draft_io import init_draft, start_from_target
+from draftsmith.train.draft_io import export_draft, init_draft, start_from_target
 from draftsmith.train.evaluate import PLANS, Acceptance, acceptance
 from draftsmith.train.features import FeatureStore, extract_with_log
 from draftsmith.train.loop import STATE, TrainConfig, save_start, train
-from draftsmith.train.preflight import DRAFT_FILES, count, no_windows, preflight, skipped_note
+from draftsmith.train.preflight import count, no_windows, preflight, skipped_note
 
 
 @dataclass
@@ -122,9 +121,7 @@ def start(job: Job, ids: torch.Tensor, log: Callable[[str], None]):
     out = Path(job.out)
     if job.from_draft:
         model = draftsmith.assemble(job.spec, target=job.target, draft=job.from_draft)   # fits the spec, or refused
-        out.mkdir(parents=True, exist_ok=True)
-        for f in DRAFT_FILES:   # the export starts from its config.json (and its layout's tensors)
-            shutil.copyfile(Path(job.from_draft) / f, out / f)
+        export_draft(model, out, dtype=torch.float32, source=Path(job.from_draft))   # any format in, the spec's out
         log(f"start: the draft in {job.from_draft} (its own vocabulary and weights: --draft-vocab and --init do "
             "not apply)")
         return model

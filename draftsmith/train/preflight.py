@@ -43,7 +43,7 @@ def preflight(job) -> None:
         if not job.eval_prompts:
             found.append(("eval_prompts", "0: allowed an integer >= 1 with --eval-only (0 measures nothing)"))
         if not holds_draft(out):
-            found.append(("out", f"{short_text(out, 300)} holds no draft ({' and '.join(DRAFT_FILES)}): train "
+            found.append(("out", f"{short_text(out, 300)} holds no draft ({DRAFT}): train "
                                  "one first, without --eval-only"))
         if job.from_draft:
             found.append(("from_draft", "starts a training run: --eval-only measures the draft in --out"))
@@ -99,11 +99,17 @@ def draft_hint(folder: Path) -> str:
             "--target") if match else ""
 
 
-DRAFT_FILES = ("config.json", "model.safetensors")
+DRAFT = "config.json and weights (safetensors or .bin, sharded or not)"
 
 
 def holds_draft(folder: Path) -> bool:
-    return all((folder / f).is_file() for f in DRAFT_FILES)
+    """A config.json and tensors in any weights format the assembler reads (draftsmith.assembler.checkpoint)."""
+    if not (folder / "config.json").is_file():
+        return False
+    try:
+        return bool(list_tensors(folder))
+    except DraftsmithError:
+        return False
 
 
 def out_problems(job) -> list[tuple[str, str]]:
@@ -114,10 +120,10 @@ def out_problems(job) -> list[tuple[str, str]]:
     found = []
     if job.from_draft and not holds_draft(Path(job.from_draft)):
         found.append(("from_draft", f"{short_text(job.from_draft, 300)} holds no draft "
-                                    f"({' and '.join(DRAFT_FILES)})"))
+                                    f"({DRAFT})"))
     if not out.is_dir() or (out / STATE).exists():
         return found
-    held = sorted(p.name for p in out.iterdir() if p != feats)
+    held = sorted(p.name for p in out.iterdir() if p.resolve() != feats.resolve())
     if held:
         start = (f", or --from-draft {short_text(out, 300)} with a new --out to train on from the draft it holds"
                  if holds_draft(out) else "")

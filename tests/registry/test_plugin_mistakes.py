@@ -274,17 +274,48 @@ def test_list_shows_every_spec_and_marks_a_broken_plugin_spec(tmp_path, monkeypa
     assert "offset_rms" in res.stdout and "offset (1.0)" in res.stdout   # a component's params, with defaults
 
 
-def test_a_closed_pipe_ends_the_command_quietly():
+def test_a_detector_hook_wrapper_still_lets_the_detectors_answer():
+    seen = []
+
+    class Wrapping:
+        @hookimpl(wrapper=True)
+        def draftsmith_detect_layout(self, config, tensor_names):
+            seen.append(len(tensor_names))
+            return (yield)
+
+    match = fresh(("wrap", Wrapping())).detect_layout({}, EAGLE3)
+    assert seen == [len(EAGLE3)] and match.spec == "eagle3-llama"
+
+
+def test_a_signature_mistake_suggests_no_hook_name():
+    class Wrong:
+        draftsmith_api_version = 1
+
+        @hookimpl
+        def draftsmith_components(self, registry):
+            return []
+
+    with pytest.raises(PluginError) as info:
+        fresh(("wrong", Wrong()))
+    assert "Did you mean" not in str(info.value)
+
+
+@pytest.mark.parametrize("args", [["list", "--params"], ["validate", "demo"]])   # rich tables, typer echo
+def test_a_reader_that_left_ends_the_command_quietly(args):
     import subprocess
 
-    code = ("import sys\nfrom draftsmith.cli import app\n"
-            "class Closed:\n"  # a stdout whose reader has gone: every write raises, as `| head` leaves it
-            "    encoding, errors = 'utf-8', 'strict'\n"
-            "    def write(self, *a): raise BrokenPipeError(32, 'Broken pipe')\n"
-            "    def flush(self): pass\n"
-            "    def isatty(self): return False\n"
-            "    def fileno(self): return 1\n"
-            "sys.stdout = Closed()\n"
-            "app(['validate', 'demo'])")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert (proc.returncode, proc.stderr) == (141, "")   # 128 + SIGPIPE, and no internal error
+    proc = subprocess.Popen([sys.executable, "-m", "draftsmith", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    proc.stdout.close()   # gone before the first write: every write to stdout meets a closed pipe
+    assert (proc.wait(timeout=120), proc.stderr.read()) == (141, "")
+
+
+def test_a_builtin_factorys_own_exception_stays_an_internal_error(monkeypatch):
+    from draftsmith.registry.registry import Provided
+
+    reg = fresh()
+    def broken(params, *, dim, eps):
+        raise ZeroDivisionError("a bug in draftsmith")
+    reg.components[("norm", "rms")] = Provided(Component("norm", "rms", broken), "builtin")
+    with pytest.raises(ZeroDivisionError):   # not a ComponentFailed: the CLI shows it as a bug (exit 70)
+        reg.build("norm", "rms", None, dim=4, eps=1e-6)

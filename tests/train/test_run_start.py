@@ -30,8 +30,9 @@ def test_an_interrupted_start_is_resumed_not_refused(job, tmp_path, monkeypatch)
     assert f"resuming the draft in {out}" in lines
 
 
-def test_from_draft_starts_from_a_copy_with_its_own_vocabulary(job, tiny, tmp_path):
-    source = write_eagle3(tmp_path / "source", tiny / "target")   # the full 258-token vocabulary
+@pytest.mark.parametrize("bin_format", [False, True])   # a published EAGLE-3 draft may be a pytorch_model.bin
+def test_from_draft_starts_from_a_copy_with_its_own_vocabulary(job, tiny, tmp_path, bin_format):
+    source = write_eagle3(tmp_path / "source", tiny / "target", bin_format=bin_format)   # the full vocabulary
     before = {f.name: f.read_bytes() for f in source.iterdir()}
     out, lines = tmp_path / "out", []
     run(job(out, from_draft=source, config={"steps": 2}), log=lines.append)   # the job asks for 96 tokens
@@ -40,6 +41,7 @@ def test_from_draft_starts_from_a_copy_with_its_own_vocabulary(job, tiny, tmp_pa
         in lines
     assert not any(line.startswith("draft vocabulary") for line in lines)
     assert "d2t" not in torch.load(out / STATE, weights_only=True)["draft"]
+    assert (out / "model.safetensors").is_file()   # written in the spec's layout, whatever the source's format
 
 
 @pytest.fixture(scope="module")

@@ -139,9 +139,12 @@ def test_an_out_folder_without_a_trainer_state_is_never_overwritten(good, tiny, 
     (other / "notes.txt").write_text("mine")
     res = train(*good, "--out", other)
     refused(res, f"--out {other} holds notes.txt but no trainer.pt")
+    assert "features" not in res.output.split("holds")[1].split("but")[0]
+    res = train(*good, "--out", other, "--features", f"{other}/../{other.name}/features")   # spelt another way
+    assert "features" not in res.output.split("holds")[1].split("but")[0], res.output
     assert "--from-draft" not in res.output                     # no draft there to start from
-    refused(train(*good, "--from-draft", other), f"--from-draft {other} holds no draft (config.json and "
-                                                 "model.safetensors)")
+    refused(train(*good, "--from-draft", other), f"--from-draft {other} holds no draft (config.json and weights "
+                                                 "(safetensors or .bin, sharded or not))")
     refused(train(*good, "--from-draft", out, "--eval-only", "--eval", tiny / "data"),
             "--from-draft starts a training run: --eval-only measures the draft in --out")
 
