@@ -77,6 +77,16 @@ def _swapped(registry: Registry, folder: Path, role: str) -> Callable[[], str | 
     return lambda: swap_note(registry, folder, read_config(folder), list(list_tensors(folder)), role)
 
 
+def _pairing(draft_raw: dict, target_cfg: Any) -> Callable[[], str | None]:
+    """The note for a draft whose config gives another hidden size or vocabulary than the target's."""
+    def note() -> str | None:
+        differ = [f"{k} {draft_raw[k]!r} (the target's: {getattr(target_cfg, k, None)!r})" for k in ("hidden_size",
+                  "vocab_size") if k in draft_raw and draft_raw[k] != getattr(target_cfg, k, draft_raw[k])]
+        return (f"note: the draft's config.json says {' and '.join(differ)}: is the draft made for this target?"
+                if differ else None)
+    return note
+
+
 def _layers(spec: Spec, canonical: list[str]) -> Callable[[], str | None]:
     """The note for a spec whose num_layers differs from the layers the checkpoint holds."""
     def note() -> str | None:
@@ -146,7 +156,7 @@ def plan_assembly(spec: Spec | str | Path, target: str | Path | None = None, dra
     infos = list_tensors(draft_dir)
     rules = rule_set(spec, registry, flatten_draft_config(draft_raw))  # ${key} placeholders: the draft config
     canonical = [c for c in (rules.to_canonical(n)[0] for n in infos) if c is not None]
-    with _explained(_swapped(registry, draft_dir, "draft"), _layers(spec, canonical)):
+    with _explained(_swapped(registry, draft_dir, "draft"), _layers(spec, canonical), _pairing(draft_raw, target_cfg)):
         draft_cfg = draft_hf_config(draft_raw, draft_dir / "config.json")
         draft_model = build_draft(spec, registry, draft_raw=draft_raw, draft_cfg=draft_cfg, target_cfg=target_cfg,
                                   canonical_names=canonical, backend=backend)

@@ -1,5 +1,5 @@
 """Loads that fail for a reason the tensor list does not say: target and draft folders passed the wrong way round,
-a spec's layer count against the checkpoint's. The error is as before, with a note saying so."""
+a spec's layer count against the checkpoint's, a draft made for another target. The error is as before, with a note saying so."""
 import pytest
 from typer.testing import CliRunner
 
@@ -38,9 +38,10 @@ def test_a_target_given_as_the_draft_is_noted(folders):
                                      "not a draft: is it the target? (are the target and draft folders swapped?)"]
 
 
-def test_a_mismatch_that_is_no_swap_has_no_note(folders):
+def test_a_draft_made_for_another_target_is_noted_and_not_as_a_swap(folders):
     _, draft, wide = folders
-    assert notes(wide, draft) == []
+    assert notes(wide, draft) == ["note: the draft's config.json says hidden_size 16 (the target's: 32): is the draft "
+                                  "made for this target?"]
 
 
 def test_the_cli_prints_the_note(folders):
