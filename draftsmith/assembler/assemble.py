@@ -12,7 +12,7 @@ from draftsmith.assembler.build import build_draft, build_target, layer_count, r
 from draftsmith.assembler.checkpoint import checkpoint_folder, list_tensors, regular_file
 from draftsmith.assembler.detect import swap_note
 from draftsmith.assembler.config import (draft_hf_config, flatten_draft_config, has_recurrent_layers, read_config,
-                                         stop_ids, target_hf_config)
+                                         read_raw_config, stop_ids, target_hf_config)
 from draftsmith.assembler.load import PlannedLoad, fill, materialize, plan_module
 from draftsmith.assembler.vocab import check_vocab_map
 from draftsmith.components import fused, packed, stacked
@@ -74,7 +74,7 @@ def _explained(*notes: Callable[[], str | None]):
 
 def _swapped(registry: Registry, folder: Path, role: str) -> Callable[[], str | None]:
     """The note for a folder that holds the other role's kind of checkpoint (detect.swap_note)."""
-    return lambda: swap_note(registry, folder, read_config(folder), list(list_tensors(folder)), role)
+    return lambda: swap_note(registry, folder, read_raw_config(folder), list(list_tensors(folder)), role)
 
 
 def _pairing(draft_raw: dict, target_cfg: Any) -> Callable[[], str | None]:

@@ -88,9 +88,9 @@ def detect_spec(draft: Path) -> str:
     recognises it."""
     from draftsmith import default_registry
     from draftsmith.assembler.checkpoint import list_tensors
-    from draftsmith.assembler.config import read_config
+    from draftsmith.assembler.config import read_raw_config
 
-    match = default_registry().detect_layout(read_config(draft), list(list_tensors(draft)))
+    match = default_registry().detect_layout(read_raw_config(draft), list(list_tensors(draft)))  # as inspect
     if match is None:
         err.print(f"{escape(str(draft))}: no registered detector recognises this layout; pass --spec")
         raise typer.Exit(2)

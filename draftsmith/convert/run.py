@@ -27,6 +27,7 @@ from draftsmith.assembler.styles import STYLES, style_of, to_facts, from_facts
 LAYOUTS_FILE = Path(__file__).parent / "layouts.yaml"
 RESOLVED = ("norm_before_residual", "fc_norm", "norm_before_fc", "norm_output")
 QK = re.compile(r"^layers\.\d+\.self_attn\.[qk]_proj\.(weight|bias)$")
+MLA_ROPE = re.compile(r"^layers\.\d+\.self_attn\.(q_b_proj|kv_a_proj_with_mqa)\.")   # rope rows inside, per head
 
 
 class ConvertError(DraftsmithError, ValueError):
@@ -97,6 +98,9 @@ def read_canonical(folder: str | Path) -> tuple[dict[str, torch.Tensor], dict[st
     tensors = {canon: data[src] for canon, (src, _) in mapping.items()}
     ignored = [n for n in found.infos if rules.is_ignored(n)]
     tensors |= read_tensors(found.infos, ignored)  # e.g. a frozen embed copy: carried along under its own name
+    if found.spec["draft"].get("vocab", {}).get("d2t") == "absolute" and "d2t" in tensors:
+        d2t = tensors["d2t"]   # canonical d2t holds offsets, the published convention every layout (and vLLM) reads
+        tensors["d2t"] = d2t - torch.arange(d2t.shape[0], dtype=d2t.dtype)
     fusion = found.spec["draft"]["fusion"]
     facts |= {k: fusion[k] for k in RESOLVED if k in fusion}  # every flag stated, as the spec resolved it
     if isinstance(fusion.get("aux_layers"), Mapping) and fusion["aux_layers"].get("ids"):
@@ -198,25 +202,32 @@ def _convert(src: str | Path, layout: Layout, out: Path) -> dict[str, Any]:
         if alien:
             problems.append(f"the {to} layout cannot express {short_list(alien, 6, 200, quote=False)}")
     hd = head_dim(facts)
-    if layout.rope != rope:
+    holds_any_key = not STYLES[layout.config].rename  # a params.json holds only its own keys (its order is implied)
+    order = layout.rope
+    if order != rope and any(MLA_ROPE.search(n) for n in names):   # rows convert does not permute
+        if holds_any_key:
+            order = rope   # kept as stored, and said in the config (rope_interleave)
+        else:
+            problems.append(f"the {to} layout implies {layout.rope} rope rows; this latent-attention draft stores "
+                            f"{rope} ones in q_b_proj / kv_a_proj_with_mqa, which convert does not reorder")
+    if order != rope:
         uneven = [n for n in names if QK.match(n) and tensors[n].shape[0] % hd]
         if uneven:
             problems.append(f"head_dim {hd} does not divide the rows of {short_list(uneven, 6, 200, quote=False)}")
     if problems:
         raise ConvertError(f"{short_text(src, 300)} cannot be written as {to}:\n  " + "\n  ".join(problems))
-    perm = rope_permutation(hd, rope, layout.rope)
+    perm = rope_permutation(hd, rope, order)
     written = {}
     for canon, t in tensors.items():
-        if QK.match(canon) and layout.rope != rope:
+        if QK.match(canon) and order != rope:
             t = permute_rows(t, hd, perm)
         written[layout.rules.from_canonical(canon)] = t
     if len(written) != len(tensors):
         raise ConvertError(f"the {to} layout's rules map two tensors to one name")
     facts["num_hidden_layers"] = n_layers or facts.get("num_hidden_layers")
     facts.pop("rope_interleave", None)
-    holds_any_key = not STYLES[layout.config].rename  # a params.json holds only its own keys (its order is implied)
-    if holds_any_key and (rope != "neox" or layout.rope != "neox"):  # say the order where it is not Llama's
-        facts["rope_interleave"] = layout.rope == "interleaved"
+    if holds_any_key and (rope != "neox" or order != "neox"):  # say the order where it is not Llama's
+        facts["rope_interleave"] = order == "interleaved"
     config = from_facts(facts, STYLES[layout.config])
     try:
         (out / STYLES[layout.config].file).write_text(json.dumps(config, indent=2) + "\n")
@@ -224,7 +235,7 @@ def _convert(src: str | Path, layout: Layout, out: Path) -> dict[str, Any]:
     except (OSError, SafetensorError) as e:   # a full or read-only disk: said, and what was written removed
         why = getattr(e, "strerror", None) or short_text(str(e), 300)
         raise ConvertError(f"cannot write into {short_text(out, 300)}: {why}") from None
-    verify(out, facts, {c: (permute_rows(t, hd, perm) if QK.match(c) and layout.rope != rope else t)
+    verify(out, facts, {c: (permute_rows(t, hd, perm) if QK.match(c) and order != rope else t)
                         for c, t in tensors.items()}, to)
     return config
 
@@ -232,17 +243,14 @@ def _convert(src: str | Path, layout: Layout, out: Path) -> dict[str, Any]:
 def verify(out: Path, facts: Mapping[str, Any], tensors: Mapping[str, torch.Tensor], to: str) -> None:
     """Read the written checkpoint back as any user would (detection, its spec's rules, its config style) and
     compare: a layout that cannot say a fact (e.g. EAGLE 3.1's norm_output in a flat Llama config whose family does
-    not imply it) is refused here and the output removed, never left to load wrong."""
+    not imply it) is refused here (convert() then removes the output), never left to load wrong."""
     try:
         got, got_facts, _, _ = read_canonical(out)
     except ConvertError:
         got, got_facts = {}, {}
     diff = sorted(k for k in {*facts, *got_facts} if facts.get(k) != got_facts.get(k))
     bad = sorted(k for k in {*tensors, *got} if k not in got or k not in tensors or not torch.equal(tensors[k], got[k]))
-    if diff or bad:
-        for f in out.iterdir():
-            f.unlink()
-        out.rmdir()
+    if diff or bad:   # convert() removes what was written (and only folders it created)
         what = [f"{short_text(k, 200)}: {short(facts.get(k))} would read back as {short(got_facts.get(k))}"
                 for k in diff[:6]]
         what += [f"tensor {short_text(k, 200)} would not read back" for k in bad[:6]]

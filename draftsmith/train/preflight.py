@@ -11,7 +11,7 @@ import torch
 from draftsmith import hub
 from draftsmith.assembler.assemble import TOKENIZER_FILES
 from draftsmith.assembler.checkpoint import list_tensors
-from draftsmith.assembler.config import read_config
+from draftsmith.assembler.config import read_config, read_raw_config
 from draftsmith.assembler.detect import draft_in
 from draftsmith.errors import DraftsmithError, short_list, short_text
 from draftsmith.specs.loader import load_spec
@@ -92,7 +92,7 @@ def draft_hint(folder: Path) -> str:
 
     try:
         names = list(list_tensors(folder))
-        match = draft_in(default_registry(), read_config(folder), names)
+        match = draft_in(default_registry(), read_raw_config(folder), names)
     except DraftsmithError:   # unreadable: the load says why
         return ""
     return (f"; it holds a draft (spec {match.spec}), not a target: give the target folder the draft is for as "

@@ -1,0 +1,62 @@
+"""What a bug hunt found in convert and detection (2026-11-25): each once wrote a draft that computes something
+else, kept a convention vLLM misreads, crashed or deleted a folder it did not create, or was not detected."""
+import pytest
+import torch
+from typer.testing import CliRunner
+
+import draftsmith
+from draftsmith.cli import app
+from draftsmith.convert.inspect import inspect_checkpoint
+from draftsmith.convert.run import ConvertError, convert
+from draftsmith.doctor import draft_loss
+from draftsmith.testing import write_eagle3, write_target
+from draftsmith.testing.mistral import write_mistral_eagle
+from draftsmith.testing.mla import write_mla_eagle
+
+
+@pytest.fixture(scope="module")
+def target(tmp_path_factory):
+    return write_target(tmp_path_factory.mktemp("t") / "t", tokenizer=True)
+
+
+def rope_of(folder):
+    return inspect_checkpoint(folder).spec["draft"]["attention"]["rope"]
+
+
+def test_a_latent_attention_draft_keeps_its_rope_order_through_convert(target, tmp_path):
+    src = write_mla_eagle(tmp_path / "mla", target)
+    convert(src, "layers", tmp_path / "out")
+    assert rope_of(tmp_path / "out") == rope_of(src) == "interleaved"   # its q_b / kv_a rows were not reordered
+    spec = inspect_checkpoint(src).match.spec
+    before, after = (draftsmith.assemble(spec, target=target, draft=d) for d in (src, tmp_path / "out"))
+    ids = [list(range(3, 40))]
+    assert draft_loss(before, ids, 2) == draft_loss(after, ids, 2)
+
+
+def test_an_absolute_d2t_is_written_as_offsets(target, tmp_path):
+    src = write_eagle3(tmp_path / "a", target, draft_vocab=100, d2t="absolute")
+    convert(src, "speculators", tmp_path / "s")
+    assert inspect_checkpoint(tmp_path / "s").spec["draft"]["vocab"]["d2t"] == "offset"   # what vLLM reads
+    before = draftsmith.assemble(draftsmith.parse_spec(inspect_checkpoint(src).spec),
+                                 target=target, draft=src)
+    after = draftsmith.assemble("eagle3-speculators", target=target, draft=tmp_path / "s")
+    assert torch.equal(before.draft.d2t, after.draft.d2t)
+
+
+def test_a_refused_result_leaves_an_empty_output_folder_as_it_was(target, tmp_path, monkeypatch):
+    src = write_eagle3(tmp_path / "n", target, fc_norm=True, flags={"norm_output": False})
+    out = tmp_path / "empty"
+    out.mkdir()
+    with pytest.raises(ConvertError, match="cannot express this draft"):
+        convert(src, "speculators", out)
+    assert out.is_dir() and not any(out.iterdir())          # it was there before: it stays, empty
+    monkeypatch.chdir(out)
+    res = CliRunner().invoke(app, ["convert", str(src), "--to", "speculators", "."])
+    assert res.exit_code == 1 and "internal error" not in res.output, res.output
+
+
+def test_a_mistral_native_draft_is_detected_as_inspect_detects_it(target, tmp_path):
+    src = write_mistral_eagle(tmp_path / "m", target)
+    res = CliRunner().invoke(app, ["generate", "--target", str(target), "--draft", str(src), "--token-ids", "1,2",
+                                   "--max-new-tokens", "2", "--no-compare"])
+    assert f"spec {inspect_checkpoint(src).match.spec} (detected: " in res.output, res.output
