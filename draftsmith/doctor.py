@@ -349,9 +349,12 @@ def clearly_better(c: Candidate, than: Candidate) -> bool:
 
 def clearly_lower_loss(c: Candidate, than: Candidate) -> bool:
     """At a tau no lower, a draft loss lower by 10% and 0.1 nats: how a weak draft's readings separate when its
-    tau moves too little to tell them apart."""
+    tau moves too little to tell them apart. Not when both accept exactly alike at every position: then the
+    reading drafted the same tokens throughout, and a lower loss may be a rescaling of the logits alone (no final
+    norm before the head), which says nothing about which reading the draft was trained with."""
     return (c.loss is not None and than.loss is not None and c.tau >= than.tau
-            and c.loss <= than.loss * 0.9 and c.loss <= than.loss - 0.1)
+            and c.loss <= than.loss * 0.9 and c.loss <= than.loss - 0.1
+            and (than.measure is None or c.measure.per_position != than.measure.per_position))
 
 
 def next_best(tried: Sequence[Candidate], best: Candidate) -> Candidate | None:

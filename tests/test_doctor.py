@@ -164,11 +164,14 @@ def test_next_best_by_tau_then_by_draft_loss():
 
     base = _cand(1.5, 2.0, changes=())
     by_tau, by_loss = _cand(1.8, 2.5), _cand(1.5, 1.6, (("y", 2),))
+    by_loss.measure.per_position = [0.4, 0.1]   # it drafted other tokens than base somewhere: a real difference
     assert next_best([by_loss, by_tau], base) is by_tau             # a clear tau gain decides first
     assert next_best([by_loss, _cand(1.55, 1.95)], base) is by_loss  # else a clearly lower loss at a tau no lower
     assert next_best([_cand(1.45, 1.0)], base) is None               # a lower loss at a lower tau is no fix
     assert next_best([_cand(1.5, 1.85)], base) is None               # 7.5%: within what a probe tells apart
     assert next_best([_cand(1.5, None)], base) is None
+    rescaled = _cand(1.5, 1.6, (("z", 3),))   # accepts exactly as base does at every position: the lower loss may
+    assert next_best([rescaled], base) is None  # be the logits' scale alone (a norm dropped before the head)
 
 
 def test_the_draft_loss_is_lowest_for_the_right_reading(tmp_path):
