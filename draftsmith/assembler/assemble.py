@@ -72,9 +72,10 @@ def _explained(*notes: Callable[[], str | None]):
         raise
 
 
-def _swapped(registry: Registry, folder: Path, role: str) -> Callable[[], str | None]:
-    """The note for a folder that holds the other role's kind of checkpoint (detect.swap_note)."""
-    return lambda: swap_note(registry, folder, read_raw_config(folder), list(list_tensors(folder)), role)
+def _swapped(registry: Registry, folder: Path, role: str, names: list[str] | None = None) -> Callable[[], str | None]:
+    """The note for a folder that holds the other role's kind of checkpoint (detect.swap_note); ``names``: its
+    tensor names when they were listed already."""
+    return lambda: swap_note(registry, folder, read_raw_config(folder), names or list(list_tensors(folder)), role)
 
 
 def _pairing(draft_raw: dict, target_cfg: Any) -> Callable[[], str | None]:
@@ -156,7 +157,8 @@ def plan_assembly(spec: Spec | str | Path, target: str | Path | None = None, dra
     infos = list_tensors(draft_dir)
     rules = rule_set(spec, registry, flatten_draft_config(draft_raw))  # ${key} placeholders: the draft config
     canonical = [c for c in (rules.to_canonical(n)[0] for n in infos) if c is not None]
-    with _explained(_swapped(registry, draft_dir, "draft"), _layers(spec, canonical), _pairing(draft_raw, target_cfg)):
+    notes = _swapped(registry, draft_dir, "draft", list(infos)), _layers(spec, canonical), _pairing(draft_raw, target_cfg)
+    with _explained(*notes):
         draft_cfg = draft_hf_config(draft_raw, draft_dir / "config.json")
         draft_model = build_draft(spec, registry, draft_raw=draft_raw, draft_cfg=draft_cfg, target_cfg=target_cfg,
                                   canonical_names=canonical, backend=backend)
