@@ -157,7 +157,8 @@ def plan_assembly(spec: Spec | str | Path, target: str | Path | None = None, dra
     infos = list_tensors(draft_dir)
     rules = rule_set(spec, registry, flatten_draft_config(draft_raw))  # ${key} placeholders: the draft config
     canonical = [c for c in (rules.to_canonical(n)[0] for n in infos) if c is not None]
-    notes = _swapped(registry, draft_dir, "draft", list(infos)), _layers(spec, canonical), _pairing(draft_raw, target_cfg)
+    notes = (_swapped(registry, draft_dir, "draft", list(infos)), _layers(spec, canonical),
+             _pairing(draft_raw, target_cfg))
     with _explained(*notes):
         draft_cfg = draft_hf_config(draft_raw, draft_dir / "config.json")
         draft_model = build_draft(spec, registry, draft_raw=draft_raw, draft_cfg=draft_cfg, target_cfg=target_cfg,
