@@ -97,7 +97,11 @@ def read_canonical(folder: str | Path) -> tuple[dict[str, torch.Tensor], dict[st
     data = read_tensors(found.infos, [src for src, _ in mapping.values()])
     tensors = {canon: data[src] for canon, (src, _) in mapping.items()}
     ignored = [n for n in found.infos if rules.is_ignored(n)]
-    tensors |= read_tensors(found.infos, ignored)  # e.g. a frozen embed copy: carried along under its own name
+    renamed = RuleSet(rules.rules)   # the same rules, ignoring nothing: an ignored tensor's canonical name
+    for n, t in read_tensors(found.infos, ignored).items():
+        canon = renamed.to_canonical(n)[0]
+        tensors[n if canon in tensors else canon] = t   # never over a tensor the draft itself holds
+    # e.g. a frozen embed copy, carried along: model.embed_tokens.weight (NeMo) is embed_tokens.weight elsewhere
     if found.spec["draft"].get("vocab", {}).get("d2t") == "absolute" and "d2t" in tensors:
         d2t = tensors["d2t"]   # canonical d2t holds offsets, the published convention every layout (and vLLM) reads
         tensors["d2t"] = d2t - torch.arange(d2t.shape[0], dtype=d2t.dtype)

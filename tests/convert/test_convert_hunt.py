@@ -60,3 +60,11 @@ def test_a_mistral_native_draft_is_detected_as_inspect_detects_it(target, tmp_pa
     res = CliRunner().invoke(app, ["generate", "--target", str(target), "--draft", str(src), "--token-ids", "1,2",
                                    "--max-new-tokens", "2", "--no-compare"])
     assert f"spec {inspect_checkpoint(src).match.spec} (detected: " in res.output, res.output
+
+
+def test_a_nemo_drafts_embedding_copy_is_carried_under_the_target_layouts_name(target, tmp_path):
+    src = write_eagle3(tmp_path / "n", target, layout="nemo", fc_norm=True, embed=True, draft_vocab=100)
+    convert(src, "speculators", tmp_path / "s")
+    draftsmith.assemble("eagle3-speculators", target=target, draft=tmp_path / "s")   # refused 'model.embed_tokens'
+    convert(tmp_path / "s", "layers", tmp_path / "l")
+    assert "embed_tokens.weight" in inspect_checkpoint(tmp_path / "l").infos
