@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 import torch
 
-from draftsmith.assembler.build import build_draft, build_target, layer_count, rule_set
+from draftsmith.assembler.build import build_draft, build_target, held_layers, rule_set
 from draftsmith.assembler.checkpoint import checkpoint_folder, list_tensors, regular_file
 from draftsmith.assembler.detect import swap_note
 from draftsmith.assembler.config import (draft_hf_config, flatten_draft_config, has_recurrent_layers, read_config,
@@ -92,8 +92,7 @@ def _layers(spec: Spec, canonical: list[str]) -> Callable[[], str | None]:
     """The note for a spec whose num_layers differs from the layers the checkpoint holds."""
     def note() -> str | None:
         want = spec.draft.num_layers
-        found = layer_count(spec.model_copy(update={"draft": spec.draft.model_copy(update={"num_layers": "auto"})}),
-                            canonical)
+        found = held_layers(spec, canonical)
         return None if want in ("auto", found) else (
             f"note: the spec's draft.num_layers is {want}; the checkpoint holds {found} layer{'s' * (found != 1)} "
             f"(layers.0..{found - 1} after the weight rules): set num_layers: auto")

@@ -50,8 +50,13 @@ def rule_set(spec: Spec, registry: Registry, config: Mapping[str, Any] | None = 
 
 
 def layer_count(spec: Spec, canonical_names: Iterable[str]) -> int:
-    if spec.draft.num_layers != "auto":
-        return spec.draft.num_layers
+    """The draft's layer count: the spec's num_layers, or for ``auto`` the checkpoint's (:func:`held_layers`)."""
+    return spec.draft.num_layers if spec.draft.num_layers != "auto" else held_layers(spec, canonical_names)
+
+
+def held_layers(spec: Spec, canonical_names: Iterable[str]) -> int:
+    """The layers the checkpoint holds: the highest 'layers.N.' of its canonical names, plus one; a SpecError at
+    the spec's draft.num_layers when there is none or N is past limits.DRAFT_LAYERS."""
     # the highest 'layers.N.' by its digits (never int() of an unbounded run: Python refuses past 4300 digits)
     numbered = [(len(run := m.group(1).lstrip("0")), run, n) for n in canonical_names if (m := _LAYER.match(n))]
     if not numbered:

@@ -65,11 +65,16 @@ def generate(
 PLAN_OPTIONS = {"topk": "--topk", "steps": "--steps", "draft_tokens": "--draft-tokens"}
 
 
+def typed(ctx: typer.Context, name: str) -> bool:
+    """Whether option ``name`` was given on the command line (not left at its default)."""
+    return getattr(ctx.get_parameter_source(name), "name", "") == "COMMANDLINE"   # typer may vendor its click
+
+
 def _ids(text: str, ctx: typer.Context) -> list[int]:
     """--token-ids 1,2,3 (commas or spaces); the ids themselves are checked by generate() against the vocabulary."""
     from draftsmith.errors import OptionError, short
 
-    if getattr(ctx.get_parameter_source("prompt"), "name", "") == "COMMANDLINE":
+    if typed(ctx, "prompt"):
         raise OptionError("--prompt and --token-ids both give the prompt: give one")
     parts = text.replace(",", " ").split()
     if not parts or not all(p.isascii() and p.isdigit() and len(p) <= 18 for p in parts):
@@ -160,7 +165,7 @@ def _scale_only(ctx: typer.Context, scale: Optional[str]) -> None:
     from draftsmith.errors import OptionError
 
     given = [flag for name, flag in SCALE_OPTIONS.items()
-             if getattr(ctx.get_parameter_source(name), "name", "") == "COMMANDLINE"]
+             if typed(ctx, name)]
     if scale is None and given:
         raise OptionError(f"{', '.join(given)}: options of the scale benchmark; add --scale tiny|1b|8b, or leave "
                           f"{'it' if len(given) == 1 else 'them'} out")
