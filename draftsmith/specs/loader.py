@@ -9,7 +9,6 @@ screenful (draftsmith/limits.py).
 from __future__ import annotations
 
 import dataclasses
-
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -95,12 +94,14 @@ def with_lines(problems: list[Problem], text: str) -> list[Problem]:
     if root is None:
         return problems
     lines = _lines(root)
-    out = []
-    for p in problems:
-        parts = p.path.split(".") if p.path else []
-        known = next(".".join(parts[:n]) for n in range(len(parts), -1, -1) if ".".join(parts[:n]) in lines)
-        out.append(dataclasses.replace(p, line=lines[known]))
-    return out
+    return [dataclasses.replace(p, line=lines[_deepest_known(p.path, lines)]) for p in problems]
+
+
+def _deepest_known(path: str, lines: Mapping[str, int]) -> str:
+    """The longest prefix of a dotted ``path`` that the document holds ('' at worst: the top)."""
+    parts = path.split(".") if path else []
+    prefixes = (".".join(parts[:n]) for n in range(len(parts), -1, -1))
+    return next(p for p in prefixes if p in lines)
 
 
 def _lines(root: yaml.Node) -> dict[str, int]:
@@ -112,9 +113,12 @@ def _lines(root: yaml.Node) -> dict[str, int]:
         if id(node) in seen:
             continue
         seen.add(id(node))
-        pairs = ((k.value, k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode)) \
-            if isinstance(node, yaml.MappingNode) else \
-            ((str(i), v, v) for i, v in enumerate(node.value)) if isinstance(node, yaml.SequenceNode) else ()
+        if isinstance(node, yaml.MappingNode):     # a key's line; an item's own line in a list
+            pairs = [(k.value, k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode)]
+        elif isinstance(node, yaml.SequenceNode):
+            pairs = [(str(i), v, v) for i, v in enumerate(node.value)]
+        else:
+            pairs = []
         for part, mark, child in pairs:
             key = f"{path}.{part}" if path else part
             lines.setdefault(key, mark.start_mark.line + 1)
