@@ -69,6 +69,13 @@ def resolve(ref: str, console=None) -> Path:
     return ensure_target(SOURCES[name], console=console)
 
 
+def fetched(ref: str) -> Path | None:
+    """The folder of a ``cache:NAME`` reference when it is in the cache already (nothing is fetched), else None."""
+    name = cache_name(ref)
+    folder = target_dir(SOURCES[name]) if name in SOURCES else None
+    return folder if folder is not None and (folder / "config.json").is_file() else None
+
+
 def target_folder(ref: str | Path, console=None) -> Path:
     """A command line's target: a cached name (``smollm2``, ``cache:smollm2``), fetched once, or a folder."""
     ref = str(ref)

@@ -321,3 +321,14 @@ def test_bench_refuses_the_scale_options_without_scale(args, named, monkeypatch)
     res = run("bench", *args)
     assert res.exit_code == 1 and f"error: {named}: options of the scale benchmark; add --scale" in res.output, \
         res.output
+
+
+def test_a_cached_target_is_found_only_once_fetched(tmp_path, monkeypatch):
+    from draftsmith import hub
+
+    monkeypatch.setenv("DRAFTSMITH_CACHE", str(tmp_path))
+    assert hub.fetched("cache:smollm2") is None and hub.fetched("cache:nosuch") is None
+    folder = hub.target_dir(hub.SOURCES["smollm2"])
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text("{}")
+    assert hub.fetched("cache:smollm2") == folder

@@ -40,9 +40,9 @@ def validate(files: List[Path] = typer.Argument(..., help="spec YAML files")) ->
             ref = getattr(spec.checkpoints, which)
             if ref is None:
                 continue
-            if (name := hub.cache_name(ref)) is not None:  # cache:NAME is fetched on first use, never here
-                if name in hub.SOURCES and (hub.target_dir(hub.SOURCES[name]) / "config.json").is_file():
-                    folders[which] = hub.target_dir(hub.SOURCES[name])
+            if hub.cache_name(ref) is not None:  # cache:NAME is fetched on first use, never here
+                if (folder := hub.fetched(ref)) is not None:
+                    folders[which] = folder
                 continue
             path = spec_relative(spec, ref)  # as assemble() resolves it: against the spec's own file
             if path.is_dir():
