@@ -310,6 +310,30 @@ def test_doctor_takes_the_cached_target_by_name(tmp_path, monkeypatch):
     assert seen == ["cache:smollm2", tmp_path / "cached"] and res.exit_code == 2, res.output
 
 
+def test_doctor_and_train_take_the_folders_the_spec_names(tmp_path, monkeypatch):
+    """`draftsmith doctor --spec demo` and `train --spec demo` without folders: the spec's checkpoints (as generate
+    and assemble() take them); a spec that names none, or no spec and no DRAFT, is a one-line error (exit 2)."""
+    from draftsmith import load_spec
+    from draftsmith.assembler.assemble import checkpoint_ref
+
+    seen = []
+
+    def stop(*args, **kwargs):   # records what the verb was given, and goes no further
+        seen.append(args[0].target if len(args) == 1 else args)
+        raise ValueError("stop here")
+
+    monkeypatch.setattr("draftsmith.doctor.diagnose", stop)
+    assert run("doctor", "--spec", "demo").exit_code == 2 and seen == [("demo", None, None)]
+    monkeypatch.setattr("draftsmith.train.preflight.preflight", stop)
+    res = run("train", "--spec", "demo", "--out", tmp_path / "o", "--data", tmp_path)
+    demo_target = checkpoint_ref(load_spec("demo"), "target")
+    assert str(seen[-1]) == demo_target and seen[-1].is_dir(), res.output
+    for args in (["train", "--spec", "eagle3-llama", "--out", tmp_path / "o"], ["doctor", tmp_path / "draft"]):
+        res = run(*args)
+        assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+        assert ("names no checkpoints.target" if args[0] == "train" else "give TARGET and DRAFT") in res.output
+
+
 # --- bench ----------------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("args, named", [(["--out", "x"], "--out"), (["--no-hf", "--batches", "1"],

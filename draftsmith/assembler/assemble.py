@@ -33,21 +33,29 @@ def spec_relative(spec: Spec, ref: str | Path) -> Path:
     return Path(spec._source).parent / path if not path.is_absolute() and spec._source else path
 
 
+def checkpoint_ref(spec: Spec, which: str) -> str | None:
+    """The spec's own ``checkpoints.<which>``: a ``cache:NAME`` as written, a folder relative to the spec's file,
+    None when the spec names none (nothing is fetched or checked)."""
+    from draftsmith import hub
+
+    ref = getattr(spec.checkpoints, which)
+    return ref if ref is None or hub.cache_name(ref) is not None else str(spec_relative(spec, ref))
+
+
 def checkpoint_dir(spec: Spec, given: str | Path | None, which: str) -> Path:
     """An explicit folder, else the spec's ``checkpoints.<which>`` (relative paths resolve against the spec
     file, so a plugin's specs can ship their own checkpoints as package data); ``cache:NAME`` is a pretrained
     target fetched once into the user's cache (:mod:`draftsmith.hub`)."""
     from draftsmith import hub
 
-    ref = given if given is not None else getattr(spec.checkpoints, which)
+    ref = given if given is not None else checkpoint_ref(spec, which)
     if hub.cache_name(ref) is not None:
         return hub.resolve(ref)
     if ref is None:
         hint = f"Give the {which} folder ({which}=PATH, or --{which} PATH on the command line)."
         raise SpecError(spec.source, [Problem(f"checkpoints.{which}", f"no {which} folder given and the spec names "
                                                                      "none", hint=hint)])
-    path = Path(ref) if given is not None else spec_relative(spec, ref)
-    return checkpoint_folder(path, f"{which} checkpoint folder {short_text(path, 300)!r}")
+    return checkpoint_folder(Path(ref), f"{which} checkpoint folder {short_text(ref, 300)!r}")
 
 
 def parse_dtype(dtype: str | torch.dtype) -> torch.dtype:

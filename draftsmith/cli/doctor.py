@@ -13,9 +13,12 @@ from draftsmith.cli.app import app, detect_spec, err, out
 
 @app.command()
 def doctor(
-    target: str = typer.Argument(..., help="Hugging Face target folder, or 'smollm2' (the cached demo target)"),
-    draft: Path = typer.Argument(..., help="draft checkpoint folder"),
-    spec: Optional[str] = typer.Option(None, help="built-in spec name or YAML path (default: detect the layout)"),
+    target: Optional[str] = typer.Argument(None, help="Hugging Face target folder, or 'smollm2' (the cached demo "
+                                                      "target); default: the spec's checkpoints.target"),
+    draft: Optional[Path] = typer.Argument(None, help="draft checkpoint folder; default: the spec's "
+                                                      "checkpoints.draft"),
+    spec: Optional[str] = typer.Option(None, help="built-in spec name or YAML path (default: detect the layout "
+                                                  "of DRAFT)"),
     probe: Optional[str] = typer.Option(None, help="probe text, or @FILE (default: two short Python snippets)"),
     max_new_tokens: int = typer.Option(32, "--max-new-tokens", help="tokens generated per probe"),
     min_tau: float = typer.Option(2.0, "--min-tau", help="acceptance length below which the readings are tried"),
@@ -34,8 +37,11 @@ def doctor(
     from draftsmith.doctor import PROBES, diagnose, yaml_snippet
 
     probe = _checked(threads, device, dtype, max_new_tokens, probe)
+    if spec is None and draft is None:
+        _bad_input("give TARGET and DRAFT folders, or --spec naming a spec whose checkpoints say them "
+                   "(e.g. `draftsmith doctor --spec demo`)")
     torch.set_num_threads(threads)
-    target = hub.target_folder(target, console=err)
+    target = None if target is None else hub.target_folder(target, console=err)
 
     try:
         spec_ref = spec or detect_spec(draft)

@@ -17,7 +17,7 @@ from draftsmith.cli.app import app, out
 def validate(files: List[Path] = typer.Argument(..., help="spec YAML files")) -> None:
     """Check spec files; exits non-zero listing every problem of every file."""
     from draftsmith import hub, load_spec
-    from draftsmith.assembler.assemble import spec_relative
+    from draftsmith.assembler.assemble import checkpoint_ref
     from draftsmith.cli.app import report
     from draftsmith.errors import DraftsmithError
 
@@ -37,14 +37,14 @@ def validate(files: List[Path] = typer.Argument(..., help="spec YAML files")) ->
         typer.echo(f"{f}: ok ({spec.name})")
         folders = {}
         for which in ("target", "draft"):
-            ref = getattr(spec.checkpoints, which)
+            ref = checkpoint_ref(spec, which)  # as assemble() resolves it: against the spec's own file
             if ref is None:
                 continue
             if hub.cache_name(ref) is not None:  # cache:NAME is fetched on first use, never here
                 if (folder := hub.fetched(ref)) is not None:
                     folders[which] = folder
                 continue
-            path = spec_relative(spec, ref)  # as assemble() resolves it: against the spec's own file
+            path = Path(ref)
             if path.is_dir():
                 folders[which] = path
             else:

@@ -5,6 +5,7 @@ from pathlib import Path
 from typing import List, Optional
 
 import typer
+from rich.markup import escape
 
 from draftsmith.cli.app import app, err, out
 
@@ -17,7 +18,7 @@ def train(
     spec: str = typer.Option("eagle3-llama", help="built-in spec name or YAML path (EAGLE-3 or EAGLE-1)"),
     target: Optional[str] = typer.Option(None, help="Hugging Face target folder, or 'smollm2' (also "
                                                     "'cache:smollm2') for the cached SmolLM2-135M-Instruct "
-                                                    "(fetched once)"),
+                                                    "(fetched once); default: the spec's checkpoints.target"),
     data: Optional[List[Path]] = typer.Option(None, help="text / JSONL files or folders (repeatable)"),
     held_out: Optional[List[Path]] = typer.Option(None, "--eval", help="held-out files or folders (repeatable)"),
     stdlib: bool = typer.Option(False, help="add this Python's standard library minus its test folders to the "
@@ -66,9 +67,7 @@ def train(
 
     torch.set_num_threads(check_threads(threads))
     check_device(device)   # before the data is read: 'cuda' without CUDA is an error, not a traceback later
-    if target is None:
-        err.print("[red]--target is required[/red] (a Hugging Face folder, or 'smollm2')")
-        raise typer.Exit(2)
+    target = target if target is not None else _spec_target(spec)
     paths, held = list(data or []), list(held_out or [])
     try:   # the config's, the job's and the paths' checks, before the target is fetched or the data read
         cfg = TrainConfig(steps=steps, batch=batch, lr=lr, ttt=ttt, seed=seed, save_every=save_every,
@@ -93,3 +92,16 @@ def train(
 def option(field: str) -> str:
     """The command-line option of a Job / TrainConfig field."""
     return "--" + {"held_out": "eval"}.get(field, field).replace("_", "-")
+
+
+def _spec_target(spec: str) -> str:
+    """The target a spec names (``checkpoints.target``), for a ``train`` without ``--target``."""
+    from draftsmith import load_spec
+    from draftsmith.assembler.assemble import checkpoint_ref
+
+    ref = checkpoint_ref(load_spec(spec), "target")
+    if ref is None:
+        err.print(f"[red]--target is required[/red]: spec {escape(repr(spec))} names no checkpoints.target (give a "
+                  "Hugging Face folder, or 'smollm2')", highlight=False, soft_wrap=True)
+        raise typer.Exit(2)
+    return ref
