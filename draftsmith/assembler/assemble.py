@@ -223,16 +223,18 @@ def assemble(spec: Spec | str | Path = "demo", target: str | Path | None = None,
     )
 
 
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")  # any one: a tokenizer
+_READ_BESIDE = ("merges.txt", "special_tokens_map.json", "added_tokens.json")   # also read by transformers, if there
 
 
 def read_tokenizer(folder: Path):
     """The target's tokenizer, or None without its files; a file that is not a regular file inside the folder, or
     one transformers cannot read, is a CheckpointError (read before any tensor is)."""
-    present = [folder / f for f in TOKENIZER_FILES if (folder / f).exists() or (folder / f).is_symlink()]
+    there = lambda names: [folder / f for f in names if (folder / f).exists() or (folder / f).is_symlink()]  # noqa: E731
+    present = there(TOKENIZER_FILES)
     if not present:
         return None
-    for path in present:
+    for path in present + there(_READ_BESIDE):
         regular_file(path, folder)
     from transformers import AutoTokenizer
 

@@ -372,3 +372,36 @@ def test_a_tokenizer_linked_out_of_the_folder_is_refused(tiny_pair, tmp_path):
     with refused(kind=CheckpointError) as r:
         draftsmith.assemble("eagle3-llama", target=target, draft=tiny_pair[1])
     assert "outside the checkpoint folder" in str(r.value)
+
+
+def _bpe_files(folder, model_type):
+    """A byte-level BPE tokenizer as old GPT-2 / Qwen2 repos ship it: vocab.json and merges.txt, nothing else."""
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"model_type": model_type}))
+    (folder / "vocab.json").write_text(json.dumps({"a": 0, "b": 1, "ab": 2, "Ġ": 3}))
+    (folder / "merges.txt").write_text("#version: 0.2\na b\n")
+    return folder
+
+
+def test_a_vocab_and_merges_tokenizer_is_read_not_taken_for_none(tmp_path):
+    """vocab.json + merges.txt is a tokenizer: read where the model type's tokenizer takes them (Qwen2), a clear
+    error where it does not (Llama), never None (which sent users to --token-ids)."""
+    from draftsmith.assembler.assemble import read_tokenizer
+
+    tok = read_tokenizer(_bpe_files(tmp_path / "qwen", "qwen2"))
+    assert tok is not None and tok("ab ab").input_ids == [2, 3, 2]
+    with refused(kind=CheckpointError) as r:
+        read_tokenizer(_bpe_files(tmp_path / "llama", "llama"))
+    assert "vocab.json" in str(r.value)
+
+
+def test_merges_linked_out_of_the_folder_is_refused(tmp_path):
+    from draftsmith.assembler.assemble import read_tokenizer
+
+    folder = _bpe_files(tmp_path / "t", "qwen2")
+    (tmp_path / "elsewhere.txt").write_text("#version: 0.2\n")
+    (folder / "merges.txt").unlink()
+    (folder / "merges.txt").symlink_to(tmp_path / "elsewhere.txt")
+    with refused(kind=CheckpointError) as r:
+        read_tokenizer(folder)
+    assert "merges.txt" in str(r.value) and "outside the checkpoint folder" in str(r.value)

@@ -122,8 +122,8 @@ def test_a_draft_given_as_the_target_is_named_with_every_other_problem(good, tin
     draft = write_eagle3(tmp_path / "draft", tiny / "target")
     missing = tmp_path / "missing.txt"
     refused(train(*good, "--target", draft, "--eval", missing),
-            f"--target folder {draft} has no tokenizer (tokenizer.json, tokenizer_config.json or tokenizer.model), "
-            "which reads the data; it holds a draft (spec eagle3-llama), not a target: give the target folder the "
+            f"--target folder {draft} has no tokenizer (tokenizer.json, tokenizer_config.json, tokenizer.model or "
+            "vocab.json), which reads the data; it holds a draft (spec eagle3-llama), not a target: give the target folder the "
             "draft is for as --target", f"--eval {missing}: no such file or folder")
 
 
