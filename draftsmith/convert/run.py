@@ -21,6 +21,7 @@ from draftsmith.assembler.checkpoint import read_tensors, save_safetensors
 from draftsmith import limits
 from draftsmith.errors import DraftsmithError, short, short_list, short_text
 from draftsmith.components.weights import RegexRule, RuleSet
+from draftsmith.convert.fits import name_misfits
 from draftsmith.convert.inspect import inspect_checkpoint
 from draftsmith.assembler.styles import STYLES, style_of, to_facts, from_facts
 
@@ -254,10 +255,12 @@ def verify(out: Path, facts: Mapping[str, Any], tensors: Mapping[str, torch.Tens
         got, got_facts = {}, {}
     diff = sorted(k for k in {*facts, *got_facts} if facts.get(k) != got_facts.get(k))
     bad = sorted(k for k in {*tensors, *got} if k not in got or k not in tensors or not torch.equal(tensors[k], got[k]))
-    if diff or bad:   # convert() removes what was written (and only folders it created)
+    misfits = [] if diff or bad else name_misfits(out, inspect_checkpoint(out).spec)   # as assemble() would see it
+    if diff or bad or misfits:   # convert() removes what was written (and only folders it created)
         what = [f"{short_text(k, 200)}: {short(facts.get(k))} would read back as {short(got_facts.get(k))}"
                 for k in diff[:6]]
         what += [f"tensor {short_text(k, 200)} would not read back" for k in bad[:6]]
+        what += [f"its spec would refuse it: {m}" for m in misfits[:6]]
         if len(diff) > 6 or len(bad) > 6:
             what.append(f"... and {max(len(diff) - 6, 0) + max(len(bad) - 6, 0)} more")
         raise ConvertError(f"the {to} layout cannot express this draft (nothing written):\n  " + "\n  ".join(what))

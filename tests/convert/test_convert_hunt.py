@@ -68,3 +68,45 @@ def test_a_nemo_drafts_embedding_copy_is_carried_under_the_target_layouts_name(t
     draftsmith.assemble("eagle3-speculators", target=target, draft=tmp_path / "s")   # refused 'model.embed_tokens'
     convert(tmp_path / "s", "layers", tmp_path / "l")
     assert "embed_tokens.weight" in inspect_checkpoint(tmp_path / "l").infos
+
+
+def test_verify_asks_the_model_which_names_it_refuses(target, tmp_path, monkeypatch):
+    """The load plan of the spec inspect proposes, run on the written folder: a stray or a missing tensor is named
+    (the NeMo embedding copy carried under its source name was refused only at load time), a clean draft passes,
+    and convert refuses a result its spec would refuse, leaving nothing behind."""
+    from safetensors.torch import load_file, save_file
+
+    from draftsmith.convert import run as convert_run
+    from draftsmith.convert.fits import name_misfits
+
+    src = write_eagle3(tmp_path / "d", target, layout="layers")
+    spec = inspect_checkpoint(src).spec
+    assert name_misfits(src, spec) == []
+    (f,) = src.glob("*.safetensors")
+    tensors = load_file(f)
+    save_file({**tensors, "model.embed_tokens.weight": torch.zeros(2, 2)}, f)
+    assert [m.split(" (")[0] for m in name_misfits(src, spec)] == ["unexpected: 'model.embed_tokens.weight'"]
+    save_file({k: v for k, v in tensors.items() if k != "norm.weight"}, f)
+    assert [m.split(" [")[0] for m in name_misfits(src, spec)] == ["missing: 'norm.weight'"]
+    save_file(tensors, f)
+    real = convert_run.read_canonical
+
+    def carries_a_stray(folder):   # a conversion that writes one tensor too many (as the NeMo copy once was)
+        tensors, *rest = real(folder)
+        return ({**tensors, "stray.weight": torch.zeros(2)} if folder == src else tensors, *rest)
+
+    monkeypatch.setattr(convert_run, "read_canonical", carries_a_stray)
+    with pytest.raises(ConvertError, match="its spec would refuse it: unexpected: 'stray.weight'"):
+        convert(src, "layers", tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_stand_in_target_holds_the_drafts_taps_and_vocabulary():
+    from draftsmith.convert.fits import STAND_IN_LAYERS, stand_in_target
+    from transformers import LlamaConfig
+
+    draft = LlamaConfig(hidden_size=16, vocab_size=99, num_attention_heads=2, num_key_value_heads=2)
+    cfg = stand_in_target({"vocab_size": 500, "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 90]}}, draft)
+    assert (cfg.num_hidden_layers, cfg.vocab_size, cfg.hidden_size) == (91, 500, 16)
+    assert stand_in_target({"target_hidden_size": 32}, draft).num_hidden_layers == STAND_IN_LAYERS
+    assert stand_in_target({"target_hidden_size": 32}, draft).hidden_size == 32
