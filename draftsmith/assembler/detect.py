@@ -68,6 +68,12 @@ FAMILIES: tuple[Family, ...] = (
                            "lmsys / SpecForge)",
            (r"^fc\.weight$", r"^layers\.0\.hidden_norm\.weight$"), config_none=SPECULATORS,
            checks=("layers", "eagle3")),
+    Family("eagle1-llama-fp8", "fc over [embed; hidden], layer 0 without input_layernorm and FP8 scales in the "
+                               "layers (EAGLE-1, yuhuili, FP8 e4m3 linears)",
+           (r"^fc\.weight$", r"^layers\.0\.post_attention_layernorm\.weight$",
+            r"^layers\.\d+\.\S+\.weight_scale(_inv)?$"),
+           forbid=(r"^layers\.0\.input_layernorm\.weight$", r"^layers\.0\.hidden_norm\.weight$"),
+           checks=("bias",)),
     Family("eagle1-llama", "fc over [embed; hidden] and layer 0 without input_layernorm (EAGLE-1, yuhuili)",
            (r"^fc\.weight$", r"^layers\.0\.post_attention_layernorm\.weight$"),
            forbid=(r"^layers\.0\.input_layernorm\.weight$", r"^layers\.0\.hidden_norm\.weight$"),

@@ -83,16 +83,16 @@ def _options(debug: bool = typer.Option(False, "--debug", help="show the full tr
     """Speculative-decoding draft models from YAML."""
 
 
-def detect_spec(draft: Path) -> str:
-    """The spec a registered detector names for this draft folder (printed with its reason); exit 2 when none
-    recognises it."""
-    from draftsmith import default_registry
-    from draftsmith.assembler.checkpoint import list_tensors
-    from draftsmith.assembler.config import read_raw_config
+def detect_spec(draft: Path):
+    """The spec ``inspect`` proposes for this draft folder (the family a registered detector names, with every value
+    inspect resolved from the folder: EAGLE-3 flags, the d2t convention, the rope order, FP8 scales), printed with
+    the detector's reason; exit 2 when none recognises it."""
+    from draftsmith.convert.inspect import inspect_checkpoint
+    from draftsmith.specs.loader import parse_spec
 
-    match = default_registry().detect_layout(read_raw_config(draft), list(list_tensors(draft)))  # as inspect
-    if match is None:
+    found = inspect_checkpoint(draft)
+    if found.match is None:
         err.print(f"{escape(str(draft))}: no registered detector recognises this layout; pass --spec")
         raise typer.Exit(2)
-    out.print(f"spec {escape(match.spec)} (detected: {escape(match.reason)})")
-    return match.spec
+    out.print(f"spec {escape(found.match.spec)} (detected: {escape(found.match.reason)})")
+    return parse_spec(found.spec, source=f"the spec inspect proposes for {short_text(draft, 300)}")

@@ -1,6 +1,9 @@
 """FP8 (e4m3) quant method: per-tensor, per-channel and block scales dequantize exactly like the float copy,
 loading keeps the stored fp8 weights and float32 scales, and quant isolation (invariant 26) both ways: an FP8
 draft leaves the target bit-identical, an FP8 target never quantizes the draft."""
+import json
+import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -177,3 +180,26 @@ def test_native_scaled_mm_on_cuda_is_close_to_dequantized(scheme):
     got = lin(x)
     assert got.shape == want.shape
     torch.testing.assert_close(got.float(), want.float(), atol=0.1, rtol=0.05)
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_inspect_proposes_the_fp8_spec_its_scales_show(root, scheme, tmp_path):
+    """An FP8 EAGLE-1 draft is detected as eagle1-llama-fp8 (it was proposed the float spec), its scheme read from
+    the stored scales, its block size from the config's weight_block_size; the proposed spec loads the values the
+    float copy holds. Without the config, the shapes allow 32..42 x 43..63: a guess, said."""
+    from draftsmith.convert.inspect import inspect_checkpoint
+
+    draft = Path(shutil.copytree(root / f"draft-{scheme}", tmp_path / "d"))
+    if scheme == "block":
+        guessed = inspect_checkpoint(draft)
+        assert "a guess: the shapes allow block sizes 32..42 x 43..63" in guessed.match.assumptions[-1]
+        cfg = json.loads((draft / "config.json").read_text())
+        cfg["quantization_config"] = {"quant_method": "fp8", "weight_block_size": list(BLOCK)}
+        (draft / "config.json").write_text(json.dumps(cfg))
+    found = inspect_checkpoint(draft)
+    assert found.match.spec == "eagle1-llama-fp8" and found.spec["quant"]["scheme"] == scheme
+    model = draftsmith.assemble(draftsmith.parse_spec(found.spec), target=root / "target")
+    flt = assemble(root, "eagle1-llama", "target", f"draft-{scheme}-float")
+    for name in ("self_attn.q_proj", "mlp.down_proj"):
+        mine, ref = (m.draft.layers[0].get_submodule(name).weight for m in (model, flt))
+        assert torch.equal(mine, ref), name

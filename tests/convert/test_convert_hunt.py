@@ -110,3 +110,12 @@ def test_the_stand_in_target_holds_the_drafts_taps_and_vocabulary():
     assert (cfg.num_hidden_layers, cfg.vocab_size, cfg.hidden_size) == (91, 500, 16)
     assert stand_in_target({"target_hidden_size": 32}, draft).num_hidden_layers == STAND_IN_LAYERS
     assert stand_in_target({"target_hidden_size": 32}, draft).hidden_size == 32
+
+
+def test_generate_and_doctor_detect_the_spec_inspect_proposes_not_the_bare_family(target, tmp_path):
+    """Detection from --draft takes inspect's whole proposal (here the absolute d2t it reads from the tensors), not
+    the family's spec with its defaults, which reads the map as offsets."""
+    src = write_eagle3(tmp_path / "a", target, draft_vocab=100, d2t="absolute")
+    res = CliRunner().invoke(app, ["generate", "--target", str(target), "--draft", str(src), "--token-ids", "1,2",
+                                   "--max-new-tokens", "4", "--no-compare"])
+    assert res.exit_code == 0 and "spec eagle3-llama (detected: " in res.output, res.output
