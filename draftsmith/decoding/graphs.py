@@ -9,8 +9,8 @@ outputs are the graph's own buffers, overwritten by its next replay: consume or 
 
 Capture runs the function for real a few times first (warm-up on a side stream, as torch.cuda.graphs asks).
 A forward is idempotent (it writes the same K/V to the same slots); a step also advances the pools' lengths,
-which ``keep`` saves and restores around the capture (every other write lands past those lengths, in slots
-that are written again before they are read). If capture
+which ``keep`` saves, restores before each warm-up run and restores after the capture, so every warm-up writes
+where the real call will (past those lengths, in slots written again before they are read) and never further. If capture
 fails (an attention component that syncs, e.g. boolean-mask writes) the shape falls back to eager with a
 warning, so correctness never depends on capture."""
 from __future__ import annotations
@@ -64,20 +64,25 @@ class Replay:
 
     def _capture(self, args) -> _Captured | None:
         saved = [t.clone() for t in self.keep]
-        try:
-            return self._capture_graph(args)
-        finally:
+
+        def restore() -> None:
             for t, v in zip(self.keep, saved):
                 t.copy_(v)
 
-    def _capture_graph(self, args) -> _Captured | None:
+        try:
+            return self._capture_graph(args, restore)
+        finally:
+            restore()
+
+    def _capture_graph(self, args, restore: Callable[[], None]) -> _Captured | None:
         inputs = [a.clone() for a in args]
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         try:
             with torch.cuda.stream(side):
                 for _ in range(self.warmup):
-                    self.fn(*inputs)
+                    restore()   # each warm-up from the state the real call sees: a committing step would
+                    self.fn(*inputs)   # otherwise write further each time, past the rows the pool was sized for
             torch.cuda.current_stream().wait_stream(side)
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph, pool=self.pool):
@@ -96,13 +101,15 @@ class EmulatedReplay(Replay):
     shapes. A caller that keeps a graph's output past the next replay, or passes state the graph would not see
     (anything but the arguments and static tensors), gets different results here, as it would on CUDA."""
 
-    def __init__(self, fn, enabled: bool = True, pool=None, warmup: int = 0, keep=()):
-        super().__init__(fn, False, keep=keep)
+    def __init__(self, fn, enabled: bool = True, pool=None, warmup: int = 2, keep=()):
+        super().__init__(fn, False, warmup=warmup, keep=keep)
         self.enabled = True
 
-    def _capture_graph(self, args):
-        inputs = [a.clone() for a in args]
-        outputs = tuple(o.clone() for o in self.fn(*inputs))
+    def _capture_graph(self, args, restore):
+        inputs, outputs = [a.clone() for a in args], ()
+        for _ in range(max(self.warmup, 1)):   # the warm-up runs a capture makes, each for real, as on CUDA
+            restore()
+            outputs = tuple(o.clone() for o in self.fn(*inputs))
         return _Captured(None, inputs, outputs)
 
     def __call__(self, *args):

@@ -114,3 +114,23 @@ def test_graph_buffer_semantics_change_nothing(pairs, monkeypatch, run):
         [b.token_ids for b in base]
     assert [o.token_ids for o in model.generate(PROMPTS, max_new_tokens=12, stop=[], temperature=0.9, seed=4,
                                                 **run)] == [o.token_ids for o in sampled]
+
+
+@pytest.mark.parametrize("long_first", [True, False])
+def test_graph_warm_ups_write_only_where_the_real_step_writes(monkeypatch, long_first):
+    """Capturing a step runs it twice for real first. Both runs must start from the pools' lengths the real call
+    sees: the second once started where the first had committed, writing past the rows the pool was sized for
+    (a 119-token prompt and 2 new tokens fill a 128-slot row exactly), over the next row's prompt or out of the
+    pool (review 2026-11-25)."""
+    import draftsmith
+    from draftsmith.decoding import engine
+    from draftsmith.decoding.graphs import EmulatedReplay
+
+    model = draftsmith.assemble("demo")
+    ids = model.tokenizer.encode("def fibonacci(n):\n    if n < 2:\n        return n\n    return fibonacci(n - 1) + "
+                                 "fibonacci(n - 2)\n\nclass Foo(object):\n    def __init__(self):\n        self.")
+    prompts = [ids[:119], ids[:10]] if long_first else [ids[:10], ids[:119]]
+    want = [o.token_ids for o in model.generate_baseline(prompts, max_new_tokens=2, stop=[])]
+    monkeypatch.setattr(engine, "Replay", EmulatedReplay)
+    monkeypatch.setattr(model, "_runners_cache", {})
+    assert [o.token_ids for o in model.generate(prompts, max_new_tokens=2, stop=[], topk=1, steps=5)] == want
