@@ -88,7 +88,9 @@ def additive(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 def _block_mask(mask: torch.Tensor | None, B: int, T: int, S: int, device):
     if mask is None:
         return _causal_block(B, T, S, str(device))
-    return per_mask(mask, "block", lambda m, _: block_mask_from_bool(m))
+    # a mask may be shared by the batch ([1, 1, T, S], e.g. a sliding window's prefill mask): the block mask's
+    # mask_mod indexes it per row, so it is made at the batch's size
+    return per_mask(mask, ("block", B), lambda m, key: block_mask_from_bool(m.expand(key[1], -1, -1, -1)))
 
 
 def block_mask_from_bool(mask: torch.Tensor, block: int = 128):
@@ -133,10 +135,20 @@ def flex_kernel(cuda: bool):
     return torch.compile(flex_attention, dynamic=True) if cuda else flex_attention
 
 
+def flash_computes(dtype: torch.dtype, qk_dim: int, v_dim: int) -> bool:
+    """What flash-attn 2 takes: fp16 / bf16, one head size for q, k and v (not MLA's), at most 256."""
+    return dtype in (torch.float16, torch.bfloat16) and qk_dim == v_dim <= 256
+
+
+def _flash_takes(q: torch.Tensor, v: torch.Tensor) -> bool:
+    return q.is_cuda and flash_computes(q.dtype, q.shape[-1], v.shape[-1])
+
+
 def flash(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, scale: float) -> torch.Tensor:
-    """flash-attn for plain causal attention (mask=None) on CUDA; masked calls (trees, batches with padding) go
-    to FlexAttention. flash-attn is optional: without it this backend is refused when chosen."""
-    if mask is not None or not q.is_cuda:
+    """flash-attn for plain causal attention (mask=None) on CUDA; masked calls (trees, batches with padding) and
+    what flash-attn cannot compute (float32, MLA's head sizes) go to FlexAttention. flash-attn is optional:
+    without it this backend is refused when chosen."""
+    if mask is not None or not _flash_takes(q, v):
         return flex(q, k, v, mask, scale)
     from flash_attn import flash_attn_func
 
@@ -151,10 +163,11 @@ def has_flash_attn() -> bool:
 def auto(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, scale: float) -> torch.Tensor:
     """The default, chosen by measurement (benchmarks/bench_attention.py): causal calls (mask=None: prefill,
     decode, chains) take flash-attn on CUDA when it is installed, else SDPA, whose own flash kernel takes them;
-    masked calls (trees, padded batches) take SDPA with the boolean mask (its fused memory-efficient kernel on
+    what flash-attn cannot compute (float32, MLA's head sizes) takes SDPA; masked calls (trees, padded batches)
+    take SDPA with the boolean mask (its fused memory-efficient kernel on
     CUDA). FlexAttention stays a spec choice (``decoding.attention: flex``, or ``flash`` = flash-attn + flex):
     at verification shapes (8-64 queries) its per-call overhead made it 5-8x slower than masked SDPA on an
     H100 with torch 2.11."""
-    if mask is None and q.is_cuda and has_flash_attn():
+    if mask is None and _flash_takes(q, v) and has_flash_attn():
         return flash(q, k, v, mask, scale)
     return sdpa(q, k, v, mask, scale)

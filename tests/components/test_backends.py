@@ -100,3 +100,24 @@ def test_an_additive_mask_is_what_sdpa_makes_of_a_boolean_one(dtype):
     first = backends.per_mask(mask, dtype, build)
     assert backends.per_mask(mask, dtype, build) is first and made == [dtype]     # once per mask object and key
     assert backends.per_mask(mask.clone(), dtype, build) is not first and len(made) == 2
+
+
+@pytest.mark.parametrize("B", [2, 3])
+def test_flex_takes_a_mask_the_batch_shares(B):
+    """A [1, 1, T, S] mask (a sliding window's prefill mask is made once for the batch) over a batch of B: the
+    block mask is made at the batch's size (its mask_mod indexed row b of a one-row mask: IndexError)."""
+    g = torch.Generator().manual_seed(B)
+    q = torch.randn(B, 2, 5, 8, generator=g, dtype=torch.float64)
+    k, v = (torch.randn(B, 1, 9, 8, generator=g, dtype=torch.float64) for _ in range(2))
+    mask = (backends.causal_mask(5, 9) & (torch.arange(9) >= 2))[None, None]   # one mask for every row
+    assert torch.allclose(backends.flex(q, k, v, mask, 0.3), backends.eager(q, k, v, mask, 0.3), atol=1e-10)
+
+
+@pytest.mark.parametrize("dtype, qk, v, takes", [(torch.bfloat16, 64, 64, True), (torch.float16, 256, 256, True),
+                                                 (torch.float32, 64, 64, False), (torch.bfloat16, 192, 128, False),
+                                                 (torch.bfloat16, 288, 288, False)],
+                         ids=["bf16", "fp16-256", "float32", "mla", "too-wide"])
+def test_flash_attn_gets_only_what_it_computes(dtype, qk, v, takes):
+    """`auto` sent every causal CUDA call to flash-attn when installed: float32 models (the GPU tests' equality
+    runs) and MLA's unequal head sizes would raise at prefill. Those go to SDPA / flex now."""
+    assert backends.flash_computes(dtype, qk, v) is takes
