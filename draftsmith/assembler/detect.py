@@ -57,6 +57,9 @@ FAMILIES: tuple[Family, ...] = (
     Family("eagle3.1-llama", "fc, hidden_norm and per-aux fc_norm.N before fc (EAGLE 3.1)",
            (r"^(model\.)?fc\.weight$", HIDDEN_NORM, r"^(model\.)?fc_norm\.0\.weight$"), config_none=SPECULATORS,
            checks=("layers", "eagle3")),
+    Family("eagle3-llama", "model.fc and model.layers.0.hidden_norm without fc_norm (NeMo Automodel EAGLE-3)",
+           (r"^model\.fc\.weight$", r"^model\.layers\.0\.hidden_norm\.weight$"), config_none=SPECULATORS,
+           checks=("layers", "eagle3")),
     Family("eagle3-norm-before-fc", "fc, hidden_norm and input_norm over the concatenated aux states "
                                     "(norm_before_fc, gpt-oss style EAGLE-3)",
            (r"^fc\.weight$", HIDDEN_NORM, r"^input_norm\.weight$"), config_none=SPECULATORS,

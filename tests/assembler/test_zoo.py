@@ -34,6 +34,8 @@ FAMILIES = {
                                   flags={"norm_output": True})),
     "eagle3.1-nemo": ("eagle3.1-llama", write_eagle3, dict(layout="nemo", fc_norm=True, embed=True,
                                                            flags={"norm_before_residual": False})),
+    "eagle3-nemo": ("eagle3-llama", write_eagle3, dict(layout="nemo", layers=2, embed=True, draft_vocab=40,
+                                                       aux_ids=[1, 3, 6])),   # no fc_norm: plain EAGLE-3
     "eagle3-norm-before-fc": ("eagle3-norm-before-fc", write_eagle3,
                               dict(norm_before_fc=True, flags={"norm_before_residual": True})),
     "eagle-mistral": ("eagle-mistral", write_mistral_eagle, dict()),

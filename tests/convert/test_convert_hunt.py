@@ -84,8 +84,8 @@ def test_verify_asks_the_model_which_names_it_refuses(target, tmp_path, monkeypa
     assert name_misfits(src, spec) == []
     (f,) = src.glob("*.safetensors")
     tensors = load_file(f)
-    save_file({**tensors, "model.embed_tokens.weight": torch.zeros(2, 2)}, f)
-    assert [m.split(" (")[0] for m in name_misfits(src, spec)] == ["unexpected: 'model.embed_tokens.weight'"]
+    save_file({**tensors, "lm_head.bias": torch.zeros(2)}, f)
+    assert [m.split(" (")[0] for m in name_misfits(src, spec)] == ["unexpected: 'lm_head.bias'"]
     save_file({k: v for k, v in tensors.items() if k != "norm.weight"}, f)
     assert [m.split(" [")[0] for m in name_misfits(src, spec)] == ["missing: 'norm.weight'"]
     save_file(tensors, f)
