@@ -93,9 +93,25 @@ def start_from_target(model) -> list[str]:
     return done
 
 
+def tap_convention(spec) -> str:
+    """'output' when the spec reads a config's tap ids as layer outputs (``aux_layers: {at: output}``, SGLang),
+    else 'input' (HF hidden_states[id], vLLM; EAGLE-1 has no taps)."""
+    aux = spec.draft.fusion.params.get("aux_layers") if spec.draft.fusion.kind == "eagle3" else None
+    return "output" if isinstance(aux, dict) and aux.get("at") == "output" else "input"
+
+
+def stated_ids(taps, spec) -> list[int]:
+    """The taps (layer INPUT indices, as ``model.draft.taps`` holds them) as the spec reads a config's ids: one
+    less each under ``at: output``. Written as they are, such a spec would read them one layer deeper on reload
+    (trained on [2, 4, 5], reloaded as (3, 5, 6)), and a --from-draft copy would move them too."""
+    shift = 1 if tap_convention(spec) == "output" else 0
+    return [int(t) - shift for t in taps]
+
+
 def export_draft(model, folder: Path, *, dtype: torch.dtype = torch.bfloat16, source: Path | None = None) -> Path:
     """Write ``model.draft`` to ``folder`` in its spec's layout: model.safetensors (floats in ``dtype``, d2t / t2d
-    as they are) and config.json (from ``source``'s, with draft_vocab_size and the taps stated)."""
+    as they are) and config.json (from ``source``'s, with draft_vocab_size and the taps stated in the spec's
+    ``aux_layers.at`` convention, so that the spec reads them back as the same taps)."""
     folder, source = Path(folder), Path(source or folder)
     rules = rule_set(model.spec, default_registry())
     tensors = {rules.from_canonical(k): (v.detach().to(dtype) if v.is_floating_point() else v.detach()).cpu()
@@ -108,7 +124,7 @@ def export_draft(model, folder: Path, *, dtype: torch.dtype = torch.bfloat16, so
     if hasattr(model.draft, "d2t"):
         config["draft_vocab_size"] = int(model.draft.d2t.shape[0])
     if model.draft.taps:
-        config["eagle_config"] = {"eagle_aux_hidden_state_layer_ids": list(model.draft.taps)}
+        config["eagle_config"] = {"eagle_aux_hidden_state_layer_ids": stated_ids(model.draft.taps, model.spec)}
     config["torch_dtype"] = str(dtype).removeprefix("torch.")
     folder.mkdir(parents=True, exist_ok=True)
     save_safetensors({k: v.contiguous() for k, v in tensors.items()}, folder)

@@ -1,0 +1,43 @@
+"""Tap ids are written in the spec's own convention (aux_layers.at): a draft trained, exported or copied under an
+``at: output`` spec (SGLang ids) reloads under that spec with the very taps it was trained on."""
+import json
+
+import pytest
+import torch
+
+import draftsmith
+from draftsmith.specs.loader import load_spec
+from draftsmith.testing import write_eagle3
+from draftsmith.train.pipeline import run
+
+
+@pytest.fixture
+def at_output(tmp_path):
+    """eagle3-llama with aux_layers {at: output} (the ids name layer outputs), as a YAML file."""
+    src = load_spec("eagle3-llama").source
+    text = open(src).read()
+    assert "aux_layers: {at: input}" in text
+    path = tmp_path / "at-output.yaml"
+    path.write_text(text.replace("name: eagle3-llama", "name: eagle3-at-output")
+                    .replace("aux_layers: {at: input}", "aux_layers: {at: output}"))
+    return path
+
+
+def test_a_draft_trained_under_an_at_output_spec_reloads_with_its_trained_taps(job, tiny, tmp_path, at_output):
+    out = tmp_path / "d"
+    run(job(out, spec=at_output, config={"steps": 2}))
+    trained = tuple(json.loads((out / "features" / "features.json").read_text())["taps"])
+    assert trained == (2, 4, 5)                                  # the default taps, layer inputs
+    ids = json.loads((out / "config.json").read_text())["eagle_config"]["eagle_aux_hidden_state_layer_ids"]
+    assert ids == [1, 3, 4]                                      # stated as layer outputs, as the spec reads them
+    assert draftsmith.assemble(at_output, target=tiny / "target", draft=out).draft.taps == trained
+    run(job(out, spec=at_output, config={"steps": 4}))           # and the run resumes on the same features
+
+
+def test_from_draft_keeps_an_at_output_drafts_taps(job, tiny, tmp_path, at_output):
+    source = write_eagle3(tmp_path / "sglang", tiny / "target", aux_ids=[1, 3, 4], draft_vocab=96)
+    before = draftsmith.assemble(at_output, target=tiny / "target", draft=source).draft.taps
+    assert before == (2, 4, 5)
+    out = tmp_path / "out"
+    run(job(out, spec=at_output, from_draft=source, config={"steps": 1}))
+    assert draftsmith.assemble(at_output, target=tiny / "target", draft=out).draft.taps == before
