@@ -32,22 +32,25 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | 
 python3 -c "import sys, torch, transformers; print(sys.version.split()[0], torch.__version__, transformers.__version__)" \
   | tee -a "$RES/device.txt"
 bench="python3 -m draftsmith bench --device cuda --checkpoints /tmp/ckpt --repeats 2"
+pack() {   # what is measured so far, into $OUT after every command: a call cut off at its limit still returns it
+  for f in "$RES"/*/results.md; do [ -f "$f" ] && cp "$f" "$OUT/$(basename "$(dirname "$f")").md"; done
+  tar czf "$OUT/results.tgz" -C "$RES" .
+}
 
 case "$stage" in
   tests)
     timeout 300 python3 -m pytest -q -p no:cacheprovider tests/gpu -rs --timeout 200 2>&1 | grep -v DEBUG \
-      | tee "$RES/gpu-tests.log" | grep -E "^(FAILED|ERROR)|passed|failed"
+      | tee "$RES/gpu-tests.log" | grep -E "^(FAILED|ERROR)|passed|failed"; pack
     timeout 120 $bench --scale 1b --out "$RES/1b" --batches 1,8 --no-hf 2>&1 | tee "$RES/bench-1b.log" \
-      | grep "ms/step"
+      | grep "ms/step"; pack
     timeout 60 python3 benchmarks/profile_cuda.py 1b "$RES/profile-1b" /tmp/ckpt 2>&1 | grep -E "steps|kernels/step|device time" ;;
   8b)
-    timeout 290 $bench --scale 8b --out "$RES/8b" --batches 1 2>&1 | tee "$RES/bench-8b.log" | grep "ms/step"
+    timeout 290 $bench --scale 8b --out "$RES/8b" --batches 1 2>&1 | tee "$RES/bench-8b.log" | grep "ms/step"; pack
     timeout 100 $bench --scale 8b --out "$RES/8b-batch8" --batches 8 --no-hf 2>&1 | tee "$RES/bench-8b-batch8.log" \
-      | grep "ms/step"
-    timeout 90 python3 benchmarks/profile_cuda.py 8b "$RES/profile-8b" /tmp/ckpt 2>&1 | grep -E "steps|kernels/step|device time"
+      | grep "ms/step"; pack
+    timeout 90 python3 benchmarks/profile_cuda.py 8b "$RES/profile-8b" /tmp/ckpt 2>&1 | grep -E "steps|kernels/step|device time"; pack
     timeout 60 python3 benchmarks/bench_gemm.py 1b,8b 2>&1 | tee "$RES/gemm.log" ;;
   *) echo "usage: $0 tests|8b"; exit 2 ;;
 esac
-for f in "$RES"/*/results.md; do [ -f "$f" ] && cp "$f" "$OUT/$(basename "$(dirname "$f")").md"; done
-tar czf "$OUT/results.tgz" -C "$RES" .
+pack
 ls "$OUT"

@@ -2,10 +2,11 @@
 
     python benchmarks/profile_cuda.py [SHAPE [OUT [CHECKPOINTS [GRAPHS]]]]    # e.g. 1b /tmp/out /tmp/ckpt compile
 
-For the bench_scale pair of SHAPE (random weights in a Llama-3.x shape) it profiles 32 target-only tokens and 32
-tokens of an 8-node tree, and writes per method: kernels launched per step, host-device synchronisations per
-step (cudaStreamSynchronize / cudaDeviceSynchronize / device-to-host memcpy calls), GPU busy time against wall
-time per step, and the top operators by host and by device time (``profile-<method>.txt`` under OUT).
+For the bench_scale pair of SHAPE (random weights in a Llama-3.x shape) it profiles 33 and 1 new tokens of
+target-only decoding, an 8-node tree and a chain of 6, and writes per method, from the difference of the two runs
+(so the prefill drops out): kernels launched per step, host-device synchronisations per step (stream / device /
+event synchronize calls) and device-to-host copies, GPU busy time per step, and the top operators by host and by
+device time (``profile-<method>.txt`` under OUT).
 """
 import sys
 import time
@@ -41,20 +42,40 @@ def families(kernels, steps: int) -> str:
     return "\n".join(["device time by kernel family:", *lines])
 
 
-def summarise(prof, steps: int, wall: float) -> str:
+def counts(prof) -> dict[str, float]:
+    """Kernels, host-device synchronisations, device-to-host copies, graph launches and device-busy ms of a
+    profiled run."""
     events = prof.events()
     kernels = [e for e in events if e.device_type == torch.autograd.DeviceType.CUDA]
-    syncs = sum(1 for e in events if e.name in SYNCS)
-    d2h = sum(1 for e in events if e.name.startswith("cudaMemcpy") and "DtoH" not in e.name)  # memcpy API calls
-    graphs = sum(1 for e in events if e.name == "cudaGraphLaunch")
-    busy = sum(e.device_time_total for e in kernels) / 1e3
-    head = (f"steps {steps}, wall {wall * 1e3:.1f} ms ({wall * 1e3 / steps:.2f} ms/step), device busy "
-            f"{busy:.1f} ms ({busy / steps:.2f} ms/step), kernels/step {len(kernels) / steps:.0f}, "
-            f"graph launches/step {graphs / steps:.1f}, syncs/step {syncs / steps:.1f}, memcpy calls/step "
-            f"{d2h / steps:.1f}")
-    ka = prof.key_averages()
-    return "\n\n".join([head, families(kernels, steps), ka.table(sort_by="cpu_time_total", row_limit=30),
-                        ka.table(sort_by="cuda_time_total", row_limit=30)])
+    return {"kernels": len(kernels), "syncs": sum(1 for e in events if e.name in SYNCS),
+            "DtoH copies": sum(1 for e in kernels if e.name.startswith("Memcpy DtoH")),
+            "graph launches": sum(1 for e in events if e.name == "cudaGraphLaunch"),
+            "busy ms": sum(e.device_time_total for e in kernels) / 1e3}
+
+
+def summarise(long, short, steps: int, wall: float) -> str:
+    """Per step = (the long run - the short run) / their difference in steps: the prefill, which both runs make,
+    drops out (it is ~1300 kernels at 1B, which over 32 steps read as ~40 more per step)."""
+    a, b = counts(long), counts(short)
+    per = {k: (a[k] - b[k]) / steps for k in a}
+    head = (f"steps {steps}, wall {wall * 1e3:.1f} ms ({wall * 1e3 / steps:.2f} ms/step, prefill included), device "
+            f"busy {per['busy ms']:.2f} ms/step, kernels/step {per['kernels']:.0f}, graph launches/step "
+            f"{per['graph launches']:.1f}, syncs/step {per['syncs']:.1f}, DtoH copies/step {per['DtoH copies']:.1f}")
+    kernels = [e for e in long.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    ka = long.key_averages()
+    return "\n\n".join([head, families(kernels, steps) + "\n  (the long run's kernels, prefill included)",
+                         ka.table(sort_by="cpu_time_total", row_limit=30),
+                         ka.table(sort_by="cuda_time_total", row_limit=30)])
+
+
+def profiled(run, n: int):
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        t0 = time.perf_counter()
+        res = run(n)
+        torch.cuda.synchronize()
+        wall = time.perf_counter() - t0
+    return prof, res, wall
 
 
 def main(shape="1b", out="/tmp/out", ckpt="/tmp/ckpt", graphs="auto"):
@@ -68,15 +89,10 @@ def main(shape="1b", out="/tmp/out", ckpt="/tmp/ckpt", graphs="auto"):
             "tree8": lambda n: model.generate(prompt, max_new_tokens=n, topk=4, steps=5, draft_tokens=8, stop=[]),
             "chain6": lambda n: model.generate(prompt, max_new_tokens=n, topk=1, steps=5, stop=[])}
     for name, run in runs.items():
-        run(33)  # capture graphs, warm caches
-        torch.cuda.synchronize()
-        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-            t0 = time.perf_counter()
-            res = run(33)
-            torch.cuda.synchronize()
-            wall = time.perf_counter() - t0
-        steps = res.stats.target_forwards
-        text = summarise(prof, steps, wall)
+        run(33), run(1)  # capture graphs, warm caches
+        (long, res, wall), (short, one, _) = profiled(run, 33), profiled(run, 1)
+        steps = res.stats.target_forwards - one.stats.target_forwards
+        text = summarise(long, short, steps, wall)
         (out / f"profile-{name}-{graphs}.txt").write_text(text)
         print(name, graphs, text.split("\n\n")[0], text.split("\n\n")[1], sep="\n", flush=True)
 

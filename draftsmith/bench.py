@@ -65,20 +65,21 @@ def run_bench(spec="demo", *, target=None, draft=None, prompt="def fibonacci(n):
     target_dir = checkpoint_dir(spec_obj, target, "target")
     n = max_new_tokens
     ids = check_call(model, prompt, max_new_tokens=n, what="draftsmith bench")[0][0]  # generate()'s checks
+    kw = dict(max_new_tokens=n, stop=[])   # every method makes exactly n tokens (transformers: min_new_tokens)
     methods = {
-        "draftsmith target-only": lambda: model.generate_baseline(ids, max_new_tokens=n),
-        "draftsmith chain (topk=1)": lambda: model.generate(ids, max_new_tokens=n, topk=1),
-        "draftsmith tree": lambda: model.generate(ids, max_new_tokens=n),
+        "draftsmith target-only": lambda: model.generate_baseline(ids, **kw),
+        "draftsmith chain (topk=1)": lambda: model.generate(ids, topk=1, **kw),
+        "draftsmith tree": lambda: model.generate(ids, **kw),
     }
     if torch.device(device).type == "cuda":  # on CPU FlexAttention is torch's unfused reference: not a contender
         flex = draftsmith.assemble(spec_obj.with_decoding(attention="flex"), target=target, draft=draft, device=device,
                                    dtype=dtype)
-        methods["draftsmith tree, attention: flex"] = lambda: flex.generate(ids, max_new_tokens=n)
+        methods["draftsmith tree, attention: flex"] = lambda: flex.generate(ids, **kw)
     if any(isinstance(m, packed.PackedWeight) for m in model.target.modules()):  # what decoding.linear buys
         plain = draftsmith.assemble(spec_obj.with_decoding(linear="plain"), target=target, draft=draft, device=device,
                                     dtype=dtype)
-        methods["draftsmith target-only, plain matmuls"] = lambda: plain.generate_baseline(ids, max_new_tokens=n)
-        methods["draftsmith tree, plain matmuls"] = lambda: plain.generate(ids, max_new_tokens=n)
+        methods["draftsmith target-only, plain matmuls"] = lambda: plain.generate_baseline(ids, **kw)
+        methods["draftsmith tree, plain matmuls"] = lambda: plain.generate(ids, **kw)
     hf, assistant = _hf_models(target_dir, 2, device, parse_dtype(dtype))
     x = torch.tensor([ids], device=device)
     gen = {"max_new_tokens": n, "min_new_tokens": n, "do_sample": False, "pad_token_id": 0}
@@ -90,7 +91,9 @@ def run_bench(spec="demo", *, target=None, draft=None, prompt="def fibonacci(n):
                                                                                          **gen))
     with quiet_transformers():   # its assisted / prompt-lookup paths warn about what they build themselves
         rows = _round_robin(methods, repeats, device)
-    base = rows["draftsmith target-only"][0]
+    made = {name: len(res.token_ids) if hasattr(res, "token_ids") else res.shape[1] - x.shape[1]
+            for name, (_, res) in rows.items()}   # tokens each run produced (n, unless a method stopped early)
+    base = made["draftsmith target-only"] / rows["draftsmith target-only"][0]
     table = Table(title=f"bench: {n} new tokens, median of {repeats} round{'s' * (repeats != 1)} after a warm-up, {device} {dtype}, "
                         f"prompt {prompt!r}")
     for col in ("method", "seconds", "tokens/s", "speed vs draftsmith target-only", "tau", "outside forwards"):
@@ -101,6 +104,6 @@ def run_bench(spec="demo", *, target=None, draft=None, prompt="def fibonacci(n):
         # share of the run's wall time outside model forwards (tree building, verification, compaction, the loop);
         # host time, so on CUDA it is launch time, not GPU time
         share = f"{100 * stats.bookkeeping_share:.1f}%" if stats else "-"
-        table.add_row(name, f"{sec:.3f}", f"{n / sec:.1f}", f"{base / sec:.2f}x", tau, share)
+        table.add_row(name, f"{sec:.3f}", f"{made[name] / sec:.1f}", f"{made[name] / sec / base:.2f}x", tau, share)
     console.print(table)
     return rows

@@ -5,17 +5,23 @@ For each shape it writes (once, under ``--out``) a random Llama target in the Hu
 draft in the ``midlayer.*`` layout with a reduced vocabulary, assembles them through ``assemble("eagle3-llama")``
 and measures, side by side in one process, at batch 1 and 8:
 
-* the bandwidth limit: the target's weight bytes over the measured device copy bandwidth (read + write);
+* the bandwidth limit: the bytes a decode step reads (every target weight once; an untied input embedding not at
+  all, since a step reads one row of it) over the measured device copy bandwidth (read + write);
 * draftsmith target-only, a chain of 6 nodes, trees of 8 and 32 nodes: ms per step (decode or verification, the
   draft forwards included), the step as a multiple of a target-only step, ms per draft forward (one expansion)
-  and per verification forward (the target over the tree);
+  and per verification forward (the target over the tree), the latter also as a multiple of the same target's
+  one-token forward (the issue's "tree of 8 nodes <= 1.15x" reads on that column; the whole step adds the draft
+  forwards). Single forwards are timed back to back with CUDA events (20 per round), not one at a time by the
+  host clock, whose round trip is 5-10% of an 8B draft forward;
 * transformers ``generate`` with its dynamic cache (eager) and its static cache (compiled by transformers on
   CUDA);
-* tokens/s projected at tau = 3, 4, 6 from the measured step costs (B * tau / step).
+* tokens/s projected at tau = 3, 4, 6 from the measured step costs (B * tau / step); past a method's deepest
+  acceptance (steps + 1) nothing is projected, and at exactly that the figure is marked (max): a ceiling.
 
 A step's cost is measured as (time of N new tokens - time of 1 new token) / steps, so prefill drops out. Random
 drafts accept ~nothing, which is why speculative speed is projected from step costs rather than measured.
-Writes results.json, results.md and one PNG per shape (tokens/s against tau) under ``--out``.
+Writes results.json, results.md (after every row, so a run cut off by a time limit keeps what it measured) and one
+PNG per shape (tokens/s against tau) under ``--out``.
 """
 from __future__ import annotations
 
@@ -108,16 +114,46 @@ def write_pair(root: Path, name: str, device: str) -> tuple[Path, Path]:
 
 
 # --- timing ------------------------------------------------------------------------------------------------
+def back_to_back_ms(fn, device: str, rounds: int, reps: int = 20) -> float:
+    """ms per call of ``fn`` run ``reps`` times back to back (median over ``rounds``), after one untimed call.
+    On CUDA timed by events on the stream, so the host's launch and clock round trips overlap the device work as
+    in a real decode loop instead of adding ~20-40 us to each short call (a draft forward is ~0.5 ms at 8B)."""
+    import statistics
+    import time
+
+    fn()
+    times = []
+    for _ in range(rounds):
+        if torch.device(device).type == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(reps):
+                fn()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end) / reps)
+        else:
+            t0 = time.perf_counter()
+            for _ in range(reps):
+                fn()
+            times.append((time.perf_counter() - t0) * 1e3 / reps)
+    return statistics.median(times)
+
+
 def copy_bandwidth(device: str) -> float:
     """Bytes per second of a large device-to-device copy, counting bytes read and written."""
     n = (1 << 30) if torch.device(device).type == "cuda" else (1 << 26)
     src, dst = torch.empty(n, dtype=torch.uint8, device=device), torch.empty(n, dtype=torch.uint8, device=device)
-    sec, _ = _median_time(lambda: dst.copy_(src), 5, device)
-    return 2 * n / sec
+    return 2 * n / (back_to_back_ms(lambda: dst.copy_(src), device, rounds=5, reps=5) / 1e3)
 
 
 def weight_bytes(model: torch.nn.Module) -> int:
-    seen, total = set(), 0
+    """Bytes a decode step reads: every weight once, but not an input embedding of its own (a step reads one row
+    of it per token; a tied one is the head, read whole)."""
+    embed = model.get_submodule("model.embed_tokens").weight if hasattr(model, "model") else None
+    head = getattr(getattr(model, "lm_head", None), "weight", None)
+    skip = {embed.data_ptr()} if embed is not None and (head is None or head.data_ptr() != embed.data_ptr()) else set()
+    seen, total = set(skip), 0
     for p in model.parameters():
         if p.data_ptr() not in seen:
             seen.add(p.data_ptr())
@@ -141,13 +177,14 @@ def forward_ms(runner, T: int, B: int, prefix: int, device: str, repeats: int, h
     else:
         fwd = Replay(lambda *a: runner(*a, from_target=False), torch.device(device).type == "cuda")
         fn = lambda: fwd(ids, hidden[:, :1].expand(B, T, -1).contiguous(), *args)  # noqa: E731
-    sec, _ = _median_time(fn, repeats * 5, device)
-    return sec * 1e3
+    return back_to_back_ms(fn, device, rounds=max(repeats, 3))
 
 
 # --- one shape ---------------------------------------------------------------------------------------------
 def measure(name: str, root: Path, *, device: str, dtype: str, batches=(1, 8), prompt_len=128, new_tokens=128,
-            repeats=3, hf: bool = True, graphs: str = "auto", log=print) -> dict:
+            repeats=3, hf: bool = True, graphs: str = "auto", log=print, save=lambda partial: None) -> dict:
+    """One shape's table; ``save(partial)`` is called after every row, so a run cut off by a time limit keeps
+    what it measured."""
     import draftsmith
     from draftsmith.specs.loader import load_spec
 
@@ -162,7 +199,7 @@ def measure(name: str, root: Path, *, device: str, dtype: str, batches=(1, 8), p
     V = SHAPES[name]["vocab_size"]
     for B in batches:
         prompts = torch.randint(2, V, (B, prompt_len), generator=g).tolist()
-        rows = {"bandwidth limit": {"tok_s": B * bw / wbytes}}
+        rows = out["batches"][B] = {"bandwidth limit": {"tok_s": B * bw / wbytes}}
         kw = dict(stop=[])
         t1, _ = _median_time(lambda: model.generate_baseline(prompts, max_new_tokens=1, **kw), repeats, device)
         tn, _ = _median_time(lambda: model.generate_baseline(prompts, max_new_tokens=new_tokens, **kw), repeats,
@@ -170,6 +207,7 @@ def measure(name: str, root: Path, *, device: str, dtype: str, batches=(1, 8), p
         base = (tn - t1) / (new_tokens - 1)
         rows["draftsmith target-only"] = {"step_ms": base * 1e3, "tok_s": B / base}
         log(f"  {name} B={B} target-only {base * 1e3:.2f} ms/step")
+        save(out)
         for label, plan in METHODS.items():
             t1, _ = _median_time(lambda: model.generate(prompts, max_new_tokens=1, **plan, **kw), repeats, device)
             tn, res = _median_time(lambda: model.generate(prompts, max_new_tokens=new_tokens, **plan, **kw),
@@ -181,18 +219,21 @@ def measure(name: str, root: Path, *, device: str, dtype: str, batches=(1, 8), p
                 target_r, draft_r = model._runners(prompts, new_tokens, p)
                 hidden = torch.zeros(B, 1, model.draft.fc.out_features, dtype=model.dtype, device=device)
                 verify_ms = forward_ms(target_r, p.draft_tokens, B, prompt_len, device, repeats)
+                decode_ms = forward_ms(target_r, 1, B, prompt_len, device, repeats)   # the same target, one token
                 draft_ms = forward_ms(draft_r, p.topk, B, prompt_len, device, repeats, hidden)
             rows[f"draftsmith {label}"] = {
                 "step_ms": step * 1e3, "x_target_only": step / base, "tau_measured": stats.acceptance_length,
-                "verify_forward_ms": verify_ms, "draft_forward_ms": draft_ms,
+                "verify_forward_ms": verify_ms, "verify_x_decode_forward": verify_ms / decode_ms,
+                "draft_forward_ms": draft_ms, "tau_max": p.steps + 1,
                 "bookkeeping_share": stats.bookkeeping_share if device == "cpu" else None,
                 **{f"tok_s_tau{t:g}": B * t / step for t in TAUS}}
             rows[f"draftsmith {label}"]["draft_x_target_only"] = rows[f"draftsmith {label}"]["draft_forward_ms"] / (
                 base * 1e3)
             log(f"  {name} B={B} {label} {step * 1e3:.2f} ms/step ({step / base:.2f}x)")
+            save(out)
         if hf:
             rows |= hf_rows(target_dir, prompts, device, dtype, new_tokens, repeats, log)
-        out["batches"][B] = rows
+            save(out)
     del model
     return out
 
@@ -237,7 +278,8 @@ def markdown(results: list[dict]) -> str:
                   f"copy bandwidth {r['copy_bandwidth'] / 1e9:.0f} GB/s)", ""]
         for B, rows in r["batches"].items():
             lines += [f"### batch {B}", "",
-                      "| method | ms / step | x target-only step | verify fwd ms | draft fwd ms (x target step) "
+                      "| method | ms / step | x target-only step | verify fwd ms (x decode fwd) "
+                      "| draft fwd ms (x target step) "
                       "| outside forwards | tok/s | " + " | ".join(f"tok/s @ tau {t:g}" for t in TAUS) + " |",
                       "|---" * (7 + len(TAUS)) + "|"]
             for name, m in rows.items():
@@ -246,13 +288,24 @@ def markdown(results: list[dict]) -> str:
                     continue
                 draft = (f"{m['draft_forward_ms']:.2f} ({m['draft_x_target_only']:.3f}x)"
                          if "draft_forward_ms" in m else "-")
+                verify = (f"{m['verify_forward_ms']:.2f} ({m['verify_x_decode_forward']:.2f}x)"
+                          if "verify_forward_ms" in m else "-")
                 share = _fmt(None if m.get("bookkeeping_share") is None else 100 * m["bookkeeping_share"], ".1f")
                 lines.append(f"| {name} | {_fmt(m.get('step_ms'))} | {_fmt(m.get('x_target_only'))} | "
-                             f"{_fmt(m.get('verify_forward_ms'))} | {draft} | {share if share == '-' else share + '%'} | "
-                             f"{_fmt(m.get('tok_s'), '.1f')} | "
-                             + " | ".join(_fmt(m.get(f"tok_s_tau{t:g}", m.get("tok_s")), ".1f") for t in TAUS) + " |")
+                             f"{verify} | {draft} | {share if share == '-' else share + '%'} | "
+                             f"{_fmt(m.get('tok_s'), '.1f')} | " + " | ".join(_projected(m, t) for t in TAUS) + " |")
             lines.append("")
     return "\n".join(lines)
+
+
+def _projected(m: dict, tau: float) -> str:
+    """tok/s at ``tau``; past what the method's depth can accept (steps + 1), '-'; at exactly that, marked max
+    (every draft token accepted: a ceiling, not a forecast)."""
+    if f"tok_s_tau{tau:g}" not in m:
+        return _fmt(m.get("tok_s"), ".1f")
+    if tau > m["tau_max"]:
+        return "-"
+    return _fmt(m[f"tok_s_tau{tau:g}"], ".1f") + (" (max)" if tau == m["tau_max"] else "")
 
 
 def plot(result: dict, path: Path) -> Path | None:
@@ -268,7 +321,8 @@ def plot(result: dict, path: Path) -> Path | None:
     for ax, B in zip(axes[0], batches):
         for name, m in result["batches"][B].items():
             if "step_ms" in m and "x_target_only" in m:
-                ax.plot(taus, [B * t / (m["step_ms"] / 1e3) for t in taus], label=name)
+                reach = [t for t in taus if t <= m.get("tau_max", taus[-1])]   # tau past the depth: not reachable
+                ax.plot(reach, [B * t / (m["step_ms"] / 1e3) for t in reach], label=name)
             elif "tok_s" in m:
                 ax.plot(taus, [m["tok_s"]] * len(taus), "--", label=name)
         ax.set(title=f"{result['shape']}, batch {B} ({result['device']}, {result['dtype']})",
@@ -304,13 +358,17 @@ def run_scale(shapes=("tiny",), out: str | Path = "bench-scale", *, device="cpu"
         if name not in SHAPES:
             raise ValueError(f"unknown shape {name!r}; known: {', '.join(SHAPES)}")
         small = name == "tiny" and not cuda
+
+        def save(partial, done=tuple(results)):   # the shapes finished so far and this one as far as it got
+            (out / "results.json").write_text(json.dumps([*done, partial], indent=1, default=str))
+            (out / "results.md").write_text(markdown([*done, partial]))
+
         r = measure(name, checkpoints, device=device, dtype=dtype, batches=batches,
                     prompt_len=prompt_len or (32 if small else 128), new_tokens=new_tokens or (24 if small else 128),
-                    repeats=repeats, hf=hf, graphs=graphs, log=log)
+                    repeats=repeats, hf=hf, graphs=graphs, log=log, save=save)
         r["compile"] = compile_summary()
         log(f"  {name}: torch.compile so far: {r['compile']['graphs']} graphs, {r['compile']['seconds']} s compiling")
         results.append(r)
         plot(r, out / f"{name}.png")
-        (out / "results.json").write_text(json.dumps(results, indent=1, default=str))
-        (out / "results.md").write_text(markdown(results))
+        save(r, tuple(results[:-1]))
     return results

@@ -25,3 +25,25 @@ def test_transformers_warnings_are_silenced_only_while_the_peers_run():
     with pytest.raises(RuntimeError, match="peer failed"), quiet_transformers():
         raise RuntimeError("peer failed")
     assert hf_logging.get_verbosity() == before
+
+
+def test_every_method_makes_the_same_number_of_tokens(monkeypatch):
+    """transformers is held to n tokens (min_new_tokens); draftsmith's runs must not stop earlier at a stop id,
+    or its seconds (and its speed-up) would be for fewer tokens. tokens/s is what each run produced."""
+    import io
+
+    from rich.console import Console
+
+    from draftsmith.bench import run_bench
+    from draftsmith.decoding.model import SpeculativeModel
+
+    calls = []
+    for name in ("generate", "generate_baseline"):
+        real = getattr(SpeculativeModel, name)
+        monkeypatch.setattr(SpeculativeModel, name, lambda self, *a, _real=real, **kw: calls.append(kw) or
+                            _real(self, *a, **kw))
+    console = Console(file=io.StringIO(), width=200)
+    rows = run_bench("demo", max_new_tokens=3, repeats=1, console=console)
+    assert calls and all(kw.get("stop") == [] for kw in calls), calls
+    assert all(len(res.token_ids) == 3 for name, (_, res) in rows.items() if name.startswith("draftsmith"))
+    assert "draftsmith target-only" in console.file.getvalue()
