@@ -22,30 +22,104 @@ from draftsmith.registry import default_registry
 from draftsmith.testing import write_eagle1, write_eagle3
 
 
+MAKES = ("EAGLE-3 (llama layers with input norms in every layer, gqa attention, swiglu, rms norms, a final norm, "
+         "the draft's own lm_head, the target's embedding, no quantization; any layer count, aux ids, fc_norm or "
+         "norm_before_fc) and EAGLE-1 (one llama layer without an input norm, no final norm, the target's "
+         "embedding and head, no quantization)")   # what init_draft writes; preflight names it
+
+
+def unsupported(spec) -> list[str]:
+    """What of ``spec`` a fresh draft (:func:`init_draft`) cannot have, one phrase each; [] when it can be made.
+    The writers of :mod:`draftsmith.testing` make the two layouts of :data:`MAKES`; anything else (MLA attention,
+    an MTP fusion, quantized weights) would be refused by the load, or fail deeper, after the run has started."""
+    d, found = spec.draft, []
+    kind = d.fusion.kind
+    if kind not in ("eagle3", "eagle1"):
+        return [f"fusion kind {kind!r}"]
+    for what, ref, want in (("layer", d.layer, "llama"), ("mlp", d.mlp, "swiglu"), ("norm", d.norm, "rms")):
+        if ref.kind != want:
+            found.append(f"{what} kind {ref.kind!r}")
+    if d.attention.kind not in ("gqa", "auto"):
+        found.append(f"attention kind {d.attention.kind!r}")
+    if spec.quant.method != "none":
+        found.append(f"quant method {spec.quant.method!r}")
+    if d.share.embed != "target":
+        found.append(f"share.embed {d.share.embed!r}")
+    if kind == "eagle3":
+        if d.norms.input != "all" or not d.norms.final:
+            found.append(f"norms {{input: {d.norms.input}, final: {str(d.norms.final).lower()}}} with EAGLE-3")
+        if d.share.lm_head != "draft":
+            found.append("share.lm_head 'target' with EAGLE-3")
+    else:
+        if d.num_layers not in ("auto", 1):
+            found.append(f"num_layers {d.num_layers} with EAGLE-1")
+        if d.norms.input == "all" or d.norms.final:
+            found.append(f"norms {{input: {d.norms.input}, final: {str(d.norms.final).lower()}}} with EAGLE-1")
+        if d.share.lm_head != "target":
+            found.append("share.lm_head 'draft' with EAGLE-1")
+    return found
+
+
+def fusion_params(spec):
+    """The spec's fusion params, validated (Eagle3Params / Eagle1Params)."""
+    from draftsmith.specs.resolve import resolve
+
+    return resolve(default_registry(), "fusion", spec.draft.fusion.kind, spec.draft.fusion.params)[1]
+
+
+def fresh_taps(spec, target_layers: int) -> tuple[int, ...]:
+    """The taps (layer inputs) of a fresh EAGLE-3 draft of ``spec``: its aux ids, else the default
+    [2, L//2, L-3]; a SpecError when they do not fit the target (or num_aux)."""
+    from draftsmith.components.eagle3_config import resolve_taps
+
+    return resolve_taps(fusion_params(spec), {}, target_layers)
+
+
+def _canonical_norms(tensors: dict) -> dict:
+    # write_eagle3's upstream names of the fusion norms -> the canonical ones, which every spec loads as they are
+    rename = lambda n: ("fc.aux_norm." + n.removeprefix("fc_norm.") if n.startswith("fc_norm.")  # noqa: E731
+                        else "fc.input_norm.weight" if n == "input_norm.weight" else n)
+    return {rename(n): t for n, t in tensors.items()}
+
+
+def is_norm(name: str) -> bool:
+    """A norm's parameter: 'norm.weight', 'layers.0.input_layernorm.weight', 'fc.aux_norm.1.weight'."""
+    return any("norm" in part for part in name.split(".")[:-1])
+
+
 def init_draft(spec, target_dir: Path, folder: Path, kept: torch.Tensor | None, seed: int = 0,
                init_std: float = 0.02):
     """Write a fresh draft for ``spec`` to ``folder`` and return it assembled next to the target (float32, CPU).
 
-    kept: the target ids of the reduced vocabulary (sorted), or None for the full one. Linear layers start at
-    N(0, init_std); an own lm_head starts from the target's head rows of the kept ids and the final norm from
-    the target's, so step 0 already speaks the target's output space (:func:`start_from_target` then starts the
-    layers from the target's last one)."""
+    Its structure is the spec's: EAGLE-3 with num_layers layers (1 for auto), the spec's aux ids (stated in its
+    config in the spec's ``at`` convention) or the default three, and the fusion norms its fc_norm /
+    norm_before_fc ask for (auto: none); EAGLE-1 with the fc bias it asks for. :func:`unsupported` says what else
+    it cannot make. kept: the target ids of the reduced vocabulary (sorted), or None for the full one. Linear
+    layers start at N(0, init_std), norms at 1; an own lm_head starts from the target's head rows of the kept ids
+    and the final norm from the target's, so step 0 already speaks the target's output space
+    (:func:`start_from_target` then starts the layers from the target's last one)."""
     spec = draftsmith.load_spec(spec)
-    V = json.loads((Path(target_dir) / "config.json").read_text())["vocab_size"]
+    tc = json.loads((Path(target_dir) / "config.json").read_text())
+    V = tc["vocab_size"]
     folder = Path(folder)
+    params = fusion_params(spec)
     if spec.draft.fusion.kind == "eagle1":
-        write_eagle1(folder, target_dir, seed=seed, bias=False)
+        write_eagle1(folder, target_dir, seed=seed, bias=params.bias is True)
     else:
-        write_eagle3(folder, target_dir, seed=seed, draft_vocab=None if kept is None else len(kept), layout="layers")
+        taps = fresh_taps(spec, tc["num_hidden_layers"])
+        write_eagle3(folder, target_dir, seed=seed, draft_vocab=None if kept is None else len(kept), layout="layers",
+                     layers=1 if spec.draft.num_layers == "auto" else spec.draft.num_layers,
+                     aux_ids=stated_ids(taps, spec), fc_norm=params.fc_norm is True,
+                     norm_before_fc=params.norm_before_fc is True)
+        tensors = _canonical_norms(load_file(str(folder / "model.safetensors")))
         if kept is not None and len(kept) < V:
-            tensors = load_file(str(folder / "model.safetensors"))
             tensors["d2t"], tensors["t2d"] = make_vocab_map(kept, V)
-            save_safetensors(tensors, folder)
+        save_safetensors(tensors, folder)
     model = draftsmith.assemble(spec, target=target_dir, draft=folder)
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, p in model.draft.named_parameters():
-            if name.endswith("norm.weight") or ".norm" in name or name.startswith("norm"):
+            if is_norm(name):
                 p.fill_(1.0)
             elif p.dim() == 2:
                 p.copy_(torch.randn(p.shape, generator=g) * init_std)
@@ -97,8 +171,8 @@ def start_from_target(model) -> list[str]:
 def tap_convention(spec) -> str:
     """'output' when the spec reads a config's tap ids as layer outputs (``aux_layers: {at: output}``, SGLang),
     else 'input' (HF hidden_states[id], vLLM; EAGLE-1 has no taps)."""
-    aux = spec.draft.fusion.params.get("aux_layers") if spec.draft.fusion.kind == "eagle3" else None
-    return "output" if isinstance(aux, dict) and aux.get("at") == "output" else "input"
+    aux = fusion_params(spec).aux_layers if spec.draft.fusion.kind == "eagle3" else "auto"
+    return "output" if aux != "auto" and aux.at == "output" else "input"
 
 
 def stated_ids(taps, spec) -> list[int]:
@@ -110,7 +184,7 @@ def stated_ids(taps, spec) -> list[int]:
 
 
 def layout_name(rules: RuleSet, name: str) -> str:
-    """The checkpoint name export writes for the canonical ``name``: the spec's layout, through its renaming
+    r"""The checkpoint name export writes for the canonical ``name``: the spec's layout, through its renaming
     rules (layers.0. -> midlayer.), but not through a rule that only strips an optional prefix (``^model\.`` ->
     '', NeMo's): its inverse would prefix every name (model.d2t, model.fc.weight), while the rule is there to
     load such drafts too, not to define the layout. Falls back to the rules' own inverse when the name this

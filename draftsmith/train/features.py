@@ -11,6 +11,7 @@ an interrupted extraction resumes at the first missing shard, and every epoch af
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -26,11 +27,81 @@ from draftsmith.train.checks import TrainError
 META = "features.json"
 META_BYTES = 1 << 16      # extract() writes ~100 bytes; a bigger file is not one it wrote
 SHARDS = "shard-*.safetensors"
+PER_SHARD = 16            # windows per shard file
 FIX = "remove the folder (its features are extracted again) or give another features folder"
 
 
+def _target_ok(v) -> bool:
+    return (isinstance(v, dict) and set(v) == {"config", "weights", "hidden_size"} and isinstance(v["config"], str)
+            and isinstance(v["weights"], dict) and all(isinstance(k, str) and isinstance(n, int)
+                                                       for k, n in v["weights"].items())
+            and (v["hidden_size"] is None or isinstance(v["hidden_size"], int)))
+
+
+KEYS = ("taps", "seq", "per_shard")
+SOURCE = {  # what else the features depend on (absent from a features.json an older draftsmith wrote)
+    "target": _target_ok, "windows": lambda v: isinstance(v, str), "bf16": lambda v: isinstance(v, bool)}
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
+
+
+def target_fingerprint(folder: Path) -> dict:
+    """What a target's features depend on, read cheaply (no tensor): its config.json's content (a sha256), the
+    names and sizes of its weight files and its hidden size. Two targets that differ here give other features."""
+    folder = Path(folder)
+    raw = (folder / "config.json").read_bytes()
+    try:
+        cfg = json.loads(raw)
+    except (ValueError, RecursionError):
+        cfg = {}
+    cfg = cfg if isinstance(cfg, dict) else {}
+    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else {}
+    hidden = cfg.get("hidden_size", text.get("hidden_size"))
+    weights = {p.name: p.stat().st_size for p in sorted(folder.iterdir())
+               if p.name.endswith(WEIGHT_SUFFIXES) and p.is_file()}
+    return {"config": hashlib.sha256(raw).hexdigest()[:16], "weights": weights,
+            "hidden_size": hidden if isinstance(hidden, int) and not isinstance(hidden, bool) else None}
+
+
+def windows_digest(wins: torch.Tensor) -> str:
+    """A sha256 of the token windows (their ids and order: the data, the tokenizer, --seq, --seed and
+    self-distillation all show in it)."""
+    return hashlib.sha256(wins.to(torch.int64).contiguous().numpy().tobytes()).hexdigest()[:16]
+
+
+def source_differences(found: dict, want: dict) -> list[str]:
+    """What differs between the source a features.json records (``found``) and this run's (``want``), for each
+    key both state: ["the target's hidden size is 64, not 128", ...]; [] when nothing does. A features.json
+    without a key (an older draftsmith's) is not compared on it."""
+    out = []
+    ft, wt = found.get("target"), want.get("target")
+    if ft is not None and wt is not None:
+        if ft["hidden_size"] != wt["hidden_size"]:
+            out.append(f"they are of a target of hidden size {ft['hidden_size']}, this one's is {wt['hidden_size']}")
+        if ft["config"] != wt["config"]:
+            out.append("the target's config.json differs")
+        if ft["weights"] != wt["weights"]:
+            out.append(f"the target's weight files differ ({short(ft['weights'], 80)}, now "
+                       f"{short(wt['weights'], 80)})")
+    if found.get("windows") is not None and want.get("windows") is not None and found["windows"] != want["windows"]:
+        out.append("the token windows differ (other --data, tokenizer, --seed or --self-distill)")
+    if found.get("bf16") is not None and want.get("bf16") is not None and found["bf16"] != want["bf16"]:
+        flag = lambda b: "--bf16" if b else "--no-bf16"  # noqa: E731
+        out.append(f"they were extracted with {flag(found['bf16'])}, this run has {flag(want['bf16'])}")
+    return out
+
+
+def source_problem(folder: Path, found: dict | None, want: dict) -> tuple[str, str] | None:
+    """("features", why) when the features in ``folder`` were made from another source than ``want``, else None."""
+    if found is None or not (diff := source_differences(found, want)):
+        return None
+    return ("features", f"{short_text(folder, 300)} holds features made for another run: {'; '.join(diff)}; give a "
+                        "new --features folder (or remove this one: its features are then extracted again)")
+
+
 def read_meta(folder: Path) -> dict | None:
-    """``folder``'s features.json as {"taps": [int, ...], "seq": int, "per_shard": int}, or None when there is none.
+    """``folder``'s features.json as {"taps": [int, ...], "seq": int, "per_shard": int} and what they were made
+    from ("target": :func:`target_fingerprint`, "windows": :func:`windows_digest`, "bf16"; any of these may be
+    absent: an older draftsmith did not write them), or None when there is none.
     The one reader of it (preflight, :func:`extract`, :class:`FeatureStore`): a file that is not a regular file,
     past ``META_BYTES``, not JSON, or not of that form is a TrainError naming it, its values quoted bounded."""
     path = Path(folder) / META
@@ -57,12 +128,13 @@ def read_meta(folder: Path) -> dict | None:
         why = f"not usable JSON ({type(e).__name__})"
     else:
         small = lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**31  # noqa: E731
-        if (isinstance(meta, dict) and set(meta) == {"taps", "seq", "per_shard"} and isinstance(meta["taps"], list)
-                and all(map(small, meta["taps"])) and small(meta["seq"]) and meta["seq"] > 0
-                and small(meta["per_shard"]) and meta["per_shard"] > 0):
+        if (isinstance(meta, dict) and {"taps", "seq", "per_shard"} <= set(meta) <= {*KEYS, *SOURCE}
+                and isinstance(meta["taps"], list) and all(map(small, meta["taps"])) and small(meta["seq"])
+                and meta["seq"] > 0 and small(meta["per_shard"]) and meta["per_shard"] > 0
+                and all(SOURCE[k](meta[k]) for k in SOURCE if k in meta)):
             return meta
-        why = (f"not of the form {{\"taps\": [layer, ...], \"seq\": tokens, \"per_shard\": windows}} "
-               f"(found {short(meta, 120)})")
+        why = (f"not of the form {{\"taps\": [layer, ...], \"seq\": tokens, \"per_shard\": windows, "
+               f"\"target\": ..., \"windows\": ..., \"bf16\": ...}} (found {short(meta, 120)})")
     raise TrainError([("", f"{where} is {why}; {FIX}")])
 
 
@@ -112,24 +184,33 @@ def target_features(target, ids: torch.Tensor, taps) -> dict[str, torch.Tensor]:
     return out if aux is None else {**out, "aux": aux}
 
 
-def extract(model, wins: torch.Tensor, folder: Path, *, per_shard: int = 16, batch: int = 4,
+def extract(model, wins: torch.Tensor, folder: Path, *, per_shard: int = PER_SHARD, batch: int = 4,
             limit: int | None = None, dtype=torch.bfloat16, bf16: bool = False,
-            on_shard: Callable[[int, int], None] | None = None) -> int:
+            on_shard: Callable[[int, int], None] | None = None, target: dict | None = None) -> int:
     """Write the features of ``wins`` [N, S] (the first ``limit`` windows) to ``folder``; shards already there
     are kept (resume). ``bf16`` runs the target's matmuls under bfloat16 autocast (several times faster on CPUs
-    with AMX; the features are stored in bfloat16 either way). Returns the number of windows stored."""
+    with AMX; the features are stored in bfloat16 either way). ``target``: the target's
+    :func:`target_fingerprint`, recorded with the windows' digest and ``bf16`` so that features of another
+    source are refused, not mixed in. Returns the number of windows the folder holds (those of earlier runs
+    with a larger ``limit`` too: training reads them all)."""
     folder.mkdir(parents=True, exist_ok=True)
     n = min(len(wins), limit or len(wins))
     meta = {"taps": list(model.draft.taps or ()), "seq": int(wins.shape[1]), "per_shard": per_shard}
-    if (found := read_meta(folder)) is not None and found != meta:
-        raise TrainError([("", f"{short_text(folder, 300)} holds features for {show(found)}, not {show(meta)}")])
-    (folder / META).write_text(json.dumps(meta) + "\n")
+    source = {"target": target, "windows": windows_digest(wins), "bf16": bf16} if target is not None else {}
+    if (found := read_meta(folder)) is not None:
+        if {k: found[k] for k in KEYS} != meta:
+            raise TrainError([("", f"{short_text(folder, 300)} holds features for {show(found)}, not {show(meta)}")])
+        if bad := source_problem(folder, found, source):
+            raise TrainError([bad])
+        if not SOURCE.keys() & found.keys():
+            source = {}   # an older draftsmith's features: what they were made from is unknown, so not claimed
+    (folder / META).write_text(json.dumps({**meta, **source}) + "\n")
     device = next(model.target.parameters()).device
     shards = (n + per_shard - 1) // per_shard
     for s in range(shards):
         path = folder / f"shard-{s:05d}.safetensors"
-        if path.is_file():
-            continue
+        if path.is_file() and shard_rows(path) >= min(n, (s + 1) * per_shard) - s * per_shard:
+            continue   # complete; a short last shard of a smaller --max-windows is extracted again, whole
         chunk = wins[s * per_shard: min(n, (s + 1) * per_shard)]
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
             parts = [target_features(model.target, chunk[i: i + batch].to(device), model.draft.taps or ())
@@ -141,7 +222,13 @@ def extract(model, wins: torch.Tensor, folder: Path, *, per_shard: int = 16, bat
         tmp.rename(path)  # a shard exists only once complete
         if on_shard:
             on_shard(s + 1, shards)
-    return n
+    return sum(shard_rows(path) for path in folder.glob(SHARDS))
+
+
+def shard_rows(path: Path) -> int:
+    """The windows a shard holds, from its header."""
+    with safe_open(str(path), "pt") as f:
+        return f.get_slice("ids").get_shape()[0]
 
 
 class FeatureStore:
@@ -160,8 +247,7 @@ class FeatureStore:
         return len(self.shards)
 
     def rows(self, s: int) -> int:
-        with safe_open(str(self.shards[s]), "pt") as f:
-            return f.get_slice("ids").get_shape()[0]
+        return shard_rows(self.shards[s])
 
     def batches(self, batch: int, seed: int, start: int = 0) -> Iterator[dict[str, torch.Tensor]]:
         """Endless batches: shards in a seeded order per epoch, windows shuffled inside a shard. ``start`` skips

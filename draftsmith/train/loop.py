@@ -21,6 +21,7 @@ from draftsmith.train.draft_io import export_draft
 from draftsmith.train.ttt import ttt_losses
 
 STATE = "trainer.pt"
+RESUMABLE = ("steps", "minutes", "save_every")   # the TrainConfig fields a resumed run may change (preflight)
 
 
 @dataclass

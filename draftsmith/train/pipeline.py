@@ -3,6 +3,7 @@ one in ``out``, resumed) -> the target's features -> the TTT loop -> held-out ac
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,7 +16,8 @@ from draftsmith.train import data as D
 from draftsmith.train.checks import TrainError, check_job
 from draftsmith.train.draft_io import export_draft, init_draft, start_from_target
 from draftsmith.train.evaluate import PLANS, Acceptance, acceptance
-from draftsmith.train.features import FeatureStore, extract_with_log
+from draftsmith.train.features import (SOURCE, FeatureStore, extract_with_log, read_meta, show, source_problem,
+                                       target_fingerprint, windows_digest)
 from draftsmith.train.loop import STATE, TrainConfig, save_start, train
 from draftsmith.train.preflight import count, no_windows, preflight, skipped_note
 
@@ -85,12 +87,16 @@ def run(job: Job, console=None, log: Callable[[str], None] = print) -> dict[str,
     if not docs or (len(ids) < job.seq and not job.self_distill and job.max_windows != 0):
         raise no_windows(job, files, docs, ids, skipped)   # before the draft is built (self-distilled text below)
     log(f"data: {len(docs)} documents, {len(ids)} tokens{skipped_note(skipped)}")
+    feats, fingerprint, wins = Path(job.features or out / "features"), target_fingerprint(Path(job.target)), None
+    if job.max_windows != 0 and not job.self_distill:   # features of other windows: refused before the draft is built
+        wins = D.windows(ids, job.seq, seed=job.config.seed)
+        if bad := source_problem(feats, read_meta(feats), {"windows": windows_digest(wins)}):
+            raise TrainError([bad])
     if (out / STATE).is_file():
         model = draftsmith.assemble(job.spec, target=job.target, draft=out)
         log(f"resuming the draft in {out}" + (" (--from-draft starts a new run only)" if job.from_draft else ""))
     else:
-        model = start(job, ids, log)
-        save_start(model, job.config, out)
+        model = start_or_clean(job, ids, log)
     model.target.to(job.device)
     model.draft.to(job.device)
     model.device = job.device
@@ -98,14 +104,19 @@ def run(job: Job, console=None, log: Callable[[str], None] = print) -> dict[str,
         docs = self_distilled(model, docs, tok, job.seq // 4, job.self_distill, log, batch=job.distill_batch,
                               per_doc=job.prompts_per_doc)
         ids = D.encode(docs, tok, tok.eos_token_id)
-    feats = Path(job.features or out / "features")
     if job.max_windows != 0:
-        wins = D.windows(ids, job.seq, seed=job.config.seed)
+        wins = D.windows(ids, job.seq, seed=job.config.seed) if wins is None else wins
         if not len(wins):
             raise no_windows(job, files, docs, ids)
-        n = extract_with_log(model, wins, feats, log, limit=job.max_windows, bf16=job.config.bf16)
+        n = extract_with_log(model, wins, feats, log, limit=job.max_windows, bf16=job.config.bf16,
+                             target=fingerprint)
         log(f"features: {n} windows of {job.seq} tokens in {feats}")
     store = FeatureStore(feats)
+    if bad := store_problems(store, model, job, fingerprint):
+        raise TrainError(bad)
+    if not SOURCE.keys() & store.meta.keys():
+        log(f"features: {feats} does not record the target and windows they were made from (an older draftsmith "
+            "wrote them), so they are used unchecked")
     last = train(model, store, out, job.config, console=console, log=log)
     if last["loss"] is None:   # not one step was run
         log(f"{job.out} is already at step {last['step']} of --steps {job.config.steps}: nothing to train (a larger "
@@ -113,6 +124,41 @@ def run(job: Job, console=None, log: Callable[[str], None] = print) -> dict[str,
     else:
         log(f"trained to step {last['step']}: loss {last['loss']:.3f}")
     return evaluate(job, tok, log)
+
+
+def store_problems(store: FeatureStore, model, job: Job, fingerprint: dict) -> list[tuple[str, str]]:
+    """The features training is about to read, against the draft as built and this run (whether extracted now
+    or, with --max-windows 0, only read): the draft's taps, windows long enough for --ttt, the target and
+    --bf16 they were made with. preflight checked what it could without the draft; this is the last word."""
+    meta, found = store.meta, []
+    want = {"taps": list(model.draft.taps or ()), "seq": job.seq, "per_shard": meta["per_shard"]}
+    if meta["taps"] != want["taps"] or meta["seq"] != job.seq:
+        found.append(("features", f"{store.folder} holds features for {show(meta)}, not {show(want)}"))
+    if meta["seq"] < job.config.ttt + 1:
+        found.append(("ttt", f"{job.config.ttt}: the features in {store.folder} are of {meta['seq']}-token windows, "
+                             f"which allow --ttt {meta['seq'] - 1} at most (a window holds ttt + 1 tokens)"))
+    if bad := source_problem(store.folder, meta, {"target": fingerprint, "bf16": job.config.bf16}):
+        found.append(bad)
+    return found
+
+
+def start_or_clean(job: Job, ids: torch.Tensor, log: Callable[[str], None]):
+    """:func:`start` and its step-0 checkpoint; when either fails (or is interrupted), what they wrote to
+    job.out is removed again, so that the next run is not refused for an --out holding a draft without
+    trainer.pt."""
+    out = Path(job.out)
+    existed = out.is_dir()
+    before = set(out.iterdir()) if existed else set()
+    try:
+        model = start(job, ids, log)
+        save_start(model, job.config, out)
+    except BaseException:
+        for p in (set(out.iterdir()) - before) if out.is_dir() else ():
+            shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
+        if not existed and out.is_dir() and not any(out.iterdir()):
+            out.rmdir()
+        raise
+    return model
 
 
 def start(job: Job, ids: torch.Tensor, log: Callable[[str], None]):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import zipfile
 from collections.abc import Sequence
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
@@ -13,24 +14,32 @@ from draftsmith.assembler.assemble import TOKENIZER_FILES
 from draftsmith.assembler.checkpoint import list_tensors
 from draftsmith.assembler.config import read_config, read_raw_config
 from draftsmith.assembler.detect import draft_in
-from draftsmith.errors import DraftsmithError, short_list, short_text
+from draftsmith.errors import DraftsmithError, short, short_list, short_text
 from draftsmith.specs.loader import load_spec
 from draftsmith.train import data as D
 from draftsmith.train.checks import TrainError
-from draftsmith.train.features import SHARDS, read_meta, shard_problem
-from draftsmith.train.loop import FRESH, STATE
+from draftsmith.train.draft_io import MAKES, fresh_taps, fusion_params, unsupported
+from draftsmith.train.features import (PER_SHARD, SHARDS, read_meta, shard_problem, show, source_problem,
+                                       target_fingerprint)
+from draftsmith.train.loop import FRESH, RESUMABLE, STATE
 
 
 def preflight(job) -> None:
     """Every check that needs neither the target's weights nor the data's text, so that a mistake is reported at
     once: the target folder, its tokenizer and context (a cached name is fetched later), the data and held-out
     paths, the out, features and --from-draft folders, and the spec. A TrainError lists every problem found."""
-    found = []
+    found, spec, taps = [], None, None
     try:
-        load_spec(job.spec)
+        spec = load_spec(job.spec)
     except DraftsmithError as e:
         found.append(("spec", f"is not usable: {e}"))
     found += target_problems(job)
+    if spec is not None and not found and not job.eval_only:
+        try:
+            found += fresh_problems(job, spec)
+            taps = planned_taps(job, spec)
+        except DraftsmithError as e:   # a fresh draft's aux ids that do not fit the target
+            found.append(("spec", f"{spec.name} does not fit the target: {e}"))
     for name in ("data", "held_out"):
         found += [(name, f"{short_text(p, 300)}: no such file or folder") for p in map(Path, getattr(job, name))
                   if not (p.is_file() or p.is_dir())]
@@ -52,7 +61,7 @@ def preflight(job) -> None:
     elif not found and not D.expand(job.data):
         found.append(("data", f"{short_list(job.data, quote=False)}: no text or JSONL files, so no training windows"))
     if not job.eval_only:
-        found += out_problems(job) + feature_problems(job)
+        found += out_problems(job) + feature_problems(job, taps) + resume_problems(job)
         if (out / STATE).is_file() and not zipfile.is_zipfile(out / STATE):   # torch.save writes a zip archive
             found.append(("", f"{short_text(out / STATE, 300)} is not a trainer state (not a torch.save archive); "
                               f"{FRESH}"))
@@ -133,10 +142,75 @@ def out_problems(job) -> list[tuple[str, str]]:
     return found
 
 
-def feature_problems(job) -> list[tuple[str, str]]:
+def fresh(job) -> bool:
+    """Whether the run starts a fresh draft (init_draft): no --from-draft, no run in --out to resume."""
+    return not job.eval_only and not job.from_draft and not (Path(job.out) / STATE).is_file()
+
+
+def fresh_problems(job, spec) -> list[tuple[str, str]]:
+    """A spec whose fresh draft train cannot make (MLA attention, an MTP fusion, FP8 weights...): refused here,
+    naming what it asks for and what train makes, not after the run has written its start."""
+    if not fresh(job) or not (bad := unsupported(spec)):
+        return []
+    return [("spec", f"{spec.name}: train cannot make a fresh draft with {', '.join(bad)}; it makes {MAKES}")]
+
+
+def planned_taps(job, spec) -> list[int] | None:
+    """The taps the run's draft will read, worked out from configs alone so that features of other taps are
+    refused before anything slow: the spec's, the target's layer count and the draft's config (the run's in
+    --out when resuming, --from-draft's; a fresh draft states the spec's). [] for EAGLE-1; None when it cannot
+    be told here (a cached target not fetched yet, another fusion, a config the draft's load will refuse): the
+    features are compared again with the built draft's taps before training. A fresh draft's aux ids that do not
+    fit the target raise a SpecError."""
+    kind = spec.draft.fusion.kind
+    if kind != "eagle3":
+        return [] if kind == "eagle1" else None
+    try:
+        cfg = read_config(Path(job.target))
+        layers = cfg.get("num_hidden_layers") or (cfg.get("text_config") or {}).get("num_hidden_layers")
+    except (DraftsmithError, OSError, AttributeError):
+        return None
+    if not isinstance(layers, int):
+        return None
+    if fresh(job):
+        return list(fresh_taps(spec, layers))
+    from draftsmith.components.eagle3_config import resolve_taps
+
+    try:
+        raw = read_raw_config(Path(job.out) if (Path(job.out) / STATE).is_file() else Path(job.from_draft))
+        return list(resolve_taps(fusion_params(spec), raw, layers))
+    except (DraftsmithError, OSError, ValueError):
+        return None
+
+
+def resume_problems(job) -> list[tuple[str, str]]:
+    """A resumed run's settings against those it was started with (trainer.pt's config, read memory-mapped):
+    only --steps, --minutes and --save-every may change; any other change would silently retrain under new
+    hyperparameters (and overwrite the record of the old ones), so each is named with its old and new value."""
+    out = Path(job.out)
+    if job.eval_only or not (out / STATE).is_file() or not zipfile.is_zipfile(out / STATE):
+        return []
+    import torch
+
+    try:
+        saved = torch.load(out / STATE, weights_only=True, mmap=True)["config"]
+        saved = dict(saved)
+    except Exception:   # noqa: BLE001 - not a trainer state: load_state says so, with how to start fresh
+        return []
+    now = asdict(job.config)
+    changed = [k for k in now if k not in RESUMABLE and k in saved and saved[k] != now[k]]
+    keep = ", ".join(f"--{k.replace('_', '-')}" for k in RESUMABLE)
+    return [(k, f"{short(now[k])}: the run in {short_text(out, 300)} was started with {short(saved[k])}, and a "
+                f"resumed run keeps its settings (only {keep} may change): give {short(saved[k])} again, or a new "
+                f"--out for a new run (--from-draft {short_text(out, 300)} starts one from its draft)")
+            for k in changed]
+
+
+def feature_problems(job, taps: list[int] | None = None) -> list[tuple[str, str]]:
     """The features folder: a folder whose features.json (when there) is one :func:`read_meta` accepts and whose
-    shards' headers are readable; holding shards when max_windows is 0 (train on those alone); else holding none
-    or those of windows of job.seq tokens (a resumed run extracts more of the same)."""
+    shards' headers are readable; holding shards when max_windows is 0 (train on those alone); holding none, or
+    those of windows of job.seq tokens, of ``taps`` (the draft's, when known) and of this target and --bf16
+    (when the folder records them), whether more are extracted or not."""
     feats = Path(job.features or Path(job.out) / "features")
     if feats.exists() and not feats.is_dir():
         return [("features", f"{short_text(feats, 300)} is not a folder")]
@@ -146,15 +220,25 @@ def feature_problems(job) -> list[tuple[str, str]]:
         return e.problems
     if bad := shard_problem(feats, meta):
         return [("", bad)]
-    if job.max_windows == 0:
-        if meta is not None and any(feats.glob(SHARDS)):
-            return []
+    if job.max_windows == 0 and (meta is None or not any(feats.glob(SHARDS))):
         return [("max_windows", f"0: no features in {short_text(feats, 300)} to train on (0 uses only the features "
                                 "already on disk)")]
-    if meta is None or meta["seq"] == job.seq:
+    if meta is None:
         return []
-    return [("seq", f"{job.seq}: {short_text(feats, 300)} holds features of {meta['seq']}-token windows; give seq "
-                    f"{meta['seq']} to resume, or another features folder")]
+    found = []
+    if meta["seq"] != job.seq:
+        found.append(("seq", f"{job.seq}: {short_text(feats, 300)} holds features of {meta['seq']}-token windows; "
+                             f"give seq {meta['seq']} to resume, or another features folder"))
+    if taps is not None and meta["taps"] != list(taps):
+        want = {"taps": list(taps), "seq": job.seq, "per_shard": PER_SHARD}
+        found.append(("features", f"{short_text(feats, 300)} holds features for {show(meta)}, not {show(want)}"))
+    if (Path(job.target) / "config.json").is_file():
+        try:
+            want = {"target": target_fingerprint(Path(job.target)), "bf16": job.config.bf16}
+        except OSError:
+            return found
+        found += [bad] if (bad := source_problem(feats, meta, want)) else []
+    return found
 
 
 def no_windows(job, files: Sequence[Path], docs: Sequence[str], ids: torch.Tensor,
