@@ -51,17 +51,25 @@ def expand(paths: Iterable[str | Path]) -> list[Path]:
 
 def jsonl_text(record: dict) -> str | None:
     """One JSONL record's text: `text`, else `prompt` + `completion`, else chat `messages` contents joined; None
-    when it has none. A content (or completion) is a string, null (empty: an assistant turn that only calls a
-    tool) or a list of OpenAI-style parts whose text parts are joined by newlines (other parts, such as images,
-    are skipped); any other value is a ValueError saying which field holds what."""
+    when it has none of these fields (or a null one). A content (or completion) is a string, null (empty: an
+    assistant turn that only calls a tool) or a list of OpenAI-style parts whose text parts are joined by newlines
+    (other parts, such as images, are skipped); `text` and `prompt` are a string or null, `messages` a list (entries that
+    are not objects are skipped); any other value is a ValueError saying which field holds what (dropping the record silently would
+    train on less data than the file holds, unsaid)."""
+    for key in ("text", "prompt"):
+        if record.get(key) is not None and not isinstance(record[key], str):
+            raise ValueError(f"{key} is {short(record[key], 60)}: expected a string or null")
     if isinstance(record.get("text"), str):
         return record["text"]
     if isinstance(record.get("prompt"), str):
         return record["prompt"] + content_text(record.get("completion"), "completion")
-    if isinstance(record.get("messages"), list):
-        return "\n".join(content_text(m.get("content"), f"messages[{i}].content")
-                         for i, m in enumerate(record["messages"]) if isinstance(m, dict))
-    return None
+    messages = record.get("messages")
+    if messages is None:
+        return None
+    if not isinstance(messages, list):
+        raise ValueError(f"messages is {short(messages, 60)}: expected a list of messages")
+    return "\n".join(content_text(m.get("content"), f"messages[{i}].content")
+                     for i, m in enumerate(messages) if isinstance(m, dict))
 
 
 def content_text(value, field: str) -> str:

@@ -30,7 +30,7 @@ def test_stdlib_splits_into_training_files_and_held_out_test_files():
     ({"prompt": "p", "completion": "c"}, "pc"),
     ({"prompt": "p"}, "p"),
     ({"messages": [{"content": "a"}, "not a message", {"role": "x"}, {"content": "b"}]}, "a\n\nb"),
-    ({"text": 3}, None),
+    ({"text": None, "prompt": "p"}, "p"),
     ({}, None),
 ])
 def test_jsonl_records_give_text_then_prompt_and_completion_then_messages(record, text):

@@ -174,3 +174,22 @@ def test_preflight_refuses_a_trainer_state_that_is_no_torch_archive(job, tmp_pat
     (tmp_path / "out" / STATE).write_bytes(b"garbage")
     with pytest.raises(TrainError, match=f"{tmp_path / 'out' / STATE} is not a trainer state"):
         preflight(job(tmp_path / "out"))
+
+
+@pytest.mark.parametrize("record, says", [
+    ({"text": 5}, "text is 5: expected a string or null"),
+    ({"text": ["a"]}, "text is ['a']: expected a string or null"),
+    ({"prompt": 5, "completion": "c"}, "prompt is 5: expected a string or null"),
+    ({"messages": "hi"}, "messages is 'hi': expected a list of messages"),
+])
+def test_a_text_field_of_another_type_is_refused_by_file_and_line(tmp_path, record, says):
+    f = tmp_path / "d.jsonl"
+    f.write_text('{"text": "fine"}\n' + json.dumps(record) + "\n")
+    with pytest.raises(TrainError, match="^" + re.escape(f"{f}:2: {says}")):
+        D.read_documents([f])
+
+
+def test_records_without_a_text_field_or_with_null_text_give_no_document(tmp_path):
+    f = tmp_path / "d.jsonl"
+    f.write_text('{"id": 1}\n{"text": null}\n{"text": "a"}\n')
+    assert D.read_documents([f]) == ["a"]
