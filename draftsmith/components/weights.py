@@ -136,7 +136,9 @@ class RegexRule(BaseModel):
 
     `inverse` is the (match, replace) pair for canonical -> checkpoint. It is derived for a literal prefix rename
     ('^' + an escaped literal -> a literal), the only kind that is invertible by construction; any other rule can
-    state its inverse explicitly.
+    state its inverse explicitly. A rule that strips a prefix (``'^model\\.' -> ''``, NeMo's) gets none: it lets a
+    spec load such names too, while the layout's own names are the unprefixed ones (its inverse would prefix every
+    name a layout writes).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -161,7 +163,7 @@ class RegexRule(BaseModel):
                                      f"rename: {exc}") from exc
             if (why := pattern_problem(pattern)) is not None:
                 raise ValueError(f"rule {what} {short(pattern)} is refused: {why}")
-        if self.inverse is None and self.match.startswith("^") and "\\" not in self.replace:
+        if self.inverse is None and self.match.startswith("^") and self.replace and "\\" not in self.replace:
             literal = _literal_of(self.match[1:])
             if literal is not None:
                 derived = ("^" + re.escape(self.replace), _template_literal(literal))

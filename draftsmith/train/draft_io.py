@@ -183,29 +183,13 @@ def stated_ids(taps, spec) -> list[int]:
     return [int(t) - shift for t in taps]
 
 
-def layout_name(rules: RuleSet, name: str) -> str:
-    r"""The checkpoint name export writes for the canonical ``name``: the spec's layout, through its renaming
-    rules (layers.0. -> midlayer.), but not through a rule that only strips an optional prefix (``^model\.`` ->
-    '', NeMo's): its inverse would prefix every name (model.d2t, model.fc.weight), while the rule is there to
-    load such drafts too, not to define the layout. Falls back to the rules' own inverse when the name this
-    gives would not load back as ``name``."""
-    renaming = RuleSet([r for r in rules.rules if getattr(r, "replace", None) != ""], rules.ignore)
-    try:
-        candidate = renaming.from_canonical(name)
-    except ValueError:
-        candidate = None
-    if candidate is not None and rules.to_canonical(candidate)[0] == name:
-        return candidate
-    return rules.from_canonical(name)
-
-
 def export_draft(model, folder: Path, *, dtype: torch.dtype = torch.bfloat16, source: Path | None = None) -> Path:
     """Write ``model.draft`` to ``folder`` in its spec's layout: model.safetensors (floats in ``dtype``, d2t / t2d
     as they are) and config.json (from ``source``'s, with draft_vocab_size and the taps stated in the spec's
     ``aux_layers.at`` convention, so that the spec reads them back as the same taps)."""
     folder, source = Path(folder), Path(source or folder)
     rules = rule_set(model.spec, default_registry())
-    tensors = {layout_name(rules, k): (v.detach().to(dtype) if v.is_floating_point() else v.detach()).cpu()
+    tensors = {rules.from_canonical(k): (v.detach().to(dtype) if v.is_floating_point() else v.detach()).cpu()
                for k, v in model.draft.state_dict().items()}
     old = source / "model.safetensors"
     if old.is_file() and "embed_tokens.weight" in load_file(str(old)) and "embed_tokens.weight" not in tensors:

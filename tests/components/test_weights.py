@@ -55,7 +55,10 @@ def test_first_matching_rule_wins_and_ignore_comes_first():
     assert rules.to_canonical("model.fc.weight") == ("fc.weight", 0)
     assert rules.to_canonical("lm_head.weight") == ("lm_head.weight", None)
     assert rules.to_canonical("model.layers.0.rotary_emb.inv_freq") == (None, None)
-    assert rules.from_canonical("fc.weight") == "model.fc.weight"
+    # a rule that strips a prefix loads such names too; the layout's own names stay unprefixed (no derived inverse)
+    assert rules.rules[0].inverse is None and rules.from_canonical("fc.weight") == "fc.weight"
+    stated = RuleSet([RegexRule(match=r"^model\.", replace="", inverse=("^", "model."))])
+    assert stated.from_canonical("fc.weight") == "model.fc.weight"   # a layout that is prefixed says so
 
 
 def test_from_canonical_returns_a_true_preimage_or_refuses():
