@@ -17,7 +17,6 @@ import draftsmith
 from draftsmith.assembler.build import rule_set
 from draftsmith.assembler.checkpoint import save_safetensors
 from draftsmith.assembler.vocab import make_vocab_map
-from draftsmith.components.weights import RuleSet
 from draftsmith.registry import default_registry
 from draftsmith.testing import write_eagle1, write_eagle3
 
