@@ -226,6 +226,7 @@ def measure(name: str, root: Path, *, device: str, dtype: str, batches=(1, 8), p
                 "verify_forward_ms": verify_ms, "verify_x_decode_forward": verify_ms / decode_ms,
                 "draft_forward_ms": draft_ms, "tau_max": p.steps + 1,
                 "bookkeeping_share": stats.bookkeeping_share if device == "cpu" else None,
+                "addressing_share": stats.addressing_share if device == "cpu" else None,
                 **{f"tok_s_tau{t:g}": B * t / step for t in TAUS}}
             rows[f"draftsmith {label}"]["draft_x_target_only"] = rows[f"draftsmith {label}"]["draft_forward_ms"] / (
                 base * 1e3)
@@ -290,9 +291,10 @@ def markdown(results: list[dict]) -> str:
                          if "draft_forward_ms" in m else "-")
                 verify = (f"{m['verify_forward_ms']:.2f} ({m['verify_x_decode_forward']:.2f}x)"
                           if "verify_forward_ms" in m else "-")
-                share = _fmt(None if m.get("bookkeeping_share") is None else 100 * m["bookkeeping_share"], ".1f")
+                share = ("-" if m.get("bookkeeping_share") is None else
+                         f"{100 * m['bookkeeping_share']:.1f}% (+{100 * m['addressing_share']:.1f}% KV)")
                 lines.append(f"| {name} | {_fmt(m.get('step_ms'))} | {_fmt(m.get('x_target_only'))} | "
-                             f"{verify} | {draft} | {share if share == '-' else share + '%'} | "
+                             f"{verify} | {draft} | {share} | "
                              f"{_fmt(m.get('tok_s'), '.1f')} | " + " | ".join(_projected(m, t) for t in TAUS) + " |")
             lines.append("")
     return "\n".join(lines)

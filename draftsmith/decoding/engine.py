@@ -80,7 +80,21 @@ class State:
     dlogits: torch.Tensor | None = None  # [B, Vd] draft logits after the root, over the draft's vocabulary
 
 
-class TargetRunner:
+class _Addressed:
+    """The runners' shared step: the static pool's addresses and masks for a forward (:func:`fixed_kv`), timed
+    into the run's statistics (``addressing_seconds``, a part of ``forward_seconds``)."""
+
+    pool: StaticKVPool
+    stats: Stats
+
+    def addressed(self, rows, rel_pos, rel_mask, prompt_lens):
+        t0 = time.perf_counter()
+        out = fixed_kv(self.pool, rows, rel_pos, rel_mask, fresh=prompt_lens is not None)
+        self.stats.addressing_seconds += time.perf_counter() - t0
+        return out
+
+
+class TargetRunner(_Addressed):
     """The target + its pool: ``(ids, rows, rel_pos, rel_mask) -> (logits [B, T, V], hand-over [B, T, Hh])``.
     With ``prompt_lens`` [B] the forward is the prefill of an empty pool (:func:`fixed_kv` ``fresh``; rel_mask
     unused) and the logits are made at each row's last prompt token only, [B, V] (a long prompt's [B, T, V] never
@@ -93,7 +107,7 @@ class TargetRunner:
 
     def forward(self, ids, rows, rel_pos, rel_mask, prompt_lens=None, hand_over=True):
         # hand_over False: nobody drafts from this forward (target-only decoding), so no taps are gathered
-        kv, pos = fixed_kv(self.pool, rows, rel_pos, rel_mask, fresh=prompt_lens is not None)
+        kv, pos = self.addressed(rows, rel_pos, rel_mask, prompt_lens)
         taps = (self.taps or ()) if hand_over else ()
         hidden, aux = self.model(ids, pos, kv, taps=taps)
         handover = None if not hand_over else aux if taps else hidden
@@ -108,7 +122,7 @@ class TargetRunner:
         return out
 
 
-class DraftRunner:
+class DraftRunner(_Addressed):
     """The draft + its pool; ``from_target``: hidden is the target's hand-over (through fc) or the draft's own.
     ``prompt_lens`` [B]: the prefill, as for :class:`TargetRunner`; feed and logits at the last token, [B, *]."""
 
@@ -117,7 +131,7 @@ class DraftRunner:
         self.stats = Stats()
 
     def forward(self, ids, hidden, rows, rel_pos, rel_mask, *, from_target: bool, prompt_lens=None):
-        kv, pos = fixed_kv(self.pool, rows, rel_pos, rel_mask, fresh=prompt_lens is not None)
+        kv, pos = self.addressed(rows, rel_pos, rel_mask, prompt_lens)
         _, feed, head_in = self.model(ids, hidden, pos, kv, embed=self.embed, from_target=from_target,
                                       head_input=True)
         if prompt_lens is not None:

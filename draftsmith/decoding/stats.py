@@ -17,6 +17,7 @@ class Stats:
     wall_seconds: float = 0.0
     prefill_seconds: float = 0.0      # of wall_seconds: the prompt's forward(s) up to the first token (on the host)
     forward_seconds: float = 0.0      # host time inside model forwards (on CUDA: launching them, or graph replays)
+    addressing_seconds: float = 0.0   # of forward_seconds: the KV pool's addressing and attention masks (fixed_kv)
 
     @property
     def acceptance_length(self) -> float:
@@ -39,6 +40,12 @@ class Stats:
         meaningful on the CPU, where a forward's host time is its compute time."""
         return 1.0 - self.forward_seconds / self.wall_seconds if self.wall_seconds > 0 else 0.0
 
+    @property
+    def addressing_share(self) -> float:
+        """Share of the wall time the forwards spent on the KV pool's addressing and masks (inside the forwards,
+        but no layer's work: bookkeeping too, in the issue's sense of everything but the model's compute)."""
+        return self.addressing_seconds / self.wall_seconds if self.wall_seconds > 0 else 0.0
+
     def record_step(self, accepted: int) -> None:
         # accepted: draft tokens of this step that were emitted (a step cut by max_new_tokens or a stop token
         # counts only what it emitted, so committed sums to the tokens generated: invariant 12)
@@ -56,7 +63,8 @@ class Stats:
                 "accepted_per_position": self.accepted_per_position,
                 "tokens_per_second": round(self.tokens_per_second, 2), "wall_seconds": round(self.wall_seconds, 4),
                 "prefill_seconds": round(self.prefill_seconds, 4), "forward_seconds": round(self.forward_seconds, 4),
-                "bookkeeping_share": round(self.bookkeeping_share, 3)}
+                "bookkeeping_share": round(self.bookkeeping_share, 3),
+                "addressing_share": round(self.addressing_share, 3)}
 
 
 @dataclass

@@ -257,13 +257,29 @@ def test_stats_as_dict():
     from draftsmith.decoding.stats import Stats
 
     st = Stats(mode="v2", new_tokens=100, target_forwards=7, draft_forwards=30, wall_seconds=0.3,
-               prefill_seconds=0.05, forward_seconds=0.25)
+               prefill_seconds=0.05, forward_seconds=0.25, addressing_seconds=0.03)
     for acc in (3, 1, 0):
         st.record_step(acc)
     assert st.as_dict() == {
         "mode": "v2", "acceptance_length": 2.333, "new_tokens": 100, "target_forwards": 7, "draft_forwards": 30,
         "steps": 3, "committed": 7, "accepted_per_position": [2, 1, 1], "tokens_per_second": 333.33,
-        "wall_seconds": 0.3, "prefill_seconds": 0.05, "forward_seconds": 0.25, "bookkeeping_share": 0.167}
+        "wall_seconds": 0.3, "prefill_seconds": 0.05, "forward_seconds": 0.25, "bookkeeping_share": 0.167,
+        "addressing_share": 0.1}
+
+
+def test_the_kv_addressing_inside_forwards_is_timed_apart(monkeypatch):
+    """What the forwards spend on the pool's addresses and masks is counted (a part of the forward time), for the
+    target and the draft runners both."""
+    import draftsmith
+    from draftsmith.decoding import static_pool
+
+    model = draftsmith.assemble("demo")
+    calls = []
+    real = static_pool.fixed_kv
+    monkeypatch.setattr("draftsmith.decoding.engine.fixed_kv", lambda *a, **k: calls.append(1) or real(*a, **k))
+    st = model.generate([5, 6, 7], max_new_tokens=16, stop=[]).stats
+    assert len(calls) >= st.target_forwards + st.draft_forwards
+    assert 0 < st.addressing_seconds < st.forward_seconds and 0 < st.addressing_share < 1
 
 
 def test_sampling_and_tree_arguments_are_checked():
