@@ -4,10 +4,14 @@
 itself, as `assemble()` would, which tensors it misses or does not expect (a tensor carried under a name the
 target layout's spec refuses was once written and only found at load time). There is no target at conversion
 time, so a stand-in implied by the draft's own config takes its place: its sizes are guesses, so only names are
-judged (missing, unexpected, colliding), never shapes.
+judged (missing, unexpected, colliding), never shapes. And only what the conversion introduced is judged: a
+source that loads only with settings its family spec does not state (an FP8 `eagle_linear` needs a spec with
+`quant: fp8`) misfits the proposed spec the same way before and after, which is no reason to refuse.
 """
 from __future__ import annotations
 
+import contextlib
+import logging
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -15,7 +19,6 @@ from transformers import LlamaConfig
 
 from draftsmith.errors import DraftsmithError
 
-NAME_PROBLEMS = ("missing:", "unexpected:", "collision:")
 STAND_IN_LAYERS = 64   # enough layers for the usual taps; a draft tapping deeper gets as many as it taps
 
 
@@ -31,14 +34,25 @@ def stand_in_target(raw: Mapping[str, Any], draft_cfg) -> LlamaConfig:
                        num_key_value_heads=1, intermediate_size=1, **extra)
 
 
-def name_misfits(folder: Path, spec_data: Mapping[str, Any], registry=None) -> list[str]:
-    """The name problems the spec's load plan finds in ``folder`` (``[]`` when it fits, or when no stand-in target
-    can be built for it: then verify's own comparison is the only check)."""
+@contextlib.contextmanager
+def _quiet():
+    """The stand-in's own notes (e.g. default taps "for a 64-layer target") are about no real target: unsaid."""
+    log = logging.getLogger("draftsmith")
+    level = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        log.setLevel(level)
+
+
+def misfit_names(folder: Path, spec_data: Mapping[str, Any], registry=None) -> dict[str, str] | None:
+    """canonical name -> 'missing' / 'unexpected' / 'colliding' for the tensors of ``folder`` that the model the
+    spec builds (with a stand-in target) would refuse by name; None when no stand-in can be built for it."""
     from draftsmith.assembler.build import build_draft, rule_set
     from draftsmith.assembler.checkpoint import list_tensors
     from draftsmith.assembler.config import draft_hf_config, flatten_draft_config, read_config
-    from draftsmith.assembler.load import plan_module
-    from draftsmith.assembler.plan import CheckpointMismatch
+    from draftsmith.assembler.plan import expected_of
     from draftsmith.components.backends import eager
     from draftsmith.registry import default_registry
     from draftsmith.specs.loader import parse_spec
@@ -47,19 +61,32 @@ def name_misfits(folder: Path, spec_data: Mapping[str, Any], registry=None) -> l
     spec = parse_spec(dict(spec_data), source=f"the spec inspect proposes for {folder}", registry=registry)
     raw, infos = read_config(folder), list_tensors(folder)
     rules = rule_set(spec, registry, flatten_draft_config(raw))
-    canonical = [c for c in (rules.to_canonical(n)[0] for n in infos) if c is not None]
+    remap = rules.remap(infos)
     draft_cfg = draft_hf_config(raw, folder / "config.json")   # read as assemble() reads it: its errors are real
     try:
         stand_in = stand_in_target(flatten_draft_config(raw), draft_cfg)
     except Exception:  # noqa: BLE001 (transformers' own config checks): no stand-in, nothing judged
-        return []
+        return None
     try:
-        model = build_draft(spec, registry, draft_raw=raw, draft_cfg=draft_cfg, target_cfg=stand_in,
-                            canonical_names=canonical, backend=eager)
+        with _quiet():
+            model = build_draft(spec, registry, draft_raw=raw, draft_cfg=draft_cfg, target_cfg=stand_in,
+                                canonical_names=list(remap.mapping) + list(remap.collisions), backend=eager)
     except (DraftsmithError, ValueError, TypeError):   # the stand-in's guess did not fit: nothing judged
+        return None
+    expected = expected_of(model)
+    found = {c: "unexpected" for c in remap.mapping if c not in expected}
+    found |= {c: "missing" for c in expected if c not in remap.mapping and c not in remap.collisions}
+    return found | {c: "colliding" for c in remap.collisions}
+
+
+def introduced_misfits(src: Path, out: Path, registry=None) -> list[str]:
+    """'unexpected: NAME' lines for what the written draft's proposed spec refuses by name and the source's did
+    not ([] when either cannot be judged)."""
+    from draftsmith.convert.inspect import inspect_checkpoint
+
+    judged = [misfit_names(f, found.spec, registry) if (found := inspect_checkpoint(f)).spec else None
+              for f in (src, out)]
+    if None in judged:
         return []
-    try:
-        plan_module(model, folder, rules, spec=spec.name, infos=infos)
-    except CheckpointMismatch as e:
-        return [p for p in e.problems if p.startswith(NAME_PROBLEMS)]
-    return []
+    before, after = judged
+    return [f"{why}: {name!r}" for name, why in sorted(after.items()) if before.get(name) != why]

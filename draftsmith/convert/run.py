@@ -21,7 +21,7 @@ from draftsmith.assembler.checkpoint import read_tensors, save_safetensors
 from draftsmith import limits
 from draftsmith.errors import DraftsmithError, short, short_list, short_text
 from draftsmith.components.weights import RegexRule, RuleSet
-from draftsmith.convert.fits import name_misfits
+from draftsmith.convert.fits import introduced_misfits
 from draftsmith.convert.inspect import inspect_checkpoint
 from draftsmith.assembler.styles import STYLES, style_of, to_facts, from_facts
 
@@ -241,26 +241,30 @@ def _convert(src: str | Path, layout: Layout, out: Path) -> dict[str, Any]:
         why = getattr(e, "strerror", None) or short_text(str(e), 300)
         raise ConvertError(f"cannot write into {short_text(out, 300)}: {why}") from None
     verify(out, facts, {c: (permute_rows(t, hd, perm) if QK.match(c) and order != rope else t)
-                        for c, t in tensors.items()}, to)
+                        for c, t in tensors.items()}, to, src=Path(src))
     return config
 
 
-def verify(out: Path, facts: Mapping[str, Any], tensors: Mapping[str, torch.Tensor], to: str) -> None:
+def verify(out: Path, facts: Mapping[str, Any], tensors: Mapping[str, torch.Tensor], to: str,
+           src: Path | None = None) -> None:
     """Read the written checkpoint back as any user would (detection, its spec's rules, its config style) and
     compare: a layout that cannot say a fact (e.g. EAGLE 3.1's norm_output in a flat Llama config whose family does
-    not imply it) is refused here (convert() then removes the output), never left to load wrong."""
+    not imply it) is refused here (convert() then removes the output), never left to load wrong. With ``src``,
+    also the tensor names the written draft's proposed spec would refuse and the source's did not
+    (:func:`draftsmith.convert.fits.introduced_misfits`)."""
     try:
         got, got_facts, _, _ = read_canonical(out)
     except ConvertError:
         got, got_facts = {}, {}
     diff = sorted(k for k in {*facts, *got_facts} if facts.get(k) != got_facts.get(k))
     bad = sorted(k for k in {*tensors, *got} if k not in got or k not in tensors or not torch.equal(tensors[k], got[k]))
-    misfits = [] if diff or bad else name_misfits(out, inspect_checkpoint(out).spec)   # as assemble() would see it
+    # as assemble() would see it: names the written draft's spec refuses and the source's did not
+    misfits = [] if diff or bad or src is None else introduced_misfits(src, out)
     if diff or bad or misfits:   # convert() removes what was written (and only folders it created)
         what = [f"{short_text(k, 200)}: {short(facts.get(k))} would read back as {short(got_facts.get(k))}"
                 for k in diff[:6]]
         what += [f"tensor {short_text(k, 200)} would not read back" for k in bad[:6]]
         what += [f"its spec would refuse it: {m}" for m in misfits[:6]]
-        if len(diff) > 6 or len(bad) > 6:
-            what.append(f"... and {max(len(diff) - 6, 0) + max(len(bad) - 6, 0)} more")
+        if (more := sum(max(len(found) - 6, 0) for found in (diff, bad, misfits))) > 0:
+            what.append(f"... and {more} more")
         raise ConvertError(f"the {to} layout cannot express this draft (nothing written):\n  " + "\n  ".join(what))

@@ -77,17 +77,17 @@ def test_verify_asks_the_model_which_names_it_refuses(target, tmp_path, monkeypa
     from safetensors.torch import load_file, save_file
 
     from draftsmith.convert import run as convert_run
-    from draftsmith.convert.fits import name_misfits
+    from draftsmith.convert.fits import misfit_names
 
     src = write_eagle3(tmp_path / "d", target, layout="layers")
     spec = inspect_checkpoint(src).spec
-    assert name_misfits(src, spec) == []
+    assert misfit_names(src, spec) == {}
     (f,) = src.glob("*.safetensors")
     tensors = load_file(f)
     save_file({**tensors, "lm_head.bias": torch.zeros(2)}, f)
-    assert [m.split(" (")[0] for m in name_misfits(src, spec)] == ["unexpected: 'lm_head.bias'"]
+    assert misfit_names(src, spec) == {"lm_head.bias": "unexpected"}
     save_file({k: v for k, v in tensors.items() if k != "norm.weight"}, f)
-    assert [m.split(" [")[0] for m in name_misfits(src, spec)] == ["missing: 'norm.weight'"]
+    assert misfit_names(src, spec) == {"norm.weight": "missing"}
     save_file(tensors, f)
     real = convert_run.read_canonical
 
@@ -99,6 +99,29 @@ def test_verify_asks_the_model_which_names_it_refuses(target, tmp_path, monkeypa
     with pytest.raises(ConvertError, match="its spec would refuse it: unexpected: 'stray.weight'"):
         convert(src, "layers", tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def test_a_misfit_the_source_had_already_is_no_reason_to_refuse(target, tmp_path, caplog):
+    """An FP8 Mistral eagle_linear (qscale_weight) loads only with a spec that says quant: fp8, so the family spec
+    inspect proposes refuses its scale before and after: the conversion introduced nothing and goes through (it
+    was refused, review 2026-11-25); the stand-in target's own notes (taps "for a 64-layer target") are not said."""
+    from safetensors.torch import load_file, save_file
+
+    from draftsmith.components.quant import quantize
+
+    draft = write_mistral_eagle(tmp_path / "m", target)
+    (path,) = draft.glob("*.safetensors")
+    tensors = load_file(str(path))
+    w8, scale = quantize(tensors["eagle_linear.weight"], "tensor")
+    save_file(tensors | {"eagle_linear.weight": w8, "eagle_linear.qscale_weight": scale}, str(path))
+    spec = draftsmith.load_spec("eagle-mistral").model_dump(mode="json")
+    spec["quant"] = {"method": "fp8", "scheme": "tensor", "modules": ["^fc$"]}
+    with caplog.at_level("WARNING", logger="draftsmith"):
+        convert(draft, "mistral", tmp_path / "out")
+    assert not [r for r in caplog.records if "64-layer" in r.getMessage()]
+    before, after = (draftsmith.assemble(draftsmith.parse_spec(spec), target=target, draft=d, dtype="float64")
+                     for d in (draft, tmp_path / "out"))
+    assert torch.equal(before.draft.fc.weight, after.draft.fc.weight)
 
 
 def test_the_stand_in_target_holds_the_drafts_taps_and_vocabulary():
@@ -119,3 +142,12 @@ def test_generate_and_doctor_detect_the_spec_inspect_proposes_not_the_bare_famil
     res = CliRunner().invoke(app, ["generate", "--target", str(target), "--draft", str(src), "--token-ids", "1,2",
                                    "--max-new-tokens", "4", "--no-compare"])
     assert res.exit_code == 0 and "spec eagle3-llama (detected: " in res.output, res.output
+
+
+def test_the_stand_in_targets_notes_are_not_said(target, tmp_path, caplog):
+    """An EAGLE-3 draft without tap ids: building it over the stand-in target notes the default taps "for a
+    64-layer target", a target that does not exist; convert says nothing of it."""
+    src = write_eagle3(tmp_path / "d", target)
+    with caplog.at_level("WARNING", logger="draftsmith"):
+        convert(src, "layers", tmp_path / "out")
+    assert not [r for r in caplog.records if "64-layer" in r.getMessage()], caplog.text
