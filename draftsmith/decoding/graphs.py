@@ -74,15 +74,22 @@ class Replay:
         finally:
             restore()
 
+    def _warm_up(self, inputs, restore: Callable[[], None], runs: int | None = None):
+        """The real runs before a capture, each from the state the real call sees (``restore``): a committing step
+        would otherwise write further each time, past the rows the pool was sized for. Returns the last output."""
+        out = None
+        for _ in range(self.warmup if runs is None else runs):
+            restore()
+            out = self.fn(*inputs)
+        return out
+
     def _capture_graph(self, args, restore: Callable[[], None]) -> _Captured | None:
         inputs = [a.clone() for a in args]
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         try:
             with torch.cuda.stream(side):
-                for _ in range(self.warmup):
-                    restore()   # each warm-up from the state the real call sees: a committing step would
-                    self.fn(*inputs)   # otherwise write further each time, past the rows the pool was sized for
+                self._warm_up(inputs, restore)
             torch.cuda.current_stream().wait_stream(side)
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph, pool=self.pool):
@@ -106,10 +113,8 @@ class EmulatedReplay(Replay):
         self.enabled = True
 
     def _capture_graph(self, args, restore):
-        inputs, outputs = [a.clone() for a in args], ()
-        for _ in range(max(self.warmup, 1)):   # the warm-up runs a capture makes, each for real, as on CUDA
-            restore()
-            outputs = tuple(o.clone() for o in self.fn(*inputs))
+        inputs = [a.clone() for a in args]   # the warm-up runs a capture makes (Replay's own), each for real
+        outputs = tuple(o.clone() for o in self._warm_up(inputs, restore, max(self.warmup, 1)))
         return _Captured(None, inputs, outputs)
 
     def __call__(self, *args):
