@@ -198,12 +198,15 @@ def resume_problems(job) -> list[tuple[str, str]]:
     except Exception:   # noqa: BLE001 - not a trainer state: load_state says so, with how to start fresh
         return []
     now = asdict(job.config)
-    changed = [k for k in now if k not in RESUMABLE and k in saved and saved[k] != now[k]]
+    changed = [k for k in now if k not in RESUMABLE + FRESH_ONLY and k in saved and saved[k] != now[k]]
     keep = ", ".join(f"--{k.replace('_', '-')}" for k in RESUMABLE)
     return [(k, f"{short(now[k])}: the run in {short_text(out, 300)} was started with {short(saved[k])}, and a "
                 f"resumed run keeps its settings (only {keep} may change): give {short(saved[k])} again, or a new "
                 f"--out for a new run (--from-draft {short_text(out, 300)} starts one from its draft)")
             for k in changed]
+
+
+FRESH_ONLY = ("init",)   # TrainConfig fields only a fresh draft reads: a resumed run ignores them, so may differ
 
 
 def feature_problems(job, taps: list[int] | None = None) -> list[tuple[str, str]]:

@@ -40,3 +40,7 @@ def test_a_changed_freeze_head_is_named_on_the_command_line(tiny, started):
 
 def test_steps_minutes_and_save_every_may_change(job, started):
     run(job(started, config={"steps": 3, "minutes": 5, "save_every": 1}))
+
+
+def test_init_may_differ_on_resume_since_only_a_fresh_draft_reads_it(job, started):
+    run(job(started, config={"steps": 3, "init": "random"}))   # the draft exists: --init changes nothing
