@@ -324,14 +324,19 @@ def test_doctor_and_train_take_the_folders_the_spec_names(tmp_path, monkeypatch)
 
     monkeypatch.setattr("draftsmith.doctor.diagnose", stop)
     assert run("doctor", "--spec", "demo").exit_code == 2 and seen == [("demo", None, None)]
-    monkeypatch.setattr("draftsmith.train.preflight.preflight", stop)
-    res = run("train", "--spec", "demo", "--out", tmp_path / "o", "--data", tmp_path)
+    monkeypatch.setattr("draftsmith.train.run", stop)   # after preflight, which takes the spec's target
+    (tmp_path / "data.txt").write_text("def f(x):\n    return x\n" * 50)
+    res = run("train", "--spec", "demo", "--out", tmp_path / "o", "--data", tmp_path / "data.txt")
     demo_target = checkpoint_ref(load_spec("demo"), "target")
-    assert str(seen[-1]) == demo_target and seen[-1].is_dir(), res.output
+    assert seen and str(seen[-1]) == demo_target and seen[-1].is_dir(), res.output
     for args in (["train", "--spec", "eagle3-llama", "--out", tmp_path / "o"], ["doctor", tmp_path / "draft"]):
         res = run(*args)
         assert res.exit_code == 2 and "Traceback" not in res.output, res.output
         assert ("names no checkpoints.target" if args[0] == "train" else "give TARGET and DRAFT") in res.output
+    # a spec that does not load: its problem and the others, listed at once (the target cannot be taken from it)
+    res = run("train", "--spec", tmp_path / "nope.yaml", "--out", tmp_path / "o", "--data", tmp_path / "missing")
+    said = " ".join(res.output.split())
+    assert res.exit_code == 2 and "--spec" in said and "--target not given" in said and "--data" in said, said
 
 
 # --- bench ----------------------------------------------------------------------------------------------------------

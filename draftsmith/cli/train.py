@@ -5,7 +5,6 @@ from pathlib import Path
 from typing import List, Optional
 
 import typer
-from rich.markup import escape
 
 from draftsmith.cli.app import app, err, out
 
@@ -67,7 +66,6 @@ def train(
 
     torch.set_num_threads(check_threads(threads))
     check_device(device)   # before the data is read: 'cuda' without CUDA is an error, not a traceback later
-    target = target if target is not None else _spec_target(spec)
     paths, held = list(data or []), list(held_out or [])
     try:   # the config's, the job's and the paths' checks, before the target is fetched or the data read
         cfg = TrainConfig(steps=steps, batch=batch, lr=lr, ttt=ttt, seed=seed, save_every=save_every,
@@ -76,13 +74,13 @@ def train(
             from draftsmith.train import data as D
 
             paths, held = paths + D.stdlib_files(), held + D.stdlib_files(held_out=True)
-        job = Job(spec=spec, target=Path(target), out=out_dir, data=paths, held_out=held,
+        job = Job(spec=spec, target=None if target is None else Path(target), out=out_dir, data=paths, held_out=held,
                   draft_vocab=draft_vocab or None, seq=seq, max_windows=max_windows, features=features,
                   from_draft=from_draft,
                   self_distill=self_distill, prompts_per_doc=prompts_per_doc, distill_batch=distill_batch,
                   eval_prompts=eval_prompts, device=device, eval_only=eval_only, config=cfg)
-        preflight(job)
-        job.target = hub.target_folder(target, console=err)
+        preflight(job)   # also the spec's checkpoints.target when --target is not given
+        job.target = hub.target_folder(job.target, console=err)
         run(job, console=out, log=lambda m: out.print(m, style="dim", markup=False))   # it prints the results
     except TrainError as e:   # a bad option, data or folder: named as the option it came from
         err.print(e.render(option), style="red", markup=False, soft_wrap=True)
@@ -93,15 +91,3 @@ def option(field: str) -> str:
     """The command-line option of a Job / TrainConfig field."""
     return "--" + {"held_out": "eval"}.get(field, field).replace("_", "-")
 
-
-def _spec_target(spec: str) -> str:
-    """The target a spec names (``checkpoints.target``), for a ``train`` without ``--target``."""
-    from draftsmith import load_spec
-    from draftsmith.assembler.assemble import checkpoint_ref
-
-    ref = checkpoint_ref(load_spec(spec), "target")
-    if ref is None:
-        err.print(f"[red]--target is required[/red]: spec {escape(repr(spec))} names no checkpoints.target (give a "
-                  "Hugging Face folder, or 'smollm2')", highlight=False, soft_wrap=True)
-        raise typer.Exit(2)
-    return ref

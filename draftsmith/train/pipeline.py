@@ -25,7 +25,7 @@ from draftsmith.train.preflight import count, no_windows, preflight, skipped_not
 @dataclass
 class Job:
     spec: str
-    target: Path
+    target: Path | None   # None: the spec's checkpoints.target (preflight fills it in)
     out: Path
     data: Sequence[Path] = ()
     held_out: Sequence[Path] = ()

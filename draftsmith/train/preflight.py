@@ -33,7 +33,13 @@ def preflight(job) -> None:
         spec = load_spec(job.spec)
     except DraftsmithError as e:
         found.append(("spec", f"is not usable: {e}"))
-    found += target_problems(job)
+    if job.target is None:   # the spec's checkpoints.target, as assemble() takes it
+        job.target = spec_target(spec)
+        if job.target is None:
+            said = "" if spec is None else f", and spec {spec.name!r} names no checkpoints.target"
+            found.append(("target", f"not given{said}: give a Hugging Face folder, or 'smollm2'"))
+    if job.target is not None:
+        found += target_problems(job)
     if spec is not None and not found and not job.eval_only:
         try:
             found += fresh_problems(job, spec)
@@ -67,6 +73,14 @@ def preflight(job) -> None:
                               f"{FRESH}"))
     if found:
         raise TrainError(found)
+
+
+def spec_target(spec) -> str | Path | None:
+    """The target a spec names: a ``cache:NAME`` as written, else its folder (relative to the spec's file)."""
+    from draftsmith.assembler.assemble import checkpoint_ref
+
+    ref = None if spec is None else checkpoint_ref(spec, "target")
+    return ref if ref is None or hub.cache_name(ref) is not None else Path(ref)
 
 
 def target_problems(job) -> list[tuple[str, str]]:
