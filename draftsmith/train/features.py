@@ -143,6 +143,15 @@ def show(meta: dict) -> str:
     return f"{{'taps': {short(meta['taps'], 120)}, 'seq': {meta['seq']}, 'per_shard': {meta['per_shard']}}}"
 
 
+def made_for(folder: Path, found: dict, want: dict) -> str | None:
+    """'FOLDER holds features for {found}, not {want}' when the features' layout (taps, seq, per_shard) differs
+    from the one asked for (a key ``want`` leaves out is not compared), else None."""
+    asked = {k: want.get(k, found[k]) for k in KEYS}
+    if {k: found[k] for k in KEYS} == asked:
+        return None
+    return f"{short_text(folder, 300)} holds features for {show(found)}, not {show(asked)}"
+
+
 def shard_problem(folder: Path, meta: dict | None) -> str | None:
     """The shards of ``folder`` that training could not read, from their headers only (no tensor is loaded): not
     a regular file, not safetensors, or without the features ``target_features`` writes (``aux`` when ``meta``
@@ -198,8 +207,8 @@ def extract(model, wins: torch.Tensor, folder: Path, *, per_shard: int = PER_SHA
     meta = {"taps": list(model.draft.taps or ()), "seq": int(wins.shape[1]), "per_shard": per_shard}
     source = {"target": target, "windows": windows_digest(wins), "bf16": bf16} if target is not None else {}
     if (found := read_meta(folder)) is not None:
-        if {k: found[k] for k in KEYS} != meta:
-            raise TrainError([("", f"{short_text(folder, 300)} holds features for {show(found)}, not {show(meta)}")])
+        if bad := made_for(folder, found, meta):
+            raise TrainError([("", bad)])
         if bad := source_problem(folder, found, source):
             raise TrainError([bad])
         if not SOURCE.keys() & found.keys():

@@ -16,7 +16,7 @@ from draftsmith.train import data as D
 from draftsmith.train.checks import TrainError, check_job
 from draftsmith.train.draft_io import export_draft, init_draft, start_from_target
 from draftsmith.train.evaluate import PLANS, Acceptance, acceptance
-from draftsmith.train.features import (SOURCE, FeatureStore, extract_with_log, read_meta, show, source_problem,
+from draftsmith.train.features import (SOURCE, FeatureStore, extract_with_log, made_for, read_meta, source_problem,
                                        target_fingerprint, windows_digest)
 from draftsmith.train.loop import STATE, TrainConfig, save_start, train
 from draftsmith.train.preflight import count, no_windows, preflight, skipped_note
@@ -131,9 +131,8 @@ def store_problems(store: FeatureStore, model, job: Job, fingerprint: dict) -> l
     or, with --max-windows 0, only read): the draft's taps, windows long enough for --ttt, the target and
     --bf16 they were made with. preflight checked what it could without the draft; this is the last word."""
     meta, found = store.meta, []
-    want = {"taps": list(model.draft.taps or ()), "seq": job.seq, "per_shard": meta["per_shard"]}
-    if meta["taps"] != want["taps"] or meta["seq"] != job.seq:
-        found.append(("features", f"{store.folder} holds features for {show(meta)}, not {show(want)}"))
+    if bad := made_for(store.folder, meta, {"taps": list(model.draft.taps or ()), "seq": job.seq}):
+        found.append(("features", bad))
     if meta["seq"] < job.config.ttt + 1:
         found.append(("ttt", f"{job.config.ttt}: the features in {store.folder} are of {meta['seq']}-token windows, "
                              f"which allow --ttt {meta['seq'] - 1} at most (a window holds ttt + 1 tokens)"))

@@ -19,7 +19,7 @@ from draftsmith.specs.loader import load_spec
 from draftsmith.train import data as D
 from draftsmith.train.checks import TrainError
 from draftsmith.train.draft_io import MAKES, fresh_taps, fusion_params, unsupported
-from draftsmith.train.features import (PER_SHARD, SHARDS, read_meta, shard_problem, show, source_problem,
+from draftsmith.train.features import (SHARDS, made_for, read_meta, shard_problem, source_problem,
                                        target_fingerprint)
 from draftsmith.train.loop import FRESH, RESUMABLE, STATE
 
@@ -246,9 +246,8 @@ def feature_problems(job, taps: list[int] | None = None) -> list[tuple[str, str]
     if meta["seq"] != job.seq:
         found.append(("seq", f"{job.seq}: {short_text(feats, 300)} holds features of {meta['seq']}-token windows; "
                              f"give seq {meta['seq']} to resume, or another features folder"))
-    if taps is not None and meta["taps"] != list(taps):
-        want = {"taps": list(taps), "seq": job.seq, "per_shard": PER_SHARD}
-        found.append(("features", f"{short_text(feats, 300)} holds features for {show(meta)}, not {show(want)}"))
+    if taps is not None and (bad := made_for(feats, meta, {"taps": list(taps)})):   # seq: said above
+        found.append(("features", bad))
     if (Path(job.target) / "config.json").is_file():
         try:
             want = {"target": target_fingerprint(Path(job.target)), "bf16": job.config.bf16}
