@@ -101,10 +101,10 @@ def test_verify_asks_the_model_which_names_it_refuses(target, tmp_path, monkeypa
     assert not (tmp_path / "out").exists()
 
 
-def test_a_misfit_the_source_had_already_is_no_reason_to_refuse(target, tmp_path, caplog):
+def test_a_misfit_the_source_had_already_is_no_reason_to_refuse(target, tmp_path):
     """An FP8 Mistral eagle_linear (qscale_weight) loads only with a spec that says quant: fp8, so the family spec
     inspect proposes refuses its scale before and after: the conversion introduced nothing and goes through (it
-    was refused, review 2026-11-25); the stand-in target's own notes (taps "for a 64-layer target") are not said."""
+    was refused, review 2026-11-25)."""
     from safetensors.torch import load_file, save_file
 
     from draftsmith.components.quant import quantize
@@ -113,15 +113,21 @@ def test_a_misfit_the_source_had_already_is_no_reason_to_refuse(target, tmp_path
     (path,) = draft.glob("*.safetensors")
     tensors = load_file(str(path))
     w8, scale = quantize(tensors["eagle_linear.weight"], "tensor")
-    save_file(tensors | {"eagle_linear.weight": w8, "eagle_linear.qscale_weight": scale}, str(path))
+    save_file(tensors | {"eagle_linear.weight": w8, "eagle_linear.qscale_weight": scale,
+                         "eagle_linear.qscale_act": torch.ones(1)}, str(path))
     spec = draftsmith.load_spec("eagle-mistral").model_dump(mode="json")
     spec["quant"] = {"method": "fp8", "scheme": "tensor", "modules": ["^fc$"]}
-    with caplog.at_level("WARNING", logger="draftsmith"):
-        convert(draft, "mistral", tmp_path / "out")
-    assert not [r for r in caplog.records if "64-layer" in r.getMessage()]
+    convert(draft, "mistral", tmp_path / "out")
     before, after = (draftsmith.assemble(draftsmith.parse_spec(spec), target=target, draft=d, dtype="float64")
                      for d in (draft, tmp_path / "out"))
     assert torch.equal(before.draft.fc.weight, after.draft.fc.weight)
+    # the published names, and home again bit for bit through Hugging Face names (the scales were written as
+    # eagle_linear.weight_scale, and qscale_act was refused by the mistral layout)
+    convert(draft, "layers", tmp_path / "hf")
+    convert(tmp_path / "hf", "mistral", tmp_path / "back")
+    bits = lambda t: t.view(torch.uint8) if t.dtype == torch.float8_e4m3fn else t   # noqa: E731
+    home, back = load_file(str(path)), load_file(str(next((tmp_path / "back").glob("*.safetensors"))))
+    assert home.keys() == back.keys() and all(torch.equal(bits(home[k]), bits(back[k])) for k in home)
 
 
 def test_the_stand_in_target_holds_the_drafts_taps_and_vocabulary():
