@@ -11,6 +11,7 @@ from pathlib import Path
 import torch
 
 import draftsmith
+from draftsmith import hub
 from draftsmith.assembler.assemble import read_tokenizer
 from draftsmith.train import data as D
 from draftsmith.train.checks import TrainError, check_job
@@ -75,7 +76,10 @@ def self_distilled(model, docs: Sequence[str], tokenizer, prompt_tokens: int, ne
 
 
 def run(job: Job, console=None, log: Callable[[str], None] = print) -> dict[str, Acceptance]:
-    preflight(job)
+    preflight(job)   # job.target None: the spec's checkpoints.target
+    if (folder := hub.target_folder(job.target)) != Path(str(job.target)):   # a cached name: fetched once, and
+        job.target = folder                                                   # its folder checked as any other
+        preflight(job)
     out = Path(job.out)
     tok = read_tokenizer(Path(job.target))   # a CheckpointError names a tokenizer file transformers cannot read
     if job.eval_only:

@@ -65,3 +65,21 @@ def test_each_held_out_result_is_printed_once_in_the_singular(printed):
     for name in pipeline.PLANS:
         assert printed.count(f"{name}: tau") == 1, printed
         assert f"held-out (1 prompt, 64 new tokens) {name}: tau" in printed
+
+
+def test_the_python_api_takes_the_specs_cached_target(job, tiny, tmp_path, monkeypatch):
+    """Job(target=None) from Python: the spec's checkpoints.target, and a cache:NAME there is fetched (once) and
+    its folder checked before the run, as the command line does (it reached read_tokenizer as a bare name)."""
+    import yaml
+
+    from draftsmith import hub, load_spec
+
+    data = load_spec("eagle3-llama").model_dump(mode="json")
+    data["checkpoints"] = {"target": "cache:smollm2"}
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(data))
+    fetched = []
+    monkeypatch.setattr(hub, "resolve", lambda ref, console=None: fetched.append(ref) or tiny / "target")
+    j = job(tmp_path / "out", spec=str(tmp_path / "spec.yaml"), config={"steps": 1})
+    j.target = None
+    run(j)
+    assert fetched == ["cache:smollm2"] and j.target == tiny / "target"
