@@ -242,3 +242,18 @@ def test_hidden_width_multiplier_widens_what_the_draft_reads(tmp_path):
                 build_draft(draftsmith.load_spec("eagle-mistral"), registry, draft_raw=raw,
                             draft_cfg=draft_hf_config(raw), target_cfg=target_cfg, canonical_names=names[2:],
                             backend=backends.sdpa)
+
+
+def test_a_target_asking_for_hyper_connections_is_refused_before_decoding(tmp_path):
+    """hc_mult > 1 on a target type that keeps one residual stream: refused at assemble, naming hc_mult (it
+    assembled and then died in the draft's first matmul, an internal error); a type that computes them passes."""
+    from types import SimpleNamespace
+
+    from draftsmith.components.targets import TargetArch, UnsupportedTarget
+
+    target = write_target(tmp_path / "t", "llama", num_hidden_layers=8, hc_mult=2)
+    draft = write_eagle3(tmp_path / "d", tmp_path / "t")
+    with pytest.raises(UnsupportedTarget, match="hc_mult=2 asks for hyper-connections"):
+        draftsmith.assemble("eagle3-llama", target=target, draft=draft)
+    cfg = SimpleNamespace(model_type="hc", hc_mult=2, num_hidden_layers=8)
+    TargetArch(hyper_connections=True).check(cfg)   # a plugin's target that hands over 2 x hidden_size
