@@ -214,7 +214,8 @@ def assemble(spec: Spec | str | Path = "demo", target: str | Path | None = None,
         packed.pack_model(module, spec.decoding.linear, device)
         fused.fuse_model(module, fast)
     share = spec.draft.share
-    embed = target_model.model.embed_tokens if share.embed == "target" else draft_model.embed_tokens
+    own = hasattr(draft_model, "embed_tokens")   # build_draft decided (share.embed, and for own_if_different the widths)
+    embed = draft_model.embed_tokens if own else target_model.model.embed_tokens
     head = target_model.lm_head if share.lm_head == "target" else draft_model.lm_head
     return SpeculativeModel(
         target=target_model, draft=draft_model.eval(), spec=spec, tokenizer=tokenizer, stop_ids=stops,

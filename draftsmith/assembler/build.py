@@ -8,7 +8,7 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from draftsmith.assembler.config import flatten_draft_config, is_mla, target_hidden_width
+from draftsmith.assembler.config import flatten_draft_config, is_mla, target_hidden_width, text_config
 from draftsmith.assembler.models import CausalLM, DraftModel
 from draftsmith.assembler.parts import LayerRecipe, Stacker
 from draftsmith.components.dims import Dims
@@ -85,6 +85,23 @@ def attention_name(spec: Spec, draft_raw: Mapping[str, Any]) -> str:
     return ("mla" if is_mla(flatten_draft_config(draft_raw)) else "gqa") if kind == "auto" else kind
 
 
+def owns_embedding(spec: Spec, hidden: int, target_hidden: int) -> bool:
+    """Whether the draft embeds tokens with its own table (``share.embed``: own; own_if_different when its width
+    differs from the target's). A table or head shared with a target of another width is a SpecError naming the
+    field (it assembled, then failed in the draft's first norm or matmul)."""
+    share = spec.draft.share
+    own = share.embed == "own" or (share.embed == "own_if_different" and hidden != target_hidden)
+    shared = ([] if own else ["embed"]) + (["lm_head"] if share.lm_head == "target" else [])
+    if hidden != target_hidden and shared:
+        fix = {"embed": "own or own_if_different (and the checkpoint's embed_tokens.weight not ignored)",
+               "lm_head": "draft (the draft's own lm_head.weight)"}
+        raise SpecError(spec.source, [Problem(f"draft.share.{what}", f"target: the target's is {target_hidden} wide "
+                                              f"and the draft's hidden size {hidden}; a draft of another width than "
+                                              "its target cannot share it", found="target", allowed=fix[what])
+                                      for what in shared])
+    return own
+
+
 def build_draft(spec: Spec, registry: Registry, *, draft_raw: Mapping[str, Any], draft_cfg, target_cfg,
                 canonical_names: list[str], backend: Callable) -> DraftModel:
     d, dims = spec.draft, Dims.from_config(draft_cfg)
@@ -114,7 +131,7 @@ def build_draft(spec: Spec, registry: Registry, *, draft_raw: Mapping[str, Any],
         model = DraftModel(fc, layers, stack.norm(dims.hidden) if d.norms.final else None, lm_head=head,
                            draft_vocab=vd, target_vocab=target_vocab, head_norm=fc.norm_output != "none",
                            feed_post_norm=d.feed_back == "post_norm" or fc.norm_output == "feed_back")
-        if d.share.embed != "target":
+        if owns_embedding(spec, dims.hidden, text_config(target_cfg).hidden_size):
             model.embed_tokens = nn.Embedding(target_vocab, dims.hidden)
         _, quant_params = resolve(registry, "quant", spec.quant.method, spec.quant.model_extra or {})
         registry.build("quant", spec.quant.method, quant_params, module=model)  # the draft's own spec section only, never the target's config

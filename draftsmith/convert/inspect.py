@@ -63,6 +63,8 @@ def inspect_checkpoint(folder: str | Path, registry: Registry | None = None) -> 
     if "rope" in attention and isinstance(config.get("rope_interleave"), bool):  # the stored pair order, if said
         attention["rope"] = "interleaved" if config["rope_interleave"] else "neox"
         match = noted(match, f"attention.rope: {attention['rope']} (the config's rope_interleave)")
+    if (own := own_embedding(data, flatten_draft_config(config), infos)) is not None:
+        match = noted(match, own)
     if (data.get("quant") or {}).get("method") == "fp8" and (scheme := fp8_scheme(infos, config)) is not None:
         data["quant"] |= scheme[0]
         match = noted(match, scheme[1])
@@ -75,6 +77,25 @@ def inspect_checkpoint(folder: str | Path, registry: Registry | None = None) -> 
 
 def noted(match: LayoutMatch, note: str) -> LayoutMatch:
     return dataclasses.replace(match, assumptions=(*match.assumptions, note))
+
+
+def own_embedding(data: dict[str, Any], config: Mapping[str, Any], infos: dict[str, TensorInfo]) -> str | None:
+    """A draft narrower than its target (``target_hidden_size`` != ``hidden_size``) that ships an embedding of its
+    own width embeds with it: ``share.embed: own_if_different`` in ``data``, and the spec's ignore rules that would
+    drop that tensor removed. Returns the note to print, or None when nothing changed."""
+    import re
+
+    hidden, target = config.get("hidden_size"), config.get("target_hidden_size")
+    names = [n for n, i in infos.items() if n.endswith("embed_tokens.weight") and len(i.shape) == 2
+             and i.shape[1] == hidden]
+    share = data["draft"].get("share")
+    if not (isinstance(target, int) and target != hidden and names and share and share.get("embed") == "target"):
+        return None
+    share["embed"] = "own_if_different"
+    weights = data.get("weights") or {}
+    weights["ignore"] = [p for p in weights.get("ignore", []) if not any(re.search(p, n) for n in names)]
+    return (f"share.embed: own_if_different (the draft is {hidden} wide, its target {target} "
+            f"(target_hidden_size); it ships {names[0]} of its own width)")
 
 
 def fp8_scheme(infos: dict[str, TensorInfo], config: Mapping[str, Any]) -> tuple[dict[str, Any], str] | None:

@@ -257,3 +257,31 @@ def test_a_target_asking_for_hyper_connections_is_refused_before_decoding(tmp_pa
         draftsmith.assemble("eagle3-llama", target=target, draft=draft)
     cfg = SimpleNamespace(model_type="hc", hc_mult=2, num_hidden_layers=8)
     TargetArch(hyper_connections=True).check(cfg)   # a plugin's target that hands over 2 x hidden_size
+
+
+def test_a_draft_narrower_than_its_target_embeds_with_its_own_table(tmp_path):
+    """fc [H, k * Ht] with target_hidden_size Ht > H and the draft's own embed_tokens [V, H] (FORMATS.md): the family
+    spec, which shares the target's embedding, is refused at assemble naming share.embed (it assembled and died in
+    the draft's first norm); inspect proposes own_if_different, which decodes equal to the target alone."""
+    from safetensors.torch import save_file
+
+    target = write_target(tmp_path / "t", "llama", num_hidden_layers=8)                    # 64 wide
+    narrow = write_target(tmp_path / "t32", "llama", num_hidden_layers=8, hidden_size=32, intermediate_size=64)
+    draft = write_eagle3(tmp_path / "d", narrow, embed=True)                               # 32 wide, own embedding
+    tensors = load_file(str(draft / "model.safetensors"))
+    save_file(tensors | {"fc.weight": torch.randn(32, 3 * 64) * 0.05}, str(draft / "model.safetensors"))
+    cfg = json.loads((draft / "config.json").read_text())
+    (draft / "config.json").write_text(json.dumps(cfg | {"target_hidden_size": 64}))
+    with pytest.raises(draftsmith.SpecError, match=r"draft.share.embed: target: the target's is 64 wide"):
+        draftsmith.assemble("eagle3-llama", target=target, draft=draft)
+    found = inspect_checkpoint(draft)
+    assert found.spec["draft"]["share"]["embed"] == "own_if_different"
+    model = draftsmith.assemble(draftsmith.parse_spec(found.spec), target=target, dtype="float64")
+    assert model.draft.embed_tokens.weight.shape == (cfg["vocab_size"], 32)
+    for plan in (dict(topk=1, steps=4), dict(topk=4, steps=4, draft_tokens=10)):
+        assert model.generate([[5, 6, 7], [1]], max_new_tokens=10, stop=[], **plan)[1].token_ids == \
+            model.generate_baseline([[5, 6, 7], [1]], max_new_tokens=10, stop=[])[1].token_ids
+    same = draftsmith.load_spec("eagle3-llama").model_dump(mode="json")
+    same["draft"]["share"]["embed"] = "own_if_different"   # equal widths: the target's table, as 'target'
+    shared = draftsmith.assemble(draftsmith.parse_spec(same), target=narrow, draft=write_eagle3(tmp_path / "e", narrow))
+    assert not hasattr(shared.draft, "embed_tokens")
