@@ -4,7 +4,6 @@ spec detected here)."""
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -15,6 +14,7 @@ from draftsmith.assembler.checkpoint import TensorInfo, list_tensors
 from draftsmith.assembler.config import MLA_KEYS, flatten_draft_config, read_raw_config
 from draftsmith.assembler.detect import closest_families, eagle3_values, missing_required
 from draftsmith.assembler.styles import EAGLE_FIELDS, STYLES
+from draftsmith.convert.fp8 import fp8_quant
 from draftsmith.errors import short_text
 from draftsmith.hooks import LayoutMatch
 from draftsmith.registry import Registry, default_registry
@@ -65,9 +65,9 @@ def inspect_checkpoint(folder: str | Path, registry: Registry | None = None) -> 
         match = noted(match, f"attention.rope: {attention['rope']} (the config's rope_interleave)")
     if (own := own_embedding(data, flatten_draft_config(config), infos)) is not None:
         match = noted(match, own)
-    if (data.get("quant") or {}).get("method") == "fp8" and (scheme := fp8_scheme(infos, config)) is not None:
-        data["quant"] |= scheme[0]
-        match = noted(match, scheme[1])
+    if (quant := fp8_quant(spec, registry, config, infos, data.get("quant") or {})) is not None:
+        data["quant"] = quant[0]
+        match = noted(match, quant[1])
     if "d2t" in infos and "t2d" in infos and "vocab" in data["draft"]:
         convention, note = d2t_convention(infos)
         data["draft"]["vocab"]["d2t"] = convention
@@ -96,56 +96,6 @@ def own_embedding(data: dict[str, Any], config: Mapping[str, Any], infos: dict[s
     weights["ignore"] = [p for p in weights.get("ignore", []) if not any(re.search(p, n) for n in names)]
     return (f"share.embed: own_if_different (the draft is {hidden} wide, its target {target} "
             f"(target_hidden_size); it ships {names[0]} of its own width)")
-
-
-def fp8_scheme(infos: dict[str, TensorInfo], config: Mapping[str, Any]) -> tuple[dict[str, Any], str] | None:
-    """The FP8 quant settings the stored scales show (block: ``weight_scale_inv``, its block size the config's
-    ``quantization_config.weight_block_size`` or else read from the scale and weight shapes; tensor: one
-    ``weight_scale`` value; channel: one per output row), or None when they show none or several."""
-    shown, fits = set(), [(1, math.inf), (1, math.inf)]   # per axis: the block sizes every scale's shape allows
-    for name, info in infos.items():
-        if name.endswith(".weight_scale_inv"):
-            shown.add("block")
-            weight = infos.get(name.removesuffix("_scale_inv"))
-            if weight is not None and len(weight.shape) == len(info.shape) == 2:
-                fits = [_both(fit, _blocks(n, c)) for fit, n, c in zip(fits, weight.shape, info.shape)]
-        elif name.endswith(".weight_scale"):
-            shown.add("tensor" if math.prod(info.shape) == 1 else "channel")
-    if len(shown) != 1:
-        return None
-    (scheme,) = shown
-    if scheme != "block":
-        return {"scheme": scheme}, f"quant.scheme: {scheme} (the stored scales: weight_scale)"
-    said = (config.get("quantization_config") or {}).get("weight_block_size")
-    if isinstance(said, list) and len(said) == 2 and all(isinstance(b, int) and lo <= b <= hi
-                                                          for b, (lo, hi) in zip(said, fits)):
-        return {"scheme": scheme, "block": said}, f"quant: block {said[0]}x{said[1]} (the config's weight_block_size)"
-    if any(lo > hi for lo, hi in fits):
-        return {"scheme": scheme}, "quant.scheme: block (weight_scale_inv; no block size fits every scale's shape)"
-    block = [_likeliest(lo, hi) for lo, hi in fits]
-    open_ = [f"{lo}..{'' if hi == math.inf else int(hi)}" for (lo, hi), b in zip(fits, block) if lo != hi and b != 128]
-    guess = f"; a guess: the shapes allow block sizes {' x '.join(open_)}" if open_ else ""
-    return {"scheme": scheme, "block": block}, f"quant: block {block[0]}x{block[1]} (weight_scale_inv and its " \
-                                                f"shapes{guess})"
-
-
-def _blocks(n: int, count: int) -> tuple[float, float]:
-    """The block sizes b (as an interval) that cut n rows into ``count`` blocks: ceil(n / b) == count."""
-    if count < 1:
-        return 1, 0
-    return -(-n // count), (math.inf if count == 1 else -(-n // (count - 1)) - 1)
-
-
-def _both(a: tuple[float, float], b: tuple[float, float]) -> tuple[float, float]:
-    return max(a[0], b[0]), min(a[1], b[1])
-
-
-def _likeliest(lo: float, hi: float) -> int:
-    """128 (every published FP8 block checkpoint's) when it fits, else the smallest power of two that does, else lo."""
-    if lo <= 128 <= hi:
-        return 128
-    power = 1 << max(int(lo) - 1, 0).bit_length()
-    return power if power <= hi else int(lo)
 
 
 def d2t_convention(infos: dict[str, TensorInfo]) -> tuple[str, str]:

@@ -203,3 +203,31 @@ def test_inspect_proposes_the_fp8_spec_its_scales_show(root, scheme, tmp_path):
     for name in ("self_attn.q_proj", "mlp.down_proj"):
         mine, ref = (m.draft.layers[0].get_submodule(name).weight for m in (model, flt))
         assert torch.equal(mine, ref), name
+
+
+@pytest.mark.parametrize("family", ["eagle3", "mtp"])
+def test_inspect_proposes_fp8_for_any_family_whose_layers_hold_scales(family, tmp_path):
+    """An EAGLE-3 draft, or a DeepSeek MTP layer, whose linears are FP8 with weight_scale_inv: inspect's spec says
+    quant fp8 on those modules (it said none, and did not load), and the loaded weights are the float copy's."""
+    from draftsmith.convert.inspect import inspect_checkpoint
+    from draftsmith.testing import write_eagle3
+    from draftsmith.testing.mtp import write_mtp
+
+    if family == "eagle3":
+        target = write_target(tmp_path / "t", "llama", num_hidden_layers=8)
+        draft = write_eagle3(tmp_path / "d", target)
+        quantize_folder(draft, r"^midlayer\.(self_attn|mlp)\.", scheme="block", block=(32, 32))
+        dequantized_copy(draft, tmp_path / "float", scheme="block", block=(32, 32))
+        float_target, float_draft = target, tmp_path / "float"
+    else:   # the MTP layer lives in the target's own files: both quantized, as DeepSeek ships them
+        target = draft = write_mtp(write_target(tmp_path / "t", "llama", num_hidden_layers=4))
+        quantize_folder(target, r"^model\.layers\.\d+\.(self_attn|mlp)\.", scheme="block", block=(32, 32),
+                        quantization_config=True)
+        float_target = float_draft = dequantized_copy(target, tmp_path / "float", scheme="block", block=(32, 32))
+    found = inspect_checkpoint(draft)
+    assert found.spec["quant"]["method"] == "fp8" and found.spec["quant"]["block"] == [32, 32]
+    model = draftsmith.assemble(draftsmith.parse_spec(found.spec), target=target, draft=draft, dtype="float64")
+    ref = draftsmith.assemble(found.match.spec, target=float_target, draft=float_draft, dtype="float64")
+    assert fp8_modules(model.draft)
+    q = lambda m: m.draft.layers[0].self_attn.q_proj.weight   # noqa: E731
+    torch.testing.assert_close(q(model), q(ref), atol=0, rtol=0)

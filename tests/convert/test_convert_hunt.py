@@ -102,9 +102,21 @@ def test_verify_asks_the_model_which_names_it_refuses(target, tmp_path, monkeypa
 
 
 def test_a_misfit_the_source_had_already_is_no_reason_to_refuse(target, tmp_path):
-    """An FP8 Mistral eagle_linear (qscale_weight) loads only with a spec that says quant: fp8, so the family spec
-    inspect proposes refuses its scale before and after: the conversion introduced nothing and goes through (it
-    was refused, review 2026-11-25)."""
+    """A tensor the proposed spec refuses in the source as in the output (here a stray lm_head.bias) was not
+    introduced by the conversion: it goes through, as it is (review 2026-11-25: a valid FP8 Mistral draft was
+    refused this way before inspect read its scales)."""
+    from safetensors.torch import load_file, save_file
+
+    src = write_eagle3(tmp_path / "d", target, layout="layers")
+    (f,) = src.glob("*.safetensors")
+    save_file(load_file(f) | {"lm_head.bias": torch.zeros(2)}, f)
+    convert(src, "speculators", tmp_path / "out")
+    assert "lm_head.bias" in inspect_checkpoint(tmp_path / "out").infos
+
+
+def test_an_fp8_mistral_draft_converts_with_its_published_names(target, tmp_path):
+    """An FP8 Mistral eagle_linear (qscale_weight, qscale_act): inspect proposes its quant line, convert keeps it,
+    and a round trip through Hugging Face names is bit for bit."""
     from safetensors.torch import load_file, save_file
 
     from draftsmith.components.quant import quantize
