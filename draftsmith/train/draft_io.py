@@ -2,8 +2,9 @@
 
 The starting folder is written by the upstream-layout writers of :mod:`draftsmith.testing` (EAGLE-3 or EAGLE-1 by
 the spec's fusion kind), then loaded through :func:`draftsmith.assemble`, so training runs the very modules that
-inference builds. Export maps the canonical names back through the spec's weight rules
-(``layers.0.*`` -> ``midlayer.*`` for eagle3-llama) and writes config.json with the draft vocabulary and the taps.
+inference builds. Export maps the canonical names back through the spec's weight rules (``layers.0.*`` ->
+``midlayer.*`` for a 1-layer eagle3-llama draft; ``layers.N.*`` kept for a deeper one) and writes config.json with
+the draft vocabulary and the taps.
 """
 from __future__ import annotations
 
@@ -182,14 +183,24 @@ def stated_ids(taps, spec) -> list[int]:
     return [int(t) - shift for t in taps]
 
 
+def checkpoint_name(rules, name: str, layers: int) -> str:
+    """The checkpoint name of canonical ``name`` in a draft of ``layers`` layers. A rule such as eagle3-llama's
+    ``^midlayer\\.`` -> ``layers.0.`` names the one layer of a 1-layer draft; its inverse would rename only layer 0
+    of a deeper one (midlayer.* beside layers.1.*, a layout inspect does not recognise and convert refuses), so a
+    multi-layer draft keeps every ``layers.N.*`` name that the rules read back as itself (SpecForge's layout)."""
+    if layers > 1 and name.startswith("layers.") and rules.to_canonical(name) == (name, None):
+        return name
+    return rules.from_canonical(name)
+
+
 def export_draft(model, folder: Path, *, dtype: torch.dtype = torch.bfloat16, source: Path | None = None) -> Path:
     """Write ``model.draft`` to ``folder`` in its spec's layout: model.safetensors (floats in ``dtype``, d2t / t2d
     as they are) and config.json (from ``source``'s, with draft_vocab_size and the taps stated in the spec's
     ``aux_layers.at`` convention, so that the spec reads them back as the same taps)."""
     folder, source = Path(folder), Path(source or folder)
-    rules = rule_set(model.spec, default_registry())
-    tensors = {rules.from_canonical(k): (v.detach().to(dtype) if v.is_floating_point() else v.detach()).cpu()
-               for k, v in model.draft.state_dict().items()}
+    rules, layers = rule_set(model.spec, default_registry()), len(getattr(model.draft, "layers", ()))
+    tensors = {checkpoint_name(rules, k, layers): (v.detach().to(dtype) if v.is_floating_point() else v.detach())
+               .cpu() for k, v in model.draft.state_dict().items()}
     old = source / "model.safetensors"
     if old.is_file() and "embed_tokens.weight" in load_file(str(old)) and "embed_tokens.weight" not in tensors:
         # a frozen copy of the target's embedding, as the upstream layout carries it
