@@ -362,6 +362,7 @@ def run_scale(shapes=("tiny",), out: str | Path = "bench-scale", *, device="cpu"
         small = name == "tiny" and not cuda
 
         def save(partial, done=tuple(results)):   # the shapes finished so far and this one as far as it got
+            partial["compile"] = compile_summary()   # so a run cut off mid-shape still says what compiling cost
             (out / "results.json").write_text(json.dumps([*done, partial], indent=1, default=str))
             (out / "results.md").write_text(markdown([*done, partial]))
 

@@ -162,8 +162,8 @@ class StepCache:
         return self.replays[key]
 
 
-@functools.lru_cache(maxsize=64)
-def _causal_parts(B: int, T: int, device: torch.device):
+@functools.cache   # never evicts: a captured CUDA graph reads these tensors by address, and an evicted one's memory
+def _causal_parts(B: int, T: int, device: torch.device):   # would be reused under it (a few KiB per shape)
     ar = torch.arange(T, device=device)
     return ar, ar.expand(B, T), (ar[:, None] >= ar[None, :]).expand(B, T, T)
 

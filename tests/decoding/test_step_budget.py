@@ -134,3 +134,12 @@ def test_graph_warm_ups_write_only_where_the_real_step_writes(monkeypatch, long_
     monkeypatch.setattr(engine, "Replay", EmulatedReplay)
     monkeypatch.setattr(model, "_runners_cache", {})
     assert [o.token_ids for o in model.generate(prompts, max_new_tokens=2, stop=[], topk=1, steps=5)] == want
+
+
+def test_tensors_a_captured_step_reads_outside_its_arguments_live_as_long_as_its_graphs():
+    """The catch-up's and the decode step's positions and causal masks come from a cache: a CUDA graph keeps only
+    their addresses, so the cache must never evict (it held 64 shapes: a long-running process that saw more would
+    replay graphs over freed, reused memory; review 2026-11-25)."""
+    from draftsmith.decoding import engine
+
+    assert engine._causal_parts.cache_info().maxsize is None

@@ -11,9 +11,11 @@ pytestmark = pytest.mark.gpu
 PROMPTS = ["def fibonacci(n):", "import os\n\nclass ", "    return self._"]
 
 
-@pytest.fixture(scope="module", params=["float32", "bfloat16"])
-def demo(request):
-    return draftsmith.assemble("demo", device="cuda", dtype=request.param)
+@pytest.fixture(scope="module")
+def demo():
+    """float32: equality with target-only is exact there; in bf16 a batched verification and a one-token decode
+    may round a near-tie apart, so bf16 agreement is reported (test_graphs.py), not asserted."""
+    return draftsmith.assemble("demo", device="cuda", dtype="float32")
 
 
 @pytest.mark.parametrize(("T", "S"), [(16, 16), (6, 40), (1, 33)])  # prefill, chain verification, decode
@@ -46,7 +48,7 @@ def test_static_pool_calls_attend_over_the_capacity_with_a_mask():
     """The engine's forwards go through the static KV pool (fixed shapes, CUDA graphs): every attention call
     carries a boolean mask over the pool's capacity, so SDPA takes a masked kernel, not flash (the price of not
     re-planning per length; see the README's attention paragraph). Outputs still equal target-only."""
-    model = draftsmith.assemble("demo", device="cuda", dtype="bfloat16")
+    model = draftsmith.assemble("demo", device="cuda", dtype="float32")
     chain = model.generate(PROMPTS[0], max_new_tokens=32, topk=1)
     base = model.generate_baseline(PROMPTS[0], max_new_tokens=32)
     assert chain.token_ids == base.token_ids == model.generate(PROMPTS[0], max_new_tokens=32, topk=4).token_ids

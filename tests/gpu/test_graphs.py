@@ -65,7 +65,7 @@ def test_graph_path_stops_and_finishes_rows_independently(on):
 
 def test_at_most_one_host_sync_per_step(on):
     for kw in ({}, {"topk": 1}, {"temperature": 0.8, "seed": 1}):
-        on.generate(PROMPTS, max_new_tokens=8, **kw)  # capture first: capture itself synchronises
+        on.generate(PROMPTS, max_new_tokens=32, stop=[], **kw)  # capture first (the same pool size as below)
         with SyncCounter() as c:
             out = on.generate(PROMPTS, max_new_tokens=32, stop=[], **kw)
         assert c.count <= out[0].stats.target_forwards + 1, c.by_name
