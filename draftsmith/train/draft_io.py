@@ -94,7 +94,8 @@ def init_draft(spec, target_dir: Path, folder: Path, kept: torch.Tensor | None, 
     Its structure is the spec's: EAGLE-3 with num_layers layers (1 for auto), the spec's aux ids (stated in its
     config in the spec's ``at`` convention) or the default three, and the fusion norms its fc_norm /
     norm_before_fc ask for (auto: none); EAGLE-1 with the fc bias it asks for. :func:`unsupported` says what else
-    it cannot make. kept: the target ids of the reduced vocabulary (sorted), or None for the full one. Linear
+    it cannot make. kept: the target ids of the reduced vocabulary (sorted; its d2t is written in the
+    spec's ``vocab.d2t`` convention), or None for the full one. Linear
     layers start at N(0, init_std), norms at 1; an own lm_head starts from the target's head rows of the kept ids
     and the final norm from the target's, so step 0 already speaks the target's output space
     (:func:`start_from_target` then starts the layers from the target's last one)."""
@@ -114,6 +115,7 @@ def init_draft(spec, target_dir: Path, folder: Path, kept: torch.Tensor | None, 
         tensors = _canonical_norms(load_file(str(folder / "model.safetensors")))
         if kept is not None and len(kept) < V:
             tensors["d2t"], tensors["t2d"] = make_vocab_map(kept, V)
+            tensors["d2t"] = stated_d2t(tensors["d2t"], spec)
         save_safetensors(tensors, folder)
     model = draftsmith.assemble(spec, target=target_dir, draft=folder)
     g = torch.Generator().manual_seed(seed)
@@ -183,6 +185,15 @@ def stated_ids(taps, spec) -> list[int]:
     return [int(t) - shift for t in taps]
 
 
+def stated_d2t(offsets: torch.Tensor, spec) -> torch.Tensor:
+    """d2t as the spec's ``vocab.d2t`` reads it: the offsets the model keeps (target = draft + d2t[draft]), or the
+    target ids themselves under ``absolute``. Offsets written for such a spec fail its load's map check, which
+    blamed the draft folder for what train had written."""
+    if spec.draft.vocab.d2t == "absolute":
+        return offsets + torch.arange(offsets.shape[0], dtype=offsets.dtype)
+    return offsets
+
+
 def checkpoint_name(rules, name: str, layers: int) -> str:
     """The checkpoint name of canonical ``name`` in a draft of ``layers`` layers. A rule such as eagle3-llama's
     ``^midlayer\\.`` -> ``layers.0.`` names the one layer of a 1-layer draft; its inverse would rename only layer 0
@@ -194,13 +205,17 @@ def checkpoint_name(rules, name: str, layers: int) -> str:
 
 
 def export_draft(model, folder: Path, *, dtype: torch.dtype = torch.bfloat16, source: Path | None = None) -> Path:
-    """Write ``model.draft`` to ``folder`` in its spec's layout: model.safetensors (floats in ``dtype``, d2t / t2d
-    as they are) and config.json (from ``source``'s, with draft_vocab_size and the taps stated in the spec's
-    ``aux_layers.at`` convention, so that the spec reads them back as the same taps)."""
+    """Write ``model.draft`` to ``folder`` in its spec's layout: model.safetensors (floats in ``dtype``, t2d as it
+    is, d2t in the spec's ``vocab.d2t`` convention) and config.json (from ``source``'s, with draft_vocab_size and
+    the taps stated in the spec's ``aux_layers.at`` convention, so that the spec reads them back as the same
+    taps)."""
     folder, source = Path(folder), Path(source or folder)
     rules, layers = rule_set(model.spec, default_registry()), len(getattr(model.draft, "layers", ()))
+    state = model.draft.state_dict()
+    if "d2t" in state:
+        state["d2t"] = stated_d2t(state["d2t"], model.spec)
     tensors = {checkpoint_name(rules, k, layers): (v.detach().to(dtype) if v.is_floating_point() else v.detach())
-               .cpu() for k, v in model.draft.state_dict().items()}
+               .cpu() for k, v in state.items()}
     old = source / "model.safetensors"
     if old.is_file() and "embed_tokens.weight" in load_file(str(old)) and "embed_tokens.weight" not in tensors:
         # a frozen copy of the target's embedding, as the upstream layout carries it

@@ -42,7 +42,7 @@ def preflight(job) -> None:
         found += target_problems(job)
     if spec is not None and not found and not job.eval_only:
         try:
-            found += fresh_problems(job, spec)
+            found += fresh_problems(job, spec) + vocab_problems(job, spec)
             taps = planned_taps(job, spec)
         except DraftsmithError as e:   # a fresh draft's aux ids that do not fit the target
             found.append(("spec", f"{spec.name} does not fit the target: {e}"))
@@ -167,6 +167,38 @@ def fresh_problems(job, spec) -> list[tuple[str, str]]:
     if not fresh(job) or not (bad := unsupported(spec)):
         return []
     return [("spec", f"{spec.name}: train cannot make a fresh draft with {', '.join(bad)}; it makes {MAKES}")]
+
+
+def target_vocab(job) -> int | None:
+    """The target's vocabulary size from its config (a text_config's for a multimodal one); None when it cannot
+    be read here (a cached target not fetched yet: preflight runs again on its folder)."""
+    try:
+        cfg = read_config(Path(job.target))
+    except (DraftsmithError, OSError):
+        return None
+    vocab = cfg.get("vocab_size") or (cfg.get("text_config") or {}).get("vocab_size")
+    return vocab if isinstance(vocab, int) else None
+
+
+def vocab_problems(job, spec) -> list[tuple[str, str]]:
+    """A fresh draft's vocabulary (--draft-vocab) against the spec's ``draft.vocab.reduced``: a spec that says
+    false loads no d2t / t2d, one that says true needs them, so a draft of the other kind would be written, then
+    refused by its own spec's load after the data was read. ``auto`` takes either; --from-draft and a resumed
+    run bring their own vocabulary."""
+    reduced = spec.draft.vocab.reduced
+    if not fresh(job) or reduced == "auto" or spec.draft.fusion.kind != "eagle3":
+        return []
+    vocab, asked = target_vocab(job), job.draft_vocab or 0
+    if reduced is False and asked and vocab is not None and asked < vocab:
+        return [("draft_vocab", f"{asked}: spec {spec.name} says draft.vocab.reduced: false (the target's full "
+                                "vocabulary, no d2t / t2d): give --draft-vocab 0, or a --spec whose vocab.reduced "
+                                "is auto or true")]
+    if reduced is True and (not asked or (vocab is not None and asked >= vocab)):
+        below = f" below the target's {vocab}" if vocab is not None else ""
+        return [("draft_vocab", f"{asked}: spec {spec.name} says draft.vocab.reduced: true (a d2t / t2d map over "
+                                f"fewer tokens than the target's): give a --draft-vocab{below}, or a --spec whose "
+                                "vocab.reduced is auto or false")]
+    return []
 
 
 def planned_taps(job, spec) -> list[int] | None:
