@@ -65,15 +65,19 @@ def optimizer(model, cfg: TrainConfig) -> tuple[list[torch.nn.Parameter], torch.
     return params, torch.optim.AdamW(params, lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.0)
 
 
-def save_start(model, cfg: TrainConfig, out: Path) -> None:
+def save_start(model, cfg: TrainConfig, out: Path, record: dict | None = None) -> None:
     """Checkpoint a new run's starting draft as step 0, before its features are extracted: an interrupted run is
     then resumed from the start it chose, and an out folder without trainer.pt is never one of ours."""
-    save_state(model, optimizer(model, cfg)[1], 0, cfg, Path(out))
+    save_state(model, optimizer(model, cfg)[1], 0, cfg, Path(out), record)
 
 
-def save_state(model, opt, step: int, cfg: TrainConfig, out: Path) -> None:
+def save_state(model, opt, step: int, cfg: TrainConfig, out: Path, record: dict | None = None) -> None:
+    """trainer.pt (and the draft beside it). ``record``: the run's own settings a resume must keep
+    (preflight.run_record: spec, taps, seq, data, features, self-distillation, target), compared by
+    preflight.resume_problems before a resumed run starts."""
     tmp = out / (STATE + ".tmp")
-    torch.save({"draft": model.draft.state_dict(), "opt": opt.state_dict(), "step": step, "config": asdict(cfg)}, tmp)
+    state = {"draft": model.draft.state_dict(), "opt": opt.state_dict(), "step": step, "config": asdict(cfg)}
+    torch.save({**state, "run": record} if record is not None else state, tmp)
     export_draft(model, out, dtype=getattr(torch, cfg.export_dtype))
     tmp.replace(out / STATE)
 
@@ -100,8 +104,9 @@ def load_state(model, opt, path: Path) -> int:
     return step
 
 
-def train(model, store, out: Path, cfg: TrainConfig, console=None, log=None) -> dict:
-    """Train ``model.draft`` on ``store``'s batches; resumes from ``out/trainer.pt`` when present.
+def train(model, store, out: Path, cfg: TrainConfig, console=None, log=None, record: dict | None = None) -> dict:
+    """Train ``model.draft`` on ``store``'s batches; resumes from ``out/trainer.pt`` when present; every
+    checkpoint records ``record`` (:func:`save_state`).
     Returns {"step", "loss", "acc"} of the last step run (loss None when the run was already at ``cfg.steps``)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
@@ -134,7 +139,7 @@ def train(model, store, out: Path, cfg: TrainConfig, console=None, log=None) -> 
             done = step + 1 == cfg.steps
             over = cfg.minutes and time.time() - t0 > cfg.minutes * 60
             if done or over or (step + 1) % cfg.save_every == 0:
-                save_state(model, opt, step + 1, cfg, out)
+                save_state(model, opt, step + 1, cfg, out, record)
             if over and not done:
                 if log:
                     log(f"stopped at step {step + 1}/{cfg.steps} after {cfg.minutes} minutes; run again to resume")

@@ -20,7 +20,7 @@ from draftsmith.train.evaluate import PLANS, Acceptance, acceptance
 from draftsmith.train.features import (SOURCE, FeatureStore, extract_with_log, made_for, read_meta, source_problem,
                                        target_fingerprint, windows_digest)
 from draftsmith.train.loop import STATE, TrainConfig, save_start, train
-from draftsmith.train.preflight import count, no_windows, preflight, skipped_note
+from draftsmith.train.preflight import count, no_windows, preflight, run_record, saved_state, skipped_note
 
 
 @dataclass
@@ -98,9 +98,11 @@ def run(job: Job, console=None, log: Callable[[str], None] = print) -> dict[str,
             raise TrainError([bad])
     if (out / STATE).is_file():
         model = draftsmith.assemble(job.spec, target=job.target, draft=out)
-        log(f"resuming the draft in {out}" + (" (--from-draft starts a new run only)" if job.from_draft else ""))
+        log(f"resuming the draft in {out}" + (" (--from-draft starts a new run only)" if job.from_draft else "")
+            + resume_note(job, model))
     else:
         model = start_or_clean(job, ids, log)
+    record = run_record(job, model.spec, model.draft.taps or ())
     model.target.to(job.device)
     model.draft.to(job.device)
     model.device = job.device
@@ -121,7 +123,7 @@ def run(job: Job, console=None, log: Callable[[str], None] = print) -> dict[str,
     if not SOURCE.keys() & store.meta.keys():
         log(f"features: {feats} does not record the target and windows they were made from (an older draftsmith "
             "wrote them), so they are used unchecked")
-    last = train(model, store, out, job.config, console=console, log=log)
+    last = train(model, store, out, job.config, console=console, log=log, record=record)
     if last["loss"] is None:   # not one step was run
         log(f"{job.out} is already at step {last['step']} of --steps {job.config.steps}: nothing to train (a larger "
             "--steps trains on, the schedule stretched to it)")
@@ -145,6 +147,22 @@ def store_problems(store: FeatureStore, model, job: Job, fingerprint: dict) -> l
     return found
 
 
+def resume_note(job: Job, model) -> str:
+    """What a resumed run says beside 'resuming': that --draft-vocab does not apply when it asks for another
+    vocabulary than the draft has (only a fresh draft reads it, as --init), and that an older trainer.pt
+    records none of the run's own settings, so that their changes cannot be told."""
+    note = ""
+    if (saved := saved_state(Path(job.out))) is not None and saved["run"] is None:
+        note += (f"; {Path(job.out) / STATE} does not record the run's settings (an older draftsmith wrote it), so "
+                 "a change of --spec, --seq, --data, --features, --self-distill or --target cannot be told: give "
+                 "those the run was started with")
+    V, has = int(model.draft.target_vocab), len(model.draft.kept_ids())
+    asked = job.draft_vocab if job.draft_vocab and job.draft_vocab < V else V
+    if asked != has:
+        note += f"; it keeps its {has}-token vocabulary (--draft-vocab applies to a fresh draft only)"
+    return note
+
+
 def start_or_clean(job: Job, ids: torch.Tensor, log: Callable[[str], None]):
     """:func:`start` and its step-0 checkpoint; when either fails (or is interrupted), what they wrote to
     job.out is removed again, so that the next run is not refused for an --out holding a draft without
@@ -154,7 +172,7 @@ def start_or_clean(job: Job, ids: torch.Tensor, log: Callable[[str], None]):
     before = set(out.iterdir()) if existed else set()
     try:
         model = start(job, ids, log)
-        save_start(model, job.config, out)
+        save_start(model, job.config, out, run_record(job, model.spec, model.draft.taps or ()))
     except BaseException:
         for p in (set(out.iterdir()) - before) if out.is_dir() else ():
             shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()

@@ -30,6 +30,7 @@ def make_job(tiny: Path, out: Path, **kw):
     from draftsmith.train import Job, TrainConfig
 
     cfg = TrainConfig(**{"steps": 12, "batch": 2, "lr": 3e-3, "save_every": 4, **kw.pop("config", {})})
-    return Job(spec=kw.pop("spec", "eagle3-llama"), target=tiny / "target", out=out, data=[tiny / "data"],
-               held_out=[tiny / "data" / "heapq.py"], draft_vocab=kw.pop("draft_vocab", 96), seq=48,
+    return Job(spec=kw.pop("spec", "eagle3-llama"), target=kw.pop("target", tiny / "target"), out=out,
+               data=kw.pop("data", [tiny / "data"]), held_out=[tiny / "data" / "heapq.py"],
+               draft_vocab=kw.pop("draft_vocab", 96), seq=kw.pop("seq", 48),
                max_windows=kw.pop("max_windows", 24), eval_prompts=kw.pop("eval_prompts", 0), config=cfg, **kw)
