@@ -39,8 +39,16 @@ def _target_ok(v) -> bool:
 
 
 KEYS = ("taps", "seq", "per_shard")
+def _distill_ok(v) -> bool:
+    small = lambda n: isinstance(n, int) and not isinstance(n, bool) and 0 <= n < 2**32   # noqa: E731
+    return v is None or (isinstance(v, dict) and set(v) == {"tokens", "seed", "new_tokens", "per_doc"}
+                         and isinstance(v["tokens"], str) and all(small(v[k]) for k in ("seed", "new_tokens",
+                                                                                         "per_doc")))
+
+
 SOURCE = {  # what else the features depend on (absent from a features.json an older draftsmith wrote)
-    "target": _target_ok, "windows": lambda v: isinstance(v, str), "bf16": lambda v: isinstance(v, bool)}
+    "target": _target_ok, "windows": lambda v: isinstance(v, str), "bf16": lambda v: isinstance(v, bool),
+    "distill": _distill_ok}   # distill_record: None without self-distillation
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
 
 
@@ -68,6 +76,25 @@ def windows_digest(wins: torch.Tensor) -> str:
     return hashlib.sha256(wins.to(torch.int64).contiguous().numpy().tobytes()).hexdigest()[:16]
 
 
+def distill_record(ids: torch.Tensor, seed: int, new_tokens: int, per_doc: int) -> dict:
+    """What self-distilled windows are made from, known before the (slow) decode: a digest of the data's token ids,
+    --seed, --self-distill and --prompts-per-doc (--seq is the features' own). Recorded in features.json, so a
+    run whose self-distillation would give other windows is refused before it decodes and writes --out."""
+    return {"tokens": windows_digest(ids), "seed": seed, "new_tokens": new_tokens, "per_doc": per_doc}
+
+
+def distill_differences(found: dict | None, want: dict) -> list[str]:
+    """What differs between the self-distillation a features.json records (None: none) and ``want``'s."""
+    if found is None:
+        return [f"they were made without self-distillation, this run has --self-distill {want['new_tokens']}"]
+    out = [f"they were self-distilled with --{opt} {found[k]}, this run has {want[k]}"
+           for k, opt in (("new_tokens", "self-distill"), ("per_doc", "prompts-per-doc"), ("seed", "seed"))
+           if found[k] != want[k]]
+    if found["tokens"] != want["tokens"]:
+        out.append("they were self-distilled from other text (other --data or tokenizer)")
+    return out
+
+
 def source_differences(found: dict, want: dict) -> list[str]:
     """What differs between the source a features.json records (``found``) and this run's (``want``), for each
     key both state: ["the target's hidden size is 64, not 128", ...]; [] when nothing does. A features.json
@@ -84,6 +111,8 @@ def source_differences(found: dict, want: dict) -> list[str]:
                        f"{short(wt['weights'], 80)})")
     if found.get("windows") is not None and want.get("windows") is not None and found["windows"] != want["windows"]:
         out.append("the token windows differ (other --data, tokenizer, --seed or --self-distill)")
+    if "distill" in found and want.get("distill") is not None and found["distill"] != want["distill"]:
+        out += distill_differences(found["distill"], want["distill"])
     if found.get("bf16") is not None and want.get("bf16") is not None and found["bf16"] != want["bf16"]:
         flag = lambda b: "--bf16" if b else "--no-bf16"  # noqa: E731
         out.append(f"they were extracted with {flag(found['bf16'])}, this run has {flag(want['bf16'])}")
@@ -100,8 +129,9 @@ def source_problem(folder: Path, found: dict | None, want: dict) -> tuple[str, s
 
 def read_meta(folder: Path) -> dict | None:
     """``folder``'s features.json as {"taps": [int, ...], "seq": int, "per_shard": int} and what they were made
-    from ("target": :func:`target_fingerprint`, "windows": :func:`windows_digest`, "bf16"; any of these may be
-    absent: an older draftsmith did not write them), or None when there is none.
+    from ("target": :func:`target_fingerprint`, "windows": :func:`windows_digest`, "bf16", "distill":
+    :func:`distill_record` or None; any of these may be absent: an older draftsmith did not write them), or None
+    when there is none.
     The one reader of it (preflight, :func:`extract`, :class:`FeatureStore`): a file that is not a regular file,
     past ``META_BYTES``, not JSON, or not of that form is a TrainError naming it, its values quoted bounded."""
     path = Path(folder) / META
@@ -195,17 +225,20 @@ def target_features(target, ids: torch.Tensor, taps) -> dict[str, torch.Tensor]:
 
 def extract(model, wins: torch.Tensor, folder: Path, *, per_shard: int = PER_SHARD, batch: int = 4,
             limit: int | None = None, dtype=torch.bfloat16, bf16: bool = False,
-            on_shard: Callable[[int, int], None] | None = None, target: dict | None = None) -> int:
+            on_shard: Callable[[int, int], None] | None = None, target: dict | None = None,
+            distill: dict | None = None) -> int:
     """Write the features of ``wins`` [N, S] (the first ``limit`` windows) to ``folder``; shards already there
     are kept (resume). ``bf16`` runs the target's matmuls under bfloat16 autocast (several times faster on CPUs
     with AMX; the features are stored in bfloat16 either way). ``target``: the target's
     :func:`target_fingerprint`, recorded with the windows' digest and ``bf16`` so that features of another
-    source are refused, not mixed in. Returns the number of windows the folder holds (those of earlier runs
+    source are refused, not mixed in; ``distill``: the :func:`distill_record` the windows were self-distilled from
+    (None: not self-distilled). Returns the number of windows the folder holds (those of earlier runs
     with a larger ``limit`` too: training reads them all)."""
     folder.mkdir(parents=True, exist_ok=True)
     n = min(len(wins), limit or len(wins))
     meta = {"taps": list(model.draft.taps or ()), "seq": int(wins.shape[1]), "per_shard": per_shard}
-    source = {"target": target, "windows": windows_digest(wins), "bf16": bf16} if target is not None else {}
+    source = ({"target": target, "windows": windows_digest(wins), "bf16": bf16, "distill": distill}
+              if target is not None else {})
     if (found := read_meta(folder)) is not None:
         if bad := made_for(folder, found, meta):
             raise TrainError([("", bad)])

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,8 +18,8 @@ from draftsmith.train import data as D
 from draftsmith.train.checks import TrainError, check_job
 from draftsmith.train.draft_io import export_draft, init_draft, start_from_target
 from draftsmith.train.evaluate import PLANS, Acceptance, acceptance
-from draftsmith.train.features import (SOURCE, FeatureStore, extract_with_log, made_for, read_meta, source_problem,
-                                       target_fingerprint, windows_digest)
+from draftsmith.train.features import (SOURCE, FeatureStore, distill_record, extract_with_log, made_for, read_meta,
+                                       source_problem, target_fingerprint, windows_digest)
 from draftsmith.train.loop import STATE, TrainConfig, save_start, train
 from draftsmith.train.preflight import count, no_windows, preflight, run_record, saved_state, skipped_note
 
@@ -91,31 +92,31 @@ def run(job: Job, console=None, log: Callable[[str], None] = print) -> dict[str,
     if not docs or (len(ids) < job.seq and not job.self_distill and job.max_windows != 0):
         raise no_windows(job, files, docs, ids, skipped)   # before the draft is built (self-distilled text below)
     log(f"data: {len(docs)} documents, {len(ids)} tokens{skipped_note(skipped)}")
-    feats, fingerprint, wins = Path(job.features or out / "features"), target_fingerprint(Path(job.target)), None
-    if job.max_windows != 0 and not job.self_distill:   # features of other windows: refused before the draft is built
-        wins = D.windows(ids, job.seq, seed=job.config.seed)
-        if bad := source_problem(feats, read_meta(feats), {"windows": windows_digest(wins)}):
-            raise TrainError([bad])
-    if (out / STATE).is_file():
-        model = draftsmith.assemble(job.spec, target=job.target, draft=out)
-        log(f"resuming the draft in {out}" + (" (--from-draft starts a new run only)" if job.from_draft else "")
-            + resume_note(job, model))
-    else:
-        model = start_or_clean(job, ids, log)
+    feats, fingerprint = Path(job.features or out / "features"), target_fingerprint(Path(job.target))
+    distill = distill_record(ids, job.config.seed, job.self_distill, job.prompts_per_doc) if job.self_distill else None
+    wins = source_check(job, feats, ids, distill)   # features of other windows: refused before the draft is built
+    fresh = not (out / STATE).is_file()
+    with undone_on_failure(out, fresh):   # a fresh start refused after self-distillation leaves no draft to resume
+        if fresh:
+            model = start_or_clean(job, ids, log)
+        else:
+            model = draftsmith.assemble(job.spec, target=job.target, draft=out)
+            log(f"resuming the draft in {out}" + (" (--from-draft starts a new run only)" if job.from_draft else "")
+                + resume_note(job, model))
+        model.target.to(job.device)
+        model.draft.to(job.device)
+        model.device = job.device
+        if job.self_distill and job.max_windows != 0:   # --max-windows 0 trains on the features on disk alone
+            docs = self_distilled(model, docs, tok, job.seq // 4, job.self_distill, log, batch=job.distill_batch,
+                                  per_doc=job.prompts_per_doc)
+            ids = D.encode(docs, tok, tok.eos_token_id)
+            wins = source_check(job, feats, ids, None)   # the last word (an older features.json records no distill)
     record = run_record(job, model.spec, model.draft.taps or ())
-    model.target.to(job.device)
-    model.draft.to(job.device)
-    model.device = job.device
-    if job.self_distill:
-        docs = self_distilled(model, docs, tok, job.seq // 4, job.self_distill, log, batch=job.distill_batch,
-                              per_doc=job.prompts_per_doc)
-        ids = D.encode(docs, tok, tok.eos_token_id)
     if job.max_windows != 0:
-        wins = D.windows(ids, job.seq, seed=job.config.seed) if wins is None else wins
         if not len(wins):
             raise no_windows(job, files, docs, ids)
         n = extract_with_log(model, wins, feats, log, limit=job.max_windows, bf16=job.config.bf16,
-                             target=fingerprint)
+                             target=fingerprint, distill=distill)
         log(f"features: {n} windows of {job.seq} tokens in {feats}")
     store = FeatureStore(feats)
     if bad := store_problems(store, model, job, fingerprint):
@@ -130,6 +131,42 @@ def run(job: Job, console=None, log: Callable[[str], None] = print) -> dict[str,
     else:
         log(f"trained to step {last['step']}: loss {last['loss']:.3f}")
     return evaluate(job, tok, log)
+
+
+def source_check(job: Job, feats: Path, ids: torch.Tensor, distill: dict | None) -> torch.Tensor | None:
+    """The windows of ``ids`` this run extracts (None with --max-windows 0, or before self-distillation), once the
+    features folder is found to be of them: a TrainError when it records other windows or, before a
+    self-distillation (``distill``: its :func:`distill_record`), another one. So a run that would mix other
+    windows in is refused before the draft is built and the decode runs."""
+    if job.max_windows == 0:
+        return None
+    meta = read_meta(feats)
+    if distill is not None:
+        if bad := source_problem(feats, meta, {"distill": distill}):
+            raise TrainError([bad])
+        return None
+    wins = D.windows(ids, job.seq, seed=job.config.seed)
+    if bad := source_problem(feats, meta, {"windows": windows_digest(wins)}):
+        raise TrainError([bad])
+    return wins
+
+
+@contextmanager
+def undone_on_failure(out: Path, enabled: bool = True) -> Iterator[None]:
+    """What the block adds to ``out`` is removed again when it fails or is interrupted (``enabled``), so that the
+    next run is not refused for an --out holding a draft without trainer.pt, nor resumes a start it never
+    trained; an ``out`` it made and left empty goes too."""
+    existed = out.is_dir()
+    before = set(out.iterdir()) if existed else set()
+    try:
+        yield
+    except BaseException:
+        if enabled:
+            for p in (set(out.iterdir()) - before) if out.is_dir() else ():
+                shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
+            if not existed and out.is_dir() and not any(out.iterdir()):
+                out.rmdir()
+        raise
 
 
 def store_problems(store: FeatureStore, model, job: Job, fingerprint: dict) -> list[tuple[str, str]]:
@@ -168,17 +205,9 @@ def start_or_clean(job: Job, ids: torch.Tensor, log: Callable[[str], None]):
     job.out is removed again, so that the next run is not refused for an --out holding a draft without
     trainer.pt."""
     out = Path(job.out)
-    existed = out.is_dir()
-    before = set(out.iterdir()) if existed else set()
-    try:
+    with undone_on_failure(out):
         model = start(job, ids, log)
         save_start(model, job.config, out, run_record(job, model.spec, model.draft.taps or ()))
-    except BaseException:
-        for p in (set(out.iterdir()) - before) if out.is_dir() else ():
-            shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
-        if not existed and out.is_dir() and not any(out.iterdir()):
-            out.rmdir()
-        raise
     return model
 
 
