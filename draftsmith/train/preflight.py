@@ -21,7 +21,7 @@ from draftsmith.specs.loader import load_spec
 from draftsmith.train import data as D
 from draftsmith.train.checks import TrainError
 from draftsmith.train.draft_io import MAKES, fresh_taps, fusion_params, unsupported
-from draftsmith.train.features import (SHARDS, made_for, read_meta, shard_problem, source_problem,
+from draftsmith.train.features import (META, SHARDS, made_for, read_meta, shard_problem, source_problem,
                                        target_fingerprint)
 from draftsmith.train.loop import FRESH, RESUMABLE, STATE
 
@@ -330,7 +330,8 @@ FRESH_ONLY = ("init",)   # TrainConfig fields only a fresh draft reads: a resume
 
 def feature_problems(job, taps: list[int] | None = None) -> list[tuple[str, str]]:
     """The features folder: a folder whose features.json (when there) is one :func:`read_meta` accepts and whose
-    shards' headers are readable; holding shards when max_windows is 0 (train on those alone); holding none, or
+    shards' headers are readable, shards never without a features.json (extract writes it first: such shards are
+    not ours, and one of other taps crashed training after --out was written); holding shards when max_windows is 0 (train on those alone); holding none, or
     those of windows of job.seq tokens, of ``taps`` (the draft's, when known) and of this target and --bf16
     (when the folder records them), whether more are extracted or not."""
     feats = Path(job.features or Path(job.out) / "features")
@@ -340,6 +341,11 @@ def feature_problems(job, taps: list[int] | None = None) -> list[tuple[str, str]
         meta = read_meta(feats)
     except TrainError as e:
         return e.problems
+    if meta is None and (shards := sorted(p.name for p in feats.glob(SHARDS))):
+        return [("features", f"{short_text(feats, 300)} holds {count(shards, 'feature shard')} "
+                             f"({short_list(shards, 3, 80, quote=False)}) but no {META}, so what they were made for "
+                             "(taps, window length, target, data) cannot be told: remove the folder (its features "
+                             "are extracted again) or give another --features folder")]
     if bad := shard_problem(feats, meta):
         return [("", bad)]
     if job.max_windows == 0 and (meta is None or not any(feats.glob(SHARDS))):

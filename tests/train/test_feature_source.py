@@ -159,3 +159,15 @@ def test_a_short_last_shard_is_extracted_again_whole(tiny, tmp_path):
     got = torch.cat([load_file(str(p))["ids"].long() for p in sorted((tmp_path / "f").glob("shard-*"))])
     assert torch.equal(got, wins[:32])                               # every window of the 32, in order, once
     assert extract(model, wins, tmp_path / "f", limit=8) == 32       # the rows the folder holds, which train reads
+
+
+@pytest.mark.parametrize("max_windows", ["8", "0"])
+def test_shards_without_features_json_are_refused_before_anything_is_written(made, tiny, tmp_path, max_windows):
+    """Shards without the features.json extract writes first are not ours: they were adopted unchecked (one of 5
+    taps crashed training with a raw RuntimeError after --out was written)."""
+    feats = copy(made, tmp_path)
+    (feats / META).unlink()
+    refused(train(*args(tiny, tmp_path, feats, "--max-windows", max_windows)),
+            f"--features {feats} holds 1 feature shard (shard-00000.safetensors) but no features.json",
+            "remove the folder (its features are extracted again) or give another --features folder")
+    assert not (tmp_path / "out").exists() and not (feats / META).exists()
