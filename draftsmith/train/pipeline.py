@@ -222,8 +222,12 @@ def start(job: Job, ids: torch.Tensor, log: Callable[[str], None]):
             "not apply)")
         return model
     V = json.loads((Path(job.target) / "config.json").read_text())["vocab_size"]
-    kept = reduced_vocab(ids, V, job.draft_vocab)
-    if kept is not None:
+    shares_head = draftsmith.load_spec(job.spec).draft.share.lm_head == "target"   # EAGLE-1: the target's head
+    kept = None if shares_head else reduced_vocab(ids, V, job.draft_vocab)
+    if shares_head:
+        log(f"draft vocabulary: the target's full {V} tokens (the spec shares the target's head: --draft-vocab "
+            "does not apply)")
+    elif kept is not None:
         share = torch.bincount(ids, minlength=V)[kept].sum().item() / len(ids)
         log(f"draft vocabulary: the {len(kept)} most frequent target tokens, {share:.2%} of the data")
     else:

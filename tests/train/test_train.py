@@ -88,8 +88,12 @@ def test_vocab_map_keeps_invariant_24(job, tiny, tmp_path):
 
 
 def test_eagle1_trains_too(job, tiny, tmp_path):
-    out = tmp_path / "e1"
-    run(job(out, spec="eagle1-llama", draft_vocab=None, config={"steps": 3}))
+    """EAGLE-1 reads the target's head: its whole vocabulary, whatever --draft-vocab asks (the log once claimed a
+    reduced one)."""
+    out, lines = tmp_path / "e1", []
+    run(job(out, spec="eagle1-llama", draft_vocab=96, config={"steps": 3}), log=lines.append)
+    assert any("--draft-vocab does not apply" in line for line in lines), lines
+    assert not any("most frequent" in line for line in lines)
     model = draftsmith.assemble("eagle1-llama", target=tiny / "target", draft=out)
     base = model.generate_baseline("def f(x):", max_new_tokens=16)
     assert model.generate("def f(x):", max_new_tokens=16).token_ids == base.token_ids
