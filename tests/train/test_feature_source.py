@@ -16,7 +16,6 @@ from draftsmith.train import data as D
 from draftsmith.train import pipeline
 from draftsmith.train.checks import TrainError
 from draftsmith.train.features import META, extract
-from draftsmith.train.loop import STATE
 from draftsmith.train.pipeline import run
 
 

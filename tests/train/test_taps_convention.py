@@ -3,7 +3,6 @@
 import json
 
 import pytest
-import torch
 
 import draftsmith
 from draftsmith.specs.loader import load_spec
