@@ -73,8 +73,8 @@ def save_start(model, cfg: TrainConfig, out: Path, record: dict | None = None) -
 
 def save_state(model, opt, step: int, cfg: TrainConfig, out: Path, record: dict | None = None) -> None:
     """trainer.pt (and the draft beside it). ``record``: the run's own settings a resume must keep
-    (preflight.run_record: spec, taps, seq, data, features, self-distillation, target), compared by
-    preflight.resume_problems before a resumed run starts."""
+    (resume.run_record: spec, taps, seq, data, features, self-distillation, target), compared by
+    resume.resume_problems before a resumed run starts."""
     tmp = out / (STATE + ".tmp")
     state = {"draft": model.draft.state_dict(), "opt": opt.state_dict(), "step": step, "config": asdict(cfg)}
     torch.save({**state, "run": record} if record is not None else state, tmp)

@@ -21,7 +21,8 @@ from draftsmith.train.evaluate import PLANS, Acceptance, acceptance
 from draftsmith.train.features import (SOURCE, FeatureStore, distill_record, extract_with_log, made_for, read_meta,
                                        source_problem, target_fingerprint, windows_digest)
 from draftsmith.train.loop import STATE, TrainConfig, save_start, train
-from draftsmith.train.preflight import count, no_windows, preflight, run_record, saved_state, skipped_note
+from draftsmith.train.preflight import count, no_windows, preflight, skipped_note
+from draftsmith.train.resume import run_record, saved_state
 
 
 @dataclass
