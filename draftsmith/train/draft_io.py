@@ -225,6 +225,8 @@ def export_draft(model, folder: Path, *, dtype: torch.dtype = torch.bfloat16, so
         config["draft_vocab_size"] = int(model.draft.d2t.shape[0])
     if model.draft.taps:
         config["eagle_config"] = {"eagle_aux_hidden_state_layer_ids": stated_ids(model.draft.taps, model.spec)}
+        # engines disagree on its default: the config states what the draft was trained with
+        config["norm_before_residual"] = bool(model.draft.fc.norm_before_residual)
     config["torch_dtype"] = str(dtype).removeprefix("torch.")
     folder.mkdir(parents=True, exist_ok=True)
     save_safetensors({k: v.contiguous() for k, v in tensors.items()}, folder)
