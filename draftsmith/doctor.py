@@ -13,7 +13,7 @@ acceptance low, a second round tries one more change on top of it.
 from __future__ import annotations
 
 import copy
-import logging
+import contextlib
 import time
 import types
 import typing
@@ -262,20 +262,16 @@ def _first_line(e: BaseException) -> str:
 
 
 def run_candidate(spec: Spec, changes, target, draft, probes, max_new_tokens, registry, **load) -> Candidate:
-    from draftsmith.assembler.assemble import assemble
+    from draftsmith.assembler.assemble import assemble, quiet_notes
 
     cand = Candidate(tuple(changes))
-    log = logging.getLogger("draftsmith")
-    level = log.level
-    if changes:
-        log.setLevel(logging.ERROR)  # the assembler's notes were said once, for the spec as given
-    try:
-        s = changed_spec(spec, changes, registry) if changes else spec
-        cand.measure = measure(assemble(s, target, draft, registry=registry, **load), probes, max_new_tokens)
-    except Exception as e:  # noqa: BLE001  a candidate that does not assemble is reported, not fatal
-        cand.error = _first_line(e)
-    finally:
-        log.setLevel(level)
+    # the assembler's notes were said once, for the spec as given
+    with quiet_notes() if changes else contextlib.nullcontext():
+        try:
+            s = changed_spec(spec, changes, registry) if changes else spec
+            cand.measure = measure(assemble(s, target, draft, registry=registry, **load), probes, max_new_tokens)
+        except Exception as e:  # noqa: BLE001  a candidate that does not assemble is reported, not fatal
+            cand.error = _first_line(e)
     return cand
 
 

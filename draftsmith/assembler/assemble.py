@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -78,6 +79,19 @@ def _explained(*notes: Callable[[], str | None]):
             if text:
                 e.add_note(text)
         raise
+
+
+@contextlib.contextmanager
+def quiet_notes():
+    """The assembler's notes (the "draftsmith" logger's warnings) unsaid inside the block, for loads whose notes are
+    no news to the user (doctor's readings of a spec already loaded once; convert's stand-in target)."""
+    log = logging.getLogger("draftsmith")
+    level = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        log.setLevel(level)
 
 
 def _swapped(registry: Registry, folder: Path, role: str, names: list[str] | None = None) -> Callable[[], str | None]:
@@ -214,8 +228,8 @@ def assemble(spec: Spec | str | Path = "demo", target: str | Path | None = None,
         packed.pack_model(module, spec.decoding.linear, device)
         fused.fuse_model(module, fast)
     share = spec.draft.share
-    own = hasattr(draft_model, "embed_tokens")   # build_draft decided (share.embed, and for own_if_different the widths)
-    embed = draft_model.embed_tokens if own else target_model.model.embed_tokens
+    # build_draft decided whether the draft has its own table (share.embed; for own_if_different, the widths)
+    embed = draft_model.embed_tokens if hasattr(draft_model, "embed_tokens") else target_model.model.embed_tokens
     head = target_model.lm_head if share.lm_head == "target" else draft_model.lm_head
     return SpeculativeModel(
         target=target_model, draft=draft_model.eval(), spec=spec, tokenizer=tokenizer, stop_ids=stops,
@@ -231,7 +245,9 @@ _READ_BESIDE = ("merges.txt", "special_tokens_map.json", "added_tokens.json")   
 def read_tokenizer(folder: Path):
     """The target's tokenizer, or None without its files; a file that is not a regular file inside the folder, or
     one transformers cannot read, is a CheckpointError (read before any tensor is)."""
-    there = lambda names: [folder / f for f in names if (folder / f).exists() or (folder / f).is_symlink()]  # noqa: E731
+    def there(names):   # a link counts as there even when it points nowhere: regular_file says what it is
+        return [folder / f for f in names if (folder / f).exists() or (folder / f).is_symlink()]
+
     present = there(TOKENIZER_FILES)
     if not present:
         return None

@@ -10,8 +10,6 @@ source that loads only with settings its family spec does not state (an FP8 `eag
 """
 from __future__ import annotations
 
-import contextlib
-import logging
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -24,9 +22,9 @@ STAND_IN_LAYERS = 64   # enough layers for the usual taps; a draft tapping deepe
 
 def stand_in_target(raw: Mapping[str, Any], draft_cfg) -> LlamaConfig:
     """A target config the draft's config implies: its vocabulary, the width it reads and layers for its taps."""
-    ids = (raw.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids") or \
-        raw.get("eagle_aux_hidden_state_layer_ids") or []
-    deepest = max((i for i in ids if isinstance(i, int)), default=0)
+    from draftsmith.components.eagle3_config import config_ids
+
+    deepest = max(config_ids(raw)[0] or [0])   # eagle_config / top-level ids / target_layer_ids, as a fusion reads them
     hidden = raw.get("target_hidden_size") or draft_cfg.hidden_size
     extra = {"hc_mult": raw["hc_mult"]} if isinstance(raw.get("hc_mult"), int) else {}
     return LlamaConfig(vocab_size=int(raw.get("vocab_size") or draft_cfg.vocab_size), hidden_size=int(hidden),
@@ -34,21 +32,10 @@ def stand_in_target(raw: Mapping[str, Any], draft_cfg) -> LlamaConfig:
                        num_key_value_heads=1, intermediate_size=1, **extra)
 
 
-@contextlib.contextmanager
-def _quiet():
-    """The stand-in's own notes (e.g. default taps "for a 64-layer target") are about no real target: unsaid."""
-    log = logging.getLogger("draftsmith")
-    level = log.level
-    log.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        log.setLevel(level)
-
-
 def misfit_names(folder: Path, spec_data: Mapping[str, Any], registry=None) -> dict[str, str] | None:
     """canonical name -> 'missing' / 'unexpected' / 'colliding' for the tensors of ``folder`` that the model the
     spec builds (with a stand-in target) would refuse by name; None when no stand-in can be built for it."""
+    from draftsmith.assembler.assemble import quiet_notes
     from draftsmith.assembler.build import build_draft, rule_set
     from draftsmith.assembler.checkpoint import list_tensors
     from draftsmith.assembler.config import draft_hf_config, flatten_draft_config, read_config
@@ -68,7 +55,7 @@ def misfit_names(folder: Path, spec_data: Mapping[str, Any], registry=None) -> d
     except Exception:  # noqa: BLE001 (transformers' own config checks): no stand-in, nothing judged
         return None
     try:
-        with _quiet():
+        with quiet_notes():   # the stand-in's own notes (taps "for a 64-layer target") are about no real target
             model = build_draft(spec, registry, draft_raw=raw, draft_cfg=draft_cfg, target_cfg=stand_in,
                                 canonical_names=list(remap.mapping) + list(remap.collisions), backend=eager)
     except (DraftsmithError, ValueError, TypeError):   # the stand-in's guess did not fit: nothing judged

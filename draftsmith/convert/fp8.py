@@ -9,8 +9,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from draftsmith.assembler.checkpoint import TensorInfo
+from draftsmith.components.quant import scale_name
 
-SCALES = (".weight_scale_inv", ".weight_scale")
+SCALES = tuple(f".{scale_name(scheme)}" for scheme in ("block", "tensor"))   # the names the fp8 quant method loads
 
 
 def fp8_quant(spec, registry, config: Mapping[str, Any], infos: dict[str, TensorInfo],

@@ -150,6 +150,7 @@ def test_the_stand_in_target_holds_the_drafts_taps_and_vocabulary():
     cfg = stand_in_target({"vocab_size": 500, "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 90]}}, draft)
     assert (cfg.num_hidden_layers, cfg.vocab_size, cfg.hidden_size) == (91, 500, 16)
     assert stand_in_target({"target_hidden_size": 32}, draft).num_hidden_layers == STAND_IN_LAYERS
+    assert stand_in_target({"target_layer_ids": [1, 80]}, draft).num_hidden_layers == 81   # Qwen3-style ids
     assert stand_in_target({"target_hidden_size": 32}, draft).hidden_size == 32
 
 
