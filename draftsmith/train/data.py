@@ -53,9 +53,9 @@ def jsonl_text(record: dict) -> str | None:
     """One JSONL record's text: `text`, else `prompt` + `completion`, else chat `messages` contents joined; None
     when it has none of these fields (or a null one). A content (or completion) is a string, null (empty: an
     assistant turn that only calls a tool) or a list of OpenAI-style parts whose text parts are joined by newlines
-    (other parts, such as images, are skipped); `text` and `prompt` are a string or null, `messages` a list (entries that
-    are not objects are skipped); any other value is a ValueError saying which field holds what (dropping the record silently would
-    train on less data than the file holds, unsaid)."""
+    (other parts, such as images, are skipped); `text` and `prompt` are a string or null, `messages` a list
+    (entries that are not objects are skipped); any other value is a ValueError saying which field holds what
+    (dropping the record silently would train on less data than the file holds, unsaid)."""
     for key in ("text", "prompt"):
         if record.get(key) is not None and not isinstance(record[key], str):
             raise ValueError(f"{key} is {short(record[key], 60)}: expected a string or null")

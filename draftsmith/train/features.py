@@ -29,6 +29,7 @@ META_BYTES = 1 << 16      # extract() writes ~100 bytes; a bigger file is not on
 SHARDS = "shard-*.safetensors"
 PER_SHARD = 16            # windows per shard file
 FIX = "remove the folder (its features are extracted again) or give another features folder"
+KEYS = ("taps", "seq", "per_shard")   # the features' layout, which every features.json states
 
 
 def _target_ok(v) -> bool:
@@ -38,7 +39,6 @@ def _target_ok(v) -> bool:
             and (v["hidden_size"] is None or isinstance(v["hidden_size"], int)))
 
 
-KEYS = ("taps", "seq", "per_shard")
 def _distill_ok(v) -> bool:
     small = lambda n: isinstance(n, int) and not isinstance(n, bool) and 0 <= n < 2**32   # noqa: E731
     return v is None or (isinstance(v, dict) and set(v) == {"tokens", "seed", "new_tokens", "per_doc"}

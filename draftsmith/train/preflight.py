@@ -169,15 +169,16 @@ def fresh_problems(job, spec) -> list[tuple[str, str]]:
     return [("spec", f"{spec.name}: train cannot make a fresh draft with {', '.join(bad)}; it makes {MAKES}")]
 
 
-def target_vocab(job) -> int | None:
-    """The target's vocabulary size from its config (a text_config's for a multimodal one); None when it cannot
-    be read here (a cached target not fetched yet: preflight runs again on its folder)."""
+def target_size(job, key: str) -> int | None:
+    """An integer of the target's config (``vocab_size``, ``num_hidden_layers``; a text_config's for a multimodal
+    one); None when it cannot be read here (a cached target not fetched yet: preflight runs again on its folder)."""
     try:
         cfg = read_config(Path(job.target))
     except (DraftsmithError, OSError):
         return None
-    vocab = cfg.get("vocab_size") or (cfg.get("text_config") or {}).get("vocab_size")
-    return vocab if isinstance(vocab, int) else None
+    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else {}
+    value = cfg.get(key) or text.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def vocab_problems(job, spec) -> list[tuple[str, str]]:
@@ -188,7 +189,7 @@ def vocab_problems(job, spec) -> list[tuple[str, str]]:
     reduced = spec.draft.vocab.reduced
     if not fresh(job) or reduced == "auto" or spec.draft.fusion.kind != "eagle3":
         return []
-    vocab, asked = target_vocab(job), job.draft_vocab or 0
+    vocab, asked = target_size(job, "vocab_size"), job.draft_vocab or 0
     if reduced is False and asked and vocab is not None and asked < vocab:
         return [("draft_vocab", f"{asked}: spec {spec.name} says draft.vocab.reduced: false (the target's full "
                                 "vocabulary, no d2t / t2d): give --draft-vocab 0, or a --spec whose vocab.reduced "
@@ -211,12 +212,7 @@ def planned_taps(job, spec) -> list[int] | None:
     kind = spec.draft.fusion.kind
     if kind != "eagle3":
         return [] if kind == "eagle1" else None
-    try:
-        cfg = read_config(Path(job.target))
-        layers = cfg.get("num_hidden_layers") or (cfg.get("text_config") or {}).get("num_hidden_layers")
-    except (DraftsmithError, OSError, AttributeError):
-        return None
-    if not isinstance(layers, int):
+    if (layers := target_size(job, "num_hidden_layers")) is None:
         return None
     if fresh(job):
         return list(fresh_taps(spec, layers))
@@ -232,9 +228,10 @@ def planned_taps(job, spec) -> list[int] | None:
 def feature_problems(job, taps: list[int] | None = None) -> list[tuple[str, str]]:
     """The features folder: a folder whose features.json (when there) is one :func:`read_meta` accepts and whose
     shards' headers are readable, shards never without a features.json (extract writes it first: such shards are
-    not ours, and one of other taps crashed training after --out was written); holding shards when max_windows is 0 (train on those alone); holding none, or
-    those of windows of job.seq tokens, of ``taps`` (the draft's, when known) and of this target and --bf16
-    (when the folder records them), whether more are extracted or not."""
+    not ours, and one of other taps crashed training after --out was written); holding shards when max_windows
+    is 0 (train on those alone); holding none, or those of windows of job.seq tokens, of ``taps`` (the draft's,
+    when known) and of this target and --bf16 (when the folder records them), whether more are extracted or
+    not."""
     feats = Path(job.features or Path(job.out) / "features")
     if feats.exists() and not feats.is_dir():
         return [("features", f"{short_text(feats, 300)} is not a folder")]

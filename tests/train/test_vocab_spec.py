@@ -68,3 +68,18 @@ def test_an_absolute_d2t_spec_gets_target_ids_and_loads_them_back(job, tiny, tmp
     again = tmp_path / "again"   # --from-draft re-exports: the same convention
     run(job(again, spec=spec, from_draft=out, max_windows=4, config={"steps": 1}))
     assert torch.equal(load_file(str(again / "model.safetensors"))["d2t"], tensors["d2t"])
+
+
+def test_the_targets_sizes_are_read_from_a_text_config_too(tmp_path):
+    """A multimodal target states its sizes under text_config: preflight's vocabulary and tap checks read them
+    there (None only where the config cannot be read here, e.g. a cached target not fetched yet)."""
+    import json
+    from types import SimpleNamespace
+
+    from draftsmith.train.preflight import target_size
+
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "x", "text_config": {
+        "vocab_size": 300, "num_hidden_layers": 9}}))
+    job = SimpleNamespace(target=tmp_path)
+    assert (target_size(job, "vocab_size"), target_size(job, "num_hidden_layers")) == (300, 9)
+    assert target_size(SimpleNamespace(target=tmp_path / "missing"), "vocab_size") is None
