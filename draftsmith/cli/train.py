@@ -90,4 +90,3 @@ def train(
 def option(field: str) -> str:
     """The command-line option of a Job / TrainConfig field."""
     return "--" + {"held_out": "eval"}.get(field, field).replace("_", "-")
-
