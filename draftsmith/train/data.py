@@ -50,26 +50,29 @@ def expand(paths: Iterable[str | Path]) -> list[Path]:
 
 
 def jsonl_text(record: dict) -> str | None:
-    """One JSONL record's text: `text`, else `prompt` + `completion`, else chat `messages` contents joined; None
-    when it has none of these fields (or a null one). A content (or completion) is a string, null (empty: an
-    assistant turn that only calls a tool) or a list of OpenAI-style parts whose text parts are joined by newlines
-    (other parts, such as images, are skipped); `text` and `prompt` are a string or null, `messages` a list
-    (entries that are not objects are skipped); any other value is a ValueError saying which field holds what
-    (dropping the record silently would train on less data than the file holds, unsaid)."""
+    """One JSONL record's text: `text`, else `prompt` + `completion` (either may be missing), else chat `messages`
+    contents joined; None when it has none of these fields (or only null ones), which the reader counts. A content
+    (or completion) is a string, null (empty: an assistant turn that only calls a tool) or a list of OpenAI-style
+    parts whose text parts are joined by newlines (other parts, such as images, are skipped); `text` and `prompt`
+    are a string or null, `messages` a list of objects; any other value is a ValueError saying which field holds
+    what (dropping the record silently would train on less data than the file holds, unsaid)."""
     for key in ("text", "prompt"):
         if record.get(key) is not None and not isinstance(record[key], str):
             raise ValueError(f"{key} is {short(record[key], 60)}: expected a string or null")
     if isinstance(record.get("text"), str):
         return record["text"]
-    if isinstance(record.get("prompt"), str):
-        return record["prompt"] + content_text(record.get("completion"), "completion")
+    if record.get("prompt") is not None or record.get("completion") is not None:
+        return (record.get("prompt") or "") + content_text(record.get("completion"), "completion")
     messages = record.get("messages")
     if messages is None:
         return None
     if not isinstance(messages, list):
         raise ValueError(f"messages is {short(messages, 60)}: expected a list of messages")
-    return "\n".join(content_text(m.get("content"), f"messages[{i}].content")
-                     for i, m in enumerate(messages) if isinstance(m, dict))
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict):
+            raise ValueError(f"messages[{i}] is {short(m, 60)}: expected a message object like "
+                             '{"role": "user", "content": "..."}')
+    return "\n".join(content_text(m.get("content"), f"messages[{i}].content") for i, m in enumerate(messages))
 
 
 def content_text(value, field: str) -> str:
@@ -102,8 +105,9 @@ def jsonl_record(f: Path, n: int, line: str) -> dict:
     return record
 
 
-def jsonl_documents(f: Path, text: str) -> list[str]:
-    """The documents of the JSONL file ``f`` (read as ``text``): one per line with text. Lines end at "\n" only
+def jsonl_documents(f: Path, text: str, textless: list[str] | None = None) -> list[str]:
+    """The documents of the JSONL file ``f`` (read as ``text``): one per line with text; a line without any (no
+    text field, or an empty one) is appended to ``textless`` as "FILE:N" when given. Lines end at "\n" only
     (U+2028 or U+0085 inside a string is text, as JSON allows); a line that is not a JSON object, a text field of
     another type, or text holding a lone surrogate is a TrainError naming the file and line."""
     docs = []
@@ -123,13 +127,17 @@ def jsonl_documents(f: Path, text: str) -> list[str]:
                                    "character: no tokenizer can encode it")])
         if t:
             docs.append(t)
+        elif textless is not None:
+            textless.append(f"{f}:{n}")
     return docs
 
 
-def read_documents(files: Sequence[Path], skipped: list[Path] | None = None) -> list[str]:
-    """Each text file is one document; each JSONL line with text is one (see :func:`jsonl_documents`). A JSONL
-    file that is not UTF-8 is a TrainError naming it; other unreadable or undecodable files are skipped (and
-    appended to ``skipped`` when given, for the caller to count)."""
+def read_documents(files: Sequence[Path], skipped: list[Path] | None = None,
+                   textless: list[str] | None = None) -> list[str]:
+    """Each text file is one document; each JSONL line with text is one (see :func:`jsonl_documents`, which
+    appends the lines without text to ``textless``). A JSONL file that is not UTF-8 is a TrainError naming it;
+    other unreadable or undecodable files are skipped (and appended to ``skipped`` when given, for the caller to
+    count)."""
     docs = []
     for f in files:
         try:
@@ -146,7 +154,7 @@ def read_documents(files: Sequence[Path], skipped: list[Path] | None = None) -> 
                 skipped.append(f)
             continue
         if f.suffix == ".jsonl":
-            docs += jsonl_documents(f, text)
+            docs += jsonl_documents(f, text, textless)
         elif text.strip():
             docs.append(text)
     return docs

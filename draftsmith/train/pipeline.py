@@ -87,12 +87,13 @@ def run(job: Job, console=None, log: Callable[[str], None] = print) -> dict[str,
     if job.eval_only:
         return evaluate(job, tok, log)
     files = D.expand(job.data)
-    skipped: list[Path] = []
-    docs = D.read_documents(files, skipped)
+    skipped, textless = [], []
+    docs = D.read_documents(files, skipped, textless)
     ids = D.encode(docs, tok, tok.eos_token_id) if docs else torch.zeros(0, dtype=torch.long)
     if not docs or (len(ids) < job.seq and not job.self_distill and job.max_windows != 0):
-        raise no_windows(job, files, docs, ids, skipped)   # before the draft is built (self-distilled text below)
-    log(f"data: {len(docs)} documents, {len(ids)} tokens{skipped_note(skipped)}")
+        # before the draft is built (self-distilled text below)
+        raise no_windows(job, files, docs, ids, skipped, textless)
+    log(f"data: {len(docs)} documents, {len(ids)} tokens{skipped_note(skipped, textless)}")
     feats, fingerprint = Path(job.features or out / "features"), target_fingerprint(Path(job.target))
     distill = distill_record(ids, job.config.seed, job.self_distill, job.prompts_per_doc) if job.self_distill else None
     wins = source_check(job, feats, ids, distill)   # features of other windows: refused before the draft is built

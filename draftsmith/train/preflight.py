@@ -267,9 +267,10 @@ def feature_problems(job, taps: list[int] | None = None) -> list[tuple[str, str]
 
 
 def no_windows(job, files: Sequence[Path], docs: Sequence[str], ids: torch.Tensor,
-               skipped: Sequence[Path] = ()) -> TrainError:
+               skipped: Sequence[Path] = (), textless: Sequence[str] = ()) -> TrainError:
     """What the data held, when it gives no window of job.seq tokens."""
-    held = f"{count(files, 'file')}, {count(docs, 'document')}, {count(ids, 'token')} in all{skipped_note(skipped)}"
+    held = (f"{count(files, 'file')}, {count(docs, 'document')}, {count(ids, 'token')} in all"
+            f"{skipped_note(skipped, textless)}")
     if not docs:
         return TrainError([("data", f"{short_list(job.data, quote=False)}: the data gave no training windows "
                                     f"({held}: no text)")])
@@ -277,12 +278,17 @@ def no_windows(job, files: Sequence[Path], docs: Sequence[str], ids: torch.Tenso
                                "tokens)")])
 
 
-def skipped_note(skipped: Sequence[Path]) -> str:
-    """', 2 files skipped (not UTF-8 text, or unreadable): a.bin, b.txt', or '' when none was."""
-    if not skipped:
-        return ""
-    return (f", {count(skipped, 'file')} skipped (not UTF-8 text, or unreadable): "
-            f"{short_list(skipped, 3, 120, quote=False)}")
+def skipped_note(skipped: Sequence[Path], textless: Sequence[str] = ()) -> str:
+    """', 2 files skipped (not UTF-8 text, or unreadable): a.bin, b.txt' and ', 1 JSONL line without text skipped
+    (...): d.jsonl:3', or '' when nothing was."""
+    note = ""
+    if skipped:
+        note += (f", {count(skipped, 'file')} skipped (not UTF-8 text, or unreadable): "
+                 f"{short_list(skipped, 3, 120, quote=False)}")
+    if textless:
+        note += (f", {count(textless, 'JSONL line')} without text skipped (no text, prompt, completion or messages "
+                 f"field, or an empty one): {short_list(textless, 3, 120, quote=False)}")
+    return note
 
 
 def count(items, word: str) -> str:

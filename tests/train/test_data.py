@@ -29,8 +29,11 @@ def test_stdlib_splits_into_training_files_and_held_out_test_files():
     ({"text": "t", "prompt": "p"}, "t"),
     ({"prompt": "p", "completion": "c"}, "pc"),
     ({"prompt": "p"}, "p"),
-    ({"messages": [{"content": "a"}, "not a message", {"role": "x"}, {"content": "b"}]}, "a\n\nb"),
+    ({"completion": "c"}, "c"),
+    ({"prompt": None, "completion": "c", "messages": [{"content": "m"}]}, "c"),
+    ({"messages": [{"content": "a"}, {"role": "x"}, {"content": "b"}]}, "a\n\nb"),
     ({"text": None, "prompt": "p"}, "p"),
+    ({"text": None, "prompt": None, "completion": None}, None),
     ({}, None),
 ])
 def test_jsonl_records_give_text_then_prompt_and_completion_then_messages(record, text):
@@ -48,7 +51,9 @@ def test_documents_are_files_and_jsonl_lines_with_text(tmp_path):
                                                  json.dumps({"prompt": "two"})]) + "\n")
     files = D.expand([tmp_path])
     assert [f.name for f in files] == ["a.py", "bad.txt", "blank.txt", "d.jsonl"]
-    assert D.read_documents(files) == ["x = 1\n", "one", "two"]
+    textless = []
+    assert D.read_documents(files, textless=textless) == ["x = 1\n", "one", "two"]
+    assert textless == [f"{tmp_path / 'd.jsonl'}:3"]
     with pytest.raises(FileNotFoundError, match="no such file or folder"):
         D.expand([tmp_path / "missing"])
 

@@ -47,6 +47,8 @@ def test_null_contents_are_empty_and_content_parts_give_their_text(record, text)
     ({"prompt": "p", "completion": {"x": 1}}, "completion is {'x': 1}: expected"),
     ({"messages": [{"content": [{"type": "text", "text": None}]}]},
      "messages[0].content is [{'text': None, 'type': 'text'}]: expected"),
+    ({"messages": [{"content": "a"}, "not a message"]}, "messages[1] is 'not a message': expected a message object"),
+    ({"completion": 3}, "completion is 3: expected a string"),
 ])
 def test_other_content_values_are_refused_by_file_and_line(tmp_path, record, says):
     f = tmp_path / "d.jsonl"
@@ -72,6 +74,17 @@ def test_a_binary_jsonl_file_is_refused_and_other_undecodable_files_are_counted(
     assert D.read_documents([tmp_path / "bad.txt"], skipped) == [] and skipped == [tmp_path / "bad.txt"]
     job = SimpleNamespace(data=[tmp_path], seq=48)
     assert "1 file skipped (not UTF-8 text, or unreadable): " in str(no_windows(job, skipped, [], [], skipped))
+
+
+def test_jsonl_lines_without_text_are_counted_by_file_and_line(tmp_path):
+    f = tmp_path / "d.jsonl"   # a record of another schema, and an empty one, train on nothing: said, not silent
+    f.write_text('{"question": "q", "answer": "a"}\n{"text": ""}\n{"text": "kept"}\n')
+    textless = []
+    assert D.read_documents([f], textless=textless) == ["kept"] and textless == [f"{f}:1", f"{f}:2"]
+    job = SimpleNamespace(data=[tmp_path], seq=48)
+    says = str(no_windows(job, [f], [], [], (), textless))
+    assert f"2 JSONL lines without text skipped (no text, prompt, completion or messages field, or an empty " \
+           f"one): {f}:1, {f}:2" in says
 
 
 def features_job(job, tmp_path, meta_text=None, **kw):

@@ -109,6 +109,11 @@ def test_data_without_a_training_window_says_what_it_held(base, good, tmp_path):
     (empty / "blank.txt").write_text("x = 1\n")
     refused(train(*base, "--data", empty), "--seq 48: the data gave no training windows (1 file, 1 document, 7 "
                                            "tokens in all; a window is 48 tokens)")
+    (empty / "blank.txt").unlink()
+    (empty / "qa.jsonl").write_text('{"question": "q", "answer": "a"}\n')
+    refused(train(*base, "--data", empty), "the data gave no training windows (1 file, 0 documents, 0 tokens in "
+                                           f"all, 1 JSONL line without text skipped (no text, prompt, completion "
+                                           f"or messages field, or an empty one): {empty / 'qa.jsonl'}:1: no text)")
     assert not (tmp_path / "out").exists()
 
 
