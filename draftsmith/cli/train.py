@@ -62,29 +62,55 @@ def train(
     from draftsmith.options import check_device, check_threads
     from draftsmith.train import Job, TrainConfig, run
     from draftsmith.train.checks import TrainError
-    from draftsmith.train.preflight import preflight
 
     torch.set_num_threads(check_threads(threads))
     check_device(device)   # before the data is read: 'cuda' without CUDA is an error, not a traceback later
     paths, held = list(data or []), list(held_out or [])
-    try:   # the config's, the job's and the paths' checks, before the target is fetched or the data read
-        cfg = TrainConfig(steps=steps, batch=batch, lr=lr, ttt=ttt, seed=seed, save_every=save_every,
-                          minutes=minutes, labels=labels, freeze_head=freeze_head, bf16=bf16, init=init)
-        if stdlib:
-            from draftsmith.train import data as D
+    if stdlib:
+        from draftsmith.train import data as D
 
-            paths, held = paths + D.stdlib_files(), held + D.stdlib_files(held_out=True)
-        job = Job(spec=spec, target=None if target is None else Path(target), out=out_dir, data=paths, held_out=held,
-                  draft_vocab=draft_vocab or None, seq=seq, max_windows=max_windows, features=features,
-                  from_draft=from_draft,
-                  self_distill=self_distill, prompts_per_doc=prompts_per_doc, distill_batch=distill_batch,
-                  eval_prompts=eval_prompts, device=device, eval_only=eval_only, config=cfg)
-        preflight(job)   # also the spec's checkpoints.target when --target is not given
+        paths, held = paths + D.stdlib_files(), held + D.stdlib_files(held_out=True)
+    try:   # the config's, the job's and the paths' checks, before the target is fetched or the data read
+        job = checked_job(
+            TrainConfig, dict(steps=steps, batch=batch, lr=lr, ttt=ttt, seed=seed, save_every=save_every,
+                              minutes=minutes, labels=labels, freeze_head=freeze_head, bf16=bf16, init=init),
+            Job, dict(spec=spec, target=None if target is None else Path(target), out=out_dir, data=paths,
+                      held_out=held, draft_vocab=draft_vocab or None, seq=seq, max_windows=max_windows,
+                      features=features, from_draft=from_draft, self_distill=self_distill,
+                      prompts_per_doc=prompts_per_doc, distill_batch=distill_batch, eval_prompts=eval_prompts,
+                      device=device, eval_only=eval_only))
         job.target = hub.target_folder(job.target, console=err)
         run(job, console=out, log=lambda m: out.print(m, style="dim", markup=False))   # it prints the results
     except TrainError as e:   # a bad option, data or folder: named as the option it came from
         err.print(e.render(option), style="red", markup=False, soft_wrap=True)
         raise typer.Exit(2)
+
+
+def checked_job(config, config_kw: dict, job, job_kw: dict):
+    """``job(**job_kw, config=config(**config_kw))`` once every check before the target is fetched passed: the
+    numbers' bounds (each class refuses its own when built) and preflight's, reported together in one TrainError
+    (a refused number is left at its default for preflight, which then judges the rest)."""
+    from draftsmith.train.checks import TrainError
+    from draftsmith.train.preflight import preflight
+
+    found = []
+
+    def build(cls, kw: dict, **more):
+        try:
+            return cls(**kw, **more)
+        except TrainError as e:
+            found.extend(e.problems)
+            refused = {name for name, _ in e.problems}
+            return cls(**{k: v for k, v in kw.items() if k not in refused}, **more)
+
+    built = build(job, job_kw, config=build(config, config_kw))
+    try:
+        preflight(built)   # also the spec's checkpoints.target when --target is not given
+    except TrainError as e:
+        found.extend(e.problems)
+    if found:
+        raise TrainError(found)
+    return built
 
 
 def option(field: str) -> str:

@@ -79,6 +79,14 @@ def test_every_bound_of_the_config_is_listed_at_once_and_the_api_raises_a_value_
         Job(spec="eagle3-llama", target="t", out="o", seq=2)
 
 
+def test_the_numbers_bounds_and_the_paths_problems_are_reported_in_one_round(good, tmp_path, nothing_slow):
+    missing = tmp_path / "nonexist"   # a bad number of each class, and preflight's problems, in one message
+    res = train(*good, "--steps", 0, "--max-windows", -1, "--seq", 2, "--spec", "eagle3-lama", "--data", missing)
+    refused(res, "--steps 0: allowed an integer >= 1", "--max-windows -1: allowed", "--seq 2: allowed",
+            "--spec is not usable: no spec named 'eagle3-lama'", f"--data {missing}: no such file or folder")
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_missing_target_folder_is_named(good, tmp_path, nothing_slow):             # B1
     missing = tmp_path / "nonexist"
     refused(train(*good, "--target", missing), f"--target folder {missing} does not exist")
