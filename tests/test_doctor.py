@@ -1,5 +1,6 @@
 """``draftsmith doctor`` on the trained demo pair: with one ambiguous setting flipped in a copy of the demo spec,
 doctor names the flipped field's original value as the fix."""
+import re
 from pathlib import Path
 
 import pytest
@@ -130,6 +131,14 @@ def test_cli_prints_the_fix(tmp_path):
     assert "draft.fusion.fc_norm = false" in res.output and "fc_norm: false" in res.output   # the YAML to paste
     ok = run(flipped(tmp_path, "draft.fusion.fc_norm", False))
     assert ok.exit_code == 0 and "acceptance is fine" in ok.output, ok.output
+    assert "the other readings were not tried: --search tries them" in ok.output, ok.output   # fine is not "best"
+
+
+def test_cli_says_whether_the_other_readings_were_tried_on_a_fine_pair():
+    res = CliRunner().invoke(app, ["doctor", "--spec", "demo", "--search"])
+    assert res.exit_code == 0 and "acceptance is fine" in res.output, res.output
+    assert re.search(r"no other reading does better \(\d+ tried\)", res.output), res.output
+    assert "were not tried" not in res.output
 
 
 def test_a_low_bar_missed_by_the_right_reading_blames_the_draft_not_the_spec(monkeypatch):
