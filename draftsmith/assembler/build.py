@@ -102,6 +102,18 @@ def owns_embedding(spec: Spec, hidden: int, target_hidden: int) -> bool:
     return own
 
 
+def hidden_norm_slot(spec: Spec, fc: nn.Module) -> bool:
+    """Whether the first layer's hidden_norm slot is filled: the spec's ``norms.hidden``, auto = the fusion's
+    ``has_hidden_norm`` (a fusion whose first layer reads the fused state alone has no such slot to fill)."""
+    want, has = spec.draft.norms.hidden, getattr(fc, "has_hidden_norm", False)
+    if want is True and not has:
+        raise SpecError(spec.source, [Problem(
+            "draft.norms.hidden", f"true: fusion {spec.draft.fusion.kind!r} has no hidden-norm slot (its first "
+            "layer reads the fused state alone, not a hidden state beside the embedding)", found=True,
+            allowed="auto or false")])
+    return has if want == "auto" else want
+
+
 def build_draft(spec: Spec, registry: Registry, *, draft_raw: Mapping[str, Any], draft_cfg, target_cfg,
                 canonical_names: list[str], backend: Callable) -> DraftModel:
     d, dims = spec.draft, Dims.from_config(draft_cfg)
@@ -119,13 +131,14 @@ def build_draft(spec: Spec, registry: Registry, *, draft_raw: Mapping[str, Any],
                                 target_layers=target_cfg.num_hidden_layers, norm=stack.norm)
         except SpecError as e:  # the fusion knows the rule; the error names the spec file the user wrote
             raise SpecError(spec.source, e.problems) from None
+        hidden_norm = hidden_norm_slot(spec, fc)
         layers = []
         for i in range(layer_count(spec, canonical_names)):
             first = i == 0
             layers.append(stack.layer(
                 i, in_width=dims.hidden * (fc.first_in_factor if first else 1),
                 input_norm=d.norms.input == "all" or (d.norms.input == "not_first" and not first),
-                hidden_norm=first and fc.has_hidden_norm, mix=fc.first_mix if first else own_input,
+                hidden_norm=first and hidden_norm, mix=fc.first_mix if first else own_input,
                 norm_before_residual=first and fc.norm_before_residual))
         head = nn.Linear(dims.hidden, vd or target_vocab, bias=False) if d.share.lm_head == "draft" else None
         model = DraftModel(fc, layers, stack.norm(dims.hidden) if d.norms.final else None, lm_head=head,

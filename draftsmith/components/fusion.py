@@ -65,7 +65,9 @@ class AuxLayers(BaseModel):
 
 class Eagle3Params(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-    norm_before_residual: Flag               # required: engines disagree on the default, so a spec says it
+    norm_before_residual: Flag = Field(description=(   # required: engines disagree on the default
+        "Engines disagree on its default and the weights cannot show it: state true or false as the draft was "
+        "trained (true: the residual is the normed hidden state), or auto to read the draft config's key"))
     aux_layers: Literal["auto"] | AuxLayers = "auto"
     num_aux: int | None = Field(None, ge=1)  # explicit count > num_aux_hidden_states > len(ids) > 3
     fc_norm: Flag = False                    # one RMSNorm per aux state before fc (EAGLE 3.1)

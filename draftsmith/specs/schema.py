@@ -75,6 +75,9 @@ class Ref(BaseModel):
 
 class Norms(Frozen):
     input: Literal["all", "not_first", "none"] = "all"   # input_layernorm slots filled in which layers
+    # the first layer's hidden_norm slot (on the hidden state beside the embedding): auto = filled when the
+    # fusion reads one there (eagle3), true = must be filled, false = an identity
+    hidden: Literal["auto", True, False] = "auto"
     final: bool = True                                   # final norm before the head
 
 

@@ -164,8 +164,10 @@ def _problem(err: Mapping[str, Any], w: _Walk, prefix: str) -> Problem:
         parent = sorted(w.parent.model_fields) if w.parent else []
         return Problem(path, f"unknown field {short(w.path[-1])}", allowed=", ".join(parent) or NO_KEYS,
                        hint=_suggest(w.path[-1], parent))
-    if kind == "missing":
-        return Problem(path, "required field is missing", allowed=describe(w.field_ann))
+    if kind == "missing":   # the field's description says why it has no default
+        field = w.parent.model_fields.get(w.path[-1]) if w.parent and w.path else None
+        return Problem(path, "required field is missing", allowed=describe(w.field_ann),
+                       hint=(field.description or "") if field else "")
     if kind in ("literal_error", "enum"):
         choices = [str(a) for a in typing.get_args(w.field_ann if w.member is None else w.member)]
         return Problem(path, f"{short(found)} is not allowed", allowed=_allowed(w, err), hint=_suggest(found, choices))

@@ -267,3 +267,40 @@ def test_draft_rope_comes_from_the_draft_config_never_the_target(target, tmp_pat
     assert rope.scale == 1.0 and rope.config.max_position_embeddings == 2048
     target_rope = model.target.model.layers[0].self_attn.rope
     torch.testing.assert_close(target_rope.inv_freq, llama_default_inv_freq(16, TARGET_THETA), atol=0, rtol=0)
+
+
+def spec_with(tmp_path: Path, name: str, hidden, ignore: tuple[str, ...] = ()) -> Path:
+    """The built-in spec ``name`` with ``draft.norms.hidden`` set (and more names ignored), as a YAML file."""
+    import yaml
+
+    data = yaml.safe_load((Path(draftsmith.__file__).parent / "specs" / "builtin" / f"{name}.yaml").read_text())
+    data["draft"]["norms"]["hidden"] = hidden
+    data["weights"]["ignore"] = [*data["weights"].get("ignore", []), *ignore]
+    path = tmp_path / f"{name}-{hidden}.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+@pytest.mark.parametrize("hidden", ["auto", True])
+def test_eagle3s_hidden_norm_slot_is_filled_by_default_and_when_stated(target, tmp_path, hidden):
+    draft = write_eagle3(tmp_path / "d", target)
+    model = draftsmith.assemble(spec_with(tmp_path, "eagle3-llama", hidden), target=target, draft=draft)
+    assert isinstance(model.draft.layers[0].hidden_norm, RMSNorm)
+
+
+def test_an_empty_hidden_norm_slot_is_an_identity_and_its_weight_unexpected(target, tmp_path):
+    draft = write_eagle3(tmp_path / "d", target)
+    with pytest.raises(CheckpointMismatch, match="hidden_norm"):
+        draftsmith.assemble(spec_with(tmp_path, "eagle3-llama", False), target=target, draft=draft)
+    model = draftsmith.assemble(spec_with(tmp_path, "eagle3-llama", False, ignore=(r"^midlayer\.hidden_norm\.",)),
+                                target=target, draft=draft)
+    assert isinstance(model.draft.layers[0].hidden_norm, nn.Identity)
+    prompt = [3, 9, 27, 81 % V]
+    assert model.generate(prompt, max_new_tokens=8).token_ids == model.generate_baseline(prompt, 8).token_ids
+
+
+def test_a_hidden_norm_on_a_fusion_without_that_slot_is_a_spec_error(target, tmp_path):
+    draft = write_eagle1(tmp_path / "d", target)
+    with pytest.raises(draftsmith.SpecError, match=r"draft\.norms\.hidden: true: fusion 'eagle1' has no hidden-norm "
+                                                   r"slot(.|\n)*allowed: auto or false"):
+        draftsmith.assemble(spec_with(tmp_path, "eagle1-llama", True), target=target, draft=draft)

@@ -27,11 +27,17 @@ def test_unknown_field_suggests_the_close_one(base, spec_error):
     p = only(err)
     assert p.path == "draft.norms.inptu"
     assert "unknown field 'inptu'" in p.message
-    assert p.allowed == "final, input"
+    assert p.allowed == "final, hidden, input"
     assert p.hint.strip() == "Did you mean 'input'?"
     assert "draft.norms.inptu: unknown field 'inptu'. Did you mean 'input'?" in str(err)
     assert "my-draft.yaml has 1 problem" in str(err)
 
+
+def test_a_missing_required_field_says_why_it_has_no_default(base, spec_error):
+    base["draft"]["fusion"] = {"kind": "eagle3"}   # the field's description is the hint
+    p = only(spec_error(base))
+    assert (p.path, p.message) == ("draft.fusion.norm_before_residual", "required field is missing")
+    assert p.allowed == "true or false, or 'auto'" and "Engines disagree on its default" in p.hint
 
 
 def test_a_param_given_to_a_component_that_takes_none_says_it_takes_none(base, spec_error):
