@@ -16,7 +16,8 @@ import logging
 from typing import Annotated, Any, Callable, Literal
 
 import torch
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, field_validator
+from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, field_validator,
+                      model_validator)
 from torch import nn
 
 from draftsmith.components.eagle3_config import repeated, resolve_eagle3
@@ -58,6 +59,9 @@ class AuxLayers(BaseModel):
     @field_validator("ids")
     @classmethod
     def _distinct(cls, ids):
+        if ids is not None and not ids:   # was read as "not given": the config's ids or the default taps
+            raise ValueError("[] names no layer; leave ids out (or null) for the draft config's ids or the default "
+                             "[2, L//2, L-3]")
         if ids is not None and (dup := repeated(list(ids))):
             raise ValueError(f"{short(list(ids))} names layer(s) {short(dup)} more than once; taps must be distinct")
         return ids
@@ -73,6 +77,14 @@ class Eagle3Params(BaseModel):
     fc_norm: Flag = False                    # one RMSNorm per aux state before fc (EAGLE 3.1)
     norm_before_fc: Flag = False             # one RMSNorm over the concatenated aux states (gpt-oss)
     norm_output: Annotated[(NormOutput | None, *Auto)] = "head"
+
+    @model_validator(mode="after")
+    def _count_fits_ids(self):   # both stated and different: the fc's width cannot be both (the spec alone shows it)
+        ids = None if self.aux_layers == "auto" else self.aux_layers.ids
+        if self.num_aux is not None and ids and len(ids) != self.num_aux:
+            raise ValueError(f"num_aux {self.num_aux} and aux_layers.ids {short(list(ids))} ({len(ids)} layers) "
+                             "disagree; state one of them, or make them agree")
+        return self
 
 
 class Eagle1Fusion(nn.Linear):

@@ -20,29 +20,42 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import torch
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from torch import nn
 from torch.nn import functional as F
 
+from draftsmith import limits
 from draftsmith.components.targets import UnsupportedTarget
+from draftsmith.components.weights import pattern_problem
 from draftsmith.errors import short
 
 FP8 = torch.float8_e4m3fn
 FP8_MAX = torch.finfo(FP8).max
 
 
+BlockSide = Annotated[int, Field(ge=1, le=limits.WIDTH)]   # a side longer than the weight is one scale
+
+
 class FP8Params(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     scheme: Literal["tensor", "channel", "block"] = "block"
-    block: tuple[int, int] = (128, 128)
+    block: tuple[BlockSide, BlockSide] = (128, 128)   # rows x columns of a weight per scale (scheme: block)
     # regexes searched in canonical module names (after the weight rules: vLLM PR 49900 matched ignore lists
     # before its prefix rename); a Linear is quantized when some `modules` pattern and no `exclude` matches
     modules: tuple[str, ...] = (r"^layers\.\d+\.",)
     exclude: tuple[str, ...] = ()
     activation: Literal["none", "dynamic"] = "none"
+
+    @field_validator("modules", "exclude")
+    @classmethod
+    def _patterns(cls, patterns):   # refused in the spec, not when the first module name is searched
+        for p in patterns:
+            if (why := pattern_problem(p)) is not None:
+                raise ValueError(f"{short(p)}: {why}")
+        return patterns
 
 
 def scale_name(scheme: str) -> str:

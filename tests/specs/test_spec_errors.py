@@ -395,3 +395,27 @@ def test_a_spec_file_names_the_line_of_each_problem(tmp_path):
     with pytest.raises(draftsmith.SpecError) as info:   # plain data has no lines
         parse_spec(yaml.safe_load(path.read_text()))
     assert {p.line for p in info.value.problems} == {None} and "(line" not in str(info.value)
+
+
+def test_fp8_block_sides_and_module_patterns_are_checked_in_the_spec(base, spec_error):
+    """A zero block side divided by zero and a bad pattern failed at load as internal errors; now each is a
+    spec problem, all at once."""
+    base["quant"] = {"method": "fp8", "scheme": "block", "block": [0, -1], "modules": ["(("], "exclude": ["(a+)+"]}
+    err = spec_error(base)
+    by_path = {p.path: p for p in err.problems}
+    assert set(by_path) == {"quant.block.0", "quant.block.1", "quant.modules", "quant.exclude"}, str(err)
+    assert by_path["quant.block.0"].allowed.startswith("an integer >= 1")
+    assert "not a valid regular expression" in by_path["quant.modules"].message
+    assert "a repeat of a repeat" in by_path["quant.exclude"].message
+
+
+@pytest.mark.parametrize("fusion, path, says", [
+    ({"aux_layers": {"ids": []}}, "draft.fusion.aux_layers.ids", "[] names no layer"),
+    ({"num_aux": 5, "aux_layers": {"ids": [1, 2, 3]}}, "draft.fusion", "num_aux 5 and aux_layers.ids [1, 2, 3]"),
+])
+def test_aux_ids_the_spec_alone_shows_unusable_are_spec_problems(base, spec_error, fusion, path, says):
+    """An empty id list was read as "not given" (the default taps); a count that disagrees with the ids was
+    refused only once the checkpoint was read."""
+    base["draft"]["fusion"] = {"kind": "eagle3", "norm_before_residual": False, **fusion}
+    p = only(spec_error(base))
+    assert p.path == path and says in p.message, p
