@@ -19,6 +19,7 @@ from draftsmith.assembler.vocab import check_vocab_map
 from draftsmith.components import fused, packed, stacked
 from draftsmith.components.targets import mtp_layer_patterns
 from draftsmith.components.weights import RuleSet
+from draftsmith.decoding.graphs import graphs_enabled
 from draftsmith.decoding.model import SpeculativeModel
 from draftsmith.registry import Registry, default_registry
 from draftsmith.errors import CheckpointError, DraftsmithError, Problem, SpecError, short_text
@@ -205,6 +206,7 @@ def assemble(spec: Spec | str | Path = "demo", target: str | Path | None = None,
     from draftsmith.options import check_device
 
     check_device(device)  # OptionError before anything is read: 'cuda' without CUDA, 'cuda:3' with one GPU
+    graphs_enabled(spec.decoding.graphs, device)   # and 'graphs: on' without CUDA
     p = plan_assembly(spec, target, draft, registry)
     target_plan, target_cfg, draft_model, draft_plan = p.target_plan, p.target_cfg, p.draft_model, p.draft_plan
     tokenizer, stops, draft_dir = p.tokenizer, p.stops, p.draft_dir

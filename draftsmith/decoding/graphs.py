@@ -20,6 +20,8 @@ from collections.abc import Callable
 
 import torch
 
+from draftsmith.errors import OptionError
+
 log = logging.getLogger("draftsmith")
 
 
@@ -28,7 +30,7 @@ def graphs_enabled(setting: str, device: str | torch.device) -> bool:
     eager."""
     cuda = torch.device(device).type == "cuda"
     if setting in ("on", "compile") and not cuda:
-        raise ValueError(f"decoding.graphs: {setting} needs a CUDA device, got {device!r} (use auto or off)")
+        raise OptionError(f"decoding.graphs: {setting} needs a CUDA device, got {device!r} (use auto or off)")
     return cuda and setting in ("auto", "on", "compile")
 
 

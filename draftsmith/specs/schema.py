@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr
 
 from draftsmith import limits
 from draftsmith.errors import short
@@ -122,6 +122,11 @@ class Quant(BaseModel):
     method: str = "none"
 
 
+def on_off(value: Any) -> Any:
+    """``true`` / ``false`` as ``on`` / ``off``: what YAML makes of the words written unquoted."""
+    return ("on" if value else "off") if isinstance(value, bool) else value
+
+
 class Decoding(Frozen):
     topk: int = Field(4, ge=1, le=limits.TOPK)           # bounds: draftsmith/limits.py
     steps: int = Field(5, ge=1, le=limits.STEPS)
@@ -129,7 +134,8 @@ class Decoding(Frozen):
     page_size: int = Field(1, ge=1, le=limits.PAGE_SIZE)
     mode: Literal["auto", "v1", "v2"] = "auto"
     attention: str = "auto"                              # registered attn_backend (auto: sdpa on CPU)
-    graphs: Literal["auto", "on", "off", "compile"] = "auto"  # CUDA graphs + fused kernels (auto, compile: on CUDA)
+    # CUDA graphs + fused kernels (auto, compile: on CUDA); YAML 1.1 reads an unquoted on / off as true / false
+    graphs: Annotated[Literal["auto", "on", "off", "compile"], BeforeValidator(on_off)] = "auto"
     # CPU matmuls on oneDNN-prepacked weights: auto = the large ones, packed = all, plain = none (CUDA: ignored)
     linear: Literal["auto", "packed", "plain"] = "auto"
     # the draft's weights, activations and KV (same: assemble()'s dtype). The draft only proposes, so its precision

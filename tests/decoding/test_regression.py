@@ -17,6 +17,7 @@ If a deliberate change moves the recorded numbers (a different tree order, an ex
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import inspect
 import logging
@@ -398,7 +399,10 @@ def test_plan_overrides_and_graph_setting(demo):
     for setting in ("on", "compile"):
         with pytest.raises(ValueError, match="needs a CUDA device"):
             graphs_enabled(setting, "cpu")
-    on = draftsmith.assemble(demo.spec.with_decoding(graphs="on"), dtype="float32")
+    with pytest.raises(draftsmith.errors.OptionError, match="needs a CUDA device"):   # at assemble, before a read
+        draftsmith.assemble(demo.spec.with_decoding(graphs="on"), dtype="float32", target="/nonexistent")
+    on = copy.copy(demo)
+    on.spec = demo.spec.with_decoding(graphs="on")
     with pytest.raises(ValueError, match="needs a CUDA device"):   # the spec's setting reaches the runners
         on.generate(PROMPTS[0], max_new_tokens=2)
 

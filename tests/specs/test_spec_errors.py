@@ -419,3 +419,11 @@ def test_aux_ids_the_spec_alone_shows_unusable_are_spec_problems(base, spec_erro
     base["draft"]["fusion"] = {"kind": "eagle3", "norm_before_residual": False, **fusion}
     p = only(spec_error(base))
     assert p.path == path and says in p.message, p
+
+
+@pytest.mark.parametrize("word, value", [("on", "on"), ("off", "off"), ("'on'", "on"), ("auto", "auto")])
+def test_graphs_written_unquoted_is_the_word_not_a_yaml_boolean(tmp_path, word, value):
+    """YAML 1.1 reads an unquoted on / off as true / false; the README writes `graphs: on`."""
+    path = tmp_path / "g.yaml"
+    path.write_text(f"name: g\ndraft:\n  fusion: {{kind: eagle1}}\ndecoding: {{graphs: {word}}}\n")
+    assert draftsmith.load_spec(path).decoding.graphs == value
