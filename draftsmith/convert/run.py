@@ -245,6 +245,12 @@ def _convert(src: str | Path, layout: Layout, out: Path) -> dict[str, Any]:
     return config
 
 
+def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Byte for byte, as a conversion copies: a NaN reads back as the same NaN (torch.equal says it does not)."""
+    return a.dtype == b.dtype and a.shape == b.shape and torch.equal(a.contiguous().view(-1).view(torch.uint8),
+                                                                      b.contiguous().view(-1).view(torch.uint8))
+
+
 def verify(out: Path, facts: Mapping[str, Any], tensors: Mapping[str, torch.Tensor], to: str,
            src: Path | None = None) -> None:
     """Read the written checkpoint back as any user would (detection, its spec's rules, its config style) and
@@ -257,7 +263,7 @@ def verify(out: Path, facts: Mapping[str, Any], tensors: Mapping[str, torch.Tens
     except ConvertError:
         got, got_facts = {}, {}
     diff = sorted(k for k in {*facts, *got_facts} if facts.get(k) != got_facts.get(k))
-    bad = sorted(k for k in {*tensors, *got} if k not in got or k not in tensors or not torch.equal(tensors[k], got[k]))
+    bad = sorted(k for k in {*tensors, *got} if k not in got or k not in tensors or not same_bits(tensors[k], got[k]))
     # as assemble() would see it: names the written draft's spec refuses and the source's did not
     misfits = [] if diff or bad or src is None else introduced_misfits(src, out)
     if diff or bad or misfits:   # convert() removes what was written (and only folders it created)

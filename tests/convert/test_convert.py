@@ -224,6 +224,20 @@ def test_verify_refuses_a_tensor_that_would_not_read_back(tmp_path):
         verify(tmp_path / "o", facts, less, "layers")
 
 
+def test_a_nan_weight_converts_byte_for_byte(tmp_path):
+    """torch.equal says a NaN differs from itself: a faithful copy of a NaN was refused as 'would not read
+    back' (loading the result names the NaN, as it does for the source)."""
+    from safetensors.torch import load_file, save_file
+
+    src = write_eagle3(tmp_path / "s", fake_target(tmp_path / "t"))
+    weights = load_file(src / "model.safetensors")
+    weights["midlayer.mlp.up_proj.weight"][0, 0] = float("nan")
+    save_file(weights, src / "model.safetensors")
+    convert(src, "layers", tmp_path / "o")
+    tensors, _, _, _ = read_canonical(tmp_path / "o")
+    assert torch.isnan(tensors["layers.0.mlp.up_proj.weight"][0, 0])
+
+
 def test_a_mistral_draft_converted_to_hf_computes_the_same_function(tmp_path):
     """Bits round-tripping only shows the two directions undo each other; here the converted draft (neox rows, Hugging
     Face names, loaded by the spec inspect finds for it) must compute what the native one (interleaved rows,
