@@ -143,9 +143,12 @@ class Decoding(Frozen):
     draft_dtype: Literal["same", "float32", "bfloat16", "float16"] = "same"
 
 
+Folder = Annotated[str, Field(min_length=1)]   # '' would resolve to the spec's own folder
+
+
 class Checkpoints(Frozen):
-    target: str | None = None                            # relative paths resolve against the spec file
-    draft: str | None = None
+    target: Folder | None = None                         # relative paths resolve against the spec file
+    draft: Folder | None = None
 
 
 class Spec(Frozen):

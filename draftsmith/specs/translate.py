@@ -49,6 +49,9 @@ def _allowed(w: _Walk, err: Mapping[str, Any]) -> str:
         return describe(ann)
     if kind in _BOUNDS:
         return f"{describe(ann)} {_BOUNDS[kind]} {next(iter(err.get('ctx', {}).values()), '?')}"
+    if kind == "string_too_short":
+        n = err.get("ctx", {}).get("min_length", 1)
+        return "a non-empty string" if n == 1 else f"a string of at least {n} characters"
     if kind == "string_pattern_mismatch":
         return f"a string matching {err.get('ctx', {}).get('pattern')}"
     return _should_be(err)

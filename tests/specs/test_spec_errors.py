@@ -427,3 +427,10 @@ def test_graphs_written_unquoted_is_the_word_not_a_yaml_boolean(tmp_path, word, 
     path = tmp_path / "g.yaml"
     path.write_text(f"name: g\ndraft:\n  fusion: {{kind: eagle1}}\ndecoding: {{graphs: {word}}}\n")
     assert draftsmith.load_spec(path).decoding.graphs == value
+
+
+def test_an_empty_checkpoint_folder_is_refused_not_read_as_the_specs_own_folder(base, spec_error):
+    base["checkpoints"] = {"target": "", "draft": ""}
+    err = spec_error(base)
+    assert [(p.path, p.allowed) for p in err.problems] == [("checkpoints.target", "a non-empty string"),
+                                                           ("checkpoints.draft", "a non-empty string")]
