@@ -33,7 +33,7 @@ def build_target(cfg, registry: Registry, backend: Callable) -> CausalLM:
     stack = Stacker(registry, LayerRecipe(attention=arch.attention_recipe(), mlp=("swiglu", mlp)), dims, backend)
     with torch.device("meta"):
         layers = [stack.layer(i, in_width=dims.hidden) for i in range(dims.layers)]
-        apply_windows(cfg, layers)  # Mistral's sliding_window, Qwen's sliding layer_types
+        apply_windows(cfg, layers, arch)  # as the type reads sliding_window (Llama: ignored, as transformers)
         model = CausalLM(dims, layers, stack.norm(dims.hidden), bool(getattr(cfg, "tie_word_embeddings", False)))
         quantize_target(model, cfg)  # from the target's own quantization_config only (invariant 26)
     return model

@@ -18,6 +18,24 @@ from draftsmith.assembler.styles import STYLES, style_of, to_facts
 
 MLA_KEYS = ("q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "kv_lora_rank", "v_head_dim")
 RECURRENT_LAYER_TYPES = ("mamba", "linear_attention", "mamba2", "recurrent")
+# what a draft's config must state: transformers' Llama defaults (hidden_size 4096, 32 heads) are no draft's, and
+# they fail late under another name (share.embed) or not at all (32 heads of 2 fit the q_proj of 4 heads of 16);
+# a missing intermediate_size is left to the weights' shapes, which name the MLP's tensors
+DRAFT_SIZES = ("hidden_size", "num_attention_heads")
+OBJECTS = ("eagle_config", "text_config", "transformer_layer_config")   # an object (or null) when present
+
+
+class ConfigFacts(dict):
+    """A checkpoint's config as :func:`read_config` returns it (Hugging Face names), with the file it was read from
+    and the key each fact is written under there (a ``params.json`` says ``dim`` for hidden_size), so that a later
+    check names the file and the key the user wrote."""
+
+    def __init__(self, facts: Mapping[str, Any], file: Path, written: Mapping[str, str] | None = None):
+        super().__init__(facts)
+        self.file, self.written = Path(file), dict(written or {})
+
+    def key(self, fact: str) -> str:
+        return self.written.get(fact, fact)
 
 
 def read_raw_config(folder: str | Path) -> dict[str, Any]:
@@ -25,20 +43,32 @@ def read_raw_config(folder: str | Path) -> dict[str, Any]:
     folder = checkpoint_folder(folder)
     for name in ("config.json", "params.json"):
         if (folder / name).exists():  # read_json refuses a FIFO, a link out of the folder, a list, bad JSON
-            return read_json(folder / name, folder, what="config (a JSON object of fields)")
+            raw = read_json(folder / name, folder, what="config (a JSON object of fields)")
+            if problems := object_problems(raw):  # every reader of the config may look inside these
+                raise CheckpointError(folder / name, "; ".join(problems))
+            return raw
     raise CheckpointNotFound(f"{short_text(folder, 300)}: no config.json or params.json (a checkpoint folder needs "
                              "a config + weights)")
 
 
-def read_config(folder: str | Path) -> dict[str, Any]:
+def object_problems(cfg: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """The nested fields (``eagle_config``, ``text_config``, ``transformer_layer_config``) that are not objects."""
+    return [f"{prefix}{key} is {short(cfg[key])}; an object is expected" for key in OBJECTS
+            if cfg.get(key) is not None and not isinstance(cfg[key], Mapping)]
+
+
+def read_config(folder: str | Path) -> ConfigFacts:
     """``config.json`` as written; a Mistral ``params.json`` is translated to Hugging Face names (its config
-    style, :mod:`draftsmith.assembler.styles`), so sizes are read in one place whatever the layout."""
+    style, :mod:`draftsmith.assembler.styles`), so sizes are read in one place whatever the layout. A problem
+    names the file and the key as written (``params.json: dim is '64'``)."""
     raw = read_raw_config(folder)
     style = style_of(folder, raw)
+    written = {fact: key for key, fact in style.rename.items()}
     cfg = to_facts(raw, style) if style is STYLES["mistral"] else raw
-    if problems := config_problems(cfg):  # sizes bounded before any module is built on the meta device
-        raise CheckpointError(Path(folder) / "config.json", "; ".join(problems))
-    return cfg
+    file = Path(folder) / style.file
+    if problems := config_problems(cfg, keys=written):  # sizes bounded before any module is built on meta
+        raise CheckpointError(file, "; ".join(problems))
+    return ConfigFacts(cfg, file, written)
 
 
 # field -> (largest value, smallest value); every one must be an integer when present
@@ -49,7 +79,14 @@ _SIZES = {"num_hidden_layers": (limits.TARGET_LAYERS, 1), "hidden_size": (limits
           "max_position_embeddings": (1 << 31, 1), "sliding_window": (1 << 31, 0),
           "num_nextn_predict_layers": (limits.DRAFT_LAYERS, 0), "num_mtp_layers": (limits.DRAFT_LAYERS, 0),
           "hc_mult": (limits.HEADS, 0)}
+_SIZES |= {"q_lora_rank": (limits.WIDTH, 1), "kv_lora_rank": (limits.WIDTH, 1),   # MLA (null: absent)
+           "qk_rope_head_dim": (limits.WIDTH, 1), "qk_nope_head_dim": (limits.WIDTH, 0),
+           "v_head_dim": (limits.WIDTH, 1)}
 _POSITIVE = ("rms_norm_eps", "rope_theta")
+_FLAGS = ("rope_interleave", "bias", "qkv_bias", "attention_bias", "mlp_bias", "tie_word_embeddings",
+          "use_sliding_window")   # true or false when present (bool("false") is True)
+# the MLP activations draftsmith computes (components.mlp.SwiGLU: silu); absent is silu (transformers' Llama default)
+ACTIVATIONS = ("silu", "swish")
 _TOKEN_IDS = ("eos_token_id", "bos_token_id", "pad_token_id")
 _NESTED = ("text_config", "transformer_layer_config")
 
@@ -58,42 +95,58 @@ def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def config_problems(cfg: Mapping[str, Any], prefix: str = "") -> list[str]:
+def config_problems(cfg: Mapping[str, Any], prefix: str = "", keys: Mapping[str, str] | None = None) -> list[str]:
     """Every size, head count and token id of a config that draftsmith would misread or that would build for
-    minutes (limits.py), as 'field: what is wrong'. Fields that are absent take their defaults later."""
+    minutes (limits.py), as 'field: what is wrong'. Fields that are absent take their defaults later. ``keys``:
+    the name each field is written under in the file (a params.json's ``dim``), for the messages."""
+    def name(key: str) -> str:
+        return f"{prefix}{(keys or {}).get(key, key)}"
+
     out = []
     for key, (most, least) in _SIZES.items():
         v = cfg.get(key)
         if v is None:
             continue
         if not _is_int(v):
-            out.append(f"{prefix}{key} is {short(v)}; an integer is expected")
+            out.append(f"{name(key)} is {short(v)}; an integer is expected")
         elif not least <= v <= most:
-            out.append(f"{prefix}{key} is {v}; allowed {least}..{most} (draftsmith/limits.py)")
+            out.append(f"{name(key)} is {v}; allowed {least}..{most} (draftsmith/limits.py)")
     for key in _POSITIVE:
         v = cfg.get(key)
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)
                               or v <= 0):
-            out.append(f"{prefix}{key} is {short(v)}; a positive number is expected")
+            out.append(f"{name(key)} is {short(v)}; a positive number is expected")
+    out += [f"{name(key)} is {short(cfg[key])}; true or false is expected" for key in _FLAGS
+            if cfg.get(key) is not None and not isinstance(cfg[key], bool)]
+    out += activation_problems(cfg, name)
     for key in _TOKEN_IDS:
         if (why := token_id_problem(cfg.get(key))) is not None:
-            out.append(f"{prefix}{key} is {short(cfg.get(key))}; {why}")
+            out.append(f"{name(key)} is {short(cfg.get(key))}; {why}")
     heads, kv, hidden = (cfg.get(k) for k in ("num_attention_heads", "num_key_value_heads", "hidden_size"))
     if _is_int(heads) and _is_int(kv) and heads >= 1 and kv >= 1 and heads % kv:
-        out.append(f"{prefix}num_key_value_heads ({kv}) must divide num_attention_heads ({heads})")
+        out.append(f"{name('num_key_value_heads')} ({kv}) must divide {name('num_attention_heads')} ({heads})")
     if (_is_int(heads) and _is_int(hidden) and heads >= 1 and cfg.get("head_dim") is None and hidden % heads
             and not any(cfg.get(k) is not None for k in MLA_KEYS)):
-        out.append(f"{prefix}hidden_size ({hidden}) is not a multiple of num_attention_heads ({heads}) and no "
-                   "head_dim is given")
+        out.append(f"{name('hidden_size')} ({hidden}) is not a multiple of {name('num_attention_heads')} ({heads}) "
+                   f"and no {name('head_dim')} is given")
     out += rope_problems(cfg, prefix)
     if "model_type" in cfg and not isinstance(cfg["model_type"], str):
-        out.append(f"{prefix}model_type is {short(cfg['model_type'])}; a string is expected")
+        out.append(f"{name('model_type')} is {short(cfg['model_type'])}; a string is expected")
+    out += object_problems(cfg, prefix)
     for key in _NESTED:
         if isinstance(cfg.get(key), Mapping):
             out += config_problems(cfg[key], f"{prefix}{key}.")
-        elif cfg.get(key) is not None:
-            out.append(f"{prefix}{key} is {short(cfg[key])}; an object is expected")
     return out
+
+
+def activation_problems(cfg: Mapping[str, Any], name=lambda key: key) -> list[str]:
+    """``hidden_act`` other than silu: every MLP draftsmith builds computes silu(gate) * up, so another activation
+    would load and decode silently wrong."""
+    act = cfg.get("hidden_act")
+    if act is None or (isinstance(act, str) and act in ACTIVATIONS):
+        return []
+    return [(f"{name('hidden_act')} is {short(act)}; draftsmith's MLP (swiglu) computes silu: allowed "
+             f"{', '.join(ACTIVATIONS)} (absent: silu)")]
 
 
 def rope_problems(cfg: Mapping[str, Any], prefix: str = "") -> list[str]:
@@ -148,12 +201,34 @@ def flatten_draft_config(raw: Mapping[str, Any]) -> dict[str, Any]:
     return clean_mla_keys(merged)
 
 
+def missing_sizes(raw: Mapping[str, Any]) -> str | None:
+    """What a draft config lacks of :data:`DRAFT_SIZES` (in the keys its file uses), or None: a missing size
+    would silently become transformers' Llama default (a 4096-wide draft) and fail later under another name."""
+    flat = flatten_draft_config(raw)
+    missing = [k for k in DRAFT_SIZES if flat.get(k) is None]
+    if not missing:
+        return None
+    key = raw.key if isinstance(raw, ConfigFacts) else (lambda k: k)
+    where = " (at top level or under transformer_layer_config)" if "transformer_layer_config" in raw else ""
+    return (f"states no {', '.join(map(key, missing))}{where}; a draft's config must give "
+            f"{', '.join(map(key, DRAFT_SIZES))} (transformers' Llama defaults, such as a hidden size of 4096, are no "
+            "draft's sizes)")
+
+
 def draft_hf_config(raw: Mapping[str, Any], source: str | Path = "draft config.json") -> PretrainedConfig:
+    """The draft's config as a ``LlamaConfig`` (absent keys take transformers' Llama defaults, except the sizes,
+    which must be stated). Errors name the file the config was read from (``raw.file`` when :func:`read_config`
+    read it: a params.json too), else ``source``; so does the result's ``name_or_path``, for later checks."""
+    source = raw.file if isinstance(raw, ConfigFacts) else source
+    if (why := missing_sizes(raw)) is not None:
+        raise CheckpointError(source, why)
     keep = {k: v for k, v in flatten_draft_config(raw).items() if k not in ("architectures", "model_type")}
     try:
-        return LlamaConfig(**keep)
+        cfg = LlamaConfig(**keep)
     except Exception as exc:  # noqa: BLE001 (transformers' own checks: strict dataclass, dtype, ... errors)
         raise CheckpointError(source, f"transformers cannot read it: {short_text(exc, 300)}") from None
+    cfg.name_or_path = str(source)   # a component's config check names the file (mla: its required keys)
+    return cfg
 
 
 def target_hf_config(folder: str | Path) -> PretrainedConfig:

@@ -102,7 +102,8 @@ def layer_count(names: Sequence[str]) -> int:
 
 
 def _check_layers(spec: str, config: Mapping[str, Any], names: Sequence[str]) -> list[str]:
-    said = config.get("num_hidden_layers", config.get("n_layers"))
+    key = "n_layers" if "n_layers" in config and "num_hidden_layers" not in config else "num_hidden_layers"
+    said = config.get(key)   # a params.json's own key: n_layers
     inner = config.get("transformer_layer_config")
     said = inner.get("num_hidden_layers", said) if isinstance(inner, Mapping) else said
     n = layer_count(names)
@@ -110,7 +111,7 @@ def _check_layers(spec: str, config: Mapping[str, Any], names: Sequence[str]) ->
         return []
     layout = "the midlayer layout has exactly 1 layer" if n == 1 and any(x.startswith("midlayer.") for x in names) \
         else f"the tensor names hold {n} layer(s)"
-    return [f"config says num_hidden_layers={said}; {layout} (the names win)"]
+    return [f"config says {key}={said}; {layout} (the names win)"]
 
 
 def _check_bias(spec: str, config: Mapping[str, Any], names: Sequence[str]) -> list[str]:

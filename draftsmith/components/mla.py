@@ -23,6 +23,9 @@ from torch import nn
 
 from draftsmith.components.dims import Dims
 from draftsmith.components.rope import Rotary
+from draftsmith.errors import CheckpointError
+
+MLA_NEEDS = ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
 
 
 class MLAParams(BaseModel):
@@ -47,11 +50,14 @@ class MLADims:
 
     @classmethod
     def from_config(cls, cfg, heads: int) -> "MLADims":
-        need = ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
-        missing = [k for k in need if getattr(cfg, k, None) is None]
+        """The MLA sizes of ``cfg``; a CheckpointError naming the config's file (its ``name_or_path``) and the keys
+        it lacks, e.g. a GQA draft's config under a spec that says ``attention: {kind: mla}``."""
+        missing = [k for k in MLA_NEEDS if getattr(cfg, k, None) is None]
         if missing:
-            raise ValueError(f"MLA attention needs {', '.join(need)} in the config (q_lora_rank may be null); "
-                             f"missing or null: {', '.join(missing)}")
+            source = getattr(cfg, "name_or_path", None) or "the model's config"
+            raise CheckpointError(source, f"attention mla needs {', '.join(MLA_NEEDS)} (q_lora_rank may be null); "
+                                          f"missing or null: {', '.join(missing)}. A config without them is a GQA "
+                                          "model's: set the spec's draft.attention.kind to gqa (or auto)")
         q = getattr(cfg, "q_lora_rank", None)
         return cls(heads, int(q) if q else None, int(cfg.kv_lora_rank), int(cfg.qk_nope_head_dim),
                    int(cfg.qk_rope_head_dim), int(cfg.v_head_dim))

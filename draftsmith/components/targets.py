@@ -6,7 +6,7 @@ tests/assembler/test_targets_zoo.py); a config this code would misread is refuse
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 from torch import nn
@@ -19,6 +19,13 @@ class UnsupportedTarget(DraftsmithError, ValueError):
     """A registered model_type whose config asks for something draftsmith does not implement."""
 
 
+# How transformers' model of a type reads the config's ``sliding_window`` (its modeling code, per model_type):
+# "ignored" (Llama, DeepSeek-V3: the key may be there and changes nothing), "every_layer" (Mistral: every layer,
+# ``layer_types`` ignored), "layer_types" (Qwen2/3: the layers ``layer_types`` marks "sliding_attention"), "config"
+# (``layer_types`` when the config has it, else every layer: the rule for a type that states none).
+WindowRule = Literal["ignored", "every_layer", "layer_types", "config"]
+
+
 class TargetArch(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     qkv_bias: bool | None = None       # None: the config's `attention_bias`
@@ -27,6 +34,15 @@ class TargetArch(BaseModel):
     attention: str = "gqa"             # registered attention component of every layer
     dense_until: str | None = None     # config key: layers at or past its value are MoE (refused)
     hyper_connections: bool = False    # its layers keep hc_mult streams, handed over hidden_size * hc_mult wide
+    sliding_window: WindowRule = "config"   # which layers the config's sliding_window applies to (above)
+
+    def window(self, cfg, idx: int) -> int | None:
+        """Layer idx's sliding window, as transformers' model of this type applies it (``sliding_window``)."""
+        window = getattr(cfg, "sliding_window", None)
+        if not window or self.sliding_window == "ignored":
+            return None
+        types = getattr(cfg, "layer_types", None) if self.sliding_window != "every_layer" else None
+        return int(window) if types is None or types[idx] == "sliding_attention" else None
 
     def attention_recipe(self) -> tuple[str, dict[str, Any]]:
         if self.attention != "gqa":
@@ -56,30 +72,21 @@ def arch(**fixed):
 
 
 TARGETS = {
-    "llama": arch(),
-    "mistral": arch(),
-    "qwen2": arch(qkv_bias=True),
-    "qwen3": arch(qk_norm=True),
-    "deepseek_v3": arch(attention="mla", dense_until="first_k_dense_replace"),
+    "llama": arch(sliding_window="ignored"),
+    "mistral": arch(sliding_window="every_layer"),
+    "qwen2": arch(qkv_bias=True, sliding_window="layer_types"),
+    "qwen3": arch(qk_norm=True, sliding_window="layer_types"),
+    "deepseek_v3": arch(attention="mla", dense_until="first_k_dense_replace", sliding_window="ignored"),
 }
 
 
-def layer_window(cfg, idx: int) -> int | None:
-    """Layer idx's sliding window, as transformers applies it: ``sliding_window`` on every layer (Mistral, no
-    ``layer_types``), or on the layers ``layer_types`` marks "sliding_attention" (Qwen2/3)."""
-    window = getattr(cfg, "sliding_window", None)
-    if not window:
-        return None
-    types = getattr(cfg, "layer_types", None)
-    return int(window) if types is None or types[idx] == "sliding_attention" else None
-
-
-def apply_windows(cfg, layers: Sequence[nn.Module]) -> None:
+def apply_windows(cfg, layers: Sequence[nn.Module], arch: TargetArch) -> None:
     """Give each sliding-window layer's attention a windowed backend (keys within the last ``window``
-    positions of the query, exactly transformers' ``kv_idx > q_idx - sliding_window``)."""
+    positions of the query, exactly transformers' ``kv_idx > q_idx - sliding_window``); which layers have one is
+    ``arch``'s rule (:meth:`TargetArch.window`)."""
     shared: dict[tuple[int, int], object] = {}  # one wrapper per (backend, window): its mask is built once
     for i, layer in enumerate(layers):
-        window = layer_window(cfg, i)
+        window = arch.window(cfg, i)
         if window is not None:
             inner = layer.self_attn.backend
             layer.self_attn.backend = shared.setdefault((id(inner), window), windowed(inner, window))
@@ -95,4 +102,4 @@ def mtp_layer_patterns(raw: Mapping[str, Any]) -> list[str]:
     return [rf"^model\.layers\.{i}\." for i in range(L, L + n)]
 
 
-__all__ = ["TARGETS", "TargetArch", "UnsupportedTarget", "apply_windows", "layer_window", "mtp_layer_patterns"]
+__all__ = ["TARGETS", "TargetArch", "UnsupportedTarget", "apply_windows", "mtp_layer_patterns"]
