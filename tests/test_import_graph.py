@@ -93,3 +93,14 @@ def test_subpackages_import_no_circle():
 def test_the_graph_sees_lazy_imports():
     # the registry's dependence on the specs layer above it would hide in a function body
     assert "draftsmith.assembler.detect" in graph()["draftsmith.builtin"]
+
+
+def test_the_cli_starts_without_importing_transformers():
+    """transformers costs ~2 s to import: a spec or option error (and --help) does not wait for it; the modules
+    that need it import it where they use it."""
+    import subprocess
+    import sys
+
+    code = "import sys, draftsmith.cli; print('transformers' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"

@@ -5,16 +5,17 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from transformers import AutoConfig, LlamaConfig, PretrainedConfig
-from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
 from draftsmith import limits
 from draftsmith.assembler.checkpoint import checkpoint_folder, read_json
 from draftsmith.errors import CheckpointError, CheckpointNotFound, short, short_text
 
 from draftsmith.assembler.styles import STYLES, style_of, to_facts
+
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig
 
 MLA_KEYS = ("q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "kv_lora_rank", "v_head_dim")
 RECURRENT_LAYER_TYPES = ("mamba", "linear_attention", "mamba2", "recurrent")
@@ -165,8 +166,8 @@ def rope_problems(cfg: Mapping[str, Any], prefix: str = "") -> list[str]:
                 out.append(f"{where} is {short(params)}; an object is expected")
                 continue
             kind = params.get("rope_type", params.get("type", "default"))
-            if kind != "default" and (not isinstance(kind, str) or kind not in ROPE_INIT_FUNCTIONS):
-                out.append(f"{where}.rope_type is {short(kind)}; known: {', '.join(['default', *ROPE_INIT_FUNCTIONS])}")
+            if kind != "default" and (not isinstance(kind, str) or kind not in rope_kinds()):
+                out.append(f"{where}.rope_type is {short(kind)}; known: {', '.join(['default', *rope_kinds()])}")
             for name in ("rope_theta", "factor", "original_max_position_embeddings"):
                 v = params.get(name)
                 if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)
@@ -215,6 +216,14 @@ def missing_sizes(raw: Mapping[str, Any]) -> str | None:
             "draft's sizes)")
 
 
+def rope_kinds():
+    """The rope types transformers computes (imported here: transformers costs ~2 s, which an error about a spec or
+    an option need not wait for)."""
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    return ROPE_INIT_FUNCTIONS
+
+
 def draft_hf_config(raw: Mapping[str, Any], source: str | Path = "draft config.json") -> PretrainedConfig:
     """The draft's config as a ``LlamaConfig`` (absent keys take transformers' Llama defaults, except the sizes,
     which must be stated). Errors name the file the config was read from (``raw.file`` when :func:`read_config`
@@ -222,6 +231,8 @@ def draft_hf_config(raw: Mapping[str, Any], source: str | Path = "draft config.j
     source = raw.file if isinstance(raw, ConfigFacts) else source
     if (why := missing_sizes(raw)) is not None:
         raise CheckpointError(source, why)
+    from transformers import LlamaConfig
+
     keep = {k: v for k, v in flatten_draft_config(raw).items() if k not in ("architectures", "model_type")}
     try:
         cfg = LlamaConfig(**keep)
@@ -232,6 +243,8 @@ def draft_hf_config(raw: Mapping[str, Any], source: str | Path = "draft config.j
 
 
 def target_hf_config(folder: str | Path) -> PretrainedConfig:
+    from transformers import AutoConfig
+
     read_config(folder)  # checked before transformers reads it (a FIFO, a list, a float head count, ...)
     try:
         return AutoConfig.from_pretrained(str(folder), trust_remote_code=False)

@@ -11,15 +11,16 @@ sequence passes ``max_position_embeddings`` and switches ``longrope`` factors pa
 """
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import torch
 from torch import nn
-from transformers import PretrainedConfig
-from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
 from draftsmith.components import fused
 from draftsmith.components.fused import kernel
+
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig
 
 Style = Literal["neox", "interleaved"]
 
@@ -32,6 +33,8 @@ def inv_freq_for(config: PretrainedConfig, head_dim: int) -> tuple[torch.Tensor,
     if kind == "default":
         exps = torch.arange(0, head_dim, 2, dtype=torch.int64).to(torch.float32) / head_dim
         return 1.0 / (theta**exps), 1.0
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
     if kind not in ROPE_INIT_FUNCTIONS:
         known = ", ".join(["default", *ROPE_INIT_FUNCTIONS])
         raise ValueError(f"rope_type {kind!r} is not known to transformers; known: {known}")

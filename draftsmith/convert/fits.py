@@ -11,17 +11,21 @@ source that loads only with settings its family spec does not state (an FP8 `eag
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
-from transformers import LlamaConfig
 
 from draftsmith.errors import DraftsmithError
+
+if TYPE_CHECKING:
+    from transformers import LlamaConfig
 
 STAND_IN_LAYERS = 64   # enough layers for the usual taps; a draft tapping deeper gets as many as it taps
 
 
 def stand_in_target(raw: Mapping[str, Any], draft_cfg) -> LlamaConfig:
     """A target config the draft's config implies: its vocabulary, the width it reads and layers for its taps."""
+    from transformers import LlamaConfig
+
     from draftsmith.components.eagle3_config import config_ids
 
     deepest = max(config_ids(raw)[0] or [0])   # eagle_config / top-level ids / target_layer_ids, as a fusion reads them

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from transformers import LlamaConfig
 
 from draftsmith.assembler.checkpoint import TensorInfo, list_tensors
 from draftsmith.assembler.config import MLA_KEYS, flatten_draft_config, read_raw_config
@@ -42,6 +41,8 @@ def inspect_checkpoint(folder: str | Path, registry: Registry | None = None) -> 
     folder = Path(folder)   # read_raw_config refuses what is not a readable folder
     config, infos = read_raw_config(folder), list_tensors(folder)
     names = list(infos)
+    from transformers import LlamaConfig
+
     known = set(LlamaConfig().to_dict()) | READ
     unread = tuple(sorted(k for k in flatten_draft_config(config) if k not in known))
     match = registry.detect_layout(config, names)
