@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -193,7 +194,12 @@ def _torch_load(file: Path) -> Mapping[str, Tensor]:
     """Unpickle a .bin with the restricted (weights-only) unpickler, memory-mapped so no data is read yet."""
     try:
         obj = torch.load(file, weights_only=True, mmap=True, map_location="cpu")
-    except Exception as exc:  # UnpicklingError for disallowed globals, RuntimeError for a non-zip legacy file
+    except pickle.UnpicklingError as exc:   # torch's text advises weights_only=False: draftsmith never does that
+        found = next((line for line in str(exc).splitlines() if "GLOBAL" in line), "")
+        raise CheckpointError(file, "holds pickled Python objects other than tensors, which draftsmith never "
+                                    f"loads{': ' + short_text(found, 200) if found else ''}; save the tensors alone, "
+                                    "or as safetensors") from None
+    except Exception as exc:  # RuntimeError for a non-zip legacy file
         raise CheckpointError(file, f"cannot be read as a plain tensor checkpoint with torch.load(weights_only=True, "
                                     f"mmap=True): {short_text(exc, 300)}") from None
     if not isinstance(obj, Mapping) or not all(isinstance(k, str) and isinstance(v, Tensor) for k, v in obj.items()):
