@@ -10,7 +10,7 @@ from typing import Any, Mapping
 
 
 from draftsmith.assembler.checkpoint import TensorInfo, list_tensors
-from draftsmith.assembler.config import MLA_KEYS, flatten_draft_config, read_raw_config
+from draftsmith.assembler.config import MLA_KEYS, draft_hf_config, flatten_draft_config, read_config, read_raw_config
 from draftsmith.assembler.detect import closest_families, eagle3_values, missing_required
 from draftsmith.assembler.styles import EAGLE_FIELDS, STYLES
 from draftsmith.convert.fp8 import fp8_quant
@@ -48,6 +48,7 @@ def inspect_checkpoint(folder: str | Path, registry: Registry | None = None) -> 
     match = registry.detect_layout(config, names)
     if match is None:
         return Inspection(folder, config, infos, None, None, unread)
+    draft_hf_config(read_config(folder))   # the sizes a spec needs are stated (no spec is proposed otherwise)
     spec = load_spec(match.spec, registry)
     data = spec.model_dump(mode="json")
     from draftsmith.specs.loader import spec_name_for

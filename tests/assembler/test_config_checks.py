@@ -171,3 +171,13 @@ def test_a_params_json_layer_count_that_disagrees_is_noted_under_n_layers(folder
     notes = inspect_checkpoint(draft).match.assumptions
     assert "config says n_layers=5; the tensor names hold 2 layer(s) (the names win)" in notes
     assert len(draftsmith.assemble("eagle-mistral", target=folders["target"], draft=draft).draft.layers) == 2
+
+
+def test_inspect_proposes_no_spec_for_a_config_without_sizes(folders, tmp_path):
+    from draftsmith.convert.inspect import inspect_checkpoint
+
+    draft = tmp_path / "d"
+    shutil.copytree(folders["eagle3"], draft)
+    (draft / "config.json").write_text("{}")
+    with pytest.raises(CheckpointError, match="states no hidden_size, num_attention_heads"):
+        inspect_checkpoint(draft)
