@@ -126,14 +126,13 @@ def test_checkpoint_folders_with_a_nul_are_refused(tmp_path):
     ({"num_attention_heads": 0}, ["head_dim"], "num_attention_heads is 0"),
     ({"num_attention_heads": "4"}, ["head_dim"], "num_attention_heads is '4'"),
     ({"head_dim": "x"}, [], "head_dim is 'x'"),
-    ({}, ["hidden_size", "head_dim"], "no head_dim, and no hidden_size"),
+    ({}, ["hidden_size", "head_dim"], "states no hidden_size"),
     ({"hidden_size": 17}, ["head_dim"], "hidden_size (17) is not a multiple of num_attention_heads"),
 ])
 def test_convert_refuses_config_fields_it_cannot_compute_with(tiny_pair, tmp_path, changes, drop, says):
     src = config_of(copy_folder(tiny_pair[1], tmp_path / "d"), drop, **changes)
-    for to in ("speculators", "mistral"):
-        user_error(run("convert", src, "--to", to, tmp_path / "o"), f"the draft config's {says}"
-                   if "no head_dim" not in says else says)
+    for to in ("speculators", "mistral"):   # inspect refuses them first, naming the file
+        user_error(run("convert", src, "--to", to, tmp_path / "o"), f"{src / 'config.json'}: {says}")
         assert not (tmp_path / "o").exists()
 
 
