@@ -21,7 +21,9 @@ and measures, side by side in one process, at batch 1 and 8:
 A step's cost is measured as (time of N new tokens - time of 1 new token) / steps, so prefill drops out. Random
 drafts accept ~nothing, which is why speculative speed is projected from step costs rather than measured.
 Writes results.json, results.md (after every row, so a run cut off by a time limit keeps what it measured) and one
-PNG per shape (tokens/s against tau) under ``--out``.
+PNG per shape (tokens/s against tau) under ``--out``: a new or empty folder, or one a previous run wrote (it holds
+results.json, written first); a folder holding anything else, or a path that cannot be a folder, is refused
+before any work, as is a ``--checkpoints`` path that cannot be one.
 """
 from __future__ import annotations
 
@@ -347,12 +349,58 @@ def compile_summary() -> dict:
     return {"graphs": int(counters["stats"]["unique_graphs"]), "seconds": round(spent, 1)}
 
 
+RESULTS = "results.json"   # written first, then after every row: what tells a folder a previous run wrote
+
+
+def check_folders(out: Path, checkpoints: Path, shapes) -> None:
+    """An OptionError listing what makes ``out`` or ``checkpoints`` unusable, before any work: a path that is no
+    folder and cannot be made one (a file, under a file, /proc), a shape's checkpoint folder that is a file, and
+    an ``out`` that holds something but no results.json of a previous run, whose files (results.md, results.json,
+    a PNG per shape) would be overwritten."""
+    from draftsmith.errors import OptionError, short_list, short_text
+    from draftsmith.options import folder_problem
+
+    found = [f"--out {short_text(out, 300)}: {why}"] if (why := folder_problem(out)) else []
+    if not (found and checkpoints.is_relative_to(out)) and (why := folder_problem(checkpoints)):   # said once
+        found.append(f"--checkpoints {short_text(checkpoints, 300)}: {why}")
+    if not found and (held := others(out)):
+        found.append(f"--out {short_text(out, 300)}: holds {short_list(held, quote=False)} but no {RESULTS} of a "
+                     "previous `draftsmith bench --scale`, and the benchmark writes results.md, results.json and a "
+                     "PNG per shape there: give a new or empty folder, or the --out of a previous run")
+    found += [f"--checkpoints {short_text(checkpoints, 300)}: {name}-{kind} is not a folder (the benchmark writes "
+              f"the {name} {kind} there)" for name in shapes for kind in ("target", "draft")
+              if (checkpoints / f"{name}-{kind}").exists() and not (checkpoints / f"{name}-{kind}").is_dir()]
+    if found:
+        raise OptionError("\n".join(found))
+
+
+def others(out: Path) -> list[str]:
+    """What a folder holds when it is not one a previous run wrote (holding results.json as :func:`run_scale`
+    writes it: a JSON list); [] for a new or empty folder, and for a previous run's."""
+    from draftsmith import limits
+
+    if not out.is_dir() or not (held := sorted(p.name for p in out.iterdir())):
+        return []
+    try:
+        f = out / RESULTS
+        if f.is_file() and not f.is_symlink() and f.stat().st_size <= limits.JSON_BYTES:
+            runs = json.loads(f.read_text(encoding="utf-8"))
+            if isinstance(runs, list) and all(isinstance(r, dict) and "shape" in r for r in runs):
+                return []
+    except (OSError, ValueError):   # unreadable, not UTF-8, not JSON: not a previous run's
+        pass
+    return held
+
+
 def run_scale(shapes=("tiny",), out: str | Path = "bench-scale", *, device="cpu", dtype=None, batches=(1, 8),
               prompt_len=None, new_tokens=None, repeats=3, hf=True, graphs="auto", checkpoints=None,
               log=print) -> list[dict]:
     out = Path(out)
     checkpoints = Path(checkpoints) if checkpoints else out / "checkpoints"
+    check_folders(out, checkpoints, shapes)   # before anything is written or measured
     out.mkdir(parents=True, exist_ok=True)
+    if not (out / RESULTS).exists():   # marks the folder as a bench's from the start (a run cut off while it writes
+        (out / RESULTS).write_text("[]\n")   # the checkpoints is one a rerun may use)
     cuda = torch.device(device).type == "cuda"
     dtype = dtype or ("bfloat16" if cuda else "float32")
     results = []
@@ -363,7 +411,7 @@ def run_scale(shapes=("tiny",), out: str | Path = "bench-scale", *, device="cpu"
 
         def save(partial, done=tuple(results)):   # the shapes finished so far and this one as far as it got
             partial["compile"] = compile_summary()   # so a run cut off mid-shape still says what compiling cost
-            (out / "results.json").write_text(json.dumps([*done, partial], indent=1, default=str))
+            (out / RESULTS).write_text(json.dumps([*done, partial], indent=1, default=str))
             (out / "results.md").write_text(markdown([*done, partial]))
 
         r = measure(name, checkpoints, device=device, dtype=dtype, batches=batches,

@@ -283,6 +283,7 @@ def diagnose(spec: Spec | str | Path, target: str | Path | None = None, draft: s
     reading, one change at a time (a second change on top of the best when that is still low)."""
     from draftsmith import default_registry, load_spec
 
+    check_min_tau(min_tau)
     t0 = time.perf_counter()
     registry = registry or default_registry()
     spec = load_spec(spec, registry)
@@ -324,6 +325,18 @@ def diagnose(spec: Spec | str | Path, target: str | Path | None = None, draft: s
     dx.candidates = sorted(tried, key=lambda c: (c is not dx.fix, rank(c)))  # the fix first, then by rank
     dx.seconds = time.perf_counter() - t0
     return dx
+
+
+def check_min_tau(min_tau: Any) -> None:
+    """``min_tau`` a finite number >= 0, else an ArgumentError: NaN compares false, so every tau would read as fine,
+    and a negative bar is no bar."""
+    import math
+
+    from draftsmith.errors import ArgumentError, short
+
+    if isinstance(min_tau, bool) or not isinstance(min_tau, (int, float)) or not (math.isfinite(min_tau)
+                                                                                   and min_tau >= 0):
+        raise ArgumentError("diagnose()", [f"min_tau {short(min_tau)}: allowed a finite number >= 0"])
 
 
 def rank(c: Candidate) -> tuple:

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from draftsmith.errors import short_text
+
 MANIFEST = "draftsmith-manifest.json"
 
 
@@ -92,6 +94,29 @@ def cache_root() -> Path:
     return Path(base).expanduser() / "draftsmith"
 
 
+def cache_said() -> str:
+    """The cache root as the user set it, for a message: the variable that set it, or the default folder."""
+    for name in ("DRAFTSMITH_CACHE", "XDG_CACHE_HOME"):
+        if os.environ.get(name):
+            return f"${name}={short_text(os.environ[name], 300)}: the draftsmith cache {short_text(cache_root(), 300)}"
+    return f"the draftsmith cache {short_text(cache_root(), 300)} (the default: no $DRAFTSMITH_CACHE)"
+
+
+def check_cache(folder: Path) -> None:
+    """An OptionError naming the variable behind the cache when the cache, or ``folder`` in it (a cached target's),
+    cannot be written: a regular file, under one, in /proc, on a read-only disk; checked before anything is
+    downloaded."""
+    from draftsmith.errors import OptionError
+    from draftsmith.options import folder_problem
+
+    why = folder_problem(cache_root())
+    if not why and (inner := folder_problem(folder)):   # the cache is fine, its target folder a file
+        why = f"cannot hold {folder.name}: {short_text(folder, 300)} {inner}"
+    if why:
+        raise OptionError(f"{cache_said()} {why}; set DRAFTSMITH_CACHE to a folder draftsmith can write (it is "
+                          "created if missing)")
+
+
 def target_dir(source: GgufSource = SMOLLM2) -> Path:
     """Where ``source``'s Hugging Face folder lives (it may not exist yet)."""
     return cache_root() / source.name
@@ -134,6 +159,7 @@ def ensure_target(source: GgufSource = SMOLLM2, console=None) -> Path:
         if not problems:
             return folder
         console.print(f"[yellow]cache {folder} fails its checksums ({'; '.join(problems)}); rebuilding[/yellow]")
+    check_cache(folder)
     local = os.environ.get("DRAFTSMITH_GGUF")
     build_target_folder(source, folder, console, gguf=Path(local) if local else None)
     return folder

@@ -1,9 +1,14 @@
-"""Device, dtype and thread options, checked before anything is built (the CLI and ``assemble`` use these)."""
+"""Device, dtype and thread options, and the folders a command writes into, checked before anything is built
+(the CLI and ``assemble`` use these)."""
 from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
 
 import torch
 
-from draftsmith.errors import OptionError, short
+from draftsmith.errors import OptionError, short, short_text
 
 # Weights are cast to one of these; integer and float8 kinds are quantization, which is a spec's ``quant``.
 FLOAT_DTYPES = {"float32": torch.float32, "float": torch.float32, "float64": torch.float64,
@@ -46,6 +51,34 @@ def check_device(device: str | torch.device) -> str:
 
 
 def check_threads(threads: int) -> int:
-    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-        raise OptionError(f"threads is {short(threads)}; an integer >= 1 is expected")
+    """``threads`` if it is an integer in 1..os.cpu_count(): more threads than the machine has CPUs only slow torch
+    down (10000 took 113 s where 1 takes a second), and torch refuses a count past a C int with an internal error."""
+    cpus = os.cpu_count() or 1
+    if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= cpus:
+        raise OptionError(f"--threads is {short(threads)}: allowed an integer in 1..{cpus}, this machine's CPU count "
+                          "(os.cpu_count())")
     return threads
+
+
+def folder_problem(path: str | Path) -> str | None:
+    """Why a command could not write into the folder ``path`` (creating it and its missing parents), or None: it is
+    a folder, or its nearest existing ancestor is, and a folder can be made there (tried: a temporary one is made
+    and removed, since permission bits do not tell a read-only disk, /proc or root's rights apart). Checked
+    before any work, so a path under a regular file or in /proc is refused in one message, not by an internal
+    error once the slow part ran."""
+    if "\0" in str(path):
+        return "a path cannot contain a NUL character"
+    path, place = Path(path), None
+    try:
+        if path.is_symlink() and not path.exists():
+            return "is a broken link"
+        if path.exists() and not path.is_dir():
+            return "is not a folder"
+        place = next(p for p in (path, *path.parents) if p.exists())
+        if not place.is_dir():
+            return f"cannot be created: {short_text(place, 300)} is not a folder"
+        os.rmdir(tempfile.mkdtemp(prefix=".draftsmith-probe-", dir=place))
+    except OSError as e:   # a name too long, no permission, a read-only disk, /proc
+        where = "" if place in (None, path) else f" in {short_text(place, 300)}"
+        return f"cannot be {'written' if place == path else 'created'}{where} ({e.strerror or e})"
+    return None

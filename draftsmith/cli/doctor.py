@@ -35,13 +35,17 @@ def doctor(
 
     from draftsmith import SpecError, hub
     from draftsmith.doctor import PROBES, diagnose, yaml_snippet
+    from draftsmith.errors import OptionError
 
-    probe = _checked(threads, device, dtype, max_new_tokens, probe)
+    probe = _checked(threads, device, dtype, max_new_tokens, probe, min_tau)
     if spec is None and draft is None:
         _bad_input("give TARGET and DRAFT folders, or --spec naming a spec whose checkpoints say them "
                    "(e.g. `draftsmith doctor --spec demo`)")
     torch.set_num_threads(threads)
-    target = None if target is None else hub.target_folder(target, console=err)
+    try:
+        target = None if target is None else hub.target_folder(target, console=err)
+    except OptionError as e:   # a cache that cannot be written ($DRAFTSMITH_CACHE a file): before any download
+        _bad_input(e)
 
     try:
         spec_ref = spec or detect_spec(draft)
@@ -77,6 +81,10 @@ def doctor(
         out.print(f"({len(dx.candidates) - 12} more readings tried, none better)")
     if dx.not_applicable:
         out.print(f"not applicable to this spec's components: {escape(', '.join(dx.not_applicable))}")
+    if dx.base.measure is None and dx.fix is None:   # no reading loads the pair either: the spec does not fit it
+        tried = (f"none of the {len(dx.candidates)} other readings tried loads it either" if dx.candidates else
+                 "the other readings were not tried: --search tries them")
+        _bad_input(f"the spec as given does not load: {dx.base.error} ({tried})")
     if not dx.low:
         out.print(f"[green]acceptance is fine[/green]: tau {dx.base.tau:.2f} >= {min_tau} ({dx.seconds:.1f} s)")
         if dx.fix is not None:
@@ -111,9 +119,12 @@ def _bad_input(e: object) -> NoReturn:
     raise typer.Exit(2) from None
 
 
-def _checked(threads: int, device: str, dtype: str, max_new_tokens: int, probe: Optional[str]) -> Optional[str]:
+def _checked(threads: int, device: str, dtype: str, max_new_tokens: int, probe: Optional[str],
+             min_tau: float = 2.0) -> Optional[str]:
     """The options checked before anything is read or run (exit 2 naming the option); returns the probe text
     (an @FILE read)."""
+    import math
+
     from draftsmith import limits
     from draftsmith.errors import OptionError
     from draftsmith.options import check_device, check_threads, parse_dtype
@@ -126,6 +137,8 @@ def _checked(threads: int, device: str, dtype: str, max_new_tokens: int, probe: 
         _bad_input(e)
     if not 1 <= max_new_tokens <= limits.NEW_TOKENS:
         _bad_input(f"--max-new-tokens is {max_new_tokens}; an integer in 1..{limits.NEW_TOKENS} is expected")
+    if not (math.isfinite(min_tau) and min_tau >= 0):   # nan compares false: every tau would read as fine
+        _bad_input(f"--min-tau {min_tau}: allowed a finite number >= 0 (the tau below which the readings are tried)")
     if probe is not None and probe.startswith("@"):
         probe = _probe_file(probe[1:])
     if probe == "":

@@ -38,7 +38,7 @@ def generate(
     import draftsmith
     from draftsmith.decoding.arguments import check_overrides
 
-    _check_options(device, dtype)
+    _check_options(device, dtype, threads)
     prompt = prompt if token_ids is None else _ids(token_ids, ctx)
     torch.set_num_threads(threads)
     spec = spec or (detect_spec(draft) if draft is not None else "smollm2")
@@ -71,14 +71,18 @@ def typed(ctx: typer.Context, name: str) -> bool:
 
 
 def _ids(text: str, ctx: typer.Context) -> list[int]:
-    """--token-ids 1,2,3 (commas or spaces); the ids themselves are checked by generate() against the vocabulary."""
+    """--token-ids 1,2,3 (commas or spaces); an empty item (1,,2 or a trailing comma) is refused, not skipped. The
+    ids themselves are checked by generate() against the vocabulary."""
     from draftsmith.errors import OptionError, short
 
     if typed(ctx, "prompt"):
         raise OptionError("--prompt and --token-ids both give the prompt: give one")
-    parts = text.replace(",", " ").split()
-    if not parts or not all(p.isascii() and p.isdigit() and len(p) <= 18 for p in parts):
-        raise OptionError(f"--token-ids {short(text)}: token ids are integers >= 0 separated by commas, e.g. 1,2,3")
+    items = text.split(",")
+    parts = [p for item in items for p in item.split()]
+    empty = "" if len(items) == 1 or all(i.strip() for i in items) else "an item is empty; "
+    if empty or not parts or not all(p.isascii() and p.isdigit() and len(p) <= 18 for p in parts):
+        raise OptionError(f"--token-ids {short(text)}: {empty}token ids are integers >= 0 separated by commas, "
+                          "e.g. 1,2,3")
     return [int(p) for p in parts]
 
 
@@ -89,12 +93,13 @@ def _target(target: Optional[Path]) -> Optional[Path]:
     return None if target is None else hub.target_folder(target, console=err)
 
 
-def _check_options(device: str, dtype: str) -> None:
-    """--device and --dtype refused before anything is loaded (OptionError: one message, exit 1)."""
-    from draftsmith.options import check_device, parse_dtype
+def _check_options(device: str, dtype: str, threads: int) -> None:
+    """--device, --dtype and --threads refused before anything is loaded (OptionError: one message, exit 1)."""
+    from draftsmith.options import check_device, check_threads, parse_dtype
 
     check_device(device)
     parse_dtype(dtype)
+    check_threads(threads)
 
 
 def _stats_table(rows, greedy: bool) -> None:
@@ -125,7 +130,8 @@ def bench(
     dtype: str = typer.Option("float32"),
     scale: Optional[str] = typer.Option(None, help="random weights in Llama-3.x shapes instead: tiny, 1b, 8b "
                                                   "(comma-separated); see draftsmith/bench_scale.py"),
-    out_dir: Path = typer.Option(Path("bench-scale"), "--out", help="--scale: checkpoints, results.md/json, PNGs"),
+    out_dir: Path = typer.Option(Path("bench-scale"), "--out", help="--scale: checkpoints, results.md/json, PNGs "
+                                                                   "(a new or empty folder, or a previous run's)"),
     batches: str = typer.Option("1,8", help="--scale: batch sizes"),
     checkpoints: Optional[Path] = typer.Option(None, help="--scale: where the random checkpoints go (default: "
                                                           "OUT/checkpoints; written once, reused)"),
@@ -138,7 +144,7 @@ def bench(
 
     from draftsmith.bench import run_bench
 
-    _check_options(device, dtype)
+    _check_options(device, dtype, threads)
     _check_graphs(graphs, device)
     _scale_only(ctx, scale)
     torch.set_num_threads(threads)

@@ -2,6 +2,7 @@
 data's text: the paths it names, before anything slow starts; and what to say when the data gives no window."""
 from __future__ import annotations
 
+import stat
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -14,6 +15,7 @@ from draftsmith.assembler.checkpoint import list_tensors
 from draftsmith.assembler.config import read_config, read_raw_config
 from draftsmith.assembler.detect import draft_in
 from draftsmith.errors import DraftsmithError, short_list, short_text
+from draftsmith.options import folder_problem
 from draftsmith.specs.loader import load_spec
 from draftsmith.train import data as D
 from draftsmith.train.checks import TrainError
@@ -47,11 +49,15 @@ def preflight(job) -> None:
         except DraftsmithError as e:   # a fresh draft's aux ids that do not fit the target
             found.append(("spec", f"{spec.name} does not fit the target: {e}"))
     for name in ("data", "held_out"):
-        found += [(name, f"{short_text(p, 300)}: no such file or folder") for p in map(Path, getattr(job, name))
-                  if not (p.is_file() or p.is_dir())]
+        found += [(name, f"{short_text(p, 300)}: {why}") for p in map(Path, getattr(job, name))
+                  if (why := path_problem(p))]
     out = Path(job.out)
-    if out.exists() and not out.is_dir():
-        found.append(("out", f"{short_text(out, 300)} is not a folder"))
+    if job.eval_only:   # writes nothing: its --out must hold a draft (below)
+        why = "is not a folder" if out.exists() and not out.is_dir() else None
+    else:   # a folder, or one that can be made (not under a regular file, nor in /proc)
+        why = folder_problem(out)
+    if why:
+        found.append(("out", f"{short_text(out, 300)}: {why}"))
     if job.eval_only:
         if not job.held_out:
             found.append(("eval_only", "needs held-out text: give --eval PATH (repeatable) or --stdlib"))
@@ -73,6 +79,21 @@ def preflight(job) -> None:
                               f"{FRESH}"))
     if found:
         raise TrainError(found)
+
+
+def path_problem(path: Path) -> str | None:
+    """Why a --data / --eval path cannot be read as text files, or None: it must be a regular file or a folder
+    (/dev/zero never ends, a FIFO blocks)."""
+    try:
+        mode = path.stat().st_mode
+    except OSError as e:   # missing, a broken link, a name too long, no permission on the way
+        return ("no such file or folder" if isinstance(e, (FileNotFoundError, NotADirectoryError))
+                else f"cannot be read ({e.strerror or e})")
+    except ValueError:     # a NUL in the name
+        return "no such file or folder (a path cannot contain a NUL character)"
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    return f"is {'a FIFO' if stat.S_ISFIFO(mode) else 'a device or socket'}, not a regular file or folder"
 
 
 def spec_target(spec) -> str | Path | None:
@@ -233,8 +254,9 @@ def feature_problems(job, taps: list[int] | None = None) -> list[tuple[str, str]
     when known) and of this target and --bf16 (when the folder records them), whether more are extracted or
     not."""
     feats = Path(job.features or Path(job.out) / "features")
-    if feats.exists() and not feats.is_dir():
-        return [("features", f"{short_text(feats, 300)} is not a folder")]
+    if why := folder_problem(feats):   # before trainer.pt is written: a run refused after it could not be rerun
+        said_with_out = job.features is None and folder_problem(Path(job.out))   # out's problem says it
+        return [] if said_with_out else [("features", f"{short_text(feats, 300)}: {why}")]
     try:
         meta = read_meta(feats)
     except TrainError as e:
