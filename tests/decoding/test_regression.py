@@ -401,8 +401,8 @@ def test_plan_overrides_and_graph_setting(demo):
             graphs_enabled(setting, "cpu")
     with pytest.raises(draftsmith.errors.OptionError, match="needs a CUDA device"):   # at assemble, before a read
         draftsmith.assemble(demo.spec.with_decoding(graphs="on"), dtype="float32", target="/nonexistent")
-    on = copy.copy(demo)
-    on.spec = demo.spec.with_decoding(graphs="on")
+    on = copy.copy(demo)   # the runners are built anew (demo's cached ones are eager)
+    on.spec, on._runners_cache = demo.spec.with_decoding(graphs="on"), {}
     with pytest.raises(ValueError, match="needs a CUDA device"):   # the spec's setting reaches the runners
         on.generate(PROMPTS[0], max_new_tokens=2)
 
