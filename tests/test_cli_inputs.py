@@ -12,6 +12,7 @@ import yaml
 from typer.testing import CliRunner
 
 import draftsmith
+from draftsmith.bench_out import check_folders
 from draftsmith.cli import app
 from draftsmith.errors import OptionError
 from draftsmith.options import check_threads, folder_problem
@@ -125,13 +126,13 @@ def test_a_previous_runs_folder_is_taken_even_when_it_was_cut_off_before_any_row
     with pytest.raises(KeyboardInterrupt):
         bs.run_scale(["tiny"], out, hf=False, log=lambda line: None)
     assert json.loads((out / "results.json").read_text()) == []
-    bs.check_folders(out, out / "checkpoints", ["tiny"])   # taken again
+    check_folders(out, out / "checkpoints", ["tiny"])   # taken again
     (out / "results.json").write_text(json.dumps([{"shape": "tiny", "batches": {}}]))
     (out / "results.md").write_text("## tiny")
-    bs.check_folders(out, out / "checkpoints", ["tiny"])
+    check_folders(out, out / "checkpoints", ["tiny"])
     (out / "checkpoints" / "tiny-draft").write_text("x")   # where the draft goes: a file
     with pytest.raises(OptionError, match="tiny-draft is not a folder"):
-        bs.check_folders(out, out / "checkpoints", ["tiny"])
+        check_folders(out, out / "checkpoints", ["tiny"])
 
 
 # --- 4. $DRAFTSMITH_CACHE -------------------------------------------------------------------------------------------
@@ -166,7 +167,7 @@ def test_folder_problem(tmp_path, afile):
 
 # --- 7. doctor ------------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("value", ["nan", "-5", "inf"])
+@pytest.mark.parametrize("value", ["nan", "-5", "-0.5", "inf"])
 def test_doctor_bounds_min_tau(value, nothing_runs):
     res = run("doctor", "--spec", "demo", "--min-tau", value)
     refused(res, 2, "--min-tau", ": allowed a finite number >= 0")

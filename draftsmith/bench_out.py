@@ -1,0 +1,49 @@
+"""Where ``draftsmith bench --scale`` writes: its ``--out`` and ``--checkpoints`` folders, checked before any work
+(:func:`check_folders`), so that a path that cannot be a folder is refused in one message and a user's folder is
+never written over; a folder a previous run wrote (it holds :data:`RESULTS`) is taken again."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+RESULTS = "results.json"   # written first, then after every row: what tells a folder a previous run wrote
+
+
+def check_folders(out: Path, checkpoints: Path, shapes) -> None:
+    """An OptionError listing what makes ``out`` or ``checkpoints`` unusable, before any work: a path that is no
+    folder and cannot be made one (a file, under a file, /proc), a shape's checkpoint folder that is a file, and
+    an ``out`` that holds something but no results.json of a previous run, whose files (results.md, results.json,
+    a PNG per shape) would be overwritten."""
+    from draftsmith.errors import OptionError, short_list, short_text
+    from draftsmith.options import folder_problem
+
+    found = [f"--out {short_text(out, 300)}: {why}"] if (why := folder_problem(out)) else []
+    if not (found and checkpoints.is_relative_to(out)) and (why := folder_problem(checkpoints)):   # said once
+        found.append(f"--checkpoints {short_text(checkpoints, 300)}: {why}")
+    if not found and (held := others(out)):
+        found.append(f"--out {short_text(out, 300)}: holds {short_list(held, quote=False)} but no {RESULTS} of a "
+                     "previous `draftsmith bench --scale`, and the benchmark writes results.md, results.json and a "
+                     "PNG per shape there: give a new or empty folder, or the --out of a previous run")
+    found += [f"--checkpoints {short_text(checkpoints, 300)}: {name}-{kind} is not a folder (the benchmark writes "
+              f"the {name} {kind} there)" for name in shapes for kind in ("target", "draft")
+              if (checkpoints / f"{name}-{kind}").exists() and not (checkpoints / f"{name}-{kind}").is_dir()]
+    if found:
+        raise OptionError("\n".join(found))
+
+
+def others(out: Path) -> list[str]:
+    """What a folder holds when it is not one a previous run wrote (holding results.json as :func:`run_scale`
+    writes it: a JSON list); [] for a new or empty folder, and for a previous run's."""
+    from draftsmith import limits
+
+    if not out.is_dir() or not (held := sorted(p.name for p in out.iterdir())):
+        return []
+    try:
+        f = out / RESULTS
+        if f.is_file() and not f.is_symlink() and f.stat().st_size <= limits.JSON_BYTES:
+            runs = json.loads(f.read_text(encoding="utf-8"))
+            if isinstance(runs, list) and all(isinstance(r, dict) and "shape" in r for r in runs):
+                return []
+    except (OSError, ValueError):   # unreadable, not UTF-8, not JSON: not a previous run's
+        pass
+    return held
