@@ -327,15 +327,19 @@ def diagnose(spec: Spec | str | Path, target: str | Path | None = None, draft: s
     return dx
 
 
-def check_min_tau(min_tau: Any) -> None:
-    """``min_tau`` a finite number >= 0, else an ArgumentError: NaN compares false, so every tau would read as fine,
-    and a negative bar is no bar."""
+def min_tau_ok(min_tau: Any) -> bool:
+    """A finite number >= 0: NaN compares false, so every tau would read as fine, and a negative bar is no bar."""
     import math
 
+    return (not isinstance(min_tau, bool) and isinstance(min_tau, (int, float)) and math.isfinite(min_tau)
+            and min_tau >= 0)
+
+
+def check_min_tau(min_tau: Any) -> None:
+    """An ArgumentError unless :func:`min_tau_ok`."""
     from draftsmith.errors import ArgumentError, short
 
-    if isinstance(min_tau, bool) or not isinstance(min_tau, (int, float)) or not (math.isfinite(min_tau)
-                                                                                   and min_tau >= 0):
+    if not min_tau_ok(min_tau):
         raise ArgumentError("diagnose()", [f"min_tau {short(min_tau)}: allowed a finite number >= 0"])
 
 

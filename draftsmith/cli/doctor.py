@@ -123,9 +123,8 @@ def _checked(threads: int, device: str, dtype: str, max_new_tokens: int, probe: 
              min_tau: float = 2.0) -> Optional[str]:
     """The options checked before anything is read or run (exit 2 naming the option); returns the probe text
     (an @FILE read)."""
-    import math
-
     from draftsmith import limits
+    from draftsmith.doctor import min_tau_ok
     from draftsmith.errors import OptionError
     from draftsmith.options import check_device, check_threads, parse_dtype
 
@@ -137,7 +136,7 @@ def _checked(threads: int, device: str, dtype: str, max_new_tokens: int, probe: 
         _bad_input(e)
     if not 1 <= max_new_tokens <= limits.NEW_TOKENS:
         _bad_input(f"--max-new-tokens is {max_new_tokens}; an integer in 1..{limits.NEW_TOKENS} is expected")
-    if not (math.isfinite(min_tau) and min_tau >= 0):   # nan compares false: every tau would read as fine
+    if not min_tau_ok(min_tau):
         _bad_input(f"--min-tau {min_tau}: allowed a finite number >= 0 (the tau below which the readings are tried)")
     if probe is not None and probe.startswith("@"):
         probe = _probe_file(probe[1:])
