@@ -100,7 +100,7 @@ def run(job: Job, console=None, log: Callable[[str], None] = print) -> dict[str,
     fresh = not (out / STATE).is_file()
     with undone_on_failure(out, fresh):   # a fresh start refused after self-distillation leaves no draft to resume
         if fresh:
-            model = start_or_clean(job, ids, log)
+            model = start_fresh(job, ids, log)
         else:
             model = draftsmith.assemble(job.spec, target=job.target, draft=out)
             log(f"resuming the draft in {out}" + (" (--from-draft starts a new run only)" if job.from_draft else "")
@@ -154,7 +154,7 @@ def source_check(job: Job, feats: Path, ids: torch.Tensor, distill: dict | None)
 
 
 @contextmanager
-def undone_on_failure(out: Path, enabled: bool = True) -> Iterator[None]:
+def undone_on_failure(out: Path, enabled: bool) -> Iterator[None]:
     """What the block adds to ``out`` is removed again when it fails or is interrupted (``enabled``), so that the
     next run is not refused for an --out holding a draft without trainer.pt, nor resumes a start it never
     trained; an ``out`` it made and left empty goes too."""
@@ -202,14 +202,12 @@ def resume_note(job: Job, model) -> str:
     return note
 
 
-def start_or_clean(job: Job, ids: torch.Tensor, log: Callable[[str], None]):
-    """:func:`start` and its step-0 checkpoint; when either fails (or is interrupted), what they wrote to
-    job.out is removed again, so that the next run is not refused for an --out holding a draft without
-    trainer.pt."""
-    out = Path(job.out)
-    with undone_on_failure(out):
-        model = start(job, ids, log)
-        save_start(model, job.config, out, run_record(job, model.spec, model.draft.taps or ()))
+def start_fresh(job: Job, ids: torch.Tensor, log: Callable[[str], None]):
+    """:func:`start` and its step-0 checkpoint (inside :func:`run`'s ``undone_on_failure``: when either fails, or
+    is interrupted, what they wrote to job.out is removed again, so that the next run is not refused for an --out
+    holding a draft without trainer.pt)."""
+    model = start(job, ids, log)
+    save_start(model, job.config, Path(job.out), run_record(job, model.spec, model.draft.taps or ()))
     return model
 
 

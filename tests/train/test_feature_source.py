@@ -137,7 +137,7 @@ def test_a_taps_mismatch_is_found_before_the_draft_is_built_or_self_distillation
     feats = tmp_path / "feats"
     feats.mkdir()
     (feats / META).write_text(json.dumps({"taps": [1], "seq": 48, "per_shard": 16}))
-    monkeypatch.setattr(pipeline, "start_or_clean", lambda *a, **k: pytest.fail("built the draft"))
+    monkeypatch.setattr(pipeline, "start_fresh", lambda *a, **k: pytest.fail("built the draft"))
     monkeypatch.setattr(pipeline, "self_distilled", lambda *a, **k: pytest.fail("self-distilled"))
     with pytest.raises(TrainError, match=r"holds features for \{'taps': \[1\]"):
         run(job(tmp_path / "out", features=feats, self_distill=4))

@@ -27,7 +27,7 @@ def feats(job, tmp_path):
 
 def no_decode(monkeypatch):
     monkeypatch.setattr(pipeline, "self_distilled", lambda *a, **k: pytest.fail("self-distilled"))
-    monkeypatch.setattr(pipeline, "start_or_clean", lambda *a, **k: pytest.fail("built the draft"))
+    monkeypatch.setattr(pipeline, "start_fresh", lambda *a, **k: pytest.fail("built the draft"))
 
 
 def test_the_features_record_the_self_distillation(feats):
