@@ -7,7 +7,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-
 from draftsmith import limits
 from draftsmith.assembler.checkpoint import checkpoint_folder, read_json
 from draftsmith.errors import CheckpointError, CheckpointNotFound, short, short_text
@@ -79,10 +78,10 @@ _SIZES = {"num_hidden_layers": (limits.TARGET_LAYERS, 1), "hidden_size": (limits
           "vocab_size": (limits.VOCAB, 1), "draft_vocab_size": (limits.VOCAB, 1),
           "max_position_embeddings": (1 << 31, 1), "sliding_window": (1 << 31, 0),
           "num_nextn_predict_layers": (limits.DRAFT_LAYERS, 0), "num_mtp_layers": (limits.DRAFT_LAYERS, 0),
-          "hc_mult": (limits.HEADS, 0)}
-_SIZES |= {"q_lora_rank": (limits.WIDTH, 1), "kv_lora_rank": (limits.WIDTH, 1),   # MLA (null: absent)
-           "qk_rope_head_dim": (limits.WIDTH, 1), "qk_nope_head_dim": (limits.WIDTH, 0),
-           "v_head_dim": (limits.WIDTH, 1)}
+          "hc_mult": (limits.HEADS, 0),
+          "q_lora_rank": (limits.WIDTH, 1), "kv_lora_rank": (limits.WIDTH, 1),   # MLA (null: absent)
+          "qk_rope_head_dim": (limits.WIDTH, 1), "qk_nope_head_dim": (limits.WIDTH, 0),
+          "v_head_dim": (limits.WIDTH, 1)}
 _POSITIVE = ("rms_norm_eps", "rope_theta")
 _FLAGS = ("rope_interleave", "bias", "qkv_bias", "attention_bias", "mlp_bias", "tie_word_embeddings",
           "use_sliding_window")   # true or false when present (bool("false") is True)

@@ -8,7 +8,6 @@ if TYPE_CHECKING:
     from transformers import PretrainedConfig
 
 
-
 @dataclass(frozen=True)
 class Dims:
     hidden: int

@@ -139,6 +139,7 @@ def test_mla_attention_over_a_gqa_config_names_the_config_and_the_missing_keys(f
     ({"q_lora_rank": 0}, "q_lora_rank is 0; allowed 1.."),
     ({"kv_lora_rank": "16"}, "kv_lora_rank is '16'; an integer is expected"),
     ({"v_head_dim": 1.5}, "v_head_dim is 1.5; an integer is expected"),
+    ({"qk_nope_head_dim": -1}, "qk_nope_head_dim is -1; allowed 0.."),
     ({"rope_interleave": "yes"}, "rope_interleave is 'yes'; true or false is expected"),
 ])
 def test_mla_values_are_checked_before_the_build(folders, tmp_path, changes, says):
