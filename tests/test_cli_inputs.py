@@ -68,8 +68,18 @@ def test_threads_past_the_cpu_count_is_refused_by_every_command(verb, threads, t
             "bench": ["bench", "--scale", "tiny", "--out", tmp_path / "b"],
             "train": ["train", "--spec", "demo", "--out", tmp_path / "o", "--data", tmp_path]}[verb]
     res = run(*args, "--threads", threads)
-    refused(res, 2 if verb == "doctor" else 1, f"--threads is {threads}: allowed an integer in 1..2")
+    refused(res, 2 if verb in ("doctor", "train") else 1, f"--threads is {threads}: allowed an integer in 1..2")
     assert not (tmp_path / "b").exists() and not (tmp_path / "o").exists()
+
+
+def test_train_reports_threads_and_device_with_the_other_options(two_cpus, nothing_runs, tmp_path, monkeypatch):
+    """train's bad input is one round, exit 2 (as its own checks): --threads and --device are not an exit-1 error
+    that hides --steps' and --data's problems until the next run."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    res = run("train", "--spec", "demo", "--out", tmp_path / "o", "--data", tmp_path / "none", "--threads", "3",
+              "--device", "cuda", "--steps", "0")
+    for says in ("--threads is 3: allowed", "--device 'cuda': ", "--steps 0: allowed", f"--data {tmp_path}/none"):
+        refused(res, 2, says)
 
 
 # --- 2, 3. bench --scale --out / --checkpoints ----------------------------------------------------------------------

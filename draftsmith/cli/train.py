@@ -56,15 +56,11 @@ def train(
 ) -> None:
     """Train a draft: reduced vocabulary from the data's token counts, TTT unroll, resumable checkpoints, and
     held-out acceptance per draft position at the end."""
-    import torch
-
     from draftsmith import hub
-    from draftsmith.options import check_device, check_threads
     from draftsmith.train import Job, TrainConfig, run
     from draftsmith.train.checks import TrainError
 
-    torch.set_num_threads(check_threads(threads))
-    check_device(device)   # before the data is read: 'cuda' without CUDA is an error, not a traceback later
+    early = machine_problems(threads, device)   # reported with the rest, before the data is read
     paths, held = list(data or []), list(held_out or [])
     if stdlib:
         from draftsmith.train import data as D
@@ -78,7 +74,7 @@ def train(
                       held_out=held, draft_vocab=draft_vocab or None, seq=seq, max_windows=max_windows,
                       features=features, from_draft=from_draft, self_distill=self_distill,
                       prompts_per_doc=prompts_per_doc, distill_batch=distill_batch, eval_prompts=eval_prompts,
-                      device=device, eval_only=eval_only))
+                      device=device, eval_only=eval_only), found=early)
         job.target = hub.target_folder(job.target, console=err)
         run(job, console=out, log=lambda m: out.print(m, style="dim", markup=False))   # it prints the results
     except TrainError as e:   # a bad option, data or folder: named as the option it came from
@@ -86,14 +82,14 @@ def train(
         raise typer.Exit(2)
 
 
-def checked_job(config, config_kw: dict, job, job_kw: dict):
+def checked_job(config, config_kw: dict, job, job_kw: dict, found: list | None = None):
     """``job(**job_kw, config=config(**config_kw))`` once every check before the target is fetched passed: the
     numbers' bounds (each class refuses its own when built) and preflight's, reported together in one TrainError
     (a refused number is left at its default for preflight, which then judges the rest)."""
     from draftsmith.train.checks import TrainError
     from draftsmith.train.preflight import preflight
 
-    found = []
+    found = list(found or ())
 
     def build(cls, kw: dict, **more):
         try:
@@ -111,6 +107,26 @@ def checked_job(config, config_kw: dict, job, job_kw: dict):
     if found:
         raise TrainError(found)
     return built
+
+
+def machine_problems(threads: int, device: str) -> list[tuple[str, str]]:
+    """--threads and --device as TrainError problems (and the threads set when fine): 'cuda' without CUDA is
+    reported with the other options' problems, exit 2, not found once the target is loaded."""
+    import torch
+
+    from draftsmith.errors import OptionError
+    from draftsmith.options import check_device, check_threads
+
+    found = []
+    try:
+        torch.set_num_threads(check_threads(threads))
+    except OptionError as e:
+        found.append(("", str(e)))
+    try:
+        check_device(device)
+    except OptionError as e:
+        found.append(("", f"--{e}"))   # its text starts "device ...": the option's name
+    return found
 
 
 def option(field: str) -> str:
