@@ -95,7 +95,7 @@ def to_facts(raw: Mapping[str, Any], style: ConfigStyle) -> dict[str, Any]:
     if rest:  # other eagle_config fields (NVIDIA ModelOpt flags) stay where they were
         facts["eagle_config"] = rest
     if ids:
-        facts[IDS] = [int(i) for i in ids]
+        facts[IDS] = list(ids) if isinstance(ids, (list, tuple)) else ids   # as written: the fusion checks them
     value = facts.pop("norm_output", None)
     if isinstance(value, (bool, int, float, str)) and value in style.norm_output:  # a list or object: unhashable
         facts["norm_output"] = style.norm_output[value]

@@ -46,10 +46,22 @@ def test_architectures_do_not_decide_the_style(tmp_path):
 def test_hf_config_to_facts():
     raw = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64, "norm_output": True,
            "eagle_config": {IDS: ["1", 4, 7], "use_aux_hidden_state": True}}
-    assert to_facts(raw, HF) == {"hidden_size": 64, "norm_output": "head", IDS: [1, 4, 7],
+    assert to_facts(raw, HF) == {"hidden_size": 64, "norm_output": "head", IDS: ["1", 4, 7],
                                  "eagle_config": {"use_aux_hidden_state": True}}
     assert to_facts({"norm_output": False}, HF) == {"norm_output": "none"}
     assert raw["eagle_config"][IDS] == ["1", 4, 7]             # the caller's dict is left as it was
+
+
+@pytest.mark.parametrize("ids", [[2.7, 4, 7], ["a", 1, 2], [None, 3], [[1], 2], "1,2,3"])
+def test_tap_ids_are_kept_as_written_for_the_fusion_to_refuse(ids):
+    # to_facts used int() on each id: 2.7 silently became layer 2 and "a" or null was an internal error (exit 70);
+    # the ids pass as written and the fusion's one check names them (test_aux_resolution.py)
+    from draftsmith.components.eagle3_config import KEY, config_ids
+    from draftsmith.errors import SpecError
+    facts = to_facts({"dim": 64, IDS: ids}, MISTRAL)
+    assert facts[IDS] == ids and KEY == IDS
+    with pytest.raises(SpecError, match="not a list of layer indices"):
+        config_ids(facts)
 
 
 @pytest.mark.parametrize(("raw", "ids"), [
