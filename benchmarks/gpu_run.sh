@@ -15,6 +15,17 @@
 # 10-minute call (times measured on an H100 on 2026-11-24, before the step's arithmetic was compiled too: the
 # first call of each compiled function now compiles it, so the GPU tests got more room):
 #
+# Since 2026-11 a task that draws a machine has 15 minutes of device time in all (start, idle and give-back
+# included), so the stage to run is `one`: every measurement issue 10 names, in its order of importance, in ONE
+# call that ends by $BUDGET seconds (default 480) whatever happens, each part cut to what is left and packed
+# into $OUT as soon as it ends; then give_back at once:
+#
+#   run(command="BUDGET=480 bash benchmarks/gpu_run.sh one", carry=["wheels"], timeout_s=540)
+#
+# Its order: the 8B bench at batch 1 with transformers' rows (the issue's "done when"), the float32 equality and
+# sampling GPU tests, the 1B bench at batch 1 and 8, the 8B bench at batch 8, a profile of 8B steps. The stages
+# below are the older split, for a session that has more time:
+#
 #   run(command="bash benchmarks/gpu_run.sh tests", carry=["wheels"], timeout_s=600)   # GPU tests + 1B, ~4-6 min
 #   run(command="bash benchmarks/gpu_run.sh 8b",    carry=["wheels"], timeout_s=600)   # 8B bench + profile, ~7 min
 #   run(command="bash benchmarks/gpu_run.sh profile-1b", carry=["wheels"], timeout_s=300)   # only if time remains
@@ -40,7 +51,27 @@ pack() {   # what is measured so far, into $OUT after every command: a call cut 
   tar czf "$OUT/results.tgz" -C "$RES" .
 }
 
+START=$SECONDS
+BUDGET=${BUDGET:-480}
+left() {   # seconds left for a part capped at $1: what the budget leaves, minus 15 s to pack; 0 = skip it
+  local l=$((BUDGET - (SECONDS - START) - 15)); [ "$l" -gt "$1" ] && l=$1; [ "$l" -ge 20 ] && echo "$l" || echo 0
+}
+part() {   # part CAP NAME COMMAND...: run it under what is left of the budget, log it, pack; skipped when none is
+  local t; t=$(left "$1"); local name=$2; shift 2
+  if [ "$t" = 0 ]; then echo "skipped $name: budget spent" | tee -a "$RES/skipped.txt"; return; fi
+  echo "== $name (up to ${t}s, $((SECONDS - START))s in)"
+  timeout "$t" "$@" > "$RES/$name.log" 2>&1; echo "rc=$? after $((SECONDS - START))s" >> "$RES/$name.log"
+  grep -E "ms/step|passed|skipped|failed|FAILED|ERROR|kernels/step|device time|rc=" "$RES/$name.log" | grep -v DEBUG | tail -25
+  pack
+}
+
 case "$stage" in
+  one)
+    part 300 bench-8b $bench --scale 8b --out "$RES/8b" --batches 1
+    part 150 gpu-tests python3 -m pytest -q -p no:cacheprovider tests/gpu -rs -x
+    part 150 bench-1b $bench --scale 1b --out "$RES/1b" --batches 1,8 --no-hf
+    part 90 bench-8b-batch8 $bench --scale 8b --out "$RES/8b-batch8" --batches 8 --no-hf
+    part 60 profile-8b python3 benchmarks/profile_cuda.py 8b "$RES/profile-8b" /tmp/ckpt ;;
   tests)
     timeout 300 python3 -m pytest -q -p no:cacheprovider tests/gpu -rs --timeout 200 2>&1 | grep -v DEBUG \
       | tee "$RES/gpu-tests.log" | grep -E "^(FAILED|ERROR)|passed|failed"; pack
@@ -54,7 +85,7 @@ case "$stage" in
       | grep "ms/step"; pack
     timeout 90 python3 benchmarks/profile_cuda.py 8b "$RES/profile-8b" /tmp/ckpt 2>&1 | grep -E "steps|kernels/step|device time"; pack
     timeout 60 python3 benchmarks/bench_gemm.py 1b,8b 2>&1 | tee "$RES/gemm.log" ;;
-  *) echo "usage: $0 tests|8b|profile-1b"; exit 2 ;;
+  *) echo "usage: $0 one|tests|8b|profile-1b"; exit 2 ;;
 esac
 pack
 ls "$OUT"
