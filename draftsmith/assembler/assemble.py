@@ -95,10 +95,20 @@ def quiet_notes():
         log.setLevel(level)
 
 
+def folder_swap_note(folder: str | Path, role: str, registry: Registry | None = None,
+                     names: list[str] | None = None) -> str | None:
+    """The note for a ``role`` ("target" or "draft") folder that holds the other role's kind of checkpoint
+    (detect.swap_note), read from the folder; ``names``: its tensor names when they were listed already. None
+    when the folder cannot be read: whatever reads it next says why."""
+    try:
+        return swap_note(registry or default_registry(), folder, read_raw_config(folder),
+                         names or list(list_tensors(folder)), role)
+    except DraftsmithError:
+        return None
+
+
 def _swapped(registry: Registry, folder: Path, role: str, names: list[str] | None = None) -> Callable[[], str | None]:
-    """The note for a folder that holds the other role's kind of checkpoint (detect.swap_note); ``names``: its
-    tensor names when they were listed already."""
-    return lambda: swap_note(registry, folder, read_raw_config(folder), names or list(list_tensors(folder)), role)
+    return lambda: folder_swap_note(folder, role, registry, names)
 
 
 def _pairing(draft_raw: dict, target_cfg: Any) -> Callable[[], str | None]:

@@ -83,16 +83,21 @@ def _options(debug: bool = typer.Option(False, "--debug", help="show the full tr
     """Speculative-decoding draft models from YAML."""
 
 
-def detect_spec(draft: Path):
+def detect_spec(draft: Path, target: Path | None = None):
     """The spec ``inspect`` proposes for this draft folder (the family a registered detector names, with every value
     inspect resolved from the folder: EAGLE-3 flags, the d2t convention, the rope order, FP8 scales), printed with
-    the detector's reason; exit 2 when none recognises it."""
+    the detector's reason; exit 2 when none recognises it, with assemble's note when the draft folder holds a
+    target or the ``target`` folder a draft (the two folders given the wrong way round)."""
+    from draftsmith.assembler.assemble import folder_swap_note
     from draftsmith.convert.inspect import inspect_checkpoint
     from draftsmith.specs.loader import parse_spec
 
     found = inspect_checkpoint(draft)
     if found.match is None:
-        err.print(f"{escape(str(draft))}: no registered detector recognises this layout; pass --spec")
+        note = (folder_swap_note(draft, "draft", names=list(found.infos))
+                or (folder_swap_note(target, "target") if target is not None else None))
+        err.print(f"{escape(str(draft))}: no registered detector recognises this layout; pass --spec"
+                  + (f"\n{escape(note)}" if note else ""), soft_wrap=True)   # a note is one line, as assemble's
         raise typer.Exit(2)
     out.print(f"spec {escape(found.match.spec)} (detected: {escape(found.match.reason)})")
     return parse_spec(found.spec, source=f"the spec inspect proposes for {short_text(draft, 300)}")

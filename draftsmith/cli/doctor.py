@@ -48,7 +48,7 @@ def doctor(
         _bad_input(e)
 
     try:
-        spec_ref = spec or detect_spec(draft)
+        spec_ref = spec or detect_spec(draft, target)
         dx = diagnose(spec_ref, target, draft, probes=PROBES if probe is None else [probe],
                       max_new_tokens=max_new_tokens, min_tau=min_tau, search=search, dtype=dtype, device=device)
     except (SpecError, OSError, LookupError, ValueError) as e:   # the spec or a folder, before any reading is tried

@@ -41,8 +41,9 @@ def generate(
     _check_options(device, dtype, threads)
     prompt = prompt if token_ids is None else _ids(token_ids, ctx)
     torch.set_num_threads(threads)
-    spec = spec or (detect_spec(draft) if draft is not None else "smollm2")
-    model = draftsmith.assemble(spec, target=_target(target), draft=draft, device=device, dtype=dtype)
+    target = _target(target)
+    spec = spec or (detect_spec(draft, target) if draft is not None else "smollm2")
+    model = draftsmith.assemble(spec, target=target, draft=draft, device=device, dtype=dtype)
     plan = dict(topk=topk, steps=steps, draft_tokens=draft_tokens)
     check_overrides(model, **plan, what="draftsmith generate", names=PLAN_OPTIONS)  # named as options, not fields
     out.print(f"[bold]spec[/bold] {model.spec.name}: {escape(model.spec.description)}")

@@ -51,6 +51,47 @@ def test_the_cli_prints_the_note(folders):
     assert res.exit_code == 1 and "are the target and draft folders swapped?" in res.output, res.output
 
 
+@pytest.fixture
+def unknown(tmp_path):
+    """A checkpoint folder no detector knows."""
+    from safetensors.torch import save_file
+    import torch
+
+    folder = tmp_path / "unknown"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    save_file({"foo.weight": torch.zeros(2)}, str(folder / "model.safetensors"))
+    return folder
+
+
+@pytest.mark.parametrize("verb", ["generate", "doctor"])
+def test_without_a_spec_a_swap_is_noted_when_detection_fails(folders, verb):
+    """No --spec: the draft folder's layout is detected, and when no detector knows it the same note says why."""
+    target, draft, _ = folders
+    args = (["--target", str(draft), "--draft", str(target), "--token-ids", "1,2"] if verb == "generate"
+            else [str(draft), str(target)])
+    res = CliRunner().invoke(app, [verb, *args])
+    assert res.exit_code == 2, res.output
+    assert "no registered detector recognises this layout; pass --spec" in res.output
+    assert (f"note: {target} looks like a whole model (model.embed_tokens, model.layers.*), not a draft: is it the "
+            "target? (are the target and draft folders swapped?)") in res.output
+
+
+def test_without_a_spec_a_draft_given_as_the_target_is_noted(folders, unknown):
+    """The draft folder holds nothing a detector knows, and the target folder holds a draft."""
+    _, draft, _ = folders
+    res = CliRunner().invoke(app, ["generate", "--target", str(draft), "--draft", str(unknown), "--token-ids", "1"])
+    assert res.exit_code == 2, res.output
+    assert (f"note: {draft} looks like a draft (midlayer.* tensors with hidden_norm and fc (EAGLE-3, "
+            "yuhuili/lmsys)), not a target: are the target and draft folders swapped?") in res.output
+
+
+def test_without_a_spec_an_unknown_draft_beside_a_target_gets_no_note(folders, unknown):
+    target, _, _ = folders
+    res = CliRunner().invoke(app, ["generate", "--target", str(target), "--draft", str(unknown), "--token-ids", "1"])
+    assert res.exit_code == 2 and "no registered detector" in res.output and "note:" not in res.output, res.output
+
+
 def test_a_target_holding_its_own_mtp_draft_is_no_swap():
     from draftsmith.assembler.detect import swap_note
 
