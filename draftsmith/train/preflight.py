@@ -14,7 +14,7 @@ from draftsmith.assembler.assemble import TOKENIZER_FILES
 from draftsmith.assembler.checkpoint import list_tensors
 from draftsmith.assembler.config import read_config, read_raw_config
 from draftsmith.assembler.detect import draft_in
-from draftsmith.errors import DraftsmithError, short_list, short_text
+from draftsmith.errors import CheckpointNotFound, DraftsmithError, short_list, short_text
 from draftsmith.options import folder_problem
 from draftsmith.specs.loader import load_spec
 from draftsmith.train import data as D
@@ -63,9 +63,9 @@ def preflight(job) -> None:
             found.append(("eval_only", "needs held-out text: give --eval PATH (repeatable) or --stdlib"))
         if not job.eval_prompts:
             found.append(("eval_prompts", "0: allowed an integer >= 1 with --eval-only (0 measures nothing)"))
-        if not holds_draft(out):
-            found.append(("out", f"{short_text(out, 300)} holds no draft ({DRAFT}): train "
-                                 "one first, without --eval-only"))
+        if why := draft_problem(out):
+            found.append(("out", f"{short_text(out, 300)} {why}"
+                                 + (": train one first, without --eval-only" if why == NO_DRAFT else "")))
         if job.from_draft:
             found.append(("from_draft", "starts a training run: --eval-only measures the draft in --out"))
     elif not job.data:
@@ -144,16 +144,25 @@ def draft_hint(folder: Path) -> str:
 
 
 DRAFT = "config.json and weights (safetensors or .bin, sharded or not)"
+NO_DRAFT = f"holds no draft ({DRAFT})"
+
+
+def draft_problem(folder: Path) -> str | None:
+    """Why ``folder`` holds no draft train can read, or None: a config.json and tensors in any weights format the
+    assembler reads (draftsmith.assembler.checkpoint). A weight file it cannot read (cut short, a bad header) is
+    named with the assembler's own reason, not taken for an absent draft."""
+    if not (folder / "config.json").is_file():
+        return NO_DRAFT
+    try:
+        return None if list_tensors(folder) else NO_DRAFT
+    except CheckpointNotFound:   # no weights file at all
+        return NO_DRAFT
+    except DraftsmithError as e:   # names the file and why it cannot be read
+        return f"holds a draft whose weights cannot be read: {e}; save or copy that file again"
 
 
 def holds_draft(folder: Path) -> bool:
-    """A config.json and tensors in any weights format the assembler reads (draftsmith.assembler.checkpoint)."""
-    if not (folder / "config.json").is_file():
-        return False
-    try:
-        return bool(list_tensors(folder))
-    except DraftsmithError:
-        return False
+    return draft_problem(folder) is None
 
 
 def out_problems(job) -> list[tuple[str, str]]:
@@ -162,9 +171,8 @@ def out_problems(job) -> list[tuple[str, str]]:
     draft --from-draft starts from."""
     out, feats = Path(job.out), Path(job.features or Path(job.out) / "features")
     found = []
-    if job.from_draft and not holds_draft(Path(job.from_draft)):
-        found.append(("from_draft", f"{short_text(job.from_draft, 300)} holds no draft "
-                                    f"({DRAFT})"))
+    if job.from_draft and (why := draft_problem(Path(job.from_draft))):
+        found.append(("from_draft", f"{short_text(job.from_draft, 300)} {why}"))
     if not out.is_dir() or (out / STATE).exists():
         return found
     held = sorted(p.name for p in out.iterdir() if p.resolve() != feats.resolve())

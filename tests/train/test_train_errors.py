@@ -162,6 +162,23 @@ def test_an_out_folder_without_a_trainer_state_is_never_overwritten(good, tiny, 
             "--from-draft starts a training run: --eval-only measures the draft in --out")
 
 
+def test_a_draft_whose_weights_are_cut_short_is_named_by_file(good, tiny, tmp_path, nothing_slow):
+    """--from-draft (and --eval-only's --out) holding a draft whose weight file cannot be read: the file and the
+    reader's reason, as the assembler says it, not 'holds no draft'."""
+    draft = write_eagle3(tmp_path / "draft", tiny / "target")
+    weights = draft / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    says = (f"holds a draft whose weights cannot be read: {weights}: not a readable safetensors file: Error while "
+            "deserializing header")
+    res = train(*good, "--from-draft", draft)
+    refused(res, f"--from-draft {draft} {says}", "save or copy that file again")
+    assert "holds no draft" not in res.output
+    res = train("--out", draft, "--target", tiny / "target", "--eval-only", "--eval-prompts", 1, "--eval",
+                tiny / "data" / "heapq.py")
+    refused(res, f"--out {draft} {says}")
+    assert "train one first" not in res.output
+
+
 def test_stdlib_adds_to_the_data_and_the_help_says_so(good, tiny, monkeypatch):
     import typer
 
