@@ -60,6 +60,28 @@ def check_threads(threads: int) -> int:
     return threads
 
 
+def utf8_problem(path: str | Path) -> str | None:
+    """Why ``path`` cannot be opened by the libraries that read and write checkpoints, whatever it holds, or None:
+    safetensors, torch's memory-mapped load and tokenizers take UTF-8 paths only, and a name with a byte that is not
+    UTF-8 (b'\\xff') comes to Python as a lone surrogate ('\\udcff') that they refuse with an error of their own."""
+    if _encodes(str(path)):
+        return None
+    part = next(p for p in Path(path).parts if not _encodes(p))
+    try:
+        shown = short(os.fsencode(part))      # the name as the file system holds it: b'\xff'
+    except UnicodeEncodeError:                # a surrogate no file system name decodes to
+        shown = short(part)
+    return f"has a name that is not valid UTF-8 ({shown}); safetensors and torch open only UTF-8 paths: rename it"
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
+
+
 def folder_problem(path: str | Path) -> str | None:
     """Why a command could not write into the folder ``path`` (creating it and its missing parents), or None: it is
     a folder, or its nearest existing ancestor is, and a folder can be made there (tried: a temporary one is made
@@ -68,6 +90,8 @@ def folder_problem(path: str | Path) -> str | None:
     error once the slow part ran."""
     if "\0" in str(path):
         return "a path cannot contain a NUL character"
+    if why := utf8_problem(path):
+        return why
     path, place = Path(path), None
     try:
         if path.is_symlink() and not path.exists():

@@ -171,6 +171,8 @@ def test_folder_problem(tmp_path, afile):
     assert folder_problem(afile / "x") == f"cannot be created: {afile} is not a folder"
     assert folder_problem(tmp_path / ("n" * 300)).startswith("cannot be created")
     assert "NUL" in folder_problem("a\0b")
+    assert folder_problem(os.fsdecode(os.fsencode(tmp_path) + b"/\xff")) == (
+        "has a name that is not valid UTF-8 (b'\\xff'); safetensors and torch open only UTF-8 paths: rename it")
     (tmp_path / "link").symlink_to(tmp_path / "nowhere")
     assert folder_problem(tmp_path / "link") == "is a broken link"
 

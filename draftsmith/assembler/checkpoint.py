@@ -30,6 +30,7 @@ from torch import Tensor
 
 from draftsmith import limits
 from draftsmith.errors import CheckpointError, CheckpointNotFound, short, short_list, short_text
+from draftsmith.options import utf8_problem
 
 __all__ = ["TensorInfo", "list_tensors", "read_json", "read_tensors", "regular_file", "save_safetensors"]
 ALLOW_OUTSIDE = "DRAFTSMITH_ALLOW_OUTSIDE_LINKS"
@@ -77,6 +78,7 @@ def checkpoint_folder(folder: str | Path, label: str | None = None) -> Path:
         what = "does not exist"
     except (OSError, ValueError) as e:   # ENAMETOOLONG, ELOOP, EACCES; ValueError: a NUL in the name
         what = f"cannot be read: {getattr(e, 'strerror', None) or e}"
+    what = what or utf8_problem(folder)
     if what is not None:
         raise CheckpointNotFound(f"{label or f'checkpoint folder {short_text(folder, 300)}'} {what}")
     return folder
@@ -96,6 +98,8 @@ def regular_file(path: Path, folder: Path | None = None) -> Path:
     if not stat.S_ISREG(mode):
         raise CheckpointNotFound(f"{short_text(path, 300)} is {not_regular(mode)}; checkpoint files must be regular "
                                  "files")
+    if why := utf8_problem(path):
+        raise CheckpointError(path, why)
     if folder is not None and not _inside(path, folder):
         raise CheckpointError(path, f"resolves to {short_text(path.resolve(), 300)}, outside the checkpoint folder "
                                     f"{short_text(folder, 300)}; set {ALLOW_OUTSIDE}=1 to allow links that leave it")

@@ -20,6 +20,7 @@ from safetensors import SafetensorError
 from draftsmith.assembler.checkpoint import read_tensors, save_safetensors
 from draftsmith import limits
 from draftsmith.errors import DraftsmithError, short, short_list, short_text
+from draftsmith.options import utf8_problem
 from draftsmith.components.weights import RegexRule, RuleSet
 from draftsmith.convert.fits import introduced_misfits
 from draftsmith.convert.inspect import inspect_checkpoint
@@ -161,6 +162,8 @@ def make_out(out: Path) -> list[Path]:
     where = short_text(out, 300)
     if "\0" in str(out):
         raise ConvertError(f"output folder {short(str(out))}: a path cannot contain a NUL character")
+    if why := utf8_problem(out):
+        raise ConvertError(f"output folder {where} {why}")
     created: list[Path] = []
     try:
         if out.exists() and not (out.is_dir() and not any(out.iterdir())):   # nothing lost

@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import os
 import tempfile
 from pathlib import Path
 
@@ -168,6 +169,38 @@ def test_a_folder_without_weights_names_what_was_looked_for(tmp_path):
         list_tensors(tmp_path)
     for part in (str(tmp_path), "model.safetensors", "model.safetensors.index.json", "pytorch_model.bin"):
         assert part in str(info.value)
+
+
+def non_utf8(folder: Path, name: bytes) -> Path:
+    """``folder / name`` for a name that is not UTF-8, as Python sees it (a lone surrogate); skipped where the file
+    system refuses such names (macOS)."""
+    path = Path(os.fsdecode(os.fsencode(folder) + b"/" + name))
+    try:
+        path.mkdir()
+    except OSError:
+        pytest.skip("this file system takes no name that is not UTF-8")
+    path.rmdir()
+    return path
+
+
+def test_a_checkpoint_named_in_bytes_that_are_not_utf8_is_refused_by_name(tmp_path):
+    """safetensors and torch's memory map open UTF-8 paths only: such a folder or file is refused for its name,
+    not reported as an unreadable safetensors file."""
+    from draftsmith.errors import CheckpointError, CheckpointNotFound
+
+    folder = non_utf8(tmp_path, b"\xff")
+    save_safetensors({"fc.weight": torch.zeros(2)}, tmp_path / "ok").rename(tmp_path / "ok" / "m.safetensors")
+    (tmp_path / "ok").rename(folder)
+    with pytest.raises(CheckpointNotFound) as info:
+        list_tensors(folder)
+    assert str(info.value) == (f"checkpoint folder {folder} has a name that is not valid UTF-8 (b'\\xff'); "
+                               "safetensors and torch open only UTF-8 paths: rename it")
+    shard = tmp_path / "shard"
+    shard.mkdir()
+    save_safetensors({"fc.weight": torch.zeros(2)}, shard).rename(non_utf8(shard, b"\xfe.safetensors"))
+    with pytest.raises(CheckpointError, match=r"\(b'\\xfe.safetensors'\); safetensors and torch open only UTF-8") as info:
+        list_tensors(shard)
+    assert "not a readable safetensors file" not in str(info.value)
 
 
 def test_read_tensors_refuses_unknown_names_and_save_copies_views(tmp_path):

@@ -203,6 +203,22 @@ def test_convert_refuses_a_file_or_a_folder_in_use_before_reading_a_tensor(tmp_p
     assert (tmp_path / "used" / "model.safetensors").read_text() == "keep me too"
 
 
+def test_convert_refuses_an_output_folder_whose_name_is_not_utf8_before_reading_a_tensor(tmp_path, monkeypatch):
+    """safetensors writes and reads UTF-8 paths only: refused for its name, not once written, as unreadable."""
+    import os
+
+    import draftsmith.convert.run as run_mod
+
+    src = write_eagle3(tmp_path / "s", fake_target(tmp_path / "t"))
+    out = Path(os.fsdecode(os.fsencode(tmp_path) + b"/\xfdout"))
+    monkeypatch.setattr(run_mod, "read_canonical", lambda *a: pytest.fail("read the source first"))
+    with pytest.raises(ConvertError) as info:
+        convert(src, "layers", out)
+    assert str(info.value) == (f"output folder {out} has a name that is not valid UTF-8 (b'\\xfdout'); "
+                               "safetensors and torch open only UTF-8 paths: rename it")
+    assert not os.path.lexists(out)
+
+
 def test_verify_refuses_a_tensor_that_would_not_read_back(tmp_path):
     from draftsmith.convert.run import verify
 
