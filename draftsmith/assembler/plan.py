@@ -21,7 +21,7 @@ from draftsmith.assembler.names import Suggester, group_names, natural, one_patt
 from draftsmith.components.weights import RuleSet
 from draftsmith.errors import SHOWN, DraftsmithError, short_text
 
-__all__ = ["CheckpointMismatch", "Expected", "LoadPlan", "dtype_kind", "expected_of", "plan_load"]
+__all__ = ["CheckpointMismatch", "Expected", "LoadPlan", "dtype_kind", "expected_of", "plan_load", "wrong_dtype"]
 
 
 @dataclass(frozen=True)
@@ -91,6 +91,16 @@ def dtype_kind(dtype: torch.dtype) -> str:
     if dtype.is_complex:
         return "complex"
     return "float" if dtype.is_floating_point else "int"
+
+
+def wrong_dtype(got: torch.dtype, want: torch.dtype) -> str | None:
+    """Why a checkpoint tensor of dtype ``got`` cannot load into a parameter of dtype ``want``, or None: loading
+    casts within a kind (:func:`dtype_kind`: a float tensor into any float parameter, an int into any int), never
+    across kinds. The one dtype rule of a load plan (``convert`` asks it too, before it writes a draft)."""
+    if dtype_kind(got) == dtype_kind(want):
+        return None
+    return (f"is {_dtype(got)} ({dtype_kind(got)}) in the checkpoint, the model expects {_dtype(want)} "
+            f"({dtype_kind(want)})")
 
 
 def _shape(shape: tuple[int, ...]) -> str:
@@ -168,7 +178,7 @@ def plan_load(infos: Mapping[str, TensorInfo], rules: RuleSet, expected: Mapping
         info, exp, index = infos[origin[canon][0]], expected[canon], origin[canon][1]
         if info.shape != exp.shape:
             shape_buckets.setdefault((info.shape, exp.shape, index), []).append(canon)
-        if dtype_kind(info.dtype) != dtype_kind(exp.dtype):
+        if wrong_dtype(info.dtype, exp.dtype):
             dtype_buckets.setdefault((info.dtype, exp.dtype, index), []).append(canon)
     for (got, want, _), canons in shape_buckets.items():
         for pattern, members in group_names(canons):
@@ -176,8 +186,7 @@ def plan_load(infos: Mapping[str, TensorInfo], rules: RuleSet, expected: Mapping
                             f"{_shape(want)}{via(members)}")
     for (got, want, _), canons in dtype_buckets.items():
         for pattern, members in group_names(canons):
-            problems.append(f"wrong dtype: {quote(pattern)} is {_dtype(got)} ({dtype_kind(got)}) in the checkpoint, "
-                            f"the model expects {_dtype(want)} ({dtype_kind(want)}){via(members)}")
+            problems.append(f"wrong dtype: {quote(pattern)} {wrong_dtype(got, want)}{via(members)}")
 
     # Collisions: several checkpoint names for one canonical name (the rules are not injective here).
     for pattern, members in group_names(collided):

@@ -4,7 +4,9 @@
 itself, as `assemble()` would, which tensors it misses or does not expect (a tensor carried under a name the
 target layout's spec refuses was once written and only found at load time). There is no target at conversion
 time, so a stand-in implied by the draft's own config takes its place: its sizes are guesses, so only names are
-judged (missing, unexpected, colliding), never shapes. And only what the conversion introduced is judged: a
+judged (missing, unexpected, colliding), never shapes; dtypes, which are the checkpoint's own, are judged on the
+source before anything is written (`refused_dtypes`: convert copies them as they are). And only what the
+conversion introduced is judged by name: a
 source that loads only with settings its family spec does not state (an FP8 `eagle_linear` needs a spec with
 `quant: fp8`) misfits the proposed spec the same way before and after, which is no reason to refuse.
 """
@@ -39,6 +41,33 @@ def stand_in_target(raw: Mapping[str, Any], draft_cfg) -> LlamaConfig:
 def misfit_names(folder: Path, spec_data: Mapping[str, Any], registry=None) -> dict[str, str] | None:
     """canonical name -> 'missing' / 'unexpected' / 'colliding' for the tensors of ``folder`` that the model the
     spec builds (with a stand-in target) would refuse by name; None when no stand-in can be built for it."""
+    if (judged := _stand_in_model(folder, spec_data, registry)) is None:
+        return None
+    remap, expected, _ = judged
+    found = {c: "unexpected" for c in remap.mapping if c not in expected}
+    found |= {c: "missing" for c in expected if c not in remap.mapping and c not in remap.collisions}
+    return found | {c: "colliding" for c in remap.collisions}
+
+
+def refused_dtypes(folder: Path, registry=None) -> list[str]:
+    """"tensor 'NAME' is int32 (int) in the checkpoint, the model expects float32 (float)" for each tensor of
+    ``folder`` that assemble() would refuse for its dtype (the load plan's rule, plan.wrong_dtype) in the model the
+    spec ``inspect`` proposes for it builds. Dtypes are the checkpoint's own, not a stand-in's guess, so unlike
+    shapes they are judged; [] when no spec is proposed or no stand-in can be built (nothing judged)."""
+    from draftsmith.assembler.plan import wrong_dtype
+    from draftsmith.convert.inspect import inspect_checkpoint
+
+    found = inspect_checkpoint(folder)
+    if found.spec is None or (judged := _stand_in_model(folder, found.spec, registry)) is None:
+        return []
+    remap, expected, infos = judged
+    return [f"tensor {name!r} {why}" for canon, (name, _) in remap.mapping.items()
+            if canon in expected and (why := wrong_dtype(infos[name].dtype, expected[canon].dtype))]
+
+
+def _stand_in_model(folder: Path, spec_data: Mapping[str, Any], registry=None):
+    """(the folder's names through the spec's rules, the expected names and dtypes of the model the spec builds with
+    a stand-in target, the folder's tensor listing), or None when no stand-in can be built for it."""
     from draftsmith.assembler.assemble import quiet_notes
     from draftsmith.assembler.build import build_draft, rule_set
     from draftsmith.assembler.checkpoint import list_tensors
@@ -64,10 +93,7 @@ def misfit_names(folder: Path, spec_data: Mapping[str, Any], registry=None) -> d
                                 canonical_names=list(remap.mapping) + list(remap.collisions), backend=eager)
     except (DraftsmithError, ValueError, TypeError):   # the stand-in's guess did not fit: nothing judged
         return None
-    expected = expected_of(model)
-    found = {c: "unexpected" for c in remap.mapping if c not in expected}
-    found |= {c: "missing" for c in expected if c not in remap.mapping and c not in remap.collisions}
-    return found | {c: "colliding" for c in remap.collisions}
+    return remap, expected_of(model), infos
 
 
 def introduced_misfits(src: Path, out: Path, registry=None) -> list[str]:

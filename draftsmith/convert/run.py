@@ -22,7 +22,7 @@ from draftsmith import limits
 from draftsmith.errors import DraftsmithError, short, short_list, short_text
 from draftsmith.options import utf8_problem
 from draftsmith.components.weights import RegexRule, RuleSet
-from draftsmith.convert.fits import introduced_misfits
+from draftsmith.convert.fits import introduced_misfits, refused_dtypes
 from draftsmith.convert.inspect import inspect_checkpoint
 from draftsmith.assembler.styles import STYLES, style_of, to_facts, from_facts
 
@@ -222,6 +222,9 @@ def _convert(src: str | Path, layout: Layout, out: Path) -> dict[str, Any]:
         uneven = [n for n in names if QK.match(n) and tensors[n].shape[0] % hd]
         if uneven:
             problems.append(f"head_dim {hd} does not divide the rows of {short_list(uneven, 6, 200, quote=False)}")
+    # convert copies dtypes as they are: one assemble() refuses would be written faithfully and refused at load
+    problems += [f"{line}: assemble() would refuse it in any layout; store it as the model expects"
+                 for line in refused_dtypes(Path(src))]
     if problems:
         raise ConvertError(f"{short_text(src, 300)} cannot be written as {to}:\n  " + "\n  ".join(problems))
     perm = rope_permutation(hd, rope, order)

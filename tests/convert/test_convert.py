@@ -219,6 +219,25 @@ def test_convert_refuses_an_output_folder_whose_name_is_not_utf8_before_reading_
     assert not os.path.lexists(out)
 
 
+def test_a_dtype_assemble_refuses_is_refused_before_anything_is_written(tmp_path, monkeypatch):
+    """convert copies dtypes as they are: an int32 fc.weight, which the load plan refuses (a float is expected), is
+    refused with the load plan's own words before a file is written, not written for generate to refuse."""
+    from safetensors.torch import load_file, save_file
+
+    import draftsmith.convert.run as run_mod
+
+    src = write_eagle3(tmp_path / "s", fake_target(tmp_path / "t"))
+    tensors = load_file(src / "model.safetensors")
+    tensors["fc.weight"] = tensors["fc.weight"].mul(100).to(torch.int32)
+    save_file(tensors, src / "model.safetensors", metadata={"format": "pt"})
+    monkeypatch.setattr(run_mod, "save_safetensors", lambda *a, **k: pytest.fail("wrote the draft"))
+    res = CliRunner().invoke(app, ["convert", str(src), "--to", "layers", str(tmp_path / "out")])
+    assert res.exit_code == 1, res.output
+    assert (f"error: {src} cannot be written as layers:\n  tensor 'fc.weight' is int32 (int) in the checkpoint, the "
+            "model expects float32 (float): assemble() would refuse it in any layout") in res.stderr, res.output
+    assert not (tmp_path / "out").exists()
+
+
 def test_verify_refuses_a_tensor_that_would_not_read_back(tmp_path):
     from draftsmith.convert.run import verify
 
