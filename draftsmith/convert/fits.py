@@ -5,13 +5,14 @@ itself, as `assemble()` would, which tensors it misses or does not expect (a ten
 target layout's spec refuses was once written and only found at load time). There is no target at conversion
 time, so a stand-in implied by the draft's own config takes its place: its sizes are guesses, so only names are
 judged (missing, unexpected, colliding), never shapes; dtypes, which are the checkpoint's own, are judged on the
-source before anything is written (`refused_dtypes`: convert copies them as they are). And only what the
+source before anything is written (`Fit.refused`: convert copies them as they are). And only what the
 conversion introduced is judged by name: a
 source that loads only with settings its family spec does not state (an FP8 `eagle_linear` needs a spec with
 `quant: fp8`) misfits the proposed spec the same way before and after, which is no reason to refuse.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
@@ -38,31 +39,41 @@ def stand_in_target(raw: Mapping[str, Any], draft_cfg) -> LlamaConfig:
                        num_key_value_heads=1, intermediate_size=1, **extra)
 
 
+@dataclass(frozen=True)
+class Fit:
+    """What the model a folder's proposed spec builds (with a stand-in target) says of the folder's tensors."""
+    misfits: dict[str, str]   # canonical name -> 'missing' / 'unexpected' / 'colliding' (names only)
+    refused: list[str]        # "tensor 'NAME' is int32 (int) in the checkpoint, ..." (dtypes: the checkpoint's own)
+
+
+def fit(folder: Path, spec_data: Mapping[str, Any], registry=None) -> Fit | None:
+    """The folder's tensors against the model ``spec_data`` builds with a stand-in target, from one build: the
+    names it would refuse, and the tensors whose dtype assemble() would refuse (the load plan's rule,
+    plan.wrong_dtype). Dtypes are the checkpoint's own, not a stand-in's guess, so unlike shapes they are judged.
+    None when no stand-in can be built for it (nothing judged)."""
+    from draftsmith.assembler.plan import wrong_dtype
+
+    if (judged := _stand_in_model(folder, spec_data, registry)) is None:
+        return None
+    remap, expected, infos = judged
+    found = {c: "unexpected" for c in remap.mapping if c not in expected}
+    found |= {c: "missing" for c in expected if c not in remap.mapping and c not in remap.collisions}
+    refused = [f"tensor {name!r} {why}" for canon, (name, _) in remap.mapping.items()
+               if canon in expected and (why := wrong_dtype(infos[name].dtype, expected[canon].dtype))]
+    return Fit(found | {c: "colliding" for c in remap.collisions}, refused)
+
+
 def misfit_names(folder: Path, spec_data: Mapping[str, Any], registry=None) -> dict[str, str] | None:
     """canonical name -> 'missing' / 'unexpected' / 'colliding' for the tensors of ``folder`` that the model the
     spec builds (with a stand-in target) would refuse by name; None when no stand-in can be built for it."""
-    if (judged := _stand_in_model(folder, spec_data, registry)) is None:
-        return None
-    remap, expected, _ = judged
-    found = {c: "unexpected" for c in remap.mapping if c not in expected}
-    found |= {c: "missing" for c in expected if c not in remap.mapping and c not in remap.collisions}
-    return found | {c: "colliding" for c in remap.collisions}
+    judged = fit(folder, spec_data, registry)
+    return None if judged is None else judged.misfits
 
 
-def refused_dtypes(folder: Path, registry=None) -> list[str]:
-    """"tensor 'NAME' is int32 (int) in the checkpoint, the model expects float32 (float)" for each tensor of
-    ``folder`` that assemble() would refuse for its dtype (the load plan's rule, plan.wrong_dtype) in the model the
-    spec ``inspect`` proposes for it builds. Dtypes are the checkpoint's own, not a stand-in's guess, so unlike
-    shapes they are judged; [] when no spec is proposed or no stand-in can be built (nothing judged)."""
-    from draftsmith.assembler.plan import wrong_dtype
-    from draftsmith.convert.inspect import inspect_checkpoint
-
-    found = inspect_checkpoint(folder)
-    if found.spec is None or (judged := _stand_in_model(folder, found.spec, registry)) is None:
-        return []
-    remap, expected, infos = judged
-    return [f"tensor {name!r} {why}" for canon, (name, _) in remap.mapping.items()
-            if canon in expected and (why := wrong_dtype(infos[name].dtype, expected[canon].dtype))]
+def proposed_fit(found, registry=None) -> Fit | None:
+    """:func:`fit` of an inspected folder (``found``: convert.inspect's Inspection) against the spec inspect
+    proposes for it; None when none is proposed."""
+    return None if found.spec is None else fit(found.folder, found.spec, registry)
 
 
 def _stand_in_model(folder: Path, spec_data: Mapping[str, Any], registry=None):
@@ -96,14 +107,11 @@ def _stand_in_model(folder: Path, spec_data: Mapping[str, Any], registry=None):
     return remap, expected_of(model), infos
 
 
-def introduced_misfits(src: Path, out: Path, registry=None) -> list[str]:
+def introduced_misfits(before: Fit | None, written, registry=None) -> list[str]:
     """'unexpected: NAME' lines for what the written draft's proposed spec refuses by name and the source's did
-    not ([] when either cannot be judged)."""
-    from draftsmith.convert.inspect import inspect_checkpoint
-
-    judged = [misfit_names(f, found.spec, registry) if (found := inspect_checkpoint(f)).spec else None
-              for f in (src, out)]
-    if None in judged:
+    not (``before``: the source's :func:`proposed_fit`; ``written``: the output's Inspection); [] when either
+    cannot be judged."""
+    after = proposed_fit(written, registry)
+    if before is None or after is None:
         return []
-    before, after = judged
-    return [f"{why}: {name!r}" for name, why in sorted(after.items()) if before.get(name) != why]
+    return [f"{why}: {name!r}" for name, why in sorted(after.misfits.items()) if before.misfits.get(name) != why]

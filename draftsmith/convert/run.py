@@ -22,8 +22,8 @@ from draftsmith import limits
 from draftsmith.errors import DraftsmithError, short, short_list, short_text
 from draftsmith.options import utf8_problem
 from draftsmith.components.weights import RegexRule, RuleSet
-from draftsmith.convert.fits import introduced_misfits, refused_dtypes
-from draftsmith.convert.inspect import inspect_checkpoint
+from draftsmith.convert.fits import Fit, introduced_misfits, proposed_fit
+from draftsmith.convert.inspect import Inspection, inspect_checkpoint
 from draftsmith.assembler.styles import STYLES, style_of, to_facts, from_facts
 
 LAYOUTS_FILE = Path(__file__).parent / "layouts.yaml"
@@ -80,14 +80,16 @@ def permute_rows(t: torch.Tensor, head_dim: int, perm: torch.Tensor) -> torch.Te
     return t.reshape(heads, head_dim, *t.shape[1:])[:, perm].reshape(t.shape)
 
 
-def read_canonical(folder: str | Path) -> tuple[dict[str, torch.Tensor], dict[str, Any], str, str]:
-    """(canonical tensors, config facts, source rope order, detected spec) of a draft checkpoint."""
+def read_canonical(folder: str | Path, found: Inspection | None = None
+                   ) -> tuple[dict[str, torch.Tensor], dict[str, Any], str, str]:
+    """(canonical tensors, config facts, source rope order, detected spec) of a draft checkpoint; ``found``: its
+    inspection, when the caller made it already."""
     from draftsmith.assembler.build import rule_set
     from draftsmith.assembler.config import flatten_draft_config
     from draftsmith.registry import default_registry
     from draftsmith.specs.loader import load_spec
 
-    found = inspect_checkpoint(folder)
+    found = found or inspect_checkpoint(folder)
     if found.match is None:
         where = short_text(folder, 300)
         raise ConvertError(f"{where}: not a layout draftsmith recognises; run `draftsmith inspect {where}`")
@@ -196,7 +198,8 @@ def remove_out(out: Path, created: list[Path]) -> None:
 
 def _convert(src: str | Path, layout: Layout, out: Path) -> dict[str, Any]:
     to = layout.name
-    tensors, facts, rope, _ = read_canonical(src)
+    found = inspect_checkpoint(src)   # once: the reading, the dtype check and verify's misfits all use it
+    tensors, facts, rope, _ = read_canonical(src, found)
     names = list(tensors)
     problems = []
     n_layers = len({m.group(1) for n in names if (m := re.match(r"^layers\.(\d+)\.", n))})
@@ -223,8 +226,9 @@ def _convert(src: str | Path, layout: Layout, out: Path) -> dict[str, Any]:
         if uneven:
             problems.append(f"head_dim {hd} does not divide the rows of {short_list(uneven, 6, 200, quote=False)}")
     # convert copies dtypes as they are: one assemble() refuses would be written faithfully and refused at load
+    before = proposed_fit(found)
     problems += [f"{line}: assemble() would refuse it in any layout; store it as the model expects"
-                 for line in refused_dtypes(Path(src))]
+                 for line in (before.refused if before else ())]
     if problems:
         raise ConvertError(f"{short_text(src, 300)} cannot be written as {to}:\n  " + "\n  ".join(problems))
     perm = rope_permutation(hd, rope, order)
@@ -247,7 +251,7 @@ def _convert(src: str | Path, layout: Layout, out: Path) -> dict[str, Any]:
         why = getattr(e, "strerror", None) or short_text(str(e), 300)
         raise ConvertError(f"cannot write into {short_text(out, 300)}: {why}") from None
     verify(out, facts, {c: (permute_rows(t, hd, perm) if QK.match(c) and order != rope else t)
-                        for c, t in tensors.items()}, to, src=Path(src))
+                        for c, t in tensors.items()}, to, before=before)
     return config
 
 
@@ -258,20 +262,21 @@ def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 
 def verify(out: Path, facts: Mapping[str, Any], tensors: Mapping[str, torch.Tensor], to: str,
-           src: Path | None = None) -> None:
+           before: Fit | None = None) -> None:
     """Read the written checkpoint back as any user would (detection, its spec's rules, its config style) and
     compare: a layout that cannot say a fact (e.g. EAGLE 3.1's norm_output in a flat Llama config whose family does
-    not imply it) is refused here (convert() then removes the output), never left to load wrong. With ``src``,
-    also the tensor names the written draft's proposed spec would refuse and the source's did not
-    (:func:`draftsmith.convert.fits.introduced_misfits`)."""
+    not imply it) is refused here (convert() then removes the output), never left to load wrong. With ``before``
+    (the source's fit), also the tensor names the written draft's proposed spec would refuse and the source's did
+    not (:func:`draftsmith.convert.fits.introduced_misfits`)."""
+    written = inspect_checkpoint(out)
     try:
-        got, got_facts, _, _ = read_canonical(out)
+        got, got_facts, _, _ = read_canonical(out, written)
     except ConvertError:
         got, got_facts = {}, {}
     diff = sorted(k for k in {*facts, *got_facts} if facts.get(k) != got_facts.get(k))
     bad = sorted(k for k in {*tensors, *got} if k not in got or k not in tensors or not same_bits(tensors[k], got[k]))
     # as assemble() would see it: names the written draft's spec refuses and the source's did not
-    misfits = [] if diff or bad or src is None else introduced_misfits(src, out)
+    misfits = [] if diff or bad or before is None else introduced_misfits(before, written)
     if diff or bad or misfits:   # convert() removes what was written (and only folders it created)
         what = [f"{short_text(k, 200)}: {short(facts.get(k))} would read back as {short(got_facts.get(k))}"
                 for k in diff[:6]]
