@@ -89,15 +89,16 @@ def detect_spec(draft: Path, target: Path | None = None):
     the detector's reason; exit 2 when none recognises it, with assemble's note when the draft folder holds a
     target or the ``target`` folder a draft (the two folders given the wrong way round)."""
     from draftsmith.assembler.assemble import folder_swap_note
-    from draftsmith.convert.inspect import inspect_checkpoint
+    from draftsmith.convert.inspect import inspect_checkpoint, render_unknown
     from draftsmith.specs.loader import parse_spec
 
     found = inspect_checkpoint(draft)
-    if found.match is None:
+    if found.match is None:   # inspect's account (the closest families and what did not fit), then the swap note
+        first, *closest = render_unknown(found).splitlines()
         note = (folder_swap_note(draft, "draft", names=list(found.infos))
                 or (folder_swap_note(target, "target") if target is not None else None))
-        err.print(f"{escape(str(draft))}: no registered detector recognises this layout; pass --spec"
-                  + (f"\n{escape(note)}" if note else ""), soft_wrap=True)   # a note is one line, as assemble's
+        err.print(escape("\n".join([f"--draft {first}; pass --spec", *closest, *([note] if note else [])])),
+                  soft_wrap=True)   # each line whole, as assemble's notes
         raise typer.Exit(2)
     out.print(f"spec {escape(found.match.spec)} (detected: {escape(found.match.reason)})")
     return parse_spec(found.spec, source=f"the spec inspect proposes for {short_text(draft, 300)}")

@@ -124,7 +124,8 @@ def render_unknown(found: Inspection) -> str:
     from draftsmith.assembler.names import group_names, quote
 
     where = short_text(found.folder, 300)
-    lines = [f"{where}: no registered detector recognises this layout ({len(found.infos)} tensors)"]
+    n = len(found.infos)
+    lines = [f"{where}: no registered detector recognises this layout ({n} tensor{'' if n == 1 else 's'})"]
     names = list(found.infos)
     for spec, score, bad in closest_families(found.config, names):
         shown = ", ".join(quote(p) for p, _ in group_names(bad)[:6]) or "none"
