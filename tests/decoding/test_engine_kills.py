@@ -1,0 +1,129 @@
+"""Mutation survivors of draftsmith/decoding/engine.py's step functions (scripts/mutate.py), each planted and seen
+failing. Expectations come from target-only decoding, hand computation and the invariants (../shared/INVARIANTS.md),
+never from the engine's own output."""
+import math
+
+import pytest
+import torch
+
+from draftsmith.components import fused
+from draftsmith.decoding import engine
+
+CHAIN = dict(topk=1, steps=3)
+
+
+def _timings_are_parts_of_the_wall(st):
+    assert 0 <= st.addressing_seconds <= st.forward_seconds <= st.wall_seconds < 60
+    assert 0 < st.prefill_seconds <= st.wall_seconds
+
+
+@pytest.mark.parametrize("shape", [CHAIN, dict(topk=2, steps=3, draft_tokens=6)])
+def test_a_draft_that_is_the_target_counts_its_forwards_as_documented(pairs, shape):
+    # engine.py:217 draft_forwards += 1 -> += 2 / += 0; :326 target_forwards += 1 -> 2 / 0; :327 plan.steps - 1
+    # -> + 1 / - 2; :333 += any(live) (dropped / swapped); :222 / :337 perf_counter() - t0 -> + t0
+    # tau = steps + 1 (invariant 11), so after the first token each step commits steps + 1 of them: n steps for
+    # 1 + n * (steps + 1) tokens; README: a step is one target forward and steps - 1 draft forwards after the
+    # catch-up, and the prefill feeds the draft once, the last step's catch-up is skipped: n * steps in all
+    model, steps, n = pairs["self"], shape["steps"], 3
+    prompts = [[3, 1, 4], [1, 5]]
+    out = model.generate(prompts, max_new_tokens=1 + n * (steps + 1), stop=[], **shape)
+    base = model.generate_baseline(prompts, max_new_tokens=1 + n * (steps + 1), stop=[])
+    assert [o.token_ids for o in out] == [b.token_ids for b in base]
+    st = out[0].stats
+    assert st.target_forwards == n and st.draft_forwards == n * steps
+    assert st.steps == 2 * n and st.committed == 2 * n * (steps + 1) and st.new_tokens == 2 * (1 + n * (steps + 1))
+    assert st.accepted_per_position == [2 * n] * steps
+    _timings_are_parts_of_the_wall(st)
+
+
+def test_a_target_only_run_counts_one_forward_per_token_after_the_first(pairs):
+    # engine.py:359 committed = steps = target_forwards; :360 perf_counter() - t0 -> + t0
+    model = pairs["eagle1"]
+    out = model.generate_baseline([[2, 7, 1], [9]], max_new_tokens=6, stop=[])
+    st = out[0].stats
+    assert [len(o.token_ids) for o in out] == [6, 6]
+    assert st.target_forwards == st.steps == st.committed == 5 and st.new_tokens == 12 and st.draft_forwards == 0
+    _timings_are_parts_of_the_wall(st)
+
+
+def test_causal_rows_of_the_default_engine_path_stay_eager(monkeypatch):
+    # engine.py:171 _causal(..., fused: bool = False) -> True: the CPU path never reaches torch.compile
+    monkeypatch.setattr(fused, "_compiled", lambda fn: (_ for _ in ()).throw(AssertionError("compiled")))
+    rows, rel_pos, rel_mask = engine._causal(torch.tensor([2, 0, 3]), 3, torch.tensor([True, True, False]))
+    assert rows.tolist() == [[0, 1, -1], [-1, -1, -1], [-1, -1, -1]]         # by hand: t < count in live rows
+    assert rel_pos.tolist() == [[0, 1, 2]] * 3
+    assert rel_mask[0].tolist() == [[True, False, False], [True, True, False], [True, True, True]]
+
+
+def test_greedy_steps_draw_no_uniforms():
+    # engine.py:308 s.temperature > 0 -> >= 0: a greedy run takes nothing from the run's generator
+    g = torch.Generator().manual_seed(7)
+    before = g.get_state().clone()
+    u = engine._draws(engine.Settings(max_new_tokens=4, generator=g), 3, 5, "cpu")
+    assert u.shape == (3, 0) and torch.equal(g.get_state(), before)
+    u = engine._draws(engine.Settings(max_new_tokens=4, temperature=0.5, generator=g), 3, 5, "cpu")
+    assert u.shape == (3, 5) and not torch.equal(g.get_state(), before)
+
+
+def test_a_finished_row_turns_inactive_on_the_device(pairs, monkeypatch):
+    # engine.py:334 if not all(live) -> if all(live); :356 the same in baseline(); :231 counts * st.active -> //
+    # engine's docstring: finished sequences stay in the batch as inactive rows. The self draft commits
+    # steps + 1 = 4 tokens a step (invariant 11), so row 0, whose 5th token (the prefill's, then 4) is the stop,
+    # is done after step 1 and every later step sees it inactive; row 1 (a stop-free path) needs 2 steps
+    model, prompts = pairs["self"], [[3, 1, 4], [80]]
+    base = [b.token_ids for b in model.generate_baseline(prompts, max_new_tokens=9, stop=[])]
+    stop = base[0][4]
+    assert stop not in base[0][:4] and stop not in base[1]
+    seen = {"spec": [], "decode": []}
+    spec_step, decode_step = engine.spec_step, engine.decode_step
+
+    def spec(target, draft, plan, s, root, active, *rest):
+        seen["spec"].append(active.tolist())
+        return spec_step(target, draft, plan, s, root, active, *rest)
+
+    def decode(target, s, root, active, u):
+        seen["decode"].append(active.tolist())
+        return decode_step(target, s, root, active, u)
+
+    monkeypatch.setattr(engine, "spec_step", spec)
+    monkeypatch.setattr(engine, "decode_step", decode)
+    monkeypatch.setattr(model, "_runners_cache", {})        # no step captured before the stand-ins
+    out = model.generate(prompts, max_new_tokens=9, stop=[stop], **CHAIN)
+    assert [o.token_ids for o in out] == [base[0][:5], base[1]]
+    assert seen["spec"] == [[True, True], [False, True]]
+    assert out[0].stats.draft_forwards == out[0].stats.target_forwards * CHAIN["steps"]   # 2 steps, 3 each
+    out = model.generate_baseline(prompts, max_new_tokens=9, stop=[stop])
+    assert [o.token_ids for o in out] == [base[0][:5], base[1]]
+    assert seen["decode"] == [[True, True]] * 4 + [[False, True]] * 4     # row 0's 5th token ends it
+
+
+@pytest.mark.parametrize("shape", [CHAIN, None])
+def test_a_batch_of_one_token_prompts(pairs, shape):
+    # engine.py:203 State(root=ids[:, 0]) -> ids[:, 1] (a prompt of one token has no second column)
+    # the self pair's target reads the last token only (testing.write_self_draft), so [[9], [5]] continue as
+    # [[2, 7, 9], [1, 5]] do
+    model = pairs["self"]
+    run = model.generate_baseline if shape is None else lambda p, **kw: model.generate(p, **kw, **shape)
+    short = [o.token_ids for o in run([[9], [5]], max_new_tokens=6, stop=[])]
+    assert short == [o.token_ids for o in model.generate_baseline([[2, 7, 9], [1, 5]], max_new_tokens=6, stop=[])]
+
+
+def test_one_token_asked_for_runs_no_draft_forward(pairs):
+    # engine.py:206 s.max_new_tokens > 1 -> >= 1: the prefill's token is all, so the draft never runs (README:
+    # n steps cost n * steps draft forwards, here n = 0)
+    model = pairs["self"]
+    out = model.generate([[3, 1, 4], [80]], max_new_tokens=1, stop=[], **CHAIN)
+    assert [o.token_ids for o in out] == [b.token_ids for b in model.generate_baseline([[3, 1, 4], [80]],
+                                                                                      max_new_tokens=1, stop=[])]
+    assert out[0].stats.target_forwards == out[0].stats.draft_forwards == 0
+
+
+def test_a_sampled_chain_from_a_draft_that_is_the_target_accepts_everything(pairs):
+    # engine.py:246 range(plan.steps - 1) -> range(plan.steps - 2) / range(plan.steps) (a chain one node short
+    # or long)
+    # q = p at every node, so each drawn token is accepted with probability min(1, p/q) = 1: tau = steps + 1
+    model = pairs["self"]
+    out = model.generate([[3, 1, 4], [80]], max_new_tokens=13, stop=[], temperature=1.0, seed=0, **CHAIN)
+    st = out[0].stats
+    assert st.acceptance_length == CHAIN["steps"] + 1 and st.target_forwards == 3
+    assert [len(o.token_ids) for o in out] == [13, 13]
