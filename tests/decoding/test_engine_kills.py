@@ -1,7 +1,6 @@
 """Mutation survivors of draftsmith/decoding/engine.py's step functions (scripts/mutate.py), each planted and seen
 failing. Expectations come from target-only decoding, hand computation and the invariants (../shared/INVARIANTS.md),
 never from the engine's own output."""
-import math
 
 import pytest
 import torch
