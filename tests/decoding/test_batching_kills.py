@@ -2,18 +2,7 @@
 import torch
 
 from draftsmith.decoding.batching import causal_batch, kv_batch, pad_tokens
-from draftsmith.decoding.kvpool import PagedKVPool
-
-
-def _pool(lengths):
-    # page_size 1 and the free list hands out low pages first: committed positions take slots 0, 1, ... in order
-    pool = PagedKVPool([{"k": (1, 4), "v": (1, 4)}], num_pages=64)
-    seqs = [pool.add_sequence() for _ in lengths]
-    for s, n in zip(seqs, lengths):
-        if n:
-            pool.extend(s, n)
-            pool.commit(s)
-    return pool, seqs
+from test_batching import _pool   # page_size 1, low pages first: committed positions take slots 0, 1, ... in order
 
 
 def test_decode_beside_a_prefill_writes_reads_masks_and_places_each_row():
