@@ -5,10 +5,10 @@ itself, as `assemble()` would, which tensors it misses or does not expect (a ten
 target layout's spec refuses was once written and only found at load time). There is no target at conversion
 time, so a stand-in implied by the draft's own config takes its place: its sizes are guesses, so only names are
 judged (missing, unexpected, colliding), never shapes; dtypes, which are the checkpoint's own, are judged on the
-source before anything is written (`Fit.refused`: convert copies them as they are). And only what the
-conversion introduced is judged by name: a
-source that loads only with settings its family spec does not state (an FP8 `eagle_linear` needs a spec with
-`quant: fp8`) misfits the proposed spec the same way before and after, which is no reason to refuse.
+source before anything is written (`Fit.refused`: convert copies them as they are). And only what the conversion
+introduced is judged by name: a source that loads only with settings its family spec does not state (an FP8
+`eagle_linear` needs a spec with `quant: fp8`) misfits the proposed spec the same way before and after, which is
+no reason to refuse.
 """
 from __future__ import annotations
 
@@ -61,13 +61,6 @@ def fit(folder: Path, spec_data: Mapping[str, Any], registry=None) -> Fit | None
     refused = [f"tensor {name!r} {why}" for canon, (name, _) in remap.mapping.items()
                if canon in expected and (why := wrong_dtype(infos[name].dtype, expected[canon].dtype))]
     return Fit(found | {c: "colliding" for c in remap.collisions}, refused)
-
-
-def misfit_names(folder: Path, spec_data: Mapping[str, Any], registry=None) -> dict[str, str] | None:
-    """canonical name -> 'missing' / 'unexpected' / 'colliding' for the tensors of ``folder`` that the model the
-    spec builds (with a stand-in target) would refuse by name; None when no stand-in can be built for it."""
-    judged = fit(folder, spec_data, registry)
-    return None if judged is None else judged.misfits
 
 
 def proposed_fit(found, registry=None) -> Fit | None:

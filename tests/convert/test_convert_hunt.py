@@ -77,17 +77,17 @@ def test_verify_asks_the_model_which_names_it_refuses(target, tmp_path, monkeypa
     from safetensors.torch import load_file, save_file
 
     from draftsmith.convert import run as convert_run
-    from draftsmith.convert.fits import misfit_names
+    from draftsmith.convert.fits import fit
 
     src = write_eagle3(tmp_path / "d", target, layout="layers")
     spec = inspect_checkpoint(src).spec
-    assert misfit_names(src, spec) == {}
+    assert fit(src, spec).misfits == {}
     (f,) = src.glob("*.safetensors")
     tensors = load_file(f)
     save_file({**tensors, "lm_head.bias": torch.zeros(2)}, f)
-    assert misfit_names(src, spec) == {"lm_head.bias": "unexpected"}
+    assert fit(src, spec).misfits == {"lm_head.bias": "unexpected"}
     save_file({k: v for k, v in tensors.items() if k != "norm.weight"}, f)
-    assert misfit_names(src, spec) == {"norm.weight": "missing"}
+    assert fit(src, spec).misfits == {"norm.weight": "missing"}
     save_file(tensors, f)
     real = convert_run.read_canonical
 
