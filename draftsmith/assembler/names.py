@@ -28,10 +28,12 @@ _NUMBER_DIGITS = 18   # a longer digit run is never turned into an int (Python r
 
 def _number_key(m: re.Match) -> str:
     # a digit run sorts as a number without int(): by its length without leading zeros, then its digits, then
-    # as written. "\0" around it: text that ends here sorts before text that goes on, as in a tuple of parts
+    # as written. The length is written the same way (how many digits it has, then them), so the key has no cap
+    # and no part is a prefix of another. "\0" around it: text that ends here sorts before text that goes on
     run = m.group()
     digits = run.lstrip("0")
-    return f"\0{chr(len(digits) + 1) if len(digits) < 0xFFFF else chr(0xFFFF)}{digits}{run}\0"
+    size = str(len(digits))
+    return f"\0{chr(len(size) + 1)}{size}{digits}{run}\0"
 
 
 def natural(name: str) -> str:

@@ -22,11 +22,15 @@ def test_runs_of_18_digits_are_numbers_and_of_19_are_kept_as_written():
         "x.{" + ",".join(str(10 * big + i) for i in range(3)) + "}.w"]
 
 
-def test_digit_runs_near_the_sort_keys_length_cap_still_sort_as_numbers():
-    # catches names.py:34 len < 0xFFFF -> <= and -> < 0x10000 (65535 digits), chr(len + 1) -> chr(len + 2),
-    # chr(0xFFFF) -> chr(0xFFFE) (each pair below is in numeric order)
-    for short, long in [("1" * 65535, "2" * 65536), ("2" * 65533, "1" * 65534), ("1" * 65534, "2" * 65535)]:
-        assert natural(f"l.{short}") < natural(f"l.{long}")
+def test_digit_runs_of_any_length_sort_as_numbers():
+    # catches names.py:_number_key's length written without its own length (9 digits would sort after 10),
+    # chr(len(size) + 1) -> + 2 / - 1, and every run past the old 65534-digit cap sorting alike (each pair is in
+    # numeric order; the last two were out of order before)
+    pairs = [("9", "10"), ("1" * 9, "1" * 10), ("9" * 99, "1" * 100), ("2" * 65533, "1" * 65534),
+             ("1" * 65535, "2" * 65536), ("9" * 65535, "1" * 65536), ("9" * 70000, "1" * 100000), ("09", "10")]
+    for short, long in pairs:
+        assert natural(f"l.{short}") < natural(f"l.{long}") and natural(f"l.{long}") > natural(f"l.{short}")
+    assert natural("l.1") < natural("l.1.a") < natural("l.1a") and natural("l.01") < natural("l.1") < natural("l.2")
 
 
 def test_quote_keeps_200_characters_and_cuts_201_in_the_middle():
