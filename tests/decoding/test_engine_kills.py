@@ -2,13 +2,19 @@
 failing. Expectations come from target-only decoding, hand computation and the invariants (../shared/INVARIANTS.md),
 never from the engine's own output."""
 
+from pathlib import Path
+
 import pytest
 import torch
+import yaml
 
+import draftsmith
 from draftsmith.components import fused
 from draftsmith.decoding import engine
+from draftsmith.testing import write_self_draft, write_target
 
 CHAIN = dict(topk=1, steps=3)
+V = 16                                 # the flat pair's vocabulary
 
 
 def _timings_are_parts_of_the_wall(st):
@@ -126,3 +132,70 @@ def test_a_sampled_chain_from_a_draft_that_is_the_target_accepts_everything(pair
     st = out[0].stats
     assert st.acceptance_length == CHAIN["steps"] + 1 and st.target_forwards == 3
     assert [len(o.token_ids) for o in out] == [13, 13]
+
+
+# --- a flat self-draft pair: sampled steps whose draws show ------------------------------------------------------
+@pytest.fixture(scope="module")
+def flat(tmp_path_factory):
+    """(SpeculativeModel, table [V, V]): a draft that IS the target (write_self_draft: the target reads the last
+    token only) with the target's head left unscaled (margin 0), small weights so that p(. | x) at temperature 1
+    is spread (its largest entry below 0.3, checked), and the table p(next | last token) computed by transformers
+    (float64), an oracle that shares no code with the decoder. The conftest self pair's best token leads by 30
+    nats (write_self_draft's margin): there a sampled chain drafts the greedy tokens whatever its uniforms."""
+    from transformers import AutoModelForCausalLM
+
+    root = tmp_path_factory.mktemp("flat")
+    sizes = dict(hidden_size=32, intermediate_size=64, num_attention_heads=2, num_key_value_heads=1)
+    write_target(root / "t", "llama", vocab_size=V, num_hidden_layers=1, seed=5, init_std=0.1, **sizes)
+    write_self_draft(root / "d", root / "t", margin=0.0)
+    spec = yaml.safe_load((Path(draftsmith.__file__).parent / "specs" / "builtin" / "eagle1-llama.yaml").read_text())
+    spec |= {"name": "flat-self"}
+    spec["draft"]["norms"] = {"input": "all", "final": True}
+    (root / "flat.yaml").write_text(yaml.safe_dump(spec))
+    model = draftsmith.assemble(str(root / "flat.yaml"), target=root / "t", draft=root / "d", dtype="float64")
+    hf = AutoModelForCausalLM.from_pretrained(str(root / "t"), dtype=torch.float64).eval()
+    with torch.no_grad():
+        table = hf(torch.arange(V)[:, None]).logits[:, 0].softmax(-1)
+    assert float(table.max()) < 0.3
+    return model, table
+
+
+def _inverse_cdf(probs, u):
+    # the first token whose cumulative mass exceeds u (by hand, float64)
+    return int((probs.cumsum(0) <= float(u)).sum().clamp(max=len(probs) - 1))
+
+
+def test_a_sampled_chain_draws_node_j_with_uniform_j_and_its_bonus_with_the_last(flat):
+    # engine.py:240 s.temperature > 0 -> > 1 (and topk == 1 -> != 1): a sampled chain drafted by the tree path
+    # (greedy siblings, verified without q: tau 1.1 here); :244 u[:, 0] -> u[:, 1]; :247 u[:, j + 1] -> j - 1 /
+    # j + 2; :275 u[:, -1] (the bonus' uniform) -> u[:, -2]
+    # the stream (engine.py: one run generator): the prefill draws u0 [B]; a step draws u_draft [B, steps], then
+    # u_verify [B, steps * topk + 1]. Node j's token is the inverse CDF of q = p(. | node j - 1) at u_draft[:, j];
+    # q = p, so every node is accepted (u * q(x) < p(x)), tau = steps + 1, and the bonus is p(. | last node)'s
+    # inverse CDF at u_verify[:, -1]
+    model, table = flat
+    prompts, steps, n, seed = [[3, 1, 4], [7]], CHAIN["steps"], 3, 5
+    out = model.generate(prompts, max_new_tokens=1 + n * (steps + 1), stop=[], temperature=1.0, seed=seed, **CHAIN)
+    g = torch.Generator().manual_seed(seed)
+    want = [[_inverse_cdf(table[p[-1]], u)] for p, u in zip(prompts, torch.rand(2, generator=g))]
+    for _ in range(n):
+        u_draft, u_verify = torch.rand(2, steps, generator=g), torch.rand(2, steps + 1, generator=g)
+        for row, ud, uv in zip(want, u_draft, u_verify):
+            for u in [*ud, uv[-1]]:
+                row.append(_inverse_cdf(table[row[-1]], u))
+    assert [o.token_ids for o in out] == want
+    assert out[0].stats.acceptance_length == steps + 1 and out[0].stats.target_forwards == n
+
+
+def test_a_sampled_target_only_run_draws_one_uniform_per_row_and_token(flat):
+    # engine.py:350 _draws(s, B, 1, dev) -> 2: a step takes one uniform per row from the run's generator, no more
+    # (the prefill's [B], then [B, 1] a step): token i is p(. | token i - 1)'s inverse CDF at the i-th draw
+    model, table = flat
+    prompts, seed = [[3, 1, 4], [7]], 11
+    out = model.generate_baseline(prompts, max_new_tokens=6, stop=[], temperature=1.0, seed=seed)
+    g = torch.Generator().manual_seed(seed)
+    want = [[_inverse_cdf(table[p[-1]], u)] for p, u in zip(prompts, torch.rand(2, generator=g))]
+    for _ in range(5):
+        for row, u in zip(want, torch.rand(2, 1, generator=g)):
+            row.append(_inverse_cdf(table[row[-1]], u[0]))
+    assert [o.token_ids for o in out] == want
