@@ -8,9 +8,11 @@ call whose prompt + max_new_tokens runs past it (the KV pools are sized for that
 
 Per-call decoding overrides (topk, steps, draft_tokens, mode) are validated with the spec's own ``Decoding``
 model, strictly, and its cross-field rules, so a call gets exactly the checks a spec gets, in ``generate()`` and in
-``SpeculativeModel.plan()`` alike; draft_tokens is not refused for a chain (topk 1), where it does not apply.
-Sampling settings are checked here too: temperature >= 0 and finite, top_p in (0, 1], top_k in 0..vocab,
-max_new_tokens an integer >= 1, a seed torch accepts, stop ids that are integers.
+``SpeculativeModel.plan()`` alike; draft_tokens is not refused for a chain (topk 1), where it does not apply
+(one dict of keywords serves a sweep over trees and chains; a spec, which states one plan, is held to 2..steps + 1).
+Sampling settings are checked here too: temperature 0 or finite and at least float32's smallest normal number,
+top_p in (0, 1], top_k in 0..vocab, max_new_tokens an integer >= 1, a seed torch accepts, stop ids that are
+integers (a list, or a 1-D integer tensor or array).
 """
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ from draftsmith.specs.schema import Decoding, validate_strict
 from draftsmith.specs.translate import problems_from
 
 SEED_RANGE = (-(1 << 63), (1 << 64) - 1)   # what torch.Generator.manual_seed accepts
+TINY_TEMPERATURE = 2.0 ** -126               # torch.finfo(torch.float32).tiny, without importing torch here
 MOST = 8                                     # problems listed per prompt
 
 FORMS = "a str, a list of token ids, a 1-D integer tensor or numpy array, or a list of those (a batch)"
@@ -56,12 +59,11 @@ def _array_ids(p: Any, where: str, problems: list[str]) -> list[int] | None:
     kind = "tensor" if type(p).__module__.startswith("torch") else "array"
     a = "an" if kind == "array" else "a"
     dtype = str(p.dtype).removeprefix("torch.")
-    integer = dtype.startswith(("int", "uint"))  # int8..int64, uint8..uint64 in both; not bool, str or object
     if p.ndim != 1:
         problems.append(f"{where}: a {p.ndim}-D {kind} of shape {list(p.shape)}; a prompt is 1-D (pass a list of "
                         "1-D prompts for a batch)")
         return None
-    if not integer:
+    if not _integer_vector(p):
         problems.append(f"{where}: {a} {kind} of {dtype}; token ids are integers")
         return None
     return [int(t) for t in p.tolist()]
@@ -85,7 +87,7 @@ def _ids(p: Any, where: str, tokenizer: Any, problems: list[str], context: int |
     if isinstance(p, (bytes, bytearray, memoryview)):
         problems.append(f"{where}: bytes; a prompt is text (decode the bytes first) or token ids")
         return None
-    if hasattr(p, "ndim") and hasattr(p, "dtype") and hasattr(p, "tolist"):
+    if _array_like(p):
         return _array_ids(p, where, problems)
     if not isinstance(p, Sequence):
         problems.append(f"{where}: {short(p)} ({type(p).__name__}) is not a prompt; a prompt is {FORMS}")
@@ -175,10 +177,22 @@ def context_problems(prompts: list[list[int]], max_new_tokens: Any, context: int
 
 def stop_ids(stop: Any) -> Any:
     """``stop`` read once: a list of an iterable (an iterator or generator is consumed here, so that the checks and
-    the decoding see the same ids), anything else as it is (the checks refuse it)."""
+    the decoding see the same ids; a 1-D integer tensor or array gives Python ints, as a prompt does), anything
+    else as it is (the checks refuse it: a 0-D or 2-D tensor, a float one)."""
     if stop is None or isinstance(stop, (str, bytes)) or not isinstance(stop, Iterable):
         return stop
+    if _array_like(stop):
+        return stop.tolist() if _integer_vector(stop) else stop
     return list(stop)
+
+
+def _array_like(v: Any) -> bool:
+    return hasattr(v, "ndim") and hasattr(v, "dtype") and hasattr(v, "tolist")
+
+
+def _integer_vector(a: Any) -> bool:
+    # a 1-D tensor or numpy array of integers (int8..int64, uint8..uint64; not bool, str or object)
+    return a.ndim == 1 and str(a.dtype).removeprefix("torch.").startswith(("int", "uint"))
 
 
 def settings_problems(max_new_tokens: Any, temperature: Any, top_p: Any, top_k: Any, seed: Any, stop: Any, *,
@@ -188,15 +202,23 @@ def settings_problems(max_new_tokens: Any, temperature: Any, top_p: Any, top_k: 
         out.append(f"max_new_tokens is {short(max_new_tokens)}; an integer in 1..{limits.NEW_TOKENS} is expected")
     if not _is_real(temperature) or not _is_finite(temperature) or temperature < 0:
         out.append(f"temperature is {short(temperature)}; a finite number >= 0 is expected (0 = greedy)")
+    elif 0 < temperature < TINY_TEMPERATURE:   # float32 holds it as 0: the logits would be divided by zero
+        out.append(f"temperature is {short(temperature)}; a temperature above 0 must be at least "
+                   f"{TINY_TEMPERATURE:.3g} (float32's smallest normal number, what sampling divides in; "
+                   "0 = greedy)")
     if not _is_real(top_p) or not 0 < top_p <= 1:
         out.append(f"top_p is {short(top_p)}; a number in (0, 1] is expected")
     if not _is_int(top_k) or not 0 <= top_k <= vocab:
         out.append(f"top_k is {short(top_k)}; an integer in 0..{vocab} is expected (0 = no top-k filter)")
     if seed is not None and (not _is_int(seed) or not SEED_RANGE[0] <= seed <= SEED_RANGE[1]):
         out.append(f"seed is {short(seed)}; None or an integer in -2**63 .. 2**64-1 is expected")
+    stop = stop_ids(stop)   # as generate() reads it (idempotent): a 1-D integer tensor or array as a list
     if stop is not None:
-        if isinstance(stop, (str, bytes)) or not isinstance(stop, Iterable):
-            out.append(f"stop is {short(stop)}; a list of token ids is expected")
+        if isinstance(stop, (str, bytes)) or not isinstance(stop, Iterable) or _array_like(stop):
+            # an array-like here is one stop_ids left alone: 0-D, 2-D or not integers
+            shape = f" (a {stop.ndim}-D array of {stop.dtype})" if _array_like(stop) else ""
+            out.append(f"stop is {short(stop)}{shape}; a list of token ids (or a 1-D integer tensor or array) is "
+                       "expected")
         elif hasattr(stop, "__len__") and len(stop) > vocab:   # more stop ids than tokens: not a stop list
             out.append(f"stop holds {len(stop)} ids; the vocabulary has {vocab} tokens")
         elif bad := [t for t in stop if not _is_int(t) or t < 0]:
@@ -277,6 +299,28 @@ def check_call(model: Any, prompt: Any, *, max_new_tokens: Any = 64, temperature
     overridden(model.spec.decoding, dict(topk=topk, steps=steps, draft_tokens=draft_tokens, mode=mode), problems,
                draft_vocab=draft_vocab)
     problems += context_problems(prompts, max_new_tokens, context)
+    problems += placement_problems(model)
     if problems:
         raise ArgumentError(what, problems)
     return prompts, single
+
+
+def placement_problems(model: Any) -> list[str]:
+    """The target and the draft where ``assemble()`` put them (``model.device``, ``model.dtype``, the draft's
+    ``draft_dtype``): one moved or cast afterwards (``model.target.to(torch.bfloat16)``) would meet KV pools of
+    the assembled dtype inside its first forward. Read off each model's first floating-point parameter wider
+    than a byte (FP8 weights keep their own dtype)."""
+    out = []
+    kind, _, index = str(model.device).partition(":")
+    for name, module, dtype in (("target", model.target, model.dtype),
+                                ("draft", model.draft, model.draft_dtype or model.dtype)):
+        p = next((p for p in module.parameters() if p.is_floating_point() and p.element_size() > 1), None)
+        if p is None:
+            continue
+        moved = p.device.type != kind or (index != "" and p.device.index != int(index))
+        if moved or p.dtype != dtype:
+            out.append(f"the {name}'s weights are {str(p.dtype).removeprefix('torch.')} on {p.device}, but the model "
+                       f"was assembled for {str(dtype).removeprefix('torch.')} on {model.device} (its KV pools "
+                       "follow that): call draftsmith.assemble(..., device=, dtype=) again instead of moving or "
+                       "casting a model")
+    return out

@@ -1,6 +1,7 @@
 """``SpeculativeModel``: what ``assemble`` returns — a target, a draft and the settings to decode with them."""
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +34,9 @@ class SpeculativeModel:
     dtype: torch.dtype = torch.float32
     draft_dtype: torch.dtype | None = None   # spec decoding.draft_dtype (None: dtype)
     _runners_cache: dict = field(default_factory=dict, repr=False, compare=False)
+    # one call decodes at a time: calls of the same batch size and length share the runners' KV pools (and CUDA
+    # graphs), so two threads would write into each other's rows
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     # --- public -------------------------------------------------------------------------------------------
     def generate(self, prompt: Prompt | list[Prompt], max_new_tokens: int = 64, temperature: float = 0.0, *,
@@ -56,28 +60,31 @@ class SpeculativeModel:
             verified per step. Not to be confused with ``top_k``, the sampling filter.
         mode: "auto", "v1" (chain drafting: topk is taken as 1) or "v2" (trees); ``self.plan(...)`` shows the plan
             and why. stop: token ids that end a row (None: the target's end-of-text ids, from its configs).
-        Bad arguments raise one ArgumentError listing every problem."""
+        Bad arguments raise one ArgumentError listing every problem. Calls from several threads take turns: the
+        model's KV pools serve one call at a time (batch the prompts for throughput)."""
         stop = stop_ids(stop)   # read once: an iterator is checked and used as the same ids
         prompts, single = check_call(self, prompt, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
                                      top_k=top_k, seed=seed, stop=stop, topk=topk, steps=steps,
                                      draft_tokens=draft_tokens, mode=mode)  # ArgumentError lists every problem
         plan = self.plan(topk=topk, steps=steps, draft_tokens=draft_tokens, mode=mode)
         settings = self._settings(max_new_tokens, temperature, top_p, top_k, seed, stop)
-        with torch.inference_mode():
+        with self._lock, torch.inference_mode():
             seqs, stats = engine.speculative(*self._runners(prompts, max_new_tokens, plan), prompts, plan, settings)
         return self._outputs(seqs, stats, single)
 
     def generate_baseline(self, prompt: Prompt | list[Prompt], max_new_tokens: int = 64, temperature: float = 0.0,
                           *, top_p: float = 1.0, top_k: int = 0, seed: int | None = None,
-                          stop: Iterable[int] | None = None, **_ignored):
+                          stop: Iterable[int] | None = None, topk: Any = None, steps: Any = None,
+                          draft_tokens: Any = None, mode: Any = None):
         """Target-only decoding with ``generate``'s prompt and sampling arguments: the reference for equality and
         speed. Draft arguments (topk, steps, draft_tokens, mode) are accepted and ignored, so one dict of
-        keywords serves both calls."""
+        keywords serves both calls; any other keyword is a TypeError, as it is for ``generate``. Calls from
+        several threads take turns (one model decodes one call at a time)."""
         stop = stop_ids(stop)
         prompts, single = check_call(self, prompt, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
                                      top_k=top_k, seed=seed, stop=stop, what="generate_baseline()")
         settings = self._settings(max_new_tokens, temperature, top_p, top_k, seed, stop)
-        with torch.inference_mode():
+        with self._lock, torch.inference_mode():
             seqs, stats = engine.baseline(self._runners(prompts, max_new_tokens)[0], prompts, settings)
         return self._outputs(seqs, stats, single)
 

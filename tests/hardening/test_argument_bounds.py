@@ -154,14 +154,17 @@ def test_the_context_is_a_positive_integer_the_config_declares(declared, context
 # --- sampling settings -------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("field, ok, bad", [
     ("max_new_tokens", [1, 2, limits.NEW_TOKENS, np.int64(3)], [0, -1, limits.NEW_TOKENS + 1, True, 2.0, None, "2"]),
-    ("temperature", [0, 0.0, 1e-9, 2, 1e300, np.float32(0.5)],
-     [-1e-9, -1, float("inf"), float("-inf"), float("nan"), True, False, None, "0.5", 1j]),
+    ("temperature", [0, 0.0, 1e-9, 2.0 ** -126, 2, 1e300, np.float32(0.5)],
+     [-1e-9, -1, float("inf"), float("-inf"), float("nan"), True, False, None, "0.5", 1j, 2.0 ** -126 * 0.99,
+      1e-46, 5e-324]),
     ("top_p", [1, 1.0, 1e-300, 0.5, np.float64(0.3)], [0, 0.0, -0.1, 1 + 1e-9, 2, True, float("nan"), None]),
     ("top_k", [0, 1, VOCAB - 1, VOCAB, np.int64(2)], [-1, VOCAB + 1, True, 1.0, None]),
     ("seed", [None, 0, SEED_RANGE[0], SEED_RANGE[1], -1, np.int64(5)],
      [SEED_RANGE[0] - 1, SEED_RANGE[1] + 1, True, 1.0, "1"]),
-    ("stop", [None, [], [0], [VOCAB - 1], (2, 3), {4}, range(3), np.array([1, 2])],
-     [[-1], [1.5], [True], ["1"], "1", b"\x01", 5, 1.5, [None], [VOCAB]]),
+    ("stop", [None, [], [0], [VOCAB - 1], (2, 3), {4}, range(3), np.array([1, 2]), torch.tensor([1, 2]),
+              torch.tensor([], dtype=torch.long), np.array([VOCAB - 1], dtype=np.uint8)],
+     [[-1], [1.5], [True], ["1"], "1", b"\x01", 5, 1.5, [None], [VOCAB], torch.tensor(5), torch.tensor([[1]]),
+      torch.tensor([1.0]), np.array(3), torch.tensor([True]), torch.tensor([VOCAB]), torch.tensor([-1])]),
 ])
 def test_each_setting_at_its_bounds(field, ok, bad):
     for v in ok:
