@@ -253,8 +253,14 @@ def target_hf_config(folder: str | Path) -> PretrainedConfig:
 
 
 def text_config(cfg: PretrainedConfig) -> PretrainedConfig:
+    """The config of the text model: a declared sub-config (a multimodal type's ``text_config``), else ``cfg``.
+    A ``text_config`` key in the config.json of a type that declares none (Llama) stays a plain dict, which
+    transformers' model ignores, and so does draftsmith."""
+    from transformers import PretrainedConfig
+
     getter = getattr(cfg, "get_text_config", None)
-    return getter() if getter else cfg
+    text = getter() if getter else cfg
+    return text if isinstance(text, PretrainedConfig) else cfg
 
 
 def target_hidden_width(cfg: PretrainedConfig) -> int:
