@@ -8,6 +8,11 @@ pass emits) reads the weight as stored: 1.2-2x faster per matmul on this project
 ``weight`` (training, tied embeddings, checkpoints, ``.to()``) and its name; the packed copy is a plain attribute,
 rebuilt when the weight changes (its version counter) and bypassed whenever it cannot apply (CUDA, autograd,
 autocast, a dtype other than the weight's), where ``nn.Linear.forward`` runs as before.
+
+The version counter sees every change made through torch: an in-place op or ``copy_`` under ``torch.no_grad()``,
+``load_state_dict``, an optimizer step, a new ``Parameter``. A write through ``weight.data`` does not bump it
+(``.data`` is the tensor autograd is not told about), so the packed copy would go stale; edit weights under
+``torch.no_grad()`` instead, or call :func:`forget_packed` after such a write.
 """
 from __future__ import annotations
 
@@ -57,6 +62,14 @@ class PackedWeight:
             with torch.no_grad():
                 self._packed = torch.ops.mkldnn._reorder_linear_weight(w.detach(), None)
             self._packed_key = key
+
+
+def forget_packed(module: nn.Module) -> None:
+    """Drop the packed copies under ``module``, so that each is rebuilt from its weight at its next call (after a
+    write the version counter did not see, such as one through ``weight.data``)."""
+    for sub in module.modules():
+        if isinstance(sub, PackedWeight):
+            sub._packed = sub._packed_key = None
 
 
 def packable(module: nn.Module) -> bool:

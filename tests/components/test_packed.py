@@ -65,6 +65,18 @@ def test_an_in_place_weight_update_repacks():
     torch.testing.assert_close(lin(x), F.linear(x, lin.weight, lin.bias))
 
 
+def test_a_write_through_data_is_not_seen_until_the_packed_copies_are_forgotten():
+    # .data has its own version counter (autograd is not told), so the copy goes stale: documented, and
+    # forget_packed rebuilds every copy under a module at its next call
+    lin = packed_linear()
+    x = torch.randn(3, 48)
+    lin(x)
+    lin.weight.data.copy_(torch.randn(80, 48))
+    assert not torch.allclose(lin(x), F.linear(x, lin.weight, lin.bias), atol=1e-3)   # stale, as documented
+    packed.forget_packed(nn.Sequential(nn.ReLU(), lin))
+    torch.testing.assert_close(lin(x), F.linear(x, lin.weight, lin.bias))
+
+
 def test_autograd_and_autocast_take_the_plain_path():
     lin = packed_linear().requires_grad_(True)
     x = torch.randn(4, 48)
