@@ -10,7 +10,7 @@ from typing import Any, Callable
 import torch
 
 from draftsmith.assembler.build import build_draft, build_target, held_layers, rule_set
-from draftsmith.assembler.checkpoint import checkpoint_folder, list_tensors, regular_file
+from draftsmith.assembler.checkpoint import checkpoint_folder, list_tensors, read_tensors, regular_file
 from draftsmith.assembler.detect import swap_note
 from draftsmith.assembler.config import (draft_hf_config, flatten_draft_config, has_recurrent_layers, read_config,
                                          read_raw_config, stop_ids, target_hf_config)
@@ -27,6 +27,7 @@ from draftsmith.specs.loader import load_spec
 from draftsmith.specs.schema import Spec
 
 TARGET_RULES = RuleSet([], ignore=[r"rotary_emb\.inv_freq$"])
+TIED_HEAD = "lm_head.weight"   # a tied target's files may hold it too (ignored by plan_target's rules)
 
 
 def spec_relative(spec: Spec, ref: str | Path) -> Path:
@@ -147,8 +148,30 @@ def plan_target(folder: Path, registry: Registry, backend) -> tuple[PlannedLoad,
     return plan_module(model, folder, rules, spec=f"target ({cfg.model_type})"), cfg
 
 
+def check_tied_head(planned: PlannedLoad, model) -> None:
+    """A tied target (tie_word_embeddings) whose files also hold an lm_head.weight (dropped by the ignore rule) is
+    refused when that head differs from the loaded embedding: transformers 5 then keeps the head (it does not
+    tie), transformers 4 ties it to the embedding, so no reading is the target's own. Equal tensors (a tied
+    checkpoint that saved the head too) load as tied. Reads that one tensor, only when it is there; the embedding
+    is the one ``fill`` loaded, compared at the loaded dtype (as transformers 5 compares them)."""
+    if not getattr(model, "tie", False) or TIED_HEAD not in planned.plan.ignored:
+        return
+    embed = model.model.embed_tokens.weight
+    embed_name = planned.plan.sources.get("model.embed_tokens.weight", "model.embed_tokens.weight")
+    head = read_tensors(planned.infos, [TIED_HEAD])[TIED_HEAD]
+    if head.shape == embed.shape and torch.equal(head.to(device=embed.device, dtype=embed.dtype), embed):
+        return
+    shapes = "" if head.shape == embed.shape else f" (shapes {list(head.shape)} and {list(embed.shape)})"
+    raise CheckpointError(planned.infos[TIED_HEAD].file, (
+        f"holds {TIED_HEAD} and {embed_name} with different values{shapes}, but the target's config has "
+        f"tie_word_embeddings true: transformers 5 keeps {TIED_HEAD} as the output head (it does not tie them), "
+        f"transformers 4 ties the head to {embed_name} and drops {TIED_HEAD}. Choose one: set tie_word_embeddings "
+        f"false in config.json to use {TIED_HEAD}, or remove {TIED_HEAD} from the file to use the embedding"))
+
+
 def fill_target(planned: PlannedLoad, *, dtype: torch.dtype, device: str):
     model = fill(planned, dtype=dtype, device=device)
+    check_tied_head(planned, model)
     model.tie_weights()  # assign=True replaced embed_tokens.weight; lm_head follows it again
     materialize(model, device)
     return model.eval()

@@ -51,3 +51,73 @@ def test_a_text_config_object_in_a_llama_config_is_ignored_as_transformers_ignor
         assert res.exit_code == 0, res.output
         outs.append(re.search(r"^output .*$", res.stdout, re.M).group(0))
     assert outs[0] == outs[1]
+
+
+# --- 2. a tied target whose files hold an lm_head.weight ---------------------------------------------------------------
+
+def tied_with_head(root, head_of):
+    """A tied target (tie_word_embeddings: true, no lm_head.weight saved), and a copy whose file also holds
+    lm_head.weight = head_of(the embedding)."""
+    from safetensors.torch import load_file
+
+    from draftsmith.assembler.checkpoint import save_safetensors
+
+    plain = write_target(root / "plain", **SMALL, tie_word_embeddings=True)
+    shutil.copytree(plain, root / "head")
+    tensors = load_file(plain / "model.safetensors")
+    assert "lm_head.weight" not in tensors
+    tensors["lm_head.weight"] = head_of(tensors["model.embed_tokens.weight"])
+    save_safetensors(tensors, root / "head")
+    return plain, root / "head"
+
+
+def load(folder):
+    import torch
+
+    from draftsmith.assembler.assemble import load_target
+    from draftsmith.components import backends
+    from draftsmith.registry import default_registry
+
+    return load_target(folder, default_registry(), backends.sdpa, dtype=torch.float32, device="cpu")[0]
+
+
+def test_a_tied_target_whose_file_holds_another_lm_head_is_refused_naming_both_readings(tmp_path):
+    """transformers 5 keeps such a head ('both are present with different values, so we will NOT tie them'),
+    transformers 4 ties it: the ignore rule dropped it silently and draftsmith decoded with the embedding."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from draftsmith.errors import CheckpointError
+
+    _, folder = tied_with_head(tmp_path, lambda e: e * 0.5)
+    with pytest.raises(CheckpointError) as err:
+        load(folder)
+    msg = str(err.value)
+    assert msg.startswith(str(folder / "model.safetensors")), msg
+    for part in ("lm_head.weight and model.embed_tokens.weight with different values", "tie_word_embeddings true",
+                 "transformers 5 keeps lm_head.weight", "transformers 4 ties", "set tie_word_embeddings false",
+                 "remove lm_head.weight from the file"):
+        assert part in msg, msg
+    hf = AutoModelForCausalLM.from_pretrained(folder)    # the transformers installed here (5) keeps the head
+    assert not torch.equal(hf.lm_head.weight, hf.model.embed_tokens.weight)
+
+
+def test_a_tied_target_that_also_saved_its_head_loads_reading_only_that_tensor_more(tmp_path, monkeypatch):
+    """The head equal to the embedding (a tied checkpoint that saved both): loads as the folder without it, tied;
+    the one extra tensor read is lm_head.weight, and a folder without it reads nothing extra."""
+    import torch
+
+    from draftsmith.assembler import assemble as assemble_module
+
+    plain, folder = tied_with_head(tmp_path, lambda e: e.clone())
+    read = []
+    real = assemble_module.read_tensors
+    monkeypatch.setattr(assemble_module, "read_tensors", lambda infos, names, **kw: (
+        read.append(list(names)) or real(infos, names, **kw)))
+    models = [load(plain), load(folder)]
+    assert read == [["lm_head.weight"]]
+    ids = torch.tensor([[1, 5, 9, 30]])
+    pos = torch.arange(4)[None]
+    logits = [m.logits(m(ids, pos)[0]) for m in models]
+    assert torch.equal(logits[0], logits[1])
+    assert models[1].lm_head.weight is models[1].model.embed_tokens.weight
