@@ -6,11 +6,15 @@ can name is read the way transformers reads it). What draftsmith owns is how the
 rotates the two halves of each head, ``interleaved`` rotates adjacent pairs (Mistral-native / GPT-J order).
 
 Limit: the frequencies are fixed at load time. transformers recomputes ``dynamic`` (NTK) frequencies once a
-sequence passes ``max_position_embeddings`` and switches ``longrope`` factors past
-``original_max_position_embeddings``; beyond those lengths such targets are not at parity with transformers.
+sequence passes ``max_position_embeddings`` (a call past it is refused: the target's context) and switches
+``longrope`` to its long factors once a forward reaches past ``original_max_position_embeddings``, per forward (a
+prefill longer than it rotates every prompt token with the long factors). draftsmith keeps the short factors, so
+a call on a longrope target whose prompt + max_new_tokens passes that length is refused before any forward
+(:func:`position_problems`, which the decoding engine asks), rather than decoding differently from transformers.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Literal
 
 import torch
@@ -68,6 +72,42 @@ class Rotary(nn.Module):
         fused."""
         return kernel(fused.rope_kv, self.fused)(q, k, v, pos, *self._angles(pos))
 
+    def parity_limit(self) -> int | None:
+        """Positions this rotation shares with transformers' at most: a longrope config's
+        original_max_position_embeddings (past it transformers takes the long factors); None for every other
+        rope type (their frequencies hold up to the context, max_position_embeddings)."""
+        params = getattr(self.config, "rope_parameters", None) or {}
+        if not isinstance(params, Mapping) or params.get("rope_type") != "longrope":
+            return None
+        limit = params.get("original_max_position_embeddings")   # transformers' standardized config states it
+        return int(limit) if isinstance(limit, (int, float)) and not isinstance(limit, bool) else None
+
     def _angles(self, pos: torch.Tensor) -> tuple[torch.Tensor, float, bool]:
         # what the rotation functions take after the tensors: frequencies on pos's device, scale, pair layout
         return self.inv_freq.to(pos.device), self.scale, self.style == "interleaved"
+
+
+def position_limit(model: nn.Module) -> int | None:
+    """The fewest positions any rotary embedding of ``model`` is at parity with transformers for (see
+    :meth:`Rotary.parity_limit`), or None."""
+    found = [n for m in model.modules() if isinstance(m, Rotary) and (n := m.parity_limit()) is not None]
+    return min(found, default=None)
+
+
+def position_problems(model: nn.Module, longest: int, max_new_tokens: int) -> list[str]:
+    """A call whose longest prompt + max_new_tokens passes a longrope target's original_max_position_embeddings,
+    as a problem ([] when it fits). transformers switches to the long factors once a forward reaches past it (per
+    forward: a prefill past it rotates the whole prompt with them); draftsmith keeps the short factors, which
+    would decode differently from transformers there. Counted like the context (prompt + max_new_tokens within
+    it: one token fewer than transformers' own switch allows, whose last new token is never fed); the draft
+    tree's positions past the last new token never decide a committed token, so they are not counted."""
+    limit = position_limit(model)
+    if limit is None or longest + max_new_tokens <= limit:
+        return []
+    why = (f"the target's longrope original_max_position_embeddings is {limit} (rope_parameters / rope_scaling in "
+           "its config.json): past it transformers rotates with the long factors, which draftsmith does not compute")
+    if longest >= limit:
+        return [f"a {longest}-token prompt + max_new_tokens {max_new_tokens} runs past {limit} positions: {why}; "
+                f"prompts of at most {limit - 1} tokens fit"]
+    return [f"max_new_tokens is {max_new_tokens}: with a {longest}-token prompt it runs past {limit} positions: "
+            f"{why}; at most {limit - longest} new tokens fit"]

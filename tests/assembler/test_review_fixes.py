@@ -121,3 +121,62 @@ def test_a_tied_target_that_also_saved_its_head_loads_reading_only_that_tensor_m
     logits = [m.logits(m(ids, pos)[0]) for m in models]
     assert torch.equal(logits[0], logits[1])
     assert models[1].lm_head.weight is models[1].model.embed_tokens.weight
+
+
+# --- 1. longrope past original_max_position_embeddings --------------------------------------------------------------
+
+ORIGINAL = 32   # the longrope target's original_max_position_embeddings (its context stays 512)
+
+
+@pytest.fixture(scope="module")
+def longrope(pair, tmp_path_factory):
+    """The pair's target with longrope scaling (transformers-4 style rope_scaling, as Phi-3 writes it), assembled
+    with the pair's draft, and transformers' own model of that folder."""
+    import draftsmith
+    from transformers import AutoModelForCausalLM
+
+    target, draft = pair
+    half = SMALL["hidden_size"] // SMALL["num_attention_heads"] // 2
+
+    def edit(cfg):
+        cfg.pop("rope_parameters", None)
+        cfg["rope_theta"] = 10000.0
+        cfg["rope_scaling"] = {"rope_type": "longrope", "short_factor": [1.0] * half, "long_factor": [4.0] * half,
+                               "original_max_position_embeddings": ORIGINAL}
+    folder = edited(target, tmp_path_factory.mktemp("longrope") / "target", edit)
+    model = draftsmith.assemble("eagle3-llama", target=folder, draft=draft, device="cpu", dtype="float32")
+    return model, AutoModelForCausalLM.from_pretrained(folder).eval()
+
+
+def prompt(n):
+    return [(i * 7) % SMALL["vocab_size"] for i in range(n)]
+
+
+def test_a_longrope_call_that_fits_original_max_position_embeddings_decodes_as_transformers(longrope):
+    import torch
+
+    model, hf = longrope
+    ids = prompt(ORIGINAL - 6)        # prompt + max_new_tokens = original_max_position_embeddings
+    want = hf.generate(torch.tensor([ids]), max_new_tokens=6, do_sample=False)[0, len(ids):].tolist()
+    assert model.generate_baseline(ids, max_new_tokens=6).token_ids == want
+    assert model.generate(ids, max_new_tokens=6).token_ids == want
+
+
+@pytest.mark.parametrize("call", ["generate", "generate_baseline"])
+@pytest.mark.parametrize("length, new, fit", [(ORIGINAL - 6, 7, "at most 6 new tokens fit"),
+                                              (ORIGINAL + 8, 2, f"prompts of at most {ORIGINAL - 1} tokens fit")])
+def test_a_longrope_call_past_original_max_position_embeddings_is_refused_before_any_forward(
+        longrope, monkeypatch, call, length, new, fit):
+    """transformers rotates with the long factors once a forward reaches past original_max_position_embeddings
+    (a prefill past it: the whole prompt); draftsmith's factors are fixed at load (the short ones), so such a call
+    decoded differently from transformers, silently. It is refused, naming the field and the limit."""
+    from draftsmith.decoding import engine
+    from draftsmith.errors import ArgumentError
+
+    model, _ = longrope
+    monkeypatch.setattr(engine, "prefill", lambda *a, **k: pytest.fail("a forward ran"))
+    with pytest.raises(ArgumentError) as err:
+        getattr(model, call)(prompt(length), max_new_tokens=new)
+    msg = str(err.value)
+    assert msg.startswith(f"{call}(): 1 problem"), msg
+    assert f"longrope original_max_position_embeddings is {ORIGINAL}" in msg and fit in msg, msg
