@@ -25,6 +25,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from draftsmith import limits
+from draftsmith.components.rope import position_problems
 from draftsmith.errors import ArgumentError, Problem, short
 from draftsmith.specs.resolve import decoding_problems
 from draftsmith.specs.schema import Decoding, validate_strict
@@ -299,6 +300,9 @@ def check_call(model: Any, prompt: Any, *, max_new_tokens: Any = 64, temperature
     overridden(model.spec.decoding, dict(topk=topk, steps=steps, draft_tokens=draft_tokens, mode=mode), problems,
                draft_vocab=draft_vocab)
     problems += context_problems(prompts, max_new_tokens, context)
+    if prompts and _is_int(max_new_tokens) and max_new_tokens >= 1:   # else refused on their own
+        # positions past those the target's rotary embedding computes as transformers does (a longrope target)
+        problems += position_problems(model.target, max(map(len, prompts)), int(max_new_tokens))
     problems += placement_problems(model)
     if problems:
         raise ArgumentError(what, problems)

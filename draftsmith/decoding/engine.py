@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 import torch
 
 from draftsmith.components.fused import kernel
-from draftsmith.components.rope import position_problems
 from draftsmith.decoding.drafter import TreeExpander
 from draftsmith.decoding.fixed import (
     accepted_rows, draft_tree_fixed, greedy_verify_fixed, safe_logprobs, safe_probs, sample, sample_verify_fixed,
@@ -28,7 +27,6 @@ from draftsmith.decoding.sampling import target_probs
 from draftsmith.decoding.static_pool import StaticKVPool, fixed_kv
 from draftsmith.decoding.stats import Stats
 from draftsmith.decoding.tree import chain_tree
-from draftsmith.errors import ArgumentError
 
 
 @dataclass
@@ -310,16 +308,8 @@ def _draws(s: Settings, B: int, n: int, device) -> torch.Tensor:
     return s.uniforms(B, n, device=device) if s.temperature > 0 else torch.empty(B, 0, device=device)
 
 
-def check_positions(target: TargetRunner, prompts: list[list[int]], s: Settings, what: str) -> None:
-    """Before any forward: a call past the positions the target's rotary embedding shares with transformers (a
-    longrope target past original_max_position_embeddings, rope.position_problems) is an ArgumentError."""
-    if problems := position_problems(target.model, max(map(len, prompts)), s.max_new_tokens):
-        raise ArgumentError(what, problems)
-
-
 def speculative(target: TargetRunner, draft: DraftRunner, prompts: list[list[int]], plan: Plan,
                 s: Settings) -> tuple[list[Seq], Stats]:
-    check_positions(target, prompts, s, "generate()")
     stats, t0 = Stats(mode=plan.mode, accepted_per_position=[0] * plan.steps), time.perf_counter()
     target.stats = draft.stats = stats
     seqs = [Seq(list(p)) for p in prompts]
@@ -349,7 +339,6 @@ def speculative(target: TargetRunner, draft: DraftRunner, prompts: list[list[int
 
 
 def baseline(target: TargetRunner, prompts: list[list[int]], s: Settings) -> tuple[list[Seq], Stats]:
-    check_positions(target, prompts, s, "generate_baseline()")
     stats, t0 = Stats(mode="baseline"), time.perf_counter()
     target.stats = stats
     seqs = [Seq(list(p)) for p in prompts]

@@ -53,12 +53,14 @@ def test_a_numpy_integer_seed_samples_like_the_same_int(pairs, how):
 
 
 def test_a_tiny_temperature_samples_the_argmax(f32):
-    """temperature 1e-39 passes the checks (finite, > 0); target_probs divides float32 logits by it first, the
-    quotient overflows to inf and softmax gives NaN, so every draw lands on the last token id instead of on the
-    target's argmax (the limit of the distribution as temperature -> 0)."""
-    assert target_probs(torch.tensor([1.0, 3.0, 2.0]), 1e-39).tolist() == [0.0, 1.0, 0.0]
+    """The smallest temperature the checks pass (float32's smallest normal number, 2**-126; below it float32 holds
+    it as 0 or a subnormal): target_probs divided float32 logits by such a value first, the quotient overflowed to
+    inf and softmax gave NaN, so every draw landed on the last token id instead of on the target's argmax (the
+    limit of the distribution as temperature -> 0)."""
+    assert target_probs(torch.tensor([1.0, 3.0, 2.0]), 2.0 ** -126).tolist() == [0.0, 1.0, 0.0]
+    assert target_probs(torch.tensor([1.0, 3.0, 2.0]), 1e-39).tolist() == [0.0, 1.0, 0.0]   # a subnormal too
     greedy = f32.generate_baseline([3, 1, 4], max_new_tokens=6, stop=[]).token_ids
-    kw = dict(max_new_tokens=6, temperature=1e-39, seed=1, stop=[])
+    kw = dict(max_new_tokens=6, temperature=2.0 ** -126, seed=1, stop=[])
     assert f32.generate_baseline([3, 1, 4], **kw).token_ids == greedy
     assert f32.generate([3, 1, 4], **kw, **TREE).token_ids == greedy
 
