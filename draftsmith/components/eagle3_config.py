@@ -115,7 +115,8 @@ def config_norm_output(cfg: Mapping[str, Any]) -> str | None:
 
 def resolve_taps(params, draft_config: Mapping[str, Any], target_layers: int,
                  notes: list[str] | None = None) -> tuple[int, ...]:
-    """Layer-INPUT indices (0..L) of the target, distinct, in order; SpecError otherwise."""
+    """Layer-INPUT indices (0..L) of the target, distinct, ascending (the order SGLang, vLLM and the EAGLE reference
+    concatenate them in, whatever order a config lists them in); SpecError otherwise."""
     at = "input" if params.aux_layers == "auto" else params.aux_layers.at
     ids, origin = (explicit_ids(params), "the spec") if explicit_ids(params) else config_ids(draft_config)
     path = "draft.fusion.aux_layers"
@@ -131,10 +132,12 @@ def resolve_taps(params, draft_config: Mapping[str, Any], target_layers: int,
     if len(taps) != count:
         problems.append(Problem("draft.fusion.num_aux", f"{count} aux states asked for but {origin} gives "
                                                         f"{short(ids)}"))
-    bad = [i for i in taps if not 0 <= i <= target_layers]
+    bad = [i for i, t in zip(ids, taps) if not 0 <= t <= target_layers]   # said as written, not as inputs
     if bad:
+        allowed = (f"-1..{target_layers - 1} (layer outputs; -1: the embedding's)" if at == "output" else
+                   f"0..{target_layers} (layer inputs; {target_layers}: the last layer's output)")
         problems.append(Problem(path, f"tap layers {short(bad)} (from {origin}, at {at}) are outside the target's "
-                                      f"{target_layers} layers", allowed=f"0..{target_layers}"))
+                                      f"{target_layers} layers", allowed=allowed))
     if dup := repeated(taps):
         problems.append(Problem(path, f"{short(ids)} (from {origin}, at {at}) names layer(s) {short(dup)} more "
                                       "than once; taps must be distinct",
@@ -142,7 +145,7 @@ def resolve_taps(params, draft_config: Mapping[str, Any], target_layers: int,
                                      "(the default needs at least 7)."))
     if problems:
         raise SpecError("draft fusion", problems)
-    return tuple(taps)
+    return tuple(sorted(taps))
 
 
 def _flag(params, name: str, cfg: Mapping[str, Any], notes: list[str]) -> bool:

@@ -145,7 +145,7 @@ def test_default_taps_are_refused_exactly_when_they_collide_or_leave_the_target(
     bad = len(set(taps)) < 3 or min(taps) < 0 or max(taps) >= L
     if not bad:
         fc = build_fusion(registry, eagle3_params(registry), L)
-        assert fc.taps == tuple(taps) and fc.in_features == 3 * 16
+        assert fc.taps == tuple(sorted(taps)) and fc.in_features == 3 * 16
         return
     with pytest.raises(draftsmith.SpecError) as info:
         build_fusion(registry, eagle3_params(registry), L)
@@ -171,7 +171,7 @@ def test_explicit_ids_that_collide_are_refused(L, data):
         if distinct:
             fc = build_fusion(registry, params, L, cfg)
             shift = 1 if at == "output" and cfg == {} else 0
-            assert fc.taps == tuple(i + shift for i in ids) and fc.in_features == len(ids) * 16
+            assert fc.taps == tuple(sorted(i + shift for i in ids)) and fc.in_features == len(ids) * 16
         else:
             with pytest.raises(draftsmith.SpecError, match="taps must be distinct") as info:
                 build_fusion(registry, params, L, cfg)
@@ -240,3 +240,24 @@ def test_inspect_lines_say_where_each_flag_came_from(registry):
     assert facts["fc_norm"] is True and facts["norm_before_fc"] is False
     assert "fc_norm: true (the spec)" in lines and "norm_before_fc: false (the draft config)" in lines
     assert "norm_before_residual: false (the spec; the weights cannot show it)" in lines
+
+
+def test_taps_listed_out_of_order_are_concatenated_in_layer_order_as_the_engines_do():
+    # SGLang, vLLM and the EAGLE reference collect aux states in the layer loop, whatever order a config lists them
+    # in; joined as listed, [5, 4, 2] fed the fusion permuted blocks (lossless, but acceptance fell silently)
+    registry = draftsmith.build_registry(entry_points=False)
+    listed = build_fusion(registry, eagle3_params(registry), 8, {"eagle_aux_hidden_state_layer_ids": [5, 4, 2]})
+    spec = build_fusion(registry, eagle3_params(registry, aux_layers={"ids": [5, 1, 3], "at": "output"}), 8)
+    assert listed.taps == (2, 4, 5) and spec.taps == (2, 4, 6)
+
+
+def test_a_tap_past_the_target_is_named_as_written_with_the_range_of_its_convention():
+    registry = draftsmith.build_registry(entry_points=False)
+    with pytest.raises(draftsmith.SpecError) as out:
+        build_fusion(registry, eagle3_params(registry, aux_layers={"ids": [1, 3, 8], "at": "output"}), 8)
+    assert "tap layers [8] (from the spec, at output)" in str(out.value)   # was [9], the layer input it means
+    assert "allowed: -1..7 (layer outputs; -1: the embedding's)" in str(out.value)
+    with pytest.raises(draftsmith.SpecError) as inp:
+        build_fusion(registry, eagle3_params(registry, aux_layers={"ids": [1, 3, 9], "at": "input"}), 8)
+    assert "tap layers [9]" in str(inp.value) and "allowed: 0..8 (layer inputs; 8: the last layer's output)" in str(
+        inp.value)
