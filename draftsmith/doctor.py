@@ -24,6 +24,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from draftsmith.errors import ArgumentError
 from draftsmith.specs.schema import Ref, Spec
 
 PROBES = (
@@ -270,6 +271,8 @@ def run_candidate(spec: Spec, changes, target, draft, probes, max_new_tokens, re
         try:
             s = changed_spec(spec, changes, registry) if changes else spec
             cand.measure = measure(assemble(s, target, draft, registry=registry, **load), probes, max_new_tokens)
+        except ArgumentError:   # the probes or the token count, whatever the reading: the caller's input, said once
+            raise
         except Exception as e:  # noqa: BLE001  a candidate that does not assemble is reported, not fatal
             cand.error = _first_line(e)
     return cand
@@ -287,6 +290,12 @@ def diagnose(spec: Spec | str | Path, target: str | Path | None = None, draft: s
     t0 = time.perf_counter()
     registry = registry or default_registry()
     spec = load_spec(spec, registry)
+    if (least := spec.decoding.steps + 2) > max_new_tokens:
+        # the first token comes from the prompt's forward; a whole chain step commits steps + 1 more
+        raise ArgumentError("diagnose()", [
+            f"max_new_tokens is {max_new_tokens}; measuring acceptance over the {spec.decoding.steps}-token chain of "
+            f"spec {spec.name!r} needs at least {least} (with fewer no whole step is measured, and tau is low "
+            "whatever the draft)"])
     from draftsmith.assembler.assemble import checkpoint_dir
 
     target, draft = checkpoint_dir(spec, target, "target"), checkpoint_dir(spec, draft, "draft")  # missing: raise
@@ -337,7 +346,7 @@ def min_tau_ok(min_tau: Any) -> bool:
 
 def check_min_tau(min_tau: Any) -> None:
     """An ArgumentError unless :func:`min_tau_ok`."""
-    from draftsmith.errors import ArgumentError, short
+    from draftsmith.errors import short
 
     if not min_tau_ok(min_tau):
         raise ArgumentError("diagnose()", [f"min_tau {short(min_tau)}: allowed a finite number >= 0"])

@@ -1,0 +1,31 @@
+"""doctor's own inputs (the second review, 2026-11-26): a token count too small to measure a whole chain step, and
+a call argument the target refuses, are bad input (exit 2) said once, not a low tau blamed on the draft or the spec."""
+import pytest
+from typer.testing import CliRunner
+
+from draftsmith.cli import app
+from draftsmith.doctor import diagnose
+from draftsmith.errors import ArgumentError
+
+
+@pytest.mark.parametrize("tokens", [1, 6])
+def test_fewer_tokens_than_one_whole_chain_step_are_refused_before_anything_loads(tokens, monkeypatch):
+    import draftsmith.doctor as doctor
+    monkeypatch.setattr(doctor, "run_candidate", lambda *a, **k: pytest.fail("a reading was measured"))
+    with pytest.raises(ArgumentError, match=f"max_new_tokens is {tokens}; .* 5-token chain of spec 'demo' needs at "
+                                            "least 7"):
+        diagnose("demo", max_new_tokens=tokens)
+    out = CliRunner().invoke(app, ["doctor", "--spec", "demo", "--max-new-tokens", str(tokens)])
+    assert out.exit_code == 2 and "needs at least 7" in out.output and "weak" not in out.output
+
+
+def test_a_call_argument_the_target_refuses_is_said_once_not_blamed_on_the_spec():
+    out = CliRunner().invoke(app, ["doctor", "--spec", "demo", "--max-new-tokens", "3000"])
+    assert out.exit_code == 2, out.output
+    assert out.output.count("runs past the target's context") == 1 and "does not load" not in out.output
+    assert "spec as given" not in out.output
+
+
+def test_seven_tokens_measure_a_whole_step():
+    dx = diagnose("demo", max_new_tokens=7, search=False)
+    assert dx.base.measure is not None and dx.base.tau > 2
