@@ -161,7 +161,7 @@ def test_generate_and_doctor_detect_the_spec_inspect_proposes_not_the_bare_famil
     res = CliRunner().invoke(app, ["generate", "--target", str(target), "--draft", str(src), "--token-ids", "1,2",
                                    "--max-new-tokens", "4", "--no-compare"])
     assert res.exit_code == 0 and "spec eagle3-llama (detected: " in res.output, res.output
-    doc = CliRunner().invoke(app, ["doctor", str(target), str(src), "--max-new-tokens", "4", "--no-search"])
+    doc = CliRunner().invoke(app, ["doctor", str(target), str(src), "--max-new-tokens", "7", "--no-search"])
     assert doc.exit_code in (0, 1) and "spec eagle3-llama (detected: " in doc.output, doc.output
     assert "does not load" not in doc.output   # the family spec's offset reading refused this map
 
