@@ -30,6 +30,7 @@ class ConfigStyle:
     fixed: Mapping[str, Any] = field(default_factory=dict)    # written as is, never read back as facts
     ids_at: str = IDS                                    # dotted path where the aux ids are written
     norm_output: Mapping[bool, str] = field(default_factory=dict)  # config bool -> spec term (absent: dropped)
+    unsaid: str | None = None   # the norm_output term every reader takes from an absent key (convert leaves it out)
 
 
 EAGLE_FIELDS = ("draft_vocab_size", "target_hidden_size", IDS, "norm_before_residual", "norm_before_fc", "fc_norm",
@@ -37,7 +38,7 @@ EAGLE_FIELDS = ("draft_vocab_size", "target_hidden_size", IDS, "norm_before_resi
 
 STYLES: dict[str, ConfigStyle] = {s.name: s for s in (
     ConfigStyle("hf", "config.json", fixed={"architectures": ["LlamaForCausalLM"], "model_type": "llama"},
-                ids_at=f"eagle_config.{IDS}", norm_output={True: "head", False: "none"}),
+                ids_at=f"eagle_config.{IDS}", norm_output={True: "head", False: "none"}, unsaid="head"),
     ConfigStyle("speculators", "config.json", nest="transformer_layer_config", outer=EAGLE_FIELDS,
                 fixed={"architectures": ["Eagle3Speculator"], "speculators_model_type": "eagle3",
                        "speculators_version": "0.1.0",

@@ -243,7 +243,13 @@ def _convert(src: str | Path, layout: Layout, out: Path) -> dict[str, Any]:
     facts.pop("rope_interleave", None)
     if holds_any_key and (rope != "neox" or order != "neox"):  # say the order where it is not Llama's
         facts["rope_interleave"] = order == "interleaved"
-    config = from_facts(facts, STYLES[layout.config])
+    style, src_style = STYLES[layout.config], style_of(src, found.config)
+    config = from_facts(facts, style)
+    # hf norm_output=true is SpecForge's "head", but vLLM / TensorRT-LLM read it as EAGLE 3.1's fed-back norm; an
+    # absent key is "head" to all of them: written only where the source config itself said it, in this style
+    if style.unsaid is not None and facts.get("norm_output") == style.unsaid and not (
+            src_style is style and to_facts(found.config, src_style).get("norm_output") == style.unsaid):
+        config.pop("norm_output", None)
     try:
         (out / STYLES[layout.config].file).write_text(json.dumps(config, indent=2) + "\n")
         save_safetensors(written, out, layout.weights)
