@@ -2,6 +2,7 @@
 test names the mutants it catches (file:line before -> after)."""
 import dataclasses
 import logging
+import threading
 from pathlib import Path
 
 import pytest
@@ -19,9 +20,11 @@ from draftsmith.assembler.models import DraftModel
 from draftsmith.assembler.parts import LayerRecipe
 from draftsmith.components import backends
 from draftsmith.components.weights import RuleSet
+from draftsmith.decoding.model import SpeculativeModel
 from draftsmith.decoding.modes import choose_mode
 from draftsmith.errors import CheckpointError
 from draftsmith.specs.loader import parse_spec
+from draftsmith.testing import write_eagle1, write_target
 
 BUILTIN = Path(draftsmith.__file__).parent / "specs" / "builtin"
 RAW = {"hidden_size": 32, "intermediate_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
@@ -208,3 +211,45 @@ def test_only_auto_falling_back_from_a_tree_logs_why(caplog, mode, topk, logged)
     with caplog.at_level(logging.INFO, logger="draftsmith"):
         assert choose_mode(mode, topk, 3, 4, 2, False).mode == "v1"
     assert ("draftsmith: " in caplog.text) == logged
+
+
+# ---- decoding/model.py -------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """A one-layer Llama target with the byte tokenizer and its EAGLE-1 draft, assembled."""
+    root = tmp_path_factory.mktemp("tiny")
+    write_target(root / "t", "llama", num_hidden_layers=1, hidden_size=32, intermediate_size=64, tokenizer=True)
+    write_eagle1(root / "d", root / "t")
+    return draftsmith.assemble("eagle1-llama", target=root / "t", draft=root / "d")
+
+
+def test_generate_and_the_baseline_make_64_tokens_unless_told(tiny):
+    # catches model.py:42 generate(max_new_tokens=64) -> 65 / 63, :75 generate_baseline(max_new_tokens=64) -> 65 / 63
+    assert len(tiny.generate([104, 105], stop=[]).token_ids) == 64
+    assert len(tiny.generate_baseline([104, 105], stop=[]).token_ids) == 64
+
+
+def test_sampling_cuts_no_tokens_by_rank_unless_told(tiny):
+    # catches model.py:43 generate(top_k=0) -> 1, :76 generate_baseline(top_k=0) -> 1 (top_k=1 samples greedily)
+    for call in (tiny.generate, tiny.generate_baseline):
+        drawn = call([104, 105], 8, 50.0, seed=3, stop=[]).token_ids
+        assert drawn == call([104, 105], 8, 50.0, seed=3, top_k=0, stop=[]).token_ids
+        assert drawn != call([104, 105], 8, 50.0, seed=3, top_k=1, stop=[]).token_ids
+
+
+def test_a_model_is_not_recurrent_unless_told_and_hides_its_pools_and_lock(tiny):
+    # catches model.py:32 recurrent=False -> True (a tree plan fell back to a chain), :36 and :39 field(repr=False)
+    # -> True and field(compare=False) -> True for _runners_cache and _lock
+    made = SpeculativeModel(tiny.target, tiny.draft, tiny.spec, tiny.tokenizer, tiny.stop_ids, tiny.draft_embed,
+                            tiny.draft_head)
+    assert made.recurrent is False and made.plan(topk=4).mode == "v2"
+    tiny.generate_baseline([1], 2, stop=[])   # the cache holds a pair of runners
+    assert tiny._runners_cache and "_runners_cache" not in repr(tiny) and "_lock" not in repr(tiny)
+    assert tiny == dataclasses.replace(tiny, _runners_cache={}, _lock=threading.Lock())
+
+
+def test_output_text_leaves_out_special_tokens(tiny):
+    # catches model.py:140 decode(ids, skip_special_tokens=True) -> False ("hi</s>")
+    hi = tiny.tokenizer.encode("hi", add_special_tokens=False)
+    assert tiny._decode([*hi, tiny.tokenizer.eos_token_id]) == "hi"
