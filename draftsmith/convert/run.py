@@ -251,7 +251,7 @@ def _convert(src: str | Path, layout: Layout, out: Path) -> dict[str, Any]:
             src_style is style and to_facts(found.config, src_style).get("norm_output") == style.unsaid):
         config.pop("norm_output", None)
     try:
-        (out / STYLES[layout.config].file).write_text(json.dumps(config, indent=2) + "\n")
+        (out / style.file).write_text(json.dumps(config, indent=2) + "\n")
         save_safetensors(written, out, layout.weights)
     except (OSError, SafetensorError) as e:   # a full or read-only disk: said, and what was written removed
         why = getattr(e, "strerror", None) or short_text(str(e), 300)

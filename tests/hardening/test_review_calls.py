@@ -36,8 +36,7 @@ def test_calls_from_several_threads_take_turns_and_each_equals_target_only(model
     for t in threads:
         t.join()
     assert not errors, errors
-    assert {k: v for k, v in got.items()} == {(i, fn): ref[i] for i in range(len(prompts))
-                                              for fn in ("generate", "generate_baseline")}
+    assert got == {(i, fn): ref[i] for i in range(len(prompts)) for fn in ("generate", "generate_baseline")}
 
 
 @pytest.mark.parametrize("temperature", [1e-46, 5e-324, 2.0 ** -127])
