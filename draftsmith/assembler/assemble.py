@@ -12,7 +12,7 @@ import torch
 from draftsmith.assembler.build import build_draft, build_target, held_layers, rule_set
 from draftsmith.assembler.checkpoint import checkpoint_folder, list_tensors, read_tensors, regular_file
 from draftsmith.assembler.detect import swap_note
-from draftsmith.assembler.config import (draft_hf_config, flatten_draft_config, has_recurrent_layers, read_config,
+from draftsmith.assembler.config import (draft_hf_config, flatten_draft_config, read_config,
                                          read_raw_config, stop_ids, target_hf_config)
 from draftsmith.assembler.load import PlannedLoad, fill, materialize, plan_module
 from draftsmith.assembler.vocab import check_vocab_map
@@ -269,7 +269,7 @@ def assemble(spec: Spec | str | Path = "demo", target: str | Path | None = None,
     return SpeculativeModel(
         target=target_model, draft=draft_model.eval(), spec=spec, tokenizer=tokenizer, stop_ids=stops,
         draft_embed=embed, draft_head=head,
-        recurrent=has_recurrent_layers(target_cfg), device=device, dtype=dtype, draft_dtype=draft_dtype,
+        recurrent=target_model.recurrent, device=device, dtype=dtype, draft_dtype=draft_dtype,
     )
 
 

@@ -8,7 +8,8 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from draftsmith.assembler.config import flatten_draft_config, is_mla, target_hidden_width, text_config
+from draftsmith.assembler.config import (flatten_draft_config, has_recurrent_layers, is_mla, target_hidden_width,
+                                        text_config)
 from draftsmith.assembler.models import CausalLM, DraftModel
 from draftsmith.assembler.parts import LayerRecipe, Stacker
 from draftsmith.components.dims import Dims
@@ -34,7 +35,8 @@ def build_target(cfg, registry: Registry, backend: Callable) -> CausalLM:
     with torch.device("meta"):
         layers = [stack.layer(i, in_width=dims.hidden) for i in range(dims.layers)]
         apply_windows(cfg, layers, arch)  # as the type reads sliding_window (Llama: ignored, as transformers)
-        model = CausalLM(dims, layers, stack.norm(dims.hidden), bool(getattr(cfg, "tie_word_embeddings", False)))
+        model = CausalLM(dims, layers, stack.norm(dims.hidden), bool(getattr(cfg, "tie_word_embeddings", False)),
+                         recurrent=arch.recurrent or has_recurrent_layers(cfg))  # the type's, or its layer_types
         quantize_target(model, cfg)  # from the target's own quantization_config only (invariant 26)
     return model
 

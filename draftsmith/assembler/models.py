@@ -53,9 +53,11 @@ def run_layers(layers: Sequence[nn.Module], x: torch.Tensor, pos: torch.Tensor, 
 class CausalLM(nn.Module):
     """A Llama-family decoder LM (target)."""
 
-    def __init__(self, dims: Dims, layers: Sequence[nn.Module], final_norm: nn.Module, tie: bool):
+    def __init__(self, dims: Dims, layers: Sequence[nn.Module], final_norm: nn.Module, tie: bool,
+                 recurrent: bool = False):
         super().__init__()
         self.dims = dims
+        self.recurrent = recurrent  # has recurrent layers: its state cannot be rolled back (rules out spec v2)
         self.model = nn.Module()
         self.model.embed_tokens = nn.Embedding(dims.vocab, dims.hidden)
         self.model.layers = nn.ModuleList(layers)
