@@ -116,6 +116,24 @@ def hidden_norm_slot(spec: Spec, fc: nn.Module) -> bool:
     return has if want == "auto" else want
 
 
+def check_final_norm(spec: Spec, fc: nn.Module) -> None:
+    """Post-norm feedback (``draft.feed_back: post_norm``, or the fusion's resolved ``norm_output: feed_back``,
+    either one: an EAGLE 3.1 config upgrades a spec's pre_norm) feeds back the final norm's output, so a draft
+    without one (``norms.final: false``) would silently feed back the pre-norm state: refused, naming who asked."""
+    d = spec.draft
+    if d.norms.final:
+        return
+    asks = (["draft.feed_back: post_norm"] if d.feed_back == "post_norm" else []) + (
+        [f"{'the spec' if 'norm_output' in d.fusion.params else 'the draft config'}'s norm_output, read as "
+         "feed_back"] if getattr(fc, "norm_output", "head") == "feed_back" else [])
+    if asks:
+        raise SpecError(spec.source, [Problem(
+            "draft.norms.final", f"false, but {' and '.join(asks)} feeds the final norm's output back to the next "
+            "draft step; without a final norm that is the pre-norm state", found=False,
+            allowed="true (a final norm), or pre-norm feedback", hint="Set norms.final: true, or feed back the "
+            "pre-norm state (feed_back: pre_norm and the fusion's norm_output: head or none).")])
+
+
 def build_draft(spec: Spec, registry: Registry, *, draft_raw: Mapping[str, Any], draft_cfg, target_cfg,
                 canonical_names: list[str], backend: Callable) -> DraftModel:
     d, dims = spec.draft, Dims.from_config(draft_cfg)
@@ -134,6 +152,7 @@ def build_draft(spec: Spec, registry: Registry, *, draft_raw: Mapping[str, Any],
         except SpecError as e:  # the fusion knows the rule; the error names the spec file the user wrote
             raise SpecError(spec.source, e.problems) from None
         hidden_norm = hidden_norm_slot(spec, fc)
+        check_final_norm(spec, fc)
         layers = []
         for i in range(layer_count(spec, canonical_names)):
             first = i == 0

@@ -120,12 +120,13 @@ def resolve_taps(params, draft_config: Mapping[str, Any], target_layers: int,
     at = "input" if params.aux_layers == "auto" else params.aux_layers.at
     ids, origin = (explicit_ids(params), "the spec") if explicit_ids(params) else config_ids(draft_config)
     path = "draft.fusion.aux_layers"
-    if ids is None:
+    if ids is None:   # at: output has no ids to apply to (SGLang's output default names the same layers)
+        unused = "; the spec's aux_layers.at: output has no ids to apply to" if at == "output" else ""
         ids, at = default_taps(target_layers), "input"
         origin = f"the default [2, L//2, L-3] for a {target_layers}-layer target"
         if notes is not None:
             notes.append(f"aux layers: the draft config names no {KEY} / target_layer_ids, so the taps are {origin}: "
-                         f"{ids} (layer inputs)")
+                         f"{ids} (layer inputs){unused}")
     count = aux_count(params, draft_config)
     taps = [i + 1 if at == "output" else i for i in ids]
     problems = []

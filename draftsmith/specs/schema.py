@@ -102,7 +102,9 @@ class Draft(Frozen):
     norm: Ref = Ref(kind="rms")
     norms: Norms = Norms()
     fusion: Ref
-    feed_back: Literal["pre_norm", "post_norm"] = "pre_norm"   # hidden state fed to the next draft step
+    # hidden state fed to the next draft step; post-norm also when the fusion's norm_output resolves to feed_back
+    # (an EAGLE 3.1 config upgrades pre_norm), which needs norms.final: true
+    feed_back: Literal["pre_norm", "post_norm"] = "pre_norm"
     vocab: Vocab = Vocab()
     share: Share = Share()
 

@@ -53,6 +53,7 @@ def test_ids_resolve_spec_then_eagle_config_then_top_level_then_target_layer_ids
     if want is None:  # the default is always layer inputs, and it is said
         assert facts.taps == tuple(sorted(default_taps(L)))
         assert sum("aux layers" in n for n in facts.notes) == 1
+        assert any("at: output has no ids" in n for n in facts.notes) == (at == "output")   # not dropped unsaid
     else:
         shift = 1 if at == "output" else 0          # the convention is the spec's, for config ids too
         assert facts.taps == tuple(sorted(i + shift for i in want))   # ascending, as the engines concatenate
