@@ -291,6 +291,17 @@ class FeatureStore:
     def rows(self, s: int) -> int:
         return shard_rows(self.shards[s])
 
+    def labels_in(self, kept: torch.Tensor) -> tuple[int, int]:
+        """(how many, of how many) of the target's next tokens past each window's first (what the TTT loss is
+        counted on) are in ``kept``, the draft's vocabulary as target ids; reads each shard's ``top`` alone."""
+        counted = total = 0
+        kept = kept.cpu()
+        for path in self.shards:
+            with safe_open(str(path), "pt") as f:
+                top = f.get_tensor("top")[:, 1:]
+            counted, total = counted + int(torch.isin(top, kept).sum()), total + top.numel()
+        return counted, total
+
     def batches(self, batch: int, seed: int, start: int = 0) -> Iterator[dict[str, torch.Tensor]]:
         """Endless batches: shards in a seeded order per epoch, windows shuffled inside a shard. ``start`` skips
         that many batches (resume lands on the batch an uninterrupted run would have seen). Shards added by an

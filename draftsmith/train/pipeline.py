@@ -3,9 +3,7 @@ one in ``out``, resumed) -> the target's features -> the TTT loop -> held-out ac
 from __future__ import annotations
 
 import json
-import shutil
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,6 +19,7 @@ from draftsmith.train.evaluate import PLANS, Acceptance, acceptance
 from draftsmith.train.features import (SOURCE, FeatureStore, distill_record, extract_with_log, made_for, read_meta,
                                        source_problem, target_fingerprint, windows_digest)
 from draftsmith.train.loop import STATE, TrainConfig, save_start, train
+from draftsmith.train.outdir import held, undone_on_failure
 from draftsmith.train.preflight import count, no_windows, preflight, skipped_note
 from draftsmith.train.resume import run_record, saved_state
 
@@ -82,6 +81,11 @@ def run(job: Job, console=None, log: Callable[[str], None] = print) -> dict[str,
     if (folder := hub.target_folder(job.target)) != Path(str(job.target)):   # a cached name: fetched once, and
         job.target = folder                                                   # its folder checked as any other
         preflight(job)
+    with held(Path(job.out)):   # one run at a time on an --out (a second is refused, naming it)
+        return run_held(job, console, log)
+
+
+def run_held(job: Job, console, log: Callable[[str], None]) -> dict[str, Acceptance]:
     out = Path(job.out)
     tok = read_tokenizer(Path(job.target))   # a CheckpointError names a tokenizer file transformers cannot read
     if job.eval_only:
@@ -123,6 +127,7 @@ def run(job: Job, console=None, log: Callable[[str], None] = print) -> dict[str,
     store = FeatureStore(feats)
     if bad := store_problems(store, model, job, fingerprint):
         raise TrainError(bad)
+    log(labels_note(store, model, out))
     if not SOURCE.keys() & store.meta.keys():
         log(f"features: {feats} does not record the target and windows they were made from (an older draftsmith "
             "wrote them), so they are used unchecked")
@@ -153,24 +158,6 @@ def source_check(job: Job, feats: Path, ids: torch.Tensor, distill: dict | None)
     return wins
 
 
-@contextmanager
-def undone_on_failure(out: Path, enabled: bool) -> Iterator[None]:
-    """What the block adds to ``out`` is removed again when it fails or is interrupted (``enabled``), so that the
-    next run is not refused for an --out holding a draft without trainer.pt, nor resumes a start it never
-    trained; an ``out`` it made and left empty goes too."""
-    existed = out.is_dir()
-    before = set(out.iterdir()) if existed else set()
-    try:
-        yield
-    except BaseException:
-        if enabled:
-            for p in (set(out.iterdir()) - before) if out.is_dir() else ():
-                shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
-            if not existed and out.is_dir() and not any(out.iterdir()):
-                out.rmdir()
-        raise
-
-
 def store_problems(store: FeatureStore, model, job: Job, fingerprint: dict) -> list[tuple[str, str]]:
     """The features training is about to read, against the draft as built and this run (whether extracted now
     or, with --max-windows 0, only read): the draft's taps, windows long enough for --ttt, the target and
@@ -184,6 +171,21 @@ def store_problems(store: FeatureStore, model, job: Job, fingerprint: dict) -> l
     if bad := source_problem(store.folder, meta, {"target": fingerprint, "bf16": job.config.bf16}):
         found.append(bad)
     return found
+
+
+def labels_note(store: FeatureStore, model, out: Path) -> str:
+    """What share of the features' positions the loss counts (the target's next token in the draft vocabulary);
+    none is a TrainError before the first step: every step would log loss 0.000 and train nothing."""
+    kept = model.draft.kept_ids()
+    counted, total = store.labels_in(kept)
+    if not counted:
+        raise TrainError([("", f"none of the {total} target next tokens in the features in {store.folder} is in the "
+                               f"draft's vocabulary of {len(kept)} ids, so the loss would count no position; "
+                               f"{out} holds that draft untrained: give a new --out with a draft whose vocabulary "
+                               "covers the data (--from-draft), or none (--draft-vocab takes the data's most frequent "
+                               "tokens)")])
+    return (f"labels: {counted} of {total} positions ({counted / total:.1%}) have the target's next token in the draft "
+            "vocabulary; the loss counts those")
 
 
 def resume_note(job: Job, model) -> str:
