@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any, Callable
 
 import torch
@@ -20,7 +21,7 @@ from draftsmith.components.targets import apply_windows
 from draftsmith.components.weights import RuleSet
 from draftsmith.errors import Problem, SpecError, short
 from draftsmith.registry import Registry
-from draftsmith.specs.resolve import resolve
+from draftsmith.specs.resolve import params_problems, resolve
 from draftsmith.specs.schema import Spec
 
 _LAYER = re.compile(r"^layers\.(\d+)\.")
@@ -47,7 +48,10 @@ def rule_set(spec: Spec, registry: Registry, config: Mapping[str, Any] | None = 
              for r in spec.weights.rules]
     ignore = list(spec.weights.ignore)
     if config is not None:
-        rules, ignore = bind_all(rules, ignore, config)
+        try:
+            rules, ignore = bind_all(rules, ignore, config)
+        except SpecError as e:   # the rule's dotted path, in the spec file the user wrote
+            raise SpecError(spec.source, e.problems) from None
     return RuleSet(rules, ignore)
 
 
@@ -85,6 +89,19 @@ def is_reduced(spec: Spec, draft_raw: Mapping[str, Any], names: Iterable[str], t
 def attention_name(spec: Spec, draft_raw: Mapping[str, Any]) -> str:
     kind = spec.draft.attention.kind
     return ("mla" if is_mla(flatten_draft_config(draft_raw)) else "gqa") if kind == "auto" else kind
+
+
+def attention_recipe(spec: Spec, registry: Registry, draft_raw: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """(name, params) of the draft's attention; for ``auto``, its params checked against the kind this checkpoint
+    gets (a SpecError at draft.attention naming the choice: load_spec could only check them against either)."""
+    name, params = attention_name(spec, draft_raw), spec.draft.attention.params
+    if spec.draft.attention.kind == "auto":
+        comp = registry.get("attention", name)
+        if problems := params_problems(comp.params, params, "draft.attention"):
+            why = "has" if name == "mla" else "has no"
+            raise SpecError(spec.source, [replace(p, message=f"{p.message} (kind auto is {name} for this draft: its "
+                                                             f"config {why} MLA fields)") for p in problems])
+    return name, params
 
 
 def owns_embedding(spec: Spec, hidden: int, target_hidden: int) -> bool:
@@ -138,12 +155,18 @@ def build_draft(spec: Spec, registry: Registry, *, draft_raw: Mapping[str, Any],
                 canonical_names: list[str], backend: Callable) -> DraftModel:
     d, dims = spec.draft, Dims.from_config(draft_cfg)
     _, fusion_params = resolve(registry, "fusion", d.fusion.kind, d.fusion.params)
-    recipe = LayerRecipe(layer=(d.layer.kind, d.layer.params), attention=(attention_name(spec, draft_raw),
-                         d.attention.params), mlp=(d.mlp.kind, d.mlp.params), norm=(d.norm.kind, d.norm.params))
+    recipe = LayerRecipe(layer=(d.layer.kind, d.layer.params), attention=attention_recipe(spec, registry, draft_raw),
+                         mlp=(d.mlp.kind, d.mlp.params), norm=(d.norm.kind, d.norm.params))
     stack = Stacker(registry, recipe, dims, backend)
     target_vocab = target_cfg.vocab_size
     reduced = is_reduced(spec, draft_raw, canonical_names, target_vocab)
     vd = int(draft_raw.get("draft_vocab_size") or target_vocab) if reduced else None
+    if reduced and d.share.lm_head == "target":
+        raise SpecError(spec.source, [Problem(
+            "draft.share.lm_head", f"target: the draft's vocabulary is reduced ({vd} of the target's {target_vocab} "
+            "ids, mapped by d2t), and the target's head ranks all of the target's", found="target",
+            allowed="draft (the draft's own lm_head.weight over its reduced vocabulary)",
+            hint="Or set draft.vocab.reduced: false for a draft that drafts over the target's whole vocabulary.")])
     with torch.device("meta"):
         try:
             fc = registry.build("fusion", d.fusion.kind, fusion_params, hidden=dims.hidden,
@@ -168,5 +191,8 @@ def build_draft(spec: Spec, registry: Registry, *, draft_raw: Mapping[str, Any],
         if owns_embedding(spec, dims.hidden, text_config(target_cfg).hidden_size):
             model.embed_tokens = nn.Embedding(target_vocab, dims.hidden)
         _, quant_params = resolve(registry, "quant", spec.quant.method, spec.quant.model_extra or {})
-        registry.build("quant", spec.quant.method, quant_params, module=model)  # the draft's own spec section only, never the target's config
+        try:   # the draft's own spec section only, never the target's config
+            registry.build("quant", spec.quant.method, quant_params, module=model)
+        except SpecError as e:   # the method knows the rule; the error names the spec file the user wrote
+            raise SpecError(spec.source, e.problems) from None
     return model

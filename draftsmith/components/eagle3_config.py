@@ -131,8 +131,11 @@ def resolve_taps(params, draft_config: Mapping[str, Any], target_layers: int,
     taps = [i + 1 if at == "output" else i for i in ids]
     problems = []
     if len(taps) != count:
-        problems.append(Problem("draft.fusion.num_aux", f"{count} aux states asked for but {origin} gives "
-                                                        f"{short(ids)}"))
+        asker = ("the spec's num_aux" if params.num_aux else "the draft config's num_aux_hidden_states"
+                 if config_value(draft_config, "num_aux_hidden_states") is not None else "the default")
+        problems.append(Problem("draft.fusion.num_aux", f"{count} aux states asked for by {asker} but {origin} "
+                                                        f"gives {short(ids)}",
+                                hint="" if params.num_aux else "A num_aux in the spec overrides the config's count."))
     bad = [i for i, t in zip(ids, taps) if not 0 <= t <= target_layers]   # said as written, not as inputs
     if bad:
         allowed = (f"-1..{target_layers - 1} (layer outputs; -1: the embedding's)" if at == "output" else

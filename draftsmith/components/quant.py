@@ -30,7 +30,7 @@ from torch.nn import functional as F
 from draftsmith import limits
 from draftsmith.components.targets import UnsupportedTarget
 from draftsmith.components.weights import pattern_problem
-from draftsmith.errors import short
+from draftsmith.errors import Problem, SpecError, short, short_list
 
 FP8 = torch.float8_e4m3fn
 FP8_MAX = torch.finfo(FP8).max
@@ -165,8 +165,21 @@ def quantize_modules(module: nn.Module, params: FP8Params) -> list[str]:
 
 
 def fp8(params: FP8Params, *, module: nn.Module | None = None, **_) -> list[str]:
-    """The registered quant method: quantizes the draft ``module`` it is given (never anything else)."""
-    return quantize_modules(module, params) if module is not None else []
+    """The registered quant method: quantizes the draft ``module`` it is given (never anything else). Patterns
+    that quantize no Linear of it are a SpecError at quant.modules (the section would be a silent no-op),
+    listing the canonical names they are searched in."""
+    if module is None:
+        return []
+    done = quantize_modules(module, params)
+    if not done:
+        linears = [n for n, m in module.named_modules() if isinstance(m, nn.Linear)]
+        raise SpecError("quant", [Problem(
+            "quant.modules", "quantize no Linear of the draft: the patterns are searched in canonical module names "
+            "(after the weight rules), not the checkpoint's" + (f", and quant.exclude {short(list(params.exclude))} "
+                                                                 "removes what they match" if params.exclude else ""),
+            found=list(params.modules), allowed=f"patterns matching some of: {short_list(linears, 12, 120)}",
+            hint=r"The default '^layers\.\d+\.' quantizes every decoder layer's Linear.")])
+    return done
 
 
 def stored_dtypes(module: nn.Module) -> dict[str, torch.dtype]:

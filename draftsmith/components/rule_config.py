@@ -12,8 +12,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from draftsmith.components.weights import RegexRule
-from draftsmith.errors import short
+from draftsmith.components.weights import RegexRule, pattern_problem
+from draftsmith.errors import Problem, SpecError, short, short_list, short_text, suggest
 
 PLACEHOLDER = re.compile(r"\$\{(\w+)\}")
 
@@ -22,13 +22,27 @@ def has_placeholders(text: str) -> bool:
     return PLACEHOLDER.search(text) is not None
 
 
+class Unbound(ValueError):
+    """A ``${key}`` the draft's config cannot fill: ``key``, and what the config holds there (None: absent)."""
+
+    def __init__(self, key: str, found: Any):
+        self.key, self.found = key, found
+        super().__init__(f"weight rule placeholder ${{{key}}} needs an integer or string '{key}' in the draft's "
+                         f"config, found {short(found)}")
+
+
+def bindable(config: Mapping[str, Any]) -> list[str]:
+    """The keys a placeholder can name: those holding an integer or a string."""
+    return sorted(k for k, v in config.items() if isinstance(v, (int, str)) and not isinstance(v, bool))
+
+
 def bind(text: str, config: Mapping[str, Any], *, pattern: bool) -> str:
-    """``text`` with each ``${key}`` replaced by ``config[key]`` (escaped for a regex when ``pattern``)."""
+    """``text`` with each ``${key}`` replaced by ``config[key]`` (escaped for a regex when ``pattern``); an
+    :class:`Unbound` for a key the config lacks or holds as anything but an integer or a string."""
     def value(m: re.Match) -> str:
         v = config.get(m.group(1))
         if isinstance(v, bool) or not isinstance(v, (int, str)):
-            raise ValueError(f"weight rule placeholder ${{{m.group(1)}}} needs an integer or string "
-                             f"'{m.group(1)}' in the draft's config.json, found {short(v)}")
+            raise Unbound(m.group(1), v)
         return re.escape(str(v)) if pattern else str(v).replace("\\", "\\\\")
     return PLACEHOLDER.sub(value, text)
 
@@ -48,4 +62,30 @@ def bind_rule(rule: Any, config: Mapping[str, Any]) -> Any:
 
 
 def bind_all(rules: Sequence[Any], ignore: Sequence[str], config: Mapping[str, Any]) -> tuple[list, list[str]]:
-    return [bind_rule(r, config) for r in rules], [bind(p, config, pattern=True) for p in ignore]
+    """Every rule and ignore pattern bound; a SpecError (source "weights") with one problem per item that cannot
+    be, at its dotted path (``weights.rules.N``, ``weights.ignore.N``): a key the config lacks, with the keys it
+    has, or a pattern the bound value makes invalid."""
+    problems: list[Problem] = []
+
+    def bound(path: str, fn, *args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except Unbound as e:
+            keys = bindable(config)
+            said = (f"the draft's config has no '{e.key}'" if e.key not in config else
+                    f"the draft's config holds {short(e.found)} at '{e.key}', not an integer or string")
+            problems.append(Problem(path, f"${{{e.key}}} cannot be bound: {said} (a Mistral params.json is read in "
+                                          "Hugging Face names)",
+                                    allowed=short_list(keys, 30, 600) if keys else "no key holds one",
+                                    hint=suggest(e.key, keys).strip()))
+        except ValueError as e:   # the bound text is no longer a valid pattern (RegexRule's and RuleSet's checks)
+            problems.append(Problem(path, f"bound to the draft's config it is refused: {short_text(str(e), 300)}"))
+
+    out = ([bound(f"weights.rules.{i}", bind_rule, r, config) for i, r in enumerate(rules)],
+           [bound(f"weights.ignore.{i}", bind, p, config, pattern=True) for i, p in enumerate(ignore)])
+    for i, p in enumerate(out[1]):
+        if p is not None and (why := pattern_problem(p)) is not None:
+            problems.append(Problem(f"weights.ignore.{i}", f"bound to the draft's config it is refused: {why}"))
+    if problems:
+        raise SpecError("weights", problems)
+    return out

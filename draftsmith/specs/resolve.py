@@ -34,7 +34,8 @@ SECTIONS: tuple[Section, ...] = (
     Section("quant", "quant", "method", "none", "none"),
 )
 RULES = Section("weights.rules", "weight_rule", "kind", None, "regex")
-AUTO_ATTENTION = "gqa"  # what `attention: {kind: auto}` params are checked against (MLA is chosen per checkpoint)
+AUTO_ATTENTION = "gqa"  # the reading of `attention: {kind: auto}` without a checkpoint (MLA is chosen per checkpoint)
+AUTO_CHOICES = ("gqa", "mla")   # its params must suit one of these; the assembler checks them against its choice
 AUTO_NOTE = "auto (mla when the draft config has MLA fields, else gqa)"
 
 
@@ -87,11 +88,14 @@ def check_ref(registry: Registry, ref: Any, where: Section, path: str | None = N
     if where.key not in ref and where.unnamed is None:
         return [Problem(f"{path}.{where.key}", "required field is missing", allowed=listing(registry, where.kind))]
     name = ref.get(where.key, where.unnamed)
-    lookup = AUTO_ATTENTION if (where.kind == "attention" and name == "auto") else name
-    comp = registry.components.get((where.kind, lookup)) if isinstance(lookup, str) else None
+    params = {k: v for k, v in ref.items() if k != where.key}
+    if where.kind == "attention" and name == "auto":   # params that suit gqa or mla (which one: per checkpoint)
+        found = [params_problems(comp.record.params, params, path) for choice in AUTO_CHOICES
+                 if (comp := registry.components.get((where.kind, choice))) is not None]
+        return min(found, key=len, default=[])
+    comp = registry.components.get((where.kind, name)) if isinstance(name, str) else None
     if comp is None:
         return [unknown_name(registry, where.kind, name, f"{path}.{where.key}")]
-    params = {k: v for k, v in ref.items() if k != where.key}
     return params_problems(comp.record.params, params, path)
 
 

@@ -148,8 +148,15 @@ def test_placeholders_bind_to_the_config_and_refuse_a_missing_key():
     assert rules.to_canonical("model.layers.2.self_attn.q_proj.weight")[0] is None   # the target's: ignored
     assert rules.to_canonical("model.layers.30.mlp.up_proj.weight")[0] is None       # 30 is not 3
     assert rules.from_canonical("fc.enorm.weight") == "model.layers.3.enorm.weight"
-    with pytest.raises(ValueError, match="needs an integer or string 'num_hidden_layers'"):
-        rule_set(spec, draftsmith.default_registry(), {"hidden_size": 8})
+    with pytest.raises(draftsmith.SpecError) as err:   # every unbound item, at its dotted path, in the spec file
+        rule_set(spec, draftsmith.default_registry(), {"hidden_size": 8, "num_layers": 3, "flag": True})
+    text = str(err.value)
+    assert text.startswith(spec.source) and "weights.rules.0: ${num_hidden_layers} cannot be bound: the draft's " \
+        "config has no 'num_hidden_layers'" in text and "allowed: 'hidden_size', 'num_layers'" in text
+    assert "Did you mean 'num_layers'?" in text and {p.path for p in err.value.problems} >= {"weights.rules.0",
+                                                                                              "weights.ignore.0"}
+    with pytest.raises(draftsmith.SpecError, match="holds True at 'num_hidden_layers', not an integer or string"):
+        rule_set(spec, draftsmith.default_registry(), {"num_hidden_layers": True})
 
 
 # --- MLA key cleanup and attention: auto, over random config dicts ------------------------------------------------
