@@ -1,13 +1,18 @@
 """The kinds of component the assembler asks for: how it calls each kind's factory and what it needs back.
 
 A :class:`~draftsmith.hooks.Component` of a kind not listed here is refused when its plugin registers (nothing
-would ever build it). ``params`` is the component's validated ``Params`` model; every other argument is a keyword.
-The registry calls the factory (``Registry.build``): an exception it raises, or a result of the wrong sort, becomes
-a :class:`~draftsmith.registry.ComponentFailed` naming the component, its plugin and this call.
+would ever build it), and so is one whose name a spec keeps for a choice of its own (``reserved``) or whose params
+model has a field named as the spec key that names the component (``key``). ``params`` is the component's
+validated ``Params`` model; every other argument is a keyword. The registry calls the factory
+(``Registry.build``): an exception it raises, or a result of the wrong sort (:meth:`Kind.problem`), becomes a
+:class:`~draftsmith.registry.ComponentFailed` naming the component, its plugin and this call; so does an
+exception from one of the result's ``methods`` when the assembler calls it later (a plugin rule's ``apply``), and
+an answer of another type than ``methods`` lists for it.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -16,29 +21,51 @@ class Kind:
     returns: str         # what it must return
     module: bool = True       # the result must be a torch.nn.Module (checked)
     none_ok: bool = False     # None is a valid result (a factory that works in place)
+    called: bool = False      # the result is itself called (an attention function)
+    methods: Mapping[str, tuple[type, ...]] = field(default_factory=dict)   # called later -> types it returns
+    fields: tuple[str, ...] = ()    # the result's attributes the assembler reads
+    key: str | None = "kind"        # the spec key that names the component (None: a spec never gives params)
+    reserved: Mapping[str, str] = field(default_factory=dict)   # names a spec keeps for itself -> what they mean
 
-    def accepts(self, made: object) -> bool:
-        """Whether a factory's result is of the sort this kind needs."""
+    def problem(self, made: object) -> str | None:
+        """Why a factory's result is not of the sort this kind needs ('' for None), or None when it is."""
+        if made is None:
+            return None if self.none_ok else ""
         if self.module:
             from torch import nn
 
-            return isinstance(made, nn.Module)
-        return made is not None or self.none_ok
+            return None if isinstance(made, nn.Module) else "not a torch.nn.Module"
+        if self.called and not callable(made):
+            return "not callable"
+        lacks = [m for m in self.methods if not callable(getattr(made, m, None))]
+        lacks += [f for f in self.fields if not hasattr(made, f)]
+        return f"it has no {', '.join(lacks)}" if lacks else None
 
+
+ANY: tuple[type, ...] = ()            # a method whose answer is not used
+STR_OR_NONE = (str, type(None))
 
 KINDS: dict[str, Kind] = {
     "layer": Kind("factory(params, *, attn, mlp, norm, dims, input_norm, hidden_norm, mix, norm_before_residual)",
                   "a decoder layer (torch.nn.Module; see components.layers.DecoderLayer)"),
     "attention": Kind("factory(params, *, dims, layer_idx, in_width, backend, norm)",
-                      "an attention module over the paged KV pool (see components.gqa)"),
+                      "an attention module over the paged KV pool (see components.gqa)",
+                      reserved={"auto": "`attention: {kind: auto}` is mla when the draft config has MLA fields, "
+                                        "else gqa"}),
     "mlp": Kind("factory(params, *, dims)", "the feed-forward module (see components.mlp.SwiGLU)"),
     "norm": Kind("factory(params, *, dim, eps)", "a norm module whose parameter is `weight` of shape [dim]"),
     "fusion": Kind("factory(params, *, hidden, target_width, draft_config, target_layers, norm)",
                    "the draft's input fusion (see components.fusion)"),
     "weight_rule": Kind("factory(params)", "a rule with apply, invert, describe and inverse "
-                        "(see components.weights.RegexRule)", module=False),
+                        "(see components.weights.RegexRule)", module=False,
+                        methods={"apply": STR_OR_NONE, "invert": STR_OR_NONE, "describe": (str,)},
+                        fields=("inverse",)),
     "quant": Kind("factory(params, *, module)", "anything; it quantizes `module` in place", module=False,
-                  none_ok=True),
-    "attn_backend": Kind("factory()", "an attention function (see components.backends)", module=False),
-    "target": Kind("factory()", "a target architecture (see components.targets)", module=False),
+                  none_ok=True, key="method"),
+    "attn_backend": Kind("factory()", "an attention function fn(q, k, v, mask, scale) (see components.backends)",
+                         module=False, called=True, key=None),
+    "target": Kind("factory()", "a target architecture with check, attention_recipe, window and recurrent "
+                   "(see components.targets.TargetArch)", module=False,
+                   methods={"check": ANY, "attention_recipe": (tuple,), "window": (int, type(None))},
+                   fields=("recurrent",), key=None),
 }

@@ -9,7 +9,7 @@ in the entry-point group ``draftsmith``::
 
 The entry-point name (``sliding``) is the plugin's name: ``draftsmith list`` and every spec error show it as the
 provider of the plugin's components. ``builtin`` is draftsmith's own; two distributions claiming one name fail at
-start-up naming both.
+start-up naming both, and so does one plugin object under two names (two entry points of one module).
 """
 from __future__ import annotations
 
@@ -31,9 +31,12 @@ def draftsmith_components() -> Iterable[Component]:
 
     Kinds the assembler asks for, each with the call its factory gets and what it must return:
     :data:`draftsmith.hooks.kinds.KINDS` (``layer``, ``attention``, ``mlp``, ``norm``, ``fusion``,
-    ``weight_rule``, ``quant``, ``attn_backend``, ``target``); a record of another kind, or whose ``params``
-    model accepts unknown keys, is refused when the plugin registers. A spec names a component by ``kind`` and
-    ``name`` only; YAML never holds an import path.
+    ``weight_rule``, ``quant``, ``attn_backend``, ``target``). Refused when the plugin registers: a record of
+    another kind; a name a spec keeps for itself (attention ``auto``); a ``doc`` that is not a string (``""`` for
+    none); a ``params`` model that accepts unknown keys, or has a field named as the key that selects the
+    component (``kind``; quant's ``method``), which a spec could never give. A spec names a component by
+    ``kind`` and ``name`` only; YAML never holds an import path. The registry calls each plugin's hook on its
+    own (to know who provides each record), so a hook wrapper of it is refused; it may be a generator.
     """
 
 
@@ -43,7 +46,7 @@ def draftsmith_specs() -> Iterable[SpecSource]:
 
     Each becomes loadable as ``draftsmith.load_spec(name)`` and is listed by ``draftsmith list``. Names are
     unique across plugins (a clash fails at start-up naming both), and the file's own ``name:`` must equal the
-    name given here.
+    name given here. As for ``draftsmith_components``, a hook wrapper of this hook is refused.
     """
 
 

@@ -28,15 +28,33 @@ def component_problem(comp: Component) -> str | None:
     if not isinstance(comp.kind, str) or comp.kind not in KINDS:
         return (f"kind {comp.kind!r} is none the assembler asks for.{suggest(str(comp.kind), KINDS)} "
                 f"kinds: {', '.join(KINDS)} (draftsmith.hooks.kinds)")
+    kind = KINDS[comp.kind]
     if not isinstance(comp.name, str) or not comp.name.strip():
         return "the name must be a non-empty string (a spec names the component by it)"
+    if comp.name in kind.reserved:
+        return (f"the name {comp.name!r} is a spec's own word ({kind.reserved[comp.name]}), so a spec could never "
+                f"build this {comp.kind}: rename it")
+    if not isinstance(comp.doc, str):
+        return "doc must be a string, '' for none (draftsmith list shows it)"
     if not callable(comp.factory):
-        return f"the factory must be callable: the assembler calls a {comp.kind}'s as {KINDS[comp.kind].call}"
+        return f"the factory must be callable: the assembler calls a {comp.kind}'s as {kind.call}"
     if not (isinstance(comp.params, type) and issubclass(comp.params, BaseModel)):
         return "params must be a pydantic model class (its fields are the keys a spec may give the component)"
     if comp.params.model_config.get("extra") != "forbid":
         return (f"params model {comp.params.__name__} must refuse unknown keys, or a misspelt key in a spec is "
                 "silently ignored: set model_config = ConfigDict(extra='forbid') on it")
+    if kind.key is not None and (field := selector_field(comp.params, kind.key)) is not None:
+        return (f"params model {comp.params.__name__} has a field {field}, but {kind.key!r} is the key a spec "
+                f"names the {comp.kind} by ({{{kind.key}: {comp.name}, ...}}), so a spec can never give it: "
+                "rename the field")
+    return None
+
+
+def selector_field(params: type[BaseModel], key: str) -> str | None:
+    """The params field a spec would give as ``key`` (by its name or an alias), quoted, or None."""
+    for name, info in params.model_fields.items():
+        if key in (name, info.alias, info.validation_alias):   # an AliasChoices / AliasPath is left to pydantic
+            return repr(name) if name == key else f"{name!r} (alias {key!r})"
     return None
 
 

@@ -17,6 +17,7 @@ from draftsmith.hooks import PROJECT, Component, LayoutMatch, SpecSource
 from draftsmith.hooks import specs as hookspecs
 from draftsmith.hooks.kinds import KINDS
 from draftsmith.registry.checks import PluginError, record_problem
+from draftsmith.registry.results import ComponentFailed, checked
 
 BUILTIN, BUILTIN_MODULE = "builtin", "draftsmith.builtin"
 NO_AUTOLOAD = "DRAFTSMITH_DISABLE_PLUGIN_AUTOLOAD"
@@ -24,10 +25,6 @@ NO_AUTOLOAD = "DRAFTSMITH_DISABLE_PLUGIN_AUTOLOAD"
 
 class PluginClash(PluginError):
     """Two plugins provide the same (kind, name) or the same spec name."""
-
-
-class ComponentFailed(DraftsmithError, RuntimeError):
-    """A component's factory raised, or returned what its kind cannot use (:data:`draftsmith.hooks.kinds.KINDS`)."""
 
 
 class UnknownComponent(DraftsmithError, LookupError):
@@ -92,22 +89,21 @@ class Registry:
     def build(self, kind: str, name: str, *args: Any, **context: Any) -> Any:
         """``factory(*args, **context)`` of component ``(kind, name)``, checked: anything but a draftsmith error
         that it raises, and a result its kind cannot use, is a :class:`ComponentFailed` naming the component, its
-        plugin and the call the assembler makes (draftsmith's own errors, such as a fusion's SpecError, pass)."""
-        comp, contract = self.get(kind, name), KINDS.get(kind)
-        who = f"{kind} {short(name)} (plugin {self.provider(kind, name)!r})"
+        plugin and the call the assembler makes (draftsmith's own errors, such as a fusion's SpecError, pass); so
+        is an exception from a method of a plugin's result that the assembler calls later (results.Guarded)."""
+        comp, contract, plugin = self.get(kind, name), KINDS.get(kind), self.provider(kind, name)
+        who = f"{kind} {short(name)} (plugin {plugin!r})"
         call = f"; the assembler calls it as {contract.call} and needs {contract.returns}" if contract else ""
         try:
             made = comp.factory(*args, **context)
         except DraftsmithError:
             raise
         except Exception as e:
-            if self.provider(kind, name) == BUILTIN:   # draftsmith's own bug: an internal error, with its traceback
+            if plugin == BUILTIN:   # draftsmith's own bug: an internal error, with its traceback
                 raise
             raise ComponentFailed(f"{who} failed to build: {type(e).__name__}: "
                                   f"{short_text(str(e), 300)}{call}") from e
-        if contract is not None and not contract.accepts(made):
-            raise ComponentFailed(f"{who}: its factory returned {short(made)}{call}")
-        return made
+        return made if contract is None else checked(made, contract, who, call, guard=plugin != BUILTIN)
 
     def spec_source(self, name: str) -> SpecSource:
         try:
@@ -166,18 +162,20 @@ def _describe(key: Any) -> str:
 def _records(impl: pluggy.HookImpl, record_type: type) -> list:
     """What one plugin's collecting hook returned, each record checked against the contract (draftsmith.hooks)."""
     hook = f"{impl.function.__name__} of plugin {impl.plugin_name!r}"
+    if impl.hookwrapper or getattr(impl, "wrapper", False):
+        raise PluginError(f"{hook} is a hook wrapper; the registry calls each plugin's {impl.function.__name__} "
+                          "on its own, to know who provides each record, so there is no call to wrap: return the "
+                          "records from a plain @hookimpl")
     try:
         returned = impl.function()
+        if isinstance(returned, (str, bytes, Mapping, record_type)) or not isinstance(returned, Iterable | None):
+            raise PluginError(f"{hook} returned {short(returned)}; it returns a list of "
+                              f"draftsmith.hooks.{record_type.__name__} records")
+        records = [] if returned is None else list(returned)   # a generator's raise is the plugin's too
     except DraftsmithError:
         raise
     except Exception as e:
         raise PluginError(f"{hook} raised {type(e).__name__}: {short_text(str(e), 300)}") from e
-    if returned is None:
-        return []
-    if isinstance(returned, (str, bytes, Mapping, record_type)) or not isinstance(returned, Iterable):
-        raise PluginError(f"{hook} returned {short(returned)}; it returns a list of "
-                          f"draftsmith.hooks.{record_type.__name__} records")
-    records = list(returned)
     for r in records:
         if (why := record_problem(r, record_type)) is not None:
             raise PluginError(f"{hook} returned {short(r)}: {why}")
@@ -190,6 +188,7 @@ def load_entry_points(pm: pluggy.PluginManager) -> None:
     Unlike pluggy's loader, a second distribution using a name already taken is a clash, not silently skipped
     (the same entry point seen twice on ``sys.path`` is one plugin)."""
     seen: dict[str, tuple[str, str]] = {}
+    named: dict[str, str] = {}   # plugin name -> its entry point and distribution, as messages name it
     for dist in importlib.metadata.distributions():
         for ep in dist.entry_points:
             if ep.group != PROJECT:
@@ -204,18 +203,30 @@ def load_entry_points(pm: pluggy.PluginManager) -> None:
                 raise PluginClash(f"plugin name {ep.name!r} is used by both {first} and distribution "
                                   f"{origin[0]!r}; {fix} (draftsmith never shadows silently)")
             seen[ep.name] = origin
-            where = f"plugin {ep.name!r} (entry point {ep.name} = {ep.value} in distribution {origin[0]!r})"
+            where = named[ep.name] = \
+                f"plugin {ep.name!r} (entry point {ep.name} = {ep.value} in distribution {origin[0]!r})"
             try:
                 plugin = ep.load()
             except Exception as e:
                 raise PluginError(f"{where} cannot be imported: {type(e).__name__}: {short_text(str(e), 300)}; "
                                   f"fix or uninstall {origin[0]!r} (or set {NO_AUTOLOAD}=1 to load no plugin)") from e
-            _register(pm, plugin, ep.name, where)
+            _register(pm, plugin, ep.name, where, named)
 
 
-def _register(pm: pluggy.PluginManager, plugin: object, name: str, where: str | None = None) -> None:
+def _register(pm: pluggy.PluginManager, plugin: object, name: str, where: str | None = None,
+              named: Mapping[str, str] | None = None) -> None:
     """Register one plugin; a hook implementation pluggy refuses (a name no hookspec has, arguments a hookspec
-    does not give) is a PluginError naming the plugin, with the closest hook name."""
+    does not give) is a PluginError naming the plugin, with the closest hook name. One object under two names
+    (two entry points of one module) is refused naming both: a plugin has one name, its components' provider."""
+    where = where or f"plugin {name!r}"
+    if (other := pm.get_name(plugin)) is not None:   # pluggy's ValueError would name neither
+        autoload = f" (or set {NO_AUTOLOAD}=1 to load no plugin)" if named else ""
+        raise PluginError(f"{where} is the same object as {(named or {}).get(other, f'plugin {other!r}')}, "
+                          "registered already; a plugin has one name, the provider its components are listed "
+                          f"under: remove one of the two{' entry points' if named else ''}{autoload}")
+    if pm.has_plugin(name):
+        raise PluginClash(f"plugin name {name!r} is taken{' by draftsmith itself' if name == BUILTIN else ''}; "
+                          f"register {where} under another name (draftsmith never shadows silently)")
     try:
         pm.register(plugin, name=name)
         pm.check_pending()  # a hookimpl whose name matches no hookspec (a typo) fails here instead of doing nothing
@@ -224,7 +235,7 @@ def _register(pm: pluggy.PluginManager, plugin: object, name: str, where: str | 
         hooks = [h for h in dir(hookspecs) if h.startswith("draftsmith_")]
         typo = next((n for n in dir(plugin) if n.startswith("draftsmith_") and n not in hooks
                      and f"unknown hook {n!r}" in text), "")
-        raise PluginError(f"{where or f'plugin {name!r}'} does not fit draftsmith's hooks: {short_text(text, 500)}."
+        raise PluginError(f"{where} does not fit draftsmith's hooks: {short_text(text, 500)}."
                           f"{suggest(typo, hooks) if typo else ''} The hooks: {', '.join(sorted(hooks))} "
                           "(draftsmith.hooks.specs)") from None
 

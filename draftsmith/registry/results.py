@@ -1,0 +1,65 @@
+"""What a factory returns, checked against its kind (:data:`draftsmith.hooks.kinds.KINDS`) and, where the assembler
+calls the result's methods later (a weight rule's ``apply`` while it maps tensor names, a target's ``check``),
+guarded: an exception from a plugin's method is named with its component and plugin, never an internal error."""
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from typing import Any
+
+from draftsmith.errors import DraftsmithError, short, short_text
+from draftsmith.hooks.kinds import Kind
+
+
+class ComponentFailed(DraftsmithError, RuntimeError):
+    """A component's factory raised, or returned what its kind cannot use (:data:`draftsmith.hooks.kinds.KINDS`),
+    or a method of what a plugin's factory returned raised when the assembler called it."""
+
+
+def checked(made: Any, contract: Kind, who: str, call: str, *, guard: bool) -> Any:
+    """``made`` if its kind can use it (wrapped in a :class:`Guarded` when ``guard`` and the kind has methods the
+    assembler calls later), else a ComponentFailed saying what is missing."""
+    if (why := contract.problem(made)) is not None:
+        raise ComponentFailed(f"{who}: its factory returned {short(made)}{f' ({why})' if why else ''}{call}")
+    # an object of draftsmith's own classes (a plugin's RegexRule, TargetArch) runs draftsmith's code: not guarded
+    ours = type(made).__module__.partition(".")[0] == "draftsmith"
+    return Guarded(made, who, contract.methods) if guard and contract.methods and not ours else made
+
+
+class Guarded:
+    """Stands for a plugin's result (every attribute is the result's own); a call of one of ``methods`` that raises
+    anything but a draftsmith error, or answers other than the types listed for it, is a :class:`ComponentFailed`
+    naming the component, its plugin and the call."""
+
+    __slots__ = ("_made", "_who", "_methods")
+
+    def __init__(self, made: Any, who: str, methods: Mapping[str, tuple[type, ...]]):
+        self._made, self._who, self._methods = made, who, methods
+
+    def __getattr__(self, name: str) -> Any:
+        if name in Guarded.__slots__:   # not set yet (a copy being made): never look it up on the result
+            raise AttributeError(name)
+        value = getattr(self._made, name)
+        return functools.partial(self._call, name, value) if name in self._methods else value
+
+    def _call(self, name: str, method: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            answer = method(*args, **kwargs)
+        except DraftsmithError:
+            raise
+        except Exception as e:
+            raise ComponentFailed(f"{self._called(name, args, kwargs)} raised {type(e).__name__}: "
+                                  f"{short_text(str(e), 300)}") from e
+        if (types := self._methods[name]) and not isinstance(answer, types):
+            sorts = " or ".join("None" if t is type(None) else t.__name__ for t in types)
+            raise ComponentFailed(f"{self._called(name, args, kwargs)} returned {short(answer)}; {name} must "
+                                  f"return {sorts}")
+        return answer
+
+    def _called(self, name: str, args: tuple, kwargs: dict) -> str:
+        """"weight_rule 'x' (plugin 'p'): its apply('fc.weight')": quoted only on failure (apply runs per name)."""
+        shown = [*map(short, args), *(f"{k}={short(v)}" for k, v in kwargs.items())]
+        return f"{self._who}: its {name}({', '.join(shown)})"
+
+    def __repr__(self) -> str:
+        return repr(self._made)
