@@ -45,7 +45,7 @@ def test_validate_resolves_a_builtin_specs_checkpoints_against_its_own_file(tmp_
 def test_validate_lists_every_problem_of_every_file(tmp_path):
     base = yaml.safe_load((BUILTIN_DIR / "eagle3-llama.yaml").read_text())
     one = {**base, "draft": {**base["draft"], "attention": {"kind": "gqq"}, "norms": {"inptu": "all"}}}
-    two = {**base, "decoding": {"topk": 1, "mode": "v2", "attention": "sdpaa"}}
+    two = {**base, "decoding": {"topk": 2, "steps": 1, "page_size": 2, "mode": "v2", "attention": "sdpaa"}}
     files = [tmp_path / "one.yaml", tmp_path / "two.yaml", tmp_path / "broken.yaml"]
     files[0].write_text(yaml.safe_dump(one))
     files[1].write_text(yaml.safe_dump(two))
@@ -57,9 +57,9 @@ def test_validate_lists_every_problem_of_every_file(tmp_path):
     assert f"{files[2]} has 1 problem" in err and "not valid YAML" in err and "missing.yaml" in err
     for line in ["draft.attention.kind: unknown attention 'gqq'. Did you mean 'gqa'?",
                  "draft.norms.inptu: unknown field 'inptu'. Did you mean 'input'?",
-                 "decoding.mode: v2 (tree drafting with compaction) is unsupported here: topk is 1",
+                 "decoding.mode: v2 (tree drafting with compaction) is unsupported here: page_size is 2, not 1",
                  "decoding.attention: unknown attention backend 'sdpaa'. Did you mean 'sdpa'?",
-                 "decoding.draft_tokens: 8 tokens cannot be drafted with topk=1, steps=5",
+                 "decoding.draft_tokens: 8 tokens cannot be drafted with topk=2, steps=1",
                  "allowed: gqa (builtin)"]:
         assert line in err
     assert f"{BUILTINS[0]}: ok" in res.stdout

@@ -33,6 +33,7 @@ from draftsmith.specs.translate import problems_from
 
 SEED_RANGE = (-(1 << 63), (1 << 64) - 1)   # what torch.Generator.manual_seed accepts
 TINY_TEMPERATURE = 2.0 ** -126               # torch.finfo(torch.float32).tiny, without importing torch here
+HUGE_TEMPERATURE = (2 - 2.0 ** -23) * 2.0 ** 127   # torch.finfo(torch.float32).max
 MOST = 8                                     # problems listed per prompt
 
 FORMS = "a str, a list of token ids, a 1-D integer tensor or numpy array, or a list of those (a batch)"
@@ -163,17 +164,19 @@ def encode_prompts(prompt: Any, *, tokenizer: Any, vocab: int, context: int | No
 
 
 def context_problems(prompts: list[list[int]], max_new_tokens: Any, context: int | None) -> list[str]:
-    """A call whose longest prompt + max_new_tokens runs past the target's context is refused: the KV pools are
-    sized for prompt + max_new_tokens before the first forward, so the context (not a user value up to
-    limits.NEW_TOKENS) bounds what is allocated and how long a call runs; positions past it are outside what the
-    target was trained on anyway."""
+    """A call that would feed the target a position past its context is refused: the KV pools are sized for
+    prompt + max_new_tokens before the first forward, so the context (not a user value up to limits.NEW_TOKENS)
+    bounds what is allocated and how long a call runs; positions past it are outside what the target was trained
+    on anyway. The last new token is never fed (as in transformers), so prompt + max_new_tokens may pass the
+    context by one: a prompt of the whole context gets its one next token."""
     if context is None or not prompts or not _is_int(max_new_tokens) or max_new_tokens < 1:
         return []  # no context declared, no usable prompt, or no count of tokens (refused on its own)
     longest = max(map(len, prompts))
-    if longest + max_new_tokens <= context:
+    if longest + max_new_tokens - 1 <= context or longest > context:   # a longer prompt is refused on its own
         return []
     return [f"max_new_tokens is {short(max_new_tokens)}: with a {longest}-token prompt it runs past the target's "
-            f"context of {context} tokens (max_position_embeddings); at most {context - longest} new tokens fit"]
+            f"context of {context} tokens (max_position_embeddings); at most {context - longest + 1} new tokens fit "
+            "(the last one is never fed)"]
 
 
 def stop_ids(stop: Any) -> Any:
@@ -207,6 +210,9 @@ def settings_problems(max_new_tokens: Any, temperature: Any, top_p: Any, top_k: 
         out.append(f"temperature is {short(temperature)}; a temperature above 0 must be at least "
                    f"{TINY_TEMPERATURE:.3g} (float32's smallest normal number, what sampling divides in; "
                    "0 = greedy)")
+    elif temperature > HUGE_TEMPERATURE:   # float32 holds it as inf: every logit / T is 0, top_k keeps them all
+        out.append(f"temperature is {short(temperature)}; a temperature must be at most {HUGE_TEMPERATURE:.4g} "
+                   "(float32's largest number, what sampling divides in)")
     if not _is_real(top_p) or not 0 < top_p <= 1:
         out.append(f"top_p is {short(top_p)}; a number in (0, 1] is expected")
     if not _is_int(top_k) or not 0 <= top_k <= vocab:
@@ -243,7 +249,8 @@ def overridden(spec_decoding: Decoding, overrides: dict[str, Any], problems: lis
     """The spec's decoding section with the per-call overrides (None leaves a field as the spec has it), checked
     like a spec: strict types and bounds, modes, topk within the draft's vocabulary, then the cross-field rules.
     Numpy integers count as ints (as they do for max_new_tokens and top_k). For a chain (topk 1) draft_tokens does
-    not apply: it becomes steps + 1 and is never refused by a cross-field rule. ``names`` renames fields in the
+    not apply: it becomes steps + 1 and is never refused by a cross-field rule; so for mode v1 and for auto with a
+    page_size past 1, which run a chain whatever topk says. ``names`` renames fields in the
     problems (the command line's option names). Returns the fields, or None with every reason appended to
     ``problems``."""
     given = {k: int(v) if _is_int(v) else v for k, v in overrides.items() if v is not None}
@@ -259,8 +266,8 @@ def overridden(spec_decoding: Decoding, overrides: dict[str, Any], problems: lis
                                                f"{draft_vocab} tokens")], names)
         return None
     fields = dec.model_dump()
-    if fields["topk"] == 1:
-        fields["draft_tokens"] = fields["steps"] + 1
+    if fields["topk"] == 1 or fields["mode"] == "v1" or (fields["mode"] == "auto" and fields["page_size"] != 1):
+        fields["draft_tokens"] = fields["steps"] + 1   # a chain (choose_mode's v1): draft_tokens does not apply
     cross = _rendered(decoding_problems(fields, path=""), names)
     problems += cross
     return None if cross else fields

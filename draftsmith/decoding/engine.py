@@ -324,13 +324,12 @@ def speculative(target: TargetRunner, draft: DraftRunner, prompts: list[list[int
         accepted, new, st.root, st.feed, st.dlogits = step(st.root, st.active, st.feed, st.dlogits, u_draft,
                                                            u_verify)
         stats.target_forwards += 1
-        stats.draft_forwards += plan.steps - 1
+        stats.draft_forwards += plan.steps             # steps - 1 tree levels past the first, then the catch-up
         host = sync_tokens(accepted, new)
         for q, (acc, *toks) in zip(seqs, host):
             if not q.done:
                 stats.record_step(q.emit(toks[: acc + 1], s) - 1)    # only emitted tokens count (invariant 12)
         live = [not q.done for q in seqs]
-        stats.draft_forwards += any(live)                         # the catch-up (the last one serves nobody)
         if not all(live):
             st.active = _upload(live, dev)
     stats.new_tokens = sum(len(q.out) for q in seqs)
@@ -351,11 +350,10 @@ def baseline(target: TargetRunner, prompts: list[list[int]], s: Settings) -> tup
         stats.target_forwards += 1
         for q, (tok,) in zip(seqs, sync_tokens(st.root)):
             if not q.done:
-                q.emit([tok], s)
+                stats.record_step(q.emit([tok], s) - 1)   # a step per row, as a speculative run counts them
         live = [not q.done for q in seqs]
         if not all(live):
             st.active = _upload(live, dev)
     stats.new_tokens = sum(len(q.out) for q in seqs)
-    stats.committed = stats.steps = stats.target_forwards
     stats.wall_seconds = time.perf_counter() - t0
     return seqs, stats

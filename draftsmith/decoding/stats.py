@@ -9,8 +9,8 @@ class Stats:
     mode: str = "baseline"
     new_tokens: int = 0
     target_forwards: int = 0          # verification / decode forwards (prefill not counted)
-    draft_forwards: int = 0
-    steps: int = 0                    # verification steps summed over sequences
+    draft_forwards: int = 0           # every draft forward run, its prefill included
+    steps: int = 0                    # verification (or decode) steps summed over sequences
     committed: int = 0                # tokens committed by those steps (accepted + 1 each)
     accepted_per_position: list[int] = field(default_factory=list)   # [i]: steps that accepted >= i+1 drafts;
     #                                     one entry per draft position (zeros included), empty for target-only
@@ -30,9 +30,10 @@ class Stats:
 
     @property
     def decode_tokens_per_second(self) -> float:
-        """Tokens after the first, per second after the prefill: the decoding rate, whatever the prompt's length."""
+        """Tokens after each row's first (those the steps committed), per second after the prefill: the decoding
+        rate, whatever the prompt's length and the batch's size."""
         rest = self.wall_seconds - self.prefill_seconds
-        return (self.new_tokens - 1) / rest if rest > 0 and self.new_tokens > 1 else 0.0
+        return self.committed / rest if rest > 0 and self.committed > 0 else 0.0
 
     @property
     def bookkeeping_share(self) -> float:

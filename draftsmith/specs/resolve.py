@@ -170,7 +170,8 @@ def decoding_problems(dec: Mapping[str, Any], path: str = "decoding") -> list[Pr
         return []  # phase 1 reports types and bounds
     out = []
     most = topk + (steps - 1) * topk * topk
-    if n - 1 > most:
+    chain = topk == 1 or mode == "v1" or (mode == "auto" and page != 1)   # a chain of steps + 1: no tree to fill
+    if n - 1 > most and not chain:
         out.append(Problem(f"{path}.draft_tokens", f"{n} tokens cannot be drafted with topk={topk}, steps={steps}",
                            allowed=f"2..{most + 1} (topk + (steps-1)*topk^2 candidates + the root)"))
     if mode == "v2" and (topk == 1 or page != 1):

@@ -156,15 +156,15 @@ def test_a_longrope_call_that_fits_original_max_position_embeddings_decodes_as_t
     import torch
 
     model, hf = longrope
-    ids = prompt(ORIGINAL - 6)        # prompt + max_new_tokens = original_max_position_embeddings
-    want = hf.generate(torch.tensor([ids]), max_new_tokens=6, do_sample=False)[0, len(ids):].tolist()
-    assert model.generate_baseline(ids, max_new_tokens=6).token_ids == want
-    assert model.generate(ids, max_new_tokens=6).token_ids == want
+    ids = prompt(ORIGINAL - 6)        # prompt + max_new_tokens = original_max_position_embeddings + 1: the last
+    want = hf.generate(torch.tensor([ids]), max_new_tokens=7, do_sample=False)[0, len(ids):].tolist()   # never fed
+    assert model.generate_baseline(ids, max_new_tokens=7).token_ids == want
+    assert model.generate(ids, max_new_tokens=7).token_ids == want
 
 
 @pytest.mark.parametrize("call", ["generate", "generate_baseline"])
-@pytest.mark.parametrize("length, new, fit", [(ORIGINAL - 6, 7, "at most 6 new tokens fit"),
-                                              (ORIGINAL + 8, 2, f"prompts of at most {ORIGINAL - 1} tokens fit")])
+@pytest.mark.parametrize("length, new, fit", [(ORIGINAL - 6, 8, "at most 7 new tokens fit (the last one is never fed)"),
+                                              (ORIGINAL + 8, 2, f"prompts of at most {ORIGINAL} tokens fit")])
 def test_a_longrope_call_past_original_max_position_embeddings_is_refused_before_any_forward(
         longrope, monkeypatch, call, length, new, fit):
     """transformers rotates with the long factors once a forward reaches past original_max_position_embeddings

@@ -50,8 +50,17 @@ def test_the_prefill_is_timed_apart_from_decoding(pairs):
     s = out.stats
     assert 0 < s.prefill_seconds < s.wall_seconds
     assert s.decode_tokens_per_second == pytest.approx((s.new_tokens - 1) / (s.wall_seconds - s.prefill_seconds))
-    assert Stats(new_tokens=5, wall_seconds=3.0, prefill_seconds=1.0).decode_tokens_per_second == 2.0
+    assert Stats(new_tokens=5, committed=4, wall_seconds=3.0, prefill_seconds=1.0).decode_tokens_per_second == 2.0
     assert Stats(new_tokens=1, wall_seconds=3.0, prefill_seconds=1.0).decode_tokens_per_second == 0.0
+
+
+@pytest.mark.parametrize("call", ["generate", "generate_baseline"])
+def test_a_batchs_decoding_rate_counts_each_rows_first_token_as_the_prefills(pairs, call):
+    # a review: 4 rows of 12 tokens read (48 - 1) / rest, as if the prefill made one token in all; it made 4
+    out = getattr(pairs["eagle1"], call)(PROMPTS[:3] + PROMPTS[:1], max_new_tokens=12, stop=[])
+    s = out[0].stats
+    assert s.new_tokens == 48 and s.committed == 44
+    assert s.decode_tokens_per_second == pytest.approx(44 / (s.wall_seconds - s.prefill_seconds))
 
 
 def test_one_new_token_is_the_prefills_and_runs_no_draft(pairs):

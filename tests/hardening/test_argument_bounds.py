@@ -100,15 +100,17 @@ def test_a_batch_is_a_list_of_prompts_and_an_empty_one_is_neither(model):
 
 # --- the target's context ----------------------------------------------------------------------------------------
 def test_the_context_bounds_prompt_plus_new_tokens(model):
-    assert problems(model, [1] * (CONTEXT - 1), max_new_tokens=1) == []             # exactly the context
-    assert problems(model, [1] * (CONTEXT - 2), max_new_tokens=2) == []
-    assert problems(model, [1] * (CONTEXT - 1), max_new_tokens=2) == [
-        f"max_new_tokens is 2: with a {CONTEXT - 1}-token prompt it runs past the target's context of {CONTEXT} tokens "
-        "(max_position_embeddings); at most 1 new tokens fit"]
-    assert problems(model, [1] * CONTEXT, max_new_tokens=1)[0].endswith("at most 0 new tokens fit")
+    # the last new token is never fed: prompt + max_new_tokens may pass the context by one
+    assert problems(model, [1] * (CONTEXT - 1), max_new_tokens=2) == []             # fed: exactly the context
+    assert problems(model, [1] * CONTEXT, max_new_tokens=1) == []                   # the whole context, one more
+    assert problems(model, [1] * (CONTEXT - 1), max_new_tokens=3) == [
+        f"max_new_tokens is 3: with a {CONTEXT - 1}-token prompt it runs past the target's context of {CONTEXT} tokens "
+        "(max_position_embeddings); at most 2 new tokens fit (the last one is never fed)"]
+    assert problems(model, [1] * CONTEXT, max_new_tokens=2)[0].endswith("at most 1 new tokens fit (the last one is "
+                                                                        "never fed)")
     assert problems(model, [1] * (CONTEXT + 1)) == [f"prompt: {CONTEXT + 1} tokens; the target's context "
                                                     f"(max_position_embeddings) is {CONTEXT}"]
-    assert len(problems(model, [[1], [1] * CONTEXT], max_new_tokens=1)) == 1         # the longest prompt counts
+    assert len(problems(model, [[1], [1] * CONTEXT], max_new_tokens=2)) == 1         # the longest prompt counts
 
 
 def test_max_new_tokens_is_bounded_by_its_limit_and_by_the_context_each_on_its_own(model):
@@ -116,7 +118,7 @@ def test_max_new_tokens_is_bounded_by_its_limit_and_by_the_context_each_on_its_o
     at, past = limits.NEW_TOKENS, limits.NEW_TOKENS + 1
     assert problems(model, max_new_tokens=at) == [f"max_new_tokens is {at}: with a 2-token prompt it runs past the "
                                                   f"target's context of {CONTEXT} tokens (max_position_embeddings); "
-                                                  f"at most {CONTEXT - 2} new tokens fit"]
+                                                  f"at most {CONTEXT - 1} new tokens fit (the last one is never fed)"]
     assert problems(model, max_new_tokens=past)[0] == f"max_new_tokens is {past}; an integer in 1..{at} is expected"
     assert problems(model, max_new_tokens=past)[1].startswith(f"max_new_tokens is {past}: with a 2-token prompt")
 
@@ -154,9 +156,9 @@ def test_the_context_is_a_positive_integer_the_config_declares(declared, context
 # --- sampling settings -------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("field, ok, bad", [
     ("max_new_tokens", [1, 2, limits.NEW_TOKENS, np.int64(3)], [0, -1, limits.NEW_TOKENS + 1, True, 2.0, None, "2"]),
-    ("temperature", [0, 0.0, 1e-9, 2.0 ** -126, 2, 1e300, np.float32(0.5)],
+    ("temperature", [0, 0.0, 1e-9, 2.0 ** -126, 2, 1e30, float(np.finfo(np.float32).max), np.float32(0.5)],
      [-1e-9, -1, float("inf"), float("-inf"), float("nan"), True, False, None, "0.5", 1j, 2.0 ** -126 * 0.99,
-      1e-46, 5e-324]),
+      1e-46, 5e-324, float(np.finfo(np.float32).max) * (1 + 2 ** -52), 3.5e38, 1e300]),
     ("top_p", [1, 1.0, 1e-300, 0.5, np.float64(0.3)], [0, 0.0, -0.1, 1 + 1e-9, 2, True, float("nan"), None]),
     ("top_k", [0, 1, VOCAB - 1, VOCAB, np.int64(2)], [-1, VOCAB + 1, True, 1.0, None]),
     ("seed", [None, 0, SEED_RANGE[0], SEED_RANGE[1], -1, np.int64(5)],
@@ -279,9 +281,9 @@ def test_a_prompt_past_the_context_is_refused_by_its_length_alone(model):
     assert problems(model, torch.zeros(CONTEXT + 1, dtype=torch.long))[0].startswith(f"prompt: {CONTEXT + 1} tokens")
     assert problems(model, [0.5] * (CONTEXT + 1)) == [f"prompt: {CONTEXT + 1} tokens; the target's context "
                                                       f"(max_position_embeddings) is {CONTEXT}"]
-    assert problems(model, [1] * CONTEXT) == [f"max_new_tokens is 1: with a {CONTEXT}-token prompt it runs past the "
-                                              f"target's context of {CONTEXT} tokens (max_position_embeddings); at "
-                                              "most 0 new tokens fit"]   # the context itself: its tokens are read
+    assert problems(model, [1] * CONTEXT, max_new_tokens=2) == [
+        f"max_new_tokens is 2: with a {CONTEXT}-token prompt it runs past the target's context of {CONTEXT} tokens "
+        "(max_position_embeddings); at most 1 new tokens fit (the last one is never fed)"]   # its tokens are read
 
 
 def test_a_batch_past_the_bound_is_refused_by_its_size_alone(model, monkeypatch):

@@ -108,15 +108,32 @@ def test_arguments_that_do_not_apply_are_not_refused(model):
     model.generate_baseline([1, 2, 3], max_new_tokens=3, topk=1, steps=2)     # drafting args: ignored
 
 
+@pytest.mark.parametrize("length, new", [(64, 1), (63, 2), (60, 5)])
+def test_a_call_feeding_the_whole_context_decodes_its_last_token_unfed(model, length, new):
+    # the last new token is never fed: a 64-token prompt on this 64-token target gets its next token
+    ids = [(i * 5) % 7 + 1 for i in range(length)]
+    want = model.generate_baseline(ids, max_new_tokens=new, stop=[]).token_ids
+    assert len(want) == new and model.generate(ids, max_new_tokens=new, stop=[]).token_ids == want
+
+
+@pytest.mark.parametrize("kw", [dict(mode="v1", steps=1), dict(mode="v1", topk=4, steps=2, draft_tokens=30)])
+def test_a_v1_call_is_a_chain_whatever_topk_and_draft_tokens_say(model, kw):
+    # a review: mode="v1", steps=1 was refused ("8 tokens cannot be drafted with topk=4, steps=1")
+    plan = model.plan(**kw)
+    assert (plan.mode, plan.topk, plan.draft_tokens) == ("v1", 1, kw["steps"] + 1)
+    ids = [3, 1, 4, 1, 5]
+    assert model.generate(ids, max_new_tokens=7, **kw).token_ids == model.generate_baseline(ids, max_new_tokens=7).token_ids
+
+
 def test_a_call_running_past_the_context_is_refused(model):
     """The KV pools are sized for prompt + max_new_tokens up front: the target's context bounds that, not the user's
     max_new_tokens (287818 on this 64-token target once ran for half an hour inside the Hypothesis test below)."""
     with refused(kind=ArgumentError) as r:
-        model.generate([1] * 60, max_new_tokens=5)
+        model.generate([1] * 60, max_new_tokens=6)
     assert "with a 60-token prompt it runs past the target's context of 64 tokens" in str(r.value)
-    assert "at most 4 new tokens fit" in str(r.value)
+    assert "at most 5 new tokens fit (the last one is never fed)" in str(r.value)
     with refused(kind=ArgumentError):
-        model.generate_baseline([[1], [1] * 60], max_new_tokens=5)   # the longest prompt of a batch counts
+        model.generate_baseline([[1], [1] * 60], max_new_tokens=6)   # the longest prompt of a batch counts
     with refused(kind=ArgumentError):
         model.generate([23, 23], max_new_tokens=287818)
     assert len(model.generate([1] * 60, max_new_tokens=4, stop=[]).token_ids) == 4   # exactly the context fits

@@ -50,6 +50,14 @@ def test_a_temperature_float32_cannot_hold_is_refused_not_sampled_as_nan(model, 
     assert out.token_ids == model.generate_baseline([5, 6, 7], max_new_tokens=4, stop=[]).token_ids   # ~greedy
 
 
+@pytest.mark.parametrize("temperature", [3.5e38, 1e300])
+def test_a_temperature_float32_holds_as_inf_is_refused_not_sampled_uniformly(model, temperature):
+    # logits / inf is 0 for every token, so top_k=1 kept them all and sampled uniformly (a review's finding)
+    for call in (model.generate, model.generate_baseline):
+        with pytest.raises(ArgumentError, match="at most 3.403e[+]38"):
+            call([5, 6, 7], max_new_tokens=4, temperature=temperature, top_k=1, seed=0)
+
+
 def test_stop_ids_as_a_tensor_stop_as_a_list_does(model):
     first = model.generate_baseline([1, 2], max_new_tokens=8, stop=[]).token_ids[0]
     assert model.generate([1, 2], max_new_tokens=8, stop=torch.tensor([first])).token_ids == [first]

@@ -222,13 +222,15 @@ def test_draft_tokens_too_many_for_topk_and_steps(base, spec_error):
     assert p.allowed.startswith("2..7")
 
 
-@given(topk=st.integers(1, 6), steps=st.integers(1, 6), n=st.integers(2, 200))
-def test_draft_tokens_bound_is_the_candidate_count(topk, steps, n):
+@given(topk=st.integers(1, 6), steps=st.integers(1, 6), n=st.integers(2, 200),
+       mode=st.sampled_from(["auto", "v1", "v2"]), page=st.sampled_from([1, 2]))
+def test_draft_tokens_bound_is_the_candidate_count_of_a_tree(topk, steps, n, mode, page):
     from draftsmith.specs.resolve import decoding_problems
 
-    problems = decoding_problems({"topk": topk, "steps": steps, "draft_tokens": n})
+    problems = decoding_problems({"topk": topk, "steps": steps, "draft_tokens": n, "mode": mode, "page_size": page})
     too_many = n - 1 > topk + (steps - 1) * topk * topk  # EAGLE-2: topk at depth 1, topk^2 at each deeper one
-    assert [p.path for p in problems] == (["decoding.draft_tokens"] if too_many else [])
+    chain = topk == 1 or mode == "v1" or (mode == "auto" and page != 1)   # steps + 1 nodes, whatever it says
+    assert ("decoding.draft_tokens" in [p.path for p in problems]) == (too_many and not chain)
 
 
 @pytest.mark.parametrize("change, why", [({"topk": 1, "draft_tokens": 6}, "topk is 1"),
