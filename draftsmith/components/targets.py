@@ -33,7 +33,6 @@ class TargetArch(BaseModel):
     recurrent: bool = False            # has mamba / linear-attention layers (rules out spec v2)
     attention: str = "gqa"             # registered attention component of every layer
     dense_until: str | None = None     # config key: layers at or past its value are MoE (refused)
-    hyper_connections: bool = False    # its layers keep hc_mult streams, handed over hidden_size * hc_mult wide
     sliding_window: WindowRule = "config"   # which layers the config's sliding_window applies to (above)
 
     def window(self, cfg, idx: int) -> int | None:
@@ -52,12 +51,11 @@ class TargetArch(BaseModel):
     def check(self, cfg) -> None:
         """Refuse a config whose layers this code cannot build exactly (rather than load it as garbage)."""
         mult = int(getattr(cfg, "hc_mult", 1) or 1)
-        if mult > 1 and not self.hyper_connections:
+        if mult > 1:   # the draft side reads hidden_size * hc_mult (config.target_hidden_width); no target does
             raise UnsupportedTarget(
                 f"{cfg.model_type} target: hc_mult={mult} asks for hyper-connections ({mult} residual streams, "
-                f"handed to the draft {mult} x hidden_size wide), which this target type does not compute: its "
-                "layers keep one stream, so the draft would read the wrong width at its first step; a target "
-                "type registered with hyper_connections (a plugin's) loads it")
+                f"handed to the draft {mult} x hidden_size wide), which draftsmith's target model does not compute: "
+                "its layers keep one stream, so the draft would read the wrong width at its first step")
         if self.dense_until is not None:
             dense = getattr(cfg, self.dense_until, None)
             if dense is None or dense < cfg.num_hidden_layers:

@@ -245,18 +245,16 @@ def test_hidden_width_multiplier_widens_what_the_draft_reads(tmp_path):
 
 
 def test_a_target_asking_for_hyper_connections_is_refused_before_decoding(tmp_path):
-    """hc_mult > 1 on a target type that keeps one residual stream: refused at assemble, naming hc_mult (it
-    assembled and then died in the draft's first matmul, an internal error); a type that computes them passes."""
-    from types import SimpleNamespace
-
+    """hc_mult > 1: draftsmith's target model keeps one residual stream, so it is refused at assemble, naming
+    hc_mult (it assembled and then died in the draft's first matmul, an internal error). A target type once
+    declared hyper_connections to pass, which assembled and died the same way: no layer computed them."""
     from draftsmith.components.targets import TargetArch, UnsupportedTarget
 
     target = write_target(tmp_path / "t", "llama", num_hidden_layers=8, hc_mult=2)
     draft = write_eagle3(tmp_path / "d", tmp_path / "t")
     with pytest.raises(UnsupportedTarget, match="hc_mult=2 asks for hyper-connections"):
         draftsmith.assemble("eagle3-llama", target=target, draft=draft)
-    cfg = SimpleNamespace(model_type="hc", hc_mult=2, num_hidden_layers=8)
-    TargetArch(hyper_connections=True).check(cfg)   # a plugin's target that hands over 2 x hidden_size
+    assert "hyper_connections" not in TargetArch.model_fields
 
 
 def test_a_draft_narrower_than_its_target_embeds_with_its_own_table(tmp_path):

@@ -202,5 +202,5 @@ def test_a_plugin_target_whose_check_raises_is_named():
 def test_a_plugin_result_of_draftsmiths_own_classes_is_left_as_it_is():
     rule = RegexRule(match=r"^midlayer\.", replace="layers.0.")
     assert built("weight_rule", lambda params: rule, Strict()) is rule   # its ${key} placeholders still bind
-    arch = TargetArch(hyper_connections=True)
+    arch = TargetArch(recurrent=True)
     assert built("target", lambda: arch) is arch
