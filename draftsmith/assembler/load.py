@@ -15,6 +15,8 @@ from draftsmith.assembler.checkpoint import TensorInfo, list_tensors, read_tenso
 from draftsmith.assembler.plan import Expected, LoadPlan, expected_of, plan_load
 from draftsmith.components.quant import set_compute_dtype, stored_dtypes
 from draftsmith.components.weights import RuleSet
+from draftsmith.errors import short_list
+from draftsmith.registry.results import ComponentFailed
 
 
 @dataclass(frozen=True)
@@ -27,9 +29,27 @@ class PlannedLoad:
     expected: dict[str, Expected]
 
 
+def check_rebuildable(module: nn.Module, spec: str) -> None:
+    """Every part is built on the meta device and given only the checkpoint's tensors, so a non-persistent buffer
+    (one no checkpoint holds) must be recomputed by its module's ``reset_buffers(device)`` (as
+    components.rope.Rotary does). A module without one is a ComponentFailed naming it, before any tensor is read
+    (it failed after both models were loaded, naming neither the part nor the way out)."""
+    bad = [(name, type(m).__name__, sorted(m._non_persistent_buffers_set)) for name, m in module.named_modules()
+           if m._non_persistent_buffers_set and not callable(getattr(m, "reset_buffers", None))]
+    if bad:
+        name, cls, buffers = bad[0]
+        more = f" (and {len(bad) - 1} more module{'s' * (len(bad) > 2)} like it)" if len(bad) > 1 else ""
+        raise ComponentFailed(
+            f"{spec}: module {name or '<root>'} ({cls}) holds the non-persistent buffer(s) {short_list(buffers)}"
+            f"{more}, which no checkpoint holds and nothing computes: parts are built on the meta device and get "
+            "only the checkpoint's tensors; give the class a reset_buffers(device) method that makes them (as "
+            "draftsmith.components.rope.Rotary does), or make them persistent and ship them in the checkpoint")
+
+
 def plan_module(module: nn.Module, folder: str | Path, rules: RuleSet, *, spec: str,
                 infos: dict[str, TensorInfo] | None = None) -> PlannedLoad:
     """List the checkpoint and check it against the module; CheckpointMismatch lists every misfit at once."""
+    check_rebuildable(module, spec)
     infos = infos if infos is not None else list_tensors(folder)
     expected = expected_of(module)
     plan = plan_load(infos, rules, expected, where=str(folder), spec=spec)

@@ -204,3 +204,49 @@ def test_a_plugin_result_of_draftsmiths_own_classes_is_left_as_it_is():
     assert built("weight_rule", lambda params: rule, Strict()) is rule   # its ${key} placeholders still bind
     arch = TargetArch(recurrent=True)
     assert built("target", lambda: arch) is arch
+
+
+# --- a module part that cannot be built on meta ------------------------------------------------------------------
+
+@pytest.mark.parametrize("rebuilds", [False, True])
+def test_a_plugin_module_with_a_buffer_nothing_computes_is_refused_before_any_tensor_is_read(tmp_path, monkeypatch,
+                                                                                            rebuilds):
+    # a non-persistent buffer stayed on meta: "parameters left uninitialised after loading", after both models were
+    # read, naming neither the part nor reset_buffers (a review); with reset_buffers it loads and decodes
+    import torch
+    import yaml
+
+    from draftsmith.assembler import load
+    from draftsmith.components.norms import RMSNorm
+    from draftsmith.specs.catalog import BUILTIN_DIR
+    from draftsmith.testing import write_eagle3, write_target
+
+    class Scaled(RMSNorm):
+        def __init__(self, dim, eps):
+            super().__init__(dim, eps)
+            self.register_buffer("scale", torch.ones(()), persistent=False)
+
+        def forward(self, x):
+            return super().forward(x) * self.scale
+
+    class Rebuilt(Scaled):
+        def reset_buffers(self, device):
+            self.scale = torch.ones((), device=device)
+
+    cls = Rebuilt if rebuilds else Scaled
+    reg = fresh(("scaled", Plugin([Component("norm", "scaled", lambda params, *, dim, eps: cls(dim, eps))])))
+    target = write_target(tmp_path / "t", hidden_size=16, intermediate_size=32, num_attention_heads=2,
+                          num_key_value_heads=1, num_hidden_layers=4, vocab_size=32)
+    draft = write_eagle3(tmp_path / "d", target, aux_ids=[0, 1, 2])
+    spec = yaml.safe_load((BUILTIN_DIR / "eagle3-llama.yaml").read_text()) | {"name": "scaled"}
+    spec["draft"]["norm"] = {"kind": "scaled"}
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(spec))
+    if not rebuilds:
+        monkeypatch.setattr(load, "read_tensors", lambda *a, **k: pytest.fail("a tensor was read"))
+        with pytest.raises(ComponentFailed, match=r"module layers\.0\.input_layernorm \(Scaled\) holds the "
+                                                  r"non-persistent buffer\(s\) 'scale' .* reset_buffers\(device\)"):
+            draftsmith.assemble(draftsmith.load_spec(tmp_path / "s.yaml", reg), target, draft, registry=reg)
+        return
+    model = draftsmith.assemble(draftsmith.load_spec(tmp_path / "s.yaml", reg), target, draft, registry=reg)
+    assert model.generate([1, 2, 3], max_new_tokens=6).token_ids == \
+        model.generate_baseline([1, 2, 3], max_new_tokens=6).token_ids
