@@ -34,8 +34,9 @@ class Kind:
         if self.module:
             from torch import nn
 
-            return None if isinstance(made, nn.Module) else "not a torch.nn.Module"
-        if self.called and not callable(made):
+            if not isinstance(made, nn.Module):
+                return "not a torch.nn.Module"
+        elif self.called and not callable(made):
             return "not callable"
         lacks = [m for m in self.methods if not callable(getattr(made, m, None))]
         lacks += [f for f in self.fields if not hasattr(made, f)]
@@ -55,7 +56,9 @@ KINDS: dict[str, Kind] = {
     "mlp": Kind("factory(params, *, dims)", "the feed-forward module (see components.mlp.SwiGLU)"),
     "norm": Kind("factory(params, *, dim, eps)", "a norm module whose parameter is `weight` of shape [dim]"),
     "fusion": Kind("factory(params, *, hidden, target_width, draft_config, target_layers, norm)",
-                   "the draft's input fusion (see components.fusion)"),
+                   "the draft's input fusion, a module with fuse(emb, hidden, from_target), taps, first_mix, "
+                   "first_in_factor, norm_before_residual and norm_output (see components.fusion)",
+                   fields=("fuse", "taps", "first_mix", "first_in_factor", "norm_before_residual", "norm_output")),
     "weight_rule": Kind("factory(params)", "a rule with apply, invert, describe and inverse "
                         "(see components.weights.RegexRule)", module=False,
                         methods={"apply": STR_OR_NONE, "invert": STR_OR_NONE, "describe": (str,)},

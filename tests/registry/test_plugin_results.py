@@ -250,3 +250,14 @@ def test_a_plugin_module_with_a_buffer_nothing_computes_is_refused_before_any_te
     model = draftsmith.assemble(draftsmith.load_spec(tmp_path / "s.yaml", reg), target, draft, registry=reg)
     assert model.generate([1, 2, 3], max_new_tokens=6).token_ids == \
         model.generate_baseline([1, 2, 3], max_new_tokens=6).token_ids
+
+
+def test_a_plugin_fusion_without_what_the_assembler_reads_is_named_not_an_attribute_error():
+    # a plain nn.Linear as a fusion raised AttributeError 'first_in_factor' inside build_draft (exit 70)
+    from torch import nn
+
+    with pytest.raises(ComponentFailed, match=r"^fusion 'mine' \(plugin 'mine'\): its factory returned Linear.* \(it "
+                                              r"has no fuse, taps, first_mix, first_in_factor, norm_before_residual, "
+                                              r"norm_output\)"):
+        built("fusion", lambda params, **_: nn.Linear(4, 2), Strict(), hidden=2, target_width=4, draft_config={},
+              target_layers=4, norm=None)
