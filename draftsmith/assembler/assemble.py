@@ -208,6 +208,11 @@ def plan_assembly(spec: Spec | str | Path, target: str | Path | None = None, dra
     backend = backend or registry.build("attn_backend", spec.decoding.attention)
     with _explained(_swapped(registry, target_dir, "target")):
         target_plan, target_cfg = plan_target(target_dir, registry, backend)
+    if spec.decoding.mode == "v2" and target_plan.module.recurrent:
+        raise SpecError(spec.source, [Problem(
+            "decoding.mode", "v2 (tree drafting with compaction) is unsupported with this target: it has recurrent "
+            "(mamba / linear-attention) layers, whose state is not rolled back", found="v2", allowed="auto, v1",
+            hint="Use mode: auto to fall back to v1 with a logged reason.")])
     draft_raw = read_config(draft_dir)
     infos = list_tensors(draft_dir)
     rules = rule_set(spec, registry, flatten_draft_config(draft_raw))  # ${key} placeholders: the draft config

@@ -280,6 +280,11 @@ def check_overrides(model: Any, *, topk: Any = None, steps: Any = None, draft_to
     problems: list[str] = []
     fields = overridden(model.spec.decoding, dict(topk=topk, steps=steps, draft_tokens=draft_tokens, mode=mode),
                         problems, draft_vocab=vocab_sizes(model)[1], names=names)
+    if fields is not None and fields["mode"] == "v2" and getattr(model, "recurrent", False):
+        problems.append(f"{(names or {}).get('mode', 'mode')}: v2 (tree drafting with compaction) is unsupported "
+                        "here: the target has recurrent (mamba / linear-attention) layers, whose state is not "
+                        "rolled back; auto falls back to v1")
+        fields = None
     if fields is None:
         raise ArgumentError(what, problems)
     return fields

@@ -19,7 +19,8 @@ class Plan:
 def choose_mode(mode: str, topk: int, steps: int, draft_tokens: int, page_size: int, recurrent: bool) -> Plan:
     """``auto`` picks v2 only when topk > 1, page_size == 1 and the target has no recurrent layers; otherwise v1
     (a chain of ``steps`` tokens), logging one line that says why. Explicit v2 in an unsupported combination is
-    refused by the spec checks; here it raises for per-call overrides."""
+    refused before this runs (the spec checks, assemble for a recurrent target, check_overrides for a call); the
+    ValueError here is for a caller that skipped them."""
     why = []
     if topk == 1:
         why.append("topk is 1")

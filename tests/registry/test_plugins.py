@@ -174,6 +174,7 @@ def test_a_plugin_target_type_declaring_recurrent_layers_rules_out_spec_v2(tmp_p
     import json
 
     from draftsmith.components.targets import TargetArch
+    from draftsmith.errors import ArgumentError
     from draftsmith.testing import write_eagle3, write_target
 
     target = write_target(tmp_path / "t", hidden_size=16, intermediate_size=32, num_attention_heads=2,
@@ -183,9 +184,16 @@ def test_a_plugin_target_type_declaring_recurrent_layers_rules_out_spec_v2(tmp_p
     (target / "config.json").write_text(json.dumps(cfg | {"model_type": "olmo"}))
     for recurrent in (False, True):
         arch = Component("target", "olmo", lambda params=None, r=recurrent, **_: TargetArch(recurrent=r))
-        model = draftsmith.assemble("eagle3-llama", target=target, draft=draft, registry=fresh(("p", Plugin([arch]))))
+        reg = fresh(("p", Plugin([arch])))
+        model = draftsmith.assemble("eagle3-llama", target=target, draft=draft, registry=reg)
         assert model.recurrent is recurrent
         assert model.plan(topk=4).mode == ("v1" if recurrent else "v2")
+        if recurrent:   # asked for by name: refused as the other v2 misfits are (it was choose_mode's ValueError)
+            with pytest.raises(ArgumentError, match="mode: v2 .* the target has recurrent"):
+                model.plan(topk=4, mode="v2")
+            v2 = draftsmith.load_spec("eagle3-llama").with_decoding(mode="v2")
+            with pytest.raises(draftsmith.SpecError, match="decoding.mode: v2 .* unsupported with this target"):
+                draftsmith.assemble(v2, target=target, draft=draft, registry=reg)
 
 
 # --- draftsmith_detect_layout ---------------------------------------------------------------------------------------
