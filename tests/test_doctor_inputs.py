@@ -29,3 +29,11 @@ def test_a_call_argument_the_target_refuses_is_said_once_not_blamed_on_the_spec(
 def test_seven_tokens_measure_a_whole_step():
     dx = diagnose("demo", max_new_tokens=7, search=False)
     assert dx.base.measure is not None and dx.base.tau > 2
+
+
+def test_a_bug_inside_doctor_is_an_internal_error_not_bad_input(monkeypatch):
+    # the CLI caught ValueError and LookupError too, so a bug read as "doctor: ..." with exit 2 (a code review)
+    import draftsmith.doctor as doctor
+    monkeypatch.setattr(doctor, "diagnose", lambda *a, **k: {}["a bug"])
+    out = CliRunner().invoke(app, ["doctor", "--spec", "demo"])
+    assert out.exit_code == 70 and "internal error" in out.output and "doctor:" not in out.output, out.output

