@@ -122,10 +122,11 @@ class Field:
     declared: Any = None            # the model's declared default (breaks ties between equally good readings)
 
 
-def field_info(data: Mapping[str, Any], path: str, registry) -> Field | None:
+def field_info(data: Mapping[str, Any], path: str, registry, auto_attention: str | None = None) -> Field | None:
     """What a dotted spec path can hold for this spec (``data``: the spec as plain data), from the pydantic model
     that checks it (the spec schema, or the params model of the component the spec names); None when the spec's
-    components have no such field."""
+    components have no such field. ``auto_attention``: the kind ``attention: {kind: auto}`` is for the draft at
+    hand (:func:`draftsmith.assembler.build.attention_name`; None: gqa, the reading without a draft)."""
     from draftsmith.specs.resolve import AUTO_ATTENTION
 
     model: Any = Spec
@@ -137,7 +138,8 @@ def field_info(data: Mapping[str, Any], path: str, registry) -> Field | None:
             comp_name = ref.get("kind") if isinstance(ref, Mapping) else None
             if kind is None or not isinstance(comp_name, str):
                 return None
-            comp_name = AUTO_ATTENTION if (kind == "attention" and comp_name == "auto") else comp_name
+            if kind == "attention" and comp_name == "auto":   # the kind this draft gets (gqa without a draft)
+                comp_name = auto_attention or AUTO_ATTENTION
             comp = registry.components.get((kind, comp_name))
             if comp is None:
                 return None
@@ -297,8 +299,11 @@ def diagnose(spec: Spec | str | Path, target: str | Path | None = None, draft: s
             f"spec {spec.name!r} needs at least {least} (with fewer no whole step is measured, and tau is low "
             "whatever the draft)"])
     from draftsmith.assembler.assemble import checkpoint_dir
+    from draftsmith.assembler.build import attention_name
+    from draftsmith.assembler.config import read_config
 
     target, draft = checkpoint_dir(spec, target, "target"), checkpoint_dir(spec, draft, "draft")  # missing: raise
+    auto = attention_name(spec, read_config(draft))   # attention auto's params are this kind's (MLA: its rope)
     run = lambda changes: run_candidate(spec, changes, target, draft, probes, max_new_tokens, registry,  # noqa: E731
                                         dtype=dtype, device=device)
     base = run(())
@@ -314,7 +319,7 @@ def diagnose(spec: Spec | str | Path, target: str | Path | None = None, draft: s
         for amb in ambiguities:
             if amb.path in done:
                 continue
-            info = field_info(data, amb.path, registry)
+            info = field_info(data, amb.path, registry, auto)
             if info is None:
                 if amb.path not in dx.not_applicable and not best.changes:
                     dx.not_applicable.append(amb.path)

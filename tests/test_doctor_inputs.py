@@ -37,3 +37,29 @@ def test_a_bug_inside_doctor_is_an_internal_error_not_bad_input(monkeypatch):
     monkeypatch.setattr(doctor, "diagnose", lambda *a, **k: {}["a bug"])
     out = CliRunner().invoke(app, ["doctor", "--spec", "demo"])
     assert out.exit_code == 70 and "internal error" in out.output and "doctor:" not in out.output, out.output
+
+
+def test_attention_auto_is_read_as_the_kind_the_draft_gets(tmp_path, monkeypatch):
+    # a code review: doctor read an MLA draft's attention.rope with gqa's params (default neox), so it took neox for
+    # the current reading and never tried it, while the MLA layer read interleaved from the config
+    import draftsmith.doctor as doctor
+    from draftsmith.doctor import Ambiguity, field_info, spec_data
+    from draftsmith.registry import default_registry
+    from draftsmith.specs.loader import load_spec
+    from draftsmith.testing import write_target
+    from draftsmith.testing.mla import write_mla_eagle
+
+    data = spec_data(load_spec("eagle-mla-deepseek").model_copy(deep=True))
+    data["draft"]["attention"] = {"kind": "auto"}
+    assert field_info(data, "draft.attention.rope", default_registry()).default == "neox"        # gqa's, no draft
+    assert field_info(data, "draft.attention.rope", default_registry(), "mla").default is None   # from the config
+    target = write_target(tmp_path / "t", hidden_size=32, intermediate_size=64, num_attention_heads=4,
+                          num_key_value_heads=2, num_hidden_layers=4, vocab_size=64)
+    draft = write_mla_eagle(tmp_path / "d", target)
+    (tmp_path / "s.yaml").write_text(__import__("yaml").safe_dump(data | {"name": "mla-auto"}))
+    tried = []
+    monkeypatch.setattr(doctor, "run_candidate", lambda spec, changes, *a, **k: tried.append(changes) or
+                        doctor.Candidate(changes, error="not measured here"))
+    doctor.diagnose(tmp_path / "s.yaml", target, draft, search=True, rounds=1,
+                    ambiguities=[Ambiguity("draft.attention.rope", "")])
+    assert sorted(v for ((_, v),) in tried[1:]) == ["interleaved", "neox"]   # after the spec as given
