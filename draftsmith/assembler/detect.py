@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from draftsmith.errors import short_text
+from draftsmith.errors import DraftsmithError, short_text
 from draftsmith.hooks import LayoutMatch
 
 HIDDEN_NORM = r"^(model\.)?(midlayer|layers\.0)\.hidden_norm\.weight$"
@@ -87,7 +87,8 @@ FAMILIES: tuple[Family, ...] = (
 CANONICAL = tuple(re.compile(p) for p in (
     r"^fc\.(weight|bias|input_norm\.weight|aux_norm\.\d+\.weight|(enorm|hnorm|eh_proj)\.weight)$",
     r"^layers\.\d+\.self_attn\.(q|k|v|o|q_a|q_b|kv_a|kv_b)_proj(_with_mqa)?\.(weight|bias)$",
-    r"^layers\.\d+\.self_attn\.(q_a|kv_a)_layernorm\.weight$",
+    r"^layers\.\d+\.self_attn\.(q_a|kv_a)_layernorm\.weight$", r"^layers\.\d+\.self_attn\.(q|k)_norm\.weight$",
+    r"^(fc|layers\.\d+\.(self_attn|mlp)\.\w+_proj(_with_mqa)?)\.(weight_scale|weight_scale_inv|input_scale)$",
     r"^layers\.\d+\.mlp\.(gate|up|down)_proj\.(weight|bias)$",
     r"^layers\.\d+\.(input_layernorm|post_attention_layernorm|hidden_norm)\.weight$",
     r"^(norm|lm_head|embed_tokens)\.weight$", r"^(d2t|t2d)$",
@@ -193,7 +194,7 @@ def unfit_names(spec_name: str, config: Mapping[str, Any], names: Sequence[str])
 
     try:
         rules = rule_set(load_spec(spec_name), default_registry(), flatten_draft_config(config))
-    except Exception:  # a spec whose placeholders this config cannot bind fits nothing
+    except DraftsmithError:  # a spec whose placeholders this config cannot bind fits nothing
         return list(names)
     out = []
     for n in names:

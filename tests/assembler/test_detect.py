@@ -50,3 +50,16 @@ def test_closest_families_score_the_names_that_fit_and_the_required_names_presen
     """score = (share of the names the family's rules place + share of its required patterns present) / 2."""
     (_, got, bad), _ = closest_families({}, names)
     assert got == pytest.approx(score) and bad == [n for n in names if n.startswith("blocks.")]
+
+
+def test_qk_norms_and_fp8_scales_are_canonical_names_that_fit():
+    # a code review: the canonical list lacked self_attn.q_norm / k_norm (qk_norm) and FP8 weight_scale(_inv) /
+    # input_scale, so inspect counted them unfit and ranked the families of such a draft too low
+    from draftsmith.assembler.detect import unfit_names
+
+    extra = ["midlayer.self_attn.q_norm.weight", "midlayer.self_attn.k_norm.weight",
+             "midlayer.self_attn.q_proj.weight_scale", "midlayer.mlp.down_proj.weight_scale_inv",
+             "midlayer.mlp.up_proj.input_scale", "fc.weight_scale"]
+    assert unfit_names("eagle3-llama", {}, eagle3(None) + extra) == []
+    assert unfit_names("eagle3-llama", {}, ["midlayer.self_attn.q_norm.bias", "fc.weight_scales"]) == \
+        ["midlayer.self_attn.q_norm.bias", "fc.weight_scales"]
