@@ -31,7 +31,6 @@ TOPK = 64                       # tree branching
 STEPS = 64                      # draft depth
 DRAFT_TOKENS = 1_024            # tree size including the root
 PAGE_SIZE = 4_096               # KV pool page size (tokens)
-SEED_BITS = 64                  # torch generators take seeds in 0 .. 2**64 - 1
 NEW_TOKENS = 1 << 20            # max_new_tokens (KV pools are sized for prompt + max_new_tokens up front)
 BATCH = 4_096                   # prompts in one generate() call (each is a row of the KV pools, allocated up front)
 PROBE_BYTES = 1 << 20           # a `doctor --probe @FILE` file (a regular file; real probes are a few hundred bytes)

@@ -2,7 +2,8 @@
 ``run`` (generate, bench), ``specs`` (validate, list, inspect, convert), ``train``, ``doctor``.
 
 Errors: draftsmith's own (:class:`draftsmith.errors.DraftsmithError`: a bad spec, checkpoint, argument or option)
-print as one message and exit 1, never a traceback; anything else prints one line and a hint to rerun with
+print as one message and exit 1 (2 for bad input to ``train`` and ``doctor``, and for a draft folder no detector
+knows when no ``--spec`` is given), never a traceback; anything else prints one line and a hint to rerun with
 ``draftsmith --debug ...``, which shows the traceback (exit 70, EX_SOFTWARE). Messages are printed as plain text,
 so user text (prompts, file and tensor names) is never read as rich markup.
 """

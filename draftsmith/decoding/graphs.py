@@ -111,6 +111,7 @@ class EmulatedReplay(Replay):
     (anything but the arguments and static tensors), gets different results here, as it would on CUDA."""
 
     def __init__(self, fn, enabled: bool = True, pool=None, warmup: int = 2, keep=()):
+        # enabled and pool: Replay's signature, so that it stands in for Replay (always on; no CUDA memory pool)
         super().__init__(fn, False, warmup=warmup, keep=keep)
         self.enabled = True
 

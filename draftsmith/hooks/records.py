@@ -16,7 +16,8 @@ class NoParams(BaseModel):
 
 @dataclass(frozen=True)
 class Component:
-    """One buildable part, named ``(kind, name)``; ``factory(params, **context)`` builds it.
+    """One buildable part, named ``(kind, name)``; its factory builds it, called as its kind says
+    (:data:`draftsmith.hooks.kinds.KINDS`: ``factory(params, **context)``, or ``factory()`` for a backend or target).
 
     ``params`` is a pydantic model (``extra="forbid"``) that checks the part's keys in a spec.
     """

@@ -26,8 +26,8 @@ def draftsmith_components() -> Iterable[Component]:
 
     Called once per plugin when the registry is built. ``(kind, name)`` must be unique across all plugins; a
     clash fails at start-up naming both plugins, nothing is silently renamed or shadowed. Return records with
-    factories and their ``Params`` models; build nothing here (the registry is built at import of the CLI and
-    for every ``assemble``).
+    factories and their ``Params`` models; build nothing here (the default registry is built once per process,
+    on first use, and every ``build_registry`` call builds another).
 
     Kinds the assembler asks for, each with the call its factory gets and what it must return:
     :data:`draftsmith.hooks.kinds.KINDS` (``layer``, ``attention``, ``mlp``, ``norm``, ``fusion``,
