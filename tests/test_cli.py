@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 import draftsmith
 from draftsmith.cli import app
+from draftsmith.errors import DraftsmithError
 from draftsmith.specs.catalog import BUILTIN_DIR
 from draftsmith.testing import write_eagle3, write_target
 
@@ -302,7 +303,7 @@ def test_doctor_takes_the_cached_target_by_name(tmp_path, monkeypatch):
 
     def diagnose(spec, target, draft, **kw):
         seen.append(target)
-        raise ValueError("stop here")
+        raise DraftsmithError("stop here")   # bad input: said, exit 2
 
     monkeypatch.setattr("draftsmith.doctor.diagnose", diagnose)
     res = run("doctor", "smollm2", tmp_path / "draft", "--spec", "smollm2")
@@ -319,7 +320,7 @@ def test_doctor_and_train_take_the_folders_the_spec_names(tmp_path, monkeypatch)
 
     def stop(*args, **kwargs):   # records what the verb was given, and goes no further
         seen.append(args[0].target if len(args) == 1 else args)
-        raise ValueError("stop here")
+        raise DraftsmithError("stop here")   # bad input: said, exit 2
 
     monkeypatch.setattr("draftsmith.doctor.diagnose", stop)
     assert run("doctor", "--spec", "demo").exit_code == 2 and seen == [("demo", None, None)]
