@@ -25,6 +25,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from draftsmith.errors import ArgumentError
+from draftsmith.specs.resolve import dig
 from draftsmith.specs.schema import Ref, Spec
 
 PROBES = (
@@ -163,14 +164,6 @@ def current_value(data: Mapping[str, Any], path: str, info: Field) -> Any:
     """The reading the spec uses now: the stated value, else the field's default (None: unknown)."""
     value = dig(data, path)
     return value if value is not None else info.default
-
-
-def dig(data: Any, path: str) -> Any:
-    for part in [p for p in path.split(".") if p]:
-        if not isinstance(data, Mapping):
-            return None
-        data = data.get(part)
-    return data
 
 
 def with_change(data: Mapping[str, Any], path: str, value: Any) -> dict:

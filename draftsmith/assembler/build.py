@@ -21,7 +21,7 @@ from draftsmith.components.targets import apply_windows
 from draftsmith.components.weights import RuleSet
 from draftsmith.errors import Problem, SpecError, short
 from draftsmith.registry import Registry
-from draftsmith.specs.resolve import params_problems, resolve
+from draftsmith.specs.resolve import fusion_params, params_problems, resolve
 from draftsmith.specs.schema import Spec
 
 _LAYER = re.compile(r"^layers\.(\d+)\.")
@@ -154,7 +154,7 @@ def check_final_norm(spec: Spec, fc: nn.Module) -> None:
 def build_draft(spec: Spec, registry: Registry, *, draft_raw: Mapping[str, Any], draft_cfg, target_cfg,
                 canonical_names: list[str], backend: Callable) -> DraftModel:
     d, dims = spec.draft, Dims.from_config(draft_cfg)
-    _, fusion_params = resolve(registry, "fusion", d.fusion.kind, d.fusion.params)
+    params = fusion_params(spec, registry)
     recipe = LayerRecipe(layer=(d.layer.kind, d.layer.params), attention=attention_recipe(spec, registry, draft_raw),
                          mlp=(d.mlp.kind, d.mlp.params), norm=(d.norm.kind, d.norm.params))
     stack = Stacker(registry, recipe, dims, backend)
@@ -169,7 +169,7 @@ def build_draft(spec: Spec, registry: Registry, *, draft_raw: Mapping[str, Any],
             hint="Or set draft.vocab.reduced: false for a draft that drafts over the target's whole vocabulary.")])
     with torch.device("meta"):
         try:
-            fc = registry.build("fusion", d.fusion.kind, fusion_params, hidden=dims.hidden,
+            fc = registry.build("fusion", d.fusion.kind, params, hidden=dims.hidden,
                                 target_width=target_hidden_width(target_cfg), draft_config=dict(draft_raw),
                                 target_layers=target_cfg.num_hidden_layers, norm=stack.norm)
         except SpecError as e:  # the fusion knows the rule; the error names the spec file the user wrote

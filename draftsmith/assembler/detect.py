@@ -156,9 +156,10 @@ def eagle3_values(spec_name: str, config: Mapping[str, Any], names: Sequence[str
     from draftsmith.assembler.config import flatten_draft_config
     from draftsmith.components.eagle3_config import config_value, describe_facts
     from draftsmith.specs.loader import load_spec
+    from draftsmith.specs.resolve import fusion_params
 
     cfg = flatten_draft_config(config)
-    params = _fusion_params(load_spec(spec_name))
+    params = fusion_params(load_spec(spec_name))
     # The family's spec states its defaults; a value the checkpoint's config states wins over them here, so the
     # printed spec loads what the checkpoint says (the spec's own value stays the fallback).
     stated_by_config = {k: None for k in ("fc_norm", "norm_before_fc", "norm_before_residual", "norm_output")
@@ -176,13 +177,6 @@ def eagle3_values(spec_name: str, config: Mapping[str, Any], names: Sequence[str
 
 def eagle3_notes(spec_name: str, config: Mapping[str, Any], names: Sequence[str]) -> list[str]:
     return eagle3_values(spec_name, config, names)[1]
-
-
-def _fusion_params(spec):
-    from draftsmith.registry import default_registry
-    from draftsmith.specs.resolve import resolve
-
-    return resolve(default_registry(), "fusion", spec.draft.fusion.kind, spec.draft.fusion.params)[1]
 
 
 def unfit_names(spec_name: str, config: Mapping[str, Any], names: Sequence[str]) -> list[str]:

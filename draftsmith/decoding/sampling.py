@@ -6,7 +6,8 @@ import torch
 from torch import Tensor
 
 
-def _float(x: Tensor) -> Tensor:
+def as_float(x: Tensor) -> Tensor:
+    # probabilities and logits are computed in float32 (float64 kept): half precision is upcast
     return x if x.dtype in (torch.float32, torch.float64) else x.float()
 
 
@@ -27,7 +28,7 @@ def target_probs(logits: Tensor, temperature: float, top_p: float = 1.0, top_k: 
         raise ValueError(f"top_p must be in (0, 1], got {top_p}")
     if top_k < 0:
         raise ValueError(f"top_k must be >= 0, got {top_k}")
-    x = _shifted(_float(logits)) / temperature
+    x = _shifted(as_float(logits)) / temperature
     if 0 < top_k < x.shape[-1]:
         kth = torch.topk(x, top_k, dim=-1).values[..., -1:]                    # [..., 1]
         x = x.masked_fill(x < kth, float("-inf"))
@@ -43,5 +44,5 @@ def logprobs_for_drafting(logits: Tensor, temperature: float) -> Tensor:
     # logits: [..., V] -> draft log-probs [..., V]: log_softmax(logits / T), plain log_softmax when T == 0 (greedy)
     if temperature < 0:
         raise ValueError(f"temperature must be >= 0, got {temperature}")
-    x = _float(logits)
+    x = as_float(logits)
     return torch.log_softmax(_shifted(x) / temperature if temperature > 0 else x, dim=-1)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from draftsmith.decoding.sampling import as_float
 from draftsmith.decoding.tree import Tree
 
 
@@ -68,10 +69,6 @@ def _normalise(x: Tensor, fallback: Tensor) -> Tensor:
     return torch.where(s > 0, x / s.clamp_min(torch.finfo(x.dtype).tiny), fallback)
 
 
-def _float(x: Tensor) -> Tensor:
-    return x if x.dtype in (torch.float32, torch.float64) else x.float()
-
-
 def sample_verify(
     tree: Tree, probs: Tensor, draft_probs: Tensor | None = None, generator: torch.Generator | None = None
 ) -> Verdict:
@@ -81,8 +78,8 @@ def sample_verify(
     #   from (row 0 unused). Lossless for a sampled chain, and for siblings drawn independently from their q
     #   (SpecInfer's multi-candidate rule). None: the children are deterministic top-k picks.
     # r below is the residual target distribution at the current node: p there, minus what rejections removed.
-    p = _float(probs)
-    q = None if draft_probs is None else _float(draft_probs)
+    p = as_float(probs)
+    q = None if draft_probs is None else as_float(draft_probs)
     B, n, V = p.shape
     rows = torch.arange(B, device=p.device)
     kids = _children(tree.parents)                                             # [B, n, W]

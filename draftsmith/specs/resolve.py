@@ -40,7 +40,8 @@ AUTO_NOTE = "auto (mla when the draft config has MLA fields, else gqa)"
 
 
 def dig(data: Any, path: str) -> Any:
-    for part in path.split("."):
+    """The value at a dotted path of plain data (``""``: the data itself); None where a part is missing."""
+    for part in [p for p in path.split(".") if p]:
         if not isinstance(data, Mapping):
             return None
         data = data.get(part)
@@ -101,6 +102,13 @@ def check_ref(registry: Registry, ref: Any, where: Section, path: str | None = N
 
 def known(registry: Registry, kind: str, name: Any) -> bool:
     return isinstance(name, str) and (kind, name) in registry.components
+
+
+def fusion_params(spec, registry: Registry | None = None) -> BaseModel:
+    """The spec's fusion params, validated by its fusion's model (Eagle3Params, Eagle1Params, ...)."""
+    from draftsmith.registry import default_registry
+
+    return resolve(registry or default_registry(), "fusion", spec.draft.fusion.kind, spec.draft.fusion.params)[1]
 
 
 def resolve(registry: Registry, kind: str, name: str, params: Mapping[str, Any]) -> tuple[Component, BaseModel]:

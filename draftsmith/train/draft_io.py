@@ -19,6 +19,7 @@ from draftsmith.assembler.build import rule_set
 from draftsmith.assembler.checkpoint import save_safetensors
 from draftsmith.assembler.vocab import make_vocab_map
 from draftsmith.registry import default_registry
+from draftsmith.specs.resolve import fusion_params
 from draftsmith.testing import write_eagle1, write_eagle3
 
 
@@ -58,13 +59,6 @@ def unsupported(spec) -> list[str]:
         if d.share.lm_head != "target":
             found.append("share.lm_head 'draft' with EAGLE-1")
     return found
-
-
-def fusion_params(spec):
-    """The spec's fusion params, validated (Eagle3Params / Eagle1Params)."""
-    from draftsmith.specs.resolve import resolve
-
-    return resolve(default_registry(), "fusion", spec.draft.fusion.kind, spec.draft.fusion.params)[1]
 
 
 def fresh_taps(spec, target_layers: int) -> tuple[int, ...]:
