@@ -34,6 +34,7 @@ import torch
 
 from draftsmith.bench import _median_time
 from draftsmith.bench_out import RESULTS, check_folders
+from draftsmith.errors import OptionError
 
 SHAPES = {  # Llama-3.2-1B, Llama-3.1-8B; tiny runs on a CPU in seconds
     "tiny": dict(hidden_size=256, intermediate_size=768, num_attention_heads=8, num_key_value_heads=2,
@@ -353,6 +354,8 @@ def compile_summary() -> dict:
 def run_scale(shapes=("tiny",), out: str | Path = "bench-scale", *, device="cpu", dtype=None, batches=(1, 8),
               prompt_len=None, new_tokens=None, repeats=3, hf=True, graphs="auto", checkpoints=None,
               log=print) -> list[dict]:
+    if unknown := [n for n in shapes if n not in SHAPES]:   # every name, before the first shape runs for minutes
+        raise OptionError(f"unknown shape {', '.join(map(repr, unknown))}; known: {', '.join(SHAPES)}")
     out = Path(out)
     checkpoints = Path(checkpoints) if checkpoints else out / "checkpoints"
     check_folders(out, checkpoints, shapes)   # before anything is written or measured
@@ -363,8 +366,6 @@ def run_scale(shapes=("tiny",), out: str | Path = "bench-scale", *, device="cpu"
     dtype = dtype or ("bfloat16" if cuda else "float32")
     results = []
     for name in shapes:
-        if name not in SHAPES:
-            raise ValueError(f"unknown shape {name!r}; known: {', '.join(SHAPES)}")
         small = name == "tiny" and not cuda
 
         def save(partial, done=tuple(results)):   # the shapes finished so far and this one as far as it got

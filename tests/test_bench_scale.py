@@ -84,3 +84,14 @@ def test_a_run_cut_short_keeps_the_rows_it_measured(tmp_path, monkeypatch):
     rows = json.loads((tmp_path / "results.json").read_text())[0]["batches"]["1"]
     assert set(rows) == {"bandwidth limit", "draftsmith target-only", f"draftsmith {next(iter(METHODS))}"}
     assert "draftsmith chain 6" in (tmp_path / "results.md").read_text()
+
+
+def test_every_shape_name_is_checked_before_the_first_runs(tmp_path, monkeypatch):
+    # a code review: `bench_scale.py tiny,9b` measured tiny for minutes, then raised ValueError on 9b
+    from draftsmith import bench_scale
+    from draftsmith.errors import OptionError
+
+    monkeypatch.setattr(bench_scale, "measure", lambda *a, **k: pytest.fail("a shape was measured"))
+    with pytest.raises(OptionError, match="unknown shape '9b'; known: tiny, 1b, 8b"):
+        bench_scale.run_scale(["tiny", "9b"], tmp_path / "out")
+    assert not (tmp_path / "out").exists()
