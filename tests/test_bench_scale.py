@@ -2,6 +2,8 @@
 spent outside forwards is a share of that run alone (a later timing must not leak into it)."""
 import json
 
+import pytest
+
 from draftsmith.bench_scale import METHODS, markdown, run_scale
 
 
