@@ -180,10 +180,13 @@ def _scale_only(ctx: typer.Context, scale: Optional[str]) -> None:
 
 def _check_graphs(graphs: str, device: str) -> None:
     """--graphs: one of the spec's values, and on / compile only on a CUDA device (refused before anything runs)."""
-    from draftsmith.decoding.graphs import graphs_enabled
+    from typing import get_args
 
-    if graphs not in ("auto", "on", "off", "compile"):
-        raise typer.BadParameter(f"auto, on, off or compile, got {graphs!r}", param_hint="--graphs")
+    from draftsmith.decoding.graphs import graphs_enabled
+    from draftsmith.specs.schema import GraphsSetting
+
+    if graphs not in (values := get_args(GraphsSetting)):
+        raise typer.BadParameter(f"{', '.join(values[:-1])} or {values[-1]}, got {graphs!r}", param_hint="--graphs")
     try:
         graphs_enabled(graphs, device)
     except ValueError as e:

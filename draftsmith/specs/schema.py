@@ -129,6 +129,9 @@ def on_off(value: Any) -> Any:
     return ("on" if value else "off") if isinstance(value, bool) else value
 
 
+GraphsSetting = Literal["auto", "on", "off", "compile"]   # decoding.graphs (and bench's --graphs)
+
+
 class Decoding(Frozen):
     topk: int = Field(4, ge=1, le=limits.TOPK)           # bounds: draftsmith/limits.py
     steps: int = Field(5, ge=1, le=limits.STEPS)
@@ -137,7 +140,7 @@ class Decoding(Frozen):
     mode: Literal["auto", "v1", "v2"] = "auto"
     attention: str = "auto"                              # registered attn_backend (auto: sdpa on CPU)
     # CUDA graphs + fused kernels (auto, compile: on CUDA); YAML 1.1 reads an unquoted on / off as true / false
-    graphs: Annotated[Literal["auto", "on", "off", "compile"], BeforeValidator(on_off)] = "auto"
+    graphs: Annotated[GraphsSetting, BeforeValidator(on_off)] = "auto"
     # CPU matmuls on oneDNN-prepacked weights: auto = the large ones, packed = all, plain = none (CUDA: ignored)
     linear: Literal["auto", "packed", "plain"] = "auto"
     # the draft's weights, activations and KV (same: assemble()'s dtype). The draft only proposes, so its precision
