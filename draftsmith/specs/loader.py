@@ -9,6 +9,7 @@ screenful (draftsmith/limits.py).
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -34,14 +35,16 @@ class SpecNotFound(NotFound):
 
 def spec_path(ref: str | Path, registry: Registry) -> Path:
     """A ``.yaml`` / ``.yml`` path as given; else the file of a registered spec of that name; else an existing file.
-    (A registered name wins over a folder or file of the same name in the working directory.)"""
+    (A registered name wins over a folder or file of the same name in the working directory; written as a path,
+    ``./NAME`` or with any folder in it, it is the file.)"""
     p = Path(ref)
+    as_path = any(sep in str(ref) for sep in {"/", os.sep})
     if p.suffix in (".yaml", ".yml"):
         if not p.is_file():
             what = "is not a regular file" if p.exists() else "does not exist"
             raise SpecNotFound(f"spec file {short_text(p, 300)} {what}")
         return p
-    if str(ref) in registry.specs or not p.exists():
+    if (str(ref) in registry.specs and not as_path) or not p.exists():
         return registry.spec_source(str(ref)).path
     if not p.is_file():   # a folder or a device: say so, not "no such file"
         raise SpecNotFound(f"spec file {short_text(p, 300)} is not a regular file (a spec is one YAML file)")
