@@ -333,7 +333,8 @@ def placement_problems(model: Any) -> list[str]:
         p = next((p for p in module.parameters() if p.is_floating_point() and p.element_size() > 1), None)
         if p is None:
             continue
-        moved = p.device.type != kind or (index != "" and p.device.index != int(index))
+        # cpu:N is the CPU (its tensors carry no index); cuda:N is that GPU
+        moved = p.device.type != kind or (kind != "cpu" and index != "" and p.device.index != int(index))
         if moved or p.dtype != dtype:
             out.append(f"the {name}'s weights are {str(p.dtype).removeprefix('torch.')} on {p.device}, but the model "
                        f"was assembled for {str(dtype).removeprefix('torch.')} on {model.device} (its KV pools "

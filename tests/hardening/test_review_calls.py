@@ -87,3 +87,10 @@ def test_a_model_cast_or_moved_after_assemble_is_refused_by_name(tiny_pair):
         model.generate_baseline([1, 2], max_new_tokens=2)
     model.draft.to(torch.float32)
     assert len(model.generate([1, 2], max_new_tokens=2, stop=[]).token_ids) == 2
+
+
+def test_a_model_assembled_on_cpu_0_is_on_the_cpu(tiny_pair):
+    # a CLI review: --device cpu:0 assembled, then every call was refused (a CPU tensor carries no index)
+    model = draftsmith.assemble("eagle3-llama", target=tiny_pair[0], draft=tiny_pair[1], device="cpu:0")
+    assert model.generate([1, 2], max_new_tokens=3, stop=[]).token_ids == \
+        model.generate_baseline([1, 2], max_new_tokens=3, stop=[]).token_ids
