@@ -273,12 +273,12 @@ def test_generate_detects_the_spec_of_a_draft_and_takes_token_ids(eagle3_pair):
 @pytest.mark.parametrize("ids", ["1,x", "", "-1", "1.5", "1,\u00b2", "9" * 5000])
 def test_generate_refuses_token_ids_that_are_not_ids(ids):
     res = run("generate", "--spec", "demo", "--token-ids", ids)
-    assert res.exit_code == 1 and "token ids are integers >= 0 separated by commas" in res.output, res.output[:300]
+    assert res.exit_code == 2 and "token ids are integers >= 0 separated by commas" in res.output, res.output[:300]
 
 
 def test_generate_takes_the_prompt_once():
     res = run("generate", "--spec", "demo", "--token-ids", "1,2", "--prompt", "hi")
-    assert res.exit_code == 1 and "--prompt and --token-ids both give the prompt: give one" in res.output
+    assert res.exit_code == 2 and "--prompt and --token-ids both give the prompt: give one" in res.output
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
@@ -348,7 +348,7 @@ def test_bench_refuses_the_scale_options_without_scale(args, named, monkeypatch)
 
     monkeypatch.setattr(draftsmith.bench, "run_bench", lambda *a, **k: pytest.fail("ran the benchmark"))
     res = run("bench", *args)
-    assert res.exit_code == 1 and f"error: {named}: options of the scale benchmark; add --scale" in res.output, \
+    assert res.exit_code == 2 and f"error: {named}: options of the scale benchmark; add --scale" in res.output, \
         res.output
 
 

@@ -1,7 +1,8 @@
 """Command-line input a review found ending in an internal error, in silent loss or in a wrong answer: --threads
 past the machine's CPUs, bench --scale's --out / --checkpoints (a file, under a file, /proc, a folder of the user's),
 a $DRAFTSMITH_CACHE that is a file, doctor's --min-tau and a spec that does not load, and --token-ids with an
-empty item. Each is one message (exit 1, or 2 where the command says so), before any work."""
+empty item. Each is one message (exit 2, as every bad option value; 2 for any bad input to train and doctor),
+before any work."""
 import json
 import os
 from pathlib import Path
@@ -68,7 +69,7 @@ def test_threads_past_the_cpu_count_is_refused_by_every_command(verb, threads, t
             "bench": ["bench", "--scale", "tiny", "--out", tmp_path / "b"],
             "train": ["train", "--spec", "demo", "--out", tmp_path / "o", "--data", tmp_path]}[verb]
     res = run(*args, "--threads", threads)
-    refused(res, 2 if verb in ("doctor", "train") else 1, f"--threads is {threads}: allowed an integer in 1..2")
+    refused(res, 2, f"--threads is {threads}: allowed an integer in 1..2")
     assert not (tmp_path / "b").exists() and not (tmp_path / "o").exists()
 
 
@@ -102,24 +103,24 @@ def bench(*args):
 ])
 def test_bench_refuses_an_out_or_checkpoints_that_cannot_be_a_folder(args, says, afile, tmp_path, nothing_runs):
     fill = {"afile": afile, "tmp": tmp_path}
-    refused(bench(*[a.format(**fill) for a in args]), 1, says.format(**fill))
+    refused(bench(*[a.format(**fill) for a in args]), 2, says.format(**fill))
     assert afile.read_text() == "mine" and not (tmp_path / "new").exists()   # nothing written
 
 
 @pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs /proc")
 def test_bench_refuses_an_out_in_proc(nothing_runs):
-    refused(bench("--out", "/proc/draftsmith-bench"), 1, "--out /proc/draftsmith-bench: cannot be created in /proc")
+    refused(bench("--out", "/proc/draftsmith-bench"), 2, "--out /proc/draftsmith-bench: cannot be created in /proc")
 
 
 def test_bench_refuses_a_folder_of_the_users_and_says_how_to_go_on(tmp_path, nothing_runs):
     mine = tmp_path / "myproj"
     mine.mkdir()
     (mine / "results.md").write_text("my notes")
-    refused(bench("--out", mine), 1, f"--out {mine}: holds results.md but no results.json of a previous "
+    refused(bench("--out", mine), 2, f"--out {mine}: holds results.md but no results.json of a previous "
                                      "`draftsmith bench --scale`", "give a new or empty folder")
     assert (mine / "results.md").read_text() == "my notes" and sorted(os.listdir(mine)) == ["results.md"]
     (mine / "results.json").write_text('{"mine": 1}')   # a results.json that no run wrote is no marker
-    refused(bench("--out", mine), 1, "holds results.json, results.md but no results.json of a previous")
+    refused(bench("--out", mine), 2, "holds results.json, results.md but no results.json of a previous")
 
 
 def test_a_previous_runs_folder_is_taken_even_when_it_was_cut_off_before_any_row(tmp_path, monkeypatch):
@@ -154,7 +155,7 @@ def test_a_cache_that_is_a_file_is_named_by_its_variable(afile, monkeypatch, und
     monkeypatch.setattr(hub, "build_target_folder", lambda *a, **k: pytest.fail("fetched the target"))
     cache = afile / "sub" if under else afile
     res = run("generate", env={"DRAFTSMITH_CACHE": str(cache)})
-    refused(res, 1, f"$DRAFTSMITH_CACHE={cache}: the draftsmith cache {cache}",
+    refused(res, 2, f"$DRAFTSMITH_CACHE={cache}: the draftsmith cache {cache}",
             "cannot be created: " if under else "is not a folder", "set DRAFTSMITH_CACHE to a folder")
     assert afile.read_text() == "mine"
 
@@ -220,7 +221,7 @@ def test_doctor_says_a_spec_no_reading_loads_is_bad_input(case, tmp_path):
 
 @pytest.mark.parametrize("ids", ["1,,2", "1,2,", ",1", "1, ,2"])
 def test_generate_refuses_an_empty_token_id(ids, nothing_runs):
-    refused(run("generate", "--spec", "demo", "--token-ids", ids), 1,
+    refused(run("generate", "--spec", "demo", "--token-ids", ids), 2,
             "an item is empty; token ids are integers >= 0 separated by commas")
 
 

@@ -12,9 +12,10 @@ from rich.console import Console
 from rich.markup import escape
 from typer.core import TyperGroup
 
-from draftsmith.errors import DraftsmithError, short_text
+from draftsmith.errors import DraftsmithError, OptionError, short_text
 
 USER_ERROR, INTERNAL_ERROR = 1, 70
+USAGE_ERROR = 2      # a bad option value: typer's own code for one (click.UsageError), whatever the command
 SIGPIPE_EXIT = 141   # 128 + SIGPIPE: what a shell reports for a writer whose reader closed the pipe
 
 # Exceptions click/typer turn into usage messages and exit codes themselves (typer >= 0.20 vendors click).
@@ -29,11 +30,12 @@ PASS_THROUGH = tuple(_CLICK)
 
 
 def report(exc: BaseException) -> int:
-    """Print ``exc`` for a user (plain text, on stderr) and return the exit code."""
+    """Print ``exc`` for a user (plain text, on stderr) and return the exit code: 2 for a bad option value (an
+    OptionError, whichever command raised it), 1 for draftsmith's other errors, 70 for anything else."""
     if isinstance(exc, DraftsmithError):
         notes = "".join(f"\n{n}" for n in getattr(exc, "__notes__", ()))  # e.g. assemble's "folders swapped?"
         typer.echo(f"error: {exc}{notes}", err=True)
-        return USER_ERROR
+        return USAGE_ERROR if isinstance(exc, OptionError) else USER_ERROR
     first = short_text(str(exc).strip().splitlines()[0] if str(exc).strip() else "", 300)
     typer.echo(f"internal error: {type(exc).__name__}{': ' + first if first else ''}\n"
                "  rerun with `draftsmith --debug ...` for the traceback", err=True)

@@ -95,7 +95,7 @@ def _target(target: Optional[Path]) -> Optional[Path]:
 
 
 def _check_options(device: str, dtype: str, threads: int) -> None:
-    """--device, --dtype and --threads refused before anything is loaded (OptionError: one message, exit 1)."""
+    """--device, --dtype and --threads refused before anything is loaded (OptionError: one message, exit 2)."""
     from draftsmith.options import check_device, check_threads, parse_dtype
 
     check_device(device)

@@ -1,0 +1,65 @@
+"""The command line as a review found it: one exit code for one kind of mistake (a bad option value exits 2 in every
+command, as typer's own usage errors do), bench --scale refusing the options it would ignore, bench's spec detected
+and its hints fitting bench, late argument checks named as options, doctor's exits, and output that cannot be
+written."""
+import pytest
+from typer.testing import CliRunner
+
+import draftsmith
+from draftsmith.cli import app
+
+
+def run(*args, env=None):
+    return CliRunner().invoke(app, [str(a) for a in args], env={"COLUMNS": "1000", **(env or {})})
+
+
+def refused(res, code: int, *says: str) -> None:
+    assert res.exit_code == code, res.output
+    assert "internal error" not in res.output and "Traceback" not in res.output, res.output
+    for s in says:
+        assert s in " ".join(res.output.split()), res.output
+
+
+@pytest.fixture
+def nothing_runs(monkeypatch):
+    """The test fails if a pair is assembled, doctor's readings run, a benchmark runs or a target is fetched."""
+    import draftsmith.bench
+    import draftsmith.bench_scale
+    import draftsmith.train
+    from draftsmith import hub
+
+    monkeypatch.setattr(draftsmith, "assemble", lambda *a, **k: pytest.fail("assembled a pair"))
+    monkeypatch.setattr("draftsmith.doctor.diagnose", lambda *a, **k: pytest.fail("ran the readings"))
+    monkeypatch.setattr(draftsmith.bench, "run_bench", lambda *a, **k: pytest.fail("ran the benchmark"))
+    monkeypatch.setattr(draftsmith.bench_scale, "measure", lambda *a, **k: pytest.fail("measured"))
+    monkeypatch.setattr(draftsmith.train, "run", lambda *a, **k: pytest.fail("ran the pipeline"))
+    monkeypatch.setattr(hub, "build_target_folder", lambda *a, **k: pytest.fail("fetched the target"))
+
+
+# --- A. a bad option value exits 2, in every command ----------------------------------------------------------------
+
+VERBS = {"generate": ["generate", "--spec", "demo"], "bench": ["bench", "--spec", "demo"],
+         "doctor": ["doctor", "--spec", "demo"], "train": ["train", "--spec", "demo", "--out", "{tmp}/o"]}
+
+
+@pytest.mark.parametrize("verb", list(VERBS))
+@pytest.mark.parametrize("option, says", [
+    (["--threads", "0"], "threads"),                  # typer's range check: 2 already
+    (["--threads", "99999"], "--threads is 99999"),   # draftsmith's (the CPU count): was 1 in generate and bench
+    (["--device", "nodevice"], "device 'nodevice'"),
+    (["--dtype", "int8"], "dtype 'int8' is not a weight dtype"),
+])
+def test_the_same_bad_option_exits_2_in_every_command(verb, option, says, nothing_runs, tmp_path):
+    args = [a.format(tmp=tmp_path) for a in VERBS[verb]]
+    if verb == "train" and option[0] == "--dtype":
+        pytest.skip("train has no --dtype")
+    refused(run(*args, *option), 2, says)
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--token-ids", "1,,2"], "an item is empty"),
+    (["--prompt", "x", "--token-ids", "1"], "--prompt and --token-ids both give the prompt"),
+])
+def test_generate_exits_2_on_a_bad_prompt_option(args, says, nothing_runs):
+    refused(run("generate", "--spec", "demo", *args), 2, says)
