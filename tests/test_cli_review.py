@@ -63,3 +63,17 @@ def test_the_same_bad_option_exits_2_in_every_command(verb, option, says, nothin
 ])
 def test_generate_exits_2_on_a_bad_prompt_option(args, says, nothing_runs):
     refused(run("generate", "--spec", "demo", *args), 2, says)
+
+
+# --- B. bench --scale refuses the pair benchmark's options, which it would ignore -----------------------------------
+
+@pytest.mark.parametrize("args, named", [
+    (["--spec", "demo"], "--spec"),
+    (["--target", "t", "--draft", "d"], "--target, --draft"),
+    (["--prompt", "x"], "--prompt"),
+    (["--max-new-tokens", "8"], "--max-new-tokens"),
+])
+def test_bench_scale_refuses_the_pair_benchmarks_options(args, named, nothing_runs, tmp_path):
+    res = run("bench", "--scale", "tiny", "--no-hf", "--out", tmp_path / "o", *args)
+    refused(res, 2, f"error: {named}: not options of the scale benchmark", "or drop --scale")
+    assert not (tmp_path / "o").exists()

@@ -165,17 +165,22 @@ def bench(
 
 
 SCALE_OPTIONS = {"out_dir": "--out", "batches": "--batches", "checkpoints": "--checkpoints", "hf": "--hf/--no-hf"}
+PAIR_OPTIONS = {"spec": "--spec", "target": "--target", "draft": "--draft", "prompt": "--prompt",
+                "max_new_tokens": "--max-new-tokens"}
 
 
 def _scale_only(ctx: typer.Context, scale: Optional[str]) -> None:
-    """The --scale benchmark's own options, given without --scale, are refused (they would be ignored)."""
+    """Options of one benchmark given with the other are refused (they would be ignored): the --scale benchmark's
+    own without --scale, and the pair benchmark's (spec, folders, prompt, length) with it."""
     from draftsmith.errors import OptionError
 
-    given = [flag for name, flag in SCALE_OPTIONS.items()
-             if typed(ctx, name)]
-    if scale is None and given:
+    if scale is None and (given := [flag for name, flag in SCALE_OPTIONS.items() if typed(ctx, name)]):
         raise OptionError(f"{', '.join(given)}: options of the scale benchmark; add --scale tiny|1b|8b, or leave "
                           f"{'it' if len(given) == 1 else 'them'} out")
+    if scale is not None and (given := [flag for name, flag in PAIR_OPTIONS.items() if typed(ctx, name)]):
+        raise OptionError(f"{', '.join(given)}: not options of the scale benchmark (--scale times random weights in "
+                          f"its own shapes, prompts and lengths); leave {'it' if len(given) == 1 else 'them'} out, "
+                          "or drop --scale")
 
 
 def _check_graphs(graphs: str, device: str) -> None:
