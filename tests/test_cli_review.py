@@ -77,3 +77,42 @@ def test_bench_scale_refuses_the_pair_benchmarks_options(args, named, nothing_ru
     res = run("bench", "--scale", "tiny", "--no-hf", "--out", tmp_path / "o", *args)
     refused(res, 2, f"error: {named}: not options of the scale benchmark", "or drop --scale")
     assert not (tmp_path / "o").exists()
+
+
+# --- C. bench detects the draft's spec as generate does, and its prompt hint names an option it has ----------------
+
+@pytest.fixture(scope="module")
+def eagle1_pair(tmp_path_factory):
+    """A tiny target without a tokenizer and an EAGLE-1 draft for it (not the demo spec's layout)."""
+    from draftsmith.testing import write_eagle1, write_target
+
+    root = tmp_path_factory.mktemp("e1pair")
+    target = write_target(root / "target")
+    return target, write_eagle1(root / "draft", target)
+
+
+def test_bench_detects_the_spec_of_a_draft_given_without_spec(eagle1_pair, monkeypatch):
+    seen = {}
+    monkeypatch.setattr("draftsmith.bench.run_bench", lambda spec, **kw: seen.update(spec=spec, **kw))
+    res = run("bench", "--target", eagle1_pair[0], "--draft", eagle1_pair[1])
+    assert res.exit_code == 0, res.output
+    assert "spec eagle1-llama (detected: " in res.stdout and seen["spec"].name.startswith("eagle1-llama")
+    assert seen["target"] == eagle1_pair[0] and seen["draft"] == eagle1_pair[1]
+    assert run("bench").exit_code == 0 and seen["spec"] == "demo"   # no --draft: the demo pair, as before
+
+
+def test_bench_takes_the_token_ids_its_prompt_hint_names(eagle1_pair, monkeypatch):
+    import re
+
+    res = run("bench", "--spec", "eagle1-llama", "--target", eagle1_pair[0], "--draft", eagle1_pair[1],
+              "--max-new-tokens", "2", "--repeats", "1")
+    refused(res, 1, "a text prompt needs a tokenizer in the target folder")
+    hint = re.search(r"the CLI: (--[a-z-]+) ([\d,]+)", res.stderr)
+    assert hint, res.stderr
+    seen = {}
+    monkeypatch.setattr("draftsmith.bench.run_bench", lambda spec, **kw: seen.update(kw))
+    res = run("bench", "--spec", "eagle1-llama", "--target", eagle1_pair[0], "--draft", eagle1_pair[1], *hint.groups())
+    assert res.exit_code == 0 and seen["prompt"] == [1, 2, 3], res.output
+    refused(run("bench", "--token-ids", "1,,2"), 2, "an item is empty")
+    refused(run("bench", "--token-ids", "1", "--prompt", "x"), 2, "--prompt and --token-ids both give the prompt")
+    refused(run("bench", "--scale", "tiny", "--token-ids", "1"), 2, "--token-ids: not options of the scale")

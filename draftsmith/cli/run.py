@@ -41,8 +41,7 @@ def generate(
     _check_options(device, dtype, threads)
     prompt = prompt if token_ids is None else _ids(token_ids, ctx)
     torch.set_num_threads(threads)
-    target = _target(target)
-    spec = spec or (detect_spec(draft, target) if draft is not None else "smollm2")
+    spec, target = _pair(spec, target, draft, default="smollm2")
     model = draftsmith.assemble(spec, target=target, draft=draft, device=device, dtype=dtype)
     plan = dict(topk=topk, steps=steps, draft_tokens=draft_tokens)
     check_overrides(model, **plan, what="draftsmith generate", names=PLAN_OPTIONS)  # named as options, not fields
@@ -94,6 +93,13 @@ def _target(target: Optional[Path]) -> Optional[Path]:
     return None if target is None else hub.target_folder(target, console=err)
 
 
+def _pair(spec: Optional[str], target: Optional[Path], draft: Optional[Path], default: str):
+    """(spec, target folder) of generate and bench: --target as :func:`_target` takes it; the spec --spec names,
+    else the one inspect proposes for --draft (printed with the detector's reason), else ``default``."""
+    target = _target(target)
+    return spec or (detect_spec(draft, target) if draft is not None else default), target
+
+
 def _check_options(device: str, dtype: str, threads: int) -> None:
     """--device, --dtype and --threads refused before anything is loaded (OptionError: one message, exit 2)."""
     from draftsmith.options import check_device, check_threads, parse_dtype
@@ -121,11 +127,15 @@ def _stats_table(rows, greedy: bool) -> None:
 @app.command()
 def bench(
     ctx: typer.Context,
-    spec: str = typer.Option("demo", help="built-in spec name or YAML path"),
-    target: Optional[Path] = typer.Option(None), draft: Optional[Path] = typer.Option(None),
+    spec: Optional[str] = typer.Option(None, help="built-in spec name or YAML path; default: detected from --draft "
+                                       "(as generate does), else demo"),
+    target: Optional[Path] = typer.Option(None, help="Hugging Face target folder, or 'smollm2' (the cached target)"),
+    draft: Optional[Path] = typer.Option(None, help="draft checkpoint folder"),
     max_new_tokens: int = typer.Option(64, "--max-new-tokens", min=1),
     repeats: int = typer.Option(3, min=1, help="runs per method; the median is reported"),
     prompt: str = typer.Option("def fibonacci(n):"),
+    token_ids: Optional[str] = typer.Option(None, "--token-ids", help="the prompt as token ids, e.g. 1,2,3 "
+                                            "(instead of --prompt; for a target folder without a tokenizer)"),
     threads: int = typer.Option(1, min=1, help="CPU threads for torch, the same for every method"),
     device: str = typer.Option("cpu"),
     dtype: str = typer.Option("float32"),
@@ -148,6 +158,7 @@ def bench(
     _check_options(device, dtype, threads)
     _check_graphs(graphs, device)
     _scale_only(ctx, scale)
+    prompt = prompt if token_ids is None else _ids(token_ids, ctx)
     torch.set_num_threads(threads)
     if scale is not None:
         from draftsmith.bench_scale import markdown, run_scale
@@ -160,13 +171,14 @@ def bench(
         out.print(escape(markdown(results)), soft_wrap=True)
         out.print(f"wrote {escape(str(out_dir))}/results.md, results.json and one PNG per shape")
         return
-    run_bench(spec, target=_target(target), draft=draft, prompt=prompt, max_new_tokens=max_new_tokens, repeats=repeats,
+    spec, target = _pair(spec, target, draft, default="demo")
+    run_bench(spec, target=target, draft=draft, prompt=prompt, max_new_tokens=max_new_tokens, repeats=repeats,
               device=device, dtype=dtype, console=out, graphs=graphs)
 
 
 SCALE_OPTIONS = {"out_dir": "--out", "batches": "--batches", "checkpoints": "--checkpoints", "hf": "--hf/--no-hf"}
 PAIR_OPTIONS = {"spec": "--spec", "target": "--target", "draft": "--draft", "prompt": "--prompt",
-                "max_new_tokens": "--max-new-tokens"}
+                "token_ids": "--token-ids", "max_new_tokens": "--max-new-tokens"}
 
 
 def _scale_only(ctx: typer.Context, scale: Optional[str]) -> None:
