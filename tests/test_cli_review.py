@@ -2,6 +2,8 @@
 command, as typer's own usage errors do), bench --scale refusing the options it would ignore, bench's spec detected
 and its hints fitting bench, late argument checks named as options, doctor's exits, and output that cannot be
 written."""
+import re
+
 import pytest
 from typer.testing import CliRunner
 
@@ -102,8 +104,6 @@ def test_bench_detects_the_spec_of_a_draft_given_without_spec(eagle1_pair, monke
 
 
 def test_bench_takes_the_token_ids_its_prompt_hint_names(eagle1_pair, monkeypatch):
-    import re
-
     res = run("bench", "--spec", "eagle1-llama", "--target", eagle1_pair[0], "--draft", eagle1_pair[1],
               "--max-new-tokens", "2", "--repeats", "1")
     refused(res, 1, "a text prompt needs a tokenizer in the target folder")
@@ -116,3 +116,56 @@ def test_bench_takes_the_token_ids_its_prompt_hint_names(eagle1_pair, monkeypatc
     refused(run("bench", "--token-ids", "1,,2"), 2, "an item is empty")
     refused(run("bench", "--token-ids", "1", "--prompt", "x"), 2, "--prompt and --token-ids both give the prompt")
     refused(run("bench", "--scale", "tiny", "--token-ids", "1"), 2, "--token-ids: not options of the scale")
+
+
+# --- D. generate()'s checks of the options, before anything is loaded and named as the options -----------------------
+
+BIG = "99999999999999999999"
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--seed", BIG + "999", "--temperature", "1"], f"--seed is {BIG}999; None or an integer in -2**63"),
+    (["--temperature", "inf"], "--temperature is inf; a finite number >= 0 is expected"),
+    (["--temperature", "1e-300"], "--temperature is 1e-300; a temperature above 0 must be at least"),
+    (["--max-new-tokens", BIG], f"--max-new-tokens is {BIG}; an integer in 1..1048576 is expected"),
+])
+def test_generate_refuses_its_settings_by_option_before_loading(args, says, nothing_runs):
+    res = run("generate", "--spec", "demo", *args)
+    refused(res, 2, says)
+    assert "generate()" not in res.stderr and len(res.stderr.splitlines()) == 1, res.stderr   # said once
+    assert not re.search(r"(?<![-\w])(seed|temperature|max_new_tokens) is", res.stderr), res.stderr
+
+
+def test_generate_lists_every_bad_setting_at_once(nothing_runs):
+    res = run("generate", "--spec", "demo", "--seed", BIG + "999", "--temperature", "1e-300", "--max-new-tokens", BIG)
+    refused(res, 2, "--max-new-tokens is", "--temperature is 1e-300", "--seed is")
+
+
+def test_bench_refuses_max_new_tokens_by_option_before_loading(nothing_runs):
+    res = run("bench", "--max-new-tokens", BIG)
+    refused(res, 2, f"error: --max-new-tokens is {BIG}; an integer in 1..1048576")
+    assert "draftsmith bench:" not in res.stderr
+
+
+def test_settings_problems_names_the_arguments_as_the_caller_knows_them():
+    from draftsmith.cli.app import SETTING_OPTIONS
+    from draftsmith.decoding.arguments import settings_problems
+
+    bad = (0, -1.0, 2.0, -1, 1 << 70, "x")
+    plain, named = settings_problems(*bad, vocab=5), settings_problems(*bad, vocab=5, names=SETTING_OPTIONS)
+    assert len(plain) == len(named) == 6
+    for p, n in zip(plain, named):
+        field, rest = p.split(" ", 1)
+        assert n == f"{SETTING_OPTIONS[field]} {rest}"
+
+
+def test_doctor_says_the_chain_minimum_as_its_option_before_reading_a_checkpoint(monkeypatch):
+    monkeypatch.setattr("draftsmith.doctor.run_candidate", lambda *a, **k: pytest.fail("ran a reading"))
+    monkeypatch.setattr("draftsmith.assembler.assemble.checkpoint_dir",
+                        lambda *a, **k: pytest.fail("looked for a checkpoint"))
+    res = run("doctor", "--spec", "demo", "--max-new-tokens", "4")
+    refused(res, 2, "doctor: --max-new-tokens is 4; measuring acceptance over the 5-token chain of spec 'demo' "
+                    "needs at least 7")
+    assert "diagnose()" not in res.stderr and "max_new_tokens" not in res.stderr, res.stderr
+    res = run("doctor", "--spec", "demo", "--max-new-tokens", BIG)   # generate()'s bound, before the spec is read
+    refused(res, 2, f"doctor: --max-new-tokens is {BIG}; an integer in 1..1048576")

@@ -85,6 +85,19 @@ def _options(debug: bool = typer.Option(False, "--debug", help="show the full tr
     """Speculative-decoding draft models from YAML."""
 
 
+SETTING_OPTIONS = {"max_new_tokens": "--max-new-tokens", "temperature": "--temperature", "seed": "--seed",
+                   "top_p": "--top-p", "top_k": "--top-k", "stop": "--stop"}
+
+
+def setting_problems(max_new_tokens: int, temperature: float = 0.0, seed: int | None = None) -> list[str]:
+    """generate()'s own checks of these options (decoding.arguments.settings_problems), each problem naming the
+    option, so that a command refuses them before anything is loaded. top_p, top_k and stop are no options: they
+    are passed at generate()'s defaults, which pass whatever the vocabulary (not known before a model is)."""
+    from draftsmith.decoding.arguments import settings_problems
+
+    return settings_problems(max_new_tokens, temperature, 1.0, 0, seed, None, vocab=0, names=SETTING_OPTIONS)
+
+
 def detect_spec(draft: Path, target: Path | None = None):
     """The spec ``inspect`` proposes for this draft folder (the family a registered detector names, with every value
     inspect resolved from the folder: EAGLE-3 flags, the d2t convention, the rope order, FP8 scales), printed with

@@ -8,7 +8,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from draftsmith.cli.app import app, detect_spec, err, out
+from draftsmith.cli.app import app, detect_spec, err, out, setting_problems
 
 
 @app.command()
@@ -52,7 +52,7 @@ def doctor(
         dx = diagnose(spec_ref, target, draft, probes=PROBES if probe is None else [probe],
                       max_new_tokens=max_new_tokens, min_tau=min_tau, search=search, dtype=dtype, device=device)
     except (DraftsmithError, OSError) as e:   # the spec, a folder, an argument: said (a bug is not: exit 70)
-        _bad_input(e)
+        _bad_input(_as_options(e))
     steps = dx.spec.decoding.steps
     table = Table(title=f"acceptance at draft positions p1..p{steps}: spec {escape(dx.spec.name)}, greedy chain, "
                         f"{max_new_tokens} tokens per probe")
@@ -119,11 +119,28 @@ def _bad_input(e: object) -> NoReturn:
     raise typer.Exit(2) from None
 
 
+DIAGNOSE_OPTIONS = {"max_new_tokens": "--max-new-tokens", "min_tau": "--min-tau"}
+
+
+def _as_options(e: BaseException) -> object:
+    """diagnose()'s own argument problems said as doctor's options: the chain minimum of --max-new-tokens (one whole
+    chain step of the spec's, known once the spec is loaded, checked by diagnose() before any checkpoint is read)
+    is doctor's rule, not repeated here. Any other error as it is."""
+    from draftsmith.errors import ArgumentError
+
+    if not (isinstance(e, ArgumentError) and e.where == "diagnose()"):
+        return e
+    named = []
+    for problem in e.problems:   # each starts with the argument's name: "max_new_tokens is 4; ..."
+        word, space, rest = problem.partition(" ")
+        named.append(DIAGNOSE_OPTIONS.get(word, word) + space + rest)
+    return "\n  ".join(named)
+
+
 def _checked(threads: int, device: str, dtype: str, max_new_tokens: int, probe: Optional[str],
              min_tau: float = 2.0) -> Optional[str]:
     """The options checked before anything is read or run (exit 2 naming the option); returns the probe text
     (an @FILE read)."""
-    from draftsmith import limits
     from draftsmith.doctor import min_tau_ok
     from draftsmith.errors import OptionError
     from draftsmith.options import check_device, check_threads, parse_dtype
@@ -134,8 +151,8 @@ def _checked(threads: int, device: str, dtype: str, max_new_tokens: int, probe: 
         parse_dtype(dtype)
     except OptionError as e:
         _bad_input(e)
-    if not 1 <= max_new_tokens <= limits.NEW_TOKENS:
-        _bad_input(f"--max-new-tokens is {max_new_tokens}; an integer in 1..{limits.NEW_TOKENS} is expected")
+    if problems := setting_problems(max_new_tokens):   # generate()'s bounds (the spec's chain: diagnose())
+        _bad_input("\n  ".join(problems))
     if not min_tau_ok(min_tau):
         _bad_input(f"--min-tau {min_tau}: allowed a finite number >= 0 (the tau below which the readings are tried)")
     if probe is not None and probe.startswith("@"):

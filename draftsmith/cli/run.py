@@ -8,7 +8,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from draftsmith.cli.app import app, detect_spec, err, out
+from draftsmith.cli.app import app, detect_spec, err, out, setting_problems
 
 
 @app.command()
@@ -38,7 +38,7 @@ def generate(
     import draftsmith
     from draftsmith.decoding.arguments import check_overrides
 
-    _check_options(device, dtype, threads)
+    _check_options(device, dtype, threads, max_new_tokens, temperature, seed)
     prompt = prompt if token_ids is None else _ids(token_ids, ctx)
     torch.set_num_threads(threads)
     spec, target = _pair(spec, target, draft, default="smollm2")
@@ -100,13 +100,18 @@ def _pair(spec: Optional[str], target: Optional[Path], draft: Optional[Path], de
     return spec or (detect_spec(draft, target) if draft is not None else default), target
 
 
-def _check_options(device: str, dtype: str, threads: int) -> None:
-    """--device, --dtype and --threads refused before anything is loaded (OptionError: one message, exit 2)."""
+def _check_options(device: str, dtype: str, threads: int, max_new_tokens: int, temperature: float = 0.0,
+                   seed: Optional[int] = None) -> None:
+    """--device, --dtype, --threads and the settings generate() checks (--max-new-tokens, --temperature, --seed)
+    refused before anything is loaded (OptionError: one message, exit 2)."""
+    from draftsmith.errors import OptionError
     from draftsmith.options import check_device, check_threads, parse_dtype
 
     check_device(device)
     parse_dtype(dtype)
     check_threads(threads)
+    if problems := setting_problems(max_new_tokens, temperature, seed):
+        raise OptionError("\n  ".join(problems))
 
 
 def _stats_table(rows, greedy: bool) -> None:
@@ -155,7 +160,7 @@ def bench(
 
     from draftsmith.bench import run_bench
 
-    _check_options(device, dtype, threads)
+    _check_options(device, dtype, threads, max_new_tokens)
     _check_graphs(graphs, device)
     _scale_only(ctx, scale)
     prompt = prompt if token_ids is None else _ids(token_ids, ctx)

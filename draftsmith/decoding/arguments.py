@@ -200,38 +200,42 @@ def _integer_vector(a: Any) -> bool:
 
 
 def settings_problems(max_new_tokens: Any, temperature: Any, top_p: Any, top_k: Any, seed: Any, stop: Any, *,
-                      vocab: int) -> list[str]:
+                      vocab: int, names: Mapping[str, str] | None = None) -> list[str]:
+    """The sampling settings' problems; ``names`` renames the arguments in them (the command line's options, e.g.
+    ``--seed``). Only top_k and stop are checked against ``vocab``."""
     out = []
+    n = {f: (names or {}).get(f, f) for f in ("max_new_tokens", "temperature", "top_p", "top_k", "seed", "stop")}
     if not _is_int(max_new_tokens) or not 1 <= max_new_tokens <= limits.NEW_TOKENS:
-        out.append(f"max_new_tokens is {short(max_new_tokens)}; an integer in 1..{limits.NEW_TOKENS} is expected")
+        out.append(f"{n['max_new_tokens']} is {short(max_new_tokens)}; an integer in 1..{limits.NEW_TOKENS} is "
+                   "expected")
     if not _is_real(temperature) or not _is_finite(temperature) or temperature < 0:
-        out.append(f"temperature is {short(temperature)}; a finite number >= 0 is expected (0 = greedy)")
+        out.append(f"{n['temperature']} is {short(temperature)}; a finite number >= 0 is expected (0 = greedy)")
     elif 0 < temperature < TINY_TEMPERATURE:   # float32 holds it as 0: the logits would be divided by zero
-        out.append(f"temperature is {short(temperature)}; a temperature above 0 must be at least "
+        out.append(f"{n['temperature']} is {short(temperature)}; a temperature above 0 must be at least "
                    f"{TINY_TEMPERATURE:.3g} (float32's smallest normal number, what sampling divides in; "
                    "0 = greedy)")
     elif temperature > HUGE_TEMPERATURE:   # float32 holds it as inf: every logit / T is 0, top_k keeps them all
-        out.append(f"temperature is {short(temperature)}; a temperature must be at most {HUGE_TEMPERATURE:.4g} "
-                   "(float32's largest number, what sampling divides in)")
+        out.append(f"{n['temperature']} is {short(temperature)}; a temperature must be at most "
+                   f"{HUGE_TEMPERATURE:.4g} (float32's largest number, what sampling divides in)")
     if not _is_real(top_p) or not 0 < top_p <= 1:
-        out.append(f"top_p is {short(top_p)}; a number in (0, 1] is expected")
+        out.append(f"{n['top_p']} is {short(top_p)}; a number in (0, 1] is expected")
     if not _is_int(top_k) or not 0 <= top_k <= vocab:
-        out.append(f"top_k is {short(top_k)}; an integer in 0..{vocab} is expected (0 = no top-k filter)")
+        out.append(f"{n['top_k']} is {short(top_k)}; an integer in 0..{vocab} is expected (0 = no top-k filter)")
     if seed is not None and (not _is_int(seed) or not SEED_RANGE[0] <= seed <= SEED_RANGE[1]):
-        out.append(f"seed is {short(seed)}; None or an integer in -2**63 .. 2**64-1 is expected")
+        out.append(f"{n['seed']} is {short(seed)}; None or an integer in -2**63 .. 2**64-1 is expected")
     stop = stop_ids(stop)   # as generate() reads it (idempotent): a 1-D integer tensor or array as a list
     if stop is not None:
         if isinstance(stop, (str, bytes)) or not isinstance(stop, Iterable) or _array_like(stop):
             # an array-like here is one stop_ids left alone: 0-D, 2-D or not integers
             shape = f" (a {stop.ndim}-D array of {stop.dtype})" if _array_like(stop) else ""
-            out.append(f"stop is {short(stop)}{shape}; a list of token ids (or a 1-D integer tensor or array) is "
-                       "expected")
+            out.append(f"{n['stop']} is {short(stop)}{shape}; a list of token ids (or a 1-D integer tensor or "
+                       "array) is expected")
         elif hasattr(stop, "__len__") and len(stop) > vocab:   # more stop ids than tokens: not a stop list
-            out.append(f"stop holds {len(stop)} ids; the vocabulary has {vocab} tokens")
+            out.append(f"{n['stop']} holds {len(stop)} ids; the vocabulary has {vocab} tokens")
         elif bad := [t for t in stop if not _is_int(t) or t < 0]:
-            out.append(f"stop holds {short(bad[:MOST])}; stop token ids are integers >= 0")
+            out.append(f"{n['stop']} holds {short(bad[:MOST])}; stop token ids are integers >= 0")
         elif bad := [t for t in stop if t >= vocab]:   # an id from another tokenizer: it could never stop anything
-            out.append(f"stop holds ids outside the model's vocabulary 0..{vocab - 1}: {short(bad[:MOST])}")
+            out.append(f"{n['stop']} holds ids outside the model's vocabulary 0..{vocab - 1}: {short(bad[:MOST])}")
     return out
 
 
