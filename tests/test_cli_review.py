@@ -169,3 +169,18 @@ def test_doctor_says_the_chain_minimum_as_its_option_before_reading_a_checkpoint
     assert "diagnose()" not in res.stderr and "max_new_tokens" not in res.stderr, res.stderr
     res = run("doctor", "--spec", "demo", "--max-new-tokens", BIG)   # generate()'s bound, before the spec is read
     refused(res, 2, f"doctor: --max-new-tokens is {BIG}; an integer in 1..1048576")
+
+
+# --- E. doctor exits 2 when the target cannot be fetched (its 1 says acceptance is low) -----------------------------
+
+@pytest.mark.parametrize("error", ["FetchError", "PluginError", "ComponentFailed"])
+def test_doctor_says_a_failed_fetch_is_bad_input(error, monkeypatch, tmp_path):
+    from draftsmith import errors, hub
+    from draftsmith.registry import checks, results
+
+    cls = {"FetchError": errors.FetchError, "PluginError": checks.PluginError,
+           "ComponentFailed": results.ComponentFailed}[error]
+    monkeypatch.setattr(hub, "resolve", lambda ref, console=None: (_ for _ in ()).throw(cls("no network")))
+    monkeypatch.setattr("draftsmith.doctor.diagnose", lambda *a, **k: pytest.fail("ran the readings"))
+    res = run("doctor", "smollm2", tmp_path, "--spec", "smollm2")
+    refused(res, 2, "doctor: no network")

@@ -35,7 +35,7 @@ def doctor(
 
     from draftsmith import hub
     from draftsmith.doctor import PROBES, diagnose, yaml_snippet
-    from draftsmith.errors import DraftsmithError, OptionError
+    from draftsmith.errors import DraftsmithError
 
     probe = _checked(threads, device, dtype, max_new_tokens, probe, min_tau)
     if spec is None and draft is None:
@@ -44,8 +44,8 @@ def doctor(
     torch.set_num_threads(threads)
     try:
         target = None if target is None else hub.target_folder(target, console=err)
-    except OptionError as e:   # a cache that cannot be written ($DRAFTSMITH_CACHE a file): before any download
-        _bad_input(e)
+    except DraftsmithError as e:   # a cache that cannot be written ($DRAFTSMITH_CACHE a file), a fetch that failed
+        _bad_input(e)              # (FetchError), a broken plugin: bad input, not doctor's 1 for low acceptance
 
     try:
         spec_ref = spec or detect_spec(draft, target)
