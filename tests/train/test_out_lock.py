@@ -62,3 +62,40 @@ def test_a_refused_run_never_removes_the_folder_the_holder_made(tmp_path):
             pass
         assert out.is_dir()   # the holder's (empty) folder stays while it runs
     assert not out.exists()  # made here and left empty: gone once the run that held it ends
+
+
+def test_a_failed_fresh_start_takes_away_only_what_it_added(tmp_path):
+    # outdir.undone_on_failure (mutation survivors: the set difference, the symlink guard, the empty-folder rule)
+    from draftsmith.train.outdir import undone_on_failure
+
+    out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
+    out.mkdir()
+    elsewhere.mkdir()
+    (elsewhere / "keep.txt").write_text("not the run's")
+    (out / "before.txt").write_text("the user's")
+    with pytest.raises(KeyboardInterrupt), undone_on_failure(out, True):
+        (out / "model.safetensors").write_text("x")
+        (out / "features").mkdir()
+        (out / "features" / "shard").write_text("x")
+        (out / "link").symlink_to(elsewhere, target_is_directory=True)
+        raise KeyboardInterrupt
+    assert sorted(p.name for p in out.iterdir()) == ["before.txt"]
+    assert (elsewhere / "keep.txt").read_text() == "not the run's"   # a link is unlinked, never followed
+    (out / "before.txt").unlink()
+    with pytest.raises(ValueError), undone_on_failure(out, True):   # a folder that was there stays, even empty
+        raise ValueError
+    assert out.is_dir()
+    new = tmp_path / "new"
+    with pytest.raises(ValueError), undone_on_failure(new, True):   # one the block made and left empty goes
+        new.mkdir()
+        raise ValueError
+    assert not new.exists()
+    with pytest.raises(ValueError), undone_on_failure(out, False):   # a resumed run's failure removes nothing
+        (out / "trainer.pt").write_text("x")
+        raise ValueError
+    assert (out / "trainer.pt").exists()
+
+
+def test_the_out_folder_is_made_with_its_parents(tmp_path):
+    with held(tmp_path / "a" / "b" / "out"):
+        assert (tmp_path / "a" / "b" / "out").is_dir()
