@@ -184,3 +184,42 @@ def test_doctor_says_a_failed_fetch_is_bad_input(error, monkeypatch, tmp_path):
     monkeypatch.setattr("draftsmith.doctor.diagnose", lambda *a, **k: pytest.fail("ran the readings"))
     res = run("doctor", "smollm2", tmp_path, "--spec", "smollm2")
     refused(res, 2, "doctor: no network")
+
+
+# --- F. output that cannot be written: one line, exit 74 (EX_IOERR), never an internal error ------------------------
+
+def _draftsmith(args: list[str], **kw):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "draftsmith", *args], stderr=subprocess.PIPE, text=True,
+                          timeout=120, **kw)
+
+
+def test_a_closed_stdout_is_one_line_and_exit_74():
+    import os
+
+    proc = _draftsmith(["list"], preexec_fn=lambda: os.close(1))   # `draftsmith list >&-`: it printed nothing, exit 0
+    assert (proc.returncode, proc.stderr) == (74, "error: cannot write the output: standard output is closed\n")
+
+
+@pytest.mark.skipif(not __import__("os").path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize("args", [["list"], ["validate", "demo"], ["inspect", "{draft}"]])   # rich, echo, write
+def test_a_full_stdout_is_one_line_and_exit_74(args, eagle1_pair):
+    with open("/dev/full", "w") as full:
+        proc = _draftsmith([a.format(draft=eagle1_pair[1]) for a in args], stdout=full)
+    assert (proc.returncode, proc.stderr) == (74, "error: cannot write the output: No space left on device\n")
+
+
+def test_a_files_os_error_is_not_taken_for_the_outputs(monkeypatch):
+    import errno
+
+    import draftsmith.specs.loader as loader
+
+    def full(*_a, **_k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(loader, "parse_spec", full)
+    res = run("generate", "--spec", "demo")
+    assert res.exit_code == 70 and "internal error: OSError" in res.stderr, res.output
+    assert "cannot write the output" not in res.output

@@ -17,6 +17,7 @@ from draftsmith.errors import DraftsmithError, OptionError, short_text
 USER_ERROR, INTERNAL_ERROR = 1, 70
 USAGE_ERROR = 2      # a bad option value: typer's own code for one (click.UsageError), whatever the command
 SIGPIPE_EXIT = 141   # 128 + SIGPIPE: what a shell reports for a writer whose reader closed the pipe
+OUTPUT_ERROR = 74    # EX_IOERR: the output cannot be written (stdout closed, a full disk, an I/O error)
 
 # Exceptions click/typer turn into usage messages and exit codes themselves (typer >= 0.20 vendors click).
 _CLICK: set[type[BaseException]] = {typer.Exit, typer.Abort, click.exceptions.Exit, click.ClickException, click.Abort}
@@ -50,12 +51,60 @@ def _drop_stdout() -> None:
         pass
 
 
+class OutputFailed(Exception):
+    """Writing stdout failed (not an OSError, so no handler of a file's OSError in a command takes it for one)."""
+
+
+class _Output:
+    """stdout while a command runs: every attribute is the stream's own, and an OSError of its ``write`` or
+    ``flush`` (a full disk, an I/O error) is an :class:`OutputFailed`, told apart from a file's OSError. A closed
+    pipe stays a BrokenPipeError (ended quietly, 141)."""
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+    def write(self, text):
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            raise
+        except OSError as e:
+            raise OutputFailed(e.strerror or str(e)) from e
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as e:
+            raise OutputFailed(e.strerror or str(e)) from e
+
+
 class _Group(TyperGroup):
     """Runs a command and turns its exceptions into one message and an exit code (see the module docstring)."""
 
     def invoke(self, ctx: click.Context):
+        if sys.stdout is None:   # started with stdout closed (`>&-`): rich would drop every line, a write raise
+            typer.echo("error: cannot write the output: standard output is closed", err=True)
+            ctx.exit(OUTPUT_ERROR)
+        real, sys.stdout = sys.stdout, _Output(sys.stdout)
         try:
-            return super().invoke(ctx)
+            return self._run(ctx)
+        finally:
+            sys.stdout = real
+
+    def _run(self, ctx: click.Context):
+        try:
+            try:
+                result = super().invoke(ctx)
+            except PASS_THROUGH:   # typer.Exit(0), a usage error: what the command printed is written first
+                sys.stdout.flush()
+                raise
+            sys.stdout.flush()     # what is still buffered is written while a failure can be said
+            return result
         except PASS_THROUGH:
             raise
         except BrokenPipeError:  # `draftsmith list | head`: the reader left; stop quietly, as a SIGPIPE'd tool does
@@ -64,6 +113,10 @@ class _Group(TyperGroup):
         except Exception as exc:
             if ctx.params.get("debug"):
                 raise
+            if isinstance(exc, OutputFailed):   # `draftsmith list > /dev/full`: one line, not an internal error
+                _drop_stdout()   # what stays buffered is not flushed into the same failure at exit
+                typer.echo(f"error: cannot write the output: {exc}", err=True)
+                ctx.exit(OUTPUT_ERROR)
             ctx.exit(report(exc))
 
 
