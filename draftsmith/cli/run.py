@@ -155,7 +155,8 @@ def bench(
     hf: bool = typer.Option(True, "--hf/--no-hf", help="--scale: also time transformers generate (eager, static)"),
 ) -> None:
     """Side by side in one run: target-only, HF generate, HF assisted generation, draftsmith chain and tree
-    (the demo pair), or with --scale the bandwidth limit, draftsmith and transformers on Llama-3.x shapes."""
+    (the demo pair, or --draft with the spec detected as generate detects it), or with --scale the bandwidth limit,
+    draftsmith and transformers on Llama-3.x shapes."""
     import torch
 
     from draftsmith.bench import run_bench
