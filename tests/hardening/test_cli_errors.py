@@ -14,8 +14,8 @@ def run(*args):
     return CliRunner().invoke(app, [str(a) for a in args], env=WIDE)
 
 
-def one_message(res, says):
-    assert res.exit_code == USER_ERROR, res.output
+def one_message(res, says, code=USER_ERROR):
+    assert res.exit_code == code, res.output
     assert "Traceback" not in res.output and says in res.stderr, res.stderr
     assert res.stderr.startswith("error: ")
 
@@ -28,8 +28,8 @@ def test_inspect_on_a_missing_folder_or_a_folder_that_is_no_checkpoint(tmp_path)
 
 
 def test_generate_refuses_bad_options_before_loading():
-    one_message(run("generate", "--device", "cuda:7"), "device 'cuda:7'")
-    one_message(run("generate", "--dtype", "int8"), "dtype 'int8' is not a weight dtype")
+    one_message(run("generate", "--device", "cuda:7"), "device 'cuda:7'", code=2)   # bad option values: usage, 2
+    one_message(run("generate", "--dtype", "int8"), "dtype 'int8' is not a weight dtype", code=2)
     one_message(run("generate", "--spec", "nope"), "no spec named 'nope'")
     for args in [("generate", "--threads", "0"), ("bench", "--repeats", "0"), ("generate", "--max-new-tokens", "0"),
                  ("generate", "--temperature", "-1")]:

@@ -7,6 +7,7 @@ from typer.testing import CliRunner
 
 from draftsmith import hub
 from draftsmith.cli import USER_ERROR, app
+from draftsmith.errors import DraftsmithError
 from draftsmith.testing import write_eagle3, write_target
 
 WIDE = {"COLUMNS": "1000"}
@@ -80,7 +81,7 @@ def test_doctor_reads_a_probe_file(cached, fake_cache, monkeypatch, tmp_path):
 
     def diagnose(spec, target, draft, probes, **kw):
         seen.append(probes)
-        raise ValueError("stop here")
+        raise DraftsmithError("stop here")   # bad input: said, exit 2 (a ValueError is a bug: exit 70)
 
     monkeypatch.setattr("draftsmith.doctor.diagnose", diagnose)
     (tmp_path / "probe.txt").write_text("def f(x):")
