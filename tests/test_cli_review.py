@@ -223,3 +223,22 @@ def test_a_files_os_error_is_not_taken_for_the_outputs(monkeypatch):
     res = run("generate", "--spec", "demo")
     assert res.exit_code == 70 and "internal error: OSError" in res.stderr, res.output
     assert "cannot write the output" not in res.output
+
+
+def test_a_local_folder_named_as_a_cached_target_is_that_folder_when_written_as_a_path(tmp_path, monkeypatch):
+    # a CLI review: typer's Path dropped ./, so `--target ./smollm2` loaded the cached SmolLM2 (or fetched it)
+    from draftsmith import hub
+    from draftsmith.testing import write_eagle3, write_target
+
+    monkeypatch.chdir(tmp_path)
+    write_target(tmp_path / "smollm2", tokenizer=True)
+    write_eagle3(tmp_path / "d", tmp_path / "smollm2")
+    monkeypatch.setattr(hub, "resolve", lambda *a, **k: pytest.fail("the cached target was asked for"))
+    res = run("generate", "--target", "./smollm2", "--draft", "d", "--max-new-tokens", "3", "--no-compare")
+    assert res.exit_code == 0, res.output
+    seen = []
+    monkeypatch.setattr("draftsmith.train.run", lambda job, **k: seen.append(job.target))
+    (tmp_path / "data.txt").write_text("def f(x):\n    return x\n" * 50)
+    res = run("train", "--target", "./smollm2", "--out", "o", "--data", "data.txt")
+    assert res.exit_code == 0, res.output
+    assert [p.resolve() for p in seen] == [(tmp_path / "smollm2").resolve()]

@@ -16,7 +16,7 @@ def generate(
     ctx: typer.Context,
     spec: Optional[str] = typer.Option(None, help="built-in spec name or YAML path ('demo': the embedded toy pair); "
                                        "default: detected from --draft, else smollm2"),
-    target: Optional[Path] = typer.Option(None, help="Hugging Face target folder, or 'smollm2' (the cached target)"),
+    target: Optional[str] = typer.Option(None, help="Hugging Face target folder, or 'smollm2' (the cached target)"),
     draft: Optional[Path] = typer.Option(None, help="draft checkpoint folder"),
     prompt: str = typer.Option("def fibonacci(n):", help="prompt text (needs a tokenizer in the target folder)"),
     token_ids: Optional[str] = typer.Option(None, "--token-ids", help="the prompt as token ids, e.g. 1,2,3 "
@@ -86,14 +86,15 @@ def _ids(text: str, ctx: typer.Context) -> list[int]:
     return [int(p) for p in parts]
 
 
-def _target(target: Optional[Path]) -> Optional[Path]:
-    """--target: a folder, or a cached target's name (``smollm2``, ``cache:smollm2``) as train and doctor take it."""
+def _target(target: Optional[str]) -> Optional[Path]:
+    """--target: a folder, or a cached target's name (``smollm2``, ``cache:smollm2``) as train and doctor take it. A
+    str, not a typer Path, which drops a leading ./ (``./smollm2`` is a folder, ``smollm2`` the cached target)."""
     from draftsmith import hub
 
     return None if target is None else hub.target_folder(target, console=err)
 
 
-def _pair(spec: Optional[str], target: Optional[Path], draft: Optional[Path], default: str):
+def _pair(spec: Optional[str], target: Optional[str], draft: Optional[Path], default: str):
     """(spec, target folder) of generate and bench: --target as :func:`_target` takes it; the spec --spec names,
     else the one inspect proposes for --draft (printed with the detector's reason), else ``default``."""
     target = _target(target)
@@ -134,7 +135,7 @@ def bench(
     ctx: typer.Context,
     spec: Optional[str] = typer.Option(None, help="built-in spec name or YAML path; default: detected from --draft "
                                        "(as generate does), else demo"),
-    target: Optional[Path] = typer.Option(None, help="Hugging Face target folder, or 'smollm2' (the cached target)"),
+    target: Optional[str] = typer.Option(None, help="Hugging Face target folder, or 'smollm2' (the cached target)"),
     draft: Optional[Path] = typer.Option(None, help="draft checkpoint folder"),
     max_new_tokens: int = typer.Option(64, "--max-new-tokens", min=1),
     repeats: int = typer.Option(3, min=1, help="runs per method; the median is reported"),

@@ -75,7 +75,8 @@ def train(
                       features=features, from_draft=from_draft, self_distill=self_distill,
                       prompts_per_doc=prompts_per_doc, distill_batch=distill_batch, eval_prompts=eval_prompts,
                       device=device, eval_only=eval_only), found=early)
-        job.target = hub.target_folder(job.target, console=err)
+        # the option as typed (a Path drops ./: ``./smollm2`` is a folder, ``smollm2`` the cached target)
+        job.target = hub.target_folder(target if target is not None else job.target, console=err)
         run(job, console=out, log=lambda m: out.print(m, style="dim", markup=False))   # it prints the results
     except TrainError as e:   # a bad option, data or folder: named as the option it came from
         err.print(e.render(option), style="red", markup=False, soft_wrap=True)
