@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import torch
+from rich.markup import escape
 
 
 def _round_robin(methods: dict, repeats: int, device: str = "cpu") -> dict:
@@ -95,7 +96,7 @@ def run_bench(spec="demo", *, target=None, draft=None, prompt="def fibonacci(n):
             for name, (_, res) in rows.items()}   # tokens each run produced (n, unless a method stopped early)
     base = made["draftsmith target-only"] / rows["draftsmith target-only"][0]
     table = Table(title=f"bench: {n} new tokens, median of {repeats} round{'s' * (repeats != 1)} after a warm-up, {device} {dtype}, "
-                        f"prompt {prompt!r}")
+                        f"prompt {escape(repr(prompt))}")   # user text, never read as rich markup
     for col in ("method", "seconds", "tokens/s", "speed vs draftsmith target-only", "tau", "outside forwards"):
         table.add_column(col)
     for name, (sec, res) in rows.items():
