@@ -5,21 +5,10 @@ written."""
 import re
 
 import pytest
-from typer.testing import CliRunner
 
 import draftsmith
-from draftsmith.cli import app
 
-
-def run(*args, env=None):
-    return CliRunner().invoke(app, [str(a) for a in args], env={"COLUMNS": "1000", **(env or {})})
-
-
-def refused(res, code: int, *says: str) -> None:
-    assert res.exit_code == code, res.output
-    assert "internal error" not in res.output and "Traceback" not in res.output, res.output
-    for s in says:
-        assert s in " ".join(res.output.split()), res.output
+from test_cli_inputs import refused, run   # the CLI runner and the one-message check, shared
 
 
 @pytest.fixture
