@@ -20,7 +20,7 @@ def validate(files: List[str] = typer.Argument(..., help="spec YAML files, or sp
     from draftsmith import hub, load_spec
     from draftsmith.assembler.assemble import checkpoint_ref
     from draftsmith.cli.app import report
-    from draftsmith.errors import DraftsmithError
+    from draftsmith.errors import DraftsmithError, short
 
     bad = 0
     for f in files:  # plain text throughout: never re-wrapped or read as markup
@@ -49,8 +49,8 @@ def validate(files: List[str] = typer.Argument(..., help="spec YAML files, or sp
             if path.is_dir():
                 folders[which] = path
             else:
-                typer.echo(f"{f}: warning: checkpoints.{which} {path} is not a folder (it must exist when the "
-                           "spec is assembled without an explicit folder)", err=True)
+                typer.echo(f"{f}: warning: checkpoints.{which} {short(str(path))} is not a folder (it must exist "
+                           "when the spec is assembled without an explicit folder)", err=True)   # quoted: user text
         if len(folders) == 2:   # both there: the checks assemble() makes before it reads a tensor
             bad += not _checkpoints_fit(f, spec, folders)
     raise typer.Exit(1 if bad else 0)
