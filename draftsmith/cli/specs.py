@@ -14,8 +14,8 @@ from draftsmith.cli.app import app, out
 
 
 @app.command()
-def validate(files: List[str] = typer.Argument(..., help="spec YAML files, or spec names")) -> None:   # str:
-    # typer's Path drops a leading ./, which is how a file named as a registered spec is told from the name
+def validate(files: List[str] = typer.Argument(..., help="spec YAML files, or spec names")) -> None:
+    # str, not Path: typer's Path drops a leading ./, which tells a file named as a registered spec from the name
     """Check spec files; exits non-zero listing every problem of every file."""
     from draftsmith import hub, load_spec
     from draftsmith.assembler.assemble import checkpoint_ref
