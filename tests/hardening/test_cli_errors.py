@@ -83,7 +83,7 @@ def test_validate_goes_on_after_any_failure_and_warns_about_missing_checkpoints(
     assert res.exit_code == 1
     assert f"{files[0]} has 1 problem" in res.stderr and f"{files[2]} has 1 problem" in res.stderr
     assert f"{files[1]}: ok (eagle3-llama)" in res.stdout and f"{files[3]}: ok (d)" in res.stdout
-    assert f"{files[1]}: warning: checkpoints.target {tmp_path / 'no-such-target'} is not a folder" in res.stderr
+    assert f"{files[1]}: warning: checkpoints.target '{tmp_path / 'no-such-target'}' is not a folder" in res.stderr
     assert "checkpoints.draft" not in res.stderr
 
     import draftsmith.specs.loader as loader
