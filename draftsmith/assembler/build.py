@@ -142,7 +142,7 @@ def check_final_norm(spec: Spec, fc: nn.Module) -> None:
         return
     asks = (["draft.feed_back: post_norm"] if d.feed_back == "post_norm" else []) + (
         [f"{'the spec' if 'norm_output' in d.fusion.params else 'the draft config'}'s norm_output, read as "
-         "feed_back"] if getattr(fc, "norm_output", "head") == "feed_back" else [])
+         "feed_back"] if fc.norm_output == "feed_back" else [])   # a fusion's field (hooks.kinds)
     if asks:
         raise SpecError(spec.source, [Problem(
             "draft.norms.final", f"false, but {' and '.join(asks)} feeds the final norm's output back to the next "

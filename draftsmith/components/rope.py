@@ -9,7 +9,7 @@ Limit: the frequencies are fixed at load time. transformers recomputes ``dynamic
 sequence passes ``max_position_embeddings`` (a call past it is refused: the target's context) and switches
 ``longrope`` to its long factors once a forward reaches past ``original_max_position_embeddings``, per forward (a
 prefill longer than it rotates every prompt token with the long factors). draftsmith keeps the short factors, so
-a call on a longrope target whose prompt + max_new_tokens passes that length is refused before any forward
+a call on a longrope target that would feed a position past that length is refused before any forward
 (:func:`position_problems`, which ``generate()``'s argument checks ask), rather than decoding differently from
 transformers.
 """

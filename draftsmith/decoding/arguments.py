@@ -27,7 +27,7 @@ from pydantic import ValidationError
 from draftsmith import limits
 from draftsmith.components.rope import position_problems
 from draftsmith.errors import ArgumentError, Problem, short
-from draftsmith.specs.resolve import decoding_problems
+from draftsmith.specs.resolve import decoding_problems, is_chain
 from draftsmith.specs.schema import Decoding, validate_strict
 from draftsmith.specs.translate import problems_from
 
@@ -270,7 +270,7 @@ def overridden(spec_decoding: Decoding, overrides: dict[str, Any], problems: lis
                                                f"{draft_vocab} tokens")], names)
         return None
     fields = dec.model_dump()
-    if fields["topk"] == 1 or fields["mode"] == "v1" or (fields["mode"] == "auto" and fields["page_size"] != 1):
+    if is_chain(fields["topk"], fields["mode"], fields["page_size"]):
         fields["draft_tokens"] = fields["steps"] + 1   # a chain (choose_mode's v1): draft_tokens does not apply
     cross = _rendered(decoding_problems(fields, path=""), names)
     problems += cross

@@ -169,6 +169,12 @@ def regex_problems(pattern: Any, path: str) -> list[Problem]:
     return []
 
 
+def is_chain(topk: int, mode: str, page_size: int) -> bool:
+    """Whether a decoding section runs a chain of steps + 1 nodes, whatever draft_tokens says (choose_mode's v1
+    without a target at hand): topk 1, mode v1, or auto with a page_size past 1."""
+    return topk == 1 or mode == "v1" or (mode == "auto" and page_size != 1)
+
+
 def decoding_problems(dec: Mapping[str, Any], path: str = "decoding") -> list[Problem]:
     """Cross-field rules of the decoding section (also applied to per-call overrides)."""
     # a key the section leaves out takes the schema's default (one source for both)
@@ -178,8 +184,7 @@ def decoding_problems(dec: Mapping[str, Any], path: str = "decoding") -> list[Pr
         return []  # phase 1 reports types and bounds
     out = []
     most = topk + (steps - 1) * topk * topk
-    chain = topk == 1 or mode == "v1" or (mode == "auto" and page != 1)   # a chain of steps + 1: no tree to fill
-    if n - 1 > most and not chain:
+    if n - 1 > most and not is_chain(topk, mode, page):   # a chain of steps + 1 has no tree to fill
         out.append(Problem(f"{path}.draft_tokens", f"{n} tokens cannot be drafted with topk={topk}, steps={steps}",
                            allowed=f"2..{most + 1} (topk + (steps-1)*topk^2 candidates + the root)"))
     if mode == "v2" and (topk == 1 or page != 1):

@@ -17,9 +17,9 @@ from draftsmith.assembler.detect import draft_in
 from draftsmith.errors import CheckpointNotFound, DraftsmithError, short_list, short_text
 from draftsmith.options import folder_problem
 from draftsmith.specs.loader import load_spec
+from draftsmith.specs.resolve import fusion_params
 from draftsmith.train import data as D
 from draftsmith.train.checks import TrainError
-from draftsmith.specs.resolve import fusion_params
 from draftsmith.train.draft_io import MAKES, fresh_taps, unsupported
 from draftsmith.train.features import (META, SHARDS, made_for, read_meta, shard_problem, source_problem,
                                        target_fingerprint)
