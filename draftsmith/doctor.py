@@ -25,7 +25,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from draftsmith.errors import ArgumentError
-from draftsmith.specs.resolve import dig
+from draftsmith.specs.resolve import dig, reserved
 from draftsmith.specs.schema import Ref, Spec
 
 PROBES = (
@@ -128,8 +128,6 @@ def field_info(data: Mapping[str, Any], path: str, registry, auto_attention: str
     that checks it (the spec schema, or the params model of the component the spec names); None when the spec's
     components have no such field. ``auto_attention``: the kind ``attention: {kind: auto}`` is for the draft at
     hand (:func:`draftsmith.assembler.build.attention_name`; None: gqa, the reading without a draft)."""
-    from draftsmith.specs.resolve import AUTO_ATTENTION
-
     model: Any = Spec
     parts = path.split(".")
     for i, name in enumerate(parts):
@@ -139,8 +137,8 @@ def field_info(data: Mapping[str, Any], path: str, registry, auto_attention: str
             comp_name = ref.get("kind") if isinstance(ref, Mapping) else None
             if kind is None or not isinstance(comp_name, str):
                 return None
-            if kind == "attention" and comp_name == "auto":   # the kind this draft gets (gqa without a draft)
-                comp_name = auto_attention or AUTO_ATTENTION
+            if choice_of := reserved(kind).get(comp_name):   # the kind this draft gets (gqa without a draft)
+                comp_name = auto_attention or choice_of.choices[0]
             comp = registry.components.get((kind, comp_name))
             if comp is None:
                 return None

@@ -16,6 +16,13 @@ from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
+class Reserved:
+    """A name a spec keeps for a choice of its own among registered components."""
+    meaning: str                 # how the choice is made (shown in listings and messages)
+    choices: tuple[str, ...]     # the components it may choose; the first is the reading without a checkpoint
+
+
+@dataclass(frozen=True)
 class Kind:
     call: str            # the factory's call, as the assembler makes it
     returns: str         # what it must return
@@ -25,7 +32,7 @@ class Kind:
     methods: Mapping[str, tuple[type, ...]] = field(default_factory=dict)   # called later -> types it returns
     fields: tuple[str, ...] = ()    # the result's attributes the assembler reads
     key: str | None = "kind"        # the spec key that names the component (None: a spec never gives params)
-    reserved: Mapping[str, str] = field(default_factory=dict)   # names a spec keeps for itself -> what they mean
+    reserved: Mapping[str, Reserved] = field(default_factory=dict)   # names a spec keeps for a choice of its own
 
     def problem(self, made: object) -> str | None:
         """Why a factory's result is not of the sort this kind needs ('' for None), or None when it is."""
@@ -51,8 +58,8 @@ KINDS: dict[str, Kind] = {
                   "a decoder layer (torch.nn.Module; see components.layers.DecoderLayer)"),
     "attention": Kind("factory(params, *, dims, layer_idx, in_width, backend, norm)",
                       "an attention module over the paged KV pool (see components.gqa)",
-                      reserved={"auto": "`attention: {kind: auto}` is mla when the draft config has MLA fields, "
-                                        "else gqa"}),
+                      reserved={"auto": Reserved("mla when the draft config has MLA fields, else gqa",
+                                                ("gqa", "mla"))}),
     "mlp": Kind("factory(params, *, dims)", "the feed-forward module (see components.mlp.SwiGLU)"),
     "norm": Kind("factory(params, *, dim, eps)", "a norm module whose parameter is `weight` of shape [dim]"),
     "fusion": Kind("factory(params, *, hidden, target_width, draft_config, target_layers, norm)",

@@ -32,7 +32,8 @@ def component_problem(comp: Component) -> str | None:
     if not isinstance(comp.name, str) or not comp.name.strip():
         return "the name must be a non-empty string (a spec names the component by it)"
     if comp.name in kind.reserved:
-        return (f"the name {comp.name!r} is a spec's own word ({kind.reserved[comp.name]}), so a spec could never "
+        return (f"the name {comp.name!r} is a spec's own word (`{comp.kind}: {{{kind.key}: {comp.name}}}` is "
+                f"{kind.reserved[comp.name].meaning}), so a spec could never "
                 f"build this {comp.kind}: rename it")
     if not isinstance(comp.doc, str):
         return "doc must be a string, '' for none (draftsmith list shows it)"

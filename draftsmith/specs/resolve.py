@@ -12,6 +12,7 @@ from draftsmith import limits
 from draftsmith.components.weights import pattern_problem
 from draftsmith.errors import Problem, short, suggest
 from draftsmith.hooks import Component
+from draftsmith.hooks.kinds import KINDS, Reserved
 from draftsmith.registry import Registry
 from draftsmith.specs.schema import Decoding, validate_strict
 from draftsmith.specs.translate import problems_from
@@ -34,9 +35,6 @@ SECTIONS: tuple[Section, ...] = (
     Section("quant", "quant", "method", "none", "none"),
 )
 RULES = Section("weights.rules", "weight_rule", "kind", None, "regex")
-AUTO_ATTENTION = "gqa"  # the reading of `attention: {kind: auto}` without a checkpoint (MLA is chosen per checkpoint)
-AUTO_CHOICES = ("gqa", "mla")   # its params must suit one of these; the assembler checks them against its choice
-AUTO_NOTE = "auto (mla when the draft config has MLA fields, else gqa)"
 
 
 def dig(data: Any, path: str) -> Any:
@@ -48,12 +46,18 @@ def dig(data: Any, path: str) -> Any:
     return data
 
 
+def reserved(kind: str) -> Mapping[str, Reserved]:
+    """The names a spec keeps for a choice of its own in this kind (attention's ``auto``)."""
+    return KINDS[kind].reserved if kind in KINDS else {}
+
+
 def names(registry: Registry, kind: str) -> list[str]:
-    return [n for n, _ in registry.names(kind)] + (["auto"] if kind == "attention" else [])
+    return [n for n, _ in registry.names(kind)] + list(reserved(kind))
 
 
 def listing(registry: Registry, kind: str) -> str:
-    known = [f"{n} ({p})" for n, p in registry.names(kind)] + ([AUTO_NOTE] if kind == "attention" else [])
+    known = [f"{n} ({p})" for n, p in registry.names(kind)]
+    known += [f"{n} ({r.meaning})" for n, r in reserved(kind).items()]
     return ", ".join(known) or "none registered"
 
 
@@ -90,8 +94,8 @@ def check_ref(registry: Registry, ref: Any, where: Section, path: str | None = N
         return [Problem(f"{path}.{where.key}", "required field is missing", allowed=listing(registry, where.kind))]
     name = ref.get(where.key, where.unnamed)
     params = {k: v for k, v in ref.items() if k != where.key}
-    if where.kind == "attention" and name == "auto":   # params that suit gqa or mla (which one: per checkpoint)
-        found = [params_problems(comp.record.params, params, path) for choice in AUTO_CHOICES
+    if isinstance(name, str) and (choice_of := reserved(where.kind).get(name)):   # params that suit one choice
+        found = [params_problems(comp.record.params, params, path) for choice in choice_of.choices  # (per checkpoint)
                  if (comp := registry.components.get((where.kind, choice))) is not None]
         return min(found, key=len, default=[])
     comp = registry.components.get((where.kind, name)) if isinstance(name, str) else None
