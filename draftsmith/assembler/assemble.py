@@ -21,6 +21,7 @@ from draftsmith.components.targets import mtp_layer_patterns
 from draftsmith.components.weights import RuleSet
 from draftsmith.decoding.graphs import graphs_enabled
 from draftsmith.decoding.model import SpeculativeModel
+from draftsmith.decoding.modes import RECURRENT, V2
 from draftsmith.registry import Registry, default_registry
 from draftsmith.errors import CheckpointError, DraftsmithError, Problem, SpecError, short_text
 from draftsmith.specs.loader import load_spec
@@ -210,8 +211,7 @@ def plan_assembly(spec: Spec | str | Path, target: str | Path | None = None, dra
         target_plan, target_cfg = plan_target(target_dir, registry, backend)
     if spec.decoding.mode == "v2" and target_plan.module.recurrent:
         raise SpecError(spec.source, [Problem(
-            "decoding.mode", "v2 (tree drafting with compaction) is unsupported with this target: it has recurrent "
-            "(mamba / linear-attention) layers, whose state is not rolled back", found="v2", allowed="auto, v1",
+            "decoding.mode", f"{V2} is unsupported with this target: {RECURRENT}", found="v2", allowed="auto, v1",
             hint="Use mode: auto to fall back to v1 with a logged reason.")])
     draft_raw = read_config(draft_dir)
     infos = list_tensors(draft_dir)

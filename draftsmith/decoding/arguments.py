@@ -26,6 +26,7 @@ from pydantic import ValidationError
 
 from draftsmith import limits
 from draftsmith.components.rope import position_problems
+from draftsmith.decoding.modes import RECURRENT, V2
 from draftsmith.errors import ArgumentError, Problem, short
 from draftsmith.specs.resolve import decoding_problems, is_chain
 from draftsmith.specs.schema import Decoding, validate_strict
@@ -285,9 +286,8 @@ def check_overrides(model: Any, *, topk: Any = None, steps: Any = None, draft_to
     fields = overridden(model.spec.decoding, dict(topk=topk, steps=steps, draft_tokens=draft_tokens, mode=mode),
                         problems, draft_vocab=vocab_sizes(model)[1], names=names)
     if fields is not None and fields["mode"] == "v2" and getattr(model, "recurrent", False):
-        problems.append(f"{(names or {}).get('mode', 'mode')}: v2 (tree drafting with compaction) is unsupported "
-                        "here: the target has recurrent (mamba / linear-attention) layers, whose state is not "
-                        "rolled back; auto falls back to v1")
+        problems.append(f"{(names or {}).get('mode', 'mode')}: {V2} is unsupported here: {RECURRENT}; auto falls "
+                        "back to v1")
         fields = None
     if fields is None:
         raise ArgumentError(what, problems)

@@ -16,6 +16,10 @@ class Plan:
     reason: str
 
 
+V2 = "v2 (tree drafting with compaction)"
+RECURRENT = "the target has recurrent (mamba / linear-attention) layers, whose state is not rolled back"
+
+
 def choose_mode(mode: str, topk: int, steps: int, draft_tokens: int, page_size: int, recurrent: bool) -> Plan:
     """``auto`` picks v2 only when topk > 1, page_size == 1 and the target has no recurrent layers; otherwise v1
     (a chain of ``steps`` tokens), logging one line that says why. Explicit v2 in an unsupported combination is
@@ -27,7 +31,7 @@ def choose_mode(mode: str, topk: int, steps: int, draft_tokens: int, page_size: 
     if page_size != 1:
         why.append(f"page_size is {page_size}")
     if recurrent:
-        why.append("the target has recurrent (mamba / linear-attention) layers")
+        why.append(RECURRENT)
     if mode == "v2" and why:
         raise ValueError(f"decoding mode v2 is unsupported: {'; '.join(why)}")
     if mode == "v1" or why:
