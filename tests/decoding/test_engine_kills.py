@@ -1,5 +1,5 @@
 """Mutation survivors of draftsmith/decoding/engine.py's step functions (scripts/mutate.py), each planted and seen
-failing. Expectations come from target-only decoding, hand computation and the invariants (../shared/INVARIANTS.md),
+failing. Expectations come from target-only decoding, hand computation and the invariants (docs/INVARIANTS.md),
 never from the engine's own output."""
 
 from pathlib import Path

@@ -1,4 +1,4 @@
-"""PagedKVPool and compact_rows: invariants 13-21 of /work/shared/INVARIANTS.md, plus growth."""
+"""PagedKVPool and compact_rows: invariants 13-21 of docs/INVARIANTS.md, plus growth."""
 
 import pytest
 import torch

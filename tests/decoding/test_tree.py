@@ -1,4 +1,4 @@
-"""Tree construction: invariants 1-7 of /shared/INVARIANTS.md as Hypothesis properties, plus examples."""
+"""Tree construction: invariants 1-7 of docs/INVARIANTS.md as Hypothesis properties, plus examples."""
 
 import dataclasses
 

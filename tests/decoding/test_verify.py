@@ -1,4 +1,4 @@
-"""Verification (invariants 10-12 of /shared/INVARIANTS.md) and the sampling transforms."""
+"""Verification (invariants 10-12 of docs/INVARIANTS.md) and the sampling transforms."""
 
 import dataclasses
 
