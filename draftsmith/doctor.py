@@ -25,7 +25,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from draftsmith.errors import ArgumentError
-from draftsmith.specs.resolve import dig, reserved
+from draftsmith.specs.resolve import SECTIONS, dig, reserved
 from draftsmith.specs.schema import Ref, Spec
 
 PROBES = (
@@ -52,8 +52,7 @@ AMBIGUITIES: tuple[Ambiguity, ...] = (
     Ambiguity("draft.vocab.d2t", "d2t holds offsets (target = draft + d2t) or absolute target ids"),
 )
 # which registry kind a component reference at a spec path names (its params model holds the field)
-REF_KINDS = {"draft.layer": "layer", "draft.attention": "attention", "draft.mlp": "mlp", "draft.norm": "norm",
-             "draft.fusion": "fusion"}
+REF_KINDS = {s.path: s.kind for s in SECTIONS if s.key == "kind"}   # draft.layer -> layer, ...
 
 
 @dataclass

@@ -14,7 +14,7 @@ from draftsmith.errors import Problem, short, suggest
 from draftsmith.hooks import Component
 from draftsmith.hooks.kinds import KINDS, Reserved
 from draftsmith.registry import Registry
-from draftsmith.specs.schema import Decoding, validate_strict
+from draftsmith.specs.schema import Decoding, Rule, Spec, validate_strict
 from draftsmith.specs.translate import problems_from
 
 
@@ -26,15 +26,23 @@ class Section(NamedTuple):
     unnamed: str | None     # the name used when the section omits ``key`` (None: the key is required)
 
 
+def section(path: str, kind: str, key: str = "kind") -> Section:
+    """The reference at ``path``, with the names the schema gives it when a spec leaves out the section or its
+    ``key`` (the one source of the defaults: Draft's fields and Quant's method)."""
+    model, parts = Spec, path.split(".")
+    for part in parts[:-1]:
+        model = model.model_fields[part].annotation
+    info = model.model_fields[parts[-1]]
+    named = info.annotation.model_fields[key]
+    return Section(path, kind, key, None if info.is_required() else getattr(info.default, key),
+                   None if named.is_required() else named.default)
+
+
 SECTIONS: tuple[Section, ...] = (
-    Section("draft.layer", "layer", "kind", "llama", None),
-    Section("draft.attention", "attention", "kind", "auto", None),
-    Section("draft.mlp", "mlp", "kind", "swiglu", None),
-    Section("draft.norm", "norm", "kind", "rms", None),
-    Section("draft.fusion", "fusion", "kind", None, None),
-    Section("quant", "quant", "method", "none", "none"),
+    *(section(f"draft.{kind}", kind) for kind in ("layer", "attention", "mlp", "norm", "fusion")),
+    section("quant", "quant", "method"),
 )
-RULES = Section("weights.rules", "weight_rule", "kind", None, "regex")
+RULES = Section("weights.rules", "weight_rule", "kind", None, Rule.model_fields["kind"].default)   # regex
 
 
 def dig(data: Any, path: str) -> Any:
