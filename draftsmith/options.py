@@ -60,6 +60,18 @@ def check_threads(threads: int) -> int:
     return threads
 
 
+def parse_token_ids(text: str) -> list[int]:
+    """--token-ids 1,2,3 (commas or spaces); an empty item (1,,2 or a trailing comma) is refused, not skipped. The
+    ids themselves are checked by generate() against the vocabulary."""
+    items = text.split(",")
+    parts = [p for item in items for p in item.split()]
+    empty = "" if len(items) == 1 or all(i.strip() for i in items) else "an item is empty; "
+    if empty or not parts or not all(p.isascii() and p.isdigit() and len(p) <= 18 for p in parts):
+        raise OptionError(f"--token-ids {short(text)}: {empty}token ids are integers >= 0 separated by commas, "
+                          "e.g. 1,2,3")
+    return [int(p) for p in parts]
+
+
 def utf8_problem(path: str | Path) -> str | None:
     """Why ``path`` cannot be opened by the libraries that read and write checkpoints, whatever it holds, or None:
     safetensors, torch's memory-mapped load and tokenizers take UTF-8 paths only, and a name with a byte that is not

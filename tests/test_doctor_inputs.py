@@ -63,3 +63,36 @@ def test_attention_auto_is_read_as_the_kind_the_draft_gets(tmp_path, monkeypatch
     doctor.diagnose(tmp_path / "s.yaml", target, draft, search=True, rounds=1,
                     ambiguities=[Ambiguity("draft.attention.rope", "")])
     assert sorted(v for ((_, v),) in tried[1:]) == ["interleaved", "neox"]   # after the spec as given
+
+
+def test_doctor_takes_the_token_ids_its_tokenizer_hint_names(tmp_path):
+    # a target without a tokenizer: the default (text) probes are refused with a hint at --token-ids, which doctor
+    # did not have; given, the ids are the probe and the pair is measured
+    from draftsmith.testing import write_eagle3, write_target
+
+    target = write_target(tmp_path / "t", hidden_size=16, intermediate_size=32, num_attention_heads=2,
+                          num_key_value_heads=1, num_hidden_layers=8, vocab_size=32, max_position_embeddings=64)
+    draft = write_eagle3(tmp_path / "d", target)
+    base = ["doctor", str(target), str(draft), "--spec", "eagle3-llama", "--max-new-tokens", "8"]
+    out = CliRunner().invoke(app, base)
+    assert out.exit_code == 2 and "needs a tokenizer" in out.output and "--token-ids" in out.output, out.output
+    out = CliRunner().invoke(app, [*base, "--token-ids", "1,2,3"])
+    assert out.exit_code in (0, 1) and "spec as given" in out.output, out.output
+
+
+@pytest.mark.parametrize("extra, says", [(["--token-ids", "1,,2"], "an item is empty"),
+                                         (["--token-ids", "1,2", "--probe", "hi"], "both give the probe"),
+                                         (["--token-ids", "x"], "token ids are integers")])
+def test_bad_token_ids_are_refused_before_anything_loads(extra, says, monkeypatch):
+    import draftsmith.doctor as doctor
+    monkeypatch.setattr(doctor, "diagnose", lambda *a, **k: pytest.fail("the pair was run"))
+    out = CliRunner().invoke(app, ["doctor", "--spec", "demo", *extra])
+    assert out.exit_code == 2 and says in out.output, out.output
+
+
+def test_the_token_ids_are_the_probe(monkeypatch):
+    import draftsmith.doctor as doctor
+    seen = {}
+    monkeypatch.setattr(doctor, "diagnose", lambda *a, probes, **k: seen.setdefault("probes", probes) and {}["x"])
+    CliRunner().invoke(app, ["doctor", "--spec", "demo", "--token-ids", "5 6,7"])
+    assert seen["probes"] == [[5, 6, 7]]

@@ -20,6 +20,8 @@ def doctor(
     spec: Optional[str] = typer.Option(None, help="built-in spec name or YAML path (default: detect the layout "
                                                   "of DRAFT)"),
     probe: Optional[str] = typer.Option(None, help="probe text, or @FILE (default: two short Python snippets)"),
+    token_ids: Optional[str] = typer.Option(None, "--token-ids", help="the probe as token ids, e.g. 1,2,3 (a "
+                                                                      "target without a tokenizer)"),
     max_new_tokens: int = typer.Option(32, "--max-new-tokens", help="tokens generated per probe"),
     min_tau: float = typer.Option(2.0, "--min-tau", help="acceptance length below which the readings are tried"),
     search: Optional[bool] = typer.Option(None, "--search/--no-search",
@@ -37,7 +39,7 @@ def doctor(
     from draftsmith.doctor import PROBES, diagnose, yaml_snippet
     from draftsmith.errors import DraftsmithError
 
-    probe = _checked(threads, device, dtype, max_new_tokens, probe, min_tau)
+    probe = _checked(threads, device, dtype, max_new_tokens, probe, min_tau, token_ids)
     if spec is None and draft is None:
         _bad_input("give TARGET and DRAFT folders, or --spec naming a spec whose checkpoints say them "
                    "(e.g. `draftsmith doctor --spec demo`)")
@@ -138,23 +140,29 @@ def _as_options(e: BaseException) -> object:
 
 
 def _checked(threads: int, device: str, dtype: str, max_new_tokens: int, probe: Optional[str],
-             min_tau: float = 2.0) -> Optional[str]:
-    """The options checked before anything is read or run (exit 2 naming the option); returns the probe text
-    (an @FILE read)."""
+             min_tau: float = 2.0, token_ids: Optional[str] = None) -> Optional[str | list[int]]:
+    """The options checked before anything is read or run (exit 2 naming the option); returns the probe: its
+    text (an @FILE read), its --token-ids, or None for the default probes."""
     from draftsmith.doctor import min_tau_ok
     from draftsmith.errors import OptionError
-    from draftsmith.options import check_device, check_threads, parse_dtype
+    from draftsmith.options import check_device, check_threads, parse_dtype, parse_token_ids
 
     try:
         check_threads(threads)
         check_device(device)
         parse_dtype(dtype)
+        if token_ids is not None:
+            if probe is not None:
+                raise OptionError("--probe and --token-ids both give the probe: give one")
+            ids = parse_token_ids(token_ids)
     except OptionError as e:
         _bad_input(e)
     if problems := setting_problems(max_new_tokens):   # generate()'s bounds (the spec's chain: diagnose())
         _bad_input("\n  ".join(problems))
     if not min_tau_ok(min_tau):
         _bad_input(f"--min-tau {min_tau}: allowed a finite number >= 0 (the tau below which the readings are tried)")
+    if token_ids is not None:
+        return ids
     if probe is not None and probe.startswith("@"):
         probe = _probe_file(probe[1:])
     if probe == "":

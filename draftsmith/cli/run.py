@@ -71,19 +71,13 @@ def typed(ctx: typer.Context, name: str) -> bool:
 
 
 def _ids(text: str, ctx: typer.Context) -> list[int]:
-    """--token-ids 1,2,3 (commas or spaces); an empty item (1,,2 or a trailing comma) is refused, not skipped. The
-    ids themselves are checked by generate() against the vocabulary."""
-    from draftsmith.errors import OptionError, short
+    """--token-ids, which --prompt rules out (:func:`draftsmith.options.parse_token_ids`)."""
+    from draftsmith.errors import OptionError
+    from draftsmith.options import parse_token_ids
 
     if typed(ctx, "prompt"):
         raise OptionError("--prompt and --token-ids both give the prompt: give one")
-    items = text.split(",")
-    parts = [p for item in items for p in item.split()]
-    empty = "" if len(items) == 1 or all(i.strip() for i in items) else "an item is empty; "
-    if empty or not parts or not all(p.isascii() and p.isdigit() and len(p) <= 18 for p in parts):
-        raise OptionError(f"--token-ids {short(text)}: {empty}token ids are integers >= 0 separated by commas, "
-                          "e.g. 1,2,3")
-    return [int(p) for p in parts]
+    return parse_token_ids(text)
 
 
 def _target(target: Optional[str]) -> Optional[Path]:
