@@ -1,5 +1,6 @@
 """The optimisation loop: AdamW over the draft only, warm-up + cosine schedule, a rich progress bar with the loss and
-each TTT step's top-1 accuracy, and checkpoints that resume to the same weights an uninterrupted run reaches.
+each TTT step's top-1 accuracy, and checkpoints that resume to the same weights an uninterrupted run reaches. The
+first Ctrl-C finishes the step, saves it and stops (:mod:`draftsmith.train.interrupt`).
 
 A checkpoint is two things in ``out``: the draft itself in the spec's layout (model.safetensors + config.json,
 loadable by ``draftsmith.assemble`` at any time) and ``trainer.pt`` (float32 draft state, optimizer state, step),
@@ -18,6 +19,7 @@ import torch
 from draftsmith.errors import short, short_text
 from draftsmith.train.checks import TrainError, check_config
 from draftsmith.train.draft_io import export_draft
+from draftsmith.train.interrupt import deferred
 from draftsmith.train.ttt import ttt_losses
 
 STATE = "trainer.pt"
@@ -119,7 +121,7 @@ def train(model, store, out: Path, cfg: TrainConfig, console=None, log=None, rec
     t0, last = time.time(), {"step": start, "loss": None, "acc": []}   # loss None: no step was run
     columns = (TextColumn("[bold]train[/bold]"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
                TimeElapsedColumn(), TimeRemainingColumn())
-    with Progress(*columns, console=console, disable=console is None) as progress:
+    with Progress(*columns, console=console, disable=console is None) as progress, deferred() as stop:
         task = progress.add_task("train", total=cfg.steps, completed=start, info="")
         for step in range(start, cfg.steps):
             for group in opt.param_groups:
@@ -138,8 +140,12 @@ def train(model, store, out: Path, cfg: TrainConfig, console=None, log=None, rec
                     f"{time.time() - t0:.0f}s")
             done = step + 1 == cfg.steps
             over = cfg.minutes and time.time() - t0 > cfg.minutes * 60
-            if done or over or (step + 1) % cfg.save_every == 0:
+            if done or over or stop.asked or (step + 1) % cfg.save_every == 0:
                 save_state(model, opt, step + 1, cfg, out, record)
+            if stop.asked and not done:
+                if log:
+                    log(f"stopped at step {step + 1}/{cfg.steps} by Ctrl-C, saved; run again to resume")
+                raise KeyboardInterrupt
             if over and not done:
                 if log:
                     log(f"stopped at step {step + 1}/{cfg.steps} after {cfg.minutes} minutes; run again to resume")

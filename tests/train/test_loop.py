@@ -43,3 +43,32 @@ def test_a_fresh_run_starts_at_step_0(model, tiny, tmp_path):
     last = train(model, FeatureStore(tmp_path / "f"), tmp_path / "d", TrainConfig(steps=1, batch=2))
     assert last["step"] == 1 and math.isfinite(last["loss"]) and len(last["acc"]) == 3
     assert torch.load(tmp_path / "d" / STATE, weights_only=True)["step"] == 1
+
+
+def test_ctrl_c_finishes_the_step_saves_it_and_stops(model, tiny, tmp_path, monkeypatch):
+    # a KeyboardInterrupt in the middle of a step could land between the optimizer's updates; Ctrl-C lost every
+    # step since the last save. Now the first one finishes the step, saves it, then stops with KeyboardInterrupt
+    import os
+    import signal
+
+    import draftsmith.train.loop as loop
+
+    ids = torch.randint(0, 258, (4 * 24,), generator=torch.Generator().manual_seed(0))
+    extract(model, D.windows(ids, 24), tmp_path / "f", limit=4)
+    real, calls = loop.ttt_losses, []
+
+    def step(*a, **k):   # Ctrl-C pressed during the third step
+        calls.append(1)
+        if len(calls) == 3:
+            os.kill(os.getpid(), signal.SIGINT)
+        return real(*a, **k)
+
+    monkeypatch.setattr(loop, "ttt_losses", step)
+    before = signal.getsignal(signal.SIGINT)
+    logged = []
+    with pytest.raises(KeyboardInterrupt):
+        train(model, FeatureStore(tmp_path / "f"), tmp_path / "d", TrainConfig(steps=8, batch=2, save_every=100),
+              log=logged.append)
+    assert len(calls) == 3 and torch.load(tmp_path / "d" / STATE, weights_only=True)["step"] == 3
+    assert "stopped at step 3/8 by Ctrl-C, saved" in logged[-1]
+    assert signal.getsignal(signal.SIGINT) is before   # the handler is put back
