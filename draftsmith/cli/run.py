@@ -1,6 +1,7 @@
 """``draftsmith generate`` and ``draftsmith bench``."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Optional
 
@@ -36,15 +37,16 @@ def generate(
     import torch
 
     import draftsmith
-    from draftsmith.decoding.arguments import check_overrides
 
     _check_options(device, dtype, threads, max_new_tokens, temperature, seed)
     prompt = prompt if token_ids is None else _ids(token_ids, ctx)
     torch.set_num_threads(threads)
     spec, target = _pair(spec, target, draft, default="smollm2")
-    model = draftsmith.assemble(spec, target=target, draft=draft, device=device, dtype=dtype)
     plan = dict(topk=topk, steps=steps, draft_tokens=draft_tokens)
-    check_overrides(model, **plan, what="draftsmith generate", names=PLAN_OPTIONS)  # named as options, not fields
+    spec = draftsmith.load_spec(spec)
+    _plan_options(spec, plan)   # before the load; the draft's vocabulary (topk's bound) and target after it
+    model = draftsmith.assemble(spec, target=target, draft=draft, device=device, dtype=dtype)
+    _plan_options(spec, plan, model)
     out.print(f"[bold]spec[/bold] {model.spec.name}: {escape(model.spec.description)}")
     kw = dict(temperature=temperature, seed=seed)
     runs = {"speculative": lambda n: model.generate(prompt, max_new_tokens=n, **plan, **kw)}
@@ -63,6 +65,25 @@ def generate(
 
 
 PLAN_OPTIONS = {"topk": "--topk", "steps": "--steps", "draft_tokens": "--draft-tokens"}
+
+
+def _plan_options(spec, plan: dict, model=None) -> None:
+    """--topk, --steps and --draft-tokens checked as generate() checks them, an OptionError (exit 2) naming the
+    options: against the spec alone before the model loads, against the model (its draft vocabulary, its target)
+    after."""
+    from draftsmith.decoding.arguments import check_overrides, overridden
+    from draftsmith.errors import ArgumentError, OptionError
+
+    problems: list[str] = []
+    if model is None:
+        overridden(spec.decoding, plan, problems, draft_vocab=sys.maxsize, names=PLAN_OPTIONS)
+    else:
+        try:
+            check_overrides(model, **plan, what="draftsmith generate", names=PLAN_OPTIONS)
+        except ArgumentError as e:
+            problems = e.problems
+    if problems:
+        raise OptionError("\n  ".join(problems))
 
 
 def typed(ctx: typer.Context, name: str) -> bool:

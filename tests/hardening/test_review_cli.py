@@ -6,7 +6,7 @@ import torch
 from typer.testing import CliRunner
 
 from draftsmith import hub
-from draftsmith.cli import USER_ERROR, app
+from draftsmith.cli import app
 from draftsmith.errors import DraftsmithError
 from draftsmith.testing import write_eagle3, write_target
 
@@ -114,7 +114,19 @@ def test_bench_refuses_cuda_graphs_without_cuda(graphs, monkeypatch):
     (["--steps", "0"], "--steps: 0 is not allowed"),
     (["--topk", "2", "--steps", "2", "--draft-tokens", "50"], "--draft-tokens: 50 tokens cannot be drafted"),
 ])
-def test_generate_names_the_plan_options_it_refuses(args, says):
+def test_generate_names_the_plan_options_it_refuses_before_the_model_loads(args, says, monkeypatch):
+    # they exited 1 after the model had loaded, where every other bad option exits 2 before anything is read
+    monkeypatch.setattr("draftsmith.assemble", lambda *a, **k: pytest.fail("the model was loaded"))
     res = run("generate", "--spec", "demo", "--max-new-tokens", "2", *args)
-    assert res.exit_code == USER_ERROR and res.stderr.startswith("error: "), res.output
-    assert says in res.stderr and "plan() overrides" not in res.stderr, res.stderr
+    usage_error(res, says)
+    assert res.stderr.startswith("error: ") and "plan() overrides" not in res.stderr, res.stderr
+
+
+def test_a_topk_past_the_draft_vocabulary_is_a_usage_error_too(tmp_path):
+    # its bound is known once the draft is read: checked after the load, named as the option, exit 2
+    target = write_target(tmp_path / "t", hidden_size=16, intermediate_size=32, num_attention_heads=2,
+                          num_key_value_heads=1, num_hidden_layers=8, vocab_size=32, max_position_embeddings=64)
+    draft = write_eagle3(tmp_path / "d", target)
+    res = run("generate", "--spec", "eagle3-llama", "--target", target, "--draft", draft, "--token-ids", "1,2",
+              "--max-new-tokens", "2", "--topk", "40")
+    usage_error(res, "--topk: 40 candidates per node, but the draft's vocabulary has 32 tokens")
