@@ -41,7 +41,10 @@ def _sync(device: str) -> None:
 def _hf_models(target_dir: Path, keep_layers: int, device: str, dtype: torch.dtype):
     from transformers import AutoModelForCausalLM
 
-    hf = AutoModelForCausalLM.from_pretrained(str(target_dir), dtype=dtype).to(device).eval()
+    from draftsmith.hub import quiet_transformers
+
+    with quiet_transformers(bars=False):   # its loading bar would break into the bench's output
+        hf = AutoModelForCausalLM.from_pretrained(str(target_dir), dtype=dtype).to(device).eval()
     cfg = {k: v for k, v in hf.config.to_dict().items() if k != "layer_types"} | {"num_hidden_layers": keep_layers}
     assistant = AutoModelForCausalLM.from_config(type(hf.config).from_dict(cfg)).to(device, dtype).eval()
     assistant.load_state_dict(hf.state_dict(), strict=False)

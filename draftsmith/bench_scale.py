@@ -247,8 +247,10 @@ def hf_rows(target_dir: Path, prompts, device: str, dtype: str, new_tokens: int,
     from transformers import AutoModelForCausalLM
 
     from draftsmith.assembler.assemble import parse_dtype
+    from draftsmith.hub import quiet_transformers
 
-    hf = AutoModelForCausalLM.from_pretrained(str(target_dir), dtype=parse_dtype(dtype)).to(device).eval()
+    with quiet_transformers(bars=False):   # its loading bar would break into the bench's log
+        hf = AutoModelForCausalLM.from_pretrained(str(target_dir), dtype=parse_dtype(dtype)).to(device).eval()
     x = torch.tensor(prompts, device=device)
     B, rows = x.shape[0], {}
     for label, extra in (("transformers generate (dynamic cache)", {}),

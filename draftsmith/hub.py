@@ -225,18 +225,23 @@ def _pip_download(requirement: str, dest: Path) -> Path:
 
 
 @contextmanager
-def quiet_transformers() -> Iterator[None]:
+def quiet_transformers(bars: bool = True) -> Iterator[None]:
     """transformers' logger at errors only inside the block, restored after it (also on an exception): for calls
     whose warnings are about settings transformers builds itself (GGUF loading; assisted and prompt-lookup
-    generation), which a user cannot act on."""
+    generation), which a user cannot act on. ``bars=False`` also hides its progress bars (a benchmark's loads,
+    which would break into its table)."""
     from transformers.utils import logging as hf_logging
 
-    verbosity = hf_logging.get_verbosity()
+    verbosity, shown = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
     hf_logging.set_verbosity_error()
+    if not bars:
+        hf_logging.disable_progress_bar()
     try:
         yield
     finally:
         hf_logging.set_verbosity(verbosity)
+        if shown:
+            hf_logging.enable_progress_bar()
 
 
 def dequantize_gguf(gguf: Path, out: Path) -> None:

@@ -27,6 +27,20 @@ def test_transformers_warnings_are_silenced_only_while_the_peers_run():
     assert hf_logging.get_verbosity() == before
 
 
+def test_the_peers_loading_bar_is_hidden_only_while_they_load(monkeypatch):
+    # transformers' "Loading weights" bar broke into the bench's table
+    seen = []
+    monkeypatch.setattr("transformers.AutoModelForCausalLM.from_pretrained",
+                        lambda *a, **k: seen.append(hf_logging.is_progress_bar_enabled()) or pytest.fail("loaded"))
+    assert hf_logging.is_progress_bar_enabled()
+    with pytest.raises(pytest.fail.Exception):
+        from draftsmith.bench import _hf_models
+        _hf_models("nowhere", 1, "cpu", None)
+    assert seen == [False] and hf_logging.is_progress_bar_enabled()
+    with quiet_transformers():   # the default keeps them (a first fetch of the demo target shows its progress)
+        assert hf_logging.is_progress_bar_enabled()
+
+
 def test_every_method_makes_the_same_number_of_tokens(monkeypatch):
     """transformers is held to n tokens (min_new_tokens); draftsmith's runs must not stop earlier at a stop id,
     or its seconds (and its speed-up) would be for fewer tokens. tokens/s is what each run produced."""
