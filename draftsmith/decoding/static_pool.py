@@ -144,14 +144,16 @@ def fixed_kv(pool: StaticKVPool, rows: Tensor, rel_pos: Tensor, rel_mask: Tensor
     if fresh:
         write, pos = kernel(fresh_index, pool.fused)(pool.base, pool.trash, rows, rel_pos)
         return KVBatch(pool, write, None, None, static=True, fresh=True), pos
-    write, read, mask, keep, pos = kernel(kv_index, pool.fused)(pool.lens, pool.base, pool.key, pool.trash,
+    key = pool.key
+    if pool.trims:
+        # no key at or past max(lens) + P is attended: the index is worked out over that span of the pool alone
+        # (its arithmetic is per key), layers read that span, and when no key of it is dead (batch 1, a
+        # verification, a decode) there is nothing to zero (a 4k-token context: the capacity-wide mask and the
+        # zeroing of dead keys were most of a decode step's attention time)
+        key = key[:min(int(pool.lens.max()) + rel_mask.shape[-1], pool.capacity)]
+    write, read, mask, keep, pos = kernel(kv_index, pool.fused)(pool.lens, pool.base, key, pool.trash,
                                                                 rows, rel_pos, rel_mask)
     if pool.trims:
-        # no key at or past max(lens) + P is attended: layers read that span of the pool, and when no key of it is
-        # dead (batch 1, a verification, a decode) there is nothing to zero (a 4k-token context: the
-        # capacity-wide mask and the zeroing of dead keys were most of a decode step's attention time)
-        span = min(int(pool.lens.max()) + rel_mask.shape[-1], pool.capacity)
-        mask, read, keep = mask[..., :span], read[:, :span], keep[:, :span]
         keep = None if bool(keep.all()) else keep
         if keep is None and mask.shape[-2] == 1 and bool(mask.all()):
             mask = None   # one query per row that sees every key of the span (a decode): no mask to apply
