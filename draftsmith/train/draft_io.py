@@ -29,6 +29,13 @@ MAKES = ("EAGLE-3 (llama layers with input norms in every layer, gqa attention, 
          "embedding and head, no quantization)")   # what init_draft writes; preflight names it
 
 
+def for_training(spec):
+    """The spec as training assembles it: the draft in float32 whatever its ``decoding.draft_dtype`` says (a
+    bfloat16 draft_dtype trained bf16 weights with a bf16 optimizer; the export is cast by --export-dtype). The
+    decoding section is no part of the run's record (resume.spec_digest), so a resumed run compares alike."""
+    return draftsmith.load_spec(spec).with_decoding(draft_dtype="float32")
+
+
 def unsupported(spec) -> list[str]:
     """What of ``spec`` a fresh draft (:func:`init_draft`) cannot have, one phrase each; [] when it can be made.
     The writers of :mod:`draftsmith.testing` make the two layouts of :data:`MAKES`; anything else (MLA attention,
@@ -93,7 +100,7 @@ def init_draft(spec, target_dir: Path, folder: Path, kept: torch.Tensor | None, 
     layers start at N(0, init_std), norms at 1; an own lm_head starts from the target's head rows of the kept ids
     and the final norm from the target's, so step 0 already speaks the target's output space
     (:func:`start_from_target` then starts the layers from the target's last one)."""
-    spec = draftsmith.load_spec(spec)
+    spec = for_training(spec)
     tc = json.loads((Path(target_dir) / "config.json").read_text())
     V = tc["vocab_size"]
     folder = Path(folder)

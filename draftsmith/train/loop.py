@@ -92,7 +92,7 @@ def load_state(model, opt, path: Path) -> int:
     """Load ``path`` (a :func:`save_state` file) into the draft and ``opt``; return its step. A file that is not
     one, or one of another draft, is a TrainError naming it and saying how to start fresh (nothing is removed)."""
     try:
-        state = torch.load(path, weights_only=True)
+        state = torch.load(path, weights_only=True, map_location="cpu")   # a state saved on CUDA resumes anywhere
         model.draft.load_state_dict(state["draft"])
         opt.load_state_dict(state["opt"])
         step = state["step"]

@@ -14,7 +14,7 @@ from draftsmith import hub
 from draftsmith.assembler.assemble import read_tokenizer
 from draftsmith.train import data as D
 from draftsmith.train.checks import TrainError, check_job
-from draftsmith.train.draft_io import export_draft, init_draft, start_from_target
+from draftsmith.train.draft_io import export_draft, for_training, init_draft, start_from_target
 from draftsmith.train.evaluate import PLANS, Acceptance, acceptance
 from draftsmith.train.features import (SOURCE, FeatureStore, distill_record, extract_with_log, made_for, read_meta,
                                        source_problem, target_fingerprint, windows_digest)
@@ -106,7 +106,7 @@ def run_held(job: Job, console, log: Callable[[str], None]) -> dict[str, Accepta
         if fresh:
             model = start_fresh(job, ids, log)
         else:
-            model = draftsmith.assemble(job.spec, target=job.target, draft=out)
+            model = draftsmith.assemble(for_training(job.spec), target=job.target, draft=out)
             log(f"resuming the draft in {out}" + (" (--from-draft starts a new run only)" if job.from_draft else "")
                 + resume_note(job, model))
         model.target.to(job.device)
@@ -218,7 +218,7 @@ def start(job: Job, ids: torch.Tensor, log: Callable[[str], None]):
     job.draft_vocab most frequent target tokens of ``ids`` (the data), started as job.config.init says."""
     out = Path(job.out)
     if job.from_draft:
-        model = draftsmith.assemble(job.spec, target=job.target, draft=job.from_draft)   # fits the spec, or refused
+        model = draftsmith.assemble(for_training(job.spec), target=job.target, draft=job.from_draft)   # fits the spec, or refused
         export_draft(model, out, dtype=torch.float32, source=Path(job.from_draft))   # any format in, the spec's out
         log(f"start: the draft in {job.from_draft} (its own vocabulary and weights: --draft-vocab and --init do "
             "not apply)")

@@ -21,7 +21,7 @@ def saved_state(out: Path) -> dict | None:
     if not (out / STATE).is_file() or not zipfile.is_zipfile(out / STATE):
         return None
     try:
-        state = torch.load(out / STATE, weights_only=True, mmap=True)
+        state = torch.load(out / STATE, weights_only=True, mmap=True, map_location="cpu")
         return {"config": dict(state["config"]), "run": state.get("run")}
     except Exception:   # noqa: BLE001 - not a trainer state
         return None
