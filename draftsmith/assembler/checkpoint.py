@@ -332,7 +332,9 @@ def nonfinite(tensors: Mapping[str, Tensor]) -> list[tuple[str, int]]:
 
 
 def save_safetensors(tensors: Mapping[str, Tensor], folder: str | Path, filename: str = SAFETENSORS) -> Path:
-    """Write tensors to folder/filename (creating the folder); views and shared storages are copied out first."""
+    """Write tensors to folder/filename (creating the folder); views and shared storages are copied out first. The
+    file is written beside it and renamed over it, so a run killed while writing leaves the previous file whole (a
+    training checkpoint half written could not be resumed)."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     seen: set[int] = set()
@@ -346,6 +348,7 @@ def save_safetensors(tensors: Mapping[str, Tensor], folder: str | Path, filename
         if t.numel():
             seen.add(t.untyped_storage().data_ptr())
         flat[name] = t
-    path = folder / filename
-    save_file(flat, str(path), metadata={"format": "pt"})
+    path, tmp = folder / filename, folder / (filename + ".tmp")
+    save_file(flat, str(tmp), metadata={"format": "pt"})
+    tmp.replace(path)
     return path

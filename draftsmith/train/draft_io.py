@@ -205,6 +205,21 @@ def checkpoint_name(rules, name: str, layers: int) -> str:
     return rules.from_canonical(name)
 
 
+def unstated(model, folder: Path, spec_name: str) -> str | None:
+    """A note when the draft's config.json in ``folder`` cannot state how it was trained: EAGLE 3.1's fed-back
+    norm (``norm_output: feed_back``) has no key in a flat config, whose ``norm_output`` means the head's norm, so
+    a load without the spec (``generate --draft``, detection) reads the draft as feeding back the pre-norm state."""
+    from draftsmith.components.eagle3_config import is_speculators_config
+
+    if getattr(getattr(model.draft, "fc", None), "norm_output", None) != "feed_back":
+        return None
+    if is_speculators_config(json.loads((Path(folder) / "config.json").read_text())):
+        return None
+    return (f"note: the draft in {folder} feeds the final norm's output back (norm_output: feed_back), which its "
+            f"flat config.json cannot state; load it with --spec {spec_name}: read without the spec (generate "
+            "--draft, inspect) it feeds back the pre-norm state and accepts less")
+
+
 def export_draft(model, folder: Path, *, dtype: torch.dtype = torch.bfloat16, source: Path | None = None) -> Path:
     """Write ``model.draft`` to ``folder`` in its spec's layout: model.safetensors (floats in ``dtype``, t2d as it
     is, d2t in the spec's ``vocab.d2t`` convention) and config.json (from ``source``'s, with draft_vocab_size and
@@ -231,7 +246,9 @@ def export_draft(model, folder: Path, *, dtype: torch.dtype = torch.bfloat16, so
     config["torch_dtype"] = str(dtype).removeprefix("torch.")
     folder.mkdir(parents=True, exist_ok=True)
     save_safetensors({k: v.contiguous() for k, v in tensors.items()}, folder)
-    (folder / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    tmp = folder / "config.json.tmp"   # renamed over it, as the weights are: a killed run leaves a whole file
+    tmp.write_text(json.dumps(config, indent=2) + "\n")
+    tmp.replace(folder / "config.json")
     for f in folder.iterdir():
         if f.is_file():   # readable by everyone, as a shipped draft is; a feature cache inside keeps its mode
             f.chmod(0o644)

@@ -14,7 +14,7 @@ from draftsmith import hub
 from draftsmith.assembler.assemble import read_tokenizer
 from draftsmith.train import data as D
 from draftsmith.train.checks import TrainError, check_job
-from draftsmith.train.draft_io import export_draft, for_training, init_draft, start_from_target
+from draftsmith.train.draft_io import export_draft, for_training, init_draft, start_from_target, unstated
 from draftsmith.train.evaluate import PLANS, Acceptance, acceptance
 from draftsmith.train.features import (SOURCE, FeatureStore, distill_record, extract_with_log, made_for, read_meta,
                                        source_problem, target_fingerprint, windows_digest)
@@ -137,6 +137,8 @@ def run_held(job: Job, console, log: Callable[[str], None]) -> dict[str, Accepta
             "--steps trains on, the schedule stretched to it)")
     else:
         log(f"trained to step {last['step']}: loss {last['loss']:.3f}")
+    if note := unstated(model, out, job.spec):
+        log(note)
     return evaluate(job, tok, log)
 
 

@@ -51,3 +51,41 @@ def test_a_state_saved_on_another_device_resumes_here(job, tmp_path, monkeypatch
     run(job(out, config={"steps": 4}), log=lines.append)
     assert any("resuming" in line for line in lines)
     assert torch.load(out / STATE, weights_only=True, map_location="cpu")["step"] == 4
+
+
+def test_a_fed_back_norm_the_flat_config_cannot_state_is_said_at_the_end(job, tmp_path):
+    # norm_output: feed_back has no key in a flat config (its norm_output means the head's norm): loaded without the
+    # spec, the trained draft fed back the pre-norm state and accepted less, and nothing said so
+    text = Path(draftsmith.load_spec("eagle3-llama").source).read_text()
+    assert "    norm_output: head" in text
+    spec = tmp_path / "fb.yaml"
+    spec.write_text(text.replace("    norm_output: head", "    norm_output: feed_back", 1))
+    for name, path in (("fb", spec), ("plain", "eagle3-llama")):
+        lines = []
+        run(job(tmp_path / name, spec=str(path), config={"steps": 1}), log=lines.append)
+        said = [line for line in lines if "cannot state" in line]
+        assert len(said) == (name == "fb"), lines
+        assert not said or f"load it with --spec {spec}:" in said[0]
+
+
+def test_a_checkpoint_killed_while_written_leaves_the_last_one_whole(tmp_path, monkeypatch):
+    # model.safetensors was written in place: a run killed mid-write left a truncated file, and the resume (which
+    # assembles from it before reading trainer.pt) was refused
+    import pytest
+    from safetensors.torch import load_file
+
+    import draftsmith.assembler.checkpoint as ckpt
+
+    ckpt.save_safetensors({"w": torch.ones(4)}, tmp_path)
+    real = ckpt.save_file
+
+    def killed(tensors, path, metadata=None):
+        real(tensors, path, metadata=metadata)
+        with open(path, "r+b") as f:
+            f.truncate(20)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ckpt, "save_file", killed)
+    with pytest.raises(KeyboardInterrupt):
+        ckpt.save_safetensors({"w": torch.zeros(4)}, tmp_path)
+    assert torch.equal(load_file(tmp_path / "model.safetensors")["w"], torch.ones(4))
