@@ -124,9 +124,28 @@ def target_problems(job) -> list[tuple[str, str]]:
         context = read_config(t).get("max_position_embeddings")
     except DraftsmithError as e:
         return [*found, ("target", f"{name}: {e}")]
-    if not job.eval_only and isinstance(context, int) and job.seq > context:
-        found.append(("seq", f"{job.seq}: allowed an integer up to {context}, the target's context "
-                             f"(max_position_embeddings in {short_text(t / 'config.json', 300)})"))
+    if isinstance(context, int):
+        found += context_problems(job, context, f"max_position_embeddings in {short_text(t / 'config.json', 300)}")
+    return found
+
+
+def context_problems(job, context: int, where: str) -> list[tuple[str, str]]:
+    """What would run past the target's context: a window of --seq tokens, a self-distilled continuation of a
+    seq // 4-token prompt, a held-out prompt and its new tokens (the last new token is never fed, as generate()
+    counts). Each was refused only when it ran, after the data was read and the draft built, and under another
+    name (generate_baseline()'s max_new_tokens)."""
+    found = []
+    if not job.eval_only and job.seq > context:
+        found.append(("seq", f"{job.seq}: allowed an integer up to {context}, the target's context ({where})"))
+    elif not job.eval_only and job.self_distill and job.seq // 4 + job.self_distill - 1 > context:
+        found.append(("self_distill", f"{job.self_distill}: allowed up to {context - job.seq // 4 + 1} with --seq "
+                                      f"{job.seq}: its {job.seq // 4}-token prompts and the new tokens (the last one "
+                                      f"never fed) fit the target's context of {context} ({where})"))
+    if job.held_out and job.eval_prompts and job.eval_prompt_tokens + job.eval_new_tokens - 1 > context:
+        found.append(("eval_prompts", f"{job.eval_prompts}: held-out prompts of {job.eval_prompt_tokens} tokens and "
+                                      f"{job.eval_new_tokens} new tokens each (the last one never fed) run past the "
+                                      f"target's context of {context} ({where}): give 0 to measure no held-out "
+                                      "acceptance"))
     return found
 
 

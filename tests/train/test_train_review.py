@@ -89,3 +89,26 @@ def test_a_checkpoint_killed_while_written_leaves_the_last_one_whole(tmp_path, m
     with pytest.raises(KeyboardInterrupt):
         ckpt.save_safetensors({"w": torch.zeros(4)}, tmp_path)
     assert torch.equal(load_file(tmp_path / "model.safetensors")["w"], torch.ones(4))
+
+
+def test_a_self_distillation_past_the_context_is_refused_before_anything_runs(tiny, tmp_path):
+    # it failed after the data was read and the draft built, as generate_baseline()'s max_new_tokens (exit 1)
+    from typer.testing import CliRunner
+
+    from draftsmith.cli import app
+
+    args = ["train", "--out", str(tmp_path / "o"), "--target", str(tiny / "target"), "--data", str(tiny / "data"),
+            "--seq", "48"]
+    res = CliRunner().invoke(app, [*args, "--self-distill", "502"])
+    assert res.exit_code == 2 and "--self-distill 502: allowed up to 501 with --seq 48" in res.output, res.output
+    assert not (tmp_path / "o").exists()
+
+
+def test_held_out_prompts_past_the_context_are_refused_before_anything_runs(job, tiny, tmp_path):
+    import pytest
+
+    from draftsmith.train.checks import TrainError
+
+    with pytest.raises(TrainError, match="eval_prompts.*: held-out prompts of 128 tokens and 400 new tokens each"):
+        run(job(tmp_path / "o", eval_prompts=2, eval_new_tokens=400), log=lambda line: None)
+    assert not (tmp_path / "o").exists()
