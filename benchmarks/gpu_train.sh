@@ -42,8 +42,9 @@ python3 -c "from draftsmith import hub; print(hub.ensure_target())" || exit 1
 grep -o '"model.safetensors": "[0-9a-f]*"' /tmp/dcache/*/draftsmith-manifest.json | tee "$OUT/target-sha.txt"
 echo "expected: a672150fb4f99d7c8f4168cecdd464069c0ef3a37d8113f22ddb9d48031d03cd" >> "$OUT/target-sha.txt"
 # start from the shipped draft (its reduced vocabulary, its CPU training), a fresh optimizer and schedule
-mkdir -p /tmp/draft && cp draftsmith/demo_data/smollm2-draft/config.json draftsmith/demo_data/smollm2-draft/model.safetensors /tmp/draft/
+# (--from-draft: a new run from a draft; an --out holding a draft without trainer.pt is refused, not resumed)
 timeout $(( ${TRAIN_MINUTES:-5} * 60 + 270 )) python3 -m draftsmith train --target smollm2 --stdlib --out /tmp/draft \
+  --from-draft draftsmith/demo_data/smollm2-draft \
   --device cuda --self-distill 384 --prompts-per-doc 6 --distill-batch 128 --steps 8000 --batch 16 --lr 1e-3 \
   --labels hard --freeze-head --save-every 500 --minutes "${TRAIN_MINUTES:-5}" --eval-prompts 0 --threads 8 \
   > "$OUT/train.log" 2>&1
