@@ -21,7 +21,7 @@ from draftsmith.train.features import (SOURCE, FeatureStore, distill_record, ext
 from draftsmith.train.loop import STATE, TrainConfig, save_start, train
 from draftsmith.train.outdir import held, undone_on_failure
 from draftsmith.train.preflight import count, no_windows, preflight, skipped_note
-from draftsmith.train.resume import run_record, saved_state
+from draftsmith.train.resume import run_record, saved_state, spec_digest
 
 
 @dataclass
@@ -89,6 +89,8 @@ def run_held(job: Job, console, log: Callable[[str], None]) -> dict[str, Accepta
     out = Path(job.out)
     tok = read_tokenizer(Path(job.target))   # a CheckpointError names a tokenizer file transformers cannot read
     if job.eval_only:
+        if note := other_spec_note(job):
+            log(note)
         return evaluate(job, tok, log)
     files = D.expand(job.data)
     skipped, textless = [], []
@@ -241,6 +243,22 @@ def start(job: Job, ids: torch.Tensor, log: Callable[[str], None]):
     if job.config.init == "target":
         log(f"start: {len(start_from_target(model))} draft weights from the target's last layer")
     return model
+
+
+def other_spec_note(job: Job) -> str | None:
+    """--eval-only measures the draft as --spec reads it; a note when trainer.pt records another spec (by what
+    shapes the draft: resume.spec_digest), as acceptance under another reading is not the trained draft's."""
+    saved = saved_state(Path(job.out))
+    run = saved.get("run") if saved else None
+    if not isinstance(run, dict) or run.get("spec") is None:
+        return None
+    spec = draftsmith.load_spec(job.spec)
+    if (run["spec"], run.get("spec_digest")) == (spec.name, spec_digest(spec)):
+        return None
+    trained = (f"another spec named {spec.name!r} (it reads the draft otherwise)" if run["spec"] == spec.name
+               else f"spec {run['spec']!r}")
+    return (f"note: the draft in {job.out} was trained with {trained}; it is measured here as spec {spec.name!r} "
+            "reads it: give the --spec it was trained with to measure it as trained")
 
 
 def evaluate(job: Job, tok, log: Callable[[str], None] = print) -> dict[str, Acceptance]:

@@ -112,3 +112,22 @@ def test_held_out_prompts_past_the_context_are_refused_before_anything_runs(job,
     with pytest.raises(TrainError, match="eval_prompts.*: held-out prompts of 128 tokens and 400 new tokens each"):
         run(job(tmp_path / "o", eval_prompts=2, eval_new_tokens=400), log=lambda line: None)
     assert not (tmp_path / "o").exists()
+
+
+def test_eval_only_under_another_spec_than_the_run_was_trained_with_says_so(job, tiny, tmp_path):
+    # --eval-only measured the draft under whatever --spec it was given, with no word that the run recorded another
+    out = tmp_path / "out"
+    run(job(out, config={"steps": 1}), log=lambda line: None)
+    fb = tmp_path / "fb.yaml"
+    text = Path(draftsmith.load_spec("eagle3-llama").source).read_text().replace(
+        "    norm_output: head", "    norm_output: feed_back", 1)
+    fb.write_text(text)
+    renamed = tmp_path / "renamed.yaml"
+    renamed.write_text(text.replace("name: eagle3-llama", "name: eagle3-fb", 1))
+    for spec, says in (("eagle3-llama", None), (fb, "another spec named 'eagle3-llama' (it reads the draft "
+                                                    "otherwise); it is measured here as spec 'eagle3-llama'"),
+                       (renamed, "spec 'eagle3-llama'; it is measured here as spec 'eagle3-fb' reads it")):
+        lines = []
+        run(job(out, spec=str(spec), eval_only=True, eval_prompts=1), log=lines.append)
+        said = [line for line in lines if "was trained with" in line]
+        assert len(said) == (says is not None) and (not said or says in said[0]), lines
