@@ -149,18 +149,20 @@ def plan_target(folder: Path, registry: Registry, backend) -> tuple[PlannedLoad,
     return plan_module(model, folder, rules, spec=f"target ({cfg.model_type})"), cfg
 
 
-def check_tied_head(planned: PlannedLoad, model) -> None:
+def check_tied_head(planned: PlannedLoad) -> None:
     """A tied target (tie_word_embeddings) whose files also hold an lm_head.weight (dropped by the ignore rule) is
-    refused when that head differs from the loaded embedding: transformers 5 then keeps the head (it does not
-    tie), transformers 4 ties it to the embedding, so no reading is the target's own. Equal tensors (a tied
-    checkpoint that saved the head too) load as tied. Reads that one tensor, only when it is there; the embedding
-    is the one ``fill`` loaded, compared at the loaded dtype (as transformers 5 compares them)."""
-    if not getattr(model, "tie", False) or TIED_HEAD not in planned.plan.ignored:
+    refused when that head differs from the embedding: transformers 5 then keeps the head (it does not tie),
+    transformers 4 ties it to the embedding, so no reading is the target's own. Equal tensors (a tied checkpoint
+    that saved the head too) load as tied. Runs before the load (validate runs it too) and reads the two tensors
+    only when the head is there; they are compared as stored (the head at the embedding's dtype)."""
+    if not getattr(planned.module, "tie", False) or TIED_HEAD not in planned.plan.ignored:
         return
-    embed = model.model.embed_tokens.weight
     embed_name = planned.plan.sources.get("model.embed_tokens.weight", "model.embed_tokens.weight")
-    head = read_tensors(planned.infos, [TIED_HEAD])[TIED_HEAD]
-    if head.shape == embed.shape and torch.equal(head.to(device=embed.device, dtype=embed.dtype), embed):
+    if embed_name not in planned.infos:
+        return   # the plan reported it missing
+    found = read_tensors(planned.infos, [TIED_HEAD, embed_name])
+    head, embed = found[TIED_HEAD], found[embed_name]
+    if head.shape == embed.shape and torch.equal(head.to(embed.dtype), embed):
         return
     shapes = "" if head.shape == embed.shape else f" (shapes {list(head.shape)} and {list(embed.shape)})"
     raise CheckpointError(planned.infos[TIED_HEAD].file, (
@@ -170,9 +172,21 @@ def check_tied_head(planned: PlannedLoad, model) -> None:
         f"false in config.json to use {TIED_HEAD}, or remove {TIED_HEAD} from the file to use the embedding"))
 
 
+def check_draft_vocab(spec: Spec, planned: PlannedLoad, draft_dir: Path) -> None:
+    """The draft's d2t / t2d (a few KB), read and checked before the load (validate runs it too): a map that
+    would collapse acceptance was refused only after every tensor of both models had been read."""
+    names = [planned.plan.sources.get(c) for c in ("d2t", "t2d")]
+    if not hasattr(planned.module, "d2t") or not all(n in planned.infos for n in names):
+        return   # no reduced vocabulary, or the plan reported the tensors missing
+    found = read_tensors(planned.infos, names)
+    d2t, t2d = found[names[0]], found[names[1]]
+    if spec.draft.vocab.d2t == "absolute":  # the checkpoint's d2t holds target ids; the model keeps offsets
+        d2t = d2t - torch.arange(d2t.shape[0])
+    check_vocab_map(d2t, t2d, source=str(draft_dir))
+
+
 def fill_target(planned: PlannedLoad, *, dtype: torch.dtype, device: str):
     model = fill(planned, dtype=dtype, device=device)
-    check_tied_head(planned, model)
     model.tie_weights()  # assign=True replaced embed_tokens.weight; lm_head follows it again
     materialize(model, device)
     return model.eval()
@@ -180,6 +194,7 @@ def fill_target(planned: PlannedLoad, *, dtype: torch.dtype, device: str):
 
 def load_target(folder: Path, registry: Registry, backend, *, dtype: torch.dtype, device: str):
     planned, cfg = plan_target(Path(folder), registry, backend)
+    check_tied_head(planned)
     return fill_target(planned, dtype=dtype, device=device), cfg
 
 
@@ -199,8 +214,10 @@ class Assembly:
 def plan_assembly(spec: Spec | str | Path, target: str | Path | None = None, draft: str | Path | None = None,
                   registry: Registry | None = None, *, backend: Callable | None = None) -> Assembly:
     """Everything assemble() checks before it reads a tensor: the spec, both folders, their configs, tensor names,
-    shapes and dtypes against the models built on meta, the tokenizer and the stop ids. Raises every problem it
-    finds; reads no tensor data (``draftsmith validate`` runs it on a spec's checkpoint folders). ``backend``: the
+    shapes and dtypes against the models built on meta, the tokenizer and the stop ids, and the few small tensors
+    a check needs (the draft's d2t / t2d; a tied target's duplicate head, with its embedding, only when the file
+    holds one). Raises every problem it finds; reads no other tensor data (``draftsmith validate`` runs it on a
+    spec's checkpoint folders). ``backend``: the
     attention function the models hold (default: the spec's; validate passes one, so that a backend this machine
     lacks, such as flash-attn on a CPU, does not fail a check of the checkpoints)."""
     registry = registry or default_registry()
@@ -209,6 +226,7 @@ def plan_assembly(spec: Spec | str | Path, target: str | Path | None = None, dra
     backend = backend or registry.build("attn_backend", spec.decoding.attention)
     with _explained(_swapped(registry, target_dir, "target")):
         target_plan, target_cfg = plan_target(target_dir, registry, backend)
+        check_tied_head(target_plan)
     if spec.decoding.mode == "v2" and target_plan.module.recurrent:
         raise SpecError(spec.source, [Problem(
             "decoding.mode", f"{V2} is unsupported with this target: {RECURRENT}", found="v2", allowed="auto, v1",
@@ -224,6 +242,7 @@ def plan_assembly(spec: Spec | str | Path, target: str | Path | None = None, dra
         draft_model = build_draft(spec, registry, draft_raw=draft_raw, draft_cfg=draft_cfg, target_cfg=target_cfg,
                                   canonical_names=canonical, backend=backend)
         draft_plan = plan_module(draft_model, draft_dir, rules, spec=spec.name, infos=infos)
+    check_draft_vocab(spec, draft_plan, draft_dir)
     return Assembly(target_plan, target_cfg, draft_model, draft_plan, draft_dir, read_tokenizer(target_dir),
                     frozenset(stop_ids(target_dir, target_cfg)))
 
@@ -258,7 +277,6 @@ def assemble(spec: Spec | str | Path = "demo", target: str | Path | None = None,
     if hasattr(draft_model, "d2t"):
         if spec.draft.vocab.d2t == "absolute":  # the checkpoint's d2t holds target ids; the model keeps offsets
             draft_model.d2t -= torch.arange(draft_model.d2t.shape[0], device=draft_model.d2t.device)
-        check_vocab_map(draft_model.d2t, draft_model.t2d, source=str(draft_dir))
     # the target runs frozen: its q | k | v and gate | up become one product each. The draft too where the fused
     # kernels run (CUDA: 0.83-0.94x the time, bench_gemm); on the CPU, where drafts train and export through their
     # own names, stacking it measured no gain, so it keeps them apart

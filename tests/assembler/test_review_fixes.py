@@ -104,7 +104,8 @@ def test_a_tied_target_whose_file_holds_another_lm_head_is_refused_naming_both_r
 
 def test_a_tied_target_that_also_saved_its_head_loads_reading_only_that_tensor_more(tmp_path, monkeypatch):
     """The head equal to the embedding (a tied checkpoint that saved both): loads as the folder without it, tied;
-    the one extra tensor read is lm_head.weight, and a folder without it reads nothing extra."""
+    the extra read is lm_head.weight and the embedding, before the load (a check validate makes too), and a
+    folder without it reads nothing extra."""
     import torch
 
     from draftsmith.assembler import assemble as assemble_module
@@ -115,7 +116,7 @@ def test_a_tied_target_that_also_saved_its_head_loads_reading_only_that_tensor_m
     monkeypatch.setattr(assemble_module, "read_tensors", lambda infos, names, **kw: (
         read.append(list(names)) or real(infos, names, **kw)))
     models = [load(plain), load(folder)]
-    assert read == [["lm_head.weight"]]
+    assert read == [["lm_head.weight", "model.embed_tokens.weight"]]   # before the load, as stored
     ids = torch.tensor([[1, 5, 9, 30]])
     pos = torch.arange(4)[None]
     logits = [m.logits(m(ids, pos)[0]) for m in models]
