@@ -96,3 +96,12 @@ def test_the_token_ids_are_the_probe(monkeypatch):
     monkeypatch.setattr(doctor, "diagnose", lambda *a, probes, **k: seen.setdefault("probes", probes) and {}["x"])
     CliRunner().invoke(app, ["doctor", "--spec", "demo", "--token-ids", "5 6,7"])
     assert seen["probes"] == [[5, 6, 7]]
+
+
+def test_no_search_with_low_acceptance_concludes_nothing_from_readings_it_never_tried():
+    # it printed "no reading tried does better (0 tried, ...): the spec reads this draft as well as any reading
+    # tried; its acceptance ... is the draft's own", a conclusion from nothing
+    out = CliRunner().invoke(app, ["doctor", "--spec", "demo", "--no-search", "--min-tau", "50",
+                                   "--max-new-tokens", "8"])
+    assert out.exit_code == 1, out.output
+    assert "not tried (--no-search)" in out.output and "no reading tried does better" not in out.output

@@ -99,6 +99,10 @@ def doctor(
     why = (f"the spec as given does not load: {dx.base.error}" if dx.base.measure is None
            else f"acceptance is low: tau {dx.base.tau:.2f} < {min_tau}")
     out.print(f"[red]{escape(why)}[/red]")
+    if dx.fix is None and not dx.candidates:   # --no-search: nothing was tried, so nothing can be concluded
+        out.print("the other readings were not tried (--no-search): without it doctor tries them, and says whether "
+                  "one does better")
+        raise typer.Exit(1)
     if dx.fix is None:
         loaded = sum(c.measure is not None for c in dx.candidates)
         reading = ("the spec reads this draft as well as any reading tried; its acceptance on this probe is the "
