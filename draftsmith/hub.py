@@ -135,9 +135,15 @@ def verify(folder: Path) -> list[str]:
     manifest = folder / MANIFEST
     if not manifest.is_file():
         return [f"{manifest} is missing (an interrupted or foreign folder)"]
-    files = json.loads(manifest.read_text())["files"]
+    try:
+        files = json.loads(manifest.read_text())["files"]
+        listed = sorted(files.items())
+        if not all(isinstance(n, str) and isinstance(d, str) for n, d in listed):
+            raise TypeError("not names and digests")
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as e:
+        return [f"{manifest} cannot be read ({type(e).__name__}): a damaged folder"]
     problems = []
-    for name, digest in sorted(files.items()):
+    for name, digest in listed:
         path = folder / name
         if not path.is_file():
             problems.append(f"{name} is missing")

@@ -40,15 +40,22 @@ def test_a_verified_cache_is_used_without_building(cache, monkeypatch):
     assert hub.ensure_target() == folder
 
 
-@pytest.mark.parametrize("damage", ["edit", "delete", "no-manifest"])
+@pytest.mark.parametrize("damage", ["edit", "delete", "no-manifest", '{"files": ', '{"source": 1}', '{"files": []}',
+                                    '{"files": {"config.json": 3}}', "[]", b"\xff\xfe"])
 def test_a_damaged_cache_is_rebuilt(cache, monkeypatch, damage):
+    # a manifest that is no JSON, or not {"files": {name: digest}}, was an internal error (JSONDecodeError,
+    # KeyError) in generate and doctor, where the docstring promises a rebuild
     folder = fake_folder(hub.target_dir())
     if damage == "edit":
         (folder / "model.safetensors").write_bytes(b"weightz")
     elif damage == "delete":
         (folder / "config.json").unlink()
-    else:
+    elif damage == "no-manifest":
         (folder / hub.MANIFEST).unlink()
+    elif isinstance(damage, bytes):
+        (folder / hub.MANIFEST).write_bytes(damage)
+    else:
+        (folder / hub.MANIFEST).write_text(damage)
     assert hub.verify(folder)
     built = []
     monkeypatch.setattr(hub, "build_target_folder", lambda source, f, console, gguf=None: built.append(f))
