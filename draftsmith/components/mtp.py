@@ -9,6 +9,7 @@ layer with a ``${num_hidden_layers}`` placeholder in their weight rules (:mod:`d
 """
 from __future__ import annotations
 
+import logging
 from typing import Callable, Literal
 
 import torch
@@ -17,6 +18,8 @@ from torch import nn
 
 from draftsmith.components.layers import own_input
 from draftsmith.components.norms import RMSNorm
+
+log = logging.getLogger("draftsmith")
 
 
 class MTPParams(BaseModel):
@@ -57,6 +60,12 @@ class MTPFusion(nn.Module):
 
 def mtp(params: MTPParams, *, hidden: int, target_width: int, draft_config: dict,
         norm: Callable[[int], nn.Module] | None = None, **_) -> MTPFusion:
+    n = draft_config.get("num_nextn_predict_layers") or draft_config.get("num_mtp_layers") or 1
+    if isinstance(n, int) and n > 1:   # the specs' rules read layer L alone; the others were dropped unsaid
+        L = draft_config.get("num_hidden_layers")
+        log.warning("draftsmith: MTP draft: the checkpoint declares %d MTP layers (num_nextn_predict_layers); the "
+                    "draft is the first, model.layers.%s, run at every draft step (as vLLM and SGLang run one), "
+                    "and the tensors of the other %d are not read", n, L, n - 1)
     eps = float(draft_config.get("rms_norm_eps") or 1e-6)
     return MTPFusion(hidden, target_width, norm or (lambda dim: RMSNorm(dim, eps)),
                      zero_first_embedding=params.zero_first_embedding, hidden_first=params.order == "hidden_first")

@@ -195,3 +195,19 @@ def test_auto_attention_builds_the_module_the_config_asks_for(root, tmp_path):
     assert isinstance(model.draft.layers[0].self_attn, MLAttention)
     cfg = json.loads((root / "mla-deepseek" / "config.json").read_text())
     assert isinstance(cfg["kv_lora_rank"], int) and not isinstance(model.draft.layers[0].self_attn, GQAttention)
+
+
+def test_a_checkpoint_of_two_mtp_layers_says_the_draft_is_the_first(root, tmp_path, caplog):
+    # the spec's rules read model.layers.L alone: a second MTP layer (model.layers.L+1) was dropped without a word
+    import json
+    import logging
+    import shutil
+
+    folder = shutil.copytree(root / "mtp-llama", tmp_path / "mtp2")
+    cfg = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**cfg, "num_nextn_predict_layers": 2}))
+    with caplog.at_level(logging.WARNING, logger="draftsmith"):
+        assemble("deepseek-mtp", root / "mtp-llama", root / "mtp-llama")
+        assert "MTP layers" not in caplog.text
+        assemble("deepseek-mtp", folder, folder)
+    assert "declares 2 MTP layers (num_nextn_predict_layers); the draft is the first, model.layers.4" in caplog.text
