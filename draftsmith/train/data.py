@@ -1,5 +1,5 @@
-"""Training text: local text / JSONL files -> documents -> token windows, and the Python standard library as a
-corpus (the demo pair's data: everything but the test folders, which hold the held-out text)."""
+"""Training text: local text, JSONL and .json record files -> documents -> token windows, and the Python standard
+library as a corpus (the demo pair's data: everything but the test folders, which hold the held-out text)."""
 from __future__ import annotations
 
 import json
@@ -15,6 +15,7 @@ from draftsmith.train.checks import TrainError
 
 TEXT_SUFFIXES = {".txt", ".py", ".md", ".rst", ".json", ".yaml", ".yml", ".toml", ".c", ".h", ".js", ".ts", ".rs",
                  ".go", ".java", ".cpp", ".sh", ".html", ".css", ""}
+RECORD_SUFFIXES = (".jsonl", ".json")   # read record by record (JSONL lines; a .json array of records or one record)
 TEST_DIRS = ("test", "tests", "idle_test")  # path parts that mark the stdlib's test code
 
 
@@ -50,12 +51,14 @@ def expand(paths: Iterable[str | Path]) -> list[Path]:
 
 
 def jsonl_text(record: dict) -> str | None:
-    """One JSONL record's text: `text`, else `prompt` + `completion` (either may be missing), else chat `messages`
-    contents joined; None when it has none of these fields (or only null ones), which the reader counts. A content
-    (or completion) is a string, null (empty: an assistant turn that only calls a tool) or a list of OpenAI-style
-    parts whose text parts are joined by newlines (other parts, such as images, are skipped); `text` and `prompt`
-    are a string or null, `messages` a list of objects; any other value is a ValueError saying which field holds
-    what (dropping the record silently would train on less data than the file holds, unsaid)."""
+    """One JSONL (or .json) record's text: `text`, else `prompt` + `completion` (either may be missing), else chat
+    `messages` contents joined, else ShareGPT `conversations` values joined (EAGLE's training data:
+    ``{"from": "human", "value": "..."}`` turns); None when it has none of these fields (or only null ones), which
+    the reader counts. A content, value (or completion) is a string, null (empty: an assistant turn that only calls
+    a tool) or a list of OpenAI-style parts whose text parts are joined by newlines (other parts, such as images,
+    are skipped); `text` and `prompt` are a string or null, `messages` and `conversations` a list of objects; any
+    other value is a ValueError saying which field holds what (dropping the record silently would train on less
+    data than the file holds, unsaid)."""
     for key in ("text", "prompt"):
         if record.get(key) is not None and not isinstance(record[key], str):
             raise ValueError(f"{key} is {short(record[key], 60)}: expected a string or null")
@@ -63,20 +66,26 @@ def jsonl_text(record: dict) -> str | None:
         return record["text"]
     if record.get("prompt") is not None or record.get("completion") is not None:
         return (record.get("prompt") or "") + content_text(record.get("completion"), "completion")
-    messages = record.get("messages")
-    if messages is None:
-        return None
-    if not isinstance(messages, list):
-        raise ValueError(f"messages is {short(messages, 60)}: expected a list of messages")
-    for i, m in enumerate(messages):
+    if record.get("messages") is not None:
+        return turns_text(record["messages"], "messages", "content", "message", '{"role": "user", "content": "..."}')
+    if record.get("conversations") is not None:
+        return turns_text(record["conversations"], "conversations", "value", "turn",
+                          '{"from": "human", "value": "..."}')
+    return None
+
+
+def turns_text(turns, field: str, key: str, noun: str, like: str) -> str:
+    """The ``key`` texts of a chat's turns (`messages` contents, `conversations` values) joined by newlines."""
+    if not isinstance(turns, list):
+        raise ValueError(f"{field} is {short(turns, 60)}: expected a list of {noun}s")
+    for i, m in enumerate(turns):
         if not isinstance(m, dict):
-            raise ValueError(f"messages[{i}] is {short(m, 60)}: expected a message object like "
-                             '{"role": "user", "content": "..."}')
-    return "\n".join(content_text(m.get("content"), f"messages[{i}].content") for i, m in enumerate(messages))
+            raise ValueError(f"{field}[{i}] is {short(m, 60)}: expected a {noun} object like {like}")
+    return "\n".join(content_text(m.get(key), f"{field}[{i}].{key}") for i, m in enumerate(turns))
 
 
 def content_text(value, field: str) -> str:
-    """A completion's or a message content's text (see :func:`jsonl_text`)."""
+    """A completion's, a message content's or a conversation value's text (see :func:`jsonl_text`)."""
     if isinstance(value, str):
         return value
     if value is None:
@@ -115,16 +124,7 @@ def jsonl_documents(f: Path, text: str, textless: list[str] | None = None) -> li
         line = line.removesuffix("\r")
         if not line.strip():
             continue
-        try:
-            t = jsonl_text(jsonl_record(f, n, line))
-        except ValueError as e:
-            if isinstance(e, TrainError):
-                raise
-            raise TrainError([("", f"{short_text(f, 300)}:{n}: {e}")]) from None
-        if t and (bad := SURROGATE.search(t)):
-            raise TrainError([("", f"{short_text(f, 300)}:{n}: the text holds a lone surrogate "
-                                   f"(U+{ord(bad.group()):04X} at character {bad.start()}), which is not a "
-                                   "character: no tokenizer can encode it")])
+        t = record_text(f"{short_text(f, 300)}:{n}", jsonl_record(f, n, line))
         if t:
             docs.append(t)
         elif textless is not None:
@@ -132,31 +132,137 @@ def jsonl_documents(f: Path, text: str, textless: list[str] | None = None) -> li
     return docs
 
 
+def record_text(where: str, record) -> str | None:
+    """A record's text (:func:`jsonl_text`); a record that is not an object, a text field of another type, or text
+    holding a lone surrogate is a TrainError "WHERE: ..."."""
+    if not isinstance(record, dict):
+        raise TrainError([("", f"{where}: a JSON object is expected, found {short(record, 40)}")])
+    try:
+        t = jsonl_text(record)
+    except ValueError as e:
+        raise TrainError([("", f"{where}: {e}")]) from None
+    if t and (bad := SURROGATE.search(t)):
+        raise TrainError([("", f"{where}: the text holds a lone surrogate (U+{ord(bad.group()):04X} at character "
+                               f"{bad.start()}), which is not a character: no tokenizer can encode it")])
+    return t
+
+
+JSON_SPACE = re.compile(r"[ \t\n\r]*")   # the whitespace JSON allows between values
+DECODER = json.JSONDecoder()
+
+
+def json_documents(f: Path, text: str, textless: list[str] | None = None) -> list[str]:
+    """The documents of the .json file ``f`` (read as ``text``): a JSON array of records, or one record object,
+    each record read as a JSONL line is (:func:`record_text`: `text`, `prompt` + `completion`, `messages`, ShareGPT
+    `conversations`), one document per record with text. A record without any is appended to ``textless`` as
+    "FILE:LINE:COLUMN" where it starts (an array on one line holds many records per line). Blank text or ``[]``
+    holds none. Text that is not JSON is a TrainError "FILE:LINE: not valid JSON (... at column C)", as a JSONL
+    line's; content that is not records (a number, an array of non-objects) or a bad record, a TrainError naming
+    the file, line and column of the value."""
+    docs = []
+    line, line_start, seen = 1, 0, 0   # counted up to ``seen``: a one-line array is not rescanned per record
+    for start, record in json_records(f, text):
+        if (nl := text.rfind("\n", seen, start)) >= 0:
+            line, line_start = line + text.count("\n", seen, start), nl + 1
+        seen = start
+        where = f"{line}:{start - line_start + 1}"
+        t = record_text(f"{short_text(f, 300)}:{where}", record)
+        if t:
+            docs.append(t)
+        elif textless is not None:
+            textless.append(f"{f}:{where}")
+    return docs
+
+
+def json_records(f: Path, text: str):
+    """(offset, value) of each element of the JSON array ``text`` (each decoded as it is reached, so a bad value is
+    named where it starts), or of the one object it holds; a TrainError for text that is not JSON or other
+    top-level content (see :func:`json_documents`)."""
+    i = JSON_SPACE.match(text, 0).end()
+    if i == len(text):
+        return
+    if text[i] != "[":
+        value, end = json_value(f, text, i)
+        json_end(f, text, end)
+        if not isinstance(value, dict):
+            raise TrainError([("", f"{short_text(f, 300)}:{place(text, i)}: a JSON array of records or one record "
+                                   f"object is expected, found {short(value, 40)}")])
+        yield i, value
+        return
+    i = JSON_SPACE.match(text, i + 1).end()
+    if not text.startswith("]", i):
+        while True:
+            value, end = json_value(f, text, i)
+            yield i, value
+            i = JSON_SPACE.match(text, end).end()
+            if text.startswith(",", i):
+                i = JSON_SPACE.match(text, i + 1).end()
+            elif text.startswith("]", i):
+                break
+            else:
+                raise not_json(f, json.JSONDecodeError("Expecting ',' delimiter", text, i))
+    json_end(f, text, i + 1)
+
+
+def json_value(f: Path, text: str, i: int):
+    """The JSON value at offset ``i`` of ``text`` and the offset past it, or a TrainError naming the file and line."""
+    try:
+        return DECODER.raw_decode(text, i)
+    except json.JSONDecodeError as e:
+        raise not_json(f, e) from None
+    except (ValueError, RecursionError) as e:   # nesting too deep, an integer too long
+        raise TrainError([("", f"{short_text(f, 300)}:{place(text, i)}: not usable JSON "
+                               f"({type(e).__name__})")]) from None
+
+
+def json_end(f: Path, text: str, end: int) -> None:
+    """Nothing but whitespace past offset ``end``, else a TrainError (as json.loads: "Extra data")."""
+    if (j := JSON_SPACE.match(text, end).end()) < len(text):
+        raise not_json(f, json.JSONDecodeError("Extra data", text, j))
+
+
+def not_json(f: Path, e: json.JSONDecodeError) -> TrainError:
+    return TrainError([("", f"{short_text(f, 300)}:{e.lineno}: not valid JSON ({e.msg} at column {e.colno})")])
+
+
+def place(text: str, i: int) -> str:
+    """"LINE:COLUMN" of offset ``i`` (both from 1, lines ending at "\n", as json's errors count them)."""
+    return f"{text.count(chr(10), 0, i) + 1}:{i - text.rfind(chr(10), 0, i)}"
+
+
+def file_documents(f: Path, textless: list[str] | None = None) -> list[str]:
+    """The documents of one file: a JSONL file's lines (:func:`jsonl_documents`) and a .json file's records
+    (:func:`json_documents`) with text, each record without any appended to ``textless``; any other file is one
+    document (none when blank). A JSONL or .json file that is not UTF-8 is a TrainError naming it; another file's
+    UnicodeDecodeError, and an OSError, is raised."""
+    try:
+        text = f.read_text(encoding="utf-8-sig")  # a leading BOM (Windows editors) is not text
+    except UnicodeDecodeError as e:
+        if f.suffix in RECORD_SUFFIXES:
+            raise TrainError([("", f"{short_text(f, 300)}: not UTF-8 text (byte {e.object[e.start]:#04x} at "
+                                   f"offset {e.start}), so not {'JSONL' if f.suffix == '.jsonl' else 'JSON'}")]
+                             ) from None
+        raise
+    if f.suffix == ".jsonl":
+        return jsonl_documents(f, text, textless)
+    if f.suffix == ".json":
+        return json_documents(f, text, textless)
+    return [text] if text.strip() else []
+
+
 def read_documents(files: Sequence[Path], skipped: list[Path] | None = None,
                    textless: list[str] | None = None) -> list[str]:
-    """Each text file is one document; each JSONL line with text is one (see :func:`jsonl_documents`, which
-    appends the lines without text to ``textless``). A JSONL file that is not UTF-8 is a TrainError naming it;
-    other unreadable or undecodable files are skipped (and appended to ``skipped`` when given, for the caller to
-    count)."""
+    """Each text file is one document; each JSONL line and .json record with text is one (see
+    :func:`file_documents`, which appends the records without text to ``textless``). A JSONL or .json file that is
+    not UTF-8 is a TrainError naming it; other unreadable or undecodable files are skipped (and appended to
+    ``skipped`` when given, for the caller to count)."""
     docs = []
     for f in files:
         try:
-            text = f.read_text(encoding="utf-8-sig")  # a leading BOM (Windows editors) is not text
-        except UnicodeDecodeError as e:
-            if f.suffix == ".jsonl":
-                raise TrainError([("", f"{short_text(f, 300)}: not UTF-8 text (byte {e.object[e.start]:#04x} at "
-                                       f"offset {e.start}), so not JSONL")]) from None
+            docs += file_documents(f, textless)
+        except (UnicodeDecodeError, OSError):
             if skipped is not None:
                 skipped.append(f)
-            continue
-        except OSError:
-            if skipped is not None:
-                skipped.append(f)
-            continue
-        if f.suffix == ".jsonl":
-            docs += jsonl_documents(f, text, textless)
-        elif text.strip():
-            docs.append(text)
     return docs
 
 
@@ -178,19 +284,27 @@ def windows(ids: torch.Tensor, seq: int, seed: int = 0) -> torch.Tensor:
 
 
 def held_out_prompts(files: Sequence[Path], tokenizer, n: int, prompt_tokens: int, seed: int = 0) -> list[list[int]]:
-    """``n`` prompts of ``prompt_tokens`` tokens, each from a different file (a seeded choice), starting at a line
-    boundary a third of the way in (past the imports and the header)."""
+    """``n`` prompts of ``prompt_tokens`` tokens from the files in a seeded order. A text file is one candidate,
+    starting at a line boundary a third of the way in (past the imports and the header); a JSONL or .json file is
+    one candidate per record with text, read as training reads it (:func:`file_documents`: its text, not its JSON),
+    from the record's start, its records in a seeded order. A candidate needs ``prompt_tokens`` + 64 tokens."""
     g = torch.Generator().manual_seed(seed)
-    prompts = []
+    prompts: list[list[int]] = []
     for i in torch.randperm(len(files), generator=g).tolist():
-        text = files[i].read_text(encoding="utf-8", errors="replace")
-        lines = text.splitlines(keepends=True)
-        text = "".join(lines[len(lines) // 3:])
-        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
-        if len(ids) >= prompt_tokens + 64:
-            prompts.append(ids[:prompt_tokens])
-        if len(prompts) == n:
+        if len(prompts) >= n:
             break
+        if files[i].suffix in RECORD_SUFFIXES:
+            docs = file_documents(files[i])
+            texts = [docs[j] for j in torch.randperm(len(docs), generator=g).tolist()]
+        else:
+            lines = files[i].read_text(encoding="utf-8", errors="replace").splitlines(keepends=True)
+            texts = ["".join(lines[len(lines) // 3:])]
+        for text in texts:
+            ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+            if len(ids) >= prompt_tokens + 64:
+                prompts.append(ids[:prompt_tokens])
+            if len(prompts) >= n:
+                break
     return prompts
 
 
