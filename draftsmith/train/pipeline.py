@@ -269,15 +269,15 @@ def evaluate(job: Job, tok, log: Callable[[str], None] = print) -> dict[str, Acc
     prompts = D.held_out_prompts(files, tok, job.eval_prompts, job.eval_prompt_tokens, seed=job.config.seed)
     if not prompts:
         why = (f"held-out: none of the {len(files)} files has {job.eval_prompt_tokens + 64} tokens past its first "
-               "third, so no prompt to measure acceptance on")
+               "third (a JSONL or JSON file: in one record), so no prompt to measure acceptance on")
         if job.eval_only:
             raise TrainError([("", why)])
         log(why)
         return {}
-    if len(prompts) < job.eval_prompts:   # one prompt per file: fewer files that long than prompts asked for
-        log(f"held-out: {count(prompts, 'prompt')} of the {job.eval_prompts} asked for (--eval-prompts): each comes "
-            f"from a file of its own with {job.eval_prompt_tokens + 64} tokens past its first third, and only "
-            f"{len(prompts)} of the {count(files, 'held-out file')} {'has' if len(prompts) == 1 else 'have'} them")
+    if len(prompts) < job.eval_prompts:   # fewer text files or records that long than prompts asked for
+        log(f"held-out: {count(prompts, 'prompt')} of the {job.eval_prompts} asked for (--eval-prompts): a text file "
+            f"gives one, if it has {job.eval_prompt_tokens + 64} tokens past its first third, and a JSONL or JSON file "
+            f"one per record that long; the {count(files, 'held-out file')} gave {len(prompts)}")
     model = draftsmith.assemble(job.spec, target=job.target, draft=job.out, device=job.device)
     results = {}
     for name, plan in PLANS.items():

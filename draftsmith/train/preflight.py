@@ -329,15 +329,15 @@ def no_windows(job, files: Sequence[Path], docs: Sequence[str], ids: torch.Tenso
 
 
 def skipped_note(skipped: Sequence[Path], textless: Sequence[str] = ()) -> str:
-    """', 2 files skipped (not UTF-8 text, or unreadable): a.bin, b.txt' and ', 1 JSONL line without text skipped
+    """', 2 files skipped (not UTF-8 text, or unreadable): a.bin, b.txt' and ', 1 record without text skipped
     (...): d.jsonl:3', or '' when nothing was."""
     note = ""
     if skipped:
         note += (f", {count(skipped, 'file')} skipped (not UTF-8 text, or unreadable): "
                  f"{short_list(skipped, 3, 120, quote=False)}")
     if textless:
-        note += (f", {count(textless, 'JSONL line')} without text skipped (no text, prompt, completion or messages "
-                 f"field, or an empty one): {short_list(textless, 3, 120, quote=False)}")
+        note += (f", {count(textless, 'record')} without text skipped (no text, prompt, completion, messages or "
+                 f"conversations field, or an empty one): {short_list(textless, 3, 120, quote=False)}")
     return note
 
 

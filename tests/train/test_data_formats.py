@@ -91,8 +91,8 @@ def test_json_records_without_text_are_counted_by_file_line_and_column(tmp_path)
     textless = []
     assert D.read_documents([g], textless=textless) == [] and textless == [f"{g}:1:1"]
     job = SimpleNamespace(data=[tmp_path], seq=48)
-    assert f"1 JSONL line without text skipped (no text, prompt, completion or messages field, or an empty one): " \
-           f"{g}:1:1" in str(no_windows(job, [g], [], [], (), textless))
+    assert f"1 record without text skipped (no text, prompt, completion, messages or conversations field, or an " \
+           f"empty one): {g}:1:1" in str(no_windows(job, [g], [], [], (), textless))
 
 
 @pytest.mark.parametrize("text", ["", " \n", "[]", "[ \n ]"])

@@ -83,8 +83,8 @@ def test_jsonl_lines_without_text_are_counted_by_file_and_line(tmp_path):
     assert D.read_documents([f], textless=textless) == ["kept"] and textless == [f"{f}:1", f"{f}:2"]
     job = SimpleNamespace(data=[tmp_path], seq=48)
     says = str(no_windows(job, [f], [], [], (), textless))
-    assert f"2 JSONL lines without text skipped (no text, prompt, completion or messages field, or an empty " \
-           f"one): {f}:1, {f}:2" in says
+    assert f"2 records without text skipped (no text, prompt, completion, messages or conversations field, or an " \
+           f"empty one): {f}:1, {f}:2" in says
 
 
 def features_job(job, tmp_path, meta_text=None, **kw):

@@ -56,8 +56,8 @@ def test_a_draft_vocabulary_past_the_targets_is_named(printed):
 
 
 def test_fewer_held_out_prompts_than_asked_for_are_explained_once(printed):
-    why = ("held-out: 1 prompt of the 2 asked for (--eval-prompts): each comes from a file of its own with 192 "
-           "tokens past its first third, and only 1 of the 1 held-out file has them")
+    why = ("held-out: 1 prompt of the 2 asked for (--eval-prompts): a text file gives one, if it has 192 tokens "
+           "past its first third, and a JSONL or JSON file one per record that long; the 1 held-out file gave 1")
     assert printed.count(why) == 1, printed
 
 

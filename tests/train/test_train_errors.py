@@ -120,8 +120,9 @@ def test_data_without_a_training_window_says_what_it_held(base, good, tmp_path):
     (empty / "blank.txt").unlink()
     (empty / "qa.jsonl").write_text('{"question": "q", "answer": "a"}\n')
     refused(train(*base, "--data", empty), "the data gave no training windows (1 file, 0 documents, 0 tokens in "
-                                           f"all, 1 JSONL line without text skipped (no text, prompt, completion "
-                                           f"or messages field, or an empty one): {empty / 'qa.jsonl'}:1: no text)")
+                                           f"all, 1 record without text skipped (no text, prompt, completion, "
+                                           f"messages or conversations field, or an empty one): "
+                                           f"{empty / 'qa.jsonl'}:1: no text)")
     assert not (tmp_path / "out").exists()
 
 
