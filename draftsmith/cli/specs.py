@@ -143,14 +143,13 @@ def convert(ckpt: Path = typer.Argument(..., help="draft checkpoint folder"),
     """Rewrite a draft checkpoint into another layout (config included, safetensors out)."""
     import json
 
-    from draftsmith.convert.inspect import inspect_checkpoint
     from draftsmith.convert.run import convert as run_convert
-    from draftsmith.convert.run import layouts
+    from draftsmith.convert.run import layouts, loading_line
 
-    config = run_convert(ckpt, to, out_dir)   # a ConvertError prints as draftsmith's errors do (exit 1)
+    # a ConvertError prints as draftsmith's errors do (exit 1); an unknown --to is an OptionError (exit 2)
+    config = run_convert(ckpt, to, out_dir)
     layout = layouts()[to]
-    # the spec is the one that detection finds in what was written (the layout's own is its EAGLE-3 default)
-    found = inspect_checkpoint(out_dir).match
-    spec = found.spec if found else f"{layout.spec} (detection found none: `draftsmith inspect {out_dir}`)"
-    sys.stdout.write(f"# {ckpt} -> {out_dir} ({to}: {layout.description}); load it with spec {spec}\n")
+    # what loads it is what detection proposes for what was written (as generate --draft and inspect take it): its
+    # family's spec by name only where that spec alone reads it the same (not an FP8 or a narrow draft's)
+    sys.stdout.write(f"# {ckpt} -> {out_dir} ({to}: {layout.description}); {loading_line(out_dir)}\n")
     sys.stdout.write(json.dumps(config, indent=2) + "\n")
