@@ -33,10 +33,15 @@ KEYS = ("taps", "seq", "per_shard")   # the features' layout, which every featur
 
 
 def _target_ok(v) -> bool:
-    return (isinstance(v, dict) and set(v) == {"config", "weights", "hidden_size"} and isinstance(v["config"], str)
+    # "content" is absent from the records of a draftsmith before it (features.json, trainer.pt): not compared
+    return (isinstance(v, dict) and set(v) - {"content"} == {"config", "weights", "hidden_size"}
+            and isinstance(v["config"], str)
             and isinstance(v["weights"], dict) and all(isinstance(k, str) and isinstance(n, int)
                                                        for k, n in v["weights"].items())
-            and (v["hidden_size"] is None or isinstance(v["hidden_size"], int)))
+            and (v["hidden_size"] is None or isinstance(v["hidden_size"], int))
+            and (isinstance(v.get("content"), dict) and all(isinstance(k, str) and isinstance(h, str)
+                                                            for k, h in v["content"].items())
+                 if "content" in v else True))
 
 
 def _distill_ok(v) -> bool:
@@ -52,9 +57,42 @@ SOURCE = {  # what else the features depend on (absent from a features.json an o
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
 
 
+SAMPLE_ENDS = 1 << 20      # the content digest reads each weight file's first and last MiB,
+SAMPLE_BLOCKS = 16         # this many blocks evenly spaced between them,
+SAMPLE_BLOCK = 1 << 16     # of 64 KiB each (3 MiB a file at most, beside a safetensors header),
+HEADER_BYTES = 100 << 20   # and a safetensors header up to this size (the format's own limit)
+
+
+def content_digest(path: Path) -> str:
+    """A sha256 of a weight file's content, read cheaply: the file whole when it is at most the sample's size, else
+    its safetensors header (the tensors' names, dtypes, shapes and offsets), its first and last ``SAMPLE_ENDS`` bytes
+    and ``SAMPLE_BLOCKS`` blocks of ``SAMPLE_BLOCK`` bytes evenly spaced between them. A retrained target's weights
+    differ nearly everywhere, so the sample tells it from the old one; a change confined to bytes outside the
+    sample (one tensor edited by hand) is not seen."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        size = f.seek(0, 2)
+        f.seek(0)
+        if size <= 2 * SAMPLE_ENDS + SAMPLE_BLOCKS * SAMPLE_BLOCK:
+            while chunk := f.read(1 << 20):
+                h.update(chunk)
+            return h.hexdigest()[:16]
+        n = int.from_bytes(f.read(8), "little")
+        if path.name.endswith(".safetensors") and n <= min(HEADER_BYTES, size - 8):
+            h.update(f.read(n))   # the whole header, past the first MiB too (a model of very many tensors)
+        span = size - 2 * SAMPLE_ENDS - SAMPLE_BLOCK
+        for at, n in ([(0, SAMPLE_ENDS)] + [(SAMPLE_ENDS + span * i // (SAMPLE_BLOCKS - 1), SAMPLE_BLOCK)
+                                            for i in range(SAMPLE_BLOCKS)] + [(size - SAMPLE_ENDS, SAMPLE_ENDS)]):
+            f.seek(at)
+            h.update(f.read(n))
+    return h.hexdigest()[:16]
+
+
 def target_fingerprint(folder: Path) -> dict:
     """What a target's features depend on, read cheaply (no tensor): its config.json's content (a sha256), the
-    names and sizes of its weight files and its hidden size. Two targets that differ here give other features."""
+    names and sizes of its weight files, their content (:func:`content_digest`: a sha256 of a bounded sample of
+    each file, so a retrained target of the same shapes differs too) and its hidden size. Two targets that differ
+    here give other features."""
     folder = Path(folder)
     raw = (folder / "config.json").read_bytes()
     try:
@@ -64,10 +102,34 @@ def target_fingerprint(folder: Path) -> dict:
     cfg = cfg if isinstance(cfg, dict) else {}
     text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else {}
     hidden = cfg.get("hidden_size", text.get("hidden_size"))
-    weights = {p.name: p.stat().st_size for p in sorted(folder.iterdir())
-               if p.name.endswith(WEIGHT_SUFFIXES) and p.is_file()}
-    return {"config": hashlib.sha256(raw).hexdigest()[:16], "weights": weights,
-            "hidden_size": hidden if isinstance(hidden, int) and not isinstance(hidden, bool) else None}
+    files = [p for p in sorted(folder.iterdir()) if p.name.endswith(WEIGHT_SUFFIXES) and p.is_file()]
+    return {"config": hashlib.sha256(raw).hexdigest()[:16], "weights": {p.name: p.stat().st_size for p in files},
+            "hidden_size": hidden if isinstance(hidden, int) and not isinstance(hidden, bool) else None,
+            "content": {p.name: content_digest(p) for p in files}}
+
+
+def target_changed(found: dict, want: dict) -> bool:
+    """Whether two :func:`target_fingerprint` records differ on a field both state (a record an older draftsmith
+    wrote has no "content": it is not compared on it)."""
+    if not (isinstance(found, dict) and isinstance(want, dict)):
+        return found != want
+    return any(found[k] != want[k] for k in found.keys() & want.keys())
+
+
+def target_differences(found: dict, want: dict) -> list[str]:
+    """What differs between two :func:`target_fingerprint` records, on the fields both state: a record an older
+    draftsmith wrote has no "content", and is not compared on it (as a features.json without a key is not)."""
+    out = []
+    if found["hidden_size"] != want["hidden_size"]:
+        out.append(f"they are of a target of hidden size {found['hidden_size']}, this one's is {want['hidden_size']}")
+    if found["config"] != want["config"]:
+        out.append("the target's config.json differs")
+    if found["weights"] != want["weights"]:
+        out.append(f"the target's weight files differ ({short(found['weights'], 80)}, now "
+                   f"{short(want['weights'], 80)})")
+    elif "content" in found and "content" in want and found["content"] != want["content"]:
+        out.append("the target's weights differ in content (same files and sizes: a retrained target?)")
+    return out
 
 
 def windows_digest(wins: torch.Tensor) -> str:
@@ -100,15 +162,8 @@ def source_differences(found: dict, want: dict) -> list[str]:
     key both state: ["the target's hidden size is 64, not 128", ...]; [] when nothing does. A features.json
     without a key (an older draftsmith's) is not compared on it."""
     out = []
-    ft, wt = found.get("target"), want.get("target")
-    if ft is not None and wt is not None:
-        if ft["hidden_size"] != wt["hidden_size"]:
-            out.append(f"they are of a target of hidden size {ft['hidden_size']}, this one's is {wt['hidden_size']}")
-        if ft["config"] != wt["config"]:
-            out.append("the target's config.json differs")
-        if ft["weights"] != wt["weights"]:
-            out.append(f"the target's weight files differ ({short(ft['weights'], 80)}, now "
-                       f"{short(wt['weights'], 80)})")
+    if found.get("target") is not None and want.get("target") is not None:
+        out += target_differences(found["target"], want["target"])
     if found.get("windows") is not None and want.get("windows") is not None and found["windows"] != want["windows"]:
         out.append("the token windows differ (other --data, tokenizer, --seed or --self-distill)")
     if "distill" in found and want.get("distill") is not None and found["distill"] != want["distill"]:
@@ -246,6 +301,9 @@ def extract(model, wins: torch.Tensor, folder: Path, *, per_shard: int = PER_SHA
             raise TrainError([bad])
         if not SOURCE.keys() & found.keys():
             source = {}   # an older draftsmith's features: what they were made from is unknown, so not claimed
+        elif source and isinstance(found.get("target"), dict) and "content" not in found["target"]:
+            # nor the target's content, where the record does not state it: its shards may be of another's
+            source = {**source, "target": {k: v for k, v in source["target"].items() if k != "content"}}
     (folder / META).write_text(json.dumps({**meta, **source}) + "\n")
     device = next(model.target.parameters()).device
     shards = (n + per_shard - 1) // per_shard
@@ -291,39 +349,85 @@ class FeatureStore:
     def rows(self, s: int) -> int:
         return shard_rows(self.shards[s])
 
-    def labels_in(self, kept: torch.Tensor) -> tuple[int, int]:
-        """(how many, of how many) of the target's next tokens past each window's first (what the TTT loss is
-        counted on) are in ``kept``, the draft's vocabulary as target ids; reads each shard's ``top`` alone."""
+    def labels_in(self, kept: torch.Tensor, ttt: int | None = None) -> tuple[int, int]:
+        """(how many, of how many) of the target's next tokens the TTT loss reads are in ``kept``, the draft's
+        vocabulary as target ids (the loss counts those); reads each shard's ``top`` alone. With ``ttt``, as
+        :func:`draftsmith.train.ttt.ttt_losses` reads them: step s of ``ttt`` reads top[:, 1+s : 1+s+S-ttt], so a
+        position is counted once per step that reads it (position 1 by step 0 alone, those from ``ttt`` to S-ttt
+        by every step), of ttt * (S - ttt) per window. Without ``ttt``: every position past the first once (the
+        positions some step reads, unweighted)."""
         counted = total = 0
         kept = kept.cpu()
         for path in self.shards:
             with safe_open(str(path), "pt") as f:
-                top = f.get_tensor("top")[:, 1:]
-            counted, total = counted + int(torch.isin(top, kept).sum()), total + top.numel()
+                top = f.get_tensor("top")
+            S = top.shape[1]
+            if ttt is None:
+                reads = torch.zeros(S, dtype=torch.long)
+                reads[1:] = 1
+            else:   # how many steps read each position: s in [0, ttt) with 1 + s <= j < 1 + s + S - ttt
+                j, s = torch.arange(S)[:, None], torch.arange(ttt)[None]
+                reads = ((1 + s <= j) & (j < 1 + s + S - ttt)).sum(1)
+            counted += int((torch.isin(top, kept).long() * reads).sum())
+            total += int(reads.sum()) * top.shape[0]
         return counted, total
 
-    def batches(self, batch: int, seed: int, start: int = 0) -> Iterator[dict[str, torch.Tensor]]:
-        """Endless batches: shards in a seeded order per epoch, windows shuffled inside a shard. ``start`` skips
-        that many batches (resume lands on the batch an uninterrupted run would have seen). Shards added by an
-        extraction running beside the trainer join at the next epoch."""
-        k, epoch = 0, 0
+    def _epoch(self, seed: int, epoch: int) -> list[tuple[Path, torch.Tensor]]:
+        """Epoch ``epoch``'s windows in the order served, as (shard, its rows in that order) in a seeded order of
+        the shards in the folder now (no tensor is read: the row counts come from the headers)."""
+        shards = self.shards = sorted(self.folder.glob(SHARDS))
+        g = torch.Generator().manual_seed(seed * 1000 + epoch)
+        return [(shards[s], torch.randperm(shard_rows(shards[s]), generator=g))
+                for s in torch.randperm(len(shards), generator=g).tolist()]
+
+    def _plan(self, batch: int, seed: int) -> Iterator[list[tuple[Path, torch.Tensor]]]:
+        """Each step's windows as (shard, rows) runs, endless, read from the shards' headers only (so skipping
+        steps reads no tensor). The epochs' windows form one stream, cut into steps of ``batch`` windows: a step
+        fills across shard ends, and across an epoch's end too (the last step of epoch e takes its remaining
+        windows and the first of epoch e + 1, in e + 1's order; a window may then be in that step twice, once of
+        each epoch). So every window is served once per epoch, and every step holds ``batch`` windows. A store of
+        fewer windows than ``batch`` gives all of them every step (one epoch a step, each in its own order): a
+        step never holds a window twice for want of others."""
+        epoch, runs, i, off = 0, self._epoch(seed, 0), 0, 0   # runs[i]: the shard being served, from row off
         while True:
-            self.shards = sorted(self.folder.glob(SHARDS))
-            g = torch.Generator().manual_seed(seed * 1000 + epoch)
-            for s in torch.randperm(len(self.shards), generator=g).tolist():
-                rows = self.rows(s)
-                order = torch.randperm(rows, generator=g)
-                n_here = (rows + batch - 1) // batch
-                if k + n_here <= start:  # skip whole shards without reading them
-                    k += n_here
-                    continue
-                data = load_file(str(self.shards[s]))
-                for i in range(0, len(order), batch):
-                    if k >= start:
-                        idx = order[i: i + batch]
-                        yield {key: v[idx] for key, v in data.items()}
-                    k += 1
-            epoch += 1
+            if i == len(runs):   # an epoch ends with this step's start: the next one starts it
+                epoch, runs, i, off = epoch + 1, self._epoch(seed, epoch + 1), 0, 0
+            size = sum(len(order) for _, order in runs)
+            if not size:
+                raise NotFound(f"no feature windows in {short_text(self.folder, 300)}")
+            need, step = min(batch, size), []
+            while need:
+                if i == len(runs):
+                    epoch, runs, i, off = epoch + 1, self._epoch(seed, epoch + 1), 0, 0
+                    if not any(len(order) for _, order in runs):
+                        raise NotFound(f"no feature windows in {short_text(self.folder, 300)}")
+                path, order = runs[i]
+                rows = order[off: off + need]
+                if len(rows):
+                    step.append((path, rows))
+                need, off = need - len(rows), off + len(rows)
+                if off == len(order):
+                    i, off = i + 1, 0
+            yield step
+
+    def batches(self, batch: int, seed: int, start: int = 0) -> Iterator[dict[str, torch.Tensor]]:
+        """Endless batches of ``batch`` windows (all of the store's when it holds fewer): the shards in a seeded
+        order per epoch, the windows shuffled inside each, a step filling across shard and epoch ends
+        (:meth:`_plan`). ``start`` skips that many batches without reading their shards (resume lands on the batch
+        an uninterrupted run would have seen). Shards are read one at a time, when their windows come up, so memory
+        holds one shard beside the batch. Shards added by an extraction running beside the trainer join at the
+        next epoch."""
+        loaded: tuple[Path, dict[str, torch.Tensor]] | None = None
+        for k, step in enumerate(self._plan(batch, seed)):
+            if k < start:
+                continue
+            parts = []
+            for path, rows in step:
+                if loaded is None or loaded[0] != path:
+                    loaded = None   # the shard before is let go first
+                    loaded = (path, load_file(str(path)))
+                parts.append({key: v[rows] for key, v in loaded[1].items()})
+            yield parts[0] if len(parts) == 1 else {key: torch.cat([p[key] for p in parts]) for key in parts[0]}
 
 
 def extract_with_log(model, wins, folder, log: Callable[[str], None], **kw) -> int:

@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 
 from draftsmith.errors import short, short_list, short_text
-from draftsmith.train.features import target_fingerprint
+from draftsmith.train.features import target_changed, target_fingerprint
 from draftsmith.train.loop import RESUMABLE, STATE
 
 
@@ -82,8 +82,8 @@ def run_record(job, spec, taps) -> dict:
 def run_changes(old: dict, now: dict, out: Path) -> list[tuple[str, str, str, str]]:
     """(field, new, old, what to give) for each recorded setting that differs, where both records state it. The
     spec is named with the taps it reads when those differ too; the target by its folder (its fingerprint is
-    compared, so a target moved elsewhere resumes); the features folder as a path (under ``out`` when recorded
-    relative to it)."""
+    compared, on the fields both records state, so a target moved elsewhere resumes); the features folder as a
+    path (under ``out`` when recorded relative to it)."""
     known = lambda k: old.get(k) is not None and now.get(k) is not None   # noqa: E731
     found = []
     if known("spec") and (old["spec"], old.get("spec_digest")) != (now["spec"], now["spec_digest"]) or \
@@ -102,10 +102,11 @@ def run_changes(old: dict, now: dict, out: Path) -> list[tuple[str, str, str, st
     if known("data") and old["data"] != now["data"]:
         was = short_list(old["data"], quote=False)
         found.append(("data", short_list(now["data"], quote=False), was, was))
-    if known("target") and old["target"] != now["target"]:
+    if known("target") and target_changed(old["target"], now["target"]):   # a field one record lacks: not compared
         folder = short_text(old.get("target_folder"), 300)
         found.append(("target", short_text(now.get("target_folder"), 300), f"a target of another config.json, "
-                      f"weight files or hidden size ({folder})", f"the target it was started with ({folder})"))
+                      f"weight files (names, sizes or content) or hidden size ({folder})",
+                      f"the target it was started with ({folder})"))
     return found
 
 
