@@ -129,10 +129,13 @@ def run_held(job: Job, console, log: Callable[[str], None]) -> dict[str, Accepta
     store = FeatureStore(feats)
     if bad := store_problems(store, model, job, fingerprint):
         raise TrainError(bad)
-    log(labels_note(store, model, out))
+    log(labels_note(store, model, out, job.config.ttt))
     if not SOURCE.keys() & store.meta.keys():
         log(f"features: {feats} does not record the target and windows they were made from (an older draftsmith "
             "wrote them), so they are used unchecked")
+    elif isinstance(store.meta.get("target"), dict) and "content" not in store.meta["target"]:
+        log(f"features: {feats} records the target's weight files by name and size only (an older draftsmith "
+            "wrote them), so a retrained target of the same shapes is not told apart")
     last = train(model, store, out, job.config, console=console, log=log, record=record)
     if last["loss"] is None:   # not one step was run
         log(f"{job.out} is already at step {last['step']} of --steps {job.config.steps}: nothing to train (a larger "
@@ -177,11 +180,12 @@ def store_problems(store: FeatureStore, model, job: Job, fingerprint: dict) -> l
     return found
 
 
-def labels_note(store: FeatureStore, model, out: Path) -> str:
-    """What share of the features' positions the loss counts (the target's next token in the draft vocabulary);
-    none is a TrainError before the first step: every step would log loss 0.000 and train nothing."""
+def labels_note(store: FeatureStore, model, out: Path, ttt: int | None = None) -> str:
+    """What share of the positions the loss reads it counts (the target's next token in the draft vocabulary; each
+    position as often as the ``ttt`` unrolled steps read it); none is a TrainError before the first step: every
+    step would log loss 0.000 and train nothing."""
     kept = model.draft.kept_ids()
-    counted, total = store.labels_in(kept)
+    counted, total = store.labels_in(kept, ttt)
     if not counted:
         raise TrainError([("", f"none of the {total} target next tokens in the features in {store.folder} is in the "
                                f"draft's vocabulary of {len(kept)} ids, so the loss would count no position; "

@@ -131,3 +131,22 @@ def test_eval_only_under_another_spec_than_the_run_was_trained_with_says_so(job,
         run(job(out, spec=str(spec), eval_only=True, eval_prompts=1), log=lines.append)
         said = [line for line in lines if "was trained with" in line]
         assert len(said) == (says is not None) and (not said or says in said[0]), lines
+
+
+def test_features_recording_the_target_without_its_content_are_used_with_a_warning(job, tmp_path):
+    # the README promises older records are used with a warning; such features were used silently
+    import json
+
+    first = tmp_path / "first"
+    run(job(first, config={"steps": 1}), log=lambda line: None)
+    meta_file = first / "features" / "features.json"
+    meta = json.loads(meta_file.read_text())
+    assert "content" in meta["target"]
+    lines = []
+    run(job(tmp_path / "again", features=first / "features", max_windows=0, config={"steps": 1}), log=lines.append)
+    assert not any("by name and size only" in line for line in lines)
+    del meta["target"]["content"]
+    meta_file.write_text(json.dumps(meta))
+    lines = []
+    run(job(tmp_path / "older", features=first / "features", max_windows=0, config={"steps": 1}), log=lines.append)
+    assert sum("records the target's weight files by name and size only" in line for line in lines) == 1, lines
