@@ -8,6 +8,10 @@ facts (a flat, Hugging-Face-named dict: what ``draft_hf_config`` reads).
 
 The config key ``norm_output`` means different things per style (FORMATS.md); facts hold it in spec terms
 (``none`` | ``head`` | ``feed_back``) and each style's ``norm_output`` table translates.
+
+A style's fixed ``model_type`` / ``architectures`` are what a plain Llama draft is written as; a draft of another
+model type (an MLA draft's ``deepseek_v3``, SGLang's ``MistralLarge3ForCausalLMEagle``) keeps its own as facts, written
+in place of the fixed ones (in a speculators config: in ``transformer_layer_config``, the layer's own).
 """
 from __future__ import annotations
 
@@ -28,6 +32,7 @@ class ConfigStyle:
     nest: str | None = None                              # facts not in `outer` live under this key
     outer: tuple[str, ...] = ()                          # fact keys kept at top level when nesting
     fixed: Mapping[str, Any] = field(default_factory=dict)    # written as is, never read back as facts
+    keep: tuple[str, ...] = ()                           # keys a renaming style also holds, under their own name
     ids_at: str = IDS                                    # dotted path where the aux ids are written
     norm_output: Mapping[bool, str] = field(default_factory=dict)  # config bool -> spec term (absent: dropped)
     unsaid: str | None = None   # the norm_output term every reader takes from an absent key (convert leaves it out)
@@ -54,8 +59,11 @@ STYLES: dict[str, ConfigStyle] = {s.name: s for s in (
                 rename={"dim": "hidden_size", "n_layers": "num_hidden_layers", "n_heads": "num_attention_heads",
                         "n_kv_heads": "num_key_value_heads", "head_dim": "head_dim", "hidden_dim": "intermediate_size",
                         "norm_eps": "rms_norm_eps", "rope_theta": "rope_theta", "vocab_size": "vocab_size",
-                        "max_seq_len": "max_position_embeddings"}),
+                        "max_seq_len": "max_position_embeddings"},
+                keep=("quantization",)),   # Mistral's FP8 block ({qformat_weight, qscheme_act}), as written
 )}
+
+IDENTITY = ("model_type", "architectures")   # fixed by the hf and speculators styles for a plain Llama draft
 
 
 def style_of(folder: str | Path, raw: Mapping[str, Any] | None = None) -> ConfigStyle:
@@ -92,6 +100,7 @@ def to_facts(raw: Mapping[str, Any], style: ConfigStyle) -> dict[str, Any]:
     fixed = {*style.fixed, *(style.fixed.get(style.nest) or {})}  # written as is, both levels: never facts
     facts = {style.rename.get(k, k): v for k, v in merged.items()
              if k not in fixed and k not in (IDS, "target_layer_ids", "eagle_config")}
+    facts |= _identity(inner if style.nest else raw, (style.fixed.get(style.nest) or {}) if style.nest else style.fixed)
     rest = {k: v for k, v in (merged.get("eagle_config") or {}).items() if k != IDS}
     if rest:  # other eagle_config fields (NVIDIA ModelOpt flags) stay where they were
         facts["eagle_config"] = rest
@@ -101,6 +110,16 @@ def to_facts(raw: Mapping[str, Any], style: ConfigStyle) -> dict[str, Any]:
     if isinstance(value, (bool, int, float, str)) and value in style.norm_output:  # a list or object: unhashable
         facts["norm_output"] = style.norm_output[value]
     return facts
+
+
+def _identity(level: Mapping[str, Any], fixed: Mapping[str, Any]) -> dict[str, Any]:
+    """The model_type / architectures a config level states where they are not the plain Llama ones the style fixes
+    there (a draft whose model_type is the fixed one, or none, is a plain Llama draft: nothing kept)."""
+    level = level if isinstance(level, Mapping) else {}
+    model_type = level.get("model_type")
+    if not isinstance(model_type, str) or model_type == fixed.get("model_type"):
+        return {}
+    return {k: level[k] for k in IDENTITY if k in level and level[k] != fixed.get(k)}
 
 
 def from_facts(facts: Mapping[str, Any], style: ConfigStyle) -> dict[str, Any]:
@@ -115,7 +134,7 @@ def from_facts(facts: Mapping[str, Any], style: ConfigStyle) -> dict[str, Any]:
         if values:  # else the style cannot say it: left out (convert reads the result back and compares)
             facts["norm_output"] = values[0]
     for key, value in facts.items():
-        if style.rename and key not in back:
+        if style.rename and key not in back and key not in style.keep:
             continue  # a params.json holds only the keys it names
         name = back.get(key, key)
         if style.nest and key not in style.outer:
