@@ -134,7 +134,7 @@ def test_speculators_export_is_what_vllm_reads(tmp_path):
 def test_convert_cli_refuses_an_unknown_layout_naming_the_known_ones(tmp_path):
     src = write_eagle3(tmp_path / "e", fake_target(tmp_path / "t"))
     res = CliRunner().invoke(app, ["convert", str(src), "--to", "gguf", str(tmp_path / "o")])
-    assert res.exit_code == 1 and "unknown layout 'gguf'" in res.stderr and "speculators" in res.stderr
+    assert res.exit_code == 2 and "unknown layout 'gguf'" in res.stderr and "speculators" in res.stderr
 
 
 def test_a_fact_the_layout_cannot_say_is_refused_and_nothing_is_left(tmp_path):
@@ -300,7 +300,9 @@ def test_a_mistral_draft_converted_to_hf_computes_the_same_function(tmp_path):
 @pytest.mark.parametrize("family", ["eagle1", "eagle3", "mistral", "mla"])
 def test_convert_names_the_spec_that_loads_what_it_wrote(tmp_path, family):
     """Converted to the layers layout, each family's draft is detected as itself (an MLA draft in HF names was
-    taken for the Mistral-native GQA family), and the spec `convert` names loads it and decodes as the source."""
+    taken for the Mistral-native GQA family); the spec detection proposes for the result, and the family spec
+    `convert` names where it names one, load it and decode as the source. A family spec that alone would read the
+    result otherwise is not named (eagle-mistral on the neox rows of a converted Mistral draft was)."""
     from draftsmith.testing import write_eagle1
     from draftsmith.testing.mla import write_mla_eagle
 
@@ -310,15 +312,18 @@ def test_convert_names_the_spec_that_loads_what_it_wrote(tmp_path, family):
     src = write(tmp_path / "src", tmp_path / "t")
     result = CliRunner().invoke(app, ["convert", str(src), "--to", "layers", str(tmp_path / "out")])
     assert result.exit_code == 0, result.output
-    spec = result.output.split("load it with spec ")[1].split()[0]
-    want = {"eagle1": "eagle1-llama", "eagle3": "eagle3-llama", "mistral": "eagle-mistral",
-            "mla": "eagle-mla-deepseek"}[family]
-    assert spec == want
+    named = result.output.split("load it with spec ")[1].split()[0] if "load it with spec " in result.output else None
+    want = {"eagle1": "eagle1-llama", "eagle3": "eagle3-llama", "mla": "eagle-mla-deepseek"}.get(family)
+    assert named == want or (want is None and "omit --spec: generate --draft detects it" in result.output), \
+        result.output
     from draftsmith.convert.inspect import inspect_checkpoint
+    from draftsmith.specs.loader import parse_spec
 
     before = draftsmith.assemble(inspect_checkpoint(src).match.spec, target=tmp_path / "t", draft=src,
                                  dtype="float64")
-    after = draftsmith.assemble(spec, target=tmp_path / "t", draft=tmp_path / "out", dtype="float64")
     kw = dict(max_new_tokens=8, stop=[])
-    assert after.generate([3, 1, 4], **kw).stats.accepted_per_position == \
-        before.generate([3, 1, 4], **kw).stats.accepted_per_position
+    want_accepted = before.generate([3, 1, 4], **kw).stats.accepted_per_position
+    detected = parse_spec(inspect_checkpoint(tmp_path / "out").spec)   # what generate --draft runs
+    for spec in [detected, *([named] if named else [])]:
+        after = draftsmith.assemble(spec, target=tmp_path / "t", draft=tmp_path / "out", dtype="float64")
+        assert after.generate([3, 1, 4], **kw).stats.accepted_per_position == want_accepted

@@ -23,8 +23,8 @@ def run(*args):
     return CliRunner().invoke(app, [str(a) for a in args], env={"COLUMNS": "1000"})
 
 
-def user_error(res, says: str) -> None:
-    assert res.exit_code == 1, res.output
+def user_error(res, says: str, code: int = 1) -> None:
+    assert res.exit_code == code, res.output
     assert "internal error" not in res.output and "Traceback" not in res.output, res.output
     assert says in res.stderr, res.output
     assert len(res.stderr) < 5000
@@ -88,7 +88,7 @@ def test_convert_says_a_failed_write_and_leaves_nothing(tiny_pair, tmp_path, mon
 
 def test_convert_refuses_a_huge_layout_name_with_a_short_message(tiny_pair, tmp_path):
     res = run("convert", tiny_pair[1], "--to", "x" * 100_000, tmp_path / "o")
-    user_error(res, "unknown layout 'xxx")
+    user_error(res, "unknown layout 'xxx", code=2)   # a bad option value (OptionError)
     assert len(res.stderr) < 1000 and not (tmp_path / "o").exists()
 
 
