@@ -2,10 +2,12 @@
 or ``num_hidden_layers`` alone.
 
 Each family is a row of data: the spec that loads it, regexes that must each match some tensor name, regexes no
-name may match, config keys of which one must be present / none may be, and the checks whose findings become
-assumptions. Rows are tried most specific first; the first whose rows all hold answers. A checkpoint that fits no
-row gets the closest families instead: each family's spec rules map the names to canonical ones, and the names
-that fit no canonical draft name are listed.
+name may match, config keys of which one must be present / none may be, the checks whose findings become
+assumptions, and the values a proposed spec takes over its family spec's for that row (``settings``). Rows are
+tried most specific first; the first whose conditions all hold answers. A checkpoint that fits no row gets the
+closest families instead: every row of a family is scored (its conditions, tensors and config keys alike) and the
+best row counts, and each family's spec rules map the names to the canonical names that family's draft holds;
+the names that fit none of them are listed, and those its rules merely ignore do not count as fitting either.
 """
 from __future__ import annotations
 
@@ -30,6 +32,9 @@ class Family:
     config_any: tuple[str, ...] = ()         # one of these config keys is present (when given)
     config_none: tuple[str, ...] = ()        # none of these config keys is present
     checks: tuple[str, ...] = ()             # named checks (CHECKS) whose findings are assumptions
+    # (dotted path in the spec's data, value): what this row's checkpoints hold that the family spec does not say
+    # (e.g. the rotary order Hugging Face names imply); `inspect` writes them into the spec it proposes
+    settings: tuple[tuple[str, Any], ...] = ()
 
 
 FAMILIES: tuple[Family, ...] = (
@@ -47,10 +52,21 @@ FAMILIES: tuple[Family, ...] = (
                             "GQA EAGLE)",
            (r"^eagle_linear\.weight$", r"^layers\.\d+\.attention\.wq\.weight$"), config_any=("dim", "n_layers"),
            checks=("layers", "rope")),
-    Family("eagle-mistral", "fc, input_layernorm in layer 0, a final norm and no hidden_norm (the Mistral-native "
-                            "GQA EAGLE in Hugging Face names, e.g. `draftsmith convert --to layers`)",
+    # The same tensors in Hugging Face names say nothing of Mistral: its rotary order is read from rope_interleave
+    # (the key `draftsmith convert --to layers` writes for a Mistral draft), else it is transformers' default (neox),
+    # said; the post-norm feedback no Hugging Face config states is said either way.
+    Family("eagle-mistral", "fc, input_layernorm in layer 0, a final norm, no hidden_norm and rope_interleave in "
+                            "the config (the Mistral-native GQA EAGLE in Hugging Face names, as `draftsmith convert "
+                            "--to layers` writes it)",
            (r"^fc\.weight$", r"^layers\.0\.input_layernorm\.weight$", r"^norm\.weight$"),
-           forbid=(r"hidden_norm", r"^lm_head\.weight$"), checks=("layers",)),
+           forbid=(r"hidden_norm", r"^lm_head\.weight$"), config_any=("rope_interleave",),
+           checks=("layers", "post_norm")),
+    Family("eagle-mistral", "fc, input_layernorm in layer 0, a final norm and no hidden_norm, in Hugging Face names "
+                            "with no rope_interleave key (an EAGLE-1-style fusion over full decoder layers and a "
+                            "final norm; nothing in it says Mistral: its rotary order is transformers' default)",
+           (r"^fc\.weight$", r"^layers\.0\.input_layernorm\.weight$", r"^norm\.weight$"),
+           forbid=(r"hidden_norm", r"^lm_head\.weight$"), config_none=("rope_interleave",),
+           checks=("layers", "hf_rope", "post_norm"), settings=(("draft.attention.rope", "neox"),)),
     Family("eagle3-speculators", "fc, hidden_norm and a speculators config (speculators_config / "
                                  "transformer_layer_config; EAGLE-3, vLLM)",
            (r"^fc\.weight$", HIDDEN_NORM), config_any=SPECULATORS, checks=("layers", "eagle3")),
@@ -127,9 +143,19 @@ def _check_rope(spec: str, config: Mapping[str, Any], names: Sequence[str]) -> l
             "permutes them for neox"]
 
 
+def _check_hf_rope(spec: str, config: Mapping[str, Any], names: Sequence[str]) -> list[str]:
+    return ["attention.rope: neox (assumed: q/k rows in Hugging Face names and no rope_interleave key mean "
+            "transformers' default order; rows kept in Mistral's native order need rope: interleaved)"]
+
+
+def _check_post_norm(spec: str, config: Mapping[str, Any], names: Sequence[str]) -> list[str]:
+    return ["feed_back: post_norm (assumed: the Mistral EAGLE's, which no Hugging Face config key states; a draft "
+            "that feeds back the state before its final norm needs feed_back: pre_norm)"]
+
+
 CHECKS: dict[str, Callable[[str, Mapping[str, Any], Sequence[str]], list[str]]] = {
-    "layers": _check_layers, "bias": _check_bias, "rope": _check_rope,
-    "eagle3": lambda spec, config, names: eagle3_notes(spec, config, names)}
+    "layers": _check_layers, "bias": _check_bias, "rope": _check_rope, "hf_rope": _check_hf_rope,
+    "post_norm": _check_post_norm, "eagle3": lambda spec, config, names: eagle3_notes(spec, config, names)}
 
 
 def fits(family: Family, config: Mapping[str, Any], names: Sequence[str]) -> bool:
@@ -141,13 +167,19 @@ def fits(family: Family, config: Mapping[str, Any], names: Sequence[str]) -> boo
             and not any(k in config for k in family.config_none))
 
 
+def builtin_family(config: Mapping[str, Any], tensor_names: Sequence[str]) -> Family | None:
+    """The first built-in row whose conditions all hold, or None."""
+    names = list(tensor_names)
+    return next((family for family in FAMILIES if fits(family, config, names)), None)
+
+
 def detect_builtin_layout(config: Mapping[str, Any], tensor_names: Sequence[str]) -> LayoutMatch | None:
     names = list(tensor_names)
-    for family in FAMILIES:
-        if fits(family, config, names):
-            notes = [note for check in family.checks for note in CHECKS[check](family.spec, config, names)]
-            return LayoutMatch(family.spec, family.reason, tuple(notes))
-    return None
+    family = builtin_family(config, names)
+    if family is None:
+        return None
+    notes = [note for check in family.checks for note in CHECKS[check](family.spec, config, names)]
+    return LayoutMatch(family.spec, family.reason, tuple(notes))
 
 
 def eagle3_values(spec_name: str, config: Mapping[str, Any], names: Sequence[str]) -> tuple[dict[str, Any], list[str]]:
@@ -180,40 +212,151 @@ def eagle3_notes(spec_name: str, config: Mapping[str, Any], names: Sequence[str]
 
 
 def unfit_names(spec_name: str, config: Mapping[str, Any], names: Sequence[str]) -> list[str]:
-    """The tensor names a family's rules do not turn into a canonical draft name."""
+    """The tensor names a family's rules do not turn into a canonical draft name (those it ignores are not listed
+    here: :func:`closest_families` does not count them as fitting either)."""
+    found = _placed(spec_name, config, names)
+    return list(names) if found is None else [n for n in names if found[n] is False]
+
+
+def _placed(spec_name: str, config: Mapping[str, Any], names: Sequence[str]) -> dict[str, bool | None] | None:
+    """name -> True (the family's rules turn it into a canonical name its draft holds), False (they do not), None
+    (they ignore it); None when the spec's rules cannot be bound to this config."""
     from draftsmith.assembler.build import rule_set
     from draftsmith.assembler.config import flatten_draft_config
     from draftsmith.registry import default_registry
     from draftsmith.specs.loader import load_spec
 
     try:
-        rules = rule_set(load_spec(spec_name), default_registry(), flatten_draft_config(config))
+        spec = load_spec(spec_name)
+        rules = rule_set(spec, default_registry(), flatten_draft_config(config))
     except DraftsmithError:  # a spec whose placeholders this config cannot bind fits nothing
-        return list(names)
-    out = []
+        return None
+    held = [re.compile(p) for p in held_patterns(spec)]
+    out: dict[str, bool | None] = {}
     for n in names:
         canonical = rules.to_canonical(n)[0]
-        if canonical is not None and not any(p.match(canonical) for p in CANONICAL):
-            out.append(n)
+        out[n] = None if canonical is None else (any(p.match(canonical) for p in CANONICAL)
+                                                  and any(p.match(canonical) for p in held))
     return out
 
 
-def missing_required(spec: str, names: Sequence[str]) -> list[str]:
-    """The tensors a family's first row requires that no name matches, written as names (N = any layer)."""
-    family = next(f for f in FAMILIES if f.spec == spec)
-    readable = lambda p: p.strip("^$").replace(r"\d+", "N").replace("(model\\.)?", "[model.]").replace("\\", "")  # noqa: E731
+LINEAR_SCALES = r"(weight_scale|weight_scale_inv|input_scale)"
+
+
+def held_patterns(spec) -> list[str]:
+    """Regexes of the canonical names a spec's draft can hold, read from the spec's sections (the fusion's own
+    tensors, the attention kind's, which layers have an input norm, a final norm, an own head and vocabulary map,
+    an own embedding), with FP8 scales beside any linear (inspect proposes the quantization the scales show). A
+    component kind draftsmith does not ship holds any canonical name of its part."""
+    d = spec.draft
+    fusion, fp = d.fusion.kind, d.fusion.params
+    out = [r"^layers\.\d+\.post_attention_layernorm\.weight$",
+           r"^layers\.\d+\.mlp\.(gate|up|down)_proj\.(weight|bias)$",
+           rf"^(fc|layers\.\d+\.(self_attn|mlp)\.\w+_proj(_with_mqa)?)\.{LINEAR_SCALES}$"]
+    if fusion == "mtp":
+        out.append(r"^fc\.(enorm|hnorm|eh_proj)\.weight$")
+    elif fusion in ("eagle1", "eagle3"):
+        out.append(r"^fc\.weight$")
+        if fusion == "eagle1" and fp.get("bias", "auto") is not False:
+            out.append(r"^fc\.bias$")
+        if fusion == "eagle3" and fp.get("fc_norm", "auto") is not False:
+            out.append(r"^fc\.aux_norm\.\d+\.weight$")
+        if fusion == "eagle3" and fp.get("norm_before_fc", "auto") is not False:
+            out.append(r"^fc\.input_norm\.weight$")
+    else:
+        out.append(r"^fc\.")
+    if d.norms.hidden is True or (d.norms.hidden == "auto" and fusion not in ("eagle1", "mtp")):
+        out.append(r"^layers\.0\.hidden_norm\.weight$")
+    kind = d.attention.kind   # auto (and a kind draftsmith does not ship) may be either
+    if kind != "mla":
+        out += [r"^layers\.\d+\.self_attn\.(q|k|v|o)_proj\.(weight|bias)$",
+                r"^layers\.\d+\.self_attn\.(q|k)_norm\.weight$"]
+    if kind != "gqa":
+        out += [r"^layers\.\d+\.self_attn\.(q|q_a|q_b|kv_b|o)_proj\.(weight|bias)$",
+                r"^layers\.\d+\.self_attn\.kv_a_proj_with_mqa\.(weight|bias)$",
+                r"^layers\.\d+\.self_attn\.(q_a|kv_a)_layernorm\.weight$"]
+    if d.norms.input == "all":
+        out.append(r"^layers\.\d+\.input_layernorm\.weight$")
+    elif d.norms.input == "not_first":
+        out.append(r"^layers\.(?!0\.)\d+\.input_layernorm\.weight$")
+    if d.norms.final:
+        out.append(r"^norm\.weight$")
+    if d.share.lm_head == "draft":
+        out.append(r"^lm_head\.weight$")
+        if d.vocab.reduced is not False:
+            out.append(r"^(d2t|t2d)$")
+    if d.share.embed != "target":
+        out.append(r"^embed_tokens\.weight$")
+    return out
+
+
+def _condition_share(family: Family, config: Mapping[str, Any], names: Sequence[str],
+                     seen: dict[str, bool] | None = None) -> float:
+    """How far a row's conditions hold: the share of what it needs that is there (its required tensors, one of its
+    config keys), halved for each thing it rules out that is there (a forbidden tensor, a config key that must not
+    be). ``seen``: pattern -> whether some name matches, shared by the rows scored over one listing."""
+    seen = {} if seen is None else seen
+
+    def some(pattern: str) -> bool:
+        if pattern not in seen:
+            search = re.compile(pattern).search
+            seen[pattern] = any(search(n) for n in names)
+        return seen[pattern]
+
+    needs = [some(p) for p in family.require] + ([any(k in config for k in family.config_any)]
+                                                 if family.config_any else [])
+    there = sum(some(p) for p in family.forbid) + sum(k in config for k in family.config_none)
+    return (sum(needs) / len(needs) if needs else 1.0) / 2 ** there
+
+
+def best_row(spec: str, config: Mapping[str, Any], names: Sequence[str]) -> Family:
+    """The spec's detection row whose conditions hold best (the first of equals)."""
+    rows = [f for f in FAMILIES if f.spec == spec]
+    return max(rows, key=lambda f: (_condition_share(f, config, names), -rows.index(f)))
+
+
+def readable(pattern: str) -> str:
+    """A detection regex written as a name: N = any layer, [x] = optional x, * = any part."""
+    text = pattern.strip("^$").replace(r"\d+", "N").replace(r"\S+", "*").replace(r"\w+", "*")
+    text = re.sub(r"\(([^()|]*)\)\?", lambda m: f"[{m.group(1)}]", text)
+    return text.replace("\\", "")
+
+
+def missing_required(spec: str, names: Sequence[str], config: Mapping[str, Any] | None = None) -> list[str]:
+    """The tensors a family's best-fitting row requires that no name matches, written as names (N = any layer)."""
+    family = best_row(spec, config or {}, names)
     return [readable(p) for p in family.require if not any(re.search(p, x) for x in names)]
 
 
+def missing_keys(spec: str, names: Sequence[str], config: Mapping[str, Any] | None = None) -> list[str]:
+    """The config keys of which a family's best-fitting row needs one and the config has none ([] when it has)."""
+    config = config or {}
+    family = best_row(spec, config, names)
+    return [] if not family.config_any or any(k in config for k in family.config_any) else list(family.config_any)
+
+
+def ruled_out(spec: str, names: Sequence[str], config: Mapping[str, Any] | None = None) -> list[str]:
+    """What a family's best-fitting row rules out that is there: its forbidden tensors (as names, N = any layer),
+    then its config keys that must not be present, as 'config key K'."""
+    config = config or {}
+    family = best_row(spec, config, names)
+    out = [readable(p) for p in family.forbid if any(re.search(p, x) for x in names)]
+    return out + [f"config key {k}" for k in family.config_none if k in config]
+
+
 def closest_families(config: Mapping[str, Any], names: Sequence[str], n: int = 2) -> list[tuple[str, float, list[str]]]:
-    """[(spec, share of names that fit, the names that did not)] for the n closest families, best first."""
-    scored = {}
+    """[(spec, score, the names that did not fit)] for the n closest families, best first. score = (share of the
+    names the family's rules place onto canonical names its draft holds + how far its best row's conditions hold,
+    see :func:`_condition_share`) / 2; a name its rules ignore does not fit (a whole target's tensors are all
+    ignored by deepseek-mtp, which holds none of them)."""
+    scored, seen = {}, {}
     for family in FAMILIES:
         if family.spec in scored:
             continue
-        bad = unfit_names(family.spec, config, names)
-        required = sum(any(re.search(p, x) for x in names) for p in family.require) / len(family.require)
-        scored[family.spec] = ((len(names) - len(bad)) / max(len(names), 1) + required) / 2, bad
+        placed = _placed(family.spec, config, names)
+        bad = list(names) if placed is None else [x for x in names if not placed[x]]
+        conditions = max(_condition_share(f, config, names, seen) for f in FAMILIES if f.spec == family.spec)
+        scored[family.spec] = ((len(names) - len(bad)) / max(len(names), 1) + conditions) / 2, bad
     best = sorted(scored.items(), key=lambda kv: -kv[1][0])[:n]
     return [(spec, score, bad) for spec, (score, bad) in best]
 

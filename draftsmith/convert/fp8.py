@@ -1,41 +1,149 @@
 """What `inspect` reads of FP8 weights: the quant settings a draft's stored scales show (scheme, block size and the
 modules they sit on), so that the spec it proposes loads them (a family spec says `quant: none` unless FP8 is what
-the family is, as `eagle1-llama-fp8`)."""
+the family is, as `eagle1-llama-fp8`). Mistral's own scale names (`<linear>.qscale_weight`) become weight rules
+where the family spec's rules do not already read them as `weight_scale`; static activation scales
+(`input_scale`, Mistral's `qscale_act`), which draftsmith's fp8 method has no place for, are ignored, said."""
 from __future__ import annotations
 
 import math
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from draftsmith.assembler.checkpoint import TensorInfo
 from draftsmith.components.quant import scale_name
 
 SCALES = tuple(f".{scale_name(scheme)}" for scheme in ("block", "tensor"))   # the names the fp8 quant method loads
+MISTRAL_WEIGHT_SCALE = ".qscale_weight"                                       # Mistral's name of a weight scale
+ACTIVATION_SCALES = (".input_scale", ".qscale_act")                           # static activation scales
 
 
-def fp8_quant(spec, registry, config: Mapping[str, Any], infos: dict[str, TensorInfo],
-              quant: Mapping[str, Any]) -> tuple[dict[str, Any], str] | None:
-    """(the spec's ``quant`` section, a note) for a draft whose own tensors (those its rules do not ignore) carry FP8
-    scales: the scheme and block they show; for a spec without quantization also ``method: fp8`` and ``modules``,
-    the canonical modules the scales sit on (layer numbers as \\d+). None when the draft holds no scales."""
+@dataclass
+class FP8Reading:
+    """What a proposed spec takes from a draft's stored FP8 scales: its ``quant`` section (None: the spec's stays),
+    weight rules to put before the spec's own, ``weights.ignore`` patterns to add, and a note for each."""
+    quant: dict[str, Any] | None = None
+    rules: list[dict[str, Any]] = field(default_factory=list)
+    ignore: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def fp8_reading(spec, registry, config: Mapping[str, Any], infos: dict[str, TensorInfo],
+                quant: Mapping[str, Any]) -> FP8Reading | None:
+    """The settings a draft whose own tensors (those its rules do not ignore) carry FP8 scales needs: the scheme and
+    block they show; ``method: fp8`` and ``modules`` (the canonical modules the scales sit on, layer numbers as
+    \\d+) for a spec without quantization, or for one whose modules miss a module with scales or take one without;
+    a rule for each Mistral ``qscale_weight`` the spec's rules do not turn into ``weight_scale``; an ignore pattern
+    for static activation scales. None when the draft holds no scales."""
     from draftsmith.assembler.build import rule_set
     from draftsmith.assembler.config import flatten_draft_config
+    from draftsmith.components.weights import RegexRule, RuleSet
 
     rules = rule_set(spec, registry, flatten_draft_config(config))
+    own = {n: info for n, info in infos.items() if not rules.is_ignored(n)}
+    found = FP8Reading()
+    for n in sorted(own):   # Mistral's weight scales on linears the spec's rules rename but not as a scale
+        if n.endswith(MISTRAL_WEIGHT_SCALE) and not str(rules.to_canonical(n)[0]).endswith(SCALES):
+            rule = scale_rule(n.removesuffix(MISTRAL_WEIGHT_SCALE), rules)
+            if rule is not None and rule not in found.rules:
+                found.rules.append(rule)
+    acts = sorted({suffix for n in own for suffix in ACTIVATION_SCALES if n.endswith(suffix)})
+    found.ignore = [re.escape(suffix) + "$" for suffix in acts]
+    if found.rules or found.ignore:
+        rules = RuleSet([*map(RegexRule.model_validate, found.rules), *rules.rules], (*rules.ignore, *found.ignore))
     # by canonical name, whatever the layout calls them (Mistral's eagle_linear.qscale_weight is fc.weight_scale)
     canonical = {c: info for n, info in infos.items() if not rules.is_ignored(n)
                  and (c := rules.to_canonical(n)[0]) is not None}
     scales = [c for c in canonical if c.endswith(SCALES)]
-    mine = {n: canonical[n] for s in scales for n in (s, weight_of(s)) if n in canonical}
-    if not scales or (shown := fp8_scheme(mine, config)) is None:
+    if not scales and not found.ignore:
         return None
+    if found.rules:
+        found.notes.append(f"weights.rules: Mistral's qscale_weight read as weight_scale on {len(found.rules)} "
+                           "module pattern(s) (the family's rules do not)")
+    if found.ignore:
+        count = sum(n.endswith(tuple(acts)) for n in own)
+        found.notes.append(f"weights.ignore: the {count} static activation scale(s) ({', '.join(a[1:] for a in acts)}"
+                           "): draftsmith's fp8 method has no static activation scale (activation: none computes in "
+                           "full precision; dynamic quantizes per token on CUDA)")
+    if not scales:
+        return found
+    mine = {n: canonical[n] for s in scales for n in (s, weight_of(s)) if n in canonical}
+    if (shown := fp8_scheme(mine, config)) is None:
+        kinds = sorted({"block" if s.endswith("_inv") else "tensor" if math.prod(canonical[s].shape) == 1
+                        else "channel" for s in scales})
+        found.notes.append(f"quant: the stored scales show several schemes ({', '.join(kinds)}); one fp8 quant "
+                           "section holds one, so no spec draftsmith proposes loads them all")
+        return found
     settings, note = shown
+    found.notes += scalar_notes(scales, canonical)
+    scaled = sorted({c.rsplit(".", 1)[0] for c in scales})
+    linears = {c.removesuffix(".weight") for c, info in canonical.items() if c.endswith(".weight")
+               and len(info.shape) == 2} | set(scaled)
     if quant.get("method") == "fp8":
-        return dict(quant) | settings, note
-    modules = sorted({module_pattern(c.rsplit(".", 1)[0]) for c in scales})
-    return ({"method": "fp8", **settings, "modules": modules, "activation": "none"},
-            f"quant: fp8 on {len(modules)} module pattern(s) (the stored scales); " + note)
+        section = dict(quant) | settings
+        if quantized(section, linears) == set(scaled):
+            found.quant, found.notes = section, [*found.notes, note]
+            return found
+        section["exclude"] = []
+    else:
+        section = {"method": "fp8", **settings, "activation": "none"}
+    modules = module_patterns(scaled, linears)
+    found.quant = section | {"modules": modules}
+    found.notes.append(f"quant: fp8 on {len(modules)} module pattern(s) (the stored scales); " + note)
+    return found
+
+
+def quantized(section: Mapping[str, Any], modules: set[str]) -> set[str]:
+    """The modules a quant section's ``modules`` / ``exclude`` patterns take."""
+    take, skip = section.get("modules") or [r"^layers\.\d+\."], section.get("exclude") or []
+    return {m for m in modules if any(re.search(p, m) for p in take) and not any(re.search(p, m) for p in skip)}
+
+
+def module_patterns(scaled: list[str], linears: set[str]) -> list[str]:
+    """A pattern per scaled module, every layer's same module where no such module lacks scales, else that one."""
+    out = []
+    for module in scaled:
+        pattern = module_pattern(module)
+        if any(re.search(pattern, m) for m in linears - set(scaled)):
+            pattern = "^" + re.escape(module) + "$"
+        if pattern not in out:
+            out.append(pattern)
+    return out
+
+
+def scalar_notes(scales: list[str], canonical: Mapping[str, TensorInfo]) -> list[str]:
+    """A note when per-tensor scales are stored 0-d: draftsmith's fp8 loader expects shape [1]."""
+    scalars = [s for s in scales if canonical[s].shape == ()]
+    if not scalars:
+        return []
+    return [f"quant: {len(scalars)} weight_scale tensor(s) are stored 0-d (e.g. {scalars[0]}); draftsmith's fp8 "
+            "method loads a per-tensor scale as shape [1] and refuses these: store them as [1]"]
+
+
+def scale_rule(module: str, rules) -> dict[str, Any] | None:
+    """A weight rule reading Mistral's ``<module>.qscale_weight`` as ``<canonical module>.weight_scale`` (with its
+    inverse), numbers as any layer, or None when the module's weight has no canonical name."""
+    canonical = rules.to_canonical(f"{module}.weight")[0]
+    if canonical is None or not canonical.endswith(".weight"):
+        return None
+    target = canonical.removesuffix(".weight")
+    numbers = [part for part in module.split(".") if part.isdigit()]
+
+    def pattern(name: str) -> str:
+        return r"\.".join(r"(\d+)" if part.isdigit() and part in numbers else re.escape(part)
+                          for part in name.split("."))
+
+    def template(name: str, order: list[str]) -> str:   # each number as the group of the same number in `order`
+        return ".".join(f"\\{order.index(part) + 1}" if part.isdigit() and part in order else part
+                        for part in name.split("."))
+
+    target_numbers = [part for part in target.split(".") if part.isdigit() and part in numbers]
+    if len(set(numbers)) != len(numbers) or sorted(target_numbers) != sorted(numbers):   # this module alone
+        return {"match": f"^{re.escape(module)}{re.escape(MISTRAL_WEIGHT_SCALE)}$", "replace": f"{target}.weight_scale",
+                "inverse": [f"^{re.escape(target)}\\.weight_scale$", f"{module}{MISTRAL_WEIGHT_SCALE}"]}
+    return {"match": f"^{pattern(module)}\\.qscale_weight$", "replace": f"{template(target, numbers)}.weight_scale",
+            "inverse": [f"^{pattern(target)}\\.weight_scale$", f"{template(module, target_numbers)}.qscale_weight"]}
 
 
 def weight_of(scale: str) -> str:

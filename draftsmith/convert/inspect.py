@@ -11,17 +11,22 @@ from typing import Any, Mapping
 
 from draftsmith.assembler.checkpoint import TensorInfo, list_tensors
 from draftsmith.assembler.config import MLA_KEYS, draft_hf_config, flatten_draft_config, read_config, read_raw_config
-from draftsmith.assembler.detect import closest_families, eagle3_values, missing_required
-from draftsmith.assembler.styles import EAGLE_FIELDS, STYLES
-from draftsmith.convert.fp8 import fp8_quant
+from draftsmith.assembler.detect import (builtin_family, closest_families, eagle3_values, full_model, missing_keys,
+                                        missing_required, ruled_out, unfit_names)
+from draftsmith.assembler.styles import EAGLE_FIELDS, IDS, STYLES
+from draftsmith.convert.fp8 import fp8_reading
 from draftsmith.errors import short_text
 from draftsmith.hooks import LayoutMatch
 from draftsmith.registry import Registry, default_registry
+from draftsmith.registry.registry import BUILTIN
 
 # Config keys draftsmith reads or knowingly skips, beyond a Llama config's own.
 READ = {*EAGLE_FIELDS, *MLA_KEYS, *STYLES["speculators"].fixed, *STYLES["mistral"].rename, "eagle_config", "bias",
         "qkv_bias", "num_aux_hidden_states", "target_layer_ids", "architectures", "model_type",
         "transformers_version", "torch_dtype", "dtype", "hc_mult", "rope_interleave", "first_k_dense_replace"}
+# The keys read inside eagle_config (components.eagle3_config.config_value / config_ids: a nested key wins over the
+# top-level one); any other (NVIDIA Model-Optimizer's use_last_layernorm, use_mtp_layernorm, ...) is unread.
+EAGLE_CONFIG_READ = {IDS, "num_aux_hidden_states", "fc_norm", "norm_before_fc", "norm_before_residual", "norm_output"}
 
 
 @dataclass(frozen=True)
@@ -43,8 +48,7 @@ def inspect_checkpoint(folder: str | Path, registry: Registry | None = None) -> 
     names = list(infos)
     from transformers import LlamaConfig
 
-    known = set(LlamaConfig().to_dict()) | READ
-    unread = tuple(sorted(k for k in flatten_draft_config(config) if k not in known))
+    unread = unread_keys(flatten_draft_config(config), set(LlamaConfig().to_dict()) | READ)
     match = registry.detect_layout(config, names)
     if match is None:
         return Inspection(folder, config, infos, None, None, unread)
@@ -61,20 +65,41 @@ def inspect_checkpoint(folder: str | Path, registry: Registry | None = None) -> 
         values, _ = eagle3_values(match.spec, config, names)
         aux = values.pop("aux_layers")
         fusion |= values | {"aux_layers": aux if aux["ids"] else {"at": aux["at"]}}
+    family = builtin_family(config, names) if match.plugin in ("", BUILTIN) else None
+    for path, value in family.settings if family is not None and family.spec == match.spec else ():
+        *where, key = path.split(".")   # what the detected row holds that its family spec does not say (noted there)
+        section = data
+        for part in where:
+            section = section[part]
+        section[key] = value
     attention = data["draft"]["attention"]
     if "rope" in attention and isinstance(config.get("rope_interleave"), bool):  # the stored pair order, if said
         attention["rope"] = "interleaved" if config["rope_interleave"] else "neox"
         match = noted(match, f"attention.rope: {attention['rope']} (the config's rope_interleave)")
     if (own := own_embedding(data, flatten_draft_config(config), infos)) is not None:
         match = noted(match, own)
-    if (quant := fp8_quant(spec, registry, config, infos, data.get("quant") or {})) is not None:
-        data["quant"] = quant[0]
-        match = noted(match, quant[1])
+    if (fp8 := fp8_reading(spec, registry, config, infos, data.get("quant") or {})) is not None:
+        weights = data.setdefault("weights", {})
+        weights["rules"] = [{"kind": "regex", **rule} for rule in fp8.rules] + list(weights.get("rules") or [])
+        weights["ignore"] = list(weights.get("ignore") or []) + fp8.ignore
+        if fp8.quant is not None:
+            data["quant"] = fp8.quant
+        for note in fp8.notes:
+            match = noted(match, note)
     if "d2t" in infos and "t2d" in infos and "vocab" in data["draft"]:
         convention, note = d2t_convention(infos)
         data["draft"]["vocab"]["d2t"] = convention
         match = noted(match, note)
     return Inspection(folder, config, infos, match, data, unread)
+
+
+def unread_keys(flat: Mapping[str, Any], known: set[str]) -> tuple[str, ...]:
+    """The config keys draftsmith does not read, sorted: top-level ones, and those inside eagle_config as
+    ``eagle_config.KEY`` (read_raw_config refuses an eagle_config that is no object)."""
+    out = [k for k in flat if k not in known]
+    inner = flat.get("eagle_config")
+    out += [f"eagle_config.{k}" for k in inner if k not in EAGLE_CONFIG_READ] if isinstance(inner, Mapping) else []
+    return tuple(sorted(out))
 
 
 def noted(match: LayoutMatch, note: str) -> LayoutMatch:
@@ -119,17 +144,33 @@ def d2t_convention(infos: dict[str, TensorInfo]) -> tuple[str, str]:
     return "offset", "vocab.d2t: d2t / t2d form no valid map as offsets or as target ids; loading will refuse it"
 
 
-def render_unknown(found: Inspection) -> str:
-    """Why no family fits: the closest ones and the names each could not place."""
+def render_unknown(found: Inspection, whole_model: bool = True) -> str:
+    """Why no family fits: the closest ones, the names each could not place (and those its rules would drop), what
+    it needs that is missing and what it rules out that is there; with ``whole_model``, a last line when the
+    folder holds a whole causal LM (a target), which no draft family describes (generate and doctor say it in
+    their own words, as a swapped pair of folders)."""
     from draftsmith.assembler.names import group_names, quote
 
     where = short_text(found.folder, 300)
     n = len(found.infos)
     lines = [f"{where}: no registered detector recognises this layout ({n} tensor{'' if n == 1 else 's'})"]
     names = list(found.infos)
+
+    def shown(group: list[str]) -> str:
+        return ", ".join(quote(p) for p, _ in group_names(group)[:6]) or "none"
+
     for spec, score, bad in closest_families(found.config, names):
-        shown = ", ".join(quote(p) for p, _ in group_names(bad)[:6]) or "none"
-        missing = ", ".join(missing_required(spec, names)) or "none"
-        lines.append(f"  closest: {spec} ({score:.0%} fit); names that did not fit: {shown}; "
-                     f"tensors it needs that are missing: {missing}")
+        unfit = set(unfit_names(spec, found.config, names))
+        dropped = [x for x in bad if x not in unfit]
+        missing = ", ".join(missing_required(spec, names, found.config)) or "none"
+        line = f"  closest: {spec} ({score:.0%} fit); names that did not fit: {shown([x for x in bad if x in unfit])}"
+        line += f"; names its rules ignore: {shown(dropped)}" if dropped else ""
+        there = ruled_out(spec, names, found.config)
+        line += f"; there but ruled out: {', '.join(there)}" if there else ""
+        keys = missing_keys(spec, names, found.config)
+        line += f"; config keys it needs (one of): {', '.join(keys)}" if keys else ""
+        lines.append(f"{line}; tensors it needs that are missing: {missing}")
+    if whole_model and full_model(names):
+        lines.append(f"note: {where} looks like a whole model (model.embed_tokens, model.layers.*), not a draft: is "
+                     "it the target? `draftsmith inspect` reads a draft checkpoint")
     return "\n".join(lines)
