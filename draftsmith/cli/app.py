@@ -162,7 +162,7 @@ def detect_spec(draft: Path, target: Path | None = None):
 
     found = inspect_checkpoint(draft)
     if found.match is None:   # inspect's account (the closest families and what did not fit), then the swap note
-        first, *closest = render_unknown(found).splitlines()
+        first, *closest = render_unknown(found, whole_model=False).splitlines()   # the swap note below says it
         note = (folder_swap_note(draft, "draft", names=list(found.infos))
                 or (folder_swap_note(target, "target") if target is not None else None))
         err.print(escape("\n".join([f"--draft {first}; pass --spec", *closest, *([note] if note else [])])),
