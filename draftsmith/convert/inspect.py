@@ -4,10 +4,10 @@ spec detected here)."""
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
-
 
 from draftsmith.assembler.checkpoint import TensorInfo, list_tensors
 from draftsmith.assembler.config import MLA_KEYS, draft_hf_config, flatten_draft_config, read_config, read_raw_config
@@ -76,6 +76,8 @@ def inspect_checkpoint(folder: str | Path, registry: Registry | None = None) -> 
     if "rope" in attention and isinstance(config.get("rope_interleave"), bool):  # the stored pair order, if said
         attention["rope"] = "interleaved" if config["rope_interleave"] else "neox"
         match = noted(match, f"attention.rope: {attention['rope']} (the config's rope_interleave)")
+    if (qk := qk_norm_reading(spec, registry, config, names, attention)) is not None:
+        match = noted(match, qk)
     if (own := own_embedding(data, flatten_draft_config(config), infos)) is not None:
         match = noted(match, own)
     if (fp8 := fp8_reading(spec, registry, config, infos, data.get("quant") or {})) is not None:
@@ -91,6 +93,25 @@ def inspect_checkpoint(folder: str | Path, registry: Registry | None = None) -> 
         data["draft"]["vocab"]["d2t"] = convention
         match = noted(match, note)
     return Inspection(folder, config, infos, match, data, unread)
+
+
+QK_NORM = re.compile(r"(^|\.)(q_norm|k_norm)\.weight$")
+
+
+def qk_norm_reading(spec, registry: Registry, config: Mapping[str, Any], names: list[str],
+                    attention: dict[str, Any]) -> str | None:
+    """Per-head q / k norms (``self_attn.q_norm.weight``, Qwen3 style) in the checkpoint: ``qk_norm: true`` set on
+    an attention whose params have it (the kind ``auto`` resolves to for this config), with a note; the spec the
+    family names would refuse them as unexpected tensors otherwise."""
+    from draftsmith.assembler.build import attention_name
+
+    if attention.get("qk_norm") or not any(QK_NORM.search(n) for n in names):
+        return None
+    kind = attention_name(spec, config)
+    if "qk_norm" not in registry.get("attention", kind).params.model_fields:
+        return None
+    attention["qk_norm"] = True
+    return "attention.qk_norm: true (the checkpoint holds per-head q_norm / k_norm weights)"
 
 
 def unread_keys(flat: Mapping[str, Any], known: set[str]) -> tuple[str, ...]:

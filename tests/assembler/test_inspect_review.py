@@ -258,3 +258,29 @@ def test_unread_eagle_config_keys_are_reported_and_the_read_ones_are_not(target,
     assert found.unread == ("eagle_config.parallel_draft_step", "eagle_config.use_input_layernorm_in_first_layer",
                             "eagle_config.use_last_layernorm", "eagle_config.use_mtp_layernorm")
 
+
+
+def test_per_head_q_and_k_norms_are_read_into_the_proposed_spec(tmp_path):
+    # a draft holding self_attn.q_norm / k_norm got a spec without qk_norm, which refused them as unexpected
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    import draftsmith
+    from draftsmith.convert.inspect import inspect_checkpoint
+    from draftsmith.specs.loader import parse_spec
+    from draftsmith.testing import write_eagle3, write_target
+
+    t = write_target(tmp_path / "t", hidden_size=64, intermediate_size=128, num_attention_heads=4,
+                     num_key_value_heads=2, num_hidden_layers=8, vocab_size=96, max_position_embeddings=128)
+    d = write_eagle3(tmp_path / "d", t)
+    plain = inspect_checkpoint(d)
+    assert "qk_norm" not in plain.spec["draft"]["attention"]
+    tensors = load_file(str(d / "model.safetensors"))
+    tensors["midlayer.self_attn.q_norm.weight"] = torch.rand(16) + 0.5
+    tensors["midlayer.self_attn.k_norm.weight"] = torch.rand(16) + 0.5
+    save_file(tensors, str(d / "model.safetensors"), metadata={"format": "pt"})
+    found = inspect_checkpoint(d)
+    assert found.spec["draft"]["attention"]["qk_norm"] is True
+    assert any("qk_norm: true" in note for note in found.match.assumptions)
+    model = draftsmith.assemble(parse_spec(found.spec), target=t, draft=d)
+    assert torch.equal(model.draft.layers[0].self_attn.q_norm.weight, tensors["midlayer.self_attn.q_norm.weight"])
