@@ -266,13 +266,14 @@ def test_a_narrow_drafts_line_does_not_name_the_bare_family(target, tmp_path):
 
 
 def test_a_line_never_names_a_spec_that_refuses_what_was_written(target, tmp_path):
-    """Detection does not read q_norm / k_norm: the spec it proposes refuses them, and the line says so."""
+    """q_norm / k_norm: the family spec alone refuses them; detection reads them (qk_norm: true), and the line
+    says to let it."""
     src = write_eagle1(tmp_path / "src", target)
     rewrite(src, lambda t: t | {f"layers.0.self_attn.{p}_norm.weight": torch.ones(HD) for p in "qk"})
     res = CliRunner().invoke(app, ["convert", str(src), "--to", "layers", str(tmp_path / "out")])
     assert res.exit_code == 0, res.output
     line = last_line(res)
-    assert "load it with spec" not in line and "does not load it as it is" in line and "q_norm" in line, line
+    assert "load it with spec" not in line and "omit --spec" in line and "qk_norm" in line, line
 
 
 def test_a_plain_drafts_line_still_names_its_family(target, tmp_path):
@@ -346,3 +347,14 @@ def test_a_plain_llama_draft_is_still_written_as_llama(target, tmp_path):
     cfg = convert(src, "speculators", tmp_path / "s")
     assert cfg["architectures"] == ["Eagle3Speculator"] and "model_type" not in cfg
     assert cfg["transformer_layer_config"]["model_type"] == "llama"
+
+
+def test_a_line_says_when_even_the_detected_spec_refuses_what_was_written(target, tmp_path):
+    """A tensor no spec reads (here a stray one, carried over as the source held it): the line names no spec that
+    would load the result, and says to start from inspect."""
+    src = write_eagle1(tmp_path / "src", target)
+    rewrite(src, lambda t: t | {"layers.0.self_attn.stray.weight": torch.ones(HD)})
+    res = CliRunner().invoke(app, ["convert", str(src), "--to", "layers", str(tmp_path / "out")])
+    assert res.exit_code == 0, res.output
+    line = last_line(res)
+    assert "load it with spec" not in line and "does not load it as it is" in line and "stray" in line, line
