@@ -67,15 +67,15 @@ def test_validate_lists_every_problem_of_every_file(tmp_path):
 
 
 def test_validate_checks_a_specs_checkpoints_when_both_folders_are_there(tmp_path, eagle3_pair):
-    assert "demo: checkpoints fit (target " in run("validate", "demo").stdout
+    assert "demo: ok (demo); checkpoints fit (target " in run("validate", "demo").stdout
     target, draft = eagle3_pair
     data = yaml.safe_load((BUILTIN_DIR / "eagle3-llama.yaml").read_text())
     data["checkpoints"] = {"target": str(target), "draft": str(draft)}
     data["draft"]["fusion"]["aux_layers"] = {"ids": [1, 4, 9]}   # the target has 8 layers
     (tmp_path / "taps.yaml").write_text(yaml.safe_dump(data))
     res = run("validate", tmp_path / "taps.yaml")
-    assert res.exit_code == 1 and f"{tmp_path / 'taps.yaml'}: ok" in res.stdout, res.output
-    assert "its checkpoints do not fit:" in res.stderr and "tap layers [9]" in res.stderr
+    assert res.exit_code == 1 and f"{tmp_path / 'taps.yaml'}: ok" not in res.stdout, res.output   # no "ok", then
+    assert "is valid, but its checkpoints do not fit:" in res.stderr and "tap layers [9]" in res.stderr   # a failure
 
 
 def test_validate_checks_the_checkpoints_whatever_backend_this_machine_has(tmp_path):

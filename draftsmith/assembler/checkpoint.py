@@ -200,6 +200,7 @@ def _torch_load(file: Path) -> Mapping[str, Tensor]:
         obj = torch.load(file, weights_only=True, mmap=True, map_location="cpu")
     except pickle.UnpicklingError as exc:   # torch's text advises weights_only=False: draftsmith never does that
         found = next((line for line in str(exc).splitlines() if "GLOBAL" in line), "")
+        found = found.split(" was not an allowed global")[0].strip()   # torch's allowlisting advice cut off
         raise CheckpointError(file, "holds pickled Python objects other than tensors, which draftsmith never "
                                     f"loads{': ' + short_text(found, 200) if found else ''}; save the tensors alone, "
                                     "or as safetensors") from None

@@ -35,7 +35,6 @@ def validate(files: List[str] = typer.Argument(..., help="spec YAML files, or sp
             typer.echo(f"{f}:", err=True)
             report(e)
             continue
-        typer.echo(f"{f}: ok ({spec.name})")
         folders = {}
         for which in ("target", "draft"):
             ref = checkpoint_ref(spec, which)  # as assemble() resolves it: against the spec's own file
@@ -53,6 +52,8 @@ def validate(files: List[str] = typer.Argument(..., help="spec YAML files, or sp
                            "when the spec is assembled without an explicit folder)", err=True)   # quoted: user text
         if len(folders) == 2:   # both there: the checks assemble() makes before it reads a tensor
             bad += not _checkpoints_fit(f, spec, folders)
+        else:
+            typer.echo(f"{f}: ok ({spec.name})")
     raise typer.Exit(1 if bad else 0)
 
 
@@ -64,12 +65,12 @@ def _checkpoints_fit(f: Path, spec, folders: dict) -> bool:
     try:
         plan_assembly(spec, folders["target"], folders["draft"], backend=eager)   # the machine's backends aside
     except Exception as e:   # a DraftsmithError prints as a message, anything else as an internal error
-        typer.echo(f"{f}: its checkpoints do not fit:", err=True)
+        typer.echo(f"{f}: the spec ({spec.name}) is valid, but its checkpoints do not fit:", err=True)
         report(e)
         return False
     shown = {k: os.path.normpath(v) for k, v in folders.items()}
-    typer.echo(f"{f}: checkpoints fit (target {shown['target']}, draft {shown['draft']}; only the small tensors "
-               "its checks need were read)")
+    typer.echo(f"{f}: ok ({spec.name}); checkpoints fit (target {shown['target']}, draft {shown['draft']}; only "
+               "the small tensors its checks need were read)")
     return True
 
 
