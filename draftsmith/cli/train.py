@@ -18,7 +18,7 @@ def train(
     target: Optional[str] = typer.Option(None, help="Hugging Face target folder, or 'smollm2' (also "
                                                     "'cache:smollm2') for the cached SmolLM2-135M-Instruct "
                                                     "(fetched once); default: the spec's checkpoints.target"),
-    data: Optional[List[Path]] = typer.Option(None, help="text / JSONL files or folders (repeatable)"),
+    data: Optional[List[Path]] = typer.Option(None, help="text / JSONL / JSON files or folders (repeatable)"),
     held_out: Optional[List[Path]] = typer.Option(None, "--eval", help="held-out files or folders (repeatable)"),
     stdlib: bool = typer.Option(False, help="add this Python's standard library minus its test folders to the "
                                             "training data (with --data: both) and its test folders to the "
