@@ -194,6 +194,10 @@ def test_preflight_refuses_a_trainer_state_that_is_no_torch_archive(job, tmp_pat
     ({"text": ["a"]}, "text is ['a']: expected a string or null"),
     ({"prompt": 5, "completion": "c"}, "prompt is 5: expected a string or null"),
     ({"messages": "hi"}, "messages is 'hi': expected a list of messages"),
+    ({"conversations": "hi"}, "conversations is 'hi': expected a list of turns"),   # ShareGPT
+    ({"conversations": [{"value": "a"}, "b"]}, "conversations[1] is 'b': expected a turn object like "
+                                               '{"from": "human", "value": "..."}'),
+    ({"conversations": [{"from": "human", "value": 5}]}, "conversations[0].value is 5: expected a string, null or"),
 ])
 def test_a_text_field_of_another_type_is_refused_by_file_and_line(tmp_path, record, says):
     f = tmp_path / "d.jsonl"
