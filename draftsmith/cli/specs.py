@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from draftsmith.cli.app import app, out
+from draftsmith.hooks.records import ConfigFirst
 
 
 @app.command()
@@ -108,9 +109,13 @@ def list_cmd(params: bool = typer.Option(False, "--params", help="also each comp
 
 
 def param_summary(model) -> str:
-    """'name (default)' for each field of a params model; a required field shows no default."""
+    """'name (default)' for each field of a params model; a required field shows no default, and a field that
+    reads the checkpoint config when left out (:class:`~draftsmith.hooks.records.ConfigFirst`) says so."""
     def one(name, f):
-        return name if f.is_required() else f"{name} ({f.get_default(call_default_factory=True)!r})"
+        if f.is_required():
+            return name
+        first = "draft config, else " if any(isinstance(m, ConfigFirst) for m in f.metadata) else ""
+        return f"{name} ({first}{f.get_default(call_default_factory=True)!r})"
     return ", ".join(one(n, f) for n, f in model.model_fields.items()) or "-"
 
 

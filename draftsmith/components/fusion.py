@@ -24,6 +24,7 @@ from draftsmith.components.eagle3_config import repeated, resolve_eagle3
 from draftsmith.components.layers import embed_concat, own_input
 from draftsmith.components.norms import RMSNorm
 from draftsmith.errors import Problem, SpecError, short
+from draftsmith.hooks.records import ConfigFirst
 
 log = logging.getLogger("draftsmith")
 
@@ -36,8 +37,9 @@ def _auto(value: Any) -> Any:
 _auto.accepts = "'auto'"   # the spelling this validator adds to the field's type (what a spec error lists)
 
 
-# A value the spec states, or `auto` (kept as None): read the draft config's key, else the default, said once.
-Auto = (BeforeValidator(_auto), PlainSerializer(lambda v: "auto" if v is None else v))
+# A value the spec states, or `auto` (kept as None) or left out: read the draft config's key, else the default,
+# said once.
+Auto = (BeforeValidator(_auto), PlainSerializer(lambda v: "auto" if v is None else v), ConfigFirst())
 Flag = Annotated[(bool | None, *Auto)]
 # Where the final norm's output goes. head: before the head only, the pre-norm state is fed back (EAGLE-3
 # reference; SpecForge norm_output=true; speculators norm_output=false). feed_back: before the head AND fed back

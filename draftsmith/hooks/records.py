@@ -8,6 +8,16 @@ from typing import Any, Callable
 from pydantic import BaseModel, ConfigDict
 
 
+class ConfigFirst:
+    """Metadata of a params field that a spec may leave out to read the checkpoint config's key instead, the
+    field's default applying only where the config has none (``Annotated[bool | None, ConfigFirst()]``).
+    ``draftsmith list --params`` shows such a default as "draft config, else False"; the component's resolver
+    (which sees ``model_fields_set``) does the reading."""
+
+    def __repr__(self) -> str:
+        return "ConfigFirst()"
+
+
 class NoParams(BaseModel):
     """Params model of a component that takes none: any key is an error."""
 
