@@ -12,21 +12,16 @@ acceptance low, a second round tries one more change on top of it.
 """
 from __future__ import annotations
 
-import copy
 import contextlib
 import time
-import types
-import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
-
 from draftsmith.errors import ArgumentError
-from draftsmith.specs.resolve import SECTIONS, dig, reserved
-from draftsmith.specs.schema import Ref, Spec
+from draftsmith.specs.edits import changed_spec, current_value, field_info, spec_data, yaml_value
+from draftsmith.specs.schema import Spec
 
 PROBES = (
     "def binary_search(items, target):\n    lo, hi = 0, len(items) - 1\n    while lo <= hi:\n",
@@ -51,8 +46,6 @@ AMBIGUITIES: tuple[Ambiguity, ...] = (
     Ambiguity("draft.fusion.norm_output", "config norm_output means head-only in some engines, fed back in others"),
     Ambiguity("draft.vocab.d2t", "d2t holds offsets (target = draft + d2t) or absolute target ids"),
 )
-# which registry kind a component reference at a spec path names (its params model holds the field)
-REF_KINDS = {s.path: s.kind for s in SECTIONS if s.key == "kind"}   # draft.layer -> layer, ...
 
 
 @dataclass
@@ -92,118 +85,6 @@ class Diagnosis:
     min_tau: float = 2.0
     seconds: float = 0.0
     not_applicable: list[str] = field(default_factory=list)     # ambiguities the spec's components do not have
-
-
-# --- values of a field, from the models that check it ------------------------------------------------------------
-def _flat(ann: Any) -> list[Any]:
-    # Union / Optional / Annotated -> their members
-    origin = typing.get_origin(ann)
-    if origin is typing.Annotated:
-        return _flat(typing.get_args(ann)[0])
-    if origin is typing.Union or isinstance(ann, types.UnionType):
-        return [m for a in typing.get_args(ann) for m in _flat(a)]
-    return [ann]
-
-
-def _leaf_values(ann: Any) -> list[Any]:
-    values: list[Any] = []
-    for member in _flat(ann):
-        if member is bool:
-            values += [False, True]
-        elif typing.get_origin(member) is typing.Literal:
-            values += [v for v in typing.get_args(member) if v != "auto"]
-    return list(dict.fromkeys(values))
-
-
-@dataclass(frozen=True)
-class Field:
-    values: tuple[Any, ...]         # the readings to try (``auto`` excluded)
-    default: Any                    # the reading used when the spec does not state it; None: read from the config
-    declared: Any = None            # the model's declared default (breaks ties between equally good readings)
-
-
-def field_info(data: Mapping[str, Any], path: str, registry, auto_attention: str | None = None) -> Field | None:
-    """What a dotted spec path can hold for this spec (``data``: the spec as plain data), from the pydantic model
-    that checks it (the spec schema, or the params model of the component the spec names); None when the spec's
-    components have no such field. ``auto_attention``: the kind ``attention: {kind: auto}`` is for the draft at
-    hand (:func:`draftsmith.assembler.build.attention_name`; None: gqa, the reading without a draft)."""
-    model: Any = Spec
-    parts = path.split(".")
-    for i, name in enumerate(parts):
-        if isinstance(model, type) and issubclass(model, Ref):      # {kind: NAME, ...params}: NAME's params model
-            here = ".".join(parts[:i])
-            kind, ref = REF_KINDS.get(here), dig(data, here)
-            comp_name = ref.get("kind") if isinstance(ref, Mapping) else None
-            if kind is None or not isinstance(comp_name, str):
-                return None
-            if choice_of := reserved(kind).get(comp_name):   # the kind this draft gets (gqa without a draft)
-                comp_name = auto_attention or choice_of.choices[0]
-            comp = registry.components.get((kind, comp_name))
-            if comp is None:
-                return None
-            model = comp.record.params
-        info = model.model_fields.get(name) if isinstance(model, type) and issubclass(model, BaseModel) else None
-        if info is None:
-            return None
-        if i == len(parts) - 1:
-            values = _leaf_values(info.annotation)
-            members = _flat(info.annotation)
-            # a field that may say auto (or None) is read from the draft config when unstated: no known default
-            auto = type(None) in members or any(typing.get_origin(m) is typing.Literal and "auto" in
-                                                typing.get_args(m) for m in members)
-            declared = None if info.is_required() else info.default
-            return Field(tuple(values), None if auto else declared, declared) if values else None
-        model = next((m for m in _flat(info.annotation) if isinstance(m, type) and issubclass(m, BaseModel)), None)
-    return None
-
-
-def current_value(data: Mapping[str, Any], path: str, info: Field) -> Any:
-    """The reading the spec uses now: the stated value, else the field's default (None: unknown)."""
-    value = dig(data, path)
-    return value if value is not None else info.default
-
-
-def with_change(data: Mapping[str, Any], path: str, value: Any) -> dict:
-    """A deep copy of ``data`` with ``path`` set; a non-mapping on the way (``aux_layers: auto``) becomes {}."""
-    out = copy.deepcopy(dict(data))
-    node = out
-    *parents, leaf = path.split(".")
-    for part in parents:
-        if not isinstance(node.get(part), Mapping):
-            node[part] = {}
-        node[part] = dict(node[part])
-        node = node[part]
-    node[leaf] = value
-    return out
-
-
-def spec_data(spec: Spec) -> dict:
-    return spec.model_dump(mode="json", exclude_unset=True)
-
-
-def changed_spec(spec: Spec, changes: Sequence[tuple[str, Any]], registry) -> Spec:
-    """The spec with ``changes`` applied, validated as a YAML file would be; relative paths keep their base."""
-    from draftsmith.specs.loader import parse_spec
-
-    data = spec_data(spec)
-    for path, value in changes:
-        data = with_change(data, path, value)
-    out = parse_spec(data, source=spec.source, registry=registry)
-    out._source = spec._source
-    return out
-
-
-def yaml_value(v: Any) -> str:
-    return str(v).lower() if isinstance(v, bool) else str(v)
-
-
-def yaml_snippet(changes: Sequence[tuple[str, Any]]) -> str:
-    import yaml
-
-    data: dict = {}
-    for path, value in changes:
-        data = with_change(data, path, value)
-    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False).rstrip()
 
 
 # --- measuring ----------------------------------------------------------------------------------------------------

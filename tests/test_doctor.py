@@ -11,8 +11,9 @@ from typer.testing import CliRunner
 import draftsmith
 from draftsmith import default_registry
 from draftsmith.cli import app
-from draftsmith.doctor import (AMBIGUITIES, PROBES, changed_spec, diagnose, dig, field_info, spec_data, with_change,
-                               yaml_snippet)
+from draftsmith.doctor import AMBIGUITIES, PROBES, diagnose
+from draftsmith.specs.edits import changed_spec, field_info, spec_data, with_change, yaml_snippet
+from draftsmith.specs.resolve import dig
 
 DEMO = Path(draftsmith.__file__).parent / "demo_data"
 # the demo pair as the recorded behaviour knows it (the builtin demo spec may move to another pair)

@@ -43,7 +43,8 @@ def test_attention_auto_is_read_as_the_kind_the_draft_gets(tmp_path, monkeypatch
     # a code review: doctor read an MLA draft's attention.rope with gqa's params (default neox), so it took neox for
     # the current reading and never tried it, while the MLA layer read interleaved from the config
     import draftsmith.doctor as doctor
-    from draftsmith.doctor import Ambiguity, field_info, spec_data
+    from draftsmith.doctor import Ambiguity
+    from draftsmith.specs.edits import field_info, spec_data
     from draftsmith.registry import default_registry
     from draftsmith.specs.loader import load_spec
     from draftsmith.testing import write_target

@@ -18,7 +18,8 @@ import torch
 import yaml
 
 from draftsmith import hub
-from draftsmith.doctor import PROBES, diagnose, with_change
+from draftsmith.doctor import PROBES, diagnose
+from draftsmith.specs.edits import with_change
 from draftsmith.specs.catalog import BUILTIN_DIR
 
 DRAFT = Path(__file__).parents[1] / "draftsmith" / "demo_data" / "smollm2-draft"

@@ -36,7 +36,8 @@ def doctor(
     import torch
 
     from draftsmith import hub
-    from draftsmith.doctor import PROBES, diagnose, yaml_snippet
+    from draftsmith.doctor import PROBES, diagnose
+    from draftsmith.specs.edits import yaml_snippet
     from draftsmith.errors import DraftsmithError
 
     probe = _checked(threads, device, dtype, max_new_tokens, probe, min_tau, token_ids)
