@@ -18,6 +18,7 @@ from torch import Tensor, nn
 
 from draftsmith.assembler.checkpoint import FLOAT4, TensorInfo
 from draftsmith.assembler.names import Suggester, group_names, natural, one_pattern, quote
+from draftsmith.components.quant import loadable_shapes
 from draftsmith.components.weights import RuleSet
 from draftsmith.errors import SHOWN, DraftsmithError, short_text
 
@@ -26,10 +27,13 @@ __all__ = ["CheckpointMismatch", "Expected", "LoadPlan", "dtype_kind", "expected
 
 @dataclass(frozen=True)
 class Expected:
-    """What the model wants for one canonical name (from a meta-device state_dict)."""
+    """What the model wants for one canonical name (from a meta-device state_dict). ``also``: other shapes a
+    checkpoint may store it in, holding the same values (an FP8 per-tensor scale 0-d as well as [1]); the module
+    reshapes them as it is filled."""
 
     shape: tuple[int, ...]
     dtype: torch.dtype
+    also: tuple[tuple[int, ...], ...] = ()
 
 
 def expected_of(source: nn.Module | Mapping[str, Tensor]) -> dict[str, Expected]:
@@ -38,14 +42,16 @@ def expected_of(source: nn.Module | Mapping[str, Tensor]) -> dict[str, Expected]
     A tensor tied under several names (the same object, e.g. a tied lm_head) is expected once, under its first
     name. A module is read with ``state_dict(keep_vars=True)`` so ties are seen; a plain ``state_dict()`` holds
     detached copies, whose ties (on the meta device) cannot be told apart, so pass the module when it has any.
+    Only a module says which other shapes it loads (:func:`draftsmith.components.quant.loadable_shapes`).
     """
     state = source.state_dict(keep_vars=True) if isinstance(source, nn.Module) else source
+    also = loadable_shapes(source) if isinstance(source, nn.Module) else {}
     seen: set[int] = set()
     out: dict[str, Expected] = {}
     for name, t in state.items():
         if id(t) not in seen:
             seen.add(id(t))
-            out[name] = Expected(tuple(t.shape), t.dtype)
+            out[name] = Expected(tuple(t.shape), t.dtype, tuple(also.get(name, ())))
     return out
 
 
@@ -176,14 +182,15 @@ def plan_load(infos: Mapping[str, TensorInfo], rules: RuleSet, expected: Mapping
     dtype_buckets: dict[tuple, list[str]] = {}
     for canon in both:
         info, exp, index = infos[origin[canon][0]], expected[canon], origin[canon][1]
-        if info.shape != exp.shape:
-            shape_buckets.setdefault((info.shape, exp.shape, index), []).append(canon)
+        if info.shape != exp.shape and info.shape not in exp.also:
+            shape_buckets.setdefault((info.shape, (exp.shape, *exp.also), index), []).append(canon)
         if wrong_dtype(info.dtype, exp.dtype):
             dtype_buckets.setdefault((info.dtype, exp.dtype, index), []).append(canon)
     for (got, want, _), canons in shape_buckets.items():
+        wanted = " or ".join(map(_shape, want))   # the model's own shape, then any other it loads as well
         for pattern, members in group_names(canons):
             problems.append(f"wrong shape: {quote(pattern)} is {_shape(got)} in the checkpoint, the model expects "
-                            f"{_shape(want)}{via(members)}")
+                            f"{wanted}{via(members)}")
     for (got, want, _), canons in dtype_buckets.items():
         for pattern, members in group_names(canons):
             problems.append(f"wrong dtype: {quote(pattern)} {wrong_dtype(got, want)}{via(members)}")

@@ -3,7 +3,9 @@
 A quantized linear keeps its canonical name and class; its ``weight`` holds float8_e4m3fn values and a float32
 scale sits beside it:
 
-- ``scheme: tensor``: ``weight_scale`` [1] (compressed-tensors per-tensor);
+- ``scheme: tensor``: ``weight_scale`` [1] (compressed-tensors per-tensor); a checkpoint may store it 0-d (shape
+  ``()``, as several quantizers write it): the same one value, loaded as [1] (:data:`TENSOR_SCALE_SHAPES`,
+  :func:`loadable_shapes`);
 - ``scheme: channel``: ``weight_scale`` [out, 1] (compressed-tensors per-channel);
 - ``scheme: block``: ``weight_scale_inv`` [ceil(out/b0), ceil(in/b1)] (DeepSeek-V3 / transformers
   FineGrainedFP8, b = 128 x 128). Despite the name it multiplies: w = w_fp8 * scale_inv, per block.
@@ -34,6 +36,7 @@ from draftsmith.errors import Problem, SpecError, short, short_list
 
 FP8 = torch.float8_e4m3fn
 FP8_MAX = torch.finfo(FP8).max
+TENSOR_SCALE_SHAPES = ((1,), ())   # a per-tensor scale as held ([1]) and as it may also be stored (0-d)
 
 
 BlockSide = Annotated[int, Field(ge=1, le=limits.WIDTH)]   # a side longer than the weight is one scale
@@ -119,6 +122,20 @@ class FP8Weight:
         """Local names whose checkpoint dtype loading keeps (never cast to the model dtype)."""
         return {"weight": FP8, scale_name(self.scheme): torch.float32}
 
+    def loadable_shapes(self) -> dict[str, tuple[tuple[int, ...], ...]]:
+        """Local names a checkpoint may also store in another shape holding the same values (reshaped at load):
+        a per-tensor scale 0-d as well as [1]."""
+        return {scale_name(self.scheme): TENSOR_SCALE_SHAPES[1:]} if self.scheme == "tensor" else {}
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        # a scale stored in a shape loadable_shapes() allows takes the buffer's own shape (same values), before
+        # torch's size check; any other shape is left to that check (the load plan has refused it already)
+        for local, shapes in self.loadable_shapes().items():
+            held, given = self._buffers[local], state_dict.get(prefix + local)
+            if given is not None and tuple(given.shape) in shapes and given.numel() == held.numel():
+                state_dict[prefix + local] = given.reshape(held.shape)
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.native and x.is_cuda and hasattr(torch, "_scaled_mm"):
             return scaled_mm(x, self._parameters["weight"], self._buffers[scale_name(self.scheme)], self.bias)
@@ -188,6 +205,16 @@ def stored_dtypes(module: nn.Module) -> dict[str, torch.dtype]:
     for name, sub in module.named_modules():
         if isinstance(sub, FP8Weight):
             out |= {f"{name}.{k}" if name else k: v for k, v in sub.stored_dtypes().items()}
+    return out
+
+
+def loadable_shapes(module: nn.Module) -> dict[str, tuple[tuple[int, ...], ...]]:
+    """Canonical names whose checkpoint tensor may have another shape than the module's (the same values): a load
+    plan accepts these shapes too, and the FP8 linear reshapes them when it is filled."""
+    out = {}
+    for name, sub in module.named_modules():
+        if isinstance(sub, FP8Weight):
+            out |= {f"{name}.{k}" if name else k: v for k, v in sub.loadable_shapes().items()}
     return out
 
 

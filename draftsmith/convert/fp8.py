@@ -113,12 +113,13 @@ def module_patterns(scaled: list[str], linears: set[str]) -> list[str]:
 
 
 def scalar_notes(scales: list[str], canonical: Mapping[str, TensorInfo]) -> list[str]:
-    """A note when per-tensor scales are stored 0-d: draftsmith's fp8 loader expects shape [1]."""
+    """A note when per-tensor scales are stored 0-d (as several quantizers write them): draftsmith's fp8
+    method holds a per-tensor scale as [1] and loads a 0-d one as that same value."""
     scalars = [s for s in scales if canonical[s].shape == ()]
     if not scalars:
         return []
     return [f"quant: {len(scalars)} weight_scale tensor(s) are stored 0-d (e.g. {scalars[0]}); draftsmith's fp8 "
-            "method loads a per-tensor scale as shape [1] and refuses these: store them as [1]"]
+            "method loads each as the per-tensor scale [1] holding the same value"]
 
 
 def scale_rule(module: str, rules) -> dict[str, Any] | None:
