@@ -235,9 +235,9 @@ def test_mistral_scales_on_every_linear_load_through_rules_the_proposal_adds(tar
         torch.testing.assert_close(a, b, atol=1e-10, rtol=0)
 
 
-def test_a_0d_weight_scale_is_said_not_to_load(target, tmp_path):
-    """AutoFP8 stores a per-tensor scale 0-d; the fp8 method loads it as [1] (a loader change, not inspect's): the
-    proposal says so instead of proposing scheme: tensor silently."""
+def test_a_0d_weight_scale_is_noted_as_the_per_tensor_scale_it_equals(target, tmp_path):
+    """AutoFP8 stores a per-tensor scale 0-d; the fp8 method loads it as the [1] it equals
+    (tests/components/test_fp8_scalar_scale.py): the proposal says how it reads them."""
     draft = write_eagle1(tmp_path / "d", target, bias=False)
     quantize_folder(draft, r"^layers\.", scheme="tensor")
     tensors = load_file(str(draft / "model.safetensors"))
