@@ -1,10 +1,10 @@
 """A draft's starting point and its export, both in the spec's own checkpoint layout.
 
-The starting folder is written by the upstream-layout writers of :mod:`draftsmith.testing` (EAGLE-3 or EAGLE-1 by
-the spec's fusion kind), then loaded through :func:`draftsmith.assemble`, so training runs the very modules that
-inference builds. Export maps the canonical names back through the spec's weight rules (``layers.0.*`` ->
-``midlayer.*`` for a 1-layer eagle3-llama draft; ``layers.N.*`` kept for a deeper one) and writes config.json with
-the draft vocabulary and the taps.
+The starting folder is written by the upstream-layout writers of :mod:`draftsmith.testing` (the row of
+:data:`MAKERS` for the spec's fusion kind: EAGLE-3 or EAGLE-1), then loaded through :func:`draftsmith.assemble`,
+so training runs the very modules that inference builds. Export maps the canonical names back through the spec's
+weight rules (``layers.0.*`` -> ``midlayer.*`` for a 1-layer eagle3-llama draft; ``layers.N.*`` kept for a deeper
+one) and writes config.json with the draft vocabulary and the taps.
 """
 from __future__ import annotations
 
@@ -21,12 +21,7 @@ from draftsmith.assembler.vocab import make_vocab_map
 from draftsmith.registry import default_registry
 from draftsmith.specs.resolve import fusion_params
 from draftsmith.testing import write_eagle1, write_eagle3
-
-
-MAKES = ("EAGLE-3 (llama layers with input norms in every layer, gqa attention, swiglu, rms norms, a final norm, "
-         "the draft's own lm_head, the target's embedding, no quantization; any layer count, aux ids, fc_norm or "
-         "norm_before_fc) and EAGLE-1 (one llama layer without an input norm, no final norm, the target's "
-         "embedding and head, no quantization)")   # what init_draft writes; preflight names it
+from draftsmith.train.makers import Maker, Need, refusals
 
 
 def for_training(spec):
@@ -38,34 +33,9 @@ def for_training(spec):
 
 def unsupported(spec) -> list[str]:
     """What of ``spec`` a fresh draft (:func:`init_draft`) cannot have, one phrase each; [] when it can be made.
-    The writers of :mod:`draftsmith.testing` make the two layouts of :data:`MAKES`; anything else (MLA attention,
-    an MTP fusion, quantized weights) would be refused by the load, or fail deeper, after the run has started."""
-    d, found = spec.draft, []
-    kind = d.fusion.kind
-    if kind not in ("eagle3", "eagle1"):
-        return [f"fusion kind {kind!r}"]
-    for what, ref, want in (("layer", d.layer, "llama"), ("mlp", d.mlp, "swiglu"), ("norm", d.norm, "rms")):
-        if ref.kind != want:
-            found.append(f"{what} kind {ref.kind!r}")
-    if d.attention.kind not in ("gqa", "auto"):
-        found.append(f"attention kind {d.attention.kind!r}")
-    if spec.quant.method != "none":
-        found.append(f"quant method {spec.quant.method!r}")
-    if d.share.embed != "target":
-        found.append(f"share.embed {d.share.embed!r}")
-    if kind == "eagle3":
-        if d.norms.input != "all" or not d.norms.final:
-            found.append(f"norms {{input: {d.norms.input}, final: {str(d.norms.final).lower()}}} with EAGLE-3")
-        if d.share.lm_head != "draft":
-            found.append("share.lm_head 'target' with EAGLE-3")
-    else:
-        if d.num_layers not in ("auto", 1):
-            found.append(f"num_layers {d.num_layers} with EAGLE-1")
-        if d.norms.input == "all" or d.norms.final:
-            found.append(f"norms {{input: {d.norms.input}, final: {str(d.norms.final).lower()}}} with EAGLE-1")
-        if d.share.lm_head != "target":
-            found.append("share.lm_head 'draft' with EAGLE-1")
-    return found
+    The rows of :data:`MAKERS` make the layouts of :data:`MAKES`; anything else (MLA attention, an MTP fusion,
+    quantized weights) would be refused by the load, or fail deeper, after the run has started."""
+    return refusals(spec, MAKERS, COMMON)
 
 
 def fresh_taps(spec, target_layers: int) -> tuple[int, ...]:
@@ -103,21 +73,10 @@ def init_draft(spec, target_dir: Path, folder: Path, kept: torch.Tensor | None, 
     spec = for_training(spec)
     tc = json.loads((Path(target_dir) / "config.json").read_text())
     V = tc["vocab_size"]
-    folder = Path(folder)
-    params = fusion_params(spec)
-    if spec.draft.fusion.kind == "eagle1":
-        write_eagle1(folder, target_dir, seed=seed, bias=params.bias is True)
-    else:
-        taps = fresh_taps(spec, tc["num_hidden_layers"])
-        write_eagle3(folder, target_dir, seed=seed, draft_vocab=None if kept is None else len(kept), layout="layers",
-                     layers=1 if spec.draft.num_layers == "auto" else spec.draft.num_layers,
-                     aux_ids=stated_ids(taps, spec), fc_norm=params.fc_norm is True,
-                     norm_before_fc=params.norm_before_fc is True)
-        tensors = _canonical_norms(load_file(str(folder / "model.safetensors")))
-        if kept is not None and len(kept) < V:
-            tensors["d2t"], tensors["t2d"] = make_vocab_map(kept, V)
-            tensors["d2t"] = stated_d2t(tensors["d2t"], spec)
-        save_safetensors(tensors, folder)
+    if (maker := MAKERS.get(spec.draft.fusion.kind)) is None:   # preflight refuses it first (fresh_problems)
+        raise ValueError(f"{spec.name}: train cannot make a fresh draft with {unsupported(spec)[0]}; it makes "
+                         f"{MAKES}")
+    maker.write(spec, target_dir, Path(folder), kept, tc, seed)
     model = draftsmith.assemble(spec, target=target_dir, draft=folder)
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
@@ -134,6 +93,47 @@ def init_draft(spec, target_dir: Path, folder: Path, kept: torch.Tensor | None, 
             if isinstance(model.draft.norm, torch.nn.Module) and hasattr(model.draft.norm, "weight"):
                 model.draft.norm.weight.copy_(model.target.model.norm.weight)
     return model
+
+
+def _write_eagle3(spec, target_dir, folder: Path, kept, tc: dict, seed: int) -> None:
+    params, V = fusion_params(spec), tc["vocab_size"]
+    taps = fresh_taps(spec, tc["num_hidden_layers"])
+    write_eagle3(folder, target_dir, seed=seed, draft_vocab=None if kept is None else len(kept), layout="layers",
+                 layers=1 if spec.draft.num_layers == "auto" else spec.draft.num_layers,
+                 aux_ids=stated_ids(taps, spec), fc_norm=params.fc_norm is True,
+                 norm_before_fc=params.norm_before_fc is True)
+    tensors = _canonical_norms(load_file(str(folder / "model.safetensors")))
+    if kept is not None and len(kept) < V:
+        tensors["d2t"], tensors["t2d"] = make_vocab_map(kept, V)
+        tensors["d2t"] = stated_d2t(tensors["d2t"], spec)
+    save_safetensors(tensors, folder)
+
+
+def _write_eagle1(spec, target_dir, folder: Path, kept, tc: dict, seed: int) -> None:
+    write_eagle1(folder, target_dir, seed=seed, bias=fusion_params(spec).bias is True)   # the target's vocabulary
+
+
+COMMON = (Need("layer kind", {"draft.layer.kind": ("llama",)}),   # what every row's writer makes
+          Need("mlp kind", {"draft.mlp.kind": ("swiglu",)}),
+          Need("norm kind", {"draft.norm.kind": ("rms",)}),
+          Need("attention kind", {"draft.attention.kind": ("gqa", "auto")}),
+          Need("quant method", {"quant.method": ("none",)}),
+          Need("share.embed", {"draft.share.embed": ("target",)}))
+
+MAKERS = {   # fusion kind -> the fresh draft init_draft writes for it
+    "eagle3": Maker("EAGLE-3", "llama layers with input norms in every layer, gqa attention, swiglu, rms norms, a "
+                    "final norm, the draft's own lm_head, the target's embedding, no quantization; any layer count, "
+                    "aux ids, fc_norm or norm_before_fc", _write_eagle3,
+                    needs=(Need("norms", {"draft.norms.input": ("all",), "draft.norms.final": (True,)}),
+                           Need("share.lm_head", {"draft.share.lm_head": ("draft",)})),
+                    reduced_vocab=True),
+    "eagle1": Maker("EAGLE-1", "one llama layer without an input norm, no final norm, the target's embedding and "
+                    "head, no quantization", _write_eagle1,
+                    needs=(Need("num_layers", {"draft.num_layers": ("auto", 1)}),
+                           Need("norms", {"draft.norms.input": ("not_first", "none"), "draft.norms.final": (False,)}),
+                           Need("share.lm_head", {"draft.share.lm_head": ("target",)}))),
+}
+MAKES = " and ".join(m.said for m in MAKERS.values())   # what init_draft writes; preflight names it
 
 
 def start_from_target(model) -> list[str]:
@@ -174,7 +174,7 @@ def start_from_target(model) -> list[str]:
 def tap_convention(spec) -> str:
     """'output' when the spec reads a config's tap ids as layer outputs (``aux_layers: {at: output}``, SGLang),
     else 'input' (HF hidden_states[id], vLLM; EAGLE-1 has no taps)."""
-    aux = fusion_params(spec).aux_layers if spec.draft.fusion.kind == "eagle3" else "auto"
+    aux = getattr(fusion_params(spec), "aux_layers", "auto")   # a fusion without taps has none
     return "output" if aux != "auto" and aux.at == "output" else "input"
 
 

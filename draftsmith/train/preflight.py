@@ -20,7 +20,7 @@ from draftsmith.specs.loader import load_spec
 from draftsmith.specs.resolve import fusion_params
 from draftsmith.train import data as D
 from draftsmith.train.checks import TrainError
-from draftsmith.train.draft_io import MAKES, fresh_taps, unsupported
+from draftsmith.train.draft_io import MAKERS, MAKES, fresh_taps, unsupported
 from draftsmith.train.features import (META, SHARDS, made_for, read_meta, shard_problem, source_problem,
                                        target_fingerprint)
 from draftsmith.train.loop import FRESH, STATE
@@ -234,9 +234,9 @@ def vocab_problems(job, spec) -> list[tuple[str, str]]:
     """A fresh draft's vocabulary (--draft-vocab) against the spec's ``draft.vocab.reduced``: a spec that says
     false loads no d2t / t2d, one that says true needs them, so a draft of the other kind would be written, then
     refused by its own spec's load after the data was read. ``auto`` takes either; --from-draft and a resumed
-    run bring their own vocabulary."""
-    reduced = spec.draft.vocab.reduced
-    if not fresh(job) or reduced == "auto" or spec.draft.fusion.kind != "eagle3":
+    run bring their own vocabulary, and a maker that writes no reduced one (EAGLE-1) takes none."""
+    reduced, maker = spec.draft.vocab.reduced, MAKERS.get(spec.draft.fusion.kind)
+    if not fresh(job) or reduced == "auto" or maker is None or not maker.reduced_vocab:
         return []
     vocab, asked = target_size(job, "vocab_size"), job.draft_vocab or 0
     if reduced is False and asked and vocab is not None and asked < vocab:
@@ -254,13 +254,14 @@ def vocab_problems(job, spec) -> list[tuple[str, str]]:
 def planned_taps(job, spec) -> list[int] | None:
     """The taps the run's draft will read, worked out from configs alone so that features of other taps are
     refused before anything slow: the spec's, the target's layer count and the draft's config (the run's in
-    --out when resuming, --from-draft's; a fresh draft states the spec's). [] for EAGLE-1; None when it cannot
-    be told here (a cached target not fetched yet, another fusion, a config the draft's load will refuse): the
-    features are compared again with the built draft's taps before training. A fresh draft's aux ids that do not
-    fit the target raise a SpecError."""
-    kind = spec.draft.fusion.kind
-    if kind != "eagle3":
-        return [] if kind == "eagle1" else None
+    --out when resuming, --from-draft's; a fresh draft states the spec's). [] for a fusion without aux_layers
+    (EAGLE-1); None when it cannot be told here (a cached target not fetched yet, a fusion no row of
+    draft_io.MAKERS makes, a config the draft's load will refuse): the features are compared again with the built
+    draft's taps before training. A fresh draft's aux ids that do not fit the target raise a SpecError."""
+    if spec.draft.fusion.kind not in MAKERS:
+        return None
+    if not hasattr(fusion_params(spec), "aux_layers"):
+        return []
     if (layers := target_size(job, "num_hidden_layers")) is None:
         return None
     if fresh(job):
