@@ -17,30 +17,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
 import yaml
 from safetensors import SafetensorError
 
-from draftsmith.assembler.checkpoint import read_tensors, save_safetensors
-from draftsmith import limits
-from draftsmith.errors import DraftsmithError, OptionError, short, short_list, short_text
+from draftsmith.assembler.checkpoint import save_safetensors
+from draftsmith.errors import OptionError, short, short_list, short_text
 from draftsmith.options import utf8_problem
 from draftsmith.components.weights import RegexRule, RuleSet
-from draftsmith.convert.fits import Fit, fit, introduced_misfits, proposed_fit
+from draftsmith.convert.canonical import ConvertError, head_dim, plan_canonical, read_canonical
+from draftsmith.convert.fits import fit, proposed_fit
 from draftsmith.convert.inspect import Inspection, inspect_checkpoint
+from draftsmith.convert.rotary import (MLA_ROPE, permute_block_scale, permute_rows, rope_permutation, rotated,
+                                       scale_block)
+from draftsmith.convert.verify import verify
 from draftsmith.assembler.styles import STYLES, style_of, to_facts, from_facts
 
 LAYOUTS_FILE = Path(__file__).parent / "layouts.yaml"
-RESOLVED = ("norm_before_residual", "fc_norm", "norm_before_fc", "norm_output")
-MLA_ROPE = re.compile(r"^layers\.\d+\.self_attn\.(q_b_proj|kv_a_proj_with_mqa)\.")   # rope rows inside, per head
-ATTENTION = re.compile(r"^(?P<prefix>layers\.\d+\.self_attn)\.(?P<module>[^.]+)\.(?P<part>.+)$")
-NOT_ROTATED = ("v_proj", "o_proj", "rotary_emb")   # rows the rotary order does not touch (inv_freq: one per pair)
-MLA_MODULES = ("q_a_proj", "q_a_layernorm", "q_b_proj", "kv_a_proj_with_mqa", "kv_a_layernorm", "kv_b_proj")
-ROW_SCALES = ("weight_scale", "qscale_weight")     # FP8 weight scales: [1] per tensor or one per output row
-
-
-class ConvertError(DraftsmithError, ValueError):
-    """A checkpoint the target layout cannot express, or a place it cannot be written."""
 
 
 class UnknownLayout(OptionError, ConvertError):
@@ -76,109 +68,6 @@ def layouts() -> dict[str, Layout]:
     return out
 
 
-def rope_permutation(head_dim: int, src: str, dst: str) -> torch.Tensor:
-    """Row order within one head taking ``src`` pair order to ``dst``: interleaved pairs (2i, 2i+1) become neox
-    pairs (i, i + d/2), so new row j < d/2 is old row 2j and new row j + d/2 is old row 2j + 1."""
-    to_neox = torch.cat([torch.arange(0, head_dim, 2), torch.arange(1, head_dim, 2)])
-    if src == dst:
-        return torch.arange(head_dim)
-    return to_neox if (src, dst) == ("interleaved", "neox") else torch.argsort(to_neox)
-
-
-def permute_rows(t: torch.Tensor, head_dim: int, perm: torch.Tensor) -> torch.Tensor:
-    # t: [heads * head_dim, ...] -> the same rows, reordered within each head
-    heads = t.shape[0] // head_dim
-    return t.reshape(heads, head_dim, *t.shape[1:])[:, perm].reshape(t.shape)
-
-
-def permute_block_scale(scale: torch.Tensor, rows: int, head_dim: int, perm: torch.Tensor,
-                        block_rows: int) -> torch.Tensor | None:
-    """The block scales [ceil(rows / block_rows), ...] of a weight whose rows :func:`permute_rows` reorders, or None
-    where none can say it exactly: a new block gathers rows from old blocks, which must then hold the same scales
-    (a block holding whole heads keeps its own; a head split over blocks mixes them)."""
-    src = permute_rows(torch.arange(rows), head_dim, perm)          # new row r holds old row src[r]
-    new_block, old_block = torch.arange(rows) // block_rows, src // block_rows
-    out = scale.clone()
-    for block in range(scale.shape[0]):
-        first, *rest = old_block[new_block == block].unique().tolist()
-        if any(not same_bits(scale[o], scale[first]) for o in rest):
-            return None
-        out[block] = scale[first]
-    return out
-
-
-def reorder_heads(t: torch.Tensor, head_dim: int, src: str, dst: str) -> torch.Tensor:
-    """``t``'s rows within each head from ``src`` pair order to ``dst``, by the definition of the two orders (verify's
-    expectation, computed apart from :func:`rope_permutation`): interleaved pairs are (2i, 2i+1), neox (i, i + d/2)."""
-    if src == dst:
-        return t
-    heads = t.reshape(-1, head_dim, *t.shape[1:])
-    if (src, dst) == ("interleaved", "neox"):
-        return torch.cat([heads[:, 0::2], heads[:, 1::2]], 1).reshape(t.shape)
-    half = head_dim // 2
-    return torch.stack([heads[:, :half], heads[:, half:]], 2).reshape(t.shape)
-
-
-@dataclass(frozen=True)
-class Canonical:
-    """What a draft reads as, from its config and tensor headers alone: nothing here reads tensor data."""
-    found: Inspection
-    sources: dict[str, str]                 # canonical name -> checkpoint name (the draft's own, then carried ones)
-    shapes: dict[str, tuple[int, ...]]      # canonical name -> shape, from the headers
-    facts: dict[str, Any]
-    rope: str
-    spec: str                               # the detected family spec
-
-
-def plan_canonical(folder: str | Path, found: Inspection | None = None) -> Canonical:
-    """The canonical names, config facts and rope order of a draft checkpoint, read from its config and headers."""
-    from draftsmith.assembler.build import rule_set
-    from draftsmith.assembler.config import flatten_draft_config
-    from draftsmith.registry import default_registry
-    from draftsmith.specs.loader import load_spec
-
-    found = found or inspect_checkpoint(folder)
-    if found.match is None:
-        where = short_text(folder, 300)
-        raise ConvertError(f"{where}: not a layout draftsmith recognises; run `draftsmith inspect {where}`")
-    spec = load_spec(found.match.spec)
-    rules = rule_set(spec, default_registry(), flatten_draft_config(found.config))
-    mapping = rules.map_names(n for n in found.infos if not rules.is_ignored(n))
-    facts = to_facts(found.config, style_of(folder, found.config))
-    check_facts(facts)   # before a tensor is read
-    sources = {canon: src for canon, (src, _) in mapping.items()}
-    renamed = RuleSet(rules.rules)   # the same rules, ignoring nothing: an ignored tensor's canonical name
-    for n in (n for n in found.infos if rules.is_ignored(n)):
-        canon = renamed.to_canonical(n)[0]
-        name = n if canon in sources else canon   # never over a tensor the draft itself holds
-        if name in sources:
-            raise ConvertError(
-                f"{short_text(folder, 300)}: {n!r}, which the {found.match.spec} rules ignore, would be carried as "
-                f"{name!r}, the name of the draft's own {sources[name]!r}; convert writes neither over the other")
-        sources[name] = n
-    # e.g. a frozen embed copy, carried along: model.embed_tokens.weight (NeMo) is embed_tokens.weight elsewhere
-    fusion = found.spec["draft"]["fusion"]
-    facts |= {k: fusion[k] for k in RESOLVED if k in fusion}  # every flag stated, as the spec resolved it
-    if isinstance(fusion.get("aux_layers"), Mapping) and fusion["aux_layers"].get("ids"):
-        facts["eagle_aux_hidden_state_layer_ids"] = list(fusion["aux_layers"]["ids"])
-    rope = found.spec["draft"]["attention"].get("rope", "neox")
-    shapes = {canon: tuple(found.infos[src].shape) for canon, src in sources.items()}
-    return Canonical(found, sources, shapes, facts, rope, found.match.spec)
-
-
-def read_canonical(folder: str | Path, found: Inspection | None = None
-                   ) -> tuple[dict[str, torch.Tensor], dict[str, Any], str, str]:
-    """(canonical tensors, config facts, source rope order, detected spec) of a draft checkpoint; ``found``: its
-    inspection, when the caller made it already."""
-    plan = plan_canonical(folder, found)
-    data = read_tensors(plan.found.infos, list(plan.sources.values()))
-    tensors = {canon: data[src] for canon, src in plan.sources.items()}
-    if plan.found.spec["draft"].get("vocab", {}).get("d2t") == "absolute" and "d2t" in tensors:
-        d2t = tensors["d2t"]   # canonical d2t holds offsets, the published convention every layout (and vLLM) reads
-        tensors["d2t"] = d2t - torch.arange(d2t.shape[0], dtype=d2t.dtype)
-    return tensors, dict(plan.facts), plan.rope, plan.spec
-
-
 def writable_kinds(table: Mapping[str, Layout]) -> set[str]:
     """The fusion kinds the layouts' own specs hold (EAGLE-1 and EAGLE-3): what convert can write."""
     from draftsmith.specs.loader import load_spec
@@ -198,80 +87,6 @@ def check_family(src: str | Path, found: Inspection, table: Mapping[str, Layout]
             f"{short_text(src, 300)} is a {family} draft (draft.fusion.kind: {kind}); the layouts convert writes "
             f"({', '.join(table)}) hold drafts of fusion kind {' or '.join(sorted(kinds))} only, so there is nothing "
             f"to convert it into: load it as it is (--spec {family})")
-
-
-def scale_block(found: Inspection) -> tuple[int, int] | None:
-    """The FP8 scale block (rows, columns) the proposed spec reads (its quant.block), or None when it reads none."""
-    quant = (found.spec or {}).get("quant") or {}
-    block = quant.get("block")
-    if quant.get("method") == "fp8" and quant.get("scheme") == "block" and isinstance(block, (list, tuple)):
-        return int(block[0]), int(block[1])
-    return None
-
-
-def rotated(shapes: Mapping[str, tuple[int, ...]], hd: int, rows_per_block: int | None
-            ) -> tuple[dict[str, str], list[str]]:
-    """From names and shapes alone: how each tensor on the rotated q/k rows follows a change of pair order ('rows':
-    its rows are reordered as the weight's; 'block': a block scale, reordered if its data allows; 'keep': one value
-    for the whole tensor), and the problems (a tensor convert does not know how to reorder, rows head_dim does not
-    divide, a block scale of another shape than its block size gives)."""
-    how, problems = {}, []
-    for name, shape in shapes.items():
-        m = ATTENTION.match(name)
-        if m is None or m["module"] in NOT_ROTATED or m["module"] in MLA_MODULES:   # MLA: refused on its own
-            continue
-        module, part = m["module"], m["part"]
-        weight = shapes.get(f"{m['prefix']}.{module}.weight")
-        rows = weight[0] if weight else None
-        size = 1
-        for n in shape:
-            size *= n
-        if module in ("q_norm", "k_norm", "q_proj", "k_proj") and part in ("weight", "bias"):
-            how[name] = "rows"
-        elif module in ("q_proj", "k_proj") and size == 1:
-            how[name] = "keep"    # a per-tensor scale (weight_scale, input_scale, qscale_act): no rows
-        elif module in ("q_proj", "k_proj") and part in ROW_SCALES and shape and shape[0] == rows:
-            how[name] = "rows"    # per channel
-        elif module in ("q_proj", "k_proj") and part == "weight_scale_inv" and len(shape) == 2 and rows:
-            if rows_per_block is None or shape[0] != -(-rows // rows_per_block):
-                problems.append(f"{name} {list(shape)}: FP8 block scales whose block size the spec does not give "
-                                f"for {rows} rows; convert cannot reorder their rows")
-                continue
-            how[name] = "block"
-        else:
-            problems.append(f"{name} {list(shape)} sits on the rotated q/k rows, and convert does not know how to "
-                            f"reorder it")
-            continue
-        if how[name] == "rows" and (not shape or shape[0] % hd):
-            problems.append(f"head_dim {hd} does not divide the rows of {name} {list(shape)}")
-    return how, problems
-
-
-def _size(facts: Mapping[str, Any], key: str, most: int) -> int | None:
-    value = facts.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= most:
-        raise ConvertError(f"the draft config's {key} is {short(value)}; an integer in 1..{most} is expected")
-    return value
-
-
-def check_facts(facts: Mapping[str, Any]) -> None:
-    """The config fields convert itself computes with (the head size of the rotary permutation), refused with a
-    clear error before a tensor is read: inspect reads a config as written, without the loader's checks."""
-    head = _size(facts, "head_dim", limits.WIDTH)
-    hidden, heads = _size(facts, "hidden_size", limits.WIDTH), _size(facts, "num_attention_heads", limits.HEADS)
-    if head is None and (hidden is None or heads is None):
-        raise ConvertError("the draft config gives no head_dim, and no hidden_size and num_attention_heads to "
-                           "compute it from")
-    if head is None and hidden % heads:
-        raise ConvertError(f"the draft config's hidden_size ({hidden}) is not a multiple of num_attention_heads "
-                           f"({heads}) and no head_dim is given")
-
-
-def head_dim(facts: Mapping[str, Any]) -> int:
-    # facts as read_canonical returns them: check_facts has passed
-    return int(facts.get("head_dim") or facts["hidden_size"] // facts["num_attention_heads"])
 
 
 def convert(src: str | Path, to: str, out: str | Path) -> dict[str, Any]:
@@ -411,93 +226,6 @@ def _convert(src: str | Path, layout: Layout, out: Path,
         raise ConvertError(f"cannot write into {short_text(out, 300)}: {why}") from None
     verify(out, facts, expected, to, before=before, source=tensors, orders=(rope, order), block=block)
     return config
-
-
-def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Byte for byte, as a conversion copies: a NaN reads back as the same NaN (torch.equal says it does not)."""
-    return a.dtype == b.dtype and a.shape == b.shape and torch.equal(a.contiguous().view(-1).view(torch.uint8),
-                                                                      b.contiguous().view(-1).view(torch.uint8))
-
-
-def verify(out: Path, facts: Mapping[str, Any], tensors: Mapping[str, torch.Tensor], to: str,
-           before: Fit | None = None, source: Mapping[str, torch.Tensor] | None = None,
-           orders: tuple[str, str] = ("neox", "neox"), block: tuple[int, int] | None = None) -> None:
-    """Read the written checkpoint back as any user would (detection, its spec's rules, its config style) and
-    compare: a layout that cannot say a fact (e.g. EAGLE 3.1's norm_output in a flat Llama config whose family does
-    not imply it) is refused here (convert() then removes the output), never left to load wrong. With ``before``
-    (the source's fit), also the tensor names the written draft's proposed spec would refuse and the source's did
-    not (:func:`draftsmith.convert.fits.introduced_misfits`). With ``source`` (the source's canonical tensors) and
-    ``orders`` (its rotary order, the written one), also against an expectation computed apart from the writing:
-    each tensor the source's bit for bit, except the rotated q/k rows, whose dequantized values (``block``: the FP8
-    scale block, rows x columns) must be the source's reordered by :func:`reorder_heads`."""
-    written = inspect_checkpoint(out)
-    try:
-        got, got_facts, _, _ = read_canonical(out, written)
-    except ConvertError:
-        got, got_facts = {}, {}
-    diff = sorted(k for k in {*facts, *got_facts} if facts.get(k) != got_facts.get(k))
-    bad = sorted(k for k in {*tensors, *got} if k not in got or k not in tensors or not same_bits(tensors[k], got[k]))
-    wrong = [] if source is None else unlike_source(source, got, head_dim(facts), orders, block)
-    # as assemble() would see it: names the written draft's spec refuses and the source's did not
-    misfits = [] if diff or bad or wrong or before is None else introduced_misfits(before, written)
-    if diff or bad or wrong or misfits:   # convert() removes what was written (and only folders it created)
-        what = [f"{short_text(k, 200)}: {short(facts.get(k))} would read back as {short(got_facts.get(k))}"
-                for k in diff[:6]]
-        what += [f"tensor {short_text(k, 200)} would not read back" for k in bad[:6]]
-        what += [f"tensor {short_text(k, 200)} would not compute what the source's does" for k in wrong[:6]]
-        what += [f"its spec would refuse it: {m}" for m in misfits[:6]]
-        if (more := sum(max(len(found) - 6, 0) for found in (diff, bad, wrong, misfits))) > 0:
-            what.append(f"... and {more} more")
-        raise ConvertError(f"the {to} layout cannot express this draft (nothing written):\n  " + "\n  ".join(what))
-
-
-ROTATED_VALUES = re.compile(r"^layers\.\d+\.self_attn\.([qk]_proj\.(weight|bias)|[qk]_norm\.(weight|bias))$")
-ROTATED_SCALES = re.compile(r"^layers\.\d+\.self_attn\.[qk]_proj\.(?!weight$|bias$)")
-
-
-def unlike_source(source: Mapping[str, torch.Tensor], got: Mapping[str, torch.Tensor], hd: int,
-                  orders: tuple[str, str], block: tuple[int, int] | None) -> list[str]:
-    """The canonical names whose read-back value is not the source's: bit for bit, or for the rotated q/k rows
-    (weights, biases, q/k norms) their dequantized values against the source's reordered from ``orders[0]`` pair
-    order to ``orders[1]`` (the scales are judged through the weights they scale)."""
-    wrong = []
-    for name, t in source.items():
-        have = got.get(name)
-        if have is None:
-            wrong.append(name)
-        elif orders[0] != orders[1] and ROTATED_SCALES.match(name):
-            continue
-        elif orders[0] != orders[1] and ROTATED_VALUES.match(name):
-            try:
-                want = reorder_heads(dequantized(source, name, block), hd, *orders)
-                ok = same_bits(want, dequantized(got, name, block))
-            except (RuntimeError, ValueError):   # shapes that do not fit: not the source's
-                ok = False
-            if not ok:
-                wrong.append(name)
-        elif not same_bits(t, have):
-            wrong.append(name)
-    return sorted(wrong)
-
-
-def dequantized(tensors: Mapping[str, torch.Tensor], name: str, block: tuple[int, int] | None) -> torch.Tensor:
-    """``tensors[name]`` as the model computes with it: an FP8 weight times its scale (per tensor, per row, or per
-    ``block``), else as stored."""
-    from draftsmith.components.quant import dequantize
-
-    t, base = tensors[name], name.removesuffix("weight")
-    if not name.endswith(".weight"):
-        return t
-    if (scale := tensors.get(base + "weight_scale_inv")) is not None:
-        if block is None:
-            raise ValueError(f"{name}: block scales without a block size")
-        return dequantize(t, scale, "block", block)
-    for suffix in ROW_SCALES:
-        if (scale := tensors.get(base + suffix)) is not None:
-            s = scale.to(torch.float32)
-            s = s.reshape(()) if s.numel() == 1 else s.reshape(t.shape[0], *[1] * (t.dim() - 1))
-            return t.to(torch.float32) * s
-    return t
 
 
 def loading_line(out: str | Path) -> str:

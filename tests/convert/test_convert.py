@@ -14,7 +14,9 @@ from typer.testing import CliRunner
 
 import draftsmith
 from draftsmith.cli import app
-from draftsmith.convert.run import ConvertError, convert, read_canonical, rope_permutation
+from draftsmith.convert.canonical import ConvertError, read_canonical
+from draftsmith.convert.rotary import rope_permutation
+from draftsmith.convert.run import convert
 from draftsmith.testing import write_eagle3, write_target
 from draftsmith.testing.mistral import write_mistral_eagle
 
@@ -158,7 +160,7 @@ def test_the_layer_count_written_is_the_tensors_not_a_stale_config(tmp_path):
 @given(half=st.integers(1, 12), heads=st.integers(1, 3))
 def test_interleaved_to_neox_takes_new_row_j_from_old_row_2j(half, heads):
     """The docstring's rule, row by row: new row j < d/2 is old row 2j, new row j + d/2 is old row 2j + 1."""
-    from draftsmith.convert.run import permute_rows
+    from draftsmith.convert.rotary import permute_rows
 
     d = 2 * half
     want = [2 * j for j in range(half)] + [2 * j + 1 for j in range(half)]
@@ -171,7 +173,7 @@ def test_interleaved_to_neox_takes_new_row_j_from_old_row_2j(half, heads):
 
 
 def test_head_dim_is_the_configs_or_the_width_over_the_heads():
-    from draftsmith.convert.run import head_dim
+    from draftsmith.convert.canonical import head_dim
 
     assert head_dim({"head_dim": 8, "hidden_size": 32, "num_attention_heads": 2}) == 8    # stated: wins
     assert head_dim({"hidden_size": 32, "num_attention_heads": 4}) == 8
@@ -239,7 +241,7 @@ def test_a_dtype_assemble_refuses_is_refused_before_anything_is_written(tmp_path
 
 
 def test_verify_refuses_a_tensor_that_would_not_read_back(tmp_path):
-    from draftsmith.convert.run import verify
+    from draftsmith.convert.verify import verify
 
     src = write_eagle3(tmp_path / "s", fake_target(tmp_path / "t"))
     convert(src, "layers", tmp_path / "o")

@@ -6,8 +6,9 @@ from typer.testing import CliRunner
 
 import draftsmith
 from draftsmith.cli import app
+from draftsmith.convert.canonical import ConvertError
 from draftsmith.convert.inspect import inspect_checkpoint
-from draftsmith.convert.run import ConvertError, convert
+from draftsmith.convert.run import convert
 from draftsmith.doctor import draft_loss
 from draftsmith.testing import write_eagle3, write_target
 from draftsmith.testing.mistral import write_mistral_eagle

@@ -20,8 +20,9 @@ from typer.testing import CliRunner
 import draftsmith
 from draftsmith.cli import app
 from draftsmith.components.quant import dequantize, quantize
+from draftsmith.convert.canonical import ConvertError, read_canonical
 from draftsmith.convert.inspect import inspect_checkpoint
-from draftsmith.convert.run import ConvertError, convert, read_canonical
+from draftsmith.convert.run import convert
 from draftsmith.doctor import draft_loss
 from draftsmith.errors import OptionError
 from draftsmith.testing import write_eagle1, write_eagle3, write_target
@@ -195,9 +196,9 @@ def mtp(tmp_path):
 
 
 def test_an_mtp_folder_is_refused_up_front_naming_what_it_is(mtp, tmp_path, monkeypatch):
-    import draftsmith.convert.run as run_mod
+    import draftsmith.convert.canonical as canonical_mod
 
-    monkeypatch.setattr(run_mod, "read_tensors", lambda *a, **k: pytest.fail("read a tensor"))
+    monkeypatch.setattr(canonical_mod, "read_tensors", lambda *a, **k: pytest.fail("read a tensor"))
     res = CliRunner().invoke(app, ["convert", str(mtp), "--to", "layers", str(tmp_path / "out")])
     assert res.exit_code == 1, res.output
     assert "deepseek-mtp" in res.stderr and "mtp" in res.stderr and "would read back" not in res.stderr
@@ -219,14 +220,14 @@ def test_a_carried_tensor_never_takes_the_place_of_the_drafts_own(mtp):
     (lambda d, t: write_mistral_eagle(d, t), "speculators", "hidden_norm"),
 ])
 def test_name_checks_come_before_a_tensor_is_read(target, tmp_path, monkeypatch, write, to, why):
-    import draftsmith.convert.run as run_mod
+    import draftsmith.convert.canonical as canonical_mod
 
     src = write(tmp_path / "src", target)
 
     def no_reading(*a, **k):
         raise AssertionError("a tensor was read before the name checks")
 
-    monkeypatch.setattr(run_mod, "read_tensors", no_reading)
+    monkeypatch.setattr(canonical_mod, "read_tensors", no_reading)
     with pytest.raises(ConvertError, match=why):
         convert(src, to, tmp_path / "out")
 

@@ -14,7 +14,8 @@ from typer.testing import CliRunner
 
 from draftsmith import limits
 from draftsmith.cli import app
-from draftsmith.convert.run import ConvertError, convert
+from draftsmith.convert.canonical import ConvertError
+from draftsmith.convert.run import convert
 
 LONG = "n" * 300   # one file name past NAME_MAX (255): ENAMETOOLONG
 
