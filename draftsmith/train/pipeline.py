@@ -16,8 +16,8 @@ from draftsmith.train import data as D
 from draftsmith.train.checks import TrainError, check_job
 from draftsmith.train.draft_io import export_draft, for_training, init_draft, start_from_target, unstated
 from draftsmith.train.evaluate import PLANS, Acceptance, acceptance
-from draftsmith.train.features import (SOURCE, FeatureStore, distill_record, extract_with_log, made_for, read_meta,
-                                       source_problem, target_fingerprint, windows_digest)
+from draftsmith.train.features import FeatureStore, extract_with_log, made_for, read_meta
+from draftsmith.train.provenance import SOURCE, distill_record, source_problem, target_fingerprint, windows_digest
 from draftsmith.train.loop import STATE, TrainConfig, save_start, train
 from draftsmith.train.outdir import held, undone_on_failure
 from draftsmith.train.preflight import count, no_windows, preflight, skipped_note

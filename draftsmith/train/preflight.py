@@ -21,8 +21,8 @@ from draftsmith.specs.resolve import fusion_params
 from draftsmith.train import data as D
 from draftsmith.train.checks import TrainError
 from draftsmith.train.draft_io import MAKERS, MAKES, fresh_taps, unsupported
-from draftsmith.train.features import (META, SHARDS, made_for, read_meta, shard_problem, source_problem,
-                                       target_fingerprint)
+from draftsmith.train.features import META, SHARDS, made_for, read_meta, shard_problem
+from draftsmith.train.provenance import source_problem, target_fingerprint
 from draftsmith.train.loop import FRESH, STATE
 from draftsmith.train.resume import resume_problems
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 
 from draftsmith.errors import short, short_list, short_text
-from draftsmith.train.features import target_changed, target_fingerprint
+from draftsmith.train.provenance import target_changed, target_fingerprint
 from draftsmith.train.loop import RESUMABLE, STATE
 
 

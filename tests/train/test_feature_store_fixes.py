@@ -18,11 +18,12 @@ import torch
 from safetensors.torch import save_file
 
 import draftsmith.train.features as F
+import draftsmith.train.provenance as P
 from draftsmith.testing import write_target
 from draftsmith.train import Job, TrainConfig
 from draftsmith.train.checks import TrainError
-from draftsmith.train.features import META, FeatureStore, read_meta, source_differences, source_problem, \
-    target_fingerprint
+from draftsmith.train.features import META, FeatureStore, read_meta
+from draftsmith.train.provenance import source_differences, target_fingerprint
 from draftsmith.train.pipeline import run
 from draftsmith.train.resume import run_changes
 
@@ -226,11 +227,11 @@ def test_the_fingerprint_reads_a_bounded_sample_of_a_big_file(tmp_path, monkeypa
         def __getattr__(self, name):
             return getattr(self.f, name)
 
-    monkeypatch.setattr(F, "open", lambda *a, **k: Counted(real(*a, **k)), raising=False)
+    monkeypatch.setattr(P, "open", lambda *a, **k: Counted(real(*a, **k)), raising=False)
     before = target_fingerprint(folder)
     assert 0 < read[0] <= 4 << 20
     monkeypatch.undo()
-    block = F.SAMPLE_ENDS + (size - 2 * F.SAMPLE_ENDS - F.SAMPLE_BLOCK) * 5 // (F.SAMPLE_BLOCKS - 1)
+    block = P.SAMPLE_ENDS + (size - 2 * P.SAMPLE_ENDS - P.SAMPLE_BLOCK) * 5 // (P.SAMPLE_BLOCKS - 1)
     for where in (block + 1000, 100, size - 100):   # a value changed in a sampled block, the first MiB, the last
         poke(big, where)
         now = target_fingerprint(folder)
