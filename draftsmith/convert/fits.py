@@ -1,6 +1,6 @@
 """The last check of a conversion: the written draft against the model the spec `inspect` proposes for it.
 
-`verify` (draftsmith.convert.run) compares what a folder reads back as through the rules; this asks the model
+`verify` (draftsmith.convert.verify) compares what a folder reads back as through the rules; this asks the model
 itself, as `assemble()` would, which tensors it misses or does not expect (a tensor carried under a name the
 target layout's spec refuses was once written and only found at load time). There is no target at conversion
 time, so a stand-in implied by the draft's own config takes its place: its sizes are guesses, so only names are
