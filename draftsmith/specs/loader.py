@@ -19,9 +19,8 @@ import yaml
 from pydantic import ValidationError
 
 from draftsmith import limits
-from draftsmith.errors import NotFound, short, short_text
+from draftsmith.errors import QUOTE_LIMIT, NotFound, Problem, SpecError, short, short_text
 from draftsmith.registry import Registry, default_registry
-from draftsmith.errors import Problem, SpecError
 from draftsmith.specs.resolve import check_spec_data
 from draftsmith.specs.schema import Spec, too_many_digits, validate_strict
 from draftsmith.specs.translate import describe, problems_from
@@ -202,7 +201,8 @@ def load_yaml_text(text: str, source: str = "<spec>") -> Any:
         # before our count sees the 33rd level: the same refusal, said as ours
         if "nesting depth" in str(getattr(e, "problem", "")) and getattr(e, "problem_mark", None) is not None:
             raise _too_deep(source, e.problem_mark) from None
-        raise SpecError(source, [Problem("", f"not valid YAML: {short_yaml_error(e)}")]) from None
+        raise SpecError(source, [Problem("", f"not valid YAML: {short_yaml_error(e)}",
+                                         hint=escape_hint(e, text))]) from None
     except RecursionError:  # pragma: no cover (the depth check comes first)
         raise SpecError(source, [Problem("", "nesting too deep")]) from None
 
@@ -213,6 +213,27 @@ def short_yaml_error(e: yaml.YAMLError) -> str:
     what = ": ".join(p for p in (getattr(e, "context", None), getattr(e, "problem", None)) if p) or str(e)
     where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
     return where + (what if len(what) <= 400 else what[:397] + "...")
+
+
+_QUOTED = re.compile(r'"((?:[^"\\\n]|\\.)*)"')   # one double-quoted scalar on one line, its escapes kept
+
+
+def escape_hint(e: yaml.YAMLError, text: str) -> str:
+    """For an unknown escape in a double-quoted scalar (``match: "^midlayer\\."``: YAML reads ``\\.`` as an escape,
+    and only single quotes keep a backslash as it is), the advice to write it in single quotes, with the user's
+    own text rewritten so (bounded); '' for any other YAML error."""
+    mark = getattr(e, "context_mark", None)
+    if "unknown escape" not in str(getattr(e, "problem", "")) or mark is None:
+        return ""
+    advice = "A regex in double quotes needs \\\\ for each \\; write it in single quotes"
+    lines = text.splitlines()
+    line = lines[mark.line][mark.column: mark.column + 1000] if mark.line < len(lines) else ""
+    found = _QUOTED.match(line)
+    if found is None:   # a scalar over several lines (or a column libyaml counts otherwise): the advice alone
+        return advice
+    # single-quoted, \\ and \" mean what they meant in double quotes, a ' is doubled, every other \ stays itself
+    inner = re.sub(r'\\([\\"])', r"\1", found.group(1)).replace("'", "''")
+    return f"{advice}: '{short_text(inner, QUOTE_LIMIT)}'"
 
 
 _SCALARS = (str, int, float, bool, type(None))
