@@ -3,15 +3,18 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 import torch
 
-from draftsmith.assembler.build import build_draft, build_target, held_layers, rule_set
+from draftsmith.assembler.build import (attention_recipe, build_draft, build_target, held_layers, qkv_bias_reading,
+                                       rule_set)
 from draftsmith.assembler.checkpoint import checkpoint_folder, list_tensors, read_tensors, regular_file
 from draftsmith.assembler.detect import swap_note
+from draftsmith.assembler.names import one_pattern
 from draftsmith.assembler.config import (draft_hf_config, flatten_draft_config, read_config,
                                          read_raw_config, stop_ids, target_hf_config)
 from draftsmith.assembler.load import PlannedLoad, fill, materialize, plan_module
@@ -134,6 +137,28 @@ def _layers(spec: Spec, canonical: list[str]) -> Callable[[], str | None]:
     return note
 
 
+QKV_BIAS = re.compile(r"(^|\.)self_attn\.[qkv]_proj\.bias$")
+
+
+def _qkv_bias(spec: Spec, registry: Registry, draft_raw, canonical: list[str], built: dict) -> Callable[[], str | None]:
+    """The note for a draft whose q/k/v bias tensors do not fit: the checkpoint holds them and the attention was
+    built without, or the reverse; it says why the attention has them or not and which spec field decides."""
+    def note() -> str | None:
+        if "draft" not in built:
+            return None
+        held = sorted(n for n in canonical if QKV_BIAS.search(n))
+        wanted = sorted(n for n in built["draft"].state_dict() if QKV_BIAS.search(n))
+        if bool(held) == bool(wanted):
+            return None
+        why = qkv_bias_reading(registry, attention_recipe(spec, registry, draft_raw), draft_raw)
+        if held:
+            return (f"note: the checkpoint holds q/k/v biases ({one_pattern(held)}) and the draft's attention is built "
+                    f"without them ({why}): state draft.attention.qkv_bias: true")
+        return (f"note: the draft's attention expects q/k/v biases ({one_pattern(wanted)}) that the checkpoint does not "
+                f"hold ({why}): state draft.attention.qkv_bias: false")
+    return note
+
+
 def plan_target(folder: Path, registry: Registry, backend) -> tuple[PlannedLoad, Any]:
     """The target built on meta and its checked load plan (no tensor data read), and its transformers config.
 
@@ -235,12 +260,13 @@ def plan_assembly(spec: Spec | str | Path, target: str | Path | None = None, dra
     infos = list_tensors(draft_dir)
     rules = rule_set(spec, registry, flatten_draft_config(draft_raw))  # ${key} placeholders: the draft config
     canonical = [c for c in (rules.to_canonical(n)[0] for n in infos) if c is not None]
+    built: dict[str, Any] = {}   # the draft model, once built: notes about its tensors compare with it
     notes = (_swapped(registry, draft_dir, "draft", list(infos)), _layers(spec, canonical),
-             _pairing(draft_raw, target_cfg))
+             _pairing(draft_raw, target_cfg), _qkv_bias(spec, registry, draft_raw, canonical, built))
     with _explained(*notes):
         draft_cfg = draft_hf_config(draft_raw, draft_dir / "config.json")
-        draft_model = build_draft(spec, registry, draft_raw=draft_raw, draft_cfg=draft_cfg, target_cfg=target_cfg,
-                                  canonical_names=canonical, backend=backend)
+        draft_model = built["draft"] = build_draft(spec, registry, draft_raw=draft_raw, draft_cfg=draft_cfg,
+                                                   target_cfg=target_cfg, canonical_names=canonical, backend=backend)
         draft_plan = plan_module(draft_model, draft_dir, rules, spec=spec.name, infos=infos)
     check_draft_vocab(spec, draft_plan, draft_dir)
     return Assembly(target_plan, target_cfg, draft_model, draft_plan, draft_dir, read_tokenizer(target_dir),

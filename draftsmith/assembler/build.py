@@ -1,6 +1,8 @@
 """Spec + configs -> target and draft modules on the meta device (no tensor is allocated here)."""
 from __future__ import annotations
 
+import copy
+import logging
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
@@ -14,17 +16,19 @@ from draftsmith.assembler.config import (flatten_draft_config, has_recurrent_lay
 from draftsmith.assembler.models import CausalLM, DraftModel
 from draftsmith.assembler.parts import LayerRecipe, Stacker
 from draftsmith.components.dims import Dims
+from draftsmith.components.gqa import stated_qkv_bias, type_qkv_bias
 from draftsmith.components.layers import own_input
 from draftsmith.components.quant import quantize_target
 from draftsmith.components.rule_config import bind_all
 from draftsmith.components.targets import apply_windows
 from draftsmith.components.weights import RuleSet
-from draftsmith.errors import Problem, SpecError, short
+from draftsmith.errors import Problem, SpecError, short, short_text
 from draftsmith.registry import Registry
 from draftsmith.specs.resolve import fusion_params, params_problems, resolve
 from draftsmith.specs.schema import Spec
 
 _LAYER = re.compile(r"^layers\.(\d+)\.")
+log = logging.getLogger("draftsmith")
 
 
 def build_target(cfg, registry: Registry, backend: Callable) -> CausalLM:
@@ -151,11 +155,65 @@ def check_final_norm(spec: Spec, fc: nn.Module) -> None:
             "pre-norm state (feed_back: pre_norm and the fusion's norm_output: head or none).")])
 
 
+def type_qkv_default(registry: Registry, attention: tuple[str, dict[str, Any]],
+                     flat: Mapping[str, Any]) -> tuple[bool, str] | None:
+    """For a draft whose attention reads ``qkv_bias: auto`` and whose config states neither qkv_bias nor
+    attention_bias: what its model_type implies (gqa.type_qkv_bias, asking the registered target of that type, else
+    transformers' config class), else None."""
+    name, params = attention
+    model_type = flat.get("model_type")
+    if ("qkv_bias" not in getattr(registry.get("attention", name).params, "model_fields", {})
+            or params.get("qkv_bias", "auto") != "auto" or stated_qkv_bias(flat) is not None
+            or not isinstance(model_type, str)):
+        return None
+    known = model_type in dict(registry.names("target"))
+    return type_qkv_bias(model_type, registry.build("target", model_type) if known else None)
+
+
+def qkv_bias_reading(registry: Registry, attention: tuple[str, dict[str, Any]], draft_raw: Mapping[str, Any]) -> str:
+    """Why the draft's attention has q/k/v biases or not, for a load whose bias tensors do not fit."""
+    flat = flatten_draft_config(draft_raw)
+    key = getattr(draft_raw, "key", str)
+    if (stated := attention[1].get("qkv_bias", "auto")) != "auto":
+        return f"the spec's draft.attention.qkv_bias is {str(stated).lower()}"
+    if (found := stated_qkv_bias(flat)) is not None:
+        return f"qkv_bias auto read the draft config's {key(found[0])}: {short(found[1])}"
+    if (implied := type_qkv_default(registry, attention, flat)) is not None:
+        return (f"qkv_bias auto: the draft config states neither {key('qkv_bias')} nor {key('attention_bias')}, and "
+                f"model_type {flat['model_type']!r} implies {str(implied[0]).lower()} ({implied[1]})")
+    return (f"qkv_bias auto: the draft config states neither {key('qkv_bias')} nor {key('attention_bias')}, read as "
+            "false")
+
+
+def draft_config(registry: Registry, attention: tuple[str, dict[str, Any]], draft_raw: Mapping[str, Any],
+                 draft_cfg) -> tuple[Any, list[str]]:
+    """The draft's transformers config as its layers read it, and what it takes that its config.json does not
+    state, one note each (build_draft says them once, on one line): a config read as Llama's that states no
+    q/k/v-bias key gets its model_type's default (Qwen2: biases)."""
+    flat = flatten_draft_config(draft_raw)
+    key = getattr(draft_raw, "key", str)   # a params.json's own key names
+    notes = []
+    implied = type_qkv_default(registry, attention, flat)
+    if implied is not None and implied[0] != bool(getattr(draft_cfg, "qkv_bias", False)
+                                                  or getattr(draft_cfg, "attention_bias", False)):
+        draft_cfg = copy.copy(draft_cfg)
+        draft_cfg.qkv_bias = implied[0]
+        notes.append(f"{key('qkv_bias')} not stated (nor {key('attention_bias')}): {str(implied[0]).lower()} taken "
+                     f"for model_type {flat['model_type']!r} ({implied[1]}); state draft.attention.qkv_bias to "
+                     "override it")
+    return draft_cfg, notes
+
+
 def build_draft(spec: Spec, registry: Registry, *, draft_raw: Mapping[str, Any], draft_cfg, target_cfg,
                 canonical_names: list[str], backend: Callable) -> DraftModel:
-    d, dims = spec.draft, Dims.from_config(draft_cfg)
+    d = spec.draft
+    attention = attention_recipe(spec, registry, draft_raw)
+    draft_cfg, notes = draft_config(registry, attention, draft_raw, draft_cfg)
+    if notes:   # once per draft build, on one line, where the user sees it
+        log.warning("draft %s: %s", short_text(getattr(draft_raw, "file", "config"), 300), "; ".join(notes))
+    dims = Dims.from_config(draft_cfg)
     params = fusion_params(spec, registry)
-    recipe = LayerRecipe(layer=(d.layer.kind, d.layer.params), attention=attention_recipe(spec, registry, draft_raw),
+    recipe = LayerRecipe(layer=(d.layer.kind, d.layer.params), attention=attention,
                          mlp=(d.mlp.kind, d.mlp.params), norm=(d.norm.kind, d.norm.params))
     stack = Stacker(registry, recipe, dims, backend)
     target_vocab = target_cfg.vocab_size

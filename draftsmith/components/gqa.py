@@ -1,8 +1,8 @@
 """The ``attention: gqa`` component: its params and factory (the module itself is
-:class:`draftsmith.components.attention.GQAttention`)."""
+:class:`draftsmith.components.attention.GQAttention`), and how ``qkv_bias: auto`` reads a config."""
 from __future__ import annotations
 
-from typing import Callable, Literal
+from typing import Any, Callable, Literal
 
 from pydantic import BaseModel, ConfigDict
 from torch import nn
@@ -15,8 +15,41 @@ from draftsmith.components.rope import Rotary
 class GQAParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     rope: Literal["neox", "interleaved"] = "neox"
-    qkv_bias: Literal["auto"] | bool = "auto"   # auto: config `qkv_bias` / `attention_bias`, else false
+    # auto: the config's `qkv_bias` / `attention_bias`, else false; a draft config that states neither is first
+    # given its model_type's default (type_qkv_bias, applied and said by assembler.build.draft_config)
+    qkv_bias: Literal["auto"] | bool = "auto"
     qk_norm: bool = False
+
+
+BIAS_KEYS = ("qkv_bias", "attention_bias")   # what a config may state about q/k/v biases, the first one stated wins
+
+
+def stated_qkv_bias(cfg: Any) -> tuple[str, Any] | None:
+    """(key, value) of the first :data:`BIAS_KEYS` a config (a mapping as written) states, or None."""
+    return next(((key, cfg[key]) for key in BIAS_KEYS if cfg.get(key) is not None), None)
+
+
+def type_qkv_bias(model_type: str, target: Any = None) -> tuple[bool, str] | None:
+    """What a config of ``model_type`` that states none of :data:`BIAS_KEYS` implies for q/k/v biases, and where
+    that is read (data, never a branch on a family): ``target``, the registered target architecture of that
+    model_type (its gqa params, checked against transformers' logits: Qwen2's attention always has q/k/v biases
+    and its config class has no key saying so), else transformers' config class of that model_type (its own
+    ``qkv_bias`` / ``attention_bias`` default). None when neither says (a model_type transformers does not know)."""
+    recipe = getattr(target, "attention_recipe", None)
+    if recipe is not None:
+        name, params = recipe()
+        if name == "gqa" and isinstance(params.get("qkv_bias"), bool):
+            return params["qkv_bias"], f"draftsmith's {model_type} target, as transformers' {model_type} model"
+    from transformers import CONFIG_MAPPING
+
+    try:
+        cls = CONFIG_MAPPING[model_type]
+    except KeyError:
+        return None
+    for key in BIAS_KEYS:
+        if isinstance(value := getattr(cls, key, None), bool):
+            return value, f"transformers' {cls.__name__}.{key} default"
+    return None
 
 
 def gqa(params: GQAParams, *, dims: Dims, layer_idx: int, in_width: int, backend: Callable,

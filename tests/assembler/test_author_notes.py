@@ -1,0 +1,118 @@
+"""What a load says to someone writing a new draft family in YAML: each default taken for what a draft's config does
+not state is said once (the load notes), and an error whose cause is a spec field or a config key names it."""
+import json
+import logging
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+import draftsmith
+from draftsmith.errors import DraftsmithError
+from draftsmith.testing import write_eagle1, write_eagle3, write_target
+
+SMALL = dict(hidden_size=16, intermediate_size=32, num_attention_heads=2, num_key_value_heads=1, num_hidden_layers=8,
+             vocab_size=32)
+BUILTIN = Path(draftsmith.__file__).parent / "specs" / "builtin"
+
+
+@pytest.fixture(scope="module")
+def target(tmp_path_factory) -> Path:
+    return write_target(tmp_path_factory.mktemp("author") / "t", **SMALL)
+
+
+def edit(folder: Path, config=None, tensors=None) -> Path:
+    """Change a written draft in place: ``config(dict)`` and ``tensors(dict)`` edit what is stored."""
+    if config is not None:
+        cfg = json.loads((folder / "config.json").read_text())
+        config(cfg)
+        (folder / "config.json").write_text(json.dumps(cfg))
+    if tensors is not None:
+        stored = load_file(str(folder / "model.safetensors"))
+        tensors(stored)
+        save_file(stored, str(folder / "model.safetensors"))
+    return folder
+
+
+def spec_file(folder: Path, builtin: str, *changes: tuple[str, str], extra: str = "") -> Path:
+    """A built-in spec's YAML with text replacements (its name changed), written into ``folder``."""
+    text = (BUILTIN / f"{builtin}.yaml").read_text().replace(f"name: {builtin}", "name: authored")
+    for old, new in changes:
+        assert old in text, old
+        text = text.replace(old, new)
+    path = folder / "authored.yaml"
+    path.write_text(text + extra)
+    return path
+
+
+def failure(spec, target, draft) -> tuple[str, list[str]]:
+    with pytest.raises(DraftsmithError) as info:
+        draftsmith.assemble(spec, target=target, draft=draft)
+    return str(info.value), list(getattr(info.value, "__notes__", []))
+
+
+def said(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "draftsmith"]
+
+
+# ---- 1. qkv_bias: auto follows the draft config's model_type -------------------------------------------------------
+
+def with_qkv_bias(stored: dict) -> None:
+    g = torch.Generator().manual_seed(5)
+    for p in "qkv":
+        rows = stored[f"layers.0.self_attn.{p}_proj.weight"].shape[0]
+        stored[f"layers.0.self_attn.{p}_proj.bias"] = torch.randn(rows, generator=g)
+
+
+def test_a_qwen2_draft_config_stating_no_bias_key_loads_its_qkv_biases_and_says_so(target, tmp_path, caplog):
+    draft = edit(write_eagle1(tmp_path / "d", target, bias=False), lambda c: c.update(model_type="qwen2"),
+                 with_qkv_bias)
+    with caplog.at_level(logging.WARNING, logger="draftsmith"):
+        model = draftsmith.assemble("eagle1-llama", target=target, draft=draft)
+    stored = load_file(str(draft / "model.safetensors"))
+    assert torch.equal(model.draft.layers[0].self_attn.q_proj.bias, stored["layers.0.self_attn.q_proj.bias"])
+    lines = [line for line in said(caplog) if "qkv_bias" in line]
+    assert len(lines) == 1, said(caplog)
+    assert (f"draft {draft / 'config.json'}: qkv_bias not stated (nor attention_bias): true taken for model_type "
+            "'qwen2' (draftsmith's qwen2 target, as transformers' qwen2 model)") in lines[0]
+
+
+def test_a_stated_key_and_the_spec_win_over_the_model_types_default(target, tmp_path, caplog):
+    stated = edit(write_eagle1(tmp_path / "s", target, bias=False),
+                  lambda c: c.update(model_type="qwen2", attention_bias=False))
+    spec = spec_file(tmp_path, "eagle1-llama", ("rope: neox}", "rope: neox, qkv_bias: false}"))
+    unstated = edit(write_eagle1(tmp_path / "u", target, bias=False), lambda c: c.update(model_type="qwen2"))
+    with caplog.at_level(logging.WARNING, logger="draftsmith"):
+        draftsmith.assemble("eagle1-llama", target=target, draft=stated)
+        draftsmith.assemble(spec, target=target, draft=unstated)
+    assert not [line for line in said(caplog) if "qkv_bias" in line]
+
+
+@pytest.mark.parametrize("model_type, implied", [("qwen2", True), ("qwen2_moe", True), ("llama", False),
+                                                 ("qwen3", False), ("no-such-type", None)])
+def test_the_model_types_qkv_bias_is_read_from_data(model_type, implied):
+    from draftsmith.components.gqa import type_qkv_bias
+    from draftsmith.registry import default_registry
+
+    registry = default_registry()
+    arch = registry.build("target", model_type) if model_type in dict(registry.names("target")) else None
+    found = type_qkv_bias(model_type, arch)
+    assert (found and found[0]) == implied
+
+
+def test_bias_tensors_that_do_not_fit_anyway_name_the_spec_field(target, tmp_path):
+    llama = edit(write_eagle1(tmp_path / "l", target, bias=False), tensors=with_qkv_bias)
+    message, notes = failure("eagle1-llama", target, llama)
+    assert "unexpected: 'layers.0.self_attn.k_proj.bias'" in message
+    assert notes == ["note: the checkpoint holds q/k/v biases ('layers.0.self_attn.k_proj.bias', "
+                     "'layers.0.self_attn.q_proj.bias' and 1 more) and the draft's attention is built without them (qkv_bias auto: the draft config states neither "
+                     "qkv_bias nor attention_bias, and model_type 'llama' implies false (transformers' "
+                     "LlamaConfig.attention_bias default)): state draft.attention.qkv_bias: true"]
+    qwen = edit(write_eagle1(tmp_path / "q", target, bias=False), lambda c: c.update(model_type="qwen2"))
+    message, notes = failure("eagle1-llama", target, qwen)
+    assert "missing: 'layers.0.self_attn.q_proj.bias'" in message
+    assert notes == ["note: the draft's attention expects q/k/v biases ('layers.0.self_attn.k_proj.bias', "
+                     "'layers.0.self_attn.q_proj.bias' and 1 more) that the checkpoint does not hold (qkv_bias auto: the draft config states neither qkv_bias nor "
+                     "attention_bias, and model_type 'qwen2' implies true (draftsmith's qwen2 target, as "
+                     "transformers' qwen2 model)): state draft.attention.qkv_bias: false"]
