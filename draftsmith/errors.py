@@ -1,4 +1,5 @@
-"""draftsmith's own errors: one base class, and bounded quoting of user values in every message.
+"""draftsmith's own errors: one base class, bounded quoting of user values in every message, and the place (line,
+column) of a spec's problems in its YAML file, which orders them.
 
 Every error about a user's input (a spec, a checkpoint folder, a ``generate()`` argument, a command-line option)
 is a :class:`DraftsmithError`; the command line prints those as one message with a non-zero exit, never a
@@ -12,10 +13,14 @@ from __future__ import annotations
 
 import difflib
 import reprlib
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+
+import yaml
+
+from draftsmith import limits
 
 __all__ = ["ArgumentError", "CheckpointError", "CheckpointNotFound", "DraftsmithError", "NotFound", "OptionError",
            "Problem", "SpecError", "short", "short_list", "short_text", "suggest"]
@@ -147,6 +152,7 @@ class Problem:
     allowed: str = ""         # e.g. "gqa (builtin), mla (builtin)"
     hint: str = ""            # e.g. "Did you mean 'gqa'?"
     line: int | None = None   # 1-based line of the YAML file where the path is (or where it would go)
+    column: int | None = None  # 1-based column there: orders two problems on one line (not printed)
 
     def render(self) -> str:
         # every part is bounded: a quoted value is cut by short(), a path or message built from user text too
@@ -161,13 +167,91 @@ class Problem:
 
 
 class SpecError(DraftsmithError, ValueError):
-    """Raised with every problem of a spec at once."""
+    """Raised with every problem of a spec at once, in file order: by line, then column; those with no line after,
+    in the order given. Where ``source`` is a spec file, a problem raised with no line (a fusion's, checked against
+    the target after the spec loaded) gets the line of its dotted path, if the file holds it (:func:`with_lines`)."""
 
     def __init__(self, source: str, problems: list[Problem]):
-        self.source, self.problems = source, list(problems)
+        problems = list(problems)
+        if any(p.line is None and p.path for p in problems) and (text := spec_file_text(source)) is not None:
+            problems = with_lines(problems, yaml_positions(text))
+        self.source, self.problems = source, sorted(problems, key=_file_order)
         n = len(self.problems)
         lines = [f"{short_text(str(source), 300)} has {n} problem{'s' if n != 1 else ''}",
                  *(p.render() for p in self.problems[:SHOWN])]
         if n > SHOWN:
             lines.append(f"  ... and {n - SHOWN} more")
         super().__init__("\n".join(lines))
+
+
+def _file_order(p: Problem) -> tuple[bool, int, int]:
+    return p.line is None, p.line or 0, p.column or 0
+
+
+# Where a problem is in its file: the key of the deepest part of its dotted path that the YAML holds.
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def spec_file_text(source: str) -> str | None:
+    """The text of ``source`` when it names a spec file (a regular ``.yaml`` / ``.yml`` file of at most
+    ``limits.SPEC_BYTES`` of UTF-8), else None: an error's source may be anything ("draft fusion", "<spec>")."""
+    try:
+        path = Path(source)
+        if path.suffix not in (".yaml", ".yml") or not path.is_file() or path.stat().st_size > limits.SPEC_BYTES:
+            return None
+        return path.read_bytes()[: limits.SPEC_BYTES].decode("utf-8-sig")
+    except (OSError, ValueError, TypeError):   # a NUL in the name, unreadable, not UTF-8: no lines, the same error
+        return None
+
+
+def yaml_positions(text: str) -> dict[str, tuple[int, int]]:
+    """Every dotted path of the YAML ``text`` -> the 1-based (line, column) of its key (of its item, in a list);
+    '' the top. Each node once (an alias shares its node), so the walk is linear in the file, whatever its problems.
+    {} for text that does not parse as one document, or nests deeper than ``limits.YAML_DEPTH`` (composing recurses
+    in C, so the depth is counted on the event stream first)."""
+    try:
+        depth = 0
+        for event in yaml.parse(text, Loader=_Loader):
+            if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+                depth += 1
+                if depth > limits.YAML_DEPTH:
+                    return {}
+            elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+                depth -= 1
+        root = yaml.compose(text, Loader=_Loader)
+    except (yaml.YAMLError, RecursionError):
+        return {}
+    if root is None:
+        return {}
+    where, todo, seen = {"": (root.start_mark.line + 1, root.start_mark.column + 1)}, [("", root)], set()
+    while todo:
+        path, node = todo.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.MappingNode):     # a key's place; an item's own place in a list
+            pairs = [(k.value, k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode)]
+        elif isinstance(node, yaml.SequenceNode):
+            pairs = [(str(i), v, v) for i, v in enumerate(node.value)]
+        else:
+            pairs = []
+        for part, mark, child in pairs:
+            key = f"{path}.{part}" if path else part
+            where.setdefault(key, (mark.start_mark.line + 1, mark.start_mark.column + 1))
+            todo.append((key, child))
+    return where
+
+
+def with_lines(problems: list[Problem], where: Mapping[str, tuple[int, int]], *, top: bool = False) -> list[Problem]:
+    """``problems`` with the line (and column) of the deepest part of each path that ``where`` holds (an unknown
+    key's own line; a missing key's parent's). A path none of whose parts is there keeps no line (a checkpoint
+    config's key is no place in the spec), unless ``top``: then it gets the document's first line (a spec's own
+    field missing at the top). A problem that has a line keeps it."""
+    def place(p: Problem) -> Problem:
+        if p.line is not None:
+            return p
+        parts = p.path.split(".") if p.path else []
+        prefixes = [".".join(parts[:n]) for n in range(len(parts), 0, -1)] + [""] * top
+        found = next((where[q] for q in prefixes if q in where), None)
+        return p if found is None else replace(p, line=found[0], column=found[1])
+    return [place(p) for p in problems]

@@ -8,7 +8,6 @@ screenful (draftsmith/limits.py).
 """
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 from collections.abc import Mapping
@@ -18,7 +17,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from draftsmith import limits
+from draftsmith import errors, limits
 from draftsmith.errors import QUOTE_LIMIT, NotFound, Problem, SpecError, short, short_text
 from draftsmith.registry import Registry, default_registry
 from draftsmith.specs.resolve import check_spec_data
@@ -88,44 +87,8 @@ def read_text(path: Path) -> str:
 
 def with_lines(problems: list[Problem], text: str) -> list[Problem]:
     """``problems`` with the line of the YAML ``text`` each path reaches: the key of the deepest part of the path
-    that is in the file (an unknown key's own line; a missing key's parent's)."""
-    try:
-        root = yaml.compose(text, Loader=_Loader)   # nodes with marks; the text was loaded already, so it parses
-    except yaml.YAMLError:
-        return problems
-    if root is None:
-        return problems
-    lines = _lines(root)
-    return [dataclasses.replace(p, line=lines[_deepest_known(p.path, lines)]) for p in problems]
-
-
-def _deepest_known(path: str, lines: Mapping[str, int]) -> str:
-    """The longest prefix of a dotted ``path`` that the document holds ('' at worst: the top)."""
-    parts = path.split(".") if path else []
-    prefixes = (".".join(parts[:n]) for n in range(len(parts), -1, -1))
-    return next(p for p in prefixes if p in lines)
-
-
-def _lines(root: yaml.Node) -> dict[str, int]:
-    """Every dotted path of the document -> the 1-based line of its key (of its item, in a list); '' the top.
-    Each node once (an alias shares its node), so the walk is linear in the file, whatever its problems."""
-    lines, todo, seen = {"": root.start_mark.line + 1}, [("", root)], set()
-    while todo:
-        path, node = todo.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        if isinstance(node, yaml.MappingNode):     # a key's line; an item's own line in a list
-            pairs = [(k.value, k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode)]
-        elif isinstance(node, yaml.SequenceNode):
-            pairs = [(str(i), v, v) for i, v in enumerate(node.value)]
-        else:
-            pairs = []
-        for part, mark, child in pairs:
-            key = f"{path}.{part}" if path else part
-            lines.setdefault(key, mark.start_mark.line + 1)
-            todo.append((key, child))
-    return lines
+    that is in the file (an unknown key's own line; a missing key's parent's; the top's at worst)."""
+    return errors.with_lines(problems, errors.yaml_positions(text), top=True)
 
 
 def decode_text(data: bytes, source: str) -> str:
