@@ -61,9 +61,10 @@ def fill(planned: PlannedLoad, *, dtype: torch.dtype, device: str) -> nn.Module:
     raw = read_tensors(planned.infos, planned.plan.sources.values(), finite=True)  # NaN/inf: CheckpointError
     state = {}
     keep = stored_dtypes(planned.module)  # FP8 weights and their float32 scales are never cast to `dtype`
-    for canon, src in planned.plan.sources.items():
+    for canon in planned.plan.sources:
         want = planned.expected[canon].dtype
-        state[canon] = raw[src].to(device=device, dtype=keep.get(canon) or (dtype if want.is_floating_point else want))
+        t = planned.plan.tensor(canon, raw)   # a split rule's part: its rows of the fused tensor, sliced first
+        state[canon] = t.to(device=device, dtype=keep.get(canon) or (dtype if want.is_floating_point else want))
     planned.module.load_state_dict(state, strict=False, assign=True)
     set_compute_dtype(planned.module, dtype)  # FP8 linears dequantize into the model's dtype
     return planned.module

@@ -9,7 +9,7 @@ from draftsmith.components.layers import llama_layer
 from draftsmith.components.mlp import MLPParams, swiglu
 from draftsmith.components.norms import rms
 from draftsmith.components.targets import TARGETS
-from draftsmith.components.weights import RegexRule
+from draftsmith.components.weights import RegexRule, SplitRule
 from draftsmith.hooks import Component
 
 
@@ -43,6 +43,8 @@ def builtin_components() -> list[Component]:
         Component("fusion", "mtp", mtp.mtp, mtp.MTPParams,
                   doc="DeepSeek-V3 MTP: eh_proj over [enorm(embed); hnorm(hidden)]"),
         Component("weight_rule", "regex", _same, RegexRule, doc="rename checkpoint names by regex"),
+        Component("weight_rule", "split", _same, SplitRule,
+                  doc="split one checkpoint tensor's rows into canonical parts (fused qkv_proj, gate_up_proj)"),
         Component("quant", "none", _same, Strict, doc="no quantization (draft only; never the target's)"),
         Component("quant", "fp8", quant.fp8, quant.FP8Params,
                   doc="FP8 e4m3 weights: per-tensor, per-channel or 128x128 block scales (draft only)"),

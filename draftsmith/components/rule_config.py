@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from draftsmith.components.weights import RegexRule, pattern_problem
+from draftsmith.components.weights import RegexRule, SplitRule, pattern_problem
 from draftsmith.errors import Problem, SpecError, short, short_list, short_text, suggest
 
 PLACEHOLDER = re.compile(r"\$\{(\w+)\}")
@@ -48,8 +48,13 @@ def bind(text: str, config: Mapping[str, Any], *, pattern: bool) -> str:
 
 
 def bind_rule(rule: Any, config: Mapping[str, Any]) -> Any:
-    """A RegexRule with its placeholders bound (its inverse derived again when it became a literal prefix);
-    any other rule object is returned as it is."""
+    """A RegexRule with its placeholders bound (its inverse derived again when it became a literal prefix), a
+    SplitRule with its match and parts bound; any other rule object is returned as it is."""
+    if isinstance(rule, SplitRule):
+        if not any(has_placeholders(t) for t in (rule.match, *rule.into)):
+            return rule
+        return SplitRule(match=bind(rule.match, config, pattern=True),
+                         into=tuple(bind(t, config, pattern=False) for t in rule.into))
     if not isinstance(rule, RegexRule):
         return rule
     texts = [rule.match, rule.replace, *(rule.inverse or ())]

@@ -7,6 +7,14 @@ landing on one canonical name would make one of them silently win, so `map_names
 every colliding pair. The inverse (canonical -> checkpoint) exists for simple prefix renames, which is what
 conversion back to an upstream layout needs.
 
+A ``split`` rule (:class:`SplitRule`) is the one rule that is not a rename: one checkpoint tensor holds several
+canonical ones stacked along dim 0, as Phi-3's ``qkv_proj`` (q | k | v rows) and ``gate_up_proj`` (gate | up) do.
+It maps the fused name to every part's canonical name; how many rows each part takes is the model's to say, so the
+load plan (assembler/plan.py) sizes the parts from the meta model's shapes and checks their sum against the fused
+tensor before any data is read. Such a rule has no name-by-name inverse: writing the parts back would need them
+concatenated, so :meth:`RuleSet.from_canonical` and :meth:`RuleSet.map_names` (what convert reads and writes by)
+refuse it with :class:`SplitRefused`.
+
 Patterns are user input matched against user input (tensor names), so each match is bounded: patterns are
 checked with ``re`` syntax and matched by the ``regex`` package with a timeout (``limits.REGEX_SECONDS``); a
 pattern that backtracks past it raises :class:`RegexTimeout` naming the pattern and the name. The classic
@@ -21,14 +29,16 @@ import re
 import re._parser as sre_parse  # the stdlib's own parse tree of a pattern (stable since 3.11; sre_parse before)
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import regex
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from draftsmith import limits
 from draftsmith.errors import DraftsmithError, short
 
-__all__ = ["RegexRule", "RegexTimeout", "RemapCollision", "RemapResult", "RuleSet", "pattern_problem"]
+__all__ = ["RULE_KEYS", "RegexRule", "RegexTimeout", "RemapCollision", "RemapResult", "RuleSet", "SplitRefused",
+           "SplitRule", "pattern_problem"]
 
 
 class RegexTimeout(DraftsmithError, ValueError):
@@ -131,6 +141,32 @@ def _template_literal(text: str) -> str:
     return text.replace("\\", "\\\\")
 
 
+_DOLLAR = re.compile(r"\$\{?(\d+)")
+
+
+def dollar_problem(template: str) -> str | None:
+    """Why a replacement template holding ``$1`` (JavaScript's, sed -E's group syntax) is refused, or None: Python's
+    re.sub writes it as the literal text '$1', which only a load would show, as a name nothing expects."""
+    if (m := _DOLLAR.search(template)) is None:
+        return None
+    n = m.group(1)
+    return (f"{short(template)} holds {m.group()!r}, which Python's re.sub writes as the literal text {m.group()!r}, "
+            f"not group {n}: write the group as '\\{n}' or '\\g<{n}>'")
+
+
+def _check_rename(what: str, pattern: str, template: str) -> None:
+    """A ValueError when ``pattern`` -> ``template`` is not a valid, bounded regex rename."""
+    if len(pattern) <= limits.REGEX_CHARS:   # a longer one is refused below, before anything compiles it
+        try:
+            # Compiles the pattern and the template; a bad group reference fails even without a match.
+            re.compile(pattern).sub(template, "")
+        except re.error as exc:
+            raise ValueError(f"rule {what} {short(pattern)} -> {short(template)} is not a valid regex "
+                             f"rename: {exc}") from exc
+    if (why := pattern_problem(pattern)) is not None:
+        raise ValueError(f"rule {what} {short(pattern)} is refused: {why}")
+
+
 class RegexRule(BaseModel):
     """One rename: `re.sub(match, replace, name, count=1)` when `re.search(match, name)` succeeds.
 
@@ -147,22 +183,26 @@ class RegexRule(BaseModel):
     replace: str
     inverse: tuple[str, str] | None = None
 
+    @field_validator("replace")
+    @classmethod
+    def _no_dollar(cls, template: str) -> str:
+        if (why := dollar_problem(template)) is not None:
+            raise ValueError(why)
+        return template
+
+    @field_validator("inverse")
+    @classmethod
+    def _no_dollar_back(cls, pair: tuple[str, str] | None) -> tuple[str, str] | None:
+        if pair is not None and (why := dollar_problem(pair[1])) is not None:
+            raise ValueError(why)
+        return pair
+
     @model_validator(mode="after")
     def _check(self) -> RegexRule:
         pairs = {"match": (self.match, self.replace), "inverse": self.inverse}
         for what, pair in pairs.items():
-            if pair is None:
-                continue
-            pattern, template = pair
-            if len(pattern) <= limits.REGEX_CHARS:   # a longer one is refused below, before anything compiles it
-                try:
-                    # Compiles the pattern and the template; a bad group reference fails even without a match.
-                    re.compile(pattern).sub(template, "")
-                except re.error as exc:
-                    raise ValueError(f"rule {what} {short(pattern)} -> {short(template)} is not a valid regex "
-                                     f"rename: {exc}") from exc
-            if (why := pattern_problem(pattern)) is not None:
-                raise ValueError(f"rule {what} {short(pattern)} is refused: {why}")
+            if pair is not None:
+                _check_rename(what, *pair)
         if self.inverse is None and self.match.startswith("^") and self.replace and "\\" not in self.replace:
             literal = _literal_of(self.match[1:])
             if literal is not None:
@@ -191,6 +231,106 @@ class RegexRule(BaseModel):
         return body if index is None else f"rule {index}: {body}"
 
 
+SPLIT_PARTS = 64   # parts of one fused tensor; real ones have 2 (gate | up) or 3 (q | k | v)
+_TEMPLATE_TOKEN = re.compile(r"\\(?:g<[^>]*>|\d{1,2}|.)", re.S)
+_TEMPLATE_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "f": "\f", "v": "\v", "a": "\a", "b": "\b", "\\": "\\"}
+
+
+def _output_pattern(template: str) -> str:
+    """A regex searching for what ``template`` writes, a group reference standing for any text: a split rule's
+    parts recognised among canonical names, without the checkpoint name they came from."""
+    out, last = [], 0
+    for m in _TEMPLATE_TOKEN.finditer(template):
+        out.append(re.escape(template[last:m.start()]))
+        token = m.group()[1:]
+        out.append(".*" if token[:2] == "g<" or token.isdigit() else re.escape(_TEMPLATE_ESCAPES.get(token, token)))
+        last = m.end()
+    out.append(re.escape(template[last:]))
+    return "".join(out)
+
+
+class SplitRule(BaseModel):
+    """One checkpoint tensor holding several canonical ones stacked along dim 0 (rows), in the order of ``into``.
+
+    Where ``re.search(match, name)`` succeeds, each part's canonical name is ``re.sub(match, part, name,
+    count=1)``, as a regex rule's ``replace``: ``{kind: split, match: '^(layers\\.\\d+)\\.self_attn\\.qkv_proj\\.',
+    into: ['\\1.self_attn.q_proj.', '\\1.self_attn.k_proj.', '\\1.self_attn.v_proj.']}`` reads Phi-3's q | k | v
+    rows. The rule names parts only: each part's row count is the model's (the load plan sizes them from the meta
+    model and refuses a fused tensor whose rows are not their sum, before any data is read).
+
+    ``apply`` answers the first part (for callers that only need a name the tensor lands on, such as counting
+    layers); :meth:`RuleSet.remap` asks ``parts`` for all of them. There is no ``inverse``: no single checkpoint
+    name holds one part, so writing back would concatenate the parts, which convert does not do.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    match: str
+    into: tuple[str, ...]
+    inverse: None = None   # always None (the weight_rule kind reads it): no name-by-name inverse
+
+    @field_validator("inverse", mode="before")
+    @classmethod
+    def _no_inverse(cls, value: Any) -> None:
+        if value is not None:
+            raise ValueError("a split rule takes no inverse: no checkpoint name holds one part alone, and writing "
+                             "the parts back would concatenate them, which convert does not do")
+        return value
+
+    @field_validator("into")
+    @classmethod
+    def _parts(cls, into: tuple[str, ...]) -> tuple[str, ...]:
+        if not 2 <= len(into) <= SPLIT_PARTS:
+            raise ValueError(f"names {len(into)} part{'s' * (len(into) != 1)}; a split rule names 2 to {SPLIT_PARTS} "
+                             "(one name is a rename: a regex rule's replace)")
+        for template in into:
+            if (why := dollar_problem(template)) is not None:
+                raise ValueError(why)
+        if len(set(into)) < len(into):
+            twice = next(t for t in into if into.count(t) > 1)
+            raise ValueError(f"names the part {short(twice)} twice; each part is a different canonical tensor")
+        return into
+
+    @model_validator(mode="after")
+    def _check(self) -> SplitRule:
+        for template in self.into:
+            _check_rename("match", self.match, template)
+        return self
+
+    def parts(self, name: str) -> tuple[str, ...] | None:
+        """Every part's canonical name, in row order, or None when the rule does not match."""
+        if not _search(self.match, name):
+            return None
+        return tuple(_sub(self.match, template, name) for template in self.into)
+
+    def apply(self, name: str) -> str | None:
+        """The first part's canonical name, or None when the rule does not match (see :meth:`parts`)."""
+        parts = self.parts(name)
+        return None if parts is None else parts[0]
+
+    def invert(self, name: str) -> str | None:
+        raise SplitRefused(f"rule {self.describe()} splits one checkpoint tensor into {len(self.into)} parts; "
+                           f"no checkpoint name holds {name!r} alone (writing it back would concatenate the parts)")
+
+    def produces(self, name: str) -> bool:
+        """Whether ``name`` looks like one of the parts this rule writes (group references standing for any text)."""
+        return any(_search(_output_pattern(t), name) for t in self.into)
+
+    def describe(self, index: int | None = None) -> str:
+        """Human form, e.g. "rule 0: split 'qkv_proj' into 'q_proj', 'k_proj', 'v_proj'"."""
+        body = f"split '{self.match}' into " + ", ".join(f"'{t}'" for t in self.into)
+        return body if index is None else f"rule {index}: {body}"
+
+
+# The keys a rule is written with, by kind (the built-in kinds; the spec schema's message for a `rules` that is not
+# a list, and the README, list them).
+RULE_KEYS: dict[str, tuple[str, ...]] = {"regex": ("match", "replace", "inverse"), "split": ("match", "into")}
+
+
+class SplitRefused(DraftsmithError, ValueError):
+    """A caller that needs one checkpoint name per canonical name (convert, export) met a split rule."""
+
+
 class RemapCollision(DraftsmithError, ValueError):
     """Several checkpoint names map to one canonical name. `pairs` holds (name_a, name_b, canonical) for every pair."""
 
@@ -212,6 +352,9 @@ class RemapResult:
     mapping: dict[str, tuple[str, int | None]]  # canonical -> (checkpoint name, rule index); collided names left out
     ignored: tuple[str, ...]
     collisions: dict[str, tuple[str, ...]] = field(default_factory=dict)  # canonical -> all its checkpoint names
+    # checkpoint name -> its parts' canonical names in row order, for each tensor a split rule splits (its parts
+    # are in `mapping` too, each with the fused name as its source)
+    split: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def pairs(self) -> list[tuple[str, str, str]]:
@@ -224,7 +367,7 @@ class RuleSet:
     def __init__(self, rules: Sequence[RegexRule] = (), ignore: Sequence[str] = ()):
         self.rules = tuple(rules)
         self.ignore = tuple(ignore)
-        self._seen: dict[str, tuple[str | None, int | None]] = {}  # name -> to_canonical(name); rules are fixed
+        self._seen: dict[str, tuple[tuple[str, ...] | None, int | None]] = {}  # name -> to_parts(name); rules are fixed
         for pattern in self.ignore:
             if (why := pattern_problem(pattern)) is not None:
                 raise ValueError(f"ignore pattern {short(pattern)} is not a valid regex: {why}")
@@ -236,7 +379,14 @@ class RuleSet:
         return any(_search(p, name) for p in self.ignore)
 
     def to_canonical(self, name: str) -> tuple[str | None, int | None]:
-        """(canonical name, index of the rule used): (None, None) if ignored, (name, None) if no rule matches.
+        """(canonical name, index of the rule used): (None, None) if ignored, (name, None) if no rule matches. A
+        tensor a split rule splits answers its first part (:meth:`to_parts` answers all)."""
+        parts, index = self.to_parts(name)
+        return (None if parts is None else parts[0]), index
+
+    def to_parts(self, name: str) -> tuple[tuple[str, ...] | None, int | None]:
+        """(canonical names, index of the rule used): one name for a rename, every part for a split rule, None if
+        ignored; ((name,), None) if no rule matches.
 
         Remembered per name: assembling maps a listing twice (the draft's layer count, then the load plan), and a
         listing may hold 10^5 names."""
@@ -244,14 +394,18 @@ class RuleSet:
             seen = self._seen[name] = self._map(name)
         return seen
 
-    def _map(self, name: str) -> tuple[str | None, int | None]:
+    def _map(self, name: str) -> tuple[tuple[str, ...] | None, int | None]:
         if self.is_ignored(name):
             return None, None
         for i, rule in enumerate(self.rules):
-            out = rule.apply(name)
-            if out is not None:
-                return out, i
-        return name, None
+            parts = getattr(rule, "parts", None)   # a split rule (SplitRule, or a plugin's rule with parts())
+            if callable(parts):
+                out = parts(name)
+                if out is not None:
+                    return tuple(out), i
+            elif (renamed := rule.apply(name)) is not None:
+                return (renamed,), i
+        return (name,), None
 
     def from_canonical(self, name: str) -> str:
         """The checkpoint name for a canonical one: the first rule whose inverse matches, else the name itself.
@@ -261,6 +415,11 @@ class RuleSet:
         checkpoint name that passed through unchanged but looks like a rule's output (e.g. 'layers.0.x' beside
         the rule midlayer. -> layers.0.) goes back through that rule: that is what converting to a layout means.
         """
+        for i, rule in enumerate(self.rules):
+            if callable(produces := getattr(rule, "produces", None)) and produces(name):
+                raise SplitRefused(f"canonical {name!r} is one part of a fused tensor under {rule.describe(i)}: "
+                                   "writing it back would concatenate the parts, which convert and export do not "
+                                   "do; write to a layout without split rules")
         for i, rule in enumerate(self.rules):
             if rule.inverse is None:
                 continue
@@ -286,20 +445,32 @@ class RuleSet:
     def remap(self, names: Iterable[str]) -> RemapResult:
         """Map every name; collect collisions instead of raising (the load planner reports them with the rest)."""
         produced: dict[str, list[tuple[str, int | None]]] = {}
-        ignored = []
+        ignored, split = [], {}
         for name in names:
-            canonical, index = self.to_canonical(name)
-            if canonical is None:
+            parts, index = self.to_parts(name)
+            if parts is None:
                 ignored.append(name)
-            else:
+                continue
+            if len(parts) > 1:
+                split[name] = parts
+            for canonical in parts:
                 produced.setdefault(canonical, []).append((name, index))
         mapping = {c: srcs[0] for c, srcs in produced.items() if len(srcs) == 1}
         collisions = {c: tuple(sorted(n for n, _ in srcs)) for c, srcs in produced.items() if len(srcs) > 1}
-        return RemapResult(mapping, tuple(ignored), collisions)
+        return RemapResult(mapping, tuple(ignored), collisions, split)
 
     def map_names(self, names: Iterable[str]) -> dict[str, tuple[str, int | None]]:
-        """canonical -> (checkpoint name, rule index); RemapCollision lists every colliding pair."""
+        """canonical -> (checkpoint name, rule index), one checkpoint name holding one canonical tensor (what
+        convert reads by); RemapCollision lists every colliding pair, SplitRefused names a tensor a split rule
+        splits (its parts are rows of it, which only a load plan sizes: assembler/plan.py)."""
         result = self.remap(names)
         if result.collisions:
             raise RemapCollision(result.pairs, self)
+        if result.split:
+            name, parts = next(iter(result.split.items()))
+            raise SplitRefused(f"{name!r} is split into {', '.join(map(repr, parts))} by "
+                               f"{self.describe(self.to_parts(name)[1])}"
+                               f"{f' (and {len(result.split) - 1} more tensors)' if len(result.split) > 1 else ''}: "
+                               "convert copies one checkpoint tensor per canonical tensor and does not split fused "
+                               "ones; load the draft with assemble() and its spec instead")
         return result.mapping

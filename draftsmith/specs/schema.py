@@ -114,8 +114,34 @@ class Rule(BaseModel):
     kind: str = "regex"
 
 
+def rule_forms() -> str:
+    """The keys each built-in rule kind is written with, in a spec author's words (regex when ``kind`` is left out)."""
+    from draftsmith.components.weights import RULE_KEYS
+
+    default = Rule.model_fields["kind"].default
+    return "; ".join(f"{{{'' if kind == default else f'kind: {kind}, '}{', '.join(keys)}}}"
+                     f"{' (kind: ' + kind + ', the default)' if kind == default else ''}"
+                     for kind, keys in RULE_KEYS.items())
+
+
+def _rules_list(value: Any) -> Any:
+    """``weights.rules`` is a list: a mapping (``{midlayer: layers.0}``, an old-name -> new-name table) or a single
+    string is refused with every rule's keys, and for a table of strings the rules it meant."""
+    if isinstance(value, (list, tuple)):
+        return tuple(value)   # as a tuple: a list is a tuple only in JSON, and this value is Python's now
+    meant = ""
+    if isinstance(value, dict) and value and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        import re
+
+        first = [f"{{match: '^{re.escape(k)}', replace: '{v}'}}" for k, v in list(value.items())[:3]]
+        meant = f"; for a rename table write rules: [{', '.join(first)}{', ...' if len(value) > 3 else ''}]"
+    what = "a mapping" if isinstance(value, dict) else "a single value"
+    raise ValueError(f"is {what}; rules are a list, each item a mapping with the keys kind, match, replace, "
+                     f"inverse, into as its kind takes them: {rule_forms()}{meant}")
+
+
 class Weights(Frozen):
-    rules: tuple[Rule, ...] = ()
+    rules: Annotated[tuple[Rule, ...], BeforeValidator(_rules_list)] = ()
     ignore: tuple[str, ...] = ()
 
 
