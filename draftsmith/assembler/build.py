@@ -189,7 +189,7 @@ def draft_config(registry: Registry, attention: tuple[str, dict[str, Any]], draf
                  draft_cfg) -> tuple[Any, list[str]]:
     """The draft's transformers config as its layers read it, and what it takes that its config.json does not
     state, one note each (build_draft says them once, on one line): a config read as Llama's that states no
-    q/k/v-bias key gets its model_type's default (Qwen2: biases)."""
+    q/k/v-bias key gets its model_type's default (Qwen2: biases); the sizes Dims defaults (Dims.unstated)."""
     flat = flatten_draft_config(draft_raw)
     key = getattr(draft_raw, "key", str)   # a params.json's own key names
     notes = []
@@ -201,6 +201,7 @@ def draft_config(registry: Registry, attention: tuple[str, dict[str, Any]], draf
         notes.append(f"{key('qkv_bias')} not stated (nor {key('attention_bias')}): {str(implied[0]).lower()} taken "
                      f"for model_type {flat['model_type']!r} ({implied[1]}); state draft.attention.qkv_bias to "
                      "override it")
+    notes += Dims.from_config(draft_cfg).unstated(flat, key, heads=not is_mla(flat))   # latent attention: its own
     return draft_cfg, notes
 
 

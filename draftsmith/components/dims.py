@@ -1,8 +1,9 @@
 """Sizes of a transformer read once from a transformers config (the one place config keys become numbers)."""
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from transformers import PretrainedConfig
@@ -35,3 +36,16 @@ class Dims:
             layers=cfg.num_hidden_layers,
             config=cfg,
         )
+
+    def unstated(self, raw: Mapping[str, Any], key: Callable[[str], str] = str, *, heads: bool = True) -> list[str]:
+        """What these sizes took for the keys ``raw`` (the config as written, flat) does not state, one
+        'key not stated: value taken (why)' each, for the load to say (a default is never taken silently).
+        ``key``: the name each key is written under in the file; ``heads``: whether the attention reads
+        num_key_value_heads and head_dim (latent attention has sizes of its own)."""
+        source = f"{type(self.config).__name__}'s default"
+        taken = {"rms_norm_eps": (f"{self.eps:g}", source), "intermediate_size": (self.intermediate, source)}
+        if heads:
+            taken |= {"num_key_value_heads": (self.kv_heads, f"{key('num_attention_heads')}: one KV head per head"),
+                      "head_dim": (self.head_dim, f"{key('hidden_size')} {self.hidden} / {key('num_attention_heads')} "
+                                                  f"{self.heads}")}
+        return [f"{key(k)} not stated: {value} taken ({why})" for k, (value, why) in taken.items() if raw.get(k) is None]

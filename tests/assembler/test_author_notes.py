@@ -116,3 +116,37 @@ def test_bias_tensors_that_do_not_fit_anyway_name_the_spec_field(target, tmp_pat
                      "'layers.0.self_attn.q_proj.bias' and 1 more) that the checkpoint does not hold (qkv_bias auto: the draft config states neither qkv_bias nor "
                      "attention_bias, and model_type 'qwen2' implies true (draftsmith's qwen2 target, as "
                      "transformers' qwen2 model)): state draft.attention.qkv_bias: false"]
+
+
+# ---- 5. the sizes a draft config leaves out are said -------------------------------------------------------------
+
+def test_the_sizes_a_draft_config_leaves_out_are_said_once_with_the_value_taken(target, tmp_path, caplog):
+    draft = edit(write_eagle1(tmp_path / "d", target),
+                 lambda c: [c.pop(k) for k in ("rms_norm_eps", "head_dim", "intermediate_size")])
+    with caplog.at_level(logging.WARNING, logger="draftsmith"):
+        failure("eagle1-llama", target, draft)   # LlamaConfig's intermediate_size 11008 is no draft's: the MLP misfits
+    lines = [line for line in said(caplog) if line.startswith("draft ")]
+    assert lines == [f"draft {draft / 'config.json'}: rms_norm_eps not stated: 1e-06 taken (LlamaConfig's default); "
+                     "intermediate_size not stated: 11008 taken (LlamaConfig's default); head_dim not stated: 8 taken "
+                     "(hidden_size 16 / num_attention_heads 2)"]
+
+
+def test_a_draft_config_stating_every_size_says_nothing_and_eps_is_the_one_taken(target, tmp_path, caplog):
+    stated = write_eagle1(tmp_path / "s", target)
+    unstated = edit(write_eagle1(tmp_path / "u", target), lambda c: c.pop("rms_norm_eps"))
+    with caplog.at_level(logging.WARNING, logger="draftsmith"):
+        draftsmith.assemble("eagle1-llama", target=target, draft=stated)
+        assert said(caplog) == []
+        model = draftsmith.assemble("eagle1-llama", target=target, draft=unstated)
+    assert model.draft.layers[0].post_attention_layernorm.eps == 1e-6
+    assert said(caplog) == [f"draft {unstated / 'config.json'}: rms_norm_eps not stated: 1e-06 taken (LlamaConfig's "
+                            "default)"]
+
+
+def test_kv_heads_left_out_is_said_and_explains_the_misfit(target, tmp_path, caplog):
+    draft = edit(write_eagle1(tmp_path / "d", target), lambda c: c.pop("num_key_value_heads"))
+    with caplog.at_level(logging.WARNING, logger="draftsmith"):
+        message, _ = failure("eagle1-llama", target, draft)
+    assert "wrong shape: 'layers.0.self_attn.v_proj.weight' is [8, 16]" in message
+    assert said(caplog) == [f"draft {draft / 'config.json'}: num_key_value_heads not stated: 2 taken "
+                            "(num_attention_heads: one KV head per head)"]
