@@ -20,6 +20,7 @@ from draftsmith.components.gqa import stated_qkv_bias, type_qkv_bias
 from draftsmith.components.layers import own_input
 from draftsmith.components.quant import quantize_target
 from draftsmith.components.rule_config import bind_all
+from draftsmith.components.sliding import stated_window
 from draftsmith.components.targets import apply_windows
 from draftsmith.components.weights import RuleSet
 from draftsmith.errors import Problem, SpecError, short, short_text
@@ -189,7 +190,8 @@ def draft_config(registry: Registry, attention: tuple[str, dict[str, Any]], draf
                  draft_cfg) -> tuple[Any, list[str]]:
     """The draft's transformers config as its layers read it, and what it takes that its config.json does not
     state, one note each (build_draft says them once, on one line): a config read as Llama's that states no
-    q/k/v-bias key gets its model_type's default (Qwen2: biases); the sizes Dims defaults (Dims.unstated)."""
+    q/k/v-bias key gets its model_type's default (Qwen2: biases); the sizes Dims defaults (Dims.unstated); a
+    sliding window it asks for, which the draft does not apply."""
     flat = flatten_draft_config(draft_raw)
     key = getattr(draft_raw, "key", str)   # a params.json's own key names
     notes = []
@@ -202,6 +204,12 @@ def draft_config(registry: Registry, attention: tuple[str, dict[str, Any]], draf
                      f"for model_type {flat['model_type']!r} ({implied[1]}); state draft.attention.qkv_bias to "
                      "override it")
     notes += Dims.from_config(draft_cfg).unstated(flat, key, heads=not is_mla(flat))   # latent attention: its own
+    if (window := stated_window(flat)) is not None:
+        # not the target's path (TargetArch.window): that reads layer_types as the model_type's config class computes
+        # them from num_hidden_layers, which a draft's config misstates (FORMATS.md), and drafts are Llama layers
+        on = f" with {key('use_sliding_window')} true" if flat.get("use_sliding_window") else ""
+        notes.append(f"{key('sliding_window')}={window}{on} is not applied: the draft attends its whole context (a "
+                     "draft's config is read as Llama's, whose attention has no window)")
     return draft_cfg, notes
 
 

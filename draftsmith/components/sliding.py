@@ -41,3 +41,12 @@ def windowed(backend: Backend, window: int) -> Backend:
     attend.window = window
     attend.inner = backend
     return attend
+
+
+def stated_window(cfg) -> int | None:
+    """The window a config (a mapping as written) asks for, or None: ``sliding_window`` when it is a positive number
+    and ``use_sliding_window`` is not false (Qwen2-style configs switch the window off with that flag and often
+    carry a stale size; Mistral-style ones have no flag)."""
+    window = cfg.get("sliding_window")
+    on = cfg.get("use_sliding_window", True) is not False
+    return window if on and isinstance(window, int) and not isinstance(window, bool) and window > 0 else None

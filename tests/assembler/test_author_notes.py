@@ -150,3 +150,21 @@ def test_kv_heads_left_out_is_said_and_explains_the_misfit(target, tmp_path, cap
     assert "wrong shape: 'layers.0.self_attn.v_proj.weight' is [8, 16]" in message
     assert said(caplog) == [f"draft {draft / 'config.json'}: num_key_value_heads not stated: 2 taken "
                             "(num_attention_heads: one KV head per head)"]
+
+
+# ---- 4. a draft config's sliding window ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("window, flag, noted", [(4, True, True), (4, None, True), (4, False, False),
+                                                 (None, True, False)])
+def test_a_draft_configs_sliding_window_is_said_to_be_unapplied(target, tmp_path, caplog, window, flag, noted):
+    """Chosen over applying it: the target's rule reads layer_types as its type's config class derives them from
+    num_hidden_layers, which drafts misstate, and a draft's config is read as Llama's (no window)."""
+    keys = {"sliding_window": window} | ({} if flag is None else {"use_sliding_window": flag})
+    draft = edit(write_eagle1(tmp_path / "d", target), lambda c: c.update(keys))
+    with caplog.at_level(logging.WARNING, logger="draftsmith"):
+        model = draftsmith.assemble("eagle1-llama", target=target, draft=draft)
+    on = " with use_sliding_window true" if flag else ""
+    assert said(caplog) == ([f"draft {draft / 'config.json'}: sliding_window=4{on} is not applied: the draft attends "
+                             "its whole context (a draft's config is read as Llama's, whose attention has no window)"]
+                            if noted else [])
+    assert not hasattr(model.draft.layers[0].self_attn.backend, "window")   # whole context, as said
