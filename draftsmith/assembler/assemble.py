@@ -159,6 +159,15 @@ def _qkv_bias(spec: Spec, registry: Registry, draft_raw, canonical: list[str], b
     return note
 
 
+def _fc_bias(canonical: list[str], built: dict) -> Callable[[], str | None]:
+    """The note for a draft whose fusion bias does not fit the checkpoint's fc.bias: the fusion says why it has one
+    or not (a fusion with a ``bias_note``, as eagle1's)."""
+    def note() -> str | None:
+        says = getattr(getattr(built.get("draft"), "fc", None), "bias_note", None)
+        return says("fc.bias" in canonical) if callable(says) else None
+    return note
+
+
 def plan_target(folder: Path, registry: Registry, backend) -> tuple[PlannedLoad, Any]:
     """The target built on meta and its checked load plan (no tensor data read), and its transformers config.
 
@@ -262,7 +271,8 @@ def plan_assembly(spec: Spec | str | Path, target: str | Path | None = None, dra
     canonical = [c for c in (rules.to_canonical(n)[0] for n in infos) if c is not None]
     built: dict[str, Any] = {}   # the draft model, once built: notes about its tensors compare with it
     notes = (_swapped(registry, draft_dir, "draft", list(infos)), _layers(spec, canonical),
-             _pairing(draft_raw, target_cfg), _qkv_bias(spec, registry, draft_raw, canonical, built))
+             _pairing(draft_raw, target_cfg), _qkv_bias(spec, registry, draft_raw, canonical, built),
+             _fc_bias(canonical, built))
     with _explained(*notes):
         draft_cfg = draft_hf_config(draft_raw, draft_dir / "config.json")
         draft_model = built["draft"] = build_draft(spec, registry, draft_raw=draft_raw, draft_cfg=draft_cfg,

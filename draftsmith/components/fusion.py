@@ -99,9 +99,21 @@ class Eagle1Fusion(nn.Linear):
     norm_before_residual = False
     norm_output = "head"
 
-    def __init__(self, hidden: int, target_width: int, bias: bool):
+    def __init__(self, hidden: int, target_width: int, bias: bool, reading: str = ""):
         super().__init__(hidden + target_width, hidden, bias=bias)
         self.target_width = target_width   # the last target_width inputs are the target's state
+        self.reading = reading             # why fc has a bias or not (eagle1_bias), for a load whose fc.bias misfits
+
+    def bias_note(self, held: bool) -> str | None:
+        """The note for a load whose checkpoint holds ``fc.bias`` (``held``) and this fc has none, or the reverse;
+        None when they agree."""
+        if held == (self.bias is not None):
+            return None
+        if held:
+            return (f"note: the checkpoint holds fc.bias and the fusion is built without a bias ({self.reading}): "
+                    "state fusion.bias: true, or auto to read the draft config")
+        return (f"note: the fusion expects fc.bias, which the checkpoint does not hold ({self.reading}): state "
+                "fusion.bias: false")
 
     def fuse(self, emb: torch.Tensor, hidden: torch.Tensor, from_target: bool) -> torch.Tensor:
         return super().forward(torch.cat((emb, hidden), dim=-1))
@@ -145,8 +157,28 @@ def eagle1(params: Eagle1Params, *, hidden: int, target_width: int, draft_config
                                                  f"({hidden}) to equal the target's ({target_width}): its own "
                                                  "outputs replace target states in fc and go through the "
                                                  "target's lm_head")])
-    bias = draft_config.get("bias", True) if params.bias == "auto" else params.bias
-    return Eagle1Fusion(hidden, target_width, bool(bias))
+    bias, reading, note = eagle1_bias(params.bias, draft_config)
+    if note:  # once per draft build, where the user sees it
+        log.warning("EAGLE-1 draft: %s", note)
+    return Eagle1Fusion(hidden, target_width, bias, reading)
+
+
+def eagle1_bias(stated: bool | str, draft_config: dict) -> tuple[bool, str, str | None]:
+    """(whether fc has a bias, why, the load note or None): the spec's ``fusion.bias``, else (auto) the draft config's
+    ``bias``, and a MISSING key means true (the EAGLE reference's default: the Vicuna and LLaMA2-chat drafts have no
+    key and do have fc.bias). A default taken, and a spec that contradicts the config, are said."""
+    config = draft_config.get("bias")
+    if stated == "auto" and config is None:
+        return True, ('the draft config has no "bias" key, which reads as true, the EAGLE reference\'s default'), (
+            'the draft config has no "bias" key: read as true, a fusion bias (fc.bias), the EAGLE reference\'s '
+            "default; state fusion.bias: false for a draft without one")
+    if stated == "auto":
+        return bool(config), f'fusion.bias auto read the draft config\'s "bias": {str(config).lower()}', None
+    said = f"the spec's fusion.bias: {str(stated).lower()}"
+    if config is None or bool(config) == stated:
+        return stated, said, None
+    contradiction = f'{said} contradicts the draft config\'s "bias": {str(config).lower()}'
+    return stated, contradiction, f"{contradiction}; the spec wins"
 
 
 def eagle3(params: Eagle3Params, *, hidden: int, target_width: int, draft_config: dict, target_layers: int,

@@ -121,7 +121,7 @@ def test_bias_tensors_that_do_not_fit_anyway_name_the_spec_field(target, tmp_pat
 # ---- 5. the sizes a draft config leaves out are said -------------------------------------------------------------
 
 def test_the_sizes_a_draft_config_leaves_out_are_said_once_with_the_value_taken(target, tmp_path, caplog):
-    draft = edit(write_eagle1(tmp_path / "d", target),
+    draft = edit(write_eagle1(tmp_path / "d", target, bias=True),
                  lambda c: [c.pop(k) for k in ("rms_norm_eps", "head_dim", "intermediate_size")])
     with caplog.at_level(logging.WARNING, logger="draftsmith"):
         failure("eagle1-llama", target, draft)   # LlamaConfig's intermediate_size 11008 is no draft's: the MLP misfits
@@ -132,8 +132,8 @@ def test_the_sizes_a_draft_config_leaves_out_are_said_once_with_the_value_taken(
 
 
 def test_a_draft_config_stating_every_size_says_nothing_and_eps_is_the_one_taken(target, tmp_path, caplog):
-    stated = write_eagle1(tmp_path / "s", target)
-    unstated = edit(write_eagle1(tmp_path / "u", target), lambda c: c.pop("rms_norm_eps"))
+    stated = write_eagle1(tmp_path / "s", target, bias=True)
+    unstated = edit(write_eagle1(tmp_path / "u", target, bias=True), lambda c: c.pop("rms_norm_eps"))
     with caplog.at_level(logging.WARNING, logger="draftsmith"):
         draftsmith.assemble("eagle1-llama", target=target, draft=stated)
         assert said(caplog) == []
@@ -144,7 +144,7 @@ def test_a_draft_config_stating_every_size_says_nothing_and_eps_is_the_one_taken
 
 
 def test_kv_heads_left_out_is_said_and_explains_the_misfit(target, tmp_path, caplog):
-    draft = edit(write_eagle1(tmp_path / "d", target), lambda c: c.pop("num_key_value_heads"))
+    draft = edit(write_eagle1(tmp_path / "d", target, bias=True), lambda c: c.pop("num_key_value_heads"))
     with caplog.at_level(logging.WARNING, logger="draftsmith"):
         message, _ = failure("eagle1-llama", target, draft)
     assert "wrong shape: 'layers.0.self_attn.v_proj.weight' is [8, 16]" in message
@@ -160,7 +160,7 @@ def test_a_draft_configs_sliding_window_is_said_to_be_unapplied(target, tmp_path
     """Chosen over applying it: the target's rule reads layer_types as its type's config class derives them from
     num_hidden_layers, which drafts misstate, and a draft's config is read as Llama's (no window)."""
     keys = {"sliding_window": window} | ({} if flag is None else {"use_sliding_window": flag})
-    draft = edit(write_eagle1(tmp_path / "d", target), lambda c: c.update(keys))
+    draft = edit(write_eagle1(tmp_path / "d", target, bias=True), lambda c: c.update(keys))
     with caplog.at_level(logging.WARNING, logger="draftsmith"):
         model = draftsmith.assemble("eagle1-llama", target=target, draft=draft)
     on = " with use_sliding_window true" if flag else ""
@@ -168,3 +168,40 @@ def test_a_draft_configs_sliding_window_is_said_to_be_unapplied(target, tmp_path
                              "its whole context (a draft's config is read as Llama's, whose attention has no window)"]
                             if noted else [])
     assert not hasattr(model.draft.layers[0].self_attn.backend, "window")   # whole context, as said
+
+
+# ---- 3. the EAGLE-1 fusion bias ------------------------------------------------------------------------------------
+
+def test_a_missing_bias_key_is_said_to_read_as_true_and_a_draft_without_fc_bias_is_told_the_field(target, tmp_path,
+                                                                                                  caplog):
+    draft = edit(write_eagle1(tmp_path / "d", target, bias=None), tensors=lambda t: t.pop("fc.bias"))
+    with caplog.at_level(logging.WARNING, logger="draftsmith"):
+        message, notes = failure("eagle1-llama", target, draft)
+    assert message.endswith("missing: 'fc.bias' [16] float32")
+    assert notes == ['note: the fusion expects fc.bias, which the checkpoint does not hold (the draft config has no '
+                     '"bias" key, which reads as true, the EAGLE reference\'s default): state fusion.bias: false']
+    assert said(caplog) == ['EAGLE-1 draft: the draft config has no "bias" key: read as true, a fusion bias (fc.bias), '
+                            "the EAGLE reference's default; state fusion.bias: false for a draft without one"]
+
+
+def test_a_spec_that_contradicts_the_configs_bias_is_said_and_named_when_fc_bias_misfits(target, tmp_path, caplog):
+    draft = write_eagle1(tmp_path / "d", target, bias=True)
+    spec = spec_file(tmp_path, "eagle1-llama", ("bias: auto", "bias: false"))
+    with caplog.at_level(logging.WARNING, logger="draftsmith"):
+        message, notes = failure(spec, target, draft)
+    assert message.endswith("unexpected: 'fc.bias' (no rule matched; name kept)")
+    assert notes == ['note: the checkpoint holds fc.bias and the fusion is built without a bias (the spec\'s '
+                     'fusion.bias: false contradicts the draft config\'s "bias": true): state fusion.bias: true, or '
+                     'auto to read the draft config']
+    assert said(caplog) == ['EAGLE-1 draft: the spec\'s fusion.bias: false contradicts the draft config\'s "bias": '
+                            'true; the spec wins']
+
+
+@pytest.mark.parametrize("spec_bias, config_bias", [("auto", True), ("auto", False), ("true", None), ("false", False)])
+def test_a_fusion_bias_read_as_stated_says_nothing(target, tmp_path, caplog, spec_bias, config_bias):
+    draft = write_eagle1(tmp_path / "d", target, bias=config_bias)
+    spec = spec_file(tmp_path, "eagle1-llama", ("bias: auto", f"bias: {spec_bias}"))
+    with caplog.at_level(logging.WARNING, logger="draftsmith"):
+        model = draftsmith.assemble(spec, target=target, draft=draft)
+    assert said(caplog) == []
+    assert (model.draft.fc.bias is not None) == (config_bias is not False)
