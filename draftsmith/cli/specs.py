@@ -77,14 +77,15 @@ def _checkpoints_fit(f: Path, spec, folders: dict) -> bool:
 
 @app.command("list")
 def list_cmd(params: bool = typer.Option(False, "--params", help="also each component's params (defaults)")) -> None:
-    """Specs and components, each with the plugin that provides it. A spec that does not load is listed as
-    broken; its errors follow the tables (exit 1)."""
+    """Specs and components, each with the plugin that provides it (a spec of a DRAFTSMITH_SPEC_PATH folder: that
+    folder). A spec that does not load is listed as broken; its errors follow the tables (exit 1)."""
     from draftsmith import default_registry, load_spec
     from draftsmith.errors import DraftsmithError
 
     reg = default_registry()
     table, broken = Table(title="specs"), []
-    table.add_column("name"), table.add_column("plugin"), table.add_column("description")
+    # a spec of a DRAFTSMITH_SPEC_PATH folder is listed with its folder, shown whole (folded, never cut)
+    table.add_column("name"), table.add_column("plugin", overflow="fold", max_width=40), table.add_column("description")
     for name, plugin in reg.spec_names():
         try:
             description = load_spec(name).description

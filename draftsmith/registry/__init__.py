@@ -1,4 +1,5 @@
-"""Plugin manager, component registry (kind, name) -> factory with provenance, and the spec catalog."""
+"""Plugin manager, component registry (kind, name) -> factory with provenance, and the spec catalog (the plugins'
+specs and those of the DRAFTSMITH_SPEC_PATH folders, :mod:`draftsmith.registry.spec_path`)."""
 from draftsmith.registry.checks import PluginError
 from draftsmith.registry.registry import (
     ComponentFailed,

@@ -18,6 +18,7 @@ from draftsmith.hooks import specs as hookspecs
 from draftsmith.hooks.kinds import KINDS
 from draftsmith.registry.checks import PluginError, record_problem
 from draftsmith.registry.results import ComponentFailed, checked
+from draftsmith.registry.spec_path import SPEC_PATH, folder_specs, spec_folders
 
 BUILTIN, BUILTIN_MODULE = "builtin", "draftsmith.builtin"
 NO_AUTOLOAD = "DRAFTSMITH_DISABLE_PLUGIN_AUTOLOAD"
@@ -42,13 +43,18 @@ class UnknownSpec(DraftsmithError, LookupError):
 @dataclass(frozen=True)
 class Provided:
     record: Any
-    plugin: str
+    plugin: str           # the plugin's name; for a spec of a DRAFTSMITH_SPEC_PATH folder, the folder
+    folder: bool = False  # a spec file of a DRAFTSMITH_SPEC_PATH folder, not a plugin's
+
+    def who(self) -> str:
+        return f"folder {self.plugin!r} of {SPEC_PATH}" if self.folder else f"plugin {self.plugin!r}"
 
 
 class Registry:
-    """Components and specs flattened from every plugin, each with the plugin that provided it."""
+    """Components and specs flattened from every plugin, each with the plugin that provided it; then the specs of
+    the ``spec_folders`` (:mod:`draftsmith.registry.spec_path`), each with its folder."""
 
-    def __init__(self, pm: pluggy.PluginManager):
+    def __init__(self, pm: pluggy.PluginManager, spec_folders: Iterable[os.PathLike] = ()):
         self.pm = pm
         self.components: dict[tuple[str, str], Provided] = {}
         self.specs: dict[str, Provided] = {}
@@ -58,6 +64,22 @@ class Registry:
         for impl in pm.hook.draftsmith_specs.get_hookimpls():
             for src in _records(impl, SpecSource):
                 self._add(self.specs, src.name, src, impl.plugin_name)
+        for folder in spec_folders:
+            for src in folder_specs(folder):
+                self._add_file(src, str(folder))
+
+    def _add_file(self, src: SpecSource, folder: str) -> None:
+        """A folder's spec; a name taken already (by a plugin, another folder, another file of this one) is a clash
+        naming both files, never a silent shadow."""
+        new = Provided(src, folder, folder=True)
+        if (first := self.specs.get(src.name)) is not None:
+            who = f"twice by {new.who()}" if first.folder and first.plugin == folder else \
+                f"by both {first.who()} and {new.who()}"
+            fix = "change the name: in one of them" if first.folder else \
+                f"change the name: in {short_text(src.path, 300)}"
+            raise PluginClash(f"spec {src.name!r} is provided {who}, in {short_text(first.record.path, 300)} and "
+                              f"{short_text(src.path, 300)}; {fix} (draftsmith never shadows silently)")
+        self.specs[src.name] = new
 
     @staticmethod
     def _add(table: dict, key: Any, record: Any, plugin: str) -> None:
@@ -240,8 +262,10 @@ def _register(pm: pluggy.PluginManager, plugin: object, name: str, where: str | 
                           "(draftsmith.hooks.specs)") from None
 
 
-def build_registry(plugins: Iterable[tuple[str, object]] = (), *, entry_points: bool | None = None) -> Registry:
-    """A fresh plugin manager: the built-ins, the ``draftsmith`` entry points, then ``plugins`` (name, obj).
+def build_registry(plugins: Iterable[tuple[str, object]] = (), *, entry_points: bool | None = None,
+                   spec_path: str | None = None) -> Registry:
+    """A fresh plugin manager: the built-ins, the ``draftsmith`` entry points, then ``plugins`` (name, obj); and
+    the spec files of the folders ``spec_path`` lists (``os.pathsep``-separated; None: ``DRAFTSMITH_SPEC_PATH``).
 
     ``entry_points`` None: loaded unless the environment sets ``DRAFTSMITH_DISABLE_PLUGIN_AUTOLOAD`` (to anything
     but empty or 0), as pytest's PYTEST_DISABLE_PLUGIN_AUTOLOAD: a way around an installed plugin that is broken.
@@ -255,10 +279,10 @@ def build_registry(plugins: Iterable[tuple[str, object]] = (), *, entry_points: 
         load_entry_points(pm)
     for name, plugin in plugins:
         _register(pm, plugin, name)
-    return Registry(pm)
+    return Registry(pm, spec_folders(spec_path))
 
 
 @functools.lru_cache(maxsize=1)
 def default_registry() -> Registry:
-    """The process-wide registry (built-ins + installed plugins), built on first use."""
+    """The process-wide registry (built-ins + installed plugins + DRAFTSMITH_SPEC_PATH), built on first use."""
     return build_registry()
