@@ -276,7 +276,8 @@ def plan_assembly(spec: Spec | str | Path, target: str | Path | None = None, dra
     with _explained(*notes):
         draft_cfg = draft_hf_config(draft_raw, draft_dir / "config.json")
         draft_model = built["draft"] = build_draft(spec, registry, draft_raw=draft_raw, draft_cfg=draft_cfg,
-                                                   target_cfg=target_cfg, canonical_names=canonical, backend=backend)
+                                                   target_cfg=target_cfg, canonical_names=canonical, backend=backend,
+                                                   source=(draft_dir, list(infos)))
         draft_plan = plan_module(draft_model, draft_dir, rules, spec=spec.name, infos=infos)
     check_draft_vocab(spec, draft_plan, draft_dir)
     return Assembly(target_plan, target_cfg, draft_model, draft_plan, draft_dir, read_tokenizer(target_dir),

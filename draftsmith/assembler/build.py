@@ -4,6 +4,7 @@ from __future__ import annotations
 import copy
 import logging
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any, Callable
@@ -23,7 +24,7 @@ from draftsmith.components.rule_config import bind_all
 from draftsmith.components.sliding import stated_window
 from draftsmith.components.targets import apply_windows
 from draftsmith.components.weights import RuleSet
-from draftsmith.errors import Problem, SpecError, short, short_text
+from draftsmith.errors import Problem, SpecError, short, short_list, short_text
 from draftsmith.registry import Registry
 from draftsmith.specs.resolve import fusion_params, params_problems, resolve
 from draftsmith.specs.schema import Spec
@@ -60,19 +61,48 @@ def rule_set(spec: Spec, registry: Registry, config: Mapping[str, Any] | None = 
     return RuleSet(rules, ignore)
 
 
-def layer_count(spec: Spec, canonical_names: Iterable[str]) -> int:
+def layer_count(spec: Spec, canonical_names: Iterable[str], source: tuple[Any, list[str]] | None = None) -> int:
     """The draft's layer count: the spec's num_layers, or for ``auto`` the checkpoint's (:func:`held_layers`)."""
-    return spec.draft.num_layers if spec.draft.num_layers != "auto" else held_layers(spec, canonical_names)
+    return spec.draft.num_layers if spec.draft.num_layers != "auto" else held_layers(spec, canonical_names, source)
 
 
-def held_layers(spec: Spec, canonical_names: Iterable[str]) -> int:
+SAMPLE = 4   # checkpoint names shown before and after the rules when auto finds no layer
+
+
+def no_layers(spec: Spec, canonical: list[str], source: tuple[Any, list[str]] | None) -> Problem:
+    """Why auto found no 'layers.N.' name, with what the rules were given and made of it (a few names of each, how
+    many collided onto one name, how many were ignored): a rule that matches nothing, or maps every name to one,
+    shows in them. ``source``: (the draft folder, its tensor names before the rules), when known."""
+    def sample(names: list[str]) -> str:
+        return short_list(names, SAMPLE, 40) if names else "none"
+
+    made = list(dict.fromkeys(canonical))
+    collided = sum(n for n in Counter(canonical).values() if n > 1)
+    message = "auto found no 'layers.N.' tensors after the weight rules"
+    if source is not None:
+        folder, names = source
+        message += f": draft folder {short_text(folder, 120)} holds {len(names)} tensors ({sample(names)})"
+        ignored = len(names) - len(canonical)
+    else:
+        ignored = 0
+    fate = [f"{collided} names collided onto {sum(n > 1 for n in Counter(canonical).values())}"] * bool(collided) + (
+        [f"{ignored} ignored by weights.ignore"] * bool(ignored))
+    fate_text = f" ({'; '.join(fate)})" if fate else ""
+    return Problem("draft.num_layers", message, hint=(
+        f"After the rules: {sample(made)}{fate_text}. Check weights.rules: a rule's "
+        "match must fit these names, and its replace give 'layers.N.' names (e.g. match: '^midlayer\\.', replace: "
+        "'layers.0.')"))
+
+
+def held_layers(spec: Spec, canonical_names: Iterable[str], source: tuple[Any, list[str]] | None = None) -> int:
     """The layers the checkpoint holds: the highest 'layers.N.' of its canonical names, plus one; a SpecError at
-    the spec's draft.num_layers when there is none or N is past limits.DRAFT_LAYERS."""
+    the spec's draft.num_layers when there is none (:func:`no_layers`, with ``source``) or N is past
+    limits.DRAFT_LAYERS."""
+    canonical_names = list(canonical_names)
     # the highest 'layers.N.' by its digits (never int() of an unbounded run: Python refuses past 4300 digits)
     numbered = [(len(run := m.group(1).lstrip("0")), run, n) for n in canonical_names if (m := _LAYER.match(n))]
     if not numbered:
-        raise SpecError(spec.source, [Problem("draft.num_layers", "auto found no 'layers.N.' tensors after the "
-                                                                   "weight rules", hint="Check weights.rules.")])
+        raise SpecError(spec.source, [no_layers(spec, canonical_names, source)])
     from draftsmith import limits
 
     digits, run, name = max(numbered)
@@ -214,7 +244,10 @@ def draft_config(registry: Registry, attention: tuple[str, dict[str, Any]], draf
 
 
 def build_draft(spec: Spec, registry: Registry, *, draft_raw: Mapping[str, Any], draft_cfg, target_cfg,
-                canonical_names: list[str], backend: Callable) -> DraftModel:
+                canonical_names: list[str], backend: Callable, source: tuple[Any, list[str]] | None = None
+                ) -> DraftModel:
+    """The draft on the meta device. ``source``: (the draft folder, its tensor names before the rules), for the
+    error of a ``num_layers: auto`` that finds no layer."""
     d = spec.draft
     attention = attention_recipe(spec, registry, draft_raw)
     draft_cfg, notes = draft_config(registry, attention, draft_raw, draft_cfg)
@@ -244,7 +277,7 @@ def build_draft(spec: Spec, registry: Registry, *, draft_raw: Mapping[str, Any],
         hidden_norm = hidden_norm_slot(spec, fc)
         check_final_norm(spec, fc)
         layers = []
-        for i in range(layer_count(spec, canonical_names)):
+        for i in range(layer_count(spec, canonical_names, source)):
             first = i == 0
             layers.append(stack.layer(
                 i, in_width=dims.hidden * (fc.first_in_factor if first else 1),

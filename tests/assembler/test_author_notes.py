@@ -205,3 +205,43 @@ def test_a_fusion_bias_read_as_stated_says_nothing(target, tmp_path, caplog, spe
         model = draftsmith.assemble(spec, target=target, draft=draft)
     assert said(caplog) == []
     assert (model.draft.fc.bias is not None) == (config_bias is not False)
+
+
+# ---- 2. num_layers: auto that finds no layer shows what the rules were given and made -------------------------------
+
+MIDLAYER_RULE = "- {match: '^midlayer\\.', replace: 'layers.0.'}"
+
+
+@pytest.fixture
+def eagle3(target, tmp_path) -> Path:
+    return write_eagle3(tmp_path / "e3", target)   # 13 tensors: fc, lm_head, norm and 10 midlayer.*
+
+
+@pytest.mark.parametrize("rule, ignore, after", [
+    ("- {match: '^mid_layer\\.', replace: 'layers.0.'}", "",
+     "After the rules: 'fc.weight', 'lm_head.weight', 'midlayer.hidden_norm.weight', 'midlayer.input_layernorm.weight' "
+     "and 9 more. Check weights.rules"),
+    ("- {match: '^.*$', replace: ''}", "", "After the rules: '' (13 names collided onto 1). Check weights.rules"),
+    (MIDLAYER_RULE, "\n    - '^midlayer\\.'", "After the rules: 'fc.weight', 'lm_head.weight', 'norm.weight' (10 "
+                                              "ignored by weights.ignore). Check weights.rules"),
+])
+def test_auto_layers_finding_none_names_the_folder_and_the_names_before_and_after_the_rules(target, eagle3, tmp_path,
+                                                                                            rule, ignore, after):
+    spec = spec_file(tmp_path, "eagle3-llama", (MIDLAYER_RULE, rule),
+                     ("ignore: ['^(model\\.)?embed_tokens\\.weight$']", f"ignore:{ignore}\n    - '^embed_tokens'"))
+    message, _ = failure(spec, target, eagle3)
+    assert (f"draft.num_layers: auto found no 'layers.N.' tensors after the weight rules: draft folder {eagle3} holds "
+            "13 tensors ('fc.weight', 'lm_head.weight', 'midlayer.hidden_norm.weight', 'midlayer.input_layernorm.weight' "
+            "and 9 more). ") in message
+    assert after in message
+
+
+def test_the_names_shown_are_bounded(target, tmp_path):
+    from draftsmith.assembler.build import no_layers
+    from draftsmith.specs.loader import load_spec
+
+    names = [f"block_{i}_{'x' * 200}.weight" for i in range(1000)]
+    problem = no_layers(load_spec("eagle3-llama"), names[:-10], (tmp_path / ("f" * 500), names))
+    text = problem.render()
+    assert "holds 1000 tensors" in text and "and 996 more" in text and "10 ignored by weights.ignore" in text
+    assert len(text) < 1000 and "..." in text
