@@ -322,9 +322,10 @@ class SplitRule(BaseModel):
         return body if index is None else f"rule {index}: {body}"
 
 
-# The keys a rule is written with, by kind (the built-in kinds; the spec schema's message for a `rules` that is not
-# a list, and the README, list them).
-RULE_KEYS: dict[str, tuple[str, ...]] = {"regex": ("match", "replace", "inverse"), "split": ("match", "into")}
+# The keys each built-in rule kind is written with (the spec schema's message for a `rules` that is not a list
+# lists them); a split rule's `inverse` exists only to be refused with its reason.
+RULE_KEYS: dict[str, tuple[str, ...]] = {"regex": tuple(RegexRule.model_fields),
+                                         "split": tuple(k for k in SplitRule.model_fields if k != "inverse")}
 
 
 class SplitRefused(DraftsmithError, ValueError):

@@ -9,6 +9,7 @@ import json
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr
+from pydantic_core import PydanticCustomError
 
 from draftsmith import limits
 from draftsmith.errors import short
@@ -119,14 +120,15 @@ def rule_forms() -> str:
     from draftsmith.components.weights import RULE_KEYS
 
     default = Rule.model_fields["kind"].default
-    return "; ".join(f"{{{'' if kind == default else f'kind: {kind}, '}{', '.join(keys)}}}"
-                     f"{' (kind: ' + kind + ', the default)' if kind == default else ''}"
-                     for kind, keys in RULE_KEYS.items())
+    keys = dict.fromkeys(["kind", *(k for ks in RULE_KEYS.values() for k in ks)])
+    forms = "; ".join(f"{{{'' if kind == default else f'kind: {kind}, '}{', '.join(ks)}}}"
+                      f"{f' (kind: {kind}, the default)' if kind == default else ''}" for kind, ks in RULE_KEYS.items())
+    return f"a list, each item a mapping with keys {', '.join(keys)}: {forms}"
 
 
 def _rules_list(value: Any) -> Any:
     """``weights.rules`` is a list: a mapping (``{midlayer: layers.0}``, an old-name -> new-name table) or a single
-    string is refused with every rule's keys, and for a table of strings the rules it meant."""
+    value is refused naming every rule key, and for a table of strings the rules it meant."""
     if isinstance(value, (list, tuple)):
         return tuple(value)   # as a tuple: a list is a tuple only in JSON, and this value is Python's now
     meant = ""
@@ -134,10 +136,10 @@ def _rules_list(value: Any) -> Any:
         import re
 
         first = [f"{{match: '^{re.escape(k)}', replace: '{v}'}}" for k, v in list(value.items())[:3]]
-        meant = f"; for a rename table write rules: [{', '.join(first)}{', ...' if len(value) > 3 else ''}]"
-    what = "a mapping" if isinstance(value, dict) else "a single value"
-    raise ValueError(f"is {what}; rules are a list, each item a mapping with the keys kind, match, replace, "
-                     f"inverse, into as its kind takes them: {rule_forms()}{meant}")
+        meant = f"; for this table: rules: [{', '.join(first)}{', ...' if len(value) > 3 else ''}]"
+    # an error type of its own: the problem reads "<value> is not allowed", with this message (less "Input should
+    # be") as what is allowed (specs/translate.py)
+    raise PydanticCustomError("rules_list", "Input should be {forms}{meant}", {"forms": rule_forms(), "meant": meant})
 
 
 class Weights(Frozen):

@@ -312,11 +312,12 @@ def test_a_dollar_group_in_a_replacement_is_flagged_when_the_spec_is_validated(t
 
 def test_rules_written_as_a_mapping_are_refused_listing_the_rule_keys(tmp_path):
     (p,) = spec_problems(tmp_path, "weights: {rules: {midlayer: layers.0}}\n")
-    assert p.path == "weights.rules"
-    assert p.message == (
-        "is a mapping; rules are a list, each item a mapping with the keys kind, match, replace, inverse, into as its "
-        "kind takes them: {match, replace, inverse} (kind: regex, the default); {kind: split, match, into}; for a "
-        "rename table write rules: [{match: '^midlayer', replace: 'layers.0'}]")
+    assert (p.path, p.message) == ("weights.rules", "{'midlayer': 'layers.0'} is not allowed")
+    assert p.allowed == ("a list, each item a mapping with keys kind, match, replace, inverse, into: {match, replace, "
+                         "inverse} (kind: regex, the default); {kind: split, match, into}; for this table: rules: "
+                         "[{match: '^midlayer', replace: 'layers.0'}]")
+    (p,) = spec_problems(tmp_path, "weights: {rules: '^midlayer'}\n")   # no table: the forms alone
+    assert p.allowed.endswith("{kind: split, match, into}")
 
 
 def test_a_split_rule_is_checked_when_the_spec_is_validated(tmp_path):

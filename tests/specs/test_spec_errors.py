@@ -137,7 +137,9 @@ def test_union_value_that_fits_no_member_lists_every_form(base, spec_error):
     (("draft", "num_layers"), 10**6, "draft.num_layers", f"an integer <= {limits.DRAFT_LAYERS} or 'auto'"),
     (("name",), "Bad Name", "name", "a string matching ^[a-z0-9][a-z0-9._-]*$"),
     (("name",), "a" * 101, "name", f"String should have at most {limits.NAME_CHARS} characters"),
-    (("weights", "rules"), 5, "weights.rules", "a list, each item a mapping with keys kind"),
+    (("weights", "rules"), 5, "weights.rules", "a list, each item a mapping with keys kind, match, replace, inverse, "
+                                               "into: {match, replace, inverse} (kind: regex, the default); {kind: "
+                                               "split, match, into}"),
     (("weights", "ignore"), ["ok", 5], "weights.ignore.1", "a string"),
     (("draft", "fusion", "aux_layers"), {"ids": [1, "x", 3]}, "draft.fusion.aux_layers.ids.1", "an integer"),
 ])
