@@ -154,8 +154,8 @@ def _qkv_bias(spec: Spec, registry: Registry, draft_raw, canonical: list[str], b
         if held:
             return (f"note: the checkpoint holds q/k/v biases ({one_pattern(held)}) and the draft's attention is built "
                     f"without them ({why}): state draft.attention.qkv_bias: true")
-        return (f"note: the draft's attention expects q/k/v biases ({one_pattern(wanted)}) that the checkpoint does not "
-                f"hold ({why}): state draft.attention.qkv_bias: false")
+        return (f"note: the draft's attention expects q/k/v biases ({one_pattern(wanted)}) that the checkpoint does "
+                f"not hold ({why}): state draft.attention.qkv_bias: false")
     return note
 
 

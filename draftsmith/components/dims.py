@@ -48,4 +48,5 @@ class Dims:
             taken |= {"num_key_value_heads": (self.kv_heads, f"{key('num_attention_heads')}: one KV head per head"),
                       "head_dim": (self.head_dim, f"{key('hidden_size')} {self.hidden} / {key('num_attention_heads')} "
                                                   f"{self.heads}")}
-        return [f"{key(k)} not stated: {value} taken ({why})" for k, (value, why) in taken.items() if raw.get(k) is None]
+        return [f"{key(k)} not stated: {value} taken ({why})" for k, (value, why) in taken.items()
+                if raw.get(k) is None]

@@ -106,14 +106,16 @@ def test_bias_tensors_that_do_not_fit_anyway_name_the_spec_field(target, tmp_pat
     message, notes = failure("eagle1-llama", target, llama)
     assert "unexpected: 'layers.0.self_attn.k_proj.bias'" in message
     assert notes == ["note: the checkpoint holds q/k/v biases ('layers.0.self_attn.k_proj.bias', "
-                     "'layers.0.self_attn.q_proj.bias' and 1 more) and the draft's attention is built without them (qkv_bias auto: the draft config states neither "
+                     "'layers.0.self_attn.q_proj.bias' and 1 more) and the draft's attention is built without them "
+                     "(qkv_bias auto: the draft config states neither "
                      "qkv_bias nor attention_bias, and model_type 'llama' implies false (transformers' "
                      "LlamaConfig.attention_bias default)): state draft.attention.qkv_bias: true"]
     qwen = edit(write_eagle1(tmp_path / "q", target, bias=False), lambda c: c.update(model_type="qwen2"))
     message, notes = failure("eagle1-llama", target, qwen)
     assert "missing: 'layers.0.self_attn.q_proj.bias'" in message
     assert notes == ["note: the draft's attention expects q/k/v biases ('layers.0.self_attn.k_proj.bias', "
-                     "'layers.0.self_attn.q_proj.bias' and 1 more) that the checkpoint does not hold (qkv_bias auto: the draft config states neither qkv_bias nor "
+                     "'layers.0.self_attn.q_proj.bias' and 1 more) that the checkpoint does not hold (qkv_bias auto: "
+                     "the draft config states neither qkv_bias nor "
                      "attention_bias, and model_type 'qwen2' implies true (draftsmith's qwen2 target, as "
                      "transformers' qwen2 model)): state draft.attention.qkv_bias: false"]
 
@@ -231,7 +233,8 @@ def test_auto_layers_finding_none_names_the_folder_and_the_names_before_and_afte
                      ("ignore: ['^(model\\.)?embed_tokens\\.weight$']", f"ignore:{ignore}\n    - '^embed_tokens'"))
     message, _ = failure(spec, target, eagle3)
     assert (f"draft.num_layers: auto found no 'layers.N.' tensors after the weight rules: draft folder {eagle3} holds "
-            "13 tensors ('fc.weight', 'lm_head.weight', 'midlayer.hidden_norm.weight', 'midlayer.input_layernorm.weight' "
+            "13 tensors ('fc.weight', 'lm_head.weight', 'midlayer.hidden_norm.weight', "
+            "'midlayer.input_layernorm.weight' "
             "and 9 more). ") in message
     assert after in message
 
@@ -245,3 +248,25 @@ def test_the_names_shown_are_bounded(target, tmp_path):
     text = problem.render()
     assert "holds 1000 tensors" in text and "and 996 more" in text and "10 ignored by weights.ignore" in text
     assert len(text) < 1000 and "..." in text
+
+
+# ---- 6. validate says a swap as generate does --------------------------------------------------------------------
+
+@pytest.mark.parametrize("verb", ["validate", "generate"])
+def test_validate_says_the_folders_look_swapped_as_generate_does(target, eagle3, tmp_path, verb):
+    """One code path: both run assemble's plan_assembly, which adds the note (detect.swap_note) to its error."""
+    from typer.testing import CliRunner
+
+    from draftsmith.cli import app
+
+    import shutil
+
+    shutil.copytree(target, tmp_path / "target")
+    (tmp_path / "specs").mkdir()
+    spec = spec_file(tmp_path / "specs", "eagle3-llama",
+                     extra=f"checkpoints: {{target: ../{eagle3.name}, draft: ../target}}\n")   # swapped
+    args = ["validate", str(spec)] if verb == "validate" else ["generate", "--spec", str(spec), "--token-ids", "1,2"]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 1, res.output
+    assert (f"note: {tmp_path / 'specs' / '..' / eagle3.name} looks like a draft (midlayer.* tensors with hidden_norm "
+            "and fc (EAGLE-3, yuhuili/lmsys)), not a target: are the target and draft folders swapped?") in res.output
