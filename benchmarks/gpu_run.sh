@@ -45,7 +45,13 @@ source "$(dirname "$0")/gpu_env.sh" pydantic
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$RES/device.txt"
 python3 -c "import sys, torch, transformers; print(sys.version.split()[0], torch.__version__, transformers.__version__)" \
   | tee -a "$RES/device.txt"
-bench="python3 -m draftsmith bench --device cuda --checkpoints /tmp/ckpt --repeats 2"
+# median of 3 rounds (after a warm-up run each): at 8B batch 1 a round of whole runs is ~5.5 s of draftsmith's
+# (1 and 128 tokens of 4 methods, 2026-11-24's step costs) and ~4.5 s of transformers' rows, so the third round
+# adds ~10 s to the bench-8b part (300 s; its batch-1 and batch-8 runs took ~6 min together on 2026-11-24,
+# checkpoints written included); the one-token forward, now timed once per batch instead of once per method,
+# gives ~1 s back. Each phase of a batch (whole runs, single forwards, transformers' rows) is saved as it ends, so
+# a part cut at its limit keeps what it measured.
+bench="python3 -m draftsmith bench --device cuda --checkpoints /tmp/ckpt --repeats 3"
 pack() {   # what is measured so far, into $OUT after every command: a call cut off at its limit still returns it
   for f in "$RES"/*/results.md; do [ -f "$f" ] && cp "$f" "$OUT/$(basename "$(dirname "$f")").md"; done
   tar czf "$OUT/results.tgz" -C "$RES" .
@@ -61,7 +67,7 @@ part() {   # part CAP NAME COMMAND...: run it under what is left of the budget, 
   if [ "$t" = 0 ]; then echo "skipped $name: budget spent" | tee -a "$RES/skipped.txt"; return; fi
   echo "== $name (up to ${t}s, $((SECONDS - START))s in)"
   timeout "$t" "$@" > "$RES/$name.log" 2>&1; echo "rc=$? after $((SECONDS - START))s" >> "$RES/$name.log"
-  grep -E "ms/step|passed|skipped|failed|FAILED|ERROR|kernels/step|device time|rc=" "$RES/$name.log" | grep -v DEBUG | tail -25
+  grep -E "ms/step|decode forward|passed|skipped|failed|FAILED|ERROR|kernels/step|device time|rc=" "$RES/$name.log" | grep -v DEBUG | tail -25
   pack
 }
 

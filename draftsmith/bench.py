@@ -12,11 +12,12 @@ import torch
 from rich.markup import escape
 
 
-def _round_robin(methods: dict, repeats: int, device: str = "cpu") -> dict:
-    """name -> (median seconds, last result). Each method gets one untimed warm-up run (CUDA kernels, compiled
-    FlexAttention, first-use allocations), then the methods take turns ``repeats`` times, so a machine whose speed
-    drifts during the run (a shared host) slows every method alike instead of whichever ran last."""
-    results = {name: fn() for name, fn in methods.items()}
+def _turns(methods: dict, repeats: int, device: str = "cpu", warm_up: bool = True) -> dict:
+    """name -> (the ``repeats`` seconds it took, one per round, last result). Each method gets one untimed
+    warm-up run first (CUDA kernels, compiled FlexAttention, first-use allocations; ``warm_up=False``: the caller
+    ran them), then the methods take turns ``repeats`` times, so a machine whose speed drifts during the run (a
+    shared host) slows every method alike instead of whichever ran last."""
+    results = {name: fn() if warm_up else None for name, fn in methods.items()}
     times = {name: [] for name in methods}
     for _ in range(repeats):
         for name, fn in methods.items():
@@ -25,7 +26,12 @@ def _round_robin(methods: dict, repeats: int, device: str = "cpu") -> dict:
             results[name] = fn()
             _sync(device)
             times[name].append(time.perf_counter() - t0)
-    return {name: (statistics.median(times[name]), results[name]) for name in methods}
+    return {name: (times[name], results[name]) for name in methods}
+
+
+def _round_robin(methods: dict, repeats: int, device: str = "cpu") -> dict:
+    """name -> (median seconds, last result) of :func:`_turns`."""
+    return {name: (statistics.median(t), res) for name, (t, res) in _turns(methods, repeats, device).items()}
 
 
 def _median_time(fn, repeats: int, device: str = "cpu"):
@@ -60,6 +66,7 @@ def run_bench(spec="demo", *, target=None, draft=None, prompt="def fibonacci(n):
     from draftsmith.assembler.assemble import checkpoint_dir, parse_dtype
     from draftsmith.components import packed
     from draftsmith.decoding.arguments import check_call
+    from draftsmith.decoding.graphs import graphs_enabled
     from draftsmith.hub import quiet_transformers
     from draftsmith.specs.loader import load_spec
 
@@ -100,15 +107,19 @@ def run_bench(spec="demo", *, target=None, draft=None, prompt="def fibonacci(n):
     base = made["draftsmith target-only"] / rows["draftsmith target-only"][0]
     table = Table(title=f"bench: {n} new tokens, median of {repeats} round{'s' * (repeats != 1)} after a warm-up, {device} {dtype}, "
                         f"prompt {escape(repr(prompt))}")   # user text, never read as rich markup
-    for col in ("method", "seconds", "tokens/s", "speed vs draftsmith target-only", "tau", "outside forwards"):
+    for col in ("method", "seconds", "tokens/s", "speed vs draftsmith target-only", "tau",
+                "decode time outside forwards"):
         table.add_column(col)
+    # with whole-step CUDA graphs the runners' timers run only in the prefill and while a step is captured: no share
+    timed = not graphs_enabled(graphs, device)
     for name, (sec, res) in rows.items():
         stats = getattr(res, "stats", None)
         tau = f"{stats.acceptance_length:.2f}" if stats else "-"
-        # share of the run's wall time outside model forwards (tree building, verification, compaction, the loop),
-        # and inside them the KV pool's addressing and masks; host time, so on CUDA it is launch time, not GPU time
-        share = (f"{100 * stats.bookkeeping_share:.1f}% (+{100 * stats.addressing_share:.1f}% KV addressing)"
-                 if stats else "-")
+        # share of the decoding's wall time (the prefill left out) outside model forwards (tree building,
+        # verification, compaction, the loop); beside it the KV pool's addressing and masks, timed inside the
+        # forwards. Host time: on CUDA without graphs it is launch time, not GPU time
+        share = (f"{100 * stats.decode_bookkeeping_share:.1f}% (+{100 * stats.decode_addressing_share:.1f}% KV "
+                 "addressing, inside forwards)" if stats and timed else "-")
         table.add_row(name, f"{sec:.3f}", f"{made[name] / sec:.1f}", f"{made[name] / sec / base:.2f}x", tau, share)
     console.print(table)
     return rows

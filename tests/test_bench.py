@@ -61,3 +61,27 @@ def test_every_method_makes_the_same_number_of_tokens(monkeypatch):
     assert calls and all(kw.get("stop") == [] for kw in calls), calls
     assert all(len(res.token_ids) == 3 for name, (_, res) in rows.items() if name.startswith("draftsmith"))
     assert "draftsmith target-only" in console.file.getvalue()
+
+
+def test_the_outside_share_is_the_decodings_and_absent_under_whole_step_graphs(monkeypatch):
+    """The share outside forwards leaves the prefill out (its wall time and its forwards); where whole steps are
+    CUDA graphs the runners' timers run only in the prefill and at capture, so the column says '-'."""
+    import io
+
+    from rich.console import Console
+
+    from draftsmith.bench import run_bench
+
+    console = Console(file=io.StringIO(), width=300)
+    rows = run_bench("demo", max_new_tokens=4, repeats=1, console=console)
+    st = rows["draftsmith tree"][1].stats
+    assert 0 < st.prefill_forward_seconds <= st.forward_seconds and st.prefill_seconds > 0
+    rest = st.wall_seconds - st.prefill_seconds
+    assert st.decode_bookkeeping_share == pytest.approx(1 - (st.forward_seconds - st.prefill_forward_seconds) / rest)
+    assert f"{100 * st.decode_bookkeeping_share:.1f}% (+" in console.file.getvalue()
+    assert "inside forwards" in console.file.getvalue()
+
+    monkeypatch.setattr("draftsmith.decoding.graphs.graphs_enabled", lambda setting, device: True)
+    console = Console(file=io.StringIO(), width=300)
+    run_bench("demo", max_new_tokens=4, repeats=1, console=console)
+    assert "inside forwards" not in console.file.getvalue() and "% (+" not in console.file.getvalue()

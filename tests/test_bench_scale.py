@@ -1,27 +1,105 @@
 """bench_scale on the tiny shape (CPU): every row is measured and the report is written; the share of a step
-spent outside forwards is a share of that run alone (a later timing must not leak into it)."""
+spent outside forwards is a share of that run alone (a later timing must not leak into it); whole runs and single
+forwards take turns, the decode forward (the unit of "x decode fwd") is measured once per batch, as target-only
+decoding runs it."""
 import json
+import statistics
 
 import pytest
 
-from draftsmith.bench_scale import METHODS, markdown, run_scale
+from draftsmith.bench_scale import LIMIT, METHODS, markdown, run_scale
 
 
 def test_tiny_scale_report(tmp_path):
-    results = run_scale(["tiny"], tmp_path, batches=(1,), prompt_len=8, new_tokens=6, repeats=1, hf=False,
+    results = run_scale(["tiny"], tmp_path, batches=(1,), prompt_len=8, new_tokens=6, repeats=2, hf=False,
                         log=lambda line: None)
-    rows = results[0]["batches"][1]
-    assert set(rows) == {"bandwidth limit", "draftsmith target-only", *(f"draftsmith {m}" for m in METHODS)}
-    assert rows["draftsmith target-only"]["step_ms"] > 0
+    r = results[0]
+    rows = r["batches"][1]
+    assert set(rows) == {LIMIT, "draftsmith target-only", *(f"draftsmith {m}" for m in METHODS)}
+    for key in ("torch", "transformers", "device_name", "threads", "graphs", "graphs_enabled", "repeats"):
+        assert r[key] is not None, key
+    assert r["repeats"] == 2 and r["graphs_enabled"] is False
+    base = rows["draftsmith target-only"]
+    assert base["step_ms"] > 0 and base["decode_forward_ms"] > 0 and len(base["decode_forward_samples_ms"]) == 3
+    assert base["target_forwards"] == 5 and len(base["t1_s"]) == len(base["tn_s"]) == 2
+    assert base["step_ms"] == statistics.median((b - a) / 5 * 1e3 for a, b in zip(base["t1_s"], base["tn_s"]))
     for m in METHODS:
-        r = rows[f"draftsmith {m}"]
-        assert r["step_ms"] > 0 and r["verify_forward_ms"] > 0 and r["draft_forward_ms"] > 0
-        assert 0 <= r["bookkeeping_share"] < 1, r
-        assert r["tok_s_tau4"] == 4 / (r["step_ms"] / 1e3)
-        assert r["verify_x_decode_forward"] > 0 and r["tau_max"] == METHODS[m]["steps"] + 1
+        row = rows[f"draftsmith {m}"]
+        assert row["step_ms"] > 0 and row["verify_forward_ms"] > 0 and row["draft_forward_ms"] > 0
+        assert 0 <= row["bookkeeping_share"] < 1 and 0 <= row["addressing_share"] < 1, row
+        assert row["tok_s_tau4"] == 4 / (row["step_ms"] / 1e3)
+        assert row["decode_forward_ms"] == base["decode_forward_ms"]   # one denominator per batch
+        assert row["verify_x_decode_forward"] == row["verify_forward_ms"] / base["decode_forward_ms"]
+        assert row["draft_x_target_only"] == row["draft_forward_ms"] / base["step_ms"]
+        assert len(row["verify_forward_samples_ms"]) == len(row["draft_forward_samples_ms"]) == 3
+        assert row["tau_max"] == METHODS[m]["steps"] + 1 and row["target_forwards"] > 0
     assert json.loads((tmp_path / "results.json").read_text())[0]["shape"] == "tiny"
-    assert set(results[0]["compile"]) == {"graphs", "seconds"}
+    assert set(r["compile"]) == {"graphs", "seconds"}
     assert (tmp_path / "results.md").read_text() == markdown(results)
+
+
+def test_whole_runs_and_single_forwards_take_turns(tmp_path, monkeypatch):
+    """The runs of 1 and n tokens of every method alternate round by round (a drifting machine enters no step
+    cost), and the one-token decode forward is measured once per batch, without the taps, in the same rounds as
+    the verification and draft forwards."""
+    import draftsmith.bench_scale as bs
+    from draftsmith.decoding.model import SpeculativeModel
+
+    calls, forwards, turns = [], [], []
+    for name in ("generate", "generate_baseline"):
+        real = getattr(SpeculativeModel, name)
+        monkeypatch.setattr(SpeculativeModel, name, lambda self, *a, _real=real, _name=name, **kw: calls.append(
+            (_name, kw.get("topk"), kw["max_new_tokens"])) or _real(self, *a, **kw))
+    real_call, real_turns = bs.forward_call, bs.turns_ms
+    monkeypatch.setattr(bs, "forward_call", lambda runner, T, *a, **kw: forwards.append(
+        (type(runner).__name__, T, kw.get("hand_over", True))) or real_call(runner, T, *a, **kw))
+    monkeypatch.setattr(bs, "turns_ms", lambda fns, *a, **kw: turns.append(list(fns)) or real_turns(fns, *a, **kw))
+    run_scale(["tiny"], tmp_path, batches=(1, 2), prompt_len=8, new_tokens=6, repeats=2, hf=False,
+              log=lambda line: None)
+    one_round = [(kind, topk, n) for kind, topk in [("generate_baseline", None), *(
+        ("generate", plan["topk"]) for plan in METHODS.values())] for n in (1, 6)]
+    assert calls == one_round * 3 * 2   # a warm-up round and 2 timed ones, at batch 1 and at batch 2
+    decode = [f for f in forwards if f[1] == 1 and f[0] == "TargetRunner"]
+    assert decode == [("TargetRunner", 1, False)] * 2   # once per batch, as target-only decoding runs it
+    assert all(hand_over for kind, T, hand_over in forwards if kind == "TargetRunner" and T > 1)
+    every = ["decode", *((m, k) for m in METHODS for k in ("verify", "draft"))]
+    assert [t for t in turns if len(t) > 1] == [every] * 2   # one set of turns per batch
+
+
+def test_turns_alternate_and_keep_every_sample():
+    from draftsmith.bench_scale import turns_ms
+
+    order = []
+    samples = turns_ms({"a": lambda: order.append("a"), "b": lambda: order.append("b")}, "cpu", rounds=2, reps=3)
+    assert order == ["a", "b"] + ["a"] * 3 + ["b"] * 3 + ["a"] * 3 + ["b"] * 3
+    assert [len(v) for v in samples.values()] == [2, 2]
+
+
+def test_the_timed_draft_forward_gets_its_input_built_once():
+    """The single-forward timing calls the runner with the same argument tensors each time (the draft's hidden
+    input is built once, not inside the timed call)."""
+    import torch
+
+    from draftsmith.bench_scale import forward_call
+
+    class Pool:
+        lens = torch.zeros(2, dtype=torch.long)
+
+    class Runner:
+        pool = Pool()
+
+        def __init__(self):
+            self.seen = []
+
+        def __call__(self, *args, from_target):
+            self.seen.append(args)
+
+    runner = Runner()
+    fn, how = forward_call(runner, 3, 2, 5, "cpu", hidden=torch.ones(2, 1, 4))
+    fn()
+    fn()
+    assert how == "eager" and len(runner.seen) == 3 and runner.pool.lens.tolist() == [5, 5]
+    assert all(a is b for a, b in zip(runner.seen[1], runner.seen[2])) and runner.seen[1][1].shape == (2, 3, 4)
 
 
 def test_the_report_says_what_torch_compile_did():
@@ -62,30 +140,86 @@ def test_projections_stop_at_what_the_depth_can_accept():
 
     row = {"tau_max": 4, "tok_s_tau3": 30.0, "tok_s_tau4": 40.0, "tok_s_tau6": 60.0}
     assert [_projected(row, t) for t in (3.0, 4.0, 6.0)] == ["30.0", "40.0 (max)", "-"]
+    assert [_projected({"tok_s": 50.0}, t) for t in (3.0, 4.0, 6.0)] == ["-"] * 3   # a row that does not speculate
+
+
+def test_every_table_row_has_the_headers_cells():
+    from draftsmith.bench_scale import COLUMNS
+
+    result = {"shape": "tiny", "device": "cpu", "dtype": "float32", "prompt_len": 8, "new_tokens": 6,
+              "weight_bytes": 1e9, "copy_bandwidth": 1e10, "batches": {1: {
+                  LIMIT: {"step_ms": 100.0, "tok_s": 10.0},
+                  "draftsmith target-only": {"step_ms": 2.0, "tok_s": 500.0, "decode_forward_ms": 1.5,
+                                             "bookkeeping_share": None, "addressing_share": None},
+                  "transformers generate (static cache)": {"error": "RuntimeError: no"}}}}
+    text = markdown([result])
+    table = [line for line in text.splitlines() if line.startswith("|")]
+    assert {line.count("|") - 1 for line in table} == {len(COLUMNS)}, table
+    assert "one-token decode forward 1.50 ms" in text
+    limit = next(line for line in table if line.startswith(f"| {LIMIT} |"))
+    assert limit.endswith("| 10.0 | - | - | - |")
 
 
 def test_a_run_cut_short_keeps_the_rows_it_measured(tmp_path, monkeypatch):
-    """Each row is written as soon as it is measured: a time limit that kills the run mid-shape loses one row, not
-    the table (the GPU session's calls end at 10 minutes)."""
+    """The step rows are written as soon as the whole runs are timed: a time limit that kills the run while the
+    single forwards are timed keeps every step cost (the GPU session's calls end at a time limit)."""
     import draftsmith.bench_scale as bs
 
-    real, seen = bs.forward_ms, []
+    def cut_off(*args, **kwargs):
+        raise KeyboardInterrupt
 
-    def stop_at_the_second_method(*args, **kwargs):
-        seen.append(1)
-        if len(seen) > 3:   # verify, decode and draft forwards of the first method, then the second's
-            raise KeyboardInterrupt
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(bs, "forward_ms", stop_at_the_second_method)
-    try:
+    monkeypatch.setattr(bs, "forward_call", cut_off)
+    with pytest.raises(KeyboardInterrupt):
         run_scale(["tiny"], tmp_path, batches=(1,), prompt_len=8, new_tokens=6, repeats=1, hf=False,
                   log=lambda line: None)
-    except KeyboardInterrupt:
-        pass
     rows = json.loads((tmp_path / "results.json").read_text())[0]["batches"]["1"]
-    assert set(rows) == {"bandwidth limit", "draftsmith target-only", f"draftsmith {next(iter(METHODS))}"}
-    assert "draftsmith chain 6" in (tmp_path / "results.md").read_text()
+    assert set(rows) == {LIMIT, "draftsmith target-only", *(f"draftsmith {m}" for m in METHODS)}
+    assert all(r["step_ms"] > 0 for r in rows.values()) and "verify_forward_ms" not in rows["draftsmith tree 8"]
+    assert "| draftsmith chain 6 |" in (tmp_path / "results.md").read_text()
+
+
+def test_another_shape_into_the_same_out_keeps_the_earlier_ones(tmp_path, monkeypatch):
+    """A previous run's shapes stay in results.json and results.md; a shape measured again is replaced."""
+    import draftsmith.bench_scale as bs
+
+    def fake(name, root, **kw):
+        return {"shape": name, "device": "cpu", "dtype": "float32", "prompt_len": 8, "new_tokens": 6,
+                "weight_bytes": 1e9, "copy_bandwidth": 1e10, "batches": {1: {LIMIT: {"tok_s": 1.0}}}, "run": 2}
+
+    monkeypatch.setattr(bs, "measure", fake)
+    monkeypatch.setattr(bs, "plot", lambda *a: None)
+    (tmp_path / "results.json").write_text(json.dumps([fake("1b", None) | {"run": 1},
+                                                       fake("tiny", None) | {"run": 1}]))
+    run_scale(["tiny"], tmp_path, log=lambda line: None)
+    saved = json.loads((tmp_path / "results.json").read_text())
+    assert [(r["shape"], r["run"]) for r in saved] == [("1b", 1), ("tiny", 2)]
+    assert "## 1b (" in (tmp_path / "results.md").read_text() and "## tiny (" in (tmp_path / "results.md").read_text()
+
+
+def test_transformers_rows_take_turns_and_say_whether_they_compiled(tmp_path, monkeypatch):
+    from transformers import LlamaForCausalLM
+
+    from draftsmith.bench_scale import SHAPES, hf_rows, write_llama
+
+    target = write_llama(tmp_path / "t", SHAPES["tiny"], "cpu")
+    calls = []
+    real = LlamaForCausalLM.generate
+    monkeypatch.setattr(LlamaForCausalLM, "generate", lambda self, x, **kw: calls.append(
+        (kw.get("cache_implementation"), kw["max_new_tokens"])) or real(self, x, **kw))
+    rows = hf_rows(target, [[2, 3, 4, 5]], "cpu", "float32", 4, 2, log=lambda line: None)
+    assert calls == [(None, 1), (None, 4), ("static", 1), ("static", 4)] * 3   # warm-ups, then 2 rounds
+    static = rows["transformers generate (static cache)"]   # not compiled on the CPU, and named so
+    assert static["compiled"] is False and len(static["t1_s"]) == 2 and static["step_ms"] > 0
+
+    def fail_static(self, x, **kw):
+        if kw.get("cache_implementation"):
+            raise RuntimeError("no static cache here")
+        return real(self, x, **kw)
+
+    monkeypatch.setattr(LlamaForCausalLM, "generate", fail_static)
+    rows = hf_rows(target, [[2, 3, 4, 5]], "cpu", "float32", 4, 1, log=lambda line: None)
+    assert rows["transformers generate (static cache)"] == {"error": "RuntimeError: no static cache here"}
+    assert rows["transformers generate (dynamic cache)"]["step_ms"] > 0
 
 
 def test_every_shape_name_is_checked_before_the_first_runs(tmp_path, monkeypatch):

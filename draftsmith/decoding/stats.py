@@ -18,6 +18,16 @@ class Stats:
     prefill_seconds: float = 0.0      # of wall_seconds: the prompt's forward(s) up to the first token (on the host)
     forward_seconds: float = 0.0      # host time inside model forwards (on CUDA: launching them, or graph replays)
     addressing_seconds: float = 0.0   # of forward_seconds: the KV pool's addressing and attention masks (fixed_kv)
+    # of forward_seconds / addressing_seconds: the prefill's forwards (target and draft), the totals at the moment
+    # prefill_seconds is set (engine.prefill sets it once, when the prompt's forwards and the first token are done)
+    prefill_forward_seconds: float = 0.0
+    prefill_addressing_seconds: float = 0.0
+
+    def __setattr__(self, name, value):
+        object.__setattr__(self, name, value)
+        if name == "prefill_seconds" and "prefill_addressing_seconds" in self.__dict__:   # set after __init__:
+            object.__setattr__(self, "prefill_forward_seconds", self.forward_seconds)     # the prefill just ended
+            object.__setattr__(self, "prefill_addressing_seconds", self.addressing_seconds)
 
     @property
     def acceptance_length(self) -> float:
@@ -37,15 +47,33 @@ class Stats:
 
     @property
     def bookkeeping_share(self) -> float:
-        """Share of the wall time spent outside model forwards (tree building, verification, compaction, the loop);
-        meaningful on the CPU, where a forward's host time is its compute time."""
+        """Share of the whole run's wall time (the prefill included) spent outside model forwards; the benchmarks
+        report :attr:`decode_bookkeeping_share`, which the prefill does not dilute."""
         return 1.0 - self.forward_seconds / self.wall_seconds if self.wall_seconds > 0 else 0.0
 
     @property
     def addressing_share(self) -> float:
-        """Share of the wall time the forwards spent on the KV pool's addressing and masks (inside the forwards,
-        but no layer's work: bookkeeping too, in the issue's sense of everything but the model's compute)."""
+        """Share of the whole run's wall time (the prefill included) the forwards spent on the KV pool's
+        addressing and masks; the benchmarks report :attr:`decode_addressing_share`."""
         return self.addressing_seconds / self.wall_seconds if self.wall_seconds > 0 else 0.0
+
+    @property
+    def decode_bookkeeping_share(self) -> float:
+        """Share of the decoding's wall time (after the prefill) spent outside model forwards: tree building,
+        verification, compaction, the step's host sync and emission, the loop. (wall - prefill - (forward -
+        prefill's forwards)) / (wall - prefill). Meaningful where a forward's host time is its compute time (the
+        CPU): on CUDA it is launch time, and with whole-step CUDA graphs the runners' timers run only in the
+        prefill and while a step is captured."""
+        rest = self.wall_seconds - self.prefill_seconds
+        return 1.0 - (self.forward_seconds - self.prefill_forward_seconds) / rest if rest > 0 else 0.0
+
+    @property
+    def decode_addressing_share(self) -> float:
+        """Share of the decoding's wall time (after the prefill) the forwards spent on the KV pool's addressing and
+        masks (fixed_kv): a part of the forward time, so not in :attr:`decode_bookkeeping_share`; no layer's work,
+        so bookkeeping too in the issue's sense of everything but the model's compute."""
+        rest = self.wall_seconds - self.prefill_seconds
+        return (self.addressing_seconds - self.prefill_addressing_seconds) / rest if rest > 0 else 0.0
 
     def record_step(self, accepted: int) -> None:
         # accepted: draft tokens of this step that were emitted (a step cut by max_new_tokens or a stop token
