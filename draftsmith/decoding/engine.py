@@ -219,7 +219,7 @@ def prefill(target: TargetRunner, draft: DraftRunner | None, seqs: list[Seq], s:
         st.feed, st.dlogits = feed, dlogits
     for q, (root,) in zip(seqs, sync_tokens(st.root)):
         q.emit([root], s)
-    stats.prefill_seconds = time.perf_counter() - t0    # the first token is on the host: nothing still queued
+    stats.end_prefill(time.perf_counter() - t0)    # the first token is on the host: nothing still queued
     return st
 
 

@@ -18,16 +18,15 @@ class Stats:
     prefill_seconds: float = 0.0      # of wall_seconds: the prompt's forward(s) up to the first token (on the host)
     forward_seconds: float = 0.0      # host time inside model forwards (on CUDA: launching them, or graph replays)
     addressing_seconds: float = 0.0   # of forward_seconds: the KV pool's addressing and attention masks (fixed_kv)
-    # of forward_seconds / addressing_seconds: the prefill's forwards (target and draft), the totals at the moment
-    # prefill_seconds is set (engine.prefill sets it once, when the prompt's forwards and the first token are done)
+    # of forward_seconds / addressing_seconds: the prefill's forwards (target and draft), set by end_prefill
     prefill_forward_seconds: float = 0.0
     prefill_addressing_seconds: float = 0.0
 
-    def __setattr__(self, name, value):
-        object.__setattr__(self, name, value)
-        if name == "prefill_seconds" and "prefill_addressing_seconds" in self.__dict__:   # set after __init__:
-            object.__setattr__(self, "prefill_forward_seconds", self.forward_seconds)     # the prefill just ended
-            object.__setattr__(self, "prefill_addressing_seconds", self.addressing_seconds)
+    def end_prefill(self, seconds: float) -> None:
+        """The prefill took ``seconds`` (the prompt's forwards and the first token on the host): record it, and the
+        forward and addressing totals so far as the prefill's, so the decode-only shares leave them out."""
+        self.prefill_seconds = seconds
+        self.prefill_forward_seconds, self.prefill_addressing_seconds = self.forward_seconds, self.addressing_seconds
 
     @property
     def acceptance_length(self) -> float:

@@ -8,7 +8,7 @@ from draftsmith.decoding.stats import Stats
 def test_setting_the_prefills_time_records_its_forwards():
     st = Stats()
     st.forward_seconds, st.addressing_seconds = 0.4, 0.05   # the prefill's forwards
-    st.prefill_seconds = 0.5                                 # engine.prefill, once the first token is out
+    st.end_prefill(0.5)                                      # engine.prefill, once the first token is out
     st.forward_seconds += 1.0
     st.addressing_seconds += 0.1
     st.wall_seconds = 2.0
