@@ -15,8 +15,8 @@ from draftsmith.assembler.build import (attention_recipe, build_draft, build_tar
 from draftsmith.assembler.checkpoint import checkpoint_folder, list_tensors, read_tensors, regular_file
 from draftsmith.assembler.detect import swap_note
 from draftsmith.assembler.names import one_pattern
-from draftsmith.assembler.config import (draft_hf_config, flatten_draft_config, read_config,
-                                         read_raw_config, stop_ids, target_hf_config)
+from draftsmith.assembler.config import (ConfigReading, draft_hf_config, flatten_draft_config, read_config,
+                                         read_config_aside, read_raw_config, stop_ids, target_hf_config)
 from draftsmith.assembler.load import PlannedLoad, fill, materialize, plan_module
 from draftsmith.assembler.vocab import check_vocab_map
 from draftsmith.components import fused, packed, stacked
@@ -85,6 +85,34 @@ def _explained(*notes: Callable[[], str | None]):
             if text:
                 e.add_note(text)
         raise
+
+
+@contextlib.contextmanager
+def _checked_along(reading: ConfigReading):
+    """A draft config problem does not hide the tensors' (each run reports all it can): when no expected tensor
+    depends on its keys (they were left out, taking their defaults: config.SHAPELESS), the draft is built and checked
+    inside the block anyway, its load notes unsaid (they would speak of the keys left out), and what that finds is
+    added to the config error as a note before it is raised; when the expected tensors depend on them, the error says
+    that the tensor checks follow once they are fixed."""
+    error = reading.error
+    if error is None:
+        yield
+        return
+    if reading.shaping:
+        one = len(reading.shaping) == 1
+        error.add_note(f"note: the tensor checks follow once {', '.join(reading.shaping)} {'is' if one else 'are'} "
+                       f"fixed: the draft's expected tensors depend on {'it' if one else 'them'}")
+        raise error
+    aside = f"{', '.join(reading.aside)} left at {'its default' if len(reading.aside) == 1 else 'their defaults'}"
+    try:
+        with quiet_notes():
+            yield
+    except DraftsmithError as e:
+        notes = "".join(f"\n{n}" for n in getattr(e, "__notes__", ()))
+        error.add_note(f"note: the tensors were checked too ({aside}): {e}{notes}")
+        raise error from None
+    error.add_note(f"note: the tensors were checked too ({aside}): they fit")
+    raise error
 
 
 @contextlib.contextmanager
@@ -265,21 +293,23 @@ def plan_assembly(spec: Spec | str | Path, target: str | Path | None = None, dra
         raise SpecError(spec.source, [Problem(
             "decoding.mode", f"{V2} is unsupported with this target: {RECURRENT}", found="v2", allowed="auto, v1",
             hint="Use mode: auto to fall back to v1 with a logged reason.")])
-    draft_raw = read_config(draft_dir)
-    infos = list_tensors(draft_dir)
-    rules = rule_set(spec, registry, flatten_draft_config(draft_raw))  # ${key} placeholders: the draft config
-    canonical = [c for c in (rules.to_canonical(n)[0] for n in infos) if c is not None]
-    built: dict[str, Any] = {}   # the draft model, once built: notes about its tensors compare with it
-    notes = (_swapped(registry, draft_dir, "draft", list(infos)), _layers(spec, canonical),
-             _pairing(draft_raw, target_cfg), _qkv_bias(spec, registry, draft_raw, canonical, built),
-             _fc_bias(canonical, built))
-    with _explained(*notes):
-        draft_cfg = draft_hf_config(draft_raw, draft_dir / "config.json")
-        draft_model = built["draft"] = build_draft(spec, registry, draft_raw=draft_raw, draft_cfg=draft_cfg,
-                                                   target_cfg=target_cfg, canonical_names=canonical, backend=backend,
-                                                   source=(draft_dir, list(infos)))
-        draft_plan = plan_module(draft_model, draft_dir, rules, spec=spec.name, infos=infos)
-    check_draft_vocab(spec, draft_plan, draft_dir)
+    reading = read_config_aside(draft_dir)   # a config problem no tensor depends on is reported with the tensors'
+    draft_raw = reading.config
+    with _checked_along(reading):
+        infos = list_tensors(draft_dir)
+        rules = rule_set(spec, registry, flatten_draft_config(draft_raw))  # ${key} placeholders: the draft config
+        canonical = [c for c in (rules.to_canonical(n)[0] for n in infos) if c is not None]
+        built: dict[str, Any] = {}   # the draft model, once built: notes about its tensors compare with it
+        notes = (_swapped(registry, draft_dir, "draft", list(infos)), _layers(spec, canonical),
+                 _pairing(draft_raw, target_cfg), _qkv_bias(spec, registry, draft_raw, canonical, built),
+                 _fc_bias(canonical, built))
+        with _explained(*notes):
+            draft_cfg = draft_hf_config(draft_raw, draft_dir / "config.json")
+            draft_model = built["draft"] = build_draft(spec, registry, draft_raw=draft_raw, draft_cfg=draft_cfg,
+                                                       target_cfg=target_cfg, canonical_names=canonical,
+                                                       backend=backend, source=(draft_dir, list(infos)))
+            draft_plan = plan_module(draft_model, draft_dir, rules, spec=spec.name, infos=infos)
+        check_draft_vocab(spec, draft_plan, draft_dir)
     return Assembly(target_plan, target_cfg, draft_model, draft_plan, draft_dir, read_tokenizer(target_dir),
                     frozenset(stop_ids(target_dir, target_cfg)))
 

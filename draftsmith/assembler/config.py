@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from draftsmith import limits
 from draftsmith.assembler.checkpoint import checkpoint_folder, read_json
@@ -61,14 +61,54 @@ def read_config(folder: str | Path) -> ConfigFacts:
     """``config.json`` as written; a Mistral ``params.json`` is translated to Hugging Face names (its config
     style, :mod:`draftsmith.assembler.styles`), so sizes are read in one place whatever the layout. A problem
     names the file and the key as written (``params.json: dim is '64'``)."""
+    reading = read_config_aside(folder)
+    if reading.error is not None:  # sizes bounded before any module is built on meta
+        raise reading.error
+    return reading.config
+
+
+class ConfigReading(NamedTuple):
+    """A config read past its problems (:func:`read_config_aside`)."""
+
+    config: ConfigFacts        # without the keys set aside
+    error: CheckpointError | None   # what read_config raises, or None
+    aside: list[str]           # keys (as written) of problems no tensor depends on: left out, their defaults taken
+    shaping: list[str]         # keys (as written) of the other problems: the expected tensors depend on them
+
+
+def read_config_aside(folder: str | Path) -> ConfigReading:
+    """What :func:`read_config` reads, for a check that goes on past a config problem where it safely can: the keys
+    of problems no tensor name or shape depends on (:data:`SHAPELESS`) are left out of the config (they take their
+    defaults), and the error read_config raises is returned, not raised."""
     raw = read_raw_config(folder)
     style = style_of(folder, raw)
     written = {fact: key for key, fact in style.rename.items()}
     cfg = to_facts(raw, style) if style is STYLES["mistral"] else raw
     file = Path(folder) / style.file
-    if problems := config_problems(cfg, keys=written):  # sizes bounded before any module is built on meta
-        raise CheckpointError(file, "; ".join(problems))
-    return ConfigFacts(cfg, file, written)
+    problems = keyed_problems(cfg, keys=written)
+    if not problems:
+        return ConfigReading(ConfigFacts(cfg, file, written), None, [], [])
+
+    def named(path: tuple[str, ...]) -> str:
+        return ".".join((*path[:-1], written.get(path[-1], path[-1])))
+
+    aside = {path for path, _ in problems if path[-1] in SHAPELESS}
+    return ConfigReading(ConfigFacts(_without(cfg, aside), file, written),
+                         CheckpointError(file, "; ".join(m for _, m in problems)),
+                         list(dict.fromkeys(named(path) for path, _ in problems if path in aside)),
+                         list(dict.fromkeys(named(path) for path, _ in problems if path not in aside)))
+
+
+def _without(cfg: Mapping[str, Any], paths: set[tuple[str, ...]]) -> dict[str, Any]:
+    """A copy of ``cfg`` without the keys at ``paths`` (a nested one inside a copy of its parent)."""
+    out = dict(cfg)
+    for path in sorted(paths, key=len):
+        parent = out
+        for key in path[:-1]:
+            parent[key] = dict(parent[key])
+            parent = parent[key]
+        parent.pop(path[-1], None)
+    return out
 
 
 # field -> (largest value, smallest value); every one must be an integer when present
@@ -90,6 +130,12 @@ ACTIVATIONS = ("silu", "swish")
 _TOKEN_IDS = ("eos_token_id", "bos_token_id", "pad_token_id")
 _NESTED = ("text_config", "transformer_layer_config")
 
+# keys no tensor name or shape of a draft depends on: with a bad value set aside (its default taken), the tensors
+# can still be checked, so one run reports both (numerics, rotary, windows, token ids, the activation)
+SHAPELESS = frozenset({"rms_norm_eps", "rope_theta", "rope_scaling", "rope_parameters", "max_position_embeddings",
+                       "sliding_window", "use_sliding_window", "rope_interleave", "tie_word_embeddings", "hidden_act",
+                       *_TOKEN_IDS})
+
 
 def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
@@ -99,43 +145,52 @@ def config_problems(cfg: Mapping[str, Any], prefix: str = "", keys: Mapping[str,
     """Every size, head count and token id of a config that draftsmith would misread or that would build for
     minutes (limits.py), as 'field: what is wrong'. Fields that are absent take their defaults later. ``keys``:
     the name each field is written under in the file (a params.json's ``dim``), for the messages."""
+    return [message for _, message in keyed_problems(cfg, prefix, keys)]
+
+
+def keyed_problems(cfg: Mapping[str, Any], prefix: str = "",
+                   keys: Mapping[str, str] | None = None) -> list[tuple[tuple[str, ...], str]]:
+    """:func:`config_problems` with the key each is about, as a path into ``cfg`` (a nested config's key after
+    its parent's: ``("text_config", "vocab_size")``); a problem of two keys is about the one it names first."""
     def name(key: str) -> str:
         return f"{prefix}{(keys or {}).get(key, key)}"
 
-    out = []
+    out: list[tuple[tuple[str, ...], str]] = []
     for key, (most, least) in _SIZES.items():
         v = cfg.get(key)
         if v is None:
             continue
         if not _is_int(v):
-            out.append(f"{name(key)} is {short(v)}; an integer is expected")
+            out.append(((key,), f"{name(key)} is {short(v)}; an integer is expected"))
         elif not least <= v <= most:
-            out.append(f"{name(key)} is {v}; allowed {least}..{most} (draftsmith/limits.py)")
+            out.append(((key,), f"{name(key)} is {v}; allowed {least}..{most} (draftsmith/limits.py)"))
     for key in _POSITIVE:
         v = cfg.get(key)
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)
                               or v <= 0):
-            out.append(f"{name(key)} is {short(v)}; a positive number is expected")
-    out += [f"{name(key)} is {short(cfg[key])}; true or false is expected" for key in _FLAGS
+            out.append(((key,), f"{name(key)} is {short(v)}; a positive number is expected"))
+    out += [((key,), f"{name(key)} is {short(cfg[key])}; true or false is expected") for key in _FLAGS
             if cfg.get(key) is not None and not isinstance(cfg[key], bool)]
-    out += activation_problems(cfg, name)
+    out += [(("hidden_act",), m) for m in activation_problems(cfg, name)]
     for key in _TOKEN_IDS:
         if (why := token_id_problem(cfg.get(key))) is not None:
-            out.append(f"{name(key)} is {short(cfg.get(key))}; {why}")
+            out.append(((key,), f"{name(key)} is {short(cfg.get(key))}; {why}"))
     heads, kv, hidden = (cfg.get(k) for k in ("num_attention_heads", "num_key_value_heads", "hidden_size"))
     if _is_int(heads) and _is_int(kv) and heads >= 1 and kv >= 1 and heads % kv:
-        out.append(f"{name('num_key_value_heads')} ({kv}) must divide {name('num_attention_heads')} ({heads})")
+        out.append((("num_key_value_heads",),
+                    f"{name('num_key_value_heads')} ({kv}) must divide {name('num_attention_heads')} ({heads})"))
     if (_is_int(heads) and _is_int(hidden) and heads >= 1 and cfg.get("head_dim") is None and hidden % heads
             and not any(cfg.get(k) is not None for k in MLA_KEYS)):
-        out.append(f"{name('hidden_size')} ({hidden}) is not a multiple of {name('num_attention_heads')} ({heads}) "
-                   f"and no {name('head_dim')} is given")
-    out += rope_problems(cfg, prefix)
+        out.append((("hidden_size",), f"{name('hidden_size')} ({hidden}) is not a multiple of "
+                                      f"{name('num_attention_heads')} ({heads}) and no {name('head_dim')} is given"))
+    out += [((key,), m) for key in ("rope_scaling", "rope_parameters") if key in cfg
+            for m in rope_problems({key: cfg[key]}, prefix)]
     if "model_type" in cfg and not isinstance(cfg["model_type"], str):
-        out.append(f"{name('model_type')} is {short(cfg['model_type'])}; a string is expected")
-    out += object_problems(cfg, prefix)
+        out.append((("model_type",), f"{name('model_type')} is {short(cfg['model_type'])}; a string is expected"))
+    out += [((key,), m) for key in OBJECTS if key in cfg for m in object_problems({key: cfg[key]}, prefix)]
     for key in _NESTED:
         if isinstance(cfg.get(key), Mapping):
-            out += config_problems(cfg[key], f"{prefix}{key}.")
+            out += [((key, *path), m) for path, m in keyed_problems(cfg[key], f"{prefix}{key}.")]
     return out
 
 

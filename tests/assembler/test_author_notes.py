@@ -270,3 +270,57 @@ def test_validate_says_the_folders_look_swapped_as_generate_does(target, eagle3,
     assert res.exit_code == 1, res.output
     assert (f"note: {tmp_path / 'specs' / '..' / eagle3.name} looks like a draft (midlayer.* tensors with hidden_norm "
             "and fc (EAGLE-3, yuhuili/lmsys)), not a target: are the target and draft folders swapped?") in res.output
+
+
+# ---- 7. a config.json problem does not hide the tensor problems --------------------------------------------------
+
+def misfit(stored: dict) -> None:
+    stored["layers.0.mlp.up_proj.weight"] = torch.zeros(3, 3)
+    del stored["layers.0.mlp.down_proj.weight"]
+    stored["layers.0.self_attn.o_proj.weight"] = stored["layers.0.self_attn.o_proj.weight"].to(torch.int32)
+
+
+def test_a_config_problem_no_tensor_depends_on_is_reported_with_the_tensor_problems(target, tmp_path, caplog):
+    draft = edit(write_eagle1(tmp_path / "d", target, bias=True), lambda c: c.update(rms_norm_eps="1e-6"), misfit)
+    with caplog.at_level(logging.WARNING, logger="draftsmith"):
+        message, notes = failure("eagle1-llama", target, draft)
+    assert message == f"{draft / 'config.json'}: rms_norm_eps is '1e-6'; a positive number is expected"
+    assert notes == [f"note: the tensors were checked too (rms_norm_eps left at its default): {draft} does not fit "
+                     "spec 'eagle1-llama': 3 problems\n"
+                     "  missing: 'layers.0.mlp.down_proj.weight' [16, 32] float32\n"
+                     "  wrong shape: 'layers.0.mlp.up_proj.weight' is [3, 3] in the checkpoint, the model expects "
+                     "[32, 16] (no rule matched; name kept)\n"
+                     "  wrong dtype: 'layers.0.self_attn.o_proj.weight' is int32 (int) in the checkpoint, the model "
+                     "expects float32 (float) (no rule matched; name kept)"]
+    assert said(caplog) == []   # 'rms_norm_eps not stated' would be false: it is stated, wrongly
+
+
+def test_a_config_problem_alone_says_the_tensors_fit(target, tmp_path):
+    draft = edit(write_eagle1(tmp_path / "d", target, bias=True), lambda c: c.update(rope_theta=-1, eos_token_id=1.5))
+    message, notes = failure("eagle1-llama", target, draft)
+    assert message.startswith(f"{draft / 'config.json'}: rope_theta is -1; a positive number is expected")
+    assert notes == ["note: the tensors were checked too (rope_theta, eos_token_id left at their defaults): they fit"]
+
+
+def test_a_config_problem_the_shapes_depend_on_says_the_tensor_checks_follow(target, tmp_path):
+    draft = edit(write_eagle1(tmp_path / "d", target, bias=True),
+                 lambda c: c.update(rms_norm_eps="1e-6", hidden_size="16"), misfit)
+    message, notes = failure("eagle1-llama", target, draft)
+    assert message == (f"{draft / 'config.json'}: hidden_size is '16'; an integer is expected; rms_norm_eps is "
+                       "'1e-6'; a positive number is expected")
+    assert notes == ["note: the tensor checks follow once hidden_size is fixed: the draft's expected tensors depend "
+                     "on it"]
+
+
+def test_a_nested_key_is_left_out_of_a_copy(tmp_path):
+    from draftsmith.assembler.config import read_config_aside
+
+    raw = {"transformer_layer_config": {"hidden_size": 16, "num_attention_heads": 2, "rms_norm_eps": "x",
+                                        "num_key_value_heads": 3}, "draft_vocab_size": 8}
+    (tmp_path / "config.json").write_text(json.dumps(raw))
+    reading = read_config_aside(tmp_path)
+    assert reading.aside == ["transformer_layer_config.rms_norm_eps"]
+    assert reading.shaping == ["transformer_layer_config.num_key_value_heads"]
+    assert reading.config == {"transformer_layer_config": {"hidden_size": 16, "num_attention_heads": 2,
+                                                           "num_key_value_heads": 3}, "draft_vocab_size": 8}
+    assert "transformer_layer_config.rms_norm_eps is 'x'" in str(reading.error)
