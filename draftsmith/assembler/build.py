@@ -69,28 +69,25 @@ def layer_count(spec: Spec, canonical_names: Iterable[str], source: tuple[Any, l
 SAMPLE = 4   # checkpoint names shown before and after the rules when auto finds no layer
 
 
-def no_layers(spec: Spec, canonical: list[str], source: tuple[Any, list[str]] | None) -> Problem:
+def no_layers(canonical: list[str], source: tuple[Any, list[str]] | None) -> Problem:
     """Why auto found no 'layers.N.' name, with what the rules were given and made of it (a few names of each, how
     many collided onto one name, how many were ignored): a rule that matches nothing, or maps every name to one,
     shows in them. ``source``: (the draft folder, its tensor names before the rules), when known."""
     def sample(names: list[str]) -> str:
         return short_list(names, SAMPLE, 40) if names else "none"
 
-    made = list(dict.fromkeys(canonical))
-    collided = sum(n for n in Counter(canonical).values() if n > 1)
-    message = "auto found no 'layers.N.' tensors after the weight rules"
+    message, ignored = "auto found no 'layers.N.' tensors after the weight rules", 0
     if source is not None:
         folder, names = source
         message += f": draft folder {short_text(folder, 120)} holds {len(names)} tensors ({sample(names)})"
         ignored = len(names) - len(canonical)
-    else:
-        ignored = 0
-    fate = [f"{collided} names collided onto {sum(n > 1 for n in Counter(canonical).values())}"] * bool(collided) + (
+    shared = [n for n in Counter(canonical).values() if n > 1]   # how many names each collided name got
+    fate = [f"{sum(shared)} names collided onto {len(shared)}"] * bool(shared) + (
         [f"{ignored} ignored by weights.ignore"] * bool(ignored))
     fate_text = f" ({'; '.join(fate)})" if fate else ""
     return Problem("draft.num_layers", message, hint=(
-        f"After the rules: {sample(made)}{fate_text}. Check weights.rules: a rule's "
-        "match must fit these names, and its replace give 'layers.N.' names (e.g. match: '^midlayer\\.', replace: "
+        f"After the rules: {sample(list(dict.fromkeys(canonical)))}{fate_text}. Check weights.rules: a rule's match "
+        "must fit these names, and its replace give 'layers.N.' names (e.g. match: '^midlayer\\.', replace: "
         "'layers.0.')"))
 
 
@@ -102,7 +99,7 @@ def held_layers(spec: Spec, canonical_names: Iterable[str], source: tuple[Any, l
     # the highest 'layers.N.' by its digits (never int() of an unbounded run: Python refuses past 4300 digits)
     numbered = [(len(run := m.group(1).lstrip("0")), run, n) for n in canonical_names if (m := _LAYER.match(n))]
     if not numbered:
-        raise SpecError(spec.source, [no_layers(spec, canonical_names, source)])
+        raise SpecError(spec.source, [no_layers(canonical_names, source)])
     from draftsmith import limits
 
     digits, run, name = max(numbered)
