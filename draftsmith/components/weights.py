@@ -232,7 +232,7 @@ class RegexRule(BaseModel):
 
 
 SPLIT_PARTS = 64   # parts of one fused tensor; real ones have 2 (gate | up) or 3 (q | k | v)
-_TEMPLATE_TOKEN = re.compile(r"\\(?:g<[^>]*>|\d{1,2}|.)", re.S)
+_TEMPLATE_TOKEN = re.compile(r"\\(?:g<[^>]*>|\d{1,2}|.)", re.DOTALL)
 _TEMPLATE_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "f": "\f", "v": "\v", "a": "\a", "b": "\b", "\\": "\\"}
 
 

@@ -139,11 +139,11 @@ def test_a_wrong_fused_row_count_is_refused_before_any_tensor_is_read(target, dr
     with pytest.raises(CheckpointMismatch) as info:
         draftsmith.assemble(spec, target=target, draft=bad)
     assert info.value.problems == [
-        "wrong shape: fused 'layers.1.self_attn.qkv_proj.weight' is [127, 64] in the checkpoint; it is split into "
+        ("wrong shape: fused 'layers.1.self_attn.qkv_proj.weight' is [127, 64] in the checkpoint; it is split into "
         "'layers.1.self_attn.q_proj.weight' [64, 64] + 'layers.1.self_attn.k_proj.weight' [32, 64] + "
         "'layers.1.self_attn.v_proj.weight' [32, 64], so it must be their rows stacked, [128, 64]; via rule 0: "
         r"split '^(layers\.\d+)\.self_attn\.qkv_proj\.(weight|bias|weight_scale|weight_scale_inv)$' into "
-        r"'\1.self_attn.q_proj.\2', '\1.self_attn.k_proj.\2', '\1.self_attn.v_proj.\2'"]
+        r"'\1.self_attn.q_proj.\2', '\1.self_attn.k_proj.\2', '\1.self_attn.v_proj.\2'")]
 
 
 # ---- FP8 scales ---------------------------------------------------------------------------------------------------
@@ -152,10 +152,9 @@ FP8_MODULES = [r"^layers\.\d+\.(self_attn\.[qkv]_proj|mlp\.(gate|up)_proj)$"]
 
 
 @pytest.mark.parametrize("scheme, block", [("channel", (128, 128)), ("block", (32, 32))])
-def test_fp8_scales_split_like_their_weights(target, drafts, tmp_path, scheme, block):
+def test_fp8_scales_split_like_their_weights(target, tmp_path, scheme, block):
     """Per-channel scales are one per row; 32-row blocks never straddle q|k|v (64|32|32 rows) or gate|up: both
     quantize the same fused or not, so the fused draft loads bit for bit as the unfused one."""
-    plain, _, _ = drafts
     quant = {"method": "fp8", "scheme": scheme, "block": list(block), "modules": FP8_MODULES}
     unfused = write_eagle3(tmp_path / "plain", target, layout="layers", layers=2)
     assert quantize_folder(unfused, r"\.(self_attn\.[qkv]_proj|mlp\.(gate|up)_proj)\.", scheme=scheme, block=block)
@@ -195,10 +194,10 @@ def test_fp8_block_scales_whose_counts_add_up_are_still_refused_when_a_block_str
     with pytest.raises(CheckpointMismatch) as info:
         plan_load(infos, rules, expected)
     assert info.value.problems == [
-        "cannot split: fused 'qk.weight_scale_inv' [4, 1] into 'q.weight_scale_inv' [2, 1] + 'k.weight_scale_inv' "
+        ("cannot split: fused 'qk.weight_scale_inv' [4, 1] into 'q.weight_scale_inv' [2, 1] + 'k.weight_scale_inv' "
         "[2, 1]: it holds one FP8 scale per 128 rows and part 1 scales 130 rows, so a block would straddle two parts "
         "and no part's scale can state it (dequantize it, or store the parts apart); via rule 0: split '^qk\\.' into "
-        "'q.', 'k.'"]
+        "'q.', 'k.'")]
     expected["q.weight"] = Expected((128, 8), torch.float8_e4m3fn)   # aligned: cut between whole blocks
     expected["k.weight"] = Expected((258, 8), torch.float8_e4m3fn)
     expected["q.weight_scale_inv"] = Expected((1, 1), torch.float32, row_block=128)
@@ -234,9 +233,9 @@ def test_stacked_per_tensor_scales_split_one_per_part_and_other_misfits_name_eve
     with pytest.raises(CheckpointMismatch) as info:
         plan_load(listing(qkv__weight_scale=((2,), torch.float32)), SCALES, expected)
     assert info.value.problems == [
-        "wrong shape: fused 'qkv.weight_scale' is [2] in the checkpoint; it is split into 'q.weight_scale' [1] + "
+        ("wrong shape: fused 'qkv.weight_scale' is [2] in the checkpoint; it is split into 'q.weight_scale' [1] + "
         "'k.weight_scale' [1] + 'v.weight_scale' [1], so it must be their rows stacked, [3]; via rule 0: split "
-        r"'^qkv\.' into 'q.', 'k.', 'v.'"]
+        r"'^qkv\.' into 'q.', 'k.', 'v.'")]
     ragged = {"q.weight": Expected((4, 8), torch.float32), "k.weight": Expected((2, 6), torch.float32),
               "v.weight": Expected((2, 8), torch.float32)}
     with pytest.raises(CheckpointMismatch, match=re.escape(
@@ -249,9 +248,9 @@ def test_a_split_part_colliding_with_a_checkpoint_name_is_a_collision():
     expected = {f"{p}.weight": Expected((2, 4), torch.float32) for p in "qkv"}
     with pytest.raises(CheckpointMismatch) as info:
         plan_load(listing(qkv__weight=((6, 4), torch.float32), q__weight=((2, 4), torch.float32)), SCALES, expected)
-    assert info.value.problems == ["collision: several checkpoint names map to 'q.weight': 'q.weight' (no rule "
+    assert info.value.problems == [("collision: several checkpoint names map to 'q.weight': 'q.weight' (no rule "
                                    r"matched; name kept); 'qkv.weight' via rule 0: split '^qkv\.' into 'q.', 'k.', "
-                                   "'v.'"]
+                                   "'v.'")]
 
 
 def test_the_fused_hint_prefers_the_same_layer_and_never_another_module_kind():
