@@ -12,7 +12,7 @@ import sys
 import torch
 import torch.nn.functional as F
 
-from draftsmith.bench_scale import copy_bandwidth
+from draftsmith.scale.timing import copy_bandwidth
 
 SHAPES = {"1b": (2048, 8192, 32, 8, 16), "8b": (4096, 14336, 32, 8, 32)}   # hidden, inter, heads, kv heads, layers
 
@@ -62,7 +62,7 @@ def timed(fn, x, iters=20) -> float:
 
 def main(shapes="1b,8b"):
     dev = "cuda"
-    bw = copy_bandwidth(dev)   # the limit bench_scale's tables use
+    bw = copy_bandwidth(dev)   # the limit the scale benchmark's tables use
     print(f"copy bandwidth {bw / 1e9:.0f} GB/s")
     for name in shapes.split(","):
         H, inter, nH, nKV, L = SHAPES[name]

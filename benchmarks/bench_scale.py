@@ -1,4 +1,4 @@
-"""Random weights in Llama-3.x shapes against the bandwidth limit and transformers (see draftsmith/bench_scale.py).
+"""Random weights in Llama-3.x shapes against the bandwidth limit and transformers (see draftsmith/scale/).
 
     python benchmarks/bench_scale.py [SHAPES [DEVICE [OUT]]]     # e.g. tiny cpu, or 1b,8b cuda /tmp/out
 Same as ``draftsmith bench --scale SHAPES --device DEVICE --out OUT``."""
@@ -6,7 +6,8 @@ import sys
 
 import torch
 
-from draftsmith.bench_scale import markdown, run_scale
+from draftsmith.scale.report import markdown
+from draftsmith.scale.run import run_scale
 
 if __name__ == "__main__":
     shapes = (sys.argv[1] if len(sys.argv) > 1 else "tiny").split(",")

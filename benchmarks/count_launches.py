@@ -2,8 +2,8 @@
 
     python benchmarks/count_launches.py [LAYERS]        # default 4
 
-Builds a small random Llama target of LAYERS layers and an EAGLE-3 draft (the tiny bench_scale shape, whose count
-per step is the same as 1B's or 8B's at the same layer count), assembled and run as on CUDA (fused functions,
+Builds a small random Llama target of LAYERS layers and an EAGLE-3 draft (the scale benchmark's tiny shape, whose
+count per step is the same as 1B's or 8B's at the same layer count), assembled and run as on CUDA (fused functions,
 stacked products; each compiled function counts once), and prints per method: launches per step, per target
 layer (from a second target with one layer more), and the operators that launch most. The speculative rows count a whole step: draft expansions, tree, verification,
 verdict, compaction, catch-up.
@@ -14,8 +14,9 @@ from collections import Counter
 from pathlib import Path
 
 import draftsmith
-from draftsmith.bench_scale import METHODS, SHAPES, write_llama
 from draftsmith.decoding.launches import LaunchCounter
+from draftsmith.scale.checkpoints import SHAPES, write_llama
+from draftsmith.scale.run import METHODS
 from draftsmith.specs.loader import load_spec
 from draftsmith.testing import write_eagle3
 

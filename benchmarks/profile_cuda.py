@@ -2,7 +2,7 @@
 
     python benchmarks/profile_cuda.py [SHAPE [OUT [CHECKPOINTS [GRAPHS]]]]    # e.g. 1b /tmp/out /tmp/ckpt compile
 
-For the bench_scale pair of SHAPE (random weights in a Llama-3.x shape) it profiles 33 and 1 new tokens of
+For the scale benchmark's pair of SHAPE (random weights in a Llama-3.x shape) it profiles 33 and 1 new tokens of
 target-only decoding, an 8-node tree and a chain of 6, and writes per method, from the difference of the two runs
 (so the prefill drops out): kernels launched per step, host-device synchronisations per step (stream / device /
 event synchronize calls) and device-to-host copies, GPU busy time per step, and the top operators by host and by
@@ -16,7 +16,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 import draftsmith
-from draftsmith.bench_scale import write_pair
+from draftsmith.scale.checkpoints import write_pair
 from draftsmith.specs.loader import load_spec
 
 SYNCS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")

@@ -1,13 +1,14 @@
-"""bench_scale on the tiny shape (CPU): every row is measured and the report is written; the share of a step
-spent outside forwards is a share of that run alone (a later timing must not leak into it); whole runs and single
-forwards take turns, the decode forward (the unit of "x decode fwd") is measured once per batch, as target-only
-decoding runs it."""
+"""The scale benchmark (draftsmith.scale) on the tiny shape (CPU): every row is measured and the report is
+written; the share of a step spent outside forwards is a share of that run alone (a later timing must not leak into
+it); whole runs and single forwards take turns, the decode forward (the unit of "x decode fwd") is measured once per
+batch, as target-only decoding runs it."""
 import json
 import statistics
 
 import pytest
 
-from draftsmith.bench_scale import LIMIT, METHODS, markdown, run_scale
+from draftsmith.scale.report import markdown
+from draftsmith.scale.run import LIMIT, METHODS, run_scale
 
 
 def test_tiny_scale_report(tmp_path):
@@ -42,7 +43,7 @@ def test_whole_runs_and_single_forwards_take_turns(tmp_path, monkeypatch):
     """The runs of 1 and n tokens of every method alternate round by round (a drifting machine enters no step
     cost), and the one-token decode forward is measured once per batch, without the taps, in the same rounds as
     the verification and draft forwards."""
-    import draftsmith.bench_scale as bs
+    import draftsmith.scale.run as bs
     from draftsmith.decoding.model import SpeculativeModel
 
     calls, forwards, turns = [], [], []
@@ -67,7 +68,7 @@ def test_whole_runs_and_single_forwards_take_turns(tmp_path, monkeypatch):
 
 
 def test_turns_alternate_and_keep_every_sample():
-    from draftsmith.bench_scale import turns_ms
+    from draftsmith.scale.timing import turns_ms
 
     order = []
     samples = turns_ms({"a": lambda: order.append("a"), "b": lambda: order.append("b")}, "cpu", rounds=2, reps=3)
@@ -80,7 +81,7 @@ def test_the_timed_draft_forward_gets_its_input_built_once():
     input is built once, not inside the timed call)."""
     import torch
 
-    from draftsmith.bench_scale import forward_call
+    from draftsmith.scale.timing import forward_call
 
     class Pool:
         lens = torch.zeros(2, dtype=torch.long)
@@ -105,7 +106,7 @@ def test_the_timed_draft_forward_gets_its_input_built_once():
 def test_the_report_says_what_torch_compile_did():
     import torch
 
-    from draftsmith.bench_scale import compile_summary
+    from draftsmith.scale.timing import compile_summary
 
     before = compile_summary()
     f = torch.compile(lambda x: x * 3 - 1, backend="eager")
@@ -119,7 +120,7 @@ def test_the_limit_counts_what_a_step_reads(tmp_path):
     is the head)."""
     import torch
 
-    from draftsmith.bench_scale import weight_bytes
+    from draftsmith.scale.timing import weight_bytes
 
     class LM(torch.nn.Module):
         def __init__(self, tie):
@@ -136,7 +137,7 @@ def test_the_limit_counts_what_a_step_reads(tmp_path):
 
 
 def test_projections_stop_at_what_the_depth_can_accept():
-    from draftsmith.bench_scale import _projected
+    from draftsmith.scale.report import _projected
 
     row = {"tau_max": 4, "tok_s_tau3": 30.0, "tok_s_tau4": 40.0, "tok_s_tau6": 60.0}
     assert [_projected(row, t) for t in (3.0, 4.0, 6.0)] == ["30.0", "40.0 (max)", "-"]
@@ -144,7 +145,7 @@ def test_projections_stop_at_what_the_depth_can_accept():
 
 
 def test_every_table_row_has_the_headers_cells():
-    from draftsmith.bench_scale import COLUMNS
+    from draftsmith.scale.report import COLUMNS
 
     result = {"shape": "tiny", "device": "cpu", "dtype": "float32", "prompt_len": 8, "new_tokens": 6,
               "weight_bytes": 1e9, "copy_bandwidth": 1e10, "batches": {1: {
@@ -163,7 +164,7 @@ def test_every_table_row_has_the_headers_cells():
 def test_a_run_cut_short_keeps_the_rows_it_measured(tmp_path, monkeypatch):
     """The step rows are written as soon as the whole runs are timed: a time limit that kills the run while the
     single forwards are timed keeps every step cost (the GPU session's calls end at a time limit)."""
-    import draftsmith.bench_scale as bs
+    import draftsmith.scale.run as bs
 
     def cut_off(*args, **kwargs):
         raise KeyboardInterrupt
@@ -180,7 +181,7 @@ def test_a_run_cut_short_keeps_the_rows_it_measured(tmp_path, monkeypatch):
 
 def test_another_shape_into_the_same_out_keeps_the_earlier_ones(tmp_path, monkeypatch):
     """A previous run's shapes stay in results.json and results.md; a shape measured again is replaced."""
-    import draftsmith.bench_scale as bs
+    import draftsmith.scale.run as bs
 
     def fake(name, root, **kw):
         return {"shape": name, "device": "cpu", "dtype": "float32", "prompt_len": 8, "new_tokens": 6,
@@ -199,7 +200,8 @@ def test_another_shape_into_the_same_out_keeps_the_earlier_ones(tmp_path, monkey
 def test_transformers_rows_take_turns_and_say_whether_they_compiled(tmp_path, monkeypatch):
     from transformers import LlamaForCausalLM
 
-    from draftsmith.bench_scale import SHAPES, hf_rows, write_llama
+    from draftsmith.scale.checkpoints import SHAPES, write_llama
+    from draftsmith.scale.run import hf_rows
 
     target = write_llama(tmp_path / "t", SHAPES["tiny"], "cpu")
     calls = []
@@ -224,10 +226,10 @@ def test_transformers_rows_take_turns_and_say_whether_they_compiled(tmp_path, mo
 
 def test_every_shape_name_is_checked_before_the_first_runs(tmp_path, monkeypatch):
     # a code review: `bench_scale.py tiny,9b` measured tiny for minutes, then raised ValueError on 9b
-    from draftsmith import bench_scale
+    import draftsmith.scale.run as bs
     from draftsmith.errors import OptionError
 
-    monkeypatch.setattr(bench_scale, "measure", lambda *a, **k: pytest.fail("a shape was measured"))
+    monkeypatch.setattr(bs, "measure", lambda *a, **k: pytest.fail("a shape was measured"))
     with pytest.raises(OptionError, match="unknown shape '9b'; known: tiny, 1b, 8b"):
-        bench_scale.run_scale(["tiny", "9b"], tmp_path / "out")
+        bs.run_scale(["tiny", "9b"], tmp_path / "out")
     assert not (tmp_path / "out").exists()

@@ -42,13 +42,13 @@ def two_cpus(monkeypatch):
 def nothing_runs(monkeypatch):
     """The test fails if a pair is assembled, doctor's readings run, the scale benchmark measures, or train's
     pipeline or a cached target's fetch starts."""
-    import draftsmith.bench_scale
+    import draftsmith.scale.run
     import draftsmith.train
     from draftsmith import hub
 
     monkeypatch.setattr(draftsmith, "assemble", lambda *a, **k: pytest.fail("assembled a pair"))
     monkeypatch.setattr("draftsmith.doctor.diagnose", lambda *a, **k: pytest.fail("ran the readings"))
-    monkeypatch.setattr(draftsmith.bench_scale, "measure", lambda *a, **k: pytest.fail("measured"))
+    monkeypatch.setattr(draftsmith.scale.run, "measure", lambda *a, **k: pytest.fail("measured"))
     monkeypatch.setattr(draftsmith.train, "run", lambda *a, **k: pytest.fail("ran the pipeline"))
     monkeypatch.setattr(hub, "build_target_folder", lambda *a, **k: pytest.fail("fetched the target"))
 
@@ -126,7 +126,7 @@ def test_bench_refuses_a_folder_of_the_users_and_says_how_to_go_on(tmp_path, not
 def test_a_previous_runs_folder_is_taken_even_when_it_was_cut_off_before_any_row(tmp_path, monkeypatch):
     """run_scale marks its --out (results.json) before it writes the checkpoints, so a run cut off there can be
     run again; a finished run's folder is taken too."""
-    import draftsmith.bench_scale as bs
+    import draftsmith.scale.run as bs
 
     def cut_off(name, root, **kw):
         (root / f"{name}-target").mkdir(parents=True)   # as write_pair, then killed

@@ -15,14 +15,14 @@ from test_cli_inputs import refused, run   # the CLI runner and the one-message 
 def nothing_runs(monkeypatch):
     """The test fails if a pair is assembled, doctor's readings run, a benchmark runs or a target is fetched."""
     import draftsmith.bench
-    import draftsmith.bench_scale
+    import draftsmith.scale.run
     import draftsmith.train
     from draftsmith import hub
 
     monkeypatch.setattr(draftsmith, "assemble", lambda *a, **k: pytest.fail("assembled a pair"))
     monkeypatch.setattr("draftsmith.doctor.diagnose", lambda *a, **k: pytest.fail("ran the readings"))
     monkeypatch.setattr(draftsmith.bench, "run_bench", lambda *a, **k: pytest.fail("ran the benchmark"))
-    monkeypatch.setattr(draftsmith.bench_scale, "measure", lambda *a, **k: pytest.fail("measured"))
+    monkeypatch.setattr(draftsmith.scale.run, "measure", lambda *a, **k: pytest.fail("measured"))
     monkeypatch.setattr(draftsmith.train, "run", lambda *a, **k: pytest.fail("ran the pipeline"))
     monkeypatch.setattr(hub, "build_target_folder", lambda *a, **k: pytest.fail("fetched the target"))
 

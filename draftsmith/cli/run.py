@@ -183,7 +183,8 @@ def bench(
     prompt = prompt if token_ids is None else _ids(token_ids, ctx)
     torch.set_num_threads(threads)
     if scale is not None:
-        from draftsmith.bench_scale import markdown, run_scale
+        from draftsmith.scale.report import markdown
+        from draftsmith.scale.run import run_scale
 
         results = run_scale(_shapes(scale), out_dir, device=device,
                             dtype=None if dtype == "float32" and device != "cpu" else dtype,
@@ -234,7 +235,7 @@ def _check_graphs(graphs: str, device: str) -> None:
 
 def _shapes(scale: str) -> list[str]:
     """--scale: comma-separated names of draftsmith/bench_scale.py's shapes, all checked before the first runs."""
-    from draftsmith.bench_scale import SHAPES
+    from draftsmith.scale.checkpoints import SHAPES
 
     names = [s.strip() for s in scale.split(",")]
     if unknown := [n for n in names if n not in SHAPES]:

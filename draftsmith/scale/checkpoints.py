@@ -1,0 +1,84 @@
+"""The scale benchmark's random-weight checkpoints: a Llama target in the Hugging Face layout and an EAGLE-3 draft
+in the ``midlayer.*`` layout with a reduced vocabulary, in the shapes of :data:`SHAPES`, written once and reused."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+SHAPES = {  # Llama-3.2-1B, Llama-3.1-8B; tiny runs on a CPU in seconds
+    "tiny": dict(hidden_size=256, intermediate_size=768, num_attention_heads=8, num_key_value_heads=2,
+                 num_hidden_layers=8, vocab_size=8192, draft_vocab=2048, tie=False),
+    "1b": dict(hidden_size=2048, intermediate_size=8192, num_attention_heads=32, num_key_value_heads=8,
+               num_hidden_layers=16, vocab_size=128256, draft_vocab=32000, tie=True),
+    "8b": dict(hidden_size=4096, intermediate_size=14336, num_attention_heads=32, num_key_value_heads=8,
+               num_hidden_layers=32, vocab_size=128256, draft_vocab=32000, tie=False),
+}
+
+
+def write_llama(folder: Path, shape: dict, device: str, seed: int = 0, shard_bytes: int = 2 << 30) -> Path:
+    """A random Llama target (bf16, sharded safetensors + index, HF names); kept if already written."""
+    from safetensors.torch import save_file
+    from transformers import LlamaConfig
+
+    if (folder / "config.json").exists():
+        return folder
+    folder.mkdir(parents=True, exist_ok=True)
+    H, nH = shape["hidden_size"], shape["num_attention_heads"]
+    nKV, inter, L, V = shape["num_key_value_heads"], shape["intermediate_size"], shape["num_hidden_layers"], \
+        shape["vocab_size"]
+    d = H // nH
+    g = torch.Generator(device).manual_seed(seed)
+
+    def w(*s, std=0.02):
+        return (torch.randn(*s, generator=g, device=device) * std).to(torch.bfloat16).cpu()
+
+    def norm():
+        return (1 + torch.randn(H, generator=g, device=device) * 0.01).to(torch.bfloat16).cpu()
+
+    names = [("model.embed_tokens.weight", lambda: w(V, H))]
+    for i in range(L):
+        p = f"model.layers.{i}."
+        names += [(p + "self_attn.q_proj.weight", lambda: w(nH * d, H)),
+                  (p + "self_attn.k_proj.weight", lambda: w(nKV * d, H)),
+                  (p + "self_attn.v_proj.weight", lambda: w(nKV * d, H)),
+                  (p + "self_attn.o_proj.weight", lambda: w(H, nH * d)),
+                  (p + "mlp.gate_proj.weight", lambda: w(inter, H)), (p + "mlp.up_proj.weight", lambda: w(inter, H)),
+                  (p + "mlp.down_proj.weight", lambda: w(H, inter)), (p + "input_layernorm.weight", norm),
+                  (p + "post_attention_layernorm.weight", norm)]
+    names += [("model.norm.weight", norm)] + ([] if shape["tie"] else [("lm_head.weight", lambda: w(V, H))])
+    weight_map, shard, size, n = {}, {}, 0, 0
+
+    def flush():
+        nonlocal shard, size, n
+        if shard:
+            n += 1
+            save_file(shard, str(folder / f"model-{n:05d}.safetensors"), metadata={"format": "pt"})
+            weight_map.update({k: f"model-{n:05d}.safetensors" for k in shard})
+            shard, size = {}, 0
+
+    for name, make in names:
+        t = make()
+        shard[name] = t
+        size += t.numel() * t.element_size()
+        if size >= shard_bytes:
+            flush()
+    flush()
+    (folder / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
+    LlamaConfig(hidden_size=H, intermediate_size=inter, num_attention_heads=nH, num_key_value_heads=nKV,
+                num_hidden_layers=L, vocab_size=V, head_dim=d, max_position_embeddings=8192, rope_theta=500000.0,
+                rms_norm_eps=1e-5, tie_word_embeddings=shape["tie"], bos_token_id=0, eos_token_id=1,
+                dtype="bfloat16").save_pretrained(folder)
+    return folder
+
+
+def write_pair(root: Path, name: str, device: str) -> tuple[Path, Path]:
+    from draftsmith.testing import write_eagle3
+
+    shape = SHAPES[name]
+    target = write_llama(root / f"{name}-target", shape, device)
+    draft = root / f"{name}-draft"
+    if not (draft / "config.json").exists():
+        write_eagle3(draft, target, draft_vocab=shape["draft_vocab"], std=0.02)
+    return target, draft
