@@ -7,15 +7,14 @@ point: loaders that warn on unmatched names load wrong layouts as garbage. Lines
 layers missing one tensor read as `layers.{0..31}.mlp.up_proj.weight`, and each line says which rule produced
 the name, since a wrong rule is the usual cause.
 
-A split rule (components/weights.py) maps one fused tensor to several parts; the parts' row counts are the model's
-own, so the plan checks here that the fused rows are the parts' rows stacked (the other dims equal) and records
-each part's rows (`LoadPlan.rows`), which `LoadPlan.tensor` slices at load. A missing q_proj / gate_proj beside a
+A split rule (components/split_rule.py) maps one fused tensor to several parts; their row counts are the model's
+own, so the plan checks that the fused rows are the parts' rows stacked (assembler/splits.py) and records each
+part's rows (`LoadPlan.rows`), which `LoadPlan.tensor` slices at load. A missing q_proj / gate_proj beside a
 leftover fused qkv_proj / gate_up_proj is said to look fused, never offered the closest name of another module.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -24,12 +23,13 @@ from torch import Tensor, nn
 
 from draftsmith.assembler.checkpoint import FLOAT4, TensorInfo
 from draftsmith.assembler.names import Suggester, group_names, natural, one_pattern, quote
+from draftsmith.assembler.splits import FusedHint, split_rows
 from draftsmith.components.quant import FP8Weight, loadable_shapes, scale_name
-from draftsmith.components.weights import RemapResult, RuleSet
+from draftsmith.components.weights import RuleSet
 from draftsmith.errors import SHOWN, DraftsmithError, short_text
 
-__all__ = ["FUSED_MODULES", "CheckpointMismatch", "Expected", "FusedHint", "LoadPlan", "dtype_kind", "expected_of",
-           "plan_load", "row_blocks", "wrong_dtype"]
+__all__ = ["CheckpointMismatch", "Expected", "LoadPlan", "dtype_kind", "expected_of", "plan_load", "row_blocks",
+           "wrong_dtype"]
 
 
 @dataclass(frozen=True)
@@ -212,7 +212,7 @@ def plan_load(infos: Mapping[str, TensorInfo], rules: RuleSet, expected: Mapping
     problems.extend(line for _, line in unexpected_lines)
 
     # Split rules: the fused tensor's rows must be its parts' rows stacked (checked as a whole, not per part).
-    rows, split_lines = _split_rows(remap, infos, expected, origin, describe)
+    rows, split_lines = split_rows(remap, infos, expected, origin, describe)
     problems.extend(split_lines)
 
     # Present on both sides: compare shapes, then dtype kinds.
@@ -248,114 +248,3 @@ def plan_load(infos: Mapping[str, TensorInfo], rules: RuleSet, expected: Mapping
     if problems:
         raise CheckpointMismatch(problems, where=where, spec=spec)
     return LoadPlan(sources={c: origin[c][0] for c in both}, ignored=tuple(remap.ignored), rows=rows)
-
-
-# ---- split rules -----------------------------------------------------------------------------------------------
-
-def _stacked(shape: tuple[int, ...], want: list[Expected]) -> str | None:
-    """Why a tensor of ``shape`` is not the parts ``want`` stacked along dim 0 ('' for a plain misfit), or None."""
-    if not shape or any(len(e.shape) != len(shape) or e.shape[1:] != shape[1:] for e in want):
-        return ""
-    if sum(e.shape[0] for e in want) != shape[0]:
-        return ""
-    return None
-
-
-def _shared_scale(shape: tuple[int, ...], want: list[Expected]) -> bool:
-    """A per-tensor FP8 scale ([1], or 0-d) of the fused weight: one number that scales every part's rows alike."""
-    return shape in ((1,), ()) and all(e.shape == (1,) and () in e.also for e in want)
-
-
-def _straddled(parts: tuple[str, ...], want: list[Expected], expected: Mapping[str, Expected]) -> str | None:
-    """Why FP8 block scales cannot be cut between these parts (a part but the last scales rows that end inside a
-    block, so one block of the fused scale covers two parts), or None."""
-    for i, (canon, exp) in enumerate(zip(parts[:-1], want[:-1])):
-        if exp.row_block > 1:
-            weight = expected.get(canon.rpartition(".")[0] + ".weight")
-            if weight is None or not weight.shape or weight.shape[0] % exp.row_block:
-                scaled = "rows of a weight the model lacks" if weight is None else f"{weight.shape[0]} rows"
-                return (f"it holds one FP8 scale per {exp.row_block} rows and part {i + 1} scales {scaled}, so a "
-                        "block would straddle two parts and no part's scale can state it (dequantize it, or store "
-                        "the parts apart)")
-    return None
-
-
-def _split_rows(remap: RemapResult, infos: Mapping[str, TensorInfo], expected: Mapping[str, Expected],
-                origin: Mapping[str, tuple[str, int | None]], describe) -> tuple[dict[str, tuple[int, int]], list[str]]:
-    """(canonical -> [start, stop) rows of its fused tensor, problem lines) for every tensor a split rule splits.
-
-    The parts' row counts are the model's (``expected``): the fused tensor must hold their sum with the same
-    other dims. A per-tensor FP8 scale is shared by every part whole; an FP8 block scale is cut only between whole
-    blocks (each part but the last scales a multiple of the block's rows), else no part's scale could state it."""
-    rows: dict[str, tuple[int, int]] = {}
-    misfits: dict[tuple, list[str]] = {}   # (fused shape, parts' shapes, rule index, why) -> fused names
-    for src, parts in remap.split.items():
-        if not all(origin.get(c, (None,))[0] == src and c in expected for c in parts):
-            continue   # a part collided or is unexpected: reported with those
-        shape, want = infos[src].shape, [expected[c] for c in parts]
-        if _shared_scale(shape, want):
-            continue   # no rows: each part takes the whole tensor
-        why = _straddled(parts, want, expected)
-        why = _stacked(shape, want) if why is None else why
-        if why is None:
-            start = 0
-            for canon, exp in zip(parts, want):
-                rows[canon] = (start, start + exp.shape[0])
-                start += exp.shape[0]
-        else:
-            misfits.setdefault((shape, tuple(e.shape for e in want), origin[parts[0]][1], why), []).append(src)
-    lines = []
-    for (shape, wanted, index, why), srcs in misfits.items():
-        for pattern, members in group_names(srcs):
-            named = [f"{one_pattern(remap.split[s][i] for s in members)} {_shape(w)}" for i, w in enumerate(wanted)]
-            if why:
-                lines.append(f"cannot split: fused {quote(pattern)} {_shape(shape)} into {' + '.join(named)}: {why}; "
-                             f"via {describe(index)}")
-                continue
-            rest = {w[1:] for w in wanted}
-            need = (f"their rows stacked, {_shape((sum(w[0] for w in wanted), *next(iter(rest))))}" if len(rest) == 1
-                    and all(wanted) else "their rows stacked, which no tensor is (the parts differ past dim 0)")
-            lines.append(f"wrong shape: fused {quote(pattern)} is {_shape(shape)} in the checkpoint; it is split into "
-                         f"{' + '.join(named)}, so it must be {need}; via {describe(index)}")
-    return rows, lines
-
-
-# ---- hints -----------------------------------------------------------------------------------------------------
-
-# Modules that checkpoints often store fused (rows stacked), and the names the fused module goes by (Phi-3,
-# GPT-NeoX, GPT-2, Baichuan, Mistral's w13, MoE exports). A missing part beside such a leftover needs a split rule,
-# not the closest name of the same shape, which may be another module's (gate_proj's was attn.qkv_proj).
-FUSED_MODULES: dict[str, tuple[str, ...]] = {
-    **dict.fromkeys(("q_proj", "k_proj", "v_proj"),
-                    ("qkv_proj", "qkv", "wqkv", "Wqkv", "query_key_value", "c_attn", "W_pack")),
-    **dict.fromkeys(("gate_proj", "up_proj"), ("gate_up_proj", "gate_up", "w13", "w1_w3", "gate_up_fused_proj")),
-}
-_FUSED_TOKENS = frozenset(t for ts in FUSED_MODULES.values() for t in ts)
-_DIGITS = re.compile(r"\d+")
-
-
-class FusedHint:
-    """fused(name): the leftover checkpoint name that looks like ``name``'s fused module (same last part, e.g.
-    'weight', and preferably the same numbers: the same layer), or None. One pass over the leftovers."""
-
-    NAME_CHARS = 300
-
-    def __init__(self, leftovers: Mapping[str, str]):   # canonical -> as shown
-        self.index: dict[tuple[str, str], dict[tuple[str, ...], str]] = {}
-        for canon, shown in leftovers.items():
-            if len(canon) > self.NAME_CHARS:
-                continue
-            tokens = canon.split(".")
-            if (token := next((t for t in tokens if t in _FUSED_TOKENS), None)) is not None:
-                same = self.index.setdefault((token, tokens[-1]), {})
-                same.setdefault(tuple(_DIGITS.findall(canon)), shown)
-
-    def __call__(self, name: str) -> str | None:
-        if not self.index or len(name) > self.NAME_CHARS:
-            return None
-        tokens = name.split(".")
-        module = next((t for t in tokens if t in FUSED_MODULES), None)
-        for token in FUSED_MODULES.get(module, ()):
-            if same := self.index.get((token, tokens[-1])):
-                return same.get(tuple(_DIGITS.findall(name))) or next(iter(same.values()))
-        return None

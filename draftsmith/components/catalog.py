@@ -8,8 +8,9 @@ from draftsmith.components.gqa import GQAParams, gqa
 from draftsmith.components.layers import llama_layer
 from draftsmith.components.mlp import MLPParams, swiglu
 from draftsmith.components.norms import rms
+from draftsmith.components.split_rule import SplitRule
 from draftsmith.components.targets import TARGETS
-from draftsmith.components.weights import RegexRule, SplitRule
+from draftsmith.components.weights import RegexRule
 from draftsmith.hooks import Component
 
 

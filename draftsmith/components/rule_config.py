@@ -12,7 +12,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from draftsmith.components.weights import RegexRule, SplitRule, pattern_problem
+from draftsmith.components.split_rule import SplitRule
+from draftsmith.components.weights import RegexRule, pattern_problem
 from draftsmith.errors import Problem, SpecError, short, short_list, short_text, suggest
 
 PLACEHOLDER = re.compile(r"\$\{(\w+)\}")

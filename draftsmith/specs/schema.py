@@ -117,7 +117,7 @@ class Rule(BaseModel):
 
 def rule_forms() -> str:
     """The keys each built-in rule kind is written with, in a spec author's words (regex when ``kind`` is left out)."""
-    from draftsmith.components.weights import RULE_KEYS
+    from draftsmith.components.split_rule import RULE_KEYS
 
     default = Rule.model_fields["kind"].default
     keys = dict.fromkeys(["kind", *(k for ks in RULE_KEYS.values() for k in ks)])

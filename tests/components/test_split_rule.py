@@ -16,9 +16,11 @@ from safetensors.torch import load_file
 import draftsmith
 from draftsmith.assembler import checkpoint, load
 from draftsmith.assembler.checkpoint import TensorInfo, save_safetensors
-from draftsmith.assembler.plan import CheckpointMismatch, Expected, FusedHint, plan_load
+from draftsmith.assembler.plan import CheckpointMismatch, Expected, plan_load
+from draftsmith.assembler.splits import FusedHint
 from draftsmith.components.rule_config import bind_all
-from draftsmith.components.weights import RegexRule, RuleSet, SplitRefused, SplitRule
+from draftsmith.components.split_rule import SplitRule
+from draftsmith.components.weights import RegexRule, RuleSet, SplitRefused
 from draftsmith.errors import SpecError
 from draftsmith.testing import write_eagle3, write_target
 from draftsmith.testing.quant import quantize_folder
