@@ -159,9 +159,10 @@ def bench(
                                             "(instead of --prompt; for a target folder without a tokenizer)"),
     threads: int = typer.Option(1, min=1, help="CPU threads for torch, the same for every method"),
     device: str = typer.Option("cpu"),
-    dtype: str = typer.Option("float32"),
+    dtype: Optional[str] = typer.Option(None, help="float32 (the default), bfloat16 or float16; with --scale on "
+                                                   "CUDA the default is bfloat16"),
     scale: Optional[str] = typer.Option(None, help="random weights in Llama-3.x shapes instead: tiny, 1b, 8b "
-                                                  "(comma-separated); see draftsmith/bench_scale.py"),
+                                                  "(comma-separated); see draftsmith/scale/"),
     out_dir: Path = typer.Option(Path("bench-scale"), "--out", help="--scale: checkpoints, results.md/json, PNGs "
                                                                    "(a new or empty folder, or a previous run's)"),
     batches: str = typer.Option("1,8", help="--scale: batch sizes"),
@@ -177,7 +178,7 @@ def bench(
 
     from draftsmith.bench import run_bench
 
-    _check_options(device, dtype, threads, max_new_tokens)
+    _check_options(device, dtype or "float32", threads, max_new_tokens)
     _check_graphs(graphs, device)
     _scale_only(ctx, scale)
     prompt = prompt if token_ids is None else _ids(token_ids, ctx)
@@ -186,17 +187,19 @@ def bench(
         from draftsmith.scale.report import markdown
         from draftsmith.scale.run import run_scale
 
-        results = run_scale(_shapes(scale), out_dir, device=device,
-                            dtype=None if dtype == "float32" and device != "cpu" else dtype,
+        results = run_scale(_shapes(scale), out_dir, device=device, dtype=dtype,   # None: bf16 on CUDA
                             batches=_batches(batches), repeats=repeats, graphs=graphs,
                             checkpoints=checkpoints, hf=hf,
                             log=lambda line: out.print(escape(line)))
         out.print(escape(markdown(results)), soft_wrap=True)
-        out.print(f"wrote {escape(str(out_dir))}/results.md, results.json and one PNG per shape")
+        pngs = [r["plot"] for r in results if r.get("plot")]
+        plots = (f" and {len(pngs)} PNG(s) of tok/s against tau" if pngs else
+                 "; no PNG: matplotlib is not installed (pip install 'draftsmith[bench]')")
+        out.print(f"wrote {escape(str(out_dir))}/results.md, results.json{escape(plots)}", soft_wrap=True)
         return
     spec, target = _pair(spec, target, draft, default="demo")
     run_bench(spec, target=target, draft=draft, prompt=prompt, max_new_tokens=max_new_tokens, repeats=repeats,
-              device=device, dtype=dtype, console=out, graphs=graphs)
+              device=device, dtype=dtype or "float32", console=out, graphs=graphs)
 
 
 SCALE_OPTIONS = {"out_dir": "--out", "batches": "--batches", "checkpoints": "--checkpoints", "hf": "--hf/--no-hf"}
@@ -234,7 +237,7 @@ def _check_graphs(graphs: str, device: str) -> None:
 
 
 def _shapes(scale: str) -> list[str]:
-    """--scale: comma-separated names of draftsmith/bench_scale.py's shapes, all checked before the first runs."""
+    """--scale: comma-separated names of draftsmith/scale/checkpoints.py's shapes, all checked before the first runs."""
     from draftsmith.scale.checkpoints import SHAPES
 
     names = [s.strip() for s in scale.split(",")]

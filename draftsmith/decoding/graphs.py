@@ -1,6 +1,6 @@
 """CUDA graphs for fixed-shape steps: the same function runs eagerly (CPU, ``graphs: off``) or is captured once
 per input shape and replayed (CUDA). The engine captures whole steps (every forward of a speculative step and
-the tensor work between them); bench_scale captures single forwards to time them.
+the tensor work between them); draftsmith.scale.timing captures single forwards to time them.
 
 A forward over a :class:`~draftsmith.decoding.static_pool.StaticKVPool` reads only tensors with static addresses
 (the pool's storage and lengths, the weights) plus its arguments, so a graph captured with static copies of the

@@ -208,6 +208,7 @@ def run_scale(shapes=("tiny",), out: str | Path = "bench-scale", *, device="cpu"
         r["compile"] = compile_summary()
         log(f"  {name}: torch.compile so far: {r['compile']['graphs']} graphs, {r['compile']['seconds']} s compiling")
         results.append(r)
-        plot(r, out / f"{name}.png")
+        png = plot(r, out / f"{name}.png")   # None without matplotlib (the optional extra 'bench')
+        r["plot"] = None if png is None else str(png)
         save(r, tuple(results[:-1]))
     return results
