@@ -149,3 +149,15 @@ def test_generate_takes_the_users_spec_by_name(on_the_path, tmp_path):
                                    "--token-ids", "1,2,3", "--max-new-tokens", "4", "--no-compare"], env=on_the_path)
     assert res.exit_code == 0, res.output
     assert "spec myfamily:" in res.stdout and "speculative v" in res.stdout
+
+
+def test_a_spec_file_of_exactly_the_size_limit_is_read_and_one_byte_more_is_not(tmp_path):
+    # catches spec_path.py: st_size > SPEC_BYTES -> >= (a file at the stated bound, "at most", would lose its name)
+    from draftsmith import limits
+
+    head = "name: edge\n# "
+    for size, want in ((limits.SPEC_BYTES, "edge"), (limits.SPEC_BYTES + 1, None)):
+        path = tmp_path / f"s{size}.yaml"
+        path.write_text(head + "x" * (size - len(head) - 1) + "\n")
+        assert path.stat().st_size == size
+        assert declared_name(path) == want
