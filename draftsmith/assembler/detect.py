@@ -6,8 +6,10 @@ name may match, config keys of which one must be present / none may be, the chec
 assumptions, and the values a proposed spec takes over its family spec's for that row (``settings``). Rows are
 tried most specific first; the first whose conditions all hold answers. A checkpoint that fits no row gets the
 closest families instead: every row of a family is scored (its conditions, tensors and config keys alike) and the
-best row counts, and each family's spec rules map the names to the canonical names that family's draft holds;
-the names that fit none of them are listed, and those its rules merely ignore do not count as fitting either.
+best row counts, and each family's spec rules map the names to the canonical names that family's draft holds (a
+fused qkv_proj / gate_up_proj whose parts it holds fits: a split rule reads it, as `inspect` proposes, see
+:data:`STACKED`); the names that fit none of them are listed, and those its rules merely ignore do not count as
+fitting either.
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from draftsmith.assembler.splits import FUSED_MODULES
 from draftsmith.errors import DraftsmithError, short_text
 from draftsmith.hooks import LayoutMatch
 
@@ -219,8 +222,9 @@ def unfit_names(spec_name: str, config: Mapping[str, Any], names: Sequence[str])
 
 
 def _placed(spec_name: str, config: Mapping[str, Any], names: Sequence[str]) -> dict[str, bool | None] | None:
-    """name -> True (the family's rules turn it into a canonical name its draft holds), False (they do not), None
-    (they ignore it); None when the spec's rules cannot be bound to this config."""
+    """name -> True (the family's rules turn it into a canonical name its draft holds, or into a fused module whose
+    parts it holds: :func:`split_parts`), False (they do not), None (they ignore it); None when the spec's rules
+    cannot be bound to this config."""
     from draftsmith.assembler.build import rule_set
     from draftsmith.assembler.config import flatten_draft_config
     from draftsmith.registry import default_registry
@@ -231,13 +235,39 @@ def _placed(spec_name: str, config: Mapping[str, Any], names: Sequence[str]) -> 
         rules = rule_set(spec, default_registry(), flatten_draft_config(config))
     except DraftsmithError:  # a spec whose placeholders this config cannot bind fits nothing
         return None
-    held = [re.compile(p) for p in held_patterns(spec)]
+    holds = holder(spec)
     out: dict[str, bool | None] = {}
     for n in names:
         canonical = rules.to_canonical(n)[0]
-        out[n] = None if canonical is None else (any(p.match(canonical) for p in CANONICAL)
-                                                  and any(p.match(canonical) for p in held))
+        out[n] = None if canonical is None else holds(canonical) or split_parts(canonical, holds) is not None
     return out
+
+
+def holder(spec) -> Callable[[str], bool]:
+    """holds(canonical): whether ``canonical`` is a canonical draft name that ``spec``'s draft holds."""
+    held = [re.compile(p) for p in held_patterns(spec)]
+    return lambda c: any(p.match(c) for p in CANONICAL) and any(p.match(c) for p in held)
+
+
+# Fused modules whose rows are their parts stacked in this order (Phi-3's qkv_proj, q | k | v, and gate_up_proj,
+# gate | up, as some EAGLE exports store them), with the parts splits.FUSED_MODULES names for each, in its order.
+# Other fused names there are not read by a split rule in part order (GPT-NeoX's query_key_value interleaves
+# heads), so a checkpoint holding one gets no proposal.
+STACKED: dict[str, tuple[str, ...]] = {
+    fused: tuple(part for part, names in FUSED_MODULES.items() if fused in names)
+    for fused in ("qkv_proj", "gate_up_proj")}
+
+
+def split_parts(canonical: str, holds: Callable[[str], bool]) -> tuple[str, ...] | None:
+    """The canonical names a fused tensor holds, rows stacked in this order ('layers.0.self_attn.qkv_proj.weight'
+    -> its q_proj, k_proj, v_proj weights), when ``canonical`` names a module of :data:`STACKED` and ``holds``
+    (see :func:`holder`) every part; else None."""
+    module, _, leaf = canonical.rpartition(".")
+    head, _, fused = module.rpartition(".")
+    if fused not in STACKED or not head:
+        return None
+    parts = tuple(f"{head}.{part}.{leaf}" for part in STACKED[fused])
+    return parts if all(holds(p) for p in parts) else None
 
 
 LINEAR_SCALES = r"(weight_scale|weight_scale_inv|input_scale)"

@@ -1,6 +1,8 @@
 """``inspect``: which family a checkpoint is, a spec that loads it with every value it had to assume stated, and
-what did not fit. Used by ``draftsmith inspect`` and ``draftsmith convert`` (which reads a checkpoint through the
-spec detected here)."""
+what did not fit. Used by ``draftsmith inspect``, ``generate --draft`` without ``--spec`` and ``draftsmith convert``
+(which reads a checkpoint through the spec detected here). What the family spec alone would not load is read into
+the proposal: split rules for fused qkv_proj / gate_up_proj, FP8 scales, the rope order, q/k norms, an own
+embedding, the d2t convention."""
 from __future__ import annotations
 
 import dataclasses
@@ -11,14 +13,15 @@ from typing import Any, Mapping
 
 from draftsmith.assembler.checkpoint import TensorInfo, list_tensors
 from draftsmith.assembler.config import MLA_KEYS, draft_hf_config, flatten_draft_config, read_config, read_raw_config
-from draftsmith.assembler.detect import (builtin_family, closest_families, eagle3_values, full_model, missing_keys,
-                                        missing_required, ruled_out, unfit_names)
+from draftsmith.assembler.detect import (STACKED, builtin_family, closest_families, eagle3_values, full_model, holder,
+                                        missing_keys, missing_required, ruled_out, split_parts, unfit_names)
 from draftsmith.assembler.styles import EAGLE_FIELDS, IDS, STYLES
 from draftsmith.convert.fp8 import fp8_reading
 from draftsmith.errors import short_text
 from draftsmith.hooks import LayoutMatch
 from draftsmith.registry import Registry, default_registry
 from draftsmith.registry.registry import BUILTIN
+from draftsmith.specs.schema import Rule
 
 # Config keys draftsmith reads or knowingly skips, beyond a Llama config's own.
 READ = {*EAGLE_FIELDS, *MLA_KEYS, *STYLES["speculators"].fixed, *STYLES["mistral"].rename, "eagle_config", "bias",
@@ -80,6 +83,13 @@ def inspect_checkpoint(folder: str | Path, registry: Registry | None = None) -> 
         match = noted(match, qk)
     if (own := own_embedding(data, flatten_draft_config(config), infos)) is not None:
         match = noted(match, own)
+    if (split := split_reading(spec, registry, config, names)) is not None:
+        rules, note = split   # before the family's renames: rules do not chain, each matches the checkpoint's name
+        weights = data.setdefault("weights", {})
+        weights["rules"] = rules + list(weights.get("rules") or [])
+        spec = spec.model_copy(update={"weights": spec.weights.model_copy(update={
+            "rules": (*map(Rule.model_validate, rules), *spec.weights.rules)})})   # what fp8_reading reads by
+        match = noted(match, note)
     if (fp8 := fp8_reading(spec, registry, config, infos, data.get("quant") or {})) is not None:
         weights = data.setdefault("weights", {})
         weights["rules"] = [{"kind": "regex", **rule} for rule in fp8.rules] + list(weights.get("rules") or [])
@@ -93,6 +103,63 @@ def inspect_checkpoint(folder: str | Path, registry: Registry | None = None) -> 
         data["draft"]["vocab"]["d2t"] = convention
         match = noted(match, note)
     return Inspection(folder, config, infos, match, data, unread)
+
+
+def split_reading(spec, registry: Registry, config: Mapping[str, Any],
+                  names: list[str]) -> tuple[list[dict[str, Any]], str] | None:
+    """Split rules for the fused modules (:data:`~draftsmith.assembler.detect.STACKED`: qkv_proj, gate_up_proj)
+    that the family's rules leave fused where its draft holds every part, each matching the checkpoint's own names
+    (a rule per module, every layer's alike where the layer numbers carry over), with the note to print; None when
+    there is none. A part another tensor already lands on gets no rule (the load names the collision)."""
+    from draftsmith.assembler.build import rule_set
+    from draftsmith.components.split_rule import SplitRule
+
+    rules, holds = rule_set(spec, registry, flatten_draft_config(config)), holder(spec)
+    canonical = {n: c for n in names if (c := rules.to_canonical(n)[0]) is not None}
+    fused = {n: parts for n, c in canonical.items() if (parts := split_parts(c, holds)) is not None
+             and not set(parts) & set(canonical.values())}
+    def reads(rule: dict[str, Any]) -> SplitRule:
+        return SplitRule(match=rule["match"], into=rule["into"])
+
+    out: list[dict[str, Any]] = []
+    for name, parts in fused.items():
+        if any(reads(r).parts(name) == parts for r in out):
+            continue
+        rule = split_rule(name, canonical[name], parts)
+        if any(reads(rule).parts(n) not in (None, fused.get(n)) for n in names):   # a layer whose names differ
+            rule = split_rule(name, canonical[name], parts, alone=True)
+        out.append(rule)
+    if not out:
+        return None
+    modules = sorted({canonical[n].rpartition(".")[0].rpartition(".")[2] for n in fused})
+    shown = " and ".join(f"{m} ({' | '.join(p.removesuffix('_proj') for p in STACKED[m])})" for m in modules)
+    return out, (f"weights.rules: {len(out)} split rule(s) read the fused {shown} as their parts stacked by rows, "
+                 "each part's rows the config's (a fused tensor that does not hold their sum is refused before "
+                 "loading)")
+
+
+def split_rule(name: str, canonical: str, parts: tuple[str, ...], alone: bool = False) -> dict[str, Any]:
+    """A split rule reading checkpoint ``name`` (the family's rules make it ``canonical``) as ``parts``: every tensor
+    of its module (weight, bias, FP8 scales), of every layer when its layer numbers carry over to the canonical name
+    (as groups, like fp8.scale_rule's), else of this module (``alone``: always), else this name alone."""
+    module, _, leaf = name.rpartition(".")
+    target, _, canonical_leaf = canonical.rpartition(".")
+    if not module or leaf != canonical_leaf:   # the family renames the last part too: this name alone
+        return {"kind": "split", "match": f"^{re.escape(name)}$", "into": [_literal(p) for p in parts]}
+    targets = [p.rpartition(".")[0] for p in parts]
+    numbers = [x for x in module.split(".") if x.isdigit()]
+    kept = [x for x in target.split(".") if x.isdigit() and x in numbers]
+    if alone or len(set(numbers)) != len(numbers) or sorted(kept) != sorted(numbers):
+        return {"kind": "split", "match": f"^{re.escape(module)}\\.", "into": [_literal(t) + "." for t in targets]}
+    pattern = r"\.".join(r"(\d+)" if x in numbers else re.escape(x) for x in module.split("."))
+    into = [".".join(f"\\{numbers.index(x) + 1}" if x in numbers else _literal(x) for x in t.split(".")) + "."
+            for t in targets]
+    return {"kind": "split", "match": f"^{pattern}\\.", "into": into}
+
+
+def _literal(text: str) -> str:
+    """``text`` as a replacement template that writes it as it is."""
+    return text.replace("\\", "\\\\")
 
 
 QK_NORM = re.compile(r"(^|\.)(q_norm|k_norm)\.weight$")
