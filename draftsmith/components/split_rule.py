@@ -30,7 +30,9 @@ def _output_pattern(template: str) -> str:
     for m in _TEMPLATE_TOKEN.finditer(template):
         out.append(re.escape(template[last:m.start()]))
         token = m.group()[1:]
-        out.append(".*" if token[:2] == "g<" or token.isdigit() else re.escape(_TEMPLATE_ESCAPES.get(token, token)))
+        # re.sub turns \n and its kin into their character and keeps any other escape, such as \., as written
+        literal = _TEMPLATE_ESCAPES.get(token, "\\" + token)
+        out.append(".*" if token[:2] == "g<" or token.isdigit() else re.escape(literal))
         last = m.end()
     out.append(re.escape(template[last:]))
     return "".join(out)
