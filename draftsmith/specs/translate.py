@@ -202,10 +202,24 @@ def describe(ann: Any) -> str:
     if members := _union_members(ann):
         return " or ".join(describe(m) for m in members if m is not type(None))
     if isinstance(ann, type) and issubclass(ann, BaseModel):
-        return f"a mapping with keys {', '.join(ann.model_fields)}"
+        return _mapping_form(ann)
     words = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
     if ann in words:
         return words[ann]
     if typing.get_origin(ann) in (tuple, list):
-        return f"a list, each item {describe(_item(ann))}"
+        return f"{LIST_OF}{describe(_item(ann))}"
     return getattr(ann, "__name__", str(ann))
+
+
+LIST_OF = "a list, each item "
+
+
+def _mapping_form(model: type[BaseModel]) -> str:
+    """"a mapping with keys ..." for a model. A weight rule's model names only ``kind`` (the other keys are its
+    kind's), so a rule is described by every built-in kind's keys and forms: the text a ``rules`` that is not a
+    list gets (schema.rule_forms), less its list words, so that the list and its items read alike."""
+    from draftsmith.specs.schema import Rule, rule_forms
+
+    if model is Rule:
+        return rule_forms().removeprefix(LIST_OF)
+    return f"a mapping with keys {', '.join(model.model_fields)}"
