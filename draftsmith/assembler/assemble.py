@@ -140,6 +140,21 @@ def folder_swap_note(folder: str | Path, role: str, registry: Registry | None = 
         return None
 
 
+_LAYER = re.compile(r"^layers\.\d+\.")
+
+
+def _held_names(rules: RuleSet, names) -> list[str]:
+    """The canonical names the checkpoint's tensors land on, every part of a tensor a split rule splits included
+    (RuleSet.to_parts: its later parts may name another layer, or q/k/v's biases beyond q's), the ignored left out.
+
+    Where none is a 'layers.N.' name, a tensor's first part only: build's account of a ``num_layers: auto`` that
+    finds no layer counts the names weights.ignore dropped as the listing less this list, one name per checkpoint
+    name (a split's other parts, all of them no layer's, would be counted as fewer dropped)."""
+    mapped = [parts for n in names if (parts := rules.to_parts(n)[0]) is not None]
+    held = [c for parts in mapped for c in parts]
+    return held if any(_LAYER.match(c) for c in held) else [parts[0] for parts in mapped]
+
+
 def _swapped(registry: Registry, folder: Path, role: str, names: list[str] | None = None) -> Callable[[], str | None]:
     return lambda: folder_swap_note(folder, role, registry, names)
 
@@ -298,7 +313,7 @@ def plan_assembly(spec: Spec | str | Path, target: str | Path | None = None, dra
     with _checked_along(reading):
         infos = list_tensors(draft_dir)
         rules = rule_set(spec, registry, flatten_draft_config(draft_raw))  # ${key} placeholders: the draft config
-        canonical = [c for c in (rules.to_canonical(n)[0] for n in infos) if c is not None]
+        canonical = _held_names(rules, infos)
         built: dict[str, Any] = {}   # the draft model, once built: notes about its tensors compare with it
         notes = (_swapped(registry, draft_dir, "draft", list(infos)), _layers(spec, canonical),
                  _pairing(draft_raw, target_cfg), _qkv_bias(spec, registry, draft_raw, canonical, built),
