@@ -7,7 +7,8 @@ validated ``Params`` model; every other argument is a keyword. The registry call
 (``Registry.build``): an exception it raises, or a result of the wrong sort (:meth:`Kind.problem`), becomes a
 :class:`~draftsmith.registry.ComponentFailed` naming the component, its plugin and this call; so does an
 exception from one of the result's ``methods`` when the assembler calls it later (a plugin rule's ``apply``), and
-an answer of another type than ``methods`` lists for it.
+an answer of another type than ``methods`` lists for it; ``optional`` methods (a split rule's ``parts`` and
+``produces``) the result may lack, and where it has one, it must be callable and is guarded alike.
 """
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ class Kind:
     none_ok: bool = False     # None is a valid result (a factory that works in place)
     called: bool = False      # the result is itself called (an attention function)
     methods: Mapping[str, tuple[type, ...]] = field(default_factory=dict)   # called later -> types it returns
+    optional: Mapping[str, tuple[type, ...]] = field(default_factory=dict)  # as methods, where the result has them
     fields: tuple[str, ...] = ()    # the result's attributes the assembler reads
     key: str | None = "kind"        # the spec key that names the component (None: a spec never gives params)
     reserved: Mapping[str, Reserved] = field(default_factory=dict)   # names a spec keeps for a choice of its own
@@ -47,7 +49,35 @@ class Kind:
             return "not callable"
         lacks = [m for m in self.methods if not callable(getattr(made, m, None))]
         lacks += [f for f in self.fields if not hasattr(made, f)]
-        return f"it has no {', '.join(lacks)}" if lacks else None
+        if lacks:
+            return f"it has no {', '.join(lacks)}"
+        uncallable = [m for m in self.optional if hasattr(made, m) and not callable(getattr(made, m))]
+        return f"its {', '.join(uncallable)} {'is' if len(uncallable) == 1 else 'are'} not callable" if uncallable \
+            else None
+
+    @property
+    def guarded(self) -> dict[str, tuple[type, ...]]:
+        """The result's methods the assembler calls later, with the types each returns: ``methods`` and those of
+        ``optional`` (a result that lacks one is never asked for it)."""
+        return {**self.methods, **self.optional}
+
+
+class _Sort(type):
+    """A class ``isinstance`` answers by its ``holds``: an answer's sort beyond its type (see :class:`Names`)."""
+
+    def __instancecheck__(cls, answer: object) -> bool:
+        return cls.holds(answer)
+
+
+class Names(metaclass=_Sort):
+    """isinstance(x, Names): a non-empty tuple or list of strings, as a split rule's ``parts`` answers."""
+
+    @staticmethod
+    def holds(answer: object) -> bool:
+        return isinstance(answer, (tuple, list)) and bool(answer) and all(isinstance(x, str) for x in answer)
+
+
+Names.__name__ = "a non-empty tuple or list of str"   # as a guarded call's message names the sort
 
 
 ANY: tuple[type, ...] = ()            # a method whose answer is not used
@@ -67,9 +97,10 @@ KINDS: dict[str, Kind] = {
                    "first_in_factor, norm_before_residual and norm_output (see components.fusion)",
                    fields=("fuse", "taps", "first_mix", "first_in_factor", "norm_before_residual", "norm_output")),
     "weight_rule": Kind("factory(params)", "a rule with apply, invert, describe and inverse "
-                        "(see components.weights.RegexRule)", module=False,
+                        "(see components.weights.RegexRule; a split rule also has parts and produces, see "
+                        "components.split_rule.SplitRule)", module=False,
                         methods={"apply": STR_OR_NONE, "invert": STR_OR_NONE, "describe": (str,)},
-                        fields=("inverse",)),
+                        optional={"parts": (Names, type(None)), "produces": (bool,)}, fields=("inverse",)),
     "quant": Kind("factory(params, *, module)", "anything; it quantizes `module` in place", module=False,
                   none_ok=True, key="method"),
     "attn_backend": Kind("factory()", "an attention function fn(q, k, v, mask, scale) (see components.backends)",

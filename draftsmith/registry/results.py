@@ -23,7 +23,7 @@ def checked(made: Any, contract: Kind, who: str, call: str, *, guard: bool) -> A
         raise ComponentFailed(f"{who}: its factory returned {short(made)}{f' ({why})' if why else ''}{call}")
     # an object of draftsmith's own classes (a plugin's RegexRule, TargetArch) runs draftsmith's code: not guarded
     ours = type(made).__module__.partition(".")[0] == "draftsmith"
-    return Guarded(made, who, contract.methods) if guard and contract.methods and not ours else made
+    return Guarded(made, who, contract.guarded) if guard and contract.guarded and not ours else made
 
 
 class Guarded:
