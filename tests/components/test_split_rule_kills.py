@@ -1,17 +1,26 @@
 """Mutation survivors of components/split_rule.py and assembler/splits.py: which canonical names a split rule says
 it writes (``produces``, what from_canonical refuses by) for templates whose group reference is not the first
 thing, ``\\g<1>`` and escaped characters; the rule's own answers (``apply``), its bounds and messages, that it cannot
-be edited in place; and the bounds of the fused-module hint."""
+be edited in place; the bounds of the fused-module hint, which parts the plan checks against an FP8 block and
+which fused tensors it shares whole; and (assembler/plan.py) that a block scale is cut by its block's rows."""
 import re
 from pathlib import Path
 
 import pytest
 import torch
 from pydantic import ValidationError
+from torch import nn
 
 from draftsmith.assembler.checkpoint import TensorInfo
-from draftsmith.assembler.plan import CheckpointMismatch, Expected, plan_load
+from draftsmith.assembler.plan import (
+    CheckpointMismatch,
+    Expected,
+    expected_of,
+    plan_load,
+    row_blocks,
+)
 from draftsmith.assembler.splits import FusedHint
+from draftsmith.components.quant import FP8Params, fp8_linear
 from draftsmith.components.split_rule import SPLIT_PARTS, SplitRule
 from draftsmith.components.weights import RuleSet, SplitRefused
 
@@ -145,3 +154,72 @@ def test_a_fused_shape_is_shown_whole_up_to_100_characters(rows):
         assert shown == whole
     else:
         assert len(shown) < 100 and "..." in shown and shown.startswith("[100, 1") and shown.endswith(", 1]")
+
+
+def test_a_fused_one_row_tensor_is_shared_only_by_per_tensor_scales():
+    # catches splits.py:47 e.shape == (1,) and () in e.also -> or (a fused [1] tensor was given whole to parts of
+    # one row each that are not per-tensor scales, such as two 1-row weights, instead of refusing a tensor that
+    # holds one row where their two are stacked)
+    expected = {"q.weight": Expected((1, 8), torch.float32), "k.weight": Expected((1, 8), torch.float32),
+                "q.bias": Expected((1,), torch.float32), "k.bias": Expected((1,), torch.float32)}
+    infos = {"qk.weight": TensorInfo("qk.weight", (2, 8), torch.float32, NOWHERE),
+             "qk.bias": TensorInfo("qk.bias", (1,), torch.float32, NOWHERE)}
+    with pytest.raises(CheckpointMismatch) as info:
+        plan_load(infos, QK, expected)
+    assert info.value.problems == [
+        ("wrong shape: fused 'qk.bias' is [1] in the checkpoint; it is split into 'q.bias' [1] + 'k.bias' [1], so it "
+        "must be their rows stacked, [2]; via rule 0: split '^qk\\.' into 'q.', 'k.'")]
+    infos["qk.bias"] = TensorInfo("qk.bias", (2,), torch.float32, NOWHERE)
+    assert plan_load(infos, QK, expected).rows["k.bias"] == (1, 2)
+
+
+def test_every_part_but_the_last_is_checked_for_a_straddled_block():
+    # catches splits.py:53 parts[:-1] -> parts[:1], want[:-1] -> want[:1] (only the first part's rows were checked
+    # against the block: here q's 2 rows fill one 2-row block, k's 3 end inside the fused scale's third row, which
+    # holds k's last row and v's first; the plan cut it as if the counts, 1 + 2 + 2 = 5, were enough)
+    f8, rules = torch.float8_e4m3fn, RuleSet([SplitRule(match=r"^qkv\.", into=["q.", "k.", "v."])])
+    expected = {"q.weight": Expected((2, 8), f8), "k.weight": Expected((3, 8), f8), "v.weight": Expected((3, 8), f8),
+                "q.weight_scale_inv": Expected((1, 4), torch.float32, row_block=2),
+                "k.weight_scale_inv": Expected((2, 4), torch.float32, row_block=2),
+                "v.weight_scale_inv": Expected((2, 4), torch.float32, row_block=2)}
+    infos = {"qkv.weight": TensorInfo("qkv.weight", (8, 8), f8, NOWHERE),
+             "qkv.weight_scale_inv": TensorInfo("qkv.weight_scale_inv", (5, 4), torch.float32, NOWHERE)}
+    with pytest.raises(CheckpointMismatch) as info:
+        plan_load(infos, rules, expected)
+    (line,) = info.value.problems
+    assert line.startswith("cannot split: fused 'qkv.weight_scale_inv' [5, 4] into ") and \
+        "one FP8 scale per 2 rows and part 2 scales 3 rows" in line, line
+
+
+def test_a_part_the_model_lacks_is_reported_unexpected_and_the_split_is_not_checked():
+    # catches splits.py:74 origin ... == src and c in expected -> or (a part the model lacks, here v, was looked up
+    # among the expected shapes: KeyError instead of the plan's one CheckpointMismatch naming it)
+    rules = RuleSet([SplitRule(match=r"^qkv\.", into=["q.", "k.", "v."])])
+    expected = {"q.weight": Expected((2, 4), torch.float32), "k.weight": Expected((2, 4), torch.float32)}
+    infos = {"qkv.weight": TensorInfo("qkv.weight", (6, 4), torch.float32, NOWHERE)}
+    with pytest.raises(CheckpointMismatch) as info:
+        plan_load(infos, rules, expected)
+    assert info.value.problems == [("unexpected: 'qkv.weight' -> 'v.weight' via rule 0: split '^qkv\\.' into 'q.', "
+                                   "'k.', 'v.'")]
+
+
+# ---- assembler/plan.py ------------------------------------------------------------------------------------------
+
+
+def test_a_block_scale_is_cut_by_its_block_rows_not_its_columns():
+    # catches plan.py:73 sub.block[0] -> sub.block[1] (row_blocks answered the block's columns; the split tests
+    # quantize square blocks, where the two agree. With 32 x 16 blocks q's 48 rows end inside its second 32-row
+    # block, which 48 % 16 == 0 let through, and k's first scale row would have been q's last)
+    params = FP8Params(scheme="block", block=(32, 16))
+    module = nn.ModuleDict({"q": nn.Linear(8, 48, bias=False, device="meta"),
+                            "k": nn.Linear(8, 16, bias=False, device="meta")})
+    for linear in module.values():
+        fp8_linear(linear, params)
+    assert row_blocks(module) == {"q.weight_scale_inv": 32, "k.weight_scale_inv": 32}
+    assert row_blocks(fp8_linear(nn.Linear(8, 48, bias=False, device="meta"), params)) == {"weight_scale_inv": 32}
+    infos = {"qk.weight": TensorInfo("qk.weight", (64, 8), torch.float8_e4m3fn, NOWHERE),
+             "qk.weight_scale_inv": TensorInfo("qk.weight_scale_inv", (3, 1), torch.float32, NOWHERE)}
+    with pytest.raises(CheckpointMismatch) as info:
+        plan_load(infos, QK, expected_of(module))
+    (line,) = info.value.problems
+    assert "one FP8 scale per 32 rows and part 1 scales 48 rows" in line, line
