@@ -53,8 +53,9 @@ def fp8_reading(spec, registry, config: Mapping[str, Any], infos: dict[str, Tens
     if found.rules or found.ignore:
         rules = RuleSet([*map(RegexRule.model_validate, found.rules), *rules.rules], (*rules.ignore, *found.ignore))
     # by canonical name, whatever the layout calls them (Mistral's eagle_linear.qscale_weight is fc.weight_scale)
+    # (a fused tensor's every part: a split rule reads qkv_proj.weight_scale as q's, k's and v's)
     canonical = {c: info for n, info in infos.items() if not rules.is_ignored(n)
-                 and (c := rules.to_canonical(n)[0]) is not None}
+                 for c in rules.to_parts(n)[0] or ()}
     scales = [c for c in canonical if c.endswith(SCALES)]
     if not scales and not found.ignore:
         return None

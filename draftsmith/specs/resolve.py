@@ -138,10 +138,10 @@ def check_spec_data(data: Mapping[str, Any], registry: Registry) -> list[Problem
             problems += check_ref(registry, parent.get(section.path.rpartition(".")[2]), section)
     weights = dig(data, "weights")
     rules = weights.get("rules") if isinstance(weights, Mapping) else None
-    for i, rule in enumerate(rules if isinstance(rules, list) else []):
+    for i, rule in enumerate(rules if isinstance(rules, (list, tuple)) else []):
         problems += check_ref(registry, rule, RULES, f"{RULES.path}.{i}")
     ignore = weights.get("ignore") if isinstance(weights, Mapping) else None
-    for i, pattern in enumerate(ignore if isinstance(ignore, list) else []):
+    for i, pattern in enumerate(ignore if isinstance(ignore, (list, tuple)) else []):
         problems += regex_problems(pattern, f"weights.ignore.{i}")
     problems += cache_problems(dig(data, "checkpoints"))
     dec = dig(data, "decoding")

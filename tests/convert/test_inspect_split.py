@@ -183,3 +183,22 @@ def test_a_fused_tensor_whose_part_is_stored_too_gets_no_rule_and_no_other_layer
     assert alone == [{"kind": "split", "match": r"^layers\.0\.self_attn\.qkv_proj\.",
                       "into": [f"layers.0.self_attn.{p}_proj." for p in "qkv"]}]
     assert split_reading(spec, default_registry(), {}, ["layers.0.self_attn.q_proj.weight"]) is None
+
+
+@pytest.mark.parametrize("scheme", ["channel"])   # per-tensor: a fused tensor of parts quantized apart is no real file
+def test_fp8_scales_on_fused_modules_are_read_into_the_proposal(target, tmp_path, scheme):
+    # the quant modules inspect proposes come from the canonical names of the scales: a fused
+    # qkv_proj.weight_scale is q's, k's and v's (every part), not q's alone, or k and v load unquantized
+    from draftsmith.testing.quant import quantize_folder
+
+    plain = write_eagle3(tmp_path / "plain", target)
+    quantize_folder(plain, r"^midlayer\.", scheme=scheme)
+    fused = fuse(plain, tmp_path / "fused")
+    _, plain_spec = proposed(plain, tmp_path / "plain.yaml")
+    _, fused_spec = proposed(fused, tmp_path / "fused.yaml")
+    a = draftsmith.assemble(plain_spec, target=target, draft=plain)
+    b = draftsmith.assemble(fused_spec, target=target, draft=fused)
+    assert_same_draft(a, b)
+    prompt = [5, 6, 7, 8]
+    assert b.generate(prompt, max_new_tokens=8, stop=[]).token_ids == \
+        b.generate_baseline(prompt, max_new_tokens=8, stop=[]).token_ids
