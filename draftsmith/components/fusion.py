@@ -166,12 +166,13 @@ def eagle1(params: Eagle1Params, *, hidden: int, target_width: int, draft_config
 def eagle1_bias(stated: bool | str, draft_config: dict) -> tuple[bool, str, str | None]:
     """(whether fc has a bias, why, the load note or None): the spec's ``fusion.bias``, else (auto) the draft config's
     ``bias``, and a MISSING key means true (the EAGLE reference's default: the Vicuna and LLaMA2-chat drafts have no
-    key and do have fc.bias). A default taken, and a spec that contradicts the config, are said."""
+    key and do have fc.bias). A spec that contradicts the config is said; the default taken is said only by a load
+    whose checkpoint does not fit it (:meth:`Eagle1Fusion.bias_note`)."""
     config = draft_config.get("bias")
     if stated == "auto" and config is None:
-        return True, ('the draft config has no "bias" key, which reads as true, the EAGLE reference\'s default'), (
-            'the draft config has no "bias" key: read as true, a fusion bias (fc.bias), the EAGLE reference\'s '
-            "default; state fusion.bias: false for a draft without one")
+        # no note: the standard layout (yuhuili's) has no key and holds fc.bias, so a load that fits says nothing;
+        # one whose checkpoint lacks fc.bias is told the field by the load's bias_note, with this reading
+        return True, 'the draft config has no "bias" key, which reads as true, the EAGLE reference\'s default', None
     if stated == "auto":
         return bool(config), f'fusion.bias auto read the draft config\'s "bias": {str(config).lower()}', None
     said = f"the spec's fusion.bias: {str(stated).lower()}"

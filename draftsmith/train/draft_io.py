@@ -21,7 +21,7 @@ from draftsmith.assembler.vocab import make_vocab_map
 from draftsmith.registry import default_registry
 from draftsmith.specs.resolve import fusion_params
 from draftsmith.testing import write_eagle1, write_eagle3
-from draftsmith.train.makers import Maker, Need, refusals
+from draftsmith.train.makers import Maker, Need, NoneOf, refusals
 
 
 def for_training(spec):
@@ -36,6 +36,12 @@ def unsupported(spec) -> list[str]:
     The rows of :data:`MAKERS` make the layouts of :data:`MAKES`; anything else (MLA attention, an MTP fusion,
     quantized weights) would be refused by the load, or fail deeper, after the run has started."""
     return refusals(spec, MAKERS, COMMON)
+
+
+def export_refusals(spec) -> list[str]:
+    """What of ``spec`` the export of a trained draft (any run, fresh or --from-draft) cannot write, one phrase
+    each with what to do instead; [] when it can. Refused by the export only after the run has trained."""
+    return [f"{said}: {need.fix}" for need in EXPORTS if (said := need.refusal(spec))]
 
 
 def fresh_taps(spec, target_layers: int) -> tuple[int, ...]:
@@ -119,6 +125,12 @@ COMMON = (Need("layer kind", {"draft.layer.kind": ("llama",)}),   # what every r
           Need("attention kind", {"draft.attention.kind": ("gqa", "auto")}),
           Need("quant method", {"quant.method": ("none",)}),
           Need("share.embed", {"draft.share.embed": ("target",)}))
+
+EXPORTS = (   # what export (weights.RuleSet.from_canonical) cannot write back: a split rule's parts are not re-fused
+    NoneOf("split rule(s) in weights.rules", "weights.rules", "kind", ("split",),
+           fix="the export would have to fuse the trained parts back into one tensor, which it does not do; train "
+               "with the same spec without its split rules (a fresh draft is written unfused, then exported by the "
+               "spec's other rules)"),)
 
 MAKERS = {   # fusion kind -> the fresh draft init_draft writes for it
     "eagle3": Maker("EAGLE-3", "llama layers with input norms in every layer, gqa attention, swiglu, rms norms, a "

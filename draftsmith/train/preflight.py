@@ -20,7 +20,7 @@ from draftsmith.specs.loader import load_spec
 from draftsmith.specs.resolve import fusion_params
 from draftsmith.train import data as D
 from draftsmith.train.checks import TrainError
-from draftsmith.train.draft_io import MAKERS, MAKES, fresh_taps, unsupported
+from draftsmith.train.draft_io import MAKERS, MAKES, export_refusals, fresh_taps, unsupported
 from draftsmith.train.features import META, SHARDS, made_for, read_meta, shard_problem
 from draftsmith.train.provenance import source_problem, target_fingerprint
 from draftsmith.train.loop import FRESH, STATE
@@ -49,6 +49,8 @@ def preflight(job) -> None:
             taps = planned_taps(job, spec)
         except DraftsmithError as e:   # a fresh draft's aux ids that do not fit the target
             found.append(("spec", f"{spec.name} does not fit the target: {e}"))
+    if spec is not None and not job.eval_only:   # what the run's export could not write, fresh or --from-draft
+        found += [("spec", f"{spec.name}: train cannot export a draft with {why}") for why in export_refusals(spec)]
     for name in ("data", "held_out"):
         found += [(name, f"{short_text(p, 300)}: {why}") for p in map(Path, getattr(job, name))
                   if (why := path_problem(p))]
