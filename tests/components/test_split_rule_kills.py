@@ -2,7 +2,9 @@
 it writes (``produces``, what from_canonical refuses by) for templates whose group reference is not the first
 thing, ``\\g<1>`` and escaped characters; the rule's own answers (``apply``), its bounds and messages, that it cannot
 be edited in place; the bounds of the fused-module hint, which parts the plan checks against an FP8 block and
-which fused tensors it shares whole; and (assembler/plan.py) that a block scale is cut by its block's rows."""
+which fused tensors it shares whole; (assembler/plan.py) that a block scale is cut by its block's rows and how a
+collision of many split rules' parts is cut short; and (components/weights.py) how many fused tensors convert's
+refusal counts."""
 import re
 from pathlib import Path
 
@@ -96,6 +98,25 @@ def test_a_part_named_twice_is_the_one_the_message_names():
     # once, instead of the repeated one)
     with pytest.raises(ValidationError, match=re.escape("names the part 'k' twice")):
         SplitRule(match=r"^qkv\.", into=["q", "k", "v", "k"])
+
+
+# ---- components/weights.py -------------------------------------------------------------------------------------
+
+
+def test_convert_refuses_a_split_naming_the_first_fused_tensor_and_counting_the_others():
+    # catches weights.py:374 len(result.split) > 1 -> >= 1, > 2, > 0 and len(result.split) - 1 -> + 1, - 2, - 0
+    # (one fused tensor was said to come with "0 more", three with the wrong count or none)
+    rules = RuleSet([SplitRule(match=r"^qkv\.", into=["q.", "k."])])
+    head = "'qkv.weight' is split into 'q.weight', 'k.weight' by rule 0: split '^qkv\\.' into 'q.', 'k.'"
+    tail = (": convert copies one checkpoint tensor per canonical tensor and does not split fused ones; load the "
+            "draft with assemble() and its spec instead")
+    with pytest.raises(SplitRefused) as info:
+        rules.map_names(["qkv.weight", "o.weight"])
+    assert str(info.value) == head + tail
+    for names, more in ((["qkv.weight", "qkv.bias"], 1), (["qkv.weight", "qkv.bias", "qkv.weight_scale"], 2)):
+        with pytest.raises(SplitRefused) as info:
+            rules.map_names(names)
+        assert str(info.value) == f"{head} (and {more} more tensors){tail}"
 
 
 # ---- assembler/splits.py ----------------------------------------------------------------------------------------
@@ -223,3 +244,19 @@ def test_a_block_scale_is_cut_by_its_block_rows_not_its_columns():
         plan_load(infos, QK, expected_of(module))
     (line,) = info.value.problems
     assert "one FP8 scale per 32 rows and part 1 scales 48 rows" in line, line
+
+
+@pytest.mark.parametrize("rules", [3, 4])
+def test_a_part_many_split_rules_write_is_one_collision_naming_three_rules_and_counting_the_rest(rules):
+    # catches plan.py:245 len(parts) > 3 -> >= 3, > 4, > 2; parts[:3] -> parts[:4], parts[:2]; len(parts) - 3 ->
+    # + 3, - 4, - 2 (the collision line shows three rules' sources and counts the others: three rules got "and 0
+    # more", four showed all or two, or counted them wrong)
+    ruleset = RuleSet([SplitRule(match=rf"^f{i}\.", into=["q.", f"x{i}."]) for i in range(rules)])
+    infos = {f"f{i}.weight": TensorInfo(f"f{i}.weight", (4, 2), torch.float32, NOWHERE) for i in range(rules)}
+    expected = {"q.weight": Expected((2, 2), torch.float32),
+                **{f"x{i}.weight": Expected((2, 2), torch.float32) for i in range(rules)}}
+    with pytest.raises(CheckpointMismatch) as info:
+        plan_load(infos, ruleset, expected)
+    shown = "; ".join(f"'f{i}.weight' via rule {i}: split '^f{i}\\.' into 'q.', 'x{i}.'" for i in range(3))
+    more = "; and 1 more rules" if rules == 4 else ""
+    assert info.value.problems == [f"collision: several checkpoint names map to 'q.weight': {shown}{more}"]
