@@ -4,9 +4,25 @@ never written over; a folder a previous run wrote (it holds :data:`RESULTS`) is 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 RESULTS = "results.json"   # written first, then after every row: what tells a folder a previous run wrote
+TEMP = ".partial-"         # the prefix of write_atomic's temporary files (a run killed mid-write may leave one)
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` whole or not at all: into a temporary file in the same folder, then os.replace,
+    so a run killed while it writes leaves the previous results.json / results.md, never half of one."""
+    path = Path(path)
+    tmp = path.with_name(f"{TEMP}{path.name}.{os.getpid()}.tmp")   # open() keeps the umask's mode, as write_text
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:   # KeyboardInterrupt too: the time limit that ends a GPU session's call
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def check_folders(out: Path, checkpoints: Path, shapes) -> None:
@@ -33,10 +49,11 @@ def check_folders(out: Path, checkpoints: Path, shapes) -> None:
 
 def others(out: Path) -> list[str]:
     """What a folder holds when it is not one a previous run wrote (holding results.json as :func:`run_scale`
-    writes it: a JSON list); [] for a new or empty folder, and for a previous run's."""
+    writes it: a JSON list); [] for a new or empty folder, and for a previous run's. The temporary files of
+    :func:`write_atomic` a killed run left are not counted."""
     from draftsmith import limits
 
-    if not out.is_dir() or not (held := sorted(p.name for p in out.iterdir())):
+    if not out.is_dir() or not (held := sorted(p.name for p in out.iterdir() if not p.name.startswith(TEMP))):
         return []
     try:
         f = out / RESULTS

@@ -245,12 +245,30 @@ def loading_line(out: str | Path) -> str:
         names = short_list(sorted(judged.misfits), 4, 200)
         return (f"the spec detection proposes ({family}) does not load it as it is ({names}: "
                 f"{', '.join(sorted(set(judged.misfits.values())))}); start from `draftsmith inspect {where}`")
-    lacks = _spec_differences(found.spec, load_spec(family).model_dump(mode="json"))
+    base = load_spec(family).model_dump(mode="json")
+    lacks = _spec_differences(found.spec, base)
     if not lacks:
         return f"load it with spec {family} (or omit --spec: generate --draft detects it)"
-    shown = ", ".join(f"{path}: {short(value, 80)}" for path, value in lacks[:4]) + (", ..." if len(lacks) > 4 else "")
+    shown = ", ".join(f"{path}: {_shown(path, value, base)}" for path, value in lacks[:4]) + (
+        ", ..." if len(lacks) > 4 else "")
     return (f"omit --spec: generate --draft detects it (spec {family} with {shown}, as `draftsmith inspect {where}` "
             f"prints); spec {family} alone does not load it")
+
+
+def _shown(path: str, value: Any, family: Mapping[str, Any]) -> str:
+    """A proposed value as the last line says it, bounded: the weight rules as counts by kind of the rules added and
+    removed ("2 split rule(s) added"; the rules themselves are in what inspect prints), anything else cut short."""
+    if path != "weights.rules" or not isinstance(value, (list, tuple)):
+        return short(value, 80)
+    was = list(family.get("weights", {}).get("rules") or [])
+
+    def counted(rules: list, verb: str) -> list[str]:
+        kinds = [str(r.get("kind", "regex")) if isinstance(r, Mapping) else "other" for r in rules]
+        return [f"{kinds.count(k)} {k} rule(s) {verb}" for k in dict.fromkeys(kinds)]
+
+    said = (counted([r for r in value if r not in was], "added")
+            + counted([r for r in was if r not in value], "removed"))
+    return ", ".join(said) or "the same rules in another order"
 
 
 def _spec_differences(proposed: Any, family: Any, path: str = "") -> list[tuple[str, Any]]:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from draftsmith.bench_out import RESULTS, check_folders
+from draftsmith.bench_out import RESULTS, check_folders, write_atomic
 from draftsmith.errors import OptionError
 from draftsmith.scale.checkpoints import SHAPES, write_pair
 from draftsmith.scale.report import TAUS, markdown, plot
@@ -19,6 +19,7 @@ from draftsmith.scale.timing import (_median, compile_summary, copy_bandwidth, d
 METHODS = {"chain 6": dict(topk=1, steps=5), "tree 8": dict(topk=4, steps=5, draft_tokens=8),
            "tree 32": dict(topk=8, steps=6, draft_tokens=32)}
 LIMIT = "bandwidth limit (target-only)"
+PARTIAL = "(partial: measuring"   # results.md's first line while a run is in progress: "(partial: measuring 1b; ..."
 
 
 def measure(name: str, root: Path, *, device: str, dtype: str, batches=(1, 8), prompt_len=128, new_tokens=128,
@@ -190,17 +191,20 @@ def run_scale(shapes=("tiny",), out: str | Path = "bench-scale", *, device="cpu"
     out.mkdir(parents=True, exist_ok=True)
     kept = [r for r in _previous(out) if r["shape"] not in shapes]   # other shapes measured into this folder
     if not (out / RESULTS).exists():   # marks the folder as a bench's from the start (a run cut off while it writes
-        (out / RESULTS).write_text("[]\n")   # the checkpoints is one a rerun may use)
+        write_atomic(out / RESULTS, "[]\n")   # the checkpoints is one a rerun may use)
     cuda = torch.device(device).type == "cuda"
     dtype = dtype or ("bfloat16" if cuda else "float32")
     results = []
-    for name in shapes:
+    for i, name in enumerate(shapes):
         small = name == "tiny" and not cuda
 
-        def save(partial, done=tuple(results)):   # the shapes finished so far and this one as far as it got
-            partial["compile"] = compile_summary()   # so a run cut off mid-shape still says what compiling cost
-            (out / RESULTS).write_text(json.dumps([*kept, *done, partial], indent=1, default=str))
-            (out / "results.md").write_text(markdown([*kept, *done, partial]))
+        def save(partial, done=tuple(results), final=False, name=name):   # the shapes finished so far and this
+            partial["compile"] = compile_summary()   # one as far as it got (so a run cut off says what compiling cost)
+            rows = [*kept, *done, partial]
+            write_atomic(out / RESULTS, json.dumps(rows, indent=1, default=str))
+            # until the last shape's last phase is saved, the report's first line says the run is not over
+            head = "" if final else f"{PARTIAL} {name}; this run is still going, or was cut off)\n\n"
+            write_atomic(out / "results.md", head + markdown(rows))
 
         r = measure(name, checkpoints, device=device, dtype=dtype, batches=batches,
                     prompt_len=prompt_len or (32 if small else 128), new_tokens=new_tokens or (24 if small else 128),
@@ -210,5 +214,5 @@ def run_scale(shapes=("tiny",), out: str | Path = "bench-scale", *, device="cpu"
         results.append(r)
         png = plot(r, out / f"{name}.png")   # None without matplotlib (the optional extra 'bench')
         r["plot"] = None if png is None else str(png)
-        save(r, tuple(results[:-1]))
+        save(r, tuple(results[:-1]), final=i == len(shapes) - 1)
     return results
