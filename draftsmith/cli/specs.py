@@ -66,13 +66,27 @@ def _checkpoints_fit(f: Path, spec, folders: dict) -> bool:
     try:
         plan_assembly(spec, folders["target"], folders["draft"], backend=eager)   # the machine's backends aside
     except Exception as e:   # a DraftsmithError prints as a message, anything else as an internal error
-        typer.echo(f"{f}: the spec ({spec.name}) is valid, but its checkpoints do not fit:", err=True)
+        if _unbindable(e):   # a spec problem the draft's config shows: the spec is not valid, whatever its text
+            typer.echo(f"{f}: the spec ({spec.name}) has problems its checkpoints show (weight rules or ignore "
+                       "patterns that cannot be bound to the draft's config):", err=True)
+        else:
+            typer.echo(f"{f}: the spec ({spec.name}) is valid, but its checkpoints do not fit:", err=True)
         report(e)
         return False
     shown = {k: os.path.normpath(v) for k, v in folders.items()}
     typer.echo(f"{f}: ok ({spec.name}); checkpoints fit (target {shown['target']}, draft {shown['draft']}; only "
                "the small tensors its checks need were read)")
     return True
+
+
+def _unbindable(e: Exception) -> bool:
+    """Whether ``e`` is the SpecError of weight rules / ignore patterns bound to the draft's config (bind_all's):
+    a ``${key}`` the config lacks, or a pattern its value makes invalid."""
+    from draftsmith.errors import SpecError
+
+    return isinstance(e, SpecError) and bool(e.problems) and all(
+        p.path.startswith(("weights.rules.", "weights.ignore.")) and
+        ("cannot be bound" in p.message or p.message.startswith("bound to the draft's config")) for p in e.problems)
 
 
 @app.command("list")

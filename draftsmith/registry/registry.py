@@ -70,9 +70,13 @@ class Registry:
 
     def _add_file(self, src: SpecSource, folder: str) -> None:
         """A folder's spec; a name taken already (by a plugin, another folder, another file of this one) is a clash
-        naming both files, never a silent shadow."""
+        naming both files, never a silent shadow. One file reached twice (a symlink to a file already read, by its
+        resolved path) is registered once, under the path read first."""
         new = Provided(src, folder, folder=True)
-        if (first := self.specs.get(src.name)) is not None:
+        if (first := self.specs.get(src.name)) is not None and first.folder and \
+                os.path.realpath(first.record.path) == os.path.realpath(src.path):
+            return   # one file reached twice (a symlink to it): one spec, as a folder named twice is one folder
+        if first is not None:
             who = f"twice by {new.who()}" if first.folder and first.plugin == folder else \
                 f"by both {first.who()} and {new.who()}"
             fix = "change the name: in one of them" if first.folder else \

@@ -3,7 +3,12 @@
 no Python: ``draftsmith.load_spec("myfamily")``, ``--spec myfamily`` and ``draftsmith list`` find them, listed with
 their folder as provider. A file registers under its top-level ``name:`` (a file without one is not a named spec);
 the spec itself is read, checked and reported only when it is loaded, as a plugin's is. YAML stays data: a folder
-holds no code, so it provides no components and no layout detector (a detector is code: a plugin's hook)."""
+holds no code, so it provides no components and no layout detector (a detector is code: a plugin's hook).
+
+A file whose ``name:`` ends in ``.yaml`` / ``.yml`` is refused (a SpecError naming the file): ``--spec`` and
+``load_spec`` read such a reference as a file path, so the name would load a file of the working directory instead.
+A file reached twice (a symlink to a sibling, or to a file of another folder of the path) is one spec, not a
+clash."""
 from __future__ import annotations
 
 import os
@@ -12,7 +17,7 @@ from pathlib import Path
 import yaml
 
 from draftsmith import limits
-from draftsmith.errors import NotFound, short_text
+from draftsmith.errors import NotFound, Problem, SpecError, short, short_text
 from draftsmith.hooks import SpecSource
 
 SPEC_PATH = "DRAFTSMITH_SPEC_PATH"
@@ -22,13 +27,15 @@ _STR = "tag:yaml.org,2002:str"
 
 def spec_folders(value: str | None = None) -> list[Path]:
     """The folders ``value`` lists (``DRAFTSMITH_SPEC_PATH`` when None), absolute, in order, each once; empty entries
-    are skipped, as in PATH. One that is not a folder is a :class:`~draftsmith.errors.NotFound` naming it."""
+    are skipped, as in PATH. A leading ``~`` / ``~user`` of an entry is expanded (os.path.expanduser), as a shell
+    expands it in an unquoted PATH-like assignment, so a quoted ``"~/specs"`` works too. One that is not a folder is
+    a :class:`~draftsmith.errors.NotFound` naming it."""
     value = os.environ.get(SPEC_PATH, "") if value is None else value
     folders, seen = [], set()
     for entry in value.split(os.pathsep):
         if not entry:
             continue
-        folder = Path(entry).absolute()
+        folder = Path(os.path.expanduser(entry)).absolute()
         if not folder.is_dir():
             what = "is not a folder" if folder.exists() else "does not exist"
             raise NotFound(f"{SPEC_PATH} names {short_text(entry, 300)}, which {what} (it lists folders of spec "
@@ -41,9 +48,20 @@ def spec_folders(value: str | None = None) -> list[Path]:
 
 def folder_specs(folder: Path) -> list[SpecSource]:
     """A SpecSource for each ``*.yaml`` / ``*.yml`` file directly in ``folder`` whose top-level ``name:`` is a
-    string, by file name."""
+    string, by file name. A name ending in ``.yaml`` / ``.yml`` is a SpecError naming the file: as a reference
+    (``--spec``, ``load_spec``) it is read as a file path, never as this spec's name."""
     files = sorted(p for p in folder.iterdir() if p.suffix in (".yaml", ".yml"))
-    return [SpecSource(name=name, path=p) for p in files if (name := declared_name(p)) is not None]
+    out = []
+    for p in files:
+        if (name := declared_name(p)) is None:
+            continue
+        if (suffix := Path(name).suffix) in (".yaml", ".yml"):
+            raise SpecError(str(p), [Problem(
+                "name", f"a spec of a {SPEC_PATH} folder cannot be named {short(name)}: a name ending in {suffix} "
+                f"is read as a file path by --spec and load_spec, so it would never find this file",
+                hint=f"Write name: {short(name[: -len(suffix)] or 'NAME')} (without {suffix}).")])
+        out.append(SpecSource(name=name, path=p))
+    return out
 
 
 def declared_name(path: Path) -> str | None:

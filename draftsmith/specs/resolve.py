@@ -140,6 +140,7 @@ def check_spec_data(data: Mapping[str, Any], registry: Registry) -> list[Problem
     rules = weights.get("rules") if isinstance(weights, Mapping) else None
     for i, rule in enumerate(rules if isinstance(rules, (list, tuple)) else []):
         problems += check_ref(registry, rule, RULES, f"{RULES.path}.{i}")
+        problems += rule_control_problems(rule, f"{RULES.path}.{i}")
     ignore = weights.get("ignore") if isinstance(weights, Mapping) else None
     for i, pattern in enumerate(ignore if isinstance(ignore, (list, tuple)) else []):
         problems += regex_problems(pattern, f"weights.ignore.{i}")
@@ -167,9 +168,41 @@ def cache_problems(checkpoints: Any) -> list[Problem]:
     return out
 
 
+def control_problems(text: Any, path: str, what: str = "pattern") -> list[Problem]:
+    r"""A pattern (or replacement) holding a C0 control character or DEL: no checkpoint name holds one, so it would
+    match nothing. In double quotes YAML reads ``\b`` as a backspace, ``\t`` as a tab, ``\x2e`` as '.': such a
+    pattern is almost always a regex written in double quotes."""
+    if not isinstance(text, str) or (bad := next((c for c in text if ord(c) < 0x20 or c == "\x7f"), None)) is None:
+        return []
+    why = {"\b": "\\b as a backspace", "\t": "\\t as a tab", "\n": "\\n as a newline",
+           "\r": "\\r as a carriage return", "\f": "\\f as a form feed", "\a": "\\a as a bell",
+           "\v": "\\v as a vertical tab", "\x1b": "\\e as an escape", "\0": "\\0 as a NUL"}.get(bad)
+    said = f"In double quotes YAML reads {why}" if why else "In double quotes YAML reads \\xNN as that character"
+    effect = "which no checkpoint name holds, so it would match nothing" if what == "pattern" else \
+        "which no tensor name holds"
+    return [Problem(path, f"the {what} holds the control character {bad!r}, {effect}", found=text,
+                    hint=f"{said} (and \\x2e as '.'); write the {what} in single quotes, where a backslash is a "
+                         "backslash.")]
+
+
+def rule_control_problems(rule: Any, path: str) -> list[Problem]:
+    """Control characters in a weight rule's patterns and names: match, inverse, replace, into."""
+    if not isinstance(rule, Mapping):
+        return []
+    out = control_problems(rule.get("match"), f"{path}.match")
+    out += control_problems(rule.get("replace"), f"{path}.replace", "replacement")
+    for key, what in (("inverse", ("pattern", "replacement")), ("into", None)):
+        items = rule.get(key)
+        for j, item in enumerate(items if isinstance(items, (list, tuple)) else []):
+            out += control_problems(item, f"{path}.{key}.{j}", what[j] if what and j < 2 else "part name")
+    return out
+
+
 def regex_problems(pattern: Any, path: str) -> list[Problem]:
     if not isinstance(pattern, str):
         return []  # phase 1 reports the type
+    if problems := control_problems(pattern, path):
+        return problems
     if len(pattern) <= limits.REGEX_CHARS:   # a longer one is refused below, before anything compiles it
         try:
             re.compile(pattern)
