@@ -10,16 +10,7 @@ import draftsmith
 from draftsmith.cli import app
 from draftsmith.errors import SpecError
 from draftsmith.registry.spec_path import SPEC_PATH, spec_folders
-from draftsmith.specs.catalog import BUILTIN_DIR
-
-LLAMA = (BUILTIN_DIR / "eagle3-llama.yaml").read_text()
-
-
-def family(folder, name="myfamily", file="mine.yaml"):
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / file
-    path.write_text(LLAMA.replace("name: eagle3-llama", f"name: {name}", 1))
-    return path
+from test_spec_path import family   # a valid spec file in a folder, shared
 
 
 @pytest.fixture

@@ -7,21 +7,8 @@ import yaml
 
 import draftsmith
 from draftsmith.errors import SpecError
-from draftsmith.specs.catalog import BUILTIN_DIR
 from draftsmith.specs.loader import escape_hint
-
-LLAMA = (BUILTIN_DIR / "eagle3-llama.yaml").read_text()
-
-
-def line_of(text: str, needle: str) -> int:
-    return next(i for i, line in enumerate(text.splitlines(), 1) if needle in line)
-
-
-def edited(text: str, **changes: str) -> str:
-    for old, new in changes.items():
-        assert old in text, old
-        text = text.replace(old, new, 1)
-    return text
+from test_problem_places import LLAMA, edited, line_of   # the built-in spec's text and its editing, shared
 
 
 def test_a_regex_in_double_quotes_gets_advice_quoting_the_users_text(tmp_path):
