@@ -20,7 +20,7 @@ from draftsmith.components.dims import Dims
 from draftsmith.components.gqa import stated_qkv_bias, type_qkv_bias
 from draftsmith.components.layers import own_input
 from draftsmith.components.quant import quantize_target
-from draftsmith.components.rule_config import bind_all
+from draftsmith.components.rule_config import UnboundRules, bind_all
 from draftsmith.components.sliding import stated_window
 from draftsmith.components.targets import apply_windows
 from draftsmith.components.weights import RuleSet
@@ -56,8 +56,8 @@ def rule_set(spec: Spec, registry: Registry, config: Mapping[str, Any] | None = 
     if config is not None:
         try:
             rules, ignore = bind_all(rules, ignore, config)
-        except SpecError as e:   # the rule's dotted path, in the spec file the user wrote
-            raise SpecError(spec.source, e.problems) from None
+        except UnboundRules as e:   # the rule's dotted path, in the spec file the user wrote
+            raise UnboundRules(spec.source, e.problems) from None
     return RuleSet(rules, ignore)
 
 

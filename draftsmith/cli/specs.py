@@ -80,13 +80,11 @@ def _checkpoints_fit(f: Path, spec, folders: dict) -> bool:
 
 
 def _unbindable(e: Exception) -> bool:
-    """Whether ``e`` is the SpecError of weight rules / ignore patterns bound to the draft's config (bind_all's):
-    a ``${key}`` the config lacks, or a pattern its value makes invalid."""
-    from draftsmith.errors import SpecError
+    """Whether ``e`` is the error of weight rules / ignore patterns bound to the draft's config (bind_all's): a
+    ``${key}`` the config lacks, or a pattern its value makes invalid."""
+    from draftsmith.components.rule_config import UnboundRules
 
-    return isinstance(e, SpecError) and bool(e.problems) and all(
-        p.path.startswith(("weights.rules.", "weights.ignore.")) and
-        ("cannot be bound" in p.message or p.message.startswith("bound to the draft's config")) for p in e.problems)
+    return isinstance(e, UnboundRules)
 
 
 @app.command("list")

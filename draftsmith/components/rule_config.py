@@ -67,8 +67,13 @@ def bind_rule(rule: Any, config: Mapping[str, Any]) -> Any:
                      inverse=inverse)
 
 
+class UnboundRules(SpecError):
+    """Weight rules or ignore patterns that the draft's config cannot bind: a spec problem its checkpoints show
+    (``validate`` does not call such a spec valid)."""
+
+
 def bind_all(rules: Sequence[Any], ignore: Sequence[str], config: Mapping[str, Any]) -> tuple[list, list[str]]:
-    """Every rule and ignore pattern bound; a SpecError (source "weights") with one problem per item that cannot
+    """Every rule and ignore pattern bound; an :class:`UnboundRules` (source "weights") with one problem per item that cannot
     be, at its dotted path (``weights.rules.N``, ``weights.ignore.N``): a key the config lacks, with the keys it
     has, or a pattern the bound value makes invalid."""
     problems: list[Problem] = []
@@ -93,5 +98,5 @@ def bind_all(rules: Sequence[Any], ignore: Sequence[str], config: Mapping[str, A
         if p is not None and (why := pattern_problem(p)) is not None:
             problems.append(Problem(f"weights.ignore.{i}", f"bound to the draft's config it is refused: {why}"))
     if problems:
-        raise SpecError("weights", problems)
+        raise UnboundRules("weights", problems)
     return out
