@@ -82,7 +82,8 @@ class Registry:
             fix = "change the name: in one of them" if first.folder else \
                 f"change the name: in {short_text(src.path, 300)}"
             raise PluginClash(f"spec {src.name!r} is provided {who}, in {short_text(first.record.path, 300)} and "
-                              f"{short_text(src.path, 300)}; {fix} (draftsmith never shadows silently)")
+                              f"{short_text(src.path, 300)}; {fix} (draftsmith never shadows silently; meanwhile "
+                              f"`{SPEC_PATH}= draftsmith ...` runs a command without these folders)")
         self.specs[src.name] = new
 
     @staticmethod

@@ -39,7 +39,8 @@ def spec_folders(value: str | None = None) -> list[Path]:
         if not folder.is_dir():
             what = "is not a folder" if folder.exists() else "does not exist"
             raise NotFound(f"{SPEC_PATH} names {short_text(entry, 300)}, which {what} (it lists folders of spec "
-                           f"YAML files, separated by {os.pathsep!r})")
+                           f"YAML files, separated by {os.pathsep!r}; `{SPEC_PATH}= draftsmith ...` runs a command "
+                           "without them)")
         if (real := folder.resolve()) not in seen:   # one folder named twice is one folder, not a clash
             seen.add(real)
             folders.append(folder)

@@ -69,7 +69,8 @@ def test_a_name_a_builtin_has_is_a_clash_naming_both_files(tmp_path):
     assert text.startswith(f"spec 'eagle3-llama' is provided by both plugin 'builtin' and folder "
                            f"'{tmp_path / 'specs'}' of {SPEC_PATH}, in ")
     assert str(BUILTIN_DIR / "eagle3-llama.yaml") in text and f"change the name: in {path} " in text
-    assert text.endswith("(draftsmith never shadows silently)")
+    assert text.endswith(f"(draftsmith never shadows silently; meanwhile `{SPEC_PATH}= draftsmith ...` runs a "
+                         "command without these folders)")
 
 
 def test_a_name_a_plugin_spec_has_is_a_clash(tmp_path):
