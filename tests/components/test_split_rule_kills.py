@@ -142,18 +142,25 @@ QK = RuleSet([SplitRule(match=r"^qk\.", into=["q.", "k."])])
 NOWHERE = Path("/nonexistent/model.safetensors")
 
 
+def straddled(rules, fused: str, rows: dict[str, int]) -> str:
+    """The one problem of loading FP8 parts of ``rows`` rows each (2-row scale blocks, their block counts summed
+    by the fused scale) from one fused tensor: the straddle refusal the tests below expect."""
+    f8, blocks = torch.float8_e4m3fn, {p: -(-n // 2) for p, n in rows.items()}
+    expected = {**{f"{p}.weight": Expected((n, 8), f8) for p, n in rows.items()},
+                **{f"{p}.weight_scale_inv": Expected((b, 4), torch.float32, row_block=2) for p, b in blocks.items()}}
+    infos = {f"{fused}.weight": TensorInfo(f"{fused}.weight", (sum(rows.values()), 8), f8, NOWHERE),
+             f"{fused}.weight_scale_inv": TensorInfo(f"{fused}.weight_scale_inv", (sum(blocks.values()), 4),
+                                                     torch.float32, NOWHERE)}
+    with pytest.raises(CheckpointMismatch) as info:
+        plan_load(infos, rules, expected)
+    (line,) = info.value.problems
+    return line
+
+
 def test_fp8_block_scales_of_two_row_blocks_are_cut_only_between_whole_blocks():
     # catches splits.py:54 exp.row_block > 1 -> > 2 (blocks of 2 rows went unchecked: q's 3 rows end inside the
     # fused scale's second row, which the plan then gave to q whole and k not at all, the counts 2 + 2 = 4 agreeing)
-    f8 = torch.float8_e4m3fn
-    expected = {"q.weight": Expected((3, 8), f8), "k.weight": Expected((4, 8), f8),
-                "q.weight_scale_inv": Expected((2, 4), torch.float32, row_block=2),
-                "k.weight_scale_inv": Expected((2, 4), torch.float32, row_block=2)}
-    infos = {"qk.weight": TensorInfo("qk.weight", (7, 8), f8, NOWHERE),
-             "qk.weight_scale_inv": TensorInfo("qk.weight_scale_inv", (4, 4), torch.float32, NOWHERE)}
-    with pytest.raises(CheckpointMismatch) as info:
-        plan_load(infos, QK, expected)
-    (line,) = info.value.problems
+    line = straddled(QK, "qk", {"q": 3, "k": 4})
     assert line.startswith("cannot split: fused 'qk.weight_scale_inv' [4, 4] into ") and \
         "one FP8 scale per 2 rows and part 1 scales 3 rows" in line, line
 
@@ -198,16 +205,8 @@ def test_every_part_but_the_last_is_checked_for_a_straddled_block():
     # catches splits.py:53 parts[:-1] -> parts[:1], want[:-1] -> want[:1] (only the first part's rows were checked
     # against the block: here q's 2 rows fill one 2-row block, k's 3 end inside the fused scale's third row, which
     # holds k's last row and v's first; the plan cut it as if the counts, 1 + 2 + 2 = 5, were enough)
-    f8, rules = torch.float8_e4m3fn, RuleSet([SplitRule(match=r"^qkv\.", into=["q.", "k.", "v."])])
-    expected = {"q.weight": Expected((2, 8), f8), "k.weight": Expected((3, 8), f8), "v.weight": Expected((3, 8), f8),
-                "q.weight_scale_inv": Expected((1, 4), torch.float32, row_block=2),
-                "k.weight_scale_inv": Expected((2, 4), torch.float32, row_block=2),
-                "v.weight_scale_inv": Expected((2, 4), torch.float32, row_block=2)}
-    infos = {"qkv.weight": TensorInfo("qkv.weight", (8, 8), f8, NOWHERE),
-             "qkv.weight_scale_inv": TensorInfo("qkv.weight_scale_inv", (5, 4), torch.float32, NOWHERE)}
-    with pytest.raises(CheckpointMismatch) as info:
-        plan_load(infos, rules, expected)
-    (line,) = info.value.problems
+    rules = RuleSet([SplitRule(match=r"^qkv\.", into=["q.", "k.", "v."])])
+    line = straddled(rules, "qkv", {"q": 2, "k": 3, "v": 3})
     assert line.startswith("cannot split: fused 'qkv.weight_scale_inv' [5, 4] into ") and \
         "one FP8 scale per 2 rows and part 2 scales 3 rows" in line, line
 
