@@ -136,7 +136,8 @@ def _first_line(e: BaseException) -> str:
 
 
 def run_candidate(spec: Spec, changes, target, draft, probes, max_new_tokens, registry, **load) -> Candidate:
-    from draftsmith.assembler.assemble import assemble, quiet_notes
+    from draftsmith.assembler.assemble import assemble
+    from draftsmith.assembler.explain import quiet_notes
 
     cand = Candidate(tuple(changes))
     # the assembler's notes were said once, for the spec as given

@@ -1,22 +1,18 @@
 """``assemble``: spec + target folder + draft folder -> a SpeculativeModel, built on meta, checked, then loaded."""
 from __future__ import annotations
 
-import contextlib
-import logging
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 import torch
 
-from draftsmith.assembler.build import (attention_recipe, build_draft, build_target, held_layers, qkv_bias_reading,
-                                       rule_set)
+from draftsmith.assembler.build import (build_draft, build_target, rule_set)
 from draftsmith.assembler.checkpoint import checkpoint_folder, list_tensors, read_tensors, regular_file
-from draftsmith.assembler.detect import swap_note
-from draftsmith.assembler.names import one_pattern
-from draftsmith.assembler.config import (ConfigReading, draft_hf_config, flatten_draft_config, read_config,
-                                         read_config_aside, read_raw_config, stop_ids, target_hf_config)
+from draftsmith.assembler.explain import (checked_along, explained, fc_bias_note, held_names, layers_note,
+                                          pairing_note, qkv_bias_note, swapped_note)
+from draftsmith.assembler.config import (draft_hf_config, flatten_draft_config, read_config,
+                                         read_config_aside, stop_ids, target_hf_config)
 from draftsmith.assembler.load import PlannedLoad, fill, materialize, plan_module
 from draftsmith.assembler.vocab import check_vocab_map
 from draftsmith.components import fused, packed, stacked
@@ -26,7 +22,7 @@ from draftsmith.decoding.graphs import graphs_enabled
 from draftsmith.decoding.model import SpeculativeModel
 from draftsmith.decoding.modes import RECURRENT, V2
 from draftsmith.registry import Registry, default_registry
-from draftsmith.errors import CheckpointError, DraftsmithError, Problem, SpecError, short_text
+from draftsmith.errors import CheckpointError, Problem, SpecError, short_text
 from draftsmith.specs.loader import load_spec
 from draftsmith.specs.schema import Spec
 
@@ -69,146 +65,6 @@ def parse_dtype(dtype: str | torch.dtype) -> torch.dtype:
     from draftsmith.options import parse_dtype as checked  # a float dtype, else OptionError (a ValueError)
 
     return checked(dtype)
-
-
-@contextlib.contextmanager
-def _explained(*notes: Callable[[], str | None]):
-    """A draftsmith error raised inside gets each of ``notes`` that has something to say (computed only then)."""
-    try:
-        yield
-    except DraftsmithError as e:
-        for note in notes:
-            try:
-                text = note()
-            except DraftsmithError:   # an unreadable folder: the error itself says so
-                text = None
-            if text:
-                e.add_note(text)
-        raise
-
-
-@contextlib.contextmanager
-def _checked_along(reading: ConfigReading):
-    """A draft config problem does not hide the tensors' (each run reports all it can): when no expected tensor
-    depends on its keys (they were left out, taking their defaults: config.SHAPELESS), the draft is built and checked
-    inside the block anyway, its load notes unsaid (they would speak of the keys left out), and what that finds is
-    added to the config error as a note before it is raised; when the expected tensors depend on them, the error says
-    that the tensor checks follow once they are fixed."""
-    error = reading.error
-    if error is None:
-        yield
-        return
-    if reading.shaping:
-        one = len(reading.shaping) == 1
-        error.add_note(f"note: the tensor checks follow once {', '.join(reading.shaping)} {'is' if one else 'are'} "
-                       f"fixed: the draft's expected tensors depend on {'it' if one else 'them'}")
-        raise error
-    aside = f"{', '.join(reading.aside)} left at {'its default' if len(reading.aside) == 1 else 'their defaults'}"
-    try:
-        with quiet_notes():
-            yield
-    except DraftsmithError as e:
-        notes = "".join(f"\n{n}" for n in getattr(e, "__notes__", ()))
-        error.add_note(f"note: the tensors were checked too ({aside}): {e}{notes}")
-        raise error from None
-    error.add_note(f"note: the tensors were checked too ({aside}): they fit")
-    raise error
-
-
-@contextlib.contextmanager
-def quiet_notes():
-    """The assembler's notes (the "draftsmith" logger's warnings) unsaid inside the block, for loads whose notes are
-    no news to the user (doctor's readings of a spec already loaded once; convert's stand-in target)."""
-    log = logging.getLogger("draftsmith")
-    level = log.level
-    log.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        log.setLevel(level)
-
-
-def folder_swap_note(folder: str | Path, role: str, registry: Registry | None = None,
-                     names: list[str] | None = None) -> str | None:
-    """The note for a ``role`` ("target" or "draft") folder that holds the other role's kind of checkpoint
-    (detect.swap_note), read from the folder; ``names``: its tensor names when they were listed already. None
-    when the folder cannot be read: whatever reads it next says why."""
-    try:
-        return swap_note(registry or default_registry(), folder, read_raw_config(folder),
-                         names or list(list_tensors(folder)), role)
-    except DraftsmithError:
-        return None
-
-
-_LAYER = re.compile(r"^layers\.\d+\.")
-
-
-def _held_names(rules: RuleSet, names) -> list[str]:
-    """The canonical names the checkpoint's tensors land on, every part of a tensor a split rule splits included
-    (RuleSet.to_parts: its later parts may name another layer, or q/k/v's biases beyond q's), the ignored left out.
-
-    Where none is a 'layers.N.' name, a tensor's first part only: build's account of a ``num_layers: auto`` that
-    finds no layer counts the names weights.ignore dropped as the listing less this list, one name per checkpoint
-    name (a split's other parts, all of them no layer's, would be counted as fewer dropped)."""
-    mapped = [parts for n in names if (parts := rules.to_parts(n)[0]) is not None]
-    held = [c for parts in mapped for c in parts]
-    return held if any(_LAYER.match(c) for c in held) else [parts[0] for parts in mapped]
-
-
-def _swapped(registry: Registry, folder: Path, role: str, names: list[str] | None = None) -> Callable[[], str | None]:
-    return lambda: folder_swap_note(folder, role, registry, names)
-
-
-def _pairing(draft_raw: dict, target_cfg: Any) -> Callable[[], str | None]:
-    """The note for a draft whose config gives another hidden size or vocabulary than the target's."""
-    def note() -> str | None:
-        differ = [f"{k} {draft_raw[k]!r} (the target's: {getattr(target_cfg, k, None)!r})" for k in ("hidden_size",
-                  "vocab_size") if k in draft_raw and draft_raw[k] != getattr(target_cfg, k, draft_raw[k])]
-        return (f"note: the draft's config.json says {' and '.join(differ)}: is the draft made for this target?"
-                if differ else None)
-    return note
-
-
-def _layers(spec: Spec, canonical: list[str]) -> Callable[[], str | None]:
-    """The note for a spec whose num_layers differs from the layers the checkpoint holds."""
-    def note() -> str | None:
-        want = spec.draft.num_layers
-        found = held_layers(spec, canonical)
-        return None if want in ("auto", found) else (
-            f"note: the spec's draft.num_layers is {want}; the checkpoint holds {found} layer{'s' * (found != 1)} "
-            f"(layers.0..{found - 1} after the weight rules): set num_layers: auto")
-    return note
-
-
-QKV_BIAS = re.compile(r"(^|\.)self_attn\.[qkv]_proj\.bias$")
-
-
-def _qkv_bias(spec: Spec, registry: Registry, draft_raw, canonical: list[str], built: dict) -> Callable[[], str | None]:
-    """The note for a draft whose q/k/v bias tensors do not fit: the checkpoint holds them and the attention was
-    built without, or the reverse; it says why the attention has them or not and which spec field decides."""
-    def note() -> str | None:
-        if "draft" not in built:
-            return None
-        held = sorted(n for n in canonical if QKV_BIAS.search(n))
-        wanted = sorted(n for n in built["draft"].state_dict() if QKV_BIAS.search(n))
-        if bool(held) == bool(wanted):
-            return None
-        why = qkv_bias_reading(registry, attention_recipe(spec, registry, draft_raw), draft_raw)
-        if held:
-            return (f"note: the checkpoint holds q/k/v biases ({one_pattern(held)}) and the draft's attention is built "
-                    f"without them ({why}): state draft.attention.qkv_bias: true")
-        return (f"note: the draft's attention expects q/k/v biases ({one_pattern(wanted)}) that the checkpoint does "
-                f"not hold ({why}): state draft.attention.qkv_bias: false")
-    return note
-
-
-def _fc_bias(canonical: list[str], built: dict) -> Callable[[], str | None]:
-    """The note for a draft whose fusion bias does not fit the checkpoint's fc.bias: the fusion says why it has one
-    or not (a fusion with a ``bias_note``, as eagle1's)."""
-    def note() -> str | None:
-        says = getattr(getattr(built.get("draft"), "fc", None), "bias_note", None)
-        return says("fc.bias" in canonical) if callable(says) else None
-    return note
 
 
 def plan_target(folder: Path, registry: Registry, backend) -> tuple[PlannedLoad, Any]:
@@ -301,7 +157,7 @@ def plan_assembly(spec: Spec | str | Path, target: str | Path | None = None, dra
     spec = load_spec(spec, registry)
     target_dir, draft_dir = checkpoint_dir(spec, target, "target"), checkpoint_dir(spec, draft, "draft")
     backend = backend or registry.build("attn_backend", spec.decoding.attention)
-    with _explained(_swapped(registry, target_dir, "target")):
+    with explained(swapped_note(registry, target_dir, "target")):
         target_plan, target_cfg = plan_target(target_dir, registry, backend)
         check_tied_head(target_plan)
     if spec.decoding.mode == "v2" and target_plan.module.recurrent:
@@ -310,15 +166,15 @@ def plan_assembly(spec: Spec | str | Path, target: str | Path | None = None, dra
             hint="Use mode: auto to fall back to v1 with a logged reason.")])
     reading = read_config_aside(draft_dir)   # a config problem no tensor depends on is reported with the tensors'
     draft_raw = reading.config
-    with _checked_along(reading):
+    with checked_along(reading):
         infos = list_tensors(draft_dir)
         rules = rule_set(spec, registry, flatten_draft_config(draft_raw))  # ${key} placeholders: the draft config
-        canonical = _held_names(rules, infos)
+        canonical = held_names(rules, infos)
         built: dict[str, Any] = {}   # the draft model, once built: notes about its tensors compare with it
-        notes = (_swapped(registry, draft_dir, "draft", list(infos)), _layers(spec, canonical),
-                 _pairing(draft_raw, target_cfg), _qkv_bias(spec, registry, draft_raw, canonical, built),
-                 _fc_bias(canonical, built))
-        with _explained(*notes):
+        notes = (swapped_note(registry, draft_dir, "draft", list(infos)), layers_note(spec, canonical),
+                 pairing_note(draft_raw, target_cfg), qkv_bias_note(spec, registry, draft_raw, canonical, built),
+                 fc_bias_note(canonical, built))
+        with explained(*notes):
             draft_cfg = draft_hf_config(draft_raw, draft_dir / "config.json")
             draft_model = built["draft"] = build_draft(spec, registry, draft_raw=draft_raw, draft_cfg=draft_cfg,
                                                        target_cfg=target_cfg, canonical_names=canonical,

@@ -156,7 +156,7 @@ def detect_spec(draft: Path, target: Path | None = None):
     inspect resolved from the folder: EAGLE-3 flags, the d2t convention, the rope order, FP8 scales), printed with
     the detector's reason; exit 2 when none recognises it, with assemble's note when the draft folder holds a
     target or the ``target`` folder a draft (the two folders given the wrong way round)."""
-    from draftsmith.assembler.assemble import folder_swap_note
+    from draftsmith.assembler.explain import folder_swap_note
     from draftsmith.convert.inspect import inspect_checkpoint, render_unknown
     from draftsmith.specs.loader import parse_spec
 

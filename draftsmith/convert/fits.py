@@ -72,7 +72,7 @@ def proposed_fit(found, registry=None) -> Fit | None:
 def _stand_in_model(folder: Path, spec_data: Mapping[str, Any], registry=None):
     """(the folder's names through the spec's rules, the expected names and dtypes of the model the spec builds with
     a stand-in target, the folder's tensor listing), or None when no stand-in can be built for it."""
-    from draftsmith.assembler.assemble import quiet_notes
+    from draftsmith.assembler.explain import quiet_notes
     from draftsmith.assembler.build import build_draft, rule_set
     from draftsmith.assembler.checkpoint import list_tensors
     from draftsmith.assembler.config import draft_hf_config, flatten_draft_config, read_config

@@ -1,0 +1,161 @@
+"""What a failed load is told beside its error: notes computed only when a draftsmith error is raised (a folder
+that holds the other role's checkpoint, a draft made for another target, a layer count, q/k/v or fusion biases
+that do not fit and the spec field that decides them), a draft config problem that does not hide the tensors', and
+the assembler's notes silenced where they are no news."""
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+from pathlib import Path
+from typing import Any, Callable
+
+from draftsmith.assembler.build import attention_recipe, held_layers, qkv_bias_reading
+from draftsmith.assembler.checkpoint import list_tensors
+from draftsmith.assembler.config import ConfigReading, read_raw_config
+from draftsmith.assembler.detect import swap_note
+from draftsmith.assembler.names import one_pattern
+from draftsmith.components.weights import RuleSet
+from draftsmith.errors import DraftsmithError
+from draftsmith.registry import Registry, default_registry
+from draftsmith.specs.schema import Spec
+
+
+@contextlib.contextmanager
+def explained(*notes: Callable[[], str | None]):
+    """A draftsmith error raised inside gets each of ``notes`` that has something to say (computed only then)."""
+    try:
+        yield
+    except DraftsmithError as e:
+        for note in notes:
+            try:
+                text = note()
+            except DraftsmithError:   # an unreadable folder: the error itself says so
+                text = None
+            if text:
+                e.add_note(text)
+        raise
+
+
+@contextlib.contextmanager
+def checked_along(reading: ConfigReading):
+    """A draft config problem does not hide the tensors' (each run reports all it can): when no expected tensor
+    depends on its keys (they were left out, taking their defaults: config.SHAPELESS), the draft is built and checked
+    inside the block anyway, its load notes unsaid (they would speak of the keys left out), and what that finds is
+    added to the config error as a note before it is raised; when the expected tensors depend on them, the error says
+    that the tensor checks follow once they are fixed."""
+    error = reading.error
+    if error is None:
+        yield
+        return
+    if reading.shaping:
+        one = len(reading.shaping) == 1
+        error.add_note(f"note: the tensor checks follow once {', '.join(reading.shaping)} {'is' if one else 'are'} "
+                       f"fixed: the draft's expected tensors depend on {'it' if one else 'them'}")
+        raise error
+    aside = f"{', '.join(reading.aside)} left at {'its default' if len(reading.aside) == 1 else 'their defaults'}"
+    try:
+        with quiet_notes():
+            yield
+    except DraftsmithError as e:
+        notes = "".join(f"\n{n}" for n in getattr(e, "__notes__", ()))
+        error.add_note(f"note: the tensors were checked too ({aside}): {e}{notes}")
+        raise error from None
+    error.add_note(f"note: the tensors were checked too ({aside}): they fit")
+    raise error
+
+
+@contextlib.contextmanager
+def quiet_notes():
+    """The assembler's notes (the "draftsmith" logger's warnings) unsaid inside the block, for loads whose notes are
+    no news to the user (doctor's readings of a spec already loaded once; convert's stand-in target)."""
+    log = logging.getLogger("draftsmith")
+    level = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        log.setLevel(level)
+
+
+def folder_swap_note(folder: str | Path, role: str, registry: Registry | None = None,
+                     names: list[str] | None = None) -> str | None:
+    """The note for a ``role`` ("target" or "draft") folder that holds the other role's kind of checkpoint
+    (detect.swap_note), read from the folder; ``names``: its tensor names when they were listed already. None
+    when the folder cannot be read: whatever reads it next says why."""
+    try:
+        return swap_note(registry or default_registry(), folder, read_raw_config(folder),
+                         names or list(list_tensors(folder)), role)
+    except DraftsmithError:
+        return None
+
+
+_LAYER = re.compile(r"^layers\.\d+\.")
+
+
+def held_names(rules: RuleSet, names) -> list[str]:
+    """The canonical names the checkpoint's tensors land on, every part of a tensor a split rule splits included
+    (RuleSet.to_parts: its later parts may name another layer, or q/k/v's biases beyond q's), the ignored left out.
+
+    Where none is a 'layers.N.' name, a tensor's first part only: build's account of a ``num_layers: auto`` that
+    finds no layer counts the names weights.ignore dropped as the listing less this list, one name per checkpoint
+    name (a split's other parts, all of them no layer's, would be counted as fewer dropped)."""
+    mapped = [parts for n in names if (parts := rules.to_parts(n)[0]) is not None]
+    held = [c for parts in mapped for c in parts]
+    return held if any(_LAYER.match(c) for c in held) else [parts[0] for parts in mapped]
+
+
+def swapped_note(registry: Registry, folder: Path, role: str, names: list[str] | None = None) -> Callable[[], str | None]:
+    return lambda: folder_swap_note(folder, role, registry, names)
+
+
+def pairing_note(draft_raw: dict, target_cfg: Any) -> Callable[[], str | None]:
+    """The note for a draft whose config gives another hidden size or vocabulary than the target's."""
+    def note() -> str | None:
+        differ = [f"{k} {draft_raw[k]!r} (the target's: {getattr(target_cfg, k, None)!r})" for k in ("hidden_size",
+                  "vocab_size") if k in draft_raw and draft_raw[k] != getattr(target_cfg, k, draft_raw[k])]
+        return (f"note: the draft's config.json says {' and '.join(differ)}: is the draft made for this target?"
+                if differ else None)
+    return note
+
+
+def layers_note(spec: Spec, canonical: list[str]) -> Callable[[], str | None]:
+    """The note for a spec whose num_layers differs from the layers the checkpoint holds."""
+    def note() -> str | None:
+        want = spec.draft.num_layers
+        found = held_layers(spec, canonical)
+        return None if want in ("auto", found) else (
+            f"note: the spec's draft.num_layers is {want}; the checkpoint holds {found} layer{'s' * (found != 1)} "
+            f"(layers.0..{found - 1} after the weight rules): set num_layers: auto")
+    return note
+
+
+QKV_BIAS = re.compile(r"(^|\.)self_attn\.[qkv]_proj\.bias$")
+
+
+def qkv_bias_note(spec: Spec, registry: Registry, draft_raw, canonical: list[str], built: dict) -> Callable[[], str | None]:
+    """The note for a draft whose q/k/v bias tensors do not fit: the checkpoint holds them and the attention was
+    built without, or the reverse; it says why the attention has them or not and which spec field decides."""
+    def note() -> str | None:
+        if "draft" not in built:
+            return None
+        held = sorted(n for n in canonical if QKV_BIAS.search(n))
+        wanted = sorted(n for n in built["draft"].state_dict() if QKV_BIAS.search(n))
+        if bool(held) == bool(wanted):
+            return None
+        why = qkv_bias_reading(registry, attention_recipe(spec, registry, draft_raw), draft_raw)
+        if held:
+            return (f"note: the checkpoint holds q/k/v biases ({one_pattern(held)}) and the draft's attention is built "
+                    f"without them ({why}): state draft.attention.qkv_bias: true")
+        return (f"note: the draft's attention expects q/k/v biases ({one_pattern(wanted)}) that the checkpoint does "
+                f"not hold ({why}): state draft.attention.qkv_bias: false")
+    return note
+
+
+def fc_bias_note(canonical: list[str], built: dict) -> Callable[[], str | None]:
+    """The note for a draft whose fusion bias does not fit the checkpoint's fc.bias: the fusion says why it has one
+    or not (a fusion with a ``bias_note``, as eagle1's)."""
+    def note() -> str | None:
+        says = getattr(getattr(built.get("draft"), "fc", None), "bias_note", None)
+        return says("fc.bias" in canonical) if callable(says) else None
+    return note
