@@ -90,7 +90,8 @@ def _unbindable(e: Exception) -> bool:
 @app.command("list")
 def list_cmd(params: bool = typer.Option(False, "--params", help="also each component's params (defaults)")) -> None:
     """Specs and components, each with the plugin that provides it (a spec of a DRAFTSMITH_SPEC_PATH folder: that
-    folder). A spec that does not load is listed as broken; its errors follow the tables (exit 1)."""
+    folder). A spec that does not load is listed as broken; its errors follow the tables (exit 1). So does a
+    *.yaml / *.yml file of such a folder skipped for want of a readable top-level name: (exit 1 too)."""
     from draftsmith import default_registry, load_spec
     from draftsmith.errors import DraftsmithError
 
@@ -118,7 +119,9 @@ def list_cmd(params: bool = typer.Option(False, "--params", help="also each comp
     out.print(table)
     for text in broken:
         typer.echo(text, err=True)
-    raise typer.Exit(1 if broken else 0)
+    for path, why in reg.skipped_spec_files:   # not a spec: not in the table, but never unsaid
+        typer.echo(f"skipped {path}: {why}", err=True)
+    raise typer.Exit(1 if broken or reg.skipped_spec_files else 0)
 
 
 def param_summary(model) -> str:

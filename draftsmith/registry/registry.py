@@ -8,6 +8,7 @@ import importlib.metadata
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pluggy
@@ -18,7 +19,7 @@ from draftsmith.hooks import specs as hookspecs
 from draftsmith.hooks.kinds import KINDS
 from draftsmith.registry.checks import PluginError, record_problem
 from draftsmith.registry.results import ComponentFailed, checked
-from draftsmith.registry.spec_path import SPEC_PATH, folder_specs, spec_folders
+from draftsmith.registry.spec_path import SPEC_PATH, scan_folder, spec_folders
 
 BUILTIN, BUILTIN_MODULE = "builtin", "draftsmith.builtin"
 NO_AUTOLOAD = "DRAFTSMITH_DISABLE_PLUGIN_AUTOLOAD"
@@ -58,6 +59,9 @@ class Registry:
         self.pm = pm
         self.components: dict[tuple[str, str], Provided] = {}
         self.specs: dict[str, Provided] = {}
+        # the *.yaml / *.yml files of the spec folders whose name: could not be read, each with why: not an error
+        # (one bad file must not stop every command), but `draftsmith list` and a spec not found name them
+        self.skipped_spec_files: list[tuple[Path, str]] = []
         for impl in pm.hook.draftsmith_components.get_hookimpls():
             for comp in _records(impl, Component):
                 self._add(self.components, (comp.kind, comp.name), comp, impl.plugin_name)
@@ -65,8 +69,10 @@ class Registry:
             for src in _records(impl, SpecSource):
                 self._add(self.specs, src.name, src, impl.plugin_name)
         for folder in spec_folders:
-            for src in folder_specs(folder):
+            found, skipped = scan_folder(Path(folder))
+            for src in found:
                 self._add_file(src, str(folder))
+            self.skipped_spec_files.extend(skipped)
 
     def _add_file(self, src: SpecSource, folder: str) -> None:
         """A folder's spec; a name taken already (by a plugin, another folder, another file of this one) is a clash
@@ -137,8 +143,11 @@ class Registry:
             return self.specs[name].record
         except KeyError:
             known = sorted(self.specs)
+            notes = "".join(f"\nnote: {short_text(path, 300)} in {SPEC_PATH} was skipped: {why}"
+                            for path, why in self.skipped_spec_files if path.stem == name)
             raise UnknownSpec(
                 f"no spec named {short(name)} and no such file.{suggest(name, known)} known: {', '.join(known)}"
+                f"{notes}"
             ) from None
 
     def spec_names(self) -> list[tuple[str, str]]:

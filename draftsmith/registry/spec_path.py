@@ -1,7 +1,9 @@
 """The user's spec folders: ``DRAFTSMITH_SPEC_PATH``, a list of folders (separated by ``os.pathsep``, as PATH) whose
 ``*.yaml`` / ``*.yml`` files are named specs, as a plugin's :class:`~draftsmith.hooks.SpecSource` records are, with
 no Python: ``draftsmith.load_spec("myfamily")``, ``--spec myfamily`` and ``draftsmith list`` find them, listed with
-their folder as provider. A file registers under its top-level ``name:`` (a file without one is not a named spec);
+their folder as provider. A file registers under its top-level ``name:``; a file without a readable one is
+skipped, not an error, but said (:func:`scan_folder` gives each with a reason: ``draftsmith list`` prints them, and a
+spec not found by a file's stem names it);
 the spec itself is read, checked and reported only when it is loaded, as a plugin's is. YAML stays data: a folder
 holds no code, so it provides no components and no layout detector (a detector is code: a plugin's hook).
 
@@ -51,10 +53,19 @@ def folder_specs(folder: Path) -> list[SpecSource]:
     """A SpecSource for each ``*.yaml`` / ``*.yml`` file directly in ``folder`` whose top-level ``name:`` is a
     string, by file name. A name ending in ``.yaml`` / ``.yml`` is a SpecError naming the file: as a reference
     (``--spec``, ``load_spec``) it is read as a file path, never as this spec's name."""
+    return scan_folder(folder)[0]
+
+
+def scan_folder(folder: Path) -> tuple[list[SpecSource], list[tuple[Path, str]]]:
+    """:func:`folder_specs`, and each ``*.yaml`` / ``*.yml`` file of ``folder`` it skips (no top-level string
+    ``name:`` can be read), with a short reason, by file name: a skipped file is not an error (one bad file does not
+    stop every command), but it is said (``draftsmith list``, and ``load_spec`` of a name equal to its stem)."""
     files = sorted(p for p in folder.iterdir() if p.suffix in (".yaml", ".yml"))
-    out = []
+    out, skipped = [], []
     for p in files:
-        if (name := declared_name(p)) is None:
+        name, why = read_name(p)
+        if name is None:
+            skipped.append((p, why or "no top-level name:"))
             continue
         if (suffix := Path(name).suffix) in (".yaml", ".yml"):
             raise SpecError(str(p), [Problem(
@@ -62,31 +73,42 @@ def folder_specs(folder: Path) -> list[SpecSource]:
                 f"is read as a file path by --spec and load_spec, so it would never find this file",
                 hint=f"Write name: {short(name[: -len(suffix)] or 'NAME')} (without {suffix}).")])
         out.append(SpecSource(name=name, path=p))
-    return out
+    return out, skipped
 
 
 def declared_name(path: Path) -> str | None:
     """The top-level ``name:`` of a YAML file, a non-empty string, or None: read from the event stream up to that
     key (nothing is built, nothing nested is followed); a file that is not a regular file of at most
     ``limits.SPEC_BYTES`` of UTF-8 text, or not a mapping, has none."""
+    return read_name(path)[0]
+
+
+def read_name(path: Path) -> tuple[str | None, str | None]:
+    """(:func:`declared_name`, None), or (None, why the file has no name): a short reason, as
+    ``name: 123 is not a string`` or ``no top-level name: (a YAML error at line 3)``."""
     try:
-        if not path.is_file() or path.stat().st_size > limits.SPEC_BYTES:
-            return None
+        if not path.is_file():
+            return None, "not a regular file"
+        if (size := path.stat().st_size) > limits.SPEC_BYTES:
+            return None, f"over {limits.SPEC_BYTES} bytes ({size} bytes; a spec file is at most that)"
         text = path.read_bytes()[: limits.SPEC_BYTES].decode("utf-8-sig")
-    except (OSError, UnicodeDecodeError):
-        return None
+    except UnicodeDecodeError as e:
+        return None, f"not UTF-8 text (byte {e.start})"
+    except OSError as e:
+        return None, f"could not be read: {short_text(e.strerror or str(e), 200)}"
     depth, is_key, after_name = 0, True, False   # depth 1: inside the top mapping, whose nodes alternate key, value
     try:
         for event in yaml.parse(text, Loader=_Loader):
             if isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
                 depth -= 1
                 if depth <= 0:
-                    return None
+                    return None, "no top-level name:"
                 continue
             if not isinstance(event, yaml.NodeEvent):
                 continue
             if depth == 0 and not isinstance(event, yaml.MappingStartEvent):
-                return None
+                what = "a list" if isinstance(event, yaml.SequenceStartEvent) else "a single value"
+                return None, f"no top-level name: (the file is {what}, not a mapping)"
             if depth == 1:
                 if not is_key and after_name:
                     return _string(event)
@@ -94,14 +116,29 @@ def declared_name(path: Path) -> str | None:
                 is_key = not is_key
             if isinstance(event, yaml.CollectionStartEvent):
                 depth += 1
-    except yaml.YAMLError:   # a broken file before its name: no name (loading it by path says what is wrong)
-        return None
-    return None
+    except yaml.YAMLError as e:   # a broken file before its name: no name (loading it by path says what is wrong)
+        mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+        return None, "no top-level name: (a YAML error" + (f" at line {mark.line + 1})" if mark else ")")
+    return None, "no top-level name: (the file is empty)" if depth == 0 else "no top-level name:"
 
 
-def _string(event: yaml.Event) -> str | None:
-    """A scalar event's value when YAML reads it as a non-empty string (``name: 123`` is an int, ``name:`` null)."""
-    if not isinstance(event, yaml.ScalarEvent) or not event.value.strip():
-        return None
+_KINDS = {"tag:yaml.org,2002:bool": "a boolean", "tag:yaml.org,2002:int": "a number",
+          "tag:yaml.org,2002:float": "a number", "tag:yaml.org,2002:null": "null"}
+
+
+def _string(event: yaml.Event) -> tuple[str | None, str | None]:
+    """A scalar event's value when YAML reads it as a non-empty string (``name: 123`` is an int, ``name:`` null),
+    else (None, why not)."""
+    if isinstance(event, yaml.MappingStartEvent):
+        return None, "name: is a mapping, not a string"
+    if isinstance(event, yaml.SequenceStartEvent):
+        return None, "name: is a list, not a string"
+    if not isinstance(event, yaml.ScalarEvent):
+        return None, "name: is an alias, not a string"
+    if not event.value.strip():
+        return None, "name: is empty"
     tag = event.tag or yaml.resolver.Resolver().resolve(yaml.ScalarNode, event.value, event.implicit)
-    return event.value if tag in (_STR, "!") else None
+    if tag in (_STR, "!"):
+        return event.value, None
+    kind = _KINDS.get(tag, f"tagged {short_text(tag, 60)}")
+    return None, f"name: {short_text(event.value, 60)} is not a string (YAML reads it as {kind}; quote it)"
