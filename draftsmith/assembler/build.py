@@ -17,7 +17,7 @@ from draftsmith.assembler.config import (flatten_draft_config, has_recurrent_lay
 from draftsmith.assembler.models import CausalLM, DraftModel
 from draftsmith.assembler.parts import LayerRecipe, Stacker
 from draftsmith.components.dims import Dims
-from draftsmith.components.gqa import stated_qkv_bias, type_qkv_bias
+from draftsmith.components.gqa import config_qkv_bias, stated_qkv_bias, type_qkv_bias
 from draftsmith.components.layers import own_input
 from draftsmith.components.quant import quantize_target
 from draftsmith.components.rule_config import UnboundRules, bind_all
@@ -223,8 +223,7 @@ def draft_config(registry: Registry, attention: tuple[str, dict[str, Any]], draf
     key = getattr(draft_raw, "key", str)   # a params.json's own key names
     notes = []
     implied = type_qkv_default(registry, attention, flat)
-    if implied is not None and implied[0] != bool(getattr(draft_cfg, "qkv_bias", False)
-                                                  or getattr(draft_cfg, "attention_bias", False)):
+    if implied is not None and implied[0] != config_qkv_bias(draft_cfg):
         draft_cfg = copy.copy(draft_cfg)
         draft_cfg.qkv_bias = implied[0]
         notes.append(f"{key('qkv_bias')} not stated (nor {key('attention_bias')}): {str(implied[0]).lower()} taken "

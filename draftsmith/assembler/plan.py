@@ -24,12 +24,11 @@ from torch import Tensor, nn
 from draftsmith.assembler.checkpoint import FLOAT4, TensorInfo
 from draftsmith.assembler.names import Suggester, group_names, natural, one_pattern, quote
 from draftsmith.assembler.splits import FusedHint, split_rows
-from draftsmith.components.quant import FP8Weight, loadable_shapes, scale_name
+from draftsmith.components.quant import loadable_shapes, row_blocks
 from draftsmith.components.weights import RuleSet
 from draftsmith.errors import SHOWN, DraftsmithError, short_text
 
-__all__ = ["CheckpointMismatch", "Expected", "LoadPlan", "dtype_kind", "expected_of", "plan_load", "row_blocks",
-           "wrong_dtype"]
+__all__ = ["CheckpointMismatch", "Expected", "LoadPlan", "dtype_kind", "expected_of", "plan_load", "wrong_dtype"]
 
 
 @dataclass(frozen=True)
@@ -61,16 +60,6 @@ def expected_of(source: nn.Module | Mapping[str, Tensor]) -> dict[str, Expected]
         if id(t) not in seen:
             seen.add(id(t))
             out[name] = Expected(tuple(t.shape), t.dtype, tuple(also.get(name, ())), blocks.get(name, 1))
-    return out
-
-
-def row_blocks(module: nn.Module) -> dict[str, int]:
-    """Canonical names of FP8 block scales and the weight rows one row of each covers (its block's rows): a split
-    rule may cut such a scale only between whole blocks."""
-    out = {}
-    for name, sub in module.named_modules():
-        if isinstance(sub, FP8Weight) and sub.scheme == "block":
-            out[f"{name}.{scale_name(sub.scheme)}" if name else scale_name(sub.scheme)] = sub.block[0]
     return out
 
 

@@ -29,6 +29,11 @@ def stated_qkv_bias(cfg: Any) -> tuple[str, Any] | None:
     return next(((key, cfg[key]) for key in BIAS_KEYS if cfg.get(key) is not None), None)
 
 
+def config_qkv_bias(cfg: Any) -> bool:
+    """What ``qkv_bias: auto`` reads from a transformers config: q/k/v biases when any of :data:`BIAS_KEYS` is true."""
+    return any(bool(getattr(cfg, key, False)) for key in BIAS_KEYS)
+
+
 def type_qkv_bias(model_type: str, target: Any = None) -> tuple[bool, str] | None:
     """What a config of ``model_type`` that states none of :data:`BIAS_KEYS` implies for q/k/v biases, and where
     that is read (data, never a branch on a family): ``target``, the registered target architecture of that
@@ -57,7 +62,7 @@ def gqa(params: GQAParams, *, dims: Dims, layer_idx: int, in_width: int, backend
     cfg = dims.config
     bias = params.qkv_bias
     if bias == "auto":
-        bias = bool(getattr(cfg, "qkv_bias", False) or getattr(cfg, "attention_bias", False))
+        bias = config_qkv_bias(cfg)
     o_bias = bool(getattr(cfg, "attention_bias", False))
     return GQAttention(
         dims, in_width=in_width, layer_idx=layer_idx, rope=Rotary(cfg, dims.head_dim, params.rope),

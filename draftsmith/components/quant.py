@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Callable, Literal
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -127,6 +127,11 @@ class FP8Weight:
         a per-tensor scale 0-d as well as [1]."""
         return {scale_name(self.scheme): TENSOR_SCALE_SHAPES[1:]} if self.scheme == "tensor" else {}
 
+    def row_blocks(self) -> dict[str, int]:
+        """Local name of a block scale and the weight rows one of its rows covers (its block's rows); {} for the
+        other schemes."""
+        return {scale_name(self.scheme): self.block[0]} if self.scheme == "block" else {}
+
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         # a scale stored in a shape loadable_shapes() allows takes the buffer's own shape (same values), before
         # torch's size check; any other shape is left to that check (the load plan has refused it already)
@@ -199,23 +204,30 @@ def fp8(params: FP8Params, *, module: nn.Module | None = None, **_) -> list[str]
     return done
 
 
-def stored_dtypes(module: nn.Module) -> dict[str, torch.dtype]:
-    """Canonical names whose checkpoint dtype is kept when loading (FP8 weights, their float32 scales)."""
+def _per_fp8_linear(module: nn.Module, facts: Callable[[FP8Weight], dict]) -> dict:
+    """``facts`` of every FP8 linear in ``module`` (keyed by local name), keyed by canonical name."""
     out = {}
     for name, sub in module.named_modules():
         if isinstance(sub, FP8Weight):
-            out |= {f"{name}.{k}" if name else k: v for k, v in sub.stored_dtypes().items()}
+            out |= {f"{name}.{k}" if name else k: v for k, v in facts(sub).items()}
     return out
+
+
+def stored_dtypes(module: nn.Module) -> dict[str, torch.dtype]:
+    """Canonical names whose checkpoint dtype is kept when loading (FP8 weights, their float32 scales)."""
+    return _per_fp8_linear(module, FP8Weight.stored_dtypes)
 
 
 def loadable_shapes(module: nn.Module) -> dict[str, tuple[tuple[int, ...], ...]]:
     """Canonical names whose checkpoint tensor may have another shape than the module's (the same values): a load
     plan accepts these shapes too, and the FP8 linear reshapes them when it is filled."""
-    out = {}
-    for name, sub in module.named_modules():
-        if isinstance(sub, FP8Weight):
-            out |= {f"{name}.{k}" if name else k: v for k, v in sub.loadable_shapes().items()}
-    return out
+    return _per_fp8_linear(module, FP8Weight.loadable_shapes)
+
+
+def row_blocks(module: nn.Module) -> dict[str, int]:
+    """Canonical names of FP8 block scales and the weight rows one row of each covers (its block's rows): a split
+    rule may cut such a scale only between whole blocks."""
+    return _per_fp8_linear(module, FP8Weight.row_blocks)
 
 
 def set_compute_dtype(module: nn.Module, dtype: torch.dtype) -> None:

@@ -19,10 +19,9 @@ from draftsmith.assembler.plan import (
     Expected,
     expected_of,
     plan_load,
-    row_blocks,
 )
 from draftsmith.assembler.splits import FusedHint
-from draftsmith.components.quant import FP8Params, fp8_linear
+from draftsmith.components.quant import FP8Params, fp8_linear, row_blocks
 from draftsmith.components.split_rule import SPLIT_PARTS, SplitRule
 from draftsmith.components.weights import RuleSet, SplitRefused
 
@@ -227,7 +226,7 @@ def test_a_part_the_model_lacks_is_reported_unexpected_and_the_split_is_not_chec
 
 
 def test_a_block_scale_is_cut_by_its_block_rows_not_its_columns():
-    # catches plan.py:73 sub.block[0] -> sub.block[1] (row_blocks answered the block's columns; the split tests
+    # catches plan.py:73 (now quant.FP8Weight.row_blocks) sub.block[0] -> sub.block[1] (row_blocks answered the block's columns; the split tests
     # quantize square blocks, where the two agree. With 32 x 16 blocks q's 48 rows end inside its second 32-row
     # block, which 48 % 16 == 0 let through, and k's first scale row would have been q's last)
     params = FP8Params(scheme="block", block=(32, 16))
