@@ -6,8 +6,6 @@ import re
 
 import pytest
 
-import draftsmith
-
 from test_cli_inputs import refused, run   # the CLI runner and the one-message check, shared
 
 

@@ -203,8 +203,8 @@ def assemble(spec: Spec | str | Path = "demo", target: str | Path | None = None,
     check_device(device)  # OptionError before anything is read: 'cuda' without CUDA, 'cuda:3' with one GPU
     graphs_enabled(spec.decoding.graphs, device)   # and 'graphs: on' without CUDA
     p = plan_assembly(spec, target, draft, registry)
-    target_plan, target_cfg, draft_model, draft_plan = p.target_plan, p.target_cfg, p.draft_model, p.draft_plan
-    tokenizer, stops, draft_dir = p.tokenizer, p.stops, p.draft_dir
+    target_plan, draft_model, draft_plan = p.target_plan, p.draft_model, p.draft_plan
+    tokenizer, stops = p.tokenizer, p.stops
 
     # Assign.
     target_model = fill_target(target_plan, dtype=dtype, device=device)

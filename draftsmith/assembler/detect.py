@@ -19,8 +19,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from draftsmith.assembler.splits import FUSED_MODULES
+from draftsmith.components.layers import HIDDEN_NORM as HIDDEN_NORM_SLOT
 from draftsmith.errors import DraftsmithError, short_text
 from draftsmith.hooks import LayoutMatch
+from draftsmith.hooks.kinds import KINDS
 
 HIDDEN_NORM = r"^(model\.)?(midlayer|layers\.0)\.hidden_norm\.weight$"
 SPECULATORS = ("speculators_config", "speculators_model_type", "transformer_layer_config")
@@ -101,17 +103,6 @@ FAMILIES: tuple[Family, ...] = (
            forbid=(r"^layers\.0\.input_layernorm\.weight$", r"^layers\.0\.hidden_norm\.weight$"),
            checks=("bias",)),
 )
-
-# Canonical draft names (the assembled modules' own): what a family's rules must turn every tensor name into.
-CANONICAL = tuple(re.compile(p) for p in (
-    r"^fc\.(weight|bias|input_norm\.weight|aux_norm\.\d+\.weight|(enorm|hnorm|eh_proj)\.weight)$",
-    r"^layers\.\d+\.self_attn\.(q|k|v|o|q_a|q_b|kv_a|kv_b)_proj(_with_mqa)?\.(weight|bias)$",
-    r"^layers\.\d+\.self_attn\.(q_a|kv_a)_layernorm\.weight$", r"^layers\.\d+\.self_attn\.(q|k)_norm\.weight$",
-    r"^(fc|layers\.\d+\.(self_attn|mlp)\.\w+_proj(_with_mqa)?)\.(weight_scale|weight_scale_inv|input_scale)$",
-    r"^layers\.\d+\.mlp\.(gate|up|down)_proj\.(weight|bias)$",
-    r"^layers\.\d+\.(input_layernorm|post_attention_layernorm|hidden_norm)\.weight$",
-    r"^(norm|lm_head|embed_tokens)\.weight$", r"^(d2t|t2d)$",
-))
 
 
 def layer_count(names: Sequence[str]) -> int:
@@ -231,11 +222,11 @@ def _placed(spec_name: str, config: Mapping[str, Any], names: Sequence[str]) -> 
     from draftsmith.specs.loader import load_spec
 
     try:
-        spec = load_spec(spec_name)
-        rules = rule_set(spec, default_registry(), flatten_draft_config(config))
+        spec, registry = load_spec(spec_name), default_registry()
+        rules = rule_set(spec, registry, flatten_draft_config(config))
     except DraftsmithError:  # a spec whose placeholders this config cannot bind fits nothing
         return None
-    holds = holder(spec)
+    holds = holder(spec, registry)
     out: dict[str, bool | None] = {}
     for n in names:
         canonical = rules.to_canonical(n)[0]
@@ -243,10 +234,10 @@ def _placed(spec_name: str, config: Mapping[str, Any], names: Sequence[str]) -> 
     return out
 
 
-def holder(spec) -> Callable[[str], bool]:
+def holder(spec, registry) -> Callable[[str], bool]:
     """holds(canonical): whether ``canonical`` is a canonical draft name that ``spec``'s draft holds."""
-    held = [re.compile(p) for p in held_patterns(spec)]
-    return lambda c: any(p.match(c) for p in CANONICAL) and any(p.match(c) for p in held)
+    held = [re.compile(p) for p in held_patterns(spec, registry)]
+    return lambda c: any(p.match(c) for p in held)
 
 
 # Fused modules whose rows are their parts stacked in this order (Phi-3's qkv_proj, q | k | v, and gate_up_proj,
@@ -273,38 +264,23 @@ def split_parts(canonical: str, holds: Callable[[str], bool]) -> tuple[str, ...]
 LINEAR_SCALES = r"(weight_scale|weight_scale_inv|input_scale)"
 
 
-def held_patterns(spec) -> list[str]:
-    """Regexes of the canonical names a spec's draft can hold, read from the spec's sections (the fusion's own
-    tensors, the attention kind's, which layers have an input norm, a final norm, an own head and vocabulary map,
-    an own embedding), with FP8 scales beside any linear (inspect proposes the quantization the scales show). A
-    component kind draftsmith does not ship holds any canonical name of its part."""
+def held_patterns(spec, registry) -> list[str]:
+    """Regexes of the canonical names a spec's draft can hold, read from the spec's sections: what its fusion and
+    attention components say they hold (``Component.holds``; "auto" attention holds what any of its choices
+    does), which layers have an input norm, whether the first has a hidden norm, a final norm, an own head and
+    vocabulary map, an own embedding, and FP8 scales beside any linear (inspect proposes the quantization the
+    scales show)."""
     d = spec.draft
-    fusion, fp = d.fusion.kind, d.fusion.params
     out = [r"^layers\.\d+\.post_attention_layernorm\.weight$",
            r"^layers\.\d+\.mlp\.(gate|up|down)_proj\.(weight|bias)$",
            rf"^(fc|layers\.\d+\.(self_attn|mlp)\.\w+_proj(_with_mqa)?)\.{LINEAR_SCALES}$"]
-    if fusion == "mtp":
-        out.append(r"^fc\.(enorm|hnorm|eh_proj)\.weight$")
-    elif fusion in ("eagle1", "eagle3"):
-        out.append(r"^fc\.weight$")
-        if fusion == "eagle1" and fp.get("bias", "auto") is not False:
-            out.append(r"^fc\.bias$")
-        if fusion == "eagle3" and fp.get("fc_norm", "auto") is not False:
-            out.append(r"^fc\.aux_norm\.\d+\.weight$")
-        if fusion == "eagle3" and fp.get("norm_before_fc", "auto") is not False:
-            out.append(r"^fc\.input_norm\.weight$")
-    else:
-        out.append(r"^fc\.")
-    if d.norms.hidden is True or (d.norms.hidden == "auto" and fusion not in ("eagle1", "mtp")):
-        out.append(r"^layers\.0\.hidden_norm\.weight$")
-    kind = d.attention.kind   # auto (and a kind draftsmith does not ship) may be either
-    if kind != "mla":
-        out += [r"^layers\.\d+\.self_attn\.(q|k|v|o)_proj\.(weight|bias)$",
-                r"^layers\.\d+\.self_attn\.(q|k)_norm\.weight$"]
-    if kind != "gqa":
-        out += [r"^layers\.\d+\.self_attn\.(q|q_a|q_b|kv_b|o)_proj\.(weight|bias)$",
-                r"^layers\.\d+\.self_attn\.kv_a_proj_with_mqa\.(weight|bias)$",
-                r"^layers\.\d+\.self_attn\.(q_a|kv_a)_layernorm\.weight$"]
+    fusion = registry.holds("fusion", d.fusion.kind, d.fusion.params, (r"^fc\.", HIDDEN_NORM_SLOT))
+    out += [p for p in fusion if p != HIDDEN_NORM_SLOT]
+    if d.norms.hidden is True or (d.norms.hidden == "auto" and HIDDEN_NORM_SLOT in fusion):
+        out.append(HIDDEN_NORM_SLOT)
+    reserved = KINDS["attention"].reserved.get(d.attention.kind)
+    for kind in reserved.choices if reserved else (d.attention.kind,):
+        out += registry.holds("attention", kind, d.attention.params, (r"^layers\.\d+\.self_attn\.",))
     if d.norms.input == "all":
         out.append(r"^layers\.\d+\.input_layernorm\.weight$")
     elif d.norms.input == "not_first":

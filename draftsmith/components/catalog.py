@@ -4,7 +4,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict
 
 from draftsmith.components import backends, fusion, mla, mtp, quant
-from draftsmith.components.gqa import GQAParams, gqa
+from draftsmith.components.gqa import GQAParams, gqa, gqa_holds
 from draftsmith.components.layers import llama_layer
 from draftsmith.components.mlp import MLPParams, swiglu
 from draftsmith.components.norms import rms
@@ -34,15 +34,17 @@ def _flash(*_, **__):
 def builtin_components() -> list[Component]:
     return [
         Component("layer", "llama", llama_layer, doc="pre-norm residual block (identity slots)"),
-        Component("attention", "gqa", gqa, GQAParams, doc="grouped-query attention, paged KV"),
+        Component("attention", "gqa", gqa, GQAParams, doc="grouped-query attention, paged KV", holds=gqa_holds),
         Component("attention", "mla", mla.mla, mla.MLAParams,
-                  doc="DeepSeek-V3 latent attention; pool keeps latent + rope"),
+                  doc="DeepSeek-V3 latent attention; pool keeps latent + rope", holds=mla.mla_holds),
         Component("mlp", "swiglu", swiglu, MLPParams, doc="down(silu(gate(x)) * up(x))"),
         Component("norm", "rms", rms, doc="RMSNorm in float32"),
-        Component("fusion", "eagle1", fusion.eagle1, fusion.Eagle1Params, doc="fc over [embed; hidden]"),
-        Component("fusion", "eagle3", fusion.eagle3, fusion.Eagle3Params, doc="fc over k aux states"),
+        Component("fusion", "eagle1", fusion.eagle1, fusion.Eagle1Params, doc="fc over [embed; hidden]",
+                  holds=fusion.eagle1_holds),
+        Component("fusion", "eagle3", fusion.eagle3, fusion.Eagle3Params, doc="fc over k aux states",
+                  holds=fusion.eagle3_holds),
         Component("fusion", "mtp", mtp.mtp, mtp.MTPParams,
-                  doc="DeepSeek-V3 MTP: eh_proj over [enorm(embed); hnorm(hidden)]"),
+                  doc="DeepSeek-V3 MTP: eh_proj over [enorm(embed); hnorm(hidden)]", holds=mtp.mtp_holds),
         Component("weight_rule", "regex", _same, RegexRule, doc="rename checkpoint names by regex"),
         Component("weight_rule", "split", _same, SplitRule,
                   doc="split one checkpoint tensor's rows into canonical parts (fused qkv_proj, gate_up_proj)"),

@@ -21,7 +21,7 @@ from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PlainSerial
 from torch import nn
 
 from draftsmith.components.eagle3_config import repeated, resolve_eagle3
-from draftsmith.components.layers import embed_concat, own_input
+from draftsmith.components.layers import HIDDEN_NORM, embed_concat, own_input
 from draftsmith.components.norms import RMSNorm
 from draftsmith.errors import Problem, SpecError, short
 from draftsmith.hooks.records import ConfigFirst
@@ -148,6 +148,19 @@ class Eagle3Fusion(nn.Linear):
         if hasattr(self, "input_norm"):
             hidden = self.input_norm(hidden)
         return super().forward(hidden)
+
+
+def eagle1_holds(params: dict[str, Any]) -> tuple[str, ...]:
+    """Canonical names an EAGLE-1 fusion holds (see hooks.records.Component.holds): fc, its bias unless refused."""
+    return (r"^fc\.weight$",) + ((r"^fc\.bias$",) if params.get("bias", "auto") is not False else ())
+
+
+def eagle3_holds(params: dict[str, Any]) -> tuple[str, ...]:
+    """Canonical names an EAGLE-3 fusion holds: fc, the per-aux norms and the norm over the concatenation unless
+    refused, and the first layer's hidden_norm (its input layer reads one)."""
+    return (r"^fc\.weight$", HIDDEN_NORM,
+            *((r"^fc\.aux_norm\.\d+\.weight$",) if params.get("fc_norm", "auto") is not False else ()),
+            *((r"^fc\.input_norm\.weight$",) if params.get("norm_before_fc", "auto") is not False else ()))
 
 
 def eagle1(params: Eagle1Params, *, hidden: int, target_width: int, draft_config: dict, **_) -> Eagle1Fusion:

@@ -24,6 +24,12 @@ class GQAParams(BaseModel):
 BIAS_KEYS = ("qkv_bias", "attention_bias")   # what a config may state about q/k/v biases, the first one stated wins
 
 
+def gqa_holds(_: dict[str, Any]) -> tuple[str, ...]:
+    """Canonical names a GQA attention holds (see hooks.records.Component.holds)."""
+    return (r"^layers\.\d+\.self_attn\.(q|k|v|o)_proj\.(weight|bias)$",
+            r"^layers\.\d+\.self_attn\.(q|k)_norm\.weight$")
+
+
 def stated_qkv_bias(cfg: Any) -> tuple[str, Any] | None:
     """(key, value) of the first :data:`BIAS_KEYS` a config (a mapping as written) states, or None."""
     return next(((key, cfg[key]) for key in BIAS_KEYS if cfg.get(key) is not None), None)

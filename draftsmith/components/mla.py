@@ -15,7 +15,7 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import dataclass
-from typing import Callable, Literal
+from typing import Any, Callable, Literal
 
 import torch
 from pydantic import BaseModel, ConfigDict
@@ -61,6 +61,13 @@ class MLADims:
         q = getattr(cfg, "q_lora_rank", None)
         return cls(heads, int(q) if q else None, int(cfg.kv_lora_rank), int(cfg.qk_nope_head_dim),
                    int(cfg.qk_rope_head_dim), int(cfg.v_head_dim))
+
+
+def mla_holds(_: dict[str, Any]) -> tuple[str, ...]:
+    """Canonical names an MLA attention holds (see hooks.records.Component.holds)."""
+    return (r"^layers\.\d+\.self_attn\.(q|q_a|q_b|kv_b|o)_proj\.(weight|bias)$",
+            r"^layers\.\d+\.self_attn\.kv_a_proj_with_mqa\.(weight|bias)$",
+            r"^layers\.\d+\.self_attn\.(q_a|kv_a)_layernorm\.weight$")
 
 
 def softmax_scale(cfg, qk_head: int) -> float:

@@ -10,7 +10,7 @@ layer with a ``${num_hidden_layers}`` placeholder in their weight rules (:mod:`d
 from __future__ import annotations
 
 import logging
-from typing import Callable, Literal
+from typing import Any, Callable, Literal
 
 import torch
 from pydantic import BaseModel, ConfigDict
@@ -56,6 +56,11 @@ class MTPFusion(nn.Module):
             emb = emb.masked_fill((pos == 0)[..., None], 0.0)
         e, h = self.enorm(emb), self.hnorm(hidden)
         return self.eh_proj(torch.cat((h, e) if self.hidden_first else (e, h), dim=-1))
+
+
+def mtp_holds(_: dict[str, Any]) -> tuple[str, ...]:
+    """Canonical names an MTP fusion holds (see hooks.records.Component.holds)."""
+    return (r"^fc\.(enorm|hnorm|eh_proj)\.weight$",)
 
 
 def mtp(params: MTPParams, *, hidden: int, target_width: int, draft_config: dict,

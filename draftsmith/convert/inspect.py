@@ -114,7 +114,7 @@ def split_reading(spec, registry: Registry, config: Mapping[str, Any],
     from draftsmith.assembler.build import rule_set
     from draftsmith.components.split_rule import SplitRule
 
-    rules, holds = rule_set(spec, registry, flatten_draft_config(config)), holder(spec)
+    rules, holds = rule_set(spec, registry, flatten_draft_config(config)), holder(spec, registry)
     canonical = {n: c for n in names if (c := rules.to_canonical(n)[0]) is not None}
     fused = {n: parts for n, c in canonical.items() if (parts := split_parts(c, holds)) is not None
              and not set(parts) & set(canonical.values())}

@@ -30,6 +30,12 @@ class Component:
     (:data:`draftsmith.hooks.kinds.KINDS`: ``factory(params, **context)``, or ``factory()`` for a backend or target).
 
     ``params`` is a pydantic model (``extra="forbid"``) that checks the part's keys in a spec.
+
+    ``holds(params)``, where given, answers without building anything: regexes of the canonical draft tensor names
+    (see FORMATS.md; ``fc.weight``, ``layers.0.self_attn.q_proj.weight``) that the part, given these spec params
+    as a dict ("auto" and absent keys included: answer for every reading they allow), may hold. ``inspect`` and
+    the closest-family scores use it to tell which checkpoint names a spec's draft can place. Without it a fusion
+    may hold any ``fc.*`` name and the first layer's ``hidden_norm``, and an attention any ``self_attn.*`` name.
     """
 
     kind: str
@@ -37,6 +43,7 @@ class Component:
     factory: Callable[..., Any]
     params: type[BaseModel] = NoParams
     doc: str = ""
+    holds: Callable[[dict[str, Any]], tuple[str, ...]] | None = None
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,8 @@ def component_problem(comp: Component) -> str | None:
         return "doc must be a string, '' for none (draftsmith list shows it)"
     if not callable(comp.factory):
         return f"the factory must be callable: the assembler calls a {comp.kind}'s as {kind.call}"
+    if comp.holds is not None and not callable(comp.holds):
+        return "holds must be callable (holds(params dict) -> regexes of the canonical names it may hold) or None"
     if not (isinstance(comp.params, type) and issubclass(comp.params, BaseModel)):
         return "params must be a pydantic model class (its fields are the keys a spec may give the component)"
     if comp.params.model_config.get("extra") != "forbid":

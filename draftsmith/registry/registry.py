@@ -6,6 +6,7 @@ import functools
 import importlib
 import importlib.metadata
 import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -137,6 +138,29 @@ class Registry:
             raise ComponentFailed(f"{who} failed to build: {type(e).__name__}: "
                                   f"{short_text(str(e), 300)}{call}") from e
         return made if contract is None else checked(made, contract, who, call, guard=plugin != BUILTIN)
+
+    def holds(self, kind: str, name: str, params: Mapping[str, Any], fallback: Sequence[str]) -> tuple[str, ...]:
+        """The regexes of the canonical names component ``(kind, name)``, given a spec's ``params``, may hold
+        (:attr:`Component.holds`); ``fallback`` where it does not say. A plugin's answer that raises, is not a
+        sequence of strings or holds a bad regex is a :class:`ComponentFailed` naming it."""
+        comp, plugin = self.get(kind, name), self.provider(kind, name)
+        if comp.holds is None:
+            return tuple(fallback)
+        who = f"{kind} {short(name)} (plugin {plugin!r}): holds(params)"
+        try:
+            answer = comp.holds(dict(params))
+            if not (isinstance(answer, (tuple, list)) and all(isinstance(p, str) for p in answer)):
+                raise TypeError(f"returned {short(answer)}, not a tuple of regex strings")
+            for pattern in answer:
+                try:
+                    re.compile(pattern)
+                except re.error as e:
+                    raise ValueError(f"{short(pattern)} is no regex: {e}") from None
+        except Exception as e:
+            if plugin == BUILTIN:
+                raise
+            raise ComponentFailed(f"{who} failed: {type(e).__name__}: {short_text(str(e), 300)}") from e
+        return tuple(answer)
 
     def spec_source(self, name: str) -> SpecSource:
         try:
