@@ -13,8 +13,9 @@ from typing import Any, Mapping
 
 from draftsmith.assembler.checkpoint import TensorInfo, list_tensors
 from draftsmith.assembler.config import MLA_KEYS, draft_hf_config, flatten_draft_config, read_config, read_raw_config
-from draftsmith.assembler.detect import (STACKED, builtin_family, closest_families, eagle3_values, full_model, holder,
-                                        missing_keys, missing_required, ruled_out, split_parts, unfit_names)
+from draftsmith.assembler.detect import (builtin_family, eagle3_values, full_model, missing_keys, missing_required,
+                                        ruled_out)
+from draftsmith.assembler.fit import STACKED, closest_families, holder, split_parts, unfit_names
 from draftsmith.assembler.styles import EAGLE_FIELDS, IDS, STYLES
 from draftsmith.convert.fp8 import fp8_reading
 from draftsmith.errors import short_text
@@ -107,7 +108,7 @@ def inspect_checkpoint(folder: str | Path, registry: Registry | None = None) -> 
 
 def split_reading(spec, registry: Registry, config: Mapping[str, Any],
                   names: list[str]) -> tuple[list[dict[str, Any]], str] | None:
-    """Split rules for the fused modules (:data:`~draftsmith.assembler.detect.STACKED`: qkv_proj, gate_up_proj)
+    """Split rules for the fused modules (:data:`~draftsmith.assembler.fit.STACKED`: qkv_proj, gate_up_proj)
     that the family's rules leave fused where its draft holds every part, each matching the checkpoint's own names
     (a rule per module, every layer's alike where the layer numbers carry over), with the note to print; None when
     there is none. A part another tensor already lands on gets no rule (the load names the collision)."""

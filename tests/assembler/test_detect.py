@@ -3,7 +3,8 @@ that disagrees is said; EAGLE-3 facts come from the draft config over the spec, 
 norms they show; an unknown layout is scored against the closest families."""
 import pytest
 
-from draftsmith.assembler.detect import closest_families, detect_builtin_layout
+from draftsmith.assembler.detect import detect_builtin_layout
+from draftsmith.assembler.fit import closest_families
 
 
 def eagle3(layers: int | None) -> list[str]:
@@ -55,7 +56,7 @@ def test_closest_families_score_the_names_that_fit_and_the_required_names_presen
 def test_qk_norms_and_fp8_scales_are_canonical_names_that_fit():
     # a code review: the canonical list lacked self_attn.q_norm / k_norm (qk_norm) and FP8 weight_scale(_inv) /
     # input_scale, so inspect counted them unfit and ranked the families of such a draft too low
-    from draftsmith.assembler.detect import unfit_names
+    from draftsmith.assembler.fit import unfit_names
 
     extra = ["midlayer.self_attn.q_norm.weight", "midlayer.self_attn.k_norm.weight",
              "midlayer.self_attn.q_proj.weight_scale", "midlayer.mlp.down_proj.weight_scale_inv",

@@ -14,7 +14,8 @@ from safetensors.torch import load_file
 
 import draftsmith
 from draftsmith.assembler.checkpoint import save_safetensors
-from draftsmith.assembler.detect import closest_families, detect_builtin_layout, missing_required
+from draftsmith.assembler.detect import detect_builtin_layout, missing_required
+from draftsmith.assembler.fit import closest_families
 from draftsmith.components.quant import dequantize, quantize
 from draftsmith.convert.fits import proposed_fit
 from draftsmith.convert.inspect import inspect_checkpoint, render_unknown
@@ -153,16 +154,16 @@ def test_missing_tensors_are_written_as_names_not_regex_remains():
 
 
 def test_a_forbidden_tensor_or_config_key_lowers_a_rows_score():
-    from draftsmith.assembler.detect import FAMILIES, _condition_share
+    from draftsmith.assembler.detect import FAMILIES, condition_share
 
     speculators = next(f for f in FAMILIES if f.spec == "eagle3-speculators")
     names = ["fc.weight", "layers.0.hidden_norm.weight"]
-    assert _condition_share(speculators, {"speculators_config": {}}, names) == 1.0
-    assert _condition_share(speculators, {}, names) == pytest.approx(2 / 3)
+    assert condition_share(speculators, {"speculators_config": {}}, names) == 1.0
+    assert condition_share(speculators, {}, names) == pytest.approx(2 / 3)
     eagle1 = next(f for f in FAMILIES if f.spec == "eagle1-llama")
     plain = ["fc.weight", "layers.0.post_attention_layernorm.weight"]
-    assert _condition_share(eagle1, {}, plain) == 1.0
-    assert _condition_share(eagle1, {}, plain + ["layers.0.input_layernorm.weight"]) == 0.5
+    assert condition_share(eagle1, {}, plain) == 1.0
+    assert condition_share(eagle1, {}, plain + ["layers.0.input_layernorm.weight"]) == 0.5
 
 
 # --- 3. the spec proposed for FP8 layouts loads ----------------------------------------------------------------------

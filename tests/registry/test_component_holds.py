@@ -7,7 +7,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict
 
 import draftsmith
-from draftsmith.assembler.detect import held_patterns, holder
+from draftsmith.assembler.fit import held_patterns, holder
 from draftsmith.hooks import Component, hookimpl
 from draftsmith.registry import PluginError
 from draftsmith.registry.results import ComponentFailed
