@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
-from draftsmith.components.weights import RegexRule, SplitRefused, _check_rename, _search, _sub, dollar_problem
+from draftsmith.components.weights import RegexRule, SplitRefused, check_rename, dollar_problem, search, substitute
 from draftsmith.errors import short
 
 __all__ = ["RULE_KEYS", "SPLIT_PARTS", "SplitRule"]
@@ -83,14 +83,14 @@ class SplitRule(BaseModel):
     @model_validator(mode="after")
     def _check(self) -> SplitRule:
         for template in self.into:
-            _check_rename("match", self.match, template)
+            check_rename("match", self.match, template)
         return self
 
     def parts(self, name: str) -> tuple[str, ...] | None:
         """Every part's canonical name, in row order, or None when the rule does not match."""
-        if not _search(self.match, name):
+        if not search(self.match, name):
             return None
-        return tuple(_sub(self.match, template, name) for template in self.into)
+        return tuple(substitute(self.match, template, name) for template in self.into)
 
     def apply(self, name: str) -> str | None:
         """The first part's canonical name, or None when the rule does not match (see :meth:`parts`)."""
@@ -103,7 +103,7 @@ class SplitRule(BaseModel):
 
     def produces(self, name: str) -> bool:
         """Whether ``name`` looks like one of the parts this rule writes (group references standing for any text)."""
-        return any(_search(_output_pattern(t), name) for t in self.into)
+        return any(search(_output_pattern(t), name) for t in self.into)
 
     def describe(self, index: int | None = None) -> str:
         """Human form, e.g. "rule 0: split 'qkv_proj' into 'q_proj', 'k_proj', 'v_proj'"."""

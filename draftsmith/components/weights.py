@@ -34,8 +34,8 @@ from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 from draftsmith import limits
 from draftsmith.errors import DraftsmithError, short
 
-__all__ = ["RegexRule", "RegexTimeout", "RemapCollision", "RemapResult", "RuleSet", "SplitRefused", "dollar_problem",
-           "pattern_problem"]
+__all__ = ["RegexRule", "RegexTimeout", "RemapCollision", "RemapResult", "RuleSet", "SplitRefused", "check_rename",
+           "dollar_problem", "pattern_problem", "search", "substitute"]
 
 
 class RegexTimeout(DraftsmithError, ValueError):
@@ -99,14 +99,16 @@ def _compiled(pattern: str) -> regex.Pattern:
     return regex.compile(pattern)
 
 
-def _search(pattern: str, name: str) -> bool:
+def search(pattern: str, name: str) -> bool:
+    """Whether ``pattern`` matches somewhere in ``name``, under the regex time bound (RegexTimeout past it)."""
     try:
         return _compiled(pattern).search(name, timeout=limits.REGEX_SECONDS) is not None
     except TimeoutError:
         raise RegexTimeout(pattern, name) from None
 
 
-def _sub(pattern: str, template: str, name: str) -> str:
+def substitute(pattern: str, template: str, name: str) -> str:
+    """``name`` with the first match of ``pattern`` replaced by ``template`` (re.sub), under the time bound."""
     try:
         return _compiled(pattern).sub(template, name, count=1, timeout=limits.REGEX_SECONDS)
     except TimeoutError:
@@ -151,7 +153,7 @@ def dollar_problem(template: str) -> str | None:
             f"not group {n}: write the group as '\\{n}' or '\\g<{n}>'")
 
 
-def _check_rename(what: str, pattern: str, template: str) -> None:
+def check_rename(what: str, pattern: str, template: str) -> None:
     """A ValueError when ``pattern`` -> ``template`` is not a valid, bounded regex rename."""
     if len(pattern) <= limits.REGEX_CHARS:   # a longer one is refused below, before anything compiles it
         try:
@@ -199,7 +201,7 @@ class RegexRule(BaseModel):
         pairs = {"match": (self.match, self.replace), "inverse": self.inverse}
         for what, pair in pairs.items():
             if pair is not None:
-                _check_rename(what, *pair)
+                check_rename(what, *pair)
         if self.inverse is None and self.match.startswith("^") and self.replace and "\\" not in self.replace:
             literal = _literal_of(self.match[1:])
             if literal is not None:
@@ -209,18 +211,18 @@ class RegexRule(BaseModel):
 
     def apply(self, name: str) -> str | None:
         """The rewritten name, or None when the rule does not match."""
-        if not _search(self.match, name):
+        if not search(self.match, name):
             return None
-        return _sub(self.match, self.replace, name)
+        return substitute(self.match, self.replace, name)
 
     def invert(self, name: str) -> str | None:
         """The checkpoint name a canonical name came from, or None when the inverse does not match."""
         if self.inverse is None:
             raise ValueError(f"rule {self.describe()} has no inverse; state `inverse: [match, replace]` explicitly")
         pattern, template = self.inverse
-        if not _search(pattern, name):
+        if not search(pattern, name):
             return None
-        return _sub(pattern, template, name)
+        return substitute(pattern, template, name)
 
     def describe(self, index: int | None = None) -> str:
         """Human form, e.g. "rule 0: '^midlayer\\.' -> 'layers.0.'" (no "rule i: " without an index)."""
@@ -277,7 +279,7 @@ class RuleSet:
         return f"RuleSet(rules={list(self.rules)!r}, ignore={list(self.ignore)!r})"
 
     def is_ignored(self, name: str) -> bool:
-        return any(_search(p, name) for p in self.ignore)
+        return any(search(p, name) for p in self.ignore)
 
     def to_canonical(self, name: str) -> tuple[str | None, int | None]:
         """(canonical name, index of the rule used): (None, None) if ignored, (name, None) if no rule matches. A
