@@ -1,6 +1,7 @@
 """``assemble``: spec + target folder + draft folder -> a SpeculativeModel, built on meta, checked, then loaded."""
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -9,8 +10,8 @@ import torch
 
 from draftsmith.assembler.build import (build_draft, build_target, rule_set)
 from draftsmith.assembler.checkpoint import checkpoint_folder, list_tensors, read_tensors, regular_file
-from draftsmith.assembler.explain import (checked_along, explained, fc_bias_note, held_names, layers_note,
-                                          pairing_note, qkv_bias_note, swapped_note)
+from draftsmith.assembler.explain import (checked_along, detected_note, explained, fc_bias_note, held_names,
+                                          layers_note, pairing_note, qkv_bias_note, swapped_note)
 from draftsmith.assembler.config import (draft_hf_config, flatten_draft_config, read_config,
                                          read_config_aside, stop_ids, target_hf_config)
 from draftsmith.assembler.load import PlannedLoad, fill, materialize, plan_module
@@ -25,6 +26,8 @@ from draftsmith.registry import Registry, default_registry
 from draftsmith.errors import CheckpointError, Problem, SpecError, short_text
 from draftsmith.specs.loader import load_spec
 from draftsmith.specs.schema import Spec
+
+log = logging.getLogger("draftsmith")
 
 TARGET_RULES = RuleSet([], ignore=[r"rotary_emb\.inv_freq$"])
 TIED_HEAD = "lm_head.weight"   # a tied target's files may hold it too (ignored by plan_target's rules)
@@ -108,14 +111,15 @@ def check_tied_head(planned: PlannedLoad) -> None:
 def check_draft_vocab(spec: Spec, planned: PlannedLoad, draft_dir: Path) -> None:
     """The draft's d2t / t2d (a few KB), read and checked before the load (validate runs it too): a map that
     would collapse acceptance was refused only after every tensor of both models had been read."""
-    names = [planned.plan.sources.get(c) for c in ("d2t", "t2d")]
-    if not hasattr(planned.module, "d2t") or not all(n in planned.infos for n in names):
+    names = [n for c in ("d2t", "t2d") if (n := planned.plan.sources.get(c)) is not None]
+    if not hasattr(planned.module, "d2t") or not names or not all(n in planned.infos for n in names):
         return   # no reduced vocabulary, or the plan reported the tensors missing
     found = read_tensors(planned.infos, names)
-    d2t, t2d = found[names[0]], found[names[1]]
+    d2t = found[names[0]]
     if spec.draft.vocab.d2t == "absolute":  # the checkpoint's d2t holds target ids; the model keeps offsets
         d2t = d2t - torch.arange(d2t.shape[0])
-    check_vocab_map(d2t, t2d, source=str(draft_dir))
+    t2d = found[names[1]] if len(names) > 1 else None   # none: derived from d2t (models.DraftModel.reset_buffers)
+    check_vocab_map(d2t, t2d, source=str(draft_dir), vocab=planned.module.target_vocab)
 
 
 def fill_target(planned: PlannedLoad, *, dtype: torch.dtype, device: str):
@@ -171,7 +175,8 @@ def plan_assembly(spec: Spec | str | Path, target: str | Path | None = None, dra
         rules = rule_set(spec, registry, flatten_draft_config(draft_raw))  # ${key} placeholders: the draft config
         canonical = held_names(rules, infos)
         built: dict[str, Any] = {}   # the draft model, once built: notes about its tensors compare with it
-        notes = (swapped_note(registry, draft_dir, "draft", list(infos)), layers_note(spec, canonical),
+        notes = (swapped_note(registry, draft_dir, "draft", list(infos)),
+                 detected_note(registry, spec, draft_dir, draft_raw, list(infos)), layers_note(spec, canonical),
                  pairing_note(draft_raw, target_cfg), qkv_bias_note(spec, registry, draft_raw, canonical, built),
                  fc_bias_note(canonical, built))
         with explained(*notes):
@@ -227,11 +232,15 @@ def assemble(spec: Spec | str | Path = "demo", target: str | Path | None = None,
     # build_draft decided whether the draft has its own table (share.embed; for own_if_different, the widths)
     embed = draft_model.embed_tokens if hasattr(draft_model, "embed_tokens") else target_model.model.embed_tokens
     head = target_model.lm_head if share.lm_head == "target" else draft_model.lm_head
-    return SpeculativeModel(
+    model = SpeculativeModel(
         target=target_model, draft=draft_model.eval(), spec=spec, tokenizer=tokenizer, stop_ids=stops,
         draft_embed=embed, draft_head=head,
         recurrent=target_model.recurrent, device=device, dtype=dtype, draft_dtype=draft_dtype,
     )
+    dec = spec.decoding
+    if dec.mode == "auto" and dec.topk > 1 and (plan := model.plan()).mode == "v1":   # said where loads are told
+        log.warning("draftsmith: spec %s asks for trees (topk %d), and %s", spec.name, dec.topk, plan.reason)
+    return model
 
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")  # any one: a tokenizer

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from draftsmith.components.fusion import BIAS_KEYS
 from draftsmith.errors import short_text
 from draftsmith.hooks import LayoutMatch
 
@@ -86,6 +87,16 @@ FAMILIES: tuple[Family, ...] = (
                            "lmsys / SpecForge)",
            (r"^fc\.weight$", r"^layers\.0\.hidden_norm\.weight$"), config_none=SPECULATORS,
            checks=("layers", "eagle3")),
+    Family("eagle1-speculators", "fusion_fc and transformer.* with embedding_layernorm, transformer.input_layernorm "
+                                 "and pre_lm_head_layernorm (EAGLE-1 / HASS, older speculators layout, layernorms)",
+           (r"^fusion_fc\.weight$", r"^embedding_layernorm\.weight$", r"^transformer\.input_layernorm\.weight$",
+            r"^pre_lm_head_layernorm\.weight$"), checks=("bias",),
+           settings=(("draft.norms.input", "all"), ("draft.norms.final", True), ("draft.fusion.embed_norm", True))),
+    Family("eagle1-speculators", "fusion_fc and transformer.* without input_layernorm (EAGLE-1 / HASS, older "
+                                 "speculators layout)",
+           (r"^fusion_fc\.weight$", r"^transformer\.post_attention_layernorm\.weight$"),
+           forbid=(r"^transformer\.input_layernorm\.weight$", r"^embedding_layernorm\.weight$",
+                   r"^pre_lm_head_layernorm\.weight$"), checks=("bias",)),
     Family("eagle1-llama-fp8", "fc over [embed; hidden], layer 0 without input_layernorm and FP8 scales in the "
                                "layers (EAGLE-1, yuhuili, FP8 e4m3 linears)",
            (r"^fc\.weight$", r"^layers\.0\.post_attention_layernorm\.weight$",
@@ -120,10 +131,11 @@ def _check_layers(spec: str, config: Mapping[str, Any], names: Sequence[str]) ->
 
 
 def _check_bias(spec: str, config: Mapping[str, Any], names: Sequence[str]) -> list[str]:
-    bias = "fc.bias" in names
-    declared = bool(config.get("bias", True))  # a missing key means a bias (the reference's default)
+    bias = any(n in names for n in ("fc.bias", "fusion_fc.bias"))
+    key = next((k for k in BIAS_KEYS if config.get(k) is not None), "bias")
+    declared = bool(config.get(key, True))  # a missing key means a bias (the reference's default)
     return [] if declared == bias else \
-        [f"config bias={config.get('bias', 'missing')} but fc.bias is {'present' if bias else 'absent'}"]
+        [f"config {key}={config.get(key, 'missing')} but the fusion's bias is {'present' if bias else 'absent'}"]
 
 
 def _check_rope(spec: str, config: Mapping[str, Any], names: Sequence[str]) -> list[str]:

@@ -13,10 +13,10 @@ from typing import Any, Callable
 from draftsmith.assembler.build import attention_recipe, held_layers, qkv_bias_reading
 from draftsmith.assembler.checkpoint import list_tensors
 from draftsmith.assembler.config import ConfigReading, read_raw_config
-from draftsmith.assembler.detect import swap_note
+from draftsmith.assembler.detect import builtin_family, draft_in, swap_note
 from draftsmith.assembler.names import one_pattern
 from draftsmith.components.weights import RuleSet
-from draftsmith.errors import DraftsmithError
+from draftsmith.errors import DraftsmithError, short_text
 from draftsmith.registry import Registry, default_registry
 from draftsmith.specs.schema import Spec
 
@@ -107,6 +107,42 @@ def held_names(rules: RuleSet, names) -> list[str]:
 
 def swapped_note(registry: Registry, folder: Path, role: str, names: list[str] | None = None) -> Callable[[], str | None]:
     return lambda: folder_swap_note(folder, role, registry, names)
+
+
+def detected_note(registry: Registry, spec: Spec, folder: Path, draft_raw: dict,
+                  names: list[str]) -> Callable[[], str | None]:
+    """The note for a draft that does not fit a registered spec (named as is, not a YAML file of the user's own)
+    where a detector recognises the folder as another spec, or as this spec's family in a variant whose settings
+    (detect.Family.settings) the spec does not hold: what ``inspect`` proposes, and how to load with it."""
+    def note() -> str | None:
+        try:
+            stock = Path(registry.spec_source(spec.name).path).resolve() == Path(str(spec.source)).resolve()
+        except DraftsmithError:
+            stock = False
+        match = draft_in(registry, draft_raw, names) if stock else None
+        if match is None:
+            return None
+        from draftsmith.registry.registry import BUILTIN
+
+        family = builtin_family(draft_raw, names) if match.plugin in ("", BUILTIN) else None
+        data = spec.model_dump(mode="json")
+        differ = [(path, value) for path, value in (family.settings if family and family.spec == match.spec else ())
+                  if match.spec != spec.name or _at(data, path) != value]
+        if match.spec == spec.name and not differ:
+            return None
+        settings = ", ".join(f"{path.removeprefix('draft.')}: {str(v).lower() if isinstance(v, bool) else v}"
+                             for path, v in differ)
+        where = short_text(folder, 300)
+        return (f"note: {where} is detected as {match.spec} ({short_text(match.reason, 300)})"
+                f"{f', with {settings}' if settings else ''}: `draftsmith inspect {where}` writes that spec, and "
+                f"`draftsmith generate --draft {where}` without --spec uses it")
+    return note
+
+
+def _at(data: dict, path: str) -> Any:
+    for part in path.split("."):
+        data = data.get(part) if isinstance(data, dict) else None
+    return data
 
 
 def pairing_note(draft_raw: dict, target_cfg: Any) -> Callable[[], str | None]:

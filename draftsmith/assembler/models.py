@@ -83,6 +83,8 @@ class CausalLM(nn.Module):
 class DraftModel(nn.Module):
     """fc (the fusion) -> decoder layers -> optional final norm -> head over the target or a reduced vocabulary."""
 
+    derivable = ("t2d",)   # persistent buffers a checkpoint may leave out: reset_buffers computes them (load.py)
+
     def __init__(self, fc: nn.Module, layers: Sequence[nn.Module], norm: nn.Module | None, *,
                  lm_head: nn.Module | None, draft_vocab: int | None, target_vocab: int, feed_post_norm: bool,
                  head_norm: bool = True):
@@ -101,6 +103,12 @@ class DraftModel(nn.Module):
     @property
     def taps(self):
         return self.fc.taps
+
+    def reset_buffers(self, device) -> None:
+        """t2d from d2t where the checkpoint held none (or a spec ignores it): the target ids d + d2t[d] marked."""
+        if hasattr(self, "t2d") and self.t2d.is_meta:
+            self.t2d = torch.zeros(self.target_vocab, dtype=torch.bool, device=device).index_fill_(
+                0, self.kept_ids().to(device), True)
 
     def forward(self, ids: torch.Tensor, hidden: torch.Tensor, pos: torch.Tensor, kv=None, *, embed: nn.Module,
                 from_target: bool, head_input: bool = False):

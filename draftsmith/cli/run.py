@@ -22,6 +22,8 @@ def generate(
     prompt: str = typer.Option("def fibonacci(n):", help="prompt text (needs a tokenizer in the target folder)"),
     token_ids: Optional[str] = typer.Option(None, "--token-ids", help="the prompt as token ids, e.g. 1,2,3 "
                                             "(instead of --prompt; for a target folder without a tokenizer)"),
+    chat: bool = typer.Option(False, help="send --prompt as one user message through the target tokenizer's chat "
+                              "template (the assistant's turn opened), as an instruct model expects"),
     max_new_tokens: int = typer.Option(64, "--max-new-tokens", min=1),
     temperature: float = typer.Option(0.0, min=0.0, help="0 = greedy"),
     seed: Optional[int] = typer.Option(None, help="seed for sampling"),
@@ -39,7 +41,9 @@ def generate(
     import draftsmith
 
     _check_options(device, dtype, threads, max_new_tokens, temperature, seed)
-    prompt = prompt if token_ids is None else _ids(token_ids, ctx)
+    prompt = prompt if token_ids is None else _ids(token_ids, ctx, chat)
+    if chat:
+        prompt = [{"role": "user", "content": prompt}]   # generate() renders it (draftsmith.chat)
     torch.set_num_threads(threads)
     spec, target = _pair(spec, target, draft, default="smollm2")
     plan = dict(topk=topk, steps=steps, draft_tokens=draft_tokens)
@@ -48,6 +52,9 @@ def generate(
     model = draftsmith.assemble(spec, target=target, draft=draft, device=device, dtype=dtype)
     _plan_options(spec, plan, model)
     out.print(f"[bold]spec[/bold] {model.spec.name}: {escape(model.spec.description)}")
+    chosen = model.plan(**plan)
+    out.print(f"[bold]plan[/bold] {chosen.mode}, topk {chosen.topk}, steps {chosen.steps}, "
+              f"{chosen.draft_tokens} draft tokens: {escape(chosen.reason)}")
     kw = dict(temperature=temperature, seed=seed)
     runs = {"speculative": lambda n: model.generate(prompt, max_new_tokens=n, **plan, **kw)}
     if compare:
@@ -91,13 +98,16 @@ def typed(ctx: typer.Context, name: str) -> bool:
     return getattr(ctx.get_parameter_source(name), "name", "") == "COMMANDLINE"   # typer may vendor its click
 
 
-def _ids(text: str, ctx: typer.Context) -> list[int]:
-    """--token-ids, which --prompt rules out (:func:`draftsmith.options.parse_token_ids`)."""
+def _ids(text: str, ctx: typer.Context, chat: bool = False) -> list[int]:
+    """--token-ids, which --prompt and --chat rule out (:func:`draftsmith.options.parse_token_ids`)."""
     from draftsmith.errors import OptionError
     from draftsmith.options import parse_token_ids
 
     if typed(ctx, "prompt"):
         raise OptionError("--prompt and --token-ids both give the prompt: give one")
+    if chat:
+        raise OptionError("--chat renders text through the chat template; --token-ids are ids already: give "
+                          "--prompt with --chat, or drop --chat")
     return parse_token_ids(text)
 
 

@@ -50,6 +50,8 @@ def train(
     minutes: float = typer.Option(0.0, help="stop after a checkpoint once this many minutes passed (0 = no limit)"),
     eval_prompts: int = typer.Option(8, help="held-out prompts to decode after training"),
     eval_only: bool = typer.Option(False, help="only measure held-out acceptance of the draft in --out"),
+    chat: bool = typer.Option(False, help="render chat records (messages, ShareGPT conversations) with the "
+                              "target's chat template, as an instruct model sees them (else their turns joined)"),
     seed: int = typer.Option(0),
     device: str = typer.Option("cpu"),
     threads: int = typer.Option(1, help="CPU threads for torch"),
@@ -74,7 +76,7 @@ def train(
                       held_out=held, draft_vocab=draft_vocab or None, seq=seq, max_windows=max_windows,
                       features=features, from_draft=from_draft, self_distill=self_distill,
                       prompts_per_doc=prompts_per_doc, distill_batch=distill_batch, eval_prompts=eval_prompts,
-                      device=device, eval_only=eval_only), found=early)
+                      device=device, eval_only=eval_only, chat=chat), found=early)
         # the option as typed (a Path drops ./: ``./smollm2`` is a folder, ``smollm2`` the cached target)
         job.target = hub.target_folder(target if target is not None else job.target, console=err)
         run(job, console=out, log=lambda m: out.print(m, style="dim", markup=False))   # it prints the results

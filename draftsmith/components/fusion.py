@@ -50,7 +50,11 @@ NormOutput = Literal["none", "head", "feed_back"]
 
 class Eagle1Params(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-    bias: Literal["auto"] | bool = "auto"    # auto: the draft config's `bias`, and a MISSING key means true
+    # auto: the draft config's `bias` (speculators: `fusion_bias`), and a MISSING key means true
+    bias: Literal["auto"] | bool = "auto"
+    # an RMSNorm on the token embedding before fc (fc.embed_norm; speculators' `layernorms` drafts and HASS's
+    # embed_layernorm)
+    embed_norm: bool = False
 
 
 class AuxLayers(BaseModel):
@@ -99,10 +103,13 @@ class Eagle1Fusion(nn.Linear):
     norm_before_residual = False
     norm_output = "head"
 
-    def __init__(self, hidden: int, target_width: int, bias: bool, reading: str = ""):
+    def __init__(self, hidden: int, target_width: int, bias: bool, reading: str = "",
+                 embed_norm: nn.Module | None = None):
         super().__init__(hidden + target_width, hidden, bias=bias)
         self.target_width = target_width   # the last target_width inputs are the target's state
         self.reading = reading             # why fc has a bias or not (eagle1_bias), for a load whose fc.bias misfits
+        if embed_norm is not None:         # a norm on the embedding before fc (else none: no identity slot, so
+            self.embed_norm = embed_norm   # the state dict holds no such name)
 
     def bias_note(self, held: bool) -> str | None:
         """The note for a load whose checkpoint holds ``fc.bias`` (``held``) and this fc has none, or the reverse;
@@ -116,6 +123,9 @@ class Eagle1Fusion(nn.Linear):
                 "fusion.bias: false")
 
     def fuse(self, emb: torch.Tensor, hidden: torch.Tensor, from_target: bool) -> torch.Tensor:
+        # emb: [B, T, H]; hidden: [B, T, Ht] -> [B, T, H]
+        if hasattr(self, "embed_norm"):
+            emb = self.embed_norm(emb)
         return super().forward(torch.cat((emb, hidden), dim=-1))
 
 
@@ -151,8 +161,10 @@ class Eagle3Fusion(nn.Linear):
 
 
 def eagle1_holds(params: dict[str, Any]) -> tuple[str, ...]:
-    """Canonical names an EAGLE-1 fusion holds (see hooks.records.Component.holds): fc, its bias unless refused."""
-    return (r"^fc\.weight$",) + ((r"^fc\.bias$",) if params.get("bias", "auto") is not False else ())
+    """Canonical names an EAGLE-1 fusion holds (see hooks.records.Component.holds): fc, its bias unless refused,
+    the embedding's norm where asked for."""
+    return (r"^fc\.weight$", *((r"^fc\.bias$",) if params.get("bias", "auto") is not False else ()),
+            *((r"^fc\.embed_norm\.weight$",) if params.get("embed_norm") is True else ()))
 
 
 def eagle3_holds(params: dict[str, Any]) -> tuple[str, ...]:
@@ -163,7 +175,8 @@ def eagle3_holds(params: dict[str, Any]) -> tuple[str, ...]:
             *((r"^fc\.input_norm\.weight$",) if params.get("norm_before_fc", "auto") is not False else ()))
 
 
-def eagle1(params: Eagle1Params, *, hidden: int, target_width: int, draft_config: dict, **_) -> Eagle1Fusion:
+def eagle1(params: Eagle1Params, *, hidden: int, target_width: int, draft_config: dict,
+           norm: Callable[[int], nn.Module] | None = None, **_) -> Eagle1Fusion:
     if hidden != target_width:
         # the draft's own output goes back through fc in place of a target state, and through the target's head
         raise SpecError("draft fusion", [Problem("draft.fusion.kind", f"eagle1 needs the draft's hidden size "
@@ -173,25 +186,28 @@ def eagle1(params: Eagle1Params, *, hidden: int, target_width: int, draft_config
     bias, reading, note = eagle1_bias(params.bias, draft_config)
     if note:  # once per draft build, where the user sees it
         log.warning("EAGLE-1 draft: %s", note)
-    return Eagle1Fusion(hidden, target_width, bias, reading)
+    return Eagle1Fusion(hidden, target_width, bias, reading, norm(hidden) if params.embed_norm else None)
+
+
+BIAS_KEYS = ("bias", "fusion_bias")   # the draft config keys of fc's bias: EAGLE's, then speculators'
 
 
 def eagle1_bias(stated: bool | str, draft_config: dict) -> tuple[bool, str, str | None]:
     """(whether fc has a bias, why, the load note or None): the spec's ``fusion.bias``, else (auto) the draft config's
-    ``bias``, and a MISSING key means true (the EAGLE reference's default: the Vicuna and LLaMA2-chat drafts have no
-    key and do have fc.bias). A spec that contradicts the config is said; the default taken is said only by a load
-    whose checkpoint does not fit it (:meth:`Eagle1Fusion.bias_note`)."""
-    config = draft_config.get("bias")
+    ``bias`` (speculators: ``fusion_bias``), and a MISSING key means true (the EAGLE reference's default: the Vicuna
+    and LLaMA2-chat drafts have no key and do have fc.bias). A spec that contradicts the config is said; the default
+    taken is said only by a load whose checkpoint does not fit it (:meth:`Eagle1Fusion.bias_note`)."""
+    key, config = next(((k, draft_config[k]) for k in BIAS_KEYS if draft_config.get(k) is not None), ("bias", None))
     if stated == "auto" and config is None:
         # no note: the standard layout (yuhuili's) has no key and holds fc.bias, so a load that fits says nothing;
         # one whose checkpoint lacks fc.bias is told the field by the load's bias_note, with this reading
         return True, 'the draft config has no "bias" key, which reads as true, the EAGLE reference\'s default', None
     if stated == "auto":
-        return bool(config), f'fusion.bias auto read the draft config\'s "bias": {str(config).lower()}', None
+        return bool(config), f'fusion.bias auto read the draft config\'s "{key}": {str(config).lower()}', None
     said = f"the spec's fusion.bias: {str(stated).lower()}"
     if config is None or bool(config) == stated:
         return stated, said, None
-    contradiction = f'{said} contradicts the draft config\'s "bias": {str(config).lower()}'
+    contradiction = f'{said} contradicts the draft config\'s "{key}": {str(config).lower()}'
     return stated, contradiction, f"{contradiction}; the spec wins"
 
 

@@ -1,7 +1,8 @@
 """Checks of ``generate()`` / ``generate_baseline()`` arguments, all at once, before anything runs.
 
 Prompts: a str (needs the target's tokenizer), a sequence of token ids, a 1-D integer torch tensor or numpy
-array, or a list of those (a batch). Everything else is refused: bytes, floats, booleans, 2-D tensors, float
+array, a conversation (a list of ``{"role", "content"}`` messages, rendered by the target tokenizer's chat template
+with the generation prompt, see :mod:`draftsmith.chat`), or a list of those (a batch). Everything else is refused: bytes, floats, booleans, 2-D tensors, float
 tensors, an empty list. Every id must be inside the target's vocabulary, also the ids a tokenizer produced (its
 vocabulary may be larger than the model's). A prompt longer than the target's context is refused, and so is a
 call whose prompt + max_new_tokens runs past it (the KV pools are sized for that length up front).
@@ -25,6 +26,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from draftsmith import limits
+from draftsmith.chat import conversation_ids, is_conversation, message_problems, template_problem
 from draftsmith.components.rope import position_problems
 from draftsmith.decoding.modes import RECURRENT, V2
 from draftsmith.errors import ArgumentError, Problem, short
@@ -37,7 +39,8 @@ TINY_TEMPERATURE = 2.0 ** -126               # torch.finfo(torch.float32).tiny, 
 HUGE_TEMPERATURE = (2 - 2.0 ** -23) * 2.0 ** 127   # torch.finfo(torch.float32).max
 MOST = 8                                     # problems listed per prompt
 
-FORMS = "a str, a list of token ids, a 1-D integer tensor or numpy array, or a list of those (a batch)"
+FORMS = ("a str, a list of token ids, a 1-D integer tensor or numpy array, a conversation (a list of "
+         "{'role', 'content'} messages), or a list of those (a batch)")
 
 
 def _is_int(v: Any) -> bool:
@@ -78,6 +81,8 @@ def _ids(p: Any, where: str, tokenizer: Any, problems: list[str], context: int |
     if context is not None and not isinstance(p, str) and hasattr(p, "__len__") and _longer(p, context):
         problems.append(_past_context(where, len(p), context))
         return None
+    if is_conversation(p):   # after the length: a long id list is refused before any token is looked at
+        return _conversation_ids(p, where, tokenizer, problems)
     if isinstance(p, str):
         if (bad := _not_unicode(p)) is not None:
             problems.append(f"{where}: a lone surrogate at character {bad}; a prompt is Unicode text")
@@ -99,6 +104,25 @@ def _ids(p: Any, where: str, tokenizer: Any, problems: list[str], context: int |
     for i, t in bad[:MOST]:
         problems.append(f"{where}: token {i} is {short(t)} ({type(t).__name__}); token ids are integers")
     return None if bad else [int(t) for t in p]
+
+
+def _conversation_ids(p: Sequence[Mapping], where: str, tokenizer: Any, problems: list[str]) -> list[int] | None:
+    """A conversation prompt's ids (:func:`draftsmith.chat.conversation_ids`), or None with the reasons appended."""
+    if (why := template_problem(tokenizer)) is not None:
+        problems.append(f"{where}: {why}")
+        return None
+    if bad := message_problems(p, where):
+        problems += bad[:MOST]
+        return None
+    if bad := [i for i, m in enumerate(p) if _not_unicode(m["content"]) is not None or _not_unicode(m["role"])
+               is not None]:
+        problems.append(f"{where}: message {bad[0]} holds a lone surrogate; a message is Unicode text")
+        return None
+    try:
+        return conversation_ids(tokenizer, p)
+    except ValueError as e:
+        problems.append(f"{where}: {e}")
+        return None
 
 
 def _past_context(where: str, tokens: int, context: int) -> str:
@@ -123,8 +147,11 @@ def _longer(p: Any, context: int) -> bool:
 
 
 def split_prompts(prompt: Any) -> tuple[list[Any], bool]:
-    """(prompts, single): a batch is a list or tuple of prompts (str, sequences, arrays); a list of scalars (numbers,
-    even wrong ones such as 1.5) is one prompt, whose wrong ids are then reported one by one."""
+    """(prompts, single): a batch is a list or tuple of prompts (str, sequences, arrays, conversations); a list of
+    mappings is one conversation; a list of scalars (numbers, even wrong ones such as 1.5) is one prompt, whose
+    wrong ids are then reported one by one."""
+    if is_conversation(prompt):   # a list of messages is one prompt; a list of conversations, a batch
+        return [prompt], True
     # by the distinct types of the items (one C-level pass: a 10M-token list takes 0.2 s, not 1.5)
     if isinstance(prompt, (list, tuple)) and prompt and not all(issubclass(t, numbers.Number)
                                                                 for t in set(map(type, prompt))):
@@ -153,7 +180,7 @@ def encode_prompts(prompt: Any, *, tokenizer: Any, vocab: int, context: int | No
             continue
         outside = [t for t in ids if not 0 <= t < vocab]
         if outside:
-            who = "the tokenizer produced" if isinstance(p, str) else "it holds"
+            who = "the tokenizer produced" if isinstance(p, str) or is_conversation(p) else "it holds"
             problems.append(f"{where}: {who} ids outside the model's vocabulary 0..{vocab - 1}: "
                             f"{short(sorted(set(outside))[:MOST])}")
             continue

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,7 +17,7 @@ from draftsmith.decoding.static_pool import StaticKVPool
 from draftsmith.decoding.modes import Plan, choose_mode
 from draftsmith.decoding.stats import Output
 
-Prompt = str | Sequence[int]
+Prompt = str | Sequence[int] | Sequence[Mapping[str, str]]   # text, token ids, or a conversation (draftsmith.chat)
 
 
 @dataclass
@@ -46,7 +46,9 @@ class SpeculativeModel:
         """Lossless speculative decoding: each output equals in distribution (token for token when greedy) what
         ``generate_baseline`` gives for the same prompt.
 
-        prompt: a string (needs the target's tokenizer) or a list of token ids; a list of prompts is a batch and
+        prompt: a string (needs the target's tokenizer), a list of token ids, or a conversation: a list of
+            ``{"role": ..., "content": ...}`` messages, rendered by the target tokenizer's chat template with the
+            assistant's turn opened (``draftsmith.chat``); a list of prompts is a batch and
             gives a list of :class:`Output` (else one Output: ``token_ids``, ``text``, ``stats``). A batch's
             outputs share one :class:`Stats`, summed over its rows.
         max_new_tokens: at most this many tokens; fewer when a stop id is emitted (it is kept in the output).

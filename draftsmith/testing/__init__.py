@@ -102,6 +102,36 @@ def write_eagle1(folder: str | Path, target: str | Path, *, seed: int = 1, std: 
     return _write(folder, _draft_config(tc, **extra), t, bin_format)
 
 
+def write_eagle1_speculators(folder: str | Path, target: str | Path, *, seed: int = 1, std: float = 0.05,
+                             fusion_bias: bool = True, layernorms: bool = False, heads: bool = True) -> Path:
+    """The older speculators (HASS) EAGLE-1 layout (FORMATS.md): fusion_fc.{weight,bias} over [embed; hidden],
+    transformer.* (one Llama layer; its input_layernorm only with ``layernorms``), with ``layernorms`` also
+    embedding_layernorm (on the embedding before fusion_fc) and pre_lm_head_layernorm (before the head); ``heads``:
+    frozen embed_tokens and lm_head copies too. config.json: speculators' (transformer_layer_config, fusion_bias,
+    layernorms, no top-level model_type)."""
+    folder, tc = Path(folder), _target_cfg(target)
+    H, nH, nKV, d, I = _dims(tc)
+    g = torch.Generator().manual_seed(seed)
+    t = {"fusion_fc.weight": torch.randn(H, 2 * H, generator=g) * std,
+         **_llama_layer("transformer.", H, nH, nKV, d, I, H, g, std, input_norm=layernorms)}
+    if fusion_bias:
+        t["fusion_fc.bias"] = torch.randn(H, generator=g) * std
+    if layernorms:
+        t["embedding_layernorm.weight"] = 1 + torch.randn(H, generator=g) * 0.1
+        t["pre_lm_head_layernorm.weight"] = 1 + torch.randn(H, generator=g) * 0.1
+    if heads:
+        t["embed_tokens.weight"] = torch.randn(tc["vocab_size"], H, generator=g) * std
+        t["lm_head.weight"] = torch.randn(tc["vocab_size"], H, generator=g) * std
+    layer = {k: v for k, v in _draft_config(tc).items() if k != "architectures"}
+    cfg = {"architectures": ["EagleSpeculator"], "speculators_model_type": "eagle",
+           "transformer_layer_architecture": "LlamaDecoderLayer", "transformer_layer_config": layer,
+           "layernorms": layernorms, "fusion_bias": fusion_bias,
+           "speculators_config": {"algorithm": "eagle", "default_proposal_method": "greedy",
+                                  "proposal_methods": [{"proposal_type": "greedy", "speculative_tokens": 5}],
+                                  "verifier": {"architectures": ["LlamaForCausalLM"]}}}
+    return _write(folder, cfg, t, False)
+
+
 def write_eagle3(folder: str | Path, target: str | Path, *, seed: int = 2, std: float = 0.05,
                  draft_vocab: int | None = None, aux_ids: list[int] | None = None, layout: str = "midlayer",
                  bin_format: bool = False, layers: int = 1, config: str = "hf", fc_norm: bool = False,
@@ -210,8 +240,9 @@ def write_self_draft(folder: str | Path, target: str | Path, *, margin: float = 
     return _write(folder, _draft_config(tc, num_hidden_layers=tc["num_hidden_layers"], bias=False), t, False)
 
 
-def write_byte_tokenizer(folder: str | Path) -> None:
-    """A byte-level tokenizer (256 byte tokens, no merges) plus <s> (256) and </s> (257), saved as tokenizer.json.
+def write_byte_tokenizer(folder: str | Path, chat_template: str | None = None) -> None:
+    """A byte-level tokenizer (256 byte tokens, no merges) plus <s> (256) and </s> (257), saved as tokenizer.json;
+    with ``chat_template`` (Jinja text), that template too.
 
     Token ids follow the sorted ByteLevel alphabet, not byte values (space is 220): encode text with the
     tokenizer, never with ``bytes``."""
@@ -225,4 +256,6 @@ def write_byte_tokenizer(folder: str | Path) -> None:
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>")
+    if chat_template is not None:
+        fast.chat_template = chat_template
     fast.save_pretrained(str(folder))

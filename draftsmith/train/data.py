@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import re
 import sysconfig
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import torch
 
+from draftsmith.chat import SHAREGPT_ROLES
 from draftsmith.errors import NotFound, short, short_text
 from draftsmith.train.checks import TrainError
 
@@ -17,6 +18,10 @@ TEXT_SUFFIXES = {".txt", ".py", ".md", ".rst", ".json", ".yaml", ".yml", ".toml"
                  ".go", ".java", ".cpp", ".sh", ".html", ".css", ""}
 RECORD_SUFFIXES = (".jsonl", ".json")   # read record by record (JSONL lines; a .json array of records or one record)
 TEST_DIRS = ("test", "tests", "idle_test")  # path parts that mark the stdlib's test code
+
+# A chat record's turns [{"role", "content"}] -> its text (train --chat: the target's chat template, see
+# draftsmith.chat.render); None: the contents joined by newlines
+Render = Callable[[list[dict[str, str]]], str]
 
 
 def stdlib_dir() -> Path:
@@ -50,10 +55,12 @@ def expand(paths: Iterable[str | Path]) -> list[Path]:
     return found
 
 
-def jsonl_text(record: dict) -> str | None:
+def jsonl_text(record: dict, render: Render | None = None) -> str | None:
     """One JSONL (or .json) record's text: `text`, else `prompt` + `completion` (either may be missing), else chat
     `messages` contents joined, else ShareGPT `conversations` values joined (EAGLE's training data:
-    ``{"from": "human", "value": "..."}`` turns); None when it has none of these fields (or only null ones), which
+    ``{"from": "human", "value": "..."}`` turns; human / gpt read as the roles user / assistant); a chat's turns are
+    rendered by ``render`` instead where given (each then needs a role); None when it has none of these fields (or
+    only null ones), which
     the reader counts. A content, value (or completion) is a string, null (empty: an assistant turn that only calls
     a tool) or a list of OpenAI-style parts whose text parts are joined by newlines (other parts, such as images,
     are skipped); `text` and `prompt` are a string or null, `messages` and `conversations` a list of objects; any
@@ -67,21 +74,32 @@ def jsonl_text(record: dict) -> str | None:
     if record.get("prompt") is not None or record.get("completion") is not None:
         return (record.get("prompt") or "") + content_text(record.get("completion"), "completion")
     if record.get("messages") is not None:
-        return turns_text(record["messages"], "messages", "content", "message", '{"role": "user", "content": "..."}')
+        return turns_text(record["messages"], "messages", ("role", "content"), "message",
+                          '{"role": "user", "content": "..."}', render)
     if record.get("conversations") is not None:
-        return turns_text(record["conversations"], "conversations", "value", "turn",
-                          '{"from": "human", "value": "..."}')
+        return turns_text(record["conversations"], "conversations", ("from", "value"), "turn",
+                          '{"from": "human", "value": "..."}', render)
     return None
 
 
-def turns_text(turns, field: str, key: str, noun: str, like: str) -> str:
-    """The ``key`` texts of a chat's turns (`messages` contents, `conversations` values) joined by newlines."""
+def turns_text(turns, field: str, keys: tuple[str, str], noun: str, like: str, render: Render | None = None) -> str:
+    """A chat's turns (`messages`, `conversations`) as text: their contents (``keys``: the role's key and the
+    content's) joined by newlines, or rendered by ``render`` as [{"role", "content"}] turns."""
+    role, key = keys
     if not isinstance(turns, list):
         raise ValueError(f"{field} is {short(turns, 60)}: expected a list of {noun}s")
     for i, m in enumerate(turns):
         if not isinstance(m, dict):
             raise ValueError(f"{field}[{i}] is {short(m, 60)}: expected a {noun} object like {like}")
-    return "\n".join(content_text(m.get(key), f"{field}[{i}].{key}") for i, m in enumerate(turns))
+    contents = [content_text(m.get(key), f"{field}[{i}].{key}") for i, m in enumerate(turns)]
+    if render is None:
+        return "\n".join(contents)
+    for i, m in enumerate(turns):
+        if not isinstance(m.get(role), str):
+            found = "missing" if role not in m else f"{short(m[role], 40)}"
+            raise ValueError(f"{field}[{i}].{role} is {found}: --chat renders each turn with its role, a string")
+    return render([{"role": SHAREGPT_ROLES.get(m[role], m[role]) if role == "from" else m[role], "content": c}
+                   for m, c in zip(turns, contents)])
 
 
 def content_text(value, field: str) -> str:
@@ -114,7 +132,7 @@ def jsonl_record(f: Path, n: int, line: str) -> dict:
     return record
 
 
-def jsonl_documents(f: Path, text: str, textless: list[str] | None = None) -> list[str]:
+def jsonl_documents(f: Path, text: str, textless: list[str] | None = None, render: Render | None = None) -> list[str]:
     """The documents of the JSONL file ``f`` (read as ``text``): one per line with text; a line without any (no
     text field, or an empty one) is appended to ``textless`` as "FILE:N" when given. Lines end at "\n" only
     (U+2028 or U+0085 inside a string is text, as JSON allows); a line that is not a JSON object, a text field of
@@ -124,7 +142,7 @@ def jsonl_documents(f: Path, text: str, textless: list[str] | None = None) -> li
         line = line.removesuffix("\r")
         if not line.strip():
             continue
-        t = record_text(f"{short_text(f, 300)}:{n}", jsonl_record(f, n, line))
+        t = record_text(f"{short_text(f, 300)}:{n}", jsonl_record(f, n, line), render)
         if t:
             docs.append(t)
         elif textless is not None:
@@ -132,13 +150,13 @@ def jsonl_documents(f: Path, text: str, textless: list[str] | None = None) -> li
     return docs
 
 
-def record_text(where: str, record) -> str | None:
-    """A record's text (:func:`jsonl_text`); a record that is not an object, a text field of another type, or text
-    holding a lone surrogate is a TrainError "WHERE: ..."."""
+def record_text(where: str, record, render: Render | None = None) -> str | None:
+    """A record's text (:func:`jsonl_text`); a record that is not an object, a text field of another type, text
+    holding a lone surrogate, or a chat that ``render`` refuses is a TrainError "WHERE: ..."."""
     if not isinstance(record, dict):
         raise TrainError([("", f"{where}: a JSON object is expected, found {short(record, 40)}")])
     try:
-        t = jsonl_text(record)
+        t = jsonl_text(record, render)
     except ValueError as e:
         raise TrainError([("", f"{where}: {e}")]) from None
     if t and (bad := SURROGATE.search(t)):
@@ -151,7 +169,7 @@ JSON_SPACE = re.compile(r"[ \t\n\r]*")   # the whitespace JSON allows between va
 DECODER = json.JSONDecoder()
 
 
-def json_documents(f: Path, text: str, textless: list[str] | None = None) -> list[str]:
+def json_documents(f: Path, text: str, textless: list[str] | None = None, render: Render | None = None) -> list[str]:
     """The documents of the .json file ``f`` (read as ``text``): a JSON array of records, or one record object,
     each record read as a JSONL line is (:func:`record_text`: `text`, `prompt` + `completion`, `messages`, ShareGPT
     `conversations`), one document per record with text. A record without any is appended to ``textless`` as
@@ -166,7 +184,7 @@ def json_documents(f: Path, text: str, textless: list[str] | None = None) -> lis
             line, line_start = line + text.count("\n", seen, start), nl + 1
         seen = start
         where = f"{line}:{start - line_start + 1}"
-        t = record_text(f"{short_text(f, 300)}:{where}", record)
+        t = record_text(f"{short_text(f, 300)}:{where}", record, render)
         if t:
             docs.append(t)
         elif textless is not None:
@@ -230,9 +248,10 @@ def place(text: str, i: int) -> str:
     return f"{text.count(chr(10), 0, i) + 1}:{i - text.rfind(chr(10), 0, i)}"
 
 
-def file_documents(f: Path, textless: list[str] | None = None) -> list[str]:
+def file_documents(f: Path, textless: list[str] | None = None, render: Render | None = None) -> list[str]:
     """The documents of one file: a JSONL file's lines (:func:`jsonl_documents`) and a .json file's records
-    (:func:`json_documents`) with text, each record without any appended to ``textless``; any other file is one
+    (:func:`json_documents`) with text (chats rendered by ``render`` where given), each record without any appended
+    to ``textless``; any other file is one
     document (none when blank). A JSONL or .json file that is not UTF-8 is a TrainError naming it; another file's
     UnicodeDecodeError, and an OSError, is raised."""
     try:
@@ -244,14 +263,14 @@ def file_documents(f: Path, textless: list[str] | None = None) -> list[str]:
                              ) from None
         raise
     if f.suffix == ".jsonl":
-        return jsonl_documents(f, text, textless)
+        return jsonl_documents(f, text, textless, render)
     if f.suffix == ".json":
-        return json_documents(f, text, textless)
+        return json_documents(f, text, textless, render)
     return [text] if text.strip() else []
 
 
 def read_documents(files: Sequence[Path], skipped: list[Path] | None = None,
-                   textless: list[str] | None = None) -> list[str]:
+                   textless: list[str] | None = None, render: Render | None = None) -> list[str]:
     """Each text file is one document; each JSONL line and .json record with text is one (see
     :func:`file_documents`, which appends the records without text to ``textless``). A JSONL or .json file that is
     not UTF-8 is a TrainError naming it; other unreadable or undecodable files are skipped (and appended to
@@ -259,7 +278,7 @@ def read_documents(files: Sequence[Path], skipped: list[Path] | None = None,
     docs = []
     for f in files:
         try:
-            docs += file_documents(f, textless)
+            docs += file_documents(f, textless, render)
         except (UnicodeDecodeError, OSError):
             if skipped is not None:
                 skipped.append(f)
@@ -283,7 +302,8 @@ def windows(ids: torch.Tensor, seq: int, seed: int = 0) -> torch.Tensor:
     return w[torch.randperm(n, generator=torch.Generator().manual_seed(seed))]
 
 
-def held_out_prompts(files: Sequence[Path], tokenizer, n: int, prompt_tokens: int, seed: int = 0) -> list[list[int]]:
+def held_out_prompts(files: Sequence[Path], tokenizer, n: int, prompt_tokens: int, seed: int = 0,
+                     render: Render | None = None) -> list[list[int]]:
     """``n`` prompts of ``prompt_tokens`` tokens from the files in a seeded order. A text file is one candidate,
     starting at a line boundary a third of the way in (past the imports and the header); a JSONL or .json file is
     one candidate per record with text, read as training reads it (:func:`file_documents`: its text, not its JSON),
@@ -294,7 +314,7 @@ def held_out_prompts(files: Sequence[Path], tokenizer, n: int, prompt_tokens: in
         if len(prompts) >= n:
             break
         if files[i].suffix in RECORD_SUFFIXES:
-            docs = file_documents(files[i])
+            docs = file_documents(files[i], render=render)
             texts = [docs[j] for j in torch.randperm(len(docs), generator=g).tolist()]
         else:
             lines = files[i].read_text(encoding="utf-8", errors="replace").splitlines(keepends=True)

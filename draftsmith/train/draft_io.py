@@ -143,6 +143,7 @@ MAKERS = {   # fusion kind -> the fresh draft init_draft writes for it
                     "head, no quantization", _write_eagle1,
                     needs=(Need("num_layers", {"draft.num_layers": ("auto", 1)}),
                            Need("norms", {"draft.norms.input": ("not_first", "none"), "draft.norms.final": (False,)}),
+                           Need("fusion.embed_norm", {"draft.fusion.embed_norm": (None, False)}),
                            Need("share.lm_head", {"draft.share.lm_head": ("target",)}))),
 }
 MAKES = " and ".join(m.said for m in MAKERS.values())   # what init_draft writes; preflight names it

@@ -9,8 +9,9 @@ from functools import reduce
 
 
 def value_at(spec, path: str):
-    """The spec's value at a dotted path: 'draft.attention.kind' -> spec.draft.attention.kind."""
-    return reduce(getattr, path.split("."), spec)
+    """The spec's value at a dotted path: 'draft.attention.kind' -> spec.draft.attention.kind; None where a
+    component's params leave the key out ('draft.fusion.embed_norm' of a spec that does not state it)."""
+    return reduce(lambda obj, part: getattr(obj, part, None), path.split("."), spec)
 
 
 def as_yaml(value) -> str:

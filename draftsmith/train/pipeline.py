@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 
 import draftsmith
-from draftsmith import hub
+from draftsmith import chat, hub
 from draftsmith.assembler.assemble import read_tokenizer
 from draftsmith.train import data as D
 from draftsmith.train.checks import TrainError, check_job
@@ -44,6 +44,7 @@ class Job:
     eval_new_tokens: int = 64
     device: str = "cpu"
     eval_only: bool = False           # only evaluate the draft in `out`
+    chat: bool = False                # chat records rendered by the target's chat template (else turns joined)
     config: TrainConfig = field(default_factory=TrainConfig)
 
     def __post_init__(self):   # every number in its bounds (checks.JOB), else a TrainError naming each one
@@ -94,7 +95,7 @@ def run_held(job: Job, console, log: Callable[[str], None]) -> dict[str, Accepta
         return evaluate(job, tok, log)
     files = D.expand(job.data)
     skipped, textless = [], []
-    docs = D.read_documents(files, skipped, textless)
+    docs = D.read_documents(files, skipped, textless, chat_render(job, tok))
     ids = D.encode(docs, tok, tok.eos_token_id) if docs else torch.zeros(0, dtype=torch.long)
     if not docs or (len(ids) < job.seq and not job.self_distill and job.max_windows != 0):
         # before the draft is built (self-distilled text below)
@@ -265,12 +266,23 @@ def other_spec_note(job: Job) -> str | None:
             "reads it: give the --spec it was trained with to measure it as trained")
 
 
+def chat_render(job: Job, tok) -> D.Render | None:
+    """--chat: a chat record's turns -> the text the target's chat template writes for them (draftsmith.chat); a
+    TrainError when the tokenizer has none (preflight checks the folder's files first)."""
+    if not job.chat:
+        return None
+    if (why := chat.template_problem(tok, job.target)) is not None:
+        raise TrainError([("chat", why.replace("pass text or token ids instead", "drop --chat"))])
+    return lambda turns: chat.render(tok, turns, answer=False)
+
+
 def evaluate(job: Job, tok, log: Callable[[str], None] = print) -> dict[str, Acceptance]:
     """Held-out acceptance of the draft saved in ``job.out`` (loaded again, as a user would)."""
     if not job.held_out or not job.eval_prompts:
         return {}
     files = D.expand(job.held_out)
-    prompts = D.held_out_prompts(files, tok, job.eval_prompts, job.eval_prompt_tokens, seed=job.config.seed)
+    prompts = D.held_out_prompts(files, tok, job.eval_prompts, job.eval_prompt_tokens, seed=job.config.seed,
+                                 render=chat_render(job, tok))
     if not prompts:
         why = (f"held-out: none of the {len(files)} files has {job.eval_prompt_tokens + 64} tokens past its first "
                "third (a JSONL or JSON file: in one record), so no prompt to measure acceptance on")

@@ -10,6 +10,7 @@ from pathlib import Path
 import torch
 
 from draftsmith import hub
+from draftsmith.chat import has_chat_template
 from draftsmith.assembler.assemble import TOKENIZER_FILES
 from draftsmith.assembler.checkpoint import list_tensors
 from draftsmith.assembler.config import read_config, read_raw_config
@@ -122,6 +123,9 @@ def target_problems(job) -> list[tuple[str, str]]:
     if not any((t / f).is_file() for f in TOKENIZER_FILES):
         found.append(("target", f"{name} has no tokenizer ({', '.join(TOKENIZER_FILES[:-1])} or "
                                 f"{TOKENIZER_FILES[-1]}), which reads the data{draft_hint(t)}"))
+    elif job.chat and not has_chat_template(t):
+        found.append(("chat", f"{name}'s tokenizer has no chat template (tokenizer_config.json's chat_template or "
+                              "chat_template.jinja), which --chat renders the chat records with: drop --chat"))
     try:
         context = read_config(t).get("max_position_embeddings")
     except DraftsmithError as e:

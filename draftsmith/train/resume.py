@@ -30,7 +30,7 @@ def saved_state(out: Path) -> dict | None:
 def resume_problems(job, spec=None, taps: list[int] | None = None) -> list[tuple[str, str]]:
     """A resumed run's settings against those it was started with (trainer.pt's config and run record): only
     --steps, --minutes and --save-every may change among the hyperparameters, and the run's own settings
-    (:func:`run_record`: spec and taps, seq, data, features folder, self-distillation, target) not at all; any
+    (:func:`run_record`: spec and taps, seq, data, --chat, features folder, self-distillation, target) not at all; any
     other change would silently retrain under new settings (and overwrite the record of the old ones), so each
     is named with its old and new value. A trainer.pt an older draftsmith wrote has no run record: the run
     warns (pipeline) and goes on."""
@@ -75,6 +75,7 @@ def run_record(job, spec, taps) -> dict:
             "taps": None if taps is None else [int(t) for t in taps], "seq": job.seq,
             "data": [str(Path(p).resolve()) for p in job.data], "features": features_ref(job),
             "self_distill": job.self_distill, "prompts_per_doc": job.prompts_per_doc if job.self_distill else None,
+            "chat": job.chat,
             "target": target_fingerprint(target) if target and (target / "config.json").is_file() else None,
             "target_folder": None if target is None else str(target)}   # for the message only
 
@@ -96,6 +97,9 @@ def run_changes(old: dict, now: dict, out: Path) -> list[tuple[str, str, str, st
     for k in ("seq", "self_distill", "prompts_per_doc"):
         if known(k) and old[k] != now[k]:
             found.append((k, short(now[k]), short(old[k]), short(old[k])))
+    if known("chat") and old["chat"] != now["chat"]:   # a flag: said as the option that gives it
+        flag = lambda on: "--chat" if on else "--no-chat"   # noqa: E731
+        found.append(("chat", flag(now["chat"]), flag(old["chat"]), flag(old["chat"])))
     if known("features") and old["features"] != now["features"]:
         new, was = (short_text(Path(out) / f, 300) for f in (now["features"], old["features"]))   # absolute: kept
         found.append(("features", new, was, was))

@@ -87,10 +87,10 @@ def test_every_prompt_problem_is_listed_up_to_a_bound(model):
 
 
 def test_a_batch_is_a_list_of_prompts_and_an_empty_one_is_neither(model):
-    assert problems(model, [[1, 2], 3]) == ["prompt 1: 3 (int) is not a prompt; a prompt is a str, a list of token "
-                                            "ids, a 1-D integer tensor or numpy array, or a list of those (a batch)"]
-    assert problems(model, [1, [2]]) == ["prompt 0: 1 (int) is not a prompt; a prompt is a str, a list of token ids, "
-                                         "a 1-D integer tensor or numpy array, or a list of those (a batch)"]
+    forms = ("a str, a list of token ids, a 1-D integer tensor or numpy array, a conversation (a list of {'role', "
+             "'content'} messages), or a list of those (a batch)")
+    assert problems(model, [[1, 2], 3]) == [f"prompt 1: 3 (int) is not a prompt; a prompt is {forms}"]
+    assert problems(model, [1, [2]]) == [f"prompt 0: 1 (int) is not a prompt; a prompt is {forms}"]
     for empty in ([], ()):
         assert problems(model, empty) == ["prompt: an empty list is neither a prompt (no token ids) nor a batch (no "
                                           "prompts)"]

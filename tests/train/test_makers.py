@@ -41,6 +41,9 @@ def changed(name, **swap):
     (draftsmith.load_spec("eagle-mistral"), ["norms {input: all, final: true} with EAGLE-1"]),
     (draftsmith.load_spec("eagle1-llama-fp8"), ["quant method 'fp8'"]),
     (draftsmith.load_spec("deepseek-mtp"), ["fusion kind 'mtp'"]),                 # its kind alone: no row
+    (draftsmith.load_spec("eagle1-speculators"), []),                               # written fresh, exported renamed
+    (changed("eagle1-speculators", fusion=draftsmith.load_spec("eagle1-speculators").draft.fusion.model_copy(
+        update={"embed_norm": True})), ["fusion.embed_norm True with EAGLE-1"]),   # the writer has no such norm
 ])
 def test_each_row_refuses_what_its_writer_cannot_make(spec, says):
     assert unsupported(spec) == says

@@ -22,7 +22,8 @@ TAPS = [2, 4, 5]
 
 def fake_job(out, **kw):
     return SimpleNamespace(**{"out": out, "features": None, "target": None, "data": [], "seq": 48, "self_distill": 0,
-                              "prompts_per_doc": 1, "eval_only": False, "config": TrainConfig(), **kw})
+                              "prompts_per_doc": 1, "eval_only": False, "chat": False, "config": TrainConfig(),
+                              **kw})
 
 
 def raw():

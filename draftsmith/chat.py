@@ -1,0 +1,83 @@
+"""Conversations as text, through the target tokenizer's own chat template.
+
+A conversation is a list of messages ``{"role": str, "content": str}`` (the form transformers' pipelines and the
+OpenAI API take). ``generate()`` takes one as a prompt and renders it with the generation prompt added, so the
+target answers as the assistant; ``draftsmith train --chat`` renders its chat records the same way, so the draft
+learns on the text it will meet. The template is the tokenizer's data (``chat_template`` in tokenizer_config.json
+or chat_template.jinja), run by transformers' ``apply_chat_template`` in its sandboxed Jinja environment: no code
+from the checkpoint is imported.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from draftsmith.errors import short, short_text
+
+# ShareGPT's speaker names (EAGLE's training data: {"from": "human", "value": ...}) as chat roles
+SHAREGPT_ROLES = {"human": "user", "gpt": "assistant", "system": "system", "user": "user", "assistant": "assistant"}
+
+
+def is_conversation(prompt: Any) -> bool:
+    """A non-empty list or tuple of mappings: one conversation (not a batch of prompts)."""
+    return isinstance(prompt, (list, tuple)) and bool(prompt) and all(isinstance(m, Mapping) for m in prompt)
+
+
+def message_problems(messages: Sequence[Any], where: str) -> list[str]:
+    """Why ``messages`` is not a conversation a chat template can render: each must be a mapping whose ``role`` and
+    ``content`` are strings (a template reads both of every message)."""
+    out = []
+    for i, m in enumerate(messages):
+        if not isinstance(m, Mapping):
+            out.append(f"{where}: message {i} is {short(m)}; a message is {{'role': ..., 'content': ...}}")
+            continue
+        for key in ("role", "content"):
+            if not isinstance(m.get(key), str):
+                found = "missing" if key not in m else f"{short(m[key])} ({type(m[key]).__name__})"
+                out.append(f"{where}: message {i}'s {key} is {found}; it must be a string")
+    return out
+
+
+def template_problem(tokenizer: Any, folder: Any = None) -> str | None:
+    """Why ``tokenizer`` cannot render a conversation (none, or no chat template), else None."""
+    where = f" in {short_text(folder, 300)}" if folder is not None else ""
+    if tokenizer is None:
+        return f"a conversation needs the target's tokenizer and its chat template; there is no tokenizer{where}"
+    if not getattr(tokenizer, "chat_template", None):
+        return (f"the target's tokenizer{where} has no chat template (tokenizer_config.json's chat_template or "
+                "chat_template.jinja), so a conversation cannot be rendered: pass text or token ids instead")
+    return None
+
+
+def has_chat_template(folder: Path) -> bool:
+    """Whether a tokenizer folder holds a chat template (chat_template.jinja or .json, or tokenizer_config.json's
+    ``chat_template``), read from its files without loading the tokenizer."""
+    if any((folder / name).is_file() for name in ("chat_template.jinja", "chat_template.json")):
+        return True
+    try:
+        config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(config, dict) and bool(config.get("chat_template"))
+
+
+def render(tokenizer: Any, messages: Sequence[Mapping[str, str]], *, answer: bool) -> str:
+    """The conversation as the template writes it; ``answer``: followed by the assistant's turn opening (the
+    generation prompt), as a prompt is. A template that refuses the conversation (roles out of order, a role it
+    does not know) raises ValueError with its own message."""
+    try:
+        text = tokenizer.apply_chat_template([dict(m) for m in messages], tokenize=False,
+                                             add_generation_prompt=answer)
+    except Exception as e:   # noqa: BLE001 (Jinja's errors, and a template's raise_exception, are of many kinds)
+        raise ValueError(f"the chat template refused it: {type(e).__name__}: {short_text(e, 200)}") from None
+    if not isinstance(text, str):
+        raise ValueError(f"the chat template gave {short(text)}, not text")
+    return text
+
+
+def conversation_ids(tokenizer: Any, messages: Sequence[Mapping[str, str]]) -> list[int]:
+    """A conversation prompt's token ids: rendered with the generation prompt, then encoded without adding special
+    tokens (the template writes its own, a BOS included where the model wants one)."""
+    return [int(t) for t in tokenizer.encode(render(tokenizer, messages, answer=True), add_special_tokens=False)]

@@ -1,0 +1,97 @@
+"""Conversation prompts: generate() renders a list of {"role", "content"} messages with the target tokenizer's
+chat template (the generation prompt added) and decodes it as those ids; bad conversations are argument problems."""
+import pytest
+
+import draftsmith
+from draftsmith.errors import ArgumentError
+from draftsmith.testing import write_byte_tokenizer, write_eagle3, write_target
+
+# a ChatML-like template; it refuses a role it does not know, as real templates do
+TEMPLATE = ("{% for m in messages %}{% if m['role'] not in ['system', 'user', 'assistant'] %}"
+            "{{ raise_exception('unknown role ' + m['role']) }}{% endif %}"
+            "<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}"
+            "{% if add_generation_prompt %}<|assistant|>{% endif %}")
+
+
+@pytest.fixture(scope="module")
+def chat_pair(tmp_path_factory):
+    root = tmp_path_factory.mktemp("chat")
+    write_target(root / "t", tokenizer=True, num_hidden_layers=8)
+    write_byte_tokenizer(root / "t", chat_template=TEMPLATE)
+    write_target(root / "plain", tokenizer=True, num_hidden_layers=8)   # no chat template
+    write_eagle3(root / "d", root / "t")
+    load = lambda t: draftsmith.assemble("eagle3-llama", target=root / t, draft=root / "d",   # noqa: E731
+                                         dtype="float64")
+    return load("t"), load("plain")
+
+
+def test_a_conversation_is_the_templated_text_with_the_assistant_turn_opened(chat_pair):
+    model, _ = chat_pair
+    talk = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]
+    text = "<|system|>Be brief.\n<|user|>Hi\n<|assistant|>"
+    ids = model.tokenizer.encode(text, add_special_tokens=False)
+    got = model.generate(talk, max_new_tokens=12)
+    assert got.token_ids == model.generate(ids, max_new_tokens=12).token_ids
+    assert got.token_ids == model.generate_baseline(talk, max_new_tokens=12).token_ids   # lossless, as any prompt
+
+
+def test_a_batch_of_conversations_and_text_decodes_each_as_alone(chat_pair):
+    model, _ = chat_pair
+    a, b = [{"role": "user", "content": "one"}], [{"role": "user", "content": "two"}, {"role": "assistant",
+                                                                                   "content": "2"}]
+    batch = model.generate([a, "plain text", b], max_new_tokens=8)
+    assert [o.token_ids for o in batch] == [model.generate(p, max_new_tokens=8).token_ids
+                                            for p in (a, "plain text", b)]
+
+
+def test_template_ids_are_encoded_without_added_special_tokens(chat_pair, tmp_path):
+    """A tokenizer that adds <s> to what it encodes must not add it to a template's text (which writes its own)."""
+    from tokenizers.processors import TemplateProcessing
+    from transformers import AutoTokenizer
+
+    from draftsmith.chat import conversation_ids
+
+    write_byte_tokenizer(tmp_path, chat_template=TEMPLATE)
+    tok = AutoTokenizer.from_pretrained(str(tmp_path))
+    tok._tokenizer.post_processor = TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 256)])
+    assert tok.encode("x")[0] == 256   # this tokenizer adds one
+    ids = conversation_ids(tok, [{"role": "user", "content": "x"}])
+    assert ids == tok.encode("<|user|>x\n<|assistant|>", add_special_tokens=False) and 256 not in ids
+
+
+@pytest.mark.parametrize("talk, said", [
+    ([{"role": "user"}], "prompt: message 0's content is missing; it must be a string"),
+    ([{"role": "user", "content": 3}], "prompt: message 0's content is 3 (int); it must be a string"),
+    ([{"role": 1, "content": "x"}], "prompt: message 0's role is 1 (int); it must be a string"),
+    ([{"role": "robot", "content": "x"}], "prompt: the chat template refused it: TemplateError: unknown role robot"),
+    ([{"role": "user", "content": "a\ud800"}], "prompt: message 0 holds a lone surrogate"),
+])
+def test_a_bad_conversation_is_an_argument_problem(chat_pair, talk, said):
+    model, _ = chat_pair
+    with pytest.raises(ArgumentError) as info:
+        model.generate(talk, max_new_tokens=4)
+    assert said in str(info.value)
+
+
+def test_every_bad_conversation_of_a_batch_is_listed(chat_pair):
+    model, _ = chat_pair
+    with pytest.raises(ArgumentError) as info:
+        model.generate([[{"role": "user"}], "fine", [{"content": "x"}]], max_new_tokens=4)
+    assert "prompt 0: message 0's content is missing" in str(info.value)
+    assert "prompt 2: message 0's role is missing" in str(info.value)
+    assert "prompt 1" not in str(info.value)
+
+
+def test_a_target_without_a_chat_template_says_so(chat_pair):
+    _, plain = chat_pair
+    with pytest.raises(ArgumentError, match="has no chat template .* pass text or token ids instead"):
+        plain.generate([{"role": "user", "content": "x"}], max_new_tokens=4)
+
+
+def test_the_cli_refuses_chat_with_token_ids_before_loading():
+    from typer.testing import CliRunner
+
+    from draftsmith.cli import app
+
+    res = CliRunner().invoke(app, ["generate", "--spec", "demo", "--chat", "--token-ids", "1,2"])
+    assert res.exit_code == 2 and "--chat renders text through the chat template" in res.output, res.output

@@ -1,0 +1,131 @@
+"""train --chat: chat records (`messages`, ShareGPT `conversations`) are rendered by the target's chat template, so
+the draft learns on the text an instruct model sees; without --chat their turns are joined as before. A target
+without a template is refused in preflight, a turn without a role or one the template refuses is named by file
+and line, and a resumed run keeps the setting."""
+import json
+import shutil
+
+import pytest
+
+from draftsmith.train import data as D
+from draftsmith.train.checks import TrainError
+from draftsmith.train.pipeline import run
+from draftsmith.train.resume import run_changes
+
+TEMPLATE = ("{% for m in messages %}{% if m['role'] not in ['system', 'user', 'assistant'] %}"
+            "{{ raise_exception('unknown role ' + m['role']) }}{% endif %}"
+            "<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}"
+            "{% if add_generation_prompt %}<|assistant|>{% endif %}")
+
+
+def chatml(turns):   # what TEMPLATE writes, by hand (the oracle the tokenizer's rendering is held to)
+    return "".join(f"<|{t['role']}|>{t['content']}\n" for t in turns)
+
+
+def test_sharegpt_speakers_become_roles_and_messages_keep_theirs():
+    seen = []
+    render = lambda turns: seen.append(turns) or "R"   # noqa: E731
+    share = {"conversations": [{"from": "system", "value": "s"}, {"from": "human", "value": "q"},
+                               {"from": "gpt", "value": [{"type": "text", "text": "a"}]}]}
+    assert D.jsonl_text(share, render) == "R"
+    assert D.jsonl_text({"messages": [{"role": "user", "content": "m"}, {"role": "tool", "content": None}]},
+                        render) == "R"
+    assert seen == [[{"role": "system", "content": "s"}, {"role": "user", "content": "q"},
+                     {"role": "assistant", "content": "a"}],
+                    [{"role": "user", "content": "m"}, {"role": "tool", "content": ""}]]
+    assert D.jsonl_text(share) == "s\nq\na"                       # without --chat: joined, as before
+    assert D.jsonl_text({"text": "t"}, render) == "t"              # text records are not chats
+
+
+def test_a_turn_without_a_role_or_one_the_template_refuses_is_named_by_file_and_line(tmp_path):
+    f = tmp_path / "chats.jsonl"
+    f.write_text(json.dumps({"messages": [{"role": "user", "content": "ok"}]}) + "\n"
+                 + json.dumps({"conversations": [{"from": "human", "value": "q"}, {"value": "a"}]}) + "\n")
+    with pytest.raises(TrainError, match=r"chats.jsonl:2: conversations\[1\].from is missing: --chat renders each "
+                                         r"turn with its role"):
+        D.read_documents([f], render=lambda turns: "x")
+
+    def refuses(turns):
+        raise ValueError("the chat template refused it: TemplateError: unknown role tool")
+
+    f.write_text(json.dumps({"messages": [{"role": "tool", "content": "x"}]}) + "\n")
+    with pytest.raises(TrainError, match="chats.jsonl:1: the chat template refused it"):
+        D.read_documents([f], render=refuses)
+
+
+@pytest.fixture
+def chat_target(tiny, tmp_path):
+    from draftsmith.testing import write_byte_tokenizer
+
+    t = tmp_path / "chat-target"
+    shutil.copytree(tiny / "target", t)
+    write_byte_tokenizer(t, chat_template=TEMPLATE)
+    return t
+
+
+@pytest.fixture
+def chats(tmp_path):
+    f = tmp_path / "chats" / "talk.jsonl"
+    f.parent.mkdir()
+    turns = lambda i: [{"role": "user", "content": f"question {i}: " + "why? " * 20},   # noqa: E731
+                       {"role": "assistant", "content": f"answer {i}: " + "because. " * 20}]
+    f.write_text("".join(json.dumps({"messages": turns(i)}) + "\n" for i in range(12)))
+    return f, turns
+
+
+def test_chat_records_train_on_the_template_text_and_held_out_prompts_start_it(job, chat_target, chats, tmp_path):
+    from transformers import AutoTokenizer
+
+    from draftsmith.train.pipeline import chat_render
+
+    f, turns = chats
+    j = job(tmp_path / "out", target=chat_target, data=[f.parent], chat=True)
+    tok = AutoTokenizer.from_pretrained(str(chat_target))
+    render = chat_render(j, tok)
+    assert D.read_documents([f], render=render) == [chatml(turns(i)) for i in range(12)]
+    prompts = D.held_out_prompts([f], tok, 3, 40, render=render)
+    starts = {tuple(tok(chatml(turns(i)), add_special_tokens=False)["input_ids"][:40]) for i in range(12)}
+    assert len(prompts) == 3 and all(tuple(p) in starts for p in prompts)
+    assert chat_render(job(tmp_path / "o2", target=chat_target, data=[f.parent]), tok) is None
+
+
+def test_a_chat_run_trains_on_the_template_text_and_a_resume_without_chat_is_refused(job, chat_target, chats,
+                                                                                      tmp_path):
+    from transformers import AutoTokenizer
+
+    f, turns = chats
+    tok = AutoTokenizer.from_pretrained(str(chat_target))
+    tokens = sum(len(tok(chatml(turns(i)), add_special_tokens=False)["input_ids"]) + 1 for i in range(12))  # + eos
+    out, said = tmp_path / "out", []
+    run(job(out, target=chat_target, data=[f.parent], chat=True, config={"steps": 2}), log=said.append)
+    assert (out / "model.safetensors").is_file()
+    assert f"data: 12 documents, {tokens} tokens" in said, said
+    with pytest.raises(TrainError, match=r"chat --no-chat: the run in .* was started with --chat, .* give --chat "
+                                         r"again"):
+        run(job(out, target=chat_target, data=[f.parent], config={"steps": 3}))
+
+
+def test_chat_on_a_target_without_a_template_is_refused_before_any_reading(job, tiny, chats, tmp_path):
+    f, _ = chats
+    with pytest.raises(TrainError, match=r"has no chat template .* which --chat renders the chat records with: "
+                                         r"drop --chat") as e:
+        run(job(tmp_path / "out", data=[f.parent], chat=True))
+    assert [p[0] for p in e.value.problems] == ["chat"]
+    assert not (tmp_path / "out" / "model.safetensors").exists()
+
+
+def test_a_flipped_chat_setting_is_said_as_its_option(tmp_path):
+    assert run_changes({"chat": True}, {"chat": False}, tmp_path) == [("chat", "--no-chat", "--chat", "--chat")]
+    assert run_changes({"chat": False}, {"chat": False}, tmp_path) == []
+    assert run_changes({}, {"chat": True}, tmp_path) == []   # an older record states none: not compared
+
+
+def test_the_cli_passes_chat(tiny, chats, tmp_path):
+    from typer.testing import CliRunner
+
+    from draftsmith.cli import app
+
+    f, _ = chats
+    res = CliRunner().invoke(app, ["train", "--target", str(tiny / "target"), "--data", str(f.parent), "--out",
+                                   str(tmp_path / "out"), "--chat", "--steps", "1"])
+    assert res.exit_code == 2 and "has no chat template" in res.output, res.output
