@@ -20,24 +20,56 @@ from draftsmith.errors import short, short_text
 SHAREGPT_ROLES = {"human": "user", "gpt": "assistant", "system": "system", "user": "user", "assistant": "assistant"}
 
 
+class TemplateRefused(ValueError):
+    """The chat template refused a conversation (roles out of order, a role it does not know, no messages)."""
+
+
+def content_text(value: Any, field: str) -> str:
+    """A message's content as text: a string, null (empty: an assistant turn that only calls a tool) or a list of
+    OpenAI-style parts whose text parts are joined by newlines (other parts, such as images, are skipped); any other
+    value is a ValueError naming ``field``."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    if isinstance(value, list) and all(isinstance(p, Mapping) for p in value):
+        texts = [p.get("text") for p in value if p.get("type", "text") == "text"]
+        if all(isinstance(t, str) for t in texts):
+            return "\n".join(texts)
+    raise ValueError(f"{field} is {short(value, 60)}: expected a string, null or a list of parts like "
+                     '{"type": "text", "text": "..."}')
+
+
 def is_conversation(prompt: Any) -> bool:
     """A non-empty list or tuple of mappings: one conversation (not a batch of prompts)."""
     return isinstance(prompt, (list, tuple)) and bool(prompt) and all(isinstance(m, Mapping) for m in prompt)
 
 
 def message_problems(messages: Sequence[Any], where: str) -> list[str]:
-    """Why ``messages`` is not a conversation a chat template can render: each must be a mapping whose ``role`` and
-    ``content`` are strings (a template reads both of every message)."""
+    """Why ``messages`` is not a conversation a chat template can render: each must be a mapping whose ``role`` is a
+    string and whose ``content`` is text as :func:`content_text` reads it (a template reads both of every message)."""
     out = []
     for i, m in enumerate(messages):
         if not isinstance(m, Mapping):
             out.append(f"{where}: message {i} is {short(m)}; a message is {{'role': ..., 'content': ...}}")
             continue
-        for key in ("role", "content"):
-            if not isinstance(m.get(key), str):
-                found = "missing" if key not in m else f"{short(m[key])} ({type(m[key]).__name__})"
-                out.append(f"{where}: message {i}'s {key} is {found}; it must be a string")
+        if not isinstance(m.get("role"), str):
+            found = "missing" if "role" not in m else f"{short(m['role'])} ({type(m['role']).__name__})"
+            out.append(f"{where}: message {i}'s role is {found}; it must be a string")
+        if "content" not in m:
+            out.append(f"{where}: message {i}'s content is missing; it must be text")
+            continue
+        try:
+            content_text(m["content"], f"message {i}'s content")
+        except ValueError as e:
+            out.append(f"{where}: {e}")
     return out
+
+
+def texts(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
+    """The messages as {"role", "content"} with text contents (:func:`content_text`), as a template gets them."""
+    return [{"role": m["role"], "content": content_text(m.get("content"), f"message {i}'s content")}
+            for i, m in enumerate(messages)]
 
 
 def template_problem(tokenizer: Any, folder: Any = None) -> str | None:
@@ -52,9 +84,9 @@ def template_problem(tokenizer: Any, folder: Any = None) -> str | None:
 
 
 def has_chat_template(folder: Path) -> bool:
-    """Whether a tokenizer folder holds a chat template (chat_template.jinja or .json, or tokenizer_config.json's
-    ``chat_template``), read from its files without loading the tokenizer."""
-    if any((folder / name).is_file() for name in ("chat_template.jinja", "chat_template.json")):
+    """Whether a tokenizer folder holds a chat template (chat_template.jinja, or tokenizer_config.json's
+    ``chat_template``: what AutoTokenizer reads), read from its files without loading the tokenizer."""
+    if (folder / "chat_template.jinja").is_file():
         return True
     try:
         config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
@@ -66,14 +98,13 @@ def has_chat_template(folder: Path) -> bool:
 def render(tokenizer: Any, messages: Sequence[Mapping[str, str]], *, answer: bool) -> str:
     """The conversation as the template writes it; ``answer``: followed by the assistant's turn opening (the
     generation prompt), as a prompt is. A template that refuses the conversation (roles out of order, a role it
-    does not know) raises ValueError with its own message."""
+    does not know, no messages) raises :class:`TemplateRefused` with its own message."""
     try:
-        text = tokenizer.apply_chat_template([dict(m) for m in messages], tokenize=False,
-                                             add_generation_prompt=answer)
+        text = tokenizer.apply_chat_template(texts(messages), tokenize=False, add_generation_prompt=answer)
     except Exception as e:   # noqa: BLE001 (Jinja's errors, and a template's raise_exception, are of many kinds)
-        raise ValueError(f"the chat template refused it: {type(e).__name__}: {short_text(e, 200)}") from None
+        raise TemplateRefused(f"the chat template refused it: {type(e).__name__}: {short_text(e, 200)}") from None
     if not isinstance(text, str):
-        raise ValueError(f"the chat template gave {short(text)}, not text")
+        raise TemplateRefused(f"the chat template gave {short(text)}, not text")
     return text
 
 

@@ -119,6 +119,10 @@ def check_draft_vocab(spec: Spec, planned: PlannedLoad, draft_dir: Path) -> None
     if spec.draft.vocab.d2t == "absolute":  # the checkpoint's d2t holds target ids; the model keeps offsets
         d2t = d2t - torch.arange(d2t.shape[0])
     t2d = found[names[1]] if len(names) > 1 else None   # none: derived from d2t (models.DraftModel.reset_buffers)
+    if t2d is None:
+        log.warning("draftsmith: %s holds no t2d (or the spec ignores it): derived from d2t read as %s "
+                    "(vocab.d2t), which nothing in the checkpoint can confirm", short_text(draft_dir, 300),
+                    "offsets" if spec.draft.vocab.d2t == "offset" else "target ids")
     check_vocab_map(d2t, t2d, source=str(draft_dir), vocab=planned.module.target_vocab)
 
 
@@ -215,11 +219,11 @@ def assemble(spec: Spec | str | Path = "demo", target: str | Path | None = None,
     target_model = fill_target(target_plan, dtype=dtype, device=device)
     draft_dtype = dtype if spec.decoding.draft_dtype == "same" else getattr(torch, spec.decoding.draft_dtype)
     fill(draft_plan, dtype=draft_dtype, device=device)
+    if hasattr(draft_model, "d2t") and spec.draft.vocab.d2t == "absolute":
+        # the checkpoint's d2t holds target ids; the model keeps offsets (before a missing t2d is derived from them)
+        draft_model.d2t -= torch.arange(draft_model.d2t.shape[0], device=draft_model.d2t.device)
     materialize(draft_model, device)
     draft_model.compute_dtype = draft_dtype
-    if hasattr(draft_model, "d2t"):
-        if spec.draft.vocab.d2t == "absolute":  # the checkpoint's d2t holds target ids; the model keeps offsets
-            draft_model.d2t -= torch.arange(draft_model.d2t.shape[0], device=draft_model.d2t.device)
     # the target runs frozen: its q | k | v and gate | up become one product each. The draft too where the fused
     # kernels run (CUDA: 0.83-0.94x the time, bench_gemm); on the CPU, where drafts train and export through their
     # own names, stacking it measured no gain, so it keeps them apart
@@ -244,7 +248,8 @@ def assemble(spec: Spec | str | Path = "demo", target: str | Path | None = None,
 
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")  # any one: a tokenizer
-_READ_BESIDE = ("merges.txt", "special_tokens_map.json", "added_tokens.json")   # also read by transformers, if there
+_READ_BESIDE = ("merges.txt", "special_tokens_map.json", "added_tokens.json",   # also read by transformers, if there
+                "chat_template.jinja")
 
 
 def read_tokenizer(folder: Path):

@@ -90,13 +90,13 @@ FAMILIES: tuple[Family, ...] = (
     Family("eagle1-speculators", "fusion_fc and transformer.* with embedding_layernorm, transformer.input_layernorm "
                                  "and pre_lm_head_layernorm (EAGLE-1 / HASS, older speculators layout, layernorms)",
            (r"^fusion_fc\.weight$", r"^embedding_layernorm\.weight$", r"^transformer\.input_layernorm\.weight$",
-            r"^pre_lm_head_layernorm\.weight$"), checks=("bias",),
+            r"^pre_lm_head_layernorm\.weight$"), checks=("bias", "layernorms"),
            settings=(("draft.norms.input", "all"), ("draft.norms.final", True), ("draft.fusion.embed_norm", True))),
     Family("eagle1-speculators", "fusion_fc and transformer.* without input_layernorm (EAGLE-1 / HASS, older "
                                  "speculators layout)",
            (r"^fusion_fc\.weight$", r"^transformer\.post_attention_layernorm\.weight$"),
            forbid=(r"^transformer\.input_layernorm\.weight$", r"^embedding_layernorm\.weight$",
-                   r"^pre_lm_head_layernorm\.weight$"), checks=("bias",)),
+                   r"^pre_lm_head_layernorm\.weight$"), checks=("bias", "layernorms")),
     Family("eagle1-llama-fp8", "fc over [embed; hidden], layer 0 without input_layernorm and FP8 scales in the "
                                "layers (EAGLE-1, yuhuili, FP8 e4m3 linears)",
            (r"^fc\.weight$", r"^layers\.0\.post_attention_layernorm\.weight$",
@@ -138,6 +138,15 @@ def _check_bias(spec: str, config: Mapping[str, Any], names: Sequence[str]) -> l
         [f"config {key}={config.get(key, 'missing')} but the fusion's bias is {'present' if bias else 'absent'}"]
 
 
+def _check_layernorms(spec: str, config: Mapping[str, Any], names: Sequence[str]) -> list[str]:
+    # speculators' EAGLE-1 config says whether it has the extra norms; the tensor names decide (a contradiction said)
+    held = "embedding_layernorm.weight" in names
+    said = config.get("layernorms")
+    return [] if not isinstance(said, bool) or said == held else \
+        [f"config layernorms={str(said).lower()} but embedding_layernorm is {'present' if held else 'absent'} "
+         "(the tensor names win)"]
+
+
 def _check_rope(spec: str, config: Mapping[str, Any], names: Sequence[str]) -> list[str]:
     return ["rotary pairs: interleaved on the native q/k rows (Mistral's order); `draftsmith convert --to layers` "
             "permutes them for neox"]
@@ -154,7 +163,8 @@ def _check_post_norm(spec: str, config: Mapping[str, Any], names: Sequence[str])
 
 
 CHECKS: dict[str, Callable[[str, Mapping[str, Any], Sequence[str]], list[str]]] = {
-    "layers": _check_layers, "bias": _check_bias, "rope": _check_rope, "hf_rope": _check_hf_rope,
+    "layers": _check_layers, "bias": _check_bias, "layernorms": _check_layernorms, "rope": _check_rope,
+    "hf_rope": _check_hf_rope,
     "post_norm": _check_post_norm, "eagle3": lambda spec, config, names: eagle3_notes(spec, config, names)}
 
 

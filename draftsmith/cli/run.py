@@ -51,6 +51,12 @@ def generate(
     _plan_options(spec, plan)   # before the load; the draft's vocabulary (topk's bound) and target after it
     model = draftsmith.assemble(spec, target=target, draft=draft, device=device, dtype=dtype)
     _plan_options(spec, plan, model)
+    if chat:
+        from draftsmith.chat import template_problem
+        from draftsmith.errors import OptionError
+
+        if (why := template_problem(model.tokenizer)) is not None:
+            raise OptionError(f"--chat: {why.replace('pass text or token ids instead', 'drop --chat')}")
     out.print(f"[bold]spec[/bold] {model.spec.name}: {escape(model.spec.description)}")
     chosen = model.plan(**plan)
     out.print(f"[bold]plan[/bold] {chosen.mode}, topk {chosen.topk}, steps {chosen.steps}, "

@@ -27,7 +27,8 @@ from draftsmith.specs.schema import Rule
 # Config keys draftsmith reads or knowingly skips, beyond a Llama config's own.
 READ = {*EAGLE_FIELDS, *MLA_KEYS, *STYLES["speculators"].fixed, *STYLES["mistral"].rename, "eagle_config", "bias",
         "qkv_bias", "num_aux_hidden_states", "target_layer_ids", "architectures", "model_type",
-        "transformers_version", "torch_dtype", "dtype", "hc_mult", "rope_interleave", "first_k_dense_replace"}
+        "transformers_version", "torch_dtype", "dtype", "hc_mult", "rope_interleave", "first_k_dense_replace",
+        "fusion_bias", "layernorms", "transformer_layer_architecture"}   # the last three: EAGLE-1 in speculators' layout
 # The keys read inside eagle_config (components.eagle3_config.config_value / config_ids: a nested key wins over the
 # top-level one); any other (NVIDIA Model-Optimizer's use_last_layernorm, use_mtp_layernorm, ...) is unread.
 EAGLE_CONFIG_READ = {IDS, "num_aux_hidden_states", "fc_norm", "norm_before_fc", "norm_before_residual", "norm_output"}
@@ -103,6 +104,10 @@ def inspect_checkpoint(folder: str | Path, registry: Registry | None = None) -> 
         convention, note = d2t_convention(infos)
         data["draft"]["vocab"]["d2t"] = convention
         match = noted(match, note)
+    elif "d2t" in infos and "vocab" in data["draft"]:   # the convention cannot be read without t2d: said
+        match = noted(match, f"vocab.d2t: {data['draft']['vocab'].get('d2t', 'offset')} (assumed: the checkpoint "
+                             "holds no t2d, so nothing shows whether d2t holds offsets or target ids; t2d is derived "
+                             "from d2t read so)")
     return Inspection(folder, config, infos, match, data, unread)
 
 

@@ -2,8 +2,8 @@
 
 Prompts: a str (needs the target's tokenizer), a sequence of token ids, a 1-D integer torch tensor or numpy
 array, a conversation (a list of ``{"role", "content"}`` messages, rendered by the target tokenizer's chat template
-with the generation prompt, see :mod:`draftsmith.chat`), or a list of those (a batch). Everything else is refused: bytes, floats, booleans, 2-D tensors, float
-tensors, an empty list. Every id must be inside the target's vocabulary, also the ids a tokenizer produced (its
+with the generation prompt, see :mod:`draftsmith.chat`), or a list of those (a batch). Everything else is refused:
+bytes, floats, booleans, 2-D tensors, float tensors, an empty list. Every id must be inside the target's vocabulary, also the ids a tokenizer produced (its
 vocabulary may be larger than the model's). A prompt longer than the target's context is refused, and so is a
 call whose prompt + max_new_tokens runs past it (the KV pools are sized for that length up front).
 
@@ -26,7 +26,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from draftsmith import limits
-from draftsmith.chat import conversation_ids, is_conversation, message_problems, template_problem
+from draftsmith.chat import conversation_ids, is_conversation, message_problems, template_problem, texts
 from draftsmith.components.rope import position_problems
 from draftsmith.decoding.modes import RECURRENT, V2
 from draftsmith.errors import ArgumentError, Problem, short
@@ -114,8 +114,7 @@ def _conversation_ids(p: Sequence[Mapping], where: str, tokenizer: Any, problems
     if bad := message_problems(p, where):
         problems += bad[:MOST]
         return None
-    if bad := [i for i, m in enumerate(p) if _not_unicode(m["content"]) is not None or _not_unicode(m["role"])
-               is not None]:
+    if bad := [i for i, m in enumerate(texts(p)) if any(_not_unicode(v) is not None for v in m.values())]:
         problems.append(f"{where}: message {bad[0]} holds a lone surrogate; a message is Unicode text")
         return None
     try:

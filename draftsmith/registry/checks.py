@@ -24,6 +24,9 @@ def record_problem(record: Any, record_type: type) -> str | None:
     return component_problem(record) if isinstance(record, Component) else spec_source_problem(record)
 
 
+HOLDS_READ = ("fusion", "attention")   # the kinds whose Component.holds assembler/fit.py asks
+
+
 def component_problem(comp: Component) -> str | None:
     if not isinstance(comp.kind, str) or comp.kind not in KINDS:
         return (f"kind {comp.kind!r} is none the assembler asks for.{suggest(str(comp.kind), KINDS)} "
@@ -41,6 +44,9 @@ def component_problem(comp: Component) -> str | None:
         return f"the factory must be callable: the assembler calls a {comp.kind}'s as {kind.call}"
     if comp.holds is not None and not callable(comp.holds):
         return "holds must be callable (holds(params dict) -> regexes of the canonical names it may hold) or None"
+    if comp.holds is not None and comp.kind not in HOLDS_READ:
+        return (f"holds is read for a {' or '.join(HOLDS_READ)} only (what inspect places a checkpoint's names by); "
+                f"a {comp.kind}'s would be ignored: leave it out")
     if not (isinstance(comp.params, type) and issubclass(comp.params, BaseModel)):
         return "params must be a pydantic model class (its fields are the keys a spec may give the component)"
     if comp.params.model_config.get("extra") != "forbid":

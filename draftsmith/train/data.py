@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from draftsmith.chat import SHAREGPT_ROLES
+from draftsmith.chat import SHAREGPT_ROLES, TemplateRefused, content_text
 from draftsmith.errors import NotFound, short, short_text
 from draftsmith.train.checks import TrainError
 
@@ -56,19 +56,26 @@ def expand(paths: Iterable[str | Path]) -> list[Path]:
 
 
 def jsonl_text(record: dict, render: Render | None = None) -> str | None:
-    """One JSONL (or .json) record's text: `text`, else `prompt` + `completion` (either may be missing), else chat
-    `messages` contents joined, else ShareGPT `conversations` values joined (EAGLE's training data:
-    ``{"from": "human", "value": "..."}`` turns; human / gpt read as the roles user / assistant); a chat's turns are
-    rendered by ``render`` instead where given (each then needs a role); None when it has none of these fields (or
-    only null ones), which
-    the reader counts. A content, value (or completion) is a string, null (empty: an assistant turn that only calls
-    a tool) or a list of OpenAI-style parts whose text parts are joined by newlines (other parts, such as images,
-    are skipped); `text` and `prompt` are a string or null, `messages` and `conversations` a list of objects; any
+    """One JSONL (or .json) record's text: `text`, else `prompt` + `completion` (either may be missing; TRL's
+    conversational form, both lists of messages, is a chat of the two), else chat `messages` contents joined, else
+    ShareGPT `conversations` values joined (EAGLE's training data: ``{"from": "human", "value": "..."}`` turns;
+    human / gpt read as the roles user / assistant); a chat's turns are rendered by ``render`` instead where given
+    (each then needs a role); None when it has none of these fields (or only null ones), which the reader counts. A
+    content, value (or completion) is text as :func:`draftsmith.chat.content_text` reads it; `text` is a string or
+    null, `prompt` a string, null or a list of messages, `messages` and `conversations` a list of objects; any
     other value is a ValueError saying which field holds what (dropping the record silently would train on less
     data than the file holds, unsaid)."""
+    if isinstance(record.get("prompt"), list):   # TRL's conversational prompt / completion
+        completion = record.get("completion")
+        if completion is not None and not isinstance(completion, list):
+            raise ValueError(f"completion is {short(completion, 60)}: a conversational prompt (a list of messages) "
+                             "takes a list of messages or null")
+        return turns_text(record["prompt"] + (completion or []), "prompt + completion", ("role", "content"),
+                          "message", '{"role": "user", "content": "..."}', render)
     for key in ("text", "prompt"):
         if record.get(key) is not None and not isinstance(record[key], str):
-            raise ValueError(f"{key} is {short(record[key], 60)}: expected a string or null")
+            raise ValueError(f"{key} is {short(record[key], 60)}: expected "
+                             f"{'a string, null or a list of messages' if key == 'prompt' else 'a string or null'}")
     if isinstance(record.get("text"), str):
         return record["text"]
     if record.get("prompt") is not None or record.get("completion") is not None:
@@ -102,20 +109,6 @@ def turns_text(turns, field: str, keys: tuple[str, str], noun: str, like: str, r
                    for m, c in zip(turns, contents)])
 
 
-def content_text(value, field: str) -> str:
-    """A completion's, a message content's or a conversation value's text (see :func:`jsonl_text`)."""
-    if isinstance(value, str):
-        return value
-    if value is None:
-        return ""
-    if isinstance(value, list) and all(isinstance(p, dict) for p in value):
-        texts = [p.get("text") for p in value if p.get("type", "text") == "text"]
-        if all(isinstance(t, str) for t in texts):
-            return "\n".join(texts)
-    raise ValueError(f"{field} is {short(value, 60)}: expected a string, null or a list of parts like "
-                     '{"type": "text", "text": "..."}')
-
-
 SURROGATE = re.compile("[\ud800-\udfff]")   # JSON's \ud800 escapes decode to these, which no text encoding holds
 
 
@@ -142,21 +135,41 @@ def jsonl_documents(f: Path, text: str, textless: list[str] | None = None, rende
         line = line.removesuffix("\r")
         if not line.strip():
             continue
-        t = record_text(f"{short_text(f, 300)}:{n}", jsonl_record(f, n, line), render)
-        if t:
-            docs.append(t)
-        elif textless is not None:
-            textless.append(f"{f}:{n}")
+        take(docs, textless, f"{f}:{n}", f"{short_text(f, 300)}:{n}", jsonl_record(f, n, line), render)
     return docs
 
 
+class Refused(str):
+    """The place ("FILE:LINE") of a chat record whose template refused it, with ``why``: skipped and counted apart
+    from the records without text (real ShareGPT data holds conversations that open with the assistant, or roles
+    a strict template does not know, which EAGLE's own data preparation drops too)."""
+    why: str = ""
+
+
+def take(docs: list[str], textless: list[str] | None, place: str, where: str, record,
+         render: Render | None) -> None:
+    """Append a record's text to ``docs``, or its ``place`` to ``textless``: a record without text, or (as a
+    :class:`Refused`) a chat the template refused; any other problem is raised (:func:`record_text`)."""
+    try:
+        t = record_text(where, record, render)
+    except TemplateRefused as e:
+        t, place = None, Refused(place)
+        place.why = str(e)
+    if t:
+        docs.append(t)
+    elif textless is not None:
+        textless.append(place)
+
+
 def record_text(where: str, record, render: Render | None = None) -> str | None:
-    """A record's text (:func:`jsonl_text`); a record that is not an object, a text field of another type, text
-    holding a lone surrogate, or a chat that ``render`` refuses is a TrainError "WHERE: ..."."""
+    """A record's text (:func:`jsonl_text`); a record that is not an object, a text field of another type, or text
+    holding a lone surrogate is a TrainError "WHERE: ..."; a chat the template refuses raises TemplateRefused."""
     if not isinstance(record, dict):
         raise TrainError([("", f"{where}: a JSON object is expected, found {short(record, 40)}")])
     try:
         t = jsonl_text(record, render)
+    except TemplateRefused:
+        raise
     except ValueError as e:
         raise TrainError([("", f"{where}: {e}")]) from None
     if t and (bad := SURROGATE.search(t)):
@@ -184,11 +197,7 @@ def json_documents(f: Path, text: str, textless: list[str] | None = None, render
             line, line_start = line + text.count("\n", seen, start), nl + 1
         seen = start
         where = f"{line}:{start - line_start + 1}"
-        t = record_text(f"{short_text(f, 300)}:{where}", record, render)
-        if t:
-            docs.append(t)
-        elif textless is not None:
-            textless.append(f"{f}:{where}")
+        take(docs, textless, f"{f}:{where}", f"{short_text(f, 300)}:{where}", record, render)
     return docs
 
 

@@ -90,8 +90,9 @@ def run_held(job: Job, console, log: Callable[[str], None]) -> dict[str, Accepta
     out = Path(job.out)
     tok = read_tokenizer(Path(job.target))   # a CheckpointError names a tokenizer file transformers cannot read
     if job.eval_only:
-        if note := other_spec_note(job):
-            log(note)
+        for note in (other_spec_note(job), other_chat_note(job)):
+            if note:
+                log(note)
         return evaluate(job, tok, log)
     files = D.expand(job.data)
     skipped, textless = [], []
@@ -264,6 +265,18 @@ def other_spec_note(job: Job) -> str | None:
                else f"spec {run['spec']!r}")
     return (f"note: the draft in {job.out} was trained with {trained}; it is measured here as spec {spec.name!r} "
             "reads it: give the --spec it was trained with to measure it as trained")
+
+
+def other_chat_note(job: Job) -> str | None:
+    """--eval-only renders chat records as --chat says; a note when trainer.pt records the other setting (held-out
+    chats are then read otherwise than the draft was trained on)."""
+    saved = saved_state(Path(job.out))
+    run = saved.get("run") if saved else None
+    if not isinstance(run, dict) or not isinstance(run.get("chat"), bool) or run["chat"] == job.chat:
+        return None
+    flag = lambda on: "--chat" if on else "--no-chat"   # noqa: E731
+    return (f"note: the draft in {job.out} was trained with {flag(run['chat'])}; its held-out chat records are read "
+            f"here with {flag(job.chat)}: give {flag(run['chat'])} to measure it as trained")
 
 
 def chat_render(job: Job, tok) -> D.Render | None:

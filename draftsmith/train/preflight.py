@@ -342,9 +342,15 @@ def skipped_note(skipped: Sequence[Path], textless: Sequence[str] = ()) -> str:
     if skipped:
         note += (f", {count(skipped, 'file')} skipped (not UTF-8 text, or unreadable): "
                  f"{short_list(skipped, 3, 120, quote=False)}")
+    refused = [t for t in textless if isinstance(t, D.Refused)]
+    textless = [t for t in textless if not isinstance(t, D.Refused)]
     if textless:
         note += (f", {count(textless, 'record')} without text skipped (no text, prompt, completion, messages or "
                  f"conversations field, or an empty one): {short_list(textless, 3, 120, quote=False)}")
+    if refused:
+        why = short_text(refused[0].why, 200) + (", ..." if len(refused) > 1 else "")
+        note += (f", {count(refused, 'chat record')} the chat template refused skipped ({why}): "
+                 f"{short_list(refused, 3, 120, quote=False)}")
     return note
 
 

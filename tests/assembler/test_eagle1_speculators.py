@@ -117,3 +117,33 @@ def test_the_plain_spec_on_a_layernorms_checkpoint_is_told_what_inspect_proposes
     assert "unexpected: 'embedding_layernorm.weight' -> 'fc.embed_norm.weight'" in text
     assert ("is detected as eagle1-speculators (fusion_fc and transformer.* with embedding_layernorm" in text and
             "with norms.input: all, norms.final: true, fusion.embed_norm: true: `draftsmith inspect" in text), text
+
+
+@pytest.mark.parametrize("layernorms", [False, True])
+def test_every_name_writes_back_to_itself(target, tmp_path, layernorms):
+    """Export and convert name tensors through the rules' inverses: the embedding norm goes back to
+    embedding_layernorm, not to fusion_fc.embed_norm (the broader fusion_fc rule's inverse also matches it)."""
+    from draftsmith.assembler.build import rule_set
+    from draftsmith.registry import default_registry
+
+    d = write_eagle1_speculators(tmp_path / "d", target, layernorms=layernorms)
+    _, spec = proposed(d)
+    rules = rule_set(spec, default_registry(), {})
+    for name in load_file(next(d.glob("*.safetensors"))):
+        canonical, _ = rules.to_canonical(name)
+        if canonical is not None:   # the frozen embed_tokens / lm_head copies are ignored
+            assert rules.from_canonical(canonical) == name
+
+
+@pytest.mark.parametrize("layernorms", [False, True])
+def test_a_layernorms_flag_the_tensors_contradict_is_said_and_its_keys_are_read(target, tmp_path, layernorms):
+    import json
+
+    d = write_eagle1_speculators(tmp_path / "d", target, layernorms=layernorms)
+    assert inspect_checkpoint(d).match.assumptions == ()          # flag and tensors agree: nothing to say
+    cfg = json.loads((d / "config.json").read_text())
+    (d / "config.json").write_text(json.dumps({**cfg, "layernorms": not layernorms}))
+    found = inspect_checkpoint(d)
+    assert found.match.assumptions == (f"config layernorms={str(not layernorms).lower()} but embedding_layernorm is "
+                                       f"{'present' if layernorms else 'absent'} (the tensor names win)",)
+    assert not {"fusion_bias", "layernorms"} & set(found.unread)

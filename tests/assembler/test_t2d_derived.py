@@ -55,3 +55,29 @@ def test_without_t2d_a_bad_d2t_is_still_refused_and_a_missing_one_still_missing(
         draftsmith.assemble("eagle3-llama", target=t, draft=past)
     with pytest.raises(draftsmith.errors.DraftsmithError, match="missing: 'd2t'"):
         draftsmith.assemble("eagle3-llama", target=t, draft=without(root, without(root, d, "t2d"), "d2t"))
+
+
+def test_absolute_d2t_without_t2d_derives_the_map_of_the_ids_it_holds(pair, tmp_path):
+    """vocab.d2t: absolute: d2t holds target ids; the model keeps offsets, and a missing t2d marks those ids."""
+    root, t, d, ref = pair
+    d2t = load_file(next(d.glob("*.safetensors")))["d2t"]
+    absolute = without(root, d, "t2d", d2t=(d2t + torch.arange(d2t.shape[0])).contiguous())
+    data = yaml.safe_load((BUILTIN_DIR / "eagle3-llama.yaml").read_text())
+    data["draft"]["vocab"]["d2t"] = "absolute"
+    (tmp_path / "abs.yaml").write_text(yaml.safe_dump(data))
+    model = draftsmith.assemble(tmp_path / "abs.yaml", target=t, draft=absolute)
+    assert torch.equal(model.draft.t2d, ref.draft.t2d) and torch.equal(model.draft.d2t, ref.draft.d2t)
+
+
+def test_without_t2d_the_d2t_convention_is_said_as_assumed(pair, caplog):
+    import logging
+
+    from draftsmith.convert.inspect import inspect_checkpoint
+
+    root, t, d, _ = pair
+    folder = without(root, d, "t2d")
+    assert any("vocab.d2t: offset (assumed: the checkpoint holds no t2d" in a
+               for a in inspect_checkpoint(folder).match.assumptions)
+    with caplog.at_level(logging.WARNING, logger="draftsmith"):
+        draftsmith.assemble("eagle3-llama", target=t, draft=folder)
+    assert "holds no t2d (or the spec ignores it): derived from d2t read as offsets" in caplog.text

@@ -35,6 +35,15 @@ def test_a_conversation_is_the_templated_text_with_the_assistant_turn_opened(cha
     assert got.token_ids == model.generate_baseline(talk, max_new_tokens=12).token_ids   # lossless, as any prompt
 
 
+def test_contents_read_as_training_data_reads_them(chat_pair):
+    """A null content (a turn that only calls a tool) is empty text; OpenAI-style parts are their text parts."""
+    model, _ = chat_pair
+    parts = [{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "image_url"},
+                                          {"type": "text", "text": "b"}]}, {"role": "assistant", "content": None}]
+    ids = model.tokenizer.encode("<|user|>a\nb\n<|assistant|>\n<|assistant|>", add_special_tokens=False)
+    assert model.generate(parts, max_new_tokens=6).token_ids == model.generate(ids, max_new_tokens=6).token_ids
+
+
 def test_a_batch_of_conversations_and_text_decodes_each_as_alone(chat_pair):
     model, _ = chat_pair
     a, b = [{"role": "user", "content": "one"}], [{"role": "user", "content": "two"}, {"role": "assistant",
@@ -60,8 +69,8 @@ def test_template_ids_are_encoded_without_added_special_tokens(chat_pair, tmp_pa
 
 
 @pytest.mark.parametrize("talk, said", [
-    ([{"role": "user"}], "prompt: message 0's content is missing; it must be a string"),
-    ([{"role": "user", "content": 3}], "prompt: message 0's content is 3 (int); it must be a string"),
+    ([{"role": "user"}], "prompt: message 0's content is missing; it must be text"),
+    ([{"role": "user", "content": 3}], "prompt: message 0's content is 3: expected a string, null or a list of parts"),
     ([{"role": 1, "content": "x"}], "prompt: message 0's role is 1 (int); it must be a string"),
     ([{"role": "robot", "content": "x"}], "prompt: the chat template refused it: TemplateError: unknown role robot"),
     ([{"role": "user", "content": "a\ud800"}], "prompt: message 0 holds a lone surrogate"),
@@ -95,3 +104,24 @@ def test_the_cli_refuses_chat_with_token_ids_before_loading():
 
     res = CliRunner().invoke(app, ["generate", "--spec", "demo", "--chat", "--token-ids", "1,2"])
     assert res.exit_code == 2 and "--chat renders text through the chat template" in res.output, res.output
+
+
+def test_generate_chat_on_a_target_without_a_template_says_drop_chat(tmp_path):
+    from typer.testing import CliRunner
+
+    from draftsmith.cli import app
+
+    t = write_target(tmp_path / "t", tokenizer=True, num_hidden_layers=8)
+    d = write_eagle3(tmp_path / "d", t)
+    res = CliRunner().invoke(app, ["generate", "--spec", "eagle3-llama", "--target", str(t), "--draft", str(d),
+                                   "--chat", "--prompt", "hi", "--max-new-tokens", "2", "--no-compare"])
+    assert res.exit_code == 2 and "has no chat template" in res.output and "drop --chat" in res.output, res.output
+
+
+def test_a_chat_template_file_linked_from_outside_the_folder_is_refused_like_other_tokenizer_files(tmp_path):
+    t = write_target(tmp_path / "t", tokenizer=True, num_hidden_layers=8)
+    d = write_eagle3(tmp_path / "d", t)
+    (tmp_path / "outside.jinja").write_text(TEMPLATE)
+    (t / "chat_template.jinja").symlink_to(tmp_path / "outside.jinja")
+    with pytest.raises(draftsmith.errors.CheckpointError, match="chat_template.jinja"):
+        draftsmith.assemble("eagle3-llama", target=t, draft=d)

@@ -122,3 +122,10 @@ def test_a_plugin_holds_that_fails_names_the_plugin(tmp_path, holds, why):
 def test_holds_that_is_not_callable_is_refused_at_registration():
     with pytest.raises(PluginError, match="holds must be callable"):
         registry_with(Component("fusion", "gated", gated, GateParams, holds=("^fc\\.weight$",)))
+
+
+def test_holds_on_a_kind_it_is_never_read_for_is_refused_at_registration():
+    from draftsmith.components.mlp import MLPParams
+
+    with pytest.raises(PluginError, match="holds is read for a fusion or attention only .* a mlp's would be ignored"):
+        registry_with(Component("mlp", "gated", gated, MLPParams, holds=gated_holds))

@@ -45,12 +45,40 @@ def test_a_turn_without_a_role_or_one_the_template_refuses_is_named_by_file_and_
                                          r"turn with its role"):
         D.read_documents([f], render=lambda turns: "x")
 
-    def refuses(turns):
-        raise ValueError("the chat template refused it: TemplateError: unknown role tool")
 
-    f.write_text(json.dumps({"messages": [{"role": "tool", "content": "x"}]}) + "\n")
-    with pytest.raises(TrainError, match="chats.jsonl:1: the chat template refused it"):
-        D.read_documents([f], render=refuses)
+
+def test_chats_the_template_refuses_are_skipped_and_counted_apart(tmp_path):
+    """Real ShareGPT data holds chats a strict template refuses (one opening with the assistant): skipped and
+    counted with the template's reason, as records without text are, not the end of the run."""
+    from draftsmith.chat import TemplateRefused
+    from draftsmith.train.preflight import skipped_note
+
+    def strict(turns):
+        if turns[0]["role"] != "user":
+            raise TemplateRefused("the chat template refused it: TemplateError: roles must alternate")
+        return "|".join(t["content"] for t in turns)
+
+    f = tmp_path / "sg.jsonl"
+    rows = [{"conversations": [{"from": "human", "value": "q"}, {"from": "gpt", "value": "a"}]},
+            {"conversations": [{"from": "gpt", "value": "a"}]}, {"id": 3}]
+    f.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    textless = []
+    assert D.read_documents([f], textless=textless, render=strict) == ["q|a"]
+    assert textless == [f"{f}:2", f"{f}:3"] and isinstance(textless[0], D.Refused)
+    note = skipped_note([], textless)
+    assert "1 record without text skipped" in note and f"{f}:3" in note
+    assert f"1 chat record the chat template refused skipped (the chat template refused it: TemplateError: roles " \
+           f"must alternate): {f}:2" in note
+
+
+def test_trls_conversational_prompt_and_completion_is_one_chat():
+    seen = []
+    record = {"prompt": [{"role": "user", "content": "q"}], "completion": [{"role": "assistant", "content": "a"}]}
+    assert D.jsonl_text(record, lambda turns: seen.append(turns) or "R") == "R"
+    assert seen == [[{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]]
+    assert D.jsonl_text(record) == "q\na"
+    with pytest.raises(ValueError, match="a conversational prompt .* takes a list of messages or null"):
+        D.jsonl_text({**record, "completion": "a"})
 
 
 @pytest.fixture
@@ -112,6 +140,18 @@ def test_chat_on_a_target_without_a_template_is_refused_before_any_reading(job, 
         run(job(tmp_path / "out", data=[f.parent], chat=True))
     assert [p[0] for p in e.value.problems] == ["chat"]
     assert not (tmp_path / "out" / "model.safetensors").exists()
+
+
+def test_eval_only_under_the_other_chat_setting_is_told(job, chat_target, chats, tmp_path):
+    f, _ = chats
+    out, said = tmp_path / "out", []
+    run(job(out, target=chat_target, data=[f.parent], chat=True, config={"steps": 1}))
+    run(job(out, target=chat_target, data=[f.parent], eval_only=True, eval_prompts=1), log=said.append)
+    assert any("was trained with --chat; its held-out chat records are read here with --no-chat" in s
+               for s in said), said
+    said.clear()
+    run(job(out, target=chat_target, data=[f.parent], chat=True, eval_only=True, eval_prompts=1), log=said.append)
+    assert not any("was trained with" in s for s in said)
 
 
 def test_a_flipped_chat_setting_is_said_as_its_option(tmp_path):

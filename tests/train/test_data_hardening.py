@@ -192,7 +192,7 @@ def test_preflight_refuses_a_trainer_state_that_is_no_torch_archive(job, tmp_pat
 @pytest.mark.parametrize("record, says", [
     ({"text": 5}, "text is 5: expected a string or null"),
     ({"text": ["a"]}, "text is ['a']: expected a string or null"),
-    ({"prompt": 5, "completion": "c"}, "prompt is 5: expected a string or null"),
+    ({"prompt": 5, "completion": "c"}, "prompt is 5: expected a string, null or a list of messages"),
     ({"messages": "hi"}, "messages is 'hi': expected a list of messages"),
     ({"conversations": "hi"}, "conversations is 'hi': expected a list of turns"),   # ShareGPT
     ({"conversations": [{"value": "a"}, "b"]}, "conversations[1] is 'b': expected a turn object like "
