@@ -147,3 +147,30 @@ def test_a_layernorms_flag_the_tensors_contradict_is_said_and_its_keys_are_read(
     assert found.match.assumptions == (f"config layernorms={str(not layernorms).lower()} but embedding_layernorm is "
                                        f"{'present' if layernorms else 'absent'} (the tensor names win)",)
     assert not {"fusion_bias", "layernorms"} & set(found.unread)
+
+
+def test_another_familys_stock_spec_is_told_every_setting_of_the_proposal(target, tmp_path):
+    """eagle-mistral already holds norms {input: all, final: true}; the proposal is another spec, so all its
+    settings are said (only the same spec's note leaves out what it already holds)."""
+    d = write_eagle1_speculators(tmp_path / "d", target, layernorms=True)
+    with pytest.raises(draftsmith.errors.DraftsmithError) as info:
+        draftsmith.assemble("eagle-mistral", target=target, draft=d)
+    notes = "".join(getattr(info.value, "__notes__", ()))
+    assert "with norms.input: all, norms.final: true, fusion.embed_norm: true:" in notes, notes
+
+
+def test_a_plugin_detectors_answer_is_told_too(target, tmp_path):
+    from draftsmith.hooks import LayoutMatch, hookimpl
+
+    class Claims:
+        @hookimpl
+        def draftsmith_detect_layout(self, config, tensor_names):
+            return LayoutMatch("eagle1-llama", "a plugin's reading " + "r" * 400)
+
+    registry = draftsmith.build_registry(plugins=[("claims", Claims())], entry_points=False)
+    d = write_eagle1_speculators(tmp_path / "d", target, layernorms=True)
+    with pytest.raises(draftsmith.errors.DraftsmithError) as info:
+        draftsmith.assemble("eagle1-speculators", target=target, draft=d, registry=registry)
+    notes = "".join(getattr(info.value, "__notes__", ()))
+    reason = ("a plugin's reading " + "r" * 400)
+    assert f"is detected as eagle1-llama ({reason[:148]}...{reason[-148:]}): `draftsmith inspect" in notes, notes
