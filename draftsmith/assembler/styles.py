@@ -4,6 +4,8 @@ facts (a flat, Hugging-Face-named dict: what ``draft_hf_config`` reads).
 - ``hf``: a flat Llama ``config.json`` (yuhuili / lmsys / SpecForge); aux ids under ``eagle_config``.
 - ``speculators``: ``config.json`` with the EAGLE fields at top level and the layer's config nested under
   ``transformer_layer_config``; no top-level ``model_type`` (AutoConfig cannot read it).
+- ``speculators-eagle``: the older speculators EAGLE-1 / HASS config (``speculators_model_type: eagle``, the layer's
+  config under ``transformer_layer_config``, ``fusion_bias`` and ``layernorms`` at top level).
 - ``mistral``: Mistral's ``params.json`` (``dim``, ``n_layers``, ``n_heads``, ...).
 
 The config key ``norm_output`` means different things per style (FORMATS.md); facts hold it in spec terms
@@ -55,6 +57,15 @@ STYLES: dict[str, ConfigStyle] = {s.name: s for s in (
                                               "verifier": {"name_or_path": None, "architectures": None}},
                        "transformer_layer_config": {"model_type": "llama"}},
                 norm_output={True: "feed_back", False: "head"}),
+    ConfigStyle("speculators-eagle", "config.json", nest="transformer_layer_config",
+                outer=("fusion_bias", "layernorms"),
+                fixed={"architectures": ["EagleSpeculator"], "speculators_model_type": "eagle",
+                       "speculators_version": "0.1.0", "transformer_layer_architecture": "LlamaDecoderLayer",
+                       "speculators_config": {"algorithm": "eagle", "default_proposal_method": "greedy",
+                                              "proposal_methods": [{"proposal_type": "greedy",
+                                                                    "speculative_tokens": 5}],
+                                              "verifier": {"name_or_path": None, "architectures": None}},
+                       "transformer_layer_config": {"model_type": "llama"}}),
     ConfigStyle("mistral", "params.json",
                 rename={"dim": "hidden_size", "n_layers": "num_hidden_layers", "n_heads": "num_attention_heads",
                         "n_kv_heads": "num_key_value_heads", "head_dim": "head_dim", "hidden_dim": "intermediate_size",
@@ -72,6 +83,8 @@ def style_of(folder: str | Path, raw: Mapping[str, Any] | None = None) -> Config
     if not (folder / "config.json").is_file() and (folder / "params.json").is_file():
         return STYLES["mistral"]
     raw = raw if raw is not None else json.loads((folder / "config.json").read_text())
+    if raw.get("speculators_model_type") == "eagle":
+        return STYLES["speculators-eagle"]
     return STYLES["speculators"] if any(k in raw for k in ("speculators_config", "speculators_model_type",
                                                             "transformer_layer_config")) else STYLES["hf"]
 

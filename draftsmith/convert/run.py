@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +51,9 @@ class Layout:
     holds: tuple[str, ...] = ()
     requires: tuple[str, ...] = ()
     max_layers: int | None = None
+    together: tuple[tuple[str, ...], ...] = ()
+    facts: Mapping[str, str] = field(default_factory=dict)
+    drops: tuple[str, ...] = ()
 
 
 def layouts() -> dict[str, Layout]:
@@ -64,7 +67,8 @@ def layouts() -> dict[str, Layout]:
         rules += [RegexRule.model_validate(r) for r in row.get("rules", [])]
         out[name] = Layout(name, row["description"], row["config"], row["weights"], row["rope"], RuleSet(rules),
                            row["spec"], tuple(row.get("holds", ())), tuple(row.get("requires", ())),
-                           row.get("max_layers"))
+                           row.get("max_layers"), tuple(map(tuple, row.get("together", ()))),
+                           dict(row.get("facts", {})), tuple(row.get("drops", ())))
     return out
 
 
@@ -159,6 +163,11 @@ def _convert(src: str | Path, layout: Layout, out: Path,
         alien = [n for n in names if not any(re.search(p, n) for p in layout.holds)]
         if alien:
             problems.append(f"the {to} layout cannot express {short_list(alien, 6, 200, quote=False)}")
+    for group in layout.together:
+        held = [p for p in group if any(re.search(p, n) for n in names)]
+        if held and len(held) < len(group):
+            problems.append(f"the {to} layout holds {', '.join(map(repr, group))} all or none (one config flag says "
+                            f"them); this draft holds {', '.join(map(repr, held))} only")
     hd = head_dim(plan.facts)
     holds_any_key = not STYLES[layout.config].rename  # a params.json holds only its own keys (its order is implied)
     order = layout.rope
@@ -208,6 +217,9 @@ def _convert(src: str | Path, layout: Layout, out: Path,
     if len(written) != len(tensors):
         raise ConvertError(f"the {to} layout's rules map two tensors to one name")
     facts["num_hidden_layers"] = n_layers or facts.get("num_hidden_layers")
+    for key in layout.drops:
+        facts.pop(key, None)
+    facts |= {key: any(re.search(p, n) for n in names) for key, p in layout.facts.items()}
     facts.pop("rope_interleave", None)
     if holds_any_key and (rope != "neox" or order != "neox"):  # say the order where it is not Llama's
         facts["rope_interleave"] = order == "interleaved"

@@ -1,0 +1,63 @@
+"""`draftsmith convert --to eagle1-speculators`: EAGLE-1 / HASS in the older speculators layout (fusion_fc.*,
+transformer.*, a speculators config whose fusion_bias and layernorms are read from the tensors). The round trip is
+the identity bit for bit (invariant 22), a yuhuili EAGLE-1 draft converts into it and decodes the same tokens, and a
+draft whose norms no layernorms flag can say is refused before anything is written."""
+import json
+
+import pytest
+import torch
+
+import draftsmith
+from draftsmith.convert.canonical import ConvertError, read_canonical
+from draftsmith.convert.run import convert
+from draftsmith.testing import write_eagle1, write_eagle1_speculators, write_target
+from draftsmith.testing.mistral import write_mistral_eagle
+from test_convert import fake_target, files_of, same_bits
+
+
+@pytest.mark.parametrize("layernorms, fusion_bias", [(False, False), (False, True), (True, False), (True, True)])
+def test_a_round_trip_is_bit_for_bit_and_says_its_flags(tmp_path, layernorms, fusion_bias):
+    src = write_eagle1_speculators(tmp_path / "src", fake_target(tmp_path / "t"), layernorms=layernorms,
+                                   fusion_bias=fusion_bias)
+    config = convert(src, "eagle1-speculators", tmp_path / "out")
+    assert same_bits(files_of(src), files_of(tmp_path / "out"))
+    assert (config["fusion_bias"], config["layernorms"], config["speculators_model_type"]) == (
+        fusion_bias, layernorms, "eagle")
+    assert "bias" not in config and "bias" not in config["transformer_layer_config"]   # fusion_bias says it
+    before, facts, _, family = read_canonical(src)
+    after, facts_after, _, family_after = read_canonical(tmp_path / "out")
+    assert same_bits(before, after) and family_after == family == "eagle1-speculators"
+
+
+def test_a_yuhuili_draft_converts_and_decodes_the_same_tokens(tmp_path):
+    target = write_target(tmp_path / "t", num_hidden_layers=4, seed=2)
+    src = write_eagle1(tmp_path / "src", target, std=0.3, bias=True)
+    config = convert(src, "eagle1-speculators", tmp_path / "out")
+    assert (config["fusion_bias"], config["layernorms"]) == (True, False)
+    assert "bias" not in config["transformer_layer_config"]   # the yuhuili config's `bias`: fusion_bias says it
+    assert "fusion_fc.bias" in files_of(tmp_path / "out") and "fc.bias" not in files_of(tmp_path / "out")
+    a = draftsmith.assemble("eagle1-llama", target=target, draft=src)
+    b = draftsmith.assemble("eagle1-speculators", target=target, draft=tmp_path / "out")
+    prompts = [[3, 1, 4, 1, 5, 9], [2, 6]]
+    assert [o.token_ids for o in a.generate(prompts, max_new_tokens=10)] == \
+        [o.token_ids for o in b.generate(prompts, max_new_tokens=10)]
+    assert a.generate(prompts, max_new_tokens=10)[0].stats.accepted_per_position == \
+        b.generate(prompts, max_new_tokens=10)[0].stats.accepted_per_position   # the very same draft
+
+
+def test_norms_no_layernorms_flag_can_say_are_refused_before_writing(tmp_path):
+    # one Mistral-native layer: layer 0's input norm and a final norm, but no embedding norm
+    src = write_mistral_eagle(tmp_path / "m", fake_target(tmp_path / "t"), layers=1)
+    with pytest.raises(ConvertError, match=r"holds '\^fc\\\\.embed_norm.* all or none .* this draft holds "
+                                           r"'\^layers\\\\.0\\\\.input_layernorm"):
+        convert(src, "eagle1-speculators", tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_eagle3_draft_cannot_become_an_eagle1_one(tmp_path):
+    from draftsmith.testing import write_eagle3
+
+    src = write_eagle3(tmp_path / "e", fake_target(tmp_path / "t"))
+    with pytest.raises(ConvertError, match="cannot express"):
+        convert(src, "eagle1-speculators", tmp_path / "out")
+    assert json.loads((src / "config.json").read_text())   # the source untouched
