@@ -5,7 +5,6 @@ draft whose norms no layernorms flag can say is refused before anything is writt
 import json
 
 import pytest
-import torch
 
 import draftsmith
 from draftsmith.convert.canonical import ConvertError, read_canonical
