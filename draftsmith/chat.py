@@ -66,9 +66,10 @@ def message_problems(messages: Sequence[Any], where: str) -> list[str]:
     return out
 
 
-def texts(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
-    """The messages as {"role", "content"} with text contents (:func:`content_text`), as a template gets them."""
-    return [{"role": m["role"], "content": content_text(m.get("content"), f"message {i}'s content")}
+def texts(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The messages with text contents (:func:`content_text`), as a template gets them; their other keys (a tool
+    call's ``tool_calls``, ``name``, ``tool_call_id``) are passed on as they are."""
+    return [{**m, "content": content_text(m.get("content"), f"message {i}'s content")}
             for i, m in enumerate(messages)]
 
 

@@ -58,9 +58,9 @@ STYLES: dict[str, ConfigStyle] = {s.name: s for s in (
                        "transformer_layer_config": {"model_type": "llama"}},
                 norm_output={True: "feed_back", False: "head"}),
     ConfigStyle("speculators-eagle", "config.json", nest="transformer_layer_config",
-                outer=("fusion_bias", "layernorms"),
+                outer=("fusion_bias", "layernorms", "transformer_layer_architecture"),   # the last: the source's
                 fixed={"architectures": ["EagleSpeculator"], "speculators_model_type": "eagle",
-                       "speculators_version": "0.1.0", "transformer_layer_architecture": "LlamaDecoderLayer",
+                       "speculators_version": "0.1.0",
                        "speculators_config": {"algorithm": "eagle", "default_proposal_method": "greedy",
                                               "proposal_methods": [{"proposal_type": "greedy",
                                                                     "speculative_tokens": 5}],

@@ -106,8 +106,8 @@ def inspect_checkpoint(folder: str | Path, registry: Registry | None = None) -> 
         match = noted(match, note)
     elif "d2t" in infos and "vocab" in data["draft"]:   # the convention cannot be read without t2d: said
         match = noted(match, f"vocab.d2t: {data['draft']['vocab'].get('d2t', 'offset')} (assumed: the checkpoint "
-                             "holds no t2d, so nothing shows whether d2t holds offsets or target ids; t2d is derived "
-                             "from d2t read so)")
+                             "holds no t2d to confirm whether d2t holds offsets or target ids; t2d is derived from d2t "
+                             "read so)")
     return Inspection(folder, config, infos, match, data, unread)
 
 

@@ -65,6 +65,10 @@ def jsonl_text(record: dict, render: Render | None = None) -> str | None:
     null, `prompt` a string, null or a list of messages, `messages` and `conversations` a list of objects; any
     other value is a ValueError saying which field holds what (dropping the record silently would train on less
     data than the file holds, unsaid)."""
+    if record.get("text") is not None and not isinstance(record["text"], str):
+        raise ValueError(f"text is {short(record['text'], 60)}: expected a string or null")
+    if isinstance(record.get("text"), str):
+        return record["text"]
     if isinstance(record.get("prompt"), list):   # TRL's conversational prompt / completion
         completion = record.get("completion")
         if completion is not None and not isinstance(completion, list):
@@ -72,12 +76,8 @@ def jsonl_text(record: dict, render: Render | None = None) -> str | None:
                              "takes a list of messages or null")
         return turns_text(record["prompt"] + (completion or []), "prompt + completion", ("role", "content"),
                           "message", '{"role": "user", "content": "..."}', render)
-    for key in ("text", "prompt"):
-        if record.get(key) is not None and not isinstance(record[key], str):
-            raise ValueError(f"{key} is {short(record[key], 60)}: expected "
-                             f"{'a string, null or a list of messages' if key == 'prompt' else 'a string or null'}")
-    if isinstance(record.get("text"), str):
-        return record["text"]
+    if record.get("prompt") is not None and not isinstance(record["prompt"], str):
+        raise ValueError(f"prompt is {short(record['prompt'], 60)}: expected a string, null or a list of messages")
     if record.get("prompt") is not None or record.get("completion") is not None:
         return (record.get("prompt") or "") + content_text(record.get("completion"), "completion")
     if record.get("messages") is not None:

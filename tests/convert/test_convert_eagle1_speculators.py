@@ -5,6 +5,7 @@ draft whose norms no layernorms flag can say is refused before anything is writt
 import json
 
 import pytest
+import torch
 
 import draftsmith
 from draftsmith.convert.canonical import ConvertError, read_canonical
@@ -60,3 +61,25 @@ def test_an_eagle3_draft_cannot_become_an_eagle1_one(tmp_path):
     with pytest.raises(ConvertError, match="cannot express"):
         convert(src, "eagle1-speculators", tmp_path / "out")
     assert json.loads((src / "config.json").read_text())   # the source untouched
+
+
+def test_the_layer_architecture_is_the_sources_and_qkv_biases_are_refused(tmp_path):
+    src = write_eagle1_speculators(tmp_path / "src", fake_target(tmp_path / "t"))
+    cfg = json.loads((src / "config.json").read_text())
+    (src / "config.json").write_text(json.dumps({**cfg, "transformer_layer_architecture": "MyDecoderLayer"}))
+    assert convert(src, "eagle1-speculators", tmp_path / "out")["transformer_layer_architecture"] == "MyDecoderLayer"
+    # q/k/v biases: speculators builds the layer from transformer_layer_config, whose Llama keys cannot say them
+    from safetensors.torch import load_file, save_file
+
+    biased = tmp_path / "biased"
+    write_eagle1(biased, fake_target(tmp_path / "t"))
+    tensors = load_file(biased / "model.safetensors")
+    for p in "qkv":
+        rows = tensors[f"layers.0.self_attn.{p}_proj.weight"].shape[0]
+        tensors[f"layers.0.self_attn.{p}_proj.bias"] = torch.zeros(rows)
+    save_file(tensors, biased / "model.safetensors", metadata={"format": "pt"})
+    (biased / "config.json").write_text(json.dumps({**json.loads((biased / "config.json").read_text()),
+                                                    "qkv_bias": True}))
+    with pytest.raises(ConvertError, match=r"cannot express .*q_proj\.bias"):
+        convert(biased, "eagle1-speculators", tmp_path / "out2")
+    assert not (tmp_path / "out2").exists()

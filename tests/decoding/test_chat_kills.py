@@ -58,3 +58,11 @@ def test_a_template_error_is_said_within_200_characters(n, cut):
         render(Raises(), [{"role": "user", "content": "x"}], answer=True)
     said = str(e.value).removeprefix("the chat template refused it: RuntimeError: ")
     assert len(said) == (199 if cut else n) and ("..." in said) == cut
+
+
+def test_a_messages_other_keys_reach_the_template():
+    from draftsmith.chat import texts
+
+    call = {"role": "assistant", "content": None, "tool_calls": [{"function": {"name": "f", "arguments": "{}"}}]}
+    assert texts([call, {"role": "tool", "content": "1", "tool_call_id": "c1"}]) == [
+        {**call, "content": ""}, {"role": "tool", "content": "1", "tool_call_id": "c1"}]

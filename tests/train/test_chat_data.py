@@ -169,3 +169,8 @@ def test_the_cli_passes_chat(tiny, chats, tmp_path):
     res = CliRunner().invoke(app, ["train", "--target", str(tiny / "target"), "--data", str(f.parent), "--out",
                                    str(tmp_path / "out"), "--chat", "--steps", "1"])
     assert res.exit_code == 2 and "has no chat template" in res.output, res.output
+
+
+def test_text_wins_over_a_conversational_prompt_as_documented():
+    record = {"text": "TEXT", "prompt": [{"role": "user", "content": "q"}]}
+    assert D.jsonl_text(record) == "TEXT" and D.jsonl_text(record, lambda turns: "R") == "TEXT"
