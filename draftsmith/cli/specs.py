@@ -160,7 +160,8 @@ def inspect(ckpt: Path = typer.Argument(..., help="draft checkpoint folder")) ->
 
 @app.command()
 def convert(ckpt: Path = typer.Argument(..., help="draft checkpoint folder"),
-            to: str = typer.Option(..., "--to", help="layout to write: midlayer, layers, speculators, mistral, eagle1-speculators"),
+            to: str = typer.Option(..., "--to", help="layout to write: midlayer, layers, speculators, mistral, "
+                                                     "eagle1-speculators"),
             out_dir: Path = typer.Argument(..., help="folder to write (created)")) -> None:
     """Rewrite a draft checkpoint into another layout (config included, safetensors out)."""
     import json

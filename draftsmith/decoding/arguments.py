@@ -1,19 +1,20 @@
 """Checks of ``generate()`` / ``generate_baseline()`` arguments, all at once, before anything runs.
 
-Prompts: a str (needs the target's tokenizer), a sequence of token ids, a 1-D integer torch tensor or numpy
-array, a conversation (a list of ``{"role", "content"}`` messages, rendered by the target tokenizer's chat template
-with the generation prompt, see :mod:`draftsmith.chat`), or a list of those (a batch). Everything else is refused:
-bytes, floats, booleans, 2-D tensors, float tensors, an empty list. Every id must be inside the target's vocabulary, also the ids a tokenizer produced (its
-vocabulary may be larger than the model's). A prompt longer than the target's context is refused, and so is a
-call whose prompt + max_new_tokens runs past it (the KV pools are sized for that length up front).
+Prompts: a str (needs the target's tokenizer), a sequence of token ids, a 1-D integer torch tensor or numpy array, a
+conversation (a list of ``{"role", "content"}`` messages, rendered by the target tokenizer's chat template with the
+generation prompt, see :mod:`draftsmith.chat`), or a list of those (a batch). Everything else is refused: bytes,
+floats, booleans, 2-D tensors, float tensors, an empty list. Every id must be inside the target's vocabulary, also
+the ids a tokenizer produced (its vocabulary may be larger than the model's). A prompt longer than the target's
+context is refused, and so is a call whose prompt + max_new_tokens runs past it (the KV pools are sized for that
+length up front).
 
-Per-call decoding overrides (topk, steps, draft_tokens, mode) are validated with the spec's own ``Decoding``
-model, strictly, and its cross-field rules, so a call gets exactly the checks a spec gets, in ``generate()`` and in
-``SpeculativeModel.plan()`` alike; draft_tokens is not refused for a chain (topk 1), where it does not apply
-(one dict of keywords serves a sweep over trees and chains; a spec, which states one plan, is held to 2..steps + 1).
-Sampling settings are checked here too: temperature 0 or finite and at least float32's smallest normal number,
-top_p in (0, 1], top_k in 0..vocab, max_new_tokens an integer >= 1, a seed torch accepts, stop ids that are
-integers (a list, or a 1-D integer tensor or array).
+Per-call decoding overrides (topk, steps, draft_tokens, mode) are validated with the spec's own ``Decoding`` model,
+strictly, and its cross-field rules, so a call gets exactly the checks a spec gets, in ``generate()`` and in
+``SpeculativeModel.plan()`` alike; draft_tokens is not refused for a chain (topk 1), where it does not apply (one
+dict of keywords serves a sweep over trees and chains; a spec, which states one plan, is held to 2..steps + 1).
+Sampling settings are checked here too: temperature 0 or finite and at least float32's smallest normal number, top_p
+in (0, 1], top_k in 0..vocab, max_new_tokens an integer >= 1, a seed torch accepts, stop ids that are integers (a
+list, or a 1-D integer tensor or array).
 """
 from __future__ import annotations
 
