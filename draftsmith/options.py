@@ -17,6 +17,11 @@ FLOAT_DTYPES = {"float32": torch.float32, "float": torch.float32, "float64": tor
 NAMES = "float32, bfloat16, float16 or float64"
 
 
+def flag(name: str, on: bool) -> str:
+    """A boolean option as the command line gives it: ``--name`` or ``--no-name``."""
+    return f"--{name}" if on else f"--no-{name}"
+
+
 def parse_dtype(dtype: str | torch.dtype) -> torch.dtype:
     """A floating-point torch dtype from its name (or itself); OptionError otherwise (int8 is not a load dtype)."""
     if isinstance(dtype, torch.dtype):

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from draftsmith.components.fusion import BIAS_KEYS
+from draftsmith.components.fusion import config_bias
 from draftsmith.errors import short_text
 from draftsmith.hooks import LayoutMatch
 
@@ -132,10 +132,11 @@ def _check_layers(spec: str, config: Mapping[str, Any], names: Sequence[str]) ->
 
 def _check_bias(spec: str, config: Mapping[str, Any], names: Sequence[str]) -> list[str]:
     bias = any(n in names for n in ("fc.bias", "fusion_fc.bias"))
-    key = next((k for k in BIAS_KEYS if config.get(k) is not None), "bias")
-    declared = bool(config.get(key, True))  # a missing key means a bias (the reference's default)
+    key, said = config_bias(config)
+    declared = True if said is None else bool(said)  # a missing key means a bias (the reference's default)
     return [] if declared == bias else \
-        [f"config {key}={config.get(key, 'missing')} but the fusion's bias is {'present' if bias else 'absent'}"]
+        [f"config {key}={'missing' if said is None else said} but the fusion's bias is "
+         f"{'present' if bias else 'absent'}"]
 
 
 def _check_layernorms(spec: str, config: Mapping[str, Any], names: Sequence[str]) -> list[str]:

@@ -18,6 +18,7 @@ from draftsmith.assembler.names import one_pattern
 from draftsmith.components.weights import RuleSet
 from draftsmith.errors import DraftsmithError, short_text
 from draftsmith.registry import Registry, default_registry
+from draftsmith.specs.resolve import dig
 from draftsmith.specs.schema import Spec
 
 
@@ -127,7 +128,7 @@ def detected_note(registry: Registry, spec: Spec, folder: Path, draft_raw: dict,
         family = builtin_family(draft_raw, names) if match.plugin in ("", BUILTIN) else None
         data = spec.model_dump(mode="json")
         differ = [(path, value) for path, value in (family.settings if family and family.spec == match.spec else ())
-                  if match.spec != spec.name or _at(data, path) != value]
+                  if match.spec != spec.name or dig(data, path) != value]
         if match.spec == spec.name and not differ:
             return None
         settings = ", ".join(f"{path.removeprefix('draft.')}: {str(v).lower() if isinstance(v, bool) else v}"
@@ -137,12 +138,6 @@ def detected_note(registry: Registry, spec: Spec, folder: Path, draft_raw: dict,
                 f"{f', with {settings}' if settings else ''}: `draftsmith inspect {where}` writes that spec, and "
                 f"`draftsmith generate --draft {where}` without --spec uses it")
     return note
-
-
-def _at(data: dict, path: str) -> Any:
-    for part in path.split("."):
-        data = data.get(part) if isinstance(data, dict) else None
-    return data
 
 
 def pairing_note(draft_raw: dict, target_cfg: Any) -> Callable[[], str | None]:

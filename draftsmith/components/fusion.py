@@ -13,6 +13,7 @@ EAGLE-3 relatives are params of one component: per-aux norms before fc (``fc_nor
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Annotated, Any, Callable, Literal
 
 import torch
@@ -192,12 +193,17 @@ def eagle1(params: Eagle1Params, *, hidden: int, target_width: int, draft_config
 BIAS_KEYS = ("bias", "fusion_bias")   # the draft config keys of fc's bias: EAGLE's, then speculators'
 
 
+def config_bias(draft_config: Mapping[str, Any]) -> tuple[str, Any]:
+    """(the key, its value) of the first of :data:`BIAS_KEYS` the draft config states; ("bias", None) for none."""
+    return next(((k, draft_config[k]) for k in BIAS_KEYS if draft_config.get(k) is not None), ("bias", None))
+
+
 def eagle1_bias(stated: bool | str, draft_config: dict) -> tuple[bool, str, str | None]:
     """(whether fc has a bias, why, the load note or None): the spec's ``fusion.bias``, else (auto) the draft config's
     ``bias`` (speculators: ``fusion_bias``), and a MISSING key means true (the EAGLE reference's default: the Vicuna
     and LLaMA2-chat drafts have no key and do have fc.bias). A spec that contradicts the config is said; the default
     taken is said only by a load whose checkpoint does not fit it (:meth:`Eagle1Fusion.bias_note`)."""
-    key, config = next(((k, draft_config[k]) for k in BIAS_KEYS if draft_config.get(k) is not None), ("bias", None))
+    key, config = config_bias(draft_config)
     if stated == "auto" and config is None:
         # no note: the standard layout (yuhuili's) has no key and holds fc.bias, so a load that fits says nothing;
         # one whose checkpoint lacks fc.bias is told the field by the load's bias_note, with this reading

@@ -12,6 +12,7 @@ import torch
 import draftsmith
 from draftsmith import chat, hub
 from draftsmith.assembler.assemble import read_tokenizer
+from draftsmith.options import flag
 from draftsmith.train import data as D
 from draftsmith.train.checks import TrainError, check_job
 from draftsmith.train.draft_io import export_draft, for_training, init_draft, start_from_target, unstated
@@ -274,9 +275,9 @@ def other_chat_note(job: Job) -> str | None:
     run = saved.get("run") if saved else None
     if not isinstance(run, dict) or not isinstance(run.get("chat"), bool) or run["chat"] == job.chat:
         return None
-    flag = lambda on: "--chat" if on else "--no-chat"   # noqa: E731
-    return (f"note: the draft in {job.out} was trained with {flag(run['chat'])}; its held-out chat records are read "
-            f"here with {flag(job.chat)}: give {flag(run['chat'])} to measure it as trained")
+    trained = flag("chat", run["chat"])
+    return (f"note: the draft in {job.out} was trained with {trained}; its held-out chat records are read here with "
+            f"{flag('chat', job.chat)}: give {trained} to measure it as trained")
 
 
 def chat_render(job: Job, tok) -> D.Render | None:

@@ -11,6 +11,7 @@ from pathlib import Path
 import torch
 
 from draftsmith.errors import short, short_text
+from draftsmith.options import flag
 
 
 def _target_ok(v) -> bool:
@@ -150,8 +151,7 @@ def source_differences(found: dict, want: dict) -> list[str]:
     if "distill" in found and want.get("distill") is not None and found["distill"] != want["distill"]:
         out += distill_differences(found["distill"], want["distill"])
     if found.get("bf16") is not None and want.get("bf16") is not None and found["bf16"] != want["bf16"]:
-        flag = lambda b: "--bf16" if b else "--no-bf16"  # noqa: E731
-        out.append(f"they were extracted with {flag(found['bf16'])}, this run has {flag(want['bf16'])}")
+        out.append(f"they were extracted with {flag('bf16', found['bf16'])}, this run has {flag('bf16', want['bf16'])}")
     return out
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import torch
 
 from draftsmith.errors import short, short_list, short_text
+from draftsmith.options import flag
 from draftsmith.train.provenance import target_changed, target_fingerprint
 from draftsmith.train.loop import RESUMABLE, STATE
 
@@ -98,8 +99,7 @@ def run_changes(old: dict, now: dict, out: Path) -> list[tuple[str, str, str, st
         if known(k) and old[k] != now[k]:
             found.append((k, short(now[k]), short(old[k]), short(old[k])))
     if known("chat") and old["chat"] != now["chat"]:   # a flag: said as the option that gives it
-        flag = lambda on: "--chat" if on else "--no-chat"   # noqa: E731
-        found.append(("chat", flag(now["chat"]), flag(old["chat"]), flag(old["chat"])))
+        found.append(("chat", flag("chat", now["chat"]), flag("chat", old["chat"]), flag("chat", old["chat"])))
     if known("features") and old["features"] != now["features"]:
         new, was = (short_text(Path(out) / f, 300) for f in (now["features"], old["features"]))   # absolute: kept
         found.append(("features", new, was, was))
