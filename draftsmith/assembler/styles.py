@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from draftsmith.specs.resolve import dig
+
 IDS = "eagle_aux_hidden_state_layer_ids"
 
 
@@ -89,14 +91,6 @@ def style_of(folder: str | Path, raw: Mapping[str, Any] | None = None) -> Config
                                                             "transformer_layer_config")) else STYLES["hf"]
 
 
-def _get(d: Mapping[str, Any], path: str) -> Any:
-    for part in path.split("."):
-        if not isinstance(d, Mapping):
-            return None
-        d = d.get(part)
-    return d
-
-
 def _put(d: dict[str, Any], path: str, value: Any) -> None:
     *parents, last = path.split(".")
     for part in parents:
@@ -109,7 +103,7 @@ def to_facts(raw: Mapping[str, Any], style: ConfigStyle) -> dict[str, Any]:
     raw = dict(raw)
     inner = raw.pop(style.nest, None) if style.nest else None
     merged = {**(inner or {}), **raw}
-    ids = _get(merged, f"eagle_config.{IDS}") or merged.get(IDS) or merged.get("target_layer_ids")
+    ids = dig(merged, f"eagle_config.{IDS}") or merged.get(IDS) or merged.get("target_layer_ids")
     fixed = {*style.fixed, *(style.fixed.get(style.nest) or {})}  # written as is, both levels: never facts
     facts = {style.rename.get(k, k): v for k, v in merged.items()
              if k not in fixed and k not in (IDS, "target_layer_ids", "eagle_config")}
