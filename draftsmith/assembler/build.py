@@ -214,9 +214,9 @@ def qkv_bias_reading(registry: Registry, attention: tuple[str, dict[str, Any]], 
 
 
 def draft_config(registry: Registry, attention: tuple[str, dict[str, Any]], draft_raw: Mapping[str, Any],
-                 draft_cfg) -> tuple[Any, list[str]]:
-    """The draft's transformers config as its layers read it, and what it takes that its config.json does not
-    state, one note each (build_draft says them once, on one line): a config read as Llama's that states no
+                 draft_cfg) -> tuple[Any, Dims, list[str]]:
+    """The draft's transformers config as its layers read it, its Dims, and what it takes that its config.json
+    does not state, one note each (build_draft says them once, on one line): a config read as Llama's that states no
     q/k/v-bias key gets its model_type's default (Qwen2: biases); the sizes Dims defaults (Dims.unstated); a
     sliding window it asks for, which the draft does not apply."""
     flat = flatten_draft_config(draft_raw)
@@ -229,14 +229,15 @@ def draft_config(registry: Registry, attention: tuple[str, dict[str, Any]], draf
         notes.append(f"{key('qkv_bias')} not stated (nor {key('attention_bias')}): {str(implied[0]).lower()} taken "
                      f"for model_type {flat['model_type']!r} ({implied[1]}); state draft.attention.qkv_bias to "
                      "override it")
-    notes += Dims.from_config(draft_cfg).unstated(flat, key, heads=not is_mla(flat))   # latent attention: its own
+    dims = Dims.from_config(draft_cfg)
+    notes += dims.unstated(flat, key, heads=not is_mla(flat))   # latent attention: its own
     if (window := stated_window(flat)) is not None:
         # not the target's path (TargetArch.window): that reads layer_types as the model_type's config class computes
         # them from num_hidden_layers, which a draft's config misstates (FORMATS.md), and drafts are Llama layers
         on = f" with {key('use_sliding_window')} true" if flat.get("use_sliding_window") else ""
         notes.append(f"{key('sliding_window')}={window}{on} is not applied: the draft attends its whole context (a "
                      "draft's config is read as Llama's, whose attention has no window)")
-    return draft_cfg, notes
+    return draft_cfg, dims, notes
 
 
 def build_draft(spec: Spec, registry: Registry, *, draft_raw: Mapping[str, Any], draft_cfg, target_cfg,
@@ -246,10 +247,9 @@ def build_draft(spec: Spec, registry: Registry, *, draft_raw: Mapping[str, Any],
     error of a ``num_layers: auto`` that finds no layer."""
     d = spec.draft
     attention = attention_recipe(spec, registry, draft_raw)
-    draft_cfg, notes = draft_config(registry, attention, draft_raw, draft_cfg)
+    draft_cfg, dims, notes = draft_config(registry, attention, draft_raw, draft_cfg)
     if notes:   # once per draft build, on one line, where the user sees it
         log.warning("draft %s: %s", short_text(getattr(draft_raw, "file", "config"), 300), "; ".join(notes))
-    dims = Dims.from_config(draft_cfg)
     params = fusion_params(spec, registry)
     recipe = LayerRecipe(layer=(d.layer.kind, d.layer.params), attention=attention,
                          mlp=(d.mlp.kind, d.mlp.params), norm=(d.norm.kind, d.norm.params))
