@@ -22,6 +22,7 @@ from draftsmith.errors import short_text
 from draftsmith.hooks import LayoutMatch
 from draftsmith.registry import Registry, default_registry
 from draftsmith.registry.registry import BUILTIN
+from draftsmith.specs.resolve import put
 from draftsmith.specs.schema import Rule
 
 # Config keys draftsmith reads or knowingly skips, beyond a Llama config's own.
@@ -72,11 +73,7 @@ def inspect_checkpoint(folder: str | Path, registry: Registry | None = None) -> 
         fusion |= values | {"aux_layers": aux if aux["ids"] else {"at": aux["at"]}}
     family = builtin_family(config, names) if match.plugin in ("", BUILTIN) else None
     for path, value in family.settings if family is not None and family.spec == match.spec else ():
-        *where, key = path.split(".")   # what the detected row holds that its family spec does not say (noted there)
-        section = data
-        for part in where:
-            section = section[part]
-        section[key] = value
+        put(data, path, value)   # what the detected row holds that its family spec does not say (noted there)
     attention = data["draft"]["attention"]
     if "rope" in attention and isinstance(config.get("rope_interleave"), bool):  # the stored pair order, if said
         attention["rope"] = "interleaved" if config["rope_interleave"] else "neox"

@@ -54,6 +54,14 @@ def dig(data: Any, path: str) -> Any:
     return data
 
 
+def put(data: dict[str, Any], path: str, value: Any) -> None:
+    """Set the value at a dotted path of plain data (:func:`dig`'s inverse), making the missing sections."""
+    *parents, last = path.split(".")
+    for part in parents:
+        data = data.setdefault(part, {})
+    data[last] = value
+
+
 def reserved(kind: str) -> Mapping[str, Reserved]:
     """The names a spec keeps for a choice of its own in this kind (attention's ``auto``)."""
     return KINDS[kind].reserved if kind in KINDS else {}
