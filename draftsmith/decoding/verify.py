@@ -29,7 +29,7 @@ def _children(parents: Tensor) -> Tensor:
     idx = torch.arange(n, device=parents.device)
     is_kid = parents.unsqueeze(1) == idx.view(1, n, 1)                         # [B, node, child]
     kids = torch.where(is_kid, idx, n).sort(dim=-1).values                     # [B, n, n]
-    W = int(is_kid.sum(-1).max()) if n > 1 else 0
+    W = int(is_kid.sum(-1).max()) if B and n > 1 else 0                        # no rows: no children to try
     kids = kids[..., :W]
     return torch.where(kids == n, -1, kids)
 

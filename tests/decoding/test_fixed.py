@@ -9,11 +9,12 @@ import test_tree
 import test_verify
 from draftsmith.decoding.fixed import (
     children, draft_tree_fixed, greedy_verify_fixed, safe_logprobs, safe_probs, sample, sample_verify_fixed,
+    tree_from_parents,
 )
 from draftsmith.decoding.kvpool import compact_rows
 from draftsmith.decoding.static_pool import StaticKVPool, fixed_kv
 from draftsmith.decoding.tree import Tree, draft_tree
-from draftsmith.decoding.verify import greedy_verify
+from draftsmith.decoding.verify import greedy_verify, sample_verify
 
 
 def trimmed(tree: Tree) -> Tree:
@@ -90,6 +91,23 @@ def test_fixed_sampling_verification_passes_the_reference_tests(name, monkeypatc
     zero-probability token, the three lossless distribution tests), run against the fixed version."""
     monkeypatch.setattr(test_verify, "sample_verify", fixed_with_generator)
     getattr(test_verify, name)()
+
+
+@pytest.mark.parametrize("parents", [[-1, 0, 0, 1], [-1, 0, 1, 2]], ids=["tree", "chain"])
+@pytest.mark.parametrize("sampled_draft", [False, True])
+def test_sample_verify_of_no_rows_equals_the_fixed_one(parents, sampled_draft):
+    """A batch of zero rows of a multi-node tree: the reference returns what sample_verify_fixed returns (empty
+    accepted [0], path [0, D+1], bonus [0], all int64), as greedy verification already did."""
+    n, V, D = len(parents), 5, 3
+    tree = tree_from_parents(torch.zeros(0, n, dtype=torch.long), torch.tensor([parents]).expand(0, n),
+                             torch.full((0, n), -1), D)
+    p = torch.rand(0, n, V)
+    q = torch.rand(0, n, V) if sampled_draft else None
+    ref = sample_verify(tree, p, q, torch.Generator().manual_seed(0))
+    got = sample_verify_fixed(tree, p, q, torch.rand(0, D, 2), torch.rand(0), 2)        # width 2: the plan's topk
+    for name, shape in (("accepted", (0,)), ("path", (0, D + 1)), ("bonus", (0,))):
+        a, b = getattr(ref, name), getattr(got, name)
+        assert a.shape == b.shape == shape and a.dtype == b.dtype == torch.long, name
 
 
 def test_children_fixed_width():
