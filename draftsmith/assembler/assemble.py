@@ -196,14 +196,16 @@ def plan_assembly(spec: Spec | str | Path, target: str | Path | None = None, dra
 
 def assemble(spec: Spec | str | Path = "demo", target: str | Path | None = None, draft: str | Path | None = None, *,
              device: str = "cpu", dtype: str | torch.dtype = "float32",
-             registry: Registry | None = None) -> SpeculativeModel:
+             registry: Registry | None = None, warn_fallback: bool = True) -> SpeculativeModel:
     """A target and its draft, built from ``spec`` and loaded from their checkpoint folders, ready to decode.
 
     spec: a built-in or plugin spec name, a YAML file, or a :class:`Spec`; ``target`` / ``draft`` default to the
     spec's ``checkpoints`` (relative to its file; ``cache:NAME`` is fetched once). Both models are built on the meta
     device and every checkpoint problem (missing, unexpected or misshapen tensors, configs that contradict the
     spec) is raised at once, before any tensor is read. ``dtype``: the target's (and the draft's unless the
-    spec's ``decoding.draft_dtype`` says otherwise); ``device``: "cpu" or "cuda[:N]"."""
+    spec's ``decoding.draft_dtype`` says otherwise); ``device``: "cpu" or "cuda[:N]". A spec whose ``mode: auto``
+    falls back from the trees it asks for to a chain is said in a warning, unless ``warn_fallback`` is False (a
+    caller that says the plan of each call itself, as ``draftsmith generate`` does, overrides included)."""
     registry = registry or default_registry()
     spec = load_spec(spec, registry)
     dtype = parse_dtype(dtype)
@@ -242,7 +244,7 @@ def assemble(spec: Spec | str | Path = "demo", target: str | Path | None = None,
         recurrent=target_model.recurrent, device=device, dtype=dtype, draft_dtype=draft_dtype,
     )
     dec = spec.decoding
-    if dec.mode == "auto" and dec.topk > 1 and (plan := model.plan()).mode == "v1":   # said where loads are told
+    if warn_fallback and dec.mode == "auto" and dec.topk > 1 and (plan := model.plan()).mode == "v1":   # at a load
         log.warning("draftsmith: spec %s asks for trees (topk %d), and %s", spec.name, dec.topk, plan.reason)
     return model
 

@@ -49,7 +49,8 @@ def generate(
     plan = dict(topk=topk, steps=steps, draft_tokens=draft_tokens)
     spec = draftsmith.load_spec(spec)
     _plan_options(spec, plan)   # before the load; the draft's vocabulary (topk's bound) and target after it
-    model = draftsmith.assemble(spec, target=target, draft=draft, device=device, dtype=dtype)
+    # no warning of the spec's plan: the plan line below says the plan this call runs (--topk 1 is a chain anyway)
+    model = draftsmith.assemble(spec, target=target, draft=draft, device=device, dtype=dtype, warn_fallback=False)
     _plan_options(spec, plan, model)
     if chat:
         from draftsmith.chat import template_problem

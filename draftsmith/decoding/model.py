@@ -91,12 +91,14 @@ class SpeculativeModel:
         return self._outputs(seqs, stats, single)
 
     def plan(self, *, topk=None, steps=None, draft_tokens=None, mode=None) -> Plan:
-        """The decoding plan: the spec's decoding section with per-call overrides, v1/v2 resolved. The overrides get
-        generate()'s checks (ArgumentError lists every problem)."""
+        """The decoding plan: the spec's decoding section with per-call overrides, v1/v2 resolved; its reason names
+        only what decides this plan (topk 1 is a chain whatever page_size says). The overrides get generate()'s
+        checks (ArgumentError lists every problem)."""
         dec = check_overrides(self, topk=topk, steps=steps, draft_tokens=draft_tokens, mode=mode,
                               what=f"plan() overrides of spec {self.spec.name!r}")
-        return choose_mode(dec["mode"], dec["topk"], dec["steps"], dec["draft_tokens"], dec["page_size"],
-                           self.recurrent)
+        tree = dec["topk"] > 1   # a chain asked for: what rules trees out (page_size, recurrence) is not its reason
+        return choose_mode(dec["mode"], dec["topk"], dec["steps"], dec["draft_tokens"], dec["page_size"] if tree else 1,
+                           self.recurrent and tree)
 
     # --- internals ----------------------------------------------------------------------------------------
     def _pool(self, model: nn.Module, rows: int, capacity: int) -> StaticKVPool:
