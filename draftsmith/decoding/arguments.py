@@ -5,8 +5,8 @@ conversation (a list of ``{"role", "content"}`` messages, rendered by the target
 generation prompt, see :mod:`draftsmith.chat`), or a list of those (a batch). Everything else is refused: bytes,
 floats, booleans, 2-D tensors, float tensors, an empty list. Every id must be inside the target's vocabulary, also
 the ids a tokenizer produced (its vocabulary may be larger than the model's). A prompt longer than the target's
-context is refused, and so is a call whose prompt + max_new_tokens runs past it (the KV pools are sized for that
-length up front).
+context is refused (a conversation by the tokens its template renders, not by its messages), and so is a call whose
+prompt + max_new_tokens runs past it (the KV pools are sized for that length up front).
 
 Per-call decoding overrides (topk, steps, draft_tokens, mode) are validated with the spec's own ``Decoding`` model,
 strictly, and its cross-field rules, so a call gets exactly the checks a spec gets, in ``generate()`` and in
@@ -78,12 +78,14 @@ def _array_ids(p: Any, where: str, problems: list[str]) -> list[int] | None:
 
 def _ids(p: Any, where: str, tokenizer: Any, problems: list[str], context: int | None = None) -> list[int] | None:
     """One prompt as ids, or None with the reasons appended to ``problems``. A sequence or array longer than the
-    context is refused by its length alone, before each token is looked at."""
+    context is refused by its length alone, before each token is looked at (past the first, which tells it from a
+    conversation); a conversation's length is its messages, not its tokens: it is checked once rendered
+    (:func:`encode_prompts`)."""
+    if is_conversation(p):   # reads an id list's first item only: it is not a message
+        return _conversation_ids(p, where, tokenizer, problems)
     if context is not None and not isinstance(p, str) and hasattr(p, "__len__") and _longer(p, context):
         problems.append(_past_context(where, len(p), context))
         return None
-    if is_conversation(p):   # after the length: a long id list is refused before any token is looked at
-        return _conversation_ids(p, where, tokenizer, problems)
     if isinstance(p, str):
         if (bad := _not_unicode(p)) is not None:
             problems.append(f"{where}: a lone surrogate at character {bad}; a prompt is Unicode text")
@@ -125,9 +127,12 @@ def _conversation_ids(p: Sequence[Mapping], where: str, tokenizer: Any, problems
         return None
 
 
-def _past_context(where: str, tokens: int, context: int) -> str:
-    # a prompt longer than the context: said alike whether its length was seen before its tokens or after encoding
-    return f"{where}: {tokens} tokens; the target's context (max_position_embeddings) is {context}"
+def _past_context(where: str, tokens: int, context: int, messages: int | None = None) -> str:
+    # a prompt longer than the context: said alike whether its length was seen before its tokens or after encoding;
+    # a conversation (``messages``) is said with what its template rendered it to
+    what = f"{tokens} tokens" if messages is None else \
+        f"a conversation of {messages} message{'s' * (messages != 1)} rendered to {tokens} tokens"
+    return f"{where}: {what}; the target's context (max_position_embeddings) is {context}"
 
 
 def _not_unicode(text: str) -> int | None:
@@ -185,7 +190,7 @@ def encode_prompts(prompt: Any, *, tokenizer: Any, vocab: int, context: int | No
                             f"{short(sorted(set(outside))[:MOST])}")
             continue
         if context is not None and len(ids) > context:
-            problems.append(_past_context(where, len(ids), context))
+            problems.append(_past_context(where, len(ids), context, len(p) if is_conversation(p) else None))
             continue
         out.append(ids)
     return out, single

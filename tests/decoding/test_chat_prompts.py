@@ -125,3 +125,33 @@ def test_a_chat_template_file_linked_from_outside_the_folder_is_refused_like_oth
     (t / "chat_template.jinja").symlink_to(tmp_path / "outside.jinja")
     with pytest.raises(draftsmith.errors.CheckpointError, match="chat_template.jinja"):
         draftsmith.assemble("eagle3-llama", target=t, draft=d)
+
+
+# --- a conversation's length: its rendered tokens, not its messages ---------------------------------------------
+
+def test_a_conversation_past_the_context_says_its_messages_and_rendered_tokens(chat_pair, monkeypatch):
+    """Checked on the ids the template renders, before any forward: many messages, or one long one."""
+    from draftsmith.chat import conversation_ids
+
+    model, _ = chat_pair
+    for m in (model.target, model.draft):
+        monkeypatch.setattr(m, "forward", lambda *a, **k: pytest.fail("a forward ran before the checks"))
+    context = model.target.dims.config.max_position_embeddings
+    many = [{"role": "user", "content": "x"}] * (context + 1)
+    long = [{"role": "user", "content": "x" * context}]
+    for talk, messages in ((many, f"{context + 1} messages"), (long, "1 message")):
+        tokens = len(conversation_ids(model.tokenizer, talk))
+        with pytest.raises(ArgumentError) as info:
+            model.generate([[1, 2], talk], max_new_tokens=1)
+        assert info.value.problems == [f"prompt 1: a conversation of {messages} rendered to {tokens} tokens; the "
+                                       f"target's context (max_position_embeddings) is {context}"]
+
+
+def test_a_conversation_of_more_messages_than_the_context_that_renders_short_decodes(tmp_path):
+    """A template that writes only the last message: 80 messages past a context of 64 are 10 tokens."""
+    t = write_target(tmp_path / "t", tokenizer=True, num_hidden_layers=8, max_position_embeddings=64)
+    write_byte_tokenizer(t, chat_template="{{ messages[-1]['content'] }}<|a|>")
+    model = draftsmith.assemble("eagle3-llama", target=t, draft=write_eagle3(tmp_path / "d", t), dtype="float64")
+    talk = [{"role": "user", "content": "old"}] * 79 + [{"role": "user", "content": "last"}]
+    ids = model.tokenizer.encode("last<|a|>", add_special_tokens=False)
+    assert model.generate(talk, max_new_tokens=4).token_ids == model.generate(ids, max_new_tokens=4).token_ids

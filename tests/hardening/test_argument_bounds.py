@@ -266,12 +266,15 @@ def test_check_call_defaults_are_generates(model):
 # --- sizes: refused by their size, before each item is looked at ---------------------------------------------------
 
 class _Tokens(list):
-    """A prompt whose tokens may not be looked at: only its length."""
+    """A prompt whose tokens may not be looked at: only its length, and its first item (which tells an id list
+    from a conversation, whose length is checked once rendered)."""
 
     def __iter__(self):
-        raise AssertionError("a token was read")
+        yield list.__getitem__(self, 0)
+        raise AssertionError("a token past the first was read")
 
-    __getitem__ = __iter__
+    def __getitem__(self, i):
+        raise AssertionError("a token was read")
 
 
 def test_a_prompt_past_the_context_is_refused_by_its_length_alone(model):
