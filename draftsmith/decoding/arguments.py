@@ -83,6 +83,9 @@ def _ids(p: Any, where: str, tokenizer: Any, problems: list[str], context: int |
     (:func:`encode_prompts`)."""
     if is_conversation(p):   # reads an id list's first item only: it is not a message
         return _conversation_ids(p, where, tokenizer, problems)
+    if isinstance(p, (bytes, bytearray, memoryview)):   # before the length check: their length is bytes, not tokens
+        problems.append(f"{where}: bytes; a prompt is text (decode the bytes first) or token ids")
+        return None
     if context is not None and not isinstance(p, str) and hasattr(p, "__len__") and _longer(p, context):
         problems.append(_past_context(where, len(p), context))
         return None
@@ -95,9 +98,6 @@ def _ids(p: Any, where: str, tokenizer: Any, problems: list[str], context: int |
                             "instead (the CLI: --token-ids 1,2,3)")
             return None
         return [int(t) for t in tokenizer.encode(p)]
-    if isinstance(p, (bytes, bytearray, memoryview)):
-        problems.append(f"{where}: bytes; a prompt is text (decode the bytes first) or token ids")
-        return None
     if _array_like(p):
         return _array_ids(p, where, problems)
     if not isinstance(p, Sequence):
