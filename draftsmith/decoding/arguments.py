@@ -117,7 +117,9 @@ def _conversation_ids(p: Sequence[Mapping], where: str, tokenizer: Any, problems
     if bad := message_problems(p, where):
         problems += bad[:MOST]
         return None
-    if bad := [i for i, m in enumerate(texts(p)) if any(_not_unicode(v) is not None for v in m.values())]:
+    # its strings (role, content, name, ...): a tool call's lists and mappings go to the template as they are
+    if bad := [i for i, m in enumerate(texts(p))
+               if any(isinstance(v, str) and _not_unicode(v) is not None for v in m.values())]:
         problems.append(f"{where}: message {bad[0]} holds a lone surrogate; a message is Unicode text")
         return None
     try:

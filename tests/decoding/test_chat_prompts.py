@@ -155,3 +155,16 @@ def test_a_conversation_of_more_messages_than_the_context_that_renders_short_dec
     talk = [{"role": "user", "content": "old"}] * 79 + [{"role": "user", "content": "last"}]
     ids = model.tokenizer.encode("last<|a|>", add_special_tokens=False)
     assert model.generate(talk, max_new_tokens=4).token_ids == model.generate(ids, max_new_tokens=4).token_ids
+
+
+def test_a_message_with_a_tool_call_reaches_the_template(chat_pair):
+    """A message's other keys (a tool call's list of mappings) are not text: the lone-surrogate check reads only
+    its strings, and the template gets the rest as it is."""
+    model, _ = chat_pair
+    call = [{"id": "1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]
+    talk = [{"role": "user", "content": "x"}, {"role": "assistant", "content": None, "tool_calls": call},
+            {"role": "user", "content": "y"}]
+    ids = model.tokenizer.encode("<|user|>x\n<|assistant|>\n<|user|>y\n<|assistant|>", add_special_tokens=False)
+    assert model.generate(talk, max_new_tokens=4).token_ids == model.generate(ids, max_new_tokens=4).token_ids
+    with pytest.raises(ArgumentError, match="prompt: message 1 holds a lone surrogate"):
+        model.generate([talk[0], {**talk[1], "name": "f\ud800"}], max_new_tokens=4)
