@@ -49,6 +49,16 @@ def test_bad_regexes_and_unknown_fields_are_refused():
         RuleSet([], ignore=["["])
 
 
+def test_a_dollar_group_is_refused_in_an_inverse_template_too():
+    """re.sub writes '$1' literally, so an inverse template holding it would write names nothing expects; the group
+    is named in the message (the template's own, not the whole match)."""
+    with pytest.raises(ValidationError, match=r"not group 2: write the group as '\\2'"):
+        RegexRule(match=r"^blocks\.(\d+)\.(\d+)\.", replace=r"layers.\1.\2.",
+                  inverse=(r"^layers\.(\d+)\.(\d+)\.", r"blocks.\1.${2}."))
+    with pytest.raises(ValidationError, match=r"holds '\$1'"):
+        RegexRule(match="^a", replace="b.$1")
+
+
 def test_first_matching_rule_wins_and_ignore_comes_first():
     rules = RuleSet([RegexRule(match=r"^model\.", replace=""), RegexRule(match=r"^model\.fc\.", replace="fusion.")],
                     ignore=[r"rotary_emb\.inv_freq$"])
