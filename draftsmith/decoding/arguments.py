@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -117,9 +117,9 @@ def _conversation_ids(p: Sequence[Mapping], where: str, tokenizer: Any, problems
     if bad := message_problems(p, where):
         problems += bad[:MOST]
         return None
-    # its strings (role, content, name, ...): a tool call's lists and mappings go to the template as they are
-    if bad := [i for i, m in enumerate(texts(p))
-               if any(isinstance(v, str) and _not_unicode(v) is not None for v in m.values())]:
+    # its strings (role, content, name, ..., and those inside a tool call's lists and mappings, which go to the
+    # template as they are)
+    if bad := [i for i, m in enumerate(texts(p)) if any(_not_unicode(v) is not None for v in _strings(m))]:
         problems.append(f"{where}: message {bad[0]} holds a lone surrogate; a message is Unicode text")
         return None
     try:
@@ -135,6 +135,19 @@ def _past_context(where: str, tokens: int, context: int, messages: int | None = 
     what = f"{tokens} tokens" if messages is None else \
         f"a conversation of {messages} message{'s' * (messages != 1)} rendered to {tokens} tokens"
     return f"{where}: {what}; the target's context (max_position_embeddings) is {context}"
+
+
+def _strings(value: Any) -> Iterator[str]:
+    # every string held in nested mappings (keys too), lists and tuples, depth-first without recursion
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            yield v
+        elif isinstance(v, Mapping):
+            stack += [*v.keys(), *v.values()]
+        elif isinstance(v, (list, tuple)):
+            stack += v
 
 
 def _not_unicode(text: str) -> int | None:

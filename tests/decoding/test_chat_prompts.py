@@ -168,3 +168,8 @@ def test_a_message_with_a_tool_call_reaches_the_template(chat_pair):
     assert model.generate(talk, max_new_tokens=4).token_ids == model.generate(ids, max_new_tokens=4).token_ids
     with pytest.raises(ArgumentError, match="prompt: message 1 holds a lone surrogate"):
         model.generate([talk[0], {**talk[1], "name": "f\ud800"}], max_new_tokens=4)
+    # one inside the tool call's mappings (its arguments; a key too) is found there, before the template runs
+    for bad in ({"name": "f", "arguments": "{\"a\": \"\udcff\"}"}, {"name": "f", "\ud800": "{}"}):
+        deep = [{**call[0], "function": bad}]
+        with pytest.raises(ArgumentError, match="prompt: message 1 holds a lone surrogate"):
+            model.generate([talk[0], {**talk[1], "tool_calls": deep}], max_new_tokens=4)
