@@ -12,6 +12,7 @@ time and in length whatever it is given (a 2 MB string, a 5000-digit integer, a 
 from __future__ import annotations
 
 import difflib
+import itertools
 import reprlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -48,8 +49,28 @@ class _Repr(reprlib.Repr):
     def repr_ndarray(self, x: Any, level: int) -> str:
         return f"<numpy array of shape {list(x.shape)}, {x.dtype}>"
 
+    def repr_set(self, x: set, level: int) -> str:   # reprlib sorts a whole set (10^7 ints: ~20 s) to show 6
+        return super().repr_set(_few(x, self.maxset), level) if x else "set()"
+
+    def repr_frozenset(self, x: frozenset, level: int) -> str:
+        return super().repr_frozenset(frozenset(_few(x, self.maxset)), level)
+
+    def repr_dict(self, x: dict, level: int) -> str:   # and a whole dict's keys
+        if len(x) <= _SORTED_AT_MOST or level <= 0:
+            return super().repr_dict(x, level)
+        head = super().repr_dict({k: x[k] for k in itertools.islice(x, self.maxdict)}, level)
+        return head[:-1] + ", " + self.fillvalue + "}"
+
     def repr_bytes(self, x: bytes, level: int) -> str:
         return repr(x[: self.maxstring]) + ("..." if len(x) > self.maxstring else "")
+
+
+_SORTED_AT_MOST = 10_000   # a larger set or dict is quoted by its first few items, unsorted
+
+
+def _few(x: set | frozenset, most: int) -> set | frozenset:
+    # the whole of a small set (reprlib sorts it), else its first most + 1 items (enough for the '...')
+    return x if len(x) <= _SORTED_AT_MOST else set(itertools.islice(x, most + 1))
 
 
 _REPR = _Repr()
