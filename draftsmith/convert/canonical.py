@@ -33,6 +33,7 @@ class Canonical:
     facts: dict[str, Any]
     rope: str
     spec: str                               # the detected family spec
+    carried: frozenset[str] = frozenset()   # canonical names of tensors the spec ignores (frozen copies), carried
 
 
 def plan_canonical(folder: str | Path, found: Inspection | None = None) -> Canonical:
@@ -64,11 +65,14 @@ def plan_canonical(folder: str | Path, found: Inspection | None = None) -> Canon
     # e.g. a frozen embed copy, carried along: model.embed_tokens.weight (NeMo) is embed_tokens.weight elsewhere
     fusion = found.spec["draft"]["fusion"]
     facts |= {k: fusion[k] for k in RESOLVED if k in fusion}  # every flag stated, as the spec resolved it
+    if "bias" in fusion:   # a fusion with a bias setting (EAGLE-1's fc): whether it has one is the tensors' to say,
+        facts["bias"] = "fc.bias" in sources   # and stated (EAGLE's reference reads a missing key as true)
     if isinstance(fusion.get("aux_layers"), Mapping) and fusion["aux_layers"].get("ids"):
         facts["eagle_aux_hidden_state_layer_ids"] = list(fusion["aux_layers"]["ids"])
     rope = found.spec["draft"]["attention"].get("rope", "neox")
     shapes = {canon: tuple(found.infos[src].shape) for canon, src in sources.items()}
-    return Canonical(found, sources, shapes, facts, rope, found.match.spec)
+    carried = frozenset(canon for canon, src in sources.items() if rules.is_ignored(src))
+    return Canonical(found, sources, shapes, facts, rope, found.match.spec, carried)
 
 
 def read_canonical(folder: str | Path, found: Inspection | None = None

@@ -12,7 +12,7 @@ no reason to refuse.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
@@ -44,6 +44,7 @@ class Fit:
     """What the model a folder's proposed spec builds (with a stand-in target) says of the folder's tensors."""
     misfits: dict[str, str]   # canonical name -> 'missing' / 'unexpected' / 'colliding' (names only)
     refused: list[str]        # "tensor 'NAME' is int32 (int) in the checkpoint, ..." (dtypes: the checkpoint's own)
+    names: dict[str, str] = field(default_factory=dict)   # canonical name -> the folder's tensor name it reads
 
 
 def fit(folder: Path, spec_data: Mapping[str, Any], registry=None) -> Fit | None:
@@ -60,7 +61,8 @@ def fit(folder: Path, spec_data: Mapping[str, Any], registry=None) -> Fit | None
     found |= {c: "missing" for c in expected if c not in remap.mapping and c not in remap.collisions}
     refused = [f"tensor {name!r} {why}" for canon, (name, _) in remap.mapping.items()
                if canon in expected and (why := wrong_dtype(infos[name].dtype, expected[canon].dtype))]
-    return Fit(found | {c: "colliding" for c in remap.collisions}, refused)
+    return Fit(found | {c: "colliding" for c in remap.collisions}, refused,
+               {canon: name for canon, (name, _) in remap.mapping.items()})
 
 
 def proposed_fit(found, registry=None) -> Fit | None:

@@ -11,8 +11,9 @@ What the names, shapes and config refuse is refused before a tensor is read.
 from __future__ import annotations
 
 import json
+import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from draftsmith.assembler.checkpoint import save_safetensors
 from draftsmith.errors import OptionError, short, short_list, short_text
 from draftsmith.options import utf8_problem
 from draftsmith.components.weights import RegexRule, RuleSet
-from draftsmith.convert.canonical import ConvertError, head_dim, plan_canonical, read_canonical
+from draftsmith.convert.canonical import Canonical, ConvertError, head_dim, plan_canonical, read_canonical
 from draftsmith.convert.fits import fit, proposed_fit
 from draftsmith.convert.inspect import Inspection, inspect_checkpoint
 from draftsmith.convert.rotary import (MLA_ROPE, permute_block_scale, permute_rows, rope_permutation, rotated,
@@ -33,6 +34,7 @@ from draftsmith.convert.verify import verify
 from draftsmith.assembler.styles import STYLES, style_of, to_facts, from_facts
 
 LAYOUTS_FILE = Path(__file__).parent / "layouts.yaml"
+log = logging.getLogger("draftsmith")
 
 
 class UnknownLayout(OptionError, ConvertError):
@@ -54,6 +56,7 @@ class Layout:
     together: tuple[tuple[str, ...], ...] = ()
     facts: Mapping[str, str] = field(default_factory=dict)
     drops: tuple[str, ...] = ()
+    refuses: Mapping[str, str] = field(default_factory=dict)
 
 
 def layouts() -> dict[str, Layout]:
@@ -68,8 +71,31 @@ def layouts() -> dict[str, Layout]:
         out[name] = Layout(name, row["description"], row["config"], row["weights"], row["rope"], RuleSet(rules),
                            row["spec"], tuple(row.get("holds", ())), tuple(row.get("requires", ())),
                            row.get("max_layers"), tuple(map(tuple, row.get("together", ()))),
-                           dict(row.get("facts", {})), tuple(row.get("drops", ())))
+                           dict(row.get("facts", {})), tuple(row.get("drops", ())), dict(row.get("refuses", {})))
     return out
+
+
+def own_layout(rules: RuleSet, table: Mapping[str, Layout] | None = None) -> Layout | None:
+    """The layout whose tensor names ``rules`` (a spec's weight rules) write and which the spec that loads it reads
+    through the same rules: its config style is the one a draft named by these rules is exported in (train). The
+    eagle1-speculators layout for that spec or a copy of it; None for eagle3-speculators, whose one-layer names the
+    midlayer layout borrows while eagle3-llama loads it, and for specs no layout is written by (a flat config)."""
+    from draftsmith.assembler.build import rule_set
+    from draftsmith.registry import default_registry
+    from draftsmith.specs.loader import load_spec
+
+    return next((t for t in (table or layouts()).values()
+                 if list(t.rules.rules) == list(rules.rules)
+                 == list(rule_set(load_spec(t.spec), default_registry()).rules)), None)
+
+
+def layout_facts(layout: Layout, facts: Mapping[str, Any], names: Iterable[str]) -> dict[str, Any]:
+    """The config facts ``layout`` writes for a draft of ``facts`` and these canonical tensor names: its ``drops``
+    left out, its ``facts`` read from the names (``from_facts`` in its config style then writes them; convert and
+    train's export both do)."""
+    names = list(names)
+    out = {k: v for k, v in facts.items() if k not in layout.drops}
+    return out | {key: any(re.search(p, n) for n in names) for key, p in layout.facts.items()}
 
 
 def writable_kinds(table: Mapping[str, Layout]) -> set[str]:
@@ -147,9 +173,9 @@ def remove_out(out: Path, created: list[Path]) -> None:
 
 def _convert(src: str | Path, layout: Layout, out: Path,
              table: Mapping[str, Layout] | None = None) -> dict[str, Any]:
-    to = layout.name
+    to, table = layout.name, table or layouts()
     found = inspect_checkpoint(src)   # once: the reading, the dtype check and verify's misfits all use it
-    check_family(src, found, table or layouts())
+    check_family(src, found, table)
     plan = plan_canonical(src, found)  # names, shapes and facts: every check below reads no tensor data
     names, rope = list(plan.sources), plan.rope
     problems = []
@@ -168,6 +194,9 @@ def _convert(src: str | Path, layout: Layout, out: Path,
         if held and len(held) < len(group):
             problems.append(f"the {to} layout holds {', '.join(map(repr, group))} all or none (one config flag says "
                             f"them); this draft holds {', '.join(map(repr, held))} only")
+    for pattern, why in layout.refuses.items():
+        if held := [n for n in names if re.search(pattern, n)]:
+            problems.append(refusal(held, why, plan.spec, table))
     hd = head_dim(plan.facts)
     holds_any_key = not STYLES[layout.config].rename  # a params.json holds only its own keys (its order is implied)
     order = layout.rope
@@ -217,9 +246,7 @@ def _convert(src: str | Path, layout: Layout, out: Path,
     if len(written) != len(tensors):
         raise ConvertError(f"the {to} layout's rules map two tensors to one name")
     facts["num_hidden_layers"] = n_layers or facts.get("num_hidden_layers")
-    for key in layout.drops:
-        facts.pop(key, None)
-    facts |= {key: any(re.search(p, n) for n in names) for key, p in layout.facts.items()}
+    facts = layout_facts(layout, facts, names)
     facts.pop("rope_interleave", None)
     if holds_any_key and (rope != "neox" or order != "neox"):  # say the order where it is not Llama's
         facts["rope_interleave"] = order == "interleaved"
@@ -230,14 +257,52 @@ def _convert(src: str | Path, layout: Layout, out: Path,
     if style.unsaid is not None and facts.get("norm_output") == style.unsaid and not (
             src_style is style and to_facts(found.config, src_style).get("norm_output") == style.unsaid):
         config.pop("norm_output", None)
+    _write(out, lambda: (out / style.file).write_text(json.dumps(config, indent=2) + "\n"))
+    _write(out, lambda: save_safetensors(written, out, layout.weights))
+    left, reader = unread_copies(out, plan, layout)   # frozen copies no reader of the result has a place for
+    if left:
+        for canon in left:
+            del written[layout.rules.from_canonical(canon)], expected[canon], tensors[canon]
+        _write(out, lambda: save_safetensors(written, out, layout.weights))
+        log.warning("note: %s left out of %s: the %s spec ignores it in %s (a frozen copy of the target's, never "
+                    "read) and %s, the spec that reads the %s result, would refuse it (its readers take the "
+                    "target's); the source still holds it", short_list([plan.sources[c] for c in left], 4, 200),
+                    short_text(out, 300), plan.spec, short_text(src, 300), reader, to)
+    verify(out, facts, expected, to, before=before, source=tensors, orders=(rope, order), block=block,
+           drops=layout.drops)
+    return config
+
+
+def _write(out: Path, write) -> None:
     try:
-        (out / style.file).write_text(json.dumps(config, indent=2) + "\n")
-        save_safetensors(written, out, layout.weights)
+        write()
     except (OSError, SafetensorError) as e:   # a full or read-only disk: said, and what was written removed
         why = getattr(e, "strerror", None) or short_text(str(e), 300)
         raise ConvertError(f"cannot write into {short_text(out, 300)}: {why}") from None
-    verify(out, facts, expected, to, before=before, source=tensors, orders=(rope, order), block=block)
-    return config
+
+
+def refusal(held: list[str], why: str, family: str, table: Mapping[str, Layout]) -> str:
+    """The line refusing canonical names a layout has no name for (its ``refuses``): what they are and
+    why, then the layouts whose ``holds`` take them all and the spec that loads the draft as it is."""
+    takers = [t.name for t in table.values() if t.holds and all(any(re.search(p, n) for p in t.holds) for n in held)]
+    instead = f"keep it in a layout that holds it (--to {' or '.join(takers)}) or " if takers else ""
+    return (f"{short_list(held, 4, 200, quote=False)} is {' '.join(why.split())}: {instead}load it as it is "
+            f"(--spec {family})")
+
+
+def unread_copies(out: Path, plan: Canonical, layout: Layout) -> tuple[list[str], str | None]:
+    """(the carried canonical names that the spec detection proposes for the written ``out`` would refuse by name,
+    that spec's family): carried are the tensors the source's spec ignores, frozen copies of the target's, e.g.
+    speculators' lm_head copy, which the flat EAGLE-1 layout has no place for (its readers take the target's head;
+    EAGLE's own strict load refuses the name)."""
+    if not plan.carried:
+        return [], None
+    written = inspect_checkpoint(out)
+    judged = proposed_fit(written)
+    if judged is None:
+        return [], None
+    refused = {judged.names[c] for c, why in judged.misfits.items() if why == "unexpected" and c in judged.names}
+    return sorted(c for c in plan.carried if layout.rules.from_canonical(c) in refused), written.match.spec
 
 
 def loading_line(out: str | Path) -> str:

@@ -19,7 +19,8 @@ from draftsmith.convert.rotary import ROW_SCALES, reorder_heads
 
 def verify(out: Path, facts: Mapping[str, Any], tensors: Mapping[str, torch.Tensor], to: str,
            before: Fit | None = None, source: Mapping[str, torch.Tensor] | None = None,
-           orders: tuple[str, str] = ("neox", "neox"), block: tuple[int, int] | None = None) -> None:
+           orders: tuple[str, str] = ("neox", "neox"), block: tuple[int, int] | None = None,
+           drops: tuple[str, ...] = ()) -> None:
     """Read the written checkpoint back as any user would (detection, its spec's rules, its config style) and
     compare: a layout that cannot say a fact (e.g. EAGLE 3.1's norm_output in a flat Llama config whose family does
     not imply it) is refused here (convert() then removes the output), never left to load wrong. With ``before``
@@ -27,13 +28,15 @@ def verify(out: Path, facts: Mapping[str, Any], tensors: Mapping[str, torch.Tens
     not (:func:`draftsmith.convert.fits.introduced_misfits`). With ``source`` (the source's canonical tensors) and
     ``orders`` (its rotary order, the written one), also against an expectation computed apart from the writing:
     each tensor the source's bit for bit, except the rotated q/k rows, whose dequantized values (``block``: the FP8
-    scale block, rows x columns) must be the source's reordered by :func:`reorder_heads`."""
+    scale block, rows x columns) must be the source's reordered by :func:`reorder_heads`. ``drops``: the facts the
+    layout does not write, which the read-back may still derive (an EAGLE-1 draft's ``bias``, from its tensors):
+    not compared."""
     written = inspect_checkpoint(out)
     try:
         got, got_facts, _, _ = read_canonical(out, written)
     except ConvertError:
         got, got_facts = {}, {}
-    diff = sorted(k for k in {*facts, *got_facts} if facts.get(k) != got_facts.get(k))
+    diff = sorted(k for k in {*facts, *got_facts} - {*drops} if facts.get(k) != got_facts.get(k))
     bad = sorted(k for k in {*tensors, *got} if k not in got or k not in tensors or not same_bits(tensors[k], got[k]))
     wrong = [] if source is None else unlike_source(source, got, head_dim(facts), orders, block)
     # as assemble() would see it: names the written draft's spec refuses and the source's did not

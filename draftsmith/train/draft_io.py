@@ -235,9 +235,14 @@ def unstated(model, folder: Path, spec_name: str) -> str | None:
 
 def export_draft(model, folder: Path, *, dtype: torch.dtype = torch.bfloat16, source: Path | None = None) -> Path:
     """Write ``model.draft`` to ``folder`` in its spec's layout: model.safetensors (floats in ``dtype``, t2d as it
-    is, d2t in the spec's ``vocab.d2t`` convention) and config.json (from ``source``'s, with draft_vocab_size and
+    is, d2t in the spec's ``vocab.d2t`` convention) and its config (from ``source``'s, with draft_vocab_size and
     the taps stated in the spec's ``aux_layers.at`` convention, so that the spec reads them back as the same
-    taps)."""
+    taps). The config is written in the style of the layout the spec's weight rules write, where layouts.yaml has
+    one (:func:`draftsmith.convert.run.own_layout`: eagle1-speculators' is speculators' EAGLE-1 config, its
+    ``fusion_bias`` and ``layernorms`` read from the tensors as convert reads them), else in ``source``'s style."""
+    from draftsmith.assembler.styles import STYLES, style_of, to_facts, from_facts
+    from draftsmith.convert.run import layout_facts, own_layout
+
     folder, source = Path(folder), Path(source or folder)
     rules, layers = rule_set(model.spec, default_registry()), len(getattr(model.draft, "layers", ()))
     state = model.draft.state_dict()
@@ -250,6 +255,7 @@ def export_draft(model, folder: Path, *, dtype: torch.dtype = torch.bfloat16, so
         # a frozen copy of the target's embedding, as the upstream layout carries it
         tensors["embed_tokens.weight"] = model.target.model.embed_tokens.weight.detach().to(dtype).cpu()
     config = json.loads((source / "config.json").read_text())
+    src_style = style_of(source, config)
     if hasattr(model.draft, "d2t"):
         config["draft_vocab_size"] = int(model.draft.d2t.shape[0])
     if model.draft.taps:
@@ -257,6 +263,14 @@ def export_draft(model, folder: Path, *, dtype: torch.dtype = torch.bfloat16, so
         # engines disagree on its default: the config states what the draft was trained with
         config["norm_before_residual"] = bool(model.draft.fc.norm_before_residual)
     config["torch_dtype"] = str(dtype).removeprefix("torch.")
+    layout = own_layout(rules)
+    # a run reads and resumes its draft from config.json (preflight): a layout whose config is another file (Mistral's
+    # params.json) is left to `draftsmith convert`
+    if layout is not None and (style := STYLES[layout.config]).file == "config.json":   # as convert writes it
+        written = from_facts(layout_facts(layout, to_facts(config, src_style), state), style)
+        # what a config in this style says of itself (its speculators_config: the verifier) is the source's, if any
+        config = written | ({k: config[k] for k in style.fixed if k in config and k != style.nest}
+                            if src_style is style else {})
     folder.mkdir(parents=True, exist_ok=True)
     save_safetensors({k: v.contiguous() for k, v in tensors.items()}, folder)
     tmp = folder / "config.json.tmp"   # renamed over it, as the weights are: a killed run leaves a whole file

@@ -83,3 +83,77 @@ def test_the_layer_architecture_is_the_sources_and_qkv_biases_are_refused(tmp_pa
     with pytest.raises(ConvertError, match=r"cannot express .*q_proj\.bias"):
         convert(biased, "eagle1-speculators", tmp_path / "out2")
     assert not (tmp_path / "out2").exists()
+
+
+# --- to the flat EAGLE layout: fc's bias stated, a frozen head copy left out, an embedding norm refused -----------
+
+def eagle_reads_bias(config):
+    """How the EAGLE reference reads a flat draft config (EaModel.__init__: con["bias"], else True)."""
+    return config.get("bias", True)
+
+
+@pytest.mark.parametrize("fusion_bias", [False, True])
+def test_the_flat_layout_states_fc_bias_as_eagles_reference_reads_it(tmp_path, fusion_bias):
+    target = write_target(tmp_path / "t", num_hidden_layers=4, seed=3)
+    src = write_eagle1_speculators(tmp_path / "src", target, fusion_bias=fusion_bias, heads=False, std=0.3)
+    config = convert(src, "layers", tmp_path / "out")
+    written = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert written == config and written["bias"] is fusion_bias
+    assert eagle_reads_bias(written) == ("fc.bias" in files_of(tmp_path / "out"))   # a bias-free fc stays bias-free
+    assert "fusion_bias" not in written and "layernorms" not in written   # speculators' keys: `bias` says it here
+    a = draftsmith.assemble("eagle1-speculators", target=target, draft=src)
+    b = draftsmith.assemble("eagle1-llama", target=target, draft=tmp_path / "out")
+    assert (b.draft.fc.bias is not None) is fusion_bias
+    prompts = [[3, 1, 4, 1, 5, 9], [2, 6]]
+    assert [o.token_ids for o in a.generate(prompts, max_new_tokens=10)] == \
+        [o.token_ids for o in b.generate(prompts, max_new_tokens=10)]
+    convert(tmp_path / "out", "eagle1-speculators", tmp_path / "back")   # and back: bit for bit, fusion_bias again
+    assert same_bits(files_of(src), files_of(tmp_path / "back"))
+    assert json.loads((tmp_path / "back" / "config.json").read_text())["fusion_bias"] is fusion_bias
+
+
+def test_a_yuhuili_draft_without_a_bias_key_gets_one(tmp_path):
+    """A Vicuna-style draft (no `bias` key, an fc.bias): the flat result says `bias: true` rather than leave it to a
+    default readers disagree on (EAGLE's reference: true, SGLang's EAGLE-3 loader: false)."""
+    src = write_eagle1(tmp_path / "src", fake_target(tmp_path / "t"), bias=True)
+    cfg = json.loads((src / "config.json").read_text())
+    (src / "config.json").write_text(json.dumps({k: v for k, v in cfg.items() if k != "bias"}))
+    assert convert(src, "layers", tmp_path / "out")["bias"] is True
+
+
+def test_a_frozen_lm_head_copy_is_left_out_of_the_flat_layout_with_a_note(tmp_path, caplog):
+    """speculators' frozen lm_head copy: the eagle1-speculators spec ignores it (the target's head is used) and the
+    flat EAGLE-1 layout has no place for it (EAGLE's strict load, the eagle1-llama spec refuse the name): left out,
+    said; the embedding copy, which the flat layout holds, is carried; the source keeps both."""
+    target = write_target(tmp_path / "t", num_hidden_layers=4, seed=3)
+    src = write_eagle1_speculators(tmp_path / "src", target, heads=True, std=0.3)
+    with caplog.at_level("WARNING", logger="draftsmith"):
+        convert(src, "layers", tmp_path / "out")
+    out = files_of(tmp_path / "out")
+    assert "lm_head.weight" not in out and torch.equal(out["embed_tokens.weight"],
+                                                       files_of(src)["embed_tokens.weight"])
+    assert {"lm_head.weight", "embed_tokens.weight"} <= set(files_of(src))
+    notes = [r.getMessage() for r in caplog.records if "left out" in r.getMessage()]
+    assert len(notes) == 1 and "\n" not in notes[0], notes
+    assert notes[0].startswith("note: 'lm_head.weight' left out of ") and "the source still holds it" in notes[0]
+    assert "eagle1-llama, the spec that reads the layers result, would refuse it" in notes[0]
+    a = draftsmith.assemble("eagle1-speculators", target=target, draft=src)
+    b = draftsmith.assemble("eagle1-llama", target=target, draft=tmp_path / "out")
+    prompts = [[3, 1, 4, 1, 5, 9], [2, 6]]
+    assert [o.token_ids for o in a.generate(prompts, max_new_tokens=10)] == \
+        [o.token_ids for o in b.generate(prompts, max_new_tokens=10)]
+
+
+def test_the_embedding_norm_is_refused_from_the_flat_layout_in_one_line(tmp_path):
+    """layernorms: fc.embed_norm has no flat name any reader reads: refused before a tensor is read, in one line
+    that says what it is and where it can go (not the list of everything the flat result would read back wrong)."""
+    src = write_eagle1_speculators(tmp_path / "src", fake_target(tmp_path / "t"), layernorms=True, heads=True)
+    with pytest.raises(ConvertError) as info:
+        convert(src, "layers", tmp_path / "out")
+    head, *lines = str(info.value).splitlines()
+    assert head.endswith("cannot be written as layers:") and len(lines) == 1, str(info.value)
+    assert lines[0].strip().startswith("fc.embed_norm.weight is the embedding's norm before fc (speculators' "
+                                       "embedding_layernorm"), lines
+    assert lines[0].endswith("keep it in a layout that holds it (--to eagle1-speculators) or load it as it is "
+                             "(--spec eagle1-speculators)"), lines
+    assert not (tmp_path / "out").exists()
