@@ -86,7 +86,9 @@ def _ids(p: Any, where: str, tokenizer: Any, problems: list[str], context: int |
     if isinstance(p, (bytes, bytearray, memoryview)):   # before the length check: their length is bytes, not tokens
         problems.append(f"{where}: bytes; a prompt is text (decode the bytes first) or token ids")
         return None
-    if context is not None and not isinstance(p, str) and hasattr(p, "__len__") and _longer(p, context):
+    # a sequence or array only: a set or mapping is no prompt at any length (said below, not as tokens)
+    if context is not None and not isinstance(p, str) and (isinstance(p, Sequence) or _array_like(p)) and \
+            _longer(p, context):
         problems.append(_past_context(where, len(p), context))
         return None
     if isinstance(p, str):
