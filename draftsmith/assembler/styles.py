@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from draftsmith.specs.resolve import dig
+from draftsmith.specs.resolve import dig, put
 
 IDS = "eagle_aux_hidden_state_layer_ids"
 
@@ -91,13 +91,6 @@ def style_of(folder: str | Path, raw: Mapping[str, Any] | None = None) -> Config
                                                             "transformer_layer_config")) else STYLES["hf"]
 
 
-def _put(d: dict[str, Any], path: str, value: Any) -> None:
-    *parents, last = path.split(".")
-    for part in parents:
-        d = d.setdefault(part, {})
-    d[last] = value
-
-
 def to_facts(raw: Mapping[str, Any], style: ConfigStyle) -> dict[str, Any]:
     """A config as written in ``style`` -> config facts (HF names, norm_output in spec terms)."""
     raw = dict(raw)
@@ -149,5 +142,5 @@ def from_facts(facts: Mapping[str, Any], style: ConfigStyle) -> dict[str, Any]:
         else:
             out[name] = value
     if ids is not None:
-        _put(out, style.ids_at, list(ids))
+        put(out, style.ids_at, list(ids))
     return out

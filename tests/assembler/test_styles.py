@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from draftsmith.assembler.styles import EAGLE_FIELDS, IDS, STYLES, _put, from_facts, style_of, to_facts
-from draftsmith.specs.resolve import dig
+from draftsmith.assembler.styles import EAGLE_FIELDS, IDS, STYLES, from_facts, style_of, to_facts
+from draftsmith.specs.resolve import dig, put
 
 HF, SPEC, MISTRAL = STYLES["hf"], STYLES["speculators"], STYLES["mistral"]
 
@@ -166,8 +166,8 @@ def test_dotted_paths():
     assert dig({"a": {"b": 3}}, "a.b") == 3   # what styles reads aux ids with
     assert dig({"a": 5}, "a.b") is None and dig({}, "a.b") is None
     d = {"a": {"x": 1}}
-    _put(d, "a.b.c", 2)
-    _put(d, "top", 3)
+    put(d, "a.b.c", 2)   # what styles writes them with, and inspect a detected row's settings
+    put(d, "top", 3)
     assert d == {"a": {"x": 1, "b": {"c": 2}}, "top": 3}
 
 
