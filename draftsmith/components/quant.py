@@ -10,10 +10,14 @@ scale sits beside it:
 - ``scheme: block``: ``weight_scale_inv`` [ceil(out/b0), ceil(in/b1)] (DeepSeek-V3 / transformers
   FineGrainedFP8, b = 128 x 128). Despite the name it multiplies: w = w_fp8 * scale_inv, per block.
 
+``activation: static`` adds ``input_scale`` [1] (0-d loadable too): the input is quantized to e4m3 with it before
+every matmul (x / s, clamped to +-448, cast, times s), on every device, as the checkpoint's own model computes
+(AutoFP8, compressed-tensors static per-tensor activations).
+
 Reading ``.weight`` gives the dequantized weight (float32 maths, then the model's dtype), so any Linear subclass
-(a fusion's ``fc`` too) computes with it unchanged: that is the CPU path. On CUDA, ``activation: dynamic`` with
-a tensor or channel scheme runs ``torch._scaled_mm`` on fp8 activations quantized per token (guarded: only where
-torch has it; block scales dequantize on every device).
+(a fusion's ``fc`` too) computes with it unchanged: that is the CPU path. On CUDA, ``activation: dynamic`` (fp8
+activations quantized per token) or ``static`` (with ``input_scale``) with a tensor or channel scheme runs
+``torch._scaled_mm`` (guarded: only where torch has it; block scales dequantize on every device).
 
 Isolation (invariant 26): a draft's quantization comes only from its spec's ``quant`` section; the target's only
 from its own ``quantization_config`` (:func:`quantize_target`). Neither reads the other's.
@@ -30,7 +34,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from draftsmith import limits
-from draftsmith.components.targets import UnsupportedTarget
+from draftsmith.components.target_quant import target_settings
 from draftsmith.components.weights import pattern_problem
 from draftsmith.errors import Problem, SpecError, short, short_list
 
@@ -50,7 +54,9 @@ class FP8Params(BaseModel):
     # before its prefix rename); a Linear is quantized when some `modules` pattern and no `exclude` matches
     modules: tuple[str, ...] = (r"^layers\.\d+\.",)
     exclude: tuple[str, ...] = ()
-    activation: Literal["none", "dynamic"] = "none"
+    # none: full-precision inputs; dynamic: per-token fp8 inputs on CUDA (full precision elsewhere); static: inputs
+    # quantized with the checkpoint's input_scale on every device
+    activation: Literal["none", "dynamic", "static"] = "none"
 
     @field_validator("modules", "exclude")
     @classmethod
@@ -59,6 +65,9 @@ class FP8Params(BaseModel):
             if (why := pattern_problem(p)) is not None:
                 raise ValueError(f"{short(p)}: {why}")
         return patterns
+
+
+INPUT_SCALE = "input_scale"   # a static activation scale's local name (activation: static)
 
 
 def scale_name(scheme: str) -> str:
@@ -81,6 +90,17 @@ def dequantize(w: torch.Tensor, scale: torch.Tensor, scheme: str, block: tuple[i
     out, inp = w.shape
     full = scale.to(torch.float32).repeat_interleave(block[0], 0).repeat_interleave(block[1], 1)
     return w * full[:out, :inp]
+
+
+def to_fp8(x: torch.Tensor) -> torch.Tensor:
+    """e4m3 values of float32 ``x``, clamped to +-448 first (what the cast does past it is left to no torch version)."""
+    return x.clamp(-FP8_MAX, FP8_MAX).to(FP8)
+
+
+def fake_quantize(x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """``x`` as a static per-tensor fp8 activation quantizer leaves it: e4m3(x / s) * s (float32 maths, x's dtype)."""
+    s = scale.to(torch.float32).reshape(())
+    return (to_fp8(x.to(torch.float32) / s).to(torch.float32) * s).to(x.dtype)
 
 
 def quantize(w: torch.Tensor, scheme: str, block: tuple[int, int] = (128, 128)) -> tuple[torch.Tensor, torch.Tensor]:
@@ -108,6 +128,7 @@ class FP8Weight:
 
     scheme: str
     block: tuple[int, int]
+    activation: str
     native: bool
     compute_dtype: torch.dtype
 
@@ -120,12 +141,16 @@ class FP8Weight:
 
     def stored_dtypes(self) -> dict[str, torch.dtype]:
         """Local names whose checkpoint dtype loading keeps (never cast to the model dtype)."""
-        return {"weight": FP8, scale_name(self.scheme): torch.float32}
+        return {"weight": FP8, scale_name(self.scheme): torch.float32} | {s: torch.float32 for s in self._inputs()}
 
     def loadable_shapes(self) -> dict[str, tuple[tuple[int, ...], ...]]:
         """Local names a checkpoint may also store in another shape holding the same values (reshaped at load):
-        a per-tensor scale 0-d as well as [1]."""
-        return {scale_name(self.scheme): TENSOR_SCALE_SHAPES[1:]} if self.scheme == "tensor" else {}
+        a per-tensor scale 0-d as well as [1] (a weight's, and a static input scale)."""
+        tensor = [scale_name(self.scheme)] if self.scheme == "tensor" else []
+        return {s: TENSOR_SCALE_SHAPES[1:] for s in (*tensor, *self._inputs())}
+
+    def _inputs(self) -> tuple[str, ...]:
+        return (INPUT_SCALE,) if self.activation == "static" else ()
 
     def row_blocks(self) -> dict[str, int]:
         """Local name of a block scale and the weight rows one of its rows covers (its block's rows); {} for the
@@ -142,17 +167,23 @@ class FP8Weight:
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        s = self._buffers.get(INPUT_SCALE)
         if self.native and x.is_cuda and hasattr(torch, "_scaled_mm"):
-            return scaled_mm(x, self._parameters["weight"], self._buffers[scale_name(self.scheme)], self.bias)
-        return super().forward(x)
+            return scaled_mm(x, self._parameters["weight"], self._buffers[scale_name(self.scheme)], self.bias, s)
+        return super().forward(x if s is None else fake_quantize(x, s))
 
 
-def scaled_mm(x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    """fp8 x fp8 on CUDA: activations quantized per token (dynamic), weight scales per tensor or per channel."""
+def scaled_mm(x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, bias: torch.Tensor | None,
+              input_scale: torch.Tensor | None = None) -> torch.Tensor:
+    """fp8 x fp8 on CUDA: activations quantized per token (dynamic) or with ``input_scale`` (static), weight scales
+    per tensor or per channel."""
     shape = x.shape
     x2 = x.reshape(-1, shape[-1])
-    x_scale = (x2.abs().amax(-1, keepdim=True).to(torch.float32) / FP8_MAX).clamp(min=1e-12)   # [M, 1]
-    xq = (x2.to(torch.float32) / x_scale).to(FP8)
+    if input_scale is None:
+        x_scale = (x2.abs().amax(-1, keepdim=True).to(torch.float32) / FP8_MAX).clamp(min=1e-12)   # [M, 1]
+    else:   # the one static scale as a row scale of every token
+        x_scale = input_scale.to(torch.float32).reshape(1, 1).expand(x2.shape[0], 1).contiguous()  # [M, 1]
+    xq = to_fp8(x2.to(torch.float32) / x_scale)
     ws = w_scale.to(torch.float32).reshape(1, -1).expand(1, w.shape[0]).contiguous()            # [1, N]
     out = torch._scaled_mm(xq, w.t(), scale_a=x_scale, scale_b=ws, out_dtype=x.dtype)
     out = out + bias if bias is not None else out
@@ -168,8 +199,10 @@ def fp8_linear(linear: nn.Linear, params: FP8Params, dtype: torch.dtype | None =
     linear._parameters["weight"] = nn.Parameter(torch.empty(out, inp, dtype=FP8, device=device), requires_grad=False)
     linear.register_buffer(scale_name(params.scheme), torch.empty(scale_shape(params.scheme, out, inp, params.block),
                                                                   dtype=torch.float32, device=device))
-    linear.scheme, linear.block = params.scheme, tuple(params.block)
-    linear.native = params.activation == "dynamic" and params.scheme != "block"
+    if params.activation == "static":
+        linear.register_buffer(INPUT_SCALE, torch.empty(1, dtype=torch.float32, device=device))
+    linear.scheme, linear.block, linear.activation = params.scheme, tuple(params.block), params.activation
+    linear.native = params.activation != "none" and params.scheme != "block"
     linear.compute_dtype = dtype or torch.get_default_dtype()
     return linear
 
@@ -237,20 +270,10 @@ def set_compute_dtype(module: nn.Module, dtype: torch.dtype) -> None:
 
 
 def target_params(quantization_config: Mapping[str, Any] | None) -> FP8Params | None:
-    """FP8 params for a target from ITS OWN config.json ``quantization_config`` (transformers FineGrainedFP8 /
-    DeepSeek-V3: quant_method fp8, weight_block_size, modules_to_not_convert); None when it has none. Any
-    other method is refused by name rather than loaded as garbage."""
-    if not quantization_config:
-        return None
-    method = quantization_config.get("quant_method")
-    if method != "fp8" or quantization_config.get("fmt", "e4m3") != "e4m3":
-        raise UnsupportedTarget(f"target quantization_config quant_method={short(method)} "
-                         f"fmt={short(quantization_config.get('fmt', 'e4m3'))} is not supported; draftsmith reads "
-                         "fp8 e4m3 targets (weight_block_size block scales or per-tensor weight_scale)")
-    block = quantization_config.get("weight_block_size")
-    skip = tuple(rf"(^|\.){re.escape(m)}$" for m in quantization_config.get("modules_to_not_convert") or ())
-    return FP8Params(scheme="block" if block else "tensor", block=tuple(block or (128, 128)),
-                     modules=(r"^model\.layers\.\d+\.",), exclude=(r"^lm_head$", *skip))
+    """FP8 params for a target from ITS OWN config.json ``quantization_config`` (quant_method fp8: FineGrainedFP8,
+    DeepSeek-V3, AutoFP8; compressed-tensors: llm-compressor's FP8; :mod:`draftsmith.components.target_quant`);
+    None when it has none. Anything else is refused by name (UnsupportedTarget) rather than loaded as garbage."""
+    return FP8Params(**target_settings(quantization_config)) if quantization_config else None
 
 
 def quantize_target(model: nn.Module, cfg) -> list[str]:

@@ -2,7 +2,8 @@
 modules they sit on), so that the spec it proposes loads them (a family spec says `quant: none` unless FP8 is what
 the family is, as `eagle1-llama-fp8`). Mistral's own scale names (`<linear>.qscale_weight`) become weight rules
 where the family spec's rules do not already read them as `weight_scale`; static activation scales
-(`input_scale`, Mistral's `qscale_act`), which draftsmith's fp8 method has no place for, are ignored, said."""
+(`input_scale`, Mistral's `qscale_act`) are ignored, said: the proposal keeps `activation: none` (a spec saying
+`activation: static` loads `input_scale`; proposing it would change what a family spec's drafts compute)."""
 from __future__ import annotations
 
 import math
@@ -65,8 +66,8 @@ def fp8_reading(spec, registry, config: Mapping[str, Any], infos: dict[str, Tens
     if found.ignore:
         count = sum(n.endswith(tuple(acts)) for n in own)
         found.notes.append(f"weights.ignore: the {count} static activation scale(s) ({', '.join(a[1:] for a in acts)}"
-                           "): draftsmith's fp8 method has no static activation scale (activation: none computes in "
-                           "full precision; dynamic quantizes per token on CUDA)")
+                           "): the proposal keeps activation: none (full-precision inputs; dynamic quantizes per token "
+                           "on CUDA); quant.activation: static loads input_scale tensors the rules do not ignore")
     if not scales:
         return found
     mine = {n: canonical[n] for s in scales for n in (s, weight_of(s)) if n in canonical}

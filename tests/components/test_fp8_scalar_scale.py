@@ -130,11 +130,16 @@ def test_a_scale_of_another_shape_is_refused_by_the_plan_before_any_tensor_is_re
 
 
 def test_only_a_per_tensor_scale_has_another_loadable_shape():
-    """Channel ([out, 1]) and block scales, and every weight, are expected in their own shape alone."""
+    """Channel ([out, 1]) and block scales, and every weight, are expected in their own shape alone; a static
+    input_scale [1] also 0-d."""
     for scheme, also in [("tensor", {"weight_scale": ((),)}), ("channel", {}), ("block", {})]:
         lin = fp8_linear(torch.nn.Linear(8, 4, device="meta"), FP8Params(scheme=scheme))
         exp = expected_of(lin)
         assert {k: v.also for k, v in exp.items() if v.also} == also, scheme
+        static = fp8_linear(torch.nn.Linear(8, 4, device="meta"), FP8Params(scheme=scheme, activation="static"))
+        exp = expected_of(static)   # a static input scale is per tensor on every scheme: [1] or 0-d
+        assert {k: v.also for k, v in exp.items() if v.also} == also | {"input_scale": ((),)}, scheme
+        assert exp["input_scale"].shape == (1,) and exp["input_scale"].dtype == torch.float32
 
 
 def test_an_fp8_linear_takes_a_0d_scale_in_load_state_dict_and_refuses_a_wrong_one():

@@ -46,8 +46,9 @@ def test_default_block_is_128x128_and_params_are_frozen():
 
 
 @pytest.mark.parametrize("scheme, activation, native", [
-    ("tensor", "dynamic", True), ("channel", "dynamic", True), ("block", "dynamic", False), ("tensor", "none", False)])
-def test_fp8_linear_reads_back_in_its_compute_dtype_and_is_native_only_for_dynamic_tensor_or_channel(
+    ("tensor", "dynamic", True), ("channel", "dynamic", True), ("block", "dynamic", False), ("tensor", "none", False),
+    ("tensor", "static", True), ("channel", "static", True), ("block", "static", False)])
+def test_fp8_linear_reads_back_in_its_compute_dtype_and_is_native_only_for_tensor_or_channel_fp8_inputs(
         scheme, activation, native):
     """native: forward runs torch._scaled_mm on CUDA (the only place it can be seen on a CPU); block scales always
     dequantize. The stored fp8 values are loaded, never trained; read back, they have the dtype given, else
@@ -155,6 +156,25 @@ def test_unsupported_target_quantization_is_refused_by_name():
     assert target_params(None) is None
     p = target_params({"quant_method": "fp8", "weight_block_size": [128, 128], "modules_to_not_convert": ["gate"]})
     assert p.scheme == "block" and p.block == (128, 128) and any("gate" in e for e in p.exclude)
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_a_static_fp8_linear_holds_a_float32_input_scale_it_quantizes_its_input_with(scheme):
+    """activation: static: input_scale [1] (0-d loadable), kept float32 at load; the input is e4m3(x / s) * s,
+    clamped at +-448, before the matmul with the dequantized weight (here on the CPU: every device does it)."""
+    lin = fp8_linear(torch.nn.Linear(100, 80, bias=True, device="meta"), FP8Params(scheme=scheme, activation="static",
+                                                                                  block=BLOCK), torch.float32)
+    assert lin.stored_dtypes()["input_scale"] == torch.float32 and lin.loadable_shapes()["input_scale"] == ((),)
+    w = torch.randn(80, 100, generator=torch.Generator().manual_seed(0))
+    q, s = quantize(w, scheme, BLOCK)
+    scale = "weight_scale_inv" if scheme == "block" else "weight_scale"
+    lin.load_state_dict({"weight": q, scale: s, "bias": torch.zeros(80), "input_scale": torch.tensor(0.01)},
+                        assign=True)
+    assert lin.input_scale.shape == (1,)
+    x = torch.randn(2, 3, 100, generator=torch.Generator().manual_seed(1)) * 3   # some |x| / 0.01 past 448
+    xq = ((x / 0.01).clamp(-448, 448).to(torch.float8_e4m3fn).to(torch.float32) * torch.tensor(0.01))
+    torch.testing.assert_close(lin(x), xq @ dequantize(q, s, scheme, BLOCK).T, atol=1e-5, rtol=0)
+    assert not torch.allclose(lin(x), x @ dequantize(q, s, scheme, BLOCK).T, atol=1e-3)
 
 
 def test_spec_rejects_unknown_fp8_fields(tmp_path):

@@ -1,0 +1,158 @@
+"""What a target's own config.json ``quantization_config`` asks of draftsmith's fp8 quant method: the settings of
+:class:`draftsmith.components.quant.FP8Params`, as a plain dict (``quant.target_params`` builds them). Two styles:
+
+- ``quant_method: fp8``: transformers FineGrainedFP8 / DeepSeek-V3 (``weight_block_size``: block scales
+  ``weight_scale_inv``), else one per-tensor ``weight_scale``; ``activation_scheme: static`` (AutoFP8) adds a
+  per-tensor ``input_scale``; the decoder layers' linears are quantized, less ``modules_to_not_convert`` and
+  ``ignored_layers`` (module name suffixes);
+- ``quant_method: compressed-tensors`` (llm-compressor's FP8, FP8-dynamic): config groups that all state one
+  setting: weights float, 8 bits, symmetric, per tensor (``weight_scale`` [1]) or per channel ([out, 1]); inputs
+  none, dynamic per token, or static per tensor (``input_scale`` [1]). ``targets`` and ``ignore`` are matched as
+  compressed-tensors matches them: ``re:X`` is the regex X matched at the start of a module name, ``Linear`` every
+  linear, another target an exact module name, another ignore entry a module name suffix.
+
+Anything else (other methods, int or 4-bit groups, block or group strategies, asymmetric, KV-cache, sparse or
+transformed checkpoints) is refused before the model is built, naming the key, what it holds and what is read.
+Only the target's own config is read here (invariant 26).
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from draftsmith.components.targets import UnsupportedTarget
+from draftsmith.components.weights import pattern_problem
+from draftsmith.errors import short
+
+LAYERS = r"^model\.layers\.\d+\."   # what quant_method fp8 quantizes: every decoder layer's linears (never lm_head)
+CT_FORMATS = ("float-quantized", "naive-quantized")   # both store the fp8 values as they are
+CT_INPUTS = {("token", True): "dynamic", ("tensor", False): "static"}   # (strategy, dynamic) -> FP8Params activation
+CT_OFF = ("kv_cache_scheme", "sparsity_config", "transform_config")     # what a checkpoint draftsmith reads leaves out
+METHODS = ("fp8 (e4m3: weight_block_size block scales, else per-tensor weight_scale; activation_scheme dynamic or "
+           "static) or compressed-tensors (float-quantized FP8)")
+
+
+def refused(key: str, found: Any, allowed: str, why: str = "") -> UnsupportedTarget:
+    return UnsupportedTarget(f"target quantization_config {key}={short(found)} is not supported{why}; allowed: "
+                             f"{allowed}")
+
+
+def target_settings(quantization_config: Mapping[str, Any]) -> dict[str, Any]:
+    """FP8Params settings for a target's ``quantization_config`` (not empty), or UnsupportedTarget."""
+    method = quantization_config.get("quant_method")
+    readers = {"fp8": fp8_settings, "compressed-tensors": compressed_tensors_settings}
+    if method not in readers:
+        raise refused("quant_method", method, METHODS)
+    return readers[method](quantization_config)
+
+
+def fp8_settings(qc: Mapping[str, Any]) -> dict[str, Any]:
+    """``quant_method: fp8`` (transformers FineGrainedFP8, DeepSeek-V3, AutoFP8)."""
+    if (fmt := qc.get("fmt", "e4m3")) != "e4m3":
+        raise refused("fmt", fmt, "'e4m3'")
+    if (kv := qc.get("kv_cache_scheme")) is not None:
+        raise refused("kv_cache_scheme", kv, "null", " (a quantized KV cache: draftsmith's holds the model dtype)")
+    activation, block = qc.get("activation_scheme", "dynamic"), qc.get("weight_block_size")
+    if activation not in ("dynamic", "static") or (block and activation == "static"):
+        raise refused("activation_scheme", activation, "'dynamic', or 'static' without weight_block_size (static "
+                      "input scales are per tensor)")
+    skip = [*(qc.get("modules_to_not_convert") or ()), *(qc.get("ignored_layers") or ())]
+    return {"scheme": "block" if block else "tensor", "block": tuple(block or (128, 128)), "modules": (LAYERS,),
+            "exclude": (r"^lm_head$", *(suffix_pattern(m) for m in skip)),
+            "activation": "static" if activation == "static" else "none"}
+
+
+def compressed_tensors_settings(qc: Mapping[str, Any]) -> dict[str, Any]:
+    """``quant_method: compressed-tensors``: every config group read, and one setting for them all."""
+    for key in CT_OFF:
+        if qc.get(key):
+            raise refused(key, qc[key], "null or empty", " (draftsmith computes neither a quantized KV cache, nor "
+                          "sparse weights, nor transforms)")
+    groups = qc.get("config_groups")
+    if not isinstance(groups, Mapping) or not groups:
+        raise refused("config_groups", groups, "a mapping of one or more groups")
+    read = {name: group_settings(f"config_groups.{name}", group, qc.get("format")) for name, group in groups.items()}
+    settings = {name: (s["scheme"], s["activation"]) for name, s in read.items()}
+    if len(set(settings.values())) > 1:
+        raise refused("config_groups", {n: "/".join(s) for n, s in settings.items()}, "groups that all state one "
+                      "weight strategy and one input setting", " (one FP8 setting holds every linear of the target)")
+    ignore = qc.get("ignore") or []
+    if not isinstance(ignore, list):
+        raise refused("ignore", ignore, "a list of module names and 're:' regexes")
+    scheme, activation = next(iter(settings.values()))
+    return {"scheme": scheme, "activation": activation,
+            "modules": tuple(dict.fromkeys(p for s in read.values() for p in s["modules"])),
+            "exclude": tuple(module_pattern(f"ignore.{i}", e, suffix_pattern) for i, e in enumerate(ignore))}
+
+
+def group_settings(where: str, group: Any, top_format: Any) -> dict[str, Any]:
+    """One config group's weight scheme, input setting and module patterns."""
+    if not isinstance(group, Mapping):
+        raise refused(where, group, "a mapping with targets, weights and input_activations")
+    fmt = group.get("format") or top_format
+    if fmt not in CT_FORMATS:
+        raise refused(f"{where}.format" if group.get("format") else "format", fmt, " or ".join(CT_FORMATS),
+                      " (draftsmith reads FP8 weights stored as e4m3 values)")
+    weights = group.get("weights")
+    float8(f"{where}.weights", weights)
+    if (dynamic := weights.get("dynamic", False)) is not False:
+        raise refused(f"{where}.weights.dynamic", dynamic, "false (stored weight scales)")
+    strategy = weights.get("strategy", "tensor")
+    if strategy not in ("tensor", "channel"):
+        raise refused(f"{where}.weights.strategy", strategy, "tensor (weight_scale [1]) or channel (weight_scale "
+                      "[out, 1])", " (draftsmith's block scheme loads weight_scale_inv, as DeepSeek-V3 stores it)")
+    if (out := group.get("output_activations")) is not None:
+        raise refused(f"{where}.output_activations", out, "null")
+    targets = group.get("targets")
+    if not isinstance(targets, list) or not targets:
+        raise refused(f"{where}.targets", targets, "a list of module names, 're:' regexes or 'Linear'")
+    return {"scheme": strategy, "activation": input_setting(f"{where}.input_activations",
+                                                            group.get("input_activations")),
+            "modules": tuple(module_pattern(f"{where}.targets.{i}", t, exact_pattern) for i, t in enumerate(targets))}
+
+
+def float8(key: str, args: Any) -> None:
+    """Refuse quantization args that are not symmetric 8-bit floats (the e4m3 values draftsmith computes with)."""
+    if not isinstance(args, Mapping):
+        raise refused(key, args, "a mapping (num_bits: 8, type: float, symmetric: true)")
+    for name, default, want in (("type", "int", "float"), ("num_bits", 8, 8), ("symmetric", True, True)):
+        if (got := args.get(name, default)) != want or type(got) is not type(want):
+            raise refused(f"{key}.{name}", got, short(want), " (draftsmith reads symmetric fp8 e4m3: float, 8 bits, "
+                          "no zero point)")
+
+
+def input_setting(key: str, args: Any) -> str:
+    """FP8Params activation for a group's input_activations: none, dynamic per token or static per tensor."""
+    if args is None:
+        return "none"
+    float8(key, args)
+    got = (args.get("strategy", "tensor"), args.get("dynamic", False))
+    if got not in CT_INPUTS or type(got[1]) is not bool:
+        raise refused(key, {"strategy": got[0], "dynamic": got[1]}, "null, {strategy: token, dynamic: true} or "
+                      "{strategy: tensor, dynamic: false} (with input_scale [1] tensors)")
+    return CT_INPUTS[got]
+
+
+def module_pattern(key: str, entry: Any, plain) -> str:
+    """A regex searched in module names for a targets / ignore entry: 're:X' matches X at the start of the name
+    (as compressed-tensors does), 'Linear' any linear, another name as ``plain`` says."""
+    if not isinstance(entry, str):
+        raise refused(key, entry, "a module name, a 're:' regex or 'Linear'")
+    if entry == "Linear":
+        return "^"
+    if not entry.startswith("re:"):
+        return plain(entry)
+    pattern = f"^(?:{entry.removeprefix('re:')})"
+    if (why := pattern_problem(pattern)) is not None:
+        raise refused(key, entry, "a regex draftsmith can search", f" ({why})")
+    return pattern
+
+
+def exact_pattern(name: str) -> str:
+    return f"^{re.escape(name)}$"
+
+
+def suffix_pattern(name: str) -> str:
+    """A module name suffix ('lm_head', 'mlp.gate'): the module so named in any parent."""
+    return rf"(^|\.){re.escape(name)}$"

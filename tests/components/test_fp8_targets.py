@@ -1,0 +1,422 @@
+"""FP8 targets as the published checkpoints store them: compressed-tensors (llm-compressor's FP8-dynamic and FP8:
+float-quantized config groups, ``weight_scale`` per tensor [1] or per channel [out, 1], static ``input_scale`` [1],
+scales in the model's dtype) and AutoFP8 (quant_method fp8, activation_scheme static, 0-d scales). Each loads bit
+for bit, computes the logits an independent reference computes (transformers' Llama on the weights dequantized in
+float32, each static linear's input fake-quantized with its input_scale), and decodes greedily as target-only; what
+draftsmith cannot compute is refused by name before the model is built. Quant isolation (invariant 26) both ways
+with a static target and a static draft."""
+import json
+import shutil
+
+import pytest
+import torch
+import yaml
+from safetensors.torch import load_file
+
+import draftsmith
+from draftsmith.assembler.checkpoint import save_safetensors
+from draftsmith.assembler.plan import CheckpointMismatch
+from draftsmith.components.quant import FP8Weight, target_params
+from draftsmith.components.targets import UnsupportedTarget
+from draftsmith.specs.catalog import BUILTIN_DIR
+from draftsmith.testing import write_eagle1, write_target
+from draftsmith.testing.quant import quantize_folder
+
+FP8 = torch.float8_e4m3fn
+LAYERS = 4
+LINEARS = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj",
+           "mlp.up_proj", "mlp.down_proj")
+MODULES = [f"model.layers.{i}.{lin}" for i in range(LAYERS) for lin in LINEARS]
+
+
+def ct_args(strategy, dynamic, **extra):
+    """Quantization args as compressed-tensors 0.20 dumps them into config.json."""
+    return {"dynamic": dynamic, "group_size": None, "num_bits": 8, "strategy": strategy, "symmetric": True,
+            "type": "float", **extra}
+
+
+def ct_config(weights, inputs, *, targets=("Linear",), ignore=("lm_head",), **top):
+    """A quantization_config as llm-compressor writes it (ModelCompressor.update_config, compressed-tensors 0.20)."""
+    group = {"format": "float-quantized", "input_activations": inputs, "output_activations": None,
+             "targets": list(targets), "weights": weights}
+    return {"config_groups": {"group_0": group}, "format": "float-quantized", "global_compression_ratio": None,
+            "ignore": list(ignore), "kv_cache_scheme": None, "moe_sparsity_config": None,
+            "quant_method": "compressed-tensors", "quantization_status": "compressed", "sparsity_config": {},
+            "transform_config": {}, "version": "0.20.1", **top}
+
+
+TOKEN = ct_args("token", True)                                    # FP8-dynamic's inputs
+STATIC = ct_args("tensor", False, observer="static_minmax")      # FP8's inputs: input_scale [1]
+# weight: strategy; static: input_scale tensors; shape: a per-tensor scale's stored shape; dtype: the scales';
+# plain: the linears the config leaves unquantized (the writer reads this, not the config)
+CASES = {
+    "ct-tensor-dynamic": dict(config=ct_config(ct_args("tensor", False), TOKEN), weight="tensor", static=False,
+                              shape=(1,), dtype=torch.float32, plain=()),
+    "ct-channel-dynamic": dict(config=ct_config(ct_args("channel", False), TOKEN), weight="channel", static=False,
+                               shape=None, dtype=torch.bfloat16, plain=()),
+    "ct-tensor-static": dict(
+        config=ct_config(ct_args("tensor", False), STATIC,
+                         targets=[r"re:.*self_attn\.[qkvo]_proj$", r"re:.*mlp\.(gate|up|down)_proj$"],
+                         ignore=["lm_head", r"re:model\.layers\.1\.mlp\.", "model.layers.2.self_attn.o_proj"]),
+        weight="tensor", static=True, shape=(1,), dtype=torch.bfloat16,
+        plain=("model.layers.1.mlp.gate_proj", "model.layers.1.mlp.up_proj", "model.layers.1.mlp.down_proj",
+               "model.layers.2.self_attn.o_proj")),
+    # the minimal config transformers' compressed-tensors docs show for nm-testing/Meta-Llama-3.1-8B-Instruct-FP8-hf
+    # (an older llm-compressor: naive-quantized, frozen, defaults left out), its scales [1] BF16
+    "ct-naive-static": dict(config={"config_groups": {"group_0": {
+        "input_activations": {"num_bits": 8, "strategy": "tensor", "type": "float"}, "targets": ["Linear"],
+        "weights": {"num_bits": 8, "strategy": "tensor", "type": "float"}}}, "format": "naive-quantized",
+        "ignore": ["lm_head"], "quant_method": "compressed-tensors", "quantization_status": "frozen"},
+        weight="tensor", static=True, shape=(1,), dtype=torch.bfloat16, plain=()),
+    "autofp8-static": dict(config={"quant_method": "fp8", "activation_scheme": "static",
+                                   "ignored_layers": ["lm_head", "model.layers.3.mlp.gate_proj"]},
+                           weight="tensor", static=True, shape=(), dtype=torch.float32,
+                           plain=("model.layers.3.mlp.gate_proj",)),
+}
+
+
+def write_fp8_target(folder, case):
+    """A tiny Llama stored as ``case`` says: e4m3 weights (max-abs scaled), their scales, static input scales."""
+    write_target(folder, "llama", num_hidden_layers=LAYERS, seed=1)
+    tensors = load_file(str(folder / "model.safetensors"))
+    g = torch.Generator().manual_seed(7)
+    for name in MODULES:
+        if name in case["plain"]:
+            continue
+        w = tensors[f"{name}.weight"].to(torch.float32)
+        amax = w.abs().amax(1, keepdim=True) if case["weight"] == "channel" else w.abs().amax().reshape(1)
+        scale = (amax / 448).to(case["dtype"])
+        tensors[f"{name}.weight"] = (w / scale.to(torch.float32)).clamp(-448, 448).to(FP8)
+        tensors[f"{name}.weight_scale"] = scale if case["shape"] is None else scale.reshape(case["shape"])
+        if case["static"]:   # small enough that the largest inputs clamp at 448
+            s = 0.002 + 0.01 * torch.rand(1, generator=g)
+            tensors[f"{name}.input_scale"] = s.to(case["dtype"]).reshape(case["shape"])
+    save_safetensors(tensors, folder)
+    cfg = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps(cfg | {"quantization_config": case["config"]}, indent=2))
+    return folder
+
+
+def write_reference(src, dst):
+    """transformers' float folder: each fp8 weight times its scale in float32; scales and the config's
+    quantization_config dropped."""
+    dst.mkdir()
+    shutil.copy(src / "config.json", dst / "config.json")
+    t = load_file(str(src / "model.safetensors"))
+    out = {k: v for k, v in t.items() if not k.endswith(("_scale",))}
+    for k, v in t.items():
+        if v.dtype == FP8:
+            out[k] = v.to(torch.float32) * t[k.removesuffix("weight") + "weight_scale"].to(torch.float32)
+    save_safetensors(out, dst)
+    cfg = json.loads((dst / "config.json").read_text())
+    cfg.pop("quantization_config")
+    (dst / "config.json").write_text(json.dumps(cfg))
+    return dst
+
+
+def fake_quant(x, s):
+    s = s.to(torch.float32).reshape(())
+    return ((x.to(torch.float32) / s).clamp(-448, 448).to(FP8).to(torch.float32) * s).to(x.dtype)
+
+
+def reference_logits(folder, ids):
+    """transformers' LlamaForCausalLM on the dequantized weights; a static linear's input fake-quantized first."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(folder.parent / f"{folder.name}-float", dtype=torch.float32)
+    for k, s in load_file(str(folder / "model.safetensors")).items():
+        if k.endswith(".input_scale"):
+            model.get_submodule(k.removesuffix(".input_scale")).register_forward_pre_hook(
+                lambda _, args, s=s: (fake_quant(args[0], s),))
+    with torch.no_grad():
+        return model(ids).logits
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory):
+    root = tmp_path_factory.mktemp("fp8-targets")
+    write_target(root / "float-target", "llama", num_hidden_layers=LAYERS, seed=1)
+    write_eagle1(root / "draft", root / "float-target", bias=False)
+    for label, case in CASES.items():
+        write_reference(write_fp8_target(root / label, case), root / f"{label}-float")
+    return root
+
+
+def assemble(target, draft, spec="eagle1-llama"):
+    return draftsmith.assemble(spec, target=target, draft=draft, dtype="float32")
+
+
+def fp8_modules(module):
+    return {n for n, m in module.named_modules() if isinstance(m, FP8Weight)}
+
+
+def bits(t):
+    return t.view(torch.uint8) if t.dtype == FP8 else t
+
+
+@pytest.mark.parametrize("label", list(CASES))
+def test_an_fp8_target_loads_bit_for_bit_as_its_config_says(root, label):
+    """The quantized linears are the file's (targets less ignore), each holding the stored fp8 values and scales
+    (a bf16 or 0-d scale as the float32 [1] / [out, 1] of the same values); the others and lm_head stay float."""
+    case = CASES[label]
+    model = assemble(root / label, root / "draft")
+    ckpt = load_file(str(root / label / "model.safetensors"))
+    want = {m for m in MODULES if m not in case["plain"]}
+    assert fp8_modules(model.target) == want and len(want) == len(MODULES) - len(case["plain"])
+    state = model.target.state_dict()
+    assert state.keys() == ckpt.keys()
+    for k, v in ckpt.items():
+        if k.endswith("_scale"):
+            held = (1,) if v.dim() == 0 or k.endswith("input_scale") or case["weight"] == "tensor" else (v.shape[0], 1)
+            assert state[k].dtype == torch.float32 and state[k].shape == held, k
+            assert torch.equal(state[k].reshape(v.shape), v.to(torch.float32)), k
+        else:
+            assert state[k].dtype == v.dtype and torch.equal(bits(state[k]), bits(v)), k
+    assert sum(k.endswith(".input_scale") for k in state) == (len(want) if case["static"] else 0)
+    assert model.target.dims.config.quantization_config == case["config"]   # its own, read and kept
+
+
+@pytest.mark.parametrize("label", list(CASES))
+def test_an_fp8_target_computes_the_logits_of_its_reference(root, label):
+    """float32 logits to 1e-4 of transformers' on the dequantized weights (static: fake-quantized inputs)."""
+    model = assemble(root / label, root / "draft")
+    ids = torch.tensor([[5, 17, 3, 88, 41, 9, 60, 2]])
+    with torch.no_grad():
+        got = model.target.logits(model.target(ids, torch.arange(ids.shape[1])[None])[0])
+    torch.testing.assert_close(got, reference_logits(root / label, ids), atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize("label", list(CASES))
+def test_speculative_greedy_on_an_fp8_target_equals_its_target_only_greedy(root, label):
+    model = assemble(root / label, root / "draft")
+    for kw in ({"topk": 2, "steps": 3, "draft_tokens": 6}, {"topk": 1, "steps": 4, "draft_tokens": 5}):
+        out = model.generate([[1, 2, 3], [7, 8]], max_new_tokens=10, stop=[], **kw)
+        base = model.generate_baseline([[1, 2, 3], [7, 8]], max_new_tokens=10, stop=[])
+        assert [o.token_ids for o in out] == [b.token_ids for b in base]
+
+
+def test_a_static_target_in_bfloat16_keeps_its_scales_in_float32(root):
+    """Scales are never cast to the model dtype: an input_scale stored float32 loads unrounded into a bf16 model."""
+    model = draftsmith.assemble("eagle1-llama", target=root / "autofp8-static", draft=root / "draft",
+                                dtype="bfloat16")
+    ckpt = load_file(str(root / "autofp8-static" / "model.safetensors"))
+    state = model.target.state_dict()
+    scales = [k for k in ckpt if k.endswith("_scale")]
+    assert len(scales) == 2 * (len(MODULES) - 1)
+    for k in scales:
+        assert state[k].dtype == torch.float32 and torch.equal(state[k].reshape(()), ckpt[k]), k
+    assert model.target.model.layers[0].self_attn.q_proj.weight.dtype == torch.bfloat16
+
+
+def test_static_activations_change_the_logits_the_reference_sees(root):
+    """The fake-quant is not a no-op at this scale: without it the reference's logits move well past 1e-4."""
+    ids = torch.tensor([[5, 17, 3, 88, 41, 9, 60, 2]])
+    from transformers import AutoModelForCausalLM
+
+    plain = AutoModelForCausalLM.from_pretrained(root / "ct-tensor-static-float", dtype=torch.float32)
+    with torch.no_grad():
+        assert (plain(ids).logits - reference_logits(root / "ct-tensor-static", ids)).abs().max() > 1e-2
+
+
+@pytest.mark.parametrize("label", ["ct-tensor-static", "autofp8-static"])
+def test_a_static_target_missing_an_input_scale_is_refused_before_any_tensor_is_read(root, label, tmp_path,
+                                                                                     monkeypatch):
+    folder = shutil.copytree(root / label, tmp_path / label)
+    tensors = load_file(str(folder / "model.safetensors"))
+    save_safetensors({k: v for k, v in tensors.items() if not (k.startswith("model.layers.0.")
+                                                              and k.endswith(".input_scale"))}, folder)
+
+    def no_read(*_, **__):
+        raise AssertionError("tensor data was read before the names were checked")
+
+    for where in ("checkpoint", "load", "assemble"):
+        monkeypatch.setattr(f"draftsmith.assembler.{where}.read_tensors", no_read)
+    with pytest.raises(CheckpointMismatch) as err:
+        assemble(folder, root / "draft")
+    assert any(line.startswith("missing") and "model.layers.0." in line and "input_scale" in line
+               for line in err.value.problems), err.value.problems
+
+
+REFUSED = {
+    "int8 W8A8 (int-quantized)": (
+        ct_config(ct_args("channel", False) | {"type": "int"}, ct_args("token", True) | {"type": "int"},
+                  format="int-quantized") | {"config_groups": {"group_0": {
+                      "format": "int-quantized", "targets": ["Linear"], "output_activations": None,
+                      "weights": ct_args("channel", False) | {"type": "int"},
+                      "input_activations": ct_args("token", True) | {"type": "int"}}}},
+        "config_groups.group_0.format='int-quantized' is not supported"),
+    "int4 W4A16 (pack-quantized)": (
+        ct_config(ct_args("group", False) | {"type": "int", "num_bits": 4, "group_size": 128}, None,
+                  format="pack-quantized") | {"config_groups": {"group_0": {
+                      "targets": ["Linear"], "weights": ct_args("group", False) | {"type": "int", "num_bits": 4},
+                      "input_activations": None}}},
+        ("format='pack-quantized' is not supported", "allowed: float-quantized or naive-quantized")),
+    "naive-quantized int": (
+        {"quant_method": "compressed-tensors", "format": "naive-quantized", "config_groups": {"group_0": {
+            "targets": ["Linear"], "weights": ct_args("tensor", False) | {"type": "int"}}}},
+        ("config_groups.group_0.weights.type='int' is not supported", "allowed: 'float'")),
+    "block weights": (
+        ct_config(ct_args("block", False, block_structure=[128, 128]), TOKEN),
+        "config_groups.group_0.weights.strategy='block' is not supported (draftsmith's block scheme loads "
+        "weight_scale_inv"),
+    "group weights": (ct_config(ct_args("group", False) | {"group_size": 128}, TOKEN),
+                      "config_groups.group_0.weights.strategy='group' is not supported"),
+    "asymmetric": (ct_config(ct_args("tensor", False) | {"symmetric": False}, TOKEN),
+                   "config_groups.group_0.weights.symmetric=False is not supported"),
+    "asymmetric inputs": (ct_config(ct_args("tensor", False), STATIC | {"symmetric": False}),
+                          "config_groups.group_0.input_activations.symmetric=False is not supported"),
+    "4-bit float": (ct_config(ct_args("tensor", False) | {"num_bits": 4}, None),
+                    ("config_groups.group_0.weights.num_bits=4 is not supported", "allowed: 8")),
+    "per-tensor dynamic inputs": (
+        ct_config(ct_args("tensor", False), ct_args("tensor", True)),
+        "config_groups.group_0.input_activations={'dynamic': True, 'strategy': 'tensor'} is not supported"),
+    "output activations": (ct_config(ct_args("tensor", False), TOKEN) | {"config_groups": {"group_0": {
+        "targets": ["Linear"], "weights": ct_args("tensor", False), "output_activations": STATIC}}},
+        "config_groups.group_0.output_activations="),
+    "groups that differ": (
+        ct_config(ct_args("tensor", False), TOKEN) | {"config_groups": {
+            "group_0": {"targets": [r"re:.*self_attn\..*"], "weights": ct_args("tensor", False),
+                        "input_activations": TOKEN},
+            "group_1": {"targets": [r"re:.*mlp\..*"], "weights": ct_args("channel", False),
+                        "input_activations": TOKEN}}},
+        "config_groups={'group_0': 'tensor/dynamic', 'group_1': 'channel/dynamic'} is not supported"),
+    "KV-cache scheme": (ct_config(ct_args("tensor", False), STATIC, kv_cache_scheme=ct_args("tensor", False)),
+                        "kv_cache_scheme={"),
+    "sparse 2:4": (ct_config(ct_args("tensor", False), TOKEN, sparsity_config={"format": "sparse-24-bitmask"}),
+                   "sparsity_config={'format': 'sparse-24-bitmask'} is not supported"),
+    "a regex draftsmith refuses": (ct_config(ct_args("tensor", False), TOKEN, ignore=["lm_head", "re:(a+)+"]),
+                                   "ignore.1='re:(a+)+' is not supported"),
+    "AutoFP8 KV-cache scales": ({"quant_method": "fp8", "activation_scheme": "static", "kv_cache_scheme": "static"},
+                                "kv_cache_scheme='static' is not supported"),
+    "static with block scales": ({"quant_method": "fp8", "activation_scheme": "static",
+                                  "weight_block_size": [128, 128]}, "activation_scheme='static' is not supported"),
+    "another method": ({"quant_method": "awq", "bits": 4}, "quant_method='awq' is not supported; allowed: fp8"),
+}
+
+
+@pytest.mark.parametrize("label", list(REFUSED))
+def test_what_draftsmith_cannot_compute_is_refused_by_key_found_and_allowed(label):
+    config, said = REFUSED[label]
+    with pytest.raises(UnsupportedTarget) as err:
+        target_params(config)
+    assert all(s in str(err.value) for s in (said if isinstance(said, tuple) else (said,)))
+    assert "allowed: " in str(err.value), str(err.value)
+
+
+def test_a_refused_target_fails_before_any_tensor_is_read(root, tmp_path, monkeypatch):
+    folder = shutil.copytree(root / "ct-channel-dynamic", tmp_path / "t")
+    cfg = json.loads((folder / "config.json").read_text())
+    cfg["quantization_config"]["kv_cache_scheme"] = ct_args("tensor", False)
+    (folder / "config.json").write_text(json.dumps(cfg))
+
+    def no_read(*_, **__):
+        raise AssertionError("tensor data was read before the config was checked")
+
+    for where in ("checkpoint", "load", "assemble"):
+        monkeypatch.setattr(f"draftsmith.assembler.{where}.read_tensors", no_read)
+    with pytest.raises(UnsupportedTarget, match="kv_cache_scheme="):
+        assemble(folder, root / "draft")
+
+
+def test_the_configs_as_published_map_onto_fp8_params():
+    """FP8-dynamic: channel + dynamic on every Linear but lm_head; FP8: tensor + static; naive-quantized float
+    (older llm-compressor) reads as float-quantized; groups of one setting join their targets; AutoFP8 and
+    FineGrainedFP8 keep their lm_head out and name suffixes in their ignore lists."""
+    p = target_params(ct_config(ct_args("channel", False), TOKEN))
+    assert (p.scheme, p.activation, p.modules, p.exclude) == ("channel", "dynamic", ("^",), (r"(^|\.)lm_head$",))
+    p = target_params(ct_config(ct_args("tensor", False), STATIC, format="naive-quantized") | {"config_groups": {
+        "group_0": {"targets": [r"re:.*self_attn\..*"], "weights": ct_args("tensor", False), "input_activations":
+                    STATIC},
+        "group_1": {"targets": ["model.layers.0.mlp.down_proj"], "weights": ct_args("tensor", False),
+                    "input_activations": STATIC}}})
+    assert (p.scheme, p.activation) == ("tensor", "static")
+    assert p.modules == (r"^(?:.*self_attn\..*)", r"^model\.layers\.0\.mlp\.down_proj$")
+    p = target_params(ct_config(ct_args("tensor", False), None))
+    assert p.activation == "none"   # weight-only FP8 (W8A16)
+    p = target_params({"quant_method": "fp8", "activation_scheme": "dynamic", "weight_block_size": [128, 128],
+                       "modules_to_not_convert": ["mlp.gate"], "ignored_layers": ["model.layers.0.mlp.up_proj"]})
+    assert (p.scheme, p.activation) == ("block", "none")
+    assert p.exclude == (r"^lm_head$", r"(^|\.)mlp\.gate$", r"(^|\.)model\.layers\.0\.mlp\.up_proj$")
+
+
+def write_static_draft(folder, target):
+    """An EAGLE-1 draft whose layer linears are FP8 per tensor with a static input_scale [1] each."""
+    write_eagle1(folder, target, bias=False)
+    done = quantize_folder(folder, r"^layers\.\d+\.", scheme="tensor")
+    tensors = load_file(str(folder / "model.safetensors"))
+    g = torch.Generator().manual_seed(3)
+    save_safetensors(tensors | {n.removesuffix("weight") + "input_scale": 0.002 + 0.01 * torch.rand(1, generator=g)
+                                for n in done}, folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def static_draft(root):
+    spec = yaml.safe_load((BUILTIN_DIR / "eagle1-llama-fp8.yaml").read_text())
+    spec["name"] = "fp8-static"
+    spec["quant"] |= {"scheme": "tensor", "activation": "static"}
+    (root / "fp8-static.yaml").write_text(yaml.safe_dump(spec))
+    return write_static_draft(root / "static-draft", root / "float-target"), str(root / "fp8-static.yaml")
+
+
+def same_state(a, b):
+    sa, sb = a.state_dict(), b.state_dict()
+    return sa.keys() == sb.keys() and all(sa[k].dtype == sb[k].dtype and torch.equal(bits(sa[k]), bits(sb[k]))
+                                          for k in sa)
+
+
+def test_a_static_draft_holds_its_input_scales_and_quantizes_its_inputs_with_them(root, static_draft):
+    draft, spec = static_draft
+    model = assemble(root / "float-target", draft, spec)
+    ckpt = load_file(str(draft / "model.safetensors"))
+    q = model.draft.layers[0].self_attn.q_proj
+    assert q.input_scale.dtype == torch.float32 and torch.equal(q.input_scale, ckpt["layers.0.self_attn.q_proj."
+                                                                                   "input_scale"])
+    x = torch.randn(3, 5, 64, generator=torch.Generator().manual_seed(0)) * 3
+    w = ckpt["layers.0.self_attn.q_proj.weight"].to(torch.float32) * ckpt["layers.0.self_attn.q_proj.weight_scale"]
+    with torch.no_grad():
+        torch.testing.assert_close(q(x), torch.nn.functional.linear(fake_quant(x, q.input_scale), w),
+                                   atol=1e-6, rtol=0)
+    out = model.generate([[1, 2, 3]], max_new_tokens=10, stop=[], topk=2, steps=3, draft_tokens=6)[0]
+    assert out.token_ids == model.generate_baseline([[1, 2, 3]], max_new_tokens=10, stop=[])[0].token_ids
+
+
+def test_a_static_target_never_quantizes_a_float_draft(root):
+    """Invariant 26: a compressed-tensors static target beside an unquantized draft; the draft is the one it is
+    beside a float target, bit for bit, and the target's quantization is its config's alone."""
+    fp8_target = assemble(root / "ct-tensor-static", root / "draft")
+    float_target = assemble(root / "float-target", root / "draft")
+    assert not fp8_modules(fp8_target.draft) and same_state(fp8_target.draft, float_target.draft)
+    assert "quantization_config" not in (root / "draft" / "config.json").read_text()
+    assert len(fp8_modules(fp8_target.target)) == len(MODULES) - 4
+
+
+def test_a_static_draft_never_quantizes_a_float_target(root, static_draft):
+    """Invariant 26 the other way: the draft's static quant comes from its spec; the float target is the one an
+    unquantized draft sees, bit for bit, with no quantization_config."""
+    draft, spec = static_draft
+    quantized, plain = assemble(root / "float-target", draft, spec), assemble(root / "float-target", root / "draft")
+    assert len(fp8_modules(quantized.draft)) == 7 and not fp8_modules(quantized.target)
+    assert same_state(quantized.target, plain.target)
+    assert quantized.target.dims.config.to_dict() == plain.target.dims.config.to_dict()
+    assert "quantization_config" not in quantized.target.dims.config.to_dict()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("scheme", ["tensor", "channel"])
+def test_native_static_scaled_mm_on_cuda_is_close_to_the_fake_quantized_matmul(scheme):
+    """Untested without a GPU: torch._scaled_mm with the static input scale vs the CPU path's maths."""
+    from draftsmith.components.quant import FP8Params, fp8_linear, quantize
+
+    lin = torch.nn.Linear(256, 128, bias=True, device="cuda", dtype=torch.bfloat16)
+    w = lin.weight.detach().float()
+    fp8_linear(lin, FP8Params(scheme=scheme, activation="static"), torch.bfloat16)
+    q, s = quantize(w, scheme)
+    lin._parameters["weight"].data = q.cuda()
+    lin.weight_scale = s.cuda()
+    lin.input_scale = torch.tensor([0.01], device="cuda")
+    x = torch.randn(4, 16, 256, device="cuda", dtype=torch.bfloat16) * 2
+    want = torch.nn.functional.linear(fake_quant(x, lin.input_scale), lin.weight, lin.bias)
+    got = lin(x)
+    assert got.shape == want.shape
+    torch.testing.assert_close(got.float(), want.float(), atol=0.1, rtol=0.05)
