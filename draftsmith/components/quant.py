@@ -14,10 +14,15 @@ scale sits beside it:
 every matmul (x / s, clamped to +-448, cast, times s), on every device, as the checkpoint's own model computes
 (AutoFP8, compressed-tensors static per-tensor activations).
 
+``activation: dynamic`` with a tensor or channel scheme quantizes the input per token (its max-abs / 448 a row,
+compressed-tensors' FP8-dynamic), on every device too: the CPU computes what the CUDA kernel does, and what
+transformers with compressed-tensors computes.
+
 Reading ``.weight`` gives the dequantized weight (float32 maths, then the model's dtype), so any Linear subclass
-(a fusion's ``fc`` too) computes with it unchanged: that is the CPU path. On CUDA, ``activation: dynamic`` (fp8
-activations quantized per token) or ``static`` (with ``input_scale``) with a tensor or channel scheme runs
-``torch._scaled_mm`` (guarded: only where torch has it; block scales dequantize on every device).
+(a fusion's ``fc`` too) computes with it unchanged, on inputs fake-quantized as above: that is the CPU path. On
+CUDA, ``dynamic`` or ``static`` with a tensor or channel scheme runs ``torch._scaled_mm`` on the fp8 inputs
+(guarded: only where torch has it; block scales dequantize on every device, with full-precision inputs unless
+static).
 
 Isolation (invariant 26): a draft's quantization comes only from its spec's ``quant`` section; the target's only
 from its own ``quantization_config`` (:func:`quantize_target`). Neither reads the other's.
@@ -54,8 +59,8 @@ class FP8Params(BaseModel):
     # before its prefix rename); a Linear is quantized when some `modules` pattern and no `exclude` matches
     modules: tuple[str, ...] = (r"^layers\.\d+\.",)
     exclude: tuple[str, ...] = ()
-    # none: full-precision inputs; dynamic: per-token fp8 inputs on CUDA (full precision elsewhere); static: inputs
-    # quantized with the checkpoint's input_scale on every device
+    # none: full-precision inputs; dynamic: fp8 inputs with a scale per token (tensor and channel schemes); static:
+    # inputs quantized with the checkpoint's input_scale. Both on every device
     activation: Literal["none", "dynamic", "static"] = "none"
 
     @field_validator("modules", "exclude")
@@ -97,9 +102,18 @@ def to_fp8(x: torch.Tensor) -> torch.Tensor:
     return x.clamp(-FP8_MAX, FP8_MAX).to(FP8)
 
 
-def fake_quantize(x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
-    """``x`` as a static per-tensor fp8 activation quantizer leaves it: e4m3(x / s) * s (float32 maths, x's dtype)."""
-    s = scale.to(torch.float32).reshape(())
+def input_scales(x: torch.Tensor, input_scale: torch.Tensor | None) -> torch.Tensor:
+    """[..., 1] float32 scales of ``x``'s tokens: the static ``input_scale`` for each, or (None) each token's own
+    max-abs / 448 (dynamic, clamped away from 0 for a row of zeros)."""
+    if input_scale is None:
+        return (x.abs().amax(-1, keepdim=True).to(torch.float32) / FP8_MAX).clamp(min=1e-12)
+    return input_scale.to(torch.float32).reshape(1).expand(*x.shape[:-1], 1)
+
+
+def fake_quantize(x: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
+    """``x`` as an fp8 activation quantizer leaves it: e4m3(x / s) * s with ``scales`` [..., 1] from
+    :func:`input_scales` or one per-tensor scale (float32 maths, x's dtype)."""
+    s = scales.to(torch.float32)
     return (to_fp8(x.to(torch.float32) / s).to(torch.float32) * s).to(x.dtype)
 
 
@@ -170,7 +184,9 @@ class FP8Weight:
         s = self._buffers.get(INPUT_SCALE)
         if self.native and x.is_cuda and hasattr(torch, "_scaled_mm"):
             return scaled_mm(x, self._parameters["weight"], self._buffers[scale_name(self.scheme)], self.bias, s)
-        return super().forward(x if s is None else fake_quantize(x, s))
+        if self.native or s is not None:   # the inputs the kernel quantizes, quantized alike
+            x = fake_quantize(x, input_scales(x, s))
+        return super().forward(x)
 
 
 def scaled_mm(x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, bias: torch.Tensor | None,
@@ -179,10 +195,7 @@ def scaled_mm(x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, bias: tor
     per tensor or per channel."""
     shape = x.shape
     x2 = x.reshape(-1, shape[-1])
-    if input_scale is None:
-        x_scale = (x2.abs().amax(-1, keepdim=True).to(torch.float32) / FP8_MAX).clamp(min=1e-12)   # [M, 1]
-    else:   # the one static scale as a row scale of every token
-        x_scale = input_scale.to(torch.float32).reshape(1, 1).expand(x2.shape[0], 1).contiguous()  # [M, 1]
+    x_scale = input_scales(x2, input_scale).contiguous()   # [M, 1]: per token, or the one static scale each
     xq = to_fp8(x2.to(torch.float32) / x_scale)
     ws = w_scale.to(torch.float32).reshape(1, -1).expand(1, w.shape[0]).contiguous()            # [1, N]
     out = torch._scaled_mm(xq, w.t(), scale_a=x_scale, scale_b=ws, out_dtype=x.dtype)

@@ -2,7 +2,8 @@
 float-quantized config groups, ``weight_scale`` per tensor [1] or per channel [out, 1], static ``input_scale`` [1],
 scales in the model's dtype) and AutoFP8 (quant_method fp8, activation_scheme static, 0-d scales). Each loads bit
 for bit, computes the logits an independent reference computes (transformers' Llama on the weights dequantized in
-float32, each static linear's input fake-quantized with its input_scale), and decodes greedily as target-only; what
+float32, each static linear's input fake-quantized with its input_scale, a dynamic one's per token with its own
+max-abs / 448, as compressed-tensors computes on the CPU), and decodes greedily as target-only; what
 draftsmith cannot compute is refused by name before the model is built. Quant isolation (invariant 26) both ways
 with a static target and a static draft."""
 import json
@@ -119,15 +120,31 @@ def fake_quant(x, s):
     return ((x.to(torch.float32) / s).clamp(-448, 448).to(FP8).to(torch.float32) * s).to(x.dtype)
 
 
+def per_token_fake_quant(x):
+    """compressed-tensors' dynamic per-token fp8 inputs: each token scaled by its own max-abs / 448."""
+    s = (x.abs().amax(-1, keepdim=True).to(torch.float32) / 448).clamp(min=1e-12)
+    return ((x.to(torch.float32) / s).clamp(-448, 448).to(FP8).to(torch.float32) * s).to(x.dtype)
+
+
+def dynamic_inputs(folder) -> bool:
+    groups = json.loads((folder / "config.json").read_text())["quantization_config"].get("config_groups") or {}
+    return any((g.get("input_activations") or {}).get("dynamic") is True for g in groups.values())
+
+
 def reference_logits(folder, ids):
-    """transformers' LlamaForCausalLM on the dequantized weights; a static linear's input fake-quantized first."""
+    """transformers' LlamaForCausalLM on the dequantized weights; a static linear's input fake-quantized first, a
+    dynamic one's per token."""
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(folder.parent / f"{folder.name}-float", dtype=torch.float32)
+    dynamic = dynamic_inputs(folder)
     for k, s in load_file(str(folder / "model.safetensors")).items():
         if k.endswith(".input_scale"):
             model.get_submodule(k.removesuffix(".input_scale")).register_forward_pre_hook(
                 lambda _, args, s=s: (fake_quant(args[0], s),))
+        elif k.endswith(".weight_scale") and dynamic:
+            model.get_submodule(k.removesuffix(".weight_scale")).register_forward_pre_hook(
+                lambda _, args: (per_token_fake_quant(args[0]),))
     with torch.no_grad():
         return model(ids).logits
 

@@ -14,7 +14,8 @@ from pydantic import ValidationError
 from safetensors.torch import load_file
 
 import draftsmith
-from draftsmith.components.quant import FP8Weight, FP8Params, dequantize, fp8_linear, quantize, target_params
+from draftsmith.components.quant import (FP8Params, FP8Weight, dequantize, fake_quantize, fp8_linear, input_scales,
+                                         quantize, target_params)
 from draftsmith.specs.catalog import BUILTIN_DIR
 from draftsmith.testing import write_eagle1, write_target
 from draftsmith.testing.quant import dequantized_copy, quantize_folder
@@ -187,8 +188,9 @@ def test_spec_rejects_unknown_fp8_fields(tmp_path):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("scheme", ["tensor", "channel"])
-def test_native_scaled_mm_on_cuda_is_close_to_dequantized(scheme):
-    """Untested without a GPU: torch._scaled_mm with per-token fp8 activations vs the dequantized matmul."""
+def test_native_scaled_mm_on_cuda_is_close_to_the_cpu_path(scheme):
+    """torch._scaled_mm with per-token fp8 activations vs what the CPU path computes: the dequantized matmul on the
+    inputs fake-quantized per token (the same fp8 inputs; only accumulation order and bf16 rounding differ)."""
     lin = torch.nn.Linear(256, 128, bias=True, device="cuda", dtype=torch.bfloat16)
     w = lin.weight.detach().float()
     fp8_linear(lin, FP8Params(scheme=scheme, activation="dynamic"), torch.bfloat16)
@@ -196,10 +198,10 @@ def test_native_scaled_mm_on_cuda_is_close_to_dequantized(scheme):
     lin._parameters["weight"].data = q.cuda()
     setattr(lin, "weight_scale", s.cuda())
     x = torch.randn(4, 16, 256, device="cuda", dtype=torch.bfloat16)
-    want = torch.nn.functional.linear(x, lin.weight, lin.bias)
+    want = torch.nn.functional.linear(fake_quantize(x, input_scales(x, None)), lin.weight, lin.bias)
     got = lin(x)
     assert got.shape == want.shape
-    torch.testing.assert_close(got.float(), want.float(), atol=0.1, rtol=0.05)
+    torch.testing.assert_close(got.float(), want.float(), atol=0.05, rtol=0.02)
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)
@@ -251,3 +253,29 @@ def test_inspect_proposes_fp8_for_any_family_whose_layers_hold_scales(family, tm
     assert fp8_modules(model.draft)
     q = lambda m: m.draft.layers[0].self_attn.q_proj.weight   # noqa: E731
     torch.testing.assert_close(q(model), q(ref), atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("scheme", ["tensor", "channel"])
+def test_dynamic_inputs_are_quantized_per_token_on_the_cpu_too(scheme):
+    """activation: dynamic computes on the CPU what the CUDA kernel and compressed-tensors compute: each token's
+    input quantized to e4m3 with its own max-abs / 448 (a token's output does not depend on the others'), then the
+    dequantized matmul. Block scales keep full-precision inputs (their kernel is the dequantized matmul)."""
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(64, 32, bias=True)
+    w = lin.weight.detach().float()
+    fp8_linear(lin, FP8Params(scheme=scheme, activation="dynamic"), torch.float32)
+    q, s = quantize(w, scheme)
+    lin._parameters["weight"].data, lin.weight_scale = q, s
+    x = torch.randn(3, 64) * torch.tensor([[1.0], [1e3], [1e-3]])
+    scale = x.abs().amax(-1, keepdim=True) / 448
+    fp8_in = (x / scale).to(torch.float8_e4m3fn).float() * scale
+    got = lin(x)
+    torch.testing.assert_close(got, torch.nn.functional.linear(fp8_in, lin.weight, lin.bias), atol=1e-5, rtol=1e-5)
+    assert (got - torch.nn.functional.linear(x, lin.weight, lin.bias)).abs().max() > 1e-4   # not a no-op
+    for i in range(3):   # per token: a row alone gives the same output
+        torch.testing.assert_close(lin(x[i:i + 1]), got[i:i + 1], atol=1e-5, rtol=1e-5)
+    block = torch.nn.Linear(64, 32, bias=False)
+    wb = block.weight.detach().float()
+    fp8_linear(block, FP8Params(scheme="block", block=(16, 16), activation="dynamic"), torch.float32)
+    block._parameters["weight"].data, block.weight_scale_inv = quantize(wb, "block", (16, 16))
+    torch.testing.assert_close(block(x), torch.nn.functional.linear(x, block.weight), atol=0, rtol=0)
