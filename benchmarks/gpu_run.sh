@@ -74,12 +74,12 @@ part() {   # part CAP NAME COMMAND...: run it under what is left of the budget, 
 case "$stage" in
   one)
     part 300 bench-8b $bench --scale 8b --out "$RES/8b" --batches 1
-    part 150 gpu-tests python3 -m pytest -q -p no:cacheprovider tests/gpu -rs -x
+    part 150 gpu-tests python3 -m pytest -q -p no:cacheprovider tests/gpu tests/components -m gpu -rs -x
     part 150 bench-1b $bench --scale 1b --out "$RES/1b" --batches 1,8 --no-hf
     part 90 bench-8b-batch8 $bench --scale 8b --out "$RES/8b-batch8" --batches 8 --no-hf
     part 60 profile-8b python3 benchmarks/profile_cuda.py 8b "$RES/profile-8b" /tmp/ckpt ;;
   tests)
-    timeout 300 python3 -m pytest -q -p no:cacheprovider tests/gpu -rs --timeout 200 2>&1 | grep -v DEBUG \
+    timeout 300 python3 -m pytest -q -p no:cacheprovider tests/gpu tests/components -m gpu -rs --timeout 200 2>&1 | grep -v DEBUG \
       | tee "$RES/gpu-tests.log" | grep -E "^(FAILED|ERROR)|passed|failed"; pack
     timeout 220 $bench --scale 1b --out "$RES/1b" --batches 1,8 --no-hf 2>&1 | tee "$RES/bench-1b.log" \
       | grep "ms/step" ;;
