@@ -40,6 +40,7 @@ class ConfigStyle:
     ids_at: str = IDS                                    # dotted path where the aux ids are written
     norm_output: Mapping[bool, str] = field(default_factory=dict)  # config bool -> spec term (absent: dropped)
     unsaid: str | None = None   # the norm_output term every reader takes from an absent key (convert leaves it out)
+    own: tuple[str, ...] = ()                            # fixed keys it says of itself (the verifier): a source's kept
 
 
 EAGLE_FIELDS = ("draft_vocab_size", "target_hidden_size", IDS, "norm_before_residual", "norm_before_fc", "fc_norm",
@@ -58,7 +59,7 @@ STYLES: dict[str, ConfigStyle] = {s.name: s for s in (
                                                                     "accept_tolerance": 0.0}],
                                               "verifier": {"name_or_path": None, "architectures": None}},
                        "transformer_layer_config": {"model_type": "llama"}},
-                norm_output={True: "feed_back", False: "head"}),
+                norm_output={True: "feed_back", False: "head"}, own=("speculators_config",)),
     ConfigStyle("speculators-eagle", "config.json", nest="transformer_layer_config",
                 outer=("fusion_bias", "layernorms", "transformer_layer_architecture"),   # the last: the source's
                 fixed={"architectures": ["EagleSpeculator"], "speculators_model_type": "eagle",
@@ -67,7 +68,8 @@ STYLES: dict[str, ConfigStyle] = {s.name: s for s in (
                                               "proposal_methods": [{"proposal_type": "greedy",
                                                                     "speculative_tokens": 5}],
                                               "verifier": {"name_or_path": None, "architectures": None}},
-                       "transformer_layer_config": {"model_type": "llama"}}),
+                       "transformer_layer_config": {"model_type": "llama"}},
+                own=("speculators_config",)),
     ConfigStyle("mistral", "params.json",
                 rename={"dim": "hidden_size", "n_layers": "num_hidden_layers", "n_heads": "num_attention_heads",
                         "n_kv_heads": "num_key_value_heads", "head_dim": "head_dim", "hidden_dim": "intermediate_size",

@@ -31,7 +31,7 @@ from draftsmith.convert.inspect import Inspection, inspect_checkpoint
 from draftsmith.convert.rotary import (MLA_ROPE, permute_block_scale, permute_rows, rope_permutation, rotated,
                                        scale_block)
 from draftsmith.convert.verify import verify
-from draftsmith.assembler.styles import STYLES, style_of, to_facts, from_facts
+from draftsmith.assembler.styles import STYLES, ConfigStyle, style_of, to_facts, from_facts
 
 LAYOUTS_FILE = Path(__file__).parent / "layouts.yaml"
 log = logging.getLogger("draftsmith")
@@ -76,26 +76,52 @@ def layouts() -> dict[str, Layout]:
 
 
 def own_layout(rules: RuleSet, table: Mapping[str, Layout] | None = None) -> Layout | None:
-    """The layout whose tensor names ``rules`` (a spec's weight rules) write and which the spec that loads it reads
-    through the same rules: its config style is the one a draft named by these rules is exported in (train). The
-    eagle1-speculators layout for that spec or a copy of it; None for eagle3-speculators, whose one-layer names the
-    midlayer layout borrows while eagle3-llama loads it, and for specs no layout is written by (a flat config)."""
+    """The layout a draft named by ``rules`` (a spec's weight rules) is exported in (train): one whose own spec reads
+    through these very rules (so the trained spec loads the export) and whose rules are among them, in their order
+    (it writes names only as the spec itself names them; the spec's other rules are aliases it also reads). For
+    eagle1-speculators (or a copy) its layout; for eagle3-speculators the speculators layout, which writes
+    ``layers.N.*`` where the spec's ``midlayer.`` rule also reads speculators' older names (the midlayer layout, which
+    borrows those rules, is eagle3-llama's to load). None where no layout is so written: eagle3-llama (the midlayer
+    and layers layouts name speculators' fusion norms, which its rules do not read) keeps its flat config."""
     from draftsmith.assembler.build import rule_set
     from draftsmith.registry import default_registry
     from draftsmith.specs.loader import load_spec
 
+    def among(mine: tuple, theirs: tuple) -> bool:   # each of mine in theirs, in theirs' order
+        rest = iter(theirs)
+        return all(r in rest for r in mine)
+
     return next((t for t in (table or layouts()).values()
-                 if list(t.rules.rules) == list(rules.rules)
-                 == list(rule_set(load_spec(t.spec), default_registry()).rules)), None)
+                 if among(t.rules.rules, rules.rules)
+                 and list(rule_set(load_spec(t.spec), default_registry()).rules) == list(rules.rules)), None)
 
 
 def layout_facts(layout: Layout, facts: Mapping[str, Any], names: Iterable[str]) -> dict[str, Any]:
     """The config facts ``layout`` writes for a draft of ``facts`` and these canonical tensor names: its ``drops``
-    left out, its ``facts`` read from the names (``from_facts`` in its config style then writes them; convert and
-    train's export both do)."""
+    left out, its ``facts`` read from the names, the layer count the names hold (a midlayer config's
+    num_hidden_layers may say 40; speculators and vLLM build the layers it says). :func:`layout_config` then writes
+    them; convert and train's export both do."""
     names = list(names)
     out = {k: v for k, v in facts.items() if k not in layout.drops}
+    if layers := len({m.group(1) for n in names if (m := re.match(r"^layers\.(\d+)\.", n))}):
+        out["num_hidden_layers"] = layers
     return out | {key: any(re.search(p, n) for n in names) for key, p in layout.facts.items()}
+
+
+def layout_config(layout: Layout, facts: Mapping[str, Any], source: Mapping[str, Any],
+                  source_style: ConfigStyle) -> dict[str, Any]:
+    """The config ``layout`` writes for these facts (:func:`layout_facts`), given the ``source`` config (read in
+    ``source_style``) they came from: in the layout's style, and where the source is in that style too, what it
+    says of itself (a speculators config's ``speculators_config``: its verifier) is the source's, not the style's
+    template (a null verifier). Convert and train's export both write this."""
+    style = STYLES[layout.config]
+    config = from_facts(facts, style)
+    # hf norm_output=true is SpecForge's "head", but vLLM / TensorRT-LLM read it as EAGLE 3.1's fed-back norm; an
+    # absent key is "head" to all of them: written only where the source config itself said it, in this style
+    if style.unsaid is not None and facts.get("norm_output") == style.unsaid and not (
+            source_style is style and to_facts(source, source_style).get("norm_output") == style.unsaid):
+        config.pop("norm_output", None)
+    return config | ({k: source[k] for k in style.own if k in source} if source_style is style else {})
 
 
 def writable_kinds(table: Mapping[str, Layout]) -> set[str]:
@@ -245,18 +271,12 @@ def _convert(src: str | Path, layout: Layout, out: Path,
         written[layout.rules.from_canonical(canon)] = t
     if len(written) != len(tensors):
         raise ConvertError(f"the {to} layout's rules map two tensors to one name")
-    facts["num_hidden_layers"] = n_layers or facts.get("num_hidden_layers")
     facts = layout_facts(layout, facts, names)
     facts.pop("rope_interleave", None)
     if holds_any_key and (rope != "neox" or order != "neox"):  # say the order where it is not Llama's
         facts["rope_interleave"] = order == "interleaved"
-    style, src_style = STYLES[layout.config], style_of(src, found.config)
-    config = from_facts(facts, style)
-    # hf norm_output=true is SpecForge's "head", but vLLM / TensorRT-LLM read it as EAGLE 3.1's fed-back norm; an
-    # absent key is "head" to all of them: written only where the source config itself said it, in this style
-    if style.unsaid is not None and facts.get("norm_output") == style.unsaid and not (
-            src_style is style and to_facts(found.config, src_style).get("norm_output") == style.unsaid):
-        config.pop("norm_output", None)
+    style = STYLES[layout.config]
+    config = layout_config(layout, facts, found.config, style_of(src, found.config))
     _write(out, lambda: (out / style.file).write_text(json.dumps(config, indent=2) + "\n"))
     _write(out, lambda: save_safetensors(written, out, layout.weights))
     left, reader = unread_copies(out, plan, layout)   # frozen copies no reader of the result has a place for

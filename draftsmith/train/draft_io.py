@@ -4,7 +4,8 @@ The starting folder is written by the upstream-layout writers of :mod:`draftsmit
 :data:`MAKERS` for the spec's fusion kind: EAGLE-3 or EAGLE-1), then loaded through :func:`draftsmith.assemble`,
 so training runs the very modules that inference builds. Export maps the canonical names back through the spec's
 weight rules (``layers.0.*`` -> ``midlayer.*`` for a 1-layer eagle3-llama draft; ``layers.N.*`` kept for a deeper
-one) and writes config.json with the draft vocabulary and the taps.
+one), or through those of the layout the spec's rules write where layouts.yaml has one (speculators' ``layers.N.*``
+for eagle3-speculators), and writes config.json with the draft vocabulary and the taps.
 """
 from __future__ import annotations
 
@@ -237,18 +238,22 @@ def export_draft(model, folder: Path, *, dtype: torch.dtype = torch.bfloat16, so
     """Write ``model.draft`` to ``folder`` in its spec's layout: model.safetensors (floats in ``dtype``, t2d as it
     is, d2t in the spec's ``vocab.d2t`` convention) and its config (from ``source``'s, with draft_vocab_size and
     the taps stated in the spec's ``aux_layers.at`` convention, so that the spec reads them back as the same
-    taps). The config is written in the style of the layout the spec's weight rules write, where layouts.yaml has
-    one (:func:`draftsmith.convert.run.own_layout`: eagle1-speculators' is speculators' EAGLE-1 config, its
-    ``fusion_bias`` and ``layernorms`` read from the tensors as convert reads them), else in ``source``'s style."""
-    from draftsmith.assembler.styles import STYLES, style_of, to_facts, from_facts
-    from draftsmith.convert.run import layout_facts, own_layout
+    taps). Where layouts.yaml has a layout of the spec's weight rules (:func:`draftsmith.convert.run.own_layout`:
+    eagle1-speculators, speculators for eagle3-speculators), the names are that layout's and the config is the one
+    convert writes for them (:func:`~draftsmith.convert.run.layout_config`: speculators' config, its flags read from
+    the trained draft and its tensors, a source's ``speculators_config`` kept); else the spec's names in
+    ``source``'s style."""
+    from draftsmith.assembler.styles import STYLES, style_of, to_facts
+    from draftsmith.convert.run import layout_config, layout_facts, own_layout
 
     folder, source = Path(folder), Path(source or folder)
     rules, layers = rule_set(model.spec, default_registry()), len(getattr(model.draft, "layers", ()))
+    layout = own_layout(rules)
     state = model.draft.state_dict()
     if "d2t" in state:
         state["d2t"] = stated_d2t(state["d2t"], model.spec)
-    tensors = {checkpoint_name(rules, k, layers): (v.detach().to(dtype) if v.is_floating_point() else v.detach())
+    named = rules if layout is None else layout.rules   # the spec reads the layout's names (own_layout)
+    tensors = {checkpoint_name(named, k, layers): (v.detach().to(dtype) if v.is_floating_point() else v.detach())
                .cpu() for k, v in state.items()}
     old = source / "model.safetensors"
     if old.is_file() and "embed_tokens.weight" in load_file(str(old)) and "embed_tokens.weight" not in tensors:
@@ -256,21 +261,20 @@ def export_draft(model, folder: Path, *, dtype: torch.dtype = torch.bfloat16, so
         tensors["embed_tokens.weight"] = model.target.model.embed_tokens.weight.detach().to(dtype).cpu()
     config = json.loads((source / "config.json").read_text())
     src_style = style_of(source, config)
+    trained = {}   # what the draft was trained with that a flat config has no key for, stated in a layout's
     if hasattr(model.draft, "d2t"):
         config["draft_vocab_size"] = int(model.draft.d2t.shape[0])
     if model.draft.taps:
         config["eagle_config"] = {"eagle_aux_hidden_state_layer_ids": stated_ids(model.draft.taps, model.spec)}
         # engines disagree on its default: the config states what the draft was trained with
         config["norm_before_residual"] = bool(model.draft.fc.norm_before_residual)
+        trained["norm_output"] = model.draft.fc.norm_output   # spec terms: each style says it its own way
     config["torch_dtype"] = str(dtype).removeprefix("torch.")
-    layout = own_layout(rules)
     # a run reads and resumes its draft from config.json (preflight): a layout whose config is another file (Mistral's
     # params.json) is left to `draftsmith convert`
-    if layout is not None and (style := STYLES[layout.config]).file == "config.json":   # as convert writes it
-        written = from_facts(layout_facts(layout, to_facts(config, src_style), state), style)
-        # what a config in this style says of itself (its speculators_config: the verifier) is the source's, if any
-        config = written | ({k: config[k] for k in style.fixed if k in config and k != style.nest}
-                            if src_style is style else {})
+    if layout is not None and STYLES[layout.config].file == "config.json":   # as convert writes it
+        config = layout_config(layout, layout_facts(layout, to_facts(config, src_style) | trained, state), config,
+                               src_style)
     folder.mkdir(parents=True, exist_ok=True)
     save_safetensors({k: v.contiguous() for k, v in tensors.items()}, folder)
     tmp = folder / "config.json.tmp"   # renamed over it, as the weights are: a killed run leaves a whole file

@@ -1,7 +1,8 @@
 """A trained draft is exported in a layout `inspect` recognises and whose proposed spec loads it: one layer as
 ``midlayer.*`` (yuhuili / lmsys), several as ``layers.N.*`` throughout (SpecForge), never ``midlayer.*`` for layer 0
 beside ``layers.1.*`` (the midlayer rule's inverse applied to layer 0 alone); an eagle1-speculators draft is exported
-with speculators' own EAGLE-1 config, which speculators' reading and draftsmith both load."""
+with speculators' own EAGLE-1 config, and an eagle3-speculators one in the speculators format (``layers.N.*``, the
+config ``convert --to speculators`` writes), which speculators' reading and draftsmith both load."""
 import json
 from pathlib import Path
 
@@ -132,3 +133,141 @@ def test_a_speculators_eagle1_draft_trained_further_keeps_what_its_config_says_o
     assert cfg["fusion_bias"] is True and "fusion_fc.bias" in names(out)
     assert cfg["transformer_layer_architecture"] == "LlamaDecoderLayer"
     draftsmith.assemble("eagle1-speculators", target=tiny / "target", draft=out)
+
+
+SPECULATORS_EAGLE3_NAMES = ("fc.weight", "norm.weight", "lm_head.weight", "d2t", "t2d", "embed_tokens.weight",
+                            "input_norm.weight")   # speculators' Eagle3DraftModel, besides layers.N.*
+
+
+def speculators_eagle3_logits(folder, target, ids, aux):
+    """speculators' Eagle3DraftModel (and vLLM's speculators config reading) as they read ``folder``, strictly: the
+    config keys they require (speculators_model_type eagle3, speculators_config's first proposal method's
+    speculative_tokens and its verifier's name_or_path key, transformer_layer_config as a dict, no top-level
+    model_type; norm_before_residual stated, as vLLM reads an absent one as true and speculators as false) and the
+    tensor names they expect (fc, layers.N.* for the config's layer count, norm, lm_head, d2t / t2d), each module
+    loaded strictly. Layer 0 is transformers' LlamaDecoderLayer with q/k/v over [embedding; hidden] (2H) and a
+    hidden_norm: the embedding and the fused state normed apart, the residual the fused state (or its norm). Returns
+    the logits over the draft vocabulary and each draft id's target id."""
+    from transformers import LlamaConfig
+    from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRMSNorm, LlamaRotaryEmbedding
+
+    cfg = json.loads((folder / "config.json").read_text())
+    assert cfg["speculators_model_type"] == "eagle3" and "model_type" not in cfg
+    assert isinstance(cfg["speculators_config"]["proposal_methods"][0]["speculative_tokens"], int)
+    assert "name_or_path" in cfg["speculators_config"]["verifier"]
+    assert isinstance(cfg["transformer_layer_config"], dict) and isinstance(cfg["draft_vocab_size"], int)
+    assert isinstance(cfg["norm_before_residual"], bool) and isinstance(cfg["norm_before_fc"], bool)
+    assert not cfg["norm_before_fc"] and not cfg.get("fc_norm") and not cfg.get("norm_output")   # what this builds
+    lc = LlamaConfig(**cfg["transformer_layer_config"])
+    lc._attn_implementation = "eager"
+    H, L = lc.hidden_size, lc.num_hidden_layers
+    t = {k: v.double() if v.is_floating_point() else v for k, v in load_file(folder / "model.safetensors").items()}
+    assert {n for n in t if not n.startswith("layers.")} <= set(SPECULATORS_EAGLE3_NAMES), sorted(t)
+    assert {n.split(".")[1] for n in t if n.startswith("layers.")} == {str(i) for i in range(L)}, sorted(t)
+
+    def loaded(module, prefix):
+        module.double().load_state_dict({k.removeprefix(prefix): v for k, v in t.items() if k.startswith(prefix)})
+        return module
+
+    first = LlamaDecoderLayer(lc, layer_idx=0)
+    for p in ("q", "k", "v"):
+        old = getattr(first.self_attn, f"{p}_proj")
+        setattr(first.self_attn, f"{p}_proj", torch.nn.Linear(2 * H, old.out_features, bias=lc.attention_bias))
+    first.hidden_norm = LlamaRMSNorm(H, eps=lc.rms_norm_eps)
+    layers = [loaded(first, "layers.0.")] + [loaded(LlamaDecoderLayer(lc, layer_idx=i), f"layers.{i}.")
+                                            for i in range(1, L)]
+    fc = loaded(torch.nn.Linear(aux.shape[-1], H, bias=False), "fc.")
+    norm = loaded(LlamaRMSNorm(H, eps=lc.rms_norm_eps), "norm.")
+    head = loaded(torch.nn.Linear(H, cfg["draft_vocab_size"], bias=False), "lm_head.")
+    n = ids.shape[1]
+    pos = torch.arange(n)[None]
+    mask = torch.full((n, n), float("-inf"), dtype=torch.float64).triu(1)[None, None]
+    rope = LlamaRotaryEmbedding(lc).double()
+    hidden = fc(aux)
+    normed = first.hidden_norm(hidden)
+    x = torch.cat([first.input_layernorm(target.model.embed_tokens(ids)), normed], -1)
+    x, _ = first.self_attn(x, position_embeddings=rope(x, pos), attention_mask=mask)
+    x = (normed if cfg["norm_before_residual"] else hidden) + x
+    x = x + first.mlp(first.post_attention_layernorm(x))
+    for layer in layers[1:]:
+        x = layer(x, attention_mask=mask, position_ids=pos, position_embeddings=rope(x, pos))
+        x = x[0] if isinstance(x, tuple) else x
+    return head(norm(x)), torch.arange(cfg["draft_vocab_size"]) + t["d2t"]
+
+
+def eagle3_speculators_spec(tmp_path, layers):
+    return "eagle3-speculators" if layers == 1 else two_layers(tmp_path, "eagle3-speculators")
+
+
+@pytest.mark.parametrize("layers", [1, 2])
+def test_an_eagle3_speculators_export_is_the_speculators_format_and_loads_back(job, tiny, tmp_path, layers):
+    """train --spec eagle3-speculators exports speculators' names (layers.N.*, never midlayer.*) and the config
+    convert --to speculators writes (a flat export converted there is the very same folder); detection names it
+    eagle3-speculators, speculators' own reading computes what draftsmith's load does, and it decodes greedily as the
+    target alone."""
+    from draftsmith.convert.run import convert
+
+    spec, out = eagle3_speculators_spec(tmp_path, layers), tmp_path / "out"
+    run(job(out, spec=spec, max_windows=4, config={"steps": 1}))
+    written = names(out)
+    assert not any(n.startswith("midlayer.") for n in written), sorted(written)
+    assert {n.split(".")[1] for n in written if n.startswith("layers.")} == {str(i) for i in range(layers)}
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["architectures"] == ["Eagle3Speculator"] and "model_type" not in cfg
+    assert cfg["transformer_layer_config"]["model_type"] == "llama"
+    assert cfg["transformer_layer_config"]["num_hidden_layers"] == layers and cfg["draft_vocab_size"] == 96
+    assert cfg["eagle_aux_hidden_state_layer_ids"] == [2, 4, 5] and "eagle_config" not in cfg
+    assert {k: cfg[k] for k in ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output")} == dict.fromkeys(
+        ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output"), False)
+    # exactly what convert writes: through the flat layout (the old export) and back, the same folder bit for bit
+    convert(out, "layers", tmp_path / "flat")
+    convert(tmp_path / "flat", "speculators", tmp_path / "back")
+    assert json.loads((tmp_path / "back" / "config.json").read_text()) == cfg
+    a, b = load_file(out / "model.safetensors"), load_file(tmp_path / "back" / "model.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    found = inspect_checkpoint(out)
+    assert found.match.spec == "eagle3-speculators", found.match
+    mine = draftsmith.assemble(spec, target=tiny / "target", draft=out, dtype="float64")
+    back = draftsmith.assemble(draftsmith.parse_spec(found.spec), target=tiny / "target", draft=out, dtype="float64")
+    x, y = mine.draft.state_dict(), back.draft.state_dict()
+    assert x.keys() == y.keys() and all(torch.equal(x[k], y[k]) for k in x)
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, 258, (1, 7), generator=g)
+    aux = torch.randn(1, 7, 3 * 64, generator=g, dtype=torch.float64)
+    with torch.no_grad():
+        got, _ = back.draft(ids, aux, torch.arange(7)[None], embed=back.target.model.embed_tokens, from_target=True)
+        got = back.draft.head_logits(got, back.draft.lm_head)
+        want, to_target = speculators_eagle3_logits(out, back.target, ids, aux)
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+    assert torch.equal(to_target, back.draft.kept_ids())
+    prompts = [[5, 9, 2, 7], [3]]
+    assert [o.token_ids for o in back.generate(prompts, max_new_tokens=12)] == \
+        [o.token_ids for o in back.generate_baseline(prompts, max_new_tokens=12)]
+
+
+def test_an_eagle3_speculators_draft_trained_further_keeps_its_verifier_and_states_its_layers(job, tiny, tmp_path):
+    """--from-draft of a speculators EAGLE-3 checkpoint keeps what its config says of itself (speculators_config:
+    the verifier, the proposal); of a midlayer one whose config says 40 layers (published drafts do), the export's
+    transformer_layer_config says the one layer it holds, which speculators and vLLM build."""
+    from draftsmith.testing import write_eagle3
+
+    src = write_eagle3(tmp_path / "src", tiny / "target", layout="layers", config="speculators", draft_vocab=96,
+                       aux_ids=[2, 4, 5])
+    was = json.loads((src / "config.json").read_text())
+    was["speculators_config"]["verifier"] = {"name_or_path": "org/target", "architectures": ["LlamaForCausalLM"]}
+    was["speculators_config"]["proposal_methods"][0]["speculative_tokens"] = 3
+    (src / "config.json").write_text(json.dumps(was))
+    out = tmp_path / "out"
+    run(job(out, spec="eagle3-speculators", from_draft=src, max_windows=4, config={"steps": 1}))
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["speculators_config"] == was["speculators_config"] and cfg["speculators_model_type"] == "eagle3"
+    draftsmith.assemble("eagle3-speculators", target=tiny / "target", draft=out)
+
+    old = write_eagle3(tmp_path / "old", tiny / "target", draft_vocab=96, aux_ids=[2, 4, 5])
+    stale = json.loads((old / "config.json").read_text()) | {"num_hidden_layers": 40}
+    (old / "config.json").write_text(json.dumps(stale))
+    run(job(tmp_path / "out2", spec="eagle3-speculators", from_draft=old, max_windows=4, config={"steps": 1}))
+    cfg = json.loads((tmp_path / "out2" / "config.json").read_text())
+    assert cfg["transformer_layer_config"]["num_hidden_layers"] == 1
+    assert cfg["speculators_config"]["verifier"]["name_or_path"] is None   # a flat source has none: the template's
+    assert "layers.0.hidden_norm.weight" in names(tmp_path / "out2")
