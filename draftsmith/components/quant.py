@@ -16,19 +16,22 @@ every matmul (x / s, clamped to +-448, cast, times s), on every device, as the c
 
 ``activation: dynamic`` with a tensor or channel scheme quantizes the input per token (its max-abs / 448 a row,
 compressed-tensors' FP8-dynamic), on every device too: the CPU computes what the CUDA kernel does, and what
-transformers with compressed-tensors computes.
+transformers with compressed-tensors computes. With a block scheme it quantizes each token per group of
+``block[1]`` input channels (a group's max-abs / 448: DeepSeek-V3's ``act_quant``, vLLM's and SGLang's
+``per_token_group_quant_fp8``, transformers' FineGrainedFP8), so the input width must be a multiple of ``block[1]``
+(those engines assert it; :func:`partial_groups` names the linears that are not, refused before anything loads).
 
 Reading ``.weight`` gives the dequantized weight (float32 maths, then the model's dtype), so any Linear subclass
 (a fusion's ``fc`` too) computes with it unchanged, on inputs fake-quantized as above: that is the CPU path. On
 CUDA, ``dynamic`` or ``static`` with a tensor or channel scheme runs ``torch._scaled_mm`` on the fp8 inputs
-(guarded: only where torch has it; block scales dequantize on every device, with full-precision inputs unless
-static).
+(guarded: only where torch has it); block scales take the CPU path on every device (no native kernel here).
 
 Isolation (invariant 26): a draft's quantization comes only from its spec's ``quant`` section; the target's only
 from its own ``quantization_config`` (:func:`quantize_target`). Neither reads the other's.
 """
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from typing import Annotated, Any, Callable, Literal
@@ -39,7 +42,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from draftsmith import limits
-from draftsmith.components.target_quant import target_settings
+from draftsmith.components.target_quant import refused, target_settings
 from draftsmith.components.weights import pattern_problem
 from draftsmith.errors import Problem, SpecError, short, short_list
 
@@ -59,8 +62,9 @@ class FP8Params(BaseModel):
     # before its prefix rename); a Linear is quantized when some `modules` pattern and no `exclude` matches
     modules: tuple[str, ...] = (r"^layers\.\d+\.",)
     exclude: tuple[str, ...] = ()
-    # none: full-precision inputs; dynamic: fp8 inputs with a scale per token (tensor and channel schemes); static:
-    # inputs quantized with the checkpoint's input_scale. Both on every device
+    # none: full-precision inputs; dynamic: fp8 inputs with a scale per token (tensor and channel schemes) or per
+    # token and group of block[1] channels (block); static: inputs quantized with the checkpoint's input_scale. Both
+    # on every device
     activation: Literal["none", "dynamic", "static"] = "none"
 
     @field_validator("modules", "exclude")
@@ -102,19 +106,25 @@ def to_fp8(x: torch.Tensor) -> torch.Tensor:
     return x.clamp(-FP8_MAX, FP8_MAX).to(FP8)
 
 
-def input_scales(x: torch.Tensor, input_scale: torch.Tensor | None) -> torch.Tensor:
-    """[..., 1] float32 scales of ``x``'s tokens: the static ``input_scale`` for each, or (None) each token's own
-    max-abs / 448 (dynamic, clamped away from 0 for a row of zeros)."""
-    if input_scale is None:
-        return (x.abs().amax(-1, keepdim=True).to(torch.float32) / FP8_MAX).clamp(min=1e-12)
-    return input_scale.to(torch.float32).reshape(1).expand(*x.shape[:-1], 1)
+def input_scales(x: torch.Tensor, input_scale: torch.Tensor | None, group: int | None = None) -> torch.Tensor:
+    """[..., n] float32 scales of ``x``'s tokens: the static ``input_scale`` for each (n = 1), or (None) the max-abs
+    / 448 of each token's groups of ``group`` consecutive channels (dynamic; n = width / group, the whole token when
+    ``group`` is None; clamped away from 0 for a group of zeros)."""
+    if input_scale is not None:
+        return input_scale.to(torch.float32).reshape(1).expand(*x.shape[:-1], 1)
+    width = x.shape[-1]
+    if group is not None and width % group:
+        raise ValueError(f"an input {width} wide is no whole number of {group}-channel groups")
+    amax = x.abs().unflatten(-1, (-1, group or max(width, 1))).amax(-1)   # [..., n]
+    return (amax.to(torch.float32) / FP8_MAX).clamp(min=1e-12)
 
 
 def fake_quantize(x: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
-    """``x`` as an fp8 activation quantizer leaves it: e4m3(x / s) * s with ``scales`` [..., 1] from
-    :func:`input_scales` or one per-tensor scale (float32 maths, x's dtype)."""
-    s = scales.to(torch.float32)
-    return (to_fp8(x.to(torch.float32) / s).to(torch.float32) * s).to(x.dtype)
+    """``x`` as an fp8 activation quantizer leaves it: e4m3(x / s) * s with ``scales`` [..., n] from
+    :func:`input_scales`, one per group of width / n channels (float32 maths, x's dtype)."""
+    s = scales.to(torch.float32).unsqueeze(-1)                              # [..., n, 1]
+    groups = x.to(torch.float32).unflatten(-1, (s.shape[-2], -1))           # [..., n, width / n]
+    return (to_fp8(groups / s).to(torch.float32) * s).flatten(-2).to(x.dtype)
 
 
 def quantize(w: torch.Tensor, scheme: str, block: tuple[int, int] = (128, 128)) -> tuple[torch.Tensor, torch.Tensor]:
@@ -184,8 +194,8 @@ class FP8Weight:
         s = self._buffers.get(INPUT_SCALE)
         if self.native and x.is_cuda and hasattr(torch, "_scaled_mm"):
             return scaled_mm(x, self._parameters["weight"], self._buffers[scale_name(self.scheme)], self.bias, s)
-        if self.native or s is not None:   # the inputs the kernel quantizes, quantized alike
-            x = fake_quantize(x, input_scales(x, s))
+        if self.activation != "none":   # the inputs the kernels quantize, quantized alike
+            x = fake_quantize(x, input_scales(x, s, self.block[1] if self.scheme == "block" else None))
         return super().forward(x)
 
 
@@ -220,24 +230,49 @@ def fp8_linear(linear: nn.Linear, params: FP8Params, dtype: torch.dtype | None =
     return linear
 
 
+def matching_linears(module: nn.Module, params: FP8Params) -> dict[str, nn.Linear]:
+    """The Linears of ``module`` that ``params`` quantize (not yet FP8), by canonical name."""
+    return {name: sub for name, sub in module.named_modules()
+            if isinstance(sub, nn.Linear) and not isinstance(sub, FP8Weight)
+            and any(re.search(p, name) for p in params.modules) and not any(re.search(p, name) for p in params.exclude)}
+
+
 def quantize_modules(module: nn.Module, params: FP8Params) -> list[str]:
     """Make every matching Linear of ``module`` an FP8 linear; returns their canonical names."""
-    done = []
-    for name, sub in module.named_modules():
-        wanted = any(re.search(p, name) for p in params.modules) and not any(re.search(p, name)
-                                                                             for p in params.exclude)
-        if isinstance(sub, nn.Linear) and not isinstance(sub, FP8Weight) and wanted:
-            fp8_linear(sub, params)
-            done.append(name)
-    return done
+    done = matching_linears(module, params)
+    for sub in done.values():
+        fp8_linear(sub, params)
+    return list(done)
+
+
+def partial_groups(module: nn.Module, params: FP8Params) -> dict[str, int]:
+    """Input widths (by canonical name) of the linears ``params`` would quantize whose dynamic block inputs would end
+    in a partial group of ``block[1]`` channels; {} for any other setting. No engine computes those: DeepSeek-V3's
+    ``act_quant``, vLLM's and SGLang's ``per_token_group_quant_fp8`` assert a whole number of groups."""
+    if params.scheme != "block" or params.activation != "dynamic":
+        return {}
+    return {name: sub.in_features for name, sub in matching_linears(module, params).items()
+            if sub.in_features % params.block[1]}
+
+
+def _widths(partial: dict[str, int]) -> str:
+    return short_list([f"{name} ({width} wide)" for name, width in partial.items()], 4, 200, quote=False)
 
 
 def fp8(params: FP8Params, *, module: nn.Module | None = None, **_) -> list[str]:
     """The registered quant method: quantizes the draft ``module`` it is given (never anything else). Patterns
     that quantize no Linear of it are a SpecError at quant.modules (the section would be a silent no-op),
-    listing the canonical names they are searched in."""
+    listing the canonical names they are searched in; dynamic block inputs in partial groups, one at quant.block."""
     if module is None:
         return []
+    if partial := partial_groups(module, params):
+        g = math.gcd(*(sub.in_features for sub in matching_linears(module, params).values()))
+        raise SpecError("quant", [Problem(
+            "quant.block", f"activation: dynamic quantizes block linears' inputs per token in groups of block[1] = "
+            f"{params.block[1]} channels, and DeepSeek-V3, vLLM, SGLang and transformers refuse a partial group: "
+            f"{len(partial)} linear(s) would end in one: {_widths(partial)}", found=list(params.block),
+            allowed=f"a block[1] dividing {g} (every quantized linear's input width)",
+            hint="Or activation: none, or quant.exclude those linears.")])
     done = quantize_modules(module, params)
     if not done:
         linears = [n for n, m in module.named_modules() if isinstance(m, nn.Linear)]
@@ -290,6 +325,14 @@ def target_params(quantization_config: Mapping[str, Any] | None) -> FP8Params | 
 
 
 def quantize_target(model: nn.Module, cfg) -> list[str]:
-    """Quantize a target built on meta as its own config says (and only so)."""
+    """Quantize a target built on meta as its own config says (and only so); dynamic block inputs that would end in
+    a partial group are refused (UnsupportedTarget, before any tensor is read)."""
     params = target_params(getattr(cfg, "quantization_config", None))
-    return [] if params is None else quantize_modules(model, params)
+    if params is None:
+        return []
+    if partial := partial_groups(model, params):
+        raise refused("weight_block_size", list(params.block), "a block whose columns divide every quantized "
+                      "linear's input width", f" with activation_scheme dynamic: inputs are quantized per token in "
+                      f"groups of {params.block[1]} channels, a partial group in {len(partial)} linear(s): "
+                      f"{_widths(partial)} (DeepSeek-V3, vLLM, SGLang and transformers refuse one too)")
+    return quantize_modules(model, params)

@@ -2,9 +2,11 @@
 :class:`draftsmith.components.quant.FP8Params`, as a plain dict (``quant.target_params`` builds them). Two styles:
 
 - ``quant_method: fp8``: transformers FineGrainedFP8 / DeepSeek-V3 (``weight_block_size``: block scales
-  ``weight_scale_inv``), else one per-tensor ``weight_scale``; ``activation_scheme: static`` (AutoFP8) adds a
-  per-tensor ``input_scale``; the decoder layers' linears are quantized, less ``modules_to_not_convert`` and
-  ``ignored_layers`` (module name suffixes);
+  ``weight_scale_inv``, inputs quantized per token and group of ``weight_block_size[1]`` channels under
+  ``activation_scheme: dynamic``, transformers' default, as vLLM, SGLang and DeepSeek-V3's fp8 gemm do), else one
+  per-tensor ``weight_scale``; ``activation_scheme: static`` (AutoFP8, per-tensor scales only) adds a per-tensor
+  ``input_scale``; the decoder layers' linears are quantized, less ``modules_to_not_convert`` and ``ignored_layers``
+  (module name suffixes);
 - ``quant_method: compressed-tensors`` (llm-compressor's FP8, FP8-dynamic): config groups that all state one
   setting: weights float, 8 bits, symmetric, per tensor (``weight_scale`` [1]) or per channel ([out, 1]); inputs
   none, dynamic per token, or static per tensor (``input_scale`` [1]). ``targets`` and ``ignore`` are matched as
@@ -58,9 +60,11 @@ def fp8_settings(qc: Mapping[str, Any]) -> dict[str, Any]:
         raise refused("activation_scheme", activation, "'dynamic', or 'static' without weight_block_size (static "
                       "input scales are per tensor)")
     skip = [*(qc.get("modules_to_not_convert") or ()), *(qc.get("ignored_layers") or ())]
+    # dynamic with blocks: per token and group of block[1] channels; dynamic without (AutoFP8's per-tensor dynamic
+    # scale) is not computed: full-precision inputs, as before
     return {"scheme": "block" if block else "tensor", "block": tuple(block or (128, 128)), "modules": (LAYERS,),
             "exclude": (r"^lm_head$", *(suffix_pattern(m) for m in skip)),
-            "activation": "static" if activation == "static" else "none"}
+            "activation": "static" if activation == "static" else "dynamic" if block else "none"}
 
 
 def compressed_tensors_settings(qc: Mapping[str, Any]) -> dict[str, Any]:

@@ -4,8 +4,9 @@ scales in the model's dtype) and AutoFP8 (quant_method fp8, activation_scheme st
 for bit, computes the logits an independent reference computes (transformers' Llama on the weights dequantized in
 float32, each static linear's input fake-quantized with its input_scale, a dynamic one's per token with its own
 max-abs / 448, as compressed-tensors computes on the CPU), and decodes greedily as target-only; what
-draftsmith cannot compute is refused by name before the model is built. Quant isolation (invariant 26) both ways
-with a static target and a static draft."""
+draftsmith cannot compute is refused by name before the model is built. FineGrainedFP8 (Qwen3-*-FP8, DeepSeek-V3:
+128 x 128 weight_scale_inv, dynamic inputs) likewise, against a reference quantizing inputs per token and group of
+128 channels. Quant isolation (invariant 26) both ways with a static target and a static draft."""
 import json
 import shutil
 
@@ -21,7 +22,7 @@ from draftsmith.components.quant import FP8Weight, target_params
 from draftsmith.components.targets import UnsupportedTarget
 from draftsmith.specs.catalog import BUILTIN_DIR
 from draftsmith.testing import write_eagle1, write_target
-from draftsmith.testing.quant import quantize_folder
+from draftsmith.testing.quant import dequantized_copy, quantize_folder
 
 FP8 = torch.float8_e4m3fn
 LAYERS = 4
@@ -352,8 +353,10 @@ def test_the_configs_as_published_map_onto_fp8_params():
     assert p.activation == "none"   # weight-only FP8 (W8A16)
     p = target_params({"quant_method": "fp8", "activation_scheme": "dynamic", "weight_block_size": [128, 128],
                        "modules_to_not_convert": ["mlp.gate"], "ignored_layers": ["model.layers.0.mlp.up_proj"]})
-    assert (p.scheme, p.activation) == ("block", "none")
+    assert (p.scheme, p.block, p.activation) == ("block", (128, 128), "dynamic")   # per token and group of 128
     assert p.exclude == (r"^lm_head$", r"(^|\.)mlp\.gate$", r"(^|\.)model\.layers\.0\.mlp\.up_proj$")
+    p = target_params({"quant_method": "fp8", "weight_block_size": [64, 128]})   # FineGrainedFP8Config's default
+    assert (p.scheme, p.block, p.activation) == ("block", (64, 128), "dynamic")
 
 
 def write_static_draft(folder, target):
@@ -437,3 +440,105 @@ def test_native_static_scaled_mm_on_cuda_is_close_to_the_fake_quantized_matmul(s
     got = lin(x)
     assert got.shape == want.shape
     torch.testing.assert_close(got.float(), want.float(), atol=0.1, rtol=0.05)
+
+
+# FineGrainedFP8 (Qwen3-*-FP8, DeepSeek-V3): 128 x 128 block scales weight_scale_inv, dynamic inputs quantized per
+# token and group of 128 channels; every quantized input is 128 or 256 wide, as the engines require
+FINEGRAINED = {"quant_method": "fp8", "activation_scheme": "dynamic", "weight_block_size": [128, 128], "fmt": "e4m3"}
+
+
+@pytest.fixture(scope="module")
+def finegrained(root):
+    """A Llama 128 wide (MLP 256) stored as transformers' FineGrainedFP8 and Qwen3-FP8 store theirs, its float copy
+    (each weight times its block's scale) and an EAGLE-1 draft for it."""
+    folder = write_target(root / "finegrained", "llama", num_hidden_layers=LAYERS, seed=1, hidden_size=128,
+                          intermediate_size=256)
+    draft = write_eagle1(root / "finegrained-draft", folder, bias=False)
+    assert len(quantize_folder(folder, r"^model\.layers\.\d+\.", scheme="block", quantization_config=True)) == 28
+    dequantized_copy(folder, root / "finegrained-float", scheme="block")
+    assert json.loads((folder / "config.json").read_text())["quantization_config"] == FINEGRAINED
+    return folder, draft
+
+
+def group_fake_quant(x, group=128):
+    """DeepSeek-V3's act_quant (vLLM's and SGLang's per_token_group_quant_fp8) written out: each token's channels
+    in consecutive groups, each divided by its own max-abs / 448, cast to e4m3 and multiplied back."""
+    out = torch.empty(x.shape, dtype=torch.float32)
+    for start in range(0, x.shape[-1], group):
+        part = x[..., start:start + group].to(torch.float32)
+        scale = part.abs().amax(-1, keepdim=True) / 448
+        out[..., start:start + group] = (part / scale).to(FP8).to(torch.float32) * scale
+    return out.to(x.dtype)
+
+
+def grouped_reference_logits(folder, ids, quantize_inputs=True):
+    """transformers' Llama on the dequantized weights, each quantized linear's input fake-quantized per group."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(folder.parent / f"{folder.name}-float", dtype=torch.float32)
+    for name in MODULES if quantize_inputs else ():
+        model.get_submodule(name).register_forward_pre_hook(lambda _, args: (group_fake_quant(args[0]),))
+    with torch.no_grad():
+        return model(ids).logits
+
+
+def test_a_finegrained_fp8_target_loads_bit_for_bit_with_dynamic_block_inputs(finegrained):
+    """Every layer linear holds the stored e4m3 values and the [ceil(out/128), ceil(in/128)] float32
+    weight_scale_inv; each quantizes its inputs per group of 128 channels, through no native kernel."""
+    folder, draft = finegrained
+    model = assemble(folder, draft)
+    ckpt = load_file(str(folder / "model.safetensors"))
+    assert fp8_modules(model.target) == set(MODULES)
+    state = model.target.state_dict()
+    assert state.keys() == ckpt.keys()
+    for k, v in ckpt.items():
+        assert state[k].dtype == v.dtype and torch.equal(bits(state[k]), bits(v)), k
+    assert state["model.layers.0.mlp.down_proj.weight_scale_inv"].shape == (1, 2)
+    assert state["model.layers.0.mlp.up_proj.weight_scale_inv"].shape == (2, 1)
+    for name in MODULES:
+        lin = model.target.get_submodule(name)
+        assert (lin.scheme, lin.block, lin.activation, lin.native) == ("block", (128, 128), "dynamic", False)
+    assert model.target.dims.config.quantization_config == FINEGRAINED
+
+
+def test_a_finegrained_fp8_target_computes_the_logits_of_a_reference_quantizing_inputs_per_group(finegrained):
+    """float32 logits to 1e-4 of transformers' on the dequantized weights with every quantized linear's input
+    fake-quantized per token and group of 128 (what DeepSeek-V3's fp8 gemm, vLLM, SGLang and transformers' kernel
+    take); the group quantization moves them well past that (it is not a no-op)."""
+    folder, draft = finegrained
+    model = assemble(folder, draft)
+    ids = torch.tensor([[5, 17, 3, 88, 41, 9, 60, 2]])
+    with torch.no_grad():
+        got = model.target.logits(model.target(ids, torch.arange(ids.shape[1])[None])[0])
+    want = grouped_reference_logits(folder, ids)
+    torch.testing.assert_close(got, want, atol=1e-4, rtol=0)
+    assert (grouped_reference_logits(folder, ids, quantize_inputs=False) - want).abs().max() > 1e-3
+
+
+def test_speculative_greedy_on_a_finegrained_fp8_target_equals_its_target_only_greedy(finegrained):
+    model = assemble(*finegrained)
+    for kw in ({"topk": 2, "steps": 3, "draft_tokens": 6}, {"topk": 1, "steps": 4, "draft_tokens": 5}):
+        out = model.generate([[1, 2, 3], [7, 8]], max_new_tokens=10, stop=[], **kw)
+        base = model.generate_baseline([[1, 2, 3], [7, 8]], max_new_tokens=10, stop=[])
+        assert [o.token_ids for o in out] == [b.token_ids for b in base]
+
+
+def test_a_finegrained_target_with_partial_input_groups_is_refused_before_any_tensor_is_read(root, tmp_path,
+                                                                                             monkeypatch):
+    """128-column blocks on a Llama 64 wide: its inputs would end in a partial group, which DeepSeek-V3's act_quant
+    and vLLM's and SGLang's per_token_group_quant_fp8 assert against; refused by key, naming the linears."""
+    folder = write_target(tmp_path / "narrow", "llama", num_hidden_layers=2, seed=1)
+    quantize_folder(folder, r"^model\.layers\.\d+\.", scheme="block", quantization_config=True)
+
+    def no_read(*_, **__):
+        raise AssertionError("tensor data was read before the config was checked")
+
+    for where in ("checkpoint", "load", "assemble"):
+        monkeypatch.setattr(f"draftsmith.assembler.{where}.read_tensors", no_read)
+    with pytest.raises(UnsupportedTarget) as err:
+        assemble(folder, root / "draft")
+    text = str(err.value)
+    assert "weight_block_size=[128, 128] is not supported with activation_scheme dynamic" in text, text
+    assert "in groups of 128 channels, a partial group in 12 linear(s): model.layers.0.self_attn.q_proj (64 wide)" \
+        in text and "allowed: " in text, text
+

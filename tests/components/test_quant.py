@@ -1,6 +1,7 @@
 """FP8 (e4m3) quant method: per-tensor, per-channel and block scales dequantize exactly like the float copy,
-loading keeps the stored fp8 weights and float32 scales, and quant isolation (invariant 26) both ways: an FP8
-draft leaves the target bit-identical, an FP8 target never quantizes the draft."""
+loading keeps the stored fp8 weights and float32 scales, dynamic inputs are quantized per token (tensor, channel)
+or per token and group of block[1] channels (block), and quant isolation (invariant 26) both ways: an FP8 draft
+leaves the target bit-identical, an FP8 target never quantizes the draft."""
 import json
 import shutil
 from pathlib import Path
@@ -8,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 from safetensors.torch import load_file
@@ -16,12 +17,16 @@ from safetensors.torch import load_file
 import draftsmith
 from draftsmith.components.quant import (FP8Params, FP8Weight, dequantize, fake_quantize, fp8_linear, input_scales,
                                          quantize, target_params)
+from draftsmith.errors import SpecError
 from draftsmith.specs.catalog import BUILTIN_DIR
 from draftsmith.testing import write_eagle1, write_target
 from draftsmith.testing.quant import dequantized_copy, quantize_folder
 
 SCHEMES = ["tensor", "channel", "block"]
 BLOCK = (32, 48)  # small blocks so the tiny (64-wide) layers hold several, with ragged edges
+# a block target's: its dynamic inputs are quantized in groups of 64 columns, which every 64- or 128-wide input holds
+# whole (rows and columns differ, so a group of the wrong side is seen)
+TARGET_BLOCK = (32, 64)
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)
@@ -73,9 +78,9 @@ def root(tmp_path_factory):
         dequantized_copy(root / f"draft-{scheme}", root / f"draft-{scheme}-float", scheme=scheme, block=BLOCK)
         write_target(root / f"target-{scheme}", "llama", num_hidden_layers=4, seed=1)
         quantize_folder(root / f"target-{scheme}", r"^model\.layers\.\d+\.", scheme="block" if scheme == "block"
-                        else "tensor", block=(128, 128), quantization_config=True)
+                        else "tensor", block=TARGET_BLOCK, quantization_config=True)
         dequantized_copy(root / f"target-{scheme}", root / f"target-{scheme}-float",
-                         scheme="block" if scheme == "block" else "tensor")
+                         scheme="block" if scheme == "block" else "tensor", block=TARGET_BLOCK)
         spec = yaml.safe_load((BUILTIN_DIR / "eagle1-llama-fp8.yaml").read_text())
         spec["name"] = f"fp8-{scheme}"
         spec["quant"] |= {"scheme": scheme, "block": list(BLOCK)}
@@ -135,6 +140,8 @@ def test_fp8_draft_leaves_the_target_bit_identical(root, scheme, dtype):
 
 @settings(max_examples=4)
 @given(scheme=st.sampled_from(["tensor", "block"]), dtype=st.sampled_from(["float32", "bfloat16"]))
+@example(scheme="block", dtype="float32")   # the logits check, each run
+@example(scheme="tensor", dtype="float32")
 def test_fp8_target_never_quantizes_the_draft(root, scheme, dtype):
     fp8_target = assemble(root, "eagle1-llama", f"target-{scheme}", f"draft-{scheme}-float", dtype)
     float_target = assemble(root, "eagle1-llama", f"target-{scheme}-float", f"draft-{scheme}-float", dtype)
@@ -148,7 +155,22 @@ def test_fp8_target_never_quantizes_the_draft(root, scheme, dtype):
         with torch.no_grad():
             a = fp8_target.target.logits(fp8_target.target(ids, pos)[0])
             b = float_target.target.logits(float_target.target(ids, pos)[0])
-        torch.testing.assert_close(a, b, atol=1e-5, rtol=0)
+        if scheme == "block":   # activation_scheme dynamic: on inputs quantized per token and group of block[1]
+            b = grouped_reference_logits(root / "target-block-float", fp8_modules(fp8_target.target), ids)
+        torch.testing.assert_close(a, b, atol=1e-5 if scheme != "block" else 1e-4, rtol=0)
+
+
+def grouped_reference_logits(folder, modules, ids):
+    """transformers' Llama on the dequantized weights, each of ``modules``' input fake-quantized per token and group
+    of TARGET_BLOCK[1] channels (draftsmith's float target fuses some linears: no hook would see their inputs)."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+    for name in modules:
+        model.get_submodule(name).register_forward_pre_hook(lambda _, args: (group_fake_quant(args[0],
+                                                                                              TARGET_BLOCK[1]),))
+    with torch.no_grad():
+        return model(ids).logits
 
 
 def test_unsupported_target_quantization_is_refused_by_name():
@@ -157,6 +179,7 @@ def test_unsupported_target_quantization_is_refused_by_name():
     assert target_params(None) is None
     p = target_params({"quant_method": "fp8", "weight_block_size": [128, 128], "modules_to_not_convert": ["gate"]})
     assert p.scheme == "block" and p.block == (128, 128) and any("gate" in e for e in p.exclude)
+    assert p.activation == "dynamic"   # FineGrainedFP8Config's default activation_scheme
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)
@@ -259,7 +282,7 @@ def test_inspect_proposes_fp8_for_any_family_whose_layers_hold_scales(family, tm
 def test_dynamic_inputs_are_quantized_per_token_on_the_cpu_too(scheme):
     """activation: dynamic computes on the CPU what the CUDA kernel and compressed-tensors compute: each token's
     input quantized to e4m3 with its own max-abs / 448 (a token's output does not depend on the others'), then the
-    dequantized matmul. Block scales keep full-precision inputs (their kernel is the dequantized matmul)."""
+    dequantized matmul. (Block scales: per group, the tests below.)"""
     torch.manual_seed(0)
     lin = torch.nn.Linear(64, 32, bias=True)
     w = lin.weight.detach().float()
@@ -274,8 +297,104 @@ def test_dynamic_inputs_are_quantized_per_token_on_the_cpu_too(scheme):
     assert (got - torch.nn.functional.linear(x, lin.weight, lin.bias)).abs().max() > 1e-4   # not a no-op
     for i in range(3):   # per token: a row alone gives the same output
         torch.testing.assert_close(lin(x[i:i + 1]), got[i:i + 1], atol=1e-5, rtol=1e-5)
-    block = torch.nn.Linear(64, 32, bias=False)
-    wb = block.weight.detach().float()
-    fp8_linear(block, FP8Params(scheme="block", block=(16, 16), activation="dynamic"), torch.float32)
-    block._parameters["weight"].data, block.weight_scale_inv = quantize(wb, "block", (16, 16))
-    torch.testing.assert_close(block(x), torch.nn.functional.linear(x, block.weight), atol=0, rtol=0)
+
+
+def group_fake_quant(x, group):
+    """DeepSeek-V3's act_quant / vLLM's per_token_group_quant_fp8 written out: each token's channels taken in
+    consecutive groups of ``group``, each divided by its own max-abs / 448, cast to e4m3 and multiplied back."""
+    out = torch.empty(x.shape, dtype=torch.float32)
+    for start in range(0, x.shape[-1], group):
+        part = x[..., start:start + group].to(torch.float32)
+        scale = part.abs().amax(-1, keepdim=True) / 448
+        out[..., start:start + group] = (part / scale).to(torch.float8_e4m3fn).to(torch.float32) * scale
+    return out.to(x.dtype)
+
+
+GROUP_BLOCK = (16, 32)   # rows x columns: the input groups are 32 channels, never the 16 rows
+
+
+def block_linear(inp, out, bias, weight=None, scale=None):
+    """A dynamic block FP8 linear of GROUP_BLOCK (random max-abs scaled weights, or those given)."""
+    lin = torch.nn.Linear(inp, out, bias=bias)
+    w = lin.weight.detach().float()
+    fp8_linear(lin, FP8Params(scheme="block", block=GROUP_BLOCK, activation="dynamic"), torch.float32)
+    q, s = quantize(w, "block", GROUP_BLOCK) if weight is None else (weight, scale)
+    lin._parameters["weight"].data, lin.weight_scale_inv = q, s
+    assert not lin.native   # no native kernel: the dequantized matmul on every device
+    return lin
+
+
+def test_dynamic_block_inputs_are_quantized_per_token_and_group_of_block_columns():
+    """FineGrainedFP8 / DeepSeek-V3 as their engines compute it: each token's input quantized in groups of block[1]
+    channels, each group with its own max-abs / 448, then the block-dequantized matmul (an independent reference:
+    groups written out, each weight block times its scale)."""
+    torch.manual_seed(0)
+    lin = block_linear(96, 40, True)
+    q, s = lin._parameters["weight"], lin.weight_scale_inv
+    assert s.shape == (3, 3)
+    w = torch.empty(40, 96)
+    for i in range(3):
+        for j in range(3):
+            rows, cols = slice(16 * i, 16 * i + 16), slice(32 * j, 32 * j + 32)
+            w[rows, cols] = q[rows, cols].to(torch.float32) * s[i, j]
+    x = torch.randn(2, 5, 96) * torch.tensor([1.0] * 32 + [1e3] * 32 + [1e-3] * 32)   # groups far apart in scale
+    got = lin(x)
+    torch.testing.assert_close(got, group_fake_quant(x, 32) @ w.T + lin.bias, atol=1e-5, rtol=1e-5)
+    assert (got - (x @ w.T + lin.bias)).abs().max() > 1e-3   # not a no-op
+    torch.testing.assert_close(fake_quantize(x, input_scales(x, None, 32)), group_fake_quant(x, 32), atol=0, rtol=0)
+
+
+def test_a_tokens_group_quantization_depends_on_no_other_token_or_group():
+    """Through an identity block linear (e4m3 ones on the diagonal, scales 1) the output is the quantized input:
+    a group scaled by 1e3 leaves every other group of the token, and every other token, bit for bit as they were;
+    a token alone is quantized as within the batch; a group of zeros stays zeros."""
+    eye = block_linear(96, 96, False, torch.eye(96).to(torch.float8_e4m3fn), torch.ones(6, 3))
+    x = torch.randn(4, 96, generator=torch.Generator().manual_seed(2))
+    base = eye(x)
+    assert torch.equal(base, group_fake_quant(x, 32)) and not torch.equal(base, x)
+    loud = x.clone()
+    loud[1, 32:64] *= 1e3
+    moved = eye(loud)
+    assert torch.equal(moved[[0, 2, 3]], base[[0, 2, 3]])                                 # the other tokens
+    assert torch.equal(moved[1, :32], base[1, :32]) and torch.equal(moved[1, 64:], base[1, 64:])   # other groups
+    torch.testing.assert_close(moved[1, 32:64], base[1, 32:64] * 1e3, rtol=1e-6, atol=0)  # that group's own scale
+    for i in range(4):
+        assert torch.equal(eye(x[i:i + 1]), base[i:i + 1])
+    silent = x.clone()
+    silent[2, 64:] = 0   # a group of zeros: zeros (its scale is kept off 0), the token's other groups as they were
+    assert torch.equal(eye(silent)[2], torch.cat([base[2, :64], torch.zeros(32)]))
+
+
+@pytest.mark.gpu
+def test_dynamic_block_inputs_on_cuda_take_the_cpu_path():
+    """No native block kernel: on CUDA a dynamic block linear quantizes per group and runs the dequantized matmul
+    too (not torch._scaled_mm, whose scales are per token and channel only): the CPU's output, up to accumulation."""
+    torch.manual_seed(0)
+    lin = block_linear(256, 128, True)
+    x = torch.randn(4, 16, 256) * 3
+    want = lin(x)
+    got = lin.cuda()(x.cuda())
+    torch.testing.assert_close(got.cpu(), want, atol=1e-4, rtol=1e-4)
+
+
+def test_dynamic_block_inputs_in_a_partial_group_are_refused_in_a_spec(root, tmp_path, monkeypatch):
+    """DeepSeek-V3's act_quant, vLLM's and SGLang's per_token_group_quant_fp8 assert a whole number of groups; a
+    draft spec whose block[1] leaves one is a SpecError at quant.block naming the linears, before any tensor is
+    read (the eagle1 draft's linears are 64 and 128 wide: 48 divides neither)."""
+    spec = yaml.safe_load((BUILTIN_DIR / "eagle1-llama-fp8.yaml").read_text())
+    spec["name"] = "fp8-partial"
+    spec["quant"] |= {"scheme": "block", "block": list(BLOCK), "activation": "dynamic"}
+    (tmp_path / "fp8-partial.yaml").write_text(yaml.safe_dump(spec))
+
+    def no_read(*_, **__):
+        raise AssertionError("tensor data was read before the spec was checked")
+
+    for where in ("checkpoint", "load", "assemble"):
+        monkeypatch.setattr(f"draftsmith.assembler.{where}.read_tensors", no_read)
+    with pytest.raises(SpecError) as err:
+        draftsmith.assemble(str(tmp_path / "fp8-partial.yaml"), target=root / "target", draft=root / "draft-block")
+    text = str(err.value)
+    assert "quant.block" in text and "groups of block[1] = 48 channels" in text, text
+    assert "layers.0.self_attn.q_proj (64 wide)" in text and "a block[1] dividing 64" in text, text
+    with pytest.raises(ValueError, match="no whole number of 48-channel groups"):   # and the function itself
+        input_scales(torch.ones(2, 64), None, 48)
