@@ -5,8 +5,8 @@
   ``weight_scale_inv``, inputs quantized per token and group of ``weight_block_size[1]`` channels under
   ``activation_scheme: dynamic``, transformers' default, as vLLM, SGLang and DeepSeek-V3's fp8 gemm do), else one
   per-tensor ``weight_scale``; ``activation_scheme: static`` (AutoFP8, per-tensor scales only) adds a per-tensor
-  ``input_scale``; the decoder layers' linears are quantized, less ``modules_to_not_convert`` and ``ignored_layers``
-  (module name suffixes);
+  ``input_scale``; the decoder layers' linears are quantized (or those ``modules_to_convert`` names), less
+  ``modules_to_not_convert`` and ``ignored_layers`` (module name suffixes); ``scale_fmt: ue8m0`` is refused;
 - ``quant_method: compressed-tensors`` (llm-compressor's FP8, FP8-dynamic): config groups that all state one
   setting: weights float, 8 bits, symmetric, per tensor (``weight_scale`` [1]) or per channel ([out, 1]); inputs
   none, dynamic per token, or static per tensor (``input_scale`` [1]). ``targets`` and ``ignore`` are matched as
@@ -55,6 +55,9 @@ def fp8_settings(qc: Mapping[str, Any]) -> dict[str, Any]:
         raise refused("fmt", fmt, "'e4m3'")
     if (kv := qc.get("kv_cache_scheme")) is not None:
         raise refused("kv_cache_scheme", kv, "null", " (a quantized KV cache: draftsmith's holds the model dtype)")
+    if (scale_fmt := qc.get("scale_fmt")) not in (None, "float"):
+        raise refused("scale_fmt", scale_fmt, "null or 'float'", " (ue8m0 rounds each input scale up to a power of "
+                      "two; draftsmith computes float scales, so its logits would not be the checkpoint's)")
     activation, block = qc.get("activation_scheme", "dynamic"), qc.get("weight_block_size")
     if activation not in ("dynamic", "static") or (block and activation == "static"):
         raise refused("activation_scheme", activation, "'dynamic', or 'static' without weight_block_size (static "
@@ -62,7 +65,9 @@ def fp8_settings(qc: Mapping[str, Any]) -> dict[str, Any]:
     skip = [*(qc.get("modules_to_not_convert") or ()), *(qc.get("ignored_layers") or ())]
     # dynamic with blocks: per token and group of block[1] channels; dynamic without (AutoFP8's per-tensor dynamic
     # scale) is not computed: full-precision inputs, as before
-    return {"scheme": "block" if block else "tensor", "block": tuple(block or (128, 128)), "modules": (LAYERS,),
+    only = qc.get("modules_to_convert")   # transformers' allow list (null: every decoder layer's linears)
+    modules = tuple(suffix_pattern(m) for m in only) if only else (LAYERS,)
+    return {"scheme": "block" if block else "tensor", "block": tuple(block or (128, 128)), "modules": modules,
             "exclude": (r"^lm_head$", *(suffix_pattern(m) for m in skip)),
             "activation": "static" if activation == "static" else "dynamic" if block else "none"}
 

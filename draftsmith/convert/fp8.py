@@ -66,8 +66,9 @@ def fp8_reading(spec, registry, config: Mapping[str, Any], infos: dict[str, Tens
     if found.ignore:
         count = sum(n.endswith(tuple(acts)) for n in own)
         found.notes.append(f"weights.ignore: the {count} static activation scale(s) ({', '.join(a[1:] for a in acts)}"
-                           "): the proposal keeps activation: none (full-precision inputs; dynamic quantizes per token "
-                           "on CUDA); quant.activation: static loads input_scale tensors the rules do not ignore")
+                           "): the proposal keeps activation: none (full-precision inputs; dynamic quantizes them per "
+                           "token, per group of block[1] channels under block scales); quant.activation: static "
+                           "loads input_scale tensors the rules do not ignore")
     if not scales:
         return found
     mine = {n: canonical[n] for s in scales for n in (s, weight_of(s)) if n in canonical}

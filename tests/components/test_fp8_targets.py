@@ -309,6 +309,8 @@ REFUSED = {
     "static with block scales": ({"quant_method": "fp8", "activation_scheme": "static",
                                   "weight_block_size": [128, 128]}, "activation_scheme='static' is not supported"),
     "another method": ({"quant_method": "awq", "bits": 4}, "quant_method='awq' is not supported; allowed: fp8"),
+    "power-of-two input scales": ({"quant_method": "fp8", "weight_block_size": [128, 128], "scale_fmt": "ue8m0"},
+                                  "scale_fmt='ue8m0' is not supported"),
 }
 
 
@@ -357,6 +359,9 @@ def test_the_configs_as_published_map_onto_fp8_params():
     assert p.exclude == (r"^lm_head$", r"(^|\.)mlp\.gate$", r"(^|\.)model\.layers\.0\.mlp\.up_proj$")
     p = target_params({"quant_method": "fp8", "weight_block_size": [64, 128]})   # FineGrainedFP8Config's default
     assert (p.scheme, p.block, p.activation) == ("block", (64, 128), "dynamic")
+    p = target_params({"quant_method": "fp8", "weight_block_size": [128, 128], "scale_fmt": "float",
+                       "modules_to_convert": ["self_attn.q_proj", "mlp.down_proj"]})   # an allow list
+    assert p.modules == (r"(^|\.)self_attn\.q_proj$", r"(^|\.)mlp\.down_proj$")
 
 
 def write_static_draft(folder, target):
