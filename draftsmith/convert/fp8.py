@@ -90,10 +90,13 @@ def fp8_reading(spec, registry, config: Mapping[str, Any], infos: dict[str, Tens
             return found
         section["exclude"] = []
     else:
-        section = {"method": "fp8", **settings, "activation": "none"}
+        # block scales: inputs quantized per token and group of block[1] channels, as every engine runs a block
+        # fp8 linear (DeepSeek-V3's act_quant, vLLM's and SGLang's per-token-group quant); others: full precision
+        section = {"method": "fp8", **settings, "activation": "dynamic" if settings["scheme"] == "block" else "none"}
     modules = module_patterns(scaled, linears)
     found.quant = section | {"modules": modules}
-    found.notes.append(f"quant: fp8 on {len(modules)} module pattern(s) (the stored scales); " + note)
+    found.notes.append(f"quant: fp8 on {len(modules)} module pattern(s) (the stored scales, activation: "
+                       f"{section['activation']}); " + note)
     return found
 
 

@@ -285,3 +285,18 @@ def test_per_head_q_and_k_norms_are_read_into_the_proposed_spec(tmp_path):
     assert any("qk_norm: true" in note for note in found.match.assumptions)
     model = draftsmith.assemble(parse_spec(found.spec), target=t, draft=d)
     assert torch.equal(model.draft.layers[0].self_attn.q_norm.weight, tensors["midlayer.self_attn.q_norm.weight"])
+
+
+def test_block_scales_a_float_family_does_not_hold_are_proposed_with_per_group_inputs(target, tmp_path):
+    """An EAGLE-3 draft whose layer is block FP8 (its family spec says quant: none): the proposal quantizes its
+    inputs per token and group of block[1] channels (activation: dynamic), as every engine runs a block fp8 linear,
+    says so, and its weights load as the float copy's."""
+    draft = write_eagle3(tmp_path / "d", target)
+    quantize_folder(draft, r"^midlayer\.", scheme="block", block=(16, 16))
+    reference = dequantized_copy(draft, tmp_path / "float", scheme="block", block=(16, 16))
+    found = inspect_checkpoint(draft)
+    quant = found.spec["quant"]
+    assert (quant["method"], quant["scheme"], quant["activation"]) == ("fp8", "block", "dynamic")
+    assert any(n.startswith("quant: fp8 on ") and "activation: dynamic" in n for n in notes(found)), notes(found)
+    model = assert_loads_as(found, target, reference, "eagle3-llama")
+    assert model.draft.layers[0].self_attn.q_proj.activation == "dynamic"
