@@ -33,6 +33,8 @@ DRAFT_TOKENS = 1_024            # tree size including the root
 PAGE_SIZE = 4_096               # KV pool page size (tokens)
 NEW_TOKENS = 1 << 20            # max_new_tokens (KV pools are sized for prompt + max_new_tokens up front)
 BATCH = 4_096                   # prompts in one generate() call (each is a row of the KV pools, allocated up front)
+MESSAGES = 1 << 16              # messages of one conversation prompt, counted before any is read (its tokens are
+                                # checked against the context once rendered)
 PROBE_BYTES = 1 << 20           # a `doctor --probe @FILE` file (a regular file; real probes are a few hundred bytes)
 
 # Weight-name rules (regular expressions over tensor names)

@@ -112,7 +112,12 @@ def _ids(p: Any, where: str, tokenizer: Any, problems: list[str], context: int |
 
 
 def _conversation_ids(p: Sequence[Mapping], where: str, tokenizer: Any, problems: list[str]) -> list[int] | None:
-    """A conversation prompt's ids (:func:`draftsmith.chat.conversation_ids`), or None with the reasons appended."""
+    """A conversation prompt's ids (:func:`draftsmith.chat.conversation_ids`), or None with the reasons appended;
+    one of more than ``limits.MESSAGES`` messages is refused by its length, before a message is read."""
+    if len(p) > limits.MESSAGES:
+        problems.append(f"{where}: a conversation of {len(p)} messages; at most {limits.MESSAGES} are read (its "
+                        "tokens must also fit the target's context once rendered)")
+        return None
     if (why := template_problem(tokenizer)) is not None:
         problems.append(f"{where}: {why}")
         return None
@@ -140,16 +145,16 @@ def _past_context(where: str, tokens: int, context: int, messages: int | None = 
 
 
 def _strings(value: Any) -> Iterator[str]:
-    # every string held in nested mappings (keys too), lists and tuples, depth-first without recursion
-    stack = [value]
+    # every string held in nested mappings (keys too), lists and tuples, depth-first without recursion; a container
+    # is walked once however often it is held (a tool call that holds itself, or shares a part, ends)
+    stack, seen = [value], set()
     while stack:
         v = stack.pop()
         if isinstance(v, str):
             yield v
-        elif isinstance(v, Mapping):
-            stack += [*v.keys(), *v.values()]
-        elif isinstance(v, (list, tuple)):
-            stack += v
+        elif isinstance(v, (Mapping, list, tuple)) and id(v) not in seen:
+            seen.add(id(v))
+            stack += [*v.keys(), *v.values()] if isinstance(v, Mapping) else v
 
 
 def _not_unicode(text: str) -> int | None:

@@ -173,3 +173,49 @@ def test_a_message_with_a_tool_call_reaches_the_template(chat_pair):
         deep = [{**call[0], "function": bad}]
         with pytest.raises(ArgumentError, match="prompt: message 1 holds a lone surrogate"):
             model.generate([talk[0], {**talk[1], "tool_calls": deep}], max_new_tokens=4)
+
+
+def _within(seconds, fn):
+    """fn() under an alarm: a walk that never ends fails the test instead of hanging it."""
+    import signal
+
+    def ring(*_):
+        raise TimeoutError(f"still running after {seconds} s")
+
+    old = signal.signal(signal.SIGALRM, ring)
+    signal.alarm(seconds)
+    try:
+        return fn()
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def test_a_tool_call_that_holds_itself_or_shares_parts_is_walked_once(chat_pair):
+    """The lone-surrogate check walks a message's nested strings: a container it meets again (a message whose
+    tool_calls hold the message, a part shared 40 levels deep: 2^40 paths) is walked once, so the call ends with
+    the template's own verdict instead of looping."""
+    from draftsmith.decoding.arguments import _strings
+
+    model, _ = chat_pair
+    m = {"role": "assistant", "content": "hi"}
+    m["tool_calls"] = [m]
+    with pytest.raises(ArgumentError, match="prompt: "):
+        _within(10, lambda: model.generate([{"role": "user", "content": "q"}, m], max_new_tokens=2))
+    shared = {"name": "f"}
+    for _ in range(40):
+        shared = {"l": shared, "r": shared}
+    assert sorted(_within(10, lambda: list(_strings(shared)))) == ["f", *["l"] * 40, "name", *["r"] * 40]
+
+
+def test_a_conversation_of_more_messages_than_the_limit_is_refused_before_a_message_is_read(chat_pair,
+                                                                                            monkeypatch):
+    from draftsmith import limits
+    from draftsmith.decoding import arguments
+
+    model, _ = chat_pair
+    monkeypatch.setattr(arguments, "message_problems", lambda *a: pytest.fail("a message was read"))
+    talk = [{"role": "user", "content": "x"}] * (limits.MESSAGES + 1)
+    with pytest.raises(ArgumentError, match=f"prompt: a conversation of {limits.MESSAGES + 1} messages; at most "
+                                            f"{limits.MESSAGES} are read"):
+        model.generate(talk, max_new_tokens=2)
