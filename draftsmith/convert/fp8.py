@@ -90,14 +90,30 @@ def fp8_reading(spec, registry, config: Mapping[str, Any], infos: dict[str, Tens
             return found
         section["exclude"] = []
     else:
-        # block scales: inputs quantized per token and group of block[1] channels, as every engine runs a block
-        # fp8 linear (DeepSeek-V3's act_quant, vLLM's and SGLang's per-token-group quant); others: full precision
-        section = {"method": "fp8", **settings, "activation": "dynamic" if settings["scheme"] == "block" else "none"}
+        section = {"method": "fp8", **settings, "activation": "none"}
+        if settings["scheme"] == "block":
+            section["activation"], why = block_activation(settings.get("block"), scaled, canonical)
+            found.notes += [why] if why else []
     modules = module_patterns(scaled, linears)
     found.quant = section | {"modules": modules}
     found.notes.append(f"quant: fp8 on {len(modules)} module pattern(s) (the stored scales, activation: "
                        f"{section['activation']}); " + note)
     return found
+
+
+def block_activation(block: list[int] | None, scaled: list[str], canonical: Mapping[str, TensorInfo]
+                     ) -> tuple[str, str | None]:
+    """The activation proposed for block scales: dynamic (inputs quantized per token and group of block[1]
+    channels, as every engine runs a block fp8 linear: DeepSeek-V3's act_quant, vLLM's and SGLang's per-token-group
+    quant) where block[1] divides every scaled linear's input width, as those engines assert; else none, with why."""
+    widths = {m: canonical[f"{m}.weight"].shape[-1] for m in scaled if f"{m}.weight" in canonical}
+    if block is None:
+        return "none", None
+    if odd := sorted(m for m, w in widths.items() if w % block[1]):
+        return "none", (f"quant.activation: none (full-precision inputs): block[1] = {block[1]} does not divide the "
+                        f"input width of {len(odd)} scaled linear(s), e.g. {odd[0]} ({widths[odd[0]]} wide), so its "
+                        "inputs cannot be quantized per group as engines do (they refuse such a width)")
+    return "dynamic", None
 
 
 def quantized(section: Mapping[str, Any], modules: set[str]) -> set[str]:

@@ -300,3 +300,18 @@ def test_block_scales_a_float_family_does_not_hold_are_proposed_with_per_group_i
     assert any(n.startswith("quant: fp8 on ") and "activation: dynamic" in n for n in notes(found)), notes(found)
     model = assert_loads_as(found, target, reference, "eagle3-llama")
     assert model.draft.layers[0].self_attn.q_proj.activation == "dynamic"
+
+
+def test_block_scales_whose_block_does_not_divide_the_inputs_are_proposed_with_full_precision_inputs(target,
+                                                                                                      tmp_path):
+    """128 x 128 blocks over 32- and 64-wide weights (one scale each, so the shapes allow any block from 64 up and
+    128 is guessed): 128 does not divide the inputs, which a per-group input quantizer (and every engine) refuses,
+    so the proposal keeps full-precision inputs, says why, and loads."""
+    draft = write_eagle3(tmp_path / "d", target)
+    quantize_folder(draft, r"^midlayer\.", scheme="block", block=(128, 128))
+    reference = dequantized_copy(draft, tmp_path / "float", scheme="block", block=(128, 128))
+    found = inspect_checkpoint(draft)
+    assert (found.spec["quant"]["block"], found.spec["quant"]["activation"]) == ([128, 128], "none")
+    assert any(n.startswith("quant.activation: none (full-precision inputs): block[1] = 128 does not divide the "
+                            "input width of ") for n in notes(found)), notes(found)
+    assert_loads_as(found, target, reference, "eagle3-llama")
