@@ -79,7 +79,8 @@ case "$stage" in
     part 90 bench-8b-batch8 $bench --scale 8b --out "$RES/8b-batch8" --batches 8 --no-hf
     part 60 profile-8b python3 benchmarks/profile_cuda.py 8b "$RES/profile-8b" /tmp/ckpt ;;
   tests)
-    timeout 300 python3 -m pytest -q -p no:cacheprovider tests/gpu tests/components -m gpu -rs --timeout 200 2>&1 | grep -v DEBUG \
+    timeout 300 python3 -m pytest -q -p no:cacheprovider tests/gpu tests/components -m gpu -rs --timeout 200 2>&1 \
+      | grep -v DEBUG \
       | tee "$RES/gpu-tests.log" | grep -E "^(FAILED|ERROR)|passed|failed"; pack
     timeout 220 $bench --scale 1b --out "$RES/1b" --batches 1,8 --no-hf 2>&1 | tee "$RES/bench-1b.log" \
       | grep "ms/step" ;;

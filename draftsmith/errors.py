@@ -49,6 +49,15 @@ class _Repr(reprlib.Repr):
     def repr_ndarray(self, x: Any, level: int) -> str:
         return f"<numpy array of shape {list(x.shape)}, {x.dtype}>"
 
+    def repr1(self, x: Any, level: int) -> str:
+        # a subclass of dict, set, frozenset or list (OrderedDict, Counter, a list subclass) has no repr_ of its own
+        # name, and reprlib would quote it with its whole repr (10^6 items: ~1 s); it is quoted as its base is
+        kind = type(x)
+        for base in (dict, set, frozenset, list):
+            if kind is not base and isinstance(x, base) and not hasattr(self, "repr_" + kind.__name__):
+                return f"{kind.__name__}({getattr(self, 'repr_' + base.__name__)(x, level)})"
+        return super().repr1(x, level)
+
     def repr_set(self, x: set, level: int) -> str:   # reprlib sorts a whole set (10^7 ints: ~20 s) to show 6
         return super().repr_set(_few(x, self.maxset), level) if x else "set()"
 

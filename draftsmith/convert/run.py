@@ -96,6 +96,11 @@ def own_layout(rules: RuleSet, table: Mapping[str, Layout] | None = None) -> Lay
                  and list(rule_set(load_spec(t.spec), default_registry()).rules) == list(rules.rules)), None)
 
 
+def layer_count(names: Iterable[str]) -> int:
+    """The decoder layers canonical tensor names hold (``layers.N.``)."""
+    return len({m.group(1) for n in names if (m := re.match(r"^layers\.(\d+)\.", n))})
+
+
 def layout_facts(layout: Layout, facts: Mapping[str, Any], names: Iterable[str]) -> dict[str, Any]:
     """The config facts ``layout`` writes for a draft of ``facts`` and these canonical tensor names: its ``drops``
     left out, its ``facts`` read from the names, the layer count the names hold (a midlayer config's
@@ -103,7 +108,7 @@ def layout_facts(layout: Layout, facts: Mapping[str, Any], names: Iterable[str])
     them; convert and train's export both do."""
     names = list(names)
     out = {k: v for k, v in facts.items() if k not in layout.drops}
-    if layers := len({m.group(1) for n in names if (m := re.match(r"^layers\.(\d+)\.", n))}):
+    if layers := layer_count(names):
         out["num_hidden_layers"] = layers
     return out | {key: any(re.search(p, n) for n in names) for key, p in layout.facts.items()}
 
@@ -205,7 +210,7 @@ def _convert(src: str | Path, layout: Layout, out: Path,
     plan = plan_canonical(src, found)  # names, shapes and facts: every check below reads no tensor data
     names, rope = list(plan.sources), plan.rope
     problems = []
-    n_layers = len({m.group(1) for n in names if (m := re.match(r"^layers\.(\d+)\.", n))})
+    n_layers = layer_count(names)
     if layout.max_layers is not None and n_layers > layout.max_layers:
         problems.append(f"{n_layers} layers; the {to} layout holds at most {layout.max_layers}")
     for pattern in layout.requires:
