@@ -3,15 +3,17 @@
 
 - ``quant_method: fp8``: transformers FineGrainedFP8 / DeepSeek-V3 (``weight_block_size``: block scales
   ``weight_scale_inv``, inputs quantized per token and group of ``weight_block_size[1]`` channels under
-  ``activation_scheme: dynamic``, transformers' default, as vLLM, SGLang and DeepSeek-V3's fp8 gemm do), else one
-  per-tensor ``weight_scale``; ``activation_scheme: static`` (AutoFP8, per-tensor scales only) adds a per-tensor
-  ``input_scale``; the decoder layers' linears are quantized (or those ``modules_to_convert`` names), less
-  ``modules_to_not_convert`` and ``ignored_layers`` (module name suffixes); ``scale_fmt: ue8m0`` is refused;
+  ``activation_scheme: dynamic``, transformers' default, as vLLM, SGLang and DeepSeek-V3's fp8 gemm do), or AutoFP8
+  (``activation_scheme: static``: per-tensor ``weight_scale`` and ``input_scale``); every decoder layer's linear is
+  quantized, except lm_head and those ``modules_to_not_convert`` and ``ignored_layers`` name, matched as
+  transformers' ``should_convert_module`` matches them (a regex at the start of the name up to a module boundary,
+  or a name suffix as written). Refused: per-tensor dynamic inputs (dynamic without ``weight_block_size``: one
+  scale for the whole batch), ``modules_to_convert`` (FP8 embedding tables) and ``scale_fmt: ue8m0``;
 - ``quant_method: compressed-tensors`` (llm-compressor's FP8, FP8-dynamic): config groups that all state one
   setting: weights float, 8 bits, symmetric, per tensor (``weight_scale`` [1]) or per channel ([out, 1]); inputs
   none, dynamic per token, or static per tensor (``input_scale`` [1]). ``targets`` and ``ignore`` are matched as
   compressed-tensors matches them: ``re:X`` is the regex X matched at the start of a module name, ``Linear`` every
-  linear, another target an exact module name, another ignore entry a module name suffix.
+  linear, another entry the exact module name (a class name other than ``Linear`` is refused as a target).
 
 Anything else (other methods, int or 4-bit groups, block or group strategies, asymmetric, KV-cache, sparse or
 transformed checkpoints) is refused before the model is built, naming the key, what it holds and what is read.
@@ -31,8 +33,10 @@ LAYERS = r"^model\.layers\.\d+\."   # what quant_method fp8 quantizes: every dec
 CT_FORMATS = ("float-quantized", "naive-quantized")   # both store the fp8 values as they are
 CT_INPUTS = {("token", True): "dynamic", ("tensor", False): "static"}   # (strategy, dynamic) -> FP8Params activation
 CT_OFF = ("kv_cache_scheme", "sparsity_config", "transform_config")     # what a checkpoint draftsmith reads leaves out
-METHODS = ("fp8 (e4m3: weight_block_size block scales, else per-tensor weight_scale; activation_scheme dynamic or "
-           "static) or compressed-tensors (float-quantized FP8)")
+BATCH_SCALE = ("one input scale for the whole batch, its max-abs, so verifying several tokens would quantize each "
+               "differently from decoding it alone (not lossless)")
+METHODS = ("fp8 (e4m3: weight_block_size block scales with activation_scheme dynamic, or per-tensor weight_scale "
+           "with static) or compressed-tensors (float-quantized FP8)")
 
 
 def refused(key: str, found: Any, allowed: str, why: str = "") -> UnsupportedTarget:
@@ -58,18 +62,50 @@ def fp8_settings(qc: Mapping[str, Any]) -> dict[str, Any]:
     if (scale_fmt := qc.get("scale_fmt")) not in (None, "float"):
         raise refused("scale_fmt", scale_fmt, "null or 'float'", " (ue8m0 rounds each input scale up to a power of "
                       "two; draftsmith computes float scales, so its logits would not be the checkpoint's)")
-    activation, block = qc.get("activation_scheme", "dynamic"), qc.get("weight_block_size")
-    if activation not in ("dynamic", "static") or (block and activation == "static"):
-        raise refused("activation_scheme", activation, "'dynamic', or 'static' without weight_block_size (static "
-                      "input scales are per tensor)")
-    skip = [*(qc.get("modules_to_not_convert") or ()), *(qc.get("ignored_layers") or ())]
-    # dynamic with blocks: per token and group of block[1] channels; dynamic without (AutoFP8's per-tensor dynamic
-    # scale) is not computed: full-precision inputs, as before
-    only = qc.get("modules_to_convert")   # transformers' allow list (null: every decoder layer's linears)
-    modules = tuple(suffix_pattern(m) for m in only) if only else (LAYERS,)
-    return {"scheme": "block" if block else "tensor", "block": tuple(block or (128, 128)), "modules": modules,
-            "exclude": (r"^lm_head$", *(suffix_pattern(m) for m in skip)),
-            "activation": "static" if activation == "static" else "dynamic" if block else "none"}
+    if convert := qc.get("modules_to_convert"):   # transformers: modules converted besides every Linear
+        raise refused("modules_to_convert", convert, "null or empty (every Linear is converted regardless)",
+                      " (it names the embedding tables stored in FP8, transformers' FP8Embedding with one "
+                      "weight_scale each; draftsmith computes no FP8 embeddings)")
+    block = qc.get("weight_block_size")
+    activation = fp8_activation(qc.get("activation_scheme", "dynamic"), block)
+    skip = [skip_pattern(f"{key}.{i}", entry) for key in ("modules_to_not_convert", "ignored_layers")
+            for i, entry in enumerate(name_list(key, qc.get(key)))]
+    return {"scheme": "block" if block else "tensor", "block": tuple(block or (128, 128)), "modules": (LAYERS,),
+            "exclude": (r"^lm_head$", *skip), "activation": activation}
+
+
+def fp8_activation(scheme: Any, block: Any) -> str:
+    """FP8Params activation for ``activation_scheme``: dynamic with block scales (per token and group of block[1]
+    channels), static without (the checkpoint's per-tensor input_scale)."""
+    allowed = "'dynamic' with weight_block_size, or 'static' without (a per-tensor input_scale)"
+    if scheme not in ("dynamic", "static"):
+        raise refused("activation_scheme", scheme, allowed)
+    if scheme == "static" and block:
+        raise refused("activation_scheme", scheme, allowed, " with weight_block_size (static input scales are per "
+                      "tensor)")
+    if scheme == "dynamic" and not block:
+        raise refused("activation_scheme", scheme, allowed, " without weight_block_size: AutoFP8's own model, and "
+                      f"vLLM without CUTLASS kernels (per token with them), quantize inputs per tensor: {BATCH_SCALE}")
+    return scheme
+
+
+def name_list(key: str, names: Any) -> list:
+    if names is not None and not isinstance(names, list):
+        raise refused(key, names, "a list of module names, name prefixes and suffixes, or regexes")
+    return names or []
+
+
+def skip_pattern(key: str, entry: Any) -> str:
+    """A regex searched in module names for a modules_to_not_convert / ignored_layers entry, matching what
+    transformers' ``should_convert_module`` skips: the entry as a regex matched at the start of the name up to a
+    module boundary ('model.layers.1' skips model.layers.1.*, not model.layers.11.*), or the name ending with the
+    entry as written ('down_proj'; 'mlp.gate', not 'mlp.gate_proj')."""
+    if not isinstance(entry, str):
+        raise refused(key, entry, "a module name, name prefix or suffix, or a regex")
+    pattern = rf"^(?:{entry})(?:(?<=\.)|(?=\.|$))|{re.escape(entry)}$"
+    if (why := pattern_problem(pattern)) is not None:
+        raise refused(key, entry, "a regex draftsmith can search", f" ({why})")
+    return pattern
 
 
 def compressed_tensors_settings(qc: Mapping[str, Any]) -> dict[str, Any]:
@@ -92,7 +128,7 @@ def compressed_tensors_settings(qc: Mapping[str, Any]) -> dict[str, Any]:
     scheme, activation = next(iter(settings.values()))
     return {"scheme": scheme, "activation": activation,
             "modules": tuple(dict.fromkeys(p for s in read.values() for p in s["modules"])),
-            "exclude": tuple(module_pattern(f"ignore.{i}", e, suffix_pattern) for i, e in enumerate(ignore))}
+            "exclude": tuple(module_pattern(f"ignore.{i}", e) for i, e in enumerate(ignore))}
 
 
 def group_settings(where: str, group: Any, top_format: Any) -> dict[str, Any]:
@@ -118,7 +154,7 @@ def group_settings(where: str, group: Any, top_format: Any) -> dict[str, Any]:
         raise refused(f"{where}.targets", targets, "a list of module names, 're:' regexes or 'Linear'")
     return {"scheme": strategy, "activation": input_setting(f"{where}.input_activations",
                                                             group.get("input_activations")),
-            "modules": tuple(module_pattern(f"{where}.targets.{i}", t, exact_pattern) for i, t in enumerate(targets))}
+            "modules": tuple(module_pattern(f"{where}.targets.{i}", t, target=True) for i, t in enumerate(targets))}
 
 
 def float8(key: str, args: Any) -> None:
@@ -139,29 +175,27 @@ def input_setting(key: str, args: Any) -> str:
     got = (args.get("strategy", "tensor"), args.get("dynamic", False))
     if got not in CT_INPUTS or type(got[1]) is not bool:
         raise refused(key, {"strategy": got[0], "dynamic": got[1]}, "null, {strategy: token, dynamic: true} or "
-                      "{strategy: tensor, dynamic: false} (with input_scale [1] tensors)")
+                      "{strategy: tensor, dynamic: false} (with input_scale [1] tensors)",
+                      f" (per-tensor dynamic inputs: {BATCH_SCALE})" if got == ("tensor", True) else "")
     return CT_INPUTS[got]
 
 
-def module_pattern(key: str, entry: Any, plain) -> str:
-    """A regex searched in module names for a targets / ignore entry: 're:X' matches X at the start of the name
-    (as compressed-tensors does), 'Linear' any linear, another name as ``plain`` says."""
+def module_pattern(key: str, entry: Any, target: bool = False) -> str:
+    """A regex searched in module names for a targets / ignore entry, matched as compressed-tensors matches it
+    (``utils/match.py``): 're:X' is the regex X matched at the start of the name, 'Linear' any linear (a class in its
+    MRO), another entry the exact module name. Another class name ('Embedding', 'LlamaMLP') is refused as a target
+    (draftsmith quantizes Linear layers only); as an ignore entry it excludes none of a target's linears (every one
+    a plain Linear), as its exact name does."""
     if not isinstance(entry, str):
         raise refused(key, entry, "a module name, a 're:' regex or 'Linear'")
     if entry == "Linear":
         return "^"
+    if target and entry.isidentifier() and entry[0].isupper():
+        raise refused(key, entry, "'Linear', a module name or a 're:' regex", " (compressed-tensors matches a class "
+                      "name against every module's classes; draftsmith quantizes Linear layers only)")
     if not entry.startswith("re:"):
-        return plain(entry)
+        return f"^{re.escape(entry)}$"
     pattern = f"^(?:{entry.removeprefix('re:')})"
     if (why := pattern_problem(pattern)) is not None:
         raise refused(key, entry, "a regex draftsmith can search", f" ({why})")
     return pattern
-
-
-def exact_pattern(name: str) -> str:
-    return f"^{re.escape(name)}$"
-
-
-def suffix_pattern(name: str) -> str:
-    """A module name suffix ('lm_head', 'mlp.gate'): the module so named in any parent."""
-    return rf"(^|\.){re.escape(name)}$"

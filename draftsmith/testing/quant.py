@@ -17,7 +17,8 @@ from draftsmith.components.quant import dequantize, quantize, scale_name
 def quantize_folder(folder: str | Path, pattern: str, *, scheme: str = "block", block: tuple[int, int] = (128, 128),
                     quantization_config: bool = False) -> list[str]:
     """Replace each 2-D ``*.weight`` whose name matches ``pattern`` by FP8 + its scale; with
-    ``quantization_config`` also declare it in config.json (as an FP8 target does). Returns the names."""
+    ``quantization_config`` also declare it in config.json (as an FP8 target does: :func:`target_config`). Returns
+    the names."""
     folder = Path(folder)
     src = load_file(str(folder / "model.safetensors"))
     out, done = {}, []
@@ -31,12 +32,20 @@ def quantize_folder(folder: str | Path, pattern: str, *, scheme: str = "block", 
     save_safetensors(out, folder)
     if quantization_config:
         cfg = json.loads((folder / "config.json").read_text())
-        qc = {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic"}
-        if scheme == "block":
-            qc["weight_block_size"] = list(block)
-        cfg["quantization_config"] = qc
+        cfg["quantization_config"] = target_config(scheme, block, [n.removesuffix(".weight") for n in done])
         (folder / "config.json").write_text(json.dumps(cfg, indent=2))
     return done
+
+
+def target_config(scheme: str, block: tuple[int, int], modules: list[str]) -> dict:
+    """The quantization_config of a target so quantized: FineGrainedFP8's for blocks (inputs quantized per token and
+    group of block[1] channels), else compressed-tensors weight-only FP8 (W8A16: full-precision inputs) on exactly
+    ``modules``."""
+    if scheme == "block":
+        return {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic", "weight_block_size": list(block)}
+    weights = {"num_bits": 8, "type": "float", "symmetric": True, "strategy": scheme, "dynamic": False}
+    return {"quant_method": "compressed-tensors", "format": "float-quantized", "ignore": [],
+            "config_groups": {"group_0": {"targets": modules, "weights": weights, "input_activations": None}}}
 
 
 def dequantized_copy(src: str | Path, dst: str | Path, *, scheme: str = "block",

@@ -100,7 +100,8 @@ def test_a_0d_or_1_element_per_tensor_scale_loads_equal_to_the_reference(root, l
 
 
 def test_an_fp8_target_with_0d_per_tensor_scales_loads_equal_to_its_1_element_twin(root):
-    """The target's own quantization_config (no weight_block_size: per-tensor scales) loads 0-d scales too."""
+    """The target's own quantization_config (compressed-tensors weight-only, per-tensor scales) loads 0-d scales
+    too."""
     a = draftsmith.assemble("eagle1-llama", target=root / "fp8-target-0d", draft=root / "draft-float", dtype="float32")
     b = draftsmith.assemble("eagle1-llama", target=root / "fp8-target", draft=root / "draft-float", dtype="float32")
     sa, sb = a.target.state_dict(), b.target.state_dict()

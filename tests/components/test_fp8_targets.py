@@ -18,7 +18,7 @@ from safetensors.torch import load_file
 import draftsmith
 from draftsmith.assembler.checkpoint import save_safetensors
 from draftsmith.assembler.plan import CheckpointMismatch
-from draftsmith.components.quant import FP8Weight, target_params
+from draftsmith.components.quant import FP8Weight, matching_linears, target_params
 from draftsmith.components.targets import UnsupportedTarget
 from draftsmith.specs.catalog import BUILTIN_DIR
 from draftsmith.testing import write_eagle1, write_target
@@ -287,7 +287,8 @@ REFUSED = {
                     ("config_groups.group_0.weights.num_bits=4 is not supported", "allowed: 8")),
     "per-tensor dynamic inputs": (
         ct_config(ct_args("tensor", False), ct_args("tensor", True)),
-        "config_groups.group_0.input_activations={'dynamic': True, 'strategy': 'tensor'} is not supported"),
+        ("config_groups.group_0.input_activations={'dynamic': True, 'strategy': 'tensor'} is not supported",
+         "not lossless")),
     "output activations": (ct_config(ct_args("tensor", False), TOKEN) | {"config_groups": {"group_0": {
         "targets": ["Linear"], "weights": ct_args("tensor", False), "output_activations": STATIC}}},
         "config_groups.group_0.output_activations="),
@@ -311,6 +312,23 @@ REFUSED = {
     "another method": ({"quant_method": "awq", "bits": 4}, "quant_method='awq' is not supported; allowed: fp8"),
     "power-of-two input scales": ({"quant_method": "fp8", "weight_block_size": [128, 128], "scale_fmt": "ue8m0"},
                                   "scale_fmt='ue8m0' is not supported"),
+    "FP8 embedding tables": ({"quant_method": "fp8", "weight_block_size": [128, 128],
+                              "modules_to_convert": ["embed_tokens"]},
+                             ("modules_to_convert=['embed_tokens'] is not supported", "no FP8 embeddings",
+                              "allowed: null or empty (every Linear is converted regardless)")),
+    "per-tensor dynamic fp8 inputs": ({"quant_method": "fp8", "activation_scheme": "dynamic"},
+                                      ("activation_scheme='dynamic' is not supported without weight_block_size",
+                                       "not lossless", "allowed: 'dynamic' with weight_block_size")),
+    "per-tensor dynamic fp8 inputs by default": ({"quant_method": "fp8", "weight_block_size": None},
+                                                 "activation_scheme='dynamic' is not supported without"),
+    "a class-name target": (ct_config(ct_args("channel", False), TOKEN, targets=["Linear", "Embedding"]),
+                            ("config_groups.group_0.targets.1='Embedding' is not supported", "Linear layers only")),
+    "a skip regex draftsmith refuses": ({"quant_method": "fp8", "weight_block_size": [128, 128],
+                                         "ignored_layers": ["lm_head", "(a+)+"]},
+                                        "ignored_layers.1='(a+)+' is not supported"),
+    "a skip list that is no list": ({"quant_method": "fp8", "weight_block_size": [128, 128],
+                                     "modules_to_not_convert": "lm_head"},
+                                    "modules_to_not_convert='lm_head' is not supported"),
 }
 
 
@@ -340,10 +358,10 @@ def test_a_refused_target_fails_before_any_tensor_is_read(root, tmp_path, monkey
 
 def test_the_configs_as_published_map_onto_fp8_params():
     """FP8-dynamic: channel + dynamic on every Linear but lm_head; FP8: tensor + static; naive-quantized float
-    (older llm-compressor) reads as float-quantized; groups of one setting join their targets; AutoFP8 and
-    FineGrainedFP8 keep their lm_head out and name suffixes in their ignore lists."""
+    (older llm-compressor) reads as float-quantized; groups of one setting join their targets; FineGrainedFP8
+    quantizes every decoder layer's linear (an empty modules_to_convert names no embedding table to add)."""
     p = target_params(ct_config(ct_args("channel", False), TOKEN))
-    assert (p.scheme, p.activation, p.modules, p.exclude) == ("channel", "dynamic", ("^",), (r"(^|\.)lm_head$",))
+    assert (p.scheme, p.activation, p.modules, p.exclude) == ("channel", "dynamic", ("^",), (r"^lm_head$",))
     p = target_params(ct_config(ct_args("tensor", False), STATIC, format="naive-quantized") | {"config_groups": {
         "group_0": {"targets": [r"re:.*self_attn\..*"], "weights": ct_args("tensor", False), "input_activations":
                     STATIC},
@@ -353,15 +371,66 @@ def test_the_configs_as_published_map_onto_fp8_params():
     assert p.modules == (r"^(?:.*self_attn\..*)", r"^model\.layers\.0\.mlp\.down_proj$")
     p = target_params(ct_config(ct_args("tensor", False), None))
     assert p.activation == "none"   # weight-only FP8 (W8A16)
-    p = target_params({"quant_method": "fp8", "activation_scheme": "dynamic", "weight_block_size": [128, 128],
-                       "modules_to_not_convert": ["mlp.gate"], "ignored_layers": ["model.layers.0.mlp.up_proj"]})
+    p = target_params({"quant_method": "fp8", "activation_scheme": "dynamic", "weight_block_size": [128, 128]})
     assert (p.scheme, p.block, p.activation) == ("block", (128, 128), "dynamic")   # per token and group of 128
-    assert p.exclude == (r"^lm_head$", r"(^|\.)mlp\.gate$", r"(^|\.)model\.layers\.0\.mlp\.up_proj$")
     p = target_params({"quant_method": "fp8", "weight_block_size": [64, 128]})   # FineGrainedFP8Config's default
     assert (p.scheme, p.block, p.activation) == ("block", (64, 128), "dynamic")
     p = target_params({"quant_method": "fp8", "weight_block_size": [128, 128], "scale_fmt": "float",
-                       "modules_to_convert": ["self_attn.q_proj", "mlp.down_proj"]})   # an allow list
-    assert p.modules == (r"(^|\.)self_attn\.q_proj$", r"(^|\.)mlp\.down_proj$")
+                       "modules_to_convert": []})
+    assert p.modules == (r"^model\.layers\.\d+\.",)
+
+
+# a Llama-like module tree 12 layers deep, with an MoE router (mlp.gate) beside gate_proj: the names the skip lists
+# below are matched in
+NAMED = ["lm_head", *(f"model.layers.{i}.{lin}" for i in (0, 1, 11)
+                      for lin in ("self_attn.q_proj", "mlp.gate", "mlp.gate_proj", "mlp.down_proj"))]
+LAYER = {i: [n for n in NAMED if n.startswith(f"model.layers.{i}.")] for i in (0, 1, 11)}
+DOWN = [n for n in NAMED if n.endswith("down_proj")]
+FINE = {"quant_method": "fp8", "weight_block_size": [128, 128]}
+# config -> the names it leaves unquantized, as compressed-tensors 0.20's is_match and transformers 5.24's
+# should_convert_module (FineGrainedFP8's modules_to_not_convert, ignored_layers its alias) say
+SKIPPED = {
+    "ct: a plain ignore entry is an exact name": (ct_config(ct_args("channel", False), TOKEN,
+                                                            ignore=["lm_head", "mlp.down_proj"]), ["lm_head"]),
+    "ct: lm_head quantized when not ignored": (ct_config(ct_args("channel", False), TOKEN, ignore=[]), []),
+    "ct: an ignore regex matched at the start": (ct_config(ct_args("channel", False), TOKEN,
+                                                           ignore=["lm_head", r"re:.*down_proj$"]), ["lm_head", *DOWN]),
+    "ct: layer 1's mlp, not layer 11's": (ct_config(ct_args("channel", False), TOKEN,
+                                                    ignore=["lm_head", r"re:model\.layers\.1\.mlp"]),
+                                          ["lm_head", *LAYER[1][1:]]),
+    "ct: an ignored class name excludes no Linear": (ct_config(ct_args("channel", False), TOKEN,
+                                                               ignore=["Embedding", "lm_head"]), ["lm_head"]),
+    "ct: exact targets": (ct_config(ct_args("channel", False), TOKEN, targets=["model.layers.0.mlp.gate", "lm_head"],
+                                    ignore=[]), [n for n in NAMED if n not in ("lm_head", "model.layers.0.mlp.gate")]),
+    "fp8: a layer prefix": (FINE | {"modules_to_not_convert": ["lm_head", "model.layers.0"]}, ["lm_head", *LAYER[0]]),
+    "fp8: a prefix ends at a module boundary": (FINE | {"modules_to_not_convert": ["model.layers.1"]},
+                                                ["lm_head", *LAYER[1]]),
+    "fp8: a regex": (FINE | {"modules_to_not_convert": [r"model.layers.*.mlp.down_proj"]}, ["lm_head", *DOWN]),
+    "fp8: a suffix": (FINE | {"ignored_layers": ["down_proj"]}, ["lm_head", *DOWN]),
+    "fp8: a router, not gate_proj": (FINE | {"modules_to_not_convert": ["mlp.gate"]},
+                                     ["lm_head", *(f"model.layers.{i}.mlp.gate" for i in (0, 1, 11))]),
+    "fp8: no prefix but at the start": (FINE | {"modules_to_not_convert": ["layers.1"]}, ["lm_head"]),
+}
+
+
+def linear_tree(names):
+    root = torch.nn.Module()
+    for name in names:
+        *path, leaf = name.split(".")
+        node = root
+        for part in path:
+            if not hasattr(node, part):
+                node.add_module(part, torch.nn.Module())
+            node = getattr(node, part)
+        node.add_module(leaf, torch.nn.Linear(1, 1, device="meta"))
+    return root
+
+
+@pytest.mark.parametrize("label", list(SKIPPED))
+def test_targets_and_skip_lists_match_module_names_as_their_own_loaders_do(label):
+    config, skipped = SKIPPED[label]
+    quantized = matching_linears(linear_tree(NAMED), target_params(config))
+    assert sorted(n for n in NAMED if n not in quantized) == sorted(skipped)
 
 
 def write_static_draft(folder, target):
