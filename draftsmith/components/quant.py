@@ -42,7 +42,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from draftsmith import limits
-from draftsmith.components.target_quant import refused, target_settings
+from draftsmith.components.target_quant import refused, target_settings, tied_head
 from draftsmith.components.weights import pattern_problem
 from draftsmith.errors import Problem, SpecError, short, short_list
 
@@ -311,6 +311,15 @@ def row_blocks(module: nn.Module) -> dict[str, int]:
     return _per_fp8_linear(module, FP8Weight.row_blocks)
 
 
+def weight_dtype(module: nn.Module) -> torch.dtype | None:
+    """The dtype ``module``'s weight reads back in, without dequantizing an FP8 one (a shared target head is read
+    on every draft step); None without a weight."""
+    if isinstance(module, FP8Weight):
+        return module.compute_dtype
+    w = getattr(module, "weight", None)
+    return None if w is None else w.dtype
+
+
 def set_compute_dtype(module: nn.Module, dtype: torch.dtype) -> None:
     for sub in module.modules():
         if isinstance(sub, FP8Weight):
@@ -326,10 +335,13 @@ def target_params(quantization_config: Mapping[str, Any] | None) -> FP8Params | 
 
 def quantize_target(model: nn.Module, cfg) -> list[str]:
     """Quantize a target built on meta as its own config says (and only so); dynamic block inputs that would end in
-    a partial group are refused (UnsupportedTarget, before any tensor is read)."""
+    a partial group, and a quantized lm_head tied to the embedding, are refused (UnsupportedTarget, before any
+    tensor is read)."""
     params = target_params(getattr(cfg, "quantization_config", None))
     if params is None:
         return []
+    if getattr(model, "tie", False) and "lm_head" in matching_linears(model, params):
+        raise tied_head(cfg.quantization_config)
     if partial := partial_groups(model, params):
         raise refused("weight_block_size", list(params.block), "a block whose columns divide every quantized "
                       "linear's input width", f" with activation_scheme dynamic: inputs are quantized per token in "

@@ -53,6 +53,17 @@ def target_settings(quantization_config: Mapping[str, Any]) -> dict[str, Any]:
     return readers[method](quantization_config)
 
 
+def tied_head(qc: Mapping[str, Any]) -> UnsupportedTarget:
+    """A config that quantizes lm_head on a target whose config ties it to the embedding (tie_word_embeddings): one
+    tensor cannot be both the float embedding and an FP8 head, and a tied target's own lm_head in its files is a
+    reading transformers 5 takes (the file's head) and 4 does not (the embedding), so neither is the target's own."""
+    key = "ignore" if qc.get("quant_method") == "compressed-tensors" else "modules_to_not_convert"
+    return refused(key, qc.get(key), "a list naming lm_head (the tied head is the embedding), or tie_word_embeddings "
+                   "false in config.json (the checkpoint's own quantized lm_head is the head)", " with "
+                   "tie_word_embeddings true: lm_head is quantized but tied to the embedding, model.embed_tokens, "
+                   "which is not")
+
+
 def fp8_settings(qc: Mapping[str, Any]) -> dict[str, Any]:
     """``quant_method: fp8`` (transformers FineGrainedFP8, DeepSeek-V3, AutoFP8)."""
     if (fmt := qc.get("fmt", "e4m3")) != "e4m3":

@@ -18,7 +18,9 @@ from safetensors.torch import load_file
 import draftsmith
 from draftsmith.assembler.checkpoint import save_safetensors
 from draftsmith.assembler.plan import CheckpointMismatch
-from draftsmith.components.quant import FP8Weight, matching_linears, target_params
+from draftsmith.components import quant
+from draftsmith.components.quant import (FP8Weight, dequantize, matching_linears, quantize,
+                                          target_params)
 from draftsmith.components.targets import UnsupportedTarget
 from draftsmith.specs.catalog import BUILTIN_DIR
 from draftsmith.testing import write_eagle1, write_target
@@ -431,6 +433,62 @@ def test_targets_and_skip_lists_match_module_names_as_their_own_loaders_do(label
     config, skipped = SKIPPED[label]
     quantized = matching_linears(linear_tree(NAMED), target_params(config))
     assert sorted(n for n in NAMED if n not in quantized) == sorted(skipped)
+
+
+def write_quantized_head(folder, *, tie, head=True):
+    """A Llama whose decoder linears are FP8 per channel with per-token inputs (compressed-tensors FP8-dynamic) and,
+    with ``head``, its lm_head too (targets Linear, nothing ignored; a tied one's files then hold the quantized copy
+    of the embedding as lm_head); without, lm_head ignored."""
+    write_target(folder, "llama", num_hidden_layers=2, seed=1, tie_word_embeddings=tie)
+    t = load_file(str(folder / "model.safetensors"))
+    if head and "lm_head.weight" not in t:
+        t["lm_head.weight"] = t["model.embed_tokens.weight"].clone()
+    for name in [k for k, v in t.items() if k.endswith(".weight") and v.dim() == 2 and "embed" not in k]:
+        t[name], t[name.removesuffix("weight") + "weight_scale"] = quantize(t[name], "channel")
+    save_safetensors(t, folder)
+    cfg = json.loads((folder / "config.json").read_text())
+    qc = ct_config(ct_args("channel", False), TOKEN, ignore=[] if head else ["lm_head"])
+    (folder / "config.json").write_text(json.dumps(cfg | {"quantization_config": qc}))
+    return folder
+
+
+def test_a_quantized_shared_head_is_dequantized_only_by_its_own_matmul(tmp_path, monkeypatch):
+    """An untied FP8 lm_head (ignore: []) loads and computes on per-token inputs; the draft reading it as the shared
+    head takes its compute dtype, not its weight: one call dequantizes it once, in its own forward (was twice)."""
+    folder = write_quantized_head(tmp_path / "t", tie=False)
+    model = assemble(folder, write_eagle1(tmp_path / "d", folder, bias=False))
+    head, ckpt = model.target.lm_head, load_file(str(folder / "model.safetensors"))
+    assert isinstance(head, FP8Weight) and head._parameters["weight"] is not model.target.model.embed_tokens.weight
+    h = torch.randn(1, 3, model.target.dims.hidden, generator=torch.Generator().manual_seed(0))
+    w = ckpt["lm_head.weight"].to(torch.float32) * ckpt["lm_head.weight_scale"]
+    with torch.no_grad():
+        torch.testing.assert_close(model.target.logits(h), per_token_fake_quant(h) @ w.T, atol=1e-5, rtol=0)
+        seen = []
+        monkeypatch.setattr(quant, "dequantize", lambda v, *a: seen.append(tuple(v.shape)) or dequantize(v, *a))
+        model.draft.head_of(h, head)
+    assert seen == [tuple(w.shape)]
+
+
+def test_a_tied_target_whose_config_quantizes_lm_head_is_refused_by_key_before_any_tensor_is_read(tmp_path,
+                                                                                                 monkeypatch):
+    """tie_word_embeddings with targets Linear and nothing ignored: lm_head would be FP8 and the embedding float,
+    one tensor (and the tied-head ignore rule hid the file's lm_head: a misleading 'missing lm_head.weight'); a
+    tied target whose ignore names lm_head loads, its head the embedding."""
+    plain = write_quantized_head(tmp_path / "plain", tie=True, head=False)
+    model = assemble(plain, write_eagle1(tmp_path / "d", plain, bias=False))
+    assert model.target.lm_head.weight is model.target.model.embed_tokens.weight
+    folder = write_quantized_head(tmp_path / "t", tie=True)
+
+    def no_read(*_, **__):
+        raise AssertionError("tensor data was read before the config was checked")
+
+    for where in ("checkpoint", "load", "assemble"):
+        monkeypatch.setattr(f"draftsmith.assembler.{where}.read_tensors", no_read)
+    with pytest.raises(UnsupportedTarget) as err:
+        assemble(folder, tmp_path / "d")
+    text = str(err.value)
+    assert "quantization_config ignore=[] is not supported with tie_word_embeddings true: lm_head is quantized" \
+        in text and "allowed: a list naming lm_head" in text, text
 
 
 def write_static_draft(folder, target):
