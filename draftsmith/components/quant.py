@@ -24,7 +24,8 @@ transformers with compressed-tensors computes. With a block scheme it quantizes 
 Reading ``.weight`` gives the dequantized weight (float32 maths, then the model's dtype), so any Linear subclass
 (a fusion's ``fc`` too) computes with it unchanged, on inputs fake-quantized as above: that is the CPU path. On
 CUDA, ``dynamic`` or ``static`` with a tensor or channel scheme runs ``torch._scaled_mm`` on the fp8 inputs
-(guarded: only where torch has it); block scales take the CPU path on every device (no native kernel here).
+(guarded, :func:`native_ok`: bfloat16 inputs, where torch has it); block scales take the CPU path on every device
+(no native kernel here).
 
 Isolation (invariant 26): a draft's quantization comes only from its spec's ``quant`` section; the target's only
 from its own ``quantization_config`` (:func:`quantize_target`). Neither reads the other's.
@@ -192,11 +193,19 @@ class FP8Weight:
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         s = self._buffers.get(INPUT_SCALE)
-        if self.native and x.is_cuda and hasattr(torch, "_scaled_mm"):
+        if self.native and native_ok(x):
             return scaled_mm(x, self._parameters["weight"], self._buffers[scale_name(self.scheme)], self.bias, s)
         if self.activation != "none":   # the inputs the kernels quantize, quantized alike
             x = fake_quantize(x, input_scales(x, s, self.block[1] if self.scheme == "block" else None))
         return super().forward(x)
+
+
+def native_ok(x) -> bool:
+    """Whether :func:`scaled_mm` computes a native linear's input ``x``: on CUDA, in bfloat16, where torch has
+    ``_scaled_mm``. Its scales are row-wise (per token, per output channel), which torch writes into a bfloat16
+    output on every GPU, other dtypes only on some (cuBLAS 12.9 on SM 9.0+; fp16 in recent torch): any other input
+    takes the CPU path, the same maths."""
+    return x.is_cuda and x.dtype == torch.bfloat16 and hasattr(torch, "_scaled_mm")
 
 
 def scaled_mm(x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, bias: torch.Tensor | None,

@@ -5,6 +5,7 @@ leaves the target bit-identical, an FP8 target never quantizes the draft."""
 import json
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -15,8 +16,9 @@ from pydantic import ValidationError
 from safetensors.torch import load_file
 
 import draftsmith
+from draftsmith.components import quant
 from draftsmith.components.quant import (FP8Params, FP8Weight, dequantize, fake_quantize, fp8_linear, input_scales,
-                                         quantize, target_params)
+                                         native_ok, quantize, target_params)
 from draftsmith.errors import SpecError
 from draftsmith.specs.catalog import BUILTIN_DIR
 from draftsmith.testing import write_eagle1, write_target
@@ -297,6 +299,27 @@ def test_dynamic_inputs_are_quantized_per_token_on_the_cpu_too(scheme):
     assert (got - torch.nn.functional.linear(x, lin.weight, lin.bias)).abs().max() > 1e-4   # not a no-op
     for i in range(3):   # per token: a row alone gives the same output
         torch.testing.assert_close(lin(x[i:i + 1]), got[i:i + 1], atol=1e-5, rtol=1e-5)
+
+
+def test_the_native_kernel_takes_only_bfloat16_cuda_inputs(monkeypatch):
+    """torch._scaled_mm writes row-wise scaled products (scaled_mm's, always) into bfloat16 on every GPU, other
+    dtypes only on some: a native linear's float16 or float32 input takes the CPU path's maths on CUDA too."""
+    cuda = lambda dtype: SimpleNamespace(is_cuda=True, dtype=dtype)   # noqa: E731
+    assert native_ok(cuda(torch.bfloat16))
+    assert not native_ok(cuda(torch.float16)) and not native_ok(cuda(torch.float32))
+    assert not native_ok(torch.zeros(1, dtype=torch.bfloat16))   # on the CPU
+    lin = fp8_linear(torch.nn.Linear(16, 16, bias=False), FP8Params(scheme="tensor", activation="dynamic"))
+    lin._parameters["weight"].data, lin.weight_scale = quantize(torch.eye(16), "tensor")
+    calls = []
+    monkeypatch.setattr(quant, "scaled_mm", lambda x, *_: calls.append(x) or x)
+    monkeypatch.setattr(quant, "native_ok", lambda x: x.dtype == torch.bfloat16)   # forward asks it, nothing else
+    lin(torch.ones(2, 16, dtype=torch.float32))
+    assert not calls
+    lin(torch.ones(2, 16, dtype=torch.bfloat16))
+    assert len(calls) == 1
+    monkeypatch.undo()
+    monkeypatch.delattr(torch, "_scaled_mm", raising=False)
+    assert not native_ok(cuda(torch.bfloat16))   # a torch without it
 
 
 def group_fake_quant(x, group):
