@@ -8,10 +8,11 @@ import re
 import shutil
 from pathlib import Path
 
+import torch
 from safetensors.torch import load_file
 
 from draftsmith.assembler.checkpoint import save_safetensors
-from draftsmith.components.quant import dequantize, quantize, scale_name
+from draftsmith.components.quant import FP8, dequantize, quantize, scale_name
 
 
 def quantize_folder(folder: str | Path, pattern: str, *, scheme: str = "block", block: tuple[int, int] = (128, 128),
@@ -70,3 +71,15 @@ def dequantized_copy(src: str | Path, dst: str | Path, *, scheme: str = "block",
     cfg.pop("quantization_config", None)
     (dst / "config.json").write_text(json.dumps(cfg, indent=2))
     return dst
+
+
+def group_fake_quant(x: torch.Tensor, group: int) -> torch.Tensor:
+    """DeepSeek-V3's act_quant (vLLM's and SGLang's per_token_group_quant_fp8) written out, a reference for the
+    dynamic block path: each token's channels in consecutive groups of ``group``, each divided by its own max-abs /
+    448, cast to e4m3 and multiplied back."""
+    out = torch.empty(x.shape, dtype=torch.float32)
+    for start in range(0, x.shape[-1], group):
+        part = x[..., start:start + group].to(torch.float32)
+        scale = part.abs().amax(-1, keepdim=True) / 448
+        out[..., start:start + group] = (part / scale).to(FP8).to(torch.float32) * scale
+    return out.to(x.dtype)

@@ -24,7 +24,7 @@ from draftsmith.components.quant import (FP8Weight, dequantize, matching_linears
 from draftsmith.components.targets import UnsupportedTarget
 from draftsmith.specs.catalog import BUILTIN_DIR
 from draftsmith.testing import write_eagle1, write_target
-from draftsmith.testing.quant import dequantized_copy, quantize_folder
+from draftsmith.testing.quant import dequantized_copy, group_fake_quant, quantize_folder
 
 FP8 = torch.float8_e4m3fn
 LAYERS = 4
@@ -592,24 +592,13 @@ def finegrained(root):
     return folder, draft
 
 
-def group_fake_quant(x, group=128):
-    """DeepSeek-V3's act_quant (vLLM's and SGLang's per_token_group_quant_fp8) written out: each token's channels
-    in consecutive groups, each divided by its own max-abs / 448, cast to e4m3 and multiplied back."""
-    out = torch.empty(x.shape, dtype=torch.float32)
-    for start in range(0, x.shape[-1], group):
-        part = x[..., start:start + group].to(torch.float32)
-        scale = part.abs().amax(-1, keepdim=True) / 448
-        out[..., start:start + group] = (part / scale).to(FP8).to(torch.float32) * scale
-    return out.to(x.dtype)
-
-
 def grouped_reference_logits(folder, ids, quantize_inputs=True):
     """transformers' Llama on the dequantized weights, each quantized linear's input fake-quantized per group."""
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(folder.parent / f"{folder.name}-float", dtype=torch.float32)
     for name in MODULES if quantize_inputs else ():
-        model.get_submodule(name).register_forward_pre_hook(lambda _, args: (group_fake_quant(args[0]),))
+        model.get_submodule(name).register_forward_pre_hook(lambda _, args: (group_fake_quant(args[0], 128),))
     with torch.no_grad():
         return model(ids).logits
 

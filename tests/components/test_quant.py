@@ -22,7 +22,7 @@ from draftsmith.components.quant import (FP8Params, FP8Weight, dequantize, fake_
 from draftsmith.errors import SpecError
 from draftsmith.specs.catalog import BUILTIN_DIR
 from draftsmith.testing import write_eagle1, write_target
-from draftsmith.testing.quant import dequantized_copy, quantize_folder
+from draftsmith.testing.quant import dequantized_copy, group_fake_quant, quantize_folder
 
 SCHEMES = ["tensor", "channel", "block"]
 BLOCK = (32, 48)  # small blocks so the tiny (64-wide) layers hold several, with ragged edges
@@ -320,17 +320,6 @@ def test_the_native_kernel_takes_only_bfloat16_cuda_inputs(monkeypatch):
     monkeypatch.undo()
     monkeypatch.delattr(torch, "_scaled_mm", raising=False)
     assert not native_ok(cuda(torch.bfloat16))   # a torch without it
-
-
-def group_fake_quant(x, group):
-    """DeepSeek-V3's act_quant / vLLM's per_token_group_quant_fp8 written out: each token's channels taken in
-    consecutive groups of ``group``, each divided by its own max-abs / 448, cast to e4m3 and multiplied back."""
-    out = torch.empty(x.shape, dtype=torch.float32)
-    for start in range(0, x.shape[-1], group):
-        part = x[..., start:start + group].to(torch.float32)
-        scale = part.abs().amax(-1, keepdim=True) / 448
-        out[..., start:start + group] = (part / scale).to(torch.float8_e4m3fn).to(torch.float32) * scale
-    return out.to(x.dtype)
 
 
 GROUP_BLOCK = (16, 32)   # rows x columns: the input groups are 32 channels, never the 16 rows
