@@ -150,6 +150,7 @@ class Assembly:
     draft_dir: Path
     tokenizer: Any
     stops: frozenset
+    target_dir: Path | None = None
 
 
 def plan_assembly(spec: Spec | str | Path, target: str | Path | None = None, draft: str | Path | None = None,
@@ -191,7 +192,7 @@ def plan_assembly(spec: Spec | str | Path, target: str | Path | None = None, dra
             draft_plan = plan_module(draft_model, draft_dir, rules, spec=spec.name, infos=infos)
         check_draft_vocab(spec, draft_plan, draft_dir)
     return Assembly(target_plan, target_cfg, draft_model, draft_plan, draft_dir, read_tokenizer(target_dir),
-                    frozenset(stop_ids(target_dir, target_cfg)))
+                    frozenset(stop_ids(target_dir, target_cfg)), target_dir)
 
 
 def assemble(spec: Spec | str | Path = "demo", target: str | Path | None = None, draft: str | Path | None = None, *,
@@ -242,6 +243,7 @@ def assemble(spec: Spec | str | Path = "demo", target: str | Path | None = None,
         target=target_model, draft=draft_model.eval(), spec=spec, tokenizer=tokenizer, stop_ids=stops,
         draft_embed=embed, draft_head=head,
         recurrent=target_model.recurrent, device=device, dtype=dtype, draft_dtype=draft_dtype,
+        folders={"target": p.target_dir, "draft": p.draft_dir},
     )
     dec = spec.decoding
     if warn_fallback and dec.mode == "auto" and dec.topk > 1 and (plan := model.plan()).mode == "v1":   # at a load

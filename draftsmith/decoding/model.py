@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +34,7 @@ class SpeculativeModel:
     device: str = "cpu"
     dtype: torch.dtype = torch.float32
     draft_dtype: torch.dtype | None = None   # spec decoding.draft_dtype (None: dtype)
+    folders: Mapping[str, Path] = field(default_factory=dict)   # the checkpoint folders loaded: target, draft
     _runners_cache: dict = field(default_factory=dict, repr=False, compare=False)
     # one call decodes at a time: calls of the same batch size and length share the runners' KV pools (and CUDA
     # graphs), so two threads would write into each other's rows

@@ -10,14 +10,16 @@ for eagle3-speculators), and writes config.json with the draft vocabulary and th
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import torch
 from safetensors.torch import load_file
 
 import draftsmith
 from draftsmith.assembler.build import rule_set
-from draftsmith.assembler.checkpoint import save_safetensors
+from draftsmith.assembler.checkpoint import read_json, save_safetensors
 from draftsmith.assembler.vocab import make_vocab_map
 from draftsmith.registry import default_registry
 from draftsmith.specs.resolve import fusion_params
@@ -234,6 +236,18 @@ def unstated(model, folder: Path, spec_name: str) -> str | None:
             "--draft, inspect) it feeds back the pre-norm state and accepts less")
 
 
+def with_verifier(config: dict[str, Any], target: Path | None) -> dict[str, Any]:
+    """``config`` with its speculators verifier named where it names none (the style's template, null): the target
+    the draft was trained against, its folder and its config's architectures, which vLLM and speculators read to
+    pair the draft with its target. A verifier a source named is kept."""
+    verifier = (config.get("speculators_config") or {}).get("verifier")
+    if target is None or not isinstance(verifier, Mapping) or verifier.get("name_or_path") is not None:
+        return config
+    architectures = read_json(Path(target) / "config.json", Path(target)).get("architectures")
+    named = {**verifier, "name_or_path": str(Path(target).resolve()), "architectures": architectures}
+    return {**config, "speculators_config": {**config["speculators_config"], "verifier": named}}
+
+
 def export_draft(model, folder: Path, *, dtype: torch.dtype = torch.bfloat16, source: Path | None = None) -> Path:
     """Write ``model.draft`` to ``folder`` in its spec's layout: model.safetensors (floats in ``dtype``, t2d as it
     is, d2t in the spec's ``vocab.d2t`` convention) and its config (from ``source``'s, with draft_vocab_size and
@@ -275,6 +289,7 @@ def export_draft(model, folder: Path, *, dtype: torch.dtype = torch.bfloat16, so
     if layout is not None and STYLES[layout.config].file == "config.json":   # as convert writes it
         config = layout_config(layout, layout_facts(layout, to_facts(config, src_style) | trained, state), config,
                                src_style)
+        config = with_verifier(config, model.folders.get("target"))
     folder.mkdir(parents=True, exist_ok=True)
     save_safetensors({k: v.contiguous() for k, v in tensors.items()}, folder)
     tmp = folder / "config.json.tmp"   # renamed over it, as the weights are: a killed run leaves a whole file

@@ -122,14 +122,18 @@ def test_an_eagle1_speculators_export_is_speculators_config_and_loads_back(job, 
 
 def test_a_speculators_eagle1_draft_trained_further_keeps_what_its_config_says_of_itself(job, tiny, tmp_path):
     """--from-draft of a speculators EAGLE-1 checkpoint: the export is in the same style, its fusion_bias read from
-    the tensors, and what the config says of itself (speculators_config: its verifier) is the source's."""
+    the tensors, and what the config says of itself (speculators_config) is the source's, its verifier named by the
+    target trained against where the source names none."""
     from draftsmith.testing import write_eagle1_speculators
 
     src = write_eagle1_speculators(tmp_path / "src", tiny / "target", fusion_bias=True, heads=False)
     out = tmp_path / "out"
     run(job(out, spec="eagle1-speculators", from_draft=src, max_windows=4, config={"steps": 1}))
     cfg, was = (json.loads((f / "config.json").read_text()) for f in (out, src))
-    assert cfg["speculators_config"] == was["speculators_config"] and cfg["speculators_model_type"] == "eagle"
+    assert "name_or_path" not in was["speculators_config"]["verifier"]
+    named = {"name_or_path": str((tiny / "target").resolve()), "architectures": ["LlamaForCausalLM"]}
+    assert cfg["speculators_config"] == was["speculators_config"] | {"verifier": named}
+    assert cfg["speculators_model_type"] == "eagle"
     assert cfg["fusion_bias"] is True and "fusion_fc.bias" in names(out)
     assert cfg["transformer_layer_architecture"] == "LlamaDecoderLayer"
     draftsmith.assemble("eagle1-speculators", target=tiny / "target", draft=out)
@@ -219,10 +223,16 @@ def test_an_eagle3_speculators_export_is_the_speculators_format_and_loads_back(j
     assert cfg["eagle_aux_hidden_state_layer_ids"] == [2, 4, 5] and "eagle_config" not in cfg
     assert {k: cfg[k] for k in ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output")} == dict.fromkeys(
         ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output"), False)
+    # the target trained against is the verifier (convert, which knows no target, writes the template's null)
+    named = {"name_or_path": str((tiny / "target").resolve()), "architectures": ["LlamaForCausalLM"]}
+    assert cfg["speculators_config"]["verifier"] == named
     # exactly what convert writes: through the flat layout (the old export) and back, the same folder bit for bit
     convert(out, "layers", tmp_path / "flat")
     convert(tmp_path / "flat", "speculators", tmp_path / "back")
-    assert json.loads((tmp_path / "back" / "config.json").read_text()) == cfg
+    back_cfg = json.loads((tmp_path / "back" / "config.json").read_text())
+    assert back_cfg["speculators_config"]["verifier"] == {"name_or_path": None, "architectures": None}
+    back_cfg["speculators_config"]["verifier"] = named
+    assert back_cfg == cfg
     a, b = load_file(out / "model.safetensors"), load_file(tmp_path / "back" / "model.safetensors")
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     found = inspect_checkpoint(out)
@@ -269,5 +279,7 @@ def test_an_eagle3_speculators_draft_trained_further_keeps_its_verifier_and_stat
     run(job(tmp_path / "out2", spec="eagle3-speculators", from_draft=old, max_windows=4, config={"steps": 1}))
     cfg = json.loads((tmp_path / "out2" / "config.json").read_text())
     assert cfg["transformer_layer_config"]["num_hidden_layers"] == 1
-    assert cfg["speculators_config"]["verifier"]["name_or_path"] is None   # a flat source has none: the template's
+    # a flat source has none: the target trained against is named (its folder, its architectures)
+    assert cfg["speculators_config"]["verifier"] == {"name_or_path": str((tiny / "target").resolve()),
+                                                     "architectures": ["LlamaForCausalLM"]}
     assert "layers.0.hidden_norm.weight" in names(tmp_path / "out2")
