@@ -26,3 +26,16 @@ def pytest_collection_modifyitems(config, items):
         for mark, skip in skips.items():
             if mark in item.keywords:
                 item.add_marker(skip)
+
+
+@pytest.fixture
+def no_tensor_reads(monkeypatch):
+    """Call it to make any read of tensor data fail the test: for what must be refused before a tensor is read
+    (``before``: what the message says should have come first)."""
+    def forbid(before: str = "the config was checked"):
+        def no_read(*_, **__):
+            raise AssertionError(f"tensor data was read before {before}")
+
+        for where in ("checkpoint", "load", "assemble"):
+            monkeypatch.setattr(f"draftsmith.assembler.{where}.read_tensors", no_read)
+    return forbid

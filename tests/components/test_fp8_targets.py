@@ -240,17 +240,13 @@ def test_static_activations_change_the_logits_the_reference_sees(root):
 
 @pytest.mark.parametrize("label", ["ct-tensor-static", "autofp8-static"])
 def test_a_static_target_missing_an_input_scale_is_refused_before_any_tensor_is_read(root, label, tmp_path,
-                                                                                     monkeypatch):
+                                                                                     no_tensor_reads):
     folder = shutil.copytree(root / label, tmp_path / label)
     tensors = load_file(str(folder / "model.safetensors"))
     save_safetensors({k: v for k, v in tensors.items() if not (k.startswith("model.layers.0.")
                                                               and k.endswith(".input_scale"))}, folder)
 
-    def no_read(*_, **__):
-        raise AssertionError("tensor data was read before the names were checked")
-
-    for where in ("checkpoint", "load", "assemble"):
-        monkeypatch.setattr(f"draftsmith.assembler.{where}.read_tensors", no_read)
+    no_tensor_reads("the names were checked")
     with pytest.raises(CheckpointMismatch) as err:
         assemble(folder, root / "draft")
     assert any(line.startswith("missing") and "model.layers.0." in line and "input_scale" in line
@@ -343,17 +339,13 @@ def test_what_draftsmith_cannot_compute_is_refused_by_key_found_and_allowed(labe
     assert "allowed: " in str(err.value), str(err.value)
 
 
-def test_a_refused_target_fails_before_any_tensor_is_read(root, tmp_path, monkeypatch):
+def test_a_refused_target_fails_before_any_tensor_is_read(root, tmp_path, no_tensor_reads):
     folder = shutil.copytree(root / "ct-channel-dynamic", tmp_path / "t")
     cfg = json.loads((folder / "config.json").read_text())
     cfg["quantization_config"]["kv_cache_scheme"] = ct_args("tensor", False)
     (folder / "config.json").write_text(json.dumps(cfg))
 
-    def no_read(*_, **__):
-        raise AssertionError("tensor data was read before the config was checked")
-
-    for where in ("checkpoint", "load", "assemble"):
-        monkeypatch.setattr(f"draftsmith.assembler.{where}.read_tensors", no_read)
+    no_tensor_reads()
     with pytest.raises(UnsupportedTarget, match="kv_cache_scheme="):
         assemble(folder, root / "draft")
 
@@ -470,7 +462,7 @@ def test_a_quantized_shared_head_is_dequantized_only_by_its_own_matmul(tmp_path,
 
 
 def test_a_tied_target_whose_config_quantizes_lm_head_is_refused_by_key_before_any_tensor_is_read(tmp_path,
-                                                                                                 monkeypatch):
+                                                                                                 no_tensor_reads):
     """tie_word_embeddings with targets Linear and nothing ignored: lm_head would be FP8 and the embedding float,
     one tensor (and the tied-head ignore rule hid the file's lm_head: a misleading 'missing lm_head.weight'); a
     tied target whose ignore names lm_head loads, its head the embedding."""
@@ -479,11 +471,7 @@ def test_a_tied_target_whose_config_quantizes_lm_head_is_refused_by_key_before_a
     assert model.target.lm_head.weight is model.target.model.embed_tokens.weight
     folder = write_quantized_head(tmp_path / "t", tie=True)
 
-    def no_read(*_, **__):
-        raise AssertionError("tensor data was read before the config was checked")
-
-    for where in ("checkpoint", "load", "assemble"):
-        monkeypatch.setattr(f"draftsmith.assembler.{where}.read_tensors", no_read)
+    no_tensor_reads()
     with pytest.raises(UnsupportedTarget) as err:
         assemble(folder, tmp_path / "d")
     text = str(err.value)
@@ -645,17 +633,13 @@ def test_speculative_greedy_on_a_finegrained_fp8_target_equals_its_target_only_g
 
 
 def test_a_finegrained_target_with_partial_input_groups_is_refused_before_any_tensor_is_read(root, tmp_path,
-                                                                                             monkeypatch):
+                                                                                             no_tensor_reads):
     """128-column blocks on a Llama 64 wide: its inputs would end in a partial group, which DeepSeek-V3's act_quant
     and vLLM's and SGLang's per_token_group_quant_fp8 assert against; refused by key, naming the linears."""
     folder = write_target(tmp_path / "narrow", "llama", num_hidden_layers=2, seed=1)
     quantize_folder(folder, r"^model\.layers\.\d+\.", scheme="block", quantization_config=True)
 
-    def no_read(*_, **__):
-        raise AssertionError("tensor data was read before the config was checked")
-
-    for where in ("checkpoint", "load", "assemble"):
-        monkeypatch.setattr(f"draftsmith.assembler.{where}.read_tensors", no_read)
+    no_tensor_reads()
     with pytest.raises(UnsupportedTarget) as err:
         assemble(folder, root / "draft")
     text = str(err.value)

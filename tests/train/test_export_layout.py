@@ -82,6 +82,18 @@ def speculators_logits(folder, target, ids, hidden):
     return target.lm_head(x[0] if isinstance(x, tuple) else x)
 
 
+def loaded_back(out, spec, target, family, *, assumes=True):
+    """The export ``out`` detected as ``family`` (with no assumption said unless ``assumes``), loaded by that
+    detection (float64): the same draft weights its trained ``spec`` loads."""
+    found = inspect_checkpoint(out)
+    assert found.match.spec == family and (assumes or not found.match.assumptions), found.match
+    mine = draftsmith.assemble(spec, target=target, draft=out, dtype="float64")
+    back = draftsmith.assemble(draftsmith.parse_spec(found.spec), target=target, draft=out, dtype="float64")
+    a, b = mine.draft.state_dict(), back.draft.state_dict()
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    return back
+
+
 @pytest.mark.parametrize("bias", ["auto", "true"])
 def test_an_eagle1_speculators_export_is_speculators_config_and_loads_back(job, tiny, tmp_path, bias):
     """train --spec eagle1-speculators (or a copy of it, here one asking for a fusion bias) exports speculators'
@@ -100,12 +112,7 @@ def test_an_eagle1_speculators_export_is_speculators_config_and_loads_back(job, 
     assert cfg["fusion_bias"] is fusion_bias and "bias" not in cfg and "bias" not in cfg["transformer_layer_config"]
     assert cfg["transformer_layer_config"]["model_type"] == "llama" and cfg["transformer_layer_config"][
         "hidden_size"] == 64 and cfg["transformer_layer_config"]["torch_dtype"] == "bfloat16"
-    found = inspect_checkpoint(out)
-    assert found.match.spec == "eagle1-speculators" and not found.match.assumptions, found.match
-    mine = draftsmith.assemble(spec, target=tiny / "target", draft=out, dtype="float64")
-    back = draftsmith.assemble(draftsmith.parse_spec(found.spec), target=tiny / "target", draft=out, dtype="float64")
-    a, b = mine.draft.state_dict(), back.draft.state_dict()
-    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    back = loaded_back(out, spec, tiny / "target", "eagle1-speculators", assumes=False)
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(0, 258, (1, 7), generator=g)
     hidden = torch.randn(1, 7, 64, generator=g, dtype=torch.float64)
@@ -235,12 +242,7 @@ def test_an_eagle3_speculators_export_is_the_speculators_format_and_loads_back(j
     assert back_cfg == cfg
     a, b = load_file(out / "model.safetensors"), load_file(tmp_path / "back" / "model.safetensors")
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
-    found = inspect_checkpoint(out)
-    assert found.match.spec == "eagle3-speculators", found.match
-    mine = draftsmith.assemble(spec, target=tiny / "target", draft=out, dtype="float64")
-    back = draftsmith.assemble(draftsmith.parse_spec(found.spec), target=tiny / "target", draft=out, dtype="float64")
-    x, y = mine.draft.state_dict(), back.draft.state_dict()
-    assert x.keys() == y.keys() and all(torch.equal(x[k], y[k]) for k in x)
+    back = loaded_back(out, spec, tiny / "target", "eagle3-speculators")
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(0, 258, (1, 7), generator=g)
     aux = torch.randn(1, 7, 3 * 64, generator=g, dtype=torch.float64)
