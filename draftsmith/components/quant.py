@@ -33,7 +33,6 @@ from its own ``quantization_config`` (:func:`quantize_target`). Neither reads th
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping
 from typing import Annotated, Any, Callable, Literal
 
@@ -44,7 +43,8 @@ from torch.nn import functional as F
 
 from draftsmith import limits
 from draftsmith.components.target_quant import refused, target_settings, tied_head
-from draftsmith.components.weights import pattern_problem
+from draftsmith.components.targets import UnsupportedTarget
+from draftsmith.components.weights import RegexTimeout, pattern_problem, search
 from draftsmith.errors import Problem, SpecError, short, short_list
 
 FP8 = torch.float8_e4m3fn
@@ -240,10 +240,11 @@ def fp8_linear(linear: nn.Linear, params: FP8Params, dtype: torch.dtype | None =
 
 
 def matching_linears(module: nn.Module, params: FP8Params) -> dict[str, nn.Linear]:
-    """The Linears of ``module`` that ``params`` quantize (not yet FP8), by canonical name."""
+    """The Linears of ``module`` that ``params`` quantize (not yet FP8), by canonical name; each pattern searched
+    under the regex time bound (RegexTimeout past it: a pattern from a config or spec backtracking)."""
     return {name: sub for name, sub in module.named_modules()
             if isinstance(sub, nn.Linear) and not isinstance(sub, FP8Weight)
-            and any(re.search(p, name) for p in params.modules) and not any(re.search(p, name) for p in params.exclude)}
+            and any(search(p, name) for p in params.modules) and not any(search(p, name) for p in params.exclude)}
 
 
 def quantize_modules(module: nn.Module, params: FP8Params) -> list[str]:
@@ -349,6 +350,13 @@ def quantize_target(model: nn.Module, cfg) -> list[str]:
     params = target_params(getattr(cfg, "quantization_config", None))
     if params is None:
         return []
+    try:
+        matching_linears(model, params)
+    except RegexTimeout as e:   # a skip list's or target's regex, as the config wrote it
+        raise UnsupportedTarget(f"target quantization_config: the module pattern {short(e.pattern)} (from its "
+                                f"modules_to_not_convert, ignored_layers, targets or ignore) took more than "
+                                f"{limits.REGEX_SECONDS} s on {short(e.name)}; allowed: regexes without nested or "
+                                "overlapping repeats") from None
     if getattr(model, "tie", False) and "lm_head" in matching_linears(model, params):
         raise tied_head(cfg.quantization_config)
     if partial := partial_groups(model, params):

@@ -4,11 +4,12 @@
 - ``quant_method: fp8``: transformers FineGrainedFP8 / DeepSeek-V3 (``weight_block_size``: block scales
   ``weight_scale_inv``, inputs quantized per token and group of ``weight_block_size[1]`` channels under
   ``activation_scheme: dynamic``, transformers' default, as vLLM, SGLang and DeepSeek-V3's fp8 gemm do), or AutoFP8
-  (``activation_scheme: static``: per-tensor ``weight_scale`` and ``input_scale``); every decoder layer's linear is
-  quantized, except lm_head and those ``modules_to_not_convert`` and ``ignored_layers`` name, matched as
-  transformers' ``should_convert_module`` matches them (a regex at the start of the name up to a module boundary,
-  or a name suffix as written). Refused: per-tensor dynamic inputs (dynamic without ``weight_block_size``: one
-  scale for the whole batch), ``modules_to_convert`` (FP8 embedding tables) and ``scale_fmt: ue8m0``;
+  (per-tensor ``weight_scale``; ``activation_scheme: static`` with ``input_scale``, or ``dynamic``: inputs
+  quantized per token, as vLLM runs it on FP8 GPUs); every decoder layer's linear is quantized, lm_head never (as
+  vLLM, where transformers would convert it under a skip list that does not name it), nor those
+  ``modules_to_not_convert`` names (else ``ignored_layers``, as transformers reads them), matched as transformers'
+  ``should_convert_module`` matches them (a regex at the start of the name up to a module boundary, or a name
+  suffix as written). Refused: ``modules_to_convert`` (FP8 embedding tables) and ``scale_fmt: ue8m0``;
 - ``quant_method: compressed-tensors`` (llm-compressor's FP8, FP8-dynamic): config groups that all state one
   setting: weights float, 8 bits, symmetric, per tensor (``weight_scale`` [1]) or per channel ([out, 1]); inputs
   none, dynamic per token, or static per tensor (``input_scale`` [1]). ``targets`` and ``ignore`` are matched as
@@ -36,7 +37,7 @@ CT_OFF = ("kv_cache_scheme", "sparsity_config", "transform_config")     # what a
 BATCH_SCALE = ("one input scale for the whole batch, its max-abs, so verifying several tokens would quantize each "
                "differently from decoding it alone (not lossless)")
 METHODS = ("fp8 (e4m3: weight_block_size block scales with activation_scheme dynamic, or per-tensor weight_scale "
-           "with static) or compressed-tensors (float-quantized FP8)")
+           "with static or dynamic) or compressed-tensors (float-quantized FP8)")
 
 
 def refused(key: str, found: Any, allowed: str, why: str = "") -> UnsupportedTarget:
@@ -57,11 +58,10 @@ def tied_head(qc: Mapping[str, Any]) -> UnsupportedTarget:
     """A config that quantizes lm_head on a target whose config ties it to the embedding (tie_word_embeddings): one
     tensor cannot be both the float embedding and an FP8 head, and a tied target's own lm_head in its files is a
     reading transformers 5 takes (the file's head) and 4 does not (the embedding), so neither is the target's own."""
-    key = "ignore" if qc.get("quant_method") == "compressed-tensors" else "modules_to_not_convert"
-    return refused(key, qc.get(key), "a list naming lm_head (the tied head is the embedding), or tie_word_embeddings "
-                   "false in config.json (the checkpoint's own quantized lm_head is the head)", " with "
-                   "tie_word_embeddings true: lm_head is quantized but tied to the embedding, model.embed_tokens, "
-                   "which is not")
+    return refused("ignore", qc.get("ignore"), "tie_word_embeddings false in config.json where the files hold a "
+                   "quantized lm_head (the checkpoint's own head), or an ignore list naming lm_head where they hold "
+                   "none (the tied head is the embedding)", " with tie_word_embeddings true: lm_head is quantized "
+                   "but tied to the embedding, model.embed_tokens, which is not")
 
 
 def fp8_settings(qc: Mapping[str, Any]) -> dict[str, Any]:
@@ -79,24 +79,24 @@ def fp8_settings(qc: Mapping[str, Any]) -> dict[str, Any]:
                       "weight_scale each; draftsmith computes no FP8 embeddings)")
     block = qc.get("weight_block_size")
     activation = fp8_activation(qc.get("activation_scheme", "dynamic"), block)
-    skip = [skip_pattern(f"{key}.{i}", entry) for key in ("modules_to_not_convert", "ignored_layers")
-            for i, entry in enumerate(name_list(key, qc.get(key)))]
+    # transformers reads ignored_layers only where modules_to_not_convert is null (vLLM the other way round: where
+    # both are given and differ, the load names the tensors one of them would have left in float)
+    key = "modules_to_not_convert" if qc.get("modules_to_not_convert") is not None else "ignored_layers"
+    skip = [skip_pattern(f"{key}.{i}", entry) for i, entry in enumerate(name_list(key, qc.get(key)))]
     return {"scheme": "block" if block else "tensor", "block": tuple(block or (128, 128)), "modules": (LAYERS,),
             "exclude": (r"^lm_head$", *skip), "activation": activation}
 
 
 def fp8_activation(scheme: Any, block: Any) -> str:
     """FP8Params activation for ``activation_scheme``: dynamic with block scales (per token and group of block[1]
-    channels), static without (the checkpoint's per-tensor input_scale)."""
-    allowed = "'dynamic' with weight_block_size, or 'static' without (a per-tensor input_scale)"
+    channels) or without (AutoFP8's FP8-dynamic: per token, as vLLM runs it with its CUTLASS kernels, the GPUs FP8
+    is made for; AutoFP8's own model and vLLM's fallback take one scale per batch, which no lossless verification
+    can: a token's input must not depend on the others'), static without blocks (the per-tensor input_scale)."""
     if scheme not in ("dynamic", "static"):
-        raise refused("activation_scheme", scheme, allowed)
+        raise refused("activation_scheme", scheme, "'dynamic' or 'static' (static without weight_block_size)")
     if scheme == "static" and block:
-        raise refused("activation_scheme", scheme, allowed, " with weight_block_size (static input scales are per "
-                      "tensor)")
-    if scheme == "dynamic" and not block:
-        raise refused("activation_scheme", scheme, allowed, " without weight_block_size: AutoFP8's own model, and "
-                      f"vLLM without CUTLASS kernels (per token with them), quantize inputs per tensor: {BATCH_SCALE}")
+        raise refused("activation_scheme", scheme, "'dynamic' with weight_block_size, or 'static' without (a "
+                      "per-tensor input_scale)", " with weight_block_size (static input scales are per tensor)")
     return scheme
 
 

@@ -8,6 +8,7 @@ draftsmith cannot compute is refused by name before the model is built. FineGrai
 128 x 128 weight_scale_inv, dynamic inputs) likewise, against a reference quantizing inputs per token and group of
 128 channels. Quant isolation (invariant 26) both ways with a static target and a static draft."""
 import json
+import re
 import shutil
 
 import pytest
@@ -76,6 +77,10 @@ CASES = {
                                    "ignored_layers": ["lm_head", "model.layers.3.mlp.gate_proj"]},
                            weight="tensor", static=True, shape=(), dtype=torch.float32,
                            plain=("model.layers.3.mlp.gate_proj",)),
+    # AutoFP8's FP8-dynamic as its README shows it: per-tensor weight_scale, no input_scale; inputs per token (vLLM)
+    "autofp8-dynamic": dict(config={"quant_method": "fp8", "activation_scheme": "dynamic",
+                                    "ignored_layers": ["lm_head"]},
+                            weight="tensor", static=False, shape=(), dtype=torch.float32, plain=()),
 }
 
 
@@ -130,8 +135,10 @@ def per_token_fake_quant(x):
 
 
 def dynamic_inputs(folder) -> bool:
-    groups = json.loads((folder / "config.json").read_text())["quantization_config"].get("config_groups") or {}
-    return any((g.get("input_activations") or {}).get("dynamic") is True for g in groups.values())
+    qc = json.loads((folder / "config.json").read_text())["quantization_config"]
+    groups = qc.get("config_groups") or {}
+    return any((g.get("input_activations") or {}).get("dynamic") is True for g in groups.values()) or \
+        qc.get("activation_scheme") == "dynamic"
 
 
 def reference_logits(folder, ids):
@@ -314,11 +321,6 @@ REFUSED = {
                               "modules_to_convert": ["embed_tokens"]},
                              ("modules_to_convert=['embed_tokens'] is not supported", "no FP8 embeddings",
                               "allowed: null or empty (every Linear is converted regardless)")),
-    "per-tensor dynamic fp8 inputs": ({"quant_method": "fp8", "activation_scheme": "dynamic"},
-                                      ("activation_scheme='dynamic' is not supported without weight_block_size",
-                                       "not lossless", "allowed: 'dynamic' with weight_block_size")),
-    "per-tensor dynamic fp8 inputs by default": ({"quant_method": "fp8", "weight_block_size": None},
-                                                 "activation_scheme='dynamic' is not supported without"),
     "a class-name target": (ct_config(ct_args("channel", False), TOKEN, targets=["Linear", "Embedding"]),
                             ("config_groups.group_0.targets.1='Embedding' is not supported", "Linear layers only")),
     "a skip regex draftsmith refuses": ({"quant_method": "fp8", "weight_block_size": [128, 128],
@@ -367,6 +369,9 @@ def test_the_configs_as_published_map_onto_fp8_params():
     assert p.activation == "none"   # weight-only FP8 (W8A16)
     p = target_params({"quant_method": "fp8", "activation_scheme": "dynamic", "weight_block_size": [128, 128]})
     assert (p.scheme, p.block, p.activation) == ("block", (128, 128), "dynamic")   # per token and group of 128
+    for config in ({"quant_method": "fp8", "activation_scheme": "dynamic"}, {"quant_method": "fp8"}):   # AutoFP8
+        p = target_params(config)
+        assert (p.scheme, p.activation) == ("tensor", "dynamic")   # per token, as vLLM runs it on FP8 GPUs
     p = target_params({"quant_method": "fp8", "weight_block_size": [64, 128]})   # FineGrainedFP8Config's default
     assert (p.scheme, p.block, p.activation) == ("block", (64, 128), "dynamic")
     p = target_params({"quant_method": "fp8", "weight_block_size": [128, 128], "scale_fmt": "float",
@@ -476,7 +481,8 @@ def test_a_tied_target_whose_config_quantizes_lm_head_is_refused_by_key_before_a
         assemble(folder, tmp_path / "d")
     text = str(err.value)
     assert "quantization_config ignore=[] is not supported with tie_word_embeddings true: lm_head is quantized" \
-        in text and "allowed: a list naming lm_head" in text, text
+        in text and "allowed: tie_word_embeddings false in config.json where the files hold a quantized lm_head" \
+        in text, text
 
 
 def write_static_draft(folder, target):
@@ -647,3 +653,37 @@ def test_a_finegrained_target_with_partial_input_groups_is_refused_before_any_te
     assert "in groups of 128 channels, a partial group in 12 linear(s): model.layers.0.self_attn.q_proj (64 wide)" \
         in text and "allowed: " in text, text
 
+
+
+def test_a_skip_list_regex_that_backtracks_is_refused_by_the_time_bound():
+    """modules_to_not_convert entries are regexes (transformers' reading): one that backtracks on every module name
+    ('(.|.)*z': 2^31 paths on model.layers.0.self_attn.q_proj) is refused within the weight rules' time bound,
+    naming it, instead of hanging assemble."""
+    import signal
+    from types import SimpleNamespace
+
+    from draftsmith.components.quant import quantize_target
+
+    attn = torch.nn.ModuleDict({"q_proj": torch.nn.Linear(128, 128, device="meta")})
+    model = torch.nn.ModuleDict({"model": torch.nn.ModuleDict({"layers": torch.nn.ModuleList(
+        [torch.nn.ModuleDict({"self_attn": attn})])})})
+    cfg = SimpleNamespace(quantization_config={"quant_method": "fp8", "weight_block_size": [128, 128],
+                                               "modules_to_not_convert": ["(.|.)*z"]})
+    signal.signal(signal.SIGALRM, lambda *_: pytest.fail("still matching after 10 s"))
+    signal.alarm(10)
+    try:
+        with pytest.raises(UnsupportedTarget, match=r"the module pattern .+ took more than 0.1 s on "
+                                                    r"'model\.layers\.0\.self_attn\.q_proj'"):
+            quantize_target(model, cfg)
+    finally:
+        signal.alarm(0)
+
+
+def test_modules_to_not_convert_wins_over_ignored_layers_as_transformers_reads_them():
+    """transformers reads ignored_layers only where modules_to_not_convert is null: given both, layer 0 is
+    converted."""
+    p = target_params({"quant_method": "fp8", "weight_block_size": [128, 128], "modules_to_not_convert": ["lm_head"],
+                       "ignored_layers": ["model.layers.0"]})
+    assert not any(re.search(x, "model.layers.0.mlp.down_proj") for x in p.exclude)
+    p = target_params({"quant_method": "fp8", "weight_block_size": [128, 128], "ignored_layers": ["model.layers.0"]})
+    assert any(re.search(x, "model.layers.0.mlp.down_proj") for x in p.exclude)
