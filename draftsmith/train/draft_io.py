@@ -237,14 +237,16 @@ def unstated(model, folder: Path, spec_name: str) -> str | None:
 
 
 def with_verifier(config: dict[str, Any], target: Path | None) -> dict[str, Any]:
-    """``config`` with its speculators verifier named where it names none (the style's template, null): the target
-    the draft was trained against, its folder and its config's architectures, which vLLM and speculators read to
-    pair the draft with its target. A verifier a source named is kept."""
+    """``config`` with its speculators verifier named where it names none (the style's template: null, or ""): the
+    target the draft was trained against, its folder as the run was given it (not resolved: a relative path stays
+    relative, links are not followed) and its config's architectures ([] when it states none, as speculators
+    writes), which vLLM and speculators read to pair the draft with its target; a draft to be published names a
+    Hub id there instead. A verifier a source named is kept."""
     verifier = (config.get("speculators_config") or {}).get("verifier")
-    if target is None or not isinstance(verifier, Mapping) or verifier.get("name_or_path") is not None:
+    if target is None or not isinstance(verifier, Mapping) or verifier.get("name_or_path") not in (None, ""):
         return config
-    architectures = read_json(Path(target) / "config.json", Path(target)).get("architectures")
-    named = {**verifier, "name_or_path": str(Path(target).resolve()), "architectures": architectures}
+    architectures = read_json(Path(target) / "config.json", Path(target)).get("architectures") or []
+    named = {**verifier, "name_or_path": str(target), "architectures": architectures}
     return {**config, "speculators_config": {**config["speculators_config"], "verifier": named}}
 
 

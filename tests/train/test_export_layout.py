@@ -138,7 +138,7 @@ def test_a_speculators_eagle1_draft_trained_further_keeps_what_its_config_says_o
     run(job(out, spec="eagle1-speculators", from_draft=src, max_windows=4, config={"steps": 1}))
     cfg, was = (json.loads((f / "config.json").read_text()) for f in (out, src))
     assert "name_or_path" not in was["speculators_config"]["verifier"]
-    named = {"name_or_path": str((tiny / "target").resolve()), "architectures": ["LlamaForCausalLM"]}
+    named = {"name_or_path": str(tiny / "target"), "architectures": ["LlamaForCausalLM"]}
     assert cfg["speculators_config"] == was["speculators_config"] | {"verifier": named}
     assert cfg["speculators_model_type"] == "eagle"
     assert cfg["fusion_bias"] is True and "fusion_fc.bias" in names(out)
@@ -231,7 +231,7 @@ def test_an_eagle3_speculators_export_is_the_speculators_format_and_loads_back(j
     assert {k: cfg[k] for k in ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output")} == dict.fromkeys(
         ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output"), False)
     # the target trained against is the verifier (convert, which knows no target, writes the template's null)
-    named = {"name_or_path": str((tiny / "target").resolve()), "architectures": ["LlamaForCausalLM"]}
+    named = {"name_or_path": str(tiny / "target"), "architectures": ["LlamaForCausalLM"]}
     assert cfg["speculators_config"]["verifier"] == named
     # exactly what convert writes: through the flat layout (the old export) and back, the same folder bit for bit
     convert(out, "layers", tmp_path / "flat")
@@ -282,6 +282,31 @@ def test_an_eagle3_speculators_draft_trained_further_keeps_its_verifier_and_stat
     cfg = json.loads((tmp_path / "out2" / "config.json").read_text())
     assert cfg["transformer_layer_config"]["num_hidden_layers"] == 1
     # a flat source has none: the target trained against is named (its folder, its architectures)
-    assert cfg["speculators_config"]["verifier"] == {"name_or_path": str((tiny / "target").resolve()),
+    assert cfg["speculators_config"]["verifier"] == {"name_or_path": str(tiny / "target"),
                                                      "architectures": ["LlamaForCausalLM"]}
     assert "layers.0.hidden_norm.weight" in names(tmp_path / "out2")
+
+
+def test_the_verifier_named_is_the_target_folder_as_given_where_no_source_names_one(tmp_path, monkeypatch):
+    """with_verifier: the folder as the run was given it (a relative path stays relative, a link is not followed:
+    no directory layout leaks into a shared checkpoint), architectures [] where the target states none (as
+    speculators writes them), an empty name read as none, and a named verifier kept."""
+    from draftsmith.train.draft_io import with_verifier
+
+    (tmp_path / "real").mkdir()
+    (tmp_path / "real" / "config.json").write_text(json.dumps({"model_type": "llama"}))
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    monkeypatch.chdir(tmp_path)
+    template = {"speculators_config": {"algorithm": "eagle3", "verifier": {"name_or_path": None,
+                                                                           "architectures": None}}}
+    for name in (None, ""):
+        config = json.loads(json.dumps(template))
+        config["speculators_config"]["verifier"]["name_or_path"] = name
+        got = with_verifier(config, Path("link"))
+        assert got["speculators_config"] == {"algorithm": "eagle3",
+                                             "verifier": {"name_or_path": "link", "architectures": []}}
+        assert config["speculators_config"]["verifier"]["name_or_path"] == name   # the input is not changed
+    named = {"speculators_config": {"verifier": {"name_or_path": "org/target", "architectures": ["X"]}}}
+    assert with_verifier(named, Path("link")) == named
+    assert with_verifier({"architectures": ["LlamaForCausalLM"]}, Path("link")) == {
+        "architectures": ["LlamaForCausalLM"]}   # a flat config has no verifier
