@@ -35,6 +35,8 @@ NEW_TOKENS = 1 << 20            # max_new_tokens (KV pools are sized for prompt 
 BATCH = 4_096                   # prompts in one generate() call (each is a row of the KV pools, allocated up front)
 MESSAGES = 1 << 16              # messages of one conversation prompt, counted before any is read (its tokens are
                                 # checked against the context once rendered)
+MESSAGE_VALUES = 1 << 17        # values in a conversation's messages as its template writes them, a part held
+                                # twice counted twice (a tool call's arguments 40 levels of [x, x] deep: 2^40)
 PROBE_BYTES = 1 << 20           # a `doctor --probe @FILE` file (a regular file; real probes are a few hundred bytes)
 
 # Weight-name rules (regular expressions over tensor names)

@@ -191,21 +191,32 @@ def _within(seconds, fn):
         signal.signal(signal.SIGALRM, old)
 
 
-def test_a_tool_call_that_holds_itself_or_shares_parts_is_walked_once(chat_pair):
-    """The lone-surrogate check walks a message's nested strings: a container it meets again (a message whose
-    tool_calls hold the message, a part shared 40 levels deep: 2^40 paths) is walked once, so the call ends with
-    the template's own verdict instead of looping."""
-    from draftsmith.decoding.arguments import _strings
+def test_a_tool_call_that_holds_itself_or_expands_past_the_bound_is_refused_before_the_template(chat_pair):
+    """A message whose tool_calls hold the message (no template can write it) and a part held twice at each of 40
+    levels (2^40 values written, which a template's tojson would write for hours) are refused by what they hold,
+    counted once per container, before the template runs; the strings walk meets each container once, across
+    messages too."""
+    from draftsmith.decoding.arguments import _strings, _written_size
 
     model, _ = chat_pair
     m = {"role": "assistant", "content": "hi"}
     m["tool_calls"] = [m]
-    with pytest.raises(ArgumentError, match="prompt: "):
+    with pytest.raises(ArgumentError, match=r"prompt: a conversation that holds itself \(a message or tool call"):
         _within(10, lambda: model.generate([{"role": "user", "content": "q"}, m], max_new_tokens=2))
     shared = {"name": "f"}
     for _ in range(40):
         shared = {"l": shared, "r": shared}
+    deep = {"role": "assistant", "content": None, "tool_calls": [{"type": "function", "function": shared}]}
+    with pytest.raises(ArgumentError, match="prompt: a conversation that holds more than 131072 values as its "
+                                            "template writes them"):
+        _within(10, lambda: model.generate([{"role": "user", "content": "q"}, deep], max_new_tokens=2))
     assert sorted(_within(10, lambda: list(_strings(shared)))) == ["f", *["l"] * 40, "name", *["r"] * 40]
+    # counted as written: a part held twice counts twice, each leaf and container once per place
+    part = ["a", "b"]
+    assert _written_size([part, part], 100) == 1 + 2 * 3 and _written_size({"k": part}, 100) == 1 + 1 + 3
+    assert _written_size(shared, 10**6) == 10**6 + 1   # capped past the bound
+    seen: set[int] = set()
+    assert list(_strings(part, seen)) == ["b", "a"] and list(_strings([part], seen)) == []   # shared across calls
 
 
 def test_a_conversation_of_more_messages_than_the_limit_is_refused_before_a_message_is_read(chat_pair,
