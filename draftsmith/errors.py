@@ -51,12 +51,21 @@ class _Repr(reprlib.Repr):
 
     def repr1(self, x: Any, level: int) -> str:
         # a subclass of dict, set, frozenset or list (OrderedDict, Counter, a list subclass) has no repr_ of its own
-        # name, and reprlib would quote it with its whole repr (10^6 items: ~1 s); it is quoted as its base is
+        # name, and reprlib would quote it with its whole repr (10^6 items: ~1 s); it is quoted as its base is, a
+        # mapping in its own order (an OrderedDict's is what it says)
         kind = type(x)
         for base in (dict, set, frozenset, list):
             if kind is not base and isinstance(x, base) and not hasattr(self, "repr_" + kind.__name__):
-                return f"{kind.__name__}({getattr(self, 'repr_' + base.__name__)(x, level)})"
+                inner = self._in_order(x, level) if base is dict else getattr(self, "repr_" + base.__name__)(x, level)
+                return f"{kind.__name__}({inner})"
         return super().repr1(x, level)
+
+    def _in_order(self, x: dict, level: int) -> str:
+        if not x or level <= 0:
+            return "{...}" if x else "{}"
+        pairs = [f"{self.repr1(k, level - 1)}: {self.repr1(v, level - 1)}"
+                 for k, v in itertools.islice(dict.items(x), self.maxdict)]
+        return "{" + ", ".join(pairs + [self.fillvalue] * (len(x) > self.maxdict)) + "}"
 
     def repr_set(self, x: set, level: int) -> str:   # reprlib sorts a whole set (10^7 ints: ~20 s) to show 6
         return super().repr_set(_few(x, self.maxset), level) if x else "set()"

@@ -116,7 +116,9 @@ def test_a_subclass_of_a_container_is_quoted_as_its_base_not_by_its_whole_repr()
     _Counted.compared = 0
     assert short(collections.Counter(_Counted(i) for i in range(20_000))).startswith("Counter({k")
     assert _Counted.compared < 100
-    assert short(collections.OrderedDict(b=1, a=2)) == "OrderedDict({'a': 2, 'b': 1})"
+    assert short(collections.OrderedDict(b=1, a=2)) == "OrderedDict({'b': 1, 'a': 2})"   # its own order
+    assert short(collections.OrderedDict((i, i) for i in range(7))) == \
+        "OrderedDict({0: 0, 1: 1, 2: 2, 3: 3, 4: 4, 5: 5, ...})"
 
 
 @given(st.text(max_size=300), st.integers(5, 100))
