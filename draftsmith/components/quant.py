@@ -8,7 +8,9 @@ scale sits beside it:
   :func:`loadable_shapes`);
 - ``scheme: channel``: ``weight_scale`` [out, 1] (compressed-tensors per-channel);
 - ``scheme: block``: ``weight_scale_inv`` [ceil(out/b0), ceil(in/b1)] (DeepSeek-V3 / transformers
-  FineGrainedFP8, b = 128 x 128). Despite the name it multiplies: w = w_fp8 * scale_inv, per block.
+  FineGrainedFP8, b = 128 x 128). Despite the name it multiplies: w = w_fp8 * scale_inv, per block. ``block_scale:
+  weight_scale`` names it as compressed-tensors' block strategy stores it (llm-compressor's FP8_BLOCK), the same
+  values.
 
 ``activation: static`` adds ``input_scale`` [1] (0-d loadable too): the input is quantized to e4m3 with it before
 every matmul (x / s, clamped to +-448, cast, times s), on every device, as the checkpoint's own model computes
@@ -67,6 +69,8 @@ class FP8Params(BaseModel):
     # token and group of block[1] channels (block); static: inputs quantized with the checkpoint's input_scale. Both
     # on every device
     activation: Literal["none", "dynamic", "static"] = "none"
+    # the stored name of a block scale (scheme: block): DeepSeek-V3's / FineGrainedFP8's, or compressed-tensors'
+    block_scale: Literal["weight_scale_inv", "weight_scale"] = "weight_scale_inv"
 
     @field_validator("modules", "exclude")
     @classmethod
@@ -80,8 +84,9 @@ class FP8Params(BaseModel):
 INPUT_SCALE = "input_scale"   # a static activation scale's local name (activation: static)
 
 
-def scale_name(scheme: str) -> str:
-    return "weight_scale_inv" if scheme == "block" else "weight_scale"
+def scale_name(scheme: str, block_scale: str = "weight_scale_inv") -> str:
+    """The local name of a weight's scale: ``block_scale`` (FP8Params.block_scale) for block scales."""
+    return block_scale if scheme == "block" else "weight_scale"
 
 
 def scale_shape(scheme: str, out: int, inp: int, block: tuple[int, int]) -> tuple[int, ...]:
@@ -153,25 +158,26 @@ class FP8Weight:
 
     scheme: str
     block: tuple[int, int]
+    scale_key: str   # its scale's local name (scale_name)
     activation: str
     native: bool
     compute_dtype: torch.dtype
 
     @property
     def weight(self) -> torch.Tensor:
-        w, s = self._parameters["weight"], self._buffers[scale_name(self.scheme)]
+        w, s = self._parameters["weight"], self._buffers[self.scale_key]
         if w.is_meta:
             return torch.empty(w.shape, dtype=self.compute_dtype, device="meta")
         return dequantize(w, s, self.scheme, self.block).to(self.compute_dtype)
 
     def stored_dtypes(self) -> dict[str, torch.dtype]:
         """Local names whose checkpoint dtype loading keeps (never cast to the model dtype)."""
-        return {"weight": FP8, scale_name(self.scheme): torch.float32} | {s: torch.float32 for s in self._inputs()}
+        return {"weight": FP8, self.scale_key: torch.float32} | {s: torch.float32 for s in self._inputs()}
 
     def loadable_shapes(self) -> dict[str, tuple[tuple[int, ...], ...]]:
         """Local names a checkpoint may also store in another shape holding the same values (reshaped at load):
         a per-tensor scale 0-d as well as [1] (a weight's, and a static input scale)."""
-        tensor = [scale_name(self.scheme)] if self.scheme == "tensor" else []
+        tensor = [self.scale_key] if self.scheme == "tensor" else []
         return {s: TENSOR_SCALE_SHAPES[1:] for s in (*tensor, *self._inputs())}
 
     def _inputs(self) -> tuple[str, ...]:
@@ -180,7 +186,7 @@ class FP8Weight:
     def row_blocks(self) -> dict[str, int]:
         """Local name of a block scale and the weight rows one of its rows covers (its block's rows); {} for the
         other schemes."""
-        return {scale_name(self.scheme): self.block[0]} if self.scheme == "block" else {}
+        return {self.scale_key: self.block[0]} if self.scheme == "block" else {}
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         # a scale stored in a shape loadable_shapes() allows takes the buffer's own shape (same values), before
@@ -194,7 +200,7 @@ class FP8Weight:
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         s = self._buffers.get(INPUT_SCALE)
         if self.native and native_ok(x):
-            return scaled_mm(x, self._parameters["weight"], self._buffers[scale_name(self.scheme)], self.bias, s)
+            return scaled_mm(x, self._parameters["weight"], self._buffers[self.scale_key], self.bias, s)
         if self.activation != "none":   # the inputs the kernels quantize, quantized alike
             x = fake_quantize(x, input_scales(x, s, self.block[1] if self.scheme == "block" else None))
         return super().forward(x)
@@ -229,8 +235,9 @@ def fp8_linear(linear: nn.Linear, params: FP8Params, dtype: torch.dtype | None =
     out, inp = linear._parameters["weight"].shape
     device = linear._parameters["weight"].device
     linear._parameters["weight"] = nn.Parameter(torch.empty(out, inp, dtype=FP8, device=device), requires_grad=False)
-    linear.register_buffer(scale_name(params.scheme), torch.empty(scale_shape(params.scheme, out, inp, params.block),
-                                                                  dtype=torch.float32, device=device))
+    linear.scale_key = scale_name(params.scheme, params.block_scale)
+    linear.register_buffer(linear.scale_key, torch.empty(scale_shape(params.scheme, out, inp, params.block),
+                                                     dtype=torch.float32, device=device))
     if params.activation == "static":
         linear.register_buffer(INPUT_SCALE, torch.empty(1, dtype=torch.float32, device=device))
     linear.scheme, linear.block, linear.activation = params.scheme, tuple(params.block), params.activation
@@ -360,8 +367,10 @@ def quantize_target(model: nn.Module, cfg) -> list[str]:
     if getattr(model, "tie", False) and "lm_head" in matching_linears(model, params):
         raise tied_head(cfg.quantization_config)
     if partial := partial_groups(model, params):
-        raise refused("weight_block_size", list(params.block), "a block whose columns divide every quantized "
-                      "linear's input width", f" with activation_scheme dynamic: inputs are quantized per token in "
+        key, how = (("weight_block_size", "activation_scheme dynamic") if params.block_scale == "weight_scale_inv"
+                    else ("block_structure", "dynamic group inputs"))
+        raise refused(key, list(params.block), "a block whose columns divide every quantized "
+                      "linear's input width", f" with {how}: inputs are quantized per token in "
                       f"groups of {params.block[1]} channels, a partial group in {len(partial)} linear(s): "
                       f"{_widths(partial)} (DeepSeek-V3, vLLM, SGLang and transformers refuse one too)")
     return quantize_modules(model, params)

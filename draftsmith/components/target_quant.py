@@ -15,8 +15,11 @@
   none, dynamic per token, or static per tensor (``input_scale`` [1]). ``targets`` and ``ignore`` are matched as
   compressed-tensors matches them: ``re:X`` is the regex X matched at the start of a module name, ``Linear`` every
   linear, another entry the exact module name (a class name other than ``Linear`` is refused as a target).
+  llm-compressor's FP8_BLOCK too: weights ``strategy: block`` with ``block_structure`` [b0, b1] (scales
+  ``weight_scale`` [ceil(out/b0), ceil(in/b1)], the block scheme under compressed-tensors' name), inputs null or
+  dynamic ``strategy: group`` with ``group_size`` b1 (per token and group of b1 channels, as vLLM computes them).
 
-Anything else (other methods, int or 4-bit groups, block or group strategies, asymmetric, KV-cache, sparse or
+Anything else (other methods, int or 4-bit groups, group weight strategies, asymmetric, KV-cache, sparse or
 transformed checkpoints) is refused before the model is built, naming the key, what it holds and what is read.
 Only the target's own config is read here (invariant 26).
 """
@@ -26,6 +29,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from draftsmith import limits
 from draftsmith.components.targets import UnsupportedTarget
 from draftsmith.components.weights import pattern_problem
 from draftsmith.errors import short
@@ -129,15 +133,17 @@ def compressed_tensors_settings(qc: Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(groups, Mapping) or not groups:
         raise refused("config_groups", groups, "a mapping of one or more groups")
     read = {name: group_settings(f"config_groups.{name}", group, qc.get("format")) for name, group in groups.items()}
-    settings = {name: (s["scheme"], s["activation"]) for name, s in read.items()}
+    settings = {name: (s["scheme"], s["activation"], *s.get("block", ())) for name, s in read.items()}
     if len(set(settings.values())) > 1:
-        raise refused("config_groups", {n: "/".join(s) for n, s in settings.items()}, "groups that all state one "
-                      "weight strategy and one input setting", " (one FP8 setting holds every linear of the target)")
+        raise refused("config_groups", {n: "/".join(map(str, s)) for n, s in settings.items()}, "groups that all "
+                      "state one weight strategy (and block) and one input setting", " (one FP8 setting holds every "
+                      "linear of the target)")
     ignore = qc.get("ignore") or []
     if not isinstance(ignore, list):
         raise refused("ignore", ignore, "a list of module names and 're:' regexes")
-    scheme, activation = next(iter(settings.values()))
-    return {"scheme": scheme, "activation": activation,
+    first = next(iter(read.values()))
+    block = {"block": first["block"], "block_scale": "weight_scale"} if first["scheme"] == "block" else {}
+    return {"scheme": first["scheme"], "activation": first["activation"], **block,
             "modules": tuple(dict.fromkeys(p for s in read.values() for p in s["modules"])),
             "exclude": tuple(module_pattern(f"ignore.{i}", e) for i, e in enumerate(ignore))}
 
@@ -155,17 +161,44 @@ def group_settings(where: str, group: Any, top_format: Any) -> dict[str, Any]:
     if (dynamic := weights.get("dynamic", False)) is not False:
         raise refused(f"{where}.weights.dynamic", dynamic, "false (stored weight scales)")
     strategy = weights.get("strategy", "tensor")
-    if strategy not in ("tensor", "channel"):
-        raise refused(f"{where}.weights.strategy", strategy, "tensor (weight_scale [1]) or channel (weight_scale "
-                      "[out, 1])", " (draftsmith's block scheme loads weight_scale_inv, as DeepSeek-V3 stores it)")
+    if strategy not in ("tensor", "channel", "block"):
+        raise refused(f"{where}.weights.strategy", strategy, "tensor (weight_scale [1]), channel (weight_scale "
+                      "[out, 1]) or block (weight_scale [ceil(out/b0), ceil(in/b1)], block_structure [b0, b1])")
     if (out := group.get("output_activations")) is not None:
         raise refused(f"{where}.output_activations", out, "null")
     targets = group.get("targets")
     if not isinstance(targets, list) or not targets:
         raise refused(f"{where}.targets", targets, "a list of module names, 're:' regexes or 'Linear'")
-    return {"scheme": strategy, "activation": input_setting(f"{where}.input_activations",
-                                                            group.get("input_activations")),
-            "modules": tuple(module_pattern(f"{where}.targets.{i}", t, target=True) for i, t in enumerate(targets))}
+    modules = tuple(module_pattern(f"{where}.targets.{i}", t, target=True) for i, t in enumerate(targets))
+    inputs = (f"{where}.input_activations", group.get("input_activations"))
+    if strategy != "block":
+        return {"scheme": strategy, "activation": input_setting(*inputs), "modules": modules}
+    block = block_structure(f"{where}.weights.block_structure", weights.get("block_structure"))
+    return {"scheme": "block", "block": block, "activation": block_inputs(*inputs, block), "modules": modules}
+
+
+def block_structure(key: str, block: Any) -> tuple[int, int]:
+    """A block weight strategy's [rows, columns] per scale."""
+    if not (isinstance(block, list) and len(block) == 2
+            and all(type(b) is int and 1 <= b <= limits.WIDTH for b in block)):
+        raise refused(key, block, f"[rows, columns] per weight scale, each 1 to {limits.WIDTH}")
+    return tuple(block)
+
+
+def block_inputs(key: str, args: Any, block: tuple[int, int]) -> str:
+    """FP8Params activation for the input_activations of a group with block weights: none, or dynamic per token and
+    group of block[1] channels (FP8_BLOCK's; the one input quantization draftsmith's block scheme computes)."""
+    if args is None:
+        return "none"
+    float8(key, args)
+    got = {k: args.get(k, d) for k, d in (("strategy", "tensor"), ("dynamic", False), ("group_size", None))}
+    if got["strategy"] == "group" and got["dynamic"] is True and got["group_size"] != block[1]:
+        raise refused(f"{key}.group_size", got["group_size"], f"{block[1]} (block_structure[1])", " with block "
+                      "weights (draftsmith quantizes a block linear's inputs per token in groups of block[1] channels)")
+    if got != {"strategy": "group", "dynamic": True, "group_size": block[1]} or type(got["dynamic"]) is not bool:
+        raise refused(key, got, f"null or {{strategy: group, group_size: {block[1]}, dynamic: true}} with block "
+                      "weights (inputs per token and group of block_structure[1] channels)")
+    return "dynamic"
 
 
 def float8(key: str, args: Any) -> None:

@@ -6,7 +6,8 @@ float32, each static linear's input fake-quantized with its input_scale, a dynam
 max-abs / 448, as compressed-tensors computes on the CPU), and decodes greedily as target-only; what
 draftsmith cannot compute is refused by name before the model is built. FineGrainedFP8 (Qwen3-*-FP8, DeepSeek-V3:
 128 x 128 weight_scale_inv, dynamic inputs) likewise, against a reference quantizing inputs per token and group of
-128 channels. Quant isolation (invariant 26) both ways with a static target and a static draft."""
+128 channels, and llm-compressor's FP8_BLOCK (the same blocks stored as weight_scale). Quant isolation (invariant
+26) both ways with a static target and a static draft."""
 import json
 import re
 import shutil
@@ -51,6 +52,8 @@ def ct_config(weights, inputs, *, targets=("Linear",), ignore=("lm_head",), **to
 
 
 TOKEN = ct_args("token", True)                                    # FP8-dynamic's inputs
+BLOCK_WEIGHTS = ct_args("block", False, block_structure=[128, 128])   # FP8_BLOCK's weights: weight_scale per block
+BLOCK_INPUTS = ct_args("group", True, group_size=128)                # and its inputs: per token and 128 channels
 STATIC = ct_args("tensor", False, observer="static_minmax")      # FP8's inputs: input_scale [1]
 # weight: strategy; static: input_scale tensors; shape: a per-tensor scale's stored shape; dtype: the scales';
 # plain: the linears the config leaves unquantized (the writer reads this, not the config)
@@ -278,10 +281,20 @@ REFUSED = {
         {"quant_method": "compressed-tensors", "format": "naive-quantized", "config_groups": {"group_0": {
             "targets": ["Linear"], "weights": ct_args("tensor", False) | {"type": "int"}}}},
         ("config_groups.group_0.weights.type='int' is not supported", "allowed: 'float'")),
-    "block weights": (
-        ct_config(ct_args("block", False, block_structure=[128, 128]), TOKEN),
-        "config_groups.group_0.weights.strategy='block' is not supported (draftsmith's block scheme loads "
-        "weight_scale_inv"),
+    "block inputs grouped otherwise": (
+        ct_config(BLOCK_WEIGHTS, ct_args("group", True, group_size=64)),
+        ("config_groups.group_0.input_activations.group_size=64 is not supported with block weights",
+         "allowed: 128 (block_structure[1])")),
+    "static inputs with block weights": (
+        ct_config(BLOCK_WEIGHTS, STATIC),
+        ("config_groups.group_0.input_activations={'dynamic': False, 'group_size': None, 'strategy': 'tensor'} is "
+         "not supported", "allowed: null or {strategy: group, group_size: 128, dynamic: true} with block weights")),
+    "per-token inputs with block weights": (
+        ct_config(BLOCK_WEIGHTS, TOKEN),
+        "config_groups.group_0.input_activations={'dynamic': True, 'group_size': None, 'strategy': 'token'} is not"),
+    "block weights without block_structure": (
+        ct_config(ct_args("block", False), BLOCK_INPUTS),
+        ("config_groups.group_0.weights.block_structure=None is not supported", "allowed: [rows, columns]")),
     "group weights": (ct_config(ct_args("group", False) | {"group_size": 128}, TOKEN),
                       "config_groups.group_0.weights.strategy='group' is not supported"),
     "asymmetric": (ct_config(ct_args("tensor", False) | {"symmetric": False}, TOKEN),
@@ -586,13 +599,13 @@ def finegrained(root):
     return folder, draft
 
 
-def grouped_reference_logits(folder, ids, quantize_inputs=True):
+def grouped_reference_logits(folder, ids, quantize_inputs=True, group=128):
     """transformers' Llama on the dequantized weights, each quantized linear's input fake-quantized per group."""
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(folder.parent / f"{folder.name}-float", dtype=torch.float32)
     for name in MODULES if quantize_inputs else ():
-        model.get_submodule(name).register_forward_pre_hook(lambda _, args: (group_fake_quant(args[0], 128),))
+        model.get_submodule(name).register_forward_pre_hook(lambda _, args: (group_fake_quant(args[0], group),))
     with torch.no_grad():
         return model(ids).logits
 
@@ -687,3 +700,93 @@ def test_modules_to_not_convert_wins_over_ignored_layers_as_transformers_reads_t
     assert not any(re.search(x, "model.layers.0.mlp.down_proj") for x in p.exclude)
     p = target_params({"quant_method": "fp8", "weight_block_size": [128, 128], "ignored_layers": ["model.layers.0"]})
     assert any(re.search(x, "model.layers.0.mlp.down_proj") for x in p.exclude)
+
+
+# llm-compressor's FP8_BLOCK (compressed-tensors 0.20: QuantizationStrategy.BLOCK, block_structure [128, 128]):
+# weight_scale [ceil(out/128), ceil(in/128)] in the model's dtype, inputs dynamic in groups of 128 channels; and
+# 128 x 64 blocks (inputs in groups of 64: block_structure[1], not [0])
+FP8_BLOCK = ct_config(BLOCK_WEIGHTS, BLOCK_INPUTS)
+FP8_BLOCKS = {(128, 128): FP8_BLOCK, (128, 64): ct_config(ct_args("block", False, block_structure=[128, 64]),
+                                                          ct_args("group", True, group_size=64))}
+
+
+@pytest.fixture(scope="module", params=list(FP8_BLOCKS), ids=lambda b: f"{b[0]}x{b[1]}")
+def fp8_block(root, request):
+    """The finegrained Llama stored as llm-compressor's FP8_BLOCK stores it (bf16 block weight_scale), its float
+    copy and an EAGLE-1 draft for it; its block."""
+    block = request.param
+    folder = write_target(root / f"fp8-block-{block[1]}", "llama", num_hidden_layers=LAYERS, seed=1,
+                          hidden_size=128, intermediate_size=256)
+    draft = write_eagle1(root / f"fp8-block-{block[1]}-draft", folder, bias=False)
+    assert len(quantize_folder(folder, r"^model\.layers\.\d+\.", block=block, block_scale="weight_scale")) == 28
+    tensors = load_file(str(folder / "model.safetensors"))
+    save_safetensors({k: v.to(torch.bfloat16) if k.endswith("_scale") else v for k, v in tensors.items()}, folder)
+    cfg = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps(cfg | {"quantization_config": FP8_BLOCKS[block]}, indent=2))
+    dequantized_copy(folder, folder.parent / f"{folder.name}-float", block=block, block_scale="weight_scale")
+    return folder, draft, block
+
+
+def test_fp8_block_maps_onto_the_block_scheme_under_compressed_tensors_scale_name():
+    p = target_params(FP8_BLOCK)
+    assert (p.scheme, p.block, p.block_scale, p.activation, p.modules, p.exclude) == \
+        ("block", (128, 128), "weight_scale", "dynamic", ("^",), (r"^lm_head$",))
+    weight_only = target_params(ct_config(ct_args("block", False, block_structure=[64, 32]), None))
+    assert (weight_only.block, weight_only.block_scale, weight_only.activation) == ((64, 32), "weight_scale", "none")
+
+
+def test_an_fp8_block_target_loads_bit_for_bit_with_dynamic_group_inputs(fp8_block):
+    """Every layer linear holds the stored e4m3 values and its bf16 weight_scale [ceil(out/128), ceil(in/128)] as
+    the float32 of the same values, under compressed-tensors' name; inputs per group of block[1] channels."""
+    folder, draft, block = fp8_block
+    model = assemble(folder, draft)
+    ckpt = load_file(str(folder / "model.safetensors"))
+    assert fp8_modules(model.target) == set(MODULES)
+    state = model.target.state_dict()
+    assert state.keys() == ckpt.keys() and not any(k.endswith("_inv") for k in state)
+    for k, v in ckpt.items():
+        if k.endswith("_scale"):
+            assert v.dtype == torch.bfloat16 and state[k].dtype == torch.float32, k
+            assert torch.equal(state[k], v.to(torch.float32)), k
+        else:
+            assert state[k].dtype == v.dtype and torch.equal(bits(state[k]), bits(v)), k
+    assert state["model.layers.0.mlp.down_proj.weight_scale"].shape == (1, 256 // block[1])
+    assert state["model.layers.0.mlp.up_proj.weight_scale"].shape == (2, 128 // block[1])
+    for name in MODULES:
+        lin = model.target.get_submodule(name)
+        assert (lin.scheme, lin.block, lin.scale_key, lin.activation, lin.native) == \
+            ("block", block, "weight_scale", "dynamic", False)
+    assert model.target.dims.config.quantization_config == FP8_BLOCKS[block]
+
+
+def test_an_fp8_block_target_computes_the_logits_of_a_reference_quantizing_inputs_per_group(fp8_block):
+    """float32 logits to 1e-4 of transformers' on the dequantized weights, each quantized linear's input
+    fake-quantized per token and group of block[1] channels (what compressed-tensors and vLLM compute)."""
+    folder, draft, block = fp8_block
+    model = assemble(folder, draft)
+    ids = torch.tensor([[5, 17, 3, 88, 41, 9, 60, 2]])
+    with torch.no_grad():
+        got = model.target.logits(model.target(ids, torch.arange(ids.shape[1])[None])[0])
+    want = grouped_reference_logits(folder, ids, group=block[1])
+    torch.testing.assert_close(got, want, atol=1e-4, rtol=0)
+    assert (grouped_reference_logits(folder, ids, quantize_inputs=False) - want).abs().max() > 1e-3
+
+
+def test_speculative_greedy_on_an_fp8_block_target_equals_its_target_only_greedy(fp8_block):
+    model = assemble(*fp8_block[:2])
+    for kw in ({"topk": 2, "steps": 3, "draft_tokens": 6}, {"topk": 1, "steps": 4, "draft_tokens": 5}):
+        out = model.generate([[1, 2, 3], [7, 8]], max_new_tokens=10, stop=[], **kw)
+        base = model.generate_baseline([[1, 2, 3], [7, 8]], max_new_tokens=10, stop=[])
+        assert [o.token_ids for o in out] == [b.token_ids for b in base]
+
+
+def test_an_fp8_block_target_with_partial_input_groups_is_refused_by_its_key(root, tmp_path, no_tensor_reads):
+    folder = write_target(tmp_path / "narrow", "llama", num_hidden_layers=2, seed=1)
+    quantize_folder(folder, r"^model\.layers\.\d+\.", quantization_config=True, block_scale="weight_scale")
+    assert json.loads((folder / "config.json").read_text())["quantization_config"]["config_groups"]["group_0"][
+        "input_activations"]["group_size"] == 128
+
+    no_tensor_reads()
+    with pytest.raises(UnsupportedTarget) as err:
+        assemble(folder, root / "draft")
+    assert "block_structure=[128, 128] is not supported with dynamic group inputs" in str(err.value), str(err.value)
