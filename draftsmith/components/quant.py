@@ -254,22 +254,20 @@ def matching_linears(module: nn.Module, params: FP8Params) -> dict[str, nn.Linea
             and any(search(p, name) for p in params.modules) and not any(search(p, name) for p in params.exclude)}
 
 
-def quantize_modules(module: nn.Module, params: FP8Params) -> list[str]:
-    """Make every matching Linear of ``module`` an FP8 linear; returns their canonical names."""
-    done = matching_linears(module, params)
-    for sub in done.values():
+def quantize_linears(linears: Mapping[str, nn.Linear], params: FP8Params) -> list[str]:
+    """Make each of ``linears`` (:func:`matching_linears`) an FP8 linear; returns their canonical names."""
+    for sub in linears.values():
         fp8_linear(sub, params)
-    return list(done)
+    return list(linears)
 
 
-def partial_groups(module: nn.Module, params: FP8Params) -> dict[str, int]:
-    """Input widths (by canonical name) of the linears ``params`` would quantize whose dynamic block inputs would end
-    in a partial group of ``block[1]`` channels; {} for any other setting. No engine computes those: DeepSeek-V3's
-    ``act_quant``, vLLM's and SGLang's ``per_token_group_quant_fp8`` assert a whole number of groups."""
+def partial_groups(linears: Mapping[str, nn.Linear], params: FP8Params) -> dict[str, int]:
+    """Input widths (by canonical name) of the ``linears`` ``params`` would quantize whose dynamic block inputs would
+    end in a partial group of ``block[1]`` channels; {} for any other setting. No engine computes those:
+    DeepSeek-V3's ``act_quant``, vLLM's and SGLang's ``per_token_group_quant_fp8`` assert a whole number of groups."""
     if params.scheme != "block" or params.activation != "dynamic":
         return {}
-    return {name: sub.in_features for name, sub in matching_linears(module, params).items()
-            if sub.in_features % params.block[1]}
+    return {name: sub.in_features for name, sub in linears.items() if sub.in_features % params.block[1]}
 
 
 def _widths(partial: dict[str, int]) -> str:
@@ -282,15 +280,16 @@ def fp8(params: FP8Params, *, module: nn.Module | None = None, **_) -> list[str]
     listing the canonical names they are searched in; dynamic block inputs in partial groups, one at quant.block."""
     if module is None:
         return []
-    if partial := partial_groups(module, params):
-        g = math.gcd(*(sub.in_features for sub in matching_linears(module, params).values()))
+    linears = matching_linears(module, params)
+    if partial := partial_groups(linears, params):
+        g = math.gcd(*(sub.in_features for sub in linears.values()))
         raise SpecError("quant", [Problem(
             "quant.block", f"activation: dynamic quantizes block linears' inputs per token in groups of block[1] = "
             f"{params.block[1]} channels, and DeepSeek-V3, vLLM, SGLang and transformers refuse a partial group: "
             f"{len(partial)} linear(s) would end in one: {_widths(partial)}", found=list(params.block),
             allowed=f"a block[1] dividing {g} (every quantized linear's input width)",
             hint="Or activation: none, or quant.exclude those linears.")])
-    done = quantize_modules(module, params)
+    done = quantize_linears(linears, params)
     if not done:
         linears = [n for n, m in module.named_modules() if isinstance(m, nn.Linear)]
         raise SpecError("quant", [Problem(
@@ -358,19 +357,19 @@ def quantize_target(model: nn.Module, cfg) -> list[str]:
     if params is None:
         return []
     try:
-        matching_linears(model, params)
+        linears = matching_linears(model, params)
     except RegexTimeout as e:   # a skip list's or target's regex, as the config wrote it
         raise UnsupportedTarget(f"target quantization_config: the module pattern {short(e.pattern)} (from its "
                                 f"modules_to_not_convert, ignored_layers, targets or ignore) took more than "
                                 f"{limits.REGEX_SECONDS} s on {short(e.name)}; allowed: regexes without nested or "
                                 "overlapping repeats") from None
-    if getattr(model, "tie", False) and "lm_head" in matching_linears(model, params):
+    if getattr(model, "tie", False) and "lm_head" in linears:
         raise tied_head(cfg.quantization_config)
-    if partial := partial_groups(model, params):
+    if partial := partial_groups(linears, params):
         key, how = (("weight_block_size", "activation_scheme dynamic") if params.block_scale == "weight_scale_inv"
                     else ("block_structure", "dynamic group inputs"))
         raise refused(key, list(params.block), "a block whose columns divide every quantized "
                       "linear's input width", f" with {how}: inputs are quantized per token in "
                       f"groups of {params.block[1]} channels, a partial group in {len(partial)} linear(s): "
                       f"{_widths(partial)} (DeepSeek-V3, vLLM, SGLang and transformers refuse one too)")
-    return quantize_modules(model, params)
+    return quantize_linears(linears, params)

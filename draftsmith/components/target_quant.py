@@ -117,7 +117,12 @@ def skip_pattern(key: str, entry: Any) -> str:
     entry as written ('down_proj'; 'mlp.gate', not 'mlp.gate_proj')."""
     if not isinstance(entry, str):
         raise refused(key, entry, "a module name, name prefix or suffix, or a regex")
-    pattern = rf"^(?:{entry})(?:(?<=\.)|(?=\.|$))|{re.escape(entry)}$"
+    return searchable(key, entry, rf"^(?:{entry})(?:(?<=\.)|(?=\.|$))|{re.escape(entry)}$")
+
+
+def searchable(key: str, entry: str, pattern: str) -> str:
+    """``pattern`` (made of a config's ``entry``), or UnsupportedTarget at ``key`` where draftsmith would not search
+    it (pattern_problem: an invalid or backtracking regex)."""
     if (why := pattern_problem(pattern)) is not None:
         raise refused(key, entry, "a regex draftsmith can search", f" ({why})")
     return pattern
@@ -239,7 +244,4 @@ def module_pattern(key: str, entry: Any, target: bool = False) -> str:
                       "name against every module's classes; draftsmith quantizes Linear layers only)")
     if not entry.startswith("re:"):
         return f"^{re.escape(entry)}$"
-    pattern = f"^(?:{entry.removeprefix('re:')})"
-    if (why := pattern_problem(pattern)) is not None:
-        raise refused(key, entry, "a regex draftsmith can search", f" ({why})")
-    return pattern
+    return searchable(key, entry, f"^(?:{entry.removeprefix('re:')})")
