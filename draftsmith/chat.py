@@ -5,12 +5,14 @@ OpenAI API take). ``generate()`` takes one as a prompt and renders it with the g
 target answers as the assistant; ``draftsmith train --chat`` renders its chat records the same way, so the draft
 learns on the text it will meet. The template is the tokenizer's data (``chat_template`` in tokenizer_config.json
 or chat_template.jinja), run by transformers' ``apply_chat_template`` in its sandboxed Jinja environment: no code
-from the checkpoint is imported.
+from the checkpoint is imported. What messages hold (a tool call's nested lists and mappings) is walked without
+recursion, each container once: :func:`written_size` counts the values a template would write, :func:`nested_strings`
+yields the strings.
 """
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +73,41 @@ def texts(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     call's ``tool_calls``, ``name``, ``tool_call_id``) are passed on as they are."""
     return [{**m, "content": content_text(m.get("content"), f"message {i}'s content")}
             for i, m in enumerate(messages)]
+
+
+def written_size(value: Any, most: int) -> int | None:
+    """How many values ``value`` holds as a template writes it out (each container and leaf once per place it is
+    held, so a part held twice counts twice), counted once per container (memoised, without recursion) and capped
+    past ``most``; None for a container that holds itself, which no template can write."""
+    nested = (Mapping, list, tuple)
+    size: dict[int, int] = {}
+    path: set[int] = set()
+    stack = [(value, False)]
+    while stack:
+        v, closing = stack.pop()
+        parts = [*v.keys(), *v.values()] if isinstance(v, Mapping) else v
+        if closing:
+            path.discard(id(v))
+            size[id(v)] = min(most + 1, 1 + sum(size[id(c)] if isinstance(c, nested) else 1 for c in parts))
+        elif id(v) in path:
+            return None
+        elif id(v) not in size:
+            path.add(id(v))
+            stack += [(v, True), *((c, False) for c in parts if isinstance(c, nested))]
+    return size[id(value)] if isinstance(value, nested) else 1
+
+
+def nested_strings(value: Any, seen: set[int] | None = None) -> Iterator[str]:
+    """Every string held in nested mappings (keys too), lists and tuples, depth-first without recursion; a container
+    is walked once however often it is held (``seen``: the ids of those walked, shared across calls)."""
+    stack, seen = [value], set() if seen is None else seen
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            yield v
+        elif isinstance(v, (Mapping, list, tuple)) and id(v) not in seen:
+            seen.add(id(v))
+            stack += [*v.keys(), *v.values()] if isinstance(v, Mapping) else v
 
 
 def template_problem(tokenizer: Any, folder: Any = None) -> str | None:

@@ -20,14 +20,15 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from pydantic import ValidationError
 
 from draftsmith import limits
-from draftsmith.chat import conversation_ids, is_conversation, message_problems, template_problem, texts
+from draftsmith.chat import (conversation_ids, is_conversation, message_problems, nested_strings, template_problem,
+                             texts, written_size)
 from draftsmith.components.rope import position_problems
 from draftsmith.decoding.modes import RECURRENT, V2
 from draftsmith.errors import ArgumentError, Problem, short
@@ -121,7 +122,7 @@ def _conversation_ids(p: Sequence[Mapping], where: str, tokenizer: Any, problems
     if (why := template_problem(tokenizer)) is not None:
         problems.append(f"{where}: {why}")
         return None
-    if (size := _written_size(p, limits.MESSAGE_VALUES)) is None or size > limits.MESSAGE_VALUES:
+    if (size := written_size(p, limits.MESSAGE_VALUES)) is None or size > limits.MESSAGE_VALUES:
         what = "holds itself (a message or tool call inside its own value)" if size is None else \
             f"holds more than {limits.MESSAGE_VALUES} values as its template writes them (a part held twice " \
             "counts twice)"
@@ -134,7 +135,7 @@ def _conversation_ids(p: Sequence[Mapping], where: str, tokenizer: Any, problems
     # its strings (role, content, name, ..., and those inside a tool call's lists and mappings, which go to the
     # template as they are)
     seen: set[int] = set()   # a part several messages hold is walked once
-    if bad := [i for i, m in enumerate(texts(p)) if any(_not_unicode(v) is not None for v in _strings(m, seen))]:
+    if bad := [i for i, m in enumerate(texts(p)) if any(_not_unicode(v) is not None for v in nested_strings(m, seen))]:
         problems.append(f"{where}: message {bad[0]} holds a lone surrogate; a message is Unicode text")
         return None
     try:
@@ -150,41 +151,6 @@ def _past_context(where: str, tokens: int, context: int, messages: int | None = 
     what = f"{tokens} tokens" if messages is None else \
         f"a conversation of {messages} message{'s' * (messages != 1)} rendered to {tokens} tokens"
     return f"{where}: {what}; the target's context (max_position_embeddings) is {context}"
-
-
-def _written_size(value: Any, most: int) -> int | None:
-    """How many values ``value`` holds as a template writes it out (each container and leaf once per place it is
-    held, so a part held twice counts twice), counted once per container (memoised, without recursion) and capped
-    past ``most``; None for a container that holds itself, which no template can write."""
-    nested = (Mapping, list, tuple)
-    size: dict[int, int] = {}
-    path: set[int] = set()
-    stack = [(value, False)]
-    while stack:
-        v, closing = stack.pop()
-        parts = [*v.keys(), *v.values()] if isinstance(v, Mapping) else v
-        if closing:
-            path.discard(id(v))
-            size[id(v)] = min(most + 1, 1 + sum(size[id(c)] if isinstance(c, nested) else 1 for c in parts))
-        elif id(v) in path:
-            return None
-        elif id(v) not in size:
-            path.add(id(v))
-            stack += [(v, True), *((c, False) for c in parts if isinstance(c, nested))]
-    return size[id(value)] if isinstance(value, nested) else 1
-
-
-def _strings(value: Any, seen: set[int] | None = None) -> Iterator[str]:
-    # every string held in nested mappings (keys too), lists and tuples, depth-first without recursion; a container
-    # is walked once however often it is held (``seen``: the ids of those walked, shared across calls)
-    stack, seen = [value], set() if seen is None else seen
-    while stack:
-        v = stack.pop()
-        if isinstance(v, str):
-            yield v
-        elif isinstance(v, (Mapping, list, tuple)) and id(v) not in seen:
-            seen.add(id(v))
-            stack += [*v.keys(), *v.values()] if isinstance(v, Mapping) else v
 
 
 def _not_unicode(text: str) -> int | None:

@@ -196,7 +196,7 @@ def test_a_tool_call_that_holds_itself_or_expands_past_the_bound_is_refused_befo
     levels (2^40 values written, which a template's tojson would write for hours) are refused by what they hold,
     counted once per container, before the template runs; the strings walk meets each container once, across
     messages too."""
-    from draftsmith.decoding.arguments import _strings, _written_size
+    from draftsmith.chat import nested_strings, written_size
 
     model, _ = chat_pair
     m = {"role": "assistant", "content": "hi"}
@@ -210,13 +210,14 @@ def test_a_tool_call_that_holds_itself_or_expands_past_the_bound_is_refused_befo
     with pytest.raises(ArgumentError, match="prompt: a conversation that holds more than 131072 values as its "
                                             "template writes them"):
         _within(10, lambda: model.generate([{"role": "user", "content": "q"}, deep], max_new_tokens=2))
-    assert sorted(_within(10, lambda: list(_strings(shared)))) == ["f", *["l"] * 40, "name", *["r"] * 40]
+    assert sorted(_within(10, lambda: list(nested_strings(shared)))) == ["f", *["l"] * 40, "name", *["r"] * 40]
     # counted as written: a part held twice counts twice, each leaf and container once per place
     part = ["a", "b"]
-    assert _written_size([part, part], 100) == 1 + 2 * 3 and _written_size({"k": part}, 100) == 1 + 1 + 3
-    assert _written_size(shared, 10**6) == 10**6 + 1   # capped past the bound
+    assert written_size([part, part], 100) == 1 + 2 * 3 and written_size({"k": part}, 100) == 1 + 1 + 3
+    assert written_size(shared, 10**6) == 10**6 + 1   # capped past the bound
     seen: set[int] = set()
-    assert list(_strings(part, seen)) == ["b", "a"] and list(_strings([part], seen)) == []   # shared across calls
+    # shared across calls
+    assert list(nested_strings(part, seen)) == ["b", "a"] and list(nested_strings([part], seen)) == []
 
 
 def test_a_conversation_of_more_messages_than_the_limit_is_refused_before_a_message_is_read(chat_pair,
