@@ -137,8 +137,8 @@ class DraftModel(nn.Module):
 
     def head_of(self, x: torch.Tensor, head: nn.Module) -> torch.Tensor:
         # x: [B, T, H] what the head reads (after the final norm where there is one) -> [B, T, Vd]
-        w = weight_dtype(head)   # an FP8 head's compute dtype: reading its weight would dequantize it whole
-        return head(x if w is None or w == x.dtype or w.itemsize == 1 else x.to(w))  # a shared target head
+        dt = weight_dtype(head)   # an FP8 head's compute dtype: reading its weight would dequantize it whole
+        return head(x if dt is None or dt == x.dtype or dt.itemsize == 1 else x.to(dt))  # a shared target head
 
     def target_ids(self, idx: torch.Tensor) -> torch.Tensor:
         # draft ids [...] -> target ids [...]: d + d2t[d] (the identity without a reduced head)

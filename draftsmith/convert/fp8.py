@@ -106,9 +106,9 @@ def block_activation(block: list[int] | None, scaled: list[str], canonical: Mapp
     """The activation proposed for block scales: dynamic (inputs quantized per token and group of block[1]
     channels, as every engine runs a block fp8 linear: DeepSeek-V3's act_quant, vLLM's and SGLang's per-token-group
     quant) where block[1] divides every scaled linear's input width, as those engines assert; else none, with why."""
-    widths = {m: canonical[f"{m}.weight"].shape[-1] for m in scaled if f"{m}.weight" in canonical}
     if block is None:
         return "none", None
+    widths = {m: canonical[f"{m}.weight"].shape[-1] for m in scaled if f"{m}.weight" in canonical}
     if odd := sorted(m for m, w in widths.items() if w % block[1]):
         return "none", (f"quant.activation: none (full-precision inputs): block[1] = {block[1]} does not divide the "
                         f"input width of {len(odd)} scaled linear(s), e.g. {odd[0]} ({widths[odd[0]]} wide), so its "

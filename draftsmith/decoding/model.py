@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
