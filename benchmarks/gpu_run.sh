@@ -23,7 +23,9 @@
 #   run(command="BUDGET=480 bash benchmarks/gpu_run.sh one", carry=["wheels"], timeout_s=540)
 #
 # Its order: the 8B bench at batch 1 with transformers' rows (the issue's "done when"), the float32 equality and
-# sampling GPU tests, the 1B bench at batch 1 and 8, the 8B bench at batch 8, a profile of 8B steps. The stages
+# sampling GPU tests (FP8 native products against the reference path among them), the 1B bench at batch 1 and 8,
+# the FP8 linears of an 8B step (bench_fp8.py: block and channel native products vs bf16 and the dequantizing
+# reference path), the 8B bench at batch 8, a profile of 8B steps. The stages
 # below are the older split, for a session that has more time:
 #
 #   run(command="bash benchmarks/gpu_run.sh tests", carry=["wheels"], timeout_s=600)   # GPU tests + 1B, ~4-6 min
@@ -67,7 +69,7 @@ part() {   # part CAP NAME COMMAND...: run it under what is left of the budget, 
   if [ "$t" = 0 ]; then echo "skipped $name: budget spent" | tee -a "$RES/skipped.txt"; return; fi
   echo "== $name (up to ${t}s, $((SECONDS - START))s in)"
   timeout "$t" "$@" > "$RES/$name.log" 2>&1; echo "rc=$? after $((SECONDS - START))s" >> "$RES/$name.log"
-  grep -E "ms/step|decode forward|passed|skipped|failed|FAILED|ERROR|kernels/step|device time|rc=" "$RES/$name.log" | grep -v DEBUG | tail -25
+  grep -E "ms/step|decode forward| \| [18] \| |kept:|passed|skipped|failed|FAILED|ERROR|kernels/step|device time|rc=" "$RES/$name.log" | grep -v DEBUG | tail -25
   pack
 }
 
@@ -76,6 +78,7 @@ case "$stage" in
     part 300 bench-8b $bench --scale 8b --out "$RES/8b" --batches 1
     part 150 gpu-tests python3 -m pytest -q -p no:cacheprovider tests/gpu tests/components -m gpu -rs -x
     part 150 bench-1b $bench --scale 1b --out "$RES/1b" --batches 1,8 --no-hf
+    part 40 fp8 python3 benchmarks/bench_fp8.py 8b 1,8
     part 90 bench-8b-batch8 $bench --scale 8b --out "$RES/8b-batch8" --batches 8 --no-hf
     part 60 profile-8b python3 benchmarks/profile_cuda.py 8b "$RES/profile-8b" /tmp/ckpt ;;
   tests)

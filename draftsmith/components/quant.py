@@ -24,10 +24,11 @@ transformers with compressed-tensors computes. With a block scheme it quantizes 
 (those engines assert it; :func:`partial_groups` names the linears that are not, refused before anything loads).
 
 Reading ``.weight`` gives the dequantized weight (float32 maths, then the model's dtype), so any Linear subclass
-(a fusion's ``fc`` too) computes with it unchanged, on inputs fake-quantized as above: that is the CPU path. On
-CUDA, ``dynamic`` or ``static`` with a tensor or channel scheme runs ``torch._scaled_mm`` on the fp8 inputs
-(guarded, :func:`native_ok`: bfloat16 inputs, where torch has it); block scales take the CPU path on every device
-(no native kernel here).
+(a fusion's ``fc`` too) computes with it unchanged, on inputs fake-quantized as above: that is the reference path,
+the CPU's. On CUDA with bfloat16 inputs a linear of quantized inputs and widths multiples of 16 (:func:`native_shape`)
+tries a native product instead (:mod:`draftsmith.components.fp8_kernels`): ``torch._scaled_mm`` with row-wise
+scales (tensor, channel), or with 1x128 / 128x128 block scales (block 128 x 128, dynamic inputs), each kind kept
+only where it ran and agreed with the reference path on a probe, the first time it was asked.
 
 Isolation (invariant 26): a draft's quantization comes only from its spec's ``quant`` section; the target's only
 from its own ``quantization_config`` (:func:`quantize_target`). Neither reads the other's.
@@ -44,13 +45,13 @@ from torch import nn
 from torch.nn import functional as F
 
 from draftsmith import limits
+from draftsmith.components import fp8_kernels
+from draftsmith.components.fp8_kernels import FP8, FP8_MAX, fake_quantize, input_scales, native_ok
 from draftsmith.components.target_quant import refused, target_settings, tied_head
 from draftsmith.components.targets import UnsupportedTarget
 from draftsmith.components.weights import RegexTimeout, pattern_problem, search
 from draftsmith.errors import Problem, SpecError, short, short_list
 
-FP8 = torch.float8_e4m3fn
-FP8_MAX = torch.finfo(FP8).max
 TENSOR_SCALE_SHAPES = ((1,), ())   # a per-tensor scale as held ([1]) and as it may also be stored (0-d)
 
 
@@ -105,32 +106,6 @@ def dequantize(w: torch.Tensor, scale: torch.Tensor, scheme: str, block: tuple[i
     out, inp = w.shape
     full = scale.to(torch.float32).repeat_interleave(block[0], 0).repeat_interleave(block[1], 1)
     return w * full[:out, :inp]
-
-
-def to_fp8(x: torch.Tensor) -> torch.Tensor:
-    """e4m3 values of float32 ``x``, clamped to +-448 first (what the cast does past it is left to no torch version)."""
-    return x.clamp(-FP8_MAX, FP8_MAX).to(FP8)
-
-
-def input_scales(x: torch.Tensor, input_scale: torch.Tensor | None, group: int | None = None) -> torch.Tensor:
-    """[..., n] float32 scales of ``x``'s tokens: the static ``input_scale`` for each (n = 1), or (None) the max-abs
-    / 448 of each token's groups of ``group`` consecutive channels (dynamic; n = width / group, the whole token when
-    ``group`` is None; clamped away from 0 for a group of zeros)."""
-    if input_scale is not None:
-        return input_scale.to(torch.float32).reshape(1).expand(*x.shape[:-1], 1)
-    width = x.shape[-1]
-    if group is not None and width % group:
-        raise ValueError(f"an input {width} wide is no whole number of {group}-channel groups")
-    amax = x.abs().unflatten(-1, (-1, group or max(width, 1))).amax(-1)   # [..., n]
-    return (amax.to(torch.float32) / FP8_MAX).clamp(min=1e-12)
-
-
-def fake_quantize(x: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
-    """``x`` as an fp8 activation quantizer leaves it: e4m3(x / s) * s with ``scales`` [..., n] from
-    :func:`input_scales`, one per group of width / n channels (float32 maths, x's dtype)."""
-    s = scales.to(torch.float32).unsqueeze(-1)                              # [..., n, 1]
-    groups = x.to(torch.float32).unflatten(-1, (s.shape[-2], -1))           # [..., n, width / n]
-    return (to_fp8(groups / s).to(torch.float32) * s).flatten(-2).to(x.dtype)
 
 
 def quantize(w: torch.Tensor, scheme: str, block: tuple[int, int] = (128, 128)) -> tuple[torch.Tensor, torch.Tensor]:
@@ -198,34 +173,29 @@ class FP8Weight:
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        s = self._buffers.get(INPUT_SCALE)
         if self.native and native_ok(x):
-            return scaled_mm(x, self._parameters["weight"], self._buffers[self.scale_key], self.bias, s)
-        if self.activation != "none":   # the inputs the kernels quantize, quantized alike
-            x = fake_quantize(x, input_scales(x, s, self.block[1] if self.scheme == "block" else None))
+            return fp8_kernels.checked(self._kind(x), self._native, self._reference, x)
+        return self._reference(x)
+
+    def _reference(self, x: torch.Tensor) -> torch.Tensor:
+        """The CPU path (every device): inputs quantized as the kernels quantize them, the dequantized matmul."""
+        if self.activation != "none":
+            group = self.block[1] if self.scheme == "block" else None
+            x = fake_quantize(x, input_scales(x, self._buffers.get(INPUT_SCALE), group))
         return super().forward(x)
 
+    def _native(self, x: torch.Tensor) -> torch.Tensor:
+        w, scale = self._parameters["weight"], self._buffers[self.scale_key]
+        if self.scheme == "block":
+            return fp8_kernels.block_mm(x, w, scale, self.bias, self.block[1])
+        return fp8_kernels.rowwise_mm(x, w, scale, self.bias, self._buffers.get(INPUT_SCALE))
 
-def native_ok(x) -> bool:
-    """Whether :func:`scaled_mm` computes a native linear's input ``x``: on CUDA, in bfloat16, where torch has
-    ``_scaled_mm``. Its scales are row-wise (per token, per output channel), which torch writes into a bfloat16
-    output on every GPU, other dtypes only on some (cuBLAS 12.9 on SM 9.0+; fp16 in recent torch): any other input
-    takes the CPU path, the same maths."""
-    return x.is_cuda and x.dtype == torch.bfloat16 and hasattr(torch, "_scaled_mm")
-
-
-def scaled_mm(x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, bias: torch.Tensor | None,
-              input_scale: torch.Tensor | None = None) -> torch.Tensor:
-    """fp8 x fp8 on CUDA: activations quantized per token (dynamic) or with ``input_scale`` (static), weight scales
-    per tensor or per channel."""
-    shape = x.shape
-    x2 = x.reshape(-1, shape[-1])
-    x_scale = input_scales(x2, input_scale).contiguous()   # [M, 1]: per token, or the one static scale each
-    xq = to_fp8(x2.to(torch.float32) / x_scale)
-    ws = w_scale.to(torch.float32).reshape(1, -1).expand(1, w.shape[0]).contiguous()            # [1, N]
-    out = torch._scaled_mm(xq, w.t(), scale_a=x_scale, scale_b=ws, out_dtype=x.dtype)
-    out = out + bias if bias is not None else out
-    return out.reshape(*shape[:-1], w.shape[0])
+    def _kind(self, x: torch.Tensor) -> str:
+        """What fp8_kernels.checked tries a native product once for: the settings, weight shape, device, dtype."""
+        out, inp = self._parameters["weight"].shape
+        block = f" {self.block[0]}x{self.block[1]}" if self.scheme == "block" else ""
+        return (f"{self.scheme}{block} {out}x{inp}{' +bias' if self.bias is not None else ''} "
+                f"({self.activation} inputs, {str(x.dtype).removeprefix('torch.')}, {x.device})")
 
 
 def fp8_linear(linear: nn.Linear, params: FP8Params, dtype: torch.dtype | None = None) -> nn.Linear:
@@ -241,9 +211,18 @@ def fp8_linear(linear: nn.Linear, params: FP8Params, dtype: torch.dtype | None =
     if params.activation == "static":
         linear.register_buffer(INPUT_SCALE, torch.empty(1, dtype=torch.float32, device=device))
     linear.scheme, linear.block, linear.activation = params.scheme, tuple(params.block), params.activation
-    linear.native = params.activation != "none" and params.scheme != "block"
+    linear.native = native_shape(params, out, inp)
     linear.compute_dtype = dtype or torch.get_default_dtype()
     return linear
+
+
+def native_shape(params: FP8Params, out: int, inp: int) -> bool:
+    """Whether a linear of these settings and shape has a native product to try (fp8_kernels.checked decides on
+    the device): inputs quantized, widths multiples of 16 (cuBLAS's fp8 alignment), and block scales only 128 x 128
+    with dynamic inputs per group of 128 (cuBLAS's one block size)."""
+    aligned = out % 16 == 0 and inp % 16 == 0 and params.activation != "none"
+    return aligned and (params.scheme != "block" or (tuple(params.block) == (128, 128) and params.activation ==
+                                                     "dynamic"))
 
 
 def matching_linears(module: nn.Module, params: FP8Params) -> dict[str, nn.Linear]:

@@ -5,7 +5,6 @@ leaves the target bit-identical, an FP8 target never quantizes the draft."""
 import json
 import shutil
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import torch
@@ -16,9 +15,8 @@ from pydantic import ValidationError
 from safetensors.torch import load_file
 
 import draftsmith
-from draftsmith.components import quant
 from draftsmith.components.quant import (FP8Params, FP8Weight, dequantize, fake_quantize, fp8_linear, input_scales,
-                                         native_ok, quantize, target_params)
+                                         quantize, target_params)
 from draftsmith.errors import SpecError
 from draftsmith.specs.catalog import BUILTIN_DIR
 from draftsmith.testing import write_eagle1, write_target
@@ -53,17 +51,12 @@ def test_default_block_is_128x128_and_params_are_frozen():
     assert torch.equal(quantize(w, "block")[1], quantize(w, "block", (128, 128))[1])
 
 
-@pytest.mark.parametrize("scheme, activation, native", [
-    ("tensor", "dynamic", True), ("channel", "dynamic", True), ("block", "dynamic", False), ("tensor", "none", False),
-    ("tensor", "static", True), ("channel", "static", True), ("block", "static", False)])
-def test_fp8_linear_reads_back_in_its_compute_dtype_and_is_native_only_for_tensor_or_channel_fp8_inputs(
-        scheme, activation, native):
-    """native: forward runs torch._scaled_mm on CUDA (the only place it can be seen on a CPU); block scales always
-    dequantize. The stored fp8 values are loaded, never trained; read back, they have the dtype given, else
-    torch's default."""
+@pytest.mark.parametrize("scheme, activation", [("tensor", "dynamic"), ("block", "none"), ("channel", "static")])
+def test_fp8_linear_reads_back_in_its_compute_dtype(scheme, activation):
+    """The stored fp8 values are loaded, never trained; read back, they have the dtype given, else torch's
+    default."""
     lin = fp8_linear(torch.nn.Linear(8, 4, device="meta"), FP8Params(scheme=scheme, activation=activation),
                      torch.bfloat16)
-    assert lin.native is native
     stored = lin._parameters["weight"]
     assert stored.dtype == torch.float8_e4m3fn and not stored.requires_grad and lin.weight.dtype == torch.bfloat16
     plain = fp8_linear(torch.nn.Linear(8, 4, device="meta"), FP8Params(scheme=scheme))
@@ -211,24 +204,6 @@ def test_spec_rejects_unknown_fp8_fields(tmp_path):
         draftsmith.load_spec(tmp_path / "bad.yaml")
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize("scheme", ["tensor", "channel"])
-def test_native_scaled_mm_on_cuda_is_close_to_the_cpu_path(scheme):
-    """torch._scaled_mm with per-token fp8 activations vs what the CPU path computes: the dequantized matmul on the
-    inputs fake-quantized per token (the same fp8 inputs; only accumulation order and bf16 rounding differ)."""
-    lin = torch.nn.Linear(256, 128, bias=True, device="cuda", dtype=torch.bfloat16)
-    w = lin.weight.detach().float()
-    fp8_linear(lin, FP8Params(scheme=scheme, activation="dynamic"), torch.bfloat16)
-    q, s = quantize(w, scheme)
-    lin._parameters["weight"].data = q.cuda()
-    setattr(lin, "weight_scale", s.cuda())
-    x = torch.randn(4, 16, 256, device="cuda", dtype=torch.bfloat16)
-    want = torch.nn.functional.linear(fake_quantize(x, input_scales(x, None)), lin.weight, lin.bias)
-    got = lin(x)
-    assert got.shape == want.shape
-    torch.testing.assert_close(got.float(), want.float(), atol=0.05, rtol=0.02)
-
-
 @pytest.mark.parametrize("scheme", SCHEMES)
 def test_inspect_proposes_the_fp8_spec_its_scales_show(root, scheme, tmp_path):
     """An FP8 EAGLE-1 draft is detected as eagle1-llama-fp8 (it was proposed the float spec), its scheme read from
@@ -301,27 +276,6 @@ def test_dynamic_inputs_are_quantized_per_token_on_the_cpu_too(scheme):
         torch.testing.assert_close(lin(x[i:i + 1]), got[i:i + 1], atol=1e-5, rtol=1e-5)
 
 
-def test_the_native_kernel_takes_only_bfloat16_cuda_inputs(monkeypatch):
-    """torch._scaled_mm writes row-wise scaled products (scaled_mm's, always) into bfloat16 on every GPU, other
-    dtypes only on some: a native linear's float16 or float32 input takes the CPU path's maths on CUDA too."""
-    cuda = lambda dtype: SimpleNamespace(is_cuda=True, dtype=dtype)   # noqa: E731
-    assert native_ok(cuda(torch.bfloat16))
-    assert not native_ok(cuda(torch.float16)) and not native_ok(cuda(torch.float32))
-    assert not native_ok(torch.zeros(1, dtype=torch.bfloat16))   # on the CPU
-    lin = fp8_linear(torch.nn.Linear(16, 16, bias=False), FP8Params(scheme="tensor", activation="dynamic"))
-    lin._parameters["weight"].data, lin.weight_scale = quantize(torch.eye(16), "tensor")
-    calls = []
-    monkeypatch.setattr(quant, "scaled_mm", lambda x, *_: calls.append(x) or x)
-    monkeypatch.setattr(quant, "native_ok", lambda x: x.dtype == torch.bfloat16)   # forward asks it, nothing else
-    lin(torch.ones(2, 16, dtype=torch.float32))
-    assert not calls
-    lin(torch.ones(2, 16, dtype=torch.bfloat16))
-    assert len(calls) == 1
-    monkeypatch.undo()
-    monkeypatch.delattr(torch, "_scaled_mm", raising=False)
-    assert not native_ok(cuda(torch.bfloat16))   # a torch without it
-
-
 GROUP_BLOCK = (16, 32)   # rows x columns: the input groups are 32 channels, never the 16 rows
 
 
@@ -332,7 +286,7 @@ def block_linear(inp, out, bias, weight=None, scale=None):
     fp8_linear(lin, FP8Params(scheme="block", block=GROUP_BLOCK, activation="dynamic"), torch.float32)
     q, s = quantize(w, "block", GROUP_BLOCK) if weight is None else (weight, scale)
     lin._parameters["weight"].data, lin.weight_scale_inv = q, s
-    assert not lin.native   # no native kernel: the dequantized matmul on every device
+    assert not lin.native   # no native kernel for these blocks: the reference path on every device
     return lin
 
 
@@ -375,18 +329,6 @@ def test_a_tokens_group_quantization_depends_on_no_other_token_or_group():
     silent = x.clone()
     silent[2, 64:] = 0   # a group of zeros: zeros (its scale is kept off 0), the token's other groups as they were
     assert torch.equal(eye(silent)[2], torch.cat([base[2, :64], torch.zeros(32)]))
-
-
-@pytest.mark.gpu
-def test_dynamic_block_inputs_on_cuda_take_the_cpu_path():
-    """No native block kernel: on CUDA a dynamic block linear quantizes per group and runs the dequantized matmul
-    too (not torch._scaled_mm, whose scales are per token and channel only): the CPU's output, up to accumulation."""
-    torch.manual_seed(0)
-    lin = block_linear(256, 128, True)
-    x = torch.randn(4, 16, 256) * 3
-    want = lin(x)
-    got = lin.cuda()(x.cuda())
-    torch.testing.assert_close(got.cpu(), want, atol=1e-4, rtol=1e-4)
 
 
 def test_dynamic_block_inputs_in_a_partial_group_are_refused_in_a_spec(root, tmp_path, monkeypatch):
