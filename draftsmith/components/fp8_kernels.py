@@ -25,6 +25,7 @@ from collections.abc import Callable, Hashable
 import torch
 from torch.nn import functional as F
 
+from draftsmith.components.fused import kernel
 from draftsmith.errors import short_text
 
 log = logging.getLogger("draftsmith")
@@ -75,33 +76,45 @@ def native_ok(x) -> bool:
     return x.is_cuda and x.dtype == torch.bfloat16 and hasattr(torch, "_scaled_mm")
 
 
+def quantized_inputs(x2: torch.Tensor, input_scale: torch.Tensor | None, group: int | None,
+                     pad: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+    """(e4m3 inputs [M', K], float32 scales) of ``x2`` [M, K] (:func:`input_scales`), M' = M padded with zero rows
+    to a multiple of ``pad``: scales [M', 1] contiguous (per token or static), or with ``group`` [M', K / group]
+    outer-dim-major (a group's tokens adjacent), as ``_scaled_mm`` reads them. One fused kernel on CUDA."""
+    x2 = F.pad(x2, (0, 0, 0, -x2.shape[0] % pad))
+    s = input_scales(x2, input_scale, group)
+    return quantize_inputs(x2, s), (s.t().contiguous().t() if group else s.contiguous())
+
+
+def fake_quantized(x: torch.Tensor, input_scale: torch.Tensor | None, group: int | None) -> torch.Tensor:
+    """The reference path's inputs: ``x`` fake-quantized per token, group or static scale (one fused kernel on
+    CUDA)."""
+    return fake_quantize(x, input_scales(x, input_scale, group))
+
+
 def rowwise_mm(x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, bias: torch.Tensor | None,
-               input_scale: torch.Tensor | None = None) -> torch.Tensor:
+               input_scale: torch.Tensor | None = None, fused: bool = False) -> torch.Tensor:
     """fp8 x fp8: activations quantized per token (dynamic) or with ``input_scale`` (static), weight scales per
-    tensor or per channel."""
+    tensor or per channel. ``fused``: the input quantization compiled (components.fused)."""
     shape = x.shape
-    x2 = x.reshape(-1, shape[-1])                                                               # [M, K]
-    x_scale = input_scales(x2, input_scale).contiguous()   # [M, 1]: per token, or the one static scale each
+    xq, x_scale = kernel(quantized_inputs, fused)(x.reshape(-1, shape[-1]), input_scale, None)   # [M, K], [M, 1]
     ws = w_scale.to(torch.float32).reshape(1, -1).expand(1, w.shape[0]).contiguous()            # [1, N]
-    out = torch._scaled_mm(quantize_inputs(x2, x_scale), w.t(), scale_a=x_scale, scale_b=ws, out_dtype=x.dtype)
+    out = torch._scaled_mm(xq, w.t(), scale_a=x_scale, scale_b=ws, out_dtype=x.dtype)
     out = out + bias if bias is not None else out
     return out.reshape(*shape[:-1], w.shape[0])
 
 
 def block_mm(x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, bias: torch.Tensor | None,
-             group: int) -> torch.Tensor:
+             group: int, fused: bool = False) -> torch.Tensor:
     """fp8 x fp8 with block scales: activations per token and group of ``group`` (128) channels, the weight's
     ``w_scale`` [ceil(N/128), ceil(K/128)] as stored. torch reads the activation scales [M, K/128] outer-dim-major
-    (a column's tokens adjacent) and the weight's as their transpose; cuBLAS wants those rows 16-byte aligned, so
-    the tokens are padded to a multiple of 4 (zero rows, dropped after)."""
+    and the weight's as their transpose; cuBLAS wants those scale columns 16-byte aligned, so the tokens are padded
+    to a multiple of 4 (zero rows, dropped after)."""
     shape = x.shape
     x2 = x.reshape(-1, shape[-1])
-    m = x2.shape[0]
-    x2 = F.pad(x2, (0, 0, 0, -m % 4))                                                           # [M4, K]
-    xs = input_scales(x2, None, group)                                                          # [M4, K/128]
-    a_scale = xs.t().contiguous().t()                                 # same values, strides (1, M4)
-    out = torch._scaled_mm(quantize_inputs(x2, xs), w.t(), scale_a=a_scale, scale_b=w_scale.float().t(),
-                           out_dtype=x.dtype)[:m]                                               # [M, N]
+    xq, x_scale = kernel(quantized_inputs, fused)(x2, None, group, 4)                          # [M4, K], [M4, K/128]
+    out = torch._scaled_mm(xq, w.t(), scale_a=x_scale, scale_b=w_scale.float().t(),
+                           out_dtype=x.dtype)[:x2.shape[0]]                                     # [M, N]
     out = out + bias if bias is not None else out
     return out.reshape(*shape[:-1], w.shape[0])
 

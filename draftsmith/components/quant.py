@@ -46,7 +46,8 @@ from torch.nn import functional as F
 
 from draftsmith import limits
 from draftsmith.components import fp8_kernels
-from draftsmith.components.fp8_kernels import FP8, FP8_MAX, fake_quantize, input_scales, native_ok
+from draftsmith.components.fp8_kernels import FP8, FP8_MAX, fake_quantized, native_ok
+from draftsmith.components.fused import kernel
 from draftsmith.components.target_quant import refused, target_settings, tied_head
 from draftsmith.components.targets import UnsupportedTarget
 from draftsmith.components.weights import RegexTimeout, pattern_problem, search
@@ -137,6 +138,7 @@ class FP8Weight:
     activation: str
     native: bool
     compute_dtype: torch.dtype
+    fused: bool
 
     @property
     def weight(self) -> torch.Tensor:
@@ -180,15 +182,17 @@ class FP8Weight:
     def _reference(self, x: torch.Tensor) -> torch.Tensor:
         """The CPU path (every device): inputs quantized as the kernels quantize them, the dequantized matmul."""
         if self.activation != "none":
-            group = self.block[1] if self.scheme == "block" else None
-            x = fake_quantize(x, input_scales(x, self._buffers.get(INPUT_SCALE), group))
+            x = kernel(fake_quantized, self.fused)(x, self._buffers.get(INPUT_SCALE), self._group())
         return super().forward(x)
 
     def _native(self, x: torch.Tensor) -> torch.Tensor:
         w, scale = self._parameters["weight"], self._buffers[self.scale_key]
         if self.scheme == "block":
-            return fp8_kernels.block_mm(x, w, scale, self.bias, self.block[1])
-        return fp8_kernels.rowwise_mm(x, w, scale, self.bias, self._buffers.get(INPUT_SCALE))
+            return fp8_kernels.block_mm(x, w, scale, self.bias, self.block[1], self.fused)
+        return fp8_kernels.rowwise_mm(x, w, scale, self.bias, self._buffers.get(INPUT_SCALE), self.fused)
+
+    def _group(self) -> int | None:
+        return self.block[1] if self.scheme == "block" else None
 
     def _kind(self, x: torch.Tensor) -> str:
         """What fp8_kernels.checked tries a native product once for: the settings, weight shape, device, dtype."""
@@ -213,6 +217,7 @@ def fp8_linear(linear: nn.Linear, params: FP8Params, dtype: torch.dtype | None =
     linear.scheme, linear.block, linear.activation = params.scheme, tuple(params.block), params.activation
     linear.native = native_shape(params, out, inp)
     linear.compute_dtype = dtype or torch.get_default_dtype()
+    linear.fused = False   # components.fused: the input quantization compiled (decoding.graphs, CUDA)
     return linear
 
 

@@ -193,12 +193,15 @@ def test_no_probe_while_a_graph_is_captured_or_compiled(monkeypatch):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("fused", [False, True])
 @pytest.mark.parametrize("scheme, activation", [("tensor", "dynamic"), ("channel", "dynamic"), ("tensor", "static"),
                                                 ("block", "dynamic")])
-def test_native_products_on_cuda_equal_the_reference_path(scheme, activation, caplog):
-    """On the GPU: each linear's output is the reference path's to bf16 roundings, whichever path checked() kept;
-    row-wise scaling is kept wherever torch has _scaled_mm (logged in the run otherwise)."""
+def test_native_products_on_cuda_equal_the_reference_path(scheme, activation, fused, caplog):
+    """On the GPU: each linear's output is the reference path's to bf16 roundings, whichever path checked() kept,
+    with the input quantization compiled (fused) or not; row-wise scaling is kept wherever torch has _scaled_mm
+    (logged in the run otherwise)."""
     lin = linear(scheme, activation).cuda()
+    lin.fused = fused
     if activation == "static":
         lin.input_scale = lin.input_scale.cuda()
     for shape in ((1, 256), (5, 256), (8, 256), (2, 7, 256)):
@@ -210,13 +213,15 @@ def test_native_products_on_cuda_equal_the_reference_path(scheme, activation, ca
 
 
 @pytest.mark.gpu
-def test_the_block_product_is_kept_on_hopper_with_cuda_12_9():
+@pytest.mark.parametrize("fused", [False, True])
+def test_the_block_product_is_kept_on_hopper_with_cuda_12_9(fused):
     """cuBLAS has 1x128 / 128x128 block scaling from CUDA 12.9 on SM 9.0: there the block kind must be kept (a
     False verdict would mean draftsmith lays the scales out wrong)."""
     cuda = tuple(int(p) for p in (torch.version.cuda or "0.0").split(".")[:2])
     if torch.cuda.get_device_capability() < (9, 0) or cuda < (12, 9):
         pytest.skip(f"CUDA {torch.version.cuda}, SM {torch.cuda.get_device_capability()}: no block kernel")
     lin = linear("block", "dynamic").cuda()
+    lin.fused = fused   # the compiled quantization writes the scales in the strides _scaled_mm reads too
     x = inputs(4, 256).cuda()
     lin(x)
     assert fp8_kernels.VERDICTS == {lin._kind(x): True}
@@ -254,3 +259,37 @@ def test_a_block_fp8_target_on_the_native_product_decodes_as_on_the_reference_pa
     assert (native - exact).abs().max() <= 2 * (reference - exact).abs().max()
     model.generate([[1, 2, 3], [7, 8]], max_new_tokens=10, stop=[], topk=2, steps=3, draft_tokens=6)
     assert len(calls) > 4 + 2 * 7 and all(fp8_kernels.VERDICTS.values())
+
+
+@pytest.mark.parametrize("group, pad, static", [(None, 1, False), (None, 1, True), (128, 4, False)])
+def test_the_compiled_input_quantization_equals_the_eager_one(monkeypatch, group, pad, static):
+    """What torch.compile sees of the input quantization (traced whole, aot_eager: a graph break fails) computes the
+    eager function's values in its strides: row-wise scales contiguous, block scales outer-dim-major; and the
+    reference path's fake quantization likewise. A fused FP8 linear calls both compiled twins."""
+    from draftsmith.components import fused
+
+    traced = []
+    monkeypatch.setattr(fused, "_compiled", lambda fn: traced.append(fn.__name__) or torch.compile(
+        fn, fullgraph=True, backend="aot_eager"))
+    torch._dynamo.reset()
+    scale = torch.tensor([0.02]) if static else None
+    for rows in (1, 5):
+        x = inputs(rows, 256)
+        want = fp8_kernels.quantized_inputs(x, scale, group, pad)
+        got = fused.kernel(fp8_kernels.quantized_inputs, True)(x, scale, group, pad)
+        bits = lambda t: t.view(torch.uint8) if t.dtype == FP8 else t   # noqa: E731
+        for g, w in zip(got, want):
+            assert g.dtype == w.dtype and g.stride() == w.stride() and torch.equal(bits(g), bits(w))
+        assert want[1].shape == (-(-rows // pad) * pad, 2 if group else 1)
+        assert torch.equal(fused.kernel(fp8_kernels.fake_quantized, True)(x, scale, group),
+                           fp8_kernels.fake_quantized(x, scale, group))
+    lin = linear("block" if group else "tensor", "static" if static else "dynamic")
+    lin.fused = True
+    monkeypatch.setattr(quant, "native_ok", lambda x: True)
+    monkeypatch.setattr(torch, "_scaled_mm", contract_scaled_mm if group else torch._scaled_mm)
+    traced.clear()
+    lin._reference(inputs(3, 256))
+    assert traced == ["fake_quantized"]
+    if group:   # the CPU's _scaled_mm has no row-wise kernel everywhere; the block one is emulated
+        lin(inputs(3, 256))
+        assert "quantized_inputs" in traced
