@@ -1,9 +1,11 @@
-"""What `inspect` reads of FP8 weights: the quant settings a draft's stored scales show (scheme, block size and the
-modules they sit on), so that the spec it proposes loads them (a family spec says `quant: none` unless FP8 is what
-the family is, as `eagle1-llama-fp8`). Mistral's own scale names (`<linear>.qscale_weight`) become weight rules
-where the family spec's rules do not already read them as `weight_scale`; static activation scales
-(`input_scale`, Mistral's `qscale_act`) are ignored, said: the proposal keeps `activation: none` (a spec saying
-`activation: static` loads `input_scale`; proposing it would change what a family spec's drafts compute)."""
+"""What `inspect` reads of FP8 weights: the quant settings a draft's stored scales show (scheme, block size, the name
+block scales are stored under: ``weight_scale_inv``, or ``weight_scale`` as compressed-tensors' block strategy stores
+them, ``block_scale: weight_scale``; and the modules they sit on), so that the spec it proposes loads them (a family
+spec says `quant: none` unless FP8 is what the family is, as `eagle1-llama-fp8`). Mistral's own scale names
+(`<linear>.qscale_weight`) become weight rules where the family spec's rules do not already read them as
+`weight_scale`; static activation scales (`input_scale`, Mistral's `qscale_act`) are ignored, said: the proposal keeps
+`activation: none` (a spec saying `activation: static` loads `input_scale`; proposing it would change what a family
+spec's drafts compute)."""
 from __future__ import annotations
 
 import math
@@ -73,8 +75,7 @@ def fp8_reading(spec, registry, config: Mapping[str, Any], infos: dict[str, Tens
         return found
     mine = {n: canonical[n] for s in scales for n in (s, weight_of(s)) if n in canonical}
     if (shown := fp8_scheme(mine, config)) is None:
-        kinds = sorted({"block" if s.endswith("_inv") else "tensor" if math.prod(canonical[s].shape) == 1
-                        else "channel" for s in scales})
+        kinds = sorted({kind_name(*scale_kind(canonical, s)) for s in scales})
         found.notes.append(f"quant: the stored scales show several schemes ({', '.join(kinds)}); one fp8 quant "
                            "section holds one, so no spec draftsmith proposes loads them all")
         return found
@@ -83,8 +84,8 @@ def fp8_reading(spec, registry, config: Mapping[str, Any], infos: dict[str, Tens
     scaled = sorted({c.rsplit(".", 1)[0] for c in scales})
     linears = {c.removesuffix(".weight") for c, info in canonical.items() if c.endswith(".weight")
                and len(info.shape) == 2} | set(scaled)
-    if quant.get("method") == "fp8":
-        section = dict(quant) | settings
+    if quant.get("method") == "fp8":   # the stored scales' name decides block_scale (settings say it unless default)
+        section = {k: v for k, v in quant.items() if k != "block_scale"} | settings
         if quantized(section, linears) == set(scaled):
             found.quant, found.notes = section, [*found.notes, note]
             return found
@@ -178,35 +179,75 @@ def module_pattern(module: str) -> str:
     return "^" + r"\.".join(r"\d+" if part.isdigit() else re.escape(part) for part in module.split(".")) + "$"
 
 
+def scale_kind(infos: Mapping[str, TensorInfo], scale: str) -> tuple[str, str]:
+    """(scheme, stored name) that weight scale ``scale`` shows, by its name and its shape beside its weight's:
+    ``weight_scale_inv`` is a block scale; ``weight_scale`` per tensor when it holds one value (0-d or [1]), per
+    channel when [out, 1] (or [n, 1] with no weight listed), else, 2-D, a block scale as compressed-tensors' block
+    strategy stores it ([ceil(out/b0), ceil(in/b1)], llm-compressor's FP8_BLOCK)."""
+    shape, stored = infos[scale].shape, scale.rpartition(".")[2]
+    weight = infos.get(weight_of(scale))
+    if stored == "weight_scale_inv":
+        return "block", stored
+    if len(shape) <= 1 and math.prod(shape) == 1:
+        return "tensor", stored
+    if len(shape) == 2 and shape[1] == 1 and (weight is None or shape[0] == weight.shape[0]):
+        return "channel", stored
+    return ("block" if len(shape) == 2 else "channel"), stored
+
+
+def kind_name(scheme: str, stored: str) -> str:
+    """'block', or 'block (weight_scale)' where a scheme's scales are stored under another name than its default."""
+    return scheme if stored == scale_name(scheme) else f"{scheme} ({stored})"
+
+
+def config_block(config: Mapping[str, Any], stored: str) -> tuple[Any, str]:
+    """The block size a draft's config states for block scales stored as ``stored`` (not checked), and where:
+    FineGrainedFP8's ``weight_block_size`` for ``weight_scale_inv``; for ``weight_scale`` the ``block_structure``
+    compressed-tensors' config groups of block strategy state (None unless they all state one)."""
+    qc = config.get("quantization_config")
+    qc = qc if isinstance(qc, Mapping) else {}
+    if stored == "weight_scale_inv":
+        return qc.get("weight_block_size"), "weight_block_size"
+    groups = qc.get("config_groups")
+    weights = [g.get("weights") for g in (groups.values() if isinstance(groups, Mapping) else ())
+               if isinstance(g, Mapping)]
+    said = [w.get("block_structure") for w in weights if isinstance(w, Mapping) and w.get("strategy") == "block"]
+    return (said[0] if said and all(b == said[0] for b in said) else None), "block_structure"
+
+
 def fp8_scheme(infos: dict[str, TensorInfo], config: Mapping[str, Any]) -> tuple[dict[str, Any], str] | None:
-    """The FP8 quant settings the stored scales show (block: ``weight_scale_inv``, its block size the config's
-    ``quantization_config.weight_block_size`` or else read from the scale and weight shapes; tensor: one
-    ``weight_scale`` value; channel: one per output row), or None when they show none or several."""
+    """The FP8 quant settings the stored scales show (:func:`scale_kind`; block: its block size the one the config
+    states (:func:`config_block`) or else read from the scale and weight shapes, and ``block_scale: weight_scale``
+    where the block scales are stored so; tensor: one ``weight_scale`` value; channel: one per output row), or None
+    when they show none or several."""
     shown, fits = set(), [(1, math.inf), (1, math.inf)]   # per axis: the block sizes every scale's shape allows
     for name, info in infos.items():
-        if name.endswith(".weight_scale_inv"):
-            shown.add("block")
-            weight = infos.get(name.removesuffix("_scale_inv"))
-            if weight is not None and len(weight.shape) == len(info.shape) == 2:
-                fits = [_both(fit, _blocks(n, c)) for fit, n, c in zip(fits, weight.shape, info.shape)]
-        elif name.endswith(".weight_scale"):
-            shown.add("tensor" if math.prod(info.shape) == 1 else "channel")
+        if not name.endswith(SCALES):
+            continue
+        shown.add(kind := scale_kind(infos, name))
+        weight = infos.get(weight_of(name))
+        if kind[0] == "block" and weight is not None and len(weight.shape) == len(info.shape) == 2:
+            fits = [_both(fit, _blocks(n, c)) for fit, n, c in zip(fits, weight.shape, info.shape)]
     if len(shown) != 1:
         return None
-    (scheme,) = shown
+    ((scheme, stored),) = shown
     if scheme != "block":
-        return {"scheme": scheme}, f"quant.scheme: {scheme} (the stored scales: weight_scale)"
-    said = (config.get("quantization_config") or {}).get("weight_block_size")
+        return {"scheme": scheme}, f"quant.scheme: {scheme} (the stored scales: {stored})"
+    named = {} if stored == scale_name("block") else {"block_scale": stored}   # FP8Params' default unsaid
+    also = f"; block_scale: {stored} (the name the block scales are stored under)" if named else ""
+    said, key = config_block(config, stored)
     if isinstance(said, list) and len(said) == 2 and all(isinstance(b, int) and lo <= b <= hi
                                                           for b, (lo, hi) in zip(said, fits)):
-        return {"scheme": scheme, "block": said}, f"quant: block {said[0]}x{said[1]} (the config's weight_block_size)"
+        note = f"quant: block {said[0]}x{said[1]} (the config's {key})"
+        return {"scheme": scheme, "block": said, **named}, note + also
     if any(lo > hi for lo, hi in fits):
-        return {"scheme": scheme}, "quant.scheme: block (weight_scale_inv; no block size fits every scale's shape)"
+        note = f"quant.scheme: block ({stored}; no block size fits every scale's shape)"
+        return {"scheme": scheme, **named}, note + also
     block = [_likeliest(lo, hi) for lo, hi in fits]
     open_ = [f"{lo}..{'' if hi == math.inf else int(hi)}" for (lo, hi), b in zip(fits, block) if lo != hi and b != 128]
     guess = f"; a guess: the shapes allow block sizes {' x '.join(open_)}" if open_ else ""
-    return {"scheme": scheme, "block": block}, f"quant: block {block[0]}x{block[1]} (weight_scale_inv and its " \
-                                                f"shapes{guess})"
+    note = f"quant: block {block[0]}x{block[1]} ({stored} and its shapes{guess})"
+    return {"scheme": scheme, "block": block, **named}, note + also
 
 
 def _blocks(n: int, count: int) -> tuple[float, float]:

@@ -216,8 +216,9 @@ def _convert(src: str | Path, layout: Layout, out: Path,
     for pattern in layout.requires:
         if not any(re.search(pattern, n) for n in names):
             problems.append(f"no tensor matches {pattern!r}, which the {to} layout's family needs")
+    said = {n for n in names for p in layout.refuses if re.search(p, n)}   # refused below, each with its reason
     if layout.holds:
-        alien = [n for n in names if not any(re.search(p, n) for p in layout.holds)]
+        alien = [n for n in names if n not in said and not any(re.search(p, n) for p in layout.holds)]
         if alien:
             problems.append(f"the {to} layout cannot express {short_list(alien, 6, 200, quote=False)}")
     for group in layout.together:

@@ -157,3 +157,33 @@ def test_the_embedding_norm_is_refused_from_the_flat_layout_in_one_line(tmp_path
     assert lines[0].endswith("keep it in a layout that holds it (--to eagle1-speculators) or load it as it is "
                              "(--spec eagle1-speculators)"), lines
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("fusion_bias, layernorms", [(False, False), (True, True)])
+def test_what_mistral_has_no_name_for_is_refused_one_line_each_with_why(tmp_path, monkeypatch, fusion_bias,
+                                                                        layernorms):
+    """An eagle1-speculators draft carrying frozen embed / lm_head copies (and fc's bias, its embedding norm): each
+    tensor Mistral's
+    draft format has no name for is refused before a tensor is read, in one line saying what it is, why and where
+    it can go, not listed again among the names the mistral layout cannot express."""
+    import draftsmith.convert.canonical as canonical_mod
+
+    src = write_eagle1_speculators(tmp_path / "src", fake_target(tmp_path / "t"), heads=True, fusion_bias=fusion_bias,
+                                   layernorms=layernorms)
+    monkeypatch.setattr(canonical_mod, "read_tensors", lambda *a, **k: pytest.fail("a tensor was read"))
+    with pytest.raises(ConvertError) as info:
+        convert(src, "mistral", tmp_path / "out")
+    head, *lines = str(info.value).splitlines()
+    assert head.endswith("cannot be written as mistral:") and "cannot express" not in str(info.value), head
+    why = {line.strip().split(" ", 1)[0]: line.strip() for line in lines}
+    assert len(why) == len(lines) and list(why) == ["fc.bias"] * fusion_bias + ["fc.embed_norm.weight"] * layernorms + [
+        "embed_tokens.weight", "lm_head.weight"], lines
+    assert why["lm_head.weight"].startswith("lm_head.weight is a frozen copy of the target's head"), lines
+    assert "Mistral's draft format has no name for (no output in a draft" in why["lm_head.weight"], lines
+    assert "no tok_embeddings in a draft" in why["embed_tokens.weight"], lines
+    assert not fusion_bias or "which Mistral's eagle_linear has none of" in why["fc.bias"], lines
+    assert not layernorms or "speculators' embedding_layernorm" in why["fc.embed_norm.weight"], lines
+    for line in why.values():
+        assert line.endswith("keep it in a layout that holds it (--to eagle1-speculators) or load it as it is "
+                             "(--spec eagle1-speculators)"), line
+    assert not (tmp_path / "out").exists()
