@@ -45,7 +45,8 @@ def draftsmith_specs() -> Iterable[SpecSource]:
     """Return the named YAML specs this plugin ships.
 
     Each becomes loadable as ``draftsmith.load_spec(name)`` and is listed by ``draftsmith list``. Names are
-    unique across plugins (a clash fails at start-up naming both), and the file's own ``name:`` must equal the
+    unique across plugins (a clash fails at start-up naming both; a DRAFTSMITH_SPEC_PATH file taking a plugin's
+    name makes only that name fail, when it is used), and the file's own ``name:`` must equal the
     name given here. As for ``draftsmith_components``, a hook wrapper of this hook is refused.
     """
 

@@ -27,7 +27,9 @@ NO_AUTOLOAD = "DRAFTSMITH_DISABLE_PLUGIN_AUTOLOAD"
 
 
 class PluginClash(PluginError):
-    """Two plugins provide the same (kind, name) or the same spec name."""
+    """Two plugins provide the same (kind, name) or the same spec name: raised when the registry is built (plugins
+    are code). A spec name that files of the spec folders take again is one too, raised only where that name is
+    looked up (:meth:`Registry.spec_source`): a user's folder never stops a command about another spec."""
 
 
 class UnknownComponent(DraftsmithError, LookupError):
@@ -63,6 +65,10 @@ class Registry:
         # the *.yaml / *.yml files of the spec folders whose name: could not be read, each with why: not an error
         # (one bad file must not stop every command), but `draftsmith list` and a spec not found name them
         self.skipped_spec_files: list[tuple[Path, str]] = []
+        # a name that files of the spec folders give to more than one spec (with a plugin's, or one another's), with
+        # every provider in order: not in ``specs`` (nothing is shadowed), refused only where it is asked for
+        # (spec_source, so load_spec and --spec; `draftsmith list` shows it broken), so every other spec still works
+        self.spec_clashes: dict[str, list[Provided]] = {}
         for impl in pm.hook.draftsmith_components.get_hookimpls():
             for comp in _records(impl, Component):
                 self._add(self.components, (comp.kind, comp.name), comp, impl.plugin_name)
@@ -76,22 +82,19 @@ class Registry:
             self.skipped_spec_files.extend(skipped)
 
     def _add_file(self, src: SpecSource, folder: str) -> None:
-        """A folder's spec; a name taken already (by a plugin, another folder, another file of this one) is a clash
-        naming both files, never a silent shadow. One file reached twice (a symlink to a file already read, by its
-        resolved path) is registered once, under the path read first."""
-        new = Provided(src, folder, folder=True)
-        if (first := self.specs.get(src.name)) is not None and first.folder and \
-                os.path.realpath(first.record.path) == os.path.realpath(src.path):
+        """A folder's spec. A name taken already (by a plugin, another folder, another file of this one) moves to
+        ``spec_clashes``: never a silent shadow, and never an error for a command that does not ask for that name.
+        One file reached twice (a symlink to a file already read, by its resolved path) is registered once, under
+        the path read first."""
+        taken = self.spec_clashes.get(src.name) or ([self.specs[src.name]] if src.name in self.specs else [])
+        if any(p.folder and os.path.realpath(p.record.path) == os.path.realpath(src.path) for p in taken):
             return   # one file reached twice (a symlink to it): one spec, as a folder named twice is one folder
-        if first is not None:
-            who = f"twice by {new.who()}" if first.folder and first.plugin == folder else \
-                f"by both {first.who()} and {new.who()}"
-            fix = "change the name: in one of them" if first.folder else \
-                f"change the name: in {short_text(src.path, 300)}"
-            raise PluginClash(f"spec {src.name!r} is provided {who}, in {short_text(first.record.path, 300)} and "
-                              f"{short_text(src.path, 300)}; {fix} (draftsmith never shadows silently; meanwhile "
-                              f"`{SPEC_PATH}= draftsmith ...` runs a command without these folders)")
-        self.specs[src.name] = new
+        new = Provided(src, folder, folder=True)
+        if taken:
+            self.spec_clashes[src.name] = [*taken, new]
+            self.specs.pop(src.name, None)
+        else:
+            self.specs[src.name] = new
 
     @staticmethod
     def _add(table: dict, key: Any, record: Any, plugin: str) -> None:
@@ -163,10 +166,14 @@ class Registry:
         return tuple(answer)
 
     def spec_source(self, name: str) -> SpecSource:
+        """The spec registered as ``name``; a :class:`PluginClash` naming every file where spec folders give that name
+        to more than one spec; an :class:`UnknownSpec` where none has it."""
+        if name in self.spec_clashes:
+            raise _spec_clash(name, self.spec_clashes[name])
         try:
             return self.specs[name].record
         except KeyError:
-            known = sorted(self.specs)
+            known = [n for n, _ in self.spec_names()]
             notes = "".join(f"\nnote: {short_text(path, 300)} in {SPEC_PATH} was skipped: {why}"
                             for path, why in self.skipped_spec_files if path.stem == name)
             raise UnknownSpec(
@@ -175,7 +182,14 @@ class Registry:
             ) from None
 
     def spec_names(self) -> list[tuple[str, str]]:
-        return sorted((n, p.plugin) for n, p in self.specs.items())
+        """[(name, provider)] sorted by name, a clashing name's providers joined by ', ' (it is listed, not hidden:
+        looking it up says the clash)."""
+        clashes = ((n, ", ".join(dict.fromkeys(p.plugin for p in ps))) for n, ps in self.spec_clashes.items())
+        return sorted([*((n, p.plugin) for n, p in self.specs.items()), *clashes])
+
+    def has_spec(self, name: str) -> bool:
+        """Whether ``name`` is a registered spec's name, a clashing one included (:meth:`spec_source` refuses it)."""
+        return name in self.specs or name in self.spec_clashes
 
     def detect_layout(self, config: Mapping[str, Any], tensor_names: Sequence[str]) -> LayoutMatch | None:
         """The first detector's answer (pluggy's order: the plugin registered last asks first), with the plugin
@@ -209,10 +223,32 @@ class Registry:
         if not isinstance(match, LayoutMatch):
             raise PluginError(f"{who} returned {short(match)}; a detector returns a draftsmith.hooks.LayoutMatch "
                               "or None")
-        if match.spec not in self.specs:
+        if not self.has_spec(match.spec):   # a clashing name is provided: loading it says the clash
+            known = [n for n, _ in self.spec_names()]
             raise PluginError(f"{who} answered spec {short(match.spec)}, which no plugin provides."
-                              f"{suggest(match.spec, self.specs)} known: {', '.join(sorted(self.specs))}")
+                              f"{suggest(match.spec, known)} known: {', '.join(known)}")
         return dataclasses.replace(match, plugin=plugin) if plugin else match
+
+
+def _spec_clash(name: str, providers: Sequence[Provided]) -> PluginClash:
+    """The error of a spec name that several files have (a plugin's first, if any; then the folders', in path
+    order): who provides it, every file, and which to rename."""
+    whos = list(dict.fromkeys(p.who() for p in providers))
+    times = "twice" if len(providers) == 2 else f"{len(providers)} times"
+    who = f"{times} by {whos[0]}" if len(whos) == 1 else f"by {'both ' * (len(whos) == 2)}{_and(whos)}"
+    files = [short_text(p.record.path, 300) for p in providers]
+    fix = f"in {_and(files[1:])}" if not providers[0].folder else \
+        f"in {'one' if len(files) == 2 else 'all but one'} of them"
+    return PluginClash(f"spec {name!r} is provided {who}, in {_and(files)}; change the name: {fix} (draftsmith never "
+                       f"shadows silently; meanwhile `{SPEC_PATH}= draftsmith ...` runs a command without these "
+                       "folders)")
+
+
+def _and(texts: Sequence[str], most: int = 5) -> str:
+    """'a', 'a and b', 'a, b and c'; past ``most`` texts, 'a, b, c, d, e and 3 more'."""
+    if len(texts) > most:
+        return f"{', '.join(texts[:most])} and {len(texts) - most} more"
+    return " and ".join(t for t in (", ".join(texts[:-1]), texts[-1]) if t)
 
 
 def _describe(key: Any) -> str:

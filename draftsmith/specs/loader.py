@@ -17,9 +17,10 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from draftsmith import errors, limits
+from draftsmith import limits
 from draftsmith.errors import QUOTE_LIMIT, NotFound, Problem, SpecError, short, short_text
 from draftsmith.registry import Registry, default_registry
+from draftsmith.specs.places import with_places, yaml_places
 from draftsmith.specs.resolve import check_spec_data
 from draftsmith.specs.schema import Spec, too_many_digits, validate_strict
 from draftsmith.specs.translate import describe, problems_from
@@ -42,7 +43,7 @@ def spec_path(ref: str | Path, registry: Registry) -> Path:
             what = "is not a regular file" if p.exists() else "does not exist"
             raise SpecNotFound(f"spec file {short_text(p, 300)} {what}")
         return p
-    if (str(ref) in registry.specs and not as_path) or not p.exists():
+    if (registry.has_spec(str(ref)) and not as_path) or not p.exists():   # a clashing name: spec_source says so
         return registry.spec_source(str(ref)).path
     if not p.is_file():   # a folder or a device: say so, not "no such file"
         raise SpecNotFound(f"spec file {short_text(p, 300)} is not a regular file (a spec is one YAML file)")
@@ -57,12 +58,10 @@ def load_spec(ref: Spec | str | Path, registry: Registry | None = None) -> Spec:
     path = spec_path(ref, registry)
     text = read_text(path)
     data = load_yaml_text(text, str(path))   # its own errors say their line
-    try:
-        spec = parse_spec(data, source=str(path), registry=registry)
-    except SpecError as e:   # each problem with the line its path is on
-        raise SpecError(e.source, with_lines(e.problems, text)) from None
+    spec = parse_spec(data, source=str(path), registry=registry, text=text)   # each problem at its line in text
     if str(ref) in registry.specs and spec.name != str(ref):
-        raise SpecError(str(path), [Problem("name", f"the file says {spec.name!r} but is registered as {ref!r}")])
+        raise SpecError(str(path), with_lines([Problem("name", f"the file says {spec.name!r} but is registered as "
+                                                               f"{ref!r}")], text))
     return spec
 
 
@@ -87,8 +86,9 @@ def read_text(path: Path) -> str:
 
 def with_lines(problems: list[Problem], text: str) -> list[Problem]:
     """``problems`` with the line of the YAML ``text`` each path reaches: the key of the deepest part of the path
-    that is in the file (an unknown key's own line; a missing key's parent's; the top's at worst)."""
-    return errors.with_lines(problems, errors.yaml_positions(text), top=True)
+    that is in the file (an unknown key's own line; a missing key's parent's; the top's at worst); a path through an
+    alias (``b: *a``) the alias's line, saying where the anchor and the value are (:mod:`draftsmith.specs.places`)."""
+    return with_places(problems, yaml_places(text))
 
 
 def decode_text(data: bytes, source: str) -> str:
@@ -260,13 +260,25 @@ def check_plain_data(data: Any) -> list[Problem]:
     return []
 
 
-def parse_spec(data: Any, *, source: str = "<spec>", registry: Registry | None = None) -> Spec:
-    registry = registry or default_registry()
+def parse_spec(data: Any, *, source: str = "<spec>", registry: Registry | None = None,
+               text: str | None = None) -> Spec:
+    """A spec from its YAML data, or one SpecError with every problem. ``text``, the YAML the data was read from
+    (load_spec gives it), places each problem (:func:`with_lines`, aliases included); without it, a SpecError
+    places them from the file ``source`` names, if it is one."""
+    spec, problems = _checked(data, registry or default_registry())
+    if problems:
+        raise SpecError(source, problems if text is None else with_lines(problems, text))
+    spec._source = source
+    return spec
+
+
+def _checked(data: Any, registry: Registry) -> tuple[Spec | None, list[Problem]]:
+    """(the spec, []) or (None or a spec, its problems): phase 1 (pydantic) and phase 2 (the registry)."""
     if not isinstance(data, Mapping):
         what = "the document is empty" if data is None else f"the document is a {type(data).__name__}"
-        raise SpecError(source, [Problem("", f"{what}; a spec is a mapping of fields", allowed=describe(Spec))])
+        return None, [Problem("", f"{what}; a spec is a mapping of fields", allowed=describe(Spec))]
     if refused := check_plain_data(data):
-        raise SpecError(source, refused)
+        return None, refused
     shape: list[Problem] = []
     spec = None
     try:
@@ -276,11 +288,7 @@ def parse_spec(data: Any, *, source: str = "<spec>", registry: Registry | None =
     names = check_spec_data(data, registry)
     # Phase 2 knows the registry, so where both phases speak about one path, its account (with the names that
     # exist and who provides them) replaces pydantic's.
-    problems = [p for p in shape if p.path not in {q.path for q in names}] + names
-    if problems:
-        raise SpecError(source, problems)
-    spec._source = source
-    return spec
+    return spec, [p for p in shape if p.path not in {q.path for q in names}] + names
 
 
 _NAME_CHARS = re.compile(r"[^a-z0-9._-]+")

@@ -1,6 +1,6 @@
 """DRAFTSMITH_SPEC_PATH: folders of YAML specs, named by their `name:`, found by load_spec, `--spec NAME` and
 `draftsmith list` (with their folder as provider) with no Python plugin; a name taken twice is an error naming both
-files; the files stay data."""
+files where that name is looked up (tests/registry/test_spec_clashes.py: nowhere else); the files stay data."""
 import os
 
 import pytest
@@ -63,8 +63,9 @@ def test_a_folder_that_is_not_there_is_named(tmp_path):
 
 def test_a_name_a_builtin_has_is_a_clash_naming_both_files(tmp_path):
     path = family(tmp_path / "specs", "eagle3-llama")
+    reg = registry(tmp_path / "specs")     # built: the clash is said where the name is looked up
     with pytest.raises(PluginClash) as info:
-        registry(tmp_path / "specs")
+        reg.spec_source("eagle3-llama")
     text = str(info.value)
     assert text.startswith(f"spec 'eagle3-llama' is provided by both plugin 'builtin' and folder "
                            f"'{tmp_path / 'specs'}' of {SPEC_PATH}, in ")
@@ -84,9 +85,10 @@ def test_a_name_a_plugin_spec_has_is_a_clash(tmp_path):
             return [SpecSource("shared", theirs)]
 
     mine = family(tmp_path / "specs", "shared")
+    reg = draftsmith.build_registry([("p", Plugin())], entry_points=False, spec_path=str(tmp_path / "specs"))
     with pytest.raises(PluginClash, match=r"^spec 'shared' is provided by both plugin 'p' and folder .*"
                                           f"in {theirs} and {mine}; change the name: in {mine} "):
-        draftsmith.build_registry([("p", Plugin())], entry_points=False, spec_path=str(tmp_path / "specs"))
+        draftsmith.load_spec("shared", registry=reg)
 
 
 def test_a_name_two_files_have_is_a_clash_naming_both(tmp_path):
@@ -94,11 +96,11 @@ def test_a_name_two_files_have_is_a_clash_naming_both(tmp_path):
     with pytest.raises(PluginClash, match=f"by both folder '{tmp_path / 'one'}' of {SPEC_PATH} and folder "
                                           f"'{tmp_path / 'two'}' of {SPEC_PATH}, in {a} and {b}; change the name: "
                                           "in one of them"):
-        registry(tmp_path / "one", tmp_path / "two")
+        registry(tmp_path / "one", tmp_path / "two").spec_source("twin")
     c = family(tmp_path / "one", "twin", file="zz-copy.yaml")
     with pytest.raises(PluginClash, match=f"provided twice by folder '{tmp_path / 'one'}' of {SPEC_PATH}, in {a} and "
                                           f"{c}"):
-        registry(tmp_path / "one")
+        registry(tmp_path / "one").spec_source("twin")
 
 
 def test_a_file_is_read_as_data_only(tmp_path):

@@ -67,7 +67,7 @@ def test_two_files_with_one_name_still_clash(tmp_path):
     family(tmp_path / "specs", file="a.yaml")
     family(tmp_path / "specs", file="b.yaml")
     with pytest.raises(draftsmith.registry.PluginClash, match="provided twice"):
-        registry(tmp_path / "specs")
+        registry(tmp_path / "specs").spec_source("myfamily")
 
 
 @pytest.mark.parametrize("entry", ["~/specs", "~"])

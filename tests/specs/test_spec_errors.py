@@ -393,8 +393,10 @@ def test_a_spec_file_names_the_line_of_each_problem(tmp_path):
     with pytest.raises(draftsmith.SpecError) as info:
         draftsmith.load_spec(path)
     lines = {p.path: p.line for p in info.value.problems}
-    assert lines == {"base": 2, "draft.norm.ofset": 2, "draft.fusion.norm_before_residual": 5,
+    # the aliased path at the alias, where it is used, saying where the value is (tests/specs/test_alias_places.py)
+    assert lines == {"base": 2, "draft.norm.ofset": 4, "draft.fusion.norm_before_residual": 5,
                      "draft.attention.kind": 7, "weights.rules.1.extra": 11}
+    assert "unknown field 'ofset' (via alias *b defined at line 2)" in str(info.value)
     assert "draft.attention.kind: unknown attention 'gqaa'. Did you mean 'gqa'? (line 7)" in str(info.value)
     with pytest.raises(draftsmith.SpecError) as info:   # plain data has no lines
         parse_spec(yaml.safe_load(path.read_text()))

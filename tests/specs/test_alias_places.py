@@ -1,0 +1,102 @@
+"""A problem reached through a YAML alias (``b: *a``) is placed where the user reads its path: at the alias, saying
+``via alias *a defined at line N`` (and the line of the value inside the anchor, where it is another); a problem under
+the anchor itself at its own key, not at the anchor's. Merges (``<<: *a``) likewise, at their ``<<``."""
+import pytest
+
+import draftsmith
+from draftsmith.specs.catalog import BUILTIN_DIR
+from draftsmith.specs.places import yaml_places
+
+LLAMA = (BUILTIN_DIR / "eagle3-llama.yaml").read_text()
+BLOCK = "  attention: &att\n    kind: gqa\n    rope: neox\n    bogus: 1\n"
+
+
+def edited(**changes: str) -> str:
+    text = LLAMA.replace("name: eagle3-llama", "name: aliased", 1)
+    for old, new in changes.items():
+        assert old in text, old
+        text = text.replace(old, new, 1)
+    return text
+
+
+def line_of(text: str, needle: str) -> int:
+    return next(i for i, line in enumerate(text.splitlines(), 1) if needle in line)
+
+
+def problems(tmp_path, text: str) -> dict:
+    path = tmp_path / "aliased.yaml"
+    path.write_text(text)
+    with pytest.raises(draftsmith.SpecError) as info:
+        draftsmith.load_spec(path, registry=draftsmith.build_registry(entry_points=False))
+    return {p.path: p for p in info.value.problems}
+
+
+def test_a_problem_through_an_alias_is_at_the_alias_and_one_under_the_anchor_at_its_key(tmp_path):
+    text = edited(**{"  attention: {kind: gqa, rope: neox}\n": BLOCK,
+                     "  feed_back: pre_norm\n": "  feed_back: pre_norm\n  mlp: *att\n"})
+    found = problems(tmp_path, text)
+    anchor, kind = line_of(text, "attention: &att"), line_of(text, "kind: gqa")
+    assert found["draft.attention.bogus"].line == line_of(text, "bogus: 1")      # not the anchor's key (line 6)
+    through = found["draft.mlp.kind"]
+    assert through.line == line_of(text, "mlp: *att")                            # not the anchor's kind: (line 7)
+    assert through.message == f"unknown mlp 'gqa' (via alias *att defined at line {anchor}; the value is at line " \
+                              f"{kind})"
+    assert through.render().splitlines()[0].endswith(f"the value is at line {kind}) (line {through.line})")
+
+
+def test_an_aliased_list_item_is_at_the_alias(tmp_path):
+    text = edited(**{"    - {match: '^midlayer\\.', replace: 'layers.0.'}\n":
+                     "    - &rule {match: '^midlayer\\.', replace: 'layers.0.', extra: 1}\n    - *rule\n"})
+    found = problems(tmp_path, text)
+    assert found["weights.rules.0.extra"].line == line_of(text, "&rule")
+    assert "via alias" not in found["weights.rules.0.extra"].message
+    assert found["weights.rules.1.extra"].line == line_of(text, "- *rule")       # the item, not its anchor
+    assert found["weights.rules.1.extra"].message.endswith(f"(via alias *rule defined at line "
+                                                           f"{line_of(text, '&rule')})")
+
+
+def test_an_aliased_scalar_says_its_alias(tmp_path):
+    text = edited(**{"description: >-": "description: &k gqa\nabout: >-",
+                     "  layer: {kind: llama}": "  layer: {kind: *k}"})
+    found = problems(tmp_path, text)
+    assert found["draft.layer.kind"].line == line_of(text, "layer: {kind: *k}")
+    assert "(via alias *k defined at line 2)" in found["draft.layer.kind"].message
+
+
+def test_a_merged_key_is_at_the_merge(tmp_path):
+    text = edited(**{"  attention: {kind: gqa, rope: neox}\n": BLOCK.replace("    bogus: 1\n", ""),
+                     "  feed_back: pre_norm\n": "  feed_back: pre_norm\n  mlp:\n    <<: *att\n    kind: swiglu\n"})
+    found = problems(tmp_path, text)
+    assert found["draft.mlp.rope"].line == line_of(text, "<<: *att")
+    assert found["draft.mlp.rope"].message.endswith(f"(via alias *att defined at line "
+                                                    f"{line_of(text, '&att')}; the value is at line "
+                                                    f"{line_of(text, 'rope: neox')})")
+    assert "draft.mlp.kind" not in found   # its own key, valid
+
+
+def test_places_of_a_text_with_anchors_aliases_and_merges():
+    places = yaml_places("a: &x\n  k: 1\n  j: 2\n"      # 1-3
+                         "b: *x\n"                      # 4
+                         "c:\n  - &y {m: 1}\n  - *y\n"  # 5-7
+                         "e: {<<: *x, j: 3}\n"          # 8
+                         "f:\n  <<: [*y, *x]\n")        # 9-10
+    note = "via alias *x defined at line 1"
+    assert places.place("a.k") == ((2, 3), "")
+    assert places.place("b.k") == ((4, 1), f"{note}; the value is at line 2")
+    assert places.place("b.missing") == ((4, 1), note)
+    assert places.place("c.1.m") == ((7, 5), "via alias *y defined at line 6")
+    assert places.place("e.k") == ((8, 5), f"{note}; the value is at line 2")
+    assert places.place("e.j") == ((8, 13), "")                                  # its own key wins over the merge
+    assert places.place("f.m") == ((10, 8), "via alias *y defined at line 6")  # the first merged mapping with it
+    assert places.place("f.k") == ((10, 12), f"{note}; the value is at line 2")
+    assert places.place("nowhere") == ((1, 1), "")
+    assert yaml_places("a: [\n").place("a") == (None, "")
+
+
+def test_a_recursive_alias_is_placed_and_ends(tmp_path):
+    places = yaml_places("a: &a\n  b: *a\n")
+    assert places.place("a.b.b.b") == ((2, 3), "via alias *a defined at line 1")
+    path = tmp_path / "loop.yaml"
+    path.write_text("name: loop\ndraft: &d\n  fusion: *d\n")
+    with pytest.raises(draftsmith.SpecError, match=r"contains itself .*\(line 3\)"):
+        draftsmith.load_spec(path)
