@@ -14,14 +14,13 @@ from __future__ import annotations
 import difflib
 import itertools
 import reprlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from draftsmith import limits
+from draftsmith.yaml_places import Places, yaml_places
 
 __all__ = ["ArgumentError", "CheckpointError", "CheckpointNotFound", "DraftsmithError", "NotFound", "OptionError",
            "Problem", "SpecError", "short", "short_list", "short_text", "suggest"]
@@ -208,12 +207,12 @@ class Problem:
 class SpecError(DraftsmithError, ValueError):
     """Raised with every problem of a spec at once, in file order: by line, then column; those with no line after,
     in the order given. Where ``source`` is a spec file, a problem raised with no line (a fusion's, checked against
-    the target after the spec loaded) gets the line of its dotted path, if the file holds it (:func:`with_lines`)."""
+    the target after the spec loaded) gets the line of its dotted path, if the file holds it (:func:`with_places`)."""
 
     def __init__(self, source: str, problems: list[Problem]):
         problems = list(problems)
         if any(p.line is None and p.path for p in problems) and (text := spec_file_text(source)) is not None:
-            problems = with_lines(problems, yaml_positions(text))
+            problems = with_places(problems, yaml_places(text))
         self.source, self.problems = source, sorted(problems, key=_file_order)
         n = len(self.problems)
         lines = [f"{short_text(str(source), 300)} has {n} problem{'s' if n != 1 else ''}",
@@ -225,10 +224,6 @@ class SpecError(DraftsmithError, ValueError):
 
 def _file_order(p: Problem) -> tuple[bool, int, int]:
     return p.line is None, p.line or 0, p.column or 0
-
-
-# Where a problem is in its file: the key of the deepest part of its dotted path that the YAML holds.
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def spec_file_text(source: str) -> str | None:
@@ -243,54 +238,16 @@ def spec_file_text(source: str) -> str | None:
         return None
 
 
-def yaml_positions(text: str) -> dict[str, tuple[int, int]]:
-    """Every dotted path of the YAML ``text`` -> the 1-based (line, column) of its key (of its item, in a list);
-    '' the top. Each node once (an alias shares its node), so the walk is linear in the file, whatever its problems.
-    {} for text that does not parse as one document, or nests deeper than ``limits.YAML_DEPTH`` (composing recurses
-    in C, so the depth is counted on the event stream first)."""
-    try:
-        depth = 0
-        for event in yaml.parse(text, Loader=_Loader):
-            if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
-                depth += 1
-                if depth > limits.YAML_DEPTH:
-                    return {}
-            elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
-                depth -= 1
-        root = yaml.compose(text, Loader=_Loader)
-    except (yaml.YAMLError, RecursionError):
-        return {}
-    if root is None:
-        return {}
-    where, todo, seen = {"": (root.start_mark.line + 1, root.start_mark.column + 1)}, [("", root)], set()
-    while todo:
-        path, node = todo.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        if isinstance(node, yaml.MappingNode):     # a key's place; an item's own place in a list
-            pairs = [(k.value, k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode)]
-        elif isinstance(node, yaml.SequenceNode):
-            pairs = [(str(i), v, v) for i, v in enumerate(node.value)]
-        else:
-            pairs = []
-        for part, mark, child in pairs:
-            key = f"{path}.{part}" if path else part
-            where.setdefault(key, (mark.start_mark.line + 1, mark.start_mark.column + 1))
-            todo.append((key, child))
-    return where
-
-
-def with_lines(problems: list[Problem], where: Mapping[str, tuple[int, int]], *, top: bool = False) -> list[Problem]:
-    """``problems`` with the line (and column) of the deepest part of each path that ``where`` holds (an unknown
-    key's own line; a missing key's parent's). A path none of whose parts is there keeps no line (a checkpoint
-    config's key is no place in the spec), unless ``top``: then it gets the document's first line (a spec's own
-    field missing at the top). A problem that has a line keeps it."""
-    def place(p: Problem) -> Problem:
+def with_places(problems: Iterable[Problem], places: Places, *, top: bool = False) -> list[Problem]:
+    """``problems`` with the place of each path in a spec's YAML (:meth:`Places.place`: an unknown key's own line,
+    a missing key's parent's, a path through an alias the alias's, its note added to the message). A path no part
+    of which is written keeps no line (a checkpoint config's key), unless ``top``: then the document's first line
+    (a spec's own field missing at the top). A problem that has a line keeps it."""
+    def placed(p: Problem) -> Problem:
         if p.line is not None:
             return p
-        parts = p.path.split(".") if p.path else []
-        prefixes = [".".join(parts[:n]) for n in range(len(parts), 0, -1)] + [""] * top
-        found = next((where[q] for q in prefixes if q in where), None)
-        return p if found is None else replace(p, line=found[0], column=found[1])
-    return [place(p) for p in problems]
+        at, note = places.place(p.path, top)
+        if at is None:
+            return p
+        return replace(p, line=at[0], column=at[1], message=f"{p.message} ({note})" if note else p.message)
+    return [placed(p) for p in problems]

@@ -18,12 +18,12 @@ import yaml
 from pydantic import ValidationError
 
 from draftsmith import limits
-from draftsmith.errors import QUOTE_LIMIT, NotFound, Problem, SpecError, short, short_text
+from draftsmith.errors import QUOTE_LIMIT, NotFound, Problem, SpecError, short, short_text, with_places
 from draftsmith.registry import Registry, default_registry
-from draftsmith.specs.places import with_places, yaml_places
 from draftsmith.specs.resolve import check_spec_data
 from draftsmith.specs.schema import Spec, too_many_digits, validate_strict
 from draftsmith.specs.translate import describe, problems_from
+from draftsmith.yaml_places import yaml_places
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: 10x faster on the same input
 
@@ -87,8 +87,8 @@ def read_text(path: Path) -> str:
 def with_lines(problems: list[Problem], text: str) -> list[Problem]:
     """``problems`` with the line of the YAML ``text`` each path reaches: the key of the deepest part of the path
     that is in the file (an unknown key's own line; a missing key's parent's; the top's at worst); a path through an
-    alias (``b: *a``) the alias's line, saying where the anchor and the value are (:mod:`draftsmith.specs.places`)."""
-    return with_places(problems, yaml_places(text))
+    alias (``b: *a``) the alias's line, saying where the anchor and the value are (:mod:`draftsmith.yaml_places`)."""
+    return with_places(problems, yaml_places(text), top=True)
 
 
 def decode_text(data: bytes, source: str) -> str:

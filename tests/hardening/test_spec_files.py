@@ -275,7 +275,7 @@ def test_an_alias_is_measured_again_where_it_is_used_deeper(tmp_path, registry, 
     problems = [(p.path, p.message) for p in problems_of(tmp_path, text, registry).problems]
     if 1 + wraps + 16 > limits.YAML_DEPTH:
         too_deep = f"nesting deeper than {limits.YAML_DEPTH} levels (aliases expanded)"
-        assert problems == [("description" + ".0" * wraps, too_deep)]
+        assert problems == [("description" + ".0" * wraps, f"{too_deep} (via alias *a defined at line 1)")]
     else:
         assert not [m for _, m in problems if "nesting" in m], problems
 

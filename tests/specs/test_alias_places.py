@@ -5,7 +5,7 @@ import pytest
 
 import draftsmith
 from draftsmith.specs.catalog import BUILTIN_DIR
-from draftsmith.specs.places import yaml_places
+from draftsmith.yaml_places import yaml_places
 
 LLAMA = (BUILTIN_DIR / "eagle3-llama.yaml").read_text()
 BLOCK = "  attention: &att\n    kind: gqa\n    rope: neox\n    bogus: 1\n"
@@ -90,6 +90,8 @@ def test_places_of_a_text_with_anchors_aliases_and_merges():
     assert places.place("f.m") == ((10, 8), "via alias *y defined at line 6")  # the first merged mapping with it
     assert places.place("f.k") == ((10, 12), f"{note}; the value is at line 2")
     assert places.place("nowhere") == ((1, 1), "")
+    assert places.place("nowhere.x", top=False) == (None, "")   # no part written: no place in the spec
+    assert places.place("a.nowhere", top=False) == ((1, 1), "")
     assert yaml_places("a: [\n").place("a") == (None, "")
 
 

@@ -1,9 +1,10 @@
-"""Mutation survivors of errors.py's YAML line map (yaml_positions, with_lines, spec_file_text, _file_order and
-SpecError's line attachment): which files are read for lines (the suffix, the size bound), the nesting bound on the
-event stream (counted up and down, exactly at the limit), the 1-based place of the document itself and of each key
-(columns as well as lines), where a problem with a line but no column sorts, and the cut of a long source."""
+"""Mutation survivors of errors.py's YAML line map (yaml_places, with_places, spec_file_text, _file_order and
+SpecError's line attachment): which files are read for lines (the suffix, the size bound), nesting far past the
+spec bound mapped without recursing, the 1-based place of the document itself and of each key (columns as well as
+lines), where a problem with a line but no column sorts, and the cut of a long source."""
 from draftsmith import limits
-from draftsmith.errors import Problem, SpecError, spec_file_text, with_lines, yaml_positions
+from draftsmith.errors import Problem, SpecError, spec_file_text, with_places
+from draftsmith.yaml_places import yaml_places
 
 
 def test_only_yaml_files_are_read_for_lines(tmp_path):
@@ -32,25 +33,13 @@ def test_a_spec_file_of_exactly_the_size_bound_is_read(tmp_path, monkeypatch):
     assert spec_file_text(str(path)) is None
 
 
-def _nested(depth: int) -> str:
-    return "[" * depth + "]" * depth
-
-
-def test_nesting_exactly_at_the_bound_is_mapped_and_one_deeper_is_not():
-    # catches errors.py:213 `depth = 0` -> 1, :216 `depth += 1` -> += 2 and -> += 0, :217 `depth >
-    # limits.YAML_DEPTH` -> `>=` (the bound is the deepest nesting a spec may have: a file at it must still get its
-    # lines, and one past it must not be composed, which recurses in C)
-    assert yaml_positions(_nested(limits.YAML_DEPTH))[""] == (1, 1)
-    assert yaml_positions(_nested(limits.YAML_DEPTH + 1)) == {}
-
-
-def test_nesting_is_counted_down_as_each_level_closes():
-    # catches errors.py:220 `depth -= 1` -> `-= 0` (many shallow siblings would add up past the bound and a plain
-    # long spec would lose its lines) and -> `-= 2` (a closed sibling would hide a level, so a too-deep document after
-    # it would be composed)
+def test_any_nesting_is_mapped_without_recursing():
+    # the event stream is walked with a stack of its own: a document far deeper than a spec may be (which the
+    # loader refuses first) still maps, and siblings are counted in the order written
+    deep = "[" * 20 * limits.YAML_DEPTH + "]" * 20 * limits.YAML_DEPTH
+    assert yaml_places(deep).where[""] == (1, 1)
     siblings = "[" + ", ".join(["[]"] * (2 * limits.YAML_DEPTH)) + "]"
-    assert yaml_positions(siblings)["63"] == (1, 2 + 4 * 63)
-    assert yaml_positions("[[], " + _nested(limits.YAML_DEPTH) + "]") == {}   # 1 + YAML_DEPTH deep
+    assert yaml_places(siblings).where["63"] == (1, 2 + 4 * 63)
 
 
 def test_the_document_and_each_key_have_their_1_based_line_and_column():
@@ -58,14 +47,17 @@ def test_the_document_and_each_key_have_their_1_based_line_and_column():
     # -> -1, +2, +0 (the columns order problems on one line against problems raised with a column elsewhere, and the
     # document's place is the line a problem about the whole spec is given)
     text = "# a comment\n\n  name: x\n  draft: {kind: eagle3, steps: 2}\n"
-    where = yaml_positions(text)
+    places = yaml_places(text)
+    where = places.where
     assert where[""] == (3, 3)
     assert where["name"] == (3, 3)
     assert where["draft"] == (4, 3)
     assert where["draft.kind"] == (4, 11)
     assert where["draft.steps"] == (4, 25)
-    top = with_lines([Problem("", "missing 'weights'"), Problem("weights.rules", "missing")], where, top=True)
+    top = with_places([Problem("", "missing 'weights'"), Problem("weights.rules", "missing")], places, top=True)
     assert [(p.line, p.column) for p in top] == [(3, 3), (3, 3)]
+    late = with_places([Problem("weights.rules", "missing"), Problem("draft.kind", "bad")], places)
+    assert [(p.line, p.column) for p in late] == [(None, None), (4, 11)]   # a path none of whose parts is written
 
 
 def test_a_problem_with_a_line_but_no_column_comes_first_on_its_line():

@@ -1,4 +1,4 @@
-"""Where a spec's problems are in its YAML text, aliases included: the line a user edits to fix each.
+"""Where a spec's problems are in its YAML text (errors.with_places), aliases included: the line a user edits to fix each.
 
 A problem's dotted path names a value of the data as loaded, where an alias (``b: *a``) is the anchored node itself,
 and a merge (``<<: *a``) lends a mapping the anchor's keys. The text is read as written instead, from the event
@@ -10,12 +10,9 @@ key's own line, a missing key's parent's, the document's first line at worst.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import yaml
-
-from draftsmith.errors import Problem
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 Place = tuple[int, int]   # 1-based (line, column)
@@ -34,9 +31,10 @@ class Places:
     aliases: dict[str, Alias] = field(default_factory=dict)   # a path whose value is an alias -> that alias
     merges: dict[str, list[str]] = field(default_factory=dict)   # a mapping -> its '<<' aliases' paths, in order
 
-    def place(self, path: str) -> tuple[Place | None, str]:
+    def place(self, path: str, top: bool = True) -> tuple[Place | None, str]:
         """Where to fix the value at dotted ``path``, and a note when the path goes through an alias ('' if not);
-        (None, '') for text that did not parse."""
+        (None, '') for text that did not parse, and, unless ``top``, for a path no part of which is written (a
+        checkpoint config's key is no place in the spec; a spec's own missing field is the document's)."""
         parts, at, i = (path.split(".") if path else []), "", 0
         here, first, via = self.where.get(""), None, None
         for _ in range(len(parts) + len(self.aliases) + 1):   # each hop consumes a part or goes to another alias
@@ -57,7 +55,7 @@ class Places:
                 break
             at, here = alias.anchor, self.where[alias.anchor]
         if via is None:
-            return here, ""
+            return (here, "") if top or at else (None, "")
         value = f"; the value is at line {here[0]}" if here is not None and here[0] != via.anchor_at[0] else ""
         return first, f"via alias *{via.name} defined at line {via.anchor_at[0]}{value}"
 
@@ -144,16 +142,3 @@ def _node(event: yaml.NodeEvent, open_: list[_Open], anchors: dict[str, tuple[st
 
 def _join(path: str, part: str) -> str:
     return f"{path}.{part}" if path else part
-
-
-def with_places(problems: Iterable[Problem], places: Places) -> list[Problem]:
-    """``problems`` with the place of each path (:meth:`Places.place`), the alias note added to the message; a
-    problem that has a line keeps it."""
-    def placed(p: Problem) -> Problem:
-        if p.line is not None:
-            return p
-        at, note = places.place(p.path)
-        if at is None:
-            return p
-        return replace(p, line=at[0], column=at[1], message=f"{p.message} ({note})" if note else p.message)
-    return [placed(p) for p in problems]
