@@ -11,7 +11,8 @@ rows, so memory is not doubled and names, shapes, ``state_dict`` and in-place up
 write through a view is a write to the stacked weight, and bumps its version, which a prepacked copy keys on). A
 module that holds a :class:`Stacked` calls it first; it answers None (run the siblings one by one) when the
 siblings no longer view the stacked weight (``.to()`` moved them, a weight was replaced) or autograd wants their
-gradients."""
+gradients. FP8 siblings of one setting stack the same way, their row scales with their rows (:class:`Stacked`'s
+protocol), so an FP8 target quantizes a layer's input for q | k | v and gate | up once each too."""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -21,50 +22,93 @@ from torch import nn
 
 
 class Stacked:
-    """``Stacked(linears)(x) -> (y_1, ..., y_n)`` as ``linears[i](x)``, from one product, or None."""
+    """``Stacked(linears)(x) -> (y_1, ..., y_n)`` as ``linears[i](x)``, from one product, or None.
+
+    A sibling that stores its weight otherwise (an FP8 linear: :class:`draftsmith.components.quant.FP8Weight`)
+    says how through its own methods, so nothing here knows a format: ``stack_key()`` (settings siblings must
+    share), ``stack_rows()`` (its buffers whose rows follow the weight's: local name -> weight rows per buffer
+    row), ``stack_shared()`` (buffers siblings must hold equal, used once) and ``stacked_twin(weight, bias,
+    buffers)`` (the module computing the stacked product). The stored ``weight`` parameter is what is stacked."""
 
     def __init__(self, linears: Sequence[nn.Linear]):
         first = linears[0]
+        rows = _rows(first)
         with torch.no_grad():
-            weight = torch.cat([l.weight for l in linears])
+            weight = torch.cat([_stored(l) for l in linears])
             bias = None if first.bias is None else torch.cat([l.bias for l in linears])
-        self.linear = nn.Linear(first.in_features, weight.shape[0], bias=bias is not None, device="meta")
-        self.linear.weight = nn.Parameter(weight, requires_grad=False)
-        if bias is not None:
-            self.linear.bias = nn.Parameter(bias, requires_grad=False)
+            buffers = {name: torch.cat([l._buffers[name] for l in linears]) for name in rows}
+        twin = getattr(first, "stacked_twin", None)
+        self.linear = twin(weight, bias, {**buffers, **{n: first._buffers[n] for n in _shared(first)}}) if twin \
+            else _plain(first.in_features, weight, bias)
         self.sizes = [l.out_features for l in linears]
         self.parts = list(linears)
         start = 0
-        for l, n in zip(linears, self.sizes):   # each sibling's weight becomes a view of its rows
+        for l, n in zip(linears, self.sizes):   # each sibling's weight (and row buffers) become views of its rows
             l.stacked_part = True               # packed.py leaves it alone: the stacked product is what runs
-            l.weight = nn.Parameter(weight[start:start + n], requires_grad=l.weight.requires_grad)
+            l._parameters["weight"] = nn.Parameter(weight[start:start + n], requires_grad=_stored(l).requires_grad)
             if bias is not None:
                 l.bias = nn.Parameter(bias[start:start + n], requires_grad=l.bias.requires_grad)
+            for name, per in rows.items():
+                l._buffers[name] = buffers[name][start // per: -(-(start + n) // per)]
             start += n
         self._ptrs = self._views()
 
     def _views(self) -> tuple:
-        return tuple((l.weight.data_ptr(), None if l.bias is None else l.bias.data_ptr()) for l in self.parts)
+        return tuple((_stored(l).data_ptr(), None if l.bias is None else l.bias.data_ptr(),
+                      *(l._buffers[name].data_ptr() for name in _rows(l))) for l in self.parts)
 
     def valid(self) -> bool:
-        return self._views() == self._ptrs and self.parts[0].weight.device == self.linear.weight.device
+        return self._views() == self._ptrs and _stored(self.parts[0]).device == _stored(self.linear).device
 
     def __call__(self, x: torch.Tensor) -> tuple[torch.Tensor, ...] | None:
         if not self.valid():
             return None
-        if torch.is_grad_enabled() and (x.requires_grad or any(l.weight.requires_grad for l in self.parts)):
+        if torch.is_grad_enabled() and (x.requires_grad or any(_stored(l).requires_grad for l in self.parts)):
             return None
         # x: [..., in] -> n tensors [..., out_i] (views of one [..., sum(out_i)] product)
         return self.linear(x).split(self.sizes, dim=-1)
 
 
+def _stored(linear: nn.Module) -> torch.Tensor:
+    return linear._parameters["weight"]
+
+
+def _rows(linear: nn.Module) -> dict[str, int]:
+    rows = getattr(linear, "stack_rows", None)
+    return rows() if rows else {}
+
+
+def _shared(linear: nn.Module) -> tuple[str, ...]:
+    shared = getattr(linear, "stack_shared", None)
+    return shared() if shared else ()
+
+
+def _plain(in_features: int, weight: torch.Tensor, bias: torch.Tensor | None) -> nn.Linear:
+    linear = nn.Linear(in_features, weight.shape[0], bias=bias is not None, device="meta")
+    linear.weight = nn.Parameter(weight, requires_grad=False)
+    if bias is not None:
+        linear.bias = nn.Parameter(bias, requires_grad=False)
+    return linear
+
+
 def stackable(linears: Sequence[nn.Module]) -> bool:
-    """Plain ``nn.Linear`` siblings with the same input width, dtype, device and bias-ness."""
-    if len(linears) < 2 or any(type(l) is not nn.Linear for l in linears):
+    """``nn.Linear`` siblings with the same input width, dtype, device and bias-ness: plain ones, or ones of a
+    stacking protocol (Stacked's) with the same ``stack_key()``, row buffers whose rows no sibling but the last
+    ends inside of, and equal shared buffers."""
+    if len(linears) < 2:
         return False
     first = linears[0]
-    return all(l.in_features == first.in_features and l.weight.dtype == first.weight.dtype
-               and l.weight.device == first.weight.device and (l.bias is None) == (first.bias is None)
+    if type(first) is nn.Linear:
+        if any(type(l) is not nn.Linear for l in linears):
+            return False
+    elif not all(isinstance(l, nn.Linear) and hasattr(l, "stack_key") for l in linears) or first.stack_rows() is None \
+            or any(l.stack_key() != first.stack_key() for l in linears):
+        return False
+    elif any(l.out_features % per for l in linears[:-1] for per in first.stack_rows().values()) or \
+            any(not torch.equal(l._buffers[n], first._buffers[n]) for l in linears for n in _shared(first)):
+        return False
+    return all(l.in_features == first.in_features and _stored(l).dtype == _stored(first).dtype
+               and _stored(l).device == _stored(first).device and (l.bias is None) == (first.bias is None)
                for l in linears)
 
 
