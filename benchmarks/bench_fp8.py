@@ -1,5 +1,5 @@
-"""The FP8 linears of a decode step on CUDA, against the bandwidth limit: a step's seven layer products (q, k, v, o,
-gate, up, down) for every layer, in bfloat16 and as FP8 linears (draftsmith.components.quant) on the reference path
+"""The FP8 linears of a decode step on CUDA, against the bandwidth limit: a step's layer products as draftsmith's
+targets run them (q | k | v, o, gate | up, down: siblings stacked, components/stacked.py) for every layer, in bfloat16 and as FP8 linears (draftsmith.components.quant) on the reference path
 (the weight dequantized each forward) and on the native products fp8_kernels keeps (block 128 x 128 with inputs
 per group of 128, FineGrainedFP8 / Qwen3-FP8 / DeepSeek-V3; per channel with inputs per token, FP8-dynamic).
 
@@ -23,8 +23,8 @@ MODES = {"bf16": None, "fp8 block, reference": ("block", False), "fp8 block, nat
 
 
 def layers(H, inter, kv, n, mode):
-    """n layers of the seven products, each (linear, its input width)."""
-    shapes = [(H, H), (kv, H), (kv, H), (H, H), (inter, H), (inter, H), (H, inter)]   # (out, in)
+    """n layers of the four products."""
+    shapes = [(H + 2 * kv, H), (H, H), (2 * inter, H), (H, inter)]   # (out, in)
     out = []
     for _ in range(n):
         layer = []
