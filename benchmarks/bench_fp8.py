@@ -91,7 +91,7 @@ def main(shapes="8b", rows="1,8"):
                 ms = device_ms(step)
                 base.setdefault(m, ms)
                 print(f"{mode} | {m} | {ms:.3f} | {ms / base[m]:.2f} | {limit:.3f} | {ms / limit:.2f}")
-            del model
+            model = None   # its memory back before the next mode's weights
             torch.cuda.empty_cache()
         print("native products kept:", {k: v for k, v in fp8_kernels.VERDICTS.items()})
 

@@ -75,7 +75,7 @@ def main(shapes="1b,8b"):
             fus = timed(lambda x: step_fused(x, [l["fused"] for l in layers]), x)
             print(f"  M={M:2d}: separate {sep:.3f} ms ({nbytes / bw * 1e3 / sep:.2f} of the limit's speed), "
                   f"fused {fus:.3f} ms ({nbytes / bw * 1e3 / fus:.2f}), fused/separate {fus / sep:.3f}", flush=True)
-        del layers
+        layers = None   # its memory back before the next shape's weights
         torch.cuda.empty_cache()
 
 

@@ -23,9 +23,10 @@
 #   run(command="BUDGET=480 bash benchmarks/gpu_run.sh one", carry=["wheels"], timeout_s=540)
 #
 # Its order: the 8B bench at batch 1 with transformers' rows (the issue's "done when"), the float32 equality and
-# sampling GPU tests (FP8 native products against the reference path among them), the 1B bench at batch 1 and 8,
-# the FP8 linears of an 8B step (bench_fp8.py: block and channel native products vs bf16 and the dequantizing
-# reference path), the 8B bench at batch 8, a profile of 8B steps. The stages
+# sampling GPU tests (FP8 native products against the reference path among them), the FP8 linears of an 8B step
+# (bench_fp8.py, <= 45 s: block and channel native products vs bf16 and the dequantizing reference path; before the
+# 1B bench, which the caps would otherwise leave it no time after), the 1B bench at batch 1 and 8, the 8B bench at
+# batch 8, a profile of 8B steps. The stages
 # below are the older split, for a session that has more time:
 #
 #   run(command="bash benchmarks/gpu_run.sh tests", carry=["wheels"], timeout_s=600)   # GPU tests + 1B, ~4-6 min
@@ -77,8 +78,8 @@ case "$stage" in
   one)
     part 300 bench-8b $bench --scale 8b --out "$RES/8b" --batches 1
     part 150 gpu-tests python3 -m pytest -q -p no:cacheprovider tests/gpu tests/components -m gpu -rs -x
+    part 45 fp8 python3 benchmarks/bench_fp8.py 8b 1,8
     part 150 bench-1b $bench --scale 1b --out "$RES/1b" --batches 1,8 --no-hf
-    part 40 fp8 python3 benchmarks/bench_fp8.py 8b 1,8
     part 90 bench-8b-batch8 $bench --scale 8b --out "$RES/8b-batch8" --batches 8 --no-hf
     part 60 profile-8b python3 benchmarks/profile_cuda.py 8b "$RES/profile-8b" /tmp/ckpt ;;
   tests)

@@ -42,7 +42,7 @@ class Places:
                 child = f"{at}.{parts[i]}" if at else parts[i]
                 if child in self.where:
                     i += 1
-                elif (child := self._merged(at, parts[i], frozenset())) is None:   # the next part from a '<<'
+                elif (child := self._merged(at, parts[i])) is None:   # the next part from a '<<'
                     break
                 at, here = child, self.where[child]
             if at not in self.aliases:
@@ -59,15 +59,21 @@ class Places:
         value = f"; the value is at line {here[0]}" if here is not None and here[0] != via.anchor_at[0] else ""
         return first, f"via alias *{via.name} defined at line {via.anchor_at[0]}{value}"
 
-    def _merged(self, at: str, key: str, seen: frozenset[str]) -> str | None:
-        """The path of the first '<<' alias of mapping ``at`` whose anchored mapping has ``key`` (merged first wins,
-        as in YAML); None if none has it."""
+    def _merged(self, at: str, key: str) -> str | None:
+        """The path of the first '<<' alias of mapping ``at`` whose anchored mapping has ``key``, itself or through
+        its own merges (merged first wins, as in YAML); None if none has it. Each anchor is searched once, without
+        recursing: a chain of mappings that each merge the one before, twice, is linear in its length."""
+        seen: set[str] = set()
         for path in self.merges.get(at, ()):
-            anchor = self.aliases[path].anchor
-            if anchor is None or anchor in seen:
-                continue
-            if f"{anchor}.{key}" in self.where or self._merged(anchor, key, seen | {anchor}) is not None:
-                return path
+            todo = [self.aliases[path].anchor]
+            while todo:
+                anchor = todo.pop()
+                if anchor is None or anchor in seen:
+                    continue
+                seen.add(anchor)
+                if f"{anchor}.{key}" in self.where:
+                    return path
+                todo += [self.aliases[p].anchor for p in self.merges.get(anchor, ())]
         return None
 
 

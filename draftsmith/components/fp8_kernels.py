@@ -19,6 +19,7 @@ cover, is dropped the same way. So a missing or mis-laid kernel costs speed, nev
 """
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Hashable
 
@@ -67,6 +68,13 @@ def fake_quantize(x: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
     s = scales.to(torch.float32).unsqueeze(-1)                              # [..., n, 1]
     q = quantize_inputs(x, scales).to(torch.float32).unflatten(-1, (s.shape[-2], -1))
     return (q * s).flatten(-2).to(x.dtype)
+
+
+@functools.cache
+def compiles_fp8(device: torch.device) -> bool:
+    """Whether torch.compile can write e4m3 values on ``device``: triton has the type from SM 8.9 on (an A100's
+    compile fails, pytorch issue 167082); the CPU's C++ backend has it."""
+    return device.type != "cuda" or torch.cuda.get_device_capability(device) >= (8, 9)
 
 
 def native_ok(x) -> bool:

@@ -206,14 +206,18 @@ class FP8Weight:
     def _reference(self, x: torch.Tensor) -> torch.Tensor:
         """The CPU path (every device): inputs quantized as the kernels quantize them, the dequantized matmul."""
         if self.activation != "none":
-            x = kernel(fake_quantized, self.fused)(x, self._buffers.get(INPUT_SCALE), self._group())
+            x = kernel(fake_quantized, self._fused(x))(x, self._buffers.get(INPUT_SCALE), self._group())
         return super().forward(x)
 
     def _native(self, x: torch.Tensor) -> torch.Tensor:
         w, scale = self._parameters["weight"], self._buffers[self.scale_key]
         if self.scheme == "block":
-            return fp8_kernels.block_mm(x, w, scale, self.bias, self.block[1], self.fused)
-        return fp8_kernels.rowwise_mm(x, w, scale, self.bias, self._buffers.get(INPUT_SCALE), self.fused)
+            return fp8_kernels.block_mm(x, w, scale, self.bias, self.block[1], self._fused(x))
+        return fp8_kernels.rowwise_mm(x, w, scale, self.bias, self._buffers.get(INPUT_SCALE), self._fused(x))
+
+    def _fused(self, x: torch.Tensor) -> bool:
+        """The input quantization compiled: where fused (decoding.graphs) and triton has e4m3 (SM 8.9+ on CUDA)."""
+        return self.fused and fp8_kernels.compiles_fp8(x.device)
 
     def _group(self) -> int | None:
         return self.block[1] if self.scheme == "block" else None
@@ -223,7 +227,8 @@ class FP8Weight:
         out, inp = self._parameters["weight"].shape
         block = f" {self.block[0]}x{self.block[1]}" if self.scheme == "block" else ""
         return (f"{self.scheme}{block} {out}x{inp}{' +bias' if self.bias is not None else ''} "
-                f"({self.activation} inputs, {str(x.dtype).removeprefix('torch.')}, {x.device})")
+                f"({self.activation} inputs{', fused' if self._fused(x) else ''}, "
+                f"{str(x.dtype).removeprefix('torch.')}, {x.device})")
 
 
 def fp8_linear(linear: nn.Linear, params: FP8Params, dtype: torch.dtype | None = None) -> nn.Linear:
@@ -248,10 +253,12 @@ def fp8_linear(linear: nn.Linear, params: FP8Params, dtype: torch.dtype | None =
 def native_shape(params: FP8Params, out: int, inp: int) -> bool:
     """Whether a linear of these settings and shape has a native product to try (fp8_kernels.checked decides on
     the device): inputs quantized, widths multiples of 16 (cuBLAS's fp8 alignment), and block scales only 128 x 128
-    with dynamic inputs per group of 128 (cuBLAS's one block size)."""
+    with dynamic inputs per group of 128 (cuBLAS's one block size) over a width of whole 512 columns: cuBLAS reads
+    the weight's block scales in rows padded to 4 blocks (16 bytes), torch's argument check asks them unpadded, and
+    only a whole number of 4 blocks is both (pytorch PR 166752: other widths computed wrong answers)."""
     aligned = out % 16 == 0 and inp % 16 == 0 and params.activation != "none"
     return aligned and (params.scheme != "block" or (tuple(params.block) == (128, 128) and params.activation ==
-                                                     "dynamic"))
+                                                     "dynamic" and inp % 512 == 0))
 
 
 def matching_linears(module: nn.Module, params: FP8Params) -> dict[str, nn.Linear]:

@@ -612,8 +612,8 @@ def grouped_reference_logits(folder, ids, quantize_inputs=True, group=128):
 
 def test_a_finegrained_fp8_target_loads_bit_for_bit_with_dynamic_block_inputs(finegrained):
     """Every layer linear holds the stored e4m3 values and the [ceil(out/128), ceil(in/128)] float32
-    weight_scale_inv; each quantizes its inputs per group of 128 channels, and tries the native block product on
-    CUDA (128 x 128 blocks, widths multiples of 16)."""
+    weight_scale_inv; each quantizes its inputs per group of 128 channels (no native block product: cuBLAS's needs
+    input widths of whole 512 columns, tests/components/test_fp8_kernels.py)."""
     folder, draft = finegrained
     model = assemble(folder, draft)
     ckpt = load_file(str(folder / "model.safetensors"))
@@ -626,7 +626,7 @@ def test_a_finegrained_fp8_target_loads_bit_for_bit_with_dynamic_block_inputs(fi
     assert state["model.layers.0.mlp.up_proj.weight_scale_inv"].shape == (2, 1)
     for name in MODULES:
         lin = model.target.get_submodule(name)
-        assert (lin.scheme, lin.block, lin.activation, lin.native) == ("block", (128, 128), "dynamic", True)
+        assert (lin.scheme, lin.block, lin.activation, lin.native) == ("block", (128, 128), "dynamic", False)
     assert model.target.dims.config.quantization_config == FINEGRAINED
 
 
@@ -756,7 +756,7 @@ def test_an_fp8_block_target_loads_bit_for_bit_with_dynamic_group_inputs(fp8_blo
     for name in MODULES:
         lin = model.target.get_submodule(name)
         assert (lin.scheme, lin.block, lin.scale_key, lin.activation, lin.native) == \
-            ("block", block, "weight_scale", "dynamic", block == (128, 128))
+            ("block", block, "weight_scale", "dynamic", False)   # 128 or 256 wide: no native block product
     assert model.target.dims.config.quantization_config == FP8_BLOCKS[block]
 
 

@@ -99,12 +99,12 @@ def test_a_stacked_block_product_on_the_native_kernel(monkeypatch):
     monkeypatch.setattr(fp8_kernels, "VERDICTS", {})
     monkeypatch.setattr(quant, "native_ok", lambda x: x.dtype == torch.bfloat16)
     monkeypatch.setattr(torch, "_scaled_mm", contract_scaled_mm)
-    lins = fp8_siblings(dtype=torch.bfloat16)
-    x = torch.randn(3, 256).to(torch.bfloat16)
+    lins = fp8_siblings(dtype=torch.bfloat16, width=512)
+    x = torch.randn(3, 512).to(torch.bfloat16)
     with torch.no_grad():
         want = [l._reference(x) for l in lins]
         got = stack(lins)(x)
-    assert list(fp8_kernels.VERDICTS) == ["block 128x128 512x256 (dynamic inputs, bfloat16, cpu)"]
+    assert list(fp8_kernels.VERDICTS) == ["block 128x128 512x512 (dynamic inputs, bfloat16, cpu)"]
     assert all(close(g, w) for g, w in zip(got, want))
 
 

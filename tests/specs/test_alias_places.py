@@ -102,3 +102,48 @@ def test_a_recursive_alias_is_placed_and_ends(tmp_path):
     path.write_text("name: loop\ndraft: &d\n  fusion: *d\n")
     with pytest.raises(draftsmith.SpecError, match=r"contains itself .*\(line 3\)"):
         draftsmith.load_spec(path)
+
+
+class _Counting(dict):
+    def __init__(self, *a):
+        super().__init__(*a)
+        self.asked = 0
+
+    def __contains__(self, key):
+        self.asked += 1
+        return super().__contains__(key)
+
+
+def test_a_chain_of_merges_is_searched_once_per_anchor_without_recursing():
+    """m_i merges m_(i-1) twice: each anchor is searched once (a path-local search visits 2^links); a chain of
+    3000 single merges is searched without recursing (Python's limit is 1000 frames)."""
+    doubled = "m0: &m0 {a: 1}\n" + "".join(f"m{i}: &m{i} {{<<: [*m{i - 1}, *m{i - 1}]}}\n" for i in range(1, 21))
+    places = yaml_places(doubled)
+    places.where = _Counting(places.where)
+    assert places.place("m20.missing") == ((21, 1), "")
+    assert places.where.asked < 100
+    assert places.place("m20.a") == ((21, 17), "via alias *m19 defined at line 20; the value is at line 1")
+    chain = "m0: &m0 {a: 1}\n" + "".join(f"m{i}: &m{i} {{<<: *m{i - 1}}}\n" for i in range(1, 3000))
+    assert yaml_places(chain).place("m2999.b") == ((3000, 1), "")
+    assert yaml_places(chain).place("m2999.a")[1] == "via alias *m2998 defined at line 2999; the value is at line 1"
+
+
+def test_a_chain_of_doubled_merges_loads_in_linear_size():
+    """The loader keeps one pair per merged key (the one the dict keeps): m_i merging m_(i-1) twice holds one
+    pair, where PyYAML's flattening holds 2^i; the data is PyYAML's."""
+    import yaml
+
+    from draftsmith.specs.loader import _SpecLoader, load_yaml_text
+
+    text = "m0: &m0 {a: 1}\n" + "".join(f"m{i}: &m{i} {{<<: [*m{i - 1}, *m{i - 1}], b: {i}}}\n" for i in range(1, 17))
+    loader = _SpecLoader(text)
+    try:
+        root = loader.get_single_node()
+        last = root.value[-1][1]
+        loader.flatten_mapping(last)
+        assert len(last.value) == 2
+    finally:
+        loader.dispose()
+    assert load_yaml_text(text) == yaml.safe_load(text)
+    assert load_yaml_text("a: &a {x: 1}\nb: &b {<<: *a, x: 5}\nc: {<<: [*b, *a], y: 2}\n") == {
+        "a": {"x": 1}, "b": {"x": 5}, "c": {"x": 5, "y": 2}}
