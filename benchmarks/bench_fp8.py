@@ -12,6 +12,8 @@ import sys
 
 import torch
 
+from bench_gemm import timed   # this folder's: a step's products as one CUDA graph, timed by events
+
 from draftsmith.components import fp8_kernels
 from draftsmith.components.quant import FP8Params, fp8_linear, quantize
 from draftsmith.scale.timing import copy_bandwidth
@@ -49,26 +51,6 @@ def weight_bytes(model):
                for t in (*lin.parameters(), *lin.buffers()))
 
 
-def device_ms(fn, reps=20):
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
-    graph.replay()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(reps):
-        graph.replay()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) / reps
-
-
 def main(shapes="8b", rows="1,8"):
     gbps = copy_bandwidth("cuda") / 1e9
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, CUDA {torch.version.cuda}, "
@@ -88,7 +70,7 @@ def main(shapes="8b", rows="1,8"):
                     for layer in model:
                         for lin in layer:
                             lin(xi if lin.in_features == inter else xh)
-                ms = device_ms(step)
+                ms = timed(lambda _: step(), xh)   # its first, eager call runs each kind's probe
                 base.setdefault(m, ms)
                 print(f"{mode} | {m} | {ms:.3f} | {ms / base[m]:.2f} | {limit:.3f} | {ms / limit:.2f}")
             model = None   # its memory back before the next mode's weights
