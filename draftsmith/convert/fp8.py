@@ -93,7 +93,7 @@ def fp8_reading(spec, registry, config: Mapping[str, Any], infos: dict[str, Tens
     else:
         section = {"method": "fp8", **settings, "activation": "none"}
         if settings["scheme"] == "block":
-            section["activation"], why = block_activation(settings.get("block"), scaled, canonical)
+            section["activation"], why = block_activation(settings.get("block"), scaled, canonical, config)
             found.notes += [why] if why else []
     modules = module_patterns(scaled, linears)
     found.quant = section | {"modules": modules}
@@ -102,19 +102,38 @@ def fp8_reading(spec, registry, config: Mapping[str, Any], infos: dict[str, Tens
     return found
 
 
-def block_activation(block: list[int] | None, scaled: list[str], canonical: Mapping[str, TensorInfo]
-                     ) -> tuple[str, str | None]:
+def block_activation(block: list[int] | None, scaled: list[str], canonical: Mapping[str, TensorInfo],
+                     config: Mapping[str, Any] | None = None) -> tuple[str, str | None]:
     """The activation proposed for block scales: dynamic (inputs quantized per token and group of block[1]
     channels, as every engine runs a block fp8 linear: DeepSeek-V3's act_quant, vLLM's and SGLang's per-token-group
-    quant) where block[1] divides every scaled linear's input width, as those engines assert; else none, with why."""
+    quant) where block[1] divides every scaled linear's input width, as those engines assert; else none, with why.
+    None too, with why, where the config's compressed-tensors groups quantize the block weights alone
+    (``input_activations`` null: engines compute those linears on full-precision inputs)."""
     if block is None:
         return "none", None
+    if weights_only(config or {}):
+        return "none", ("quant.activation: none (full-precision inputs): the config's compressed-tensors groups "
+                        "quantize the weights only (input_activations null)")
     widths = {m: canonical[f"{m}.weight"].shape[-1] for m in scaled if f"{m}.weight" in canonical}
     if odd := sorted(m for m, w in widths.items() if w % block[1]):
         return "none", (f"quant.activation: none (full-precision inputs): block[1] = {block[1]} does not divide the "
                         f"input width of {len(odd)} scaled linear(s), e.g. {odd[0]} ({widths[odd[0]]} wide), so its "
                         "inputs cannot be quantized per group as engines do (they refuse such a width)")
     return "dynamic", None
+
+
+def weights_only(config: Mapping[str, Any]) -> bool:
+    """Whether a config's compressed-tensors groups of block weights all leave inputs unquantized."""
+    groups = _block_groups(config)
+    return bool(groups) and all(g.get("input_activations") is None for g in groups)
+
+
+def _block_groups(config: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The compressed-tensors config groups whose weights are of block strategy ([] for any other config)."""
+    qc = config.get("quantization_config")
+    groups = qc.get("config_groups") if isinstance(qc, Mapping) else None
+    return [g for g in (groups.values() if isinstance(groups, Mapping) else ()) if isinstance(g, Mapping)
+            and isinstance(g.get("weights"), Mapping) and g["weights"].get("strategy") == "block"]
 
 
 def quantized(section: Mapping[str, Any], modules: set[str]) -> set[str]:
@@ -208,10 +227,7 @@ def config_block(config: Mapping[str, Any], stored: str) -> tuple[Any, str]:
     qc = qc if isinstance(qc, Mapping) else {}
     if stored == "weight_scale_inv":
         return qc.get("weight_block_size"), "weight_block_size"
-    groups = qc.get("config_groups")
-    weights = [g.get("weights") for g in (groups.values() if isinstance(groups, Mapping) else ())
-               if isinstance(g, Mapping)]
-    said = [w.get("block_structure") for w in weights if isinstance(w, Mapping) and w.get("strategy") == "block"]
+    said = [g["weights"].get("block_structure") for g in _block_groups(config)]
     return (said[0] if said and all(b == said[0] for b in said) else None), "block_structure"
 
 

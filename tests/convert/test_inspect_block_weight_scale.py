@@ -134,3 +134,21 @@ def test_the_stored_name_replaces_the_block_scale_a_family_spec_says(target, tmp
     spec = found.spec | {"quant": reading.quant}
     model = draftsmith.assemble(draftsmith.parse_spec(spec), target=target, dtype="float64")
     assert model.draft.layers[0].self_attn.q_proj.scale_key == stored
+
+
+@pytest.mark.parametrize("inputs", ["group", None])
+def test_the_activation_proposed_follows_the_configs_input_activations(target, tmp_path, inputs):
+    """An eagle3 draft (a float family: inspect proposes the activation) whose compressed-tensors groups quantize
+    inputs per group of block[1] gets activation dynamic; one whose groups quantize the weights only
+    (input_activations null: engines compute on full-precision inputs) gets none, said."""
+    block = (32, 32)
+    draft = fp8_block_draft(tmp_path / "d", target, "eagle3", block, config=True)
+    cfg = json.loads((draft / "config.json").read_text())
+    if inputs is None:
+        for group in cfg["quantization_config"]["config_groups"].values():
+            group["input_activations"] = None
+        (draft / "config.json").write_text(json.dumps(cfg))
+    found = inspect_checkpoint(draft)
+    assert found.spec["quant"]["activation"] == ("dynamic" if inputs else "none")
+    said = [n for n in found.match.assumptions if "quantize the weights only (input_activations null)" in n]
+    assert len(said) == (0 if inputs else 1), found.match.assumptions
