@@ -215,7 +215,7 @@ def _convert(src: str | Path, layout: Layout, out: Path,
         problems.append(f"{n_layers} layers; the {to} layout holds at most {layout.max_layers}")
     for pattern in layout.requires:
         if not any(re.search(pattern, n) for n in names):
-            problems.append(f"no tensor matches {pattern!r}, which the {to} layout's family needs")
+            problems.append(f"no tensor matches {pattern} (a regex), which the {to} layout's family needs")
     said = {n for n in names for p in layout.refuses if re.search(p, n)}   # refused below, each with its reason
     if layout.holds:
         alien = [n for n in names if n not in said and not any(re.search(p, n) for p in layout.holds)]
