@@ -7,8 +7,9 @@ spec not found by a file's stem names it);
 the spec itself is read, checked and reported only when it is loaded, as a plugin's is. YAML stays data: a folder
 holds no code, so it provides no components and no layout detector (a detector is code: a plugin's hook).
 
-A file whose ``name:`` ends in ``.yaml`` / ``.yml`` is refused (a SpecError naming the file): ``--spec`` and
-``load_spec`` read such a reference as a file path, so the name would load a file of the working directory instead.
+A file whose ``name:`` ends in ``.yaml`` / ``.yml`` is skipped, said with that reason (no other spec stops working):
+``--spec`` and ``load_spec`` read such a reference as a file path, so the name would load a file of the working
+directory instead.
 A file reached twice (a symlink to a sibling, or to a file of another folder of the path) is one spec, not a
 clash."""
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 import yaml
 
 from draftsmith import limits
-from draftsmith.errors import NotFound, Problem, SpecError, short, short_text
+from draftsmith.errors import NotFound, short, short_text
 from draftsmith.hooks import SpecSource
 
 SPEC_PATH = "DRAFTSMITH_SPEC_PATH"
@@ -51,7 +52,7 @@ def spec_folders(value: str | None = None) -> list[Path]:
 
 def folder_specs(folder: Path) -> list[SpecSource]:
     """A SpecSource for each ``*.yaml`` / ``*.yml`` file directly in ``folder`` whose top-level ``name:`` is a
-    string, by file name. A name ending in ``.yaml`` / ``.yml`` is a SpecError naming the file: as a reference
+    string, by file name. A name ending in ``.yaml`` / ``.yml`` is skipped, said (:func:`scan_folder`): as a reference
     (``--spec``, ``load_spec``) it is read as a file path, never as this spec's name."""
     return scan_folder(folder)[0]
 
@@ -68,10 +69,10 @@ def scan_folder(folder: Path) -> tuple[list[SpecSource], list[tuple[Path, str]]]
             skipped.append((p, why or "no top-level name:"))
             continue
         if (suffix := Path(name).suffix) in (".yaml", ".yml"):
-            raise SpecError(str(p), [Problem(
-                "name", f"a spec of a {SPEC_PATH} folder cannot be named {short(name)}: a name ending in {suffix} "
-                f"is read as a file path by --spec and load_spec, so it would never find this file",
-                hint=f"Write name: {short(name[: -len(suffix)] or 'NAME')} (without {suffix}).")])
+            stem = short(name[: -len(suffix)] or "NAME")
+            skipped.append((p, f"its name: {short(name)} ends in {suffix}, which --spec and load_spec read as a file "
+                               f"path, so they would never find this file; write name: {stem}"))
+            continue
         out.append(SpecSource(name=name, path=p))
     return out, skipped
 

@@ -8,7 +8,6 @@ from typer.testing import CliRunner
 
 import draftsmith
 from draftsmith.cli import app
-from draftsmith.errors import SpecError
 from draftsmith.registry.spec_path import SPEC_PATH, spec_folders
 from test_spec_path import family   # a valid spec file in a folder, shared
 
@@ -26,13 +25,15 @@ def registry(*folders):
 
 
 @pytest.mark.parametrize("name", ["mine.yaml", "fam.yml"])
-def test_a_folder_spec_named_like_a_yaml_file_is_refused_naming_the_file(tmp_path, name):
+def test_a_folder_spec_named_like_a_yaml_file_is_skipped_saying_why(tmp_path, name):
+    """Skipped, said, like a file whose name cannot be read: one such file stops no other spec."""
     path = family(tmp_path / "specs", name=name, file="any.yaml")
-    with pytest.raises(SpecError) as e:
-        registry(tmp_path / "specs")
-    text = str(e.value)
-    assert text.startswith(f"{path} has 1 problem") and f"cannot be named {name!r}" in text, text
-    assert "read as a file path by --spec and load_spec" in text and f"Write name: {name.rsplit('.', 1)[0]!r}" in text
+    family(tmp_path / "specs", name="fine", file="fine.yaml")
+    reg = registry(tmp_path / "specs")
+    assert "fine" in reg.specs and name not in reg.specs
+    ((skipped, why),) = reg.skipped_spec_files
+    assert skipped == path and f"its name: {name!r} ends in" in why and "read as a file path" in why
+    assert f"write name: {name.rsplit('.', 1)[0]!r}" in why
 
 
 def test_list_says_so_and_never_loads_a_file_of_the_working_directory(tmp_path, monkeypatch, fresh):
@@ -40,8 +41,8 @@ def test_list_says_so_and_never_loads_a_file_of_the_working_directory(tmp_path, 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "mine.yaml").write_text("name: [broken\n")   # what `list` read before: ./mine.yaml
     res = CliRunner().invoke(app, ["list"], env={SPEC_PATH: str(tmp_path / "specs"), "COLUMNS": "1000"})
-    assert res.exit_code == 1 and "real.yaml has 1 problem" in res.output, res.output
-    assert "cannot be named 'mine.yaml'" in res.output and "not valid YAML" not in res.output
+    assert res.exit_code == 1 and "real.yaml" in res.output and "skipped" in res.output, res.output
+    assert "its name: 'mine.yaml' ends in .yaml" in res.output and "not valid YAML" not in res.output
 
 
 def test_a_symlink_to_a_sibling_file_is_one_spec_not_a_clash(tmp_path, fresh):
