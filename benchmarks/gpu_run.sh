@@ -79,8 +79,8 @@ case "$stage" in
     part 300 bench-8b $bench --scale 8b --out "$RES/8b" --batches 1
     # tests/gpu stops at its first failure (what fails there fails everything after); the components' GPU tests
     # (FP8 kernels against the reference path) each report, so one kernel's verdict hides no other
-    part 150 gpu-tests bash -c "python3 -m pytest -q -p no:cacheprovider tests/gpu -m gpu -rs -x; \
-      python3 -m pytest -q -p no:cacheprovider tests/components -m gpu -rs"
+    part 150 gpu-tests bash -c "python3 -m pytest -q -p no:cacheprovider tests/gpu -m gpu -rs -x; r=\$?; \
+      python3 -m pytest -q -p no:cacheprovider tests/components -m gpu -rs || r=1; exit \$r"
     part 45 fp8 python3 benchmarks/bench_fp8.py 8b 1,8
     part 150 bench-1b $bench --scale 1b --out "$RES/1b" --batches 1,8 --no-hf
     part 90 bench-8b-batch8 $bench --scale 8b --out "$RES/8b-batch8" --batches 8 --no-hf

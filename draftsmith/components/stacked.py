@@ -54,8 +54,13 @@ class Stacked:
         self._ptrs = self._views()
 
     def _views(self) -> tuple:
+        # views are followed by pointer (an in-place write through one is the stacked tensor's); a shared buffer
+        # (a static input scale: the stacked product reads the first sibling's) by pointer and version, so that any
+        # change to one sibling's runs the siblings one by one
         return tuple((_stored(l).data_ptr(), None if l.bias is None else l.bias.data_ptr(),
-                      *(l._buffers[name].data_ptr() for name in _rows(l))) for l in self.parts)
+                      *(l._buffers[name].data_ptr() for name in _rows(l)),
+                      *((l._buffers[name].data_ptr(), l._buffers[name]._version) for name in _shared(l)))
+                     for l in self.parts)
 
     def valid(self) -> bool:
         return self._views() == self._ptrs and _stored(self.parts[0]).device == _stored(self.linear).device

@@ -228,7 +228,7 @@ def _convert(src: str | Path, layout: Layout, out: Path,
                             f"them); this draft holds {', '.join(map(repr, held))} only")
     for pattern, why in layout.refuses.items():
         if held := [n for n in names if re.search(pattern, n)]:
-            problems.append(refusal(held, why, plan.spec, table))
+            problems.append(refusal(held, why, plan.spec, table, names))
     hd = head_dim(plan.facts)
     holds_any_key = not STYLES[layout.config].rename  # a params.json holds only its own keys (its order is implied)
     order = layout.rope
@@ -307,10 +307,12 @@ def _write(out: Path, write) -> None:
         raise ConvertError(f"cannot write into {short_text(out, 300)}: {why}") from None
 
 
-def refusal(held: list[str], why: str, family: str, table: Mapping[str, Layout]) -> str:
+def refusal(held: list[str], why: str, family: str, table: Mapping[str, Layout], names: Iterable[str]) -> str:
     """The line refusing canonical names a layout has no name for (its ``refuses``): what they are and
-    why, then the layouts whose ``holds`` take them all and the spec that loads the draft as it is."""
-    takers = [t.name for t in table.values() if t.holds and all(any(re.search(p, n) for p in t.holds) for n in held)]
+    why, then the layouts whose ``holds`` take the whole draft (``names``, ``held`` among them) and the spec that
+    loads the draft as it is."""
+    whole = set(held) | set(names)
+    takers = [t.name for t in table.values() if t.holds and all(any(re.search(p, n) for p in t.holds) for n in whole)]
     instead = f"keep it in a layout that holds it (--to {' or '.join(takers)}) or " if takers else ""
     return (f"{short_list(held, 4, 200, quote=False)} is {' '.join(why.split())}: {instead}load it as it is "
             f"(--spec {family})")

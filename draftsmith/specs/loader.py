@@ -105,7 +105,25 @@ def decode_text(data: bytes, source: str) -> str:
 class _SpecLoader(_Loader):
     """Safe constructors only, and a repeated key in one mapping is an error (YAML would keep the last)."""
 
-    def construct_mapping(self, node, deep=False):
+    def __init__(self, stream):
+        super().__init__(stream)
+        self._checked: set[int] = set()   # the mappings whose own keys were checked for repeats
+
+    def flatten_mapping(self, node):
+        # PyYAML flattens a mapping's '<<' merges before building it, and flattens a merged mapping first when a
+        # merge reads it: each mapping's own keys are checked for repeats once, before any merged pair joins them
+        if id(node) not in self._checked:
+            self._checked.add(id(node))
+            self._no_repeats(node)
+        super().flatten_mapping(node)
+        # a merge copies the merged mapping's pairs in, repeats included: keep each key's last pair (the one building
+        # the dict keeps; a collection key by its node, which every copy shares), so a chain of mappings that each
+        # merge the one before twice is linear in its length (PyYAML's own doubles the pairs at each link: 23 links
+        # of a 600-byte file took 4 s)
+        last = {_key_identity(k): i for i, (k, _) in enumerate(node.value)}
+        node.value = [(k, v) for i, (k, v) in enumerate(node.value) if last[_key_identity(k)] == i]
+
+    def _no_repeats(self, node):
         seen: dict[Any, Any] = {}
         for key_node, _ in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":
@@ -120,16 +138,6 @@ class _SpecLoader(_Loader):
                     "while constructing a mapping", node.start_mark,
                     f"found duplicate key {short(key)} (first at line {first.start_mark.line + 1})",
                     key_node.start_mark)
-        return super().construct_mapping(node, deep)
-
-    def flatten_mapping(self, node):
-        # a '<<' merge copies the merged mapping's pairs in, repeats included: keep each scalar key's last pair (the
-        # one building the dict keeps), so a chain of mappings that each merge the one before twice is linear in its
-        # length (PyYAML's own doubles the pairs at each link: 23 links of a 600-byte file took 4 s)
-        super().flatten_mapping(node)
-        last = {(k.tag, k.value): i for i, (k, _) in enumerate(node.value) if isinstance(k, yaml.ScalarNode)}
-        node.value = [(k, v) for i, (k, v) in enumerate(node.value)
-                      if not isinstance(k, yaml.ScalarNode) or last[(k.tag, k.value)] == i]
 
     def construct_yaml_int(self, node):
         try:
@@ -141,6 +149,10 @@ class _SpecLoader(_Loader):
 
 
 _SpecLoader.add_constructor("tag:yaml.org,2002:int", _SpecLoader.construct_yaml_int)
+
+
+def _key_identity(node) -> Any:
+    return (node.tag, node.value) if isinstance(node, yaml.ScalarNode) else id(node)
 
 
 def _too_deep(source: str, mark) -> SpecError:

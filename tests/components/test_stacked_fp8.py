@@ -130,3 +130,18 @@ def test_an_fp8_target_runs_its_siblings_stacked(tmp_path):
                 setattr(m, attr, None)
     plain = model.generate_baseline(ids, max_new_tokens=8, stop=[])
     assert [o.token_ids for o in stacked] == [o.token_ids for o in plain]
+
+
+def test_a_changed_static_input_scale_runs_the_siblings_one_by_one():
+    """The stacked product reads the first sibling's input scale: after any sibling's changes (in place, or
+    loaded), the siblings run one by one, each with its own."""
+    x = torch.randn(3, 256) * 4
+    for changed in (0, 1):
+        lins = fp8_siblings("channel", "static")
+        s = stack(lins)
+        with torch.no_grad():
+            assert s(x) is not None
+            lins[changed].input_scale.mul_(10)
+            assert s(x) is None
+            lins[changed].load_state_dict({**lins[changed].state_dict(), "input_scale": torch.tensor([0.02])})
+            assert s(x) is None

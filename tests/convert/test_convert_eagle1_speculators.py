@@ -54,6 +54,19 @@ def test_norms_no_layernorms_flag_can_say_are_refused_before_writing(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+def test_an_eagle3_drafts_head_is_refused_without_a_layout_that_cannot_hold_the_draft(tmp_path):
+    """An EAGLE-3 draft's own head: said as a head the draft carries, and no layout is proposed that would refuse
+    the rest of the draft (eagle1-speculators holds an lm_head, but no hidden_norm or EAGLE-3 fc)."""
+    from draftsmith.testing import write_eagle3
+
+    src = write_eagle3(tmp_path / "src", fake_target(tmp_path / "t"))
+    with pytest.raises(ConvertError) as info:
+        convert(src, "mistral", tmp_path / "out")
+    (line,) = [l.strip() for l in str(info.value).splitlines() if l.strip().startswith("lm_head.weight")]
+    assert line.startswith("lm_head.weight is an output head the draft carries (an EAGLE-3 draft's own"), line
+    assert "--to" not in line and line.endswith("load it as it is (--spec eagle3-llama)"), line
+
+
 def test_an_eagle3_draft_cannot_become_an_eagle1_one(tmp_path):
     from draftsmith.testing import write_eagle3
 
@@ -183,7 +196,7 @@ def test_what_mistral_has_no_name_for_is_refused_one_line_each_with_why(tmp_path
     why = {line.strip().split(" ", 1)[0]: line.strip() for line in lines}
     assert len(why) == len(lines) and list(why) == ["fc.bias"] * fusion_bias + ["fc.embed_norm.weight"] * layernorms + [
         "embed_tokens.weight", "lm_head.weight"], lines
-    assert why["lm_head.weight"].startswith("lm_head.weight is a frozen copy of the target's head"), lines
+    assert why["lm_head.weight"].startswith("lm_head.weight is an output head the draft carries"), lines
     assert "Mistral's draft format has no name for (no output in a draft" in why["lm_head.weight"], lines
     assert "no tok_embeddings in a draft" in why["embed_tokens.weight"], lines
     assert not fusion_bias or "which Mistral's eagle_linear has none of" in why["fc.bias"], lines

@@ -147,3 +147,36 @@ def test_a_chain_of_doubled_merges_loads_in_linear_size():
     assert load_yaml_text(text) == yaml.safe_load(text)
     assert load_yaml_text("a: &a {x: 1}\nb: &b {<<: *a, x: 5}\nc: {<<: [*b, *a], y: 2}\n") == {
         "a": {"x": 1}, "b": {"x": 5}, "c": {"x": 5, "y": 2}}
+
+
+@pytest.mark.parametrize("text", [
+    "outer:\n  inner: &a\n    x: 1\n    x: 2\nb:\n  <<: *a\n",   # the deeper anchor is flattened first, by b's merge
+    "b:\n  <<: &a {x: 1, x: 2}\nc: *a\n"])                       # anchored inside the merge itself
+def test_a_repeated_key_in_a_merged_mapping_is_refused_whichever_is_built_first(text):
+    from draftsmith.errors import SpecError
+    from draftsmith.specs.loader import load_yaml_text
+
+    with pytest.raises(SpecError, match="found duplicate key 'x'"):
+        load_yaml_text(text)
+
+
+def test_an_anchor_overriding_a_key_it_merges_is_no_repeat():
+    from draftsmith.specs.loader import load_yaml_text
+
+    text = "outer:\n  inner: &a\n    <<: {x: 0}\n    x: 1\nb:\n  <<: *a\n"
+    assert load_yaml_text(text) == {"outer": {"inner": {"x": 1}}, "b": {"x": 1}}
+
+
+def test_a_chain_of_doubled_merges_of_a_collection_key_stays_linear():
+    """A key that is a list is one node however often merges copy it: kept once, so the chain does not double
+    (it is refused as an unhashable key, as PyYAML refuses it, in no time)."""
+    from draftsmith.specs.loader import _SpecLoader
+
+    text = "a0: &a0 {[1]: 1}\n" + "".join(f"a{i}: &a{i} {{<<: [*a{i - 1}, *a{i - 1}]}}\n" for i in range(1, 17))
+    loader = _SpecLoader(text)
+    try:
+        last = loader.get_single_node().value[-1][1]
+        loader.flatten_mapping(last)
+        assert len(last.value) == 1
+    finally:
+        loader.dispose()
