@@ -87,6 +87,7 @@ class _Open:
     merge_key: bool = False   # the key is a plain '<<' (a quoted one is a string)
     is_key: bool = True       # a mapping's next node is a key
     index: int = 0
+    merges: int = 0           # the '<<' keys of a mapping so far (each gets a path of its own)
 
 
 def yaml_places(text: str) -> Places:
@@ -123,12 +124,16 @@ def _node(event: yaml.NodeEvent, open_: list[_Open], anchors: dict[str, tuple[st
         return
     elif parent.mapping:
         parent.is_key = True
-        path = None if parent.path is None or parent.key is None else _join(parent.path, parent.key)
+        key, merge_at = parent.key, 0   # a later '<<' key's mappings override an earlier one's: searched first
+        if parent.merge_key:
+            parent.merges += 1
+            key = f"<<{parent.merges}"
+        path = None if parent.path is None or key is None else _join(parent.path, key)
         at = parent.key_at
         merge_into = parent.path if parent.merge_key else None
-    else:
+    else:   # in '<<: [*a, *b]' an earlier mapping overrides a later one: searched in list order
         path = None if parent.path is None else _join(parent.path, str(parent.index))
-        at, merge_into = mark, parent.merge_of
+        at, merge_into, merge_at = mark, parent.merge_of, parent.index
         parent.index += 1
     if path is not None:
         out.where.setdefault(path, at)
@@ -137,7 +142,7 @@ def _node(event: yaml.NodeEvent, open_: list[_Open], anchors: dict[str, tuple[st
             anchor, anchor_at = anchors.get(event.anchor, (None, mark))
             out.aliases[path] = Alias(event.anchor, anchor, anchor_at)
             if merge_into is not None:
-                out.merges.setdefault(merge_into, []).append(path)
+                out.merges.setdefault(merge_into, []).insert(merge_at, path)
         return
     if event.anchor:
         anchors[event.anchor] = (path, mark)

@@ -180,3 +180,16 @@ def test_a_chain_of_doubled_merges_of_a_collection_key_stays_linear():
         assert len(last.value) == 1
     finally:
         loader.dispose()
+
+
+def test_several_merge_keys_are_placed_as_yaml_merges_them():
+    """Two '<<' keys in one mapping: a later key's mappings override an earlier one's, and within '<<: [*b, *c]' an
+    earlier one overrides a later one (the values PyYAML loads): each key is placed at the merge it comes from."""
+    import yaml
+
+    text = "a: &a {x: 1, y: 0}\nb: &b {y: 2}\nc: &c {y: 3, z: 1}\nm:\n  <<: *a\n  <<: [*b, *c]\n"
+    assert yaml.safe_load(text)["m"] == {"x": 1, "y": 2, "z": 1}
+    places = yaml_places(text)
+    assert places.place("m.x") == ((5, 3), "via alias *a defined at line 1")
+    assert places.place("m.y") == ((6, 8), "via alias *b defined at line 2")
+    assert places.place("m.z") == ((6, 12), "via alias *c defined at line 3")
