@@ -124,7 +124,7 @@ def _node(event: yaml.NodeEvent, open_: list[_Open], anchors: dict[str, tuple[st
         return
     elif parent.mapping:
         parent.is_key = True
-        key, merge_at = parent.key, 0   # a later '<<' key's mappings override an earlier one's: searched first
+        key, merge_at = parent.key, 0   # a second '<<' key (the loader refuses it) searched before the first
         if parent.merge_key:
             parent.merges += 1
             key = f"<<{parent.merges}"

@@ -125,9 +125,16 @@ class _SpecLoader(_Loader):
 
     def _no_repeats(self, node):
         seen: dict[Any, Any] = {}
+        merge = None
         for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                continue  # '<<' merges may override keys on purpose
+            if key_node.tag == "tag:yaml.org,2002:merge":   # '<<' merges may override keys on purpose, but once:
+                if merge is not None:                       # which of two wins differs between PyYAML versions
+                    raise yaml.constructor.ConstructorError(
+                        "while constructing a mapping", node.start_mark, f"found a second '<<' merge key (the first "
+                        f"at line {merge.start_mark.line + 1}); merge several mappings with one: <<: [*a, *b]",
+                        key_node.start_mark)
+                merge = key_node
+                continue
             key = self.construct_object(key_node, deep=True)
             try:
                 first = seen.setdefault(key, key_node)

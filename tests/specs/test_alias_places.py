@@ -182,14 +182,17 @@ def test_a_chain_of_doubled_merges_of_a_collection_key_stays_linear():
         loader.dispose()
 
 
-def test_several_merge_keys_are_placed_as_yaml_merges_them():
-    """Two '<<' keys in one mapping: a later key's mappings override an earlier one's, and within '<<: [*b, *c]' an
-    earlier one overrides a later one (the values PyYAML loads): each key is placed at the merge it comes from."""
-    import yaml
+def test_a_merge_list_is_placed_as_yaml_merges_it_and_a_second_merge_key_is_refused():
+    """In '<<: [*b, *c]' an earlier mapping overrides a later one (each key placed at the merge it comes from); two
+    '<<' keys in one mapping are refused when loaded (PyYAML 6.0.3 lets the later one win, 6.0.4 the earlier)."""
+    from draftsmith.errors import SpecError
+    from draftsmith.specs.loader import load_yaml_text
 
-    text = "a: &a {x: 1, y: 0}\nb: &b {y: 2}\nc: &c {y: 3, z: 1}\nm:\n  <<: *a\n  <<: [*b, *c]\n"
-    assert yaml.safe_load(text)["m"] == {"x": 1, "y": 2, "z": 1}
+    text = "a: &a {x: 1, y: 0}\nb: &b {y: 2}\nc: &c {y: 3, z: 1}\nm:\n  <<: [*b, *c, *a]\n"
+    assert load_yaml_text(text)["m"] == {"x": 1, "y": 2, "z": 1}
     places = yaml_places(text)
-    assert places.place("m.x") == ((5, 3), "via alias *a defined at line 1")
-    assert places.place("m.y") == ((6, 8), "via alias *b defined at line 2")
-    assert places.place("m.z") == ((6, 12), "via alias *c defined at line 3")
+    assert places.place("m.x") == ((5, 16), "via alias *a defined at line 1")
+    assert places.place("m.y") == ((5, 8), "via alias *b defined at line 2")
+    assert places.place("m.z") == ((5, 12), "via alias *c defined at line 3")
+    with pytest.raises(SpecError, match=r"line 6, column 3: .*found a second '<<' merge key \(the first at line 5\)"):
+        load_yaml_text("a: &a {x: 1}\nb: &b {y: 2}\nc: 1\nm:\n  <<: *a\n  <<: *b\n")
