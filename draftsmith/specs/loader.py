@@ -102,6 +102,9 @@ def decode_text(data: bytes, source: str) -> str:
                                              f"{e.start}")]) from None
 
 
+MERGE = "tag:yaml.org,2002:merge"
+
+
 class _SpecLoader(_Loader):
     """Safe constructors only, and a repeated key in one mapping is an error (YAML would keep the last)."""
 
@@ -110,24 +113,42 @@ class _SpecLoader(_Loader):
         self._checked: set[int] = set()   # the mappings whose own keys were checked for repeats
 
     def flatten_mapping(self, node):
-        # PyYAML flattens a mapping's '<<' merges before building it, and flattens a merged mapping first when a
-        # merge reads it: each mapping's own keys are checked for repeats once, before any merged pair joins them
+        """A mapping's pairs with its '<<' merges in, as YAML's merge type states them: its own keys override merged
+        ones, and in ``<<: [*a, *b]`` an earlier mapping's keys override a later one's. Written here, not PyYAML's:
+        PyYAML 6.0.3 copies repeats (a chain of mappings merging the one before twice doubled the pairs at each link:
+        23 links of a 600-byte file took 4 s) and 6.0.4 lets a later mapping win, so a spec's data would depend on
+        the version. Each key is kept once (a collection key by its node, which every copy shares). Each mapping's
+        own keys are checked for repeats once, before merged pairs join them (a merge may flatten a mapping before
+        it is built)."""
         if id(node) not in self._checked:
             self._checked.add(id(node))
             self._no_repeats(node)
-        super().flatten_mapping(node)
-        # a merge copies the merged mapping's pairs in, repeats included: keep each key's last pair (the one building
-        # the dict keeps; a collection key by its node, which every copy shares), so a chain of mappings that each
-        # merge the one before twice is linear in its length (PyYAML's own doubles the pairs at each link: 23 links
-        # of a 600-byte file took 4 s)
-        last = {_key_identity(k): i for i, (k, _) in enumerate(node.value)}
-        node.value = [(k, v) for i, (k, v) in enumerate(node.value) if last[_key_identity(k)] == i]
+        merged, own = [], []
+        for key_node, value_node in node.value:
+            if key_node.tag != MERGE:
+                if key_node.tag == "tag:yaml.org,2002:value":   # '=' read as a string key, as PyYAML reads it
+                    key_node.tag = "tag:yaml.org,2002:str"
+                own.append((key_node, value_node))
+                continue
+            sources = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
+            for source in sources:
+                if not isinstance(source, yaml.MappingNode):
+                    raise yaml.constructor.ConstructorError(
+                        "while constructing a mapping", node.start_mark,
+                        f"expected a mapping or a list of mappings to merge, but found a {source.id}",
+                        source.start_mark)
+                self.flatten_mapping(source)
+                merged.append(source.value)
+        if merged:   # later sources first, then earlier ones, then the mapping's own pairs: the last of a key wins
+            pairs = [pair for source in reversed(merged) for pair in source] + own
+            last = {_key_identity(k): i for i, (k, _) in enumerate(pairs)}
+            node.value = [(k, v) for i, (k, v) in enumerate(pairs) if last[_key_identity(k)] == i]
 
     def _no_repeats(self, node):
         seen: dict[Any, Any] = {}
         merge = None
         for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":   # '<<' merges may override keys on purpose, but once:
+            if key_node.tag == MERGE:   # '<<' merges may override keys on purpose, but once:
                 if merge is not None:                       # which of two wins differs between PyYAML versions
                     raise yaml.constructor.ConstructorError(
                         "while constructing a mapping", node.start_mark, f"found a second '<<' merge key (the first "

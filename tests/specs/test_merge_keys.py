@@ -1,0 +1,51 @@
+"""YAML merge keys in specs, as YAML's merge type states them and whatever PyYAML is installed (6.0.3 and 6.0.4
+order merge lists differently): a mapping's own keys override merged ones, and in ``<<: [*a, *b]`` an earlier
+mapping's keys override a later one's. The expected data is worked out here from the documents' structure, not by a
+YAML library."""
+import random
+
+import pytest
+
+from draftsmith.errors import SpecError
+from draftsmith.specs.loader import load_yaml_text
+
+KEYS = ["x", "y", "z", "w"]
+
+
+def document(rng: random.Random) -> tuple[str, dict]:
+    """Anchored mappings, each merging earlier ones (one alias, or a list) and stating keys of its own; with the
+    data the merge type gives them."""
+    lines, data = [], {}
+    for i in range(rng.randint(2, 7)):
+        parts, merged = [], {}
+        if data and rng.random() < 0.8:
+            sources = rng.sample(sorted(data), rng.randint(1, min(3, len(data))))
+            one = len(sources) == 1 and rng.random() < 0.5
+            parts.append("<<: " + (f"*{sources[0]}" if one else "[" + ", ".join(f"*{s}" for s in sources) + "]"))
+            for source in reversed(sources):   # an earlier mapping overrides a later one
+                merged.update(data[source])
+        own = {k: rng.randint(0, 9) for k in rng.sample(KEYS, rng.randint(0, 3))}
+        parts += [f"{k}: {v}" for k, v in own.items()]
+        lines.append(f"m{i}: &m{i} {{{', '.join(parts)}}}")
+        data[f"m{i}"] = merged | own   # its own keys override merged ones
+    return "\n".join(lines) + "\n", data
+
+
+def test_merges_load_as_the_merge_type_states():
+    rng = random.Random(7)
+    for _ in range(400):
+        text, want = document(rng)
+        assert load_yaml_text(text) == want, text
+
+
+def test_the_order_of_a_merge_list_decides_and_own_keys_win():
+    text = "a: &a {x: 1, y: 1}\nb: &b {x: 2, z: 2}\nm: {<<: [*a, *b], z: 3}\nn: {<<: [*b, *a]}\n"
+    data = load_yaml_text(text)
+    assert data["m"] == {"x": 1, "y": 1, "z": 3} and data["n"] == {"x": 2, "y": 1, "z": 2}
+
+
+@pytest.mark.parametrize("text, found", [("a: 1\nm: {<<: *a}\n".replace("a: 1", "a: &a 1"), "found a scalar"),
+                                         ("a: &a [1]\nm: {<<: [*a]}\n", "found a sequence")])
+def test_a_merge_of_no_mapping_is_refused(text, found):
+    with pytest.raises(SpecError, match=f"expected a mapping or a list of mappings to merge, but {found}"):
+        load_yaml_text(text)
