@@ -59,13 +59,17 @@ class Places:
         value = f"; the value is at line {here[0]}" if here is not None and here[0] != via.anchor_at[0] else ""
         return first, f"via alias *{via.name} defined at line {via.anchor_at[0]}{value}"
 
+    def _source(self, path: str) -> str | None:
+        """The path of the mapping a merge at ``path`` reads: an alias's anchor, or the inline mapping itself."""
+        return self.aliases[path].anchor if path in self.aliases else path
+
     def _merged(self, at: str, key: str) -> str | None:
         """The path of the first '<<' alias of mapping ``at`` whose anchored mapping has ``key``, itself or through
         its own merges (merged first wins, as in YAML); None if none has it. Each anchor is searched once, without
         recursing: a chain of mappings that each merge the one before, twice, is linear in its length."""
         seen: set[str] = set()
         for path in self.merges.get(at, ()):
-            todo = [self.aliases[path].anchor]
+            todo = [self._source(path)]
             while todo:
                 anchor = todo.pop()
                 if anchor is None or anchor in seen:
@@ -73,7 +77,7 @@ class Places:
                 seen.add(anchor)
                 if f"{anchor}.{key}" in self.where:
                     return path
-                todo += [self.aliases[p].anchor for p in self.merges.get(anchor, ())]
+                todo += [self._source(p) for p in self.merges.get(anchor, ())]
         return None
 
 
@@ -148,6 +152,8 @@ def _node(event: yaml.NodeEvent, open_: list[_Open], anchors: dict[str, tuple[st
         anchors[event.anchor] = (path, mark)
     if isinstance(event, yaml.CollectionStartEvent):
         mapping = isinstance(event, yaml.MappingStartEvent)
+        if mapping and merge_into is not None and path is not None:   # an inline mapping merged: its own keys
+            out.merges.setdefault(merge_into, []).insert(merge_at, path)
         open_.append(_Open(path, mapping, merge_of=merge_into if not mapping else None))
 
 

@@ -18,14 +18,13 @@ import yaml
 from pydantic import ValidationError
 
 from draftsmith import limits
-from draftsmith.errors import QUOTE_LIMIT, NotFound, Problem, SpecError, short, short_text, with_places
+from draftsmith.errors import QUOTE_LIMIT, NotFound, Problem, SpecError, short_text, with_places
 from draftsmith.registry import Registry, default_registry
 from draftsmith.specs.resolve import check_spec_data
 from draftsmith.specs.schema import Spec, too_many_digits, validate_strict
 from draftsmith.specs.translate import describe, problems_from
+from draftsmith.specs.yaml_loader import MergeBound, SafeBase, SpecLoader
 from draftsmith.yaml_places import yaml_places
-
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: 10x faster on the same input
 
 
 class SpecNotFound(NotFound):
@@ -102,87 +101,6 @@ def decode_text(data: bytes, source: str) -> str:
                                              f"{e.start}")]) from None
 
 
-MERGE = "tag:yaml.org,2002:merge"
-
-
-class _SpecLoader(_Loader):
-    """Safe constructors only, and a repeated key in one mapping is an error (YAML would keep the last)."""
-
-    def __init__(self, stream):
-        super().__init__(stream)
-        self._checked: set[int] = set()   # the mappings whose own keys were checked for repeats
-
-    def flatten_mapping(self, node):
-        """A mapping's pairs with its '<<' merges in, as YAML's merge type states them: its own keys override merged
-        ones, and in ``<<: [*a, *b]`` an earlier mapping's keys override a later one's. Written here, not PyYAML's:
-        PyYAML 6.0.3 copies repeats (a chain of mappings merging the one before twice doubled the pairs at each link:
-        23 links of a 600-byte file took 4 s) and 6.0.4 lets a later mapping win, so a spec's data would depend on
-        the version. Each key is kept once (a collection key by its node, which every copy shares). Each mapping's
-        own keys are checked for repeats once, before merged pairs join them (a merge may flatten a mapping before
-        it is built)."""
-        if id(node) not in self._checked:
-            self._checked.add(id(node))
-            self._no_repeats(node)
-        merged, own = [], []
-        for key_node, value_node in node.value:
-            if key_node.tag != MERGE:
-                if key_node.tag == "tag:yaml.org,2002:value":   # '=' read as a string key, as PyYAML reads it
-                    key_node.tag = "tag:yaml.org,2002:str"
-                own.append((key_node, value_node))
-                continue
-            sources = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
-            for source in sources:
-                if not isinstance(source, yaml.MappingNode):
-                    raise yaml.constructor.ConstructorError(
-                        "while constructing a mapping", node.start_mark,
-                        f"expected a mapping or a list of mappings to merge, but found a {source.id}",
-                        source.start_mark)
-                self.flatten_mapping(source)
-                merged.append(source.value)
-        if merged:   # later sources first, then earlier ones, then the mapping's own pairs: the last of a key wins
-            pairs = [pair for source in reversed(merged) for pair in source] + own
-            last = {_key_identity(k): i for i, (k, _) in enumerate(pairs)}
-            node.value = [(k, v) for i, (k, v) in enumerate(pairs) if last[_key_identity(k)] == i]
-
-    def _no_repeats(self, node):
-        seen: dict[Any, Any] = {}
-        merge = None
-        for key_node, _ in node.value:
-            if key_node.tag == MERGE:   # '<<' merges may override keys on purpose, but once:
-                if merge is not None:                       # which of two wins differs between PyYAML versions
-                    raise yaml.constructor.ConstructorError(
-                        "while constructing a mapping", node.start_mark, f"found a second '<<' merge key (the first "
-                        f"at line {merge.start_mark.line + 1}); merge several mappings with one: <<: [*a, *b]",
-                        key_node.start_mark)
-                merge = key_node
-                continue
-            key = self.construct_object(key_node, deep=True)
-            try:
-                first = seen.setdefault(key, key_node)
-            except TypeError:
-                continue  # an unhashable key: the base constructor reports it
-            if first is not key_node:
-                raise yaml.constructor.ConstructorError(
-                    "while constructing a mapping", node.start_mark,
-                    f"found duplicate key {short(key)} (first at line {first.start_mark.line + 1})",
-                    key_node.start_mark)
-
-    def construct_yaml_int(self, node):
-        try:
-            return super().construct_yaml_int(node)
-        except ValueError:   # decimal past Python's 4300-digit parsing limit (hex, octal and binary have none)
-            raise yaml.constructor.ConstructorError(
-                None, None, f"an integer of {len(node.value)} characters; a spec's numbers have at most "
-                            f"{limits.INT_DIGITS} digits", node.start_mark) from None
-
-
-_SpecLoader.add_constructor("tag:yaml.org,2002:int", _SpecLoader.construct_yaml_int)
-
-
-def _key_identity(node) -> Any:
-    return (node.tag, node.value) if isinstance(node, yaml.ScalarNode) else id(node)
-
-
 def _too_deep(source: str, mark) -> SpecError:
     return SpecError(source, [Problem("", f"nesting deeper than {limits.YAML_DEPTH} levels (line {mark.line + 1})")])
 
@@ -192,7 +110,7 @@ def load_yaml_text(text: str, source: str = "<spec>") -> Any:
     try:
         open_: list[int] = []   # per open collection: -1 a sequence, 0 / 1 a mapping whose next node is a key / value
         values = 0              # nodes that are not keys, as check_plain_data counts them (an alias once)
-        for event in yaml.parse(text, Loader=_Loader):
+        for event in yaml.parse(text, Loader=SafeBase):
             if isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
                 open_.pop()
             elif isinstance(event, yaml.NodeEvent):
@@ -207,7 +125,9 @@ def load_yaml_text(text: str, source: str = "<spec>") -> Any:
                     open_.append(0 if isinstance(event, yaml.MappingStartEvent) else -1)
                     if len(open_) > limits.YAML_DEPTH:
                         raise _too_deep(source, event.start_mark)
-        return yaml.load(text, Loader=_SpecLoader)  # noqa: S506 (a safe loader)
+        return yaml.load(text, Loader=SpecLoader)  # noqa: S506 (a safe loader)
+    except MergeBound as e:
+        raise SpecError(source, [Problem("", str(e))]) from None
     except yaml.YAMLError as e:
         # PyYAML >= 6.0.4 stops at its own nesting bound (1000 levels, far past ours) while its scanner looks ahead,
         # before our count sees the 33rd level: the same refusal, said as ours
@@ -215,7 +135,7 @@ def load_yaml_text(text: str, source: str = "<spec>") -> Any:
             raise _too_deep(source, e.problem_mark) from None
         raise SpecError(source, [Problem("", f"not valid YAML: {short_yaml_error(e)}",
                                          hint=escape_hint(e, text))]) from None
-    except RecursionError:  # pragma: no cover (the depth check comes first)
+    except RecursionError:  # pragma: no cover (the depth checks, of nesting and of merges, come first)
         raise SpecError(source, [Problem("", "nesting too deep")]) from None
 
 

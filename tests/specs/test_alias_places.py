@@ -133,10 +133,11 @@ def test_a_chain_of_doubled_merges_loads_in_linear_size():
     pair, where PyYAML's flattening holds 2^i; the data is PyYAML's."""
     import yaml
 
-    from draftsmith.specs.loader import _SpecLoader, load_yaml_text
+    from draftsmith.specs.loader import load_yaml_text
+    from draftsmith.specs.yaml_loader import SpecLoader
 
     text = "m0: &m0 {a: 1}\n" + "".join(f"m{i}: &m{i} {{<<: [*m{i - 1}, *m{i - 1}], b: {i}}}\n" for i in range(1, 17))
-    loader = _SpecLoader(text)
+    loader = SpecLoader(text)
     try:
         root = loader.get_single_node()
         last = root.value[-1][1]
@@ -170,10 +171,10 @@ def test_an_anchor_overriding_a_key_it_merges_is_no_repeat():
 def test_a_chain_of_doubled_merges_of_a_collection_key_stays_linear():
     """A key that is a list is one node however often merges copy it: kept once, so the chain does not double
     (it is refused as an unhashable key, as PyYAML refuses it, in no time)."""
-    from draftsmith.specs.loader import _SpecLoader
+    from draftsmith.specs.yaml_loader import SpecLoader
 
     text = "a0: &a0 {[1]: 1}\n" + "".join(f"a{i}: &a{i} {{<<: [*a{i - 1}, *a{i - 1}]}}\n" for i in range(1, 17))
-    loader = _SpecLoader(text)
+    loader = SpecLoader(text)
     try:
         last = loader.get_single_node().value[-1][1]
         loader.flatten_mapping(last)
@@ -196,3 +197,13 @@ def test_a_merge_list_is_placed_as_yaml_merges_it_and_a_second_merge_key_is_refu
     assert places.place("m.z") == ((5, 12), "via alias *c defined at line 3")
     with pytest.raises(SpecError, match=r"line 6, column 3: .*found a second '<<' merge key \(the first at line 5\)"):
         load_yaml_text("a: &a {x: 1}\nb: &b {y: 2}\nc: 1\nm:\n  <<: *a\n  <<: *b\n")
+
+
+def test_an_inline_mapping_merged_is_placed_at_its_own_keys():
+    """'<<: [{x: bad}, *a]': x comes from the inline mapping (earlier wins), placed at its key with no alias note;
+    '<<: {x: bad}' likewise; an alias inside an inline merge still says so."""
+    places = yaml_places("a: &a {x: 1}\nm:\n  <<: [{x: bad}, *a]\n")
+    assert places.place("m.x") == ((3, 9), "")
+    assert yaml_places("m:\n  <<: {x: bad}\n  y: 1\n").place("m.x") == ((2, 8), "")
+    assert yaml_places("a: &a {z: 1}\nm:\n  <<: [{x: 2, <<: *a}]\n").place("m.z") == (
+        (3, 15), "via alias *a defined at line 1")

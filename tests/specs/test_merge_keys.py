@@ -49,3 +49,29 @@ def test_the_order_of_a_merge_list_decides_and_own_keys_win():
 def test_a_merge_of_no_mapping_is_refused(text, found):
     with pytest.raises(SpecError, match=f"expected a mapping or a list of mappings to merge, but {found}"):
         load_yaml_text(text)
+
+
+def test_merges_are_bounded_like_the_rest_of_a_spec():
+    """The pairs merges add count against YAML_NODES (150 mappings each merging 200 keys: 30,000), merge chains
+    against YAML_DEPTH, and a mapping that merges itself is refused; each a SpecError before the data is built.
+    A mapping merged many times in one list counts once (the first copy wins anyway)."""
+    from draftsmith import limits
+
+    keys = "{" + ", ".join(f"k{i}: {i}" for i in range(200)) + "}"
+    with pytest.raises(SpecError, match=f"more than {limits.YAML_NODES} values with merges expanded"):
+        load_yaml_text(f"m: &m {keys}\nl: [" + ", ".join(["{<<: *m}"] * 150) + "]\n")
+    data = load_yaml_text(f"m: &m {keys}\nn: {{<<: [" + ", ".join(["*m"] * 5000) + "]}\n")
+    assert data["n"] == data["m"] and len(data["n"]) == 200
+    # PyYAML fills nested mappings after their parents: top's merge flattens the whole chain at once (40 deep)
+    chain = "d:\n  d:\n    m0: &m0 {a: 1}\n" + "".join(f"    m{i}: &m{i} {{<<: *m{i - 1}}}\n" for i in range(1, 40))
+    with pytest.raises(SpecError, match=f"merges chained deeper than {limits.YAML_DEPTH} levels"):
+        load_yaml_text(chain + "top: {<<: *m39}\n")
+    assert load_yaml_text(chain + "top: {<<: *m30}\n")["top"] == {"a": 1}
+    with pytest.raises(SpecError, match=r"a mapping merges itself \(line 1\)"):
+        load_yaml_text("a: &a {<<: *a, x: 1}\n")
+
+
+@pytest.mark.parametrize("text, want", [("m: {=: 1}\n", {"m": {"=": 1}}), ("a: 1\n=: 2\n", {"a": 1, "=": 2}),
+                                        ("m: {<<: [], y: 2}\n", {"m": {"y": 2}})])
+def test_a_value_key_and_an_empty_merge_load_as_yaml_reads_them(text, want):
+    assert load_yaml_text(text) == want
