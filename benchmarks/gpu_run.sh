@@ -42,7 +42,7 @@
 set -uo pipefail
 stage=${1:-tests}
 OUT=${OUT:-/tmp/out}
-RES=/tmp/gpu-results
+RES=${RES:-/tmp/gpu-results}   # overridable for the dry run in tests/tools/test_gpu_run.py
 mkdir -p "$OUT" "$RES"
 source "$(dirname "$0")/gpu_env.sh" pydantic
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$RES/device.txt"
