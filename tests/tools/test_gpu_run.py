@@ -75,3 +75,24 @@ def test_parts_past_the_budget_are_skipped_and_said(dry):
     skipped = (tmp / "res" / "skipped.txt").read_text().splitlines()
     assert [s.split()[1] for s in skipped] == ["bench-8b:", "gpu-tests:", "fp8:", "bench-1b:", "bench-8b-batch8:",
                                                "profile-8b:"], skipped
+
+
+def test_bench_fp8_builds_and_runs_its_step_on_the_cpu(monkeypatch):
+    """What of benchmarks/bench_fp8.py does not need CUDA (its imports, the stacked products of each mode, their
+    weight bytes) runs here, on small widths."""
+    import torch
+
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import bench_fp8
+
+    monkeypatch.setattr(bench_fp8, "DEVICE", "cpu")
+    sizes = {}
+    for mode, setting in bench_fp8.MODES.items():
+        model = bench_fp8.layers(512, 1024, 128, 2, setting)
+        xh, xi = torch.randn(3, 512).to(torch.bfloat16), torch.randn(3, 1024).to(torch.bfloat16)
+        with torch.no_grad():
+            outs = [lin(xi if lin.in_features == 1024 else xh) for layer in model for lin in layer]
+        assert [o.shape[-1] for o in outs[:4]] == [512 + 2 * 128, 512, 2 * 1024, 512], mode
+        sizes[mode] = bench_fp8.weight_bytes(model)
+    assert sizes["fp8 block, native"] < 0.51 * sizes["bf16"] and sizes["fp8 block, reference"] == sizes[
+        "fp8 block, native"]
