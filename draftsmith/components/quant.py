@@ -165,22 +165,27 @@ class FP8Weight:
         other schemes."""
         return {self.scale_key: self.block[0]} if self.scheme == "block" else {}
 
-    # components.stacked's protocol: q | k | v and gate | up of one setting stack into one FP8 product (its rows'
-    # scales stacked with them), except per-tensor scales, which no row view can hold
+    # components.stacked's protocol: q | k | v and gate | up of one setting stack into one FP8 product, their rows'
+    # scales stacked with them (views), a per-tensor scale as a copy on each of its rows (the product per channel)
     def stack_key(self) -> tuple:
         return type(self).__bases__[-1], self.scheme, self.block, self.scale_key, self.activation, self.compute_dtype
 
-    def stack_rows(self) -> dict[str, int] | None:
-        return None if self.scheme == "tensor" else {self.scale_key: self.block[0] if self.scheme == "block" else 1}
+    def stack_rows(self) -> dict[str, int]:
+        return {} if self.scheme == "tensor" else {self.scale_key: self.block[0] if self.scheme == "block" else 1}
 
     def stack_shared(self) -> tuple[str, ...]:
         return self._inputs()
 
+    def stack_copies(self) -> dict[str, torch.Tensor]:
+        scale = self._buffers[self.scale_key]
+        return {self.scale_key: scale.reshape(1, 1).expand(self.out_features, 1)} if self.scheme == "tensor" else {}
+
     def stacked_twin(self, weight: torch.Tensor, bias: torch.Tensor | None,
                      buffers: dict[str, torch.Tensor]) -> nn.Linear:
         """An FP8 linear of this one's settings computing ``weight`` [out, in] (stored fp8) with ``buffers``."""
-        params = FP8Params(scheme=self.scheme, block=self.block, activation=self.activation,
-                           block_scale=self.scale_key if self.scheme == "block" else "weight_scale_inv")
+        scheme = "channel" if self.scheme == "tensor" else self.scheme   # a scale per row: each sibling's own
+        params = FP8Params(scheme=scheme, block=self.block, activation=self.activation,
+                           block_scale=self.scale_key if scheme == "block" else "weight_scale_inv")
         twin = fp8_linear(nn.Linear(self.in_features, weight.shape[0], bias=bias is not None, device="meta"), params,
                           self.compute_dtype)
         twin._parameters["weight"] = nn.Parameter(weight, requires_grad=False)

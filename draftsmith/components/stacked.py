@@ -27,8 +27,10 @@ class Stacked:
     A sibling that stores its weight otherwise (an FP8 linear: :class:`draftsmith.components.quant.FP8Weight`)
     says how through its own methods, so nothing here knows a format: ``stack_key()`` (settings siblings must
     share), ``stack_rows()`` (its buffers whose rows follow the weight's: local name -> weight rows per buffer
-    row), ``stack_shared()`` (buffers siblings must hold equal, used once) and ``stacked_twin(weight, bias,
-    buffers)`` (the module computing the stacked product). The stored ``weight`` parameter is what is stacked."""
+    row), ``stack_shared()`` (buffers siblings must hold equal, used once), ``stack_copies()`` (buffers that
+    become one row each in the stacked product, as copies: local name -> its [out, ...] rows) and
+    ``stacked_twin(weight, bias, buffers)`` (the module computing the stacked product). The stored ``weight``
+    parameter is what is stacked."""
 
     def __init__(self, linears: Sequence[nn.Linear]):
         first = linears[0]
@@ -37,6 +39,7 @@ class Stacked:
             weight = torch.cat([_stored(l) for l in linears])
             bias = None if first.bias is None else torch.cat([l.bias for l in linears])
             buffers = {name: torch.cat([l._buffers[name] for l in linears]) for name in rows}
+            buffers |= {name: torch.cat([_copies(l)[name] for l in linears]) for name in _copies(first)}
         twin = getattr(first, "stacked_twin", None)
         self.linear = twin(weight, bias, {**buffers, **{n: first._buffers[n] for n in _shared(first)}}) if twin \
             else _plain(first.in_features, weight, bias)
@@ -54,12 +57,12 @@ class Stacked:
         self._ptrs = self._views()
 
     def _views(self) -> tuple:
-        # views are followed by pointer (an in-place write through one is the stacked tensor's); a shared buffer
-        # (a static input scale: the stacked product reads the first sibling's) by pointer and version, so that any
-        # change to one sibling's runs the siblings one by one
+        # views are followed by pointer (an in-place write through one is the stacked tensor's); a shared buffer (a
+        # static input scale: the stacked product reads the first sibling's) or a copied one (a per-tensor scale, one
+        # per row there) by pointer and version, so that any change to one sibling's runs the siblings one by one
         return tuple((_stored(l).data_ptr(), None if l.bias is None else l.bias.data_ptr(),
                       *(l._buffers[name].data_ptr() for name in _rows(l)),
-                      *((l._buffers[name].data_ptr(), l._buffers[name]._version) for name in _shared(l)))
+                      *((l._buffers[n].data_ptr(), l._buffers[n]._version) for n in (*_shared(l), *_copies(l))))
                      for l in self.parts)
 
     def valid(self) -> bool:
@@ -81,6 +84,11 @@ def _stored(linear: nn.Module) -> torch.Tensor:
 def _rows(linear: nn.Module) -> dict[str, int]:
     rows = getattr(linear, "stack_rows", None)
     return rows() if rows else {}
+
+
+def _copies(linear: nn.Module) -> dict[str, torch.Tensor]:
+    copies = getattr(linear, "stack_copies", None)
+    return copies() if copies else {}
 
 
 def _shared(linear: nn.Module) -> tuple[str, ...]:

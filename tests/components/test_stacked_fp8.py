@@ -1,7 +1,7 @@
 """FP8 siblings stack too (components/stacked.py's protocol, quant.FP8Weight's methods): q | k | v and gate | up
 of one setting run as one FP8 product whose output is the siblings' own; their stored fp8 weights and row scales
-become views of the stacked ones; what no row view can hold (per-tensor scales), what would mix settings, split a
-block of rows between siblings or quantize siblings' inputs with different static scales runs one by one."""
+become views of the stacked ones, per-tensor scales a per-channel copy; what would mix settings, split a block of
+rows between siblings or quantize siblings' inputs with different static scales runs one by one."""
 import pytest
 import torch
 from torch import nn
@@ -67,11 +67,10 @@ def test_an_in_place_update_of_a_siblings_scale_is_seen_by_the_stacked_product()
         assert s(x) is None
 
 
-@pytest.mark.parametrize("case", ["per-tensor scales", "a block of rows split", "another activation",
+@pytest.mark.parametrize("case", ["a block of rows split", "another activation",
                                   "static scales differ", "a plain sibling", "another block"])
 def test_what_no_stacked_fp8_product_computes_alike_runs_one_by_one(case):
-    lins = {"per-tensor scales": lambda: fp8_siblings("tensor"),
-            "a block of rows split": lambda: fp8_siblings(sizes=(256, 64, 128)),
+    lins = {"a block of rows split": lambda: fp8_siblings(sizes=(256, 64, 128)),
             "another activation": lambda: fp8_siblings()[:2] + fp8_siblings(activation="none")[2:],
             "static scales differ": lambda: fp8_siblings("channel", "static", input_scales=[0.02, 0.02, 0.03]),
             "a plain sibling": lambda: fp8_siblings()[:2] + [nn.Linear(256, 128, bias=False)],
@@ -145,3 +144,28 @@ def test_a_changed_static_input_scale_runs_the_siblings_one_by_one():
             assert s(x) is None
             lins[changed].load_state_dict({**lins[changed].state_dict(), "input_scale": torch.tensor([0.02])})
             assert s(x) is None
+
+
+@pytest.mark.parametrize("activation", ["dynamic", "static", "none"])
+def test_per_tensor_siblings_stack_into_a_per_channel_product(activation):
+    """Each sibling's one scale on each of its rows (a copy: no row view holds it): the product per channel gives
+    each sibling's output; a changed scale (in place or loaded) runs the siblings one by one."""
+    lins = fp8_siblings("tensor", activation)
+    x = torch.randn(2, 5, 256, generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        want = [l(x) for l in lins]
+        s = stack(lins)
+        got = s(x)
+    twin = s.linear
+    assert (twin.scheme, twin.activation) == ("channel", activation) and twin.weight_scale.shape == (512, 1)
+    assert torch.equal(twin.weight_scale, torch.cat([l.weight_scale.expand(l.out_features, 1) for l in lins]))
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, rtol=1e-6, atol=1e-6)
+    with torch.no_grad():
+        lins[2].weight_scale.mul_(2)
+        assert s(x) is None
+    lins = fp8_siblings("tensor", activation)
+    s = stack(lins)
+    lins[0].load_state_dict({**lins[0].state_dict(), "weight_scale": torch.tensor([0.5])})
+    with torch.no_grad():
+        assert s(x) is None
