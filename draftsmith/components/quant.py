@@ -171,7 +171,7 @@ class FP8Weight:
         return type(self).__bases__[-1], self.scheme, self.block, self.scale_key, self.activation, self.compute_dtype
 
     def stack_rows(self) -> dict[str, int]:
-        return {} if self.scheme == "tensor" else {self.scale_key: self.block[0] if self.scheme == "block" else 1}
+        return {self.scale_key: 1} if self.scheme == "channel" else self.row_blocks()
 
     def stack_shared(self) -> tuple[str, ...]:
         return self._inputs()

@@ -39,12 +39,16 @@ class Stacked:
             weight = torch.cat([_stored(l) for l in linears])
             bias = None if first.bias is None else torch.cat([l.bias for l in linears])
             buffers = {name: torch.cat([l._buffers[name] for l in linears]) for name in rows}
-            buffers |= {name: torch.cat([_copies(l)[name] for l in linears]) for name in _copies(first)}
+            copies = [_copies(l) for l in linears]
+            buffers |= {name: torch.cat([c[name] for c in copies]) for name in copies[0]}
         twin = getattr(first, "stacked_twin", None)
         self.linear = twin(weight, bias, {**buffers, **{n: first._buffers[n] for n in _shared(first)}}) if twin \
             else _plain(first.in_features, weight, bias)
         self.sizes = [l.out_features for l in linears]
         self.parts = list(linears)
+        # what valid() follows, the same for every sibling (one stack_key): row views by pointer; shared and copied
+        # buffers by pointer and version
+        self._rows, self._tracked = list(rows), (*_shared(first), *copies[0])
         start = 0
         for l, n in zip(linears, self.sizes):   # each sibling's weight (and row buffers) become views of its rows
             l.stacked_part = True               # packed.py leaves it alone: the stacked product is what runs
@@ -61,8 +65,8 @@ class Stacked:
         # static input scale: the stacked product reads the first sibling's) or a copied one (a per-tensor scale, one
         # per row there) by pointer and version, so that any change to one sibling's runs the siblings one by one
         return tuple((_stored(l).data_ptr(), None if l.bias is None else l.bias.data_ptr(),
-                      *(l._buffers[name].data_ptr() for name in _rows(l)),
-                      *((l._buffers[n].data_ptr(), l._buffers[n]._version) for n in (*_shared(l), *_copies(l))))
+                      *(l._buffers[n].data_ptr() for n in self._rows),
+                      *((l._buffers[n].data_ptr(), l._buffers[n]._version) for n in self._tracked))
                      for l in self.parts)
 
     def valid(self) -> bool:
@@ -114,7 +118,7 @@ def stackable(linears: Sequence[nn.Module]) -> bool:
     if type(first) is nn.Linear:
         if any(type(l) is not nn.Linear for l in linears):
             return False
-    elif not all(isinstance(l, nn.Linear) and hasattr(l, "stack_key") for l in linears) or first.stack_rows() is None \
+    elif not all(isinstance(l, nn.Linear) and hasattr(l, "stack_key") for l in linears) \
             or any(l.stack_key() != first.stack_key() for l in linears):
         return False
     elif any(l.out_features % per for l in linears[:-1] for per in first.stack_rows().values()) or \
