@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 
 import yaml
 
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+# the safe loader every YAML read of draftsmith's builds on (libyaml when present: 10x faster on the same input)
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 Place = tuple[int, int]   # 1-based (line, column)
 
 
@@ -98,7 +99,7 @@ def yaml_places(text: str) -> Places:
     """The :class:`Places` of a YAML document; empty for text that does not parse."""
     out, open_, anchors = Places(), [], {}
     try:
-        for event in yaml.parse(text, Loader=_Loader):
+        for event in yaml.parse(text, Loader=SAFE_LOADER):
             if isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
                 open_.pop()
             elif isinstance(event, yaml.NodeEvent):

@@ -22,9 +22,9 @@ import yaml
 from draftsmith import limits
 from draftsmith.errors import NotFound, short, short_text
 from draftsmith.hooks import SpecSource
+from draftsmith.yaml_places import SAFE_LOADER
 
 SPEC_PATH = "DRAFTSMITH_SPEC_PATH"
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _STR = "tag:yaml.org,2002:str"
 
 
@@ -99,7 +99,7 @@ def read_name(path: Path) -> tuple[str | None, str | None]:
         return None, f"could not be read: {short_text(e.strerror or str(e), 200)}"
     depth, is_key, after_name = 0, True, False   # depth 1: inside the top mapping, whose nodes alternate key, value
     try:
-        for event in yaml.parse(text, Loader=_Loader):
+        for event in yaml.parse(text, Loader=SAFE_LOADER):
             if isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
                 depth -= 1
                 if depth <= 0:

@@ -23,8 +23,8 @@ from draftsmith.registry import Registry, default_registry
 from draftsmith.specs.resolve import check_spec_data
 from draftsmith.specs.schema import Spec, too_many_digits, validate_strict
 from draftsmith.specs.translate import describe, problems_from
-from draftsmith.specs.yaml_loader import MergeBound, SafeBase, SpecLoader
-from draftsmith.yaml_places import yaml_places
+from draftsmith.specs.yaml_loader import MergeBound, SpecLoader
+from draftsmith.yaml_places import SAFE_LOADER, yaml_places
 
 
 class SpecNotFound(NotFound):
@@ -110,7 +110,7 @@ def load_yaml_text(text: str, source: str = "<spec>") -> Any:
     try:
         open_: list[int] = []   # per open collection: -1 a sequence, 0 / 1 a mapping whose next node is a key / value
         values = 0              # nodes that are not keys, as check_plain_data counts them (an alias once)
-        for event in yaml.parse(text, Loader=SafeBase):
+        for event in yaml.parse(text, Loader=SAFE_LOADER):
             if isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
                 open_.pop()
             elif isinstance(event, yaml.NodeEvent):
