@@ -216,7 +216,8 @@ def _convert(src: str | Path, layout: Layout, out: Path,
     for pattern in layout.requires:
         if not any(re.search(pattern, n) for n in names):
             problems.append(f"no tensor matches {pattern} (a regex), which the {to} layout's family needs")
-    said = {n for n in names for p in layout.refuses if re.search(p, n)}   # refused below, each with its reason
+    refused = {p: [n for n in names if re.search(p, n)] for p in layout.refuses}   # said below, each with why
+    said = {n for held in refused.values() for n in held}
     if layout.holds:
         alien = [n for n in names if n not in said and not any(re.search(p, n) for p in layout.holds)]
         if alien:
@@ -227,7 +228,7 @@ def _convert(src: str | Path, layout: Layout, out: Path,
             problems.append(f"the {to} layout holds {', '.join(map(repr, group))} all or none (one config flag says "
                             f"them); this draft holds {', '.join(map(repr, held))} only")
     for pattern, why in layout.refuses.items():
-        if held := [n for n in names if re.search(pattern, n)]:
+        if held := refused[pattern]:
             problems.append(refusal(held, why, plan.spec, table, names))
     hd = head_dim(plan.facts)
     holds_any_key = not STYLES[layout.config].rename  # a params.json holds only its own keys (its order is implied)
