@@ -17,6 +17,7 @@ import yaml
 # the safe loader every YAML read of draftsmith's builds on (libyaml when present: 10x faster on the same input)
 SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 Place = tuple[int, int]   # 1-based (line, column)
+MERGE, STR = "tag:yaml.org,2002:merge", "tag:yaml.org,2002:str"   # the tags of a '<<' key and of a string
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,7 @@ class _Open:
     merge_of: str | None = None   # a '<<: [*a, *b]' list: the mapping it merges into
     key: str | None = None
     key_at: Place = (0, 0)
-    merge_key: bool = False   # the key is a plain '<<' (a quoted one is a string)
+    merge_key: bool = False   # the key is a plain '<<' or tagged !!merge (a quoted '<<' is a string)
     is_key: bool = True       # a mapping's next node is a key
     index: int = 0
     merges: int = 0           # the '<<' keys of a mapping so far (each gets a path of its own)
@@ -122,7 +123,7 @@ def _node(event: yaml.NodeEvent, open_: list[_Open], anchors: dict[str, tuple[st
     elif parent.mapping and parent.is_key:
         scalar = isinstance(event, yaml.ScalarEvent)
         parent.key = event.value if scalar and parent.path is not None else None
-        parent.merge_key = scalar and event.value == "<<" and event.implicit[0]
+        parent.merge_key = scalar and (event.tag == MERGE or event.value == "<<" and event.implicit[0])
         parent.key_at, parent.is_key = mark, False
         if isinstance(event, yaml.CollectionStartEvent):
             open_.append(_Open(None, isinstance(event, yaml.MappingStartEvent)))
@@ -132,7 +133,7 @@ def _node(event: yaml.NodeEvent, open_: list[_Open], anchors: dict[str, tuple[st
         key, merge_at = parent.key, 0   # a second '<<' key (the loader refuses it) searched before the first
         if parent.merge_key:
             parent.merges += 1
-            key = f"<<{parent.merges}"
+            key = f"\0<<{parent.merges}"   # a NUL: no field of any spec is named so
         path = None if parent.path is None or key is None else _join(parent.path, key)
         at = parent.key_at
         merge_into = parent.path if parent.merge_key else None

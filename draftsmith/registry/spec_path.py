@@ -22,10 +22,9 @@ import yaml
 from draftsmith import limits
 from draftsmith.errors import NotFound, short, short_text
 from draftsmith.hooks import SpecSource
-from draftsmith.yaml_places import SAFE_LOADER
+from draftsmith.yaml_places import SAFE_LOADER, STR
 
 SPEC_PATH = "DRAFTSMITH_SPEC_PATH"
-_STR = "tag:yaml.org,2002:str"
 
 
 def spec_folders(value: str | None = None) -> list[Path]:
@@ -139,7 +138,7 @@ def _string(event: yaml.Event) -> tuple[str | None, str | None]:
     if not event.value.strip():
         return None, "name: is empty"
     tag = event.tag or yaml.resolver.Resolver().resolve(yaml.ScalarNode, event.value, event.implicit)
-    if tag in (_STR, "!"):
+    if tag in (STR, "!"):
         return event.value, None
     kind = _KINDS.get(tag, f"tagged {short_text(tag, 60)}")
     return None, f"name: {short_text(event.value, 60)} is not a string (YAML reads it as {kind}; quote it)"

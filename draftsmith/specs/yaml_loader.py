@@ -16,10 +16,9 @@ import yaml
 
 from draftsmith import limits
 from draftsmith.errors import short
-from draftsmith.yaml_places import SAFE_LOADER
+from draftsmith.yaml_places import MERGE, SAFE_LOADER, STR
 
-MERGE = "tag:yaml.org,2002:merge"
-VALUE, STR = "tag:yaml.org,2002:value", "tag:yaml.org,2002:str"
+VALUE = "tag:yaml.org,2002:value"
 
 
 class MergeBound(yaml.YAMLError):
@@ -59,6 +58,7 @@ class SpecLoader(SAFE_LOADER):
         pairs = [pair for source in reversed(sources) for pair in source.value] + own
         last = {_key_identity(k): i for i, (k, _) in enumerate(pairs)}
         node.value = [(k, v) for i, (k, v) in enumerate(pairs) if last[_key_identity(k)] == i]
+        self._no_repeats_below(v for i, (k, v) in enumerate(pairs) if last[_key_identity(k)] != i)
         self._merged_pairs += len(node.value) - len(own)
         if self._merged_pairs > limits.YAML_NODES:
             raise MergeBound(f"more than {limits.YAML_NODES} values with merges expanded, by line "
@@ -81,6 +81,23 @@ class SpecLoader(SAFE_LOADER):
                     self.flatten_mapping(source)
                     out.append(source)
         return out
+
+    def _no_repeats_below(self, nodes):
+        """Repeated keys in the values a merge overrides, which are never built but are text the user wrote; each
+        node once, iteratively (an overridden value may hold aliases, even to itself)."""
+        todo, seen = list(nodes), set()
+        while todo:
+            node = todo.pop()
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            if isinstance(node, yaml.MappingNode):
+                if id(node) not in self._checked:
+                    self._checked.add(id(node))
+                    self._no_repeats(node)
+                todo += [n for pair in node.value for n in pair]
+            elif isinstance(node, yaml.SequenceNode):
+                todo += node.value
 
     def _no_repeats(self, node):
         seen: dict[Any, Any] = {}

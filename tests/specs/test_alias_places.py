@@ -207,3 +207,27 @@ def test_an_inline_mapping_merged_is_placed_at_its_own_keys():
     assert yaml_places("m:\n  <<: {x: bad}\n  y: 1\n").place("m.x") == ((2, 8), "")
     assert yaml_places("a: &a {z: 1}\nm:\n  <<: [{x: 2, <<: *a}]\n").place("m.z") == (
         (3, 15), "via alias *a defined at line 1")
+
+
+@pytest.mark.parametrize("text", [
+    "b:\n  <<: {a: {x: 1, x: 2}}\n  a: 3\n",                     # overridden by an own key: never built
+    "b:\n  <<: [{a: 0}, {a: [{x: 1, x: 2}]}]\n",                 # overridden by an earlier merge, in a list
+    "b:\n  <<: {a: &s {c: *s, x: 1, x: 2}}\n  a: 3\n"])         # an overridden value holding an alias to itself
+def test_a_repeated_key_in_an_overridden_merged_value_is_refused(text):
+    from draftsmith.errors import SpecError
+    from draftsmith.specs.loader import load_yaml_text
+
+    with pytest.raises(SpecError, match="found duplicate key 'x'"):
+        load_yaml_text(text)
+
+
+def test_a_merge_key_tagged_merge_is_placed_as_a_merge_and_no_real_key_is_taken_for_one():
+    from draftsmith.specs.loader import load_yaml_text
+
+    for key in ("!!merge <<", "!!merge other"):
+        text = f"a: &a {{x: 1}}\nm:\n  {key}: *a\n"
+        assert load_yaml_text(text)["m"] == {"x": 1}
+        assert yaml_places(text).place("m.x") == ((3, 3), "via alias *a defined at line 1")
+    places = yaml_places("a: &a {x: 1}\nm:\n  <<: *a\n  '<<1': {y: 2}\n")
+    assert places.place("m.<<1.y") == ((4, 11), "")   # a key written '<<1' is its own, not the merge's
+    assert places.place("m.x") == ((3, 3), "via alias *a defined at line 1")
