@@ -171,7 +171,8 @@ CHECKS: dict[str, Callable[[str, Mapping[str, Any], Sequence[str]], list[str]]] 
 
 def fits(family: Family, config: Mapping[str, Any], names: Sequence[str]) -> bool:
     def some(pattern: str) -> bool:
-        return any(re.search(pattern, n) for n in names)
+        search = re.compile(pattern).search   # not re.search: its cache lookup per name was half the time
+        return any(search(n) for n in names)
 
     return (all(some(p) for p in family.require) and not any(some(p) for p in family.forbid)
             and (not family.config_any or any(k in config for k in family.config_any))

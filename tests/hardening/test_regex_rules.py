@@ -1,5 +1,4 @@
 """Weight rules are user regexes over user tensor names: refused at validation or stopped by a timeout."""
-import time
 
 import pytest
 import yaml
@@ -12,7 +11,7 @@ from draftsmith.components.weights import RegexRule, RegexTimeout, RuleSet, patt
 from draftsmith.specs.catalog import BUILTIN_DIR
 from draftsmith.errors import SpecError
 
-from hardening_helpers import refused
+from hardening_helpers import quick, refused
 
 BASE = yaml.safe_load((BUILTIN_DIR / "eagle3-llama.yaml").read_text())
 
@@ -82,13 +81,12 @@ def test_an_overlong_pattern_is_refused_before_anything_compiles_it(monkeypatch)
 @settings(max_examples=60)
 @given(st.text(st.sampled_from(list("a()|*+?{}[]\\.^$,1w")), max_size=14))
 def test_any_pattern_is_refused_or_matches_quickly(pattern):
-    start = time.perf_counter()
-    try:
-        rule = RegexRule(match=pattern, replace="")
-    except ValueError:
-        return
-    try:
-        RuleSet([rule]).remap(["a" * 30 + "b", "layers.0.weight", "w" * 30])
-    except RegexTimeout:
-        pass
-    assert time.perf_counter() - start < 1.0
+    with quick():
+        try:
+            rule = RegexRule(match=pattern, replace="")
+        except ValueError:
+            return
+        try:
+            RuleSet([rule]).remap(["a" * 30 + "b", "layers.0.weight", "w" * 30])
+        except RegexTimeout:
+            pass
