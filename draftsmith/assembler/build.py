@@ -26,6 +26,7 @@ from draftsmith.components.targets import apply_windows
 from draftsmith.components.weights import RuleSet
 from draftsmith.errors import Problem, SpecError, short, short_list, short_text
 from draftsmith.registry import Registry
+from draftsmith.specs.draft_rules import final_norm_problem, hidden_norm_problem, shared_head_problem
 from draftsmith.specs.resolve import fusion_params, params_problems, resolve
 from draftsmith.specs.schema import Spec
 
@@ -111,11 +112,15 @@ def held_layers(spec: Spec, canonical_names: Iterable[str], source: tuple[Any, l
     return int(run or "0") + 1
 
 
-def is_reduced(spec: Spec, draft_raw: Mapping[str, Any], names: Iterable[str], target_vocab: int) -> bool:
+def reduced_reason(spec: Spec, draft_raw: Mapping[str, Any], names: Iterable[str], target_vocab: int) -> str | None:
+    """What makes the draft's vocabulary reduced (``vocab.reduced``; auto: d2t among its tensors or a config's
+    draft_vocab_size below the target's vocabulary), or None where it is not."""
     if spec.draft.vocab.reduced != "auto":
-        return bool(spec.draft.vocab.reduced)
+        return "draft.vocab.reduced: true" if spec.draft.vocab.reduced else None
     vd = draft_raw.get("draft_vocab_size")
-    return (vd is not None and vd < target_vocab) or "d2t" in set(names)
+    if vd is not None and vd < target_vocab:
+        return f"its config's draft_vocab_size {vd} is below the target's {target_vocab} ids"
+    return "the draft holds d2t" if "d2t" in set(names) else None
 
 
 def attention_name(spec: Spec, draft_raw: Mapping[str, Any]) -> str:
@@ -158,10 +163,7 @@ def hidden_norm_slot(spec: Spec, fc: nn.Module) -> bool:
     ``has_hidden_norm`` (a fusion whose first layer reads the fused state alone has no such slot to fill)."""
     want, has = spec.draft.norms.hidden, getattr(fc, "has_hidden_norm", False)
     if want is True and not has:
-        raise SpecError(spec.source, [Problem(
-            "draft.norms.hidden", f"true: fusion {spec.draft.fusion.kind!r} has no hidden-norm slot (its first "
-            "layer reads the fused state alone, not a hidden state beside the embedding)", found=True,
-            allowed="auto or false")])
+        raise SpecError(spec.source, [hidden_norm_problem(spec.draft.fusion.kind)])
     return has if want == "auto" else want
 
 
@@ -176,11 +178,7 @@ def check_final_norm(spec: Spec, fc: nn.Module) -> None:
         [f"{'the spec' if 'norm_output' in d.fusion.params else 'the draft config'}'s norm_output, read as "
          "feed_back"] if fc.norm_output == "feed_back" else [])   # a fusion's field (hooks.kinds)
     if asks:
-        raise SpecError(spec.source, [Problem(
-            "draft.norms.final", f"false, but {' and '.join(asks)} feeds the final norm's output back to the next "
-            "draft step; without a final norm that is the pre-norm state", found=False,
-            allowed="true (a final norm), or pre-norm feedback", hint="Set norms.final: true, or feed back the "
-            "pre-norm state (feed_back: pre_norm and the fusion's norm_output: head or none).")])
+        raise SpecError(spec.source, [final_norm_problem(asks)])
 
 
 def type_qkv_default(registry: Registry, attention: tuple[str, dict[str, Any]],
@@ -255,14 +253,10 @@ def build_draft(spec: Spec, registry: Registry, *, draft_raw: Mapping[str, Any],
                          mlp=(d.mlp.kind, d.mlp.params), norm=(d.norm.kind, d.norm.params))
     stack = Stacker(registry, recipe, dims, backend)
     target_vocab = target_cfg.vocab_size
-    reduced = is_reduced(spec, draft_raw, canonical_names, target_vocab)
+    reduced = reduced_reason(spec, draft_raw, canonical_names, target_vocab)
     vd = int(draft_raw.get("draft_vocab_size") or target_vocab) if reduced else None
     if reduced and d.share.lm_head == "target":
-        raise SpecError(spec.source, [Problem(
-            "draft.share.lm_head", f"target: the draft's vocabulary is reduced ({vd} of the target's {target_vocab} "
-            "ids, mapped by d2t), and the target's head ranks all of the target's", found="target",
-            allowed="draft (the draft's own lm_head.weight over its reduced vocabulary)",
-            hint="Or set draft.vocab.reduced: false for a draft that drafts over the target's whole vocabulary.")])
+        raise SpecError(spec.source, [shared_head_problem(reduced)])
     with torch.device("meta"):
         try:
             fc = registry.build("fusion", d.fusion.kind, params, hidden=dims.hidden,

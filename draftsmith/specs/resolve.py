@@ -14,6 +14,7 @@ from draftsmith.errors import Problem, short, suggest
 from draftsmith.hooks import Component
 from draftsmith.hooks.kinds import KINDS, Reserved
 from draftsmith.registry import Registry
+from draftsmith.specs.draft_rules import draft_problems
 from draftsmith.specs.schema import Decoding, Rule, Spec, validate_strict
 from draftsmith.specs.translate import problems_from
 
@@ -153,6 +154,7 @@ def check_spec_data(data: Mapping[str, Any], registry: Registry) -> list[Problem
     for i, pattern in enumerate(ignore if isinstance(ignore, (list, tuple)) else []):
         problems += regex_problems(pattern, f"weights.ignore.{i}")
     problems += cache_problems(dig(data, "checkpoints"))
+    problems += draft_problems(data, registry)
     dec = dig(data, "decoding")
     if not isinstance(dec, Mapping):
         return problems  # phase 1 reports a decoding section that is not a mapping

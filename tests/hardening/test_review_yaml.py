@@ -63,8 +63,15 @@ def test_a_reduced_draft_sharing_the_targets_head_is_refused_by_name(root, tmp_p
     edits = {"draft.share": {"embed": "target", "lm_head": "target"},
              "weights.ignore": [r"^(model\.)?embed_tokens\.weight$", r"^lm_head\.weight$"]}
     with pytest.raises(draftsmith.SpecError, match=r"draft.share.lm_head: target: the draft's vocabulary is reduced "
-                                                   r"\(48 of the target's 96 ids"):
+                                                   r"\(its config's draft_vocab_size 48 is below the target's 96 ids\)"):
         draftsmith.assemble(spec_file(tmp_path / "s.yaml", **edits), target=root / "target", draft=root / "reduced")
+    unsized = tmp_path / "unsized"   # d2t alone says so (a config without draft_vocab_size)
+    shutil.copytree(root / "reduced", unsized)
+    config = json.loads((unsized / "config.json").read_text())
+    del config["draft_vocab_size"]
+    (unsized / "config.json").write_text(json.dumps(config))
+    with pytest.raises(draftsmith.SpecError, match=r"reduced \(the draft holds d2t\)"):
+        draftsmith.assemble(spec_file(tmp_path / "s.yaml", **edits), target=root / "target", draft=unsized)
     full = draftsmith.assemble(spec_file(tmp_path / "f.yaml", **edits), target=root / "target", draft=root / "draft")
     assert same_as_target_only(full)   # the full vocabulary shares the target's head as before
 
