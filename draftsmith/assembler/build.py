@@ -161,24 +161,24 @@ def owns_embedding(spec: Spec, hidden: int, target_hidden: int) -> bool:
 def hidden_norm_slot(spec: Spec, fc: nn.Module) -> bool:
     """Whether the first layer's hidden_norm slot is filled: the spec's ``norms.hidden``, auto = the fusion's
     ``has_hidden_norm`` (a fusion whose first layer reads the fused state alone has no such slot to fill)."""
-    want, has = spec.draft.norms.hidden, getattr(fc, "has_hidden_norm", False)
-    if want is True and not has:
-        raise SpecError(spec.source, [hidden_norm_problem(spec.draft.fusion.kind)])
-    return has if want == "auto" else want
+    want = spec.draft.norms.hidden
+    return getattr(fc, "has_hidden_norm", False) if want == "auto" else want
 
 
-def check_final_norm(spec: Spec, fc: nn.Module) -> None:
-    """Post-norm feedback (``draft.feed_back: post_norm``, or the fusion's resolved ``norm_output: feed_back``,
-    either one: an EAGLE 3.1 config upgrades a spec's pre_norm) feeds back the final norm's output, so a draft
-    without one (``norms.final: false``) would silently feed back the pre-norm state: refused, naming who asked."""
-    d = spec.draft
-    if d.norms.final:
-        return
+def norm_problems(spec: Spec, fc: nn.Module) -> list[Problem]:
+    """The draft's norm settings against its built fusion (a plugin fusion's slots, a norm_output its config
+    states): a hidden norm asked of a fusion without the slot; no final norm where post-norm feedback (
+    ``draft.feed_back: post_norm``, or the fusion's resolved ``norm_output: feed_back``, either one: an EAGLE 3.1
+    config upgrades a spec's pre_norm) feeds its output back, which would silently be the pre-norm state."""
+    d, out = spec.draft, []
+    if d.norms.hidden is True and not getattr(fc, "has_hidden_norm", False):
+        out.append(hidden_norm_problem(d.fusion.kind))
     asks = (["draft.feed_back: post_norm"] if d.feed_back == "post_norm" else []) + (
-        [f"{'the spec' if 'norm_output' in d.fusion.params else 'the draft config'}'s norm_output, read as "
-         "feed_back"] if fc.norm_output == "feed_back" else [])   # a fusion's field (hooks.kinds)
-    if asks:
-        raise SpecError(spec.source, [final_norm_problem(asks)])
+        [f"{'the spec' if d.fusion.params.get('norm_output') == 'feed_back' else 'the draft config'}'s norm_output, "
+         "read as feed_back"] if fc.norm_output == "feed_back" else [])   # a fusion's field (hooks.kinds)
+    if asks and not d.norms.final:
+        out.append(final_norm_problem(asks))
+    return out
 
 
 def type_qkv_default(registry: Registry, attention: tuple[str, dict[str, Any]],
@@ -255,8 +255,7 @@ def build_draft(spec: Spec, registry: Registry, *, draft_raw: Mapping[str, Any],
     target_vocab = target_cfg.vocab_size
     reduced = reduced_reason(spec, draft_raw, canonical_names, target_vocab)
     vd = int(draft_raw.get("draft_vocab_size") or target_vocab) if reduced else None
-    if reduced and d.share.lm_head == "target":
-        raise SpecError(spec.source, [shared_head_problem(reduced)])
+    problems = [shared_head_problem(reduced)] if reduced and d.share.lm_head == "target" else []
     with torch.device("meta"):
         try:
             fc = registry.build("fusion", d.fusion.kind, params, hidden=dims.hidden,
@@ -264,8 +263,9 @@ def build_draft(spec: Spec, registry: Registry, *, draft_raw: Mapping[str, Any],
                                 target_layers=target_cfg.num_hidden_layers, norm=stack.norm)
         except SpecError as e:  # the fusion knows the rule; the error names the spec file the user wrote
             raise SpecError(spec.source, e.problems) from None
+        if problems := problems + norm_problems(spec, fc):   # every one the checkpoint decides, at once
+            raise SpecError(spec.source, problems)
         hidden_norm = hidden_norm_slot(spec, fc)
-        check_final_norm(spec, fc)
         layers = []
         for i in range(layer_count(spec, canonical_names, source)):
             first = i == 0

@@ -4,6 +4,7 @@ import dataclasses
 import logging
 import threading
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -12,7 +13,7 @@ from torch import nn
 from transformers import LlamaConfig
 
 import draftsmith
-from draftsmith.assembler.build import build_draft, build_target, held_layers, hidden_norm_slot
+from draftsmith.assembler.build import build_draft, build_target, held_layers, hidden_norm_slot, norm_problems
 from draftsmith.assembler.checkpoint import save_safetensors
 from draftsmith.assembler.config import draft_hf_config
 from draftsmith.assembler.load import load_module, materialize, plan_module
@@ -90,10 +91,17 @@ def test_a_fusion_that_does_not_say_has_no_hidden_norm_slot():
 
 
 def test_a_hidden_norm_asked_of_a_fusion_without_the_slot_is_reported_as_found_true():
-    # catches build.py:112 Problem(..., found=True) -> found=False
-    with pytest.raises(draftsmith.SpecError) as e:
-        hidden_norm_slot(spec(norms__hidden=True), object())
-    assert e.value.problems[0].found is True and "(found True)" in str(e.value)
+    # catches draft_rules.py Problem(..., found=True) -> found=False (a plugin fusion without the attribute)
+    [problem] = norm_problems(spec(norms__hidden=True), SimpleNamespace(norm_output="head"))
+    assert problem.path == "draft.norms.hidden" and problem.found is True and "(found True)" in problem.render()
+
+
+def test_the_norm_problems_a_built_fusion_decides_are_reported_together():
+    fc = SimpleNamespace(norm_output="feed_back")   # a config's norm_output read as feed_back, no hidden-norm slot
+    problems = norm_problems(spec(norms__hidden=True, norms__final=False), fc)
+    assert [p.path for p in problems] == ["draft.norms.hidden", "draft.norms.final"]
+    assert "but the draft config's norm_output, read as feed_back feeds" in problems[1].message
+    assert norm_problems(spec(norms__final=False), SimpleNamespace(norm_output="head")) == []
 
 
 def test_a_target_config_without_tie_word_embeddings_is_untied():
