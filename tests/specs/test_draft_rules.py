@@ -35,6 +35,7 @@ def test_three_contradictions_and_an_unknown_key_are_one_error(tmp_path):
     assert found["draft.norms.hidden"].message.startswith("true: fusion 'eagle1' has no hidden-norm slot")
     assert found["draft.norms.hidden"].line == 4
     assert "draft.feed_back: post_norm feeds the final norm's output back" in found["draft.norms.final"].message
+    assert (found["draft.norms.hidden"].found, found["draft.norms.final"].found) == (True, False)
     assert found["draft.share.lm_head"].message.startswith(
         "target: the draft's vocabulary is reduced (draft.vocab.reduced: true)")
 
@@ -70,3 +71,17 @@ def test_a_fusion_that_does_not_say_what_it_holds_is_left_to_the_build(tmp_path)
     with pytest.raises(SpecError) as info:
         draftsmith.load_spec(path, registry=registry)
     assert "draft.norms.hidden" not in {p.path for p in info.value.problems}
+
+
+def test_a_fusion_is_asked_what_it_holds_with_its_params(tmp_path):
+    registry = draftsmith.build_registry(entry_points=False)
+    asked = []
+    entry = registry.components[("fusion", "eagle1")]
+    registry.components[("fusion", "eagle1")] = replace(entry, record=replace(
+        entry.record, holds=lambda params: asked.append(params) or ()))
+    path = tmp_path / "spec.yaml"
+    path.write_text(CONTRADICTIONS)
+    with pytest.raises(SpecError) as info:
+        draftsmith.load_spec(path, registry=registry)
+    assert "draft.norms.hidden" in {p.path for p in info.value.problems}
+    assert {"bias": True} in asked and all("kind" not in params for params in asked)
