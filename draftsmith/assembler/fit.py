@@ -88,7 +88,7 @@ def held_patterns(spec, registry) -> list[str]:
            rf"^(fc|layers\.\d+\.(self_attn|mlp)\.\w+_proj(_with_mqa)?)\.{LINEAR_SCALES}$"]
     fusion = registry.holds("fusion", d.fusion.kind, d.fusion.params, (r"^fc\.", HIDDEN_NORM_SLOT))
     out += [p for p in fusion if p != HIDDEN_NORM_SLOT]
-    if d.norms.hidden is True or (d.norms.hidden == "auto" and HIDDEN_NORM_SLOT in fusion):
+    if d.norms.hidden is not False and HIDDEN_NORM_SLOT in fusion:   # true of a fusion without it: refused at load
         out.append(HIDDEN_NORM_SLOT)
     reserved = KINDS["attention"].reserved.get(d.attention.kind)
     for kind in reserved.choices if reserved else (d.attention.kind,):

@@ -11,6 +11,7 @@ from draftsmith.assembler.fit import held_patterns, holder
 from draftsmith.hooks import Component, hookimpl
 from draftsmith.registry import PluginError
 from draftsmith.registry.results import ComponentFailed
+from draftsmith.errors import SpecError
 from draftsmith.specs.catalog import BUILTIN_DIR
 from draftsmith.specs.loader import load_spec
 
@@ -73,8 +74,10 @@ def test_builtin_fusions_say_what_they_hold(tmp_path):
     no_bias = spec_with(tmp_path, reg, fusion={"kind": "eagle1", "bias": False})
     assert held(no_bias, reg, "fc.bias", "layers.0.hidden_norm.weight") == {
         "fc.bias": False, "layers.0.hidden_norm.weight": False}
-    forced = spec_with(tmp_path, reg, fusion={"kind": "eagle1"}, hidden=True)
-    assert held(forced, reg, "layers.0.hidden_norm.weight") == {"layers.0.hidden_norm.weight": True}
+    with pytest.raises(SpecError, match="fusion 'eagle1' has no hidden-norm slot"):   # refused, so never held
+        spec_with(tmp_path, reg, fusion={"kind": "eagle1"}, hidden=True)
+    off = spec_with(tmp_path, reg, fusion={"kind": "eagle3", "norm_before_residual": "auto"}, hidden=False)
+    assert held(off, reg, "layers.0.hidden_norm.weight") == {"layers.0.hidden_norm.weight": False}
 
 
 def test_attention_auto_holds_what_either_choice_holds_and_a_kind_only_its_own(tmp_path):
