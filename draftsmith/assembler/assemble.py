@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -12,7 +13,7 @@ from draftsmith.assembler.build import (build_draft, build_target, rule_set)
 from draftsmith.assembler.checkpoint import checkpoint_folder, list_tensors, read_tensors, regular_file
 from draftsmith.assembler.explain import (checked_along, detected_note, explained, fc_bias_note, held_names,
                                           layers_note, pairing_note, qkv_bias_note, swapped_note)
-from draftsmith.assembler.config import (draft_hf_config, flatten_draft_config, read_config,
+from draftsmith.assembler.config import (draft_hf_config, flatten_draft_config, missing_target_keys, read_config,
                                          read_config_aside, stop_ids, target_hf_config)
 from draftsmith.assembler.load import PlannedLoad, fill, materialize, plan_module
 from draftsmith.assembler.vocab import check_vocab_map
@@ -23,7 +24,7 @@ from draftsmith.decoding.graphs import graphs_enabled
 from draftsmith.decoding.model import SpeculativeModel
 from draftsmith.decoding.modes import RECURRENT, V2
 from draftsmith.registry import Registry, default_registry
-from draftsmith.errors import CheckpointError, Problem, SpecError, short_text
+from draftsmith.errors import CheckpointError, OptionError, Problem, SpecError, short_text
 from draftsmith.specs.loader import load_spec
 from draftsmith.specs.schema import Spec
 
@@ -33,10 +34,26 @@ TARGET_RULES = RuleSet([], ignore=[r"rotary_emb\.inv_freq$"])
 TIED_HEAD = "lm_head.weight"   # a tied target's files may hold it too (ignored by plan_target's rules)
 
 
+def tidy(path: Path) -> Path:
+    """``path`` without its '.' and 'name/..' parts, as model.folders and the notes show it (a built-in spec's
+    ``specs/builtin/../../demo_data/target`` is ``demo_data/target``). os.path.normpath rather than Path.resolve:
+    it keeps the names the user wrote (a relative path stays relative, a symlinked ~/models is not replaced by
+    where it points). normpath drops 'link/..' without following the link, so where that would name another folder
+    than the one the path reaches, the path is resolved instead; one that does not exist is kept as written, for
+    the error that says so."""
+    norm = Path(os.path.normpath(path))
+    if norm == path:
+        return path
+    try:
+        return norm if os.path.samefile(norm, path) else path.resolve()
+    except OSError:   # either is missing
+        return path.resolve() if path.exists() else path
+
+
 def spec_relative(spec: Spec, ref: str | Path) -> Path:
     """A spec's checkpoint path: a relative one is relative to the spec's own file (a built-in spec's too)."""
     path = Path(ref)
-    return Path(spec._source).parent / path if not path.is_absolute() and spec._source else path
+    return tidy(Path(spec._source).parent / path) if not path.is_absolute() and spec._source else path
 
 
 def checkpoint_ref(spec: Spec, which: str) -> str | None:
@@ -54,6 +71,9 @@ def checkpoint_dir(spec: Spec, given: str | Path | None, which: str) -> Path:
     target fetched once into the user's cache (:mod:`draftsmith.hub`)."""
     from draftsmith import hub
 
+    if isinstance(given, str) and not given:   # Path("") is the current folder, reported as no checkpoint
+        raise OptionError(f"the {which} folder is an empty string: give the folder of the {which} checkpoint, or "
+                          f"none at all for the spec's checkpoints.{which}")
     ref = given if given is not None else checkpoint_ref(spec, which)
     if hub.cache_name(ref) is not None:
         return hub.resolve(ref)
@@ -61,7 +81,17 @@ def checkpoint_dir(spec: Spec, given: str | Path | None, which: str) -> Path:
         hint = f"Give the {which} folder ({which}=PATH, or --{which} PATH on the command line)."
         raise SpecError(spec.source, [Problem(f"checkpoints.{which}", f"no {which} folder given and the spec names "
                                                                      "none", hint=hint)])
-    return checkpoint_folder(Path(ref), f"{which} checkpoint folder {short_text(ref, 300)!r}")
+    return checkpoint_folder(tidy(Path(ref)), f"{which} checkpoint folder {short_text(ref, 300)!r}")
+
+
+def spec_own(spec: Spec, given: str | Path | None, folder: Path, which: str) -> bool:
+    """Whether ``folder`` (given as ``given``) is the spec's own ``checkpoints.<which>`` (a built-in spec's shipped
+    draft): none was given, or the one given is that folder."""
+    ref = checkpoint_ref(spec, which)
+    try:
+        return given is None or (ref is not None and os.path.samefile(ref, folder))
+    except OSError:   # the spec's folder is missing, or a cache:NAME
+        return False
 
 
 def parse_dtype(dtype: str | torch.dtype) -> torch.dtype:
@@ -73,11 +103,13 @@ def parse_dtype(dtype: str | torch.dtype) -> torch.dtype:
 def plan_target(folder: Path, registry: Registry, backend) -> tuple[PlannedLoad, Any]:
     """The target built on meta and its checked load plan (no tensor data read), and its transformers config.
 
-    The model_type is looked up before transformers parses the config, so an unsupported or misspelled one is
-    refused with the list of registered targets."""
+    The model_type and the sizes are checked before transformers parses the config, so a missing one is named
+    (transformers would take its Llama default) and an unsupported or misspelled type is refused, each with the
+    list of registered targets."""
     raw = read_config(folder)
-    model_type = raw.get("model_type")
-    registry.get("target", str(model_type))  # UnknownComponent: "unknown target 'x'. ... known: llama (builtin), ..."
+    if (why := missing_target_keys(raw, [f"{n} ({p})" for n, p in registry.names("target")])) is not None:
+        raise CheckpointError(raw.file, why)
+    registry.get("target", raw["model_type"])  # UnknownComponent: "unknown target 'x'. ... known: llama (builtin), ..."
     cfg = target_hf_config(folder)
     model = build_target(cfg, registry, backend)
     rules = RuleSet([], ignore=[*TARGET_RULES.ignore, *([r"^lm_head\.weight$"] if model.tie else []),
@@ -180,9 +212,11 @@ def plan_assembly(spec: Spec | str | Path, target: str | Path | None = None, dra
         rules = rule_set(spec, registry, flatten_draft_config(draft_raw))  # ${key} placeholders: the draft config
         canonical = held_names(rules, infos)
         built: dict[str, Any] = {}   # the draft model, once built: notes about its tensors compare with it
-        notes = (swapped_note(registry, draft_dir, "draft", list(infos)),
-                 detected_note(registry, spec, draft_dir, draft_raw, list(infos)), layers_note(spec, canonical),
-                 pairing_note(draft_raw, target_cfg), qkv_bias_note(spec, registry, draft_raw, canonical, built),
+        # a draft made for another target is the likeliest cause of what the spec's checks find: said first
+        notes = (swapped_note(registry, draft_dir, "draft", list(infos)), pairing_note(draft_raw, target_cfg),
+                 detected_note(registry, spec, draft_dir, draft_raw, list(infos),
+                               shipped=spec_own(spec, draft, draft_dir, "draft")),
+                 layers_note(spec, canonical), qkv_bias_note(spec, registry, draft_raw, canonical, built),
                  fc_bias_note(canonical, built))
         with explained(*notes):
             draft_cfg = draft_hf_config(draft_raw, draft_dir / "config.json")

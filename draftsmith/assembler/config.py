@@ -3,7 +3,7 @@ plain ``LlamaConfig`` so missing keys take transformers' Llama defaults, exactly
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -22,6 +22,10 @@ RECURRENT_LAYER_TYPES = ("mamba", "linear_attention", "mamba2", "recurrent")
 # they fail late under another name (share.embed) or not at all (32 heads of 2 fit the q_proj of 4 heads of 16);
 # a missing intermediate_size is left to the weights' shapes, which name the MLP's tensors
 DRAFT_SIZES = ("hidden_size", "num_attention_heads")
+# what a target's config must state (at top level, or under a multimodal type's text_config): transformers' Llama
+# defaults (32 layers 4096 wide, a 32000-token vocabulary) are no target's, and a missing one failed as missing or
+# misshapen tensors that never named the key; num_key_value_heads and head_dim legitimately default (from the heads)
+TARGET_SIZES = ("hidden_size", "intermediate_size", "num_attention_heads", "num_hidden_layers", "vocab_size")
 OBJECTS = ("eagle_config", "text_config", "transformer_layer_config")   # an object (or null) when present
 
 
@@ -256,6 +260,11 @@ def flatten_draft_config(raw: Mapping[str, Any]) -> dict[str, Any]:
     return clean_mla_keys(merged)
 
 
+def written_key(raw: Mapping[str, Any]) -> Callable[[str], str]:
+    """The name each key is written under in ``raw``'s file (a params.json's ``dim``), for the messages."""
+    return raw.key if isinstance(raw, ConfigFacts) else (lambda k: k)
+
+
 def missing_sizes(raw: Mapping[str, Any]) -> str | None:
     """What a draft config lacks of :data:`DRAFT_SIZES` (in the keys its file uses), or None: a missing size
     would silently become transformers' Llama default (a 4096-wide draft) and fail later under another name."""
@@ -263,11 +272,30 @@ def missing_sizes(raw: Mapping[str, Any]) -> str | None:
     missing = [k for k in DRAFT_SIZES if flat.get(k) is None]
     if not missing:
         return None
-    key = raw.key if isinstance(raw, ConfigFacts) else (lambda k: k)
+    key = written_key(raw)
     where = " (at top level or under transformer_layer_config)" if "transformer_layer_config" in raw else ""
     return (f"states no {', '.join(map(key, missing))}{where}; a draft's config must give "
             f"{', '.join(map(key, DRAFT_SIZES))} (transformers' Llama defaults, such as a hidden size of 4096, are no "
             "draft's sizes)")
+
+
+def missing_target_keys(raw: Mapping[str, Any], known: list[str]) -> str | None:
+    """What a target config lacks of its ``model_type`` and :data:`TARGET_SIZES` (in the keys its file uses), all
+    at once, or None. A size under ``text_config`` counts (a multimodal type's text model). ``known``: the target
+    types registered, which a missing model_type is told. Checked before transformers reads the config, which would
+    give every missing size its Llama default and the model_type the string 'None'."""
+    text = raw.get("text_config") if isinstance(raw.get("text_config"), Mapping) else {}
+    missing = [k for k in ("model_type", *TARGET_SIZES) if raw.get(k) is None and text.get(k) is None]
+    if not missing:
+        return None
+    key = written_key(raw)
+    needs = [f"model_type (known targets: {', '.join(known) or 'none registered'})"] * ("model_type" in missing)
+    sizes = missing != ["model_type"]
+    needs += [f"{', '.join(map(key, TARGET_SIZES))} (at top level or under text_config)"] * sizes
+    defaults = " transformers' defaults (a Llama of 32 layers 4096 wide) are no target's." * sizes
+    them = "them" if len(missing) > 1 else "it"
+    return (f"states no {', '.join(map(key, missing))}; a target's config must give {' and '.join(needs)}.{defaults} "
+            f"Add {them} as the model's own config.json states {them} (save_pretrained writes every key)")
 
 
 def rope_kinds():

@@ -18,7 +18,7 @@ import yaml
 from pydantic import ValidationError
 
 from draftsmith import limits
-from draftsmith.errors import QUOTE_LIMIT, NotFound, Problem, SpecError, short_text, with_places
+from draftsmith.errors import QUOTE_LIMIT, NotFound, OptionError, Problem, SpecError, short_text, with_places
 from draftsmith.registry import Registry, default_registry
 from draftsmith.specs.resolve import check_spec_data
 from draftsmith.specs.schema import Spec, too_many_digits, validate_strict
@@ -34,7 +34,11 @@ class SpecNotFound(NotFound):
 def spec_path(ref: str | Path, registry: Registry) -> Path:
     """A ``.yaml`` / ``.yml`` path as given; else the file of a registered spec of that name; else an existing file.
     (A registered name wins over a folder or file of the same name in the working directory; written as a path,
-    ``./NAME`` or with any folder in it, it is the file.)"""
+    ``./NAME`` or with any folder in it, it is the file.) An empty string is refused: Path("") is the current
+    folder, which would be reported as a spec file that is not a regular file."""
+    if isinstance(ref, str) and not ref:
+        raise OptionError("the spec is an empty string: give a spec name (`draftsmith list` shows them) or the path "
+                          "of a spec's YAML file")
     p = Path(ref)
     as_path = any(sep in str(ref) for sep in {"/", os.sep})
     if p.suffix in (".yaml", ".yml"):

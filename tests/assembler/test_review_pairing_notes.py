@@ -1,0 +1,58 @@
+"""A draft made for another target: the note that says so (the draft's and the target's sizes differ) comes first,
+before the spec's own findings are read as a reason to edit it, and a spec's own shipped draft is not told to be
+'detected as' another spec (smollm2's draft is an eagle3-llama one: what does not fit is the target)."""
+from pathlib import Path
+
+import pytest
+
+import draftsmith
+from draftsmith.errors import DraftsmithError
+from draftsmith.testing import write_eagle3, write_target
+
+SMALL = dict(hidden_size=16, intermediate_size=32, num_attention_heads=2, num_key_value_heads=1, num_hidden_layers=8,
+             vocab_size=300)
+PAIRING = "note: the draft's config.json says hidden_size"
+DETECTED = " is detected as "
+BUILTIN = Path(draftsmith.__file__).parent / "specs" / "builtin"
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    root = tmp_path_factory.mktemp("pairing")
+    narrow = write_target(root / "narrow", **SMALL)
+    wide = write_target(root / "wide", **{**SMALL, "hidden_size": 32, "intermediate_size": 64})
+    return narrow, wide, write_eagle3(root / "draft", narrow)
+
+
+def notes(spec, target=None, draft=None) -> list[str]:
+    with pytest.raises(DraftsmithError) as info:
+        draftsmith.assemble(spec, target=target, draft=draft)
+    return list(getattr(info.value, "__notes__", []))
+
+
+def test_the_pairing_note_comes_first(folders, tmp_path):
+    """A spec that also asks for another layer count: both notes, the sizes' first."""
+    _, wide, draft = folders
+    text = (BUILTIN / "eagle3-llama.yaml").read_text().replace("name: eagle3-llama", "name: two")
+    spec = tmp_path / "two.yaml"
+    spec.write_text(text.replace("num_layers: auto", "num_layers: 2"))
+    said = notes(spec, wide, draft)
+    assert len(said) == 2 and said[0].startswith(f"{PAIRING} 16 (the target's: 32): is the draft made"), said
+    assert said[1].startswith("note: the spec's draft.num_layers is 2; the checkpoint holds 1 layer"), said
+
+
+def test_the_pairing_note_comes_before_another_specs_detection(folders):
+    """The demo spec's target is 128 wide: e3 is detected as eagle3-llama (kept, said second)."""
+    *_, draft = folders
+    said = notes("demo", draft=draft)
+    assert len(said) == 2 and said[0].startswith(PAIRING) and DETECTED in said[1], said
+
+
+@pytest.mark.parametrize("given", [False, True])
+def test_a_specs_own_draft_is_not_detected_as_another_spec(folders, given):
+    """smollm2's shipped draft against another target, by default or named as a folder: the sizes differ, said
+    alone."""
+    narrow, *_ = folders
+    shipped = BUILTIN / ".." / ".." / "demo_data" / "smollm2-draft"
+    said = notes("smollm2", narrow, shipped if given else None)
+    assert said and said[0].startswith(PAIRING) and not any(DETECTED in n for n in said), said
