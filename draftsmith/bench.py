@@ -58,7 +58,8 @@ def _hf_models(target_dir: Path, keep_layers: int, device: str, dtype: torch.dty
 
 
 def run_bench(spec="demo", *, target=None, draft=None, prompt="def fibonacci(n):", max_new_tokens=64,
-              repeats=3, device="cpu", dtype="float32", console=None, graphs="auto"):
+              repeats=3, device="cpu", dtype="float32", console=None, graphs="auto", names=None):
+    """``names``: generate()'s arguments under the names its checks call them (the command line's options)."""
     from rich.console import Console
     from rich.table import Table
 
@@ -75,7 +76,8 @@ def run_bench(spec="demo", *, target=None, draft=None, prompt="def fibonacci(n):
     model = draftsmith.assemble(spec_obj, target=target, draft=draft, device=device, dtype=dtype)
     target_dir = checkpoint_dir(spec_obj, target, "target")
     n = max_new_tokens
-    ids = check_call(model, prompt, max_new_tokens=n, what="draftsmith bench")[0][0]  # generate()'s checks
+    # generate()'s checks
+    ids = check_call(model, prompt, max_new_tokens=n, what="draftsmith bench", names=names)[0][0]
     kw = dict(max_new_tokens=n, stop=[])   # every method makes exactly n tokens (transformers: min_new_tokens)
     methods = {
         "draftsmith target-only": lambda: model.generate_baseline(ids, **kw),

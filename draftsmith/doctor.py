@@ -60,7 +60,8 @@ class Measure:
 class Candidate:
     changes: tuple[tuple[str, Any], ...]
     measure: Measure | None = None
-    error: str | None = None        # why it did not assemble or run
+    error: str | None = None        # why it did not assemble or run, in a line
+    detail: str | None = field(default=None, repr=False)   # the whole message, with the load's notes
     declared: bool = False          # every change sets its field's declared default
 
     @property
@@ -135,6 +136,12 @@ def _first_line(e: BaseException) -> str:
     return msg if len(msg) <= 240 else msg[:237] + "..."
 
 
+def _whole(e: BaseException) -> str:
+    """The error's whole message and the notes the load added to it (folders swapped, sizes that disagree, the
+    family the draft is detected as), as the command line prints a failed load."""
+    return "\n".join([f"{type(e).__name__}: {str(e).strip()}", *getattr(e, "__notes__", ())])
+
+
 def run_candidate(spec: Spec, changes, target, draft, probes, max_new_tokens, registry, **load) -> Candidate:
     from draftsmith.assembler.assemble import assemble
     from draftsmith.assembler.explain import quiet_notes
@@ -148,7 +155,7 @@ def run_candidate(spec: Spec, changes, target, draft, probes, max_new_tokens, re
         except ArgumentError:   # the probes or the token count, whatever the reading: the caller's input, said once
             raise
         except Exception as e:  # noqa: BLE001  a candidate that does not assemble is reported, not fatal
-            cand.error = _first_line(e)
+            cand.error, cand.detail = _first_line(e), _whole(e)
     return cand
 
 
@@ -175,6 +182,7 @@ def diagnose(spec: Spec | str | Path, target: str | Path | None = None, draft: s
     from draftsmith.assembler.config import read_config
 
     target, draft = checkpoint_dir(spec, target, "target"), checkpoint_dir(spec, draft, "draft")  # missing: raise
+    read_config(target)   # a target config draftsmith cannot read fails every reading alike: said once, not tried
     auto = attention_name(spec, read_config(draft))   # attention auto's params are this kind's (MLA: its rope)
     run = lambda changes: run_candidate(spec, changes, target, draft, probes, max_new_tokens, registry,  # noqa: E731
                                         dtype=dtype, device=device)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from draftsmith.errors import FetchError, short_text
+from draftsmith.errors import FetchError, OptionError, short_text
 
 MANIFEST = "draftsmith-manifest.json"
 
@@ -79,8 +79,12 @@ def fetched(ref: str) -> Path | None:
 
 
 def target_folder(ref: str | Path, console=None) -> Path:
-    """A command line's target: a cached name (``smollm2``, ``cache:smollm2``), fetched once, or a folder."""
+    """A command line's target: a cached name (``smollm2``, ``cache:smollm2``), fetched once, or a folder; an empty
+    string is refused (Path("") would be the current folder, said as one that holds no checkpoint)."""
     ref = str(ref)
+    if not ref:
+        raise OptionError("the target is an empty string: give the target's folder or a cached target's name "
+                          f"({', '.join(SOURCES)}), or leave it out for the spec's checkpoints.target")
     if ref in SOURCES:
         ref = SCHEME + ref
     return resolve(ref, console=console) if cache_name(ref) else Path(ref)
@@ -106,7 +110,6 @@ def check_cache(folder: Path) -> None:
     """An OptionError naming the variable behind the cache when the cache, or ``folder`` in it (a cached target's),
     cannot be written: a regular file, under one, in /proc, on a read-only disk; checked before anything is
     downloaded."""
-    from draftsmith.errors import OptionError
     from draftsmith.options import folder_problem
 
     why = folder_problem(cache_root())

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import torch
 
+from draftsmith import limits
 from draftsmith.errors import OptionError, short, short_text
 
 # Weights are cast to one of these; integer and float8 kinds are quantization, which is a spec's ``quant``.
@@ -15,6 +16,7 @@ FLOAT_DTYPES = {"float32": torch.float32, "float": torch.float32, "float64": tor
                 "double": torch.float64, "float16": torch.float16, "half": torch.float16,
                 "bfloat16": torch.bfloat16}
 NAMES = "float32, bfloat16, float16 or float64"
+ID_DIGITS = 18   # the most digits --token-ids reads in one id (an int64 holds every id of 18)
 
 
 def flag(name: str, on: bool) -> str:
@@ -71,9 +73,12 @@ def parse_token_ids(text: str) -> list[int]:
     items = text.split(",")
     parts = [p for item in items for p in item.split()]
     empty = "" if len(items) == 1 or all(i.strip() for i in items) else "an item is empty; "
-    if empty or not parts or not all(p.isascii() and p.isdigit() and len(p) <= 18 for p in parts):
+    if empty or not parts or not all(p.isascii() and p.isdigit() for p in parts):
         raise OptionError(f"--token-ids {short(text)}: {empty}token ids are integers >= 0 separated by commas, "
                           "e.g. 1,2,3")
+    if long := next((p for p in parts if len(p) > ID_DIGITS), None):   # read as no int64, past any vocabulary
+        raise OptionError(f"--token-ids {short(long)}: too large to be a token id (a vocabulary holds at most "
+                          f"{limits.VOCAB} tokens); give the target's ids, e.g. 1,2,3")
     return [int(p) for p in parts]
 
 

@@ -270,10 +270,16 @@ def test_generate_detects_the_spec_of_a_draft_and_takes_token_ids(eagle3_pair):
     assert "prompt [1, 2, 3]" in res.stdout and "speculative v" in res.stdout
 
 
-@pytest.mark.parametrize("ids", ["1,x", "", "-1", "1.5", "1,\u00b2", "9" * 5000])
+@pytest.mark.parametrize("ids", ["1,x", "", "-1", "1.5", "1,\u00b2"])
 def test_generate_refuses_token_ids_that_are_not_ids(ids):
     res = run("generate", "--spec", "demo", "--token-ids", ids)
     assert res.exit_code == 2 and "token ids are integers >= 0 separated by commas" in res.output, res.output[:300]
+
+
+def test_generate_refuses_a_token_id_too_long_to_be_one_in_a_short_message():
+    res = run("generate", "--spec", "demo", "--token-ids", "9" * 5000)
+    assert res.exit_code == 2 and "too large to be a token id" in res.output and len(res.output) < 400, res.output
+    assert run("generate", "--spec", "demo", "--token-ids", "9" * 19).exit_code == 2   # past an int64's 18 digits
 
 
 def test_generate_takes_the_prompt_once():

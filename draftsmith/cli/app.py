@@ -151,6 +151,37 @@ def setting_problems(max_new_tokens: int, temperature: float = 0.0, seed: int | 
     return settings_problems(max_new_tokens, temperature, 1.0, 0, seed, None, vocab=0, names=SETTING_OPTIONS)
 
 
+def target_folder_problems(folder: Path, prompt, max_new_tokens: int, names: dict[str, str]) -> list[str]:
+    """What the target's folder tells of the prompt and max_new_tokens before anything is loaded, as generate()
+    says it once the model is (each problem under its option in ``names``): token ids outside its config's
+    vocab_size, a text prompt or a conversation without tokenizer files, a prompt and new tokens past its
+    max_position_embeddings (a text prompt is at least one token). Only what config.json states is used (absent,
+    transformers' default is taken at the load, which checks it then); a folder draftsmith cannot read gives no
+    problems here: the load says what is wrong with it."""
+    from draftsmith.assembler.assemble import TOKENIZER_FILES
+    from draftsmith.assembler.config import read_config
+    from draftsmith.chat import is_conversation
+    from draftsmith.decoding.arguments import context_problems, encode_prompts
+
+    try:
+        config = read_config(folder)
+    except (DraftsmithError, OSError):
+        return []
+    vocab, context = (v if type(v) is int else None for v in map(config.get, ("vocab_size", "max_position_embeddings")))
+    problems: list[str] = []
+    text = isinstance(prompt, str) or is_conversation(prompt)
+    tokenizer = any((folder / f).exists() or (folder / f).is_symlink() for f in TOKENIZER_FILES)   # as the load
+    if text and tokenizer:   # its tokens are known once the tokenizer loads
+        if context is not None and max_new_tokens > context:
+            problems.append(f"{names['max_new_tokens']} is {max_new_tokens}: past the target's context of {context} "
+                            f"tokens (max_position_embeddings in {short_text(config.file, 300)}); with a prompt of "
+                            f"one token at most {context} new tokens fit, fewer with a longer one")
+        return problems
+    prompts, _ = encode_prompts(prompt, tokenizer=None, vocab=vocab or sys.maxsize, context=context,
+                                problems=problems, names=names)
+    return problems + context_problems(prompts, max_new_tokens, context, names)
+
+
 def detect_spec(draft: Path, target: Path | None = None):
     """The spec ``inspect`` proposes for this draft folder (the family a registered detector names, with every value
     inspect resolved from the folder: EAGLE-3 flags, the d2t convention, the rope order, FP8 scales), printed with

@@ -51,7 +51,7 @@ def doctor(
         _bad_input(e)              # (FetchError), a broken plugin: bad input, not doctor's 1 for low acceptance
 
     try:
-        spec_ref = spec or detect_spec(draft, target)
+        spec_ref = spec if spec is not None else detect_spec(draft, target)   # an empty one: load_spec refuses it
         dx = diagnose(spec_ref, target, draft, probes=PROBES if probe is None else [probe],
                       max_new_tokens=max_new_tokens, min_tau=min_tau, search=search, dtype=dtype, device=device)
     except (DraftsmithError, OSError) as e:   # the spec, a folder, an argument: said (a bug is not: exit 70)
@@ -87,7 +87,7 @@ def doctor(
     if dx.base.measure is None and dx.fix is None:   # no reading loads the pair either: the spec does not fit it
         tried = (f"none of the {len(dx.candidates)} other readings tried loads it either" if dx.candidates else
                  "the other readings were not tried: --search tries them")
-        _bad_input(f"the spec as given does not load: {dx.base.error} ({tried})")
+        _bad_input(f"the spec as given does not load: {dx.base.detail or dx.base.error}\n({tried})")
     if not dx.low:
         out.print(f"[green]acceptance is fine[/green]: tau {dx.base.tau:.2f} >= {min_tau} ({dx.seconds:.1f} s)")
         if dx.fix is not None:
@@ -122,7 +122,9 @@ def doctor(
 
 
 def _bad_input(e: object) -> NoReturn:
-    typer.echo(f"doctor: {e}", err=True)
+    """``e`` said on stderr with the notes a draftsmith error carries (as the command line prints one), exit 2."""
+    notes = "".join(f"\n{n}" for n in getattr(e, "__notes__", ()))
+    typer.echo(f"doctor: {e}{notes}", err=True)
     raise typer.Exit(2) from None
 
 

@@ -1,6 +1,7 @@
 """``draftsmith generate`` and ``draftsmith bench``."""
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 from typing import Optional
@@ -9,7 +10,16 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from draftsmith.cli.app import app, detect_spec, err, out, setting_problems
+from draftsmith.cli.app import (SETTING_OPTIONS, app, detect_spec, err, out, setting_problems,
+                                target_folder_problems)
+
+
+def _temperature(value: float) -> float:
+    """--temperature below 0, refused as typer's range check refuses it; not that check itself, which says NaN is
+    below 0: NaN, inf and the float32 bounds are generate()'s (_check_options), which says what each is."""
+    if value < 0:
+        raise typer.BadParameter(f"{value} is below 0; a finite number >= 0 is expected (0 = greedy)")
+    return value
 
 
 @app.command()
@@ -25,7 +35,7 @@ def generate(
     chat: bool = typer.Option(False, help="send --prompt as one user message through the target tokenizer's chat "
                               "template (the assistant's turn opened), as an instruct model expects"),
     max_new_tokens: int = typer.Option(64, "--max-new-tokens", min=1),
-    temperature: float = typer.Option(0.0, min=0.0, help="0 = greedy"),
+    temperature: float = typer.Option(0.0, callback=_temperature, help="0 = greedy"),
     seed: Optional[int] = typer.Option(None, help="seed for sampling"),
     topk: Optional[int] = typer.Option(None, help="tree branching (1 = chain); default from the spec"),
     steps: Optional[int] = typer.Option(None, help="draft depth; default from the spec"),
@@ -48,7 +58,9 @@ def generate(
     spec, target = _pair(spec, target, draft, default="smollm2")
     plan = dict(topk=topk, steps=steps, draft_tokens=draft_tokens)
     spec = draftsmith.load_spec(spec)
+    names = _call_names(token_ids)
     _plan_options(spec, plan)   # before the load; the draft's vocabulary (topk's bound) and target after it
+    _target_options(spec, target, prompt, max_new_tokens, names)
     # no warning of the spec's plan: the plan line below says the plan this call runs (--topk 1 is a chain anyway)
     model = draftsmith.assemble(spec, target=target, draft=draft, device=device, dtype=dtype, warn_fallback=False)
     _plan_options(spec, plan, model)
@@ -58,6 +70,8 @@ def generate(
 
         if (why := template_problem(model.tokenizer)) is not None:
             raise OptionError(f"--chat: {why.replace('pass text or token ids instead', 'drop --chat')}")
+    _call_options(model, prompt, dict(max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, **plan),
+                  names)
     out.print(f"[bold]spec[/bold] {model.spec.name}: {escape(model.spec.description)}")
     chosen = model.plan(**plan)
     out.print(f"[bold]plan[/bold] {chosen.mode}, topk {chosen.topk}, steps {chosen.steps}, "
@@ -100,6 +114,54 @@ def _plan_options(spec, plan: dict, model=None) -> None:
         raise OptionError("\n  ".join(problems))
 
 
+def _call_names(token_ids: Optional[str]) -> dict[str, str]:
+    """generate()'s arguments under the options that give them: the prompt as --token-ids or --prompt."""
+    return {**SETTING_OPTIONS, **PLAN_OPTIONS, "prompt": "--prompt" if token_ids is None else "--token-ids"}
+
+
+def _target_folder(spec, target: Optional[Path]) -> Optional[Path]:
+    """The target folder the load will read, where it is known without fetching anything: --target, else the
+    spec's checkpoints.target (a cached target only once it is in the cache)."""
+    from draftsmith import hub
+    from draftsmith.assembler.assemble import checkpoint_ref
+
+    if target is not None:
+        return target
+    ref = checkpoint_ref(spec, "target")
+    return ref if ref is None else hub.fetched(ref) if hub.cache_name(ref) is not None else Path(ref)
+
+
+def _target_options(spec, target: Optional[Path], prompt, max_new_tokens: int, names: dict[str, str]) -> None:
+    """The prompt and --max-new-tokens checked against the target folder's config and tokenizer files before the
+    models load (:func:`draftsmith.cli.app.target_folder_problems`): an OptionError (exit 2) naming the options."""
+    from draftsmith.errors import OptionError
+
+    folder = _target_folder(spec, target)
+    if folder is not None and (problems := target_folder_problems(folder, prompt, max_new_tokens, names)):
+        raise OptionError("\n  ".join(problems))
+
+
+def _call_options(model, prompt, arguments: dict, names: dict[str, str]) -> None:
+    """The call's arguments checked as generate() checks them, once the model is loaded (what only it tells: the
+    tokens a text prompt makes, a rotary embedding's bound): an OptionError (exit 2) naming the options, not
+    generate()'s error naming its arguments."""
+    from draftsmith.decoding.arguments import check_call
+
+    with _as_options():
+        check_call(model, prompt, **arguments, what="draftsmith generate", names=names)
+
+
+@contextlib.contextmanager
+def _as_options():
+    """generate()'s ArgumentError, whose problems name the options (``names``), as an OptionError: exit 2."""
+    from draftsmith.errors import ArgumentError, OptionError
+
+    try:
+        yield
+    except ArgumentError as e:
+        raise OptionError("\n  ".join(e.problems)) from None
+
+
 def typed(ctx: typer.Context, name: str) -> bool:
     """Whether option ``name`` was given on the command line (not left at its default)."""
     return getattr(ctx.get_parameter_source(name), "name", "") == "COMMANDLINE"   # typer may vendor its click
@@ -130,7 +192,8 @@ def _pair(spec: Optional[str], target: Optional[str], draft: Optional[Path], def
     """(spec, target folder) of generate and bench: --target as :func:`_target` takes it; the spec --spec names,
     else the one inspect proposes for --draft (printed with the detector's reason), else ``default``."""
     target = _target(target)
-    return spec or (detect_spec(draft, target) if draft is not None else default), target
+    # an empty --spec is load_spec's to refuse, not a missing one
+    return spec if spec is not None else detect_spec(draft, target) if draft is not None else default, target
 
 
 def _check_options(device: str, dtype: str, threads: int, max_new_tokens: int, temperature: float = 0.0,
@@ -193,6 +256,7 @@ def bench(
     draftsmith and transformers on Llama-3.x shapes."""
     import torch
 
+    import draftsmith
     from draftsmith.bench import run_bench
 
     _check_options(device, dtype or "float32", threads, max_new_tokens)
@@ -215,8 +279,11 @@ def bench(
         out.print(f"wrote {escape(str(out_dir))}/results.md, results.json{escape(plots)}", soft_wrap=True)
         return
     spec, target = _pair(spec, target, draft, default="demo")
-    run_bench(spec, target=target, draft=draft, prompt=prompt, max_new_tokens=max_new_tokens, repeats=repeats,
-              device=device, dtype=dtype or "float32", console=out, graphs=graphs)
+    names = _call_names(token_ids)
+    _target_options(draftsmith.load_spec(spec), target, prompt, max_new_tokens, names)
+    with _as_options():   # what only the loaded model tells (a text prompt's tokens), named as the options
+        run_bench(spec, target=target, draft=draft, prompt=prompt, max_new_tokens=max_new_tokens, repeats=repeats,
+                  device=device, dtype=dtype or "float32", console=out, graphs=graphs, names=names)
 
 
 SCALE_OPTIONS = {"out_dir": "--out", "batches": "--batches", "checkpoints": "--checkpoints", "hf": "--hf/--no-hf"}

@@ -22,7 +22,7 @@ import yaml
 from safetensors import SafetensorError
 
 from draftsmith.assembler.checkpoint import save_safetensors
-from draftsmith.errors import OptionError, short, short_list, short_text
+from draftsmith.errors import OptionError, short, short_list, short_text, suggest
 from draftsmith.options import utf8_problem
 from draftsmith.components.weights import RegexRule, RuleSet
 from draftsmith.convert.canonical import Canonical, ConvertError, head_dim, plan_canonical, read_canonical
@@ -154,7 +154,7 @@ def convert(src: str | Path, to: str, out: str | Path) -> dict[str, Any]:
     """Write ``src`` in layout ``to`` under ``out``; returns the written config."""
     table = layouts()
     if to not in table:   # a bad option value (exit 2), before anything is read or created
-        raise UnknownLayout(f"unknown layout {short(to)}; known: {', '.join(table)}")
+        raise UnknownLayout(f"unknown layout {short(to)}; known: {', '.join(table)}.{suggest(to, table)}")
     out = Path(out)
     created = make_out(out)   # before a tensor is read: a place that cannot be written is refused first
     try:
@@ -225,8 +225,9 @@ def _convert(src: str | Path, layout: Layout, out: Path,
     for group in layout.together:
         held = [p for p in group if any(re.search(p, n) for n in names)]
         if held and len(held) < len(group):
-            problems.append(f"the {to} layout holds {', '.join(map(repr, group))} all or none (one config flag says "
-                            f"them); this draft holds {', '.join(map(repr, held))} only")
+            problems.append(f"the {to} layout holds {', '.join(map(as_name, group))} all or none (one config flag "
+                            f"says them); this draft holds {', '.join(map(as_name, held))}, not "
+                            f"{', '.join(as_name(p) for p in group if p not in held)}")
     for pattern, why in layout.refuses.items():
         if held := refused[pattern]:
             problems.append(refusal(held, why, plan.spec, table, names))
@@ -306,6 +307,14 @@ def _write(out: Path, write) -> None:
     except (OSError, SafetensorError) as e:   # a full or read-only disk: said, and what was written removed
         why = getattr(e, "strerror", None) or short_text(str(e), 300)
         raise ConvertError(f"cannot write into {short_text(out, 300)}: {why}") from None
+
+
+def as_name(pattern: str) -> str:
+    """A layout's regex as a reader sees it: the one tensor name an anchored literal matches (``^norm\\.weight$``
+    is norm.weight), else the regex as written (not a repr, which doubles each backslash)."""
+    body = pattern[1:-1]
+    name = re.sub(r"\\(.)", r"\1", body)
+    return name if pattern[:1] + pattern[-1:] == "^$" and re.escape(name) == body else pattern
 
 
 def refusal(held: list[str], why: str, family: str, table: Mapping[str, Layout], names: Iterable[str]) -> str:

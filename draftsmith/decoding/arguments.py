@@ -182,19 +182,21 @@ def split_prompts(prompt: Any) -> tuple[list[Any], bool]:
     return [prompt], True
 
 
-def encode_prompts(prompt: Any, *, tokenizer: Any, vocab: int, context: int | None,
-                   problems: list[str]) -> tuple[list[list[int]], bool]:
-    """Every prompt as token ids (problems appended for each one that is not usable)."""
+def encode_prompts(prompt: Any, *, tokenizer: Any, vocab: int, context: int | None, problems: list[str],
+                   names: Mapping[str, str] | None = None) -> tuple[list[list[int]], bool]:
+    """Every prompt as token ids (problems appended for each one that is not usable); ``names`` renames the
+    argument in them (the command line's option, e.g. ``--token-ids``)."""
+    name = (names or {}).get("prompt", "prompt")
     if isinstance(prompt, (list, tuple)) and len(prompt) == 0:
-        problems.append("prompt: an empty list is neither a prompt (no token ids) nor a batch (no prompts)")
+        problems.append(f"{name}: an empty list is neither a prompt (no token ids) nor a batch (no prompts)")
         return [], True
     items, single = split_prompts(prompt)
     if len(items) > limits.BATCH:   # each prompt is a row of the KV pools, allocated up front
-        problems.append(f"prompt: a batch of {len(items)} prompts; at most {limits.BATCH} in one call")
+        problems.append(f"{name}: a batch of {len(items)} prompts; at most {limits.BATCH} in one call")
         return [], single
     out = []
     for i, p in enumerate(items):
-        where = "prompt" if single else f"prompt {i}"
+        where = name if single else f"{name} {i}"
         ids = _ids(p, where, tokenizer, problems, context)
         if ids is None:
             continue
@@ -214,18 +216,20 @@ def encode_prompts(prompt: Any, *, tokenizer: Any, vocab: int, context: int | No
     return out, single
 
 
-def context_problems(prompts: list[list[int]], max_new_tokens: Any, context: int | None) -> list[str]:
+def context_problems(prompts: list[list[int]], max_new_tokens: Any, context: int | None,
+                     names: Mapping[str, str] | None = None) -> list[str]:
     """A call that would feed the target a position past its context is refused: the KV pools are sized for
     prompt + max_new_tokens before the first forward, so the context (not a user value up to limits.NEW_TOKENS)
     bounds what is allocated and how long a call runs; positions past it are outside what the target was trained
     on anyway. The last new token is never fed (as in transformers), so prompt + max_new_tokens may pass the
-    context by one: a prompt of the whole context gets its one next token."""
+    context by one: a prompt of the whole context gets its one next token. ``names`` renames max_new_tokens."""
     if context is None or not prompts or not _is_int(max_new_tokens) or max_new_tokens < 1:
         return []  # no context declared, no usable prompt, or no count of tokens (refused on its own)
     longest = max(map(len, prompts))
     if longest + max_new_tokens - 1 <= context or longest > context:   # a longer prompt is refused on its own
         return []
-    return [f"max_new_tokens is {short(max_new_tokens)}: with a {longest}-token prompt it runs past the target's "
+    name = (names or {}).get("max_new_tokens", "max_new_tokens")
+    return [f"{name} is {short(max_new_tokens)}: with a {longest}-token prompt it runs past the target's "
             f"context of {context} tokens (max_position_embeddings); at most {context - longest + 1} new tokens fit "
             "(the last one is never fed)"]
 
@@ -356,16 +360,18 @@ def vocab_sizes(model: Any) -> tuple[int, int, int | None]:
 
 def check_call(model: Any, prompt: Any, *, max_new_tokens: Any = 64, temperature: Any = 0.0, top_p: Any = 1.0,
                top_k: Any = 0, seed: Any = None, stop: Any = None, topk: Any = None, steps: Any = None,
-               draft_tokens: Any = None, mode: Any = None, what: str = "generate()") -> tuple[list[list[int]], bool]:
-    """Encode the prompts and check every argument; ArgumentError lists all problems. Returns (prompts, single)."""
+               draft_tokens: Any = None, mode: Any = None, what: str = "generate()",
+               names: Mapping[str, str] | None = None) -> tuple[list[list[int]], bool]:
+    """Encode the prompts and check every argument; ArgumentError lists all problems, each argument under its
+    name in ``names`` where it has one (the command line's options). Returns (prompts, single)."""
     vocab, draft_vocab, context = vocab_sizes(model)
     problems: list[str] = []
     prompts, single = encode_prompts(prompt, tokenizer=model.tokenizer, vocab=vocab, context=context,
-                                     problems=problems)
-    problems += settings_problems(max_new_tokens, temperature, top_p, top_k, seed, stop, vocab=vocab)
+                                     problems=problems, names=names)
+    problems += settings_problems(max_new_tokens, temperature, top_p, top_k, seed, stop, vocab=vocab, names=names)
     overridden(model.spec.decoding, dict(topk=topk, steps=steps, draft_tokens=draft_tokens, mode=mode), problems,
-               draft_vocab=draft_vocab)
-    problems += context_problems(prompts, max_new_tokens, context)
+               draft_vocab=draft_vocab, names=names)
+    problems += context_problems(prompts, max_new_tokens, context, names)
     if prompts and _is_int(max_new_tokens) and max_new_tokens >= 1:   # else refused on their own
         # positions past those the target's rotary embedding computes as transformers does (a longrope target)
         problems += position_problems(model.target, max(map(len, prompts)), int(max_new_tokens))

@@ -48,8 +48,9 @@ def test_a_yuhuili_draft_converts_and_decodes_the_same_tokens(tmp_path):
 def test_norms_no_layernorms_flag_can_say_are_refused_before_writing(tmp_path):
     # one Mistral-native layer: layer 0's input norm and a final norm, but no embedding norm
     src = write_mistral_eagle(tmp_path / "m", fake_target(tmp_path / "t"), layers=1)
-    with pytest.raises(ConvertError, match=r"holds '\^fc\\\\.embed_norm.* all or none .* this draft holds "
-                                           r"'\^layers\\\\.0\\\\.input_layernorm"):
+    with pytest.raises(ConvertError, match=r"holds fc\.embed_norm\.weight, .* all or none .* this draft holds "
+                                           r"layers\.0\.input_layernorm\.weight, norm\.weight, not "
+                                           r"fc\.embed_norm\.weight"):
         convert(src, "eagle1-speculators", tmp_path / "out")
     assert not (tmp_path / "out").exists()
 

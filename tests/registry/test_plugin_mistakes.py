@@ -133,7 +133,7 @@ def test_the_cli_prints_a_failing_factory_as_a_message(tmp_path, pair, monkeypat
                                       [SpecSource("plug-draft", spec_file(tmp_path, {"kind": "offset_rms"}))])))
     installed(reg, monkeypatch, request)
     res = CliRunner().invoke(app, ["generate", "--spec", "plug-draft", "--target", str(pair[0]), "--draft",
-                                   str(pair[1]), "--prompt", "hi", "--max-new-tokens", "2", "--no-compare"])
+                                   str(pair[1]), "--token-ids", "1,2", "--max-new-tokens", "2", "--no-compare"])
     assert res.exit_code == USER_ERROR, res.output
     assert "error: norm 'offset_rms' (plugin 'offsetnorm') failed to build: ValueError" in res.output
     assert "Traceback" not in res.output and "internal error" not in res.output
