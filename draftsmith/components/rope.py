@@ -95,20 +95,21 @@ def position_limit(model: nn.Module) -> int | None:
     return min(found, default=None)
 
 
-def position_problems(model: nn.Module, longest: int, max_new_tokens: int) -> list[str]:
+def position_problems(model: nn.Module, longest: int, max_new_tokens: int, name: str = "max_new_tokens") -> list[str]:
     """A call that would feed a longrope target a position past its original_max_position_embeddings, as a
     problem ([] when it fits). transformers switches to the long factors once a forward reaches past it (per
     forward: a prefill past it rotates the whole prompt with them); draftsmith keeps the short factors, which
     would decode differently from transformers there. Counted as transformers' switch is: the last new token is
     never fed, so prompt + max_new_tokens may pass the limit by one; the draft tree's positions past the last new
-    token never decide a committed token, so they are not counted."""
+    token never decide a committed token, so they are not counted. ``name``: max_new_tokens as the caller calls it
+    (the command line's --max-new-tokens)."""
     limit = position_limit(model)
     if limit is None or longest + max_new_tokens - 1 <= limit:
         return []
     why = (f"the target's longrope original_max_position_embeddings is {limit} (rope_parameters / rope_scaling in "
            "its config.json): past it transformers rotates with the long factors, which draftsmith does not compute")
     if longest > limit:
-        return [f"a {longest}-token prompt + max_new_tokens {max_new_tokens} runs past {limit} positions: {why}; "
+        return [f"a {longest}-token prompt + {name} {max_new_tokens} runs past {limit} positions: {why}; "
                 f"prompts of at most {limit} tokens fit"]
-    return [f"max_new_tokens is {max_new_tokens}: with a {longest}-token prompt it runs past {limit} positions: "
+    return [f"{name} is {max_new_tokens}: with a {longest}-token prompt it runs past {limit} positions: "
             f"{why}; at most {limit - longest + 1} new tokens fit (the last one is never fed)"]

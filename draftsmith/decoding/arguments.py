@@ -374,7 +374,8 @@ def check_call(model: Any, prompt: Any, *, max_new_tokens: Any = 64, temperature
     problems += context_problems(prompts, max_new_tokens, context, names)
     if prompts and _is_int(max_new_tokens) and max_new_tokens >= 1:   # else refused on their own
         # positions past those the target's rotary embedding computes as transformers does (a longrope target)
-        problems += position_problems(model.target, max(map(len, prompts)), int(max_new_tokens))
+        problems += position_problems(model.target, max(map(len, prompts)), int(max_new_tokens),
+                                      (names or {}).get("max_new_tokens", "max_new_tokens"))
     problems += placement_problems(model)
     if problems:
         raise ArgumentError(what, problems)

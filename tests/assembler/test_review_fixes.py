@@ -181,3 +181,14 @@ def test_a_longrope_call_past_original_max_position_embeddings_is_refused_before
     msg = str(err.value)
     assert msg.startswith(f"{call}(): 1 problem"), msg
     assert f"longrope original_max_position_embeddings is {ORIGINAL}" in msg and fit in msg, msg
+
+
+def test_a_longrope_problem_names_max_new_tokens_as_the_caller_does(longrope):
+    from draftsmith.decoding.arguments import check_call
+    from draftsmith.errors import ArgumentError
+
+    names = {"max_new_tokens": "--max-new-tokens"}   # the command line's (draftsmith generate)
+    for length, says in [(ORIGINAL - 6, "--max-new-tokens is 8: with a"), (ORIGINAL + 8, "prompt + --max-new-tokens 8")]:
+        with pytest.raises(ArgumentError) as err:
+            check_call(longrope[0], prompt(length), max_new_tokens=8, names=names)
+        assert says in str(err.value) and "max_new_tokens" not in str(err.value), str(err.value)
