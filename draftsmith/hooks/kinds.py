@@ -12,8 +12,9 @@ an answer of another type than ``methods`` lists for it; ``optional`` methods (a
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,9 @@ class Kind:
     fields: tuple[str, ...] = ()    # the result's attributes the assembler reads
     key: str | None = "kind"        # the spec key that names the component (None: a spec never gives params)
     reserved: Mapping[str, Reserved] = field(default_factory=dict)   # names a spec keeps for a choice of its own
+    # a plugin's result tried on what the factory was given (its keywords), before anything else uses it: why it
+    # cannot serve, or None (a norm's weight [dim], a block that keeps its input's shape)
+    probe: Callable[[Any, Mapping[str, Any]], str | None] | None = None
 
     def problem(self, made: object) -> str | None:
         """Why a factory's result is not of the sort this kind needs ('' for None), or None when it is."""
@@ -80,6 +84,34 @@ class Names(metaclass=_Sort):
 Names.__name__ = "a non-empty tuple or list of str"   # as a guarded call's message names the sort
 
 
+def keeps_width(made: Any, width: int, sort: str) -> str | None:
+    """Why ``made`` (a module) does not map a [2, width] input to a [2, width] output, or None. Run where its
+    parameters are (the meta device while the assembler builds: no data, no time); a forward that cannot run on
+    that input is not judged here (data-dependent code on meta): what it raises at run time is."""
+    import torch
+
+    device = next((p.device for p in made.parameters()), torch.device("meta"))
+    try:
+        out = made(torch.zeros(2, width, device=device))
+    except Exception:   # noqa: BLE001
+        return None
+    shape = list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+    return None if shape == [2, width] else (f"its forward maps a [2, {width}] input to {shape}; {sort} keeps its "
+                                             "input's shape")
+
+
+def norm_problem(made: Any, dim: int) -> str | None:
+    """Why a norm module cannot take a checkpoint's norm tensor (``weight`` [dim]) or keep its input's shape."""
+    from torch import nn
+
+    weight = getattr(made, "weight", None)
+    if not isinstance(weight, nn.Parameter) or list(weight.shape) != [dim]:
+        held = f"[{', '.join(map(str, weight.shape))}]" if isinstance(weight, nn.Parameter) else "none"
+        return (f"its weight parameter is {held}; a norm holds `weight` [{dim}], where the checkpoint's norm tensor "
+                "loads")
+    return keeps_width(made, dim, "a norm")
+
+
 ANY: tuple[type, ...] = ()            # a method whose answer is not used
 STR_OR_NONE = (str, type(None))
 
@@ -90,8 +122,10 @@ KINDS: dict[str, Kind] = {
                       "an attention module over the paged KV pool (see components.gqa)",
                       reserved={"auto": Reserved("mla when the draft config has MLA fields, else gqa",
                                                 ("gqa", "mla"))}),
-    "mlp": Kind("factory(params, *, dims)", "the feed-forward module (see components.mlp.SwiGLU)"),
-    "norm": Kind("factory(params, *, dim, eps)", "a norm module whose parameter is `weight` of shape [dim]"),
+    "mlp": Kind("factory(params, *, dims)", "the feed-forward module (see components.mlp.SwiGLU)",
+                probe=lambda made, context: keeps_width(made, context["dims"].hidden, "an mlp")),
+    "norm": Kind("factory(params, *, dim, eps)", "a norm module whose parameter is `weight` of shape [dim]",
+                 probe=lambda made, context: norm_problem(made, context["dim"])),
     "fusion": Kind("factory(params, *, hidden, target_width, draft_config, target_layers, norm)",
                    "the draft's input fusion, a module with fuse(emb, hidden, from_target), taps, first_mix, "
                    "first_in_factor, norm_before_residual and norm_output (see components.fusion)",

@@ -140,7 +140,8 @@ class Registry:
                 raise
             raise ComponentFailed(f"{who} failed to build: {type(e).__name__}: "
                                   f"{short_text(str(e), 300)}{call}") from e
-        return made if contract is None else checked(made, contract, who, call, guard=plugin != BUILTIN)
+        return made if contract is None else checked(made, contract, who, call, guard=plugin != BUILTIN,
+                                                     context=context)
 
     def holds(self, kind: str, name: str, params: Mapping[str, Any], fallback: Sequence[str]) -> tuple[str, ...]:
         """The regexes of the canonical names component ``(kind, name)``, given a spec's ``params``, may hold

@@ -16,11 +16,17 @@ class ComponentFailed(DraftsmithError, RuntimeError):
     or a method of what a plugin's factory returned raised when the assembler called it."""
 
 
-def checked(made: Any, contract: Kind, who: str, call: str, *, guard: bool) -> Any:
+def checked(made: Any, contract: Kind, who: str, call: str, *, guard: bool,
+            context: Mapping[str, Any] | None = None) -> Any:
     """``made`` if its kind can use it (wrapped in a :class:`Guarded` when ``guard`` and the kind has methods the
-    assembler calls later), else a ComponentFailed saying what is missing."""
-    if (why := contract.problem(made)) is not None:
-        raise ComponentFailed(f"{who}: its factory returned {short(made)}{f' ({why})' if why else ''}{call}")
+    assembler calls later), else a ComponentFailed saying what is missing. A guarded (plugin's) result is also
+    tried as its kind's ``probe`` says, on the factory's keywords ``context``."""
+    why = contract.problem(made)
+    if why is None and guard and contract.probe is not None and context is not None:
+        why = contract.probe(made, context)
+    if why is not None:
+        shown = short(made) if "\n" not in repr(made) else f"a {type(made).__name__}"   # a module's whole tree: its class
+        raise ComponentFailed(f"{who}: its factory returned {shown}{f' ({why})' if why else ''}{call}")
     # an object of draftsmith's own classes (a plugin's RegexRule, TargetArch) runs draftsmith's code: not guarded
     ours = type(made).__module__.partition(".")[0] == "draftsmith"
     return Guarded(made, who, contract.guarded) if guard and contract.guarded and not ours else made

@@ -1,0 +1,96 @@
+"""A plugin's norm or mlp that its kind cannot use is refused when it is built, naming the plugin (kinds.probe):
+a norm without `weight` [dim] failed as a checkpoint that did not fit ('missing layers.0.input_layernorm.gamma'),
+and a block whose output has another width failed in draftsmith's attention as an internal error (exit 70)."""
+import pytest
+import torch
+from torch import nn
+
+from draftsmith.components.norms import rms
+from draftsmith.hooks import Component
+from draftsmith.hooks.kinds import keeps_width
+from draftsmith.registry import ComponentFailed
+
+from test_plugin_mistakes import OffsetParams, assemble_with, pair  # noqa: F401  (pair: the module's fixture)
+from test_plugins import Plugin, fresh
+
+
+class Narrow(nn.Module):
+    """An RMSNorm whose output drops the last channel."""
+
+    def __init__(self, dim):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        return (x * self.weight)[..., :-1]
+
+
+class Gamma(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.gamma = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        return x * self.gamma
+
+
+class Item(nn.Module):
+    """Data-dependent code, which the meta device cannot run: not judged by the probe."""
+
+    def __init__(self, dim):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        return x * self.weight * float(x.abs().max().item() >= 0)
+
+
+@pytest.mark.parametrize("module, says", [
+    (Narrow, r"its forward maps a \[2, 16\] input to \[2, 15\]; a norm keeps its input's shape"),
+    (Gamma, r"its weight parameter is none; a norm holds `weight` \[16\], where the checkpoint's norm tensor loads"),
+    (lambda dim: rms(OffsetParams(), dim=dim * 2, eps=1e-6),
+     r"its weight parameter is \[32\]; a norm holds `weight` \[16\], where the checkpoint's norm tensor loads"),
+])
+def test_a_plugin_norm_its_kind_cannot_use_is_named_when_built(tmp_path, pair, module, says):  # noqa: F811
+    with pytest.raises(ComponentFailed, match=r"^norm 'offset_rms' \(plugin 'offsetnorm'\): its factory returned "
+                                              rf".*\({says}\); the assembler calls it as"):
+        assemble_with(tmp_path, pair, lambda params, *, dim, eps: module(dim))
+
+
+def test_a_plugin_norm_the_meta_device_cannot_run_is_left_to_the_run(tmp_path, pair):  # noqa: F811
+    model = assemble_with(tmp_path, pair, lambda params, *, dim, eps: Item(dim))
+    assert model.generate([1, 2, 3], max_new_tokens=3, stop=[]).token_ids == \
+        model.generate_baseline([1, 2, 3], max_new_tokens=3, stop=[]).token_ids
+
+
+class Shrink(nn.Module):
+    def __init__(self, dims):
+        super().__init__()
+        self.inner = nn.Linear(dims.hidden, dims.hidden // 2)
+
+    def forward(self, x):
+        return self.inner(x)
+
+
+def test_a_plugin_mlp_that_changes_the_width_is_named_when_built(tmp_path, pair):  # noqa: F811
+    import yaml
+
+    import draftsmith
+    from test_plugin_mistakes import spec_file
+
+    reg = fresh(("shrink", Plugin([Component("mlp", "shrink", lambda params, *, dims: Shrink(dims))])))
+    path = spec_file(tmp_path, {"kind": "rms"})
+    data = yaml.safe_load(path.read_text())
+    data["draft"]["mlp"] = {"kind": "shrink"}
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(ComponentFailed, match=r"^mlp 'shrink' \(plugin 'shrink'\): its factory returned a Shrink "
+                                              r"\(its forward maps a \[2, 16\] input to \[2, 8\]; an mlp keeps its "
+                                              r"input's shape\)"):
+        draftsmith.assemble(draftsmith.load_spec(path, reg), target=pair[0], draft=pair[1], registry=reg)
+
+
+def test_keeps_width_runs_where_the_parameters_are():
+    assert keeps_width(nn.Linear(4, 4), 4, "a block") is None
+    assert keeps_width(nn.Linear(4, 3, device="meta"), 4, "a block").startswith("its forward maps a [2, 4] input to "
+                                                                              "[2, 3]")
+    assert keeps_width(nn.Linear(5, 4), 4, "a block") is None   # its forward raises: not judged
