@@ -38,9 +38,35 @@ def report(exc: BaseException) -> int:
         typer.echo(f"error: {exc}{notes}", err=True)
         return USAGE_ERROR if isinstance(exc, OptionError) else USER_ERROR
     first = short_text(str(exc).strip().splitlines()[0] if str(exc).strip() else "", 300)
-    typer.echo(f"internal error: {type(exc).__name__}{': ' + first if first else ''}\n"
-               "  rerun with `draftsmith --debug ...` for the traceback", err=True)
+    said = f"{type(exc).__name__}{': ' + first if first else ''}"
+    hint = "\n  rerun with `draftsmith --debug ...` for the traceback"
+    if (where := plugin_at_fault(exc)) is not None:   # a plugin's code raised: its mistake, said as the plugin's
+        typer.echo(f"error: {where} raised {said}{hint}", err=True)
+        return USER_ERROR
+    typer.echo(f"internal error: {said}{hint}", err=True)
     return INTERNAL_ERROR
+
+
+def plugin_at_fault(exc: BaseException) -> str | None:
+    """"plugin 'NAME' (in module.function, line N)" where ``exc`` was raised inside an installed plugin's code (its
+    deepest frame in a plugin's top-level package; a plugin's forward that raises while draftsmith decodes), else
+    None. Only a registry already built is asked: an error before one is built cannot come from a plugin's code."""
+    import traceback
+
+    from draftsmith.registry import registry as registry_module
+
+    if not registry_module.default_registry.cache_info().currsize:
+        return None
+    packages = {}
+    for name, plugin in registry_module.default_registry().pm.list_name_plugin():
+        module = plugin.__name__ if isinstance(plugin, type(sys)) else type(plugin).__module__
+        if name != registry_module.BUILTIN and module.partition(".")[0] != "draftsmith":
+            packages.setdefault(module.partition(".")[0], name)
+    for frame, line in reversed(list(traceback.walk_tb(exc.__traceback__))):
+        module = frame.f_globals.get("__name__", "")
+        if (plugin := packages.get(module.partition(".")[0])) is not None:
+            return f"plugin {plugin!r} (in {module}.{frame.f_code.co_qualname}, line {line})"
+    return None
 
 
 def _drop_stdout() -> None:

@@ -94,3 +94,36 @@ def test_keeps_width_runs_where_the_parameters_are():
     assert keeps_width(nn.Linear(4, 3, device="meta"), 4, "a block").startswith("its forward maps a [2, 4] input to "
                                                                               "[2, 3]")
     assert keeps_width(nn.Linear(5, 4), 4, "a block") is None   # its forward raises: not judged
+
+
+class Boom(nn.Module):
+    """A norm whose forward raises once it decodes (the build's probe on the meta device passes)."""
+
+    def __init__(self, dim):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        if x.is_meta:
+            return x * self.weight
+        raise RuntimeError("the plugin's own bug")
+
+
+class Local(Plugin):
+    """A plugin object of this module, as an installed plugin's module holds its components."""
+
+
+def test_a_plugins_code_raising_while_decoding_is_said_as_the_plugins_not_an_internal_error(
+        tmp_path, pair, monkeypatch, request):  # noqa: F811
+    from typer.testing import CliRunner
+
+    from draftsmith.cli import USER_ERROR, app
+    from test_plugin_mistakes import installed, spec_file
+
+    reg = fresh(("boomnorm", Local([Component("norm", "boom", lambda params, *, dim, eps: Boom(dim))])))
+    installed(reg, monkeypatch, request)
+    res = CliRunner().invoke(app, ["generate", "--spec", str(spec_file(tmp_path, {"kind": "boom"})), "--target",
+                                   str(pair[0]), "--draft", str(pair[1]), "--token-ids", "1,2", "--no-compare"])
+    assert res.exit_code == USER_ERROR, res.output
+    assert "error: plugin 'boomnorm' (in test_plugin_probes.Boom.forward, line " in res.output
+    assert "raised RuntimeError: the plugin's own bug" in res.output and "internal error" not in res.output
