@@ -33,15 +33,31 @@ class PluginClash(PluginError):
 
 
 class UnknownComponent(DraftsmithError, LookupError):
-    def __init__(self, kind: str, name: str, known: Sequence[tuple[str, str]]):
+    def __init__(self, kind: str, name: str, known: Sequence[tuple[str, str]], note: str = ""):
         self.kind, self.name, self.known = kind, name, known
         hint = suggest(name, [n for n, _ in known])
         listing = ", ".join(f"{n} ({p})" for n, p in known) or "none registered"
-        super().__init__(f"unknown {kind} {short(name)}.{hint} known: {listing}")
+        note = f". {note}" if note else ""   # DRAFTSMITH_DISABLE_PLUGIN_AUTOLOAD kept a provider out (not_loaded_note)
+        super().__init__(f"unknown {kind} {short(name)}.{hint} known: {listing}{note}")
 
 
 class UnknownSpec(DraftsmithError, LookupError):
     """No spec of that name is registered and no such file exists."""
+
+
+def autoload_disabled() -> bool:
+    """Whether the environment sets ``DRAFTSMITH_DISABLE_PLUGIN_AUTOLOAD`` (to anything but empty or 0), as pytest
+    reads PYTEST_DISABLE_PLUGIN_AUTOLOAD: the installed plugins (the ``draftsmith`` entry points) are not loaded."""
+    return os.environ.get(NO_AUTOLOAD, "") not in ("", "0")
+
+
+def not_loaded_note(autoload_off: bool) -> str:
+    """What a name not found is told where the installed plugins were not loaded (one of them may provide it);
+    '' where they were."""
+    if not autoload_off:
+        return ""
+    return (f"Plugin autoloading is disabled by {NO_AUTOLOAD}, so an installed plugin that provides it was not "
+            f"loaded; unset {NO_AUTOLOAD} to load the installed plugins.")
 
 
 @dataclass(frozen=True)
@@ -58,8 +74,11 @@ class Registry:
     """Components and specs flattened from every plugin, each with the plugin that provided it; then the specs of
     the ``spec_folders`` (:mod:`draftsmith.registry.spec_path`), each with its folder."""
 
-    def __init__(self, pm: pluggy.PluginManager, spec_folders: Iterable[os.PathLike] = ()):
+    def __init__(self, pm: pluggy.PluginManager, spec_folders: Iterable[os.PathLike] = (), *,
+                 autoload_off: bool = False):
         self.pm = pm
+        # DRAFTSMITH_DISABLE_PLUGIN_AUTOLOAD kept the installed plugins out: a name not found says one may provide it
+        self.autoload_off = autoload_off
         self.components: dict[tuple[str, str], Provided] = {}
         self.specs: dict[str, Provided] = {}
         # the *.yaml / *.yml files of the spec folders whose name: could not be read, each with why: not an error
@@ -118,10 +137,14 @@ class Registry:
         try:
             return self.components[(kind, name)].record
         except KeyError:
-            raise UnknownComponent(kind, name, self.names(kind)) from None
+            raise UnknownComponent(kind, name, self.names(kind), self.not_loaded_note()) from None
 
     def provider(self, kind: str, name: str) -> str:
         return self.components[(kind, name)].plugin
+
+    def not_loaded_note(self) -> str:
+        """:func:`not_loaded_note` of this registry: for a component or spec name that none provides."""
+        return not_loaded_note(self.autoload_off)
 
     def build(self, kind: str, name: str, *args: Any, **context: Any) -> Any:
         """``factory(*args, **context)`` of component ``(kind, name)``, checked: anything but a draftsmith error
@@ -177,10 +200,16 @@ class Registry:
             known = [n for n, _ in self.spec_names()]
             notes = "".join(f"\nnote: {short_text(path, 300)} in {SPEC_PATH} was skipped: {why}"
                             for path, why in self.skipped_spec_files if path.stem == name)
+            note = f"\nnote: {self.not_loaded_note()}" if self.autoload_off else ""
             raise UnknownSpec(
                 f"no spec named {short(name)} and no such file.{suggest(name, known)} known: {', '.join(known)}"
-                f"{notes}"
+                f"{notes}{note}"
             ) from None
+
+    def spec_provider(self, name: str) -> str:
+        """Who provides the registered spec ``name``, as messages say it: ``plugin 'acme'``, or ``folder '...' of
+        DRAFTSMITH_SPEC_PATH``."""
+        return self.specs[name].who()
 
     def spec_names(self) -> list[tuple[str, str]]:
         """[(name, provider)] sorted by name, a clashing name's providers joined by ', ' (it is listed, not hidden:
@@ -350,11 +379,12 @@ def build_registry(plugins: Iterable[tuple[str, object]] = (), *, entry_points: 
     pm = pluggy.PluginManager(PROJECT)
     pm.add_hookspecs(hookspecs)
     pm.register(importlib.import_module(BUILTIN_MODULE), name=BUILTIN)
-    if entry_points if entry_points is not None else os.environ.get(NO_AUTOLOAD, "") in ("", "0"):
+    autoload_off = entry_points is None and autoload_disabled()
+    if entry_points if entry_points is not None else not autoload_off:
         load_entry_points(pm)
     for name, plugin in plugins:
         _register(pm, plugin, name)
-    return Registry(pm, spec_folders(spec_path))
+    return Registry(pm, spec_folders(spec_path), autoload_off=autoload_off)
 
 
 @functools.lru_cache(maxsize=1)

@@ -15,6 +15,7 @@ clash."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import yaml
@@ -78,8 +79,9 @@ def scan_folder(folder: Path) -> tuple[list[SpecSource], list[tuple[Path, str]]]
 
 def declared_name(path: Path) -> str | None:
     """The top-level ``name:`` of a YAML file, a non-empty string, or None: read from the event stream up to that
-    key (nothing is built, nothing nested is followed); a file that is not a regular file of at most
-    ``limits.SPEC_BYTES`` of UTF-8 text, or not a mapping, has none."""
+    key's value (nothing is built; a list or mapping given as name: is read to its end only to tell a YAML error
+    in it); a file that is not a regular file of at most ``limits.SPEC_BYTES`` of UTF-8 text, or not a mapping,
+    has none."""
     return read_name(path)[0]
 
 
@@ -97,8 +99,9 @@ def read_name(path: Path) -> tuple[str | None, str | None]:
     except OSError as e:
         return None, f"could not be read: {short_text(e.strerror or str(e), 200)}"
     depth, is_key, after_name = 0, True, False   # depth 1: inside the top mapping, whose nodes alternate key, value
+    events = yaml.parse(text, Loader=SAFE_LOADER)
     try:
-        for event in yaml.parse(text, Loader=SAFE_LOADER):
+        for event in events:
             if isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
                 depth -= 1
                 if depth <= 0:
@@ -111,15 +114,26 @@ def read_name(path: Path) -> tuple[str | None, str | None]:
                 return None, f"no top-level name: (the file is {what}, not a mapping)"
             if depth == 1:
                 if not is_key and after_name:
+                    _read_through(event, events)
                     return _string(event)
                 after_name = is_key and isinstance(event, yaml.ScalarEvent) and event.value == "name"
                 is_key = not is_key
             if isinstance(event, yaml.CollectionStartEvent):
                 depth += 1
-    except yaml.YAMLError as e:   # a broken file before its name: no name (loading it by path says what is wrong)
+    except yaml.YAMLError as e:   # broken before its name ends: no name (loading it by path says what is wrong)
         mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
         return None, "no top-level name: (a YAML error" + (f" at line {mark.line + 1})" if mark else ")")
     return None, "no top-level name: (the file is empty)" if depth == 0 else "no top-level name:"
+
+
+def _read_through(event: yaml.Event, events: Iterator[yaml.Event]) -> None:
+    """Read ``events`` to the end of the list or mapping that ``event`` opens (nothing for a scalar): libyaml
+    streams a collection's start before it finds the collection broken, so ``name: [unclosed`` is a YAML error
+    (raised here), not a name that is a list."""
+    depth = int(isinstance(event, yaml.CollectionStartEvent))
+    while depth:
+        inner = next(events)
+        depth += isinstance(inner, yaml.CollectionStartEvent) - isinstance(inner, yaml.CollectionEndEvent)
 
 
 _KINDS = {"tag:yaml.org,2002:bool": "a boolean", "tag:yaml.org,2002:int": "a number",

@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from draftsmith import limits
 from draftsmith.errors import QUOTE_LIMIT, NotFound, OptionError, Problem, SpecError, short_text, with_places
 from draftsmith.registry import Registry, default_registry
+from draftsmith.registry.registry import NO_AUTOLOAD
 from draftsmith.specs.resolve import check_spec_data
 from draftsmith.specs.schema import Spec, too_many_digits, validate_strict
 from draftsmith.specs.translate import describe, problems_from
@@ -47,10 +48,33 @@ def spec_path(ref: str | Path, registry: Registry) -> Path:
             raise SpecNotFound(f"spec file {short_text(p, 300)} {what}")
         return p
     if (registry.has_spec(str(ref)) and not as_path) or not p.exists():   # a clashing name: spec_source says so
-        return registry.spec_source(str(ref)).path
+        return registered_file(str(ref), registry)
     if not p.is_file():   # a folder or a device: say so, not "no such file"
         raise SpecNotFound(f"spec file {short_text(p, 300)} is not a regular file (a spec is one YAML file)")
     return p
+
+
+WITHOUT_PLUGINS = f"meanwhile {NO_AUTOLOAD}=1 runs draftsmith without installed plugins"
+
+
+def registered_file(name: str, registry: Registry) -> Path:
+    """The file of the registered spec ``name``; one that is not a regular file (a plugin's package data missing)
+    is a SpecNotFound naming who registered it and what to do."""
+    path = registry.spec_source(name).path
+    if not path.is_file():
+        what = "is not a regular file" if path.exists() else "does not exist"
+        raise SpecNotFound(f"spec {name!r} of {registry.spec_provider(name)} is the file {short_text(path, 300)}, "
+                           f"which {what}; {_provider_fix(name, registry)}")
+    return path
+
+
+def _provider_fix(name: str, registry: Registry) -> str:
+    """What to do about a registered spec whose file is missing or says another name: a plugin's is the plugin's
+    to fix (reinstall it: its package data may be missing); a folder's file changed since the folder was read."""
+    if registry.specs[name].folder:
+        return "the file changed since its folder was read: run the command again"
+    return ("reinstall the plugin (its package data may be missing), or have its draftsmith_specs hook return "
+            f"the right file; {WITHOUT_PLUGINS}")
 
 
 def load_spec(ref: Spec | str | Path, registry: Registry | None = None) -> Spec:
@@ -63,9 +87,20 @@ def load_spec(ref: Spec | str | Path, registry: Registry | None = None) -> Spec:
     data = load_yaml_text(text, str(path))   # its own errors say their line
     spec = parse_spec(data, source=str(path), registry=registry, text=text)   # each problem at its line in text
     if str(ref) in registry.specs and spec.name != str(ref):
-        raise SpecError(str(path), with_lines([Problem("name", f"the file says {spec.name!r} but is registered as "
-                                                               f"{ref!r}")], text))
+        raise SpecError(str(path), with_lines([name_mismatch(str(ref), spec.name, registry)], text))
     return spec
+
+
+def name_mismatch(name: str, says: str, registry: Registry) -> Problem:
+    """The problem of the registered spec ``name`` whose file's name: ``says`` another: a plugin's SpecSource name
+    must equal its file's name:, which the plugin changes (either side, as long as they agree)."""
+    said = f"the file says {says!r} but is registered as {name!r} by {registry.spec_provider(name)}"
+    if registry.specs[name].folder:
+        return Problem("name", said, hint=_provider_fix(name, registry))
+    return Problem("name", f"{said} (its draftsmith_specs hook's SpecSource name)",
+                   hint=f"The plugin must give both one name: name: {name} in this file (the name it registers, "
+                        f"which `draftsmith list` shows), or SpecSource({says!r}, ...) in its draftsmith_specs hook; "
+                        f"{WITHOUT_PLUGINS}.")
 
 
 def read_yaml(path: Path) -> Any:

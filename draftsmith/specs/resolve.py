@@ -2,6 +2,7 @@
 runs even when phase 1 (pydantic) found problems, and the user sees everything at once."""
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping
 from typing import Any, NamedTuple
@@ -13,10 +14,12 @@ from draftsmith.components.weights import pattern_problem
 from draftsmith.errors import Problem, short, suggest
 from draftsmith.hooks import Component
 from draftsmith.hooks.kinds import KINDS, Reserved
+from draftsmith.hooks.records import NoParams
 from draftsmith.registry import Registry
+from draftsmith.registry.registry import BUILTIN, Provided
 from draftsmith.specs.draft_rules import draft_problems
 from draftsmith.specs.schema import Decoding, Rule, Spec, validate_strict
-from draftsmith.specs.translate import problems_from
+from draftsmith.specs.translate import NO_KEYS, problems_from
 
 
 class Section(NamedTuple):
@@ -86,11 +89,29 @@ def params_problems(model: type[BaseModel], params: Mapping[str, Any], path: str
     return []
 
 
+def component_params_problems(comp: Provided, params: Mapping[str, Any], path: str) -> list[Problem]:
+    """:func:`params_problems` of a registered component's params. A key given to a plugin's component that takes
+    none is said as that plugin's choice: NO_KEYS's word on sizes and eps holds for the built-in components only."""
+    model = comp.record.params
+    problems = params_problems(model, params, path)
+    if comp.plugin == BUILTIN or model.model_fields:
+        return problems
+    none = "no params model" if model is NoParams else f"params model {model.__name__}, which has no fields"
+    allowed = (f"no keys: {comp.record.kind} {short(comp.record.name)} of plugin {comp.plugin!r} declares {none}, "
+               "so a spec can give it no keys")
+    hint = ("Leave the key out; a key this component should take needs a params model from the plugin "
+            "(Component(..., params=Model) in its draftsmith_components hook).")
+    return [dataclasses.replace(p, allowed=allowed, hint=hint) if p.allowed == NO_KEYS else p for p in problems]
+
+
 def unknown_name(registry: Registry, kind: str, name: Any, path: str) -> Problem:
+    """An unknown component name of ``kind``: the closest name of that kind, the kind's names, and where
+    DRAFTSMITH_DISABLE_PLUGIN_AUTOLOAD kept the installed plugins out, that one of them may provide it."""
     hint = suggest(str(name), names(registry, kind))
     if not hint and isinstance(name, str) and any(c in name for c in ".:/"):
         hint = ("A spec names registered components only; import paths are never imported. Register it from a "
                 "plugin's draftsmith_components hook.")
+    hint = " ".join(h.strip() for h in (hint, registry.not_loaded_note()) if h)
     what = "attention backend" if kind == "attn_backend" else kind
     return Problem(path, f"unknown {what} {short(name)}", allowed=listing(registry, kind), hint=hint)
 
@@ -112,13 +133,13 @@ def check_ref(registry: Registry, ref: Any, where: Section, path: str | None = N
     name = ref.get(where.key, where.unnamed)
     params = {k: v for k, v in ref.items() if k != where.key}
     if isinstance(name, str) and (choice_of := reserved(where.kind).get(name)):   # params that suit one choice
-        found = [params_problems(comp.record.params, params, path) for choice in choice_of.choices  # (per checkpoint)
+        found = [component_params_problems(comp, params, path) for choice in choice_of.choices  # (per checkpoint)
                  if (comp := registry.components.get((where.kind, choice))) is not None]
         return min(found, key=len, default=[])
     comp = registry.components.get((where.kind, name)) if isinstance(name, str) else None
     if comp is None:
         return [unknown_name(registry, where.kind, name, f"{path}.{where.key}")]
-    return params_problems(comp.record.params, params, path)
+    return component_params_problems(comp, params, path)
 
 
 def known(registry: Registry, kind: str, name: Any) -> bool:
