@@ -25,7 +25,7 @@ def checked(made: Any, contract: Kind, who: str, call: str, *, guard: bool,
     if why is None and guard and contract.probe is not None and context is not None:
         why = contract.probe(made, context)
     if why is not None:
-        shown = short(made) if "\n" not in repr(made) else f"a {type(made).__name__}"   # a module's whole tree: its class
+        shown = short(made) if "\n" not in repr(made) else f"a {type(made).__name__}"   # a module's tree: its class
         raise ComponentFailed(f"{who}: its factory returned {shown}{f' ({why})' if why else ''}{call}")
     # an object of draftsmith's own classes (a plugin's RegexRule, TargetArch) runs draftsmith's code: not guarded
     ours = type(made).__module__.partition(".")[0] == "draftsmith"

@@ -63,6 +63,7 @@ def draft_problems(data: Mapping[str, Any], registry: Registry) -> list[Problem]
             asks.append("the spec's norm_output, read as feed_back")
         if asks:
             out.append(final_norm_problem(asks))
-    if _field(draft.get("vocab"), Vocab, "reduced") is True and _field(draft.get("share"), Share, "lm_head") == "target":
+    reduced, head = _field(draft.get("vocab"), Vocab, "reduced"), _field(draft.get("share"), Share, "lm_head")
+    if reduced is True and head == "target":
         out.append(shared_head_problem("draft.vocab.reduced: true"))
     return out
