@@ -166,6 +166,7 @@ def convert(ckpt: Path = typer.Argument(..., help="draft checkpoint folder"),
     """Rewrite a draft checkpoint into another layout (config included, safetensors out)."""
     import json
 
+    from draftsmith.convert.inspect import inspect_checkpoint
     from draftsmith.convert.run import convert as run_convert
     from draftsmith.convert.run import layouts, loading_line
 
@@ -174,5 +175,7 @@ def convert(ckpt: Path = typer.Argument(..., help="draft checkpoint folder"),
     layout = layouts()[to]
     # what loads it is what detection proposes for what was written (as generate --draft and inspect take it): its
     # family's spec by name only where that spec alone reads it the same (not an FP8 or a narrow draft's)
-    sys.stdout.write(f"# {ckpt} -> {out_dir} ({to}: {layout.description}); {loading_line(out_dir)}\n")
+    # (and never one that builds another draft than the source was read as: a plugin family's)
+    line = loading_line(out_dir, source=inspect_checkpoint(ckpt))
+    sys.stdout.write(f"# {ckpt} -> {out_dir} ({to}: {layout.description}); {line}\n")
     sys.stdout.write(json.dumps(config, indent=2) + "\n")

@@ -28,6 +28,7 @@ from draftsmith.components.weights import RegexRule, RuleSet
 from draftsmith.convert.canonical import Canonical, ConvertError, head_dim, plan_canonical, read_canonical
 from draftsmith.convert.fits import fit, proposed_fit
 from draftsmith.convert.inspect import Inspection, inspect_checkpoint
+from draftsmith.convert.same_draft import build_differences, other_draft_line, spec_differences
 from draftsmith.convert.rotary import (MLA_ROPE, permute_block_scale, permute_rows, rope_permutation, rotated,
                                        scale_block)
 from draftsmith.convert.verify import verify
@@ -343,11 +344,13 @@ def unread_copies(out: Path, plan: Canonical, layout: Layout) -> tuple[list[str]
     return sorted(c for c in plan.carried if layout.rules.from_canonical(c) in refused), written.match.spec
 
 
-def loading_line(out: str | Path) -> str:
+def loading_line(out: str | Path, source: Inspection | None = None) -> str:
     """What loads a written draft, as convert's last line says it: the spec detection proposes for it (what
     ``generate --draft`` without --spec takes, and ``draftsmith inspect OUT`` prints), named by its family where
     that built-in spec alone reads it the same (its ``auto`` values are read from the same config), else the values
-    the family spec lacks."""
+    the family spec lacks. Where that spec builds another draft than the one ``source`` (the converted folder's
+    inspection) was read with, e.g. a plugin family's draft whose norm or MLP is the plugin's, the line says so and
+    names a spec that builds the source's draft instead (:mod:`draftsmith.convert.same_draft`)."""
     from draftsmith.specs.loader import load_spec
 
     where = short_text(out, 300)
@@ -355,13 +358,15 @@ def loading_line(out: str | Path) -> str:
     if found.match is None:
         return f"detection finds no layout in it: `draftsmith inspect {where}` says why"
     family = found.match.spec
+    if source is not None and source.spec is not None and (differ := build_differences(source.spec, found.spec)):
+        return other_draft_line(found, source, differ)
     judged = fit(found.folder, found.spec)
     if judged is not None and judged.misfits:   # e.g. q_norm / k_norm, which detection does not read
         names = short_list(sorted(judged.misfits), 4, 200)
         return (f"the spec detection proposes ({family}) does not load it as it is ({names}: "
                 f"{', '.join(sorted(set(judged.misfits.values())))}); start from `draftsmith inspect {where}`")
     base = load_spec(family).model_dump(mode="json")
-    lacks = _spec_differences(found.spec, base)
+    lacks = spec_differences(found.spec, base)
     if not lacks:
         return f"load it with spec {family} (or omit --spec: generate --draft detects it)"
     shown = ", ".join(f"{path}: {_shown(path, value, base)}" for path, value in lacks[:4]) + (
@@ -384,17 +389,3 @@ def _shown(path: str, value: Any, family: Mapping[str, Any]) -> str:
     said = (counted([r for r in value if r not in was], "added")
             + counted([r for r in was if r not in value], "removed"))
     return ", ".join(said) or "the same rules in another order"
-
-
-def _spec_differences(proposed: Any, family: Any, path: str = "") -> list[tuple[str, Any]]:
-    """(dotted path, proposed value) where the proposed spec says what the family spec does not; the name and the
-    checkpoint folder are not differences, nor a family value of auto (read from the same config), nor an aux ids
-    list the family leaves to the config (inspect read it there)."""
-    if path in ("name", "checkpoints") or family == "auto":
-        return []
-    if path == "draft.fusion.aux_layers.ids" and family is None:
-        return []
-    if isinstance(proposed, Mapping) and isinstance(family, Mapping):
-        return [d for k in (*proposed, *(k for k in family if k not in proposed))
-                for d in _spec_differences(proposed.get(k), family.get(k), f"{path}.{k}" if path else k)]
-    return [] if proposed == family else [(path, proposed)]
