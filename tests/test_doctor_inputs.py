@@ -106,3 +106,16 @@ def test_no_search_with_low_acceptance_concludes_nothing_from_readings_it_never_
                                    "--max-new-tokens", "8"])
     assert out.exit_code == 1, out.output
     assert "not tried (--no-search)" in out.output and "no reading tried does better" not in out.output
+
+
+def test_every_bad_option_is_said_at_once(tmp_path, monkeypatch):
+    # each was said only after the one before it was fixed (a review, 2026-11-28)
+    import draftsmith.doctor as doctor
+    monkeypatch.setattr(doctor, "diagnose", lambda *a, **k: pytest.fail("diagnosed"))
+    out = CliRunner().invoke(app, ["doctor", "--spec", "demo", "--max-new-tokens", "0", "--min-tau", "-1",
+                                   "--threads", "9999", "--probe", f"@{tmp_path / 'none.txt'}", "--dtype", "int8"])
+    assert out.exit_code == 2, out.output
+    for says in ("--threads is 9999", "dtype 'int8'", "--max-new-tokens", "--min-tau -1.0", "none.txt: cannot read"):
+        assert says in out.output, (says, out.output)
+    both = CliRunner().invoke(app, ["doctor", "--spec", "demo", "--probe", "x", "--token-ids", "1,,2"])
+    assert both.exit_code == 2 and "both give the probe" in both.output and "an item is empty" in both.output

@@ -148,62 +148,69 @@ def _as_options(e: BaseException) -> object:
 
 def _checked(threads: int, device: str, dtype: str, max_new_tokens: int, probe: Optional[str],
              min_tau: float = 2.0, token_ids: Optional[str] = None) -> Optional[str | list[int]]:
-    """The options checked before anything is read or run (exit 2 naming the option); returns the probe: its
-    text (an @FILE read), its --token-ids, or None for the default probes."""
+    """The options checked before anything is read or run, every problem at once (exit 2 naming each option);
+    returns the probe: its text (an @FILE read), its --token-ids, or None for the default probes."""
     from draftsmith.doctor import min_tau_ok
     from draftsmith.errors import OptionError
     from draftsmith.options import check_device, check_threads, parse_dtype, parse_token_ids
 
-    try:
-        check_threads(threads)
-        check_device(device)
-        parse_dtype(dtype)
-        if token_ids is not None:
-            if probe is not None:
-                raise OptionError("--probe and --token-ids both give the probe: give one")
-            ids = parse_token_ids(token_ids)
-    except OptionError as e:
-        _bad_input(e)
-    if problems := setting_problems(max_new_tokens):   # generate()'s bounds (the spec's chain: diagnose())
-        _bad_input("\n  ".join(problems))
+    problems: list[str] = []
+
+    def said(check, *args):
+        try:
+            return check(*args)
+        except OptionError as e:
+            problems.append(str(e))
+
+    said(check_threads, threads)
+    said(check_device, device)
+    said(parse_dtype, dtype)
+    if token_ids is not None and probe is not None:
+        problems.append("--probe and --token-ids both give the probe: give one")
+    ids = said(parse_token_ids, token_ids) if token_ids is not None else None
+    problems += setting_problems(max_new_tokens)   # generate()'s bounds (the spec's chain: diagnose())
     if not min_tau_ok(min_tau):
-        _bad_input(f"--min-tau {min_tau}: allowed a finite number >= 0 (the tau below which the readings are tried)")
-    if token_ids is not None:
-        return ids
-    if probe is not None and probe.startswith("@"):
-        probe = _probe_file(probe[1:])
-    if probe == "":
-        _bad_input("--probe is empty; give the probe text, or @FILE of a file that holds some")
-    return probe
+        problems.append(f"--min-tau {min_tau}: allowed a finite number >= 0 (the tau below which the readings are "
+                        "tried)")
+    if token_ids is None and probe is not None:
+        probe = said(_probe_file, probe[1:]) if probe.startswith("@") else probe
+        if probe == "":
+            problems.append("--probe is empty; give the probe text, or @FILE of a file that holds some")
+    if problems:
+        _bad_input("\n  ".join(problems))
+    return ids if token_ids is not None else probe
 
 
 def _probe_file(name: str) -> str:
-    """The text of ``--probe @FILE``: a regular file of at most limits.PROBE_BYTES, checked before it is opened (a
-    FIFO would block forever, /dev/zero never ends) and read with a bound (a /proc file says size 0)."""
+    """The text of ``--probe @FILE`` (an OptionError saying why not): a regular file of at most
+    limits.PROBE_BYTES, checked before it is opened (a FIFO would block forever, /dev/zero never ends) and read
+    with a bound (a /proc file says size 0)."""
     import os
     import stat
 
     from draftsmith import limits
     from draftsmith.assembler.checkpoint import not_regular
-    from draftsmith.errors import short_text
+    from draftsmith.errors import OptionError, short_text
 
     where = f"--probe @{short_text(name, 300)}"
     try:
         mode, size = (st := os.stat(name)).st_mode, st.st_size
         if not stat.S_ISREG(mode):
-            _bad_input(f"{where}: is {not_regular(mode)}; the probe must be a regular text file")
+            raise OptionError(f"{where}: is {not_regular(mode)}; the probe must be a regular text file")
         if size > limits.PROBE_BYTES:
-            _bad_input(f"{where}: is {size} bytes; a probe file holds at most {limits.PROBE_BYTES} "
-                       "(draftsmith/limits.py)")
+            raise OptionError(f"{where}: is {size} bytes; a probe file holds at most {limits.PROBE_BYTES} "
+                              "(draftsmith/limits.py)")
         fd = os.open(name, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))   # never blocks, even if swapped for a FIFO
         with os.fdopen(fd, "rb") as f:
             if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-                _bad_input(f"{where}: is not a regular file; the probe must be a regular text file")
+                raise OptionError(f"{where}: is not a regular file; the probe must be a regular text file")
             data = f.read(limits.PROBE_BYTES + 1)
         if len(data) > limits.PROBE_BYTES:
-            _bad_input(f"{where}: holds more than {limits.PROBE_BYTES} bytes (draftsmith/limits.py)")
+            raise OptionError(f"{where}: holds more than {limits.PROBE_BYTES} bytes (draftsmith/limits.py)")
         return data.decode("utf-8")
+    except OptionError:
+        raise
     except (OSError, ValueError) as e:   # ValueError: a NUL in the name; UnicodeDecodeError: not UTF-8 text
         why = getattr(e, "strerror", None) or (f"not UTF-8 text ({short_text(str(e), 200)})"
                                                 if isinstance(e, UnicodeDecodeError) else short_text(str(e), 200))
-        _bad_input(f"{where}: cannot read the file ({why})")
+        raise OptionError(f"{where}: cannot read the file ({why})") from None
