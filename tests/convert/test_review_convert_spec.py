@@ -169,3 +169,18 @@ def test_a_param_stated_at_its_default_or_the_rope_order_is_no_difference():
     plugin = {"draft": {"norm": {"kind": "scalenorm", "scale": 2.0}}}
     assert build_differences({"draft": {"norm": {"kind": "rms"}}}, plugin) == [
         ("draft.norm", {"kind": "rms"}, {"kind": "scalenorm", "scale": 2.0})]
+
+
+def test_a_difference_line_says_values_as_a_reader_reads_them_and_cuts_after_four(monkeypatch):
+    from types import SimpleNamespace
+
+    from draftsmith.convert import same_draft
+
+    monkeypatch.setattr(same_draft, "source_reading", lambda found, source: "load it with spec src")
+    differ = [(f"draft.x{i}", None, {"kind": "scalenorm", "scale": 2.0}) for i in range(5)]
+    line = same_draft.other_draft_line(SimpleNamespace(match=SimpleNamespace(spec="eagle3-llama")), None, differ)
+    assert line.startswith("load it with spec src; detection proposes spec eagle3-llama for it")
+    assert "draft.x0: 'scalenorm' (scale: 2.0), not unstated" in line and "draft.x3" in line
+    assert "draft.x4" not in line and line.endswith("; ...)")
+    line = same_draft.other_draft_line(SimpleNamespace(match=SimpleNamespace(spec="e")), None, differ[:4])
+    assert not line.endswith("; ...)") and "x3: 'scalenorm' (scale: 2.0), not unstated)" in line
