@@ -38,6 +38,9 @@ MESSAGES = 1 << 16              # messages of one conversation prompt, counted b
 MESSAGE_VALUES = 1 << 17        # values in a conversation's messages as its template writes them, a part held
                                 # twice counted twice (a tool call's arguments 40 levels of [x, x] deep: 2^40)
 PROBE_BYTES = 1 << 20           # a `doctor --probe @FILE` file (a regular file; real probes are a few hundred bytes)
+TRAIN_STEPS = 10**7             # `train --steps`: draft trainings run 10^4 to 10^6 steps, and 10^7 take twelve days at
+                                # ten a second; past it a mistyped count stretches the warm-up (5% of the steps) past
+                                # any run's end, so the draft would train at a learning rate near 0
 
 # Weight-name rules (regular expressions over tensor names)
 REGEX_CHARS = 1_000             # a pattern

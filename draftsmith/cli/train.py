@@ -23,12 +23,14 @@ def train(
     stdlib: bool = typer.Option(False, help="add this Python's standard library minus its test folders to the "
                                             "training data (with --data: both) and its test folders to the "
                                             "held-out text (with --eval: both)"),
-    steps: int = typer.Option(1000, help="optimizer steps in the whole run (the schedule's length)"),
+    steps: int = typer.Option(1000, help="optimizer steps in the whole run (the schedule's length; at most "
+                                         "10000000)"),
     batch: int = typer.Option(4, help="windows per step"),
     seq: int = typer.Option(512, help="tokens per window"),
     lr: float = typer.Option(1e-3),
     ttt: int = typer.Option(3, help="training-time-test steps (the draft feeds itself ttt-1 times)"),
-    draft_vocab: int = typer.Option(12288, help="reduced vocabulary size (0 = the target's full vocabulary)"),
+    draft_vocab: int = typer.Option(12288, help="reduced vocabulary size (0 = the target's full vocabulary; else "
+                                                "at least the spec's decoding.topk)"),
     max_windows: Optional[int] = typer.Option(None, help="windows to extract target features for (default all; "
                                                           "0 = use only the features already on disk)"),
     features: Optional[Path] = typer.Option(None, help="feature cache folder (default OUT/features)"),

@@ -4,8 +4,10 @@ target is fetched, the data read or a feature extracted (``pipeline.preflight`` 
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Iterable
 
+from draftsmith import limits
 from draftsmith.errors import DraftsmithError, short
 
 INITS = ("target", "random")   # how a fresh draft's layers start (draft_io.init_draft)
@@ -22,7 +24,14 @@ class TrainError(DraftsmithError, ValueError):
         super().__init__(self.render())
 
     def render(self, option: Callable[[str], str] = str) -> str:
-        return "\n".join(f"{option(name)} {text}" if name else text for name, text in self.problems)
+        return "\n".join(named(option(name), text) if name else text for name, text in self.problems)
+
+
+def named(option: str, text: str) -> str:
+    """A problem's text after its option's name, unless it starts with that option as given: a flag's value is its
+    spelling (--chat, --no-chat), so "--chat --no-chat: ..." would name the option twice."""
+    given = option.startswith("--") and text.startswith((f"{option}:", f"--no-{option[2:]}:"))
+    return text if given else f"{option} {text}"
 
 
 def _int(v) -> bool:
@@ -35,6 +44,10 @@ def _num(v) -> bool:
 
 def at_least(low: int, why: str = "") -> tuple[Callable, str]:
     return (lambda v: _int(v) and v >= low), f"an integer >= {low}{why}"
+
+
+def at_most(high: int, why: str = "") -> tuple[Callable, str]:   # for a field its CONFIG rule found an integer
+    return (lambda v: v <= high), f"at most {high}{why}"
 
 
 def optional(rule: tuple[Callable, str]) -> tuple[Callable, str]:   # None: the field's default behaviour
@@ -54,6 +67,10 @@ CONFIG = {  # TrainConfig field -> (test, what is allowed)
     "seed": ((lambda v: _int(v) and 0 <= v < 2**32), "an integer from 0 to 2**32 - 1"),
     "labels": one_of(LABELS), "init": one_of(INITS),
 }
+CEILINGS = {  # TrainConfig field -> (test, what is allowed), for a value its CONFIG rule accepted
+    "steps": at_most(limits.TRAIN_STEPS, " (about twelve days at ten steps a second; the warm-up is 5% of the "
+                                "steps, so a longer schedule trains at a learning rate near 0 for as long as it runs)"),
+}
 JOB = {  # Job field -> (test, what is allowed); seq's lower bound depends on ttt (job_problems)
     "draft_vocab": optional(at_least(0, " (0: the target's full vocabulary)")),
     "max_windows": optional(at_least(0, " (0: only the features already on disk)")),
@@ -70,8 +87,24 @@ def problems(obj, rules: dict[str, tuple[Callable, str]]) -> list[tuple[str, str
 
 
 def check_config(cfg) -> None:
-    if found := problems(cfg, CONFIG):
+    found = problems(cfg, CONFIG)
+    found += problems(cfg, {k: rule for k, rule in CEILINGS.items() if k not in dict(found)})
+    if found:
         raise TrainError(found)
+
+
+PATH_LISTS = ("data", "held_out")   # Job fields that take a list of paths
+
+
+def path_list_problems(job) -> list[tuple[str, str]]:
+    """A Job field of :data:`PATH_LISTS` given one path (a str or a Path) where a list of them is expected: read as
+    a sequence, a str would be taken for as many one-character paths ('g', 'o', 'o', 'd', ...)."""
+    found = []
+    for name in PATH_LISTS:
+        if isinstance(v := getattr(job, name), (str, bytes, os.PathLike)):
+            path = short(os.fspath(v) if isinstance(v, os.PathLike) else v)
+            found.append((name, f"takes a list of paths, got the {type(v).__name__} {path}; write {name}=[{path}]"))
+    return found
 
 
 def check_job(job) -> None:
@@ -79,5 +112,5 @@ def check_job(job) -> None:
     and 4 when self-distilling (its prompts are seq // 4 tokens)."""
     low = max(job.config.ttt + 1, 4 if job.self_distill else 2)
     why = f" (ttt + 1{', and 4 to self-distill' if job.self_distill else ''})"
-    if found := problems(job, {**JOB, "seq": at_least(low, why)}):
+    if found := problems(job, {**JOB, "seq": at_least(low, why)}) + path_list_problems(job):
         raise TrainError(found)

@@ -283,14 +283,19 @@ def read_documents(files: Sequence[Path], skipped: list[Path] | None = None,
     """Each text file is one document; each JSONL line and .json record with text is one (see
     :func:`file_documents`, which appends the records without text to ``textless``). A JSONL or .json file that is
     not UTF-8 is a TrainError naming it; other unreadable or undecodable files are skipped (and appended to
-    ``skipped`` when given, for the caller to count)."""
-    docs = []
+    ``skipped`` when given, for the caller to count). A file's reading stops at its first problem, and the next
+    file is read: one TrainError names the first problem of each file that has one."""
+    docs, found = [], []
     for f in files:
         try:
             docs += file_documents(f, textless, render)
         except (UnicodeDecodeError, OSError):
             if skipped is not None:
                 skipped.append(f)
+        except TrainError as e:
+            found += e.problems
+    if found:
+        raise TrainError(found)
     return docs
 
 

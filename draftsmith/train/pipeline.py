@@ -290,6 +290,18 @@ def chat_render(job: Job, tok) -> D.Render | None:
     return lambda turns: chat.render(tok, turns, answer=False)
 
 
+def prompt_room(files: Sequence[Path]) -> str:
+    """Where a held-out file must hold a prompt's tokens and its new ones, as :func:`D.held_out_prompts` takes
+    them, for the kinds among ``files``: a text file past its first third, a JSONL or JSON file in one record, from
+    the record's start."""
+    records = {f.suffix in D.RECORD_SUFFIXES for f in files}
+    if records == {True}:
+        return "in one record (a JSONL or JSON file's prompts start at a record's start)"
+    if records == {False}:
+        return "past its first third (a text file's prompt starts there)"
+    return "past its first third (a text file) or in one record, from its start (a JSONL or JSON file)"
+
+
 def evaluate(job: Job, tok, log: Callable[[str], None] = print) -> dict[str, Acceptance]:
     """Held-out acceptance of the draft saved in ``job.out`` (loaded again, as a user would)."""
     if not job.held_out or not job.eval_prompts:
@@ -298,8 +310,8 @@ def evaluate(job: Job, tok, log: Callable[[str], None] = print) -> dict[str, Acc
     prompts = D.held_out_prompts(files, tok, job.eval_prompts, job.eval_prompt_tokens, seed=job.config.seed,
                                  render=chat_render(job, tok))
     if not prompts:
-        why = (f"held-out: none of the {len(files)} files has {job.eval_prompt_tokens + 64} tokens past its first "
-               "third (a JSONL or JSON file: in one record), so no prompt to measure acceptance on")
+        why = (f"held-out: none of the {len(files)} files has {job.eval_prompt_tokens + 64} tokens "
+               f"{prompt_room(files)}, so no prompt to measure acceptance on")
         if job.eval_only:
             raise TrainError([("", why)])
         log(why)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import stat
 import zipfile
+from fnmatch import fnmatch
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from draftsmith.specs.loader import load_spec
 from draftsmith.specs.resolve import fusion_params
 from draftsmith.train import data as D
 from draftsmith.train.checks import TrainError
-from draftsmith.train.draft_io import MAKERS, MAKES, export_refusals, fresh_taps, unsupported
+from draftsmith.train.draft_io import MAKERS, MAKES, export_refusals, for_training, fresh_taps, unsupported
 from draftsmith.train.features import META, SHARDS, made_for, read_meta, shard_problem
 from draftsmith.train.provenance import source_problem, target_fingerprint
 from draftsmith.train.loop import FRESH, STATE
@@ -44,6 +45,7 @@ def preflight(job) -> None:
             found.append(("target", f"not given{said}: give a Hugging Face folder, or 'smollm2'"))
     if job.target is not None:
         found += target_problems(job)
+    target_ok = not found
     if spec is not None and not found and not job.eval_only:
         try:
             found += fresh_problems(job, spec) + vocab_problems(job, spec)
@@ -77,7 +79,8 @@ def preflight(job) -> None:
     elif not found and not D.expand(job.data):
         found.append(("data", f"{short_list(job.data, quote=False)}: no text or JSONL files, so no training windows"))
     if not job.eval_only:
-        found += out_problems(job) + feature_problems(job, taps) + resume_problems(job, spec, taps)
+        found += (from_draft_problems(job, spec, target_ok) + out_problems(job) + feature_problems(job, taps)
+                  + resume_problems(job, spec, taps))
         if (out / STATE).is_file() and not zipfile.is_zipfile(out / STATE):   # torch.save writes a zip archive
             found.append(("", f"{short_text(out / STATE, 300)} is not a trainer state (not a torch.save archive); "
                               f"{FRESH}"))
@@ -193,12 +196,9 @@ def holds_draft(folder: Path) -> bool:
 
 def out_problems(job) -> list[tuple[str, str]]:
     """A training run's out folder: new, empty, or one a run of its own left (trainer.pt, which resumes; else only
-    the features folder, which is reused), so that a draft put there is never overwritten by accident; and the
-    draft --from-draft starts from."""
+    the features folder, which is reused), so that a draft put there is never overwritten by accident."""
     out, feats = Path(job.out), Path(job.features or Path(job.out) / "features")
     found = []
-    if job.from_draft and (why := draft_problem(Path(job.from_draft))):
-        found.append(("from_draft", f"{short_text(job.from_draft, 300)} {why}"))
     if not out.is_dir() or (out / STATE).exists():
         return found
     held = sorted(p.name for p in out.iterdir() if p.resolve() != feats.resolve())
@@ -209,6 +209,37 @@ def out_problems(job) -> list[tuple[str, str]]:
                              f"there is no run to resume and training would overwrite it: give a new or empty "
                              f"--out{start}"))
     return found
+
+
+def from_draft_problems(job, spec, target_ok: bool) -> list[tuple[str, str]]:
+    """The draft --from-draft starts a new run from: a folder holding one (:func:`draft_problem`) that ``spec``
+    loads onto the target, planned as assemble() plans it (configs, tensor names, shapes and dtypes against the
+    models built on meta, the d2t / t2d; no other tensor is read), so that a folder of another spec, or the target
+    itself, is refused here and not by the load once the data was read. Planned only with a spec, a target folder
+    ``target_ok`` (preflight found no problem with it; a cached name is planned once fetched) and no run in --out
+    to resume (which ignores --from-draft)."""
+    if not job.from_draft or job.eval_only:
+        return []
+    folder = Path(job.from_draft)
+    if why := draft_problem(folder):
+        return [("from_draft", f"{short_text(folder, 300)} {why}")]
+    if spec is None or not target_ok or not (Path(job.target) / "config.json").is_file() \
+            or (Path(job.out) / STATE).is_file():
+        return []
+    from draftsmith.assembler.assemble import plan_assembly
+    from draftsmith.assembler.explain import quiet_notes
+    from draftsmith.components.backends import eager
+
+    try:   # its notes unsaid (the run's own load says them); the attention backend aside, as validate plans it
+        with quiet_notes():
+            plan_assembly(for_training(spec), Path(job.target), folder, backend=eager)
+    except DraftsmithError as e:
+        notes = "".join(f"\n{n}" for n in getattr(e, "__notes__", ()))   # e.g. "are the folders swapped?"
+        return [("from_draft", f"{short_text(folder, 300)} is not a draft spec {spec.name} loads onto the target "
+                               f"{short_text(job.target, 300)}: {e}{notes}\ngive a draft of spec {spec.name} for "
+                               "this target (draftsmith validate checks a pair), or no --from-draft for a fresh "
+                               "one")]
+    return []
 
 
 def fresh(job) -> bool:
@@ -240,9 +271,10 @@ def vocab_problems(job, spec) -> list[tuple[str, str]]:
     """A fresh draft's vocabulary (--draft-vocab) against the spec's ``draft.vocab.reduced``: a spec that says
     false loads no d2t / t2d, one that says true needs them, so a draft of the other kind would be written, then
     refused by its own spec's load after the data was read. ``auto`` takes either; --from-draft and a resumed
-    run bring their own vocabulary, and a maker that writes no reduced one (EAGLE-1) takes none."""
+    run bring their own vocabulary, and a maker that writes no reduced one (EAGLE-1) takes none. A reduced one
+    must hold the spec's decoding.topk tokens at least (:func:`topk_problems`)."""
     reduced, maker = spec.draft.vocab.reduced, MAKERS.get(spec.draft.fusion.kind)
-    if not fresh(job) or reduced == "auto" or maker is None or not maker.reduced_vocab:
+    if not fresh(job) or maker is None or not maker.reduced_vocab:
         return []
     vocab, asked = target_size(job, "vocab_size"), job.draft_vocab or 0
     if reduced is False and asked and vocab is not None and asked < vocab:
@@ -254,7 +286,19 @@ def vocab_problems(job, spec) -> list[tuple[str, str]]:
         return [("draft_vocab", f"{asked}: spec {spec.name} says draft.vocab.reduced: true (a d2t / t2d map over "
                                 f"fewer tokens than the target's): give a --draft-vocab{below}, or a --spec whose "
                                 "vocab.reduced is auto or false")]
-    return []
+    return topk_problems(asked, vocab, spec)
+
+
+def topk_problems(asked: int, vocab: int | None, spec) -> list[tuple[str, str]]:
+    """A reduced vocabulary of ``asked`` tokens (0: the target's whole ``vocab``) smaller than the spec's
+    decoding.topk: each node of a draft tree takes its topk best candidates from the draft's vocabulary, so such a
+    draft was refused by its first plan(), once the data had been read and the vocabulary chosen."""
+    topk = spec.decoding.topk
+    if not asked or asked >= topk or (vocab is not None and asked >= vocab):
+        return []
+    return [("draft_vocab", f"{asked}: allowed 0 (the target's whole vocabulary) or at least {topk}, the topk of spec "
+                            f"{spec.name} (each draft tree node takes its {topk} best candidates from the draft's "
+                            f"vocabulary): give --draft-vocab {topk} or more")]
 
 
 def planned_taps(job, spec) -> list[int] | None:
@@ -282,7 +326,9 @@ def planned_taps(job, spec) -> list[int] | None:
 
 
 def feature_problems(job, taps: list[int] | None = None) -> list[tuple[str, str]]:
-    """The features folder: a folder whose features.json (when there) is one :func:`read_meta` accepts and whose
+    """The features folder: a folder holding nothing extraction did not write (:func:`foreign`: not the user's
+    own, which --features was once taken for and its shards written into), whose features.json (when there) is one
+    :func:`read_meta` accepts and whose
     shards' headers are readable, shards never without a features.json (extract writes it first: such shards are
     not ours, and one of other taps crashed training after --out was written); holding shards when max_windows
     is 0 (train on those alone); holding none, or those of windows of job.seq tokens, of ``taps`` (the draft's,
@@ -292,6 +338,11 @@ def feature_problems(job, taps: list[int] | None = None) -> list[tuple[str, str]
     if why := folder_problem(feats):   # before trainer.pt is written: a run refused after it could not be rerun
         said_with_out = job.features is None and folder_problem(Path(job.out))   # out's problem says it
         return [] if said_with_out else [("features", f"{short_text(feats, 300)}: {why}")]
+    if others := foreign(feats, Path(job.out)):
+        return [("features", f"{short_text(feats, 300)} holds {short_list(others, 3, 120, quote=False)}, which no "
+                             f"extraction wrote (a features folder holds {META} and {SHARDS}): its shards would be "
+                             "written among them, and a --data of that folder would read them as text; give a new "
+                             "or empty features folder, or one a run extracted to")]
     try:
         meta = read_meta(feats)
     except TrainError as e:
@@ -321,6 +372,29 @@ def feature_problems(job, taps: list[int] | None = None) -> list[tuple[str, str]
             return found
         found += [bad] if (bad := source_problem(feats, meta, want)) else []
     return found
+
+
+OWN = (META, SHARDS, "shard-*.tmp")   # what extract writes in a features folder (a .tmp: a shard being written)
+
+
+def foreign(feats: Path, out: Path) -> list[str]:
+    """The names in the features folder ``feats`` that extract did not write (:data:`OWN`), sorted; the --out
+    folder inside it aside (as out_problems sets the features folder inside --out aside). [] when it is none, or
+    --out itself (whose own rule, new or empty or a run's, out_problems checks)."""
+    if not feats.is_dir() or same_folder(feats, out):
+        return []
+    try:
+        names = [p for p in feats.iterdir() if not any(fnmatch(p.name, own) for own in OWN)]
+    except OSError:   # unreadable: extraction says why
+        return []
+    return sorted(p.name for p in names if not same_folder(p, out))
+
+
+def same_folder(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve()
+    except (OSError, RuntimeError):   # a link loop: not the same as any folder we write
+        return False
 
 
 def no_windows(job, files: Sequence[Path], docs: Sequence[str], ids: torch.Tensor,
