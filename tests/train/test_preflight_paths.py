@@ -24,6 +24,7 @@ def refused(res, *texts):
     said = " ".join(res.output.split())
     for t in texts:
         assert t in said, res.output
+    return said
 
 
 @pytest.fixture

@@ -9,9 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from typer.testing import CliRunner
 
-from draftsmith.cli import app
 from draftsmith.testing import write_eagle3
 from draftsmith.train import Job, TrainConfig
 from draftsmith.limits import TRAIN_STEPS as MAX_STEPS
@@ -19,18 +17,7 @@ from draftsmith.train.checks import TrainError
 from draftsmith.train.loop import STATE
 from draftsmith.train.preflight import foreign
 
-
-def train(*args):
-    return CliRunner().invoke(app, ["train", *map(str, args)], env={"COLUMNS": "1000"})
-
-
-def refused(res, *texts):
-    assert res.exit_code == 2, res.output
-    assert "internal error" not in res.output and "Traceback" not in res.output, res.output
-    said = " ".join(res.output.split())
-    for t in texts:
-        assert t in said, res.output
-    return said
+from test_preflight_paths import refused, train   # the CLI runner and its exit-2 check, shared
 
 
 @pytest.fixture
