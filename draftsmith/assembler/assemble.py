@@ -25,7 +25,7 @@ from draftsmith.decoding.model import SpeculativeModel
 from draftsmith.decoding.modes import RECURRENT, V2
 from draftsmith.registry import Registry, default_registry
 from draftsmith.errors import CheckpointError, OptionError, Problem, SpecError, short_text
-from draftsmith.specs.loader import load_spec
+from draftsmith.specs.loader import checked_registry, load_spec
 from draftsmith.specs.schema import Spec
 
 log = logging.getLogger("draftsmith")
@@ -241,7 +241,10 @@ def assemble(spec: Spec | str | Path = "demo", target: str | Path | None = None,
     spec's ``decoding.draft_dtype`` says otherwise); ``device``: "cpu" or "cuda[:N]". A spec whose ``mode: auto``
     falls back from the trees it asks for to a chain is said in a warning, unless ``warn_fallback`` is False (a
     caller that says the plan of each call itself, as ``draftsmith generate`` does, overrides included)."""
-    registry = registry or default_registry()
+    registry = checked_registry(registry)
+    if not isinstance(warn_fallback, bool):   # "no" would read as true
+        raise OptionError(f"warn_fallback: True or False, got the {type(warn_fallback).__name__} "
+                          f"{short_text(repr(warn_fallback), 100)}")
     spec = load_spec(spec, registry)
     dtype = parse_dtype(dtype)
     from draftsmith.options import check_device

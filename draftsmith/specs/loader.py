@@ -81,7 +81,10 @@ def load_spec(ref: Spec | str | Path, registry: Registry | None = None) -> Spec:
     """A built-in or plugin spec name, a YAML path, or a Spec (returned as is)."""
     if isinstance(ref, Spec):
         return ref
-    registry = registry or default_registry()
+    if not isinstance(ref, (str, os.PathLike)):   # load_spec(3): not Path()'s TypeError
+        raise OptionError(f"spec: a spec name, a YAML file's path or a Spec, got the {type(ref).__name__} "
+                          f"{short_text(repr(ref), 100)}")
+    registry = checked_registry(registry)
     path = spec_path(ref, registry)
     text = read_text(path)
     data = load_yaml_text(text, str(path))   # its own errors say their line
@@ -89,6 +92,16 @@ def load_spec(ref: Spec | str | Path, registry: Registry | None = None) -> Spec:
     if str(ref) in registry.specs and spec.name != str(ref):
         raise SpecError(str(path), with_lines([name_mismatch(str(ref), spec.name, registry)], text))
     return spec
+
+
+def checked_registry(registry: Any) -> Registry:
+    """``registry``, or the default one for None; anything else is an OptionError naming the argument."""
+    if registry is None:
+        return default_registry()
+    if not isinstance(registry, Registry):
+        raise OptionError(f"registry: a draftsmith Registry (draftsmith.build_registry()) or None, got the "
+                          f"{type(registry).__name__} {short_text(repr(registry), 100)}")
+    return registry
 
 
 def name_mismatch(name: str, says: str, registry: Registry) -> Problem:

@@ -1,0 +1,48 @@
+"""Spec.with_decoding checks the decoding section as a spec file's is (a review of the Python API, 2026-11-28): it
+took any value, so mode 'v9' ran as v2, graphs 'bogus' assembled, topk 0 and steps 1000 failed inside generate()
+as internal errors, and draft_dtype 'bogus' as an AttributeError."""
+import pytest
+
+import draftsmith
+from draftsmith.errors import SpecError
+
+
+@pytest.mark.parametrize("changes, path, says", [
+    (dict(mode="v9"), "decoding.mode", "'v9' is not allowed"),
+    (dict(graphs="bogus"), "decoding.graphs", "'bogus' is not allowed"),
+    (dict(page_size=0), "decoding.page_size", "0 is not allowed"),
+    (dict(nonsense=3), "decoding.nonsense", "unknown field"),
+    (dict(topk=0), "decoding.topk", "0 is not allowed"),
+    (dict(steps=1000), "decoding.steps", "1000 is not allowed"),
+    (dict(draft_dtype="bogus"), "decoding.draft_dtype", "'bogus' is not allowed"),
+    (dict(topk="abc"), "decoding.topk", "'abc' is not allowed"),
+    (dict(topk=1, mode="v2"), "decoding.mode", "v2 (tree drafting with compaction) is unsupported here"),
+])
+def test_a_decoding_value_a_spec_file_refuses_is_refused_by_with_decoding(changes, path, says):
+    spec = draftsmith.load_spec("eagle3-llama")
+    with pytest.raises(SpecError) as info:
+        spec.with_decoding(**changes)
+    [problem] = info.value.problems
+    assert problem.path == path and says in problem.message, problem
+    assert str(info.value).startswith(f"{spec.source}, with_decoding({', '.join(changes)}) has 1 problem")
+
+
+def test_valid_changes_keep_the_rest_and_the_source():
+    spec = draftsmith.load_spec("eagle3-llama")
+    changed = spec.with_decoding(attention="flex", topk=2, draft_dtype="bfloat16")
+    assert (changed.decoding.attention, changed.decoding.topk, changed.decoding.draft_dtype) == ("flex", 2, "bfloat16")
+    assert changed.decoding.steps == spec.decoding.steps and changed.source == spec.source
+    assert spec.decoding.topk == 4   # the spec itself is unchanged
+
+
+@pytest.mark.parametrize("call, says", [
+    (lambda: draftsmith.load_spec(3), "spec: a spec name, a YAML file's path or a Spec, got the int 3"),
+    (lambda: draftsmith.load_spec(None), "got the NoneType None"),
+    (lambda: draftsmith.assemble("demo", registry="x"), "registry: a draftsmith Registry"),
+    (lambda: draftsmith.assemble("demo", warn_fallback="no"), "warn_fallback: True or False, got the str 'no'"),
+])
+def test_an_argument_of_the_wrong_sort_is_an_option_error_naming_it(call, says):
+    from draftsmith.errors import OptionError
+
+    with pytest.raises(OptionError, match=says.replace("(", r"\(").replace(")", r"\)")):
+        call()
