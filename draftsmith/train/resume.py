@@ -39,7 +39,7 @@ def resume_problems(job, spec=None, taps: list[int] | None = None) -> list[tuple
     if job.eval_only or (saved := saved_state(out)) is None:
         return []
     now, old = asdict(job.config), saved["config"]
-    changed = [(k, short(now[k]), short(old[k]), short(old[k])) for k in now
+    changed = [(k, _said(k, now[k]), _said(k, old[k]), _said(k, old[k])) for k in now
                if k not in RESUMABLE + FRESH_ONLY and k in old and old[k] != now[k]]
     if isinstance(saved["run"], dict):
         changed += run_changes(saved["run"], run_record(job, spec, taps), out)
@@ -48,6 +48,11 @@ def resume_problems(job, spec=None, taps: list[int] | None = None) -> list[tuple
                 f"settings (only {keep} may change): give {give} again, or a new --out for a new run "
                 f"(--from-draft {short_text(out, 300)} starts one from its draft)")
             for k, new, was, give in changed]
+
+
+def _said(name: str, value) -> str:
+    """A setting's value as the command line gives it: a boolean as its flag (--freeze-head, --no-bf16)."""
+    return flag(name.replace("_", "-"), value) if isinstance(value, bool) else short(value)
 
 
 def spec_digest(spec) -> str:

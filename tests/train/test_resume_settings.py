@@ -37,7 +37,9 @@ def test_a_changed_freeze_head_is_named_on_the_command_line(tiny, started):
                                    "--save-every", "4", "--seq", "48", "--draft-vocab", "96", "--max-windows",
                                    "24", "--eval-prompts", "0", "--freeze-head"])
     assert res.exit_code == 2, res.output
-    assert "--freeze-head True: the run in" in res.output and "was started with False" in " ".join(res.output.split())
+    said = " ".join(res.output.split())   # a flag said as the command line gives it, once
+    assert "--freeze-head: the run in" in said and "was started with --no-freeze-head" in said, said
+    assert "give --no-freeze-head again" in said and "True" not in said
 
 
 def test_steps_minutes_and_save_every_may_change(job, started):
