@@ -26,6 +26,7 @@ from draftsmith.decoding.modes import RECURRENT, V2
 from draftsmith.registry import Registry, default_registry
 from draftsmith.errors import CheckpointError, OptionError, Problem, SpecError, short_text
 from draftsmith.specs.loader import checked_registry, load_spec
+from draftsmith.specs.resolve import decoding_section_problems
 from draftsmith.specs.schema import Spec
 
 log = logging.getLogger("draftsmith")
@@ -246,6 +247,8 @@ def assemble(spec: Spec | str | Path = "demo", target: str | Path | None = None,
         raise OptionError(f"warn_fallback: True or False, got the {type(warn_fallback).__name__} "
                           f"{short_text(repr(warn_fallback), 100)}")
     spec = load_spec(spec, registry)
+    if problems := decoding_section_problems(spec.decoding):   # a with_decoding() copy's values
+        raise SpecError(f"{spec.source} (its decoding section as with_decoding() left it)", problems)
     dtype = parse_dtype(dtype)
     from draftsmith.options import check_device
 

@@ -251,6 +251,18 @@ def is_chain(topk: int, mode: str, page_size: int) -> bool:
     return topk == 1 or mode == "v1" or (mode == "auto" and page_size != 1)
 
 
+def decoding_section_problems(decoding: Decoding) -> list[Problem]:
+    """A spec's decoding section as it is assembled: one a file gave was checked when it loaded, but
+    ``Spec.with_decoding`` copies values unchecked (topk 0 failed inside generate(), mode 'v9' ran as v2), so the
+    values as set, unknown keys included, are checked again as a file's are."""
+    data = dict(decoding)
+    try:
+        validate_strict(Decoding, data)
+    except ValidationError as e:
+        return problems_from(e, "decoding", Decoding)
+    return decoding_problems(data)
+
+
 def decoding_problems(dec: Mapping[str, Any], path: str = "decoding") -> list[Problem]:
     """Cross-field rules of the decoding section (also applied to per-call overrides)."""
     # a key the section leaves out takes the schema's default (one source for both)

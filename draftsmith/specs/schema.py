@@ -200,21 +200,7 @@ class Spec(Frozen):
 
     def with_decoding(self, **changes: Any) -> Spec:
         """This spec with some ``decoding`` fields replaced (e.g. ``attention="flex"``); it keeps its source file,
-        so relative checkpoint paths still resolve. The section is checked as a spec file's is (fields, types,
-        bounds and its cross-field rules: a SpecError naming ``decoding.<field>``); an attention backend's name is
-        checked when the spec is assembled, against the registry it is assembled with."""
-        from pydantic import ValidationError
-
-        from draftsmith.errors import SpecError
-        from draftsmith.specs.resolve import decoding_problems
-        from draftsmith.specs.translate import problems_from
-
-        data = {**self.decoding.model_dump(mode="json"), **changes}
-        try:
-            decoding = validate_strict(Decoding, data)
-        except ValidationError as e:   # before, a copy took anything: topk 0 failed inside generate()
-            raise SpecError(f"{self.source}, with_decoding({', '.join(changes)})", problems_from(e, "decoding",
-                                                                                              Decoding)) from None
-        if problems := decoding_problems(data):
-            raise SpecError(f"{self.source}, with_decoding({', '.join(changes)})", problems)
-        return self.model_copy(update={"decoding": decoding})
+        so relative checkpoint paths still resolve. The section is checked when the spec is assembled, as a spec
+        file's is (fields, types, bounds, cross-field rules, backend names: a SpecError naming
+        ``decoding.<field>``, specs.resolve.decoding_section_problems)."""
+        return self.model_copy(update={"decoding": self.decoding.model_copy(update=changes)})

@@ -1,6 +1,6 @@
-"""Spec.with_decoding checks the decoding section as a spec file's is (a review of the Python API, 2026-11-28): it
-took any value, so mode 'v9' ran as v2, graphs 'bogus' assembled, topk 0 and steps 1000 failed inside generate()
-as internal errors, and draft_dtype 'bogus' as an AttributeError."""
+"""A spec's decoding section changed by Spec.with_decoding is checked when it is assembled, as a spec file's is (a
+review of the Python API, 2026-11-28): nothing checked it, so mode 'v9' ran as v2, graphs 'bogus' assembled, topk 0
+and steps 1000 failed inside generate() as internal errors, and draft_dtype 'bogus' as an AttributeError."""
 import pytest
 
 import draftsmith
@@ -18,18 +18,23 @@ from draftsmith.errors import SpecError
     (dict(topk="abc"), "decoding.topk", "'abc' is not allowed"),
     (dict(topk=1, mode="v2"), "decoding.mode", "v2 (tree drafting with compaction) is unsupported here"),
 ])
-def test_a_decoding_value_a_spec_file_refuses_is_refused_by_with_decoding(changes, path, says):
-    spec = draftsmith.load_spec("eagle3-llama")
+def test_a_decoding_value_a_spec_file_refuses_is_refused_when_assembled(changes, path, says, monkeypatch):
+    from draftsmith.assembler import assemble as assembler
+
+    monkeypatch.setattr(assembler, "plan_assembly", lambda *a, **k: pytest.fail("a checkpoint was read"))
+    spec = draftsmith.load_spec("demo")
     with pytest.raises(SpecError) as info:
-        spec.with_decoding(**changes)
+        draftsmith.assemble(spec.with_decoding(**changes))
     [problem] = info.value.problems
-    assert problem.path == path and says in problem.message, problem
-    assert str(info.value).startswith(f"{spec.source}, with_decoding({', '.join(changes)}) has 1 problem")
+    assert problem.path == path and says in problem.message and problem.line is None, problem
+    assert str(info.value).startswith(f"{spec.source} (its decoding section as with_decoding() left it) has 1 "
+                                      "problem")
 
 
-def test_valid_changes_keep_the_rest_and_the_source():
-    spec = draftsmith.load_spec("eagle3-llama")
+def test_valid_changes_keep_the_rest_and_the_source_and_assemble():
+    spec = draftsmith.load_spec("demo")
     changed = spec.with_decoding(attention="flex", topk=2, draft_dtype="bfloat16")
+    assert draftsmith.assemble(changed).spec.decoding.topk == 2
     assert (changed.decoding.attention, changed.decoding.topk, changed.decoding.draft_dtype) == ("flex", 2, "bfloat16")
     assert changed.decoding.steps == spec.decoding.steps and changed.source == spec.source
     assert spec.decoding.topk == 4   # the spec itself is unchanged
