@@ -67,6 +67,11 @@ def test_a_fitting_call_is_not_refused_before_the_load(pairs, monkeypatch):
     monkeypatch.setattr(draftsmith, "assemble", loaded)
     res = run("generate", *pair_args(pairs), "--token-ids", "1,2", "--max-new-tokens", "511")
     assert res.exit_code == 70 and "the pair loads" in res.output, res.output
+    # a text prompt is one token at least: the whole context of new tokens fits one (the last never fed)
+    res = run("generate", *pair_args(pairs), "--prompt", "a", "--max-new-tokens", "512")
+    assert res.exit_code == 70 and "the pair loads" in res.output, res.output
+    refused(run("generate", *pair_args(pairs), "--prompt", "a", "--max-new-tokens", "513"), 2,
+            "--max-new-tokens is 513: past the target's context of 512")
 
 
 @pytest.mark.parametrize("prompt, args, says", [

@@ -125,5 +125,32 @@ def test_a_plugins_code_raising_while_decoding_is_said_as_the_plugins_not_an_int
     res = CliRunner().invoke(app, ["generate", "--spec", str(spec_file(tmp_path, {"kind": "boom"})), "--target",
                                    str(pair[0]), "--draft", str(pair[1]), "--token-ids", "1,2", "--no-compare"])
     assert res.exit_code == USER_ERROR, res.output
-    assert "error: plugin 'boomnorm' (in test_plugin_probes.Boom.forward, line " in res.output
+    assert "error: plugin 'boomnorm' (in test_plugin_probes.Boom.forward, line " in res.stderr
     assert "raised RuntimeError: the plugin's own bug" in res.output and "internal error" not in res.output
+
+
+def test_draftsmiths_own_code_is_never_blamed_on_a_plugin(monkeypatch, request):
+    """A plugin registered from a module inside the draftsmith package (as a test may) does not make draftsmith's
+    own frames a plugin's: such an exception stays an internal error; a plugin's error is said on stderr."""
+    import types
+
+    from typer.testing import CliRunner
+
+    import draftsmith.specs.loader as loader
+    from draftsmith.cli import app
+    from draftsmith.hooks import hookimpl
+    from test_plugin_mistakes import installed
+
+    inside = types.ModuleType("draftsmith.inside_plugin")
+    inside.draftsmith_components = hookimpl(lambda: [])
+    installed(fresh(("inside", inside)), monkeypatch, request)
+    import draftsmith.registry as registry_module
+    registry_module.default_registry()   # built, as before a command's own code runs
+
+    def bug(*_a, **_k):
+        raise RuntimeError("draftsmith's own bug")
+
+    monkeypatch.setattr(loader, "parse_spec", bug)
+    res = CliRunner().invoke(app, ["generate", "--spec", "demo", "--token-ids", "1,2"])
+    assert res.exit_code == 70 and "internal error: RuntimeError: draftsmith's own bug" in res.stderr, res.output
+    assert "plugin" not in res.output
