@@ -123,6 +123,11 @@ def short_text(text: str, limit: int = QUOTE_LIMIT) -> str:
     return f"{text[:half]}...{text[len(text) - half:]}"
 
 
+def count(items, word: str) -> str:
+    """``items`` counted in a message: "1 file", "3 files"."""
+    return f"{len(items)} {word}{'' if len(items) == 1 else 's'}"
+
+
 def short_list(values: Iterable[Any], most: int = 5, limit: int = QUOTE_LIMIT, *, quote: bool = True) -> str:
     """'a', 'b', 'c' and 12 more: at most ``most`` values, each quoted with :func:`short` (or cut, unquoted)."""
     values = list(values)

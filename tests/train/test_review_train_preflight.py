@@ -15,7 +15,7 @@ from draftsmith.train import Job, TrainConfig
 from draftsmith.limits import TRAIN_STEPS as MAX_STEPS
 from draftsmith.train.checks import TrainError
 from draftsmith.train.loop import STATE
-from draftsmith.train.preflight import foreign
+from draftsmith.train.feature_checks import foreign
 
 from test_preflight_paths import refused, train   # the CLI runner and its exit-2 check, shared
 
