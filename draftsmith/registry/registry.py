@@ -37,7 +37,7 @@ class UnknownComponent(DraftsmithError, LookupError):
         self.kind, self.name, self.known = kind, name, known
         hint = suggest(name, [n for n, _ in known])
         listing = ", ".join(f"{n} ({p})" for n, p in known) or "none registered"
-        note = f". {note}" if note else ""   # DRAFTSMITH_DISABLE_PLUGIN_AUTOLOAD kept a provider out (not_loaded_note)
+        note = f". {note}" if note else ""   # Registry.not_loaded_note: plugins kept out by the environment
         super().__init__(f"unknown {kind} {short(name)}.{hint} known: {listing}{note}")
 
 
@@ -49,15 +49,6 @@ def autoload_disabled() -> bool:
     """Whether the environment sets ``DRAFTSMITH_DISABLE_PLUGIN_AUTOLOAD`` (to anything but empty or 0), as pytest
     reads PYTEST_DISABLE_PLUGIN_AUTOLOAD: the installed plugins (the ``draftsmith`` entry points) are not loaded."""
     return os.environ.get(NO_AUTOLOAD, "") not in ("", "0")
-
-
-def not_loaded_note(autoload_off: bool) -> str:
-    """What a name not found is told where the installed plugins were not loaded (one of them may provide it);
-    '' where they were."""
-    if not autoload_off:
-        return ""
-    return (f"Plugin autoloading is disabled by {NO_AUTOLOAD}, so an installed plugin that provides it was not "
-            f"loaded; unset {NO_AUTOLOAD} to load the installed plugins.")
 
 
 @dataclass(frozen=True)
@@ -143,8 +134,12 @@ class Registry:
         return self.components[(kind, name)].plugin
 
     def not_loaded_note(self) -> str:
-        """:func:`not_loaded_note` of this registry: for a component or spec name that none provides."""
-        return not_loaded_note(self.autoload_off)
+        """What a component or spec name that none provides is told where the installed plugins were not loaded
+        (one of them may provide it); '' where they were."""
+        if not self.autoload_off:
+            return ""
+        return (f"Plugin autoloading is disabled by {NO_AUTOLOAD}, so an installed plugin that provides it was not "
+                f"loaded; unset {NO_AUTOLOAD} to load the installed plugins.")
 
     def build(self, kind: str, name: str, *args: Any, **context: Any) -> Any:
         """``factory(*args, **context)`` of component ``(kind, name)``, checked: anything but a draftsmith error
