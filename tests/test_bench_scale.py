@@ -103,6 +103,55 @@ def test_the_timed_draft_forward_gets_its_input_built_once():
     assert all(a is b for a, b in zip(runner.seen[1], runner.seen[2])) and runner.seen[1][1].shape == (2, 3, 4)
 
 
+def test_a_timed_graph_replay_keeps_the_buffers_it_reads(monkeypatch):
+    """A captured forward reads its static input buffers by address: the replay forward_call returns must keep
+    them alive (freed with the Replay, their memory was reused by the next capture's arguments and the decode
+    forward's graph read garbage indices: a device-side assert on an H200). A fake capture whose graph holds its
+    buffers only weakly, as a CUDA graph does, tells."""
+    import gc
+    import weakref
+
+    import torch
+
+    from draftsmith.decoding import graphs
+    from draftsmith.scale.timing import forward_call
+
+    class Graph:
+        def __init__(self, fn, inputs):
+            self.fn, self.refs = fn, [weakref.ref(t) for t in inputs]
+
+        def replay(self):
+            inputs = [r() for r in self.refs]
+            assert all(t is not None for t in inputs), "the graph's input buffers were freed"
+            self.fn(*inputs)
+
+    class FakeReplay(graphs.Replay):
+        def __init__(self, fn, enabled):
+            super().__init__(fn, False)
+
+        def __call__(self, *args):
+            inputs = [a.clone() for a in args]
+            self.graphs["k"] = graphs._Captured(Graph(self.fn, inputs), inputs, None)
+            return self.fn(*inputs)
+
+    monkeypatch.setattr(graphs, "Replay", FakeReplay)
+
+    class Pool:
+        lens = torch.zeros(2, dtype=torch.long)
+
+    class Runner:
+        pool, calls = Pool(), 0
+
+        def __call__(self, *args, hand_over):
+            self.calls += 1
+
+    runner = Runner()
+    fn, how = forward_call(runner, 3, 2, 5, "cpu")
+    gc.collect()
+    fn()
+    assert how == "graph replay" and runner.calls == 2
+
+
 def test_the_report_says_what_torch_compile_did():
     import torch
 
