@@ -22,11 +22,11 @@
 #
 #   run(command="BUDGET=480 bash benchmarks/gpu_run.sh one", carry=["wheels"], timeout_s=540)
 #
-# Its order: the 8B bench at batch 1 with transformers' rows (the issue's "done when"), the float32 equality and
-# sampling GPU tests (FP8 native products against the reference path among them), the FP8 linears of an 8B step
-# (bench_fp8.py, <= 45 s: block and channel native products vs bf16 and the dequantizing reference path; before the
-# 1B bench, which the caps would otherwise leave it no time after), the 1B bench at batch 1 and 8, the 8B bench at
-# batch 8, a profile of 8B steps. The stages
+# Its order: the 8B bench at batch 1 with transformers' rows (the issue's "done when"), a profile of 8B steps,
+# the float32 equality and sampling GPU tests (FP8 native products against the reference path among them), the
+# 1B bench at batch 1 and 8, the FP8 linears of an 8B step (bench_fp8.py, <= 45 s: block and channel native
+# products vs bf16 and the dequantizing reference path; measured on an H200 on 2026-11-28,
+# benchmarks/results/h200.md), the 8B bench at batch 8. The stages
 # below are the older split, for a session that has more time:
 #
 #   run(command="bash benchmarks/gpu_run.sh tests", carry=["wheels"], timeout_s=600)   # GPU tests + 1B, ~4-6 min
@@ -77,14 +77,17 @@ part() {   # part CAP NAME COMMAND...: run it under what is left of the budget, 
 case "$stage" in
   one)
     part 300 bench-8b $bench --scale 8b --out "$RES/8b" --batches 1
+    # the profile second: whether the device still waits for the host between steps (wall vs busy ms per step;
+    # 0.43 of 5.11 ms on an H200 before the run-ahead loop, 2026-11-28)
+    part 60 profile-8b python3 benchmarks/profile_cuda.py 8b "$RES/profile-8b" /tmp/ckpt
     # tests/gpu stops at its first failure (what fails there fails everything after); the components' GPU tests
-    # (FP8 kernels against the reference path) each report, so one kernel's verdict hides no other
-    part 150 gpu-tests bash -c "python3 -m pytest -q -p no:cacheprovider tests/gpu -m gpu -rs -x; r=\$?; \
+    # (FP8 kernels against the reference path) each report, so one kernel's verdict hides no other. --durations:
+    # 150 s ran 11 tests on a bare H200 (2026-11-28), which say where the time goes
+    part 150 gpu-tests bash -c "python3 -m pytest -q -p no:cacheprovider tests/gpu -m gpu -rs -x --durations=12; r=\$?; \
       python3 -m pytest -q -p no:cacheprovider tests/components -m gpu -rs || r=1; exit \$r"
-    part 45 fp8 python3 benchmarks/bench_fp8.py 8b 1,8
     part 150 bench-1b $bench --scale 1b --out "$RES/1b" --batches 1,8 --no-hf
-    part 90 bench-8b-batch8 $bench --scale 8b --out "$RES/8b-batch8" --batches 8 --no-hf
-    part 60 profile-8b python3 benchmarks/profile_cuda.py 8b "$RES/profile-8b" /tmp/ckpt ;;
+    part 45 fp8 python3 benchmarks/bench_fp8.py 8b 1,8
+    part 90 bench-8b-batch8 $bench --scale 8b --out "$RES/8b-batch8" --batches 8 --no-hf ;;
   tests)
     timeout 300 python3 -m pytest -q -p no:cacheprovider tests/gpu tests/components -m gpu -rs --timeout 200 2>&1 \
       | grep -v DEBUG \

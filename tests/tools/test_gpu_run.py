@@ -51,9 +51,9 @@ def dry(tmp_path):
 def test_one_runs_its_parts_in_order_packs_them_and_goes_on_past_a_failure(dry):
     done, calls, tmp = dry(480)
     assert done.returncode == 0, done.stdout + done.stderr
-    wanted = ["--scale 8b --out {res}/8b --batches 1", "tests/gpu -m gpu -rs -x", "tests/components -m gpu -rs",
-              "benchmarks/bench_fp8.py 8b 1,8", "--scale 1b --out {res}/1b --batches 1,8 --no-hf",
-              "--scale 8b --out {res}/8b-batch8 --batches 8 --no-hf", "benchmarks/profile_cuda.py 8b"]
+    wanted = ["--scale 8b --out {res}/8b --batches 1", "benchmarks/profile_cuda.py 8b", "tests/gpu -m gpu -rs -x",
+              "tests/components -m gpu -rs", "--scale 1b --out {res}/1b --batches 1,8 --no-hf",
+              "benchmarks/bench_fp8.py 8b 1,8", "--scale 8b --out {res}/8b-batch8 --batches 8 --no-hf"]
     assert len(calls) == len(wanted), calls
     for call, want in zip(calls, wanted):
         assert want.format(res=tmp / "res") in call, (call, want)
@@ -73,8 +73,8 @@ def test_parts_past_the_budget_are_skipped_and_said(dry):
     assert done.returncode == 0, done.stdout + done.stderr
     assert calls == []
     skipped = (tmp / "res" / "skipped.txt").read_text().splitlines()
-    assert [s.split()[1] for s in skipped] == ["bench-8b:", "gpu-tests:", "fp8:", "bench-1b:", "bench-8b-batch8:",
-                                               "profile-8b:"], skipped
+    assert [s.split()[1] for s in skipped] == ["bench-8b:", "profile-8b:", "gpu-tests:", "bench-1b:", "fp8:",
+                                               "bench-8b-batch8:"], skipped
 
 
 def test_bench_fp8_builds_and_runs_its_step_on_the_cpu(monkeypatch):
