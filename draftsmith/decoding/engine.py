@@ -3,10 +3,11 @@
 Read top to bottom it is the algorithm; the maths lives in small pure functions (tree, verify, sampling, and their
 fixed-shape twins in fixed.py) and the memory in a static KV pool (compaction on commit). Every tensor of a step
 stays on the device at shapes fixed by the plan: the host reads one small tensor per step (the accepted tokens,
-:func:`sync_tokens`) to emit text, check stop tokens and count statistics, so a step costs one host
-synchronisation, and the whole step (:func:`spec_step`, :func:`decode_step`) is one function of device tensors
-that CUDA captures as one graph and replays (graphs.py, :class:`StepCache`). Finished sequences stay in the
-batch as inactive rows (they write nothing and their results are ignored), so shapes never change mid-run.
+inflight.HostCopy) to emit text, check stop tokens and count statistics, so a step costs one host
+synchronisation, read while the next step already runs (:func:`_loop`), and the whole step (:func:`spec_step`,
+:func:`decode_step`) is one function of device tensors that CUDA captures as one graph and replays (graphs.py,
+:class:`StepCache`). Finished sequences stay in the batch as inactive rows (they write nothing and their results
+are ignored), so shapes never change mid-run.
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from draftsmith.decoding.fixed import (
     accepted_rows, draft_tree_fixed, greedy_verify_fixed, safe_logprobs, safe_probs, sample, sample_verify_fixed,
 )
 from draftsmith.decoding.graphs import Replay
+from draftsmith.decoding.inflight import HostCopy, worth_running_ahead
 from draftsmith.decoding.modes import Plan
 from draftsmith.decoding.sampling import target_probs
 from draftsmith.decoding.static_pool import StaticKVPool, fixed_kv
@@ -190,11 +192,6 @@ def _upload(data, device) -> torch.Tensor:
     return torch.tensor(data).to(device, non_blocking=True)
 
 
-def sync_tokens(*rows: torch.Tensor) -> list[list[int]]:
-    """The step's one host synchronisation: [B, *] integer tensors, side by side, as lists."""
-    return torch.cat([r.reshape(r.shape[0], -1) for r in rows], 1).tolist()
-
-
 def prefill(target: TargetRunner, draft: DraftRunner | None, seqs: list[Seq], s: Settings, stats: Stats) -> State:
     t0, dev = time.perf_counter(), target.pool.device
     B, T = len(seqs), max(len(q.prompt) for q in seqs)
@@ -217,7 +214,7 @@ def prefill(target: TargetRunner, draft: DraftRunner | None, seqs: list[Seq], s:
         stats.draft_forwards += 1
         draft.pool.advance(counts)
         st.feed, st.dlogits = feed, dlogits
-    for q, (root,) in zip(seqs, sync_tokens(st.root)):
+    for q, (root,) in zip(seqs, HostCopy(st.root).tolist()):
         q.emit([root], s)
     stats.end_prefill(time.perf_counter() - t0)    # the first token is on the host: nothing still queued
     return st
@@ -308,6 +305,24 @@ def _draws(s: Settings, B: int, n: int, device) -> torch.Tensor:
     return s.uniforms(B, n, device=device) if s.temperature > 0 else torch.empty(B, 0, device=device)
 
 
+def _loop(seqs: list[Seq], s: Settings, st: State, launch, emit, most_per_step: int) -> None:
+    """Steps until every sequence is done, one ahead of the host (inflight.py): ``launch()`` queues a step and
+    returns its tokens on their way to the host, ``emit(tokens)`` hands them to the sequences. A step launched
+    ahead runs with the rows active before the host read the step in flight; a row that finished there writes
+    scratch the pools were sized for (model._runners) and its tokens are ignored (``Seq.done``)."""
+    pending = launch() if not all(q.done for q in seqs) else None
+    while pending is not None:
+        ahead = launch() if worth_running_ahead([q.out for q in seqs], [q.done for q in seqs], s.max_new_tokens,
+                                                most_per_step) else None
+        emit(pending.tolist())
+        live = [not q.done for q in seqs]
+        if not any(live):
+            break   # a step launched ahead is dropped (only where a stop token ended the run early)
+        if not all(live):
+            st.active = _upload(live, st.root.device)
+        pending = ahead if ahead is not None else launch()
+
+
 def speculative(target: TargetRunner, draft: DraftRunner, prompts: list[list[int]], plan: Plan,
                 s: Settings) -> tuple[list[Seq], Stats]:
     stats, t0 = Stats(mode=plan.mode, accepted_per_position=[0] * plan.steps), time.perf_counter()
@@ -318,20 +333,22 @@ def speculative(target: TargetRunner, draft: DraftRunner, prompts: list[list[int
     step = target.steps.get(("spec", plan, s.temperature, s.top_p, s.top_k),
                             functools.partial(spec_step, target, draft, plan, s), (target.pool.lens, draft.pool.lens))
     chain_draws = plan.steps if plan.topk == 1 else 0
-    while not all(q.done for q in seqs):
+
+    def launch() -> HostCopy:
         u_draft = _draws(s, B, chain_draws, dev)
         u_verify = _draws(s, B, plan.steps * plan.topk + 1, dev)
         accepted, new, st.root, st.feed, st.dlogits = step(st.root, st.active, st.feed, st.dlogits, u_draft,
                                                            u_verify)
         stats.target_forwards += 1
         stats.draft_forwards += plan.steps             # steps - 1 tree levels past the first, then the catch-up
-        host = sync_tokens(accepted, new)
+        return HostCopy(accepted, new)
+
+    def emit(host: list[list[int]]) -> None:
         for q, (acc, *toks) in zip(seqs, host):
             if not q.done:
                 stats.record_step(q.emit(toks[: acc + 1], s) - 1)    # only emitted tokens count (invariant 12)
-        live = [not q.done for q in seqs]
-        if not all(live):
-            st.active = _upload(live, dev)
+
+    _loop(seqs, s, st, launch, emit, most_per_step=plan.steps + 1)
     stats.new_tokens = sum(len(q.out) for q in seqs)
     stats.wall_seconds = time.perf_counter() - t0
     return seqs, stats
@@ -345,15 +362,18 @@ def baseline(target: TargetRunner, prompts: list[list[int]], s: Settings) -> tup
     B, dev = len(seqs), st.root.device
     step = target.steps.get(("decode", s.temperature, s.top_p, s.top_k), functools.partial(decode_step, target, s),
                             (target.pool.lens,))
-    while not all(q.done for q in seqs):
+
+    def launch() -> HostCopy:
         (st.root,) = step(st.root, st.active, _draws(s, B, 1, dev))
         stats.target_forwards += 1
-        for q, (tok,) in zip(seqs, sync_tokens(st.root)):
+        return HostCopy(st.root)
+
+    def emit(host: list[list[int]]) -> None:
+        for q, (tok,) in zip(seqs, host):
             if not q.done:
                 stats.record_step(q.emit([tok], s) - 1)   # a step per row, as a speculative run counts them
-        live = [not q.done for q in seqs]
-        if not all(live):
-            st.active = _upload(live, dev)
+
+    _loop(seqs, s, st, launch, emit, most_per_step=1)
     stats.new_tokens = sum(len(q.out) for q in seqs)
     stats.wall_seconds = time.perf_counter() - t0
     return seqs, stats

@@ -73,14 +73,17 @@ def test_greedy_steps_draw_no_uniforms():
 
 
 def test_a_finished_row_turns_inactive_on_the_device(pairs, monkeypatch):
-    # engine.py:334 if not all(live) -> if all(live); :356 the same in baseline(); :231 counts * st.active -> //
+    # engine._loop: if not all(live) -> if all(live); catch_up: counts * st.active -> //
     # engine's docstring: finished sequences stay in the batch as inactive rows. The self draft commits
-    # steps + 1 = 4 tokens a step (invariant 11), so row 0, whose 5th token (the prefill's, then 4) is the stop,
-    # is done after step 1 and every later step sees it inactive; row 1 (a stop-free path) needs 2 steps
-    model, prompts = pairs["self"], [[3, 1, 4], [80]]
-    base = [b.token_ids for b in model.generate_baseline(prompts, max_new_tokens=9, stop=[])]
-    stop = base[0][4]
-    assert stop not in base[0][:4] and stop not in base[1]
+    # steps + 1 = 3 tokens a step (invariant 11), so row 0, whose 3rd token (the prefill's, then 2) is the stop,
+    # is done after step 1; row 1 (a stop-free path) needs 3 steps for 10 tokens. Step 2 is launched before the
+    # host reads step 1 (run-ahead: row 1 will need it whatever step 1 emits), so it still sees row 0 active, and
+    # step 3 does not; target-only (9 tokens), steps 1-3 are launched before the host reads row 0's 3rd token
+    # (step 2's), and the 5 after them see row 0 inactive
+    model, prompts, chain = pairs["self"], [[3, 1, 4], [80]], dict(topk=1, steps=2)
+    base = [b.token_ids for b in model.generate_baseline(prompts, max_new_tokens=10, stop=[])]
+    stop = base[0][2]
+    assert stop not in base[0][:2] and stop not in base[1]
     seen = {"spec": [], "decode": []}
     spec_step, decode_step = engine.spec_step, engine.decode_step
 
@@ -95,13 +98,13 @@ def test_a_finished_row_turns_inactive_on_the_device(pairs, monkeypatch):
     monkeypatch.setattr(engine, "spec_step", spec)
     monkeypatch.setattr(engine, "decode_step", decode)
     monkeypatch.setattr(model, "_runners_cache", {})        # no step captured before the stand-ins
-    out = model.generate(prompts, max_new_tokens=9, stop=[stop], **CHAIN)
-    assert [o.token_ids for o in out] == [base[0][:5], base[1]]
-    assert seen["spec"] == [[True, True], [False, True]]
-    assert out[0].stats.draft_forwards == 1 + out[0].stats.target_forwards * CHAIN["steps"]   # 2 steps, 3 each
+    out = model.generate(prompts, max_new_tokens=10, stop=[stop], **chain)
+    assert [o.token_ids for o in out] == [base[0][:3], base[1]]
+    assert seen["spec"] == [[True, True]] * 2 + [[False, True]]
+    assert out[0].stats.draft_forwards == 1 + out[0].stats.target_forwards * chain["steps"]   # 3 steps, 2 each
     out = model.generate_baseline(prompts, max_new_tokens=9, stop=[stop])
-    assert [o.token_ids for o in out] == [base[0][:5], base[1]]
-    assert seen["decode"] == [[True, True]] * 4 + [[False, True]] * 4     # row 0's 5th token ends it
+    assert [o.token_ids for o in out] == [base[0][:3], base[1][:9]]
+    assert seen["decode"] == [[True, True]] * 3 + [[False, True]] * 5     # row 0's 3rd token ends it
 
 
 @pytest.mark.parametrize("shape", [CHAIN, None])

@@ -118,21 +118,23 @@ def test_nan_poisoned_tails_change_nothing(pairs, monkeypatch, trim):
 
     monkeypatch.setattr(SpeculativeModel, "_pool", poisoned_pool)
     monkeypatch.setattr(model, "_runners_cache", {})
-    seqs, lengths = [], []
+    seqs, starts = [], []
 
     class Recorded(engine.Seq):
         def __init__(self, *args, **kw):
             super().__init__(*args, **kw)
+            self.emitted = []   # len(out) after each emit: the prefill's, then one per step
             seqs.append(self)
+
+        def emit(self, tokens, s):
+            kept = super().emit(tokens, s)
+            self.emitted.append(len(self.out))
+            return kept
 
     spec_step = engine.spec_step
 
     def checked(target, draft, plan, s, root, active, *rest):
-        # at the start of every step (after the previous step's catch-up and emission) the draft holds exactly the
-        # committed tokens of each live row: prompt + output minus the root
-        for q, n, live in zip(seqs[-len(active):], draft.pool.lens.tolist(), active.tolist()):
-            if live:
-                lengths.append((n, len(q.prompt) + len(q.out) - 1))
+        starts.append((draft.pool.lens.tolist(), active.tolist()))
         return spec_step(target, draft, plan, s, root, active, *rest)
 
     monkeypatch.setattr(engine, "Seq", Recorded)
@@ -140,7 +142,13 @@ def test_nan_poisoned_tails_change_nothing(pairs, monkeypatch, trim):
     dirty = model.generate([[4, 4, 2], [9, 8, 7, 6, 5]], max_new_tokens=16, stop=[], topk=4, steps=3,
                            draft_tokens=8)
     assert [d.token_ids for d in dirty] == [c.token_ids for c in clean]
-    assert lengths and all(a == b for a, b in lengths)
+    # at the start of step j (after step j-1's catch-up) the draft holds exactly the committed tokens of each row
+    # that step j-1 left unfinished: prompt + what was emitted through step j-1, minus the root (step j may be
+    # launched before the host read step j-1: the check reads the emissions afterwards)
+    checks = [(n, len(q.prompt) + q.emitted[j - 1] - 1)
+              for j, (lens, active) in enumerate(starts, 1)
+              for q, n, live in zip(seqs[-len(active):], lens, active) if live and j < len(q.emitted)]
+    assert len(checks) >= len(starts) and all(a == b for a, b in checks), checks
 
 
 def test_text_prompt_needs_tokenizer(pairs):

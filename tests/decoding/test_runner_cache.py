@@ -29,17 +29,18 @@ def shape_of(runners) -> tuple[int, int]:
 # --- capacity: the call's need, rounded up to a multiple of 64 --------------------------------------------------
 # (prompt length, max_new_tokens, plan overrides or None for the baseline) -> capacity. The need is the longest
 # prompt + max_new_tokens + the room past it: 2 for the baseline, else max(draft_tokens, topk * (steps - 1),
-# steps + 1) + 1; each case sits on a multiple of 64 or one past it, and each term of the max leads somewhere.
+# steps + 1) + 1, + steps + 1 for the step launched ahead (engine._loop); each case sits on a multiple of 64 or
+# one past it, and each term of the max leads somewhere.
 CAPACITY = [
     (2, 60, None, 64), (2, 61, None, 128), (1, 1, None, 64), (2, 124, None, 128), (2, 125, None, 192),
-    (3, 44, dict(topk=4, steps=5, draft_tokens=8), 64),        # topk * (steps - 1) = 16 leads: need 3 + 44 + 17
-    (3, 45, dict(topk=4, steps=5, draft_tokens=8), 128),
-    (3, 48, dict(topk=4, steps=2, draft_tokens=12), 64),       # draft_tokens = 12 leads: need 3 + 48 + 13
-    (3, 49, dict(topk=4, steps=2, draft_tokens=12), 128),
-    (3, 57, dict(topk=2, steps=2, draft_tokens=2), 64),        # steps + 1 = 3 leads: need 3 + 57 + 4
-    (3, 58, dict(topk=2, steps=2, draft_tokens=2), 128),
-    (5, 52, dict(topk=1, steps=5), 64),                        # a chain plans steps + 1 tokens: need 5 + 52 + 7
-    (5, 53, dict(topk=1, steps=5), 128),
+    (3, 38, dict(topk=4, steps=5, draft_tokens=8), 64),        # topk * (steps - 1) = 16 leads: need 3 + 38 + 17 + 6
+    (3, 39, dict(topk=4, steps=5, draft_tokens=8), 128),
+    (3, 45, dict(topk=4, steps=2, draft_tokens=12), 64),       # draft_tokens = 12 leads: need 3 + 45 + 13 + 3
+    (3, 46, dict(topk=4, steps=2, draft_tokens=12), 128),
+    (3, 54, dict(topk=2, steps=2, draft_tokens=2), 64),        # steps + 1 = 3 leads: need 3 + 54 + 4 + 3
+    (3, 55, dict(topk=2, steps=2, draft_tokens=2), 128),
+    (5, 46, dict(topk=1, steps=5), 64),                        # a chain plans steps + 1 tokens: need 5 + 46 + 7 + 6
+    (5, 47, dict(topk=1, steps=5), 128),
 ]
 
 

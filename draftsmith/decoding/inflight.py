@@ -1,0 +1,42 @@
+"""Running one step ahead of the host: the decode loop launches step k+1 before it reads step k's tokens, so the
+device never waits while the host emits text, checks stop tokens and launches the next graph (on an H200 at the 8B
+shape that wait was 0.43 ms of a 5.11 ms target-only step, 2026-11-28).
+
+A step's outputs are graph buffers that its next replay overwrites, so what the host will read is first copied
+out: :class:`HostCopy` queues a copy into pinned host memory on the device's stream right after the step (before
+the next replay, so it holds this step's values) and reads it after an event, the step's one host
+synchronisation. The next step needs nothing the host computes (its inputs are the last step's device outputs), so
+the loop only has to decide whether to launch it before knowing this step's tokens: :func:`worth_running_ahead`
+launches it when some sequence still needs a step after the one in flight whatever that step emits, so run-ahead
+wastes no step except where a stop token ends a run early."""
+from __future__ import annotations
+
+import torch
+
+
+class HostCopy:
+    """``HostCopy(*rows)`` with [B, *] integer tensors: their values side by side, on their way to the host;
+    :meth:`tolist` waits for them (the one host synchronisation) and returns [B] lists."""
+
+    def __init__(self, *rows: torch.Tensor):
+        flat = torch.cat([r.reshape(r.shape[0], -1) for r in rows], 1)   # a new tensor: no later step writes it
+        self.event = None
+        if flat.is_cuda:
+            self.host = torch.empty(flat.shape, dtype=flat.dtype, pin_memory=True)
+            self.host.copy_(flat, non_blocking=True)
+            self.event = torch.cuda.Event()
+            self.event.record()
+        else:
+            self.host = flat
+
+    def tolist(self) -> list[list[int]]:
+        if self.event is not None:
+            self.event.synchronize()
+        return self.host.tolist()
+
+
+def worth_running_ahead(outs: list[list[int]], done: list[bool], max_new_tokens: int, most_per_step: int) -> bool:
+    """Whether to launch the next step before reading the one in flight: some unfinished sequence (``outs`` the
+    tokens emitted so far) will still need a step after it, even if that step emits ``most_per_step`` tokens."""
+    return any(not d and len(out) + most_per_step < max_new_tokens for out, d in zip(outs, done))
+
