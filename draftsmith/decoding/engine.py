@@ -23,7 +23,7 @@ from draftsmith.decoding.fixed import (
     accepted_rows, draft_tree_fixed, greedy_verify_fixed, safe_logprobs, safe_probs, sample, sample_verify_fixed,
 )
 from draftsmith.decoding.graphs import Replay
-from draftsmith.decoding.inflight import HostCopy, worth_running_ahead
+from draftsmith.decoding.inflight import HostCopy, runs_ahead, to_device, worth_running_ahead
 from draftsmith.decoding.modes import Plan
 from draftsmith.decoding.sampling import target_probs
 from draftsmith.decoding.static_pool import StaticKVPool, fixed_kv
@@ -43,7 +43,7 @@ class Settings:
     def uniforms(self, *shape: int, device) -> torch.Tensor:
         # every random number comes from one CPU generator (seeded by seed=), so a seed gives the same draws on
         # any device; the draws travel to the device without a host sync
-        return torch.rand(*shape, generator=self.generator).to(device, non_blocking=True)
+        return to_device(torch.rand(*shape, generator=self.generator), torch.device(device))
 
     def pick(self, logits: torch.Tensor, u: torch.Tensor | None = None) -> torch.Tensor:
         # logits: [B, V] -> [B] the target's token: argmax, or a draw from the processed distribution p with the
@@ -188,8 +188,8 @@ def last_rows(counts: torch.Tensor, *rows: torch.Tensor) -> tuple[torch.Tensor, 
 
 
 def _upload(data, device) -> torch.Tensor:
-    # host data to the device without a host synchronisation (a non-blocking copy from host memory)
-    return torch.tensor(data).to(device, non_blocking=True)
+    # host data to the device without a host synchronisation (a non-blocking copy from pinned host memory)
+    return to_device(torch.tensor(data), torch.device(device))
 
 
 def prefill(target: TargetRunner, draft: DraftRunner | None, seqs: list[Seq], s: Settings, stats: Stats) -> State:
@@ -309,15 +309,19 @@ def _loop(seqs: list[Seq], s: Settings, st: State, launch, emit, most_per_step: 
     """Steps until every sequence is done, one ahead of the host (inflight.py): ``launch()`` queues a step and
     returns its tokens on their way to the host, ``emit(tokens)`` hands them to the sequences. A step launched
     ahead runs with the rows active before the host read the step in flight; a row that finished there writes
-    scratch the pools were sized for (model._runners) and its tokens are ignored (``Seq.done``)."""
+    scratch the pools were sized for (model._runners) and its tokens are ignored (``Seq.done``). On the CPU
+    (:func:`~draftsmith.decoding.inflight.runs_ahead`) the steps go in lockstep with the host."""
     pending = launch() if not all(q.done for q in seqs) else None
+    ahead_ok = runs_ahead(st.root.device)
     while pending is not None:
-        ahead = launch() if worth_running_ahead([q.out for q in seqs], [q.done for q in seqs], s.max_new_tokens,
-                                                most_per_step) else None
+        ahead = launch() if ahead_ok and worth_running_ahead([q.out for q in seqs], [q.done for q in seqs],
+                                                             s.max_new_tokens, most_per_step) else None
         emit(pending.tolist())
         live = [not q.done for q in seqs]
         if not any(live):
-            break   # a step launched ahead is dropped (only where a stop token ended the run early)
+            if ahead is not None:   # a stop token ended the run with a step launched ahead: dropped, but this call
+                ahead.wait()        # waits for it (its time is this call's, not the next prefill's)
+            break
         if not all(live):
             st.active = _upload(live, st.root.device)
         pending = ahead if ahead is not None else launch()

@@ -8,7 +8,13 @@ the next replay, so it holds this step's values) and reads it after an event, th
 synchronisation. The next step needs nothing the host computes (its inputs are the last step's device outputs), so
 the loop only has to decide whether to launch it before knowing this step's tokens: :func:`worth_running_ahead`
 launches it when some sequence still needs a step after the one in flight whatever that step emits, so run-ahead
-wastes no step except where a stop token ends a run early."""
+wastes no step except where a stop token ends a run early. Only a device that runs asynchronously gains from it
+(:func:`runs_ahead`): on the CPU a step launched ahead is computed before the host reads the last one, so there it
+would only add the dropped step's work.
+
+What the host sends during the loop (the uniforms of a sampled step, the rows still active) goes through pinned
+memory (:func:`to_device`): a copy from pageable memory may wait for the stream, which holds the step launched
+ahead."""
 from __future__ import annotations
 
 import torch
@@ -23,16 +29,32 @@ class HostCopy:
         self.event = None
         if flat.is_cuda:
             self.host = torch.empty(flat.shape, dtype=flat.dtype, pin_memory=True)
-            self.host.copy_(flat, non_blocking=True)
-            self.event = torch.cuda.Event()
-            self.event.record()
+            self.host.copy_(flat, non_blocking=True)   # on flat's device's stream: the event goes there too (cuda:1
+            self.event = torch.cuda.Event()            # while cuda:0 is current: an idle stream's event)
+            self.event.record(torch.cuda.current_stream(flat.device))
         else:
             self.host = flat
 
-    def tolist(self) -> list[list[int]]:
+    def wait(self) -> None:
+        """Until the step and its copy are done (the host sync)."""
         if self.event is not None:
             self.event.synchronize()
+
+    def tolist(self) -> list[list[int]]:
+        self.wait()
         return self.host.tolist()
+
+
+def runs_ahead(device: torch.device) -> bool:
+    """Whether the loop launches a step before reading the last: where the device runs asynchronously (CUDA)."""
+    return device.type == "cuda"
+
+
+def to_device(t: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A host tensor on ``device`` without waiting for the work queued there: through pinned memory on CUDA."""
+    if device.type == "cuda":
+        return t.pin_memory().to(device, non_blocking=True)
+    return t.to(device)
 
 
 def worth_running_ahead(outs: list[list[int]], done: list[bool], max_new_tokens: int, most_per_step: int) -> bool:

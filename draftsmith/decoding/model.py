@@ -1,6 +1,7 @@
 """``SpeculativeModel``: what ``assemble`` returns — a target, a draft and the settings to decode with them."""
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -19,6 +20,13 @@ from draftsmith.decoding.modes import Plan, choose_mode
 from draftsmith.decoding.stats import Output
 
 Prompt = str | Sequence[int] | Sequence[Mapping[str, str]]   # text, token ids, or a conversation (draftsmith.chat)
+
+
+def on_device(device: str | torch.device):
+    """The model's CUDA device as the current one while it decodes: streams, graph captures and events are made on
+    the current device, so a model on cuda:1 decodes there whichever device the caller made current."""
+    device = torch.device(device)
+    return torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext()
 
 
 @dataclass
@@ -72,7 +80,7 @@ class SpeculativeModel:
                                      draft_tokens=draft_tokens, mode=mode)  # ArgumentError lists every problem
         plan = self.plan(topk=topk, steps=steps, draft_tokens=draft_tokens, mode=mode)
         settings = self._settings(max_new_tokens, temperature, top_p, top_k, seed, stop)
-        with self._lock, torch.inference_mode():
+        with self._lock, torch.inference_mode(), on_device(self.device):
             seqs, stats = engine.speculative(*self._runners(prompts, max_new_tokens, plan), prompts, plan, settings)
         return self._outputs(seqs, stats, single)
 
@@ -88,7 +96,7 @@ class SpeculativeModel:
         prompts, single = check_call(self, prompt, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
                                      top_k=top_k, seed=seed, stop=stop, what="generate_baseline()")
         settings = self._settings(max_new_tokens, temperature, top_p, top_k, seed, stop)
-        with self._lock, torch.inference_mode():
+        with self._lock, torch.inference_mode(), on_device(self.device):
             seqs, stats = engine.baseline(self._runners(prompts, max_new_tokens)[0], prompts, settings)
         return self._outputs(seqs, stats, single)
 

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 class Stats:
     mode: str = "baseline"
     new_tokens: int = 0
-    target_forwards: int = 0          # verification / decode forwards (prefill not counted)
-    draft_forwards: int = 0           # every draft forward run, its prefill included
+    target_forwards: int = 0          # verification / decode forwards run (prefill not counted; on CUDA a step
+    draft_forwards: int = 0           # launched ahead of a stop token too); every draft forward run, prefill's included
     steps: int = 0                    # verification (or decode) steps summed over sequences
     committed: int = 0                # tokens committed by those steps (accepted + 1 each)
     accepted_per_position: list[int] = field(default_factory=list)   # [i]: steps that accepted >= i+1 drafts;

@@ -10,6 +10,15 @@ from draftsmith.testing import write_eagle1, write_eagle3, write_self_draft, wri
 BUILTIN = Path(draftsmith.__file__).parent / "specs" / "builtin"
 
 
+@pytest.fixture(autouse=True)
+def loop_as_on_cuda(monkeypatch):
+    """The decode loop as CUDA runs it, one step ahead of the host (engine._loop; the CPU runs in lockstep, where
+    a step launched ahead gains nothing): these tests hold that order to the CPU's results."""
+    from draftsmith.decoding import engine
+
+    monkeypatch.setattr(engine, "runs_ahead", lambda device: True)
+
+
 @pytest.fixture(scope="session")
 def pairs(tmp_path_factory):
     """name -> assembled SpeculativeModel (float64, so equality never hinges on a rounding tie)."""

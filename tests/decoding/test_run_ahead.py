@@ -19,6 +19,56 @@ def test_ahead_only_where_a_row_will_need_another_step():
     assert worth_running_ahead([[1], [1, 2]], [True, False], 5, 2)
 
 
+def test_only_an_asynchronous_device_runs_ahead():
+    from draftsmith.decoding import inflight
+
+    assert inflight.runs_ahead(torch.device("cuda:1")) and not inflight.runs_ahead(torch.device("cpu"))
+    t = torch.arange(3)
+    assert inflight.to_device(t, torch.device("cpu")) is t
+
+
+def test_a_model_decodes_with_its_own_cuda_device_current():
+    """Events, streams and graph captures are made on the current device: a model on cuda:1 makes it current."""
+    from draftsmith.decoding.model import on_device
+
+    guard = on_device("cuda:1")
+    assert isinstance(guard, torch.cuda.device) and guard.idx == 1
+    assert not isinstance(on_device("cpu:0"), torch.cuda.device)
+
+
+def test_a_dropped_step_is_waited_for_and_the_cpu_runs_in_lockstep(monkeypatch):
+    """Where a stop token ends the run with a step launched ahead, the call waits for that step (its device time
+    is this call's, not the next prefill's); on the CPU no step is launched ahead."""
+    class Launched:
+        def __init__(self, log, n):
+            self.log, self.n = log, n
+
+        def wait(self):
+            self.log.append(f"wait {self.n}")
+
+        def tolist(self):
+            self.log.append(f"read {self.n}")
+            return [[7]]
+
+    def run(ahead: bool):
+        monkeypatch.setattr(engine, "runs_ahead", lambda device: ahead)
+        log, q = [], engine.Seq([1])
+        st = engine.State(root=torch.zeros(1, dtype=torch.long), active=torch.ones(1, dtype=torch.bool))
+
+        def launch():
+            log.append(f"launch {len(log)}")
+            return Launched(log, len(log) - 1)
+
+        def emit(host):
+            q.emit(host[0], engine.Settings(max_new_tokens=9, stop=frozenset({7})))
+
+        engine._loop([q], engine.Settings(max_new_tokens=9), st, launch, emit, most_per_step=1)
+        return log
+
+    assert run(True) == ["launch 0", "launch 1", "read 0", "wait 1"]   # the stop token comes with step 0
+    assert run(False) == ["launch 0", "read 0"]                        # lockstep (the CPU)
+
+
 def test_a_host_copy_keeps_the_values_of_its_step():
     """What the host reads is copied out of the step's outputs, which the next replay overwrites."""
     root, new = torch.tensor([3, 4]), torch.tensor([[1, 2], [5, 6]])
