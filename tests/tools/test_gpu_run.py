@@ -21,6 +21,7 @@ out=""; prev=""
 for a in "$@"; do [ "$prev" = "--out" ] && out="$a"; prev="$a"; done
 if [ -n "$out" ]; then mkdir -p "$out"; echo "| draftsmith target-only | 1.0 ms/step |" > "$out/results.md"; fi
 case "$*" in *tests/gpu*) echo "1 failed, 3 passed"; exit 1;; *pytest*) echo "5 passed";; esac
+case "$*" in *"${SLOW:-nothing slow}"*) sleep "${SLEEP:-6}";; esac
 echo "fake ms/step"
 """
 
@@ -36,13 +37,16 @@ def dry(tmp_path):
     for f in shims.iterdir():
         f.chmod(0o755)
 
-    def run(budget: int) -> tuple[subprocess.CompletedProcess, list[str], Path]:
+    def run(budget: int, stage: str = "one", slow: str = "nothing slow",
+            sleep: int = 6, min_part: int = 20) -> tuple[subprocess.CompletedProcess, list[str], Path]:
+        calls_file = tmp_path / "calls.txt"
+        calls_file.unlink(missing_ok=True)
         env = {**os.environ, "PATH": f"{shims}{os.pathsep}{os.environ['PATH']}", "REAL_PYTHON": sys.executable,
-               "CALLS": str(tmp_path / "calls.txt"), "OUT": str(tmp_path / "out"), "RES": str(tmp_path / "res"),
-               "BUDGET": str(budget)}
-        done = subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu_run.sh"), "one"], env=env, cwd=tmp_path,
+               "CALLS": str(calls_file), "OUT": str(tmp_path / "out"), "RES": str(tmp_path / "res"),
+               "BUDGET": str(budget), "SLOW": slow, "SLEEP": str(sleep), "MIN_PART": str(min_part)}
+        done = subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu_run.sh"), stage], env=env, cwd=tmp_path,
                               capture_output=True, text=True, timeout=120)
-        calls = (tmp_path / "calls.txt").read_text().splitlines()
+        calls = calls_file.read_text().splitlines() if calls_file.exists() else []
         return done, [c for c in calls if not c.startswith("-c ")], tmp_path
 
     return run
@@ -96,3 +100,33 @@ def test_bench_fp8_builds_and_runs_its_step_on_the_cpu(monkeypatch):
         sizes[mode] = bench_fp8.weight_bytes(model)
     assert sizes["fp8 block, native"] < 0.51 * sizes["bf16"] and sizes["fp8 block, reference"] == sizes[
         "fp8 block, native"]
+
+
+def test_rest_runs_what_one_skipped_and_only_that(dry):
+    """A slow profile leaves `one` no budget for the parts after it; `rest` (the next call, on the warm machine)
+    runs exactly those, in order, and packs them with what `one` measured; a second `rest` has nothing to do."""
+    done, calls, tmp = dry(20, slow="profile_cuda", sleep=4, min_part=2)   # then 20 - 4 - 15 < 2 s left
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert len(calls) == 2 and "--scale 8b --out" in calls[0] and "profile_cuda.py 8b" in calls[1], calls
+    done, calls, tmp = dry(480, stage="rest")
+    assert done.returncode == 0, done.stdout + done.stderr
+    wanted = ["tests/gpu -m gpu -rs -x", "tests/components -m gpu -rs", "--scale 1b --out", "bench_fp8.py 8b 1,8",
+              "--scale 8b --out {res}/8b-batch8 --batches 8"]
+    assert len(calls) == len(wanted) and all(w.format(res=tmp / "res") in c for c, w in zip(calls, wanted)), calls
+    assert not (tmp / "res" / "skipped.txt").exists() and (tmp / "res" / "skipped-by-one.txt").exists()
+    with tarfile.open(tmp / "out" / "results.tgz") as t:
+        names = t.getnames()
+    assert "./8b/results.md" in names and "./1b/results.md" in names and "./gpu-tests.log" in names, names
+    done, calls, _ = dry(480, stage="rest")
+    assert done.returncode == 0 and calls == [] and "nothing was skipped" in done.stdout
+
+
+def test_rest_runs_a_part_again_that_ran_out_of_time(dry):
+    """A part cut at its limit (timeout's 124) is listed for `rest` too: the 8B bench gets 3 s of an 18 s budget
+    (parts of 2 s and more run here) and sleeps 30."""
+    done, calls, tmp = dry(18, slow="--scale 8b", sleep=30, min_part=2)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = (tmp / "res" / "skipped.txt").read_text().splitlines()
+    assert lines[0] == "cut bench-8b: ran out of its 3s" and len(lines) == 6, lines
+    done, calls, tmp = dry(480, stage="rest")
+    assert len(calls) == 7 and "--scale 8b --out" in calls[0] and "--batches 1" in calls[0], calls
