@@ -187,7 +187,7 @@ def target_folder_problems(folder: Path, prompt, max_new_tokens: int, names: dic
     from draftsmith.assembler.assemble import TOKENIZER_FILES
     from draftsmith.assembler.config import read_config
     from draftsmith.chat import is_conversation
-    from draftsmith.decoding.arguments import context_problems, encode_prompts
+    from draftsmith.decoding.prompts import context_problems, encode_prompts
 
     try:
         config = read_config(folder)

@@ -223,10 +223,10 @@ def test_a_tool_call_that_holds_itself_or_expands_past_the_bound_is_refused_befo
 def test_a_conversation_of_more_messages_than_the_limit_is_refused_before_a_message_is_read(chat_pair,
                                                                                             monkeypatch):
     from draftsmith import limits
-    from draftsmith.decoding import arguments
+    from draftsmith.decoding import prompts
 
     model, _ = chat_pair
-    monkeypatch.setattr(arguments, "message_problems", lambda *a: pytest.fail("a message was read"))
+    monkeypatch.setattr(prompts, "message_problems", lambda *a: pytest.fail("a message was read"))
     talk = [{"role": "user", "content": "x"}] * (limits.MESSAGES + 1)
     with pytest.raises(ArgumentError, match=f"prompt: a conversation of {limits.MESSAGES + 1} messages; at most "
                                             f"{limits.MESSAGES} are read"):

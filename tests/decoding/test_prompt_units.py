@@ -1,7 +1,7 @@
-"""A prompt's problem is said in its own unit and names its place in a batch (decoding/arguments.py)."""
+"""A prompt's problem is said in its own unit and names its place in a batch (decoding/prompts.py)."""
 import pytest
 
-from draftsmith.decoding.arguments import encode_prompts
+from draftsmith.decoding.prompts import encode_prompts
 from draftsmith.errors import short
 
 CONTEXT = 8

@@ -1,6 +1,6 @@
-"""Every check of draftsmith/decoding/arguments.py at its edge: the last value accepted and the first refused, so
-that deleting a check or moving its bound by one fails a test (test_generate_arguments.py holds the clearly wrong
-values and the messages)."""
+"""Every check of draftsmith/decoding/arguments.py and prompts.py at its edge: the last value accepted and the first
+refused, so that deleting a check or moving its bound by one fails a test (test_generate_arguments.py holds the
+clearly wrong values and the messages)."""
 import inspect
 from types import SimpleNamespace
 
@@ -10,7 +10,8 @@ import torch
 
 import draftsmith
 from draftsmith import limits
-from draftsmith.decoding.arguments import MOST, SEED_RANGE, check_call, overridden, settings_problems, vocab_sizes
+from draftsmith.decoding.arguments import SEED_RANGE, check_call, overridden, settings_problems, vocab_sizes
+from draftsmith.decoding.prompts import MOST
 from draftsmith.specs.schema import Decoding
 from draftsmith.errors import ArgumentError
 

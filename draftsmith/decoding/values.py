@@ -1,0 +1,34 @@
+"""Type predicates the argument checks share (:mod:`draftsmith.decoding.prompts`,
+:mod:`draftsmith.decoding.arguments`): integers, finite and real numbers, 1-D integer tensors and numpy arrays, told
+apart without importing torch or numpy."""
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any
+
+
+def is_int(v: Any) -> bool:
+    # the exact-type test first: an ABC isinstance costs ~1 us, per token of a long prompt
+    return type(v) is int or (isinstance(v, numbers.Integral) and not isinstance(v, bool))
+
+
+def is_finite(v: Any) -> bool:
+    # a real number a float holds finitely (an integer past float's range is not: 10**400 overflows)
+    try:
+        return math.isfinite(v)
+    except OverflowError:
+        return False
+
+
+def is_real(v: Any) -> bool:
+    return isinstance(v, numbers.Real) and not isinstance(v, bool)
+
+
+def array_like(v: Any) -> bool:
+    return hasattr(v, "ndim") and hasattr(v, "dtype") and hasattr(v, "tolist")
+
+
+def integer_vector(a: Any) -> bool:
+    # a 1-D tensor or numpy array of integers (int8..int64, uint8..uint64; not bool, str or object)
+    return a.ndim == 1 and str(a.dtype).removeprefix("torch.").startswith(("int", "uint"))
