@@ -168,3 +168,25 @@ def test_a_jsonl_held_out_file_without_a_long_record_is_said_as_such(tiny, tmp_p
                    "held-out: none of the 1 files has 192 tokens in one record (a JSONL or JSON file's prompts "
                    "start at a record's start)")
     assert "first third" not in said
+
+
+def test_a_from_draft_is_planned_only_where_a_fresh_run_starts_from_it(tiny, tmp_path):
+    """--from-draft is planned against the spec and the target only with a spec, a target folder preflight
+    passed that holds a config.json, and no run in --out to resume (a resumed run ignores --from-draft): the
+    target folder itself, refused as a draft when planned, passes each of those."""
+    from types import SimpleNamespace
+
+    from draftsmith.specs.loader import load_spec
+    from draftsmith.train.preflight import from_draft_problems
+
+    spec, out, bare = load_spec("eagle3-llama"), tmp_path / "out", tmp_path / "bare"
+    out.mkdir()
+    bare.mkdir()
+    job = SimpleNamespace(from_draft=str(tiny / "target"), eval_only=False, target=str(tiny / "target"),
+                          out=str(out))
+    assert [name for name, _ in from_draft_problems(job, spec, True)] == ["from_draft"]
+    assert from_draft_problems(job, None, True) == []
+    assert from_draft_problems(job, spec, False) == []
+    assert from_draft_problems(SimpleNamespace(**{**vars(job), "target": str(bare)}), spec, True) == []
+    (out / STATE).write_bytes(b"")
+    assert from_draft_problems(job, spec, True) == []
