@@ -311,7 +311,10 @@ def _loop(seqs: list[Seq], s: Settings, st: State, launch, emit, most_per_step: 
     ahead runs with the rows active before the host read the step in flight; a row that finished there writes
     scratch the pools were sized for (model._runners) and its tokens are ignored (``Seq.done``). On the CPU
     (:func:`~draftsmith.decoding.inflight.runs_ahead`) the steps go in lockstep with the host."""
-    pending = launch() if not all(q.done for q in seqs) else None
+    done = [q.done for q in seqs]
+    if any(done) and not all(done):   # a row whose first token (the prefill's) ended it runs no step
+        st.active = _upload([not d for d in done], st.root.device)
+    pending = launch() if not all(done) else None
     ahead_ok = runs_ahead(st.root.device)
     while pending is not None:
         ahead = launch() if ahead_ok and worth_running_ahead([q.out for q in seqs], [q.done for q in seqs],

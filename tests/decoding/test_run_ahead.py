@@ -135,3 +135,21 @@ def test_running_ahead_changes_no_token(pairs, monkeypatch, run):
         a, b = ahead[k][0].stats, lockstep[k][0].stats
         assert (a.committed, a.accepted_per_position) == (b.committed, b.accepted_per_position), k
         assert a.target_forwards >= b.target_forwards   # a step launched ahead of a stop token is dropped
+
+
+def test_a_row_the_prefill_ended_runs_no_step(pairs, monkeypatch):
+    """A row whose first token is a stop token is inactive from the first step on (it ran one step before, and
+    a step launched ahead made it two)."""
+    model, prompts = pairs["eagle3"], [[5, 6, 7, 8, 9], [1, 2]]
+    first = [o.token_ids[0] for o in model.generate_baseline(prompts, max_new_tokens=1, stop=[])]
+    assert first[0] != first[1]
+    seen = []
+    spec_step, decode_step = engine.spec_step, engine.decode_step
+    monkeypatch.setattr(engine, "spec_step", lambda t, d, p, s, root, active, *rest: seen.append(active.tolist())
+                        or spec_step(t, d, p, s, root, active, *rest))
+    monkeypatch.setattr(engine, "decode_step", lambda t, s, root, active, u: seen.append(active.tolist())
+                        or decode_step(t, s, root, active, u))
+    monkeypatch.setattr(model, "_runners_cache", {})
+    out = model.generate(prompts, max_new_tokens=8, stop=[first[0]], **CHAIN)
+    out += model.generate_baseline(prompts, max_new_tokens=8, stop=[first[0]])
+    assert out[0].token_ids == out[2].token_ids == [first[0]] and seen and all(a == [False, True] for a in seen), seen
