@@ -311,23 +311,19 @@ def _loop(seqs: list[Seq], s: Settings, st: State, launch, emit, most_per_step: 
     ahead runs with the rows active before the host read the step in flight; a row that finished there writes
     scratch the pools were sized for (model._runners) and its tokens are ignored (``Seq.done``). On the CPU
     (:func:`~draftsmith.decoding.inflight.runs_ahead`) the steps go in lockstep with the host."""
-    done = [q.done for q in seqs]
-    if any(done) and not all(done):   # a row whose first token (the prefill's) ended it runs no step
-        st.active = _upload([not d for d in done], st.root.device)
-    pending = launch() if not all(done) else None
-    ahead_ok = runs_ahead(st.root.device)
-    while pending is not None:
-        ahead = launch() if ahead_ok and worth_running_ahead([q.out for q in seqs], [q.done for q in seqs],
-                                                             s.max_new_tokens, most_per_step) else None
-        emit(pending.tolist())
-        live = [not q.done for q in seqs]
+    ahead_ok, ahead = runs_ahead(st.root.device), None
+    while True:
+        live = [not q.done for q in seqs]   # the prefill's first token may have ended a row already
         if not any(live):
             if ahead is not None:   # a stop token ended the run with a step launched ahead: dropped, but this call
                 ahead.wait()        # waits for it (its time is this call's, not the next prefill's)
-            break
+            return
         if not all(live):
             st.active = _upload(live, st.root.device)
         pending = ahead if ahead is not None else launch()
+        ahead = launch() if ahead_ok and worth_running_ahead([q.out for q in seqs], [q.done for q in seqs],
+                                                             s.max_new_tokens, most_per_step) else None
+        emit(pending.tolist())
 
 
 def speculative(target: TargetRunner, draft: DraftRunner, prompts: list[list[int]], plan: Plan,
