@@ -61,4 +61,3 @@ def worth_running_ahead(outs: list[list[int]], done: list[bool], max_new_tokens:
     """Whether to launch the next step before reading the one in flight: some unfinished sequence (``outs`` the
     tokens emitted so far) will still need a step after it, even if that step emits ``most_per_step`` tokens."""
     return any(not d and len(out) + most_per_step < max_new_tokens for out, d in zip(outs, done))
-
