@@ -88,7 +88,7 @@ def run_bench(spec="demo", *, target=None, draft=None, prompt="def fibonacci(n):
         flex = draftsmith.assemble(spec_obj.with_decoding(attention="flex"), target=target, draft=draft, device=device,
                                    dtype=dtype)
         methods["draftsmith tree, attention: flex"] = lambda: flex.generate(ids, **kw)
-    if any(isinstance(m, packed.PackedWeight) for m in model.target.modules()):  # what decoding.linear buys
+    if any(packed.is_packed(m) for m in model.target.modules()):  # what decoding.linear buys
         plain = draftsmith.assemble(spec_obj.with_decoding(linear="plain"), target=target, draft=draft, device=device,
                                     dtype=dtype)
         methods["draftsmith target-only, plain matmuls"] = lambda: plain.generate_baseline(ids, **kw)

@@ -13,10 +13,18 @@ The version counter sees every change made through torch: an in-place op or ``co
 ``load_state_dict``, an optimizer step, a new ``Parameter``. A write through ``weight.data`` does not bump it
 (``.data`` is the tensor autograd is not told about), so the packed copy would go stale; edit weights under
 ``torch.no_grad()`` instead, or call :func:`forget_packed` after such a write.
+
+A module that stores its weight otherwise opts in with a boolean ``packs`` attribute and ``prepack()`` /
+``repack()`` methods built on :func:`runs_packed`, :func:`current` and :func:`matmul`: an FP8 linear
+(:class:`draftsmith.components.quant.FP8Weight`) packs its dequantized weight, keyed on its stored weight and scale,
+and multiplies its (fake-quantized) input by that copy instead of dequantizing every forward (the CPU has no FP8
+product): 20-60x less time per FP8 linear, for a copy in the compute dtype beside the fp8 weight (what packing
+costs a float linear too; ``decoding.linear: plain`` keeps neither copy).
 """
 from __future__ import annotations
 
 import functools
+from typing import Callable
 
 import torch
 from torch import nn
@@ -36,6 +44,34 @@ DTYPES = (torch.float32, torch.bfloat16)   # oneDNN's CPU linear has no float64;
 AUTO_MIN_ELEMENTS = 1 << 16
 
 
+def runs_packed(x: torch.Tensor, dtype: torch.dtype, weight_grad: bool, gemv: bool = True) -> bool:
+    """Whether a CPU linear computing with weights of ``dtype`` takes the packed product for ``x``: not on CUDA,
+    autograd or autocast, nor for a dtype oneDNN is not used for. ``gemv``: one float32 row takes ``F.linear`` on
+    the weight as stored (MKL's matrix-vector product is 5-7% faster than oneDNN's there: benchmarks/bench_packed.py);
+    False where the stored weight is not what is multiplied (an FP8 one would be dequantized)."""
+    if x.device.type != "cpu" or x.dtype != dtype or dtype not in DTYPES:
+        return False
+    if gemv and dtype == torch.float32 and x.numel() == x.shape[-1]:
+        return False
+    if torch.is_grad_enabled() and (weight_grad or x.requires_grad):
+        return False
+    return not torch.is_autocast_enabled("cpu")
+
+
+def current(module: nn.Module, key: tuple, weight: Callable[[], torch.Tensor]) -> torch.Tensor:
+    """``module``'s packed copy, reordered from ``weight()`` [out, in] unless it was made for ``key``."""
+    if module._packed_key != key:
+        with torch.no_grad():
+            module._packed = torch.ops.mkldnn._reorder_linear_weight(weight().detach(), None)
+        module._packed_key = key
+    return module._packed
+
+
+def matmul(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    # x: [..., in] -> [..., out]
+    return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
+
+
 class PackedWeight:
     """Mixin placed in front of an ``nn.Linear`` (sub)class by :func:`pack_linears`."""
 
@@ -44,38 +80,36 @@ class PackedWeight:
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         w = self.weight
-        plain = x.device.type != "cpu" or x.dtype != w.dtype or w.dtype not in DTYPES
-        # one float32 row: MKL's matrix-vector product is 5-7% faster than oneDNN's (benchmarks/bench_packed.py)
-        plain = plain or (w.dtype == torch.float32 and x.numel() == x.shape[-1])
-        grad = torch.is_grad_enabled() and (w.requires_grad or x.requires_grad)
-        if plain or grad or torch.is_autocast_enabled("cpu"):
+        if not runs_packed(x, w.dtype, w.requires_grad):
             return super().forward(x)
         self.repack()
-        # x: [..., in] -> [..., out]
-        return torch.ops.mkldnn._linear_pointwise(x, self._packed, self.bias, "none", [], "")
+        return matmul(x, self._packed, self.bias)
 
     def repack(self) -> None:
         """Reorder the weight into oneDNN's layout unless the copy is current (same tensor, same version)."""
         w = self.weight
-        key = (w.data_ptr(), w.dtype, w._version)
-        if self._packed_key != key:
-            with torch.no_grad():
-                self._packed = torch.ops.mkldnn._reorder_linear_weight(w.detach(), None)
-            self._packed_key = key
+        current(self, (w.data_ptr(), w.dtype, w._version), lambda: w)
+
+    def prepack(self) -> None:
+        """Reorder now where the weight will be packed (CPU, a oneDNN dtype), not in the first forward."""
+        if self.weight.device.type == "cpu" and self.weight.dtype in DTYPES:
+            self.repack()
 
 
 def forget_packed(module: nn.Module) -> None:
     """Drop the packed copies under ``module``, so that each is rebuilt from its weight at its next call (after a
     write the version counter did not see, such as one through ``weight.data``)."""
     for sub in module.modules():
-        if isinstance(sub, PackedWeight):
+        if isinstance(sub, PackedWeight) or getattr(sub, "packs", False):
             sub._packed = sub._packed_key = None
 
 
 def packable(module: nn.Module) -> bool:
-    """A plain ``nn.Linear`` (a fusion layer calls its matmul through its own method; an FP8 linear has its own
-    path) that is not part of a stacked product (stacked.py: the stacked Linear is packed instead)."""
-    return type(module) is nn.Linear and not getattr(module, "stacked_part", False)
+    """A plain ``nn.Linear`` (a fusion layer calls its matmul through its own method), or a module that opts in
+    with a ``packs`` flag (an FP8 linear: its dequantized weight is what is packed), that is not part of a stacked
+    product (stacked.py: the stacked Linear is packed instead)."""
+    opts_in = type(module) is nn.Linear or isinstance(getattr(module, "packs", None), bool)
+    return opts_in and not getattr(module, "stacked_part", False)
 
 
 @functools.cache
@@ -84,17 +118,24 @@ def packed_class(cls: type) -> type:
 
 
 def pack_linears(module: nn.Module, min_elements: int = 0) -> list[str]:
-    """Give every packable Linear of ``module`` with at least ``min_elements`` weights prepacked weights, in place;
-    returns their names."""
+    """Give every packable Linear of ``module`` with at least ``min_elements`` weights (as stored) prepacked
+    weights, in place; returns their names."""
     done = []
     for name, sub in module.named_modules():
         # an empty weight (a zero-width Linear) has nothing to pack, and oneDNN refuses to reorder one
-        if packable(sub) and sub.weight.numel() >= max(min_elements, 1):
-            sub.__class__ = packed_class(type(sub))
-            if sub.weight.device.type == "cpu" and sub.weight.dtype in DTYPES:
-                sub.repack()  # now, not in the first generate() call, whose timing a user reads
+        if packable(sub) and sub._parameters["weight"].numel() >= max(min_elements, 1):
+            if type(sub) is nn.Linear:
+                sub.__class__ = packed_class(type(sub))
+            else:
+                sub.packs = True
+            sub.prepack()  # now, not in the first generate() call, whose timing a user reads
             done.append(name)
     return done
+
+
+def is_packed(module: nn.Module) -> bool:
+    """Whether :func:`pack_linears` packed ``module``."""
+    return isinstance(module, PackedWeight) or getattr(module, "packs", False) is True
 
 
 def wanted(setting: str, device: str) -> bool:

@@ -25,10 +25,11 @@ transformers with compressed-tensors computes. With a block scheme it quantizes 
 
 Reading ``.weight`` gives the dequantized weight (float32 maths, then the model's dtype), so any Linear subclass
 (a fusion's ``fc`` too) computes with it unchanged, on inputs fake-quantized as above: that is the reference path,
-the CPU's. On CUDA with bfloat16 inputs a linear of quantized inputs and widths multiples of 16 (:func:`native_shape`)
-tries a native product instead (:mod:`draftsmith.components.fp8_kernels`): ``torch._scaled_mm`` with row-wise
-scales (tensor, channel), or with 1x128 / 128x128 block scales (block 128 x 128, dynamic inputs), each kind kept
-only where it ran and agreed with the reference path on a probe, the first time it was asked.
+the CPU's (which, packed by ``decoding.linear``, keeps that weight dequantized and prepacked: components.packed).
+On CUDA with bfloat16 inputs a linear of quantized inputs and widths multiples of 16 (:func:`native_shape`) tries
+a native product instead (:mod:`draftsmith.components.fp8_kernels`): ``torch._scaled_mm`` with row-wise scales
+(tensor, channel), or with 1x128 / 128x128 block scales (block 128 x 128, dynamic inputs), each kind kept only where
+it ran and agreed with the reference path on a probe, the first time it was asked.
 
 Isolation (invariant 26): a draft's quantization comes only from its spec's ``quant`` section; the target's only
 from its own ``quantization_config`` (:func:`quantize_target`). Neither reads the other's.
@@ -45,7 +46,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from draftsmith import limits
-from draftsmith.components import fp8_kernels
+from draftsmith.components import fp8_kernels, packed
 from draftsmith.components.fp8_kernels import FP8, FP8_MAX, fake_quantized, native_ok
 from draftsmith.components.fused import kernel
 from draftsmith.components.target_quant import refused, target_settings, tied_head
@@ -105,8 +106,10 @@ def dequantize(w: torch.Tensor, scale: torch.Tensor, scheme: str, block: tuple[i
     if scheme != "block":
         return w * scale.to(torch.float32)
     out, inp = w.shape
-    full = scale.to(torch.float32).repeat_interleave(block[0], 0).repeat_interleave(block[1], 1)
-    return w * full[:out, :inp]
+    rows = scale.to(torch.float32).repeat_interleave(block[0], 0)[:out]        # [out, ceil(in / b1)]
+    if inp % block[1] == 0:   # each row's scales broadcast over their blocks' columns: no [out, in] scale tensor
+        return (w.view(out, -1, block[1]) * rows.unsqueeze(-1)).view(out, inp)
+    return w * rows.repeat_interleave(block[1], 1)[:, :inp]
 
 
 def quantize(w: torch.Tensor, scheme: str, block: tuple[int, int] = (128, 128)) -> tuple[torch.Tensor, torch.Tensor]:
@@ -139,6 +142,9 @@ class FP8Weight:
     native: bool
     compute_dtype: torch.dtype
     fused: bool
+    packs: bool   # components.packed (decoding.linear, CPU): the reference path multiplies a packed dequantized copy
+    _packed: torch.Tensor | None = None
+    _packed_key: tuple | None = None
 
     @property
     def weight(self) -> torch.Tensor:
@@ -212,7 +218,22 @@ class FP8Weight:
         """The CPU path (every device): inputs quantized as the kernels quantize them, the dequantized matmul."""
         if self.activation != "none":
             x = kernel(fake_quantized, self._fused(x))(x, self._buffers.get(INPUT_SCALE), self._group())
+        if self.packs and packed.runs_packed(x, self.compute_dtype, False, gemv=False):
+            self.repack()
+            return packed.matmul(x, self._packed, self.bias)
         return super().forward(x)
+
+    def repack(self) -> None:
+        """Dequantize and reorder the weight unless the packed copy is current: same stored weight and scale (each
+        tensor and version), same compute dtype. On the CPU, where no FP8 product exists, dequantizing each
+        forward took 20-60x a float linear's time (benchmarks/bench_fp8_cpu.py)."""
+        w, s = self._parameters["weight"], self._buffers[self.scale_key]
+        packed.current(self, (w.data_ptr(), w._version, s.data_ptr(), s._version, self.compute_dtype),
+                       lambda: self.weight)
+
+    def prepack(self) -> None:
+        if self._parameters["weight"].device.type == "cpu" and self.compute_dtype in packed.DTYPES:
+            self.repack()
 
     def _native(self, x: torch.Tensor) -> torch.Tensor:
         w, scale = self._parameters["weight"], self._buffers[self.scale_key]
@@ -252,6 +273,7 @@ def fp8_linear(linear: nn.Linear, params: FP8Params, dtype: torch.dtype | None =
     linear.native = native_shape(params, out, inp)
     linear.compute_dtype = dtype or torch.get_default_dtype()
     linear.fused = False   # components.fused: the input quantization compiled (decoding.graphs, CUDA)
+    linear.packs = False   # components.packed: set by decoding.linear on the CPU
     return linear
 
 

@@ -39,6 +39,18 @@ def test_quantize_then_dequantize_is_close_and_shapes_follow_the_scheme(scheme):
     assert ((back - w).abs() <= w.abs() * 2**-3 + 1e-3).all()   # e4m3 keeps 3 mantissa bits
 
 
+@settings(max_examples=40, deadline=None)
+@given(out=st.integers(1, 70), inp=st.integers(1, 70), b0=st.integers(1, 24), b1=st.integers(1, 24))
+def test_block_dequantize_is_each_weight_times_its_blocks_scale(out, inp, b0, b1):
+    # exactly w[i, j] * scale[i // b0, j // b1] in float32, for widths that hold whole blocks and ragged ones
+    gen = torch.Generator().manual_seed(out * 97 + inp)
+    w = (torch.randn(out, inp, generator=gen) * 8).to(torch.float8_e4m3fn)
+    scale = torch.rand(-(-out // b0), -(-inp // b1), generator=gen) + 0.1
+    i, j = torch.arange(out)[:, None], torch.arange(inp)[None]
+    want = w.float() * scale[i // b0, j // b1]
+    assert torch.equal(dequantize(w, scale, "block", (b0, b1)), want)
+
+
 def test_default_block_is_128x128_and_params_are_frozen():
     """`quant: {method: fp8}` with no block means DeepSeek-V3's 128 x 128 blocks, in a spec and in the writers'
     quantize(); quant params are frozen like the rest of a spec."""
