@@ -44,7 +44,12 @@ DTYPES = (torch.float32, torch.bfloat16)   # oneDNN's CPU linear has no float64;
 AUTO_MIN_ELEMENTS = 1 << 16
 
 
-def runs_packed(x: torch.Tensor, dtype: torch.dtype, weight_grad: bool, gemv: bool = True) -> bool:
+def trains(linear: nn.Module) -> bool:
+    """Whether autograd wants the gradient of ``linear``'s weight or bias (the packed op has no backward)."""
+    return any(p is not None and p.requires_grad for p in (linear._parameters["weight"], linear.bias))
+
+
+def runs_packed(x: torch.Tensor, dtype: torch.dtype, trained: bool, gemv: bool = True) -> bool:
     """Whether a CPU linear computing with weights of ``dtype`` takes the packed product for ``x``: not on CUDA,
     autograd or autocast, nor for a dtype oneDNN is not used for. ``gemv``: one float32 row takes ``F.linear`` on
     the weight as stored (MKL's matrix-vector product is 5-7% faster than oneDNN's there: benchmarks/bench_packed.py);
@@ -53,7 +58,7 @@ def runs_packed(x: torch.Tensor, dtype: torch.dtype, weight_grad: bool, gemv: bo
         return False
     if gemv and dtype == torch.float32 and x.numel() == x.shape[-1]:
         return False
-    if torch.is_grad_enabled() and (weight_grad or x.requires_grad):
+    if torch.is_grad_enabled() and (trained or x.requires_grad):
         return False
     return not torch.is_autocast_enabled("cpu")
 
@@ -80,7 +85,7 @@ class PackedWeight:
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         w = self.weight
-        if not runs_packed(x, w.dtype, w.requires_grad):
+        if not runs_packed(x, w.dtype, trains(self)):
             return super().forward(x)
         self.repack()
         return matmul(x, self._packed, self.bias)

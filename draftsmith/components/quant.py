@@ -106,9 +106,12 @@ def dequantize(w: torch.Tensor, scale: torch.Tensor, scheme: str, block: tuple[i
     if scheme != "block":
         return w * scale.to(torch.float32)
     out, inp = w.shape
+    if tuple(scale.shape) != (want := scale_shape("block", out, inp, block)):
+        raise ValueError(f"a {out}x{inp} weight in {block[0]}x{block[1]} blocks has {list(want)} scales, got "
+                         f"{list(scale.shape)}")
     rows = scale.to(torch.float32).repeat_interleave(block[0], 0)[:out]        # [out, ceil(in / b1)]
     if inp % block[1] == 0:   # each row's scales broadcast over their blocks' columns: no [out, in] scale tensor
-        return (w.view(out, -1, block[1]) * rows.unsqueeze(-1)).view(out, inp)
+        return (w.view(out, inp // block[1], block[1]) * rows.unsqueeze(-1)).view(out, inp)
     return w * rows.repeat_interleave(block[1], 1)[:, :inp]
 
 
@@ -142,7 +145,9 @@ class FP8Weight:
     native: bool
     compute_dtype: torch.dtype
     fused: bool
-    packs: bool   # components.packed (decoding.linear, CPU): the reference path multiplies a packed dequantized copy
+    # components.packed (decoding.linear, CPU): the reference path multiplies a packed dequantized copy; None (no
+    # opting in) where the linear's own class is not nn.Linear (a fusion's fc computes through its own method)
+    packs: bool | None
     _packed: torch.Tensor | None = None
     _packed_key: tuple | None = None
 
@@ -218,7 +223,7 @@ class FP8Weight:
         """The CPU path (every device): inputs quantized as the kernels quantize them, the dequantized matmul."""
         if self.activation != "none":
             x = kernel(fake_quantized, self._fused(x))(x, self._buffers.get(INPUT_SCALE), self._group())
-        if self.packs and packed.runs_packed(x, self.compute_dtype, False, gemv=False):
+        if self.packs and packed.runs_packed(x, self.compute_dtype, packed.trains(self), gemv=False):
             self.repack()
             return packed.matmul(x, self._packed, self.bias)
         return super().forward(x)
@@ -273,7 +278,7 @@ def fp8_linear(linear: nn.Linear, params: FP8Params, dtype: torch.dtype | None =
     linear.native = native_shape(params, out, inp)
     linear.compute_dtype = dtype or torch.get_default_dtype()
     linear.fused = False   # components.fused: the input quantization compiled (decoding.graphs, CUDA)
-    linear.packs = False   # components.packed: set by decoding.linear on the CPU
+    linear.packs = False if cls is nn.Linear else None   # components.packed: set by decoding.linear on the CPU
     return linear
 
 

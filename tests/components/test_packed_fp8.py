@@ -99,22 +99,48 @@ def test_plain_leaves_fp8_linears_on_the_dequantizing_path(monkeypatch):
         torch.testing.assert_close(block["small"](x), reference(block["small"], x))
 
 
-def test_autograd_and_other_devices_take_the_dequantizing_path(monkeypatch):
+@pytest.mark.parametrize("trained", ["input", "bias"])
+def test_autograd_takes_the_dequantizing_path(monkeypatch, trained):
+    # the oneDNN op has no backward: an input or a bias autograd follows (a draft trained from an FP8 one, without
+    # autocast) computes through the dequantized matmul, whose gradients reach them
     lin = fp8()
     packed.pack_linears(lin)
     monkeypatch.setattr(packed, "matmul", lambda *a: pytest.fail("packed product"))
-    x = torch.randn(2, 256, requires_grad=True)
-    lin(x).sum().backward()   # the oneDNN op has no backward: the dequantized matmul takes the gradient
-    assert x.grad is not None and x.grad.shape == (2, 256)
+    lin.bias.requires_grad_(trained == "bias")
+    x = torch.randn(3, 256, requires_grad=trained == "input")
+    lin(x).sum().backward()
+    grad = x.grad if trained == "input" else lin.bias.grad
+    assert grad is not None and bool(grad.abs().sum() > 0)
+
+
+def test_a_trained_bias_of_a_packed_float_linear_gets_its_gradient():
+    lin = nn.Linear(256, 256)
+    lin.weight.requires_grad_(False)
+    packed.pack_linears(lin)
+    lin(torch.randn(3, 256)).sum().backward()
+    torch.testing.assert_close(lin.bias.grad, torch.full((256,), 3.0))
+
+
+def test_a_compute_dtype_without_a_onednn_linear_takes_the_dequantizing_path(monkeypatch):
     lin = fp8(bias=False)
     packed.pack_linears(lin)
+    monkeypatch.setattr(packed, "matmul", lambda *a: pytest.fail("packed product"))
     with torch.no_grad():
         lin.compute_dtype = torch.float64   # no oneDNN linear in float64: the reference path
         x = torch.randn(2, 256, dtype=torch.float64)
         torch.testing.assert_close(lin(x), reference(lin, x))
 
 
-def test_stacked_fp8_siblings_pack_their_twin_once():
+def test_an_fp8_fusion_layer_is_not_packed():
+    # its fc computes through its own method (Eagle3Fusion.fuse), which a packed copy would never serve
+    from draftsmith.components.fusion import Eagle3Fusion
+
+    fc = fp8_linear(Eagle3Fusion(256, 256, (0, 1, 2), False), FP8Params(scheme="channel"))
+    assert fc.packs is None and packed.pack_linears(nn.ModuleList([fc, fp8()])) == ["1"]
+    assert not packed.is_packed(fc) and fc._packed is None
+
+
+def test_stacked_fp8_siblings_leave_the_packing_to_their_twin():
     lins = [fp8(out=n, seed=i, bias=False) for i, n in enumerate((256, 128, 128))]
     x = torch.randn(2, 5, 256, generator=torch.Generator().manual_seed(3))
     with torch.no_grad():

@@ -40,7 +40,7 @@ def test_quantize_then_dequantize_is_close_and_shapes_follow_the_scheme(scheme):
 
 
 @settings(max_examples=40, deadline=None)
-@given(out=st.integers(1, 70), inp=st.integers(1, 70), b0=st.integers(1, 24), b1=st.integers(1, 24))
+@given(out=st.integers(0, 70), inp=st.integers(0, 70), b0=st.integers(1, 24), b1=st.integers(1, 24))
 def test_block_dequantize_is_each_weight_times_its_blocks_scale(out, inp, b0, b1):
     # exactly w[i, j] * scale[i // b0, j // b1] in float32, for widths that hold whole blocks and ragged ones
     gen = torch.Generator().manual_seed(out * 97 + inp)
@@ -49,6 +49,10 @@ def test_block_dequantize_is_each_weight_times_its_blocks_scale(out, inp, b0, b1
     i, j = torch.arange(out)[:, None], torch.arange(inp)[None]
     want = w.float() * scale[i // b0, j // b1]
     assert torch.equal(dequantize(w, scale, "block", (b0, b1)), want)
+    for wrong in ((scale.shape[0], scale.shape[1] + 1), (scale.shape[0] + 1, scale.shape[1]), (scale.shape[0], 1)):
+        if wrong != tuple(scale.shape):   # a scale of another shape is refused, never broadcast or cut
+            with pytest.raises(ValueError, match="scales"):
+                dequantize(w, torch.ones(wrong), "block", (b0, b1))
 
 
 def test_default_block_is_128x128_and_params_are_frozen():
