@@ -23,7 +23,7 @@ from draftsmith.decoding.fixed import (
     accepted_rows, draft_tree_fixed, greedy_verify_fixed, safe_logprobs, safe_probs, sample, sample_verify_fixed,
 )
 from draftsmith.decoding.graphs import Replay
-from draftsmith.decoding.inflight import HostCopy, runs_ahead, to_device, worth_running_ahead
+from draftsmith.decoding.inflight import HostCopy, Reach, runs_ahead, to_device, worth_running_ahead
 from draftsmith.decoding.modes import Plan
 from draftsmith.decoding.sampling import target_probs
 from draftsmith.decoding.static_pool import StaticKVPool, fixed_kv
@@ -152,7 +152,7 @@ class StepCache:
     verdict, the compaction) is one CUDA graph, captured at its first call and replayed after; on CPU it runs
     eagerly. ``keep``: the pool lengths the step advances, restored after capture (see Replay)."""
 
-    def __init__(self, graphs: bool, size: int = 8):
+    def __init__(self, graphs: bool, size: int = 16):
         self.graphs, self.size = graphs, size
         self.replays: dict[tuple, Replay] = {}
 
@@ -299,6 +299,26 @@ def decode_step(target: TargetRunner, s: Settings, root, active, u):
     return (s.pick(logits[:, 0], u[:, 0] if s.temperature > 0 else None),)
 
 
+def pending_slots(plan: Plan | None) -> int:
+    """The most slots past a row's committed length that one forward of a step writes and attends (a tree, the
+    draft's scratch, the catch-up; target-only: its token), plus one: what a pool holds beyond the tokens."""
+    return 2 if plan is None else max(plan.draft_tokens, plan.topk * (plan.steps - 1), plan.steps + 1) + 1
+
+
+def _spans(reach: Reach, margin: int, *pools: StaticKVPool) -> int:
+    # the key span of the step about to launch, on every pool it runs over (their lengths are bounded together)
+    span = pools[0].bucket(reach.bound() + margin)
+    for pool in pools:
+        pool.span = span
+    return span
+
+
+def _full(*pools: StaticKVPool) -> None:
+    # after a run: single forwards over these pools (timings, a later prefill) see the whole capacity again
+    for pool in pools:
+        pool.span = None
+
+
 def _draws(s: Settings, B: int, n: int, device) -> torch.Tensor:
     # [B, n] uniforms from the run's generator when sampling (drawn on the host, uploaded without a sync); greedy
     # steps get an empty [B, 0]
@@ -332,26 +352,34 @@ def speculative(target: TargetRunner, draft: DraftRunner, prompts: list[list[int
     target.stats = draft.stats = stats
     seqs = [Seq(list(p)) for p in prompts]
     st = prefill(target, draft, seqs, s, stats)
-    B, dev = len(seqs), st.root.device
-    step = target.steps.get(("spec", plan, s.temperature, s.top_p, s.top_k),
-                            functools.partial(spec_step, target, draft, plan, s), (target.pool.lens, draft.pool.lens))
+    B, dev, pools = len(seqs), st.root.device, (target.pool, draft.pool)
+    fn = functools.partial(spec_step, target, draft, plan, s)
     chain_draws = plan.steps if plan.topk == 1 else 0
+    reach = Reach(max(map(len, prompts)), plan.steps + 1)   # the pools hold the prompts after the prefill
 
     def launch() -> HostCopy:
+        span = _spans(reach, pending_slots(plan), *pools)
+        step = target.steps.get(("spec", plan, s.temperature, s.top_p, s.top_k, span), fn,
+                                (target.pool.lens, draft.pool.lens))
         u_draft = _draws(s, B, chain_draws, dev)
         u_verify = _draws(s, B, plan.steps * plan.topk + 1, dev)
         accepted, new, st.root, st.feed, st.dlogits = step(st.root, st.active, st.feed, st.dlogits, u_draft,
                                                            u_verify)
         stats.target_forwards += 1
         stats.draft_forwards += plan.steps             # steps - 1 tree levels past the first, then the catch-up
-        return HostCopy(accepted, new)
+        reach.launched()
+        return HostCopy(accepted, new, target.pool.lens, draft.pool.lens)   # the lengths this step left
 
     def emit(host: list[list[int]]) -> None:
+        reach.seen(max(max(row[-2:]) for row in host))
         for q, (acc, *toks) in zip(seqs, host):
             if not q.done:
                 stats.record_step(q.emit(toks[: acc + 1], s) - 1)    # only emitted tokens count (invariant 12)
 
-    _loop(seqs, s, st, launch, emit, most_per_step=plan.steps + 1)
+    try:
+        _loop(seqs, s, st, launch, emit, most_per_step=plan.steps + 1)
+    finally:
+        _full(*pools)
     stats.new_tokens = sum(len(q.out) for q in seqs)
     stats.wall_seconds = time.perf_counter() - t0
     return seqs, stats
@@ -363,20 +391,27 @@ def baseline(target: TargetRunner, prompts: list[list[int]], s: Settings) -> tup
     seqs = [Seq(list(p)) for p in prompts]
     st = prefill(target, None, seqs, s, stats)
     B, dev = len(seqs), st.root.device
-    step = target.steps.get(("decode", s.temperature, s.top_p, s.top_k), functools.partial(decode_step, target, s),
-                            (target.pool.lens,))
+    fn = functools.partial(decode_step, target, s)
+    reach = Reach(max(map(len, prompts)), 1)
 
     def launch() -> HostCopy:
+        span = _spans(reach, pending_slots(None), target.pool)
+        step = target.steps.get(("decode", s.temperature, s.top_p, s.top_k, span), fn, (target.pool.lens,))
         (st.root,) = step(st.root, st.active, _draws(s, B, 1, dev))
         stats.target_forwards += 1
-        return HostCopy(st.root)
+        reach.launched()
+        return HostCopy(st.root, target.pool.lens)
 
     def emit(host: list[list[int]]) -> None:
-        for q, (tok,) in zip(seqs, host):
+        reach.seen(max(row[-1] for row in host))
+        for q, (tok, _) in zip(seqs, host):
             if not q.done:
                 stats.record_step(q.emit([tok], s) - 1)   # a step per row, as a speculative run counts them
 
-    _loop(seqs, s, st, launch, emit, most_per_step=1)
+    try:
+        _loop(seqs, s, st, launch, emit, most_per_step=1)
+    finally:
+        _full(target.pool)
     stats.new_tokens = sum(len(q.out) for q in seqs)
     stats.wall_seconds = time.perf_counter() - t0
     return seqs, stats

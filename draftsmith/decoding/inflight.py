@@ -61,3 +61,22 @@ def worth_running_ahead(outs: list[list[int]], done: list[bool], max_new_tokens:
     """Whether to launch the next step before reading the one in flight: some unfinished sequence (``outs`` the
     tokens emitted so far) will still need a step after it, even if that step emits ``most_per_step`` tokens."""
     return any(not d and len(out) + most_per_step < max_new_tokens for out, d in zip(outs, done))
+
+
+class Reach:
+    """A host-side bound on the pools' committed lengths for the step about to be launched, without a host read:
+    the longest row the host last read (:meth:`seen`) plus ``per_step`` (the most a step commits) for each step
+    launched since and not read yet. The engine sizes the pools' key span from it (StaticKVPool.span)."""
+
+    def __init__(self, longest: int, per_step: int):
+        self.read, self.per_step, self.unread = longest, per_step, 0
+
+    def bound(self) -> int:
+        return self.read + self.per_step * self.unread
+
+    def launched(self) -> None:
+        self.unread += 1
+
+    def seen(self, longest: int) -> None:
+        """The lengths after the oldest unread step, read with its tokens."""
+        self.read, self.unread = longest, self.unread - 1

@@ -122,7 +122,7 @@ class SpeculativeModel:
         max_new_tokens + the largest tree or draft scratch + what a step launched ahead commits (engine._loop),
         rounded up to a multiple of 64 so that nearby calls share the pools and their CUDA graphs (cached by batch
         size and capacity, the 4 latest kept)."""
-        extra = 2 if plan is None else max(plan.draft_tokens, plan.topk * (plan.steps - 1), plan.steps + 1) + 1
+        extra = engine.pending_slots(plan)
         if plan is not None:   # a row that finished in the step in flight runs the step launched ahead too, past
             extra += plan.steps + 1   # up to steps + 1 more committed tokens (target-only: its one token fits)
         capacity = -(-(max(map(len, prompts)) + max_new_tokens + extra) // 64) * 64

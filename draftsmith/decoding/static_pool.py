@@ -29,6 +29,12 @@ class StaticKVPool(SlotIO):
     # row may see, not the whole capacity (see fixed_kv); never on CUDA or with fused kernels, where a step is one
     # graph at fixed shapes. Tests that count the host reads CUDA would make switch it off.
     eager_trim = True
+    # elsewhere (CUDA, fused, graphs) a forward attends over every row's first ``span`` slots, None = the capacity:
+    # the engine sets it before each step from a host-side bound on the lengths (inflight.Reach), rounded up to a
+    # bucket (:meth:`bucket`), so that attention and the scrub read what the context needs, not the capacity, and a
+    # step's graph is captured once per bucket. Left None, every forward sees the whole capacity (single forwards)
+    span: int | None = None
+    min_span = 256   # the smallest bucket (tests lower it to exercise several)
 
     def __init__(self, layouts: Sequence[Mapping[str, tuple[int, ...]]], *, rows: int, capacity: int,
                  dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu", fused: bool = False):
@@ -60,6 +66,10 @@ class StaticKVPool(SlotIO):
 
     def reset(self) -> None:
         self.lens.zero_()
+
+    def bucket(self, need: int) -> int:
+        """The span holding ``need`` slots: the next power of two, at least :attr:`min_span`, at most the capacity."""
+        return min(self.capacity, max(self.min_span, 1 << max(0, need - 1).bit_length()))
 
     @property
     def trims(self) -> bool:
@@ -151,6 +161,8 @@ def fixed_kv(pool: StaticKVPool, rows: Tensor, rel_pos: Tensor, rel_mask: Tensor
         # verification, a decode) there is nothing to zero (a 4k-token context: the capacity-wide mask and the
         # zeroing of dead keys were most of a decode step's attention time)
         key = key[:min(int(pool.lens.max()) + rel_mask.shape[-1], pool.capacity)]
+    elif pool.span is not None:
+        key = key[:pool.span]   # the engine's bound: no row's length + P reaches past it
     write, read, mask, keep, pos = kernel(kv_index, pool.fused)(pool.lens, pool.base, key, pool.trash,
                                                                 rows, rel_pos, rel_mask)
     if pool.trims:
