@@ -49,6 +49,20 @@ def test_graph_path_equals_target_only_float32(on, shape):
     assert captured(on) > 0
 
 
+def test_graph_path_across_key_spans_equals_target_only_float32(monkeypatch):
+    # buckets from 16 slots: a 40-token run crosses several spans, each step kind captured once per span
+    from draftsmith.decoding.static_pool import StaticKVPool
+
+    monkeypatch.setattr(StaticKVPool, "min_span", 16)
+    model, off = demo("on"), demo("off")
+    base = [o.token_ids for o in off.generate_baseline(PROMPTS, max_new_tokens=40, stop=[])]
+    assert [o.token_ids for o in model.generate_baseline(PROMPTS, max_new_tokens=40, stop=[])] == base
+    for shape in SHAPES[:2]:
+        assert [o.token_ids for o in model.generate(PROMPTS, max_new_tokens=40, stop=[], **shape)] == base
+    spans = {key[-1] for target, _ in model._runners_cache.values() for key in target.steps.replays}
+    assert len(spans) >= 2 and captured(model) > 0
+
+
 def test_compiled_graph_path_equals_target_only_float32():
     model = demo("compile")
     base = [o.token_ids for o in model.generate_baseline(PROMPTS, max_new_tokens=24, stop=[])]
