@@ -85,6 +85,10 @@ def test_the_timed_draft_forward_gets_its_input_built_once():
 
     class Pool:
         lens = torch.zeros(2, dtype=torch.long)
+        span = None
+
+        def bucket(self, need):
+            return need
 
     class Runner:
         pool = Pool()
@@ -138,6 +142,10 @@ def test_a_timed_graph_replay_keeps_the_buffers_it_reads(monkeypatch):
 
     class Pool:
         lens = torch.zeros(2, dtype=torch.long)
+        span = None
+
+        def bucket(self, need):
+            return need
 
     class Runner:
         pool, calls = Pool(), 0

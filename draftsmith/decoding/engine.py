@@ -152,12 +152,15 @@ class StepCache:
     verdict, the compaction) is one CUDA graph, captured at its first call and replayed after; on CPU it runs
     eagerly. ``keep``: the pool lengths the step advances, restored after capture (see Replay)."""
 
-    def __init__(self, graphs: bool, size: int = 16):
+    def __init__(self, graphs: bool, size: int = 32):
+        # size: settings x key spans (one graph per bucket, engine._spans) a process alternates between
         self.graphs, self.size = graphs, size
         self.replays: dict[tuple, Replay] = {}
 
     def get(self, key: tuple, fn, keep: tuple[torch.Tensor, ...]) -> Replay:
-        if key not in self.replays:
+        if key in self.replays:
+            self.replays[key] = self.replays.pop(key)   # the least recently used goes first
+        else:
             if len(self.replays) >= self.size:
                 self.replays.pop(next(iter(self.replays)))
             self.replays[key] = Replay(fn, self.graphs, keep=keep)

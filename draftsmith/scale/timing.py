@@ -90,14 +90,23 @@ def forward_call(runner, T: int, B: int, prefix: int, device: str, hidden: torch
         args.append(hidden[:, :1].expand(B, T, -1).contiguous())   # once, not in every timed call
     args += [ar.expand(B, T), ar.expand(B, T), (ar[:, None] >= ar[None, :]).expand(B, T, T)]
     runner.pool.lens.fill_(prefix)
-    fwd = Replay(call, cuda)
+    span = runner.pool.bucket(prefix + T + 1)   # the keys a step at this length attends (engine._spans)
+
+    def spanned(*a):
+        runner.pool.span = span
+        try:
+            return call(*a)
+        finally:
+            runner.pool.span = None   # a graph keeps the span it was captured at; the pool goes back to whole
+
+    fwd = Replay(spanned, cuda)
     fwd(*args)   # on CUDA: warm-up runs and the capture
     captured = next(iter(fwd.graphs.values()), None)
     if captured is not None:
         def replay(g=captured):   # g holds the static input buffers the graph reads: were they freed with fwd,
             g.graph.replay()      # their memory would be reused under the graph (out-of-bounds indices on an H200)
         return replay, "graph replay"
-    return (lambda: call(*args)), "eager"
+    return (lambda: spanned(*args)), "eager"
 
 
 def _median(xs):

@@ -158,3 +158,24 @@ def test_a_step_replays_only_the_graph_captured_at_its_span(pairs, spans_as_on_c
         model.generate(PROMPTS, max_new_tokens=16, stop=[], **run)
     model.generate_baseline(PROMPTS, max_new_tokens=16, stop=[])
     assert len(set(current)) >= 2
+
+
+def test_the_step_cache_evicts_the_least_recently_used():
+    cache = engine.StepCache(graphs=False, size=2)
+    a = cache.get("a", None, ())
+    cache.get("b", None, ())
+    assert cache.get("a", None, ()) is a          # a hit: now the most recent
+    cache.get("c", None, ())                      # evicts b, not a
+    assert list(cache.replays) == ["a", "c"] and cache.get("a", None, ()) is a
+
+
+def test_single_forwards_are_timed_at_the_span_a_step_of_that_length_attends(pairs, spans_as_on_cuda):
+    from draftsmith.scale.timing import forward_call
+
+    model = pairs["eagle3"]
+    target, _ = model._runners([[1, 2, 3]], 40)
+    with torch.inference_mode():
+        fn, how = forward_call(target, 3, 1, 9, "cpu")
+        fn()
+    assert how == "eager" and target.pool.span is None
+    assert {span for span, _, _ in spans_as_on_cuda} == {target.pool.bucket(9 + 3 + 1)} == {16}

@@ -53,9 +53,10 @@ def test_graph_path_across_key_spans_equals_target_only_float32(monkeypatch):
     # buckets from 16 slots: a 40-token run crosses several spans, each step kind captured once per span
     from draftsmith.decoding.static_pool import StaticKVPool
 
-    monkeypatch.setattr(StaticKVPool, "min_span", 16)
-    model, off = demo("on"), demo("off")
+    off = demo("off")   # the reference at the default buckets: every span the whole (small) capacity
     base = [o.token_ids for o in off.generate_baseline(PROMPTS, max_new_tokens=40, stop=[])]
+    monkeypatch.setattr(StaticKVPool, "min_span", 16)
+    model = demo("on")
     assert [o.token_ids for o in model.generate_baseline(PROMPTS, max_new_tokens=40, stop=[])] == base
     for shape in SHAPES[:2]:
         assert [o.token_ids for o in model.generate(PROMPTS, max_new_tokens=40, stop=[], **shape)] == base
