@@ -42,14 +42,19 @@ class SyncCounter(TorchFunctionMode):
         name = getattr(func, "__name__", str(func))
         if func in _READS:
             self.by_name[name] += 1
-        elif func in _INDEXING and len(args) > 1 and _is_bool_index(args[1]):
+        elif func in _INDEXING and _is_bool_index(_second(args, kwargs, "indices")):
             self.by_name[f"{name}[bool]"] += 1
         elif func in (_T.to,) and _to_cpu(args, kwargs):
             self.by_name["to(cpu)"] += 1
-        elif func in (_T.repeat_interleave, torch.repeat_interleave) and len(args) > 1 and \
-                isinstance(args[1], torch.Tensor):
+        elif func in (_T.repeat_interleave, torch.repeat_interleave) and \
+                isinstance(_second(args, kwargs, "repeats"), torch.Tensor):
             self.by_name["repeat_interleave(tensor)"] += 1
         return func(*args, **kwargs)
+
+
+def _second(args, kwargs, name: str):
+    """The argument after the tensor, given by position or as ``name``."""
+    return args[1] if len(args) > 1 else kwargs.get(name)
 
 
 def _to_cpu(args, kwargs) -> bool:
