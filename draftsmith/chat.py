@@ -80,6 +80,8 @@ def written_size(value: Any, most: int) -> int | None:
     held, so a part held twice counts twice), counted once per container (memoised, without recursion) and capped
     past ``most``; None for a container that holds itself, which no template can write."""
     nested = (Mapping, list, tuple)
+    if not isinstance(value, nested):
+        return 1   # a leaf: one value (a string is one, not one per character)
     size: dict[int, int] = {}
     path: set[int] = set()
     stack = [(value, False)]
@@ -94,7 +96,7 @@ def written_size(value: Any, most: int) -> int | None:
         elif id(v) not in size:
             path.add(id(v))
             stack += [(v, True), *((c, False) for c in parts if isinstance(c, nested))]
-    return size[id(value)] if isinstance(value, nested) else 1
+    return size[id(value)]
 
 
 def nested_strings(value: Any, seen: set[int] | None = None) -> Iterator[str]:
