@@ -6,7 +6,7 @@ stays on the device at shapes fixed by the plan: the host reads one small tensor
 inflight.HostCopy) to emit text, check stop tokens and count statistics, so a step costs one host
 synchronisation, read while the next step already runs (:func:`_loop`), and the whole step (:func:`spec_step`,
 :func:`decode_step`) is one function of device tensors that CUDA captures as one graph and replays (graphs.py,
-:class:`StepCache`). Finished sequences stay in the batch as inactive rows (they write nothing and their results
+runners.StepCache). Finished sequences stay in the batch as inactive rows (they write nothing and their results
 are ignored), so shapes never change mid-run.
 """
 from __future__ import annotations
@@ -22,11 +22,10 @@ from draftsmith.decoding.drafter import TreeExpander
 from draftsmith.decoding.fixed import (
     accepted_rows, draft_tree_fixed, greedy_verify_fixed, safe_logprobs, safe_probs, sample, sample_verify_fixed,
 )
-from draftsmith.decoding.graphs import Replay
-from draftsmith.decoding.inflight import HostCopy, Reach, runs_ahead, to_device, worth_running_ahead
+from draftsmith.decoding.inflight import HostCopy, runs_ahead, to_device, worth_running_ahead
 from draftsmith.decoding.modes import Plan
+from draftsmith.decoding.runners import DraftRunner, KeySpans, TargetRunner, last_rows
 from draftsmith.decoding.sampling import target_probs
-from draftsmith.decoding.static_pool import StaticKVPool, fixed_kv
 from draftsmith.decoding.stats import Stats
 from draftsmith.decoding.tree import chain_tree
 
@@ -82,91 +81,6 @@ class State:
     dlogits: torch.Tensor | None = None  # [B, Vd] draft logits after the root, over the draft's vocabulary
 
 
-class _Addressed:
-    """The runners' shared step: the static pool's addresses and masks for a forward (:func:`fixed_kv`), timed
-    into the run's statistics (``addressing_seconds``, a part of ``forward_seconds``)."""
-
-    pool: StaticKVPool
-    stats: Stats
-
-    def addressed(self, rows, rel_pos, rel_mask, prompt_lens):
-        t0 = time.perf_counter()
-        out = fixed_kv(self.pool, rows, rel_pos, rel_mask, fresh=prompt_lens is not None)
-        self.stats.addressing_seconds += time.perf_counter() - t0
-        return out
-
-
-class TargetRunner(_Addressed):
-    """The target + its pool: ``(ids, rows, rel_pos, rel_mask) -> (logits [B, T, V], hand-over [B, T, Hh])``.
-    With ``prompt_lens`` [B] the forward is the prefill of an empty pool (:func:`fixed_kv` ``fresh``; rel_mask
-    unused) and the logits are made at each row's last prompt token only, [B, V] (a long prompt's [B, T, V] never
-    exists)."""
-
-    def __init__(self, model, pool: StaticKVPool, taps, graphs: bool):
-        self.model, self.pool, self.taps = model, pool, taps
-        self.stats = Stats()  # the run's statistics (forward time): speculative() / baseline() point this at theirs
-        self.steps = StepCache(graphs)          # the decode and speculative steps over this pool, as CUDA graphs
-
-    def forward(self, ids, rows, rel_pos, rel_mask, prompt_lens=None, hand_over=True):
-        # hand_over False: nobody drafts from this forward (target-only decoding), so no taps are gathered
-        kv, pos = self.addressed(rows, rel_pos, rel_mask, prompt_lens)
-        taps = (self.taps or ()) if hand_over else ()
-        hidden, aux = self.model(ids, pos, kv, taps=taps)
-        handover = None if not hand_over else aux if taps else hidden
-        if prompt_lens is not None:
-            (hidden,) = last_rows(prompt_lens, hidden)
-        return self.model.logits(hidden), handover
-
-    def __call__(self, ids, rows, rel_pos, rel_mask, prompt_lens=None, hand_over=True):
-        t0 = time.perf_counter()
-        out = self.forward(ids, rows, rel_pos, rel_mask, prompt_lens, hand_over)
-        self.stats.forward_seconds += time.perf_counter() - t0
-        return out
-
-
-class DraftRunner(_Addressed):
-    """The draft + its pool; ``from_target``: hidden is the target's hand-over (through fc) or the draft's own.
-    ``prompt_lens`` [B]: the prefill, as for :class:`TargetRunner`; feed and logits at the last token, [B, *]."""
-
-    def __init__(self, model, pool: StaticKVPool, embed, head):
-        self.model, self.pool, self.embed, self.head = model, pool, embed, head
-        self.stats = Stats()
-
-    def forward(self, ids, hidden, rows, rel_pos, rel_mask, *, from_target: bool, prompt_lens=None):
-        kv, pos = self.addressed(rows, rel_pos, rel_mask, prompt_lens)
-        _, feed, head_in = self.model(ids, hidden, pos, kv, embed=self.embed, from_target=from_target,
-                                      head_input=True)
-        if prompt_lens is not None:
-            feed, head_in = last_rows(prompt_lens, feed, head_in)
-        return feed, self.model.head_of(head_in, self.head)   # [B, T, Vd]
-
-    def __call__(self, ids, hidden, rows, rel_pos, rel_mask, *, from_target: bool, prompt_lens=None):
-        t0 = time.perf_counter()
-        out = self.forward(ids, hidden, rows, rel_pos, rel_mask, from_target=from_target, prompt_lens=prompt_lens)
-        self.stats.forward_seconds += time.perf_counter() - t0
-        return out
-
-
-class StepCache:
-    """One :class:`Replay` per step function and settings: on CUDA a whole step (every forward, the tree, the
-    verdict, the compaction) is one CUDA graph, captured at its first call and replayed after; on CPU it runs
-    eagerly. ``keep``: the pool lengths the step advances, restored after capture (see Replay)."""
-
-    def __init__(self, graphs: bool, size: int = 32):
-        # size: settings x key spans (one graph per bucket, engine._spans) a process alternates between
-        self.graphs, self.size = graphs, size
-        self.replays: dict[tuple, Replay] = {}
-
-    def get(self, key: tuple, fn, keep: tuple[torch.Tensor, ...]) -> Replay:
-        if key in self.replays:
-            self.replays[key] = self.replays.pop(key)   # the least recently used goes first
-        else:
-            if len(self.replays) >= self.size:
-                self.replays.pop(next(iter(self.replays)))
-            self.replays[key] = Replay(fn, self.graphs, keep=keep)
-        return self.replays[key]
-
-
 @functools.cache   # never evicts: a captured CUDA graph reads these tensors by address, and an evicted one's memory
 def _causal_parts(B: int, T: int, device: torch.device):   # would be reused under it (a few KiB per shape)
     ar = torch.arange(T, device=device)
@@ -182,12 +96,6 @@ def _causal(counts: torch.Tensor, T: int, active: torch.Tensor, fused: bool = Fa
 def causal_rows(counts: torch.Tensor, ar: torch.Tensor, active: torch.Tensor) -> torch.Tensor:
     # counts [B], ar = arange(T), active [B] -> rows [B, T]: t where t < count in an active row, else -1
     return torch.where((ar < counts.unsqueeze(1)) & active.unsqueeze(1), ar, -1)
-
-
-def last_rows(counts: torch.Tensor, *rows: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    # counts [B] >= 1, rows [B, T, *] each -> [B, *] each: the row at counts - 1
-    b = torch.arange(counts.shape[0], device=counts.device)
-    return tuple(r[b, counts - 1] for r in rows)
 
 
 def _upload(data, device) -> torch.Tensor:
@@ -308,20 +216,6 @@ def pending_slots(plan: Plan | None) -> int:
     return 2 if plan is None else max(plan.draft_tokens, plan.topk * (plan.steps - 1), plan.steps + 1) + 1
 
 
-def _spans(reach: Reach, margin: int, *pools: StaticKVPool) -> int:
-    # the key span of the step about to launch, on every pool it runs over (their lengths are bounded together)
-    span = pools[0].bucket(reach.bound() + margin)
-    for pool in pools:
-        pool.span = span
-    return span
-
-
-def _full(*pools: StaticKVPool) -> None:
-    # after a run: single forwards over these pools (timings, a later prefill) see the whole capacity again
-    for pool in pools:
-        pool.span = None
-
-
 def _draws(s: Settings, B: int, n: int, device) -> torch.Tensor:
     # [B, n] uniforms from the run's generator when sampling (drawn on the host, uploaded without a sync); greedy
     # steps get an empty [B, 0]
@@ -355,14 +249,13 @@ def speculative(target: TargetRunner, draft: DraftRunner, prompts: list[list[int
     target.stats = draft.stats = stats
     seqs = [Seq(list(p)) for p in prompts]
     st = prefill(target, draft, seqs, s, stats)
-    B, dev, pools = len(seqs), st.root.device, (target.pool, draft.pool)
+    B, dev, most = len(seqs), st.root.device, plan.steps + 1   # most: the tokens a step commits at most
     fn = functools.partial(spec_step, target, draft, plan, s)
     chain_draws = plan.steps if plan.topk == 1 else 0
-    reach = Reach(max(map(len, prompts)), plan.steps + 1)   # the pools hold the prompts after the prefill
+    spans = KeySpans((target.pool, draft.pool), max(map(len, prompts)), most, pending_slots(plan))
 
     def launch() -> HostCopy:
-        span = _spans(reach, pending_slots(plan), *pools)
-        step = target.steps.get(("spec", plan, s.temperature, s.top_p, s.top_k, span), fn,
+        step = target.steps.get(("spec", plan, s.temperature, s.top_p, s.top_k, spans.next()), fn,
                                 (target.pool.lens, draft.pool.lens))
         u_draft = _draws(s, B, chain_draws, dev)
         u_verify = _draws(s, B, plan.steps * plan.topk + 1, dev)
@@ -370,19 +263,16 @@ def speculative(target: TargetRunner, draft: DraftRunner, prompts: list[list[int
                                                            u_verify)
         stats.target_forwards += 1
         stats.draft_forwards += plan.steps             # steps - 1 tree levels past the first, then the catch-up
-        reach.launched()
         return HostCopy(accepted, new, target.pool.lens, draft.pool.lens)   # the lengths this step left
 
     def emit(host: list[list[int]]) -> None:
-        reach.seen(max(max(row[-2:]) for row in host))
+        spans.seen(max(max(row[-2:]) for row in host))
         for q, (acc, *toks) in zip(seqs, host):
             if not q.done:
                 stats.record_step(q.emit(toks[: acc + 1], s) - 1)    # only emitted tokens count (invariant 12)
 
-    try:
-        _loop(seqs, s, st, launch, emit, most_per_step=plan.steps + 1)
-    finally:
-        _full(*pools)
+    with spans:
+        _loop(seqs, s, st, launch, emit, most)
     stats.new_tokens = sum(len(q.out) for q in seqs)
     stats.wall_seconds = time.perf_counter() - t0
     return seqs, stats
@@ -395,26 +285,22 @@ def baseline(target: TargetRunner, prompts: list[list[int]], s: Settings) -> tup
     st = prefill(target, None, seqs, s, stats)
     B, dev = len(seqs), st.root.device
     fn = functools.partial(decode_step, target, s)
-    reach = Reach(max(map(len, prompts)), 1)
+    spans = KeySpans((target.pool,), max(map(len, prompts)), 1, pending_slots(None))
 
     def launch() -> HostCopy:
-        span = _spans(reach, pending_slots(None), target.pool)
-        step = target.steps.get(("decode", s.temperature, s.top_p, s.top_k, span), fn, (target.pool.lens,))
+        step = target.steps.get(("decode", s.temperature, s.top_p, s.top_k, spans.next()), fn, (target.pool.lens,))
         (st.root,) = step(st.root, st.active, _draws(s, B, 1, dev))
         stats.target_forwards += 1
-        reach.launched()
         return HostCopy(st.root, target.pool.lens)
 
     def emit(host: list[list[int]]) -> None:
-        reach.seen(max(row[-1] for row in host))
+        spans.seen(max(row[-1] for row in host))
         for q, (tok, _) in zip(seqs, host):
             if not q.done:
                 stats.record_step(q.emit([tok], s) - 1)   # a step per row, as a speculative run counts them
 
-    try:
+    with spans:
         _loop(seqs, s, st, launch, emit, most_per_step=1)
-    finally:
-        _full(target.pool)
     stats.new_tokens = sum(len(q.out) for q in seqs)
     stats.wall_seconds = time.perf_counter() - t0
     return seqs, stats

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from draftsmith.components import fused
-from draftsmith.decoding import engine
+from draftsmith.decoding import engine, runners
 from draftsmith.decoding.arguments import check_call, check_overrides, stop_ids
 from draftsmith.decoding.graphs import graphs_enabled
 from draftsmith.decoding.static_pool import StaticKVPool
@@ -133,8 +133,8 @@ class SpeculativeModel:
             setting = self.spec.decoding.graphs
             graphs = graphs_enabled(setting, self.device)
             self._runners_cache[key] = (
-                engine.TargetRunner(self.target, self._pool(self.target, *key), self.draft.taps, graphs),
-                engine.DraftRunner(self.draft, self._pool(self.draft, *key), self.draft_embed, self.draft_head))
+                runners.TargetRunner(self.target, self._pool(self.target, *key), self.draft.taps, graphs),
+                runners.DraftRunner(self.draft, self._pool(self.draft, *key), self.draft_embed, self.draft_head))
         return self._runners_cache[key]   # engine.prefill empties their pools
 
     def _settings(self, max_new_tokens, temperature, top_p, top_k, seed, stop) -> engine.Settings:

@@ -90,7 +90,7 @@ def forward_call(runner, T: int, B: int, prefix: int, device: str, hidden: torch
         args.append(hidden[:, :1].expand(B, T, -1).contiguous())   # once, not in every timed call
     args += [ar.expand(B, T), ar.expand(B, T), (ar[:, None] >= ar[None, :]).expand(B, T, T)]
     runner.pool.lens.fill_(prefix)
-    span = runner.pool.bucket(prefix + T + 1)   # the keys a step at this length attends (engine._spans)
+    span = runner.pool.bucket(prefix + T + 1)   # the keys a step at this length attends (runners.KeySpans)
 
     def spanned(*a):
         runner.pool.span = span

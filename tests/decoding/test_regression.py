@@ -279,7 +279,7 @@ def test_the_kv_addressing_inside_forwards_is_timed_apart(monkeypatch):
     model = draftsmith.assemble("demo")
     calls = []
     real = static_pool.fixed_kv
-    monkeypatch.setattr("draftsmith.decoding.engine.fixed_kv", lambda *a, **k: calls.append(1) or real(*a, **k))
+    monkeypatch.setattr("draftsmith.decoding.runners.fixed_kv", lambda *a, **k: calls.append(1) or real(*a, **k))
     st = model.generate([5, 6, 7], max_new_tokens=16, stop=[]).stats
     assert len(calls) >= st.target_forwards + st.draft_forwards
     assert 0 < st.addressing_seconds < st.forward_seconds and 0 < st.addressing_share < 1

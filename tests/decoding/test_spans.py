@@ -5,7 +5,7 @@ target-only under emulated graph replay, and single forwards after a run see the
 import pytest
 import torch
 
-from draftsmith.decoding import engine, static_pool
+from draftsmith.decoding import engine, runners, static_pool
 from draftsmith.decoding.graphs import EmulatedReplay
 from draftsmith.decoding.inflight import Reach
 from draftsmith.decoding.static_pool import StaticKVPool
@@ -29,7 +29,7 @@ def spans_as_on_cuda(monkeypatch):
             seen.append((kv.read.shape[-1], int(pool.lens.max()) + rel_mask.shape[-1], pool.capacity))
         return kv, pos
 
-    monkeypatch.setattr(engine, "fixed_kv", recording)
+    monkeypatch.setattr(runners, "fixed_kv", recording)
     return seen
 
 
@@ -64,7 +64,7 @@ def test_spans_are_tight(pairs, spans_as_on_cuda):
 def test_greedy_equals_target_only_under_graph_replay_across_buckets(pairs, spans_as_on_cuda, monkeypatch, run):
     model = pairs["eagle3"]
     want = [o.token_ids for o in model.generate_baseline(PROMPTS, max_new_tokens=16, stop=[])]
-    monkeypatch.setattr(engine, "Replay", EmulatedReplay)
+    monkeypatch.setattr(runners, "Replay", EmulatedReplay)
     monkeypatch.setattr(model, "_runners_cache", {})
     assert [o.token_ids for o in model.generate(PROMPTS, max_new_tokens=16, stop=[], **run)] == want
     assert [o.token_ids for o in model.generate_baseline(PROMPTS, max_new_tokens=16, stop=[])] == want
@@ -138,8 +138,8 @@ def test_a_step_replays_only_the_graph_captured_at_its_span(pairs, spans_as_on_c
     a replay would attend over a span captured for shorter rows. The emulated replay runs the function again each
     call, so this records the span at capture and checks it at every call."""
     current = []
-    real_spans = engine._spans
-    monkeypatch.setattr(engine, "_spans", lambda *a: current.append(real_spans(*a)) or current[-1])
+    real_next = runners.KeySpans.next
+    monkeypatch.setattr(runners.KeySpans, "next", lambda self: current.append(real_next(self)) or current[-1])
 
     class Checked(EmulatedReplay):
         def _capture_graph(self, args, restore):
@@ -152,7 +152,7 @@ def test_a_step_replays_only_the_graph_captured_at_its_span(pairs, spans_as_on_c
             return out
 
     model = pairs["eagle3"]
-    monkeypatch.setattr(engine, "Replay", Checked)
+    monkeypatch.setattr(runners, "Replay", Checked)
     monkeypatch.setattr(model, "_runners_cache", {})
     for run in RUNS:
         model.generate(PROMPTS, max_new_tokens=16, stop=[], **run)
@@ -161,7 +161,7 @@ def test_a_step_replays_only_the_graph_captured_at_its_span(pairs, spans_as_on_c
 
 
 def test_the_step_cache_evicts_the_least_recently_used():
-    cache = engine.StepCache(graphs=False, size=2)
+    cache = runners.StepCache(graphs=False, size=2)
     a = cache.get("a", None, ())
     cache.get("b", None, ())
     assert cache.get("a", None, ()) is a          # a hit: now the most recent

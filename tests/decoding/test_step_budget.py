@@ -100,13 +100,13 @@ def test_seed_none_leaves_the_global_generator_alone(pairs):
 def test_graph_buffer_semantics_change_nothing(pairs, monkeypatch, run):
     """The engine under a CPU emulation of CUDA-graph replay (static input buffers, outputs overwritten by the
     next replay): greedy output still equals target-only, batch of 3, chain and trees; sampling reproduces."""
-    from draftsmith.decoding import engine
+    from draftsmith.decoding import runners
     from draftsmith.decoding.graphs import EmulatedReplay
 
     model = pairs["eagle3"]
     base = model.generate_baseline(PROMPTS, max_new_tokens=12, stop=[])
     sampled = model.generate(PROMPTS, max_new_tokens=12, stop=[], temperature=0.9, seed=4, **run)
-    monkeypatch.setattr(engine, "Replay", EmulatedReplay)
+    monkeypatch.setattr(runners, "Replay", EmulatedReplay)
     monkeypatch.setattr(model, "_runners_cache", {})
     assert [o.token_ids for o in model.generate_baseline(PROMPTS, max_new_tokens=12, stop=[])] == \
         [b.token_ids for b in base]
@@ -123,7 +123,7 @@ def test_graph_warm_ups_write_only_where_the_real_step_writes(monkeypatch, long_
     (a 119-token prompt and 2 new tokens fill a 128-slot row exactly), over the next row's prompt or out of the
     pool (review 2026-11-25)."""
     import draftsmith
-    from draftsmith.decoding import engine
+    from draftsmith.decoding import runners
     from draftsmith.decoding.graphs import EmulatedReplay
 
     model = draftsmith.assemble("demo")
@@ -131,7 +131,7 @@ def test_graph_warm_ups_write_only_where_the_real_step_writes(monkeypatch, long_
                                  "fibonacci(n - 2)\n\nclass Foo(object):\n    def __init__(self):\n        self.")
     prompts = [ids[:119], ids[:10]] if long_first else [ids[:10], ids[:119]]
     want = [o.token_ids for o in model.generate_baseline(prompts, max_new_tokens=2, stop=[])]
-    monkeypatch.setattr(engine, "Replay", EmulatedReplay)
+    monkeypatch.setattr(runners, "Replay", EmulatedReplay)
     monkeypatch.setattr(model, "_runners_cache", {})
     assert [o.token_ids for o in model.generate(prompts, max_new_tokens=2, stop=[], topk=1, steps=5)] == want
 

@@ -1,0 +1,141 @@
+"""The runners a step calls and what they run over: a model and its static KV pool behind one forward
+(:class:`TargetRunner`, :class:`DraftRunner`), the cache of captured steps (:class:`StepCache`), and the key span
+each step launched over the pools attends (:class:`KeySpans`).
+
+On CUDA a forward attends over every row's first ``span`` slots of its pool, not the whole capacity: the span is a
+power-of-two bucket (StaticKVPool.bucket) of a bound on the rows' lengths that the host holds without reading the
+device (inflight.Reach), and each bucket has its own captured step. The CPU trims the keys exactly instead
+(static_pool.fixed_kv).
+"""
+from __future__ import annotations
+
+import time
+
+import torch
+
+from draftsmith.decoding.graphs import Replay
+from draftsmith.decoding.inflight import Reach
+from draftsmith.decoding.static_pool import StaticKVPool, fixed_kv
+from draftsmith.decoding.stats import Stats
+
+
+class _Addressed:
+    """The runners' shared step: the static pool's addresses and masks for a forward (:func:`fixed_kv`), timed
+    into the run's statistics (``addressing_seconds``, a part of ``forward_seconds``)."""
+
+    pool: StaticKVPool
+    stats: Stats
+
+    def addressed(self, rows, rel_pos, rel_mask, prompt_lens):
+        t0 = time.perf_counter()
+        out = fixed_kv(self.pool, rows, rel_pos, rel_mask, fresh=prompt_lens is not None)
+        self.stats.addressing_seconds += time.perf_counter() - t0
+        return out
+
+
+class TargetRunner(_Addressed):
+    """The target + its pool: ``(ids, rows, rel_pos, rel_mask) -> (logits [B, T, V], hand-over [B, T, Hh])``.
+    With ``prompt_lens`` [B] the forward is the prefill of an empty pool (:func:`fixed_kv` ``fresh``; rel_mask
+    unused) and the logits are made at each row's last prompt token only, [B, V] (a long prompt's [B, T, V] never
+    exists)."""
+
+    def __init__(self, model, pool: StaticKVPool, taps, graphs: bool):
+        self.model, self.pool, self.taps = model, pool, taps
+        self.stats = Stats()  # the run's statistics (forward time): speculative() / baseline() point this at theirs
+        self.steps = StepCache(graphs)          # the decode and speculative steps over this pool, as CUDA graphs
+
+    def forward(self, ids, rows, rel_pos, rel_mask, prompt_lens=None, hand_over=True):
+        # hand_over False: nobody drafts from this forward (target-only decoding), so no taps are gathered
+        kv, pos = self.addressed(rows, rel_pos, rel_mask, prompt_lens)
+        taps = (self.taps or ()) if hand_over else ()
+        hidden, aux = self.model(ids, pos, kv, taps=taps)
+        handover = None if not hand_over else aux if taps else hidden
+        if prompt_lens is not None:
+            (hidden,) = last_rows(prompt_lens, hidden)
+        return self.model.logits(hidden), handover
+
+    def __call__(self, ids, rows, rel_pos, rel_mask, prompt_lens=None, hand_over=True):
+        t0 = time.perf_counter()
+        out = self.forward(ids, rows, rel_pos, rel_mask, prompt_lens, hand_over)
+        self.stats.forward_seconds += time.perf_counter() - t0
+        return out
+
+
+class DraftRunner(_Addressed):
+    """The draft + its pool; ``from_target``: hidden is the target's hand-over (through fc) or the draft's own.
+    ``prompt_lens`` [B]: the prefill, as for :class:`TargetRunner`; feed and logits at the last token, [B, *]."""
+
+    def __init__(self, model, pool: StaticKVPool, embed, head):
+        self.model, self.pool, self.embed, self.head = model, pool, embed, head
+        self.stats = Stats()
+
+    def forward(self, ids, hidden, rows, rel_pos, rel_mask, *, from_target: bool, prompt_lens=None):
+        kv, pos = self.addressed(rows, rel_pos, rel_mask, prompt_lens)
+        _, feed, head_in = self.model(ids, hidden, pos, kv, embed=self.embed, from_target=from_target,
+                                      head_input=True)
+        if prompt_lens is not None:
+            feed, head_in = last_rows(prompt_lens, feed, head_in)
+        return feed, self.model.head_of(head_in, self.head)   # [B, T, Vd]
+
+    def __call__(self, ids, hidden, rows, rel_pos, rel_mask, *, from_target: bool, prompt_lens=None):
+        t0 = time.perf_counter()
+        out = self.forward(ids, hidden, rows, rel_pos, rel_mask, from_target=from_target, prompt_lens=prompt_lens)
+        self.stats.forward_seconds += time.perf_counter() - t0
+        return out
+
+
+class StepCache:
+    """One :class:`Replay` per step function and settings: on CUDA a whole step (every forward, the tree, the
+    verdict, the compaction) is one CUDA graph, captured at its first call and replayed after; on CPU it runs
+    eagerly. ``keep``: the pool lengths the step advances, restored after capture (see Replay)."""
+
+    def __init__(self, graphs: bool, size: int = 32):
+        # size: settings x key spans (one graph per bucket, engine._spans) a process alternates between
+        self.graphs, self.size = graphs, size
+        self.replays: dict[tuple, Replay] = {}
+
+    def get(self, key: tuple, fn, keep: tuple[torch.Tensor, ...]) -> Replay:
+        if key in self.replays:
+            self.replays[key] = self.replays.pop(key)   # the least recently used goes first
+        else:
+            if len(self.replays) >= self.size:
+                self.replays.pop(next(iter(self.replays)))
+            self.replays[key] = Replay(fn, self.graphs, keep=keep)
+        return self.replays[key]
+
+
+
+def last_rows(counts: torch.Tensor, *rows: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    # counts [B] >= 1, rows [B, T, *] each -> [B, *] each: the row at counts - 1
+    b = torch.arange(counts.shape[0], device=counts.device)
+    return tuple(r[b, counts - 1] for r in rows)
+
+
+
+class KeySpans:
+    """The key span of each step launched over ``pools`` (their lengths are bounded together): the bucket of the
+    longest row the host last read plus ``per_step`` for each step in flight (inflight.Reach) plus ``margin``, the
+    slots a step writes and attends past a row's length. As a context it gives the pools their whole capacity back
+    when the run ends or fails (single forwards and a later prefill see every slot)."""
+
+    def __init__(self, pools: tuple[StaticKVPool, ...], longest: int, per_step: int, margin: int):
+        self.pools, self.margin, self.reach = pools, margin, Reach(longest, per_step)
+
+    def next(self) -> int:
+        """The span of the step about to launch, set on every pool; the step counts as in flight from here."""
+        span = self.pools[0].bucket(self.reach.bound() + self.margin)
+        for pool in self.pools:
+            pool.span = span
+        self.reach.launched()
+        return span
+
+    def seen(self, longest: int) -> None:
+        """The longest row after the oldest step in flight, read back with its tokens."""
+        self.reach.seen(longest)
+
+    def __enter__(self) -> KeySpans:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for pool in self.pools:
+            pool.span = None
