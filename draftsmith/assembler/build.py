@@ -19,7 +19,7 @@ from draftsmith.assembler.parts import LayerRecipe, Stacker
 from draftsmith.components.dims import Dims
 from draftsmith.components.gqa import config_qkv_bias, stated_qkv_bias, type_qkv_bias
 from draftsmith.components.layers import own_input
-from draftsmith.components.quant import quantize_target
+from draftsmith.components.quant_models import quantize_target
 from draftsmith.components.rule_config import UnboundRules, bind_all
 from draftsmith.components.sliding import stated_window
 from draftsmith.components.targets import apply_windows

@@ -13,7 +13,7 @@ from torch import nn
 
 from draftsmith.assembler.checkpoint import TensorInfo, list_tensors, read_tensors
 from draftsmith.assembler.plan import Expected, LoadPlan, expected_of, plan_load
-from draftsmith.components.quant import set_compute_dtype, stored_dtypes
+from draftsmith.components.quant_models import set_compute_dtype, stored_dtypes
 from draftsmith.components.weights import RuleSet
 from draftsmith.errors import short_list
 from draftsmith.registry.results import ComponentFailed

@@ -11,7 +11,7 @@ from torch import nn
 
 from draftsmith.components.dims import Dims
 from draftsmith.components.norms import add_then_norm
-from draftsmith.components.quant import weight_dtype
+from draftsmith.components.quant_models import weight_dtype
 
 
 def _settle(x: torch.Tensor, pending: torch.Tensor | None) -> torch.Tensor:

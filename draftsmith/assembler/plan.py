@@ -24,7 +24,7 @@ from torch import Tensor, nn
 from draftsmith.assembler.checkpoint import FLOAT4, TensorInfo
 from draftsmith.assembler.names import Suggester, group_names, natural, one_pattern, quote
 from draftsmith.assembler.splits import FusedHint, split_rows
-from draftsmith.components.quant import loadable_shapes, row_blocks
+from draftsmith.components.quant_models import loadable_shapes, row_blocks
 from draftsmith.components.weights import RuleSet
 from draftsmith.errors import SHOWN, DraftsmithError, short_text
 
@@ -49,7 +49,7 @@ def expected_of(source: nn.Module | Mapping[str, Tensor]) -> dict[str, Expected]
     A tensor tied under several names (the same object, e.g. a tied lm_head) is expected once, under its first
     name. A module is read with ``state_dict(keep_vars=True)`` so ties are seen; a plain ``state_dict()`` holds
     detached copies, whose ties (on the meta device) cannot be told apart, so pass the module when it has any.
-    Only a module says which other shapes it loads (:func:`draftsmith.components.quant.loadable_shapes`).
+    Only a module says which other shapes it loads (:func:`draftsmith.components.quant_models.loadable_shapes`).
     """
     state = source.state_dict(keep_vars=True) if isinstance(source, nn.Module) else source
     also = loadable_shapes(source) if isinstance(source, nn.Module) else {}

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from draftsmith.components import backends, fusion, mla, mtp, quant
+from draftsmith.components import backends, fusion, mla, mtp, quant, quant_models
 from draftsmith.components.gqa import GQAParams, gqa, gqa_holds
 from draftsmith.components.layers import llama_layer
 from draftsmith.components.mlp import MLPParams, swiglu
@@ -49,7 +49,7 @@ def builtin_components() -> list[Component]:
         Component("weight_rule", "split", _same, SplitRule,
                   doc="split one checkpoint tensor's rows into canonical parts (fused qkv_proj, gate_up_proj)"),
         Component("quant", "none", _same, Strict, doc="no quantization (draft only; never the target's)"),
-        Component("quant", "fp8", quant.fp8, quant.FP8Params,
+        Component("quant", "fp8", quant_models.fp8, quant.FP8Params,
                   doc="FP8 e4m3 weights: per-tensor, per-channel or 128x128 block scales (draft only)"),
         Component("attn_backend", "sdpa", lambda *_, **__: backends.sdpa, doc="torch SDPA: masks, or mask-free causal (its flash kernel)"),
         Component("attn_backend", "eager", lambda *_, **__: backends.eager, doc="plain torch reference"),

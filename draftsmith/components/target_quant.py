@@ -1,5 +1,6 @@
 """What a target's own config.json ``quantization_config`` asks of draftsmith's fp8 quant method: the settings of
-:class:`draftsmith.components.quant.FP8Params`, as a plain dict (``quant.target_params`` builds them). Two styles:
+:class:`draftsmith.components.quant.FP8Params`, as a plain dict (``quant_models.target_params`` builds them). Two
+styles:
 
 - ``quant_method: fp8``: transformers FineGrainedFP8 / DeepSeek-V3 (``weight_block_size``: block scales
   ``weight_scale_inv``, inputs quantized per token and group of ``weight_block_size[1]`` channels under

@@ -21,8 +21,8 @@ import draftsmith
 from draftsmith.assembler.checkpoint import save_safetensors
 from draftsmith.assembler.plan import CheckpointMismatch
 from draftsmith.components import quant
-from draftsmith.components.quant import (FP8Weight, dequantize, matching_linears, quantize,
-                                          target_params)
+from draftsmith.components.quant import FP8Weight, dequantize, quantize
+from draftsmith.components.quant_models import matching_linears, target_params
 from draftsmith.components.targets import UnsupportedTarget
 from draftsmith.specs.catalog import BUILTIN_DIR
 from draftsmith.testing import write_eagle1, write_target
@@ -676,7 +676,7 @@ def test_a_skip_list_regex_that_backtracks_is_refused_by_the_time_bound():
     import signal
     from types import SimpleNamespace
 
-    from draftsmith.components.quant import quantize_target
+    from draftsmith.components.quant_models import quantize_target
 
     attn = torch.nn.ModuleDict({"q_proj": torch.nn.Linear(128, 128, device="meta")})
     model = torch.nn.ModuleDict({"model": torch.nn.ModuleDict({"layers": torch.nn.ModuleList(

@@ -16,7 +16,8 @@ from safetensors.torch import load_file
 
 import draftsmith
 from draftsmith.components.fp8_kernels import fake_quantize, input_scales
-from draftsmith.components.quant import FP8Params, FP8Weight, dequantize, fp8_linear, quantize, target_params
+from draftsmith.components.quant import FP8Params, FP8Weight, dequantize, fp8_linear, quantize
+from draftsmith.components.quant_models import target_params
 from draftsmith.errors import SpecError
 from draftsmith.specs.catalog import BUILTIN_DIR
 from draftsmith.testing import write_eagle1, write_target

@@ -21,7 +21,8 @@ from draftsmith.assembler.plan import (
     plan_load,
 )
 from draftsmith.assembler.splits import FusedHint
-from draftsmith.components.quant import FP8Params, fp8_linear, row_blocks
+from draftsmith.components.quant import FP8Params, fp8_linear
+from draftsmith.components.quant_models import row_blocks
 from draftsmith.components.split_rule import SPLIT_PARTS, SplitRule
 from draftsmith.components.weights import RuleSet, SplitRefused
 
