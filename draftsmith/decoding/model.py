@@ -15,7 +15,7 @@ from draftsmith.components import fused
 from draftsmith.decoding import engine, runners
 from draftsmith.decoding.arguments import check_call, check_overrides, stop_ids
 from draftsmith.decoding.graphs import graphs_enabled
-from draftsmith.decoding.static_pool import StaticKVPool
+from draftsmith.decoding.static_pool import StaticKVPool, capacity_for
 from draftsmith.decoding.modes import Plan, choose_mode
 from draftsmith.decoding.stats import Output
 
@@ -120,12 +120,14 @@ class SpeculativeModel:
     def _runners(self, prompts: list[list[int]], max_new_tokens: int, plan: Plan | None = None):
         """(target runner, draft runner) over static pools sized up front for this call: the longest prompt +
         max_new_tokens + the largest tree or draft scratch + what a step launched ahead commits (engine._loop),
-        rounded up to a multiple of 64 so that nearby calls share the pools and their CUDA graphs (cached by batch
-        size and capacity, the 4 latest kept)."""
+        rounded up to a capacity bucket (static_pool.capacity_for: 64, 96, 128, 192, 256, ..., at most a third
+        unused) so that calls of nearby sizes share the pools and their CUDA graphs (cached by batch size and
+        capacity, the 4 latest kept). A step attends over a key span that follows the context, not the capacity
+        (runners.KeySpans), so a larger bucket costs memory only."""
         extra = engine.pending_slots(plan)
         if plan is not None:   # a row that finished in the step in flight runs the step launched ahead too, past
             extra += plan.steps + 1   # up to steps + 1 more committed tokens (target-only: its one token fits)
-        capacity = -(-(max(map(len, prompts)) + max_new_tokens + extra) // 64) * 64
+        capacity = capacity_for(max(map(len, prompts)) + max_new_tokens + extra)
         key = (len(prompts), capacity)
         if key not in self._runners_cache:
             if len(self._runners_cache) >= 4:

@@ -110,6 +110,16 @@ class StaticKVPool(SlotIO):
         self.lens += counts
 
 
+def capacity_for(need: int) -> int:
+    """The pool capacity for ``need`` slots: the smallest of 64 * 2^k and 96 * 2^k that holds them (64, 96, 128, 192,
+    256, 384, ...), so that calls of nearby sizes share a pool and its captured steps while at most a third of it
+    goes unused."""
+    capacity = 64
+    while capacity < need:
+        capacity = capacity * 3 // 2 if capacity & (capacity - 1) == 0 else capacity * 4 // 3
+    return capacity
+
+
 _BITS = {torch.float64: torch.int64, torch.float32: torch.int32, torch.bfloat16: torch.int16,
          torch.float16: torch.int16,
          **{getattr(torch, name): torch.uint8 for name in ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz",

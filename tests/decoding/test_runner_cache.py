@@ -1,5 +1,5 @@
 """``SpeculativeModel._runners``: static pools (and, on CUDA, their graphs) cached by (batch, capacity), capacity
-rounded up to a multiple of 64, the 4 latest shapes kept, every reused pool emptied before a call; and
+rounded up to a bucket (64, 96, 128, 192, ...), the 4 latest shapes kept, every reused pool emptied before a call; and
 ``SyncCounter``, which holds the engine to its host-sync budget on the CPU, counting exactly the host reads.
 
 Each test pins one decision a mutation tool changed without any other test noticing (issue 13 §4)."""
@@ -8,6 +8,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 import torch
 
 from draftsmith.decoding.syncs import SyncCounter
@@ -26,26 +28,28 @@ def shape_of(runners) -> tuple[int, int]:
     return target.pool.rows, target.pool.capacity
 
 
-# --- capacity: the call's need, rounded up to a multiple of 64 --------------------------------------------------
+# --- capacity: the call's need, rounded up to a bucket: 64 * 2^k or 96 * 2^k -----------------------------------
 # (prompt length, max_new_tokens, plan overrides or None for the baseline) -> capacity. The need is the longest
 # prompt + max_new_tokens + the room past it: 2 for the baseline, else max(draft_tokens, topk * (steps - 1),
-# steps + 1) + 1, + steps + 1 for the step launched ahead (engine._loop); each case sits on a multiple of 64 or
-# one past it, and each term of the max leads somewhere.
+# steps + 1) + 1, + steps + 1 for the step launched ahead (engine._loop); each case sits on a bucket or one past
+# it, and each term of the max leads somewhere.
 CAPACITY = [
-    (2, 60, None, 64), (2, 61, None, 128), (1, 1, None, 64), (2, 124, None, 128), (2, 125, None, 192),
+    (2, 60, None, 64), (2, 61, None, 96), (1, 1, None, 64), (2, 92, None, 96), (2, 93, None, 128),
+    (2, 124, None, 128), (2, 125, None, 192), (2, 188, None, 192), (2, 189, None, 256), (2, 252, None, 256),
+    (2, 253, None, 384), (2, 4092, None, 4096), (2, 4093, None, 6144),
     (3, 38, dict(topk=4, steps=5, draft_tokens=8), 64),        # topk * (steps - 1) = 16 leads: need 3 + 38 + 17 + 6
-    (3, 39, dict(topk=4, steps=5, draft_tokens=8), 128),
+    (3, 39, dict(topk=4, steps=5, draft_tokens=8), 96),
     (3, 45, dict(topk=4, steps=2, draft_tokens=12), 64),       # draft_tokens = 12 leads: need 3 + 45 + 13 + 3
-    (3, 46, dict(topk=4, steps=2, draft_tokens=12), 128),
+    (3, 46, dict(topk=4, steps=2, draft_tokens=12), 96),
     (3, 54, dict(topk=2, steps=2, draft_tokens=2), 64),        # steps + 1 = 3 leads: need 3 + 54 + 4 + 3
-    (3, 55, dict(topk=2, steps=2, draft_tokens=2), 128),
+    (3, 55, dict(topk=2, steps=2, draft_tokens=2), 96),
     (5, 46, dict(topk=1, steps=5), 64),                        # a chain plans steps + 1 tokens: need 5 + 46 + 7 + 6
-    (5, 47, dict(topk=1, steps=5), 128),
+    (5, 47, dict(topk=1, steps=5), 96),
 ]
 
 
 @pytest.mark.parametrize("length, max_new, overrides, capacity", CAPACITY)
-def test_capacity_is_the_need_rounded_up_to_64(pairs, length, max_new, overrides, capacity):
+def test_capacity_is_the_need_rounded_up_to_a_bucket(pairs, length, max_new, overrides, capacity):
     model = fresh(pairs["eagle1"])
     plan = None if overrides is None else model.plan(**overrides)
     for batch in (1, 3):
@@ -61,10 +65,10 @@ def test_same_batch_and_capacity_share_runners_and_nothing_else(pairs):
     assert model._runners([[1, 2, 3, 4]], 50) is first         # need 56: still 64, same runners and pools
     assert model._runners([[1]], 1) is first
     wider = model._runners([[1, 2], [3]], 10)                  # batch 2
-    longer = model._runners([[1, 2]], 100)                     # capacity 128
+    longer = model._runners([[1, 2]], 100)                     # need 104: capacity 128
     assert wider is not first and longer is not first and wider is not longer
     assert (shape_of(wider), shape_of(longer)) == ((2, 64), (1, 128))
-    assert model._runners([[5], [6, 7]], 3) is wider and model._runners([[9]], 70) is longer
+    assert model._runners([[5], [6, 7]], 3) is wider and model._runners([[9]], 95) is longer
     assert list(model._runners_cache) == [(1, 64), (2, 64), (1, 128)]
 
 
@@ -187,3 +191,14 @@ def test_the_count_is_the_total_over_names_and_calls():
     with SyncCounter() as fresh_counter:
         pass
     assert fresh_counter.count == 0 and not fresh_counter.by_name
+
+
+@given(st.integers(0, 1 << 22))
+def test_capacity_buckets_hold_the_need_and_waste_at_most_a_third(need):
+    from draftsmith.decoding.static_pool import capacity_for
+
+    capacity = capacity_for(need)
+    assert need <= capacity <= max(64, 3 * (need - 1) // 2)
+    assert capacity_for(need + 1) >= capacity                   # monotone: a longer call never gets a smaller pool
+    top = capacity >> (capacity.bit_length() - 2)               # the two leading bits: 64 * 2^k or 96 * 2^k
+    assert capacity == top << (capacity.bit_length() - 2) and top in (2, 3) and capacity >= 64
