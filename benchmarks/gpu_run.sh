@@ -33,7 +33,8 @@
 # the float32 equality and sampling GPU tests (FP8 native products against the reference path among them), the
 # 1B bench at batch 1 and 8, the FP8 linears of an 8B step (bench_fp8.py, <= 45 s: block and channel native
 # products vs bf16 and the dequantizing reference path; measured on an H200 on 2026-11-28,
-# benchmarks/results/h200.md), the 8B bench at batch 8. The stages
+# benchmarks/results/h200.md), the products one at a time against a Triton GEMV (bench_gemv.py), the 8B bench at
+# batch 8. The stages
 # below are the older split, for a session that has more time:
 #
 #   run(command="bash benchmarks/gpu_run.sh tests", carry=["wheels"], timeout_s=600)   # GPU tests + 1B, ~4-6 min
@@ -106,6 +107,9 @@ case "$stage" in
       python3 -m pytest -q -p no:cacheprovider tests/components -m gpu -rs || r=1; exit \$r"
     part 150 bench-1b $bench --scale 1b --out "$RES/1b" --batches 1,8 --no-hf
     part 45 fp8 python3 benchmarks/bench_fp8.py 8b 1,8
+    # whether a GEMV kernel closes the products' shortfall (0.87 of the copy bandwidth at 8B): cuBLAS vs a Triton
+    # GEMV vs inductor's reduction per product, rows 1 and 8 (compiles ~40 configs: give it its 90 s)
+    part 90 gemv python3 benchmarks/bench_gemv.py 8b 1,8
     part 90 bench-8b-batch8 $bench --scale 8b --out "$RES/8b-batch8" --batches 8 --no-hf ;;
   tests)
     timeout 300 python3 -m pytest -q -p no:cacheprovider tests/gpu tests/components -m gpu -rs --timeout 200 2>&1 \

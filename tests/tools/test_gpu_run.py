@@ -57,7 +57,8 @@ def test_one_runs_its_parts_in_order_packs_them_and_goes_on_past_a_failure(dry):
     assert done.returncode == 0, done.stdout + done.stderr
     wanted = ["--scale 8b --out {res}/8b --batches 1", "benchmarks/profile_cuda.py 8b", "tests/gpu -m gpu -rs -x",
               "tests/components -m gpu -rs", "--scale 1b --out {res}/1b --batches 1,8 --no-hf",
-              "benchmarks/bench_fp8.py 8b 1,8", "--scale 8b --out {res}/8b-batch8 --batches 8 --no-hf"]
+              "benchmarks/bench_fp8.py 8b 1,8", "benchmarks/bench_gemv.py 8b 1,8",
+              "--scale 8b --out {res}/8b-batch8 --batches 8 --no-hf"]
     assert len(calls) == len(wanted), calls
     for call, want in zip(calls, wanted):
         assert want.format(res=tmp / "res") in call, (call, want)
@@ -78,7 +79,7 @@ def test_parts_past_the_budget_are_skipped_and_said(dry):
     assert calls == []
     skipped = (tmp / "res" / "skipped.txt").read_text().splitlines()
     assert [s.split()[1] for s in skipped] == ["bench-8b:", "profile-8b:", "gpu-tests:", "bench-1b:", "fp8:",
-                                               "bench-8b-batch8:"], skipped
+                                               "gemv:", "bench-8b-batch8:"], skipped
 
 
 def test_bench_fp8_builds_and_runs_its_step_on_the_cpu(monkeypatch):
@@ -111,7 +112,7 @@ def test_rest_runs_what_one_skipped_and_only_that(dry):
     done, calls, tmp = dry(480, stage="rest")
     assert done.returncode == 0, done.stdout + done.stderr
     wanted = ["tests/gpu -m gpu -rs -x", "tests/components -m gpu -rs", "--scale 1b --out", "bench_fp8.py 8b 1,8",
-              "--scale 8b --out {res}/8b-batch8 --batches 8"]
+              "bench_gemv.py 8b 1,8", "--scale 8b --out {res}/8b-batch8 --batches 8"]
     assert len(calls) == len(wanted) and all(w.format(res=tmp / "res") in c for c, w in zip(calls, wanted)), calls
     assert not (tmp / "res" / "skipped.txt").exists() and (tmp / "res" / "skipped-by-one.txt").exists()
     with tarfile.open(tmp / "out" / "results.tgz") as t:
@@ -127,6 +128,16 @@ def test_rest_runs_a_part_again_that_ran_out_of_time(dry):
     done, calls, tmp = dry(18, slow="--scale 8b", sleep=30, min_part=2)
     assert done.returncode == 0, done.stdout + done.stderr
     lines = (tmp / "res" / "skipped.txt").read_text().splitlines()
-    assert lines[0] == "cut bench-8b: ran out of its 3s" and len(lines) == 6, lines
+    assert lines[0] == "cut bench-8b: ran out of its 3s" and len(lines) == 7, lines
     done, calls, tmp = dry(480, stage="rest")
-    assert len(calls) == 7 and "--scale 8b --out" in calls[0] and "--batches 1" in calls[0], calls
+    assert len(calls) == 8 and "--scale 8b --out" in calls[0] and "--batches 1" in calls[0], calls
+
+
+def test_bench_gemv_kernel_agrees_with_linear_under_the_interpreter():
+    """benchmarks/bench_gemv.py's Triton GEMV, every config, odd shapes and split sums, on the CPU through Triton's
+    interpreter (skipped where Triton is not installed, as in CI; its interpreter needs numpy < 2.3)."""
+    pytest.importorskip("triton")
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": os.pathsep.join([str(ROOT), *sys.path])}
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_gemv.py"), "--check"], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "agrees with F.linear" in done.stdout, done.stdout + done.stderr
