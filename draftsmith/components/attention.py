@@ -27,9 +27,9 @@ class KVBatch:
     mask: torch.Tensor | None  # [B, 1, T, S] bool, True = attend; None = bottom-right causal (the flash path;
                                # with one query, every key)
     # static: write has no -1 (padding rows write a scratch slot) and the S keys are the first S slots of every
-    # row's region of the pool, in order (S = the capacity; on the eager CPU path, the span any row attends), so a
-    # layer may write without a boolean mask and attend over ``pool.view(layer)[:, :S]`` (no gather, no host
-    # sync: what a CUDA graph needs). That view also holds rows past the committed length; the ones no query
+    # row's region of the pool, in order (S = the capacity, or the step's key span: runners.KeySpans on CUDA, the
+    # keys any row attends on the eager CPU path), so a layer may write without a boolean mask and attend over
+    # ``pool.view(layer)[:, :S]`` (no gather, no host sync: what a CUDA graph needs). That view also holds rows past the committed length; the ones no query
     # attends were zeroed before the forward (``StaticKVPool.scrub``: masked scores still multiply their values).
     # read / write / mask keep their meaning for any layer.
     static: bool = False
@@ -47,7 +47,7 @@ class KVBatch:
             self.pool.write(layer, self.write, **new)
             if self.fresh:
                 return new, None
-            S = self.read.shape[-1]                           # the capacity, or a span of it (eager)
+            S = self.read.shape[-1]                           # the capacity, or a span of it
             return {name: t[:, :S] for name, t in self.pool.view(layer).items()}, self.mask
         valid = self.write >= 0
         self.pool.write(layer, self.write[valid], **{name: t[valid] for name, t in new.items()})

@@ -216,6 +216,14 @@ def pending_slots(plan: Plan | None) -> int:
     return 2 if plan is None else max(plan.draft_tokens, plan.topk * (plan.steps - 1), plan.steps + 1) + 1
 
 
+def slots_needed(prompts: list[list[int]], max_new_tokens: int, plan: Plan | None) -> int:
+    """The slots a call's rows may reach: the longest prompt + max_new_tokens + :func:`pending_slots` + (speculative)
+    what the step launched ahead commits for a row that finished in the step in flight (:func:`_loop`): up to
+    steps + 1 tokens past its end (target-only: its one token fits in the pending slots)."""
+    ahead = 0 if plan is None else plan.steps + 1
+    return max(map(len, prompts)) + max_new_tokens + pending_slots(plan) + ahead
+
+
 def _draws(s: Settings, B: int, n: int, device) -> torch.Tensor:
     # [B, n] uniforms from the run's generator when sampling (drawn on the host, uploaded without a sync); greedy
     # steps get an empty [B, 0]
@@ -252,7 +260,8 @@ def speculative(target: TargetRunner, draft: DraftRunner, prompts: list[list[int
     B, dev, most = len(seqs), st.root.device, plan.steps + 1   # most: the tokens a step commits at most
     fn = functools.partial(spec_step, target, draft, plan, s)
     chain_draws = plan.steps if plan.topk == 1 else 0
-    spans = KeySpans((target.pool, draft.pool), max(map(len, prompts)), most, pending_slots(plan))
+    spans = KeySpans((target.pool, draft.pool), max(map(len, prompts)), most, pending_slots(plan),
+                     slots_needed(prompts, s.max_new_tokens, plan))
 
     def launch() -> HostCopy:
         step = target.steps.get(("spec", plan, s.temperature, s.top_p, s.top_k, spans.next()), fn,
@@ -285,7 +294,8 @@ def baseline(target: TargetRunner, prompts: list[list[int]], s: Settings) -> tup
     st = prefill(target, None, seqs, s, stats)
     B, dev = len(seqs), st.root.device
     fn = functools.partial(decode_step, target, s)
-    spans = KeySpans((target.pool,), max(map(len, prompts)), 1, pending_slots(None))
+    spans = KeySpans((target.pool,), max(map(len, prompts)), 1, pending_slots(None),
+                     slots_needed(prompts, s.max_new_tokens, None))
 
     def launch() -> HostCopy:
         step = target.steps.get(("decode", s.temperature, s.top_p, s.top_k, spans.next()), fn, (target.pool.lens,))

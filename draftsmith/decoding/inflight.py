@@ -66,7 +66,7 @@ def worth_running_ahead(outs: list[list[int]], done: list[bool], max_new_tokens:
 class Reach:
     """A host-side bound on the pools' committed lengths for the step about to be launched, without a host read:
     the longest row the host last read (:meth:`seen`) plus ``per_step`` (the most a step commits) for each step
-    launched since and not read yet. The engine sizes the pools' key span from it (StaticKVPool.span)."""
+    launched since and not read yet. runners.KeySpans sizes the pools' key span from it (StaticKVPool.span)."""
 
     def __init__(self, longest: int, per_step: int):
         self.read, self.per_step, self.unread = longest, per_step, 0

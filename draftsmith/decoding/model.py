@@ -119,17 +119,15 @@ class SpeculativeModel:
 
     def _runners(self, prompts: list[list[int]], max_new_tokens: int, plan: Plan | None = None):
         """(target runner, draft runner) over static pools sized up front for this call: the longest prompt +
-        max_new_tokens + the largest tree or draft scratch + what a step launched ahead commits (engine._loop),
-        rounded up to a capacity bucket (static_pool.capacity_for: 64, 96, 128, 192, 256, ..., at most a third
-        unused) so that calls of nearby sizes share the pools and their CUDA graphs (cached by batch size and
-        capacity, the 4 latest kept). A step attends over a key span that follows the context, not the capacity
-        (runners.KeySpans), so a larger bucket costs memory only."""
-        extra = engine.pending_slots(plan)
-        if plan is not None:   # a row that finished in the step in flight runs the step launched ahead too, past
-            extra += plan.steps + 1   # up to steps + 1 more committed tokens (target-only: its one token fits)
-        capacity = capacity_for(max(map(len, prompts)) + max_new_tokens + extra)
-        key = (len(prompts), capacity)
-        if key not in self._runners_cache:
+        max_new_tokens + the largest tree or draft scratch + what a step launched ahead commits
+        (engine.slots_needed), rounded up to a capacity bucket (static_pool.capacity_for: 64, 80, 96, 112, 128,
+        160, ..., less than a fifth unused) so that calls of nearby sizes share the pools and their CUDA graphs
+        (cached by batch size and capacity, the 4 most recently used kept). A step attends over a key span that
+        follows the context, not the capacity (runners.KeySpans), so a larger bucket costs memory only."""
+        key = (len(prompts), capacity_for(engine.slots_needed(prompts, max_new_tokens, plan)))
+        if key in self._runners_cache:
+            self._runners_cache[key] = self._runners_cache.pop(key)   # the least recently used goes first
+        else:
             if len(self._runners_cache) >= 4:
                 self._runners_cache.pop(next(iter(self._runners_cache)))
             setting = self.spec.decoding.graphs

@@ -3,8 +3,9 @@
 each step launched over the pools attends (:class:`KeySpans`).
 
 On CUDA a forward attends over every row's first ``span`` slots of its pool, not the whole capacity: the span is a
-power-of-two bucket (StaticKVPool.bucket) of a bound on the rows' lengths that the host holds without reading the
-device (inflight.Reach), and each bucket has its own captured step. The CPU trims the keys exactly instead
+power-of-two bucket (StaticKVPool.bucket; the last one the call's need rounded up to 64) of a bound on the rows'
+lengths that the host holds without reading the device (inflight.Reach), and each bucket has its own captured
+step. The CPU trims the keys exactly instead
 (static_pool.fixed_kv).
 """
 from __future__ import annotations
@@ -90,7 +91,7 @@ class StepCache:
     eagerly. ``keep``: the pool lengths the step advances, restored after capture (see Replay)."""
 
     def __init__(self, graphs: bool, size: int = 32):
-        # size: settings x key spans (one graph per bucket, engine._spans) a process alternates between
+        # size: settings x key spans (one graph per bucket, KeySpans.next) a process alternates between
         self.graphs, self.size = graphs, size
         self.replays: dict[tuple, Replay] = {}
 
@@ -104,26 +105,27 @@ class StepCache:
         return self.replays[key]
 
 
-
 def last_rows(counts: torch.Tensor, *rows: torch.Tensor) -> tuple[torch.Tensor, ...]:
     # counts [B] >= 1, rows [B, T, *] each -> [B, *] each: the row at counts - 1
     b = torch.arange(counts.shape[0], device=counts.device)
     return tuple(r[b, counts - 1] for r in rows)
 
 
-
 class KeySpans:
     """The key span of each step launched over ``pools`` (their lengths are bounded together): the bucket of the
     longest row the host last read plus ``per_step`` for each step in flight (inflight.Reach) plus ``margin``, the
-    slots a step writes and attends past a row's length. As a context it gives the pools their whole capacity back
-    when the run ends or fails (single forwards and a later prefill see every slot)."""
+    slots a step writes and attends past a row's length; at most ``need`` (the most slots the call's rows reach,
+    engine.slots_needed) rounded up to 64, which a pool's capacity bucket may pass by a fifth: calls within 64 slots
+    of each other share their last span's graph. As a context it gives the pools their whole capacity back when the
+    run ends or fails (single forwards and a later prefill see every slot)."""
 
-    def __init__(self, pools: tuple[StaticKVPool, ...], longest: int, per_step: int, margin: int):
+    def __init__(self, pools: tuple[StaticKVPool, ...], longest: int, per_step: int, margin: int, need: int):
         self.pools, self.margin, self.reach = pools, margin, Reach(longest, per_step)
+        self.last = -(-need // 64) * 64
 
     def next(self) -> int:
         """The span of the step about to launch, set on every pool; the step counts as in flight from here."""
-        span = self.pools[0].bucket(self.reach.bound() + self.margin)
+        span = min(self.pools[0].bucket(self.reach.bound() + self.margin), self.last)
         for pool in self.pools:
             pool.span = span
         self.reach.launched()

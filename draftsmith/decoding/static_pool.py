@@ -30,9 +30,9 @@ class StaticKVPool(SlotIO):
     # graph at fixed shapes. Tests that count the host reads CUDA would make switch it off.
     eager_trim = True
     # elsewhere (CUDA, fused, graphs) a forward attends over every row's first ``span`` slots, None = the capacity:
-    # the engine sets it before each step from a host-side bound on the lengths (inflight.Reach), rounded up to a
-    # bucket (:meth:`bucket`), so that attention and the scrub read what the context needs, not the capacity, and a
-    # step's graph is captured once per bucket. Left None, every forward sees the whole capacity (single forwards)
+    # runners.KeySpans sets it before each step from a host-side bound on the lengths (inflight.Reach), rounded up
+    # to a bucket (:meth:`bucket`, at most the call's own need), so that attention and the scrub read what the
+    # context needs, not the capacity, and a step's graph is captured once per bucket. Left None, every forward sees the whole capacity (single forwards)
     span: int | None = None
     min_span = 256   # the smallest bucket (tests lower it to exercise several)
 
@@ -111,13 +111,13 @@ class StaticKVPool(SlotIO):
 
 
 def capacity_for(need: int) -> int:
-    """The pool capacity for ``need`` slots: the smallest of 64 * 2^k and 96 * 2^k that holds them (64, 96, 128, 192,
-    256, 384, ...), so that calls of nearby sizes share a pool and its captured steps while at most a third of it
-    goes unused."""
-    capacity = 64
-    while capacity < need:
-        capacity = capacity * 3 // 2 if capacity & (capacity - 1) == 0 else capacity * 4 // 3
-    return capacity
+    """The pool capacity for ``need`` slots: the smallest of 2^k x {1, 1.25, 1.5, 1.75}, at least 64, that holds
+    them (64, 80, 96, 112, 128, 160, ...), so that calls of nearby sizes share a pool and its captured steps while
+    less than a fifth of it goes unused (memory only: a step attends over its key span, runners.KeySpans)."""
+    if need <= 64:
+        return 64
+    step = (1 << (need - 1).bit_length()) // 8   # a quarter of the octave need is in
+    return -(-need // step) * step
 
 
 _BITS = {torch.float64: torch.int64, torch.float32: torch.int32, torch.bfloat16: torch.int16,

@@ -1,5 +1,5 @@
 """``SpeculativeModel._runners``: static pools (and, on CUDA, their graphs) cached by (batch, capacity), capacity
-rounded up to a bucket (64, 96, 128, 192, ...), the 4 latest shapes kept, every reused pool emptied before a call; and
+rounded up to a bucket (64, 80, 96, 112, 128, 160, ...), the 4 most recently used shapes kept, every reused pool emptied before a call; and
 ``SyncCounter``, which holds the engine to its host-sync budget on the CPU, counting exactly the host reads.
 
 Each test pins one decision a mutation tool changed without any other test noticing (issue 13 §4)."""
@@ -28,23 +28,23 @@ def shape_of(runners) -> tuple[int, int]:
     return target.pool.rows, target.pool.capacity
 
 
-# --- capacity: the call's need, rounded up to a bucket: 64 * 2^k or 96 * 2^k -----------------------------------
+# --- capacity: the call's need, rounded up to a bucket: 2^k x {1, 1.25, 1.5, 1.75}, at least 64 -----------------
 # (prompt length, max_new_tokens, plan overrides or None for the baseline) -> capacity. The need is the longest
 # prompt + max_new_tokens + the room past it: 2 for the baseline, else max(draft_tokens, topk * (steps - 1),
 # steps + 1) + 1, + steps + 1 for the step launched ahead (engine._loop); each case sits on a bucket or one past
 # it, and each term of the max leads somewhere.
 CAPACITY = [
-    (2, 60, None, 64), (2, 61, None, 96), (1, 1, None, 64), (2, 92, None, 96), (2, 93, None, 128),
-    (2, 124, None, 128), (2, 125, None, 192), (2, 188, None, 192), (2, 189, None, 256), (2, 252, None, 256),
-    (2, 253, None, 384), (2, 4092, None, 4096), (2, 4093, None, 6144),
+    (2, 60, None, 64), (2, 61, None, 80), (1, 1, None, 64), (2, 76, None, 80), (2, 77, None, 96), (2, 108, None, 112),
+    (2, 109, None, 128), (2, 124, None, 128), (2, 125, None, 160), (2, 156, None, 160), (2, 157, None, 192),
+    (2, 4092, None, 4096), (2, 4093, None, 5120), (2, 5116, None, 5120), (2, 5117, None, 6144),
     (3, 38, dict(topk=4, steps=5, draft_tokens=8), 64),        # topk * (steps - 1) = 16 leads: need 3 + 38 + 17 + 6
-    (3, 39, dict(topk=4, steps=5, draft_tokens=8), 96),
+    (3, 39, dict(topk=4, steps=5, draft_tokens=8), 80),
     (3, 45, dict(topk=4, steps=2, draft_tokens=12), 64),       # draft_tokens = 12 leads: need 3 + 45 + 13 + 3
-    (3, 46, dict(topk=4, steps=2, draft_tokens=12), 96),
+    (3, 46, dict(topk=4, steps=2, draft_tokens=12), 80),
     (3, 54, dict(topk=2, steps=2, draft_tokens=2), 64),        # steps + 1 = 3 leads: need 3 + 54 + 4 + 3
-    (3, 55, dict(topk=2, steps=2, draft_tokens=2), 96),
+    (3, 55, dict(topk=2, steps=2, draft_tokens=2), 80),
     (5, 46, dict(topk=1, steps=5), 64),                        # a chain plans steps + 1 tokens: need 5 + 46 + 7 + 6
-    (5, 47, dict(topk=1, steps=5), 96),
+    (5, 47, dict(topk=1, steps=5), 80),
 ]
 
 
@@ -58,18 +58,18 @@ def test_capacity_is_the_need_rounded_up_to_a_bucket(pairs, length, max_new, ove
     assert list(model._runners_cache) == [(1, capacity), (3, capacity)]
 
 
-# --- the cache: keyed by (batch, capacity), the 4 latest kept -------------------------------------------------
+# --- the cache: keyed by (batch, capacity), the 4 most recently used kept --------------------------------------
 def test_same_batch_and_capacity_share_runners_and_nothing_else(pairs):
     model = fresh(pairs["eagle1"])
     first = model._runners([[1, 2]], 10)                       # need 14: capacity 64
     assert model._runners([[1, 2, 3, 4]], 50) is first         # need 56: still 64, same runners and pools
     assert model._runners([[1]], 1) is first
     wider = model._runners([[1, 2], [3]], 10)                  # batch 2
-    longer = model._runners([[1, 2]], 100)                     # need 104: capacity 128
+    longer = model._runners([[1, 2]], 100)                     # need 104: capacity 112
     assert wider is not first and longer is not first and wider is not longer
-    assert (shape_of(wider), shape_of(longer)) == ((2, 64), (1, 128))
-    assert model._runners([[5], [6, 7]], 3) is wider and model._runners([[9]], 95) is longer
-    assert list(model._runners_cache) == [(1, 64), (2, 64), (1, 128)]
+    assert (shape_of(wider), shape_of(longer)) == ((2, 64), (1, 112))
+    assert model._runners([[5], [6, 7]], 3) is wider and model._runners([[9]], 108) is longer   # need 111
+    assert list(model._runners_cache) == [(1, 64), (2, 64), (1, 112)]
 
 
 def test_the_oldest_of_five_shapes_is_evicted(pairs):
@@ -194,11 +194,21 @@ def test_the_count_is_the_total_over_names_and_calls():
 
 
 @given(st.integers(0, 1 << 22))
-def test_capacity_buckets_hold_the_need_and_waste_at_most_a_third(need):
+def test_capacity_buckets_hold_the_need_and_waste_less_than_a_fifth(need):
     from draftsmith.decoding.static_pool import capacity_for
 
     capacity = capacity_for(need)
-    assert need <= capacity <= max(64, 3 * (need - 1) // 2)
+    assert need <= capacity and (capacity == 64 or capacity * 4 < need * 5)   # unused < capacity / 5
     assert capacity_for(need + 1) >= capacity                   # monotone: a longer call never gets a smaller pool
-    top = capacity >> (capacity.bit_length() - 2)               # the two leading bits: 64 * 2^k or 96 * 2^k
-    assert capacity == top << (capacity.bit_length() - 2) and top in (2, 3) and capacity >= 64
+    shift = capacity.bit_length() - 3                           # the three leading bits: 2^k x 4/4, 5/4, 6/4, 7/4
+    assert capacity >= 64 and capacity >> shift in (4, 5, 6, 7) and capacity == capacity >> shift << shift
+
+
+def test_a_hit_keeps_its_shape_from_eviction(pairs):
+    model = fresh(pairs["eagle1"])
+    first = model._runners([[1]], 4)
+    for batch in range(2, CACHED + 1):
+        model._runners([[1]] * batch, 4)
+    assert model._runners([[1]], 4) is first                    # the oldest, used again: now the most recent
+    model._runners([[1]] * (CACHED + 1), 4)                     # a fifth shape evicts batch 2, not batch 1
+    assert model._runners([[1]], 4) is first and (2, 64) not in model._runners_cache

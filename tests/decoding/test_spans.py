@@ -179,3 +179,19 @@ def test_single_forwards_are_timed_at_the_span_a_step_of_that_length_attends(pai
         fn()
     assert how == "eager" and target.pool.span is None
     assert {span for span, _, _ in spans_as_on_cuda} == {target.pool.bucket(9 + 3 + 1)} == {16}
+
+
+def test_the_last_span_is_the_calls_need_not_the_capacity():
+    """A pool's capacity bucket may pass the call's need by a fifth; the last span stops at the need rounded up to 64
+    (a review, 2026-11-28: capped at the capacity alone, a 1039-slot call attended 1280 keys a step). The pairs'
+    targets have a 512-token context, where every bucket is a multiple of 64 anyway, so this is the unit alone."""
+    from draftsmith.decoding.runners import KeySpans
+    from draftsmith.decoding.static_pool import capacity_for
+
+    pool = StaticKVPool([{"kv": (2, 1, 4)}], rows=1, capacity=capacity_for(1039))
+    pool.min_span = 1
+    with KeySpans((pool,), 100, 4, 9, need=1039) as spans:
+        assert pool.capacity == 1280 and spans.next() == 128 and pool.span == 128   # 100 + 9: a power of two
+        spans.seen(1020)
+        assert spans.next() == 1088 and pool.span == 1088                           # 1020 + 4 + 9 -> 2048: capped
+    assert pool.span is None
