@@ -71,6 +71,7 @@ def test_greedy_equals_target_only_under_graph_replay_across_buckets(pairs, span
     target, _ = next(iter(model._runners_cache.values()))
     spans = {key[-1] for key in target.steps.replays}
     assert len(spans) >= 2   # a graph (emulated) per bucket and step kind
+    assert all(type(r) is EmulatedReplay for r in target.steps.replays.values())   # the patch took
 
 
 def test_sampling_draws_the_same_tokens_with_spans(pairs, monkeypatch):

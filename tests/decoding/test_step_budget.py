@@ -114,6 +114,8 @@ def test_graph_buffer_semantics_change_nothing(pairs, monkeypatch, run):
         [b.token_ids for b in base]
     assert [o.token_ids for o in model.generate(PROMPTS, max_new_tokens=12, stop=[], temperature=0.9, seed=4,
                                                 **run)] == [o.token_ids for o in sampled]
+    replays = [r for target, _ in model._runners_cache.values() for r in target.steps.replays.values()]
+    assert replays and all(type(r) is EmulatedReplay for r in replays)   # the patch took: every step was emulated
 
 
 @pytest.mark.parametrize("long_first", [True, False])
