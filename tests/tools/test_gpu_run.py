@@ -134,10 +134,16 @@ def test_rest_runs_a_part_again_that_ran_out_of_time(dry):
 
 
 def test_bench_gemv_kernel_agrees_with_linear_under_the_interpreter():
-    """benchmarks/bench_gemv.py's Triton GEMV, every config, odd shapes and split sums, on the CPU through Triton's
-    interpreter (skipped where Triton is not installed, as in CI; its interpreter needs numpy < 2.3)."""
+    """benchmarks/bench_gemv.py's Triton GEMV, every config, odd shapes and split sums, and then the benchmark's
+    whole run, on the CPU through Triton's interpreter (skipped where Triton is not installed, as in CI; its
+    interpreter needs numpy < 2.3)."""
     pytest.importorskip("triton")
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": os.pathsep.join([str(ROOT), *sys.path])}
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_gemv.py"), "--check"], env=env,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and "agrees with F.linear" in done.stdout, done.stdout + done.stderr
+    # the whole run on tiny shapes (timings meaningless), so a GPU call does not find its bugs
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_gemv.py"), "tiny", "1,3", "cpu"],
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and done.stdout.count("a step's products") == 2, done.stdout + done.stderr
+    assert "WRONG" not in done.stdout and "Error" not in done.stdout, done.stdout
