@@ -12,7 +12,7 @@ import sys
 import torch
 import torch.nn.functional as F
 
-from draftsmith.scale.timing import copy_bandwidth
+from draftsmith.scale.timing import back_to_back_ms, captured, copy_bandwidth
 
 SHAPES = {"1b": (2048, 8192, 32, 8, 16), "8b": (4096, 14336, 32, 8, 32)}   # hidden, inter, heads, kv heads, layers
 
@@ -45,19 +45,7 @@ def step_fused(x, layers):
 
 
 def timed(fn, x, iters=20) -> float:
-    g = torch.cuda.CUDAGraph()
-    fn(x)
-    torch.cuda.synchronize()
-    with torch.cuda.graph(g):
-        fn(x)
-    g.replay()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(iters):
-        g.replay()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) / iters
+    return back_to_back_ms(captured(lambda: fn(x), "cuda"), "cuda", rounds=1, reps=iters)
 
 
 def main(shapes="1b,8b"):

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import math
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
@@ -98,28 +97,16 @@ def check() -> None:
     print(f"the Triton GEMV agrees with F.linear: {len(CONFIGS)} configs x 5 shapes")
 
 
-def graph_ms(fn, xs, ws, iters: int = 5) -> float:
-    """ms per product: fn over every weight in one CUDA graph, replayed (the CPU: called, for the smoke run)."""
-    for x, w in zip(xs, ws):
-        fn(x, w)
-    if xs[0].device.type == "cpu":
-        t0 = time.perf_counter()
+def graph_ms(fn, xs, ws, reps: int = 5) -> float:
+    """ms per product: fn over every weight, captured as one CUDA graph and replayed (the CPU: called)."""
+    from draftsmith.scale.timing import back_to_back_ms, captured
+
+    def products():
         for x, w in zip(xs, ws):
             fn(x, w)
-        return (time.perf_counter() - t0) * 1e3 / len(ws)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for x, w in zip(xs, ws):
-            fn(x, w)
-    g.replay()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(iters):
-        g.replay()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) / iters / len(ws)
+
+    device = str(xs[0].device)
+    return back_to_back_ms(captured(products, device), device, rounds=1, reps=reps) / len(ws)
 
 
 def triton_best(xs, ws, name: str, M: int):
@@ -131,7 +118,7 @@ def triton_best(xs, ws, name: str, M: int):
             if not agrees(gemv(xs[0], ws[0], config), xs[0], ws[0]):
                 print(f"  {name} M={M} {config}: WRONG, skipped")
                 continue
-            t = graph_ms(lambda x, w, c=config: gemv(x, w, c), xs, ws, iters=3)
+            t = graph_ms(lambda x, w, c=config: gemv(x, w, c), xs, ws, reps=3)
         except Exception as e:   # a config Triton cannot build here (registers, shared memory): the others stand
             print(f"  {name} M={M} {config}: {type(e).__name__}: {str(e)[:120]}")
             continue

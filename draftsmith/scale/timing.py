@@ -39,6 +39,19 @@ def turns_ms(fns: dict, device: str, rounds: int, reps: int = 20) -> dict[str, l
     return samples
 
 
+def captured(fn, device: str):
+    """``fn`` as the replay of one CUDA graph that captured it (after a warm-up call), so that timing it times the
+    device work it launches, not the launches; ``fn`` itself off CUDA."""
+    if torch.device(device).type != "cuda":
+        return fn
+    fn()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return graph.replay   # the bound method keeps the graph (and the memory it reads) alive
+
+
 def back_to_back_ms(fn, device: str, rounds: int, reps: int = 20) -> float:
     """ms per call of ``fn`` run ``reps`` times back to back (median over ``rounds``), after one untimed call."""
     import statistics
