@@ -29,9 +29,9 @@ class KVBatch:
     # static: write has no -1 (padding rows write a scratch slot) and the S keys are the first S slots of every
     # row's region of the pool, in order (S = the capacity, or the step's key span: runners.KeySpans on CUDA, the
     # keys any row attends on the eager CPU path), so a layer may write without a boolean mask and attend over
-    # ``pool.view(layer)[:, :S]`` (no gather, no host sync: what a CUDA graph needs). That view also holds rows past the committed length; the ones no query
-    # attends were zeroed before the forward (``StaticKVPool.scrub``: masked scores still multiply their values).
-    # read / write / mask keep their meaning for any layer.
+    # ``pool.view(layer)[:, :S]`` (no gather, no host sync: what a CUDA graph needs). That view also holds rows past
+    # the committed length; the ones no query attends were zeroed before the forward (``StaticKVPool.scrub``: masked
+    # scores still multiply their values). read / write / mask keep their meaning for any layer.
     static: bool = False
     # fresh: the new tokens are every key (a prefill: nothing committed, each row from position 0, right-padded),
     # so a layer stores its K/V and attends over them alone, causally (mask None: the flash path, no mask or

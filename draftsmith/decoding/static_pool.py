@@ -32,7 +32,8 @@ class StaticKVPool(SlotIO):
     # elsewhere (CUDA, fused, graphs) a forward attends over every row's first ``span`` slots, None = the capacity:
     # runners.KeySpans sets it before each step from a host-side bound on the lengths (inflight.Reach), rounded up
     # to a bucket (:meth:`bucket`, at most the call's own need), so that attention and the scrub read what the
-    # context needs, not the capacity, and a step's graph is captured once per bucket. Left None, every forward sees the whole capacity (single forwards)
+    # context needs, not the capacity, and a step's graph is captured once per bucket. Left None, every forward
+    # sees the whole capacity (single forwards)
     span: int | None = None
     min_span = 256   # the smallest bucket (tests lower it to exercise several)
 
