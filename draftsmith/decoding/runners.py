@@ -88,12 +88,21 @@ class DraftRunner(_Addressed):
 class StepCache:
     """One :class:`Replay` per step function and settings: on CUDA a whole step (every forward, the tree, the
     verdict, the compaction) is one CUDA graph, captured at its first call and replayed after; on CPU it runs
-    eagerly. ``keep``: the pool lengths the step advances, restored after capture (see Replay)."""
+    eagerly. ``keep``: the pool lengths the step advances, restored after capture (see Replay).
+
+    Every graph of a cache draws its buffers from one CUDA memory pool, so the buffers a step holds that do not
+    depend on the key span (logits, MLP activations) exist once, not once per span bucket and step kind. Graphs
+    that share a pool may put a later capture's outputs where an earlier one computes, so a replay may overwrite
+    another graph's outputs: safe because each step's outputs are consumed, on the same stream, before the next
+    replay is queued (copied into the next step's inputs by Replay, and to the host by inflight.HostCopy), and
+    no graph runs concurrently with another (one stream). Captures happen in any order (a long prompt first
+    captures the larger spans): tests/gpu/test_graphs.py replays them out of capture order."""
 
     def __init__(self, graphs: bool, size: int = 32):
         # size: settings x key spans (one graph per bucket, KeySpans.next) a process alternates between
         self.graphs, self.size = graphs, size
         self.replays: dict[tuple, Replay] = {}
+        self.pool = None   # the CUDA memory pool, made with the first graph
 
     def get(self, key: tuple, fn, keep: tuple[torch.Tensor, ...]) -> Replay:
         if key in self.replays:
@@ -101,7 +110,8 @@ class StepCache:
         else:
             if len(self.replays) >= self.size:
                 self.replays.pop(next(iter(self.replays)))
-            self.replays[key] = Replay(fn, self.graphs, keep=keep)
+            self.replays[key] = Replay(fn, self.graphs, pool=self.pool, keep=keep)
+            self.pool = self.replays[key].pool
         return self.replays[key]
 
 

@@ -196,3 +196,29 @@ def test_the_last_span_is_the_calls_need_not_the_capacity():
         spans.seen(1020)
         assert spans.next() == 1088 and pool.span == 1088                           # 1020 + 4 + 9 -> 2048: capped
     assert pool.span is None
+
+
+def test_the_graphs_of_a_step_cache_share_one_memory_pool(monkeypatch):
+    """Each span bucket and step kind is a graph; their span-independent buffers (logits, activations) should exist
+    once per step cache, not once per graph: every Replay after the first is given the first one's pool."""
+    made = []
+
+    class Recorded:
+        def __init__(self, fn, enabled, pool=None, keep=()):
+            self.pool = pool if pool is not None else object()   # what Replay does: a new handle when given none
+            made.append((pool, self.pool))
+
+    monkeypatch.setattr(runners, "Replay", Recorded)
+    cache = runners.StepCache(graphs=True, size=2)
+    for key in ("a", "b", "a", "c", "d"):
+        cache.get(key, None, ())
+    (given, first), *rest = made
+    assert given is None and len(rest) == 3 and all(pool is first and own is first for pool, own in rest)
+
+
+def test_block_masks_a_captured_step_may_read_are_never_evicted():
+    """The flex backend's causal block masks are cached; a graph that hit the cache reads one by address, and with
+    a step cache's graphs in one memory pool an evicted mask's memory would go to the next capture."""
+    from draftsmith.components import backends
+
+    assert backends._causal_block.cache_info().maxsize is None

@@ -64,6 +64,32 @@ def test_graph_path_across_key_spans_equals_target_only_float32(monkeypatch):
     assert len(spans) >= 2 and captured(model) > 0
 
 
+def test_steps_replayed_out_of_capture_order_equal_target_only_float32(monkeypatch):
+    """Every step graph of a runner shares one CUDA memory pool (runners.StepCache), so a replay may overwrite
+    what another graph left: safe while each step's outputs are consumed before the next replay is queued. Here
+    graphs replay out of capture order: a long prompt first captures the larger spans, then short prompts of the
+    same pool capacity capture the small ones and replay the large ones after them."""
+    from draftsmith.decoding import engine
+    from draftsmith.decoding.static_pool import StaticKVPool, capacity_for
+
+    monkeypatch.setattr(StaticKVPool, "min_span", 16)
+    off, model = demo("off"), demo("on")
+    shape = SHAPES[1]
+    plan = model.plan(**shape)
+    short = [model.tokenizer.encode(p)[:6] for p in PROMPTS]   # first span 32: 6 tokens + 17 pending slots
+    long = [model.tokenizer.encode(p) * 2 for p in PROMPTS]      # up to 48 tokens + 17: the capacity at once
+    capacity = capacity_for(engine.slots_needed(short, 60, plan))
+    first = capacity - engine.slots_needed(long, 0, plan)
+    assert first >= 4, first   # the long prompts' call fills the same pool capacity
+    for prompts, n in ((long, first), (short, 60), (long, first)):
+        want = [o.token_ids for o in off.generate_baseline(prompts, max_new_tokens=n, stop=[])]
+        assert [o.token_ids for o in model.generate(prompts, max_new_tokens=n, stop=[], **shape)] == want
+        assert [o.token_ids for o in model.generate_baseline(prompts, max_new_tokens=n, stop=[])] == want
+    target, _ = model._runners_cache[len(PROMPTS), capacity]
+    spans = {key[-1] for key in target.steps.replays if key[0] == "spec"}
+    assert spans == {32, 64, capacity} and captured(model) >= 4, spans   # the capacity's captured first
+
+
 def test_compiled_graph_path_equals_target_only_float32():
     model = demo("compile")
     base = [o.token_ids for o in model.generate_baseline(PROMPTS, max_new_tokens=24, stop=[])]
