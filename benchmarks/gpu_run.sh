@@ -102,8 +102,9 @@ case "$stage" in
     part 60 profile-8b python3 benchmarks/profile_cuda.py 8b "$RES/profile-8b" /tmp/ckpt
     # tests/gpu stops at its first failure (what fails there fails everything after); the components' GPU tests
     # (FP8 kernels against the reference path) each report, so one kernel's verdict hides no other. --durations:
-    # 150 s ran 11 tests on a bare H200 (2026-11-28), which say where the time goes
-    part 150 gpu-tests bash -c "python3 -m pytest -q -p no:cacheprovider tests/gpu -m gpu -rs -x --durations=12; r=\$?; \
+    # 150 s ran 11 tests on a bare H200 (2026-11-28), which say where the time goes; two tests were added since
+    # (graphs across key spans, and replayed out of capture order), so 180
+    part 180 gpu-tests bash -c "python3 -m pytest -q -p no:cacheprovider tests/gpu -m gpu -rs -x --durations=12; r=\$?; \
       python3 -m pytest -q -p no:cacheprovider tests/components -m gpu -rs || r=1; exit \$r"
     part 150 bench-1b $bench --scale 1b --out "$RES/1b" --batches 1,8 --no-hf
     part 45 fp8 python3 benchmarks/bench_fp8.py 8b 1,8

@@ -116,8 +116,8 @@ def block_mask_from_bool(mask: torch.Tensor, block: int = 128):
                                     seq_lengths=(T, S))
 
 
-@functools.cache   # never evicts: a CUDA graph that hit this cache reads the block mask by address, and an evicted
-def _causal_block(B: int, T: int, S: int, device: str):   # one's memory may go to another capture of its pool
+@functools.lru_cache(maxsize=16)   # never inside a captured step: on CUDA a step's forwards always carry a mask
+def _causal_block(B: int, T: int, S: int, device: str):
     return block_mask_from_bool(causal_mask(T, S, device).expand(B, 1, T, S))
 
 

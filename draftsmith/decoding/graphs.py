@@ -16,6 +16,7 @@ warning, so correctness never depends on capture."""
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Callable
 
 import torch
@@ -104,16 +105,29 @@ class Replay:
         return _Captured(graph, inputs, outputs)
 
 
+class _Pool:
+    """An emulated graph memory pool: the EmulatedReplays that share it (a StepCache's)."""
+
+    def __init__(self):
+        self.members: weakref.WeakSet = weakref.WeakSet()
+
+
 class EmulatedReplay(Replay):
     """A CPU stand-in for :class:`Replay` with a graph's buffer semantics, for tests: the function always runs on
     the same static input buffers and returns the same output tensors, overwritten by the next call with the same
     shapes. A caller that keeps a graph's output past the next replay, or passes state the graph would not see
-    (anything but the arguments and static tensors), gets different results here, as it would on CUDA."""
+    (anything but the arguments and static tensors), gets different results here, as it would on CUDA.
+
+    Graphs that share a memory pool (``pool``, as runners.StepCache shares one) may overwrite each other's outputs
+    when they replay: here every call first fills the outputs of every other graph of its pool with garbage (NaN,
+    and -2^31 + 7 in integers), after its inputs are copied, so a caller that reads a step's outputs after another
+    graph replayed fails here too."""
 
     def __init__(self, fn, enabled: bool = True, pool=None, warmup: int = 2, keep=()):
-        # enabled and pool: Replay's signature, so that it stands in for Replay (always on; no CUDA memory pool)
+        # enabled: Replay's signature, so that it stands in for Replay (always on)
         super().__init__(fn, False, warmup=warmup, keep=keep)
-        self.enabled = True
+        self.enabled, self.pool = True, pool if pool is not None else _Pool()
+        self.pool.members.add(self)
 
     def _capture_graph(self, args, restore):
         inputs = [a.clone() for a in args]   # the warm-up runs a capture makes (Replay's own), each for real
@@ -127,6 +141,10 @@ class EmulatedReplay(Replay):
         g = self.graphs[key]
         for buf, a in zip(g.inputs, args):
             buf.copy_(a)
+        for other in [c for r in self.pool.members for c in r.graphs.values() if c is not g]:
+            for out in other.outputs:
+                out.fill_(float("nan") if out.is_floating_point() else False if out.dtype == torch.bool
+                          else -(2 ** 31) + 7)
         for buf, o in zip(g.outputs, self.fn(*g.inputs)):
             buf.copy_(o)
         return g.outputs

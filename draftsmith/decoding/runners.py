@@ -90,19 +90,22 @@ class StepCache:
     verdict, the compaction) is one CUDA graph, captured at its first call and replayed after; on CPU it runs
     eagerly. ``keep``: the pool lengths the step advances, restored after capture (see Replay).
 
-    Every graph of a cache draws its buffers from one CUDA memory pool, so the buffers a step holds that do not
-    depend on the key span (logits, MLP activations) exist once, not once per span bucket and step kind. Graphs
-    that share a pool may put a later capture's outputs where an earlier one computes, so a replay may overwrite
-    another graph's outputs: safe because each step's outputs are consumed, on the same stream, before the next
-    replay is queued (copied into the next step's inputs by Replay, and to the host by inflight.HostCopy), and
-    no graph runs concurrently with another (one stream). Captures happen in any order (a long prompt first
-    captures the larger spans): tests/gpu/test_graphs.py replays them out of capture order."""
+    Every graph of a cache draws from one CUDA memory pool, so the buffers a step holds that do not depend on the
+    key span (logits, MLP activations) exist once, not once per span bucket and step kind. PyTorch calls sharing
+    a pool safe for graphs replayed in capture order, never concurrently; these replay in any order (a long prompt
+    captures the larger spans first) and each consumes the last one's outputs, so a replay may overwrite another
+    graph's outputs. That is safe here because every step's outputs are read before the next replay is queued,
+    on the same stream: Replay copies them into the next graph's own input buffers (allocated outside any
+    capture), inflight.HostCopy copies what the host reads right after the step, and nothing else reads them;
+    and no tensor a graph reads was made inside another graph's capture (caches are filled by the warm-up runs,
+    outside capture). EmulatedReplay checks the first on the CPU: a replay there overwrites the outputs of every
+    other graph of its pool. tests/gpu/test_graphs.py replays graphs out of capture order."""
 
     def __init__(self, graphs: bool, size: int = 32):
         # size: settings x key spans (one graph per bucket, KeySpans.next) a process alternates between
         self.graphs, self.size = graphs, size
         self.replays: dict[tuple, Replay] = {}
-        self.pool = None   # the CUDA memory pool, made with the first graph
+        self.pool = None   # the memory pool, made with the first Replay
 
     def get(self, key: tuple, fn, keep: tuple[torch.Tensor, ...]) -> Replay:
         if key in self.replays:
@@ -110,6 +113,8 @@ class StepCache:
         else:
             if len(self.replays) >= self.size:
                 self.replays.pop(next(iter(self.replays)))
+                if not any(g is not None for r in self.replays.values() for g in r.graphs.values()):
+                    self.pool = None   # no captured graph holds the pool any more: PyTorch may have released it
             self.replays[key] = Replay(fn, self.graphs, pool=self.pool, keep=keep)
             self.pool = self.replays[key].pool
         return self.replays[key]

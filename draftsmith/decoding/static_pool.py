@@ -173,7 +173,7 @@ def fixed_kv(pool: StaticKVPool, rows: Tensor, rel_pos: Tensor, rel_mask: Tensor
         # zeroing of dead keys were most of a decode step's attention time)
         key = key[:min(int(pool.lens.max()) + rel_mask.shape[-1], pool.capacity)]
     elif pool.span is not None:
-        key = key[:pool.span]   # the engine's bound: no row's length + P reaches past it
+        key = key[:pool.span]   # runners.KeySpans' bound: no row's length + P reaches past it
     write, read, mask, keep, pos = kernel(kv_index, pool.fused)(pool.lens, pool.base, key, pool.trash,
                                                                 rows, rel_pos, rel_mask)
     if pool.trims:

@@ -62,5 +62,5 @@ def test_emulated_outputs_are_the_same_buffers_overwritten_by_the_next_call():
     (first,) = replay(torch.zeros(2))
     (second,) = replay(torch.ones(2))
     assert second is first and torch.equal(first, torch.full((2,), 2.0))   # 1 + the state after one commit
-    (other,) = replay(torch.zeros(3))                                       # another shape: its own buffers
-    assert other is not first and torch.equal(first, torch.full((2,), 2.0))
+    (other,) = replay(torch.zeros(3))       # another shape: its own buffers, in the same memory pool, so its
+    assert other is not first and first.isnan().all()   # replay may overwrite the first shape's outputs

@@ -198,14 +198,17 @@ def test_the_last_span_is_the_calls_need_not_the_capacity():
     assert pool.span is None
 
 
-def test_the_graphs_of_a_step_cache_share_one_memory_pool(monkeypatch):
+@pytest.mark.parametrize("captures", [True, False])
+def test_the_graphs_of_a_step_cache_share_one_memory_pool(monkeypatch, captures):
     """Each span bucket and step kind is a graph; their span-independent buffers (logits, activations) should exist
-    once per step cache, not once per graph: every Replay after the first is given the first one's pool."""
+    once per step cache, not once per graph: every Replay after the first is given the first one's pool, until
+    no Replay left holds a captured graph (PyTorch may then release the pool: a new one is made)."""
     made = []
 
     class Recorded:
         def __init__(self, fn, enabled, pool=None, keep=()):
             self.pool = pool if pool is not None else object()   # what Replay does: a new handle when given none
+            self.graphs = {"shape": object() if captures else None}   # None: a capture that fell back to eager
             made.append((pool, self.pool))
 
     monkeypatch.setattr(runners, "Replay", Recorded)
@@ -213,12 +216,23 @@ def test_the_graphs_of_a_step_cache_share_one_memory_pool(monkeypatch):
     for key in ("a", "b", "a", "c", "d"):
         cache.get(key, None, ())
     (given, first), *rest = made
-    assert given is None and len(rest) == 3 and all(pool is first and own is first for pool, own in rest)
+    assert given is None and len(rest) == 3
+    if captures:
+        assert all(pool is first and own is first for pool, own in rest)
+    else:   # c evicts b and a holds no captured graph: c is given no pool (makes a new one); d, evicting a, too
+        assert [pool is None for pool, _ in rest] == [False, True, True]
 
 
-def test_block_masks_a_captured_step_may_read_are_never_evicted():
-    """The flex backend's causal block masks are cached; a graph that hit the cache reads one by address, and with
-    a step cache's graphs in one memory pool an evicted mask's memory would go to the next capture."""
-    from draftsmith.components import backends
+def test_an_emulated_replay_overwrites_the_outputs_of_the_other_graphs_of_its_pool():
+    from draftsmith.decoding.graphs import _Pool
 
-    assert backends._causal_block.cache_info().maxsize is None
+    shared = _Pool()
+    a = EmulatedReplay(lambda x: (x + 1, (x > 0).long()), pool=shared)
+    b = EmulatedReplay(lambda x: (x * 2,), pool=shared)
+    alone = EmulatedReplay(lambda x: (x - 1,))
+    out_a, out_alone = a(torch.ones(3)), alone(torch.ones(3))
+    assert out_a[0].tolist() == [2.0] * 3 and out_a[1].tolist() == [1] * 3
+    b(torch.ones(3))                                   # another graph of a's pool replays: a's outputs are garbage
+    assert out_a[0].isnan().all() and (out_a[1] < -(2 ** 30)).all()
+    assert out_alone[0].tolist() == [0.0] * 3          # a graph of another pool is untouched
+    assert a(out_alone[0])[0].tolist() == [1.0] * 3    # inputs are copied before the others are overwritten

@@ -67,8 +67,9 @@ def test_graph_path_across_key_spans_equals_target_only_float32(monkeypatch):
 def test_steps_replayed_out_of_capture_order_equal_target_only_float32(monkeypatch):
     """Every step graph of a runner shares one CUDA memory pool (runners.StepCache), so a replay may overwrite
     what another graph left: safe while each step's outputs are consumed before the next replay is queued. Here
-    graphs replay out of capture order: a long prompt first captures the larger spans, then short prompts of the
-    same pool capacity capture the small ones and replay the large ones after them."""
+    graphs replay out of capture order: the long prompts' call captures the speculative step at the capacity's
+    span first; the short prompts' call (same capacity, the same runner) captures spans 32 and 64, then replays
+    the capacity's after them. (Target-only decoding runs on a runner of its own capacity, its graphs in order.)"""
     from draftsmith.decoding import engine
     from draftsmith.decoding.static_pool import StaticKVPool, capacity_for
 
@@ -88,6 +89,7 @@ def test_steps_replayed_out_of_capture_order_equal_target_only_float32(monkeypat
     target, _ = model._runners_cache[len(PROMPTS), capacity]
     spans = {key[-1] for key in target.steps.replays if key[0] == "spec"}
     assert spans == {32, 64, capacity} and captured(model) >= 4, spans   # the capacity's captured first
+    assert len({replay.pool for replay in target.steps.replays.values()}) == 1
 
 
 def test_compiled_graph_path_equals_target_only_float32():

@@ -106,7 +106,9 @@ def test_bench_fp8_builds_and_runs_its_step_on_the_cpu(monkeypatch):
 def test_rest_runs_what_one_skipped_and_only_that(dry):
     """A slow profile leaves `one` no budget for the parts after it; `rest` (the next call, on the warm machine)
     runs exactly those, in order, and packs them with what `one` measured; a second `rest` has nothing to do."""
-    done, calls, tmp = dry(20, slow="profile_cuda", sleep=4, min_part=2)   # then 20 - 4 - 15 < 2 s left
+    # parts need 10 s; the profile starts with 25 s less the 8B bench, sleeps 16 and leaves < 10 (load-proof: a
+    # bench of up to 9 s still leaves the profile time to finish)
+    done, calls, tmp = dry(40, slow="profile_cuda", sleep=16, min_part=10)
     assert done.returncode == 0, done.stdout + done.stderr
     assert len(calls) == 2 and "--scale 8b --out" in calls[0] and "profile_cuda.py 8b" in calls[1], calls
     done, calls, tmp = dry(480, stage="rest")
