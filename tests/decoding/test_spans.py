@@ -196,6 +196,7 @@ def test_the_last_span_is_the_calls_need_not_the_capacity():
         spans.seen(1020)
         assert spans.next() == 1088 and pool.span == 1088                           # 1020 + 4 + 9 -> 2048: capped
     assert pool.span is None
+    assert [KeySpans((pool,), 1, 1, 1, need=n).last for n in (1, 64, 65, 4033)] == [64, 64, 128, 4096]
 
 
 @pytest.mark.parametrize("captures", [True, False])
