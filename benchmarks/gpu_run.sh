@@ -31,10 +31,10 @@
 # (2026-11-28 on an H200: the start and transfers took ~36 s, `one` 575 s, leaving 325 s.)
 # Its order: the 8B bench at batch 1 with transformers' rows (the issue's "done when"), a profile of 8B steps,
 # the float32 equality and sampling GPU tests (FP8 native products against the reference path among them), the
-# 1B bench at batch 1 and 8, the FP8 linears of an 8B step (bench_fp8.py, <= 45 s: block and channel native
-# products vs bf16 and the dequantizing reference path; measured on an H200 on 2026-11-28,
-# benchmarks/results/h200.md), the products one at a time against a Triton GEMV (bench_gemv.py), the 8B bench at
-# batch 8. The stages
+# 1B bench at batch 1 and 8, the products one at a time against a Triton GEMV (bench_gemv.py), the FP8 linears of
+# an 8B step (bench_fp8.py, <= 45 s: block and channel native products vs bf16 and the dequantizing reference
+# path; measured on an H200 on 2026-11-28, benchmarks/results/h200.md), the 8B bench at batch 8. A part starts only
+# when the time it needs is left (else `rest` runs it). The stages
 # below are the older split, for a session that has more time:
 #
 #   run(command="bash benchmarks/gpu_run.sh tests", carry=["wheels"], timeout_s=600)   # GPU tests + 1B, ~4-6 min
@@ -70,12 +70,16 @@ pack() {   # what is measured so far, into $OUT after every command: a call cut 
 
 START=$SECONDS
 BUDGET=${BUDGET:-480}
-left() {   # seconds left for a part capped at $1: what the budget leaves, minus 15 s to pack; 0 = skip it (under
-  local l=$((BUDGET - (SECONDS - START) - 15)); [ "$l" -gt "$1" ] && l=$1   # MIN_PART s: 20, the dry run's less)
-  [ "$l" -ge "${MIN_PART:-20}" ] && echo "$l" || echo 0
+left() {   # seconds left for a part capped at $1 that needs $2 to be worth starting: what the budget leaves,
+  # minus 15 s to pack; 0 = skip it for `rest` (under MIN_PART s, 20, or under its need: NEED_PCT percent of $2,
+  # 100; the dry run sets both lower)
+  local l=$((BUDGET - (SECONDS - START) - 15)); [ "$l" -gt "$1" ] && l=$1
+  local need=$(($2 * ${NEED_PCT:-100} / 100)); [ "$need" -lt "${MIN_PART:-20}" ] && need=${MIN_PART:-20}
+  [ "$l" -ge "$need" ] && echo "$l" || echo 0
 }
-part() {   # part CAP NAME COMMAND...: run it under what is left of the budget, log it, pack; skipped when none is
-  local t; t=$(left "$1"); local name=$2; shift 2
+part() {   # part CAP NEED NAME COMMAND...: run it under what is left of the budget (at most CAP s; skipped for
+  # `rest` when less than NEED s is left: a part cut at its limit is run again whole), log it, pack
+  local t; t=$(left "$1" "$2"); local name=$3; shift 3
   if [ -n "${ONLY:-}" ] && [[ "$ONLY" != *" $name "* ]]; then return; fi   # `rest`: only what `one` skipped
   if [ "$t" = 0 ]; then echo "skipped $name: budget spent" | tee -a "$RES/skipped.txt"; return; fi
   echo "== $name (up to ${t}s, $((SECONDS - START))s in)"
@@ -96,22 +100,24 @@ case "$stage" in
 esac
 case "$stage" in
   one)
-    part 300 bench-8b $bench --scale 8b --out "$RES/8b" --batches 1
+    # caps and needs: what each part took or may take on a bare H200; `one` (BUDGET 540) fits the first three,
+    # `rest` (~280 s) the 1B bench and gemv; fp8 (measured on 2026-11-28) and 8B at batch 8 come last
+    part 270 200 bench-8b $bench --scale 8b --out "$RES/8b" --batches 1
     # the profile second: whether the device still waits for the host between steps (wall vs busy ms per step;
     # 0.43 of 5.11 ms on an H200 before the run-ahead loop, 2026-11-28)
-    part 60 profile-8b python3 benchmarks/profile_cuda.py 8b "$RES/profile-8b" /tmp/ckpt
+    part 60 40 profile-8b python3 benchmarks/profile_cuda.py 8b "$RES/profile-8b" /tmp/ckpt
     # tests/gpu stops at its first failure (what fails there fails everything after); the components' GPU tests
     # (FP8 kernels against the reference path) each report, so one kernel's verdict hides no other. --durations:
     # 150 s ran 11 tests on a bare H200 (2026-11-28), which say where the time goes; two tests were added since
     # (graphs across key spans, and replayed out of capture order), so 180
-    part 180 gpu-tests bash -c "python3 -m pytest -q -p no:cacheprovider tests/gpu -m gpu -rs -x --durations=12; r=\$?; \
+    part 180 150 gpu-tests bash -c "python3 -m pytest -q -p no:cacheprovider tests/gpu -m gpu -rs -x --durations=12; r=\$?; \
       python3 -m pytest -q -p no:cacheprovider tests/components -m gpu -rs || r=1; exit \$r"
-    part 150 bench-1b $bench --scale 1b --out "$RES/1b" --batches 1,8 --no-hf
-    part 45 fp8 python3 benchmarks/bench_fp8.py 8b 1,8
+    part 150 120 bench-1b $bench --scale 1b --out "$RES/1b" --batches 1,8 --no-hf
     # whether a GEMV kernel closes the products' shortfall (0.87 of the copy bandwidth at 8B): cuBLAS vs a Triton
-    # GEMV vs inductor's reduction per product, rows 1 and 8 (compiles ~40 configs: give it its 90 s)
-    part 90 gemv python3 benchmarks/bench_gemv.py 8b 1,8
-    part 90 bench-8b-batch8 $bench --scale 8b --out "$RES/8b-batch8" --batches 8 --no-hf ;;
+    # GEMV vs inductor's reduction per product, rows 1 and 8 (~20 Triton and 5 inductor compiles)
+    part 110 80 gemv python3 benchmarks/bench_gemv.py 8b 1,8
+    part 45 40 fp8 python3 benchmarks/bench_fp8.py 8b 1,8
+    part 90 80 bench-8b-batch8 $bench --scale 8b --out "$RES/8b-batch8" --batches 8 --no-hf ;;
   tests)
     timeout 300 python3 -m pytest -q -p no:cacheprovider tests/gpu tests/components -m gpu -rs --timeout 200 2>&1 \
       | grep -v DEBUG \

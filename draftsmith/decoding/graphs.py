@@ -105,6 +105,16 @@ class Replay:
         return _Captured(graph, inputs, outputs)
 
 
+def spoil_(t: torch.Tensor) -> None:
+    """In place, a value no correct read expects: NaN, the integer type's least value, booleans flipped."""
+    if t.is_floating_point():
+        t.fill_(float("nan"))
+    elif t.dtype == torch.bool:
+        t.logical_not_()
+    else:
+        t.fill_(torch.iinfo(t.dtype).min)
+
+
 class _Pool:
     """An emulated graph memory pool: the EmulatedReplays that share it (a StepCache's)."""
 
@@ -115,13 +125,14 @@ class _Pool:
 class EmulatedReplay(Replay):
     """A CPU stand-in for :class:`Replay` with a graph's buffer semantics, for tests: the function always runs on
     the same static input buffers and returns the same output tensors, overwritten by the next call with the same
-    shapes. A caller that keeps a graph's output past the next replay, or passes state the graph would not see
-    (anything but the arguments and static tensors), gets different results here, as it would on CUDA.
+    shapes. A caller that keeps a graph's output past the next replay gets different results here, as it would on
+    CUDA. (Not emulated: the function runs again each call, so it sees a tensor rebound outside its arguments,
+    which a graph, reading the old one by address, would not.)
 
     Graphs that share a memory pool (``pool``, as runners.StepCache shares one) may overwrite each other's outputs
-    when they replay: here every call first fills the outputs of every other graph of its pool with garbage (NaN,
-    and -2^31 + 7 in integers), after its inputs are copied, so a caller that reads a step's outputs after another
-    graph replayed fails here too."""
+    when they replay: here every call first spoils the outputs of every other graph of its pool (NaN, the integer
+    type's least value, booleans flipped), after its inputs are copied, so a caller that reads a step's outputs
+    after another graph replayed fails here too."""
 
     def __init__(self, fn, enabled: bool = True, pool=None, warmup: int = 2, keep=()):
         # enabled: Replay's signature, so that it stands in for Replay (always on)
@@ -143,8 +154,7 @@ class EmulatedReplay(Replay):
             buf.copy_(a)
         for other in [c for r in self.pool.members for c in r.graphs.values() if c is not g]:
             for out in other.outputs:
-                out.fill_(float("nan") if out.is_floating_point() else False if out.dtype == torch.bool
-                          else -(2 ** 31) + 7)
+                spoil_(out)
         for buf, o in zip(g.outputs, self.fn(*g.inputs)):
             buf.copy_(o)
         return g.outputs

@@ -129,7 +129,8 @@ class SpeculativeModel:
             self._runners_cache[key] = self._runners_cache.pop(key)   # the least recently used goes first
         else:
             if len(self._runners_cache) >= 4:
-                self._runners_cache.pop(next(iter(self._runners_cache)))
+                evicted, _ = self._runners_cache.pop(next(iter(self._runners_cache)))
+                evicted.steps.clear()   # its steps hold it: freed now, not at the next cyclic collection
             setting = self.spec.decoding.graphs
             graphs = graphs_enabled(setting, self.device)
             self._runners_cache[key] = (

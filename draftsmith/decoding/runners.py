@@ -3,10 +3,9 @@
 each step launched over the pools attends (:class:`KeySpans`).
 
 On CUDA a forward attends over every row's first ``span`` slots of its pool, not the whole capacity: the span is a
-power-of-two bucket (StaticKVPool.bucket; the last one the call's need rounded up to 64) of a bound on the rows'
-lengths that the host holds without reading the device (inflight.Reach), and each bucket has its own captured
-step. The CPU trims the keys exactly instead
-(static_pool.fixed_kv).
+power-of-two bucket (StaticKVPool.bucket; at most the capacity and the call's need rounded up to 64) of a bound on
+the rows' lengths that the host holds without reading the device (inflight.Reach), and each bucket has its own
+captured step. The CPU trims the keys exactly instead (static_pool.fixed_kv).
 """
 from __future__ import annotations
 
@@ -119,6 +118,13 @@ class StepCache:
             self.pool = self.replays[key].pool
         return self.replays[key]
 
+    def clear(self) -> None:
+        """Drop every step: their functions hold the runner that holds this cache (a cycle only the cyclic garbage
+        collector would free, and GPU memory pressure never runs it), so an evicted runner frees its graphs and
+        pools at once."""
+        self.replays.clear()
+        self.pool = None
+
 
 def last_rows(counts: torch.Tensor, *rows: torch.Tensor) -> tuple[torch.Tensor, ...]:
     # counts [B] >= 1, rows [B, T, *] each -> [B, *] each: the row at counts - 1
@@ -130,9 +136,9 @@ class KeySpans:
     """The key span of each step launched over ``pools`` (their lengths are bounded together): the bucket of the
     longest row the host last read plus ``per_step`` for each step in flight (inflight.Reach) plus ``margin``, the
     slots a step writes and attends past a row's length; at most ``need`` (the most slots the call's rows reach,
-    engine.slots_needed) rounded up to 64, which a pool's capacity bucket may pass by a fifth: calls within 64 slots
-    of each other share their last span's graph. As a context it gives the pools their whole capacity back when the
-    run ends or fails (single forwards and a later prefill see every slot)."""
+    engine.slots_needed) rounded up to 64, which a pool's capacity bucket may pass by a fifth: calls whose needs
+    round up to the same multiple of 64 share their last span's graph. As a context it gives the pools their whole
+    capacity back when the run ends or fails (single forwards and a later prefill see every slot)."""
 
     def __init__(self, pools: tuple[StaticKVPool, ...], longest: int, per_step: int, margin: int, need: int):
         self.pools, self.margin, self.reach = pools, margin, Reach(longest, per_step)

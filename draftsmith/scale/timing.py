@@ -41,7 +41,8 @@ def turns_ms(fns: dict, device: str, rounds: int, reps: int = 20) -> dict[str, l
 
 def captured(fn, device: str):
     """``fn`` as the replay of one CUDA graph that captured it (after a warm-up call), so that timing it times the
-    device work it launches, not the launches; ``fn`` itself off CUDA."""
+    device work it launches, not the launches; ``fn`` itself off CUDA. The replay keeps the graph and its memory
+    alive, not the tensors ``fn`` reads from outside: the caller keeps those."""
     if torch.device(device).type != "cuda":
         return fn
     fn()

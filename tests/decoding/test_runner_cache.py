@@ -1,6 +1,7 @@
 """``SpeculativeModel._runners``: static pools (and, on CUDA, their graphs) cached by (batch, capacity), capacity
-rounded up to a bucket (64, 80, 96, 112, 128, 160, ...), the 4 most recently used shapes kept, every reused pool emptied before a call; and
-``SyncCounter``, which holds the engine to its host-sync budget on the CPU, counting exactly the host reads.
+rounded up to a bucket (64, 80, 96, 112, 128, 160, ...), the 4 most recently used shapes kept (an evicted one freed
+at once), every reused pool emptied before a call; and ``SyncCounter``, which holds the engine to its host-sync
+budget on the CPU, counting exactly the host reads.
 
 Each test pins one decision a mutation tool changed without any other test noticing (issue 13 §4)."""
 from __future__ import annotations
@@ -212,3 +213,25 @@ def test_a_hit_keeps_its_shape_from_eviction(pairs):
     assert model._runners([[1]], 4) is first                    # the oldest, used again: now the most recent
     model._runners([[1]] * (CACHED + 1), 4)                     # a fifth shape evicts batch 2, not batch 1
     assert model._runners([[1]], 4) is first and (2, 64) not in model._runners_cache
+
+
+def test_an_evicted_runner_is_freed_without_the_cyclic_collector(pairs):
+    """A runner's cached steps hold the runner (their functions are partials over it): eviction breaks that cycle,
+    so its pools (on CUDA, its KV and graph memory) are freed at once, not whenever the cyclic GC next runs."""
+    import gc
+    import weakref
+
+    model = fresh(pairs["eagle1"])
+    model.generate([[1, 2, 3]], max_new_tokens=4, stop=[])
+    model.generate_baseline([[1, 2, 3]], max_new_tokens=4, stop=[])
+    (target, draft), = model._runners_cache.values()
+    assert target.steps.replays                                   # steps cached: the cycle exists
+    pools = [weakref.ref(target.pool), weakref.ref(draft.pool)]
+    del target, draft
+    gc.disable()
+    try:
+        for batch in range(2, CACHED + 2):                        # four more shapes: the first is evicted
+            model._runners([[1]] * batch, 4)
+        assert [p() for p in pools] == [None, None]
+    finally:
+        gc.enable()

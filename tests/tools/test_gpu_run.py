@@ -38,12 +38,14 @@ def dry(tmp_path):
         f.chmod(0o755)
 
     def run(budget: int, stage: str = "one", slow: str = "nothing slow",
-            sleep: int = 6, min_part: int = 20) -> tuple[subprocess.CompletedProcess, list[str], Path]:
+            sleep: int = 6, min_part: int = 20,
+            need_pct: int = 0) -> tuple[subprocess.CompletedProcess, list[str], Path]:
         calls_file = tmp_path / "calls.txt"
         calls_file.unlink(missing_ok=True)
         env = {**os.environ, "PATH": f"{shims}{os.pathsep}{os.environ['PATH']}", "REAL_PYTHON": sys.executable,
                "CALLS": str(calls_file), "OUT": str(tmp_path / "out"), "RES": str(tmp_path / "res"),
-               "BUDGET": str(budget), "SLOW": slow, "SLEEP": str(sleep), "MIN_PART": str(min_part)}
+               "BUDGET": str(budget), "SLOW": slow, "SLEEP": str(sleep), "MIN_PART": str(min_part),
+               "NEED_PCT": str(need_pct)}
         done = subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu_run.sh"), stage], env=env, cwd=tmp_path,
                               capture_output=True, text=True, timeout=120)
         calls = calls_file.read_text().splitlines() if calls_file.exists() else []
@@ -57,7 +59,7 @@ def test_one_runs_its_parts_in_order_packs_them_and_goes_on_past_a_failure(dry):
     assert done.returncode == 0, done.stdout + done.stderr
     wanted = ["--scale 8b --out {res}/8b --batches 1", "benchmarks/profile_cuda.py 8b", "tests/gpu -m gpu -rs -x",
               "tests/components -m gpu -rs", "--scale 1b --out {res}/1b --batches 1,8 --no-hf",
-              "benchmarks/bench_fp8.py 8b 1,8", "benchmarks/bench_gemv.py 8b 1,8",
+              "benchmarks/bench_gemv.py 8b 1,8", "benchmarks/bench_fp8.py 8b 1,8",
               "--scale 8b --out {res}/8b-batch8 --batches 8 --no-hf"]
     assert len(calls) == len(wanted), calls
     for call, want in zip(calls, wanted):
@@ -78,8 +80,8 @@ def test_parts_past_the_budget_are_skipped_and_said(dry):
     assert done.returncode == 0, done.stdout + done.stderr
     assert calls == []
     skipped = (tmp / "res" / "skipped.txt").read_text().splitlines()
-    assert [s.split()[1] for s in skipped] == ["bench-8b:", "profile-8b:", "gpu-tests:", "bench-1b:", "fp8:",
-                                               "gemv:", "bench-8b-batch8:"], skipped
+    assert [s.split()[1] for s in skipped] == ["bench-8b:", "profile-8b:", "gpu-tests:", "bench-1b:", "gemv:",
+                                               "fp8:", "bench-8b-batch8:"], skipped
 
 
 def test_bench_fp8_builds_and_runs_its_step_on_the_cpu(monkeypatch):
@@ -113,8 +115,8 @@ def test_rest_runs_what_one_skipped_and_only_that(dry):
     assert len(calls) == 2 and "--scale 8b --out" in calls[0] and "profile_cuda.py 8b" in calls[1], calls
     done, calls, tmp = dry(480, stage="rest")
     assert done.returncode == 0, done.stdout + done.stderr
-    wanted = ["tests/gpu -m gpu -rs -x", "tests/components -m gpu -rs", "--scale 1b --out", "bench_fp8.py 8b 1,8",
-              "bench_gemv.py 8b 1,8", "--scale 8b --out {res}/8b-batch8 --batches 8"]
+    wanted = ["tests/gpu -m gpu -rs -x", "tests/components -m gpu -rs", "--scale 1b --out", "bench_gemv.py 8b 1,8",
+              "bench_fp8.py 8b 1,8", "--scale 8b --out {res}/8b-batch8 --batches 8"]
     assert len(calls) == len(wanted) and all(w.format(res=tmp / "res") in c for c, w in zip(calls, wanted)), calls
     assert not (tmp / "res" / "skipped.txt").exists() and (tmp / "res" / "skipped-by-one.txt").exists()
     with tarfile.open(tmp / "out" / "results.tgz") as t:
@@ -149,3 +151,12 @@ def test_bench_gemv_kernel_agrees_with_linear_under_the_interpreter():
                           env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0 and done.stdout.count("a step's products") == 2, done.stdout + done.stderr
     assert "WRONG" not in done.stdout and "Error" not in done.stdout, done.stdout
+
+
+def test_a_part_starts_only_with_the_time_it_needs(dry):
+    """214 s less 15 to pack leaves the 8B bench 199 s of the 200 it needs: skipped for `rest` (it would be cut and
+    run again whole) while the parts after it that fit still run."""
+    done, calls, tmp = dry(214, need_pct=100)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "--scale 8b --out" not in calls[0] and "profile_cuda.py 8b" in calls[0], calls
+    assert (tmp / "res" / "skipped.txt").read_text().splitlines()[0] == "skipped bench-8b: budget spent"
