@@ -125,18 +125,15 @@ class SpeculativeModel:
         (cached by batch size and capacity, the 4 most recently used kept). A step attends over a key span that
         follows the context, not the capacity (runners.KeySpans), so a larger bucket costs memory only."""
         key = (len(prompts), capacity_for(engine.slots_needed(prompts, max_new_tokens, plan)))
-        if key in self._runners_cache:
-            self._runners_cache[key] = self._runners_cache.pop(key)   # the least recently used goes first
-        else:
-            if len(self._runners_cache) >= 4:
-                evicted, _ = self._runners_cache.pop(next(iter(self._runners_cache)))
-                evicted.steps.clear()   # its steps hold it: freed now, not at the next cyclic collection
-            setting = self.spec.decoding.graphs
-            graphs = graphs_enabled(setting, self.device)
-            self._runners_cache[key] = (
-                runners.TargetRunner(self.target, self._pool(self.target, *key), self.draft.taps, graphs),
-                runners.DraftRunner(self.draft, self._pool(self.draft, *key), self.draft_embed, self.draft_head))
-        return self._runners_cache[key]   # engine.prefill empties their pools
+
+        def made():
+            graphs = graphs_enabled(self.spec.decoding.graphs, self.device)
+            return (runners.TargetRunner(self.target, self._pool(self.target, *key), self.draft.taps, graphs),
+                    runners.DraftRunner(self.draft, self._pool(self.draft, *key), self.draft_embed, self.draft_head))
+
+        # an evicted target runner's steps hold it: cleared, it is freed now, not at the next cyclic collection;
+        # runners used again keep their pools' contents, which engine.prefill empties
+        return runners.lru_get(self._runners_cache, key, 4, made, lambda pair: pair[0].steps.clear())
 
     def _settings(self, max_new_tokens, temperature, top_p, top_k, seed, stop) -> engine.Settings:
         # the arguments were checked by check_call (decoding/arguments.py) before this is reached

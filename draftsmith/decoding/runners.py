@@ -10,6 +10,8 @@ captured step. The CPU trims the keys exactly instead (static_pool.fixed_kv).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from typing import TypeVar
 
 import torch
 
@@ -17,6 +19,8 @@ from draftsmith.decoding.graphs import Replay
 from draftsmith.decoding.inflight import Reach
 from draftsmith.decoding.static_pool import StaticKVPool, fixed_kv
 from draftsmith.decoding.stats import Stats
+
+V = TypeVar("V")
 
 
 class _Addressed:
@@ -107,16 +111,16 @@ class StepCache:
         self.pool = None   # the memory pool, made with the first Replay
 
     def get(self, key: tuple, fn, keep: tuple[torch.Tensor, ...]) -> Replay:
-        if key in self.replays:
-            self.replays[key] = self.replays.pop(key)   # the least recently used goes first
-        else:
-            if len(self.replays) >= self.size:
-                self.replays.pop(next(iter(self.replays)))
-                if not any(g is not None for r in self.replays.values() for g in r.graphs.values()):
-                    self.pool = None   # no captured graph holds the pool any more: PyTorch may have released it
-            self.replays[key] = Replay(fn, self.graphs, pool=self.pool, keep=keep)
-            self.pool = self.replays[key].pool
-        return self.replays[key]
+        def made() -> Replay:
+            replay = Replay(fn, self.graphs, pool=self.pool, keep=keep)
+            self.pool = replay.pool   # the first Replay's pool is every later one's
+            return replay
+
+        return lru_get(self.replays, key, self.size, made, self._dropped)
+
+    def _dropped(self, _: Replay) -> None:
+        if not any(g is not None for r in self.replays.values() for g in r.graphs.values()):
+            self.pool = None   # no captured graph holds the pool any more: PyTorch may have released it
 
     def clear(self) -> None:
         """Drop every step: their functions hold the runner that holds this cache (a cycle only the cyclic garbage
@@ -124,6 +128,18 @@ class StepCache:
         pools at once."""
         self.replays.clear()
         self.pool = None
+
+
+def lru_get(cache: dict, key, size: int, make: Callable[[], V], dropped: Callable[[V], None]) -> V:
+    """``cache[key]``, made by ``make()`` when missing; a hit becomes the most recently used, and a cache of
+    ``size`` entries drops its least recently used first (``dropped`` is given it)."""
+    if key in cache:
+        cache[key] = cache.pop(key)
+    else:
+        if len(cache) >= size:
+            dropped(cache.pop(next(iter(cache))))
+        cache[key] = make()
+    return cache[key]
 
 
 def last_rows(counts: torch.Tensor, *rows: torch.Tensor) -> tuple[torch.Tensor, ...]:

@@ -115,9 +115,9 @@ def forward_call(runner, T: int, B: int, prefix: int, device: str, hidden: torch
 
     fwd = Replay(spanned, cuda)
     fwd(*args)   # on CUDA: warm-up runs and the capture
-    captured = next(iter(fwd.graphs.values()), None)
-    if captured is not None:
-        def replay(g=captured):   # g holds the static input buffers the graph reads: were they freed with fwd,
+    graph = next(iter(fwd.graphs.values()), None)   # (not ``captured``: the function above)
+    if graph is not None:
+        def replay(g=graph):   # g holds the static input buffers the graph reads: were they freed with fwd,
             g.graph.replay()      # their memory would be reused under the graph (out-of-bounds indices on an H200)
         return replay, "graph replay"
     return (lambda: spanned(*args)), "eager"
