@@ -107,8 +107,8 @@ def run_bench(spec="demo", *, target=None, draft=None, prompt="def fibonacci(n):
     made = {name: len(res.token_ids) if hasattr(res, "token_ids") else res.shape[1] - x.shape[1]
             for name, (_, res) in rows.items()}   # tokens each run produced (n, unless a method stopped early)
     base = made["draftsmith target-only"] / rows["draftsmith target-only"][0]
-    table = Table(title=f"bench: {n} new tokens, median of {repeats} round{'s' * (repeats != 1)} after a warm-up, {device} {dtype}, "
-                        f"prompt {escape(repr(prompt))}")   # user text, never read as rich markup
+    table = Table(title=f"bench: {n} new tokens, median of {repeats} round{'s' * (repeats != 1)} after a warm-up, "
+                        f"{device} {dtype}, prompt {escape(repr(prompt))}")   # user text, never read as rich markup
     for col in ("method", "seconds", "tokens/s", "speed vs draftsmith target-only", "tau",
                 "decode time outside forwards"):
         table.add_column(col)

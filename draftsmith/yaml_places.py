@@ -1,4 +1,5 @@
-"""Where a spec's problems are in its YAML text (errors.with_places), aliases included: the line a user edits to fix each.
+"""Where a spec's problems are in its YAML text (errors.with_places), aliases included: the line a user edits to fix
+each.
 
 A problem's dotted path names a value of the data as loaded, where an alias (``b: *a``) is the anchored node itself,
 and a merge (``<<: *a``) lends a mapping the anchor's keys. The text is read as written instead, from the event

@@ -176,11 +176,7 @@ def _safetensors_infos(file: Path, only: Iterable[str] | None = None) -> dict[st
         with safe_open(str(file), framework="pt") as f:
             keys = set(f.keys())
             _check_names(file, keys, len(keys))
-            wanted = sorted(keys) if only is None else list(only)
-            absent = [n for n in wanted if n not in keys]
-            if absent:
-                raise CheckpointError(file, f"the index lists tensors the file does not hold: {short_list(absent, quote=False)}")
-            for name in wanted:
+            for name in _wanted(file, keys, only):
                 view = f.get_slice(name)  # a lazy handle: header data only
                 code = view.get_dtype()
                 if code not in _ST_DTYPES:
@@ -212,14 +208,20 @@ def _torch_load(file: Path) -> Mapping[str, Tensor]:
     return obj
 
 
+def _wanted(file: Path, held, only: Iterable[str] | None) -> list[str]:
+    """The names to read from a file holding ``held``: ``only`` (the index's, each checked to be there), else all."""
+    wanted = sorted(held) if only is None else list(only)
+    absent = [n for n in wanted if n not in held]
+    if absent:
+        held_not = short_list(absent, quote=False)
+        raise CheckpointError(file, f"the index lists tensors the file does not hold: {held_not}")
+    return wanted
+
+
 def _bin_infos(file: Path, only: Iterable[str] | None = None) -> dict[str, TensorInfo]:
     state = _torch_load(file)
     _check_names(file, state, len(state))
-    wanted = sorted(state) if only is None else list(only)
-    absent = [n for n in wanted if n not in state]
-    if absent:
-        raise CheckpointError(file, f"the index lists tensors the file does not hold: {short_list(absent, quote=False)}")
-    return {n: TensorInfo(n, tuple(state[n].shape), state[n].dtype, file) for n in wanted}
+    return {n: TensorInfo(n, tuple(state[n].shape), state[n].dtype, file) for n in _wanted(file, state, only)}
 
 
 def _from_index(folder: Path, index: Path, reader) -> dict[str, TensorInfo]:

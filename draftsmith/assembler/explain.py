@@ -106,7 +106,8 @@ def held_names(rules: RuleSet, names) -> list[str]:
     return held if any(_LAYER.match(c) for c in held) else [parts[0] for parts in mapped]
 
 
-def swapped_note(registry: Registry, folder: Path, role: str, names: list[str] | None = None) -> Callable[[], str | None]:
+def swapped_note(registry: Registry, folder: Path, role: str,
+                 names: list[str] | None = None) -> Callable[[], str | None]:
     return lambda: folder_swap_note(folder, role, registry, names)
 
 
@@ -168,7 +169,8 @@ def layers_note(spec: Spec, canonical: list[str]) -> Callable[[], str | None]:
 QKV_BIAS = re.compile(r"(^|\.)self_attn\.[qkv]_proj\.bias$")
 
 
-def qkv_bias_note(spec: Spec, registry: Registry, draft_raw, canonical: list[str], built: dict) -> Callable[[], str | None]:
+def qkv_bias_note(spec: Spec, registry: Registry, draft_raw, canonical: list[str],
+                  built: dict) -> Callable[[], str | None]:
     """The note for a draft whose q/k/v bias tensors do not fit: the checkpoint holds them and the attention was
     built without, or the reverse; it says why the attention has them or not and which spec field decides."""
     def note() -> str | None:

@@ -62,7 +62,8 @@ def _straddled(parts: tuple[str, ...], want: list[Expected], expected: Mapping[s
 
 
 def split_rows(remap: RemapResult, infos: Mapping[str, TensorInfo], expected: Mapping[str, Expected],
-                origin: Mapping[str, tuple[str, int | None]], describe: Callable[[int | None], str]) -> tuple[dict[str, tuple[int, int]], list[str]]:
+                origin: Mapping[str, tuple[str, int | None]],
+                describe: Callable[[int | None], str]) -> tuple[dict[str, tuple[int, int]], list[str]]:
     """(canonical -> [start, stop) rows of its fused tensor, problem lines) for every tensor a split rule splits.
 
     The parts' row counts are the model's (``expected``): the fused tensor must hold their sum with the same

@@ -188,8 +188,8 @@ def _flags(params, cfg: Mapping[str, Any], notes: list[str]) -> dict[str, Any]:
     flags: dict[str, Any] = {name: _flag(params, name, cfg, notes) for name in FLAGS}
     flags["norm_output"] = _norm_output(params, cfg, notes)
     if flags["fc_norm"] and flags["norm_before_fc"]:
-        raise SpecError("draft fusion", [Problem("draft.fusion", "fc_norm and norm_before_fc are exclusive (one "
-                                                                 "norm per aux state, or one over their concatenation)")])
+        why = "fc_norm and norm_before_fc are exclusive (one norm per aux state, or one over their concatenation)"
+        raise SpecError("draft fusion", [Problem("draft.fusion", why)])
     return flags
 
 
@@ -205,9 +205,12 @@ def describe_facts(params, draft_config: Mapping[str, Any]) -> tuple[dict[str, A
     notes: list[str] = []
     flags = _flags(params, draft_config, notes)
     said = {n.split(":")[0] for n in notes}
-    lines = [f"{name}: {str(value).lower()} ({'the spec' if name in params.model_fields_set and getattr(params, name) is not None else 'the draft config'}"
-             f"{'; the weights cannot show it' if name == 'norm_before_residual' else ''})"
-             for name, value in flags.items() if name not in said]
+    def origin(name: str) -> str:
+        stated = name in params.model_fields_set and getattr(params, name) is not None
+        return ("the spec" if stated else "the draft config") + \
+            ("; the weights cannot show it" if name == "norm_before_residual" else "")
+
+    lines = [f"{name}: {str(value).lower()} ({origin(name)})" for name, value in flags.items() if name not in said]
     at = "input" if params.aux_layers == "auto" else params.aux_layers.at
     ids, origin = (explicit_ids(params), "the spec") if explicit_ids(params) else config_ids(draft_config)
     if ids is None:

@@ -73,9 +73,9 @@ class UnboundRules(SpecError):
 
 
 def bind_all(rules: Sequence[Any], ignore: Sequence[str], config: Mapping[str, Any]) -> tuple[list, list[str]]:
-    """Every rule and ignore pattern bound; an :class:`UnboundRules` (source "weights") with one problem per item that cannot
-    be, at its dotted path (``weights.rules.N``, ``weights.ignore.N``): a key the config lacks, with the keys it
-    has, or a pattern the bound value makes invalid."""
+    """Every rule and ignore pattern bound; an :class:`UnboundRules` (source "weights") with one problem per item
+    that cannot be, at its dotted path (``weights.rules.N``, ``weights.ignore.N``): a key the config lacks, with the
+    keys it has, or a pattern the bound value makes invalid."""
     problems: list[Problem] = []
 
     def bound(path: str, fn, *args, **kwargs):

@@ -40,8 +40,10 @@ def kv_batch(pool, seqs: Sequence[int], pending: Sequence[int], rows: torch.Tens
     mask = ((key[None, None, :] < lens[:, None, None]) | (gathered & in_pend[:, None, :])) & live[..., None]
     mask[..., 0] |= ~live
     pos = torch.where(live, lens[:, None] + rel_pos, 0)
-    causal = bool(live.all()) and bool((totals == totals[0]).all()) and torch.equal(mask, causal_mask(T, S).expand(B, T, S))
-    return KVBatch(pool, write.to(device), read.to(device), None if causal else mask[:, None].to(device)), pos.to(device)
+    causal = bool(live.all()) and bool((totals == totals[0]).all()) and \
+        torch.equal(mask, causal_mask(T, S).expand(B, T, S))
+    batch = KVBatch(pool, write.to(device), read.to(device), None if causal else mask[:, None].to(device))
+    return batch, pos.to(device)
 
 
 def causal_batch(pool, seqs: Sequence[int], counts: Sequence[int], device) -> tuple[KVBatch, torch.Tensor]:

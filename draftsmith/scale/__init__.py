@@ -1,8 +1,8 @@
 """The scale benchmark: draftsmith against the memory-bandwidth limit and transformers, on random weights in real
 Llama-3.x shapes (``draftsmith bench --scale 1b,8b``, ``python benchmarks/bench_scale.py``).
 
-For each shape it writes (once, under ``--checkpoints``, by default OUT/checkpoints) a random Llama target in the Hugging Face layout and an
-EAGLE-3 draft in the ``midlayer.*`` layout with a reduced vocabulary, assembles them through
+For each shape it writes (once, under ``--checkpoints``, by default OUT/checkpoints) a random Llama target in the
+Hugging Face layout and an EAGLE-3 draft in the ``midlayer.*`` layout with a reduced vocabulary, assembles them through
 ``assemble("eagle3-llama")`` and measures, side by side in one process, at batch 1 and 8:
 
 * the bandwidth limit of target-only decoding: the bytes a decode step reads (every target weight once; an

@@ -179,7 +179,8 @@ def write_eagle3(folder: str | Path, target: str | Path, *, seed: int = 2, std: 
     if layout == "nemo":
         t = {n if n == "lm_head.weight" or n in ("d2t", "t2d") else f"model.{n}": v for n, v in t.items()}
     if aux_ids:
-        where = {"eagle_config": None, "top": "eagle_aux_hidden_state_layer_ids", "target_layer_ids": "target_layer_ids"}
+        where = {"eagle_config": None, "top": "eagle_aux_hidden_state_layer_ids",
+                 "target_layer_ids": "target_layer_ids"}
         if where[ids_key] is None:
             extra["eagle_config"] = {"eagle_aux_hidden_state_layer_ids": aux_ids}
         else:

@@ -120,7 +120,8 @@ def shard_problem(folder: Path, meta: dict | None) -> str | None:
 
 @torch.no_grad()
 def target_features(target, ids: torch.Tensor, taps) -> dict[str, torch.Tensor]:
-    """ids [B, S] -> {"ids", "aux" [B, S, k*Ht], "hidden" [B, S, H], "top" [B, S]} from one frozen forward of the target."""
+    """ids [B, S] -> {"ids", "aux" [B, S, k*Ht], "hidden" [B, S, H], "top" [B, S]} from one frozen forward of the
+    target."""
     pos = torch.arange(ids.shape[1], device=ids.device).expand(ids.shape[0], -1)
     hidden, aux = target(ids, pos, None, taps=tuple(taps))
     top = target.logits(hidden).argmax(-1)

@@ -40,7 +40,8 @@ class TrainConfig:
     labels: str = "soft"       # "soft": the target's distribution over the kept ids; "hard": its greedy token
     freeze_head: bool = False  # keep the draft's own lm_head at its start (the target's head rows): cheaper steps
     bf16: bool = True          # bfloat16 autocast for the draft's matmuls (fp32 master weights and optimizer)
-    init: str = "target"       # a fresh draft's layers: "target" (its last layer, draft_io.start_from_target) or "random"
+    init: str = "target"       # a fresh draft's layers: "target" (its last layer: draft_io.start_from_target)
+    #                            or "random"
 
     def __post_init__(self):   # every field in its bounds (checks.CONFIG), else a TrainError naming each one
         check_config(self)
@@ -110,7 +111,8 @@ def train(model, store, out: Path, cfg: TrainConfig, console=None, log=None, rec
     """Train ``model.draft`` on ``store``'s batches; resumes from ``out/trainer.pt`` when present; every
     checkpoint records ``record`` (:func:`save_state`).
     Returns {"step", "loss", "acc"} of the last step run (loss None when the run was already at ``cfg.steps``)."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                               TimeRemainingColumn)
 
     out = Path(out)
     params, opt = optimizer(model, cfg)

@@ -229,7 +229,8 @@ def start(job: Job, ids: torch.Tensor, log: Callable[[str], None]):
     job.draft_vocab most frequent target tokens of ``ids`` (the data), started as job.config.init says."""
     out = Path(job.out)
     if job.from_draft:
-        model = draftsmith.assemble(for_training(job.spec), target=job.target, draft=job.from_draft)   # fits the spec, or refused
+        # fits the spec, or refused
+        model = draftsmith.assemble(for_training(job.spec), target=job.target, draft=job.from_draft)
         export_draft(model, out, dtype=torch.float32, source=Path(job.from_draft))   # any format in, the spec's out
         log(f"start: the draft in {job.from_draft} (its own vocabulary and weights: --draft-vocab and --init do "
             "not apply)")
