@@ -1,7 +1,8 @@
 """The FP8 linears of a decode step on CUDA, against the bandwidth limit: a step's layer products as draftsmith's
-targets run them (q | k | v, o, gate | up, down: siblings stacked, components/stacked.py) for every layer, in bfloat16 and as FP8 linears (draftsmith.components.quant) on the reference path
-(the weight dequantized each forward) and on the native products fp8_kernels keeps (block 128 x 128 with inputs
-per group of 128, FineGrainedFP8 / Qwen3-FP8 / DeepSeek-V3; per channel with inputs per token, FP8-dynamic).
+targets run them (q | k | v, o, gate | up, down: siblings stacked, components/stacked.py) for every layer, in
+bfloat16 and as FP8 linears (draftsmith.components.quant) on the reference path (the weight dequantized each
+forward) and on the native products fp8_kernels keeps (block 128 x 128 with inputs per group of 128, FineGrainedFP8
+/ Qwen3-FP8 / DeepSeek-V3; per channel with inputs per token, FP8-dynamic).
 
     python benchmarks/bench_fp8.py [SHAPES] [ROWS]      # e.g. 8b 1,8 (CUDA only)
 

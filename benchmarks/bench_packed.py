@@ -48,8 +48,8 @@ def main(spec: str = "smollm2", threads: int = 1) -> None:
         # every Linear packed (``auto`` would leave the small ones plain and time them twice as "plain")
         model = draftsmith.assemble(load_spec(spec).with_decoding(linear="packed"), dtype=dtype)
         # in model order; a stacked q | k | v or gate | up (components/stacked.py) is one matmul, kept beside the tree
-        linears = [x for m in model.target.modules() for x in
-                   [m] * isinstance(m, packed.PackedWeight) + [v.linear for v in vars(m).values() if isinstance(v, Stacked)]]
+        linears = [x for m in model.target.modules() for x in [m] * isinstance(m, packed.PackedWeight) +
+                   [v.linear for v in vars(m).values() if isinstance(v, Stacked)]]
         with torch.inference_mode():
             base = None
             for T in TOKENS:

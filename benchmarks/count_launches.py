@@ -5,8 +5,8 @@
 Builds a small random Llama target of LAYERS layers and an EAGLE-3 draft (the scale benchmark's tiny shape, whose
 count per step is the same as 1B's or 8B's at the same layer count), assembled and run as on CUDA (fused functions,
 stacked products; each compiled function counts once), and prints per method: launches per step, per target
-layer (from a second target with one layer more), and the operators that launch most. The speculative rows count a whole step: draft expansions, tree, verification,
-verdict, compaction, catch-up.
+layer (from a second target with one layer more), and the operators that launch most. The speculative rows count a
+whole step: draft expansions, tree, verification, verdict, compaction, catch-up.
 """
 import sys
 import tempfile
