@@ -68,7 +68,7 @@ def inspect_checkpoint(folder: str | Path, registry: Registry | None = None) -> 
     fusion = data["draft"]["fusion"]
     params = registry.get("fusion", fusion["kind"]).params.model_fields
     if "norm_output" in params and "aux_layers" in params:  # an EAGLE-3 fusion: state every flag it resolved
-        values, _ = eagle3_values(match.spec, config, names)
+        values, _ = eagle3_values(spec, config, names, registry)   # a plugin's spec: only its registry has it
         aux = values.pop("aux_layers")
         fusion |= values | {"aux_layers": aux if aux["ids"] else {"at": aux["at"]}}
     family = builtin_family(config, names) if match.plugin in ("", BUILTIN) else None

@@ -245,6 +245,20 @@ def test_hook_draftsmith_detect_layout_first_answer_wins(tmp_path):
     assert plugin.detect_calls == 1
 
 
+def test_inspect_proposes_a_plugin_eagle3_spec_from_its_own_registry(tmp_path):
+    # inspect states an EAGLE-3 fusion's flags; it looked the detected spec up in the default registry, so a
+    # plugin's spec, known only to the registry inspect was given, was refused as unknown
+    from draftsmith.convert.inspect import inspect_checkpoint
+    from draftsmith.testing import write_eagle3, write_target
+
+    target = write_target(tmp_path / "target")
+    draft = write_eagle3(tmp_path / "draft", target)
+    plugin = Plugin([X2], [SpecSource("x2-draft", x2_spec_file(tmp_path))], detect=LayoutMatch("x2-draft", "mine"))
+    found = inspect_checkpoint(draft, fresh(("x2plugin", plugin)))
+    fusion = found.spec["draft"]["fusion"]
+    assert found.spec["name"].startswith("x2-draft") and fusion["kind"] == "eagle3" and "norm_output" in fusion
+
+
 def test_hook_draftsmith_detect_layout_none_falls_through_to_builtin():
     plugin = Plugin(detect=None)
     match = fresh(("quiet", plugin)).detect_layout({}, EAGLE3)
