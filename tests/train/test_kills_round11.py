@@ -344,6 +344,75 @@ def test_why_the_chat_template_refused_a_record_is_cut_past_200_characters(n):
     assert skipped_note([], [refused]) == f", 1 chat record the chat template refused skipped ({why}): a.jsonl:3"
 
 
+def test_skipped_files_and_records_are_listed_three_at_most_each_cut_past_120_characters():
+    from pathlib import Path
+
+    from draftsmith.train import data as D
+    from draftsmith.train.preflight import skipped_note
+
+    names = ["a" * 120, "b" * 121, "c", "d"]
+    listed = f"{'a' * 120}, {'b' * 58}...{'b' * 58}, c and 1 more"
+    assert skipped_note([Path(n) for n in names]) == f", 4 files skipped (not UTF-8 text, or unreadable): {listed}"
+    assert skipped_note([], names) == (", 4 records without text skipped (no text, prompt, completion, messages or "
+                                       f"conversations field, or an empty one): {listed}")
+    refused = [D.Refused(n) for n in names]
+    for r in refused:
+        r.why = "bad"
+    assert skipped_note([], refused) == f", 4 chat records the chat template refused skipped (bad, ...): {listed}"
+
+
+def test_one_chat_record_refused_is_said_with_its_reason_and_two_with_the_first_and_more():
+    from draftsmith.train import data as D
+    from draftsmith.train.preflight import skipped_note
+
+    refused = [D.Refused("a.jsonl:1"), D.Refused("a.jsonl:2")]
+    for r in refused:
+        r.why = "bad"
+    assert skipped_note([], refused[:1]) == ", 1 chat record the chat template refused skipped (bad): a.jsonl:1"
+    assert skipped_note([], refused) == (", 2 chat records the chat template refused skipped (bad, ...): a.jsonl:1, "
+                                         "a.jsonl:2")
+
+
+def test_a_data_path_that_cannot_be_looked_up_is_said_with_the_systems_reason_alone(tmp_path):
+    from draftsmith.train.preflight import path_problem
+
+    assert path_problem(tmp_path / ("x" * 300)) == "cannot be read (File name too long)"
+    assert path_problem(tmp_path / "none") == "no such file or folder"
+
+
+@pytest.mark.parametrize("n", [300, 301])
+def test_the_targets_config_is_named_whole_up_to_300_characters_where_its_context_is_too_short(tmp_path, n):
+    import json
+
+    from draftsmith.train.preflight import target_problems
+
+    config = path_of(tmp_path, n)
+    target = config.parent / config.name[: -len("config.json") - 1]
+    config = target / "config.json"
+    target.mkdir(parents=True)
+    config.write_text(json.dumps({"max_position_embeddings": 16}))
+    (target / "tokenizer.json").write_text("{}")
+    assert len(str(config)) == n
+    job = SimpleNamespace(target=target, seq=48, eval_only=False, self_distill=0, held_out=[], eval_prompts=0,
+                          chat=False)
+    assert target_problems(job) == [
+        ("seq", f"48: allowed an integer up to 16, the target's context (max_position_embeddings in {shown(config)})")]
+
+
+@pytest.mark.parametrize("n", [300, 301])
+def test_an_out_folder_holding_a_draft_is_named_whole_up_to_300_characters_with_the_way_to_train_on(tiny, tmp_path,
+                                                                                                    n):
+    from draftsmith.testing import write_eagle3
+    from draftsmith.train.preflight import out_problems
+
+    out = path_of(tmp_path, n)
+    write_eagle3(out, tiny / "target")
+    ((field, text),) = out_problems(SimpleNamespace(out=out, features=None))
+    assert field == "out" and text.startswith(f"{shown(out)} holds ")
+    assert text.endswith(f"give a new or empty --out, or --from-draft {shown(out)} with a new --out to train on "
+                         "from the draft it holds")
+
+
 def context_job(**kw):
     return SimpleNamespace(**{"eval_only": False, "seq": 48, "self_distill": 0, "held_out": [], "eval_prompts": 0,
                               "eval_prompt_tokens": 128, "eval_new_tokens": 64, **kw})
@@ -543,3 +612,20 @@ def test_a_checkpoint_listing_2_20_tensors_is_taken_and_one_more_is_refused_nami
     _check_names(tmp_path / "model.safetensors", [], 1 << 20)
     with pytest.raises(CheckpointError, match="lists 1048577 tensors; a checkpoint here holds at most 1048576 "):
         _check_names(tmp_path / "model.safetensors", [], (1 << 20) + 1)
+
+
+def test_a_probe_file_of_1_mib_is_read_and_one_byte_more_is_refused_naming_the_bound(tmp_path):
+    from draftsmith.cli.doctor import _probe_file
+    from draftsmith.errors import OptionError
+
+    (tmp_path / "probe.txt").write_bytes(b"a" * (1 << 20))
+    assert len(_probe_file(str(tmp_path / "probe.txt"))) == 1 << 20
+    (tmp_path / "probe.txt").write_bytes(b"a" * ((1 << 20) + 1))
+    with pytest.raises(OptionError, match="is 1048577 bytes; a probe file holds at most 1048576 "):
+        _probe_file(str(tmp_path / "probe.txt"))
+
+
+def test_steps_up_to_ten_million_are_taken_and_one_more_is_refused_naming_the_ceiling():
+    assert TrainConfig(steps=10_000_000).steps == 10_000_000
+    ((field, text),) = refusal(TrainConfig, steps=10_000_001)
+    assert field == "steps" and text.startswith("10000001: allowed at most 10000000 (about twelve days")
