@@ -205,12 +205,13 @@ def describe_facts(params, draft_config: Mapping[str, Any]) -> tuple[dict[str, A
     notes: list[str] = []
     flags = _flags(params, draft_config, notes)
     said = {n.split(":")[0] for n in notes}
-    def origin(name: str) -> str:
+
+    def source(name: str) -> str:
         stated = name in params.model_fields_set and getattr(params, name) is not None
         return ("the spec" if stated else "the draft config") + \
             ("; the weights cannot show it" if name == "norm_before_residual" else "")
 
-    lines = [f"{name}: {str(value).lower()} ({origin(name)})" for name, value in flags.items() if name not in said]
+    lines = [f"{name}: {str(value).lower()} ({source(name)})" for name, value in flags.items() if name not in said]
     at = "input" if params.aux_layers == "auto" else params.aux_layers.at
     ids, origin = (explicit_ids(params), "the spec") if explicit_ids(params) else config_ids(draft_config)
     if ids is None:
