@@ -260,3 +260,15 @@ def write_byte_tokenizer(folder: str | Path, chat_template: str | None = None) -
     if chat_template is not None:
         fast.chat_template = chat_template
     fast.save_pretrained(str(folder))
+
+
+class LastMessageTokenizer:
+    """A stand-in tokenizer whose chat template writes only the last message's content, and whose ids are the
+    characters mod 32: enough to reach the conversation and prompt checks without transformers."""
+    chat_template = "{{ messages[-1]['content'] }}"
+
+    def apply_chat_template(self, messages, tokenize=False, add_generation_prompt=False):
+        return messages[-1]["content"]
+
+    def encode(self, text, add_special_tokens=True):
+        return [ord(c) % 32 for c in text]

@@ -6,18 +6,7 @@ from draftsmith import limits
 from draftsmith.chat import template_problem, written_size
 from draftsmith.decoding.arguments import settings_problems
 from draftsmith.decoding.prompts import encode_prompts
-
-
-class Template:
-    """A tokenizer with a chat template that writes only the last message's content: enough to reach
-    conversation_ids without transformers."""
-    chat_template = "{{ messages[-1]['content'] }}"
-
-    def apply_chat_template(self, messages, tokenize=False, add_generation_prompt=False):
-        return messages[-1]["content"]
-
-    def encode(self, text, add_special_tokens=True):
-        return [ord(c) % 32 for c in text]
+from draftsmith.testing import LastMessageTokenizer
 
 
 def problems_of(prompt, tokenizer=None, vocab=32, context=None):
@@ -31,7 +20,7 @@ def test_at_most_eight_problems_are_listed_per_prompt():
     # catches prompts.py:23 MOST = 8 -> 9 / 7 (the bad tokens of one prompt, and a conversation's bad messages)
     _, said = problems_of([1.5] * 12)
     assert said == [f"prompt: token {i} is 1.5 (float); token ids are integers" for i in range(8)]
-    _, said = problems_of([{"role": "user"}] * 12, Template())
+    _, said = problems_of([{"role": "user"}] * 12, LastMessageTokenizer())
     assert said == [f"prompt: message {i}'s content is missing; it must be text" for i in range(8)]
 
 
@@ -39,10 +28,10 @@ def test_a_conversation_of_exactly_the_most_messages_is_read_not_refused_by_its_
     # catches prompts.py:82 len(p) > MESSAGES -> >= : 2**16 messages are read (and then refused for the values
     # they hold, 5 each), 2**16 + 1 are refused by their count before a message is read
     one = {"role": "user", "content": "x"}
-    _, said = problems_of([one] * limits.MESSAGES, Template())
+    _, said = problems_of([one] * limits.MESSAGES, LastMessageTokenizer())
     assert len(said) == 1 and said[0].startswith(f"prompt: a conversation that holds more than "
                                                  f"{limits.MESSAGE_VALUES} values")
-    _, said = problems_of([one] * (limits.MESSAGES + 1), Template())
+    _, said = problems_of([one] * (limits.MESSAGES + 1), LastMessageTokenizer())
     assert said == [(f"prompt: a conversation of {limits.MESSAGES + 1} messages; at most {limits.MESSAGES} are read "
                      "(its tokens must also fit the target's context once rendered)")]
 
@@ -53,9 +42,9 @@ def test_a_conversation_of_exactly_the_most_values_decodes():
     n = limits.MESSAGE_VALUES - 8
     talk = [{"role": "user", "content": "abc", "extra": ["v"] * n}]
     assert written_size(talk, limits.MESSAGE_VALUES) == limits.MESSAGE_VALUES
-    ids, said = problems_of(talk, Template())
+    ids, said = problems_of(talk, LastMessageTokenizer())
     assert (ids, said) == ([[1, 2, 3]], [])
-    ids, said = problems_of([{**talk[0], "extra": ["v"] * (n + 1)}], Template())
+    ids, said = problems_of([{**talk[0], "extra": ["v"] * (n + 1)}], LastMessageTokenizer())
     assert ids == [] and len(said) == 1 and f"holds more than {limits.MESSAGE_VALUES} values" in said[0]
 
 

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from draftsmith.testing import LastMessageTokenizer
 from draftsmith.train import Job, TrainConfig
 from draftsmith.train.checks import TrainError
 from draftsmith.train.loop import STATE
@@ -566,23 +567,11 @@ def test_max_new_tokens_of_2_20_is_taken_and_one_more_is_refused_naming_the_boun
         "max_new_tokens is 1048577; an integer in 1..1048576 is expected"]
 
 
-class Template:
-    """A tokenizer with a chat template that writes the last message's content: enough to reach the conversation
-    checks without transformers."""
-    chat_template = "{{ messages[-1]['content'] }}"
-
-    def apply_chat_template(self, messages, tokenize=False, add_generation_prompt=False):
-        return messages[-1]["content"]
-
-    def encode(self, text, add_special_tokens=True):
-        return [ord(c) % 32 for c in text]
-
-
 def conversation_problems(prompt) -> tuple[list, list[str]]:
     from draftsmith.decoding.prompts import encode_prompts
 
     said: list[str] = []
-    ids, _ = encode_prompts(prompt, tokenizer=Template(), vocab=32, context=None, problems=said)
+    ids, _ = encode_prompts(prompt, tokenizer=LastMessageTokenizer(), vocab=32, context=None, problems=said)
     return ids, said
 
 
