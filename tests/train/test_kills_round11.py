@@ -1,9 +1,11 @@
-"""Mutation round 11 (train preflight, resume, checks, feature checks, limits): the edges its surviving mutants
-showed untested. TrainConfig and Job refuse a bool or a float where an integer is asked, a rate or decay of 0, a
-seed outside 0..2**32 - 1 and each Job count one below its bound, naming the field and the bound; a window's least
-length follows ttt and self-distillation; a FIFO where trainer.pt should be is not opened; a features folder that
-records windows but holds no shard is refused with --max-windows 0, whose own refusal names the option; its
-foreign names, a link loop among them, are listed bounded."""
+"""Mutation round 11c (train/preflight.py, train/resume.py, train/checks.py, train/feature_checks.py, limits.py): the
+edges its surviving mutants showed untested. TrainConfig and Job refuse a bool or a float where an integer is asked,
+a rate or decay of 0 or infinity, a seed outside 0..2**32 - 1 and each Job count one below its bound, naming the
+field and the bound; a window's least length follows ttt and self-distillation; a FIFO where trainer.pt should be is
+not opened; a features folder that records windows but holds no shard is refused with --max-windows 0; a link loop
+in it is named; preflight takes the spec's checkpoints.target, a cached target name, the context to its last token
+and the vocabulary rules of a fresh draft only; every path in a refusal is whole up to 300 characters and lists are
+cut at three names of 120; and each bound the README states (limits.py) is enforced at its edge and named."""
 import math
 import os
 import threading
@@ -412,6 +414,70 @@ def test_an_out_folder_holding_a_draft_is_named_whole_up_to_300_characters_with_
     assert field == "out" and text.startswith(f"{shown(out)} holds ")
     assert text.endswith(f"give a new or empty --out, or --from-draft {shown(out)} with a new --out to train on "
                          "from the draft it holds")
+
+
+@pytest.mark.parametrize("n", [300, 301])
+def test_preflight_names_a_missing_data_path_and_an_out_that_is_a_file_whole_up_to_300_characters(job, tmp_path, n):
+    from draftsmith.train.preflight import preflight
+
+    missing, afile = path_of(tmp_path / "d", n), path_of(tmp_path / "o", n)
+    afile.parent.mkdir(parents=True)
+    afile.write_text("not a folder")
+    with pytest.raises(TrainError) as e:
+        preflight(job(afile, data=[missing]))
+    assert e.value.problems == [("data", f"{shown(missing)}: no such file or folder"),
+                                ("out", f"{shown(afile)}: is not a folder")]
+
+
+@pytest.mark.parametrize("n", [300, 301])
+def test_preflight_names_a_trainer_pt_that_is_no_archive_whole_up_to_300_characters(job, tmp_path, n):
+    from draftsmith.train.loop import FRESH
+    from draftsmith.train.preflight import preflight
+
+    out = path_of(tmp_path, n - len(STATE) - 1)
+    out.mkdir(parents=True)
+    (out / STATE).write_text("not a torch.save archive")
+    with pytest.raises(TrainError) as e:
+        preflight(job(out))
+    said = f"{shown(out / STATE)} is not a trainer state (not a torch.save archive); {FRESH}"
+    assert e.value.problems == [("", said)]
+
+
+@pytest.mark.parametrize("n", [300, 301])
+def test_a_from_draft_folder_without_a_draft_is_named_whole_up_to_300_characters(tmp_path, n):
+    from draftsmith.specs.loader import load_spec
+    from draftsmith.train.preflight import NO_DRAFT, from_draft_problems
+
+    folder = path_of(tmp_path, n)
+    job = SimpleNamespace(from_draft=folder, eval_only=False)
+    assert from_draft_problems(job, load_spec("eagle3-llama"), True) == [("from_draft", f"{shown(folder)} {NO_DRAFT}")]
+
+
+@pytest.mark.parametrize("n", [300, 301])
+def test_a_from_draft_the_spec_cannot_load_names_both_folders_whole_up_to_300_characters(tiny, tmp_path, n):
+    """The target folder itself given as --from-draft: planned, and refused naming it and the target."""
+    import shutil
+
+    from draftsmith.specs.loader import load_spec
+    from draftsmith.train.preflight import from_draft_problems
+
+    target = path_of(tmp_path, n)
+    shutil.copytree(tiny / "target", target)
+    job = SimpleNamespace(from_draft=target, eval_only=False, target=target, out=tmp_path / "out")
+    ((field, text),) = from_draft_problems(job, load_spec("eagle3-llama"), True)
+    assert field == "from_draft"
+    assert text.startswith(f"{shown(target)} is not a draft spec eagle3-llama loads onto the target {shown(target)}: ")
+
+
+@pytest.mark.parametrize("n", [300, 301])
+def test_eval_only_names_an_out_without_a_draft_whole_up_to_300_characters(job, tmp_path, n):
+    from draftsmith.train.preflight import NO_DRAFT, preflight
+
+    out = path_of(tmp_path, n)
+    out.mkdir(parents=True)
+    with pytest.raises(TrainError) as e:
+        preflight(job(out, eval_only=True, eval_prompts=1))
+    assert e.value.problems == [("out", f"{shown(out)} {NO_DRAFT}: train one first, without --eval-only")]
 
 
 def context_job(**kw):
