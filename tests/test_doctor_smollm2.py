@@ -4,8 +4,8 @@ reading assembles the 135M target and decodes; ~4 minutes on one thread): run wi
 is cached.
 
 The shipped draft reads tau ~1.55 on the probe (a chain of the spec's 4 steps over one short text; held-out
-stdlib text decodes at 2.83 with eagle3-llama's 8-node tree), under doctor's "low" line, so the search runs, and most readings
-are told apart by the draft's teacher-forced loss as well as by tau. One flip cannot be told apart by either,
+stdlib text decodes at 2.83 with eagle3-llama's 8-node tree), under doctor's "low" line, so the search runs, and most
+readings are told apart by the draft's teacher-forced loss as well as by tau. One flip cannot be told apart by either,
 because this draft barely depends on it: with the rope read interleaved the probe gives tau 1.48 and loss 3.068
 against 1.55 and 2.964 for the trained (neox) reading, inside doctor's margins (5% and 0.15 tokens; 10% and 0.1
 nats). A flip that costs so little leaves nothing to restore, so doctor rightly names no fix there; that case is

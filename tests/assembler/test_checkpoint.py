@@ -134,7 +134,8 @@ def test_any_bin_files_without_index_except_training_args(tmp_path):
 
 
 def test_sharded_safetensors_with_index(tmp_path):
-    save_safetensors({"fc.weight": torch.randn(2, 4), "norm.weight": torch.ones(2)}, tmp_path, "model-00001-of-00002.safetensors")
+    save_safetensors({"fc.weight": torch.randn(2, 4), "norm.weight": torch.ones(2)}, tmp_path,
+                     "model-00001-of-00002.safetensors")
     save_safetensors({"lm_head.weight": torch.randn(3, 2)}, tmp_path, "model-00002-of-00002.safetensors")
     save_safetensors({"stray": torch.zeros(1)}, tmp_path, "stray.safetensors")  # not in the index: not listed
     weight_map = {"fc.weight": "model-00001-of-00002.safetensors", "norm.weight": "model-00001-of-00002.safetensors",
@@ -199,7 +200,8 @@ def test_a_checkpoint_named_in_bytes_that_are_not_utf8_is_refused_by_name(tmp_pa
     shard = tmp_path / "shard"
     shard.mkdir()
     save_safetensors({"fc.weight": torch.zeros(2)}, shard).rename(non_utf8(shard, b"\xfe.safetensors"))
-    with pytest.raises(CheckpointError, match=r"\(b'\\xfe.safetensors'\); safetensors and torch open only UTF-8") as info:
+    utf8_only = r"\(b'\\xfe.safetensors'\); safetensors and torch open only UTF-8"
+    with pytest.raises(CheckpointError, match=utf8_only) as info:
         list_tensors(shard)
     assert "not a readable safetensors file" not in str(info.value)
 

@@ -1,5 +1,6 @@
 """Loads that fail for a reason the tensor list does not say: target and draft folders passed the wrong way round,
-a spec's layer count against the checkpoint's, a draft made for another target. The error is as before, with a note saying so."""
+a spec's layer count against the checkpoint's, a draft made for another target. The error is as before, with a note
+saying so."""
 import pytest
 from typer.testing import CliRunner
 

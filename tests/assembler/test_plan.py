@@ -57,7 +57,8 @@ def test_every_kind_of_problem_is_reported_in_one_error():
     assert len(problems) == 7, text
     missing = [p for p in problems if p.startswith("missing:")]
     assert missing == [  # layers 1-3 as ONE line each; layer 0's up_proj collided, so it is not "missing"
-        "missing: 'layers.{1..3}.up_proj.weight' [16, 8] float32; closest in checkpoint: 'midlayer.mlp.gate_proj.weight'",
+        "missing: 'layers.{1..3}.up_proj.weight' [16, 8] float32; "
+        "closest in checkpoint: 'midlayer.mlp.gate_proj.weight'",
         "missing: 'layers.{1..3}.norm.weight' [8] float32"]
     assert "unexpected: 'embed_tokens.weight' (no rule matched; name kept)" in problems
     assert ("unexpected: 'midlayer.mlp.gate_proj.weight' -> 'layers.0.mlp.gate_proj.weight' "
@@ -76,7 +77,8 @@ def test_four_missing_layers_read_as_one_line_with_a_suggestion():
     with pytest.raises(CheckpointMismatch) as info:
         plan_load(infos, RuleSet(), expected)
     assert info.value.problems == [
-        "missing: 'layers.{0..3}.mlp.up_proj.weight' [4, 2] float32; closest in checkpoint: 'layers.{0..3}.mlp.up.weight'",
+        "missing: 'layers.{0..3}.mlp.up_proj.weight' [4, 2] float32; "
+        "closest in checkpoint: 'layers.{0..3}.mlp.up.weight'",
         "unexpected: 'layers.{0..3}.mlp.up.weight' (no rule matched; name kept)"]
     assert str(info.value).startswith("checkpoint does not fit spec 'spec': 2 problems")
 
@@ -139,7 +141,8 @@ def test_meta_plan_check_assign_end_to_end_without_reading_data_while_planning(t
 
         def get_slice(self, name):
             view = self.f.get_slice(name)
-            return type("Shape", (), {"get_shape": lambda _: view.get_shape(), "get_dtype": lambda _: view.get_dtype()})()
+            return type("Shape", (), {"get_shape": lambda _: view.get_shape(),
+                                      "get_dtype": lambda _: view.get_dtype()})()
 
         def get_tensor(self, name):
             raise AssertionError(f"tensor data read for {name} while planning")

@@ -53,7 +53,7 @@ def test_a_text_config_object_in_a_llama_config_is_ignored_as_transformers_ignor
     assert outs[0] == outs[1]
 
 
-# --- 2. a tied target whose files hold an lm_head.weight ---------------------------------------------------------------
+# --- 2. a tied target whose files hold an lm_head.weight -------------------------------------------------------
 
 def tied_with_head(root, head_of):
     """A tied target (tie_word_embeddings: true, no lm_head.weight saved), and a copy whose file also holds
@@ -188,7 +188,8 @@ def test_a_longrope_problem_names_max_new_tokens_as_the_caller_does(longrope):
     from draftsmith.errors import ArgumentError
 
     names = {"max_new_tokens": "--max-new-tokens"}   # the command line's (draftsmith generate)
-    for length, says in [(ORIGINAL - 6, "--max-new-tokens is 8: with a"), (ORIGINAL + 8, "prompt + --max-new-tokens 8")]:
+    for length, says in [(ORIGINAL - 6, "--max-new-tokens is 8: with a"),
+                         (ORIGINAL + 8, "prompt + --max-new-tokens 8")]:
         with pytest.raises(ArgumentError) as err:
             check_call(longrope[0], prompt(length), max_new_tokens=8, names=names)
         assert says in str(err.value) and "max_new_tokens" not in str(err.value), str(err.value)

@@ -85,7 +85,8 @@ def test_family_loads_its_published_layout_bit_for_bit(zoo, name):
 
 
 @pytest.mark.parametrize("name", FAMILIES)
-@pytest.mark.parametrize("shape", [dict(topk=1, steps=4), dict(topk=4, steps=4, draft_tokens=10)], ids=["chain", "tree"])
+@pytest.mark.parametrize("shape", [dict(topk=1, steps=4), dict(topk=4, steps=4, draft_tokens=10)],
+                         ids=["chain", "tree"])
 def test_family_decodes_greedily_equal_to_the_target_alone(zoo, name, shape):
     model = zoo[name][2]
     prompts = [[5, 6, 7, 8], [1, 2]]
@@ -232,7 +233,8 @@ def test_hidden_width_multiplier_widens_what_the_draft_reads(tmp_path):
     for mult, width in ((None, 32), (1, 32), (3, 96)):
         target_cfg = LlamaConfig(hidden_size=32, num_attention_heads=4, num_hidden_layers=8, vocab_size=96,
                                  **({} if mult is None else {"hc_mult": mult}))
-        model = build_draft(draftsmith.load_spec("eagle3-llama"), registry, draft_raw=raw, draft_cfg=draft_hf_config(raw),
+        model = build_draft(draftsmith.load_spec("eagle3-llama"), registry, draft_raw=raw,
+                            draft_cfg=draft_hf_config(raw),
                             target_cfg=target_cfg, canonical_names=names, backend=backends.sdpa)
         assert model.fc.in_features == 3 * width and len(model.layers) == 2
         assert model.layers[0].self_attn.q_proj.in_features == 64 and model.layers[1].self_attn.q_proj.in_features == 32

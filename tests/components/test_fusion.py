@@ -100,7 +100,8 @@ def test_eagle3_norm_before_fc_normalises_the_concatenation_once():
     torch.testing.assert_close(fc.fuse(None, aux, True), _hf_norm(fc.input_norm.weight, 1e-2, aux) @ fc.weight.T)
 
 
-@pytest.mark.parametrize(("config", "eps"), [({}, 1e-6), ({"rms_norm_eps": None}, 1e-6), ({"rms_norm_eps": 1e-3}, 1e-3)])
+@pytest.mark.parametrize(("config", "eps"),
+                         [({}, 1e-6), ({"rms_norm_eps": None}, 1e-6), ({"rms_norm_eps": 1e-3}, 1e-3)])
 def test_eagle3_norms_take_the_draft_configs_eps_else_1e_6(config, eps):
     assert _e3(config, fc_norm=True).aux_norm[0].eps == eps
 

@@ -28,7 +28,8 @@ from draftsmith.testing.quant import quantize_folder
 BUILTIN = Path(draftsmith.__file__).parent / "specs" / "builtin" / "eagle3-llama.yaml"
 QKV = {"kind": "split", "match": r"^(layers\.\d+)\.self_attn\.qkv_proj\.(weight|bias|weight_scale|weight_scale_inv)$",
        "into": [r"\1.self_attn.q_proj.\2", r"\1.self_attn.k_proj.\2", r"\1.self_attn.v_proj.\2"]}
-GATE_UP = {"kind": "split", "match": r"^(layers\.\d+)\.mlp\.gate_up_proj\.", "into": [r"\1.mlp.gate_proj.", r"\1.mlp.up_proj."]}
+GATE_UP = {"kind": "split", "match": r"^(layers\.\d+)\.mlp\.gate_up_proj\.",
+           "into": [r"\1.mlp.gate_proj.", r"\1.mlp.up_proj."]}
 FUSED = {"self_attn": ("qkv_proj", ("q_proj", "k_proj", "v_proj")), "mlp": ("gate_up_proj", ("gate_proj", "up_proj"))}
 PROMPT = [5, 17, 3, 42, 8, 11]
 NOWHERE = Path("/nonexistent/model.safetensors")
@@ -189,7 +190,8 @@ def test_fp8_block_scales_whose_counts_add_up_are_still_refused_when_a_block_str
     """130 | 256 rows in 128-row blocks: 2 + 2 block rows, and the fused 386 rows also take 4, but the fused
     scale's second block covers q's last 2 rows and k's first 126: neither part's scale is in it."""
     rules = RuleSet([SplitRule(match=r"^qk\.", into=["q.", "k."])])
-    expected = {"q.weight": Expected((130, 8), torch.float8_e4m3fn), "k.weight": Expected((256, 8), torch.float8_e4m3fn),
+    expected = {"q.weight": Expected((130, 8), torch.float8_e4m3fn),
+                "k.weight": Expected((256, 8), torch.float8_e4m3fn),
                 "q.weight_scale_inv": Expected((2, 1), torch.float32, row_block=128),
                 "k.weight_scale_inv": Expected((2, 1), torch.float32, row_block=128)}
     infos = listing(qk__weight=((386, 8), torch.float8_e4m3fn), qk__weight_scale_inv=((4, 1), torch.float32))
@@ -269,7 +271,8 @@ def test_the_fused_hint_prefers_the_same_layer_and_never_another_module_kind():
 # ---- the rule itself, convert and export --------------------------------------------------------------------------
 
 def test_the_rule_maps_one_name_to_its_parts_and_convert_refuses_it():
-    rules = RuleSet([SplitRule(match=QKV["match"], into=QKV["into"]), RegexRule(match=r"^midlayer\.", replace="layers.0.")])
+    rules = RuleSet([SplitRule(match=QKV["match"], into=QKV["into"]),
+                     RegexRule(match=r"^midlayer\.", replace="layers.0.")])
     assert rules.to_parts("layers.2.self_attn.qkv_proj.bias") == (
         ("layers.2.self_attn.q_proj.bias", "layers.2.self_attn.k_proj.bias", "layers.2.self_attn.v_proj.bias"), 0)
     assert rules.to_canonical("layers.2.self_attn.qkv_proj.bias") == ("layers.2.self_attn.q_proj.bias", 0)

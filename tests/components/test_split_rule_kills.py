@@ -227,9 +227,10 @@ def test_a_part_the_model_lacks_is_reported_unexpected_and_the_split_is_not_chec
 
 
 def test_a_block_scale_is_cut_by_its_block_rows_not_its_columns():
-    # catches plan.py:73 (now quant.FP8Weight.row_blocks) sub.block[0] -> sub.block[1] (row_blocks answered the block's columns; the split tests
-    # quantize square blocks, where the two agree. With 32 x 16 blocks q's 48 rows end inside its second 32-row
-    # block, which 48 % 16 == 0 let through, and k's first scale row would have been q's last)
+    # catches plan.py:73 (now quant.FP8Weight.row_blocks) sub.block[0] -> sub.block[1] (row_blocks answered the
+    # block's columns; the split tests quantize square blocks, where the two agree. With 32 x 16 blocks q's 48 rows
+    # end inside its second 32-row block, which 48 % 16 == 0 let through, and k's first scale row would have been
+    # q's last)
     params = FP8Params(scheme="block", block=(32, 16))
     module = nn.ModuleDict({"q": nn.Linear(8, 48, bias=False, device="meta"),
                             "k": nn.Linear(8, 16, bias=False, device="meta")})

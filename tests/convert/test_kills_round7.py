@@ -382,7 +382,8 @@ def test_block_activation_reads_a_linears_input_width_from_its_last_axis(shape):
     from draftsmith.convert.fp8 import block_activation
 
     act, why = block_activation([64, 128], ["fc"], {"fc.weight": info("fc.weight", shape)})
-    assert act == "none" and "block[1] = 128 does not divide the input width of 1 scaled linear(s), e.g. fc (100 wide)" in why
+    assert act == "none"
+    assert "block[1] = 128 does not divide the input width of 1 scaled linear(s), e.g. fc (100 wide)" in why
     assert block_activation([128, 4], ["fc"], {"fc.weight": info("fc.weight", shape)}) == ("dynamic", None)
 
 
@@ -413,7 +414,8 @@ def test_a_scale_rule_takes_every_layer_where_the_numbers_map_one_to_one(canonic
     rule = scale_rule("layers.1.attention.wq", Renames({"layers.1.attention.wq.weight": f"{canonical}.weight"}))
     assert rule["match"] == r"^layers\.(\d+)\.attention\.wq\.qscale_weight$"
     assert rule["replace"] == canonical.replace("layers.1.", "layers.\\1.") + ".weight_scale"
-    assert rule["inverse"] == [r"^layers\.(\d+)\." + canonical.split(".", 2)[2].replace(".", r"\.") + r"\.weight_scale$",
+    tail = canonical.split(".", 2)[2].replace(".", r"\.")
+    assert rule["inverse"] == [r"^layers\.(\d+)\." + tail + r"\.weight_scale$",
                                r"layers.\1.attention.wq.qscale_weight"]
 
 

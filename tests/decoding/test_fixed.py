@@ -26,7 +26,8 @@ def trimmed(tree: Tree) -> Tree:
 
 @given(test_tree.drafts())
 def test_fixed_tree_equals_the_reference(case):
-    """Invariants 1-7 through the reference: same nodes, mask, depths, candidates; retrieve padded to [B, n, steps+1]."""
+    """Invariants 1-7 through the reference: same nodes, mask, depths, candidates; retrieve padded to
+    [B, n, steps+1]."""
     root, root_lp, table, k, steps, n = case
     ref = draft_tree(root, root_lp, test_tree._expand(table, []), k, steps, n)
     got = draft_tree_fixed(root, root_lp, test_tree._expand(table, []), k, steps, n)

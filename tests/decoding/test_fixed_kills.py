@@ -27,7 +27,8 @@ def _verify(tree, p, q, u, u_bonus, width=1):
 
 def test_safe_probs_judges_each_row_of_a_batch_of_rows_on_its_own():
     # catches fixed.py:30 isfinite(probs).all(-1) -> all(1), (probs >= 0).all(-1) -> all(1), :31 probs.sum(-1)
-    # -> sum(1), :32 1.0 / probs.shape[-1] -> 1.0 / probs.shape[1] (probs is [..., V]; on the [B, V] rows the engine passes, dim 1 is the last one, but a [B, n, V]
+    # -> sum(1), :32 1.0 / probs.shape[-1] -> 1.0 / probs.shape[1] (probs is [..., V]; on the [B, V] rows the engine
+    # passes, dim 1 is the last one, but a [B, n, V]
     # batch would mix the n rows of a sequence, and one bad row would spoil its neighbours or hide itself)
     nan = float("nan")
     probs = torch.tensor([[[0.2, 0.3, 0.5], [nan, 1.0, 0.0]], [[0.0, 0.0, 0.0], [0.1, 0.1, 0.8]]])

@@ -156,7 +156,8 @@ def test_topk_children_layout():
     lp = torch.log(torch.tensor([[[0.1, 0.6, 0.3], [0.5, 0.2, 0.3]]]))  # [1, F=2, V=3]
     tokens, scores, parent = topk_children(torch.tensor([[-1.0, -2.0]]), lp, 2)
     assert tokens.tolist() == [[1, 2, 0, 2]] and parent.tolist() == [[0, 0, 1, 1]]
-    assert torch.allclose(scores, torch.tensor([[-1.0, -1.0, -2.0, -2.0]]) + lp[0].gather(1, tokens.view(2, 2)).view(1, 4))
+    own = lp[0].gather(1, tokens.view(2, 2)).view(1, 4)
+    assert torch.allclose(scores, torch.tensor([[-1.0, -1.0, -2.0, -2.0]]) + own)
 
 
 def test_build_tree_child_with_probability_one_needs_its_parent():

@@ -122,7 +122,8 @@ def test_sample_verify_top_k_siblings_is_lossless():
     gen = torch.Generator().manual_seed(1)
     V = 6
     # root -> children with tokens 2, 0, 5 (in that order), then 1, 3 under the first child; n = 6
-    cand = torch.tensor([[2, 0, 5, 1, 3]]), torch.tensor([[-1.0, -2.0, -3.0, -4.0, -5.0]]), torch.tensor([[-1, -1, -1, 0, 0]])
+    cand = (torch.tensor([[2, 0, 5, 1, 3]]), torch.tensor([[-1.0, -2.0, -3.0, -4.0, -5.0]]),
+            torch.tensor([[-1, -1, -1, 0, 0]]))
     tree = build_tree(torch.zeros(N, dtype=torch.long), *(c.expand(N, -1) for c in cand), n=6)
     p = _probs(gen, 6, V)
     p[0] = target_probs(torch.tensor([1.0, 0.5, 1.5, -1.0, -2.0, 0.2]), 1.0, top_k=4)  # tokens 3, 4 impossible
@@ -142,7 +143,8 @@ def test_sample_verify_sampled_chain_is_lossless():
     V, k = 5, 3
     p, q = _probs(gen, k + 1, V), _probs(gen, k + 1, V)
     assert 0.5 * (p[0] - q[1]).abs().sum() > 0.1  # emitting the drafts unchecked would fail the bound
-    drafts = torch.stack([torch.multinomial(q[i].expand(N, V), 1, generator=gen).squeeze(1) for i in range(1, k + 1)], 1)
+    drafts = torch.stack([torch.multinomial(q[i].expand(N, V), 1, generator=gen).squeeze(1)
+                          for i in range(1, k + 1)], 1)
     tree = chain_tree(torch.zeros(N, dtype=torch.long), drafts)
     v = sample_verify(tree, p.expand(N, -1, -1), q.expand(N, -1, -1), gen)
     _check_distribution(_emitted(tree, v, 1), p[0], 0.02)
@@ -185,7 +187,8 @@ def test_sample_verify_computes_low_precision_probs_in_float32(dtype):
     tree = build_tree(torch.zeros(B, dtype=torch.long), *(c.expand(B, -1) for c in cand), n=4)
     gen = torch.Generator().manual_seed(5)
     p, q = (torch.softmax(torch.randn(B, 4, V, generator=gen), -1).to(dtype) for _ in range(2))
-    low, full = (sample_verify(tree, p.to(t), q.to(t), torch.Generator().manual_seed(6)) for t in (dtype, torch.float32))
+    low, full = (sample_verify(tree, p.to(t), q.to(t), torch.Generator().manual_seed(6))
+                 for t in (dtype, torch.float32))
     assert all(torch.equal(getattr(low, f.name), getattr(full, f.name)) for f in dataclasses.fields(low))
 
 

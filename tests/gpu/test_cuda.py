@@ -56,7 +56,8 @@ def test_static_pool_calls_attend_over_the_capacity_with_a_mask():
 
 @pytest.mark.parametrize("attention", ["flex", "sdpa", "eager"])
 def test_every_cuda_backend_decodes_losslessly(attention):
-    model = draftsmith.assemble(draftsmith.load_spec("demo").with_decoding(attention=attention), device="cuda", dtype="float32")
+    model = draftsmith.assemble(draftsmith.load_spec("demo").with_decoding(attention=attention), device="cuda",
+                                dtype="float32")
     base = model.generate_baseline(PROMPTS, max_new_tokens=24)
     for kw in ({"topk": 1}, {"topk": 4}, {"topk": 8, "steps": 6, "draft_tokens": 64}):
         assert [o.token_ids for o in model.generate(PROMPTS, max_new_tokens=24, **kw)] == [b.token_ids for b in base]

@@ -65,7 +65,8 @@ def test_every_integer_dtype_is_ids(model, prompt):
     (torch.tensor([1.0]).half(), "a tensor of float16"), (torch.tensor([1j]), "a tensor of complex64"),
     (np.array(["a"]), "an array of <U1"), (np.array([1.5], dtype=object), "an array of object"),
     (np.array([True]), "an array of bool"),
-    (np.zeros((1, 2), np.int64), "a 2-D array of shape [1, 2]; a prompt is 1-D (pass a list of 1-D prompts for a batch)"),
+    (np.zeros((1, 2), np.int64),
+     "a 2-D array of shape [1, 2]; a prompt is 1-D (pass a list of 1-D prompts for a batch)"),
     (torch.tensor(3), "a 0-D tensor"),
     (SimpleNamespace(ndim=1, tolist=lambda: [1]), "is not a prompt"), ([1, float("nan")], "token 1 is nan (float)"),
     ([1, 1j], "token 1 is 1j (complex)"), ([1, 2.5], "token 1 is 2.5 (float)"),
@@ -246,7 +247,8 @@ def test_decoding_overrides_at_their_bounds(model, overrides, ok):
 
 @pytest.mark.parametrize("steps", [1, 3, limits.STEPS])
 def test_a_chains_draft_tokens_become_steps_plus_1_whatever_was_asked(steps):
-    """overridden()'s own rule: for topk 1 draft_tokens does not apply; the chain holds the root and ``steps`` drafts."""
+    """overridden()'s own rule: for topk 1 draft_tokens does not apply; the chain holds the root and ``steps``
+    drafts."""
     for asked in (None, 2, limits.DRAFT_TOKENS):
         found = []
         fields = overridden(Decoding(), dict(topk=1, steps=steps, draft_tokens=asked), found, draft_vocab=VOCAB)

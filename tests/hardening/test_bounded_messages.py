@@ -23,7 +23,8 @@ def test_short_is_fast_on_huge_and_shared_values():
     for _ in range(40):
         shared = [shared] * 10      # 10**40 leaves if expanded
     with quick():
-        for v in [shared, "x" * 5_000_000, 10**20_000, b"y" * 5_000_000, torch.zeros(1000, 1000), {i: i for i in range(10**5)}]:
+        for v in [shared, "x" * 5_000_000, 10**20_000, b"y" * 5_000_000, torch.zeros(1000, 1000),
+                  {i: i for i in range(10**5)}]:
             assert len(short(v)) <= 80
 
 

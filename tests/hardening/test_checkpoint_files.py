@@ -349,7 +349,8 @@ def test_an_unknown_quant_method_is_a_draftsmith_error(tiny_pair, tmp_path):
 
 @pytest.mark.parametrize("name, content", [("tokenizer.json", "garbage"), ("tokenizer.json", ""),
                                            ("tokenizer.json", "[1, 2]"), ("tokenizer_config.json", "[]"),
-                                           ("tokenizer.json", None)], ids=["garbage", "empty", "list", "cfg-list", "dir"])
+                                           ("tokenizer.json", None)],
+                         ids=["garbage", "empty", "list", "cfg-list", "dir"])
 def test_a_broken_tokenizer_is_refused_before_any_tensor_is_read(tiny_pair, tmp_path, monkeypatch, name, content):
     import draftsmith.assembler.assemble as assemble_module
     target = copy_folder(tiny_pair[0], tmp_path / "t")

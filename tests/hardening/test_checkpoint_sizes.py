@@ -239,5 +239,6 @@ def test_assembling_maps_each_draft_name_through_the_rules_once(tiny_pair, tmp_p
     monkeypatch.setattr(RuleSet, "_map", lambda self, name: seen.update([(id(self), name)]) or mapped(self, name))
     with refused(kind=CheckpointMismatch):
         draftsmith.assemble("eagle3-llama", target=tiny_pair[0], draft=draft)
-    assert max(seen.values()) == 1 and sum(n == "extra_7.w" for _, n in seen) == 1  # layer count and plan share one pass
+    # layer count and plan share one pass
+    assert max(seen.values()) == 1 and sum(n == "extra_7.w" for _, n in seen) == 1
     assert RuleSet([RegexRule(match=r"^a\.", replace="b.")], ignore=[r"^x"]).to_canonical("a.w") == ("b.w", 0)

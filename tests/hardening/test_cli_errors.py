@@ -56,7 +56,8 @@ def test_an_unexpected_exception_is_one_line_and_a_debug_hint(monkeypatch):
     monkeypatch.setattr(loader, "parse_spec", boom)
     res = run("generate")
     assert res.exit_code == INTERNAL_ERROR
-    assert res.stderr == "internal error: RuntimeError: a bug\n  rerun with `draftsmith --debug ...` for the traceback\n"
+    assert res.stderr == ("internal error: RuntimeError: a bug\n"
+                          "  rerun with `draftsmith --debug ...` for the traceback\n")
     res = run("--debug", "generate")
     assert isinstance(res.exception, RuntimeError)  # --debug: the exception (and its traceback) is not swallowed
 

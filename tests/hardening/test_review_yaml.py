@@ -62,8 +62,9 @@ def test_a_reduced_draft_sharing_the_targets_head_is_refused_by_name(root, tmp_p
     # it assembled and validated, then generate raised IndexError (the 96-wide head indexed into 48 d2t entries)
     edits = {"draft.share": {"embed": "target", "lm_head": "target"},
              "weights.ignore": [r"^(model\.)?embed_tokens\.weight$", r"^lm_head\.weight$"]}
-    with pytest.raises(draftsmith.SpecError, match=r"draft.share.lm_head: target: the draft's vocabulary is reduced "
-                                                   r"\(its config's draft_vocab_size 48 is below the target's 96 ids\)"):
+    said = (r"draft.share.lm_head: target: the draft's vocabulary is reduced "
+            r"\(its config's draft_vocab_size 48 is below the target's 96 ids\)")
+    with pytest.raises(draftsmith.SpecError, match=said):
         draftsmith.assemble(spec_file(tmp_path / "s.yaml", **edits), target=root / "target", draft=root / "reduced")
     unsized = tmp_path / "unsized"   # d2t alone says so (a config without draft_vocab_size)
     shutil.copytree(root / "reduced", unsized)

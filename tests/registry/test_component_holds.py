@@ -63,7 +63,8 @@ def held(spec, registry, *names):
 
 def test_builtin_fusions_say_what_they_hold(tmp_path):
     reg = draftsmith.build_registry(plugins=[], entry_points=False)
-    e3 = held(spec_with(tmp_path, reg, fusion={"kind": "eagle3", "norm_before_residual": "auto"}), reg, "fc.weight", "fc.bias", "fc.aux_norm.0.weight",
+    e3 = held(spec_with(tmp_path, reg, fusion={"kind": "eagle3", "norm_before_residual": "auto"}), reg,
+              "fc.weight", "fc.bias", "fc.aux_norm.0.weight",
               "layers.0.hidden_norm.weight", "fc.eh_proj.weight")
     assert e3 == {"fc.weight": True, "fc.bias": False, "fc.aux_norm.0.weight": True,
                   "layers.0.hidden_norm.weight": True, "fc.eh_proj.weight": False}

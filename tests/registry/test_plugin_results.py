@@ -107,8 +107,8 @@ class AliasParams(Strict):
 
 @pytest.mark.parametrize("record, message", [
     (Component("attention", "auto", rms), r"the name 'auto' is a spec's own word \(`attention: \{kind: auto\}` is "
-                                          r"mla when the draft config has MLA fields, else gqa\), so a spec could never "
-                                          r"build this attention: rename it"),
+                                          r"mla when the draft config has MLA fields, else gqa\), "
+                                          r"so a spec could never build this attention: rename it"),
     (Component("norm", "knorm", rms, KindParams), r"params model KindParams has a field 'kind', but 'kind' is the key "
                                                   r"a spec names the norm by \(\{kind: knorm, \.\.\.\}\), so a spec "
                                                   r"can never give it: rename the field"),

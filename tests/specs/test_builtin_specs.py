@@ -80,12 +80,13 @@ def test_with_decoding_replaces_fields_and_keeps_the_source(registry):
 
 
 def test_a_spec_that_leaves_fields_out_gets_the_schema_defaults(registry):
-    spec = draftsmith.parse_spec({"name": "least", "draft": {"fusion": {"kind": "eagle3", "norm_before_residual": False}}},
-                                 registry=registry)
+    least = {"name": "least", "draft": {"fusion": {"kind": "eagle3", "norm_before_residual": False}}}
+    spec = draftsmith.parse_spec(least, registry=registry)
     assert spec.model_dump(mode="json") == {
         "name": "least", "description": "", "checkpoints": {"target": None, "draft": None},
         "draft": {"num_layers": "auto", "layer": {"kind": "llama"}, "attention": {"kind": "auto"},
-                  "mlp": {"kind": "swiglu"}, "norm": {"kind": "rms"}, "norms": {"input": "all", "hidden": "auto", "final": True},
+                  "mlp": {"kind": "swiglu"}, "norm": {"kind": "rms"},
+                  "norms": {"input": "all", "hidden": "auto", "final": True},
                   "fusion": {"kind": "eagle3", "norm_before_residual": False}, "feed_back": "pre_norm",
                   "vocab": {"reduced": "auto", "d2t": "offset"}, "share": {"embed": "target", "lm_head": "target"}},
         "weights": {"rules": [], "ignore": []}, "quant": {"method": "none"},

@@ -55,7 +55,8 @@ def test_each_rule_needs_both_of_its_settings(tmp_path, edit, path):
 
 
 def test_a_spec_stated_norm_output_feeding_back_is_named(tmp_path):
-    text = CONTRADICTIONS.replace("fusion: {kind: eagle1, bias: true}", "fusion: {kind: eagle3, norm_output: feed_back}")
+    text = CONTRADICTIONS.replace("fusion: {kind: eagle1, bias: true}",
+                                  "fusion: {kind: eagle3, norm_output: feed_back}")
     text = text.replace("  feed_back: post_norm\n", "")
     message = problems(tmp_path, text)["draft.norms.final"].message
     assert message.startswith("false, but the spec's norm_output, read as feed_back feeds the final norm's output")

@@ -28,8 +28,8 @@ def test_each_mutant_differs_from_the_source_in_one_place():
     bodies = {m for _, m in got}
     assert len(bodies) == len(got)                                     # no two sites give the same mutant
     texts = "\n".join(m for _, m in got)
-    for expected in ("x: int=4", "x: int=2", "flag: bool=False", "x <= 2", "x < 3", "x < 2 or flag", "        return x\n",
-                     "x // 4", "x * 4 - 1", "x * 5", "x * 4 + 2", "x * 4 + 0"):
+    for expected in ("x: int=4", "x: int=2", "flag: bool=False", "x <= 2", "x < 3", "x < 2 or flag",
+                     "        return x\n", "x // 4", "x * 4 - 1", "x * 5", "x * 4 + 2", "x * 4 + 0"):
         assert expected in texts, expected
 
 

@@ -168,7 +168,8 @@ def test_self_distillation_prompts_per_document_start_at_line_boundaries(tiny, t
         assert text.startswith(prompt)
 
 
-@pytest.mark.parametrize(("config", "from_target"), [({}, True), ({"init": "target"}, True), ({"init": "random"}, False)])
+@pytest.mark.parametrize(("config", "from_target"),
+                         [({}, True), ({"init": "target"}, True), ({"init": "random"}, False)])
 def test_a_fresh_run_starts_from_the_target_unless_asked_for_random(job, tmp_path, monkeypatch, capsys, config,
                                                                     from_target):
     from draftsmith.train import pipeline

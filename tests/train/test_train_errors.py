@@ -137,7 +137,8 @@ def test_a_draft_given_as_the_target_is_named_with_every_other_problem(good, tin
     missing = tmp_path / "missing.txt"
     refused(train(*good, "--target", draft, "--eval", missing),
             f"--target folder {draft} has no tokenizer (tokenizer.json, tokenizer_config.json, tokenizer.model or "
-            "vocab.json), which reads the data; it holds a draft (spec eagle3-llama), not a target: give the target folder the "
+            "vocab.json), which reads the data; it holds a draft (spec eagle3-llama), not a target: "
+            "give the target folder the "
             "draft is for as --target", f"--eval {missing}: no such file or folder")
 
 

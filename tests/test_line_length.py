@@ -1,0 +1,35 @@
+"""The house style's line limit holds in every Python file of the checkout: at most 120 characters a line, so
+a diff reads side by side. The check walks the checkout, not the installed package, so tests, benchmarks and
+scripts count too."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+LIMIT = 120
+FOLDERS = ("draftsmith", "tests", "benchmarks", "scripts")
+
+
+def long_lines(root: Path, folders=FOLDERS) -> list[str]:
+    """``file:line: N characters`` for each line of a ``.py`` file under ``root/folder`` longer than LIMIT."""
+    files = sorted(p for f in folders if (root / f).is_dir() for p in (root / f).rglob("*.py"))
+    return [f"{p.relative_to(root)}:{n}: {len(line)} characters"
+            for p in files for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+            if len(line) > LIMIT]
+
+
+def test_every_python_line_is_at_most_120_characters():
+    if not (ROOT / "tests").is_dir():
+        pytest.skip("not run from a checkout")
+    assert long_lines(ROOT) == []
+
+
+def test_a_long_line_is_named_with_its_file_line_and_length(tmp_path):
+    (tmp_path / "tests" / "sub").mkdir(parents=True)
+    (tmp_path / "tests" / "sub" / "x.py").write_text("ok = 1\n" + "y" * 121 + "\n" + "z" * 120 + "\n")
+    (tmp_path / "tests" / "notes.txt").write_text("w" * 500)  # not Python
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "y.py").write_text("v" * 500)  # not a checked folder
+    assert long_lines(tmp_path) == [f"{Path('tests', 'sub', 'x.py')}:2: 121 characters"]
