@@ -309,6 +309,28 @@ def test_fine_pair_one_column_per_draft_position(monkeypatch, demo_spec):
     assert "the other readings were not tried: --search tries them" in res.output
 
 
+@pytest.mark.parametrize("steps", [8, 9, 16])
+def test_a_long_chain_shares_one_position_column_so_the_reading_stays_readable(monkeypatch, demo_spec, steps):
+    """Up to 8 draft positions get a column each; a longer chain gets one "p1..pN" column that wraps, so the
+    reading's name keeps its width in a 110-column terminal (16 columns of 7 left it none: found by review)."""
+    name = "draft.attention.rope = interleaved"
+    per = [round(0.9 - 0.05 * i, 2) for i in range(steps)]
+    other = Candidate((("draft.attention.rope", "interleaved"),), m(1.0, per=per))
+    dx = Diagnosis(demo_spec.with_decoding(steps=steps), Candidate((), m(1.5, per=per)), [other], low=True)
+    monkeypatch.setenv("COLUMNS", "110")
+    res = report(monkeypatch, dx)
+    assert res.exit_code == 1, res.output
+    assert max(map(len, res.output.splitlines())) <= 110
+    header = next(line for line in res.output.splitlines() if "reading" in line)
+    assert len(header.split("\u2503")[1]) >= 20   # the name wraps at most once: at 16 columns it had 2 characters
+    assert steps <= 8 or name in res.output
+    cells = [cell.strip() for cell in header.split("\u2503")[1:-1]]
+    assert cells[2:-2] == ([f"p{i + 1}" for i in range(steps)] if steps <= 8 else [f"p1..p{steps}"])
+    shown = " ".join(" ".join(row(res, line)[2:-2]) for line in res.output.splitlines() if "\u2502" in line
+                     and row(res, line)[0] in ("spec as given", ""))
+    assert shown.split()[:steps] == [f"{a:.2f}" for a in per]
+
+
 def test_fine_pair_with_a_better_reading_or_none(monkeypatch, demo_spec):
     better = Candidate((("draft.attention.rope", "interleaved"),), m(5.0, 1.0))
     res = report(monkeypatch, Diagnosis(demo_spec, Candidate((), m(4.5)), [better], better, low=False))

@@ -61,8 +61,11 @@ def doctor(
                         f"{max_new_tokens} tokens per probe")
     table.add_column("reading", overflow="fold")   # two changes make a long name: it wraps, the numbers do not
     table.add_column("tau", justify="right", no_wrap=True, min_width=4)
-    for i in range(steps):
-        table.add_column(f"p{i + 1}", justify="right", no_wrap=True, min_width=4)
+    # a column a position while they fit beside a readable name (7 characters each); past that one column that wraps
+    split = steps <= POSITION_COLUMNS
+    positions = [f"p{i + 1}" for i in range(steps)] if split else [f"p1..p{steps}"]
+    for header in positions:
+        table.add_column(header, justify="right", no_wrap=split, min_width=4)
     table.add_column("loss", justify="right", no_wrap=True, min_width=5)  # the draft's teacher-forced loss, nats
     table.add_column("note", no_wrap=True)
     errors: list[str] = []                      # distinct reasons a reading did not load, numbered in the notes
@@ -70,12 +73,13 @@ def doctor(
         name = "spec as given" if not c.changes else c.describe()
         if c.measure is None:
             errors += [] if c.error in errors else [c.error or "?"]
-            table.add_row(escape(name), "-", *["-"] * steps, "-",
+            table.add_row(escape(name), "-", *["-"] * len(positions), "-",
                           f"does not load ({errors.index(c.error or '?') + 1})")
         else:
             note = "fix" if c is dx.fix else ""
             loss = "-" if c.loss is None else f"{c.loss:.3f}"
-            table.add_row(escape(name), f"{c.tau:.2f}", *[f"{a:.2f}" for a in c.measure.per_position], loss, note,
+            per = [f"{a:.2f}" for a in c.measure.per_position]
+            table.add_row(escape(name), f"{c.tau:.2f}", *(per if split else [" ".join(per)]), loss, note,
                           style="bold green" if c is dx.fix else None)
     out.print(table)
     for i, error in enumerate(errors, 1):
@@ -106,12 +110,10 @@ def doctor(
         raise typer.Exit(1)
     if dx.fix is None:
         loaded = sum(c.measure is not None for c in dx.candidates)
-        reading = ("the spec reads this draft as well as any reading tried; its acceptance on this probe is the "
-                   "draft's own (weak or under-trained, text unlike its training data, or made for another target)"
-                   if dx.base.measure is not None else "the draft may be for another target, or wrong in a way the "
-                   "formats do not leave open")
+        # the spec as given loaded (one that did not, with no fix, was refused above)
         out.print(f"no reading tried does better ({len(dx.candidates)} tried, {loaded} loaded, {dx.seconds:.1f} s): "
-                  f"{reading}")
+                  "the spec reads this draft as well as any reading tried; its acceptance on this probe is the "
+                  "draft's own (weak or under-trained, text unlike its training data, or made for another target)")
         raise typer.Exit(1)
     gain = (f", draft loss {dx.fix.loss:.3f} vs {dx.base.loss:.3f}"
             if dx.fix.loss is not None and dx.base.loss is not None else "")
@@ -127,6 +129,8 @@ def _bad_input(e: object) -> NoReturn:
     typer.echo(f"doctor: {e}{notes}", err=True)
     raise typer.Exit(2) from None
 
+
+POSITION_COLUMNS = 8   # draft positions shown a column each; a longer chain shares one column
 
 DIAGNOSE_OPTIONS = {"max_new_tokens": "--max-new-tokens", "min_tau": "--min-tau"}
 
