@@ -13,11 +13,15 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from draftsmith.components.fusion import config_bias
 from draftsmith.errors import short_text
 from draftsmith.hooks import LayoutMatch
+
+if TYPE_CHECKING:
+    from draftsmith.registry.registry import Registry
+    from draftsmith.specs.schema import Spec
 
 HIDDEN_NORM = r"^(model\.)?(midlayer|layers\.0)\.hidden_norm\.weight$"
 SPECULATORS = ("speculators_config", "speculators_model_type", "transformer_layer_config")
@@ -194,18 +198,18 @@ def detect_builtin_layout(config: Mapping[str, Any], tensor_names: Sequence[str]
     return LayoutMatch(family.spec, family.reason, tuple(notes))
 
 
-def eagle3_values(spec_name, config: Mapping[str, Any], names: Sequence[str],
-                  registry=None) -> tuple[dict[str, Any], list[str]]:
+def eagle3_values(spec: str | Spec, config: Mapping[str, Any], names: Sequence[str],
+                  registry: Registry | None = None) -> tuple[dict[str, Any], list[str]]:
     """Every EAGLE-3 fact the weights cannot show, with where its value came from; the two the weights DO show
     (per-aux norms, a norm over the concatenation) are taken from the tensor names when the config is silent.
-    ``spec_name`` (a name or a loaded Spec) and its fusion are looked up in ``registry`` (default: the default)."""
+    ``spec`` (a name or a loaded Spec) and its fusion are looked up in ``registry`` (default: the default)."""
     from draftsmith.assembler.config import flatten_draft_config
     from draftsmith.components.eagle3_config import config_value, describe_facts
     from draftsmith.specs.loader import load_spec
     from draftsmith.specs.resolve import fusion_params
 
     cfg = flatten_draft_config(config)
-    params = fusion_params(load_spec(spec_name, registry), registry)
+    params = fusion_params(load_spec(spec, registry), registry)
     # The family's spec states its defaults; a value the checkpoint's config states wins over them here, so the
     # printed spec loads what the checkpoint says (the spec's own value stays the fallback).
     stated_by_config = {k: None for k in ("fc_norm", "norm_before_fc", "norm_before_residual", "norm_output")
