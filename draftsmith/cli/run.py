@@ -13,6 +13,12 @@ from rich.table import Table
 from draftsmith.cli.app import (SETTING_OPTIONS, app, detect_spec, err, out, setting_problems,
                                 target_folder_problems)
 
+# the options generate and bench share, written once (typer reads an Option's settings, never changes them)
+TARGET = typer.Option(None, help="Hugging Face target folder, or 'smollm2' (the cached target)")
+DRAFT = typer.Option(None, help="draft checkpoint folder")
+TOKEN_IDS = typer.Option(None, "--token-ids", help="the prompt as token ids, e.g. 1,2,3 (instead of --prompt; for a "
+                         "target folder without a tokenizer)")
+
 
 def _temperature(value: float) -> float:
     """--temperature below 0, refused as typer's range check refuses it; not that check itself, which says NaN is
@@ -27,11 +33,10 @@ def generate(
     ctx: typer.Context,
     spec: Optional[str] = typer.Option(None, help="built-in spec name or YAML path ('demo': the embedded toy pair); "
                                        "default: detected from --draft, else smollm2"),
-    target: Optional[str] = typer.Option(None, help="Hugging Face target folder, or 'smollm2' (the cached target)"),
-    draft: Optional[Path] = typer.Option(None, help="draft checkpoint folder"),
+    target: Optional[str] = TARGET,
+    draft: Optional[Path] = DRAFT,
     prompt: str = typer.Option("def fibonacci(n):", help="prompt text (needs a tokenizer in the target folder)"),
-    token_ids: Optional[str] = typer.Option(None, "--token-ids", help="the prompt as token ids, e.g. 1,2,3 "
-                                            "(instead of --prompt; for a target folder without a tokenizer)"),
+    token_ids: Optional[str] = TOKEN_IDS,
     chat: bool = typer.Option(False, help="send --prompt as one user message through the target tokenizer's chat "
                               "template (the assistant's turn opened), as an instruct model expects"),
     max_new_tokens: int = typer.Option(64, "--max-new-tokens", min=1),
@@ -230,13 +235,12 @@ def bench(
     ctx: typer.Context,
     spec: Optional[str] = typer.Option(None, help="built-in spec name or YAML path; default: detected from --draft "
                                        "(as generate does), else demo"),
-    target: Optional[str] = typer.Option(None, help="Hugging Face target folder, or 'smollm2' (the cached target)"),
-    draft: Optional[Path] = typer.Option(None, help="draft checkpoint folder"),
+    target: Optional[str] = TARGET,
+    draft: Optional[Path] = DRAFT,
     max_new_tokens: int = typer.Option(64, "--max-new-tokens", min=1),
     repeats: int = typer.Option(3, min=1, help="runs per method; the median is reported"),
     prompt: str = typer.Option("def fibonacci(n):"),
-    token_ids: Optional[str] = typer.Option(None, "--token-ids", help="the prompt as token ids, e.g. 1,2,3 "
-                                            "(instead of --prompt; for a target folder without a tokenizer)"),
+    token_ids: Optional[str] = TOKEN_IDS,
     threads: int = typer.Option(1, min=1, help="CPU threads for torch, the same for every method"),
     device: str = typer.Option("cpu"),
     dtype: Optional[str] = typer.Option(None, help="float32 (the default), bfloat16 or float16; with --scale on "
