@@ -76,6 +76,19 @@ def test_turns_alternate_and_keep_every_sample():
     assert [len(v) for v in samples.values()] == [2, 2]
 
 
+class FakePool:
+    """The KV pool as forward_call sees it: two rows' lengths, no key span, a bucket of exactly the need."""
+    span = None
+
+    def __init__(self):
+        import torch
+
+        self.lens = torch.zeros(2, dtype=torch.long)
+
+    def bucket(self, need):
+        return need
+
+
 def test_the_timed_draft_forward_gets_its_input_built_once():
     """The single-forward timing calls the runner with the same argument tensors each time (the draft's hidden
     input is built once, not inside the timed call)."""
@@ -83,15 +96,8 @@ def test_the_timed_draft_forward_gets_its_input_built_once():
 
     from draftsmith.scale.timing import forward_call
 
-    class Pool:
-        lens = torch.zeros(2, dtype=torch.long)
-        span = None
-
-        def bucket(self, need):
-            return need
-
     class Runner:
-        pool = Pool()
+        pool = FakePool()
 
         def __init__(self):
             self.seen = []
@@ -115,7 +121,6 @@ def test_a_timed_graph_replay_keeps_the_buffers_it_reads(monkeypatch):
     import gc
     import weakref
 
-    import torch
 
     from draftsmith.decoding import graphs
     from draftsmith.scale.timing import forward_call
@@ -140,15 +145,8 @@ def test_a_timed_graph_replay_keeps_the_buffers_it_reads(monkeypatch):
 
     monkeypatch.setattr(graphs, "Replay", FakeReplay)
 
-    class Pool:
-        lens = torch.zeros(2, dtype=torch.long)
-        span = None
-
-        def bucket(self, need):
-            return need
-
     class Runner:
-        pool, calls = Pool(), 0
+        pool, calls = FakePool(), 0
 
         def __call__(self, *args, hand_over):
             self.calls += 1
