@@ -121,7 +121,6 @@ def test_a_timed_graph_replay_keeps_the_buffers_it_reads(monkeypatch):
     import gc
     import weakref
 
-
     from draftsmith.decoding import graphs
     from draftsmith.scale.timing import forward_call
 
