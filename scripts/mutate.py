@@ -125,6 +125,12 @@ def live_function(module: types.ModuleType, qualname: str) -> types.FunctionType
     return obj if ok else None
 
 
+def module_name(path: str) -> str:
+    """The import name of a module path: ``a/b.py`` -> ``a.b``; a package's ``a/__init__.py`` is ``a`` itself
+    (imported as ``a.__init__`` it would be a second module, whose swapped code no caller reaches)."""
+    return path.removesuffix(".py").replace("/", ".").removesuffix(".__init__")
+
+
 class Forked:
     """Runs pytest in forked children of a process that imported the module (from ``work``) and the tests' imports
     once; ``run(qualname, mutant)`` swaps the mutant's code into that one function, or returns None when it cannot."""
@@ -137,7 +143,7 @@ class Forked:
         os.chdir(work)
         sys.path.insert(0, str(work))
         sys.dont_write_bytecode = True
-        self.module = importlib.import_module(module[:-3].replace("/", "."))
+        self.module = importlib.import_module(module_name(module))
         if not Path(self.module.__file__).resolve().is_relative_to(work.resolve()):
             raise SystemExit(f"--fork imported {self.module.__file__}, not the copy in {work}: uninstall the "
                              "editable install or run without --fork")

@@ -80,3 +80,9 @@ def test_fork_mode_finds_the_function_to_swap_or_declines(tmp_path):
     assert mutate.live_function(module, "C.p") is module.C.p.fget
     assert mutate.live_function(module, "C.s") is module.C.s
     assert mutate.live_function(module, "cached") is None      # a wrapper: its mutants run the slow way
+
+
+def test_fork_mode_imports_a_package_init_as_the_package():
+    assert mutate.module_name("draftsmith/testing/__init__.py") == "draftsmith.testing"
+    assert mutate.module_name("draftsmith/decoding/tree.py") == "draftsmith.decoding.tree"
+    assert mutate.module_name("draftsmith/init_weights.py") == "draftsmith.init_weights"
