@@ -90,7 +90,7 @@ def made_for(folder: Path, found: dict, want: dict) -> str | None:
 def shard_problem(folder: Path, meta: dict | None) -> str | None:
     """The shards of ``folder`` that training could not read, from their headers only (no tensor is loaded): not
     a regular file, not safetensors, or without the features ``target_features`` writes (``aux`` when ``meta``
-    has taps), all of one row count. One line naming at most a few of them, or None."""
+    has taps), all of one row count and window length. One line naming at most a few of them, or None."""
     need = {"ids", "hidden", "top"} | ({"aux"} if meta and meta["taps"] else set())
     bad: list[str] = []
     for path in sorted(Path(folder).glob(SHARDS)):
@@ -100,7 +100,7 @@ def shard_problem(folder: Path, meta: dict | None) -> str | None:
         try:
             with safe_open(str(path), "pt") as f:
                 keys = set(f.keys())
-                rows = {tuple(f.get_slice(k).get_shape()[:1]) for k in keys & need}
+                rows = {tuple(f.get_slice(k).get_shape()[:2]) for k in keys & need}   # [windows, seq]
                 ids = f.get_slice("ids").get_shape() if "ids" in keys else None
         except (SafetensorError, OSError, ValueError, RuntimeError) as e:
             bad.append(f"{path.name} (not safetensors: {short_text(str(e), 100)})")
@@ -110,7 +110,7 @@ def shard_problem(folder: Path, meta: dict | None) -> str | None:
         elif len(ids) != 2 or (meta is not None and ids[1] != meta["seq"]):
             bad.append(f"{path.name} (ids of shape {short(ids, 40)}, not [windows, {meta['seq'] if meta else 'seq'}])")
         elif len(rows) != 1:
-            bad.append(f"{path.name} (its features differ in row count)")
+            bad.append(f"{path.name} (its features differ in row count or window length)")
     if not bad:
         return None
     return (f"{short_text(folder, 300)} holds {len(bad)} shard{'s' if len(bad) > 1 else ''} training cannot read: "
