@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import inspect
 import sys
 from pathlib import Path
 
@@ -111,6 +112,14 @@ class _Output:
 
 class _Group(TyperGroup):
     """Runs a command and turns its exceptions into one message and an exit code (see the module docstring)."""
+
+    def get_command(self, ctx: click.Context, name: str):
+        # the commands table shows a command's first paragraph; typer's rich mode keeps its docstring's line breaks
+        # there (a ragged column), so it gets the paragraph as one line to wrap
+        cmd = super().get_command(ctx, name)
+        if cmd is not None and cmd.help and not cmd.short_help:
+            cmd.short_help = " ".join(inspect.cleandoc(cmd.help).split("\n\n")[0].split())
+        return cmd
 
     def invoke(self, ctx: click.Context):
         if sys.stdout is None:   # started with stdout closed (`>&-`): rich would drop every line, a write raise
