@@ -3,8 +3,8 @@ pinned where a planted bug survived the other tests.
 
 app.py: the documented exit codes (1, 2, 70, 74, 141) as the commands end with them; report() (which stream, which
 code, the first line of a message cut past 300 characters, no ": " after an empty message); plugin_at_fault() (a
-plugin's own frame blamed by its name, draftsmith's never, no registry built to ask); the stdout wrapper's message
-(an OSError's strerror, else its text). draftsmith.testing: the written layouts are FORMATS.md's, tensor names,
+plugin's own frame blamed by its name, draftsmith's never, no registry built to ask) (the stdout wrapper's
+message: tests/test_cli_kills_round12.py). draftsmith.testing: the written layouts are FORMATS.md's, tensor names,
 shapes and config fields, so the tests that build on them cannot pass on a wrong layout."""
 import importlib
 import json
@@ -157,30 +157,6 @@ def test_no_registry_built_means_no_plugin_is_asked_and_none_is_built():
         assert registry_module.default_registry.cache_info().currsize == 0
     finally:
         registry_module.default_registry.cache_clear()
-
-
-# --- the stdout wrapper: what a failed write says ------------------------------------------------------------------
-
-class Failing:
-    def __init__(self, exc):
-        self.exc = exc
-
-    def write(self, text):
-        raise self.exc
-
-    def flush(self):
-        raise self.exc
-
-
-@pytest.mark.parametrize("exc, says", [(OSError(28, "No space left on device"), "No space left on device"),
-                                       (OSError("the disk went away"), "the disk went away")])
-def test_a_failed_write_or_flush_says_the_strerror_else_the_text(exc, says):
-    out = app_module._Output(Failing(exc))
-    for call in (lambda: out.write("x"), out.flush):
-        with pytest.raises(app_module.OutputFailed) as info:
-            call()
-        assert str(info.value) == says and info.value.__cause__ is exc
-
 
 
 # --- setting_problems(), detect_spec(): what a command checks and proposes before any load ------------------------

@@ -289,7 +289,7 @@ def test_a_failed_write_or_flush_of_stdout_is_output_failed_by_its_reason(error,
     for call in (lambda: stream.write("x"), stream.flush):
         with pytest.raises(OutputFailed) as got:
             call()
-        assert str(got.value) == says
+        assert str(got.value) == says and got.value.__cause__ is error
     assert stream.encoding == "utf-8"
     closed = _Output(Failing(BrokenPipeError(32, "Broken pipe")))   # a closed pipe stays one
     with pytest.raises(BrokenPipeError):
