@@ -2,8 +2,8 @@
 :mod:`draftsmith.cli` says how errors print); the command modules register their verbs on :data:`app`."""
 from __future__ import annotations
 
-import os
 import inspect
+import os
 import sys
 from pathlib import Path
 
