@@ -144,7 +144,8 @@ def shard(path, **tensors):
     (lambda p: save_file({"ids": torch.zeros(2, 47), "hidden": torch.zeros(2, 47, 8), "top": torch.zeros(2, 47),
                           "aux": torch.zeros(2, 47, 8)}, str(p)), "(ids of shape [2, 47], not [windows, 48])"),
     (lambda p: save_file({"ids": torch.zeros(2, 48), "hidden": torch.zeros(3, 48, 8), "top": torch.zeros(2, 48),
-                          "aux": torch.zeros(2, 48, 8)}, str(p)), "(its features differ in row count or window length)"),
+                          "aux": torch.zeros(2, 48, 8)}, str(p)),
+     "(its features differ in row count or window length)"),
 ])
 def test_an_unreadable_shard_is_named_before_training(job, tmp_path, bad, says, max_windows):
     j, feats = features_job(job, tmp_path, json.dumps(GOOD_META), max_windows=max_windows)

@@ -20,7 +20,8 @@ from safetensors.torch import load_file, save_file
 import draftsmith.train.features as F
 from draftsmith.errors import NotFound, short_text
 from draftsmith.train.checks import TrainError
-from draftsmith.train.features import META, FeatureStore, extract, extract_with_log, read_meta, shard_problem
+from draftsmith.train.features import (META, FeatureStore, extract, extract_with_log, read_meta, shard_problem,
+                                       show)
 from draftsmith.train.provenance import windows_digest
 
 V, H = 10, 3
@@ -133,8 +134,8 @@ def test_two_bad_shards_are_named_in_the_plural(tmp_path):
     said = shard_problem(tmp_path, read_meta(tmp_path))
     assert said.startswith(f"{tmp_path} holds 2 shards training cannot read: shard-00001.safetensors (not "
                            "safetensors: ")
-    assert said.endswith(", shard-00002.safetensors (its features differ in row count or window length); remove them (extraction "
-                         "writes them again) or give another features folder")
+    assert said.endswith(", shard-00002.safetensors (its features differ in row count or window length); remove "
+                         "them (extraction writes them again) or give another features folder")
 
 
 def test_without_features_json_a_shard_needs_2_d_ids_of_any_length(tmp_path):
@@ -151,6 +152,29 @@ def test_a_shard_needs_no_aux_without_taps_and_aux_with_them(tmp_path):
     write_shard(tmp_path / "shard-00000.safetensors", 2)
     assert shard_problem(tmp_path, read_meta(tmp_path)) is None
     assert "(no aux)" in shard_problem(tmp_path, {**LAYOUT, "taps": [1]})
+
+
+def test_four_bad_shards_name_three_each_cut_at_200_characters(tmp_path):
+    write_meta(tmp_path / "four")
+    for i in range(4):
+        write_shard(tmp_path / "four" / f"shard-{i:05d}.safetensors", 2, ids=(2, 5))
+    said = shard_problem(tmp_path / "four", LAYOUT)
+    assert said.count("(ids of shape [2, 5], not [windows, 6])") == 3 and " and 1 more; remove them" in said
+    write_meta(tmp_path / "long")
+    write_shard(tmp_path / "long" / ("shard-" + "0" * 230 + ".safetensors"), 2, ids=(2, 5))
+    said = shard_problem(tmp_path / "long", LAYOUT)
+    entry = said.split("training cannot read: ")[1].split("; remove it")[0]
+    # cut in the middle to at most 200: two halves of 98 around "..." (a limit of 199 cuts the same; 201 does not)
+    assert len(entry) == 199 and "..." in entry
+    assert entry.endswith(".safetensors (ids of shape [2, 5], not [windows, 6])")
+
+
+def test_show_cuts_the_taps_at_120_characters():
+    taps = [10 ** 18 + i for i in range(6)]        # repr: 126 characters
+    shown = show({"taps": taps, "seq": 6, "per_shard": 16})
+    cut = shown.split(", 'seq'")[0].removeprefix("{'taps': ")
+    assert len(cut) == 120 and cut.endswith("...") and shown.endswith(", 'seq': 6, 'per_shard': 16}")
+    assert show({"taps": [1, 2], "seq": 6, "per_shard": 16}) == "{'taps': [1, 2], 'seq': 6, 'per_shard': 16}"
 
 
 def test_a_shard_whose_features_are_shorter_than_its_windows_is_named(tmp_path):
