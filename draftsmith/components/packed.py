@@ -37,7 +37,20 @@ def available() -> bool:
             and hasattr(ops, "_reorder_linear_weight") and hasattr(ops, "_linear_pointwise"))
 
 
-DTYPES = (torch.float32, torch.bfloat16)   # oneDNN's CPU linear has no float64; float16 is not measured
+@functools.cache
+def dtypes() -> tuple[torch.dtype, ...]:
+    """The weight dtypes packed here: float32, and bfloat16 where oneDNN's bf16 path runs on this CPU (it needs
+    AVX512-BW/VL/DQ or AVX-NE-CONVERT; on an AVX2-only CPU it refuses the reorder, so a bfloat16 model stays on
+    ``F.linear``). oneDNN's CPU linear has no float64; float16 is not measured."""
+    if not available():
+        return (torch.float32,)
+    try:
+        torch.ops.mkldnn._reorder_linear_weight(torch.zeros(1, 1, dtype=torch.bfloat16), None)
+    except RuntimeError:
+        return (torch.float32,)
+    return (torch.float32, torch.bfloat16)
+
+
 # ``auto`` packs a weight of at least this many elements: oneDNN spends ~13 us per call on this machine, more than
 # the repacking it saves on a small matrix (one core: 64x64 loses 5x, 192x576 breaks even in float32 at 8 tokens and
 # gains 1.3x in bfloat16, 576x576 gains 1.3x in both)
@@ -54,7 +67,7 @@ def runs_packed(x: torch.Tensor, dtype: torch.dtype, trained: bool, gemv: bool =
     autograd or autocast, nor for a dtype oneDNN is not used for. ``gemv``: one float32 row takes ``F.linear`` on
     the weight as stored (MKL's matrix-vector product is 5-7% faster than oneDNN's there: benchmarks/bench_packed.py);
     False where the stored weight is not what is multiplied (an FP8 one would be dequantized)."""
-    if x.device.type != "cpu" or x.dtype != dtype or dtype not in DTYPES:
+    if x.device.type != "cpu" or x.dtype != dtype or dtype not in dtypes():
         return False
     if gemv and dtype == torch.float32 and x.numel() == x.shape[-1]:
         return False
@@ -97,7 +110,7 @@ class PackedWeight:
 
     def prepack(self) -> None:
         """Reorder now where the weight will be packed (CPU, a oneDNN dtype), not in the first forward."""
-        if self.weight.device.type == "cpu" and self.weight.dtype in DTYPES:
+        if self.weight.device.type == "cpu" and self.weight.dtype in dtypes():
             self.repack()
 
 

@@ -233,7 +233,7 @@ class FP8Weight:
                        lambda: self.weight)
 
     def prepack(self) -> None:
-        if self._parameters["weight"].device.type == "cpu" and self.compute_dtype in packed.DTYPES:
+        if self._parameters["weight"].device.type == "cpu" and self.compute_dtype in packed.dtypes():
             self.repack()
 
     def _native(self, x: torch.Tensor) -> torch.Tensor:

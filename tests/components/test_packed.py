@@ -45,7 +45,7 @@ def test_packed_matmul_equals_f_linear(dtype, tol, shape, bias):
 
 
 @pytest.mark.parametrize("dtype,rows,packed_path", [(torch.float32, 1, False), (torch.float32, 2, True),
-                                                    (torch.bfloat16, 1, True)])
+                                                    (torch.bfloat16, 1, torch.bfloat16 in packed.dtypes())])
 def test_one_float32_row_takes_the_gemv(monkeypatch, dtype, rows, packed_path):
     lin = packed_linear(dtype=dtype)
     calls = []
@@ -53,6 +53,28 @@ def test_one_float32_row_takes_the_gemv(monkeypatch, dtype, rows, packed_path):
     monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", lambda x, *a: torch.zeros(*x.shape[:-1], 80))
     out = lin(torch.randn(1, rows, 48).to(dtype))
     assert bool(calls) is packed_path and bool(out.abs().sum() == 0) is packed_path
+
+
+def test_a_cpu_without_onednn_bf16_keeps_bfloat16_weights_on_f_linear(monkeypatch):
+    # an AVX2-only CPU (oneDNN refuses the bf16 reorder there): bfloat16 weights take F.linear, float32 still packs
+    real = torch.ops.mkldnn._reorder_linear_weight
+
+    def reorder(w, *args):
+        if w.dtype == torch.bfloat16:
+            raise RuntimeError("mkldnn_reorder_linear_weight: bf16 path needs the cpu support avx_ne_convert or ...")
+        return real(w, *args)
+
+    monkeypatch.setattr(torch.ops.mkldnn, "_reorder_linear_weight", reorder)
+    packed.dtypes.cache_clear()
+    try:
+        assert packed.dtypes() == (torch.float32,)
+        lin = packed_linear(dtype=torch.bfloat16)
+        x = torch.randn(3, 48).to(torch.bfloat16)
+        assert lin._packed is None and torch.equal(lin(x), F.linear(x, lin.weight, lin.bias))
+        assert packed_linear()._packed is not None
+    finally:
+        monkeypatch.undo()
+        packed.dtypes.cache_clear()
 
 
 def test_an_in_place_weight_update_repacks():
