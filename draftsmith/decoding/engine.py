@@ -24,7 +24,7 @@ from draftsmith.decoding.fixed import (
 )
 from draftsmith.decoding.inflight import HostCopy, runs_ahead, to_device, worth_running_ahead
 from draftsmith.decoding.modes import Plan
-from draftsmith.decoding.runners import DraftRunner, KeySpans, TargetRunner, last_rows
+from draftsmith.decoding.runners import DraftRunner, KeySpans, TargetRunner
 from draftsmith.decoding.sampling import target_probs
 from draftsmith.decoding.stats import Stats
 from draftsmith.decoding.tree import chain_tree
@@ -133,11 +133,10 @@ def prefill(target: TargetRunner, draft: DraftRunner | None, seqs: list[Seq], s:
 
 def catch_up(draft: DraftRunner, st: State, tokens: torch.Tensor, hidden: torch.Tensor, counts: torch.Tensor) -> None:
     """Feed the draft the committed tokens [B, T] (counts [B] of them) with the target's hand-over [B, T, Hh];
-    keep its state after the last one."""
-    fused = draft.pool.fused
-    feed, logits = draft(tokens, hidden, *_causal(counts, tokens.shape[1], st.active, fused), from_target=True)
+    keep its state after the last one (the draft's head runs there only)."""
+    causal = _causal(counts, tokens.shape[1], st.active, draft.pool.fused)
+    st.feed, st.dlogits = draft(tokens, hidden, *causal, from_target=True, last=counts)
     draft.pool.advance(counts * st.active)
-    st.feed, st.dlogits = kernel(last_rows, fused)(counts, feed, logits)
 
 
 def propose(draft: DraftRunner, st: State, plan: Plan, s: Settings, u: torch.Tensor):

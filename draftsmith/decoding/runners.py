@@ -15,6 +15,7 @@ from typing import TypeVar
 
 import torch
 
+from draftsmith.components.fused import kernel
 from draftsmith.decoding.graphs import Replay
 from draftsmith.decoding.inflight import Reach
 from draftsmith.decoding.static_pool import StaticKVPool, fixed_kv
@@ -67,23 +68,28 @@ class TargetRunner(_Addressed):
 
 class DraftRunner(_Addressed):
     """The draft + its pool; ``from_target``: hidden is the target's hand-over (through fc) or the draft's own.
-    ``prompt_lens`` [B]: the prefill, as for :class:`TargetRunner`; feed and logits at the last token, [B, *]."""
+    ``prompt_lens`` [B]: the prefill, as for :class:`TargetRunner`; feed and logits at the last token, [B, *].
+    ``last`` [B]: feed and logits at each row's token ``last - 1`` only, [B, *] (the catch-up: its head over one
+    row, not all of them)."""
 
     def __init__(self, model, pool: StaticKVPool, embed, head):
         self.model, self.pool, self.embed, self.head = model, pool, embed, head
         self.stats = Stats()
 
-    def forward(self, ids, hidden, rows, rel_pos, rel_mask, *, from_target: bool, prompt_lens=None):
+    def forward(self, ids, hidden, rows, rel_pos, rel_mask, *, from_target: bool, prompt_lens=None, last=None):
         kv, pos = self.addressed(rows, rel_pos, rel_mask, prompt_lens)
         _, feed, head_in = self.model(ids, hidden, pos, kv, embed=self.embed, from_target=from_target,
                                       head_input=True)
-        if prompt_lens is not None:
+        if prompt_lens is not None:   # a prefill's prompt lengths vary: not compiled
             feed, head_in = last_rows(prompt_lens, feed, head_in)
-        return feed, self.model.head_of(head_in, self.head)   # [B, T, Vd]
+        elif last is not None:
+            feed, head_in = kernel(last_rows, self.pool.fused)(last, feed, head_in)
+        return feed, self.model.head_of(head_in, self.head)   # [B, T, Vd], or [B, Vd] at ``last``
 
-    def __call__(self, ids, hidden, rows, rel_pos, rel_mask, *, from_target: bool, prompt_lens=None):
+    def __call__(self, ids, hidden, rows, rel_pos, rel_mask, *, from_target: bool, prompt_lens=None, last=None):
         t0 = time.perf_counter()
-        out = self.forward(ids, hidden, rows, rel_pos, rel_mask, from_target=from_target, prompt_lens=prompt_lens)
+        out = self.forward(ids, hidden, rows, rel_pos, rel_mask, from_target=from_target, prompt_lens=prompt_lens,
+                           last=last)
         self.stats.forward_seconds += time.perf_counter() - t0
         return out
 
