@@ -64,12 +64,13 @@ def trains(linear: nn.Module) -> bool:
 
 def runs_packed(x: torch.Tensor, dtype: torch.dtype, trained: bool, gemv: bool = True) -> bool:
     """Whether a CPU linear computing with weights of ``dtype`` takes the packed product for ``x``: not on CUDA,
-    autograd or autocast, nor for a dtype oneDNN is not used for. ``gemv``: one float32 row takes ``F.linear`` on
-    the weight as stored (MKL's matrix-vector product is 5-7% faster than oneDNN's there: benchmarks/bench_packed.py);
+    autograd or autocast, nor for a dtype oneDNN is not used for. ``gemv``: on one thread, one float32 row takes
+    ``F.linear`` on the weight as stored (MKL's matrix-vector product is 5-7% faster than oneDNN's there; on two
+    threads oneDNN's is 1.1-1.3x faster, and target-only decoding of the demo 1.17x: benchmarks/bench_packed.py);
     False where the stored weight is not what is multiplied (an FP8 one would be dequantized)."""
     if x.device.type != "cpu" or x.dtype != dtype or dtype not in dtypes():
         return False
-    if gemv and dtype == torch.float32 and x.numel() == x.shape[-1]:
+    if gemv and dtype == torch.float32 and x.numel() == x.shape[-1] and torch.get_num_threads() == 1:
         return False
     if torch.is_grad_enabled() and (trained or x.requires_grad):
         return False

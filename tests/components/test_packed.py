@@ -44,10 +44,12 @@ def test_packed_matmul_equals_f_linear(dtype, tol, shape, bias):
     torch.testing.assert_close(out.float(), F.linear(x, lin.weight, lin.bias).float(), atol=tol, rtol=tol)
 
 
-@pytest.mark.parametrize("dtype,rows,packed_path", [(torch.float32, 1, False), (torch.float32, 2, True),
-                                                    (torch.bfloat16, 1, torch.bfloat16 in packed.dtypes())])
-def test_one_float32_row_takes_the_gemv(monkeypatch, dtype, rows, packed_path):
+@pytest.mark.parametrize("dtype,rows,threads,packed_path", [
+    (torch.float32, 1, 1, False), (torch.float32, 2, 1, True), (torch.float32, 1, 2, True),
+    (torch.bfloat16, 1, 1, torch.bfloat16 in packed.dtypes())])
+def test_one_float32_row_on_one_thread_takes_the_gemv(monkeypatch, dtype, rows, threads, packed_path):
     lin = packed_linear(dtype=dtype)
+    monkeypatch.setattr(torch, "get_num_threads", lambda: threads)
     calls = []
     monkeypatch.setattr(packed.PackedWeight, "repack", lambda self: calls.append(1) or None)
     monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", lambda x, *a: torch.zeros(*x.shape[:-1], 80))
