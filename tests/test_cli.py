@@ -13,7 +13,7 @@ import draftsmith
 from draftsmith.cli import app
 from draftsmith.errors import DraftsmithError
 from draftsmith.specs.catalog import BUILTIN_DIR
-from draftsmith.testing import write_eagle3, write_target
+from draftsmith.testing import edit_config, write_eagle3, write_target
 
 WIDE = {"COLUMNS": "1000"}  # rich wraps at the terminal width; these tests are about content
 BUILTINS = sorted(BUILTIN_DIR.glob("*.yaml"))
@@ -226,13 +226,7 @@ def test_inspect_an_unknown_layout_names_the_closest_families_and_what_did_not_f
 
 
 def test_inspect_reports_config_keys_it_does_not_read(tmp_path, eagle3_pair):
-    import shutil
-
-    draft = tmp_path / "d"
-    shutil.copytree(eagle3_pair[1], draft)
-    cfg = json.loads((draft / "config.json").read_text())
-    cfg["use_fancy_norm"] = True
-    (draft / "config.json").write_text(json.dumps(cfg))
+    draft = edit_config(eagle3_pair[1], tmp_path / "d", use_fancy_norm=True)
     res = run("inspect", draft)
     assert re.search(r"^# config keys draftsmith's built-in components do not read: use_fancy_norm$", res.stdout, re.M)
 

@@ -2,7 +2,6 @@
 and max_position_embeddings, its tokenizer files): exit 2 naming the option, before the models load where the
 folder tells it, after the load where only the model does; --temperature nan and --token-ids too large for an id
 said as what they are; doctor's failed spec said whole, with the load's notes."""
-import json
 
 import pytest
 
@@ -116,11 +115,9 @@ def test_doctor_says_a_spec_that_does_not_load_whole_with_its_notes(spec, wide, 
 
 
 def test_doctor_tries_no_reading_of_a_target_config_it_cannot_read(pairs, tmp_path, monkeypatch):
-    import shutil
+    from draftsmith.testing import edit_config
 
-    target = shutil.copytree(pairs["tok"][0], tmp_path / "tgt")
-    config = json.loads((target / "config.json").read_text())
-    (target / "config.json").write_text(json.dumps({**config, "max_position_embeddings": "x"}))
+    target = edit_config(pairs["tok"][0], tmp_path / "tgt", max_position_embeddings="x")
     monkeypatch.setattr("draftsmith.doctor.run_candidate", lambda *a, **k: pytest.fail("tried a reading"))
     res = run("doctor", target, pairs["tok"][1], "--spec", "eagle3-llama")
     refused(res, 2, "doctor: ", "config.json", "max_position_embeddings")

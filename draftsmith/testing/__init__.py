@@ -5,6 +5,8 @@ from a hub."""
 from __future__ import annotations
 
 import json
+import shutil
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -260,6 +262,21 @@ def write_byte_tokenizer(folder: str | Path, chat_template: str | None = None) -
     if chat_template is not None:
         fast.chat_template = chat_template
     fast.save_pretrained(str(folder))
+
+
+def edit_config(src: str | Path, dst: str | Path | None = None, *, name: str = "config.json",
+                drop: Iterable[str] = (), **changes: Any) -> Path:
+    """A checkpoint folder whose config file (``name``) has ``changes`` set and lacks the keys ``drop``:
+    ``src`` itself edited in place when ``dst`` is None, else a copy of ``src`` at ``dst``. Returns the folder.
+
+    A value of None is written as JSON null; to remove a key, name it in ``drop`` (a key the file lacks is fine,
+    and ``drop`` wins over ``changes``). Tests build misfit checkpoints this way instead of each keeping a copy."""
+    folder = Path(src) if dst is None else Path(shutil.copytree(src, dst))
+    drop = {drop} if isinstance(drop, str) else set(drop)
+    path = folder / name
+    cfg = json.loads(path.read_text()) | changes
+    path.write_text(json.dumps({k: v for k, v in cfg.items() if k not in drop}))
+    return folder
 
 
 class LastMessageTokenizer:

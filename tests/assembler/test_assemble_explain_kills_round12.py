@@ -6,8 +6,6 @@ derived-t2d warning; a registered spec whose own draft folder is missing still n
 tokenizer folder's own code is never run and one transformers refuses names tokenizer.json; and every folder, repr,
 detector reason or transformers message these errors, notes and warnings quote is whole up to its limit and cut
 past it."""
-import json
-import shutil
 
 import pytest
 
@@ -16,7 +14,7 @@ from draftsmith.errors import CheckpointError, DraftsmithError, OptionError, Spe
 from draftsmith.hooks import LayoutMatch, hookimpl
 from draftsmith.specs.loader import load_spec
 from draftsmith.specs.schema import Spec
-from draftsmith.testing import write_eagle3, write_target
+from draftsmith.testing import edit_config, write_eagle3, write_target
 
 SMALL = dict(intermediate_size=32, num_attention_heads=2, num_key_value_heads=1, num_hidden_layers=8, vocab_size=32,
              hidden_size=16)
@@ -27,11 +25,7 @@ def folders(tmp_path_factory):
     """A plain target, its EAGLE-3 draft, and a copy of the target whose config declares a linear-attention layer."""
     root = tmp_path_factory.mktemp("asm12")
     target = write_target(root / "t", **SMALL)
-    recurrent = root / "r"
-    shutil.copytree(target, recurrent)
-    cfg = json.loads((recurrent / "config.json").read_text())
-    cfg["layer_types"] = ["full_attention"] * 7 + ["linear_attention"]
-    (recurrent / "config.json").write_text(json.dumps(cfg))
+    recurrent = edit_config(target, root / "r", layer_types=["full_attention"] * 7 + ["linear_attention"])
     return target, write_eagle3(root / "d", target), recurrent
 
 
@@ -188,9 +182,7 @@ def test_a_tokenizer_that_maps_to_its_own_code_loads_as_the_plain_fast_tokenizer
     """tokenizer_config.json's auto_map names a class in the folder's tok.py: transformers would import it only with
     trust_remote_code, which assemble never passes; the tokenizer.json is read as is."""
     target = write_target(tmp_path / "t", tokenizer=True, **{**SMALL, "vocab_size": 258})
-    config = json.loads((target / "tokenizer_config.json").read_text())
-    config["auto_map"] = {"AutoTokenizer": [None, "tok.FolderTokenizer"]}
-    (target / "tokenizer_config.json").write_text(json.dumps(config))
+    edit_config(target, name="tokenizer_config.json", auto_map={"AutoTokenizer": [None, "tok.FolderTokenizer"]})
     (target / "tok.py").write_text("from transformers import PreTrainedTokenizerFast\n\n\n"
                                    "class FolderTokenizer(PreTrainedTokenizerFast):\n    pass\n")
     model = draftsmith.assemble("eagle3-llama", target=target, draft=write_eagle3(tmp_path / "d", target))

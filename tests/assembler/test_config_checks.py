@@ -1,9 +1,7 @@
 """Checkpoint config values draftsmith would misread are refused before a tensor is allocated, naming the file and
 the key as written (a params.json's own keys), what was found and what is allowed; and what a target config says
 is read as transformers' model of its type reads it (an activation, a sliding window)."""
-import json
 import shutil
-from pathlib import Path
 
 import pytest
 import torch
@@ -16,7 +14,7 @@ from draftsmith.components import backends
 from draftsmith.convert.run import convert
 from draftsmith.errors import CheckpointError, DraftsmithError
 from draftsmith.registry import default_registry
-from draftsmith.testing import write_eagle3, write_target
+from draftsmith.testing import edit_config, write_eagle3, write_target
 from draftsmith.testing.mistral import write_mistral_eagle
 from draftsmith.testing.mla import write_mla_eagle
 
@@ -29,15 +27,6 @@ def folders(tmp_path_factory):
             "mistral": write_mistral_eagle(root / "mistral", target), "mla": write_mla_eagle(root / "mla", target)}
 
 
-def edited(src: Path, dst: Path, name: str = "config.json", drop: tuple[str, ...] = (), **changes) -> Path:
-    """A copy of a checkpoint folder whose config file has ``changes`` and lacks the keys ``drop``."""
-    shutil.copytree(src, dst)
-    cfg = json.loads((dst / name).read_text())
-    cfg = {k: v for k, v in {**cfg, **changes}.items() if k not in drop}
-    (dst / name).write_text(json.dumps(cfg))
-    return dst
-
-
 def refused(spec, target, draft) -> str:
     with pytest.raises(CheckpointError) as info:
         draftsmith.assemble(spec, target=target, draft=draft)
@@ -48,13 +37,13 @@ def refused(spec, target, draft) -> str:
 
 @pytest.mark.parametrize("act", ["gelu", "nonexistent", ["silu"]])
 def test_a_target_activation_other_than_silu_is_refused(folders, tmp_path, act):
-    target = edited(folders["target"], tmp_path / "t", hidden_act=act)
+    target = edit_config(folders["target"], tmp_path / "t", hidden_act=act)
     says = refused("eagle3-llama", target, folders["eagle3"])
     assert says.startswith(f"{target / 'config.json'}: hidden_act is {act!r}") and "allowed silu, swish" in says
 
 
 def test_a_draft_activation_other_than_silu_is_refused(folders, tmp_path):
-    draft = edited(folders["eagle3"], tmp_path / "d", hidden_act="gelu_pytorch_tanh")
+    draft = edit_config(folders["eagle3"], tmp_path / "d", hidden_act="gelu_pytorch_tanh")
     says = refused("eagle3-llama", folders["target"], draft)
     assert says.startswith(f"{draft / 'config.json'}: hidden_act is 'gelu_pytorch_tanh'")
 
@@ -101,7 +90,7 @@ def test_an_empty_draft_config_is_refused_naming_the_missing_sizes(folders, tmp_
 
 
 def test_a_params_json_without_dim_is_refused_naming_dim(folders, tmp_path):
-    draft = edited(folders["mistral"], tmp_path / "m", "params.json", drop=("dim",))
+    draft = edit_config(folders["mistral"], tmp_path / "m", name="params.json", drop=("dim",))
     says = refused("eagle-mistral", folders["target"], draft)
     assert says.startswith(f"{draft / 'params.json'}: states no dim;") and "hidden_size" not in says
 
@@ -109,7 +98,7 @@ def test_a_params_json_without_dim_is_refused_naming_dim(folders, tmp_path):
 # --- 4. a params.json's problems name params.json and its own keys ------------------------------------------------
 
 def test_a_params_json_value_is_reported_under_its_own_file_and_key(folders, tmp_path):
-    draft = edited(folders["mistral"], tmp_path / "m", "params.json", dim="64", n_heads=3)
+    draft = edit_config(folders["mistral"], tmp_path / "m", name="params.json", dim="64", n_heads=3)
     with pytest.raises(CheckpointError) as info:
         read_config(draft)
     assert str(info.value) == (f"{draft / 'params.json'}: dim is '64'; an integer is expected; n_kv_heads (2) must "
@@ -143,19 +132,19 @@ def test_mla_attention_over_a_gqa_config_names_the_config_and_the_missing_keys(f
     ({"rope_interleave": "yes"}, "rope_interleave is 'yes'; true or false is expected"),
 ])
 def test_mla_values_are_checked_before_the_build(folders, tmp_path, changes, says):
-    draft = edited(folders["mla"], tmp_path / "d", **changes)
+    draft = edit_config(folders["mla"], tmp_path / "d", **changes)
     assert says in refused("eagle-mla-deepseek", folders["target"], draft)
 
 
 def test_a_null_q_lora_rank_is_still_read(folders, tmp_path):
-    draft = edited(folders["mla"], tmp_path / "d", q_lora_rank=None)
+    draft = edit_config(folders["mla"], tmp_path / "d", q_lora_rank=None)
     assert read_config(draft)["q_lora_rank"] is None
 
 
 # --- 7. eagle_config must be an object -----------------------------------------------------------------------------
 
 def test_a_non_object_eagle_config_is_refused_by_assemble_and_convert(folders, tmp_path):
-    draft = edited(folders["eagle3"], tmp_path / "d", eagle_config="notadict")
+    draft = edit_config(folders["eagle3"], tmp_path / "d", eagle_config="notadict")
     want = f"{draft / 'config.json'}: eagle_config is 'notadict'; an object is expected"
     assert refused("eagle3-llama", folders["target"], draft) == want
     with pytest.raises(DraftsmithError) as info:
@@ -168,7 +157,7 @@ def test_a_non_object_eagle_config_is_refused_by_assemble_and_convert(folders, t
 def test_a_params_json_layer_count_that_disagrees_is_noted_under_n_layers(folders, tmp_path):
     from draftsmith.convert.inspect import inspect_checkpoint
 
-    draft = edited(folders["mistral"], tmp_path / "m", "params.json", n_layers=5)
+    draft = edit_config(folders["mistral"], tmp_path / "m", name="params.json", n_layers=5)
     notes = inspect_checkpoint(draft).match.assumptions
     assert "config says n_layers=5; the tensor names hold 2 layer(s) (the names win)" in notes
     assert len(draftsmith.assemble("eagle-mistral", target=folders["target"], draft=draft).draft.layers) == 2

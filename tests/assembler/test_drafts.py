@@ -18,7 +18,7 @@ from draftsmith.assembler import checkpoint, load
 from draftsmith.assembler.plan import CheckpointMismatch
 from draftsmith.assembler.vocab import VocabMapError, check_vocab_map, make_vocab_map, target_to_draft
 from draftsmith.components.norms import RMSNorm
-from draftsmith.testing import write_eagle1, write_eagle3, write_target
+from draftsmith.testing import edit_config, write_eagle1, write_eagle3, write_target
 
 TARGET_THETA = 500000.0
 H, V = 64, 96
@@ -51,17 +51,6 @@ def assert_loaded_bit_for_bit(model, ckpt: dict[str, torch.Tensor], rename, drop
     assert set(state) == set(canonical)
     for name, t in canonical.items():
         assert same_bits(state[name], t), name
-
-
-def edit_config(folder: Path, **changes) -> None:
-    path = folder / "config.json"
-    cfg = json.loads(path.read_text())
-    for k, v in changes.items():
-        if v is None:
-            cfg.pop(k, None)
-        else:
-            cfg[k] = v
-    path.write_text(json.dumps(cfg))
 
 
 # --- EAGLE-1 (yuhuili) -------------------------------------------------------------------------------------------
@@ -259,7 +248,8 @@ def llama_default_inv_freq(head_dim: int, theta: float) -> torch.Tensor:
 @pytest.mark.parametrize("rope_theta", [None, 20000.0])
 def test_draft_rope_comes_from_the_draft_config_never_the_target(target, tmp_path, spec, write, rope_theta):
     draft = write(tmp_path / "d", target)
-    edit_config(draft, rope_theta=rope_theta, max_position_embeddings=2048)  # stale template values
+    edit_config(draft, drop=["rope_theta"] if rope_theta is None else [], rope_theta=rope_theta,
+                max_position_embeddings=2048)  # stale template values
     model = draftsmith.assemble(spec, target=target, draft=draft)
     rope = model.draft.layers[0].self_attn.rope
     want = llama_default_inv_freq(16, rope_theta or 10000.0)          # transformers' Llama default: 10000

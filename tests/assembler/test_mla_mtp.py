@@ -18,7 +18,7 @@ from draftsmith.assembler.config import MLA_KEYS, draft_hf_config
 from draftsmith.components.attention import GQAttention
 from draftsmith.components.mla import MLAttention
 from draftsmith.components.rule_config import bind
-from draftsmith.testing import write_target
+from draftsmith.testing import edit_config, write_target
 from draftsmith.testing.mla import MLA_SIZES, to_mistral, write_mla_eagle
 from draftsmith.testing.mtp import write_mtp
 
@@ -199,13 +199,9 @@ def test_auto_attention_builds_the_module_the_config_asks_for(root, tmp_path):
 
 def test_a_checkpoint_of_two_mtp_layers_says_the_draft_is_the_first(root, tmp_path, caplog):
     # the spec's rules read model.layers.L alone: a second MTP layer (model.layers.L+1) was dropped without a word
-    import json
     import logging
-    import shutil
 
-    folder = shutil.copytree(root / "mtp-llama", tmp_path / "mtp2")
-    cfg = json.loads((folder / "config.json").read_text())
-    (folder / "config.json").write_text(json.dumps({**cfg, "num_nextn_predict_layers": 2}))
+    folder = edit_config(root / "mtp-llama", tmp_path / "mtp2", num_nextn_predict_layers=2)
     with caplog.at_level(logging.WARNING, logger="draftsmith"):
         assemble("deepseek-mtp", root / "mtp-llama", root / "mtp-llama")
         assert "MTP layers" not in caplog.text

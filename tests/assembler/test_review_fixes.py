@@ -2,7 +2,6 @@
 transformers' Llama ignores it), a tied target whose files hold a different lm_head.weight (refused, naming what
 each transformers version does), and a longrope target asked past original_max_position_embeddings (refused
 before any forward: transformers switches to the long factors there, draftsmith keeps the short ones)."""
-import json
 import re
 import shutil
 
@@ -10,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from draftsmith.cli import app
-from draftsmith.testing import write_eagle3, write_target
+from draftsmith.testing import edit_config, write_eagle3, write_target
 
 SMALL = dict(hidden_size=16, intermediate_size=32, num_attention_heads=2, num_key_value_heads=1, num_hidden_layers=4,
              vocab_size=32)
@@ -18,15 +17,6 @@ SMALL = dict(hidden_size=16, intermediate_size=32, num_attention_heads=2, num_ke
 
 def run(*args):
     return CliRunner().invoke(app, [str(a) for a in args], env={"COLUMNS": "1000"})
-
-
-def edited(src, dst, edit):
-    """A copy of the checkpoint folder ``src`` whose config.json ``edit`` changed in place."""
-    shutil.copytree(src, dst)
-    cfg = json.loads((dst / "config.json").read_text())
-    edit(cfg)
-    (dst / "config.json").write_text(json.dumps(cfg))
-    return dst
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +33,7 @@ def test_a_text_config_object_in_a_llama_config_is_ignored_as_transformers_ignor
     text model's config (AttributeError: 'dict' object has no attribute 'hidden_size', exit 70). The output is the
     plain folder's."""
     target, draft = pair
-    nested = edited(target, tmp_path / "nested", lambda c: c.update(text_config={"hidden_size": 999}))
+    nested = edit_config(target, tmp_path / "nested", text_config={"hidden_size": 999})
     outs = []
     for folder in (target, nested):
         res = run("generate", "--target", folder, "--draft", draft, "--token-ids", "5,6,7", "--max-new-tokens", "6",
@@ -139,12 +129,10 @@ def longrope(pair, tmp_path_factory):
     target, draft = pair
     half = SMALL["hidden_size"] // SMALL["num_attention_heads"] // 2
 
-    def edit(cfg):
-        cfg.pop("rope_parameters", None)
-        cfg["rope_theta"] = 10000.0
-        cfg["rope_scaling"] = {"rope_type": "longrope", "short_factor": [1.0] * half, "long_factor": [4.0] * half,
-                               "original_max_position_embeddings": ORIGINAL}
-    folder = edited(target, tmp_path_factory.mktemp("longrope") / "target", edit)
+    scaling = {"rope_type": "longrope", "short_factor": [1.0] * half, "long_factor": [4.0] * half,
+               "original_max_position_embeddings": ORIGINAL}
+    folder = edit_config(target, tmp_path_factory.mktemp("longrope") / "target", drop=["rope_parameters"],
+                         rope_theta=10000.0, rope_scaling=scaling)
     model = draftsmith.assemble("eagle3-llama", target=folder, draft=draft, device="cpu", dtype="float32")
     return model, AutoModelForCausalLM.from_pretrained(folder).eval()
 

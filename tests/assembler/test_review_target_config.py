@@ -2,8 +2,6 @@
 the file and every key it lacks at once (as a draft's is: config.DRAFT_SIZES): transformers took its Llama
 defaults for them, and the load failed as 'model.layers.{8..31}.* missing', 'model expects [32000, 4096]' or
 "unknown target 'None'", none of which named the key."""
-import json
-import shutil
 
 import pytest
 from typer.testing import CliRunner
@@ -12,7 +10,7 @@ import draftsmith
 from draftsmith.assembler.config import ConfigFacts
 from draftsmith.cli import app
 from draftsmith.errors import CheckpointError
-from draftsmith.testing import write_eagle3, write_target
+from draftsmith.testing import edit_config, write_eagle3, write_target
 
 SMALL = dict(hidden_size=16, intermediate_size=32, num_attention_heads=2, num_key_value_heads=1, num_hidden_layers=4,
              vocab_size=32)
@@ -23,16 +21,6 @@ def pair(tmp_path_factory):
     root = tmp_path_factory.mktemp("target-config")
     target = write_target(root / "target", **SMALL)
     return target, write_eagle3(root / "draft", target, aux_ids=[0, 1, 2])
-
-
-def without(src, dst, *keys):
-    """A copy of the checkpoint folder ``src`` whose config.json lacks ``keys``."""
-    shutil.copytree(src, dst)
-    cfg = json.loads((dst / "config.json").read_text())
-    for key in keys:
-        del cfg[key]
-    (dst / "config.json").write_text(json.dumps(cfg))
-    return dst
 
 
 def refusal(target, draft, monkeypatch) -> str:
@@ -52,7 +40,7 @@ def refusal(target, draft, monkeypatch) -> str:
                                   ("intermediate_size", "num_attention_heads")])
 def test_a_missing_size_is_named_with_the_file(pair, tmp_path, monkeypatch, keys):
     target, draft = pair
-    bad = without(target, tmp_path / "t", *keys)
+    bad = edit_config(target, tmp_path / "t", drop=keys)
     message = refusal(bad, draft, monkeypatch)
     assert message.startswith(f"{bad / 'config.json'}: states no {', '.join(keys)}; a target's config must give "
                               "hidden_size, intermediate_size, num_attention_heads, num_hidden_layers, vocab_size"), \
@@ -62,7 +50,7 @@ def test_a_missing_size_is_named_with_the_file(pair, tmp_path, monkeypatch, keys
 
 def test_a_missing_model_type_is_named_with_the_known_targets(pair, tmp_path, monkeypatch):
     target, draft = pair
-    bad = without(target, tmp_path / "t", "model_type")
+    bad = edit_config(target, tmp_path / "t", drop=["model_type"])
     message = refusal(bad, draft, monkeypatch)
     assert message.startswith(f"{bad / 'config.json'}: states no model_type; a target's config must give model_type "
                               "(known targets: "), message
@@ -71,7 +59,7 @@ def test_a_missing_model_type_is_named_with_the_known_targets(pair, tmp_path, mo
 
 def test_every_missing_key_is_named_at_once(pair, tmp_path, monkeypatch):
     target, draft = pair
-    bad = without(target, tmp_path / "t", "model_type", "num_hidden_layers")
+    bad = edit_config(target, tmp_path / "t", drop=["model_type", "num_hidden_layers"])
     assert "states no model_type, num_hidden_layers; " in refusal(bad, draft, monkeypatch)
 
 
@@ -90,7 +78,7 @@ def test_sizes_under_text_config_count_and_params_json_keys_are_named_as_written
 
 def test_the_cli_prints_it_as_a_message(pair, tmp_path):
     target, draft = pair
-    bad = without(target, tmp_path / "t", "num_hidden_layers")
+    bad = edit_config(target, tmp_path / "t", drop=["num_hidden_layers"])
     res = CliRunner().invoke(app, ["generate", "--spec", "eagle3-llama", "--target", str(bad), "--draft", str(draft),
                                    "--token-ids", "1,2"], env={"COLUMNS": "1000"})
     assert res.exit_code != 0 and "Traceback" not in res.output, res.output

@@ -25,7 +25,7 @@ from draftsmith.convert.inspect import inspect_checkpoint
 from draftsmith.convert.run import convert
 from draftsmith.doctor import draft_loss
 from draftsmith.errors import OptionError
-from draftsmith.testing import write_eagle1, write_eagle3, write_target
+from draftsmith.testing import edit_config, write_eagle1, write_eagle3, write_target
 from draftsmith.testing.mistral import write_mistral_eagle
 from draftsmith.testing.mla import write_mla_eagle
 from draftsmith.testing.quant import quantize_folder
@@ -37,11 +37,6 @@ QK = ("layers.0.self_attn.q_proj", "layers.0.self_attn.k_proj")
 @pytest.fixture(scope="module")
 def target(tmp_path_factory):
     return write_target(tmp_path_factory.mktemp("t") / "t")
-
-
-def edit_config(folder, **changes):
-    (path,) = [p for p in (folder / "config.json", folder / "params.json") if p.is_file()]
-    path.write_text(json.dumps(json.loads(path.read_text()) | changes))
 
 
 def weights(folder):
@@ -309,7 +304,7 @@ def fp8_mistral(folder, target):
         return t | {"eagle_linear.weight": w8, "eagle_linear.qscale_weight": scale,
                     "eagle_linear.qscale_act": torch.tensor([0.5])}
     rewrite(src, fp8_linear)
-    edit_config(src, quantization={"qformat_weight": "fp8_e4m3", "qscheme_act": "TENSOR"})
+    edit_config(src, name="params.json", quantization={"qformat_weight": "fp8_e4m3", "qscheme_act": "TENSOR"})
     return src
 
 

@@ -1,7 +1,6 @@
 """Helpers of the hardening tests: every bad input must end in a DraftsmithError within a second of work."""
 import contextlib
 import gc
-import json
 import os
 import time
 from pathlib import Path
@@ -63,13 +62,6 @@ def copy_folder(src: Path, dst: Path) -> Path:
     for f in src.iterdir():
         (dst / f.name).write_bytes(f.read_bytes())
     return dst
-
-
-def edit_config(folder: Path, name: str = "config.json", **changes) -> None:
-    path = folder / name
-    cfg = json.loads(path.read_text())
-    cfg.update(changes)
-    path.write_text(json.dumps(cfg))
 
 
 def make_fifo(path: Path) -> Path:

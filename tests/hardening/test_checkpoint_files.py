@@ -13,8 +13,9 @@ from draftsmith import limits
 from draftsmith.assembler.checkpoint import ALLOW_OUTSIDE, list_tensors, read_json, read_tensors, save_safetensors
 from draftsmith.assembler.config import read_config, stop_ids, target_hf_config
 from draftsmith.errors import CheckpointError, CheckpointNotFound, DraftsmithError
+from draftsmith.testing import edit_config
 
-from hardening_helpers import copy_folder, edit_config, make_fifo, quick, refused
+from hardening_helpers import copy_folder, make_fifo, quick, refused
 
 
 @pytest.fixture

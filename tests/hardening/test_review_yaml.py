@@ -2,8 +2,6 @@
 a reduced draft sharing the target's head, ``attention: {kind: auto}`` params checked against gqa only, FP8
 ``quant.modules`` that quantize nothing, and a count conflict blamed on a field the spec never wrote. Each is now a
 SpecError naming the spec file and the dotted path, raised before any tensor is read."""
-import json
-import shutil
 
 import pytest
 import yaml
@@ -12,7 +10,7 @@ from typer.testing import CliRunner
 import draftsmith
 from draftsmith.cli import app
 from draftsmith.specs.catalog import BUILTIN_DIR
-from draftsmith.testing import write_eagle3, write_target
+from draftsmith.testing import edit_config, write_eagle3, write_target
 from draftsmith.testing.mla import write_mla_eagle
 
 SMALL = dict(hidden_size=16, intermediate_size=32, num_attention_heads=2, num_key_value_heads=1, num_hidden_layers=8,
@@ -66,11 +64,7 @@ def test_a_reduced_draft_sharing_the_targets_head_is_refused_by_name(root, tmp_p
             r"\(its config's draft_vocab_size 48 is below the target's 96 ids\)")
     with pytest.raises(draftsmith.SpecError, match=said):
         draftsmith.assemble(spec_file(tmp_path / "s.yaml", **edits), target=root / "target", draft=root / "reduced")
-    unsized = tmp_path / "unsized"   # d2t alone says so (a config without draft_vocab_size)
-    shutil.copytree(root / "reduced", unsized)
-    config = json.loads((unsized / "config.json").read_text())
-    del config["draft_vocab_size"]
-    (unsized / "config.json").write_text(json.dumps(config))
+    unsized = edit_config(root / "reduced", tmp_path / "unsized", drop=["draft_vocab_size"])   # d2t alone says so
     with pytest.raises(draftsmith.SpecError, match=r"reduced \(the draft holds d2t\)"):
         draftsmith.assemble(spec_file(tmp_path / "s.yaml", **edits), target=root / "target", draft=unsized)
     full = draftsmith.assemble(spec_file(tmp_path / "f.yaml", **edits), target=root / "target", draft=root / "draft")
@@ -101,10 +95,7 @@ def test_fp8_modules_that_quantize_nothing_are_refused_with_the_names_they_searc
 
 
 def test_an_aux_count_conflict_names_the_config_key_that_asked(root, tmp_path):
-    draft = tmp_path / "naux"
-    shutil.copytree(root / "draft", draft)
-    cfg = json.loads((draft / "config.json").read_text())
-    (draft / "config.json").write_text(json.dumps(cfg | {"num_aux_hidden_states": 2}))
+    draft = edit_config(root / "draft", tmp_path / "naux", num_aux_hidden_states=2)
     spec = spec_file(tmp_path / "a.yaml", **{"draft.fusion.aux_layers": {"ids": [1, 3, 5]}})
     with pytest.raises(draftsmith.SpecError, match=r"2 aux states asked for by the draft config's "
                                                    r"num_aux_hidden_states but the spec gives \[1, 3, 5\]"):

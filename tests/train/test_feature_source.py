@@ -11,7 +11,7 @@ from safetensors.torch import load_file
 from typer.testing import CliRunner
 
 from draftsmith.cli import app
-from draftsmith.testing import write_target
+from draftsmith.testing import edit_config, write_target
 from draftsmith.train import data as D
 from draftsmith.train import pipeline
 from draftsmith.train.checks import TrainError
@@ -70,10 +70,7 @@ def test_features_of_another_target_are_refused_naming_the_hidden_size(made, tin
 
 
 def test_features_of_a_retrained_target_of_the_same_shape_are_refused(made, tiny, tmp_path):
-    other = tmp_path / "retrained"
-    shutil.copytree(tiny / "target", other)
-    cfg = json.loads((other / "config.json").read_text())
-    (other / "config.json").write_text(json.dumps({**cfg, "rms_norm_eps": 1e-5}))
+    other = edit_config(tiny / "target", tmp_path / "retrained", rms_norm_eps=1e-5)
     feats = copy(made, tmp_path)
     refused(train(*args(tiny, tmp_path, feats, "--max-windows", 8), "--target", other),
             "holds features made for another run: the target's config.json differs")

@@ -100,12 +100,11 @@ def test_other_data_and_self_distillation_are_named(job, tiny, small, tmp_path):
 
 
 def test_another_target_is_named_but_a_moved_one_and_a_moved_out_resume(job, tiny, small, tmp_path):
-    import json
     import shutil
 
-    other = shutil.copytree(tiny / "target", tmp_path / "other")
-    cfg = json.loads((other / "config.json").read_text())
-    (other / "config.json").write_text(json.dumps({**cfg, "rms_norm_eps": 1e-5}))
+    from draftsmith.testing import edit_config
+
+    other = edit_config(tiny / "target", tmp_path / "other", rms_norm_eps=1e-5)
     refused_with(job, small, f"target {other}: the run in {small} was started with a target of another config.json",
                  target=other, features=tmp_path / "f6")
     moved = shutil.copytree(tiny / "target", tmp_path / "moved")
