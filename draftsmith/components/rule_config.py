@@ -61,8 +61,11 @@ def bind_rule(rule: Any, config: Mapping[str, Any]) -> Any:
     texts = [rule.match, rule.replace, *(rule.inverse or ())]
     if not any(has_placeholders(t) for t in texts):
         return rule
-    inverse = None if rule.inverse is None else (bind(rule.inverse[0], config, pattern=True),
-                                                  bind(rule.inverse[1], config, pattern=False))
+    # an inverse derived from the unbound texts holds the placeholder escaped (r'\$\{n\}'), which binding never
+    # reaches: derive it from the bound texts instead
+    derived = rule.inverse == RegexRule(match=rule.match, replace=rule.replace).inverse
+    inverse = None if rule.inverse is None or derived else (bind(rule.inverse[0], config, pattern=True),
+                                                            bind(rule.inverse[1], config, pattern=False))
     return RegexRule(match=bind(rule.match, config, pattern=True), replace=bind(rule.replace, config, pattern=False),
                      inverse=inverse)
 
