@@ -10,7 +10,6 @@ closest families instead (:mod:`draftsmith.assembler.fit`), scored partly by how
 """
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -174,17 +173,21 @@ CHECKS: dict[str, Callable[[str, Mapping[str, Any], Sequence[str]], list[str]]] 
     "post_norm": _check_post_norm, "eagle3": lambda spec, config, names: eagle3_notes(spec, config, names)}
 
 
-def matcher(names: Sequence[str]) -> Callable[[str], bool]:
-    """``some(pattern)``: whether any of ``names`` matches ``pattern`` (compiled once: re.search's cache lookup per
-    name was half the time)."""
-    return lambda pattern: any(map(re.compile(pattern).search, names))
+def matcher(names: Sequence[str], seen: dict[str, bool] | None = None) -> Callable[[str], bool]:
+    """``some(pattern)``: whether any of ``names`` matches ``pattern``, each pattern searched once (the rows share
+    half their patterns) and compiled once (re.search's cache lookup per name was half the time). ``seen``:
+    pattern -> answer, shared by the callers that score rows over one listing."""
+    seen = {} if seen is None else seen
+
+    def some(pattern: str) -> bool:
+        if pattern not in seen:
+            seen[pattern] = any(map(re.compile(pattern).search, names))
+        return seen[pattern]
+    return some
 
 
-def fits(family: Family, config: Mapping[str, Any], names: Sequence[str],
-         some: Callable[[str], bool] | None = None) -> bool:
-    """Whether every condition of ``family`` holds; ``some(pattern)``: whether a name matches (builtin_family
-    passes one that remembers its answers, since the rows share half their patterns)."""
-    some = some or matcher(names)
+def fits(family: Family, config: Mapping[str, Any], some: Callable[[str], bool]) -> bool:
+    """Whether every condition of ``family`` holds over a listing (``some``: its :func:`matcher`)."""
     return (all(some(p) for p in family.require) and not any(some(p) for p in family.forbid)
             and (not family.config_any or any(k in config for k in family.config_any))
             and not any(k in config for k in family.config_none))
@@ -192,9 +195,8 @@ def fits(family: Family, config: Mapping[str, Any], names: Sequence[str],
 
 def builtin_family(config: Mapping[str, Any], tensor_names: Sequence[str]) -> Family | None:
     """The first built-in row whose conditions all hold, or None."""
-    names = list(tensor_names)
-    some = functools.cache(matcher(names))
-    return next((family for family in FAMILIES if fits(family, config, names, some)), None)
+    some = matcher(list(tensor_names))
+    return next((family for family in FAMILIES if fits(family, config, some)), None)
 
 
 def detect_builtin_layout(config: Mapping[str, Any], tensor_names: Sequence[str]) -> LayoutMatch | None:
@@ -242,14 +244,7 @@ def condition_share(family: Family, config: Mapping[str, Any], names: Sequence[s
     """How far a row's conditions hold: the share of what it needs that is there (its required tensors, one of its
     config keys), halved for each thing it rules out that is there (a forbidden tensor, a config key that must not
     be). ``seen``: pattern -> whether some name matches, shared by the rows scored over one listing."""
-    seen = {} if seen is None else seen
-
-    def some(pattern: str) -> bool:
-        if pattern not in seen:
-            search = re.compile(pattern).search
-            seen[pattern] = any(search(n) for n in names)
-        return seen[pattern]
-
+    some = matcher(names, seen)
     needs = [some(p) for p in family.require] + ([any(k in config for k in family.config_any)]
                                                  if family.config_any else [])
     there = sum(some(p) for p in family.forbid) + sum(k in config for k in family.config_none)
