@@ -11,6 +11,9 @@ from pathlib import Path
 import torch
 from rich.markup import escape
 
+from draftsmith.threads import auto_threads
+from draftsmith.threads import said as threads_said
+
 
 def _turns(methods: dict, repeats: int, device: str = "cpu", warm_up: bool = True) -> dict:
     """name -> (the ``repeats`` seconds it took, one per round, last result). Each method gets one untimed
@@ -58,8 +61,10 @@ def _hf_models(target_dir: Path, keep_layers: int, device: str, dtype: torch.dty
 
 
 def run_bench(spec="demo", *, target=None, draft=None, prompt="def fibonacci(n):", max_new_tokens=64,
-              repeats=3, device="cpu", dtype="float32", console=None, graphs="auto", names=None):
-    """``names``: generate()'s arguments under the names its checks call them (the command line's options)."""
+              repeats=3, device="cpu", dtype="float32", console=None, graphs="auto", names=None, threads=None):
+    """``names``: generate()'s arguments under the names its checks call them (the command line's options).
+    ``threads``: torch's CPU threads for every method; None (as `draftsmith bench`) measures the count the tree is
+    fastest with (--threads auto: draftsmith.threads) before any method is timed, and leaves it set."""
     from rich.console import Console
     from rich.table import Table
 
@@ -79,6 +84,11 @@ def run_bench(spec="demo", *, target=None, draft=None, prompt="def fibonacci(n):
     # generate()'s checks
     ids = check_call(model, prompt, max_new_tokens=n, what="draftsmith bench", names=names)[0][0]
     kw = dict(max_new_tokens=n, stop=[])   # every method makes exactly n tokens (transformers: min_new_tokens)
+    if threads is None:
+        choice = auto_threads(lambda: model.generate(ids, max_new_tokens=min(8, n), stop=[]), device)
+        console.print(f"threads {choice.said('the tree')}")
+    else:
+        torch.set_num_threads(threads)
     methods = {
         "draftsmith target-only": lambda: model.generate_baseline(ids, **kw),
         "draftsmith chain (topk=1)": lambda: model.generate(ids, topk=1, **kw),
@@ -108,7 +118,8 @@ def run_bench(spec="demo", *, target=None, draft=None, prompt="def fibonacci(n):
             for name, (_, res) in rows.items()}   # tokens each run produced (n, unless a method stopped early)
     base = made["draftsmith target-only"] / rows["draftsmith target-only"][0]
     table = Table(title=f"bench: {n} new tokens, median of {repeats} round{'s' * (repeats != 1)} after a warm-up, "
-                        f"{device} {dtype}, prompt {escape(repr(prompt))}")   # user text, never read as rich markup
+                        f"{device} {dtype}, {threads_said(torch.get_num_threads())}, prompt {escape(repr(prompt))}")
+    # (the prompt: user text, never read as rich markup)
     for col in ("method", "seconds", "tokens/s", "speed vs draftsmith target-only", "tau",
                 "decode time outside forwards"):
         table.add_column(col)

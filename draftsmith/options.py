@@ -57,14 +57,27 @@ def check_device(device: str | torch.device) -> str:
                       + (" or cuda" if torch.cuda.is_available() else ""))
 
 
-def check_threads(threads: int) -> int:
+def check_threads(threads: int, auto: bool = False) -> int:
     """``threads`` if it is an integer in 1..os.cpu_count(): more threads than the machine has CPUs only slow torch
-    down (10000 took 113 s where 1 takes a second), and torch refuses a count past a C int with an internal error."""
+    down (10000 took 113 s where 1 takes a second), and torch refuses a count past a C int with an internal error.
+    ``auto``: the option also takes 'auto' (the message says so)."""
     cpus = os.cpu_count() or 1
     if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= cpus:
         raise OptionError(f"--threads is {short(threads)}: allowed an integer in 1..{cpus}, this machine's CPU count "
-                          "(os.cpu_count())")
+                          "(os.cpu_count())" + (", or auto (the fastest count, measured)" if auto else ""))
     return threads
+
+
+def parse_threads(text: str) -> int | None:
+    """--threads of generate and bench: None for 'auto' (draftsmith.threads measures the count), else the integer
+    :func:`check_threads` allows."""
+    if text == "auto":
+        return None
+    try:
+        threads = int(text)
+    except (TypeError, ValueError):
+        threads = text   # refused below, as it was given
+    return check_threads(threads, auto=True)
 
 
 def parse_token_ids(text: str) -> list[int]:

@@ -28,6 +28,14 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(skip)
 
 
+@pytest.fixture(autouse=True)
+def _one_thread_after():
+    """Back to one thread after a test that changed it (the CLI's --threads auto sets the count it measured)."""
+    yield
+    if torch.get_num_threads() != 1:
+        torch.set_num_threads(1)
+
+
 @pytest.fixture
 def no_tensor_reads(monkeypatch):
     """Call it to make any read of tensor data fail the test: for what must be refused before a tensor is read

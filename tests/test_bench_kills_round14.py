@@ -13,6 +13,7 @@ from rich.console import Console
 
 import draftsmith
 import draftsmith.bench as bench
+from draftsmith.threads import ThreadChoice
 
 PROMPT_IDS = [5, 6, 7]
 
@@ -130,6 +131,9 @@ class Harness:
                             lambda spec, target, kind: Path(f"/fake/{kind}"))
         monkeypatch.setattr("draftsmith.decoding.arguments.check_call", self.check_call)
         monkeypatch.setattr(bench, "_hf_models", self.hf_models)
+        self.auto = []   # the devices --threads auto was measured on (run_bench's default: threads=None)
+        monkeypatch.setattr(bench, "auto_threads", lambda run, device: self.auto.append(device) or ThreadChoice(
+            1, {1: 0.25}))
 
     def check_call(self, model, prompt, **kw):
         self.checked = (prompt, kw)
@@ -220,8 +224,10 @@ def test_the_table_gives_median_seconds_tokens_per_second_and_speed_against_targ
         "HF generate (target only)": 4.0, "HF assisted (2-layer skip)": 2.0, "HF prompt lookup (10 tokens)": 8.0}
     assert all(n == 4 for n in h.counts.values())   # a warm-up and 3 timed rounds each
     # catches bench.py:110 repeats != 1 -> repeats == 1 (the plural)
-    assert "bench: 16 new tokens, median of 3 rounds after a warm-up, cpu float32, prompt 'def fibonacci(n):'" in \
-        " ".join(console.file.getvalue().split())
+    title = ("bench: 16 new tokens, median of 3 rounds after a warm-up, cpu float32, 1 thread, prompt "
+             "'def fibonacci(n):'")
+    assert title in " ".join(console.file.getvalue().split())
+    assert h.auto == ["cpu"]   # the default measured the thread count once, before anything was timed
 
 
 def test_one_round_is_named_in_the_singular(monkeypatch, clock):
@@ -329,3 +335,22 @@ def test_the_outside_share_is_shown_only_where_the_runners_time_the_decoding(mon
     _, console = bench_table(max_new_tokens=16, repeats=1)
     assert {cells[4] for cells in rows_of(console).values()} == {"-"}
     assert rows_of(console)["draftsmith tree"][3] == "2.50"   # tau is still shown
+
+
+def test_threads_given_are_set_and_named_and_nothing_is_measured(monkeypatch, clock):
+    h = Harness(monkeypatch, clock)
+    try:
+        _, console = bench_table(repeats=1, max_new_tokens=16, threads=2)
+        seen = torch.get_num_threads()
+    finally:
+        torch.set_num_threads(1)
+    assert seen == 2 and h.auto == []
+    assert "cpu float32, 2 threads, prompt" in " ".join(console.file.getvalue().split())
+
+
+def test_auto_threads_says_its_choice_above_the_table(monkeypatch, clock):
+    Harness(monkeypatch, clock)
+    _, console = bench_table(repeats=1, max_new_tokens=16)
+    text = " ".join(console.file.getvalue().split())
+    assert "threads 1 thread: 0.25 s (--threads auto: the fastest of the tree timed at each count)" in text
+    assert text.index("threads 1 thread") < text.index("bench: 16 new tokens")

@@ -242,7 +242,7 @@ def test_generate_warms_up_each_row_then_compares_speeds(monkeypatch):
         monkeypatch.setattr(SpeculativeModel, name,
                             lambda self, p, *a, _real=real, _n=name, **kw: calls.append((_n, kw["max_new_tokens"]))
                             or _real(self, p, *a, **kw))
-    res = run("generate", "--spec", "demo", "--max-new-tokens", "12")
+    res = run("generate", "--spec", "demo", "--max-new-tokens", "12", "--threads", "1")   # auto would time runs too
     assert res.exit_code == 0, res.output
     assert [n for _, n in calls] == [8, 8, 8, 12, 12, 12]          # an untimed 8-token warm-up of every row first
     # name, tok/s, vs target-only, same as target-only

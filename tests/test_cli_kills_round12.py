@@ -147,35 +147,44 @@ def generate_calls(monkeypatch):
 
 
 def test_the_chain_row_runs_topk_1_and_a_topk_2_plan_still_gets_one(generate_calls):
-    res = run("generate", "--spec", "demo", "--topk", "2", "--max-new-tokens", "3")
+    res = run("generate", "--spec", "demo", "--topk", "2", "--max-new-tokens", "3", "--threads", "1")
     assert res.exit_code == 0, res.output
     assert "chain v1" in res.stdout, res.stdout
-    timed = generate_calls[3:]   # after the warm-up of the three rows
+    timed = generate_calls[3:]   # after the warm-up of the three rows (--threads 1: no runs timed to choose it)
     assert [(n, kw.get("topk")) for n, kw in timed] == [("generate", 2), ("generate", 1), ("generate_baseline", None)]
 
 
 @pytest.mark.parametrize("verb", ["generate", "bench"])
-def test_the_defaults_are_64_new_tokens_on_one_thread(verb, monkeypatch):
+def test_the_defaults_are_64_new_tokens_and_auto_threads(verb, monkeypatch):
     import torch
 
-    got = {}
+    from draftsmith.threads import ThreadChoice
+
+    got, probed = {}, []
 
     def record(*a, **kw):
         got.update(kw)
         raise DraftsmithError("stop here")   # said as an error, exit 1
 
+    def auto(run, device):   # what --threads auto does, recorded: the count set before, the device
+        probed.append((torch.get_num_threads(), device))
+        return ThreadChoice(1, {1: 0.5})
+
     monkeypatch.setattr("draftsmith.decoding.model.SpeculativeModel.generate", record)
     monkeypatch.setattr("draftsmith.bench.run_bench", record)
+    monkeypatch.setattr("draftsmith.threads.auto_threads", auto)
     torch.set_num_threads(3)
     try:
         res = run(verb, "--spec", "demo", "--no-compare" if verb == "generate" else "--graphs=auto")
-        threads = torch.get_num_threads()
     finally:
         torch.set_num_threads(1)
     assert res.exit_code == 1 and "error: stop here" in res.output, res.output
-    assert got["max_new_tokens"] == 64 and threads == 1
+    assert got["max_new_tokens"] == 64
     if verb == "bench":
-        assert got["repeats"] == 3
+        assert got["repeats"] == 3 and got["threads"] is None   # run_bench measures it
+    else:
+        assert probed == [(1, "cpu")], probed     # 1 while loading, then measured on the CPU
+        assert "threads 1 thread: 0.50 s (--threads auto: the fastest of the speculative run" in said(res), res.output
 
 
 COUNTS = {"generate": ("--max-new-tokens", "--threads"), "bench": ("--max-new-tokens", "--threads", "--repeats")}

@@ -20,6 +20,22 @@ TOKEN_IDS = typer.Option(None, "--token-ids", help="the prompt as token ids, e.g
                          "target folder without a tokenizer)")
 
 
+def _threads(value: str) -> str:
+    """--threads: 'auto' or an integer >= 1, else typer's usage error as for the other counts (the CPU count is
+    checked with the other options: parse_threads)."""
+    try:
+        fine = value == "auto" or int(value) >= 1
+    except ValueError:
+        fine = False
+    if not fine:
+        raise typer.BadParameter(f"Input should be auto or an integer greater than or equal to 1, got {value!r}")
+    return value
+
+
+THREADS = typer.Option("auto", callback=_threads, help="CPU threads for torch: a count, or auto (the fastest of 1, 2, "
+                       "4, 8, timed on short runs of this call; 1 on CUDA and with bench --scale)")
+
+
 def _temperature(value: float) -> float:
     """--temperature below 0, refused as typer's range check refuses it; not that check itself, which says NaN is
     below 0: NaN, inf and the float32 bounds are generate()'s (_check_options), which says what each is."""
@@ -48,18 +64,18 @@ def generate(
     device: str = typer.Option("cpu"),
     dtype: str = typer.Option("float32"),
     compare: bool = typer.Option(True, help="also run target-only and a chain, and show all side by side"),
-    threads: int = typer.Option(1, min=1, help="CPU threads for torch (1 suits small models best)"),
+    threads: str = THREADS,
 ) -> None:
     """Generate with speculative decoding; with no options, runs the SmolLM2 pair (fetched once) on the CPU."""
     import torch
 
     import draftsmith
 
-    _check_options(device, dtype, threads, max_new_tokens, temperature, seed)
+    threads = _check_options(device, dtype, threads, max_new_tokens, temperature, seed)
     prompt = prompt if token_ids is None else _ids(token_ids, ctx, chat)
     if chat:
         prompt = [{"role": "user", "content": prompt}]   # generate() renders it (draftsmith.chat)
-    torch.set_num_threads(threads)
+    torch.set_num_threads(threads or 1)   # auto: measured once the model is loaded
     spec, target = _pair(spec, target, draft, default="smollm2")
     plan = dict(topk=topk, steps=steps, draft_tokens=draft_tokens)
     spec = draftsmith.load_spec(spec)
@@ -83,6 +99,11 @@ def generate(
               f"{chosen.draft_tokens} draft tokens: {escape(chosen.reason)}")
     kw = dict(temperature=temperature, seed=seed)
     runs = {"speculative": lambda n: model.generate(prompt, max_new_tokens=n, **plan, **kw)}
+    if threads is None:
+        from draftsmith.threads import auto_threads
+
+        choice = auto_threads(lambda: runs["speculative"](min(8, max_new_tokens)), device)
+        out.print(f"[bold]threads[/bold] {choice.said('the speculative run')}")
     if compare:
         if model.plan(**plan).topk > 1:
             runs["chain v1 (topk=1)"] = lambda n: model.generate(prompt, max_new_tokens=n, topk=1, steps=steps, **kw)
@@ -201,18 +222,20 @@ def _pair(spec: Optional[str], target: Optional[str], draft: Optional[Path], def
     return spec if spec is not None else detect_spec(draft, target) if draft is not None else default, target
 
 
-def _check_options(device: str, dtype: str, threads: int, max_new_tokens: int, temperature: float = 0.0,
-                   seed: Optional[int] = None) -> None:
+def _check_options(device: str, dtype: str, threads: str, max_new_tokens: int, temperature: float = 0.0,
+                   seed: Optional[int] = None) -> Optional[int]:
     """--device, --dtype, --threads and the settings generate() checks (--max-new-tokens, --temperature, --seed)
-    refused before anything is loaded (OptionError: one message, exit 2)."""
+    refused before anything is loaded (OptionError: one message, exit 2); the thread count (None: auto)."""
     from draftsmith.errors import OptionError
-    from draftsmith.options import check_device, check_threads, parse_dtype
+    from draftsmith.options import check_device, parse_dtype, parse_threads
 
     check_device(device)
     parse_dtype(dtype)
-    check_threads(threads)
+    threads = parse_threads(threads)
     if problems := setting_problems(max_new_tokens, temperature, seed):
         raise OptionError("\n  ".join(problems))
+    return threads
+
 
 
 def _stats_table(rows, greedy: bool) -> None:
@@ -241,7 +264,7 @@ def bench(
     repeats: int = typer.Option(3, min=1, help="runs per method; the median is reported"),
     prompt: str = typer.Option("def fibonacci(n):"),
     token_ids: Optional[str] = TOKEN_IDS,
-    threads: int = typer.Option(1, min=1, help="CPU threads for torch, the same for every method"),
+    threads: str = THREADS,
     device: str = typer.Option("cpu"),
     dtype: Optional[str] = typer.Option(None, help="float32 (the default), bfloat16 or float16; with --scale on "
                                                    "CUDA the default is bfloat16"),
@@ -263,11 +286,11 @@ def bench(
     import draftsmith
     from draftsmith.bench import run_bench
 
-    _check_options(device, dtype or "float32", threads, max_new_tokens)
+    threads = _check_options(device, dtype or "float32", threads, max_new_tokens)
     _check_graphs(graphs, device)
     _scale_only(ctx, scale)
     prompt = prompt if token_ids is None else _ids(token_ids, ctx)
-    torch.set_num_threads(threads)
+    torch.set_num_threads(threads or 1)   # auto: the pair benchmark measures it; --scale keeps 1 (as it records)
     if scale is not None:
         from draftsmith.scale.report import markdown
         from draftsmith.scale.run import run_scale
@@ -287,7 +310,8 @@ def bench(
     _target_options(draftsmith.load_spec(spec), target, prompt, max_new_tokens, names)
     with _as_options():   # what only the loaded model tells (a text prompt's tokens), named as the options
         run_bench(spec, target=target, draft=draft, prompt=prompt, max_new_tokens=max_new_tokens, repeats=repeats,
-                  device=device, dtype=dtype or "float32", console=out, graphs=graphs, names=names)
+                  device=device, dtype=dtype or "float32", console=out, graphs=graphs, names=names,
+                  threads=threads)
 
 
 SCALE_OPTIONS = {"out_dir": "--out", "batches": "--batches", "checkpoints": "--checkpoints", "hf": "--hf/--no-hf"}
