@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
 import torch
@@ -29,20 +29,21 @@ def said(threads: int) -> str:
 @dataclass(frozen=True)
 class ThreadChoice:
     threads: int                 # the count chosen (and set)
-    seconds: dict[int, float]    # count -> the fastest of its timed runs
+    seconds: dict[int, float]    # count -> the fastest of its timed runs (empty: nothing was timed)
+    why: str = "one count"       # why nothing was timed, when nothing was
 
     def reason(self) -> str:
         """'2 threads: 0.41 s, 1 thread 0.52 s' (the chosen count first, then the others fastest first)."""
         if self.threads not in self.seconds:
-            return f"{said(self.threads)} (one count: nothing timed)"
+            return f"{said(self.threads)}, nothing timed ({self.why})"
         others = sorted((n for n in self.seconds if n != self.threads), key=self.seconds.__getitem__)
         rest = "".join(f", {said(n)} {self.seconds[n]:.2f} s" for n in others)
         return f"{said(self.threads)}: {self.seconds[self.threads]:.2f} s{rest}"
 
     def said(self, what: str) -> str:
         """The choice for a line of output: the times, and how they were taken (``what``: the run timed)."""
-        how = f"the fastest of {what} timed at each count" if self.seconds else "nothing to compare"
-        return f"{self.reason()} (--threads auto: {how})"
+        how = f": the fastest of {what} timed at each count" if self.seconds else ""
+        return f"{self.reason()} (--threads auto{how})"
 
 
 def counts(cpus: int | None = None) -> list[int]:
@@ -80,9 +81,13 @@ def fastest_threads(run: Callable[[], object], choices: Sequence[int], rounds: i
 
 def auto_threads(run: Callable[[], object], device: str | torch.device) -> ThreadChoice:
     """``--threads auto`` for a call on ``device``: on the CPU, ``run()`` once untimed (its first-use costs), then
-    :func:`fastest_threads` over :func:`counts`; on an accelerator 1 thread, nothing timed (the host only
-    launches its kernels)."""
-    if torch.device(device).type != "cpu":
-        return fastest_threads(run, [1])
+    :func:`fastest_threads` over :func:`counts` (one CPU: 1, nothing run); on an accelerator 1 thread, nothing
+    run (the host only launches its kernels)."""
+    kind = torch.device(device).type
+    if kind != "cpu":
+        return replace(fastest_threads(run, [1]), why=f"on {kind} the host only launches kernels")
+    choices = counts()
+    if len(choices) == 1:
+        return replace(fastest_threads(run, choices), why="one CPU")
     run()
-    return fastest_threads(run, counts())
+    return fastest_threads(run, choices)

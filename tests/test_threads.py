@@ -93,7 +93,8 @@ def test_the_reason_names_the_choice_first_then_the_rest_fastest_first():
     assert choice.reason() == "2 threads: 0.50 s, 4 threads 0.62 s, 1 thread 0.75 s"
     assert choice.said("the tree") == ("2 threads: 0.50 s, 4 threads 0.62 s, 1 thread 0.75 s (--threads auto: the "
                                        "fastest of the tree timed at each count)")
-    assert ThreadChoice(1, {}).said("x") == "1 thread (one count: nothing timed) (--threads auto: nothing to compare)"
+    assert ThreadChoice(1, {}).said("x") == "1 thread, nothing timed (one count) (--threads auto)"
+    assert ThreadChoice(1, {}, why="one CPU").reason() == "1 thread, nothing timed (one CPU)"
 
 
 def test_auto_on_the_cpu_warms_up_once_then_times_every_count(monkeypatch):
@@ -107,7 +108,16 @@ def test_auto_on_the_cpu_warms_up_once_then_times_every_count(monkeypatch):
 def test_auto_on_an_accelerator_is_one_thread_and_runs_nothing():
     torch.set_num_threads(2)
     calls = []
-    assert auto_threads(lambda: calls.append(1), "cuda:0") == ThreadChoice(1, {}) and calls == []
+    choice = auto_threads(lambda: calls.append(1), "cuda:0")
+    assert choice == ThreadChoice(1, {}, why="on cuda the host only launches kernels") and calls == []
+    assert torch.get_num_threads() == 1
+
+
+def test_auto_on_one_cpu_is_one_thread_and_runs_nothing(monkeypatch):
+    monkeypatch.setattr("draftsmith.threads.counts", lambda: [1])
+    torch.set_num_threads(2)
+    calls = []
+    assert auto_threads(lambda: calls.append(1), "cpu") == ThreadChoice(1, {}, why="one CPU") and calls == []
     assert torch.get_num_threads() == 1
 
 
