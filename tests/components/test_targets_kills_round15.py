@@ -1,0 +1,68 @@
+"""Mutation survivors of draftsmith.components.targets: no built-in target type is recurrent (so none rules out
+spec v2), each type's attention recipe (q/k/v bias only where the type fixes it), the hc_mult bound (one residual
+stream loads, two are refused with the reason) and the dense_until bound (a config dense up to its last layer loads,
+one with an MoE layer, or no dense count at all, is refused naming the key and the layer count)."""
+from types import SimpleNamespace
+
+import pytest
+
+from draftsmith.components.targets import TARGETS, TargetArch, UnsupportedTarget
+
+
+# catches targets.py:33 recurrent: bool = False -> True
+def test_no_builtin_target_type_is_recurrent():
+    assert TargetArch().recurrent is False
+    assert {name: make().recurrent for name, make in TARGETS.items()} == dict.fromkeys(TARGETS, False)
+
+
+# catches targets.py:49 self.qkv_bias is None -> is not None (a type that fixes no bias leaves it to the config)
+# catches targets.py:76 arch(qk_norm=True, ...) -> qk_norm=False (qwen3's per-head q / k norms)
+def test_each_target_type_s_attention_recipe():
+    recipes = {name: make().attention_recipe() for name, make in TARGETS.items()}
+    assert recipes == {"llama": ("gqa", {"qk_norm": False}), "mistral": ("gqa", {"qk_norm": False}),
+                       "qwen2": ("gqa", {"qk_norm": False, "qkv_bias": True}), "qwen3": ("gqa", {"qk_norm": True}),
+                       "deepseek_v3": ("mla", {})}
+    assert TargetArch(qkv_bias=False).attention_recipe() == ("gqa", {"qk_norm": False, "qkv_bias": False})
+
+
+# catches targets.py:54 mult > 1 -> mult > 2 (two residual streams loaded as one)
+def test_two_residual_streams_are_refused_with_the_reason():
+    with pytest.raises(UnsupportedTarget) as err:
+        TARGETS["llama"]().check(SimpleNamespace(model_type="llama", hc_mult=2, num_hidden_layers=2))
+    assert str(err.value) == (
+        "llama target: hc_mult=2 asks for hyper-connections (2 residual streams, handed to the draft 2 x hidden_size "
+        "wide), which draftsmith's target model does not compute: its layers keep one stream, so the draft would "
+        "read the wrong width at its first step")
+
+
+# pins targets.py:53 getattr(cfg, 'hc_mult', 1) -> 2 (a config without the key; also killed by the zoo tests)
+def test_a_config_without_hc_mult_loads():
+    TARGETS["qwen3"]().check(SimpleNamespace(model_type="qwen3", num_hidden_layers=2))
+
+
+def _deepseek(**keys):
+    return SimpleNamespace(model_type="deepseek_v3", num_hidden_layers=3, **keys)
+
+
+# pins targets.py:61 dense < cfg.num_hidden_layers -> dense <= (dense through the last layer is all-dense; also
+# killed by tests/assembler/test_targets_zoo.py)
+@pytest.mark.parametrize("dense", [3, 4])
+def test_a_config_dense_through_its_last_layer_loads(dense):
+    TARGETS["deepseek_v3"]().check(_deepseek(first_k_dense_replace=dense))
+
+
+# pins targets.py:61 dense is None -> is not None (a config without the key is refused, not a TypeError)
+# pins targets.py:61 dense is None or ... -> and (both also killed by tests/assembler/test_targets_zoo.py)
+@pytest.mark.parametrize("keys, stated", [({"first_k_dense_replace": 2}, "2"), ({}, "None")])
+def test_a_config_with_a_moe_layer_or_no_dense_count_is_refused(keys, stated):
+    with pytest.raises(UnsupportedTarget) as err:
+        TARGETS["deepseek_v3"]().check(_deepseek(**keys))
+    assert str(err.value) == (
+        f"deepseek_v3 target: layers from first_k_dense_replace={stated} on are mixture-of-experts, which draftsmith "
+        "does not implement; only all-dense configs (first_k_dense_replace >= num_hidden_layers = 3) load")
+
+
+# pins targets.py:59 self.dense_until is not None -> is None (a type without MoE layers checks no key; also
+# killed by the zoo tests)
+def test_a_type_without_a_dense_count_checks_none():
+    TARGETS["llama"]().check(SimpleNamespace(model_type="llama", num_hidden_layers=2, first_k_dense_replace=0))
