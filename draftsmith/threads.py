@@ -2,11 +2,12 @@
 
 Which count is fastest depends on the machine more than on the model: on the AVX-512 machines the demo's numbers
 come from, one thread decodes SmolLM2 fastest (a hand-off between threads costs more than it saves on matmuls
-this small); on a 2-core AVX2 EPYC two threads do, 1.2-1.4x (README, **Threads**). So ``generate`` and ``bench``
-time a few short runs at 1, 2, 4 and 8 threads (up to the CPUs this process may use) and keep the fastest::
+this small); on a shared 2-core AVX2 EPYC two threads were faster in most runs, one in the rest (README,
+**Threads**). So ``generate`` and ``bench`` time a few short runs at 1, 2, 4 and 8 threads (up to the CPUs this
+process may use) and keep the fastest::
 
-    choice = fastest_threads(lambda: model.generate(prompt, max_new_tokens=8), counts())
-    torch.set_num_threads(choice.threads)   # fastest_threads leaves it set; choice.reason() says why
+    choice = auto_threads(lambda: model.generate(prompt, max_new_tokens=8), "cpu")   # left set in torch
+    print(choice.said("the speculative run"))                                        # the times it chose by
 """
 from __future__ import annotations
 
@@ -65,6 +66,7 @@ def fastest_threads(run: Callable[[], object], choices: Sequence[int], rounds: i
         raise ValueError(f"choices must be thread counts >= 1, got {list(choices)!r}")
     ordered = sorted(set(choices))
     seconds: dict[int, float] = {}
+    chosen = ordered[0]
     if len(ordered) > 1:
         for r in range(rounds):
             turn = r % len(ordered)
@@ -73,8 +75,9 @@ def fastest_threads(run: Callable[[], object], choices: Sequence[int], rounds: i
                 start = clock()
                 run()
                 seconds[n] = min(seconds.get(n, float("inf")), clock() - start)
-    best = min(seconds.values(), default=0.0)
-    chosen = next((n for n in ordered if seconds.get(n, 0.0) <= best * (1 + MARGIN)), ordered[0])
+    if seconds:   # (rounds=0 times nothing: the fewest threads, as for one count)
+        best = min(seconds.values())
+        chosen = next(n for n in ordered if seconds[n] <= best * (1 + MARGIN))
     torch.set_num_threads(chosen)
     return ThreadChoice(chosen, seconds)
 

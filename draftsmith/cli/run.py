@@ -237,7 +237,6 @@ def _check_options(device: str, dtype: str, threads: str, max_new_tokens: int, t
     return threads
 
 
-
 def _stats_table(rows, greedy: bool) -> None:
     table = Table(title="statistics (tau = tokens per target verification forward)")
     for col in ("run", "tau", "target fwd", "draft fwd", "accepted per position", "tok/s", "vs target-only",
