@@ -1,5 +1,7 @@
 """--threads auto (draftsmith/threads.py): the counts tried, the interleaved timing on a fake clock, the margin that
 keeps fewer threads on a near-tie, what is set afterwards, and the CLI's option around it."""
+import time
+
 import pytest
 import torch
 from typer.testing import CliRunner
@@ -153,15 +155,21 @@ def test_generate_measures_the_count_on_its_speculative_run_and_keeps_it(monkeyp
 
     seen = []   # (max_new_tokens, thread count) of every generate call
     real = SpeculativeModel.generate
-    monkeypatch.setattr(SpeculativeModel, "generate", lambda self, p, **kw: seen.append(
-        (kw["max_new_tokens"], torch.get_num_threads())) or real(self, p, **kw))
+
+    def generate(self, p, **kw):   # a probe on one thread is 0.2 s slower: 2 threads must win (not torch's default)
+        seen.append((kw["max_new_tokens"], torch.get_num_threads()))
+        if kw["max_new_tokens"] == 8 and torch.get_num_threads() == 1:
+            time.sleep(0.2)
+        return real(self, p, **kw)
+
+    monkeypatch.setattr(SpeculativeModel, "generate", generate)
     monkeypatch.setattr("draftsmith.threads.counts", lambda: [1, 2])
     res = run("generate", "--spec", "demo", "--max-new-tokens", "12", "--no-compare")   # auto: the default
     assert res.exit_code == 0, res.output
     probes, timed = seen[:5], seen[5:]
     assert [n for n, _ in probes] == [8] * 5 and {t for _, t in probes[1:]} == {1, 2}
-    chosen = int(plain(res).split("threads ", 1)[1].split()[0])
-    assert timed == [(12, chosen)]                # the run shown ran at the count chosen
+    assert plain(res).split("threads ", 1)[1].startswith("2 threads: ")
+    assert timed == [(12, 2)]                     # the run shown ran at the count chosen
     assert "(--threads auto: the fastest of the speculative run timed at each count)" in plain(res)
     seen.clear()
     res = run("generate", "--spec", "demo", "--max-new-tokens", "12", "--no-compare", "--threads", "2")
