@@ -1,5 +1,4 @@
 """The `draftsmith` command: validate, list, inspect, generate (run in-process with typer's CliRunner)."""
-import json
 import re
 import sys
 import textwrap
@@ -152,9 +151,7 @@ def eagle3_pair(tmp_path_factory):
     target = write_target(root / "target", hidden_size=16, intermediate_size=32, num_attention_heads=2,
                           num_key_value_heads=1, num_hidden_layers=8, vocab_size=32)
     draft = write_eagle3(root / "draft", target)
-    cfg = json.loads((draft / "config.json").read_text())
-    cfg["num_hidden_layers"] = 40  # a published midlayer draft says 40; the weights hold one layer
-    (draft / "config.json").write_text(json.dumps(cfg))
+    edit_config(draft, num_hidden_layers=40)  # a published midlayer draft says 40; the weights hold one layer
     return target, draft
 
 

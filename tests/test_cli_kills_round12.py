@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 import draftsmith.scale.run as scale_run
 from draftsmith.cli import app
 from draftsmith.errors import DraftsmithError
-from draftsmith.testing import write_eagle3, write_target
+from draftsmith.testing import edit_config, write_eagle3, write_target
 
 
 def run(*args):
@@ -363,16 +363,12 @@ def test_a_text_prompt_fits_new_tokens_up_to_the_context(demo_target):
 
 
 def test_a_config_without_a_context_or_with_a_vocabulary_not_an_int_bounds_nothing(demo_target, tmp_path):
-    import json
     import shutil
 
     from draftsmith.cli.app import target_folder_problems
 
     shutil.copytree(demo_target, tmp_path / "t", ignore=shutil.ignore_patterns("*.safetensors"))
-    config = json.loads((tmp_path / "t" / "config.json").read_text())
-    del config["max_position_embeddings"]
-    config["vocab_size"] = "258"
-    (tmp_path / "t" / "config.json").write_text(json.dumps(config))
+    edit_config(tmp_path / "t", drop=["max_position_embeddings"], vocab_size="258")
     assert target_folder_problems(tmp_path / "t", "hi", 10 ** 6, NAMES) == []
     assert target_folder_problems(tmp_path / "t", [1, 10 ** 6], 10 ** 6, NAMES) == []   # no vocab_size to check
 

@@ -1,6 +1,5 @@
 """The standard EAGLE-1 layout (yuhuili's: no "bias" key in config.json, fc.bias held) loads with the built-in
 eagle1-llama spec without a note: the key's default is said only when the checkpoint does not fit it."""
-import json
 import logging
 
 import pytest
@@ -8,7 +7,7 @@ from safetensors.torch import load_file, save_file
 
 import draftsmith
 from draftsmith.errors import DraftsmithError
-from draftsmith.testing import write_eagle1, write_target
+from draftsmith.testing import edit_config, write_eagle1, write_target
 
 SMALL = dict(hidden_size=16, intermediate_size=32, num_attention_heads=2, num_key_value_heads=1, num_hidden_layers=4,
              vocab_size=32)
@@ -21,10 +20,7 @@ def target(tmp_path_factory):
 
 def yuhuili(folder, target):
     draft = write_eagle1(folder, target, bias=None)
-    cfg = json.loads((draft / "config.json").read_text())
-    cfg.pop("bias", None)   # as the yuhuili checkpoints: no key at all
-    (draft / "config.json").write_text(json.dumps(cfg))
-    return draft
+    return edit_config(draft, drop=["bias"])   # as the yuhuili checkpoints: no key at all
 
 
 def said(caplog):

@@ -11,7 +11,7 @@ from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRMS
 import draftsmith
 from draftsmith.convert.inspect import inspect_checkpoint
 from draftsmith.specs.loader import parse_spec
-from draftsmith.testing import write_eagle1_speculators, write_target
+from draftsmith.testing import edit_config, write_eagle1_speculators, write_target
 
 VARIANTS = [(False, True), (True, True), (True, False), (False, False)]   # (layernorms, fusion_bias)
 
@@ -137,12 +137,9 @@ def test_every_name_writes_back_to_itself(target, tmp_path, layernorms):
 
 @pytest.mark.parametrize("layernorms", [False, True])
 def test_a_layernorms_flag_the_tensors_contradict_is_said_and_its_keys_are_read(target, tmp_path, layernorms):
-    import json
-
     d = write_eagle1_speculators(tmp_path / "d", target, layernorms=layernorms)
     assert inspect_checkpoint(d).match.assumptions == ()          # flag and tensors agree: nothing to say
-    cfg = json.loads((d / "config.json").read_text())
-    (d / "config.json").write_text(json.dumps({**cfg, "layernorms": not layernorms}))
+    edit_config(d, layernorms=not layernorms)
     found = inspect_checkpoint(d)
     assert found.match.assumptions == (f"config layernorms={str(not layernorms).lower()} but embedding_layernorm is "
                                        f"{'present' if layernorms else 'absent'} (the tensor names win)",)

@@ -14,7 +14,7 @@ import draftsmith
 from draftsmith.components.norms import RMSNorm
 from draftsmith.convert.inspect import inspect_checkpoint
 from draftsmith.convert.run import convert
-from draftsmith.testing import write_eagle3, write_target
+from draftsmith.testing import edit_config, write_eagle3, write_target
 from draftsmith.testing.mistral import write_mistral_eagle
 
 H = 64
@@ -179,10 +179,7 @@ def test_absolute_d2t_is_read_as_target_ids_when_the_spec_says_so(target, tmp_pa
 
 def test_a_default_taken_is_said_once_on_one_line(target, tmp_path, caplog):
     draft = write_eagle3(tmp_path / "d", target, config="speculators")
-    cfg = json.loads((draft / "config.json").read_text())
-    for key in ("norm_before_residual", "fc_norm", "norm_output"):
-        cfg.pop(key)
-    (draft / "config.json").write_text(json.dumps(cfg))
+    edit_config(draft, drop=("norm_before_residual", "fc_norm", "norm_output"))
     with caplog.at_level(logging.WARNING, logger="draftsmith"):
         draftsmith.assemble("eagle3-speculators", target=target, draft=draft)
     lines = [r.getMessage() for r in caplog.records if r.name == "draftsmith"]

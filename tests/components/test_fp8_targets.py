@@ -25,7 +25,7 @@ from draftsmith.components.quant import FP8Weight, dequantize, quantize
 from draftsmith.components.quant_models import matching_linears, target_params
 from draftsmith.components.targets import UnsupportedTarget
 from draftsmith.specs.catalog import BUILTIN_DIR
-from draftsmith.testing import write_eagle1, write_target
+from draftsmith.testing import edit_config, write_eagle1, write_target
 from draftsmith.testing.quant import dequantized_copy, group_fake_quant, quantize_folder
 
 FP8 = torch.float8_e4m3fn
@@ -104,8 +104,7 @@ def write_fp8_target(folder, case):
             s = 0.002 + 0.01 * torch.rand(1, generator=g)
             tensors[f"{name}.input_scale"] = s.to(case["dtype"]).reshape(case["shape"])
     save_safetensors(tensors, folder)
-    cfg = json.loads((folder / "config.json").read_text())
-    (folder / "config.json").write_text(json.dumps(cfg | {"quantization_config": case["config"]}, indent=2))
+    edit_config(folder, quantization_config=case["config"])
     return folder
 
 
@@ -120,9 +119,7 @@ def write_reference(src, dst):
         if v.dtype == FP8:
             out[k] = v.to(torch.float32) * t[k.removesuffix("weight") + "weight_scale"].to(torch.float32)
     save_safetensors(out, dst)
-    cfg = json.loads((dst / "config.json").read_text())
-    cfg.pop("quantization_config")
-    (dst / "config.json").write_text(json.dumps(cfg))
+    edit_config(dst, drop=["quantization_config"])
     return dst
 
 
@@ -456,9 +453,8 @@ def write_quantized_head(folder, *, tie, head=True):
     for name in [k for k, v in t.items() if k.endswith(".weight") and v.dim() == 2 and "embed" not in k]:
         t[name], t[name.removesuffix("weight") + "weight_scale"] = quantize(t[name], "channel")
     save_safetensors(t, folder)
-    cfg = json.loads((folder / "config.json").read_text())
     qc = ct_config(ct_args("channel", False), TOKEN, ignore=[] if head else ["lm_head"])
-    (folder / "config.json").write_text(json.dumps(cfg | {"quantization_config": qc}))
+    edit_config(folder, quantization_config=qc)
     return folder
 
 
@@ -722,8 +718,7 @@ def fp8_block(root, request):
     assert len(quantize_folder(folder, r"^model\.layers\.\d+\.", block=block, block_scale="weight_scale")) == 28
     tensors = load_file(str(folder / "model.safetensors"))
     save_safetensors({k: v.to(torch.bfloat16) if k.endswith("_scale") else v for k, v in tensors.items()}, folder)
-    cfg = json.loads((folder / "config.json").read_text())
-    (folder / "config.json").write_text(json.dumps(cfg | {"quantization_config": FP8_BLOCKS[block]}, indent=2))
+    edit_config(folder, quantization_config=FP8_BLOCKS[block])
     dequantized_copy(folder, folder.parent / f"{folder.name}-float", block=block, block_scale="weight_scale")
     return folder, draft, block
 

@@ -2,7 +2,6 @@
 loading keeps the stored fp8 weights and float32 scales, dynamic inputs are quantized per token (tensor, channel)
 or per token and group of block[1] channels (block), and quant isolation (invariant 26) both ways: an FP8 draft
 leaves the target bit-identical, an FP8 target never quantizes the draft."""
-import json
 import shutil
 from pathlib import Path
 
@@ -20,7 +19,7 @@ from draftsmith.components.quant import FP8Params, FP8Weight, dequantize, fp8_li
 from draftsmith.components.quant_models import target_params
 from draftsmith.errors import SpecError
 from draftsmith.specs.catalog import BUILTIN_DIR
-from draftsmith.testing import write_eagle1, write_target
+from draftsmith.testing import edit_config, write_eagle1, write_target
 from draftsmith.testing.quant import dequantized_copy, group_fake_quant, quantize_folder
 
 SCHEMES = ["tensor", "channel", "block"]
@@ -232,9 +231,7 @@ def test_inspect_proposes_the_fp8_spec_its_scales_show(root, scheme, tmp_path):
     if scheme == "block":
         guessed = inspect_checkpoint(draft)
         assert "a guess: the shapes allow block sizes 32..42 x 43..63" in guessed.match.assumptions[-1]
-        cfg = json.loads((draft / "config.json").read_text())
-        cfg["quantization_config"] = {"quant_method": "fp8", "weight_block_size": list(BLOCK)}
-        (draft / "config.json").write_text(json.dumps(cfg))
+        edit_config(draft, quantization_config={"quant_method": "fp8", "weight_block_size": list(BLOCK)})
     found = inspect_checkpoint(draft)
     assert found.match.spec == "eagle1-llama-fp8" and found.spec["quant"]["scheme"] == scheme
     model = draftsmith.assemble(draftsmith.parse_spec(found.spec), target=root / "target")

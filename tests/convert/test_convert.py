@@ -17,7 +17,7 @@ from draftsmith.cli import app
 from draftsmith.convert.canonical import ConvertError, read_canonical
 from draftsmith.convert.rotary import rope_permutation
 from draftsmith.convert.run import convert
-from draftsmith.testing import write_eagle3, write_target
+from draftsmith.testing import edit_config, write_eagle3, write_target
 from draftsmith.testing.mistral import write_mistral_eagle
 
 TARGET_CFG = {"model_type": "llama", "hidden_size": 32, "intermediate_size": 48, "num_attention_heads": 4,
@@ -152,8 +152,7 @@ def test_a_fact_the_layout_cannot_say_is_refused_and_nothing_is_left(tmp_path):
 
 def test_the_layer_count_written_is_the_tensors_not_a_stale_config(tmp_path):
     src = write_eagle3(tmp_path / "s", fake_target(tmp_path / "t"))
-    cfg = json.loads((src / "config.json").read_text())
-    (src / "config.json").write_text(json.dumps({**cfg, "num_hidden_layers": 3}))   # one layer of tensors
+    edit_config(src, num_hidden_layers=3)   # one layer of tensors
     assert convert(src, "layers", tmp_path / "o")["num_hidden_layers"] == 1
 
 

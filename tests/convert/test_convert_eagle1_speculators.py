@@ -10,7 +10,7 @@ import torch
 import draftsmith
 from draftsmith.convert.canonical import ConvertError, read_canonical
 from draftsmith.convert.run import convert
-from draftsmith.testing import write_eagle1, write_eagle1_speculators, write_target
+from draftsmith.testing import edit_config, write_eagle1, write_eagle1_speculators, write_target
 from draftsmith.testing.mistral import write_mistral_eagle
 from test_convert import fake_target, files_of, same_bits
 
@@ -79,8 +79,7 @@ def test_an_eagle3_draft_cannot_become_an_eagle1_one(tmp_path):
 
 def test_the_layer_architecture_is_the_sources_and_qkv_biases_are_refused(tmp_path):
     src = write_eagle1_speculators(tmp_path / "src", fake_target(tmp_path / "t"))
-    cfg = json.loads((src / "config.json").read_text())
-    (src / "config.json").write_text(json.dumps({**cfg, "transformer_layer_architecture": "MyDecoderLayer"}))
+    edit_config(src, transformer_layer_architecture="MyDecoderLayer")
     assert convert(src, "eagle1-speculators", tmp_path / "out")["transformer_layer_architecture"] == "MyDecoderLayer"
     # q/k/v biases: speculators builds the layer from transformer_layer_config, whose Llama keys cannot say them
     from safetensors.torch import load_file, save_file
@@ -92,8 +91,7 @@ def test_the_layer_architecture_is_the_sources_and_qkv_biases_are_refused(tmp_pa
         rows = tensors[f"layers.0.self_attn.{p}_proj.weight"].shape[0]
         tensors[f"layers.0.self_attn.{p}_proj.bias"] = torch.zeros(rows)
     save_file(tensors, biased / "model.safetensors", metadata={"format": "pt"})
-    (biased / "config.json").write_text(json.dumps({**json.loads((biased / "config.json").read_text()),
-                                                    "qkv_bias": True}))
+    edit_config(biased, qkv_bias=True)
     with pytest.raises(ConvertError, match=r"cannot express .*q_proj\.bias"):
         convert(biased, "eagle1-speculators", tmp_path / "out2")
     assert not (tmp_path / "out2").exists()
@@ -130,8 +128,7 @@ def test_a_yuhuili_draft_without_a_bias_key_gets_one(tmp_path):
     """A Vicuna-style draft (no `bias` key, an fc.bias): the flat result says `bias: true` rather than leave it to a
     default readers disagree on (EAGLE's reference: true, SGLang's EAGLE-3 loader: false)."""
     src = write_eagle1(tmp_path / "src", fake_target(tmp_path / "t"), bias=True)
-    cfg = json.loads((src / "config.json").read_text())
-    (src / "config.json").write_text(json.dumps({k: v for k, v in cfg.items() if k != "bias"}))
+    edit_config(src, drop=["bias"])
     assert convert(src, "layers", tmp_path / "out")["bias"] is True
 
 

@@ -37,7 +37,7 @@ from draftsmith.errors import OptionError
 from draftsmith.hooks import Component, LayoutMatch, SpecSource, hookimpl
 from draftsmith.options import folder_problem, parse_dtype
 from draftsmith.specs.catalog import BUILTIN_DIR
-from draftsmith.testing import write_eagle3
+from draftsmith.testing import edit_config, write_eagle3
 
 TARGET_CFG = {"model_type": "llama", "hidden_size": 32, "intermediate_size": 48, "num_attention_heads": 4,
               "num_key_value_heads": 2, "num_hidden_layers": 10, "vocab_size": 64, "rms_norm_eps": 1e-6,
@@ -251,8 +251,7 @@ def _rewrite(folder: Path, config: dict | None = None, **tensors) -> Path:
     stored = {k: v for k, v in (load_file(str(f)) | tensors).items() if v is not None}
     save_file(stored, str(f), metadata={"format": "pt"})
     if config:
-        cfg = json.loads((folder / "config.json").read_text())
-        (folder / "config.json").write_text(json.dumps(cfg | config))
+        edit_config(folder, **config)
     return folder
 
 

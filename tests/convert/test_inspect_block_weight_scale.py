@@ -14,7 +14,7 @@ from draftsmith.assembler.checkpoint import TensorInfo
 from draftsmith.convert.fits import proposed_fit
 from draftsmith.convert.fp8 import fp8_scheme
 from draftsmith.convert.inspect import inspect_checkpoint
-from draftsmith.testing import write_eagle1, write_eagle3, write_target
+from draftsmith.testing import edit_config, write_eagle1, write_eagle3, write_target
 from draftsmith.testing.quant import dequantized_copy, quantize_folder, target_config
 
 FAMILIES = {   # writer, the linears quantized, the float family that reads the dequantized copy
@@ -36,10 +36,8 @@ def fp8_block_draft(folder: Path, target: Path, family: str, block: tuple[int, i
     done = quantize_folder(draft, pattern, scheme="block", block=block, block_scale="weight_scale")
     assert done
     if config:
-        cfg = json.loads((draft / "config.json").read_text())
-        cfg["quantization_config"] = target_config("block", block, [n.removesuffix(".weight") for n in done],
-                                                   "weight_scale")
-        (draft / "config.json").write_text(json.dumps(cfg))
+        qc = target_config("block", block, [n.removesuffix(".weight") for n in done], "weight_scale")
+        edit_config(draft, quantization_config=qc)
     return draft
 
 

@@ -20,7 +20,6 @@ applies): the bonus drawn from p instead of the leftover after a rejection (ever
 renormalisation of the leftover after a rejected top-k sibling, and the rejected sibling not zeroed (every tree
 configuration: a chain has no siblings).
 """
-import json
 import math
 from pathlib import Path
 
@@ -36,7 +35,7 @@ from draftsmith.assembler.checkpoint import save_safetensors
 from draftsmith.assembler.vocab import make_vocab_map
 from draftsmith.decoding.fixed import draft_tree_fixed, sample, sample_verify_fixed
 from draftsmith.decoding.tree import chain_tree
-from draftsmith.testing import write_self_draft, write_target
+from draftsmith.testing import edit_config, write_self_draft, write_target
 
 V = 8                                  # target vocabulary of the end-to-end pairs
 PROMPT = [5, 0, 7, 4, 6]               # a prompt where the first step accepts often but not always
@@ -77,8 +76,7 @@ def build_pair(root: Path, name: str, *, reduced=None, seed=21, attn_std=0.02, n
         kept = torch.tensor(sorted(reduced))
         dt["lm_head.weight"] = tt["lm_head.weight"][kept].clone()
         dt["d2t"], dt["t2d"] = make_vocab_map(kept, V)
-        cfg = json.loads((d / "config.json").read_text())
-        (d / "config.json").write_text(json.dumps(cfg | {"draft_vocab_size": len(kept)}, indent=2))
+        edit_config(d, draft_vocab_size=len(kept))
         spec["draft"]["share"] = {"embed": "target", "lm_head": "draft"}
         spec["draft"]["vocab"] = {"reduced": "auto", "d2t": "offset"}
     save_safetensors(dt, d)

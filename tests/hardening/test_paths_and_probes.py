@@ -2,7 +2,6 @@
 ``doctor --probe @FILE`` that is no regular file or too big: each ends in one clear message, never an internal
 error, and before the source is read."""
 import errno
-import json
 import os
 import threading
 import time
@@ -16,6 +15,7 @@ from draftsmith import limits
 from draftsmith.cli import app
 from draftsmith.convert.canonical import ConvertError
 from draftsmith.convert.run import convert
+from draftsmith.testing import edit_config
 
 LONG = "n" * 300   # one file name past NAME_MAX (255): ENAMETOOLONG
 
@@ -29,16 +29,6 @@ def user_error(res, says: str, code: int = 1) -> None:
     assert "internal error" not in res.output and "Traceback" not in res.output, res.output
     assert says in res.stderr, res.output
     assert len(res.stderr) < 5000
-
-
-def config_of(folder: Path, drop=(), **changes) -> Path:
-    path = folder / "config.json"
-    cfg = json.loads(path.read_text())
-    cfg.update(changes)
-    for key in drop:
-        cfg.pop(key, None)
-    path.write_text(json.dumps(cfg))
-    return folder
 
 
 # --- 1. convert's output folder: checked before the source is read; a write that fails is said --------------------
@@ -131,7 +121,7 @@ def test_checkpoint_folders_with_a_nul_are_refused(tmp_path):
     ({"hidden_size": 17}, ["head_dim"], "hidden_size (17) is not a multiple of num_attention_heads"),
 ])
 def test_convert_refuses_config_fields_it_cannot_compute_with(tiny_pair, tmp_path, changes, drop, says):
-    src = config_of(copy_folder(tiny_pair[1], tmp_path / "d"), drop, **changes)
+    src = edit_config(copy_folder(tiny_pair[1], tmp_path / "d"), drop=drop, **changes)
     for to in ("speculators", "mistral"):   # inspect refuses them first, naming the file
         user_error(run("convert", src, "--to", to, tmp_path / "o"), f"{src / 'config.json'}: {says}")
         assert not (tmp_path / "o").exists()
@@ -142,7 +132,7 @@ def test_convert_reads_a_list_norm_output_as_no_value(tiny_pair, tmp_path):
 
     assert "norm_output" not in to_facts({"norm_output": [1], "hidden_size": 8}, STYLES["hf"])
     assert to_facts({"norm_output": True}, STYLES["hf"])["norm_output"] == "head"
-    src = config_of(copy_folder(tiny_pair[1], tmp_path / "d"), norm_output=[1])
+    src = edit_config(copy_folder(tiny_pair[1], tmp_path / "d"), norm_output=[1])
     res = run("convert", src, "--to", "speculators", tmp_path / "o")
     assert res.exit_code == 0, res.output
 

@@ -171,17 +171,14 @@ def test_plugin_component_is_what_the_assembler_builds(tmp_path):
 
 def test_a_plugin_target_type_declaring_recurrent_layers_rules_out_spec_v2(tmp_path):
     # TargetArch.recurrent is the type's word, next to the config's layer_types: a tree plan falls back to v1
-    import json
-
     from draftsmith.components.targets import TargetArch
     from draftsmith.errors import ArgumentError
-    from draftsmith.testing import write_eagle3, write_target
+    from draftsmith.testing import edit_config, write_eagle3, write_target
 
     target = write_target(tmp_path / "t", hidden_size=16, intermediate_size=32, num_attention_heads=2,
                           num_key_value_heads=1, num_hidden_layers=3, vocab_size=32)
     draft = write_eagle3(tmp_path / "d", target)
-    cfg = json.loads((target / "config.json").read_text())
-    (target / "config.json").write_text(json.dumps(cfg | {"model_type": "olmo"}))
+    edit_config(target, model_type="olmo")
     for recurrent in (False, True):
         arch = Component("target", "olmo", lambda params=None, r=recurrent, **_: TargetArch(recurrent=r))
         reg = fresh(("p", Plugin([arch])))

@@ -261,7 +261,7 @@ def test_an_eagle3_speculators_draft_trained_further_keeps_its_verifier_and_stat
     """--from-draft of a speculators EAGLE-3 checkpoint keeps what its config says of itself (speculators_config:
     the verifier, the proposal); of a midlayer one whose config says 40 layers (published drafts do), the export's
     transformer_layer_config says the one layer it holds, which speculators and vLLM build."""
-    from draftsmith.testing import write_eagle3
+    from draftsmith.testing import edit_config, write_eagle3
 
     src = write_eagle3(tmp_path / "src", tiny / "target", layout="layers", config="speculators", draft_vocab=96,
                        aux_ids=[2, 4, 5])
@@ -276,8 +276,7 @@ def test_an_eagle3_speculators_draft_trained_further_keeps_its_verifier_and_stat
     draftsmith.assemble("eagle3-speculators", target=tiny / "target", draft=out)
 
     old = write_eagle3(tmp_path / "old", tiny / "target", draft_vocab=96, aux_ids=[2, 4, 5])
-    stale = json.loads((old / "config.json").read_text()) | {"num_hidden_layers": 40}
-    (old / "config.json").write_text(json.dumps(stale))
+    edit_config(old, num_hidden_layers=40)
     run(job(tmp_path / "out2", spec="eagle3-speculators", from_draft=old, max_windows=4, config={"steps": 1}))
     cfg = json.loads((tmp_path / "out2" / "config.json").read_text())
     assert cfg["transformer_layer_config"]["num_hidden_layers"] == 1
