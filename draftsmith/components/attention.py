@@ -7,7 +7,7 @@ runs plain causal self-attention (parity tests, training).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import torch
@@ -37,6 +37,9 @@ class KVBatch:
     # so a layer stores its K/V and attends over them alone, causally (mask None: the flash path, no mask or
     # read to build, no key past the prompt to zero; a padding query sees padding keys, and nothing reads it)
     fresh: bool = False
+    # what every layer of this forward computes alike, made by the first layer that needs it (the rotary angles:
+    # Rotary.angles); a KVBatch lives for one forward, so nothing here outlives the positions it was made for
+    memo: dict = field(default_factory=dict, repr=False, compare=False)
 
     def exchange(self, layer: int, **new: torch.Tensor) -> tuple[dict[str, torch.Tensor], torch.Tensor | None]:
         """Store this forward's rows of every tensor a layer caches and return what it attends over, with the mask.
@@ -102,7 +105,7 @@ class GQAttention(nn.Module):
         if kv is None:
             q, k = self.rope(q, k, pos)
         else:
-            q, new = self.rope.with_values(q, k, v, pos)          # new: [B, T, 2, nKV, d]
+            q, new = self.rope.with_values(q, k, v, pos, kv.memo)  # new: [B, T, 2, nKV, d]
             got, mask = kv.exchange(self.layer_idx, kv=new)
             k, v = got["kv"].unbind(2)                             # [B, S, nKV, d] each
         out = self.backend(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), mask, self.head_dim**-0.5)

@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 
+HALF = (torch.float16, torch.bfloat16)
 RECOMPILES = 64  # variants of one function dynamo compiles before it runs the eager one (its own default: 8)
 
 
@@ -62,8 +63,12 @@ def fuse_model(module: nn.Module, on: bool = True) -> int:
 # --- the fused functions (the eager reference is the same code) --------------------------------------------
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     # x: [..., D] -> [..., D]; half-precision inputs are normalised in float32 and cast back before the weight
+    # (transformers' order). Otherwise torch's own op, one call where the formula is five: the same bits
+    # (tests/components/test_fused.py), and a quarter of a small model's CPU forward was such calls
     dtype = x.dtype
-    h = x.to(torch.float32) if dtype in (torch.float16, torch.bfloat16) else x
+    if dtype not in HALF and weight.dtype == dtype:
+        return torch.nn.functional.rms_norm(x, x.shape[-1:], weight, eps)
+    h = x.to(torch.float32) if dtype in HALF else x
     h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
     return weight * h.to(dtype)
 
@@ -96,18 +101,36 @@ def rotate_interleaved(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) ->
     return torch.stack((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).flatten(-2)
 
 
+def rope_angles(pos: torch.Tensor, inv_freq: torch.Tensor, scale: float,
+                dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    # pos: [B, T] -> cos, sin [B, T, 1, d/2]: angles in float32, scaled, cast to the rotated tensors' dtype
+    ang = pos.to(torch.float32)[..., None] * inv_freq                        # [B, T, d/2]
+    return (ang.cos() * scale).to(dtype)[:, :, None], (ang.sin() * scale).to(dtype)[:, :, None]
+
+
+def rotate_qk(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+              interleaved: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    # q: [B, T, Hq, d], k: [B, T, Hk, d], cos, sin: [B, T, 1, d/2] -> rotated q, k: their heads in one rotation
+    rot = rotate_interleaved if interleaved else rotate_neox
+    qk = rot(torch.cat((q, k), dim=2), cos, sin)
+    return qk.split((q.shape[2], k.shape[2]), dim=2)
+
+
 def rope(q: torch.Tensor, k: torch.Tensor, pos: torch.Tensor, inv_freq: torch.Tensor, scale: float,
          interleaved: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    # q: [B, T, Hq, d], k: [B, T, Hk, d], pos: [B, T] -> rotated q, k. Angles in float32, cast to q's dtype
-    ang = pos.to(torch.float32)[..., None] * inv_freq                        # [B, T, d/2]
-    cos = (ang.cos() * scale).to(q.dtype)[:, :, None]
-    sin = (ang.sin() * scale).to(q.dtype)[:, :, None]
-    rot = rotate_interleaved if interleaved else rotate_neox
-    return rot(q, cos, sin), rot(k, cos, sin)
+    # q: [B, T, Hq, d], k: [B, T, Hk, d], pos: [B, T] -> rotated q, k (the angles and the rotation in one)
+    return rotate_qk(q, k, *rope_angles(pos, inv_freq, scale, q.dtype), interleaved)
 
 
 def rope_kv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pos: torch.Tensor, inv_freq: torch.Tensor,
             scale: float, interleaved: bool) -> tuple[torch.Tensor, torch.Tensor]:
     # rope, and the row a KV cache stores: q [B, T, Hq, d], k, v [B, T, Hk, d] -> rotated q, kv [B, T, 2, Hk, d]
-    q, k = rope(q, k, pos, inv_freq, scale, interleaved)
+    # (the fused form: one kernel computes its layer's angles, cheaper on CUDA than a launch more to share them)
+    return rotate_kv(q, k, v, *rope_angles(pos, inv_freq, scale, q.dtype), interleaved)
+
+
+def rotate_kv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+              interleaved: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    # rope_kv at given angles cos, sin [B, T, 1, d/2] (the eager form: the layers of a forward share them)
+    q, k = rotate_qk(q, k, cos, sin, interleaved)
     return q, torch.stack((k, v), dim=2)

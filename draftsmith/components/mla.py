@@ -117,7 +117,8 @@ class MLAttention(nn.Module):
         q_nope, q_rot = q.split([m.qk_nope, m.qk_rope], dim=-1)
         latent, k_rot = self.kv_a_proj_with_mqa(x).split([m.kv_lora_rank, m.qk_rope], dim=-1)
         latent = self.kv_a_layernorm(latent)                                  # [B, T, r]
-        q_rot, k_rot = self.rope(q_rot, k_rot[:, :, None], pos)               # [B, T, H, dr], [B, T, 1, dr]
+        memo = kv.memo if kv is not None else None
+        q_rot, k_rot = self.rope(q_rot, k_rot[:, :, None], pos, memo)         # [B, T, H, dr], [B, T, 1, dr]
         k_rot, mask = k_rot[:, :, 0], None
         if kv is not None:
             got, mask = kv.exchange(self.layer_idx, latent=latent, rope=k_rot)  # {latent: [B, S, r], rope: [B, S, dr]}

@@ -63,15 +63,44 @@ class Rotary(nn.Module):
         with torch.device("cpu"):  # real numbers even while the model is being built on meta
             inv, self.scale = inv_freq_for(self.config, self.head_dim)
         self.inv_freq = inv if device is None else inv.to(device)
+        self.key = (tuple(inv.tolist()), self.scale)   # rotations with equal frequencies share their angles
 
-    def forward(self, q: torch.Tensor, k: torch.Tensor, pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return kernel(fused.rope, self.fused)(q, k, pos, *self._angles(pos))
+    def forward(self, q: torch.Tensor, k: torch.Tensor, pos: torch.Tensor,
+                memo: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.fused:
+            return kernel(fused.rope, True)(q, k, pos, *self._frequencies(pos))
+        return fused.rotate_qk(q, k, *self.angles(pos, q.dtype, memo), self.interleaved)
 
-    def with_values(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                    pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(rotated q, [B, T, 2, Hk, d] rotated k beside v): the rotation and the cache row in one kernel when
-        fused."""
-        return kernel(fused.rope_kv, self.fused)(q, k, v, pos, *self._angles(pos))
+    def with_values(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pos: torch.Tensor,
+                    memo: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(rotated q, [B, T, 2, Hk, d] rotated k beside v). Fused, one kernel per layer that computes its angles
+        too (on CUDA a launch costs more than they do); eager, the angles of ``memo`` (:meth:`angles`)."""
+        if self.fused:
+            return kernel(fused.rope_kv, True)(q, k, v, pos, *self._frequencies(pos))
+        return fused.rotate_kv(q, k, v, *self.angles(pos, q.dtype, memo), self.interleaved)
+
+    def angles(self, pos: torch.Tensor, dtype: torch.dtype,
+               memo: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos, sin [B, T, 1, d/2] at positions pos [B, T]. ``memo``: a dict that lives for one forward
+        (:attr:`~draftsmith.components.attention.KVBatch.memo`), so that every layer of it whose rotation has these
+        frequencies reuses the first one's angles instead of computing them again (a dozen small ops per layer:
+        on a CPU, a tenth of a small model's forward)."""
+        key = (self.key, dtype)
+        hit = memo.get(key) if memo is not None else None
+        if hit is not None and hit[0] is pos:
+            return hit[1]
+        out = fused.rope_angles(pos, self.inv_freq.to(pos.device), self.scale, dtype)
+        if memo is not None:
+            memo[key] = (pos, out)
+        return out
+
+    def _frequencies(self, pos: torch.Tensor) -> tuple[torch.Tensor, float, bool]:
+        # what the fused functions take after the tensors: frequencies on pos's device, scale, pair layout
+        return self.inv_freq.to(pos.device), self.scale, self.interleaved
+
+    @property
+    def interleaved(self) -> bool:
+        return self.style == "interleaved"
 
     def parity_limit(self) -> int | None:
         """Positions this rotation shares with transformers' at most: a longrope config's
@@ -82,10 +111,6 @@ class Rotary(nn.Module):
             return None
         limit = params.get("original_max_position_embeddings")   # transformers' standardized config states it
         return int(limit) if isinstance(limit, (int, float)) and not isinstance(limit, bool) else None
-
-    def _angles(self, pos: torch.Tensor) -> tuple[torch.Tensor, float, bool]:
-        # what the rotation functions take after the tensors: frequencies on pos's device, scale, pair layout
-        return self.inv_freq.to(pos.device), self.scale, self.style == "interleaved"
 
 
 def position_limit(model: nn.Module) -> int | None:

@@ -88,3 +88,35 @@ def test_the_fused_functions_compute_the_textbook_formulas(dtype):
     both, nb = fused.rms_norm_cat(x, wa, 1e-5, b, wb, 1e-6)
     torch.testing.assert_close(both, torch.cat((ref(x, wa, 1e-5), ref(b, wb, 1e-6)), -1))
     torch.testing.assert_close(nb, ref(b, wb, 1e-6))
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 64), (2, 7, 128), (3, 576), (1, 6, 2048)])
+def test_float32_rms_norm_is_torch_op_with_the_formula_bits(shape):
+    # rms_norm hands float32 to torch.nn.functional.rms_norm: the same bits as the formula it replaced, so parity
+    # and every float32 equality are unchanged
+    g = torch.Generator().manual_seed(shape[-1])
+    x, w = torch.randn(*shape, generator=g) * 3, torch.rand(shape[-1], generator=g) + 0.5
+    want = w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5))
+    assert torch.equal(fused.rms_norm(x, w, 1e-5), want)
+
+
+def test_half_rms_norm_casts_before_the_weight():
+    # transformers' order for half precision: normalise in float32, cast back, then multiply by the weight in half
+    g = torch.Generator().manual_seed(3)
+    x, w = torch.randn(2, 5, 64, generator=g).bfloat16(), (torch.rand(64, generator=g) + 0.5).bfloat16()
+    h = x.float()
+    want = w * (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6)).bfloat16()
+    assert torch.equal(fused.rms_norm(x, w, 1e-6), want)
+
+
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_rope_rotates_q_and_k_in_one_call_as_each_alone(interleaved):
+    g = torch.Generator().manual_seed(5)
+    q, k = torch.randn(2, 3, 4, 16, generator=g), torch.randn(2, 3, 2, 16, generator=g)
+    pos, inv = torch.arange(6).view(2, 3) * 5, 1.0 / 10000 ** (torch.arange(0, 16, 2) / 16)
+    ang = pos.float()[..., None] * inv
+    cos, sin = (ang.cos() * 0.9)[:, :, None], (ang.sin() * 0.9)[:, :, None]
+    rot = fused.rotate_interleaved if interleaved else fused.rotate_neox
+    got = fused.rope(q, k, pos, inv, 0.9, interleaved)
+    assert [t.shape for t in got] == [q.shape, k.shape]
+    assert torch.equal(got[0], rot(q, cos, sin)) and torch.equal(got[1], rot(k, cos, sin))
