@@ -112,6 +112,17 @@ def test_a_step_keeps_its_kernel_budget(tmp_path):
     assert tree <= 153, f"launches per tree-8 step, 3 layers: {dict(ops.by_op.most_common(12))}"
 
 
+def test_an_eager_target_layer_keeps_its_operator_budget(tmp_path):
+    """Computing operators per target layer as the CPU runs a model (float32, nothing fused; CUDA without graphs
+    launches as many): rotary angles once per forward, q and k in one rotation and torch's rms_norm op took it from
+    42 to 21 (`python benchmarks/count_launches.py 8 --eager`)."""
+    sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
+    from count_launches import RUNS as METHODS, build, per_step
+
+    base = {L: per_step(build(tmp_path, L, eager=True), METHODS["target-only"], eager=True) for L in (3, 4)}
+    assert base[4][0] - base[3][0] <= 21, f"operators per target layer: {dict(base[3][1].by_op)}"
+
+
 def test_each_function_compiles_a_few_variants_and_never_falls_back(folders, as_on_cuda):
     # a bench-like process (prompts of 40 tokens; target-only, a chain and two trees; batch 1, then 2): every
     # function compiles once per shape class, not per step or per length, and stays under dynamo's limit,
