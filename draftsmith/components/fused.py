@@ -103,9 +103,13 @@ def rotate_interleaved(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) ->
 
 def rope_angles(pos: torch.Tensor, inv_freq: torch.Tensor, scale: float,
                 dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-    # pos: [B, T] -> cos, sin [B, T, 1, d/2]: angles in float32, scaled, cast to the rotated tensors' dtype
+    # pos: [B, T] -> cos, sin [B, T, 1, d/2]: angles in float32, scaled (yarn, longrope: an attention scaling; a
+    # scale of 1 multiplies nothing), cast to the rotated tensors' dtype
     ang = pos.to(torch.float32)[..., None] * inv_freq                        # [B, T, d/2]
-    return (ang.cos() * scale).to(dtype)[:, :, None], (ang.sin() * scale).to(dtype)[:, :, None]
+    cos, sin = ang.cos(), ang.sin()
+    if scale != 1.0:
+        cos, sin = cos * scale, sin * scale
+    return cos.to(dtype)[:, :, None], sin.to(dtype)[:, :, None]
 
 
 def rotate_qk(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
