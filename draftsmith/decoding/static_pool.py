@@ -200,12 +200,12 @@ def kv_index(lens: Tensor, base: Tensor, key: Tensor, trash: int, rows: Tensor, 
     live = rows >= 0
     write = torch.where(live, base + lens + rows, trash)
     rel = key - lens                                                           # [B, S] pending offset of each key
-    pend = (rel >= 0) & (rel < P)
-    seen = rel_mask.gather(2, rel.clamp(0, P - 1).unsqueeze(1).expand(B, T, S)) & pend.unsqueeze(1)
-    mask = ((key < lens).unsqueeze(1) | seen) & live.unsqueeze(-1)
-    mask = mask | ((key == 0) & ~live.unsqueeze(-1))                           # padding rows attend slot 0
+    committed = rel < 0
+    seen = rel_mask.gather(2, rel.clamp(0, P - 1).unsqueeze(1).expand(B, T, S)) & (~committed & (rel < P))[:, None]
+    # a live row attends the committed keys and the pending ones its rel_mask names; a padding row slot 0 alone
+    mask = torch.where(live.unsqueeze(-1), committed.unsqueeze(1) | seen, (key == 0).expand(B, T, S))
     pos = torch.where(live, lens + rel_pos, 0)
     live_keys = mask.any(1)                                                    # [B, S] keys some query attends
     # a key nobody attends reads the row's position 0 (always committed), so a gathering layer sees finite data
     read = base + torch.where(live_keys, key, 0)
-    return write, read, mask.unsqueeze(1), live_keys | (rel < 0), pos
+    return write, read, mask.unsqueeze(1), live_keys | committed, pos
