@@ -53,7 +53,7 @@ def build(root: Path, layers: int, eager: bool = False):
     if not (draft / "config.json").exists():
         write_eagle3(draft, target, draft_vocab=shape["draft_vocab"], std=0.02, aux_ids=[0, layers // 2, layers - 1])
     spec = load_spec("eagle3-llama").with_decoding(linear="plain")
-    with _as_run(LaunchCounter(), eager):   # as on CUDA: fused flags set, the draft's siblings stacked too
+    with _as_run(LaunchCounter(), eager):   # not eager: as on CUDA, fused flags set, the draft's siblings stacked
         return draftsmith.assemble(spec, target=target, draft=draft, dtype="float32" if eager else "bfloat16")
 
 

@@ -203,7 +203,7 @@ def kv_index(lens: Tensor, base: Tensor, key: Tensor, trash: int, rows: Tensor, 
     committed = rel < 0
     seen = rel_mask.gather(2, rel.clamp(0, P - 1).unsqueeze(1).expand(B, T, S)) & (~committed & (rel < P))[:, None]
     # a live row attends the committed keys and the pending ones its rel_mask names; a padding row slot 0 alone
-    mask = torch.where(live.unsqueeze(-1), committed.unsqueeze(1) | seen, (key == 0).expand(B, T, S))
+    mask = torch.where(live.unsqueeze(-1), committed.unsqueeze(1) | seen, key == 0)   # [B, T, S]
     pos = torch.where(live, lens + rel_pos, 0)
     live_keys = mask.any(1)                                                    # [B, S] keys some query attends
     # a key nobody attends reads the row's position 0 (always committed), so a gathering layer sees finite data
