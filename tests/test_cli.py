@@ -250,6 +250,16 @@ def test_generate_warms_up_each_row_then_compares_speeds(monkeypatch):
     assert rows["target only"][2] == "1.00" and all(r[3] == "True" for r in rows.values())
     for _, tps, ratio, _ in rows.values():
         assert abs(float(ratio) - float(tps) / base) < 0.02    # tok/s over target-only's (both rounded)
+    # under the table, each speculative row's step in target-only steps, its parts summing to it, and its tau
+    cost = (r"(speculative v2|chain v1 \(topk=1\)): a step cost ([\d.]+) target-only decode steps \(verification "
+            r"([\d.]+), draft forwards ([\d.]+), the rest (-?[\d.]+)\): faster than target-only where tau > \2 "
+            r"\(this run: ([\d.]+)\)")
+    costs = {m[0].split()[0]: m for m in re.findall(cost, " ".join(res.stdout.split()))}
+    assert set(costs) == {"speculative", "chain"}, res.stdout
+    taus = dict(re.findall(r"│ (speculative|chain) v\d +│ ([\d.]+)", res.stdout))
+    for name, (_, step, verify, draft, rest, tau) in costs.items():
+        assert abs(float(verify) + float(draft) + float(rest) - float(step)) <= 0.02 and float(draft) > 0
+        assert tau == taus[name]
 
 
 def test_generate_detects_the_spec_of_a_draft_and_takes_token_ids(eagle3_pair):
@@ -259,6 +269,7 @@ def test_generate_detects_the_spec_of_a_draft_and_takes_token_ids(eagle3_pair):
     assert res.exit_code == 0, res.output
     assert "spec eagle3-llama (detected: " in res.stdout          # not the default smollm2 spec
     assert "prompt [1, 2, 3]" in res.stdout and "speculative v" in res.stdout
+    assert "a step cost" not in res.stdout      # no target-only run to measure a step against
 
 
 @pytest.mark.parametrize("ids", ["1,x", "", "-1", "1.5", "1,\u00b2"])

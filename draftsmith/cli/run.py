@@ -116,6 +116,9 @@ def generate(
     shown = res.text if res.text is not None else repr(res.token_ids)
     out.print(f"[bold]prompt[/bold] {escape(repr(prompt))}\n[bold]output[/bold] {escape(shown)}")  # user text
     _stats_table(rows, greedy=temperature == 0)
+    from draftsmith.decoding.graphs import graphs_enabled
+
+    _step_costs(rows, timed=not graphs_enabled(model.spec.decoding.graphs, device))
 
 
 PLAN_OPTIONS = {"topk": "--topk", "steps": "--steps", "draft_tokens": "--draft-tokens"}
@@ -250,6 +253,22 @@ def _stats_table(rows, greedy: bool) -> None:
         table.add_row(name, f"{s.acceptance_length:.2f}", str(s.target_forwards), str(s.draft_forwards),
                       str(s.accepted_per_position), f"{s.tokens_per_second:.1f}", speed, same)
     out.print(table)
+
+
+def _step_costs(rows, timed: bool) -> None:
+    """Under the table: each speculative row's step in target-only decode steps, split into its parts, and the tau
+    at which it breaks even (:func:`draftsmith.decoding.stats.step_cost`), measured by this call's runs."""
+    from draftsmith.decoding.stats import step_cost
+
+    if rows[-1][0] != "target only":
+        return
+    for name, r in rows[:-1]:
+        if (cost := step_cost(r.stats, rows[-1][1].stats, timed)) is None:
+            continue
+        parts = "" if cost.verify is None else \
+            f" (verification {cost.verify:.2f}, draft forwards {cost.draft:.2f}, the rest {cost.rest:.2f})"
+        out.print(f"[bold]{escape(name)}[/bold]: a step cost {cost.step:.2f} target-only decode steps{parts}: "
+                  f"faster than target-only where tau > {cost.step:.2f} (this run: {r.stats.acceptance_length:.2f})")
 
 
 @app.command()

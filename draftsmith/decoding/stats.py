@@ -18,15 +18,19 @@ class Stats:
     prefill_seconds: float = 0.0      # of wall_seconds: the prompt's forward(s) up to the first token (on the host)
     forward_seconds: float = 0.0      # host time inside model forwards (on CUDA: launching them, or graph replays)
     addressing_seconds: float = 0.0   # of forward_seconds: the KV pool's addressing and attention masks (fixed_kv)
-    # of forward_seconds / addressing_seconds: the prefill's forwards (target and draft), set by end_prefill
+    draft_seconds: float = 0.0        # of forward_seconds: the draft's forwards (the rest is the target's)
+    # of forward_seconds / addressing_seconds / draft_seconds: the prefill's forwards (target and draft), set by
+    # end_prefill
     prefill_forward_seconds: float = 0.0
     prefill_addressing_seconds: float = 0.0
+    prefill_draft_seconds: float = 0.0
 
     def end_prefill(self, seconds: float) -> None:
         """The prefill took ``seconds`` (the prompt's forwards and the first token on the host): record it, and the
         forward and addressing totals so far as the prefill's, so the decode-only shares leave them out."""
         self.prefill_seconds = seconds
         self.prefill_forward_seconds, self.prefill_addressing_seconds = self.forward_seconds, self.addressing_seconds
+        self.prefill_draft_seconds = self.draft_seconds
 
     @property
     def acceptance_length(self) -> float:
@@ -91,8 +95,38 @@ class Stats:
                 "accepted_per_position": self.accepted_per_position,
                 "tokens_per_second": round(self.tokens_per_second, 2), "wall_seconds": round(self.wall_seconds, 4),
                 "prefill_seconds": round(self.prefill_seconds, 4), "forward_seconds": round(self.forward_seconds, 4),
-                "bookkeeping_share": round(self.bookkeeping_share, 3),
+                "draft_seconds": round(self.draft_seconds, 4), "bookkeeping_share": round(self.bookkeeping_share, 3),
                 "addressing_share": round(self.addressing_share, 3)}
+
+
+@dataclass(frozen=True)
+class StepCost:
+    """A speculative run's decoding step in target-only decode steps (the same prompt and length, one process):
+    ``step`` is the tau at which it breaks even (each target-only step commits one token a row, each speculative
+    step tau); ``verify``, ``draft`` and ``rest`` split it into the target's verification forward, the draft's
+    forwards (expansions and catch-up) and everything else (tree, verdict, compaction, the loop), or are None where
+    the forwards' host time is not their cost (whole-step CUDA graphs: the timers see only launches)."""
+
+    step: float
+    verify: float | None
+    draft: float | None
+    rest: float | None
+
+
+def step_cost(run: Stats, baseline: Stats, timed: bool = True) -> StepCost | None:
+    """``run``'s decoding step (after its prefill) over ``baseline``'s (target-only); None when either made no
+    decoding step. ``timed``: the runners' timers measured the forwards (False under whole-step CUDA graphs)."""
+    if run.target_forwards == 0 or baseline.target_forwards == 0:
+        return None
+    unit = (baseline.wall_seconds - baseline.prefill_seconds) / baseline.target_forwards    # s per target-only step
+    if unit <= 0:
+        return None
+    per_step = (run.wall_seconds - run.prefill_seconds) / run.target_forwards / unit
+    if not timed:
+        return StepCost(per_step, None, None, None)
+    draft = (run.draft_seconds - run.prefill_draft_seconds) / run.target_forwards / unit
+    verify = (run.forward_seconds - run.prefill_forward_seconds) / run.target_forwards / unit - draft
+    return StepCost(per_step, verify, draft, per_step - verify - draft)
 
 
 @dataclass
