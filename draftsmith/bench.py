@@ -135,4 +135,20 @@ def run_bench(spec="demo", *, target=None, draft=None, prompt="def fibonacci(n):
                  "addressing, inside forwards)" if stats and timed else "-")
         table.add_row(name, f"{sec:.3f}", f"{made[name] / sec:.1f}", f"{made[name] / sec / base:.2f}x", tau, share)
     console.print(table)
+    _step_costs(rows, timed, console)
     return rows
+
+
+def _step_costs(rows: dict, timed: bool, console) -> None:
+    """Under the table: each speculative draftsmith row's step in steps of the target-only row of its own
+    assembly (", plain matmuls" against the plain target-only), as generate prints it (stats.step_cost)."""
+    from draftsmith.decoding.stats import step_cost
+
+    for name, (_, res) in rows.items():
+        stats = getattr(res, "stats", None)
+        if stats is None or not name.startswith("draftsmith ") or stats.mode == "baseline":
+            continue
+        suffix = name.partition(",")[2]
+        base = rows.get(f"draftsmith target-only,{suffix}" if suffix else "", rows["draftsmith target-only"])[1]
+        if (cost := step_cost(stats, base.stats, timed)) is not None:
+            console.print(f"{escape(name)}: {cost.said(stats.acceptance_length)}")

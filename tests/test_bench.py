@@ -80,6 +80,7 @@ def test_the_outside_share_is_the_decodings_and_absent_under_whole_step_graphs(m
     assert st.decode_bookkeeping_share == pytest.approx(1 - (st.forward_seconds - st.prefill_forward_seconds) / rest)
     assert f"{100 * st.decode_bookkeeping_share:.1f}% (+" in console.file.getvalue()
     assert "inside forwards" in console.file.getvalue()
+    assert "draftsmith tree: a step cost " in " ".join(console.file.getvalue().split())
 
     monkeypatch.setattr("draftsmith.decoding.graphs.graphs_enabled", lambda setting, device: True)
     console = Console(file=io.StringIO(), width=300)

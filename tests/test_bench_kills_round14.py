@@ -13,6 +13,7 @@ from rich.console import Console
 
 import draftsmith
 import draftsmith.bench as bench
+from draftsmith.decoding.stats import Stats
 from draftsmith.threads import ThreadChoice
 
 PROMPT_IDS = [5, 6, 7]
@@ -145,8 +146,11 @@ class Harness:
         self.clock.now += SECONDS[name][k]
         return result
 
-    def ds_result(self, tau):
-        stats = SimpleNamespace(acceptance_length=tau, decode_bookkeeping_share=0.25, decode_addressing_share=0.125)
+    def ds_result(self, tau, mode="v2", wall=1.0):
+        # 4 verification steps in ``wall`` s (no prefill), a quarter of it outside forwards and an eighth addressing
+        # keys; tau = committed / steps
+        stats = Stats(mode=mode, wall_seconds=wall, forward_seconds=0.75 * wall, addressing_seconds=0.125 * wall,
+                      steps=2, committed=round(2 * tau), target_forwards=4)
         return SimpleNamespace(token_ids=list(range(self.made)), stats=stats)
 
     def assemble(self, spec, *, target, draft, device, dtype):
@@ -165,7 +169,8 @@ class Harness:
 
             def generate_baseline(self, ids, **kw):
                 h.calls.append(("generate_baseline" + suffix, ids, kw))
-                return h.run("draftsmith target-only" + suffix, h.ds_result(1.0))
+                # the plain-matmul target-only twice as slow a step: each tree's step is measured against its own
+                return h.run("draftsmith target-only" + suffix, h.ds_result(1.0, "baseline", 2.0 if suffix else 1.0))
 
         if self.packed and not suffix:
             Pair.target[0].packs = True   # what components.packed.is_packed reads
@@ -322,6 +327,27 @@ def test_a_packed_target_is_also_timed_with_plain_matmuls(monkeypatch, clock):
     assert table["draftsmith target-only, plain matmuls"][:3] == ["4.000", "4.0", "0.50x"]
     assert table["draftsmith tree, plain matmuls"][:3] == ["1.000", "16.0", "2.00x"]
     assert h.assembled == [{"spec": "demo", "graphs": "auto"}, {"spec": "demo", "graphs": "auto", "linear": "plain"}]
+
+
+def test_each_speculative_row_gets_its_step_against_its_own_target_only(monkeypatch, clock):
+    """Under the table, as generate prints it: a draftsmith tree or chain's step in target-only steps of the same
+    assembly (the plain-matmul tree against the plain-matmul target-only), and none for the other rows."""
+    Harness(monkeypatch, clock, packed=True)
+    _, console = bench_table(max_new_tokens=16, repeats=1)
+    text = " ".join(console.file.getvalue().split())
+    parts = "{} target-only decode steps (verification {}, draft forwards 0.00, the rest {}): faster than target-only "
+    line = "{}: a step cost " + parts + "where tau > {} (this run: 2.50)"
+    for name in ("draftsmith chain (topk=1)", "draftsmith tree"):
+        assert line.format(name, "1.00", "0.75", "0.25", "1.00") in text
+    assert line.format("draftsmith tree, plain matmuls", "0.50", "0.38", "0.12", "0.50") in text
+    assert text.count("a step cost") == 3    # not the target-only rows, not transformers'
+    monkeypatch.setattr("draftsmith.decoding.graphs.graphs_enabled", lambda setting, device: True)
+    Harness(monkeypatch, clock)
+    _, console = bench_table(max_new_tokens=16, repeats=1)
+    text = " ".join(console.file.getvalue().split())
+    # under whole-step graphs no split, only the whole step
+    assert ("draftsmith tree: a step cost 1.00 target-only decode steps: faster than target-only where tau > 1.00 "
+            "(this run: 2.50)") in text
 
 
 def test_the_outside_share_is_shown_only_where_the_runners_time_the_decoding(monkeypatch, clock):

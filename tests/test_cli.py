@@ -255,7 +255,7 @@ def test_generate_warms_up_each_row_then_compares_speeds(monkeypatch):
             r"([\d.]+), draft forwards ([\d.]+), the rest (-?[\d.]+)\): faster than target-only where tau > \2 "
             r"\(this run: ([\d.]+)\)")
     costs = {m[0].split()[0]: m for m in re.findall(cost, " ".join(res.stdout.split()))}
-    assert set(costs) == {"speculative", "chain"}, res.stdout
+    assert set(costs) == {"speculative", "chain"} and res.stdout.count("a step cost") == 2, res.stdout
     taus = dict(re.findall(r"│ (speculative|chain) v\d +│ ([\d.]+)", res.stdout))
     for name, (_, step, verify, draft, rest, tau) in costs.items():
         assert abs(float(verify) + float(draft) + float(rest) - float(step)) <= 0.02 and float(draft) > 0

@@ -263,12 +263,8 @@ def _step_costs(rows, timed: bool) -> None:
     if rows[-1][0] != "target only":
         return
     for name, r in rows[:-1]:
-        if (cost := step_cost(r.stats, rows[-1][1].stats, timed)) is None:
-            continue
-        parts = "" if cost.verify is None else \
-            f" (verification {cost.verify:.2f}, draft forwards {cost.draft:.2f}, the rest {cost.rest:.2f})"
-        out.print(f"[bold]{escape(name)}[/bold]: a step cost {cost.step:.2f} target-only decode steps{parts}: "
-                  f"faster than target-only where tau > {cost.step:.2f} (this run: {r.stats.acceptance_length:.2f})")
+        if (cost := step_cost(r.stats, rows[-1][1].stats, timed)) is not None:
+            out.print(f"[bold]{escape(name)}[/bold]: {cost.said(r.stats.acceptance_length)}")
 
 
 @app.command()

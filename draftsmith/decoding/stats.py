@@ -112,6 +112,13 @@ class StepCost:
     draft: float | None
     rest: float | None
 
+    def said(self, tau: float) -> str:
+        """The step, its parts and the tau it needs, beside a run's ``tau`` (what generate and bench print)."""
+        parts = "" if self.verify is None else \
+            f" (verification {self.verify:.2f}, draft forwards {self.draft:.2f}, the rest {self.rest:.2f})"
+        return (f"a step cost {self.step:.2f} target-only decode steps{parts}: faster than target-only where tau > "
+                f"{self.step:.2f} (this run: {tau:.2f})")
+
 
 def step_cost(run: Stats, baseline: Stats, timed: bool = True) -> StepCost | None:
     """``run``'s decoding step (after its prefill) over ``baseline``'s (target-only); None when either made no
