@@ -135,7 +135,7 @@ def run_bench(spec="demo", *, target=None, draft=None, prompt="def fibonacci(n):
                  "addressing, inside forwards)" if stats and timed else "-")
         table.add_row(name, f"{sec:.3f}", f"{made[name] / sec:.1f}", f"{made[name] / sec / base:.2f}x", tau, share)
     console.print(table)
-    _step_costs(rows, timed, console)
+    _step_costs(rows, timed and torch.device(device).type == "cpu", console)   # CUDA's timers see launches
     return rows
 
 

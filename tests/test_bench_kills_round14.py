@@ -346,8 +346,9 @@ def test_each_speculative_row_gets_its_step_against_its_own_target_only(monkeypa
     _, console = bench_table(max_new_tokens=16, repeats=1)
     text = " ".join(console.file.getvalue().split())
     # under whole-step graphs no split, only the whole step
-    assert ("draftsmith tree: a step cost 1.00 target-only decode steps: faster than target-only where tau > 1.00 "
-            "(this run: 2.50)") in text
+    whole = ("draftsmith tree: a step cost 1.00 target-only decode steps: faster than target-only where tau > 1.00 "
+             "(this run: 2.50)")
+    assert whole in text
 
 
 def test_the_outside_share_is_shown_only_where_the_runners_time_the_decoding(monkeypatch, clock):

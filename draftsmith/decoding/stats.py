@@ -105,7 +105,7 @@ class StepCost:
     ``step`` is the tau at which it breaks even (each target-only step commits one token a row, each speculative
     step tau); ``verify``, ``draft`` and ``rest`` split it into the target's verification forward, the draft's
     forwards (expansions and catch-up) and everything else (tree, verdict, compaction, the loop), or are None where
-    the forwards' host time is not their cost (whole-step CUDA graphs: the timers see only launches)."""
+    the forwards' host time is not their cost (CUDA: the timers see launches, and none under whole-step graphs)."""
 
     step: float
     verify: float | None
@@ -122,7 +122,7 @@ class StepCost:
 
 def step_cost(run: Stats, baseline: Stats, timed: bool = True) -> StepCost | None:
     """``run``'s decoding step (after its prefill) over ``baseline``'s (target-only); None when either made no
-    decoding step. ``timed``: the runners' timers measured the forwards (False under whole-step CUDA graphs)."""
+    decoding step. ``timed``: the runners' timers measured the forwards' work (the CPU; False on CUDA)."""
     if run.target_forwards == 0 or baseline.target_forwards == 0:
         return None
     unit = (baseline.wall_seconds - baseline.prefill_seconds) / baseline.target_forwards    # s per target-only step
