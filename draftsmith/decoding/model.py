@@ -145,7 +145,9 @@ class SpeculativeModel:
             else:
                 gen.manual_seed(int(seed))   # any Integral passes the checks; torch takes only an int
         stops = self.stop_ids if stop is None else frozenset(stop)
-        return engine.Settings(max_new_tokens, temperature, top_p, top_k, frozenset(stops), gen)
+        # floats: an int temperature past int64 (2**64, checked finite and at most float32's max) would overflow as
+        # the scalar dividing the logits
+        return engine.Settings(max_new_tokens, float(temperature), float(top_p), top_k, frozenset(stops), gen)
 
     def _outputs(self, seqs, stats, single):
         outs = [Output(q.out, self._decode(q.out), stats) for q in seqs]

@@ -145,6 +145,7 @@ ARG_VALUES = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.
 
 @settings(max_examples=60)
 @example(name="max_new_tokens", value=287818, prompt=[23, 23])   # valid before the context bound: ran for half an hour
+@example(name="temperature", value=2**64, prompt=[1])   # a valid int past int64: OverflowError in the logits' division
 @given(st.sampled_from(["max_new_tokens", "temperature", "top_p", "top_k", "seed", "stop", "topk", "steps",
                         "draft_tokens", "mode"]), ARG_VALUES,
        st.one_of(st.lists(st.integers(-2, 40), max_size=4), ARG_VALUES))
