@@ -65,14 +65,13 @@ class _Stack(torch.nn.Module):
 
 
 def compiled_rows(linears, tokens: list[int]) -> None:
-    """float32: plain, packed and inductor-compiled (frozen weights, C++ GEMM template) ms at each T, and the compile
-    time: one compile per T (static shapes), so each T's row pays its own."""
+    """float32 ms at each T: plain, packed, inductor-compiled (frozen weights, C++ GEMM template; one compile per T,
+    static shapes, so each T's row pays its own, timed beside it), MKL-packed for T rows, and a transposed weight."""
     import torch._inductor.config as inductor
 
     inductor.freezing = True
     inductor.max_autotune_gemm_backends = "CPP"
     stack = _Stack(linears).eval()
-    base = None
     print(f"{'T':>3} {'plain':>9} {'packed':>9} {'compiled':>9} {'compile s':>10} {'mkl':>9} {'W^T':>9}   "
           "(float32, ms)")
     with torch.no_grad():

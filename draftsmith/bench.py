@@ -146,9 +146,8 @@ def _step_costs(rows: dict, timed: bool, console) -> None:
 
     for name, (_, res) in rows.items():
         stats = getattr(res, "stats", None)
-        if stats is None or not name.startswith("draftsmith ") or stats.mode == "baseline":
+        if stats is None or stats.mode == "baseline":   # transformers' rows have no stats
             continue
-        suffix = name.partition(",")[2]
-        base = rows.get(f"draftsmith target-only,{suffix}" if suffix else "", rows["draftsmith target-only"])[1]
+        base = rows.get(f"draftsmith target-only,{name.partition(',')[2]}", rows["draftsmith target-only"])[1]
         if (cost := step_cost(stats, base.stats, timed)) is not None:
             console.print(f"{escape(name)}: {cost.said(stats.acceptance_length)}")
