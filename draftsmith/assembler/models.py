@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from draftsmith.components.dims import Dims
+from draftsmith.components.fused import cat_sums, kernel
 from draftsmith.components.norms import add_then_norm
 from draftsmith.components.quant_models import weight_dtype
 
@@ -34,20 +35,20 @@ def run_layers(layers: Sequence[nn.Module], x: torch.Tensor, pos: torch.Tensor, 
     """A stack of decoder layers over the residual stream x + pending: a layer with ``split_forward`` (defined with
     or after its ``forward``: a subclass that overrides forward alone runs its forward) leaves its last residual
     add to the next layer's input norm, so the caller's final norm adds the last one (one kernel
-    per layer fewer). Returns (x, pending, {tap: the stream at layer tap's input; len(layers): the output})."""
+    per layer fewer). Returns (x, pending, {tap: the stream at layer tap's input as (x, pending), its add left to
+    whoever reads it (:func:`~draftsmith.components.fused.cat_sums`: one kernel for every tap); len(layers): the
+    output})."""
     pending, captured = None, {}
     for i, layer in enumerate(layers):
         if i in taps:
-            x, pending = _settle(x, pending), None
-            captured[i] = x
+            captured[i] = x, pending
         if not _splits(type(layer)):   # another layer type: its own forward, called as the models always called it
             args = (pos, kv) if emb is None else (pos, kv, emb)
             x, pending = layer(_settle(x, pending), *args), None
         else:
             x, pending = layer.split_forward(x, pos, kv, emb, pending=pending)
     if len(layers) in taps:
-        x, pending = _settle(x, pending), None
-        captured[len(layers)] = x
+        captured[len(layers)] = x, pending
     return x, pending, captured
 
 
@@ -66,6 +67,7 @@ class CausalLM(nn.Module):
         self.lm_head = nn.Linear(dims.hidden, dims.vocab, bias=False)
         self.tie = tie
         self.tie_weights()
+        self.fused = False   # fused.fuse_model: the taps' adds and concatenation as one compiled kernel on CUDA
 
     def tie_weights(self) -> None:
         if self.tie:
@@ -74,7 +76,7 @@ class CausalLM(nn.Module):
     def forward(self, ids: torch.Tensor, pos: torch.Tensor, kv=None, taps: Sequence[int] = ()):
         # ids, pos: [B, T] -> hidden [B, T, H] after the final norm, aux [B, T, len(taps) * H] or None
         x, pending, captured = run_layers(self.model.layers, self.model.embed_tokens(ids), pos, kv, taps=taps)
-        aux = torch.cat([captured[i] for i in taps], dim=-1) if taps else None
+        aux = kernel(cat_sums, self.fused)([captured[i] for i in taps]) if taps else None
         return add_then_norm(self.model.norm, x, pending)[1], aux
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:

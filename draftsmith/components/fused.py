@@ -85,6 +85,12 @@ def rms_norm_cat(a: torch.Tensor, wa: torch.Tensor, ea: float, b: torch.Tensor, 
     return torch.cat((rms_norm(a, wa, ea), nb), dim=-1), nb
 
 
+def cat_sums(parts: list[tuple[torch.Tensor, torch.Tensor | None]]) -> torch.Tensor:
+    # [(x, pending)], each [..., D] -> cat(x + pending) [..., len(parts) * D] (x alone where pending is None): the
+    # taps of a stack whose layers leave their last residual add pending (assembler.models.run_layers)
+    return torch.cat([x if pending is None else x + pending for x, pending in parts], dim=-1)
+
+
 def silu_mul(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.silu(gate) * up
 

@@ -172,7 +172,7 @@ def verify(target: TargetRunner, st: State, tree, q_draft, plan: Plan, s: Settin
     """One target forward over the tree; the verdict (accepted [B], path [B, D+1], bonus [B]) and hand-over.
     u [B, D * topk + 1]: the uniforms of sampled verification (unused under greedy)."""
     B, n = tree.tokens.shape
-    rows = torch.where(st.active[:, None], torch.arange(n, device=tree.tokens.device), -1)
+    rows = torch.where(st.active[:, None], _causal_parts(B, n, tree.tokens.device)[0], -1)
     logits, handover = target(tree.tokens, rows, tree.depth, tree.mask)
     fused = target.pool.fused
     if s.temperature <= 0:

@@ -98,11 +98,16 @@ def draft_candidates_fixed(root_logprobs: Tensor, expand, topk: int, steps: int,
     # draft vocabulary: ``to_target`` maps the chosen ids [B, *] to target ids before anything else sees them.
     # fused: the arithmetic between two expansions runs as compiled kernels (components.fused); logprobs: a
     # function turning the root's and each expansion's output into log-probs (inside the same kernel)
+    return _joined(*_levels(root_logprobs, expand, topk, steps, to_target, fused, logprobs))
+
+
+def _levels(root_logprobs: Tensor, expand, topk: int, steps: int, to_target, fused: bool, logprobs):
+    # draft_candidates_fixed level by level: ([tokens], [scores], [parents]) of each level [B, C_level], parents
+    # from the second level on (the first level's are the root's, -1: _joined adds them)
     B = root_logprobs.shape[0]
     to_target, logprobs = to_target or _same, logprobs or _same  # chosen here: a compiled _level calls both
-    score, tok = kernel(_level, fused)(root_logprobs.new_zeros(B, 1), root_logprobs.unsqueeze(1), topk, to_target,
-                                      logprobs)
-    tokens, scores, parents = [tok], [score], [torch.full_like(tok, -1)]
+    score, tok = kernel(_level, fused)(None, root_logprobs.unsqueeze(1), topk, to_target, logprobs)
+    tokens, scores, parents = [tok], [score], []
     offset = 0
     for _ in range(steps - 1):
         frontier, fed, parent_score = kernel(_frontier, fused)(score, tok, topk, offset)
@@ -112,7 +117,12 @@ def draft_candidates_fixed(root_logprobs: Tensor, expand, topk: int, steps: int,
         tokens.append(tok)
         scores.append(score)
         parents.append(frontier.unsqueeze(2).expand(B, topk, topk).reshape(B, -1))
-    return torch.cat(tokens, 1), torch.cat(scores, 1), torch.cat(parents, 1)
+    return tokens, scores, parents
+
+
+def _joined(tokens: list[Tensor], scores: list[Tensor], parents: list[Tensor]) -> tuple[Tensor, Tensor, Tensor]:
+    # _levels' lists -> candidate tokens, scores, parents [B, C], the first level's parents -1 (the root's children)
+    return torch.cat(tokens, 1), torch.cat(scores, 1), torch.cat([torch.full_like(tokens[0], -1), *parents], 1)
 
 
 def _frontier(score: Tensor, tok: Tensor, topk: int, offset: int) -> tuple[Tensor, Tensor, Tensor]:
@@ -126,21 +136,29 @@ def _same(x: Tensor) -> Tensor:
     return x
 
 
-def _level(parent_score: Tensor, logp: Tensor, topk: int, to_target, logprobs) -> tuple[Tensor, Tensor]:
-    # parent_score [B, k], logp [B, k, V] (logprobs turns it into log-probs) -> the children's scores and target
-    # tokens (to_target maps draft ids) [B, k * topk], each parent's topk in a row. No branch on the two
-    # functions: torch 2.11's dynamo reads the truth of a module's bound method as data-dependent control flow
+def _level(parent_score: Tensor | None, logp: Tensor, topk: int, to_target, logprobs) -> tuple[Tensor, Tensor]:
+    # parent_score [B, k] (None: the root's children, score 0 above them), logp [B, k, V] (logprobs turns it into
+    # log-probs) -> the children's scores and target tokens (to_target maps draft ids) [B, k * topk], each parent's
+    # topk in a row. No branch on the two functions: torch 2.11's dynamo reads the truth of a module's bound method
+    # as data-dependent control flow
     values, tok = torch.topk(logprobs(logp), topk, dim=-1)                         # [B, k, topk]
     B = logp.shape[0]
-    return (parent_score.unsqueeze(-1) + values).view(B, -1), to_target(tok.view(B, -1))
+    score = values if parent_score is None else parent_score.unsqueeze(-1) + values
+    return score.view(B, -1), to_target(tok.view(B, -1))
 
 
 def draft_tree_fixed(root: Tensor, root_logprobs: Tensor, expand, topk: int, steps: int, n: int,
                      retrieve: bool = True, to_target=None, fused: bool = False, logprobs=None) -> Tree:
     # tree.draft_tree at fixed shapes: retrieve is [B, n, steps + 1], whatever depth the tree reaches; with
     # retrieve=False it has no rows ([B, 0, steps + 1]: the engine's step never reads them, only their width)
-    cands = draft_candidates_fixed(root_logprobs, expand, topk, steps, to_target, fused, logprobs)
-    return kernel(build_tree_fixed, fused)(root, *cands, n, steps, retrieve)
+    levels = _levels(root_logprobs, expand, topk, steps, to_target, fused, logprobs)
+    return kernel(tree_of_levels, fused)(root, *levels, n, steps, retrieve)
+
+
+def tree_of_levels(root: Tensor, tokens: list[Tensor], scores: list[Tensor], parents: list[Tensor], n: int,
+                   depth_max: int, retrieve: bool = True) -> Tree:
+    # build_tree_fixed over _levels' lists, joined inside (one compiled kernel on CUDA, no launch per level)
+    return build_tree_fixed(root, *_joined(tokens, scores, parents), n, depth_max, retrieve)
 
 
 # --- verification ----------------------------------------------------------------------------------------------

@@ -1,12 +1,13 @@
 """The assembled modules (draftsmith.assembler.models) on hand-built parts whose every step shows in the numbers: a
 layer that splits off a residual term of ones, a "norm" that doubles, a fusion that adds. run_layers settles the
-pending term where a tap or a caller reads the stream; CausalLM and DraftModel wire their slots as the docstrings
-say; a reduced head maps draft id d to target id d + d2t[d]."""
+pending term where a caller reads the stream and leaves it to cat_sums in a tap; CausalLM and DraftModel wire
+their slots as the docstrings say; a reduced head maps draft id d to target id d + d2t[d]."""
 import torch
 from torch import nn
 
 from draftsmith.assembler.models import CausalLM, DraftModel, run_layers
 from draftsmith.components.dims import Dims
+from draftsmith.components.fused import cat_sums
 
 H = 2
 
@@ -75,13 +76,17 @@ def test_a_layer_without_split_forward_gets_the_embedding_in_a_draft_and_not_in_
     assert plain.calls == [("pos", "kv")]
 
 
-def test_taps_capture_the_settled_stream_at_a_layers_input_and_at_the_output():
-    # catches models.py:40 i in taps -> not in, :48 len(layers) in taps -> not in
+def test_taps_capture_the_stream_at_a_layers_input_and_at_the_output_with_its_pending_add():
+    # catches models.py:40 i in taps -> not in, :48 len(layers) in taps -> not in; a tap is (stream, pending add),
+    # which cat_sums settles (the stream after the first layer is x + 1, its 1 still pending)
     x = torch.zeros(1, 1, H)
     out, pending, captured = run_layers([_Split(), _Split(), _Split()], x, None, taps=(1, 3))
     assert sorted(captured) == [1, 3]
-    assert torch.equal(captured[1], torch.ones(1, 1, H)) and torch.equal(captured[3], torch.full((1, 1, H), 3.0))
-    assert pending is None and torch.equal(out, captured[3])
+    assert torch.equal(captured[1][0], torch.zeros(1, 1, H)) and torch.equal(captured[1][1], torch.ones(1, 1, H))
+    assert torch.equal(cat_sums([captured[1]]), torch.ones(1, 1, H))
+    assert torch.equal(cat_sums([captured[3]]), torch.full((1, 1, H), 3.0))
+    assert captured[3][0] is out and captured[3][1] is pending   # the output tap: the stack's own (x, pending)
+    assert torch.equal(cat_sums([captured[1], captured[3]]), torch.tensor([[[1.0, 1.0, 3.0, 3.0]]]))
     out, pending, captured = run_layers([_Split(), _Split()], x, None)
     assert captured == {} and torch.equal(out, torch.ones(1, 1, H)) and torch.equal(pending, torch.ones(1, 1, H))
 

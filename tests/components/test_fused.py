@@ -135,3 +135,32 @@ def test_a_fused_rotary_stores_through_its_compiled_kernel_what_the_eager_one_st
     assert traced == ["rope_kv"]
     for a, b in zip(got, want):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+def test_the_taps_are_the_layers_inputs_added_and_joined_by_one_compiled_kernel(traced):
+    """A target keeps each tap as (stream, pending add) and cat_sums adds and joins them: the taps are the settled
+    inputs of the tapped layers (the output for a tap past the last), the compiled join computes the eager one's
+    bits, and it is one function (one kernel on CUDA) for all of them."""
+    import draftsmith
+
+    model = draftsmith.assemble("demo")
+    target, taps = model.target, list(model.draft.taps)
+    layers = target.model.layers
+    taps = sorted({*taps, len(layers)})            # a tap past the last layer too: the stack's output
+    ids = torch.tensor([[5, 17, 99, 3, 42, 8, 61]])
+    pos = torch.arange(ids.shape[1])[None]
+    with torch.inference_mode():
+        _, want = target(ids, pos, taps=taps)
+        x, inputs = target.model.embed_tokens(ids), []
+        for layer in layers:
+            inputs.append(x)
+            x = layer(x, pos)
+        inputs.append(x)
+        settled = torch.cat([inputs[i] for i in taps], dim=-1)
+        assert fused.fuse_model(target) >= 1 and target.fused
+        _, got = target(ids, pos, taps=taps)
+    assert traced.count("cat_sums") == 1
+    torch.testing.assert_close(want, settled, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+    parts = [(torch.randn(2, 3, 8), torch.randn(2, 3, 8)), (torch.randn(2, 3, 8), None)]
+    assert torch.equal(fused.cat_sums(parts), torch.cat([parts[0][0] + parts[0][1], parts[1][0]], -1))
