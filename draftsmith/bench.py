@@ -16,29 +16,37 @@ from draftsmith.threads import said as threads_said
 
 
 def _turns(methods: dict, repeats: int, device: str = "cpu", warm_up: bool = True) -> dict:
-    """name -> (the ``repeats`` seconds it took, one per round, last result). Each method gets one untimed
-    warm-up run first (CUDA kernels, compiled FlexAttention, first-use allocations; ``warm_up=False``: the caller
-    ran them), then the methods take turns ``repeats`` times, so a machine whose speed drifts during the run (a
+    """name -> (the ``repeats`` seconds it took, one per round, the results of those rounds). Each method gets one
+    untimed warm-up run first (CUDA kernels, compiled FlexAttention, first-use allocations; ``warm_up=False``: the
+    caller ran them), then the methods take turns ``repeats`` times, so a machine whose speed drifts during the run (a
     shared host) slows every method alike instead of whichever ran last."""
-    results = {name: fn() if warm_up else None for name, fn in methods.items()}
-    times = {name: [] for name in methods}
+    if warm_up:
+        for fn in methods.values():
+            fn()
+    times, results = {name: [] for name in methods}, {name: [] for name in methods}
     for _ in range(repeats):
         for name, fn in methods.items():
             _sync(device)
             t0 = time.perf_counter()
-            results[name] = fn()
+            results[name].append(fn())
             _sync(device)
             times[name].append(time.perf_counter() - t0)
     return {name: (times[name], results[name]) for name in methods}
 
 
 def _round_robin(methods: dict, repeats: int, device: str = "cpu") -> dict:
-    """name -> (median seconds, last result) of :func:`_turns`."""
-    return {name: (statistics.median(t), res) for name, (t, res) in _turns(methods, repeats, device).items()}
+    """name -> (median seconds, the result of the median round) of :func:`_turns`: what a row's stats say (its
+    forwards' time, generate's and bench's step costs) comes from the round its seconds stand for (the lower
+    middle one where ``repeats`` is even and the seconds are the mean of the middle two)."""
+    rows = {}
+    for name, (times, results) in _turns(methods, repeats, device).items():
+        middle = sorted(range(len(times)), key=times.__getitem__)[(len(times) - 1) // 2]
+        rows[name] = statistics.median(times), results[middle]
+    return rows
 
 
 def _median_time(fn, repeats: int, device: str = "cpu"):
-    """One method: (median seconds of ``repeats`` after a warm-up, last result)."""
+    """One method: (median seconds of ``repeats`` after a warm-up, the median round's result)."""
     return _round_robin({"": fn}, repeats, device)[""]
 
 

@@ -12,7 +12,7 @@ def test_round_robin_warms_up_each_method_then_takes_turns():
     methods = {"a": lambda: order.append("a") or len(order), "b": lambda: order.append("b") or len(order)}
     rows = _round_robin(methods, 3)
     assert order == ["a", "b"] * 4
-    assert rows["a"][1] == 7 and rows["b"][1] == 8 and all(sec >= 0 for sec, _ in rows.values())
+    assert rows["a"][1] in (3, 5, 7) and rows["b"][1] in (4, 6, 8) and all(sec >= 0 for sec, _ in rows.values())
     assert _median_time(lambda: "x", 2)[1] == "x"
 
 

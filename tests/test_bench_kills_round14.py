@@ -55,30 +55,33 @@ def test_seconds_are_the_median_of_the_timed_rounds_and_leave_the_warm_up_out(cl
     log = []
     methods = {"a": timed(clock, log, "a", [50.0, 1.0, 9.0, 2.0]), "b": timed(clock, log, "b", [70.0, 4.0, 3.0, 8.0])}
     # catches bench.py:28 time.perf_counter() - t0 -> time.perf_counter() + t0
-    assert bench._turns(methods, 3) == {"a": ([1.0, 9.0, 2.0], ("a", 3)), "b": ([4.0, 3.0, 8.0], ("b", 3))}
+    assert bench._turns(methods, 3) == {"a": ([1.0, 9.0, 2.0], [("a", 1), ("a", 2), ("a", 3)]),
+                                        "b": ([4.0, 3.0, 8.0], [("b", 1), ("b", 2), ("b", 3)])}
     log.clear()
     methods = {"a": timed(clock, log, "a", [50.0, 1.0, 9.0, 2.0]), "b": timed(clock, log, "b", [70.0, 4.0, 3.0, 8.0])}
-    # the median (2 and 4), not the mean (4 and 5) nor the warm-up's 50 and 70
-    assert bench._round_robin(methods, 3) == {"a": (2.0, ("a", 3)), "b": (4.0, ("b", 3))}
+    # the median (2 and 4), not the mean (4 and 5) nor the warm-up's 50 and 70; with the result of the round that
+    # took it (a's third, b's first), not the last round's
+    assert bench._round_robin(methods, 3) == {"a": (2.0, ("a", 3)), "b": (4.0, ("b", 1))}
     assert log == ["a", "b"] * 4   # one warm-up each, then the methods take turns
 
 
 def test_one_method_is_timed_as_the_median_after_its_warm_up(clock):
     log = []
-    assert bench._median_time(timed(clock, log, "f", [30.0, 5.0, 1.0, 3.0, 2.0, 4.0]), 5) == (3.0, ("f", 5))
+    assert bench._median_time(timed(clock, log, "f", [30.0, 5.0, 1.0, 3.0, 2.0, 4.0]), 5) == (3.0, ("f", 3))
     assert len(log) == 6
 
 
 def test_a_caller_that_warmed_up_the_methods_itself_gets_only_the_timed_rounds(clock):
     log = []
     methods = {"a": timed(clock, log, "a", [1.0, 3.0]), "b": timed(clock, log, "b", [2.0, 4.0])}
-    assert bench._turns(methods, 2, warm_up=False) == {"a": ([1.0, 3.0], ("a", 1)), "b": ([2.0, 4.0], ("b", 1))}
+    assert bench._turns(methods, 2, warm_up=False) == {"a": ([1.0, 3.0], [("a", 0), ("a", 1)]),
+                                                       "b": ([2.0, 4.0], [("b", 0), ("b", 1)])}
     assert log == ["a", "b", "a", "b"]
     # the default warms up: a first round nobody times
     # catches bench.py:15 warm_up: bool = True -> warm_up: bool = False
     log.clear()
     methods = {"a": timed(clock, log, "a", [9.0, 1.0]), "b": timed(clock, log, "b", [9.0, 2.0])}
-    assert bench._turns(methods, 1) == {"a": ([1.0], ("a", 1)), "b": ([2.0], ("b", 1))}
+    assert bench._turns(methods, 1) == {"a": ([1.0], [("a", 1)]), "b": ([2.0], [("b", 1)])}
     assert log == ["a", "b", "a", "b"]
 
 
@@ -91,7 +94,7 @@ def test_on_cuda_each_timed_run_is_bracketed_by_a_synchronize(clock, monkeypatch
     bench._turns({"a": timed(clock, log, "a", [1.0, 1.0])}, 1, device="cpu")
     assert log == ["a", "a"]
     log.clear()
-    assert bench._turns({"a": timed(clock, log, "a", [1.0, 2.0])}, 1, device="cuda:0") == {"a": ([2.0], ("a", 1))}
+    assert bench._turns({"a": timed(clock, log, "a", [1.0, 2.0])}, 1, device="cuda:0") == {"a": ([2.0], [("a", 1)])}
     assert log == ["a", "sync", "a", "sync"]
 
 

@@ -101,7 +101,7 @@ def fake(monkeypatch, tmp_path):
         seen.turns.append((list(runs), repeats, device))
         done = {key: fn() for key, fn in runs.items()}
         return {(label, n): ([t + (DIFFS[label][r % 3] if n > 1 else 0) for r, t in enumerate(T1[:repeats])],
-                             done[label, n]) for label, n in runs}
+                             [done[label, n]] * repeats) for label, n in runs}   # one result per round
 
     def forward_call(runner, T, B, prefix, device, hidden=None, hand_over=True):
         seen.forwards.append((runner, T, B, prefix, device, None if hidden is None else tuple(hidden.shape),
