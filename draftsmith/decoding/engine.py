@@ -44,16 +44,18 @@ class Settings:
         # any device; the draws travel to the device without a host sync
         return to_device(torch.rand(*shape, generator=self.generator), torch.device(device))
 
-    def pick(self, logits: torch.Tensor, u: torch.Tensor | None = None) -> torch.Tensor:
+    def pick(self, logits: torch.Tensor, u: torch.Tensor | None = None, fused: bool = False) -> torch.Tensor:
         # logits: [B, V] -> [B] the target's token: argmax, or a draw from the processed distribution p with the
-        # uniforms u [B] (drawn here when not given)
+        # uniforms u [B] (drawn here when not given); fused: the draw as one compiled function (components.fused)
         if self.temperature <= 0:
             return logits.argmax(-1)
         u = self.uniforms(logits.shape[0], device=logits.device) if u is None else u
-        return sample(self.probs(logits), u)
+        return kernel(draw_token, fused)(logits, u, self.temperature, self.top_p, self.top_k)
 
-    def probs(self, logits: torch.Tensor) -> torch.Tensor:
-        return target_probs(logits, self.temperature, self.top_p, self.top_k)
+
+def draw_token(logits: torch.Tensor, u: torch.Tensor, temperature: float, top_p: float, top_k: int) -> torch.Tensor:
+    # logits [B, V], uniforms u [B] -> [B] a token drawn from the processed distribution (sampling.target_probs)
+    return sample(target_probs(logits, temperature, top_p, top_k), u)
 
 
 @dataclass
@@ -114,7 +116,7 @@ def prefill(target: TargetRunner, draft: DraftRunner | None, seqs: list[Seq], s:
     drafting = draft is not None and s.max_new_tokens > 1   # one token asked for: the first is all, nothing to draft
     target.pool.reset()   # attention runs causally over the prompt alone (fixed_kv fresh); logits at its last token
     logits, handover = target(ids, *causal, prompt_lens=counts, hand_over=drafting)
-    st.root = s.pick(logits)
+    st.root = s.pick(logits, fused=target.pool.fused)
     target.pool.advance(counts)
     if drafting:
         # draft position i pairs token x_{i+1} with the target's hidden state at i: the prompt shifted by one,
@@ -150,15 +152,27 @@ def propose(draft: DraftRunner, st: State, plan: Plan, s: Settings, u: torch.Ten
                                  top_p=s.top_p, top_k=s.top_k)
         q, tok = draw(st.dlogits, u[:, 0])
         qs, toks = [q], [tok]
+        frontier = _chain_frontier(B, plan.steps, dev)                 # [B, steps]: column j holds j
         for j in range(plan.steps - 1):
-            q, tok = draw(expand(torch.full((B, 1), j, device=dev), toks[-1][:, None])[:, 0], u[:, j + 1])
+            q, tok = draw(expand(frontier[:, j:j + 1], toks[-1][:, None])[:, 0], u[:, j + 1])
             qs.append(q)
             toks.append(tok)
-        q = torch.stack([torch.zeros_like(qs[0]), *qs], 1)
-        return chain_tree(st.root, torch.stack(toks, 1)), q
+        return kernel(sampled_chain, fused)(st.root, toks, qs)
     tree = draft_tree_fixed(st.root, st.dlogits, expand, plan.topk, plan.steps, plan.draft_tokens, retrieve=False,
                             to_target=draft.model.target_ids, fused=fused, logprobs=safe_logprobs)
     return tree, None
+
+
+@functools.cache   # never evicts (a captured graph reads it by address, as _causal_parts)
+def _chain_frontier(B: int, steps: int, device: torch.device) -> torch.Tensor:
+    return torch.arange(steps, device=device).expand(B, steps)
+
+
+def sampled_chain(root: torch.Tensor, toks: list[torch.Tensor], qs: list[torch.Tensor]):
+    # a sampled chain's nodes: root [B], its tokens and their draft distributions (each [B] and [B, V], node by
+    # node) -> (the chain's tree, q [B, n, V] with the root's row zero: nothing drafted it)
+    q = torch.stack([torch.zeros_like(qs[0]), *qs], 1)
+    return chain_tree(root, torch.stack(toks, 1)), q
 
 
 def chain_draw(logits: torch.Tensor, u: torch.Tensor, *, full, temperature: float, top_p: float, top_k: int):
@@ -206,7 +220,7 @@ def decode_step(target: TargetRunner, s: Settings, root, active, u):
     zero, one = _causal_parts(B, 1, dev)[1:]
     logits, _ = target(root[:, None], rows, zero, one, hand_over=False)
     target.pool.advance(active.long())
-    return (s.pick(logits[:, 0], u[:, 0] if s.temperature > 0 else None),)
+    return (s.pick(logits[:, 0], u[:, 0] if s.temperature > 0 else None, target.pool.fused),)
 
 
 def pending_slots(plan: Plan | None) -> int:

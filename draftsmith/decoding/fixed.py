@@ -156,7 +156,7 @@ def draft_tree_fixed(root: Tensor, root_logprobs: Tensor, expand, topk: int, ste
 
 
 def tree_of_levels(root: Tensor, tokens: list[Tensor], scores: list[Tensor], parents: list[Tensor], n: int,
-                   depth_max: int, retrieve: bool = True) -> Tree:
+                   depth_max: int, retrieve: bool) -> Tree:
     # build_tree_fixed over _levels' lists, joined inside (one compiled kernel on CUDA, no launch per level)
     return build_tree_fixed(root, *_joined(tokens, scores, parents), n, depth_max, retrieve)
 

@@ -79,7 +79,7 @@ def test_the_compiled_step_equals_the_eager_one(folders, as_on_cuda):
     assert {"kv_index", "commit_index", "node_inputs", "_frontier", "_level", "tree_of_levels",
             "greedy_verify_fixed", "sample_verify_fixed", "accepted_rows", "chain_draw", "target_probs",
             "add_rms_norm", "rms_norm", "rope_kv", "silu_mul", "causal_rows", "last_rows",
-            "rms_norm_cat", "cat_sums"} <= set(names)
+            "rms_norm_cat", "cat_sums", "draw_token", "sampled_chain"} <= set(names)
 
 
 def test_the_counter_counts_computing_operators():
@@ -110,6 +110,14 @@ def test_a_step_keeps_its_kernel_budget(tmp_path):
     assert base4 - base3 <= 10, f"launches per target layer: {dict(ops3.by_op)}"
     assert base3 <= 39, f"launches per target-only step, 3 layers: {dict(ops3.by_op)}"
     assert tree <= 139, f"launches per tree-8 step, 3 layers: {dict(ops.by_op.most_common(12))}"
+    # sampling: a target-only step draws its token in one compiled function (+ the uniform drawn on the host,
+    # which the counter sees as a launch), a sampled chain joins its nodes in one
+    sampled = dict(temperature=0.9, seed=1, stop=[])
+    draws, ops = per_step(models[3], lambda m, n: m.generate_baseline(PROMPTS[0], max_new_tokens=n, **sampled))
+    assert draws <= base3 + 1, f"launches per sampled target-only step, 3 layers: {dict(ops.by_op)}"
+    chain, ops = per_step(models[3], lambda m, n: m.generate(PROMPTS[0], max_new_tokens=n, topk=1, steps=5,
+                                                              **sampled), n=(6, 30))
+    assert chain <= 138, f"launches per sampled chain-6 step, 3 layers: {dict(ops.by_op.most_common(12))}"
 
 
 def test_an_eager_target_layer_keeps_its_operator_budget(tmp_path):
