@@ -61,7 +61,7 @@ def measure(name: str, root: Path, *, device: str, dtype: str, batches=(1, 8), p
         timed = _turns(runs, repeats, device)
         for label in ("target-only", *METHODS):
             (t1, r1), (tn, rn) = timed[label, 1], timed[label, new_tokens]
-            stats = rn[-1][0].stats                                           # the last round's (any round's)
+            stats = rn[-1][0].stats                    # the last round's: its counts are every round's (greedy)
             forwards = stats.target_forwards - r1[-1][0].stats.target_forwards   # decode / verification steps
             steps = [(b - a) / forwards * 1e3 for a, b in zip(t1, tn)]       # ms, one per round
             row = rows[f"draftsmith {label}"] = {
