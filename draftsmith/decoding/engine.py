@@ -44,7 +44,7 @@ class Settings:
         # any device; the draws travel to the device without a host sync
         return to_device(torch.rand(*shape, generator=self.generator), torch.device(device))
 
-    def pick(self, logits: torch.Tensor, u: torch.Tensor | None = None, fused: bool = False) -> torch.Tensor:
+    def pick(self, logits: torch.Tensor, u: torch.Tensor | None, fused: bool) -> torch.Tensor:
         # logits: [B, V] -> [B] the target's token: argmax, or a draw from the processed distribution p with the
         # uniforms u [B] (drawn here when not given); fused: the draw as one compiled function (components.fused)
         if self.temperature <= 0:
@@ -116,7 +116,7 @@ def prefill(target: TargetRunner, draft: DraftRunner | None, seqs: list[Seq], s:
     drafting = draft is not None and s.max_new_tokens > 1   # one token asked for: the first is all, nothing to draft
     target.pool.reset()   # attention runs causally over the prompt alone (fixed_kv fresh); logits at its last token
     logits, handover = target(ids, *causal, prompt_lens=counts, hand_over=drafting)
-    st.root = s.pick(logits, fused=target.pool.fused)
+    st.root = s.pick(logits, None, target.pool.fused)
     target.pool.advance(counts)
     if drafting:
         # draft position i pairs token x_{i+1} with the target's hidden state at i: the prompt shifted by one,
