@@ -152,7 +152,7 @@ def propose(draft: DraftRunner, st: State, plan: Plan, s: Settings, u: torch.Ten
                                  top_p=s.top_p, top_k=s.top_k)
         q, tok = draw(st.dlogits, u[:, 0])
         qs, toks = [q], [tok]
-        frontier = _chain_frontier(B, plan.steps, dev)                 # [B, steps]: column j holds j
+        frontier = _causal_parts(B, plan.steps, dev)[1]                # [B, steps]: column j holds j (cached)
         for j in range(plan.steps - 1):
             q, tok = draw(expand(frontier[:, j:j + 1], toks[-1][:, None])[:, 0], u[:, j + 1])
             qs.append(q)
@@ -161,11 +161,6 @@ def propose(draft: DraftRunner, st: State, plan: Plan, s: Settings, u: torch.Ten
     tree = draft_tree_fixed(st.root, st.dlogits, expand, plan.topk, plan.steps, plan.draft_tokens, retrieve=False,
                             to_target=draft.model.target_ids, fused=fused, logprobs=safe_logprobs)
     return tree, None
-
-
-@functools.cache   # never evicts (a captured graph reads it by address, as _causal_parts)
-def _chain_frontier(B: int, steps: int, device: torch.device) -> torch.Tensor:
-    return torch.arange(steps, device=device).expand(B, steps)
 
 
 def sampled_chain(root: torch.Tensor, toks: list[torch.Tensor], qs: list[torch.Tensor]):
