@@ -28,7 +28,8 @@
 #
 #   run(command="BUDGET=B bash benchmarks/gpu_run.sh rest", carry=["wheels"], timeout_s=B + 25)
 #
-# (2026-11-28 on an H200: the start and transfers took ~36 s, `one` 575 s, leaving 325 s.)
+# (2026-11-28 on an H200: the start and transfers took ~36 s, `one` 575 s, leaving 325 s; 2026-11-29: `one` ran
+# 529 s and left 339 s, `rest` with BUDGET=290 ran 223 s.)
 # Its order: the 8B bench at batch 1 with transformers' rows (the issue's "done when"), a profile of 8B steps,
 # the float32 equality and sampling GPU tests (FP8 native products against the reference path among them), the
 # 1B bench at batch 1 and 8, the products one at a time against a Triton GEMV (bench_gemv.py), the FP8 linears of
@@ -100,24 +101,26 @@ case "$stage" in
 esac
 case "$stage" in
   one)
-    # caps and needs: what each part took or may take on a bare H200; `one` (BUDGET 540) fits the first three,
-    # `rest` (~280 s) the 1B bench and gemv; fp8 (measured on 2026-11-28) and 8B at batch 8 come last
+    # caps and needs: what each part took or may take on a bare H200 (2026-11-29: bench-8b 167 s, profile-8b
+    # 54 s, bench-1b 120 s); `one` (BUDGET 540) fits the first three, `rest` (~290 s) the 1B bench and 8B at
+    # batch 8 (skipped on 2026-11-28 and 11-29), then gemv and fp8 as time allows
     part 270 200 bench-8b $bench --scale 8b --out "$RES/8b" --batches 1
     # the profile second: whether the device still waits for the host between steps (wall vs busy ms per step;
     # 0.43 of 5.11 ms on an H200 before the run-ahead loop, 2026-11-28)
     part 60 40 profile-8b python3 benchmarks/profile_cuda.py 8b "$RES/profile-8b" /tmp/ckpt
     # tests/gpu stops at its first failure (what fails there fails everything after); the components' GPU tests
     # (FP8 kernels against the reference path) each report, so one kernel's verdict hides no other. --durations:
-    # 150 s ran 11 tests on a bare H200 (2026-11-28), which say where the time goes; two tests were added since
-    # (graphs across key spans, and replayed out of capture order), so 180
-    part 180 150 gpu-tests bash -c "python3 -m pytest -q -p no:cacheprovider tests/gpu -m gpu -rs -x --durations=12; r=\$?; \
+    # on an H200 on 2026-11-29, 180 s ran 30 tests on a bare machine; on the warm one tests/gpu took 118 s (32
+    # passed) and the components' 43 s (13 passed), and 180 s ended just after both had reported: so 260
+    part 260 200 gpu-tests bash -c "python3 -m pytest -q -p no:cacheprovider tests/gpu -m gpu -rs -x --durations=12; r=\$?; \
       python3 -m pytest -q -p no:cacheprovider tests/components -m gpu -rs || r=1; exit \$r"
     part 150 120 bench-1b $bench --scale 1b --out "$RES/1b" --batches 1,8 --no-hf
+    part 90 80 bench-8b-batch8 $bench --scale 8b --out "$RES/8b-batch8" --batches 8 --no-hf
     # whether a GEMV kernel closes the products' shortfall (0.87 of the copy bandwidth at 8B): cuBLAS vs a Triton
-    # GEMV vs inductor's reduction per product, rows 1 and 8 (~20 Triton and 5 inductor compiles)
+    # GEMV vs inductor's reduction per product, rows 1 and 8 (~20 Triton and 5 inductor compiles; 23 s on
+    # 2026-11-29, fp8 14 s: both measured twice, the same both times, so they come last)
     part 110 80 gemv python3 benchmarks/bench_gemv.py 8b 1,8
-    part 45 40 fp8 python3 benchmarks/bench_fp8.py 8b 1,8
-    part 90 80 bench-8b-batch8 $bench --scale 8b --out "$RES/8b-batch8" --batches 8 --no-hf ;;
+    part 45 40 fp8 python3 benchmarks/bench_fp8.py 8b 1,8 ;;
   tests)
     timeout 300 python3 -m pytest -q -p no:cacheprovider tests/gpu tests/components -m gpu -rs --timeout 200 2>&1 \
       | grep -v DEBUG \

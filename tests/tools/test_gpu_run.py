@@ -59,8 +59,8 @@ def test_one_runs_its_parts_in_order_packs_them_and_goes_on_past_a_failure(dry):
     assert done.returncode == 0, done.stdout + done.stderr
     wanted = ["--scale 8b --out {res}/8b --batches 1", "benchmarks/profile_cuda.py 8b", "tests/gpu -m gpu -rs -x",
               "tests/components -m gpu -rs", "--scale 1b --out {res}/1b --batches 1,8 --no-hf",
-              "benchmarks/bench_gemv.py 8b 1,8", "benchmarks/bench_fp8.py 8b 1,8",
-              "--scale 8b --out {res}/8b-batch8 --batches 8 --no-hf"]
+              "--scale 8b --out {res}/8b-batch8 --batches 8 --no-hf", "benchmarks/bench_gemv.py 8b 1,8",
+              "benchmarks/bench_fp8.py 8b 1,8"]
     assert len(calls) == len(wanted), calls
     for call, want in zip(calls, wanted):
         assert want.format(res=tmp / "res") in call, (call, want)
@@ -80,8 +80,8 @@ def test_parts_past_the_budget_are_skipped_and_said(dry):
     assert done.returncode == 0, done.stdout + done.stderr
     assert calls == []
     skipped = (tmp / "res" / "skipped.txt").read_text().splitlines()
-    assert [s.split()[1] for s in skipped] == ["bench-8b:", "profile-8b:", "gpu-tests:", "bench-1b:", "gemv:",
-                                               "fp8:", "bench-8b-batch8:"], skipped
+    assert [s.split()[1] for s in skipped] == ["bench-8b:", "profile-8b:", "gpu-tests:", "bench-1b:",
+                                               "bench-8b-batch8:", "gemv:", "fp8:"], skipped
 
 
 def test_bench_fp8_builds_and_runs_its_step_on_the_cpu(monkeypatch):
@@ -115,8 +115,8 @@ def test_rest_runs_what_one_skipped_and_only_that(dry):
     assert len(calls) == 2 and "--scale 8b --out" in calls[0] and "profile_cuda.py 8b" in calls[1], calls
     done, calls, tmp = dry(480, stage="rest")
     assert done.returncode == 0, done.stdout + done.stderr
-    wanted = ["tests/gpu -m gpu -rs -x", "tests/components -m gpu -rs", "--scale 1b --out", "bench_gemv.py 8b 1,8",
-              "bench_fp8.py 8b 1,8", "--scale 8b --out {res}/8b-batch8 --batches 8"]
+    wanted = ["tests/gpu -m gpu -rs -x", "tests/components -m gpu -rs", "--scale 1b --out",
+              "--scale 8b --out {res}/8b-batch8 --batches 8", "bench_gemv.py 8b 1,8", "bench_fp8.py 8b 1,8"]
     assert len(calls) == len(wanted) and all(w.format(res=tmp / "res") in c for c, w in zip(calls, wanted)), calls
     assert not (tmp / "res" / "skipped.txt").exists() and (tmp / "res" / "skipped-by-one.txt").exists()
     with tarfile.open(tmp / "out" / "results.tgz") as t:
