@@ -25,7 +25,7 @@ from draftsmith.decoding.fixed import (
 from draftsmith.decoding.inflight import HostCopy, runs_ahead, to_device, worth_running_ahead
 from draftsmith.decoding.modes import Plan
 from draftsmith.decoding.runners import DraftRunner, KeySpans, TargetRunner
-from draftsmith.decoding.sampling import target_probs
+from draftsmith.decoding.sampling import greedy_token, target_probs
 from draftsmith.decoding.stats import Stats
 from draftsmith.decoding.tree import chain_tree
 
@@ -48,7 +48,7 @@ class Settings:
         # logits: [B, V] -> [B] the target's token: argmax, or a draw from the processed distribution p with the
         # uniforms u [B] (drawn here when not given); fused: the draw as one compiled function (components.fused)
         if self.temperature <= 0:
-            return logits.argmax(-1)
+            return kernel(greedy_token, fused)(logits)
         u = self.uniforms(logits.shape[0], device=logits.device) if u is None else u
         return kernel(draw_token, fused)(logits, u, self.temperature, self.top_p, self.top_k)
 

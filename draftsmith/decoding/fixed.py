@@ -12,6 +12,7 @@ import torch
 from torch import Tensor
 
 from draftsmith.components.fused import kernel
+from draftsmith.decoding.sampling import chunked_topk, greedy_token
 from draftsmith.decoding.tree import Tree, select_frontier
 from draftsmith.decoding.verify import Verdict
 
@@ -106,14 +107,17 @@ def _levels(root_logprobs: Tensor, expand, topk: int, steps: int, to_target, fus
     # from the second level on (the first level's are the root's, -1: _joined adds them)
     B = root_logprobs.shape[0]
     to_target, logprobs = to_target or _same, logprobs or _same  # chosen here: a compiled _level calls both
-    score, tok = kernel(_level, fused)(None, root_logprobs.unsqueeze(1), topk, to_target, logprobs)
+    # the top-k: in two stages where compiled (CUDA: a few rows of a vocabulary are ~25 kernels for torch.topk,
+    # 2 for chunked_topk), torch's own on the eager path (the CPU: there the chunks cost 2-7x the time)
+    select = chunked_topk if fused else _topk
+    score, tok = kernel(_level, fused)(None, root_logprobs.unsqueeze(1), topk, to_target, logprobs, select)
     tokens, scores, parents = [tok], [score], []
     offset = 0
     for _ in range(steps - 1):
         frontier, fed, parent_score = kernel(_frontier, fused)(score, tok, topk, offset)
         logp = expand(frontier, fed)                                           # [B, topk, V]
         offset += tok.shape[1]
-        score, tok = kernel(_level, fused)(parent_score, logp, topk, to_target, logprobs)
+        score, tok = kernel(_level, fused)(parent_score, logp, topk, to_target, logprobs, select)
         tokens.append(tok)
         scores.append(score)
         parents.append(frontier.unsqueeze(2).expand(B, topk, topk).reshape(B, -1))
@@ -136,12 +140,17 @@ def _same(x: Tensor) -> Tensor:
     return x
 
 
-def _level(parent_score: Tensor | None, logp: Tensor, topk: int, to_target, logprobs) -> tuple[Tensor, Tensor]:
+def _topk(x: Tensor, k: int) -> tuple[Tensor, Tensor]:
+    return torch.topk(x, k, dim=-1)
+
+
+def _level(parent_score: Tensor | None, logp: Tensor, topk: int, to_target, logprobs,
+           select) -> tuple[Tensor, Tensor]:
     # parent_score [B, k] (None: the root's children, score 0 above them), logp [B, k, V] (logprobs turns it into
     # log-probs) -> the children's scores and target tokens (to_target maps draft ids) [B, k * topk], each parent's
-    # topk in a row. No branch on the two functions: torch 2.11's dynamo reads the truth of a module's bound method
-    # as data-dependent control flow
-    values, tok = torch.topk(logprobs(logp), topk, dim=-1)                         # [B, k, topk]
+    # topk in a row, chosen by select (x, k) -> values, indices. No branch on the functions: torch 2.11's dynamo
+    # reads the truth of a module's bound method as data-dependent control flow
+    values, tok = select(logprobs(logp), topk)                                 # [B, k, topk]
     B = logp.shape[0]
     score = values if parent_score is None else parent_score.unsqueeze(-1) + values
     return score.view(B, -1), to_target(tok.view(B, -1))
@@ -176,7 +185,7 @@ def greedy_verify_fixed(tree: Tree, logits: Tensor) -> Verdict:
     # verify.greedy_verify without the walk: a node is accepted when every token on its path is the target's argmax
     # at its parent; the path ends at the deepest accepted node. Equal to the walk when siblings carry distinct
     # tokens (top-k drafting, chains), so at most one child of a node can match. logits: [B, n, V]
-    target = logits.argmax(-1)                                                 # [B, n]
+    target = greedy_token(logits)                                              # [B, n] logits.argmax(-1)
     B, n = target.shape
     D = tree.retrieve.shape[-1] - 1
     idx = torch.arange(n, device=target.device)

@@ -6,11 +6,13 @@ import torch
 from hypothesis import given
 
 import test_tree
+from draftsmith.decoding import fixed
 from draftsmith.decoding.fixed import (
     accepted_rows, build_tree_fixed, draft_candidates_fixed, greedy_verify_fixed, safe_probs, sample,
     sample_verify_fixed, tree_from_parents,
 )
-from draftsmith.decoding.tree import build_tree, chain_tree, draft_candidates
+from draftsmith.decoding.sampling import chunked_topk
+from draftsmith.decoding.tree import build_tree, chain_tree, draft_candidates, max_tree_nodes
 from draftsmith.decoding.verify import Verdict
 
 V = 4
@@ -142,3 +144,27 @@ def test_accepted_rows_are_the_path_tokens_then_the_bonus_and_the_path_hand_over
     assert new[0].tolist() == [2, 1, 9] and new[1, :2].tolist() == [5, 8]     # past accepted + 1: filler
     assert hidden[0].tolist() == handover[0, [0, 1, 4]].tolist()
     assert hidden[1, :2].tolist() == handover[1, [0, 3]].tolist()
+
+
+def test_compiled_levels_select_in_two_stages_and_eager_ones_with_torch_topk(monkeypatch):
+    # the compiled levels (fused, CUDA) take the top-k with sampling.chunked_topk, the eager ones (the CPU) with
+    # torch.topk: the same candidates on distinct log-probs, over a width of several chunks and a part of one
+    seen = []
+
+    def kernel(fn, fused):
+        def run(*args):
+            if fn is fixed._level:
+                seen.append((fused, args[-1]))
+            return fn(*args)
+        return run
+
+    monkeypatch.setattr(fixed, "kernel", kernel)
+    gen = torch.Generator().manual_seed(3)
+    B, V, k, steps = 2, 600, 3, 3
+    root_lp = torch.randn(B, V, generator=gen, dtype=torch.float64).log_softmax(-1)
+    table = torch.randn(B, max_tree_nodes(k, steps) - 1, V, generator=gen, dtype=torch.float64).log_softmax(-1)
+    want = draft_candidates_fixed(root_lp, test_tree._expand(table, []), k, steps)
+    got = draft_candidates_fixed(root_lp, test_tree._expand(table, []), k, steps, fused=True)
+    assert all(torch.equal(g, w) for g, w in zip(got, want))
+    assert {s for f, s in seen if f} == {chunked_topk} and {s for f, s in seen if not f} == {fixed._topk}
+    assert len(seen) == 2 * steps

@@ -79,7 +79,7 @@ def test_the_compiled_step_equals_the_eager_one(folders, as_on_cuda):
     assert {"kv_index", "commit_index", "node_inputs", "_frontier", "_level", "tree_of_levels",
             "greedy_verify_fixed", "sample_verify_fixed", "accepted_rows", "chain_draw", "target_probs",
             "add_rms_norm", "rms_norm", "rope_kv", "silu_mul", "causal_rows", "last_rows",
-            "rms_norm_cat", "cat_sums", "draw_token", "sampled_chain"} <= set(names)
+            "rms_norm_cat", "cat_sums", "draw_token", "sampled_chain", "greedy_token"} <= set(names)
 
 
 def test_the_counter_counts_computing_operators():

@@ -9,7 +9,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 from transformers.generation.logits_process import TopKLogitsWarper, TopPLogitsWarper
 
-from draftsmith.decoding.sampling import logprobs_for_drafting, target_probs
+from draftsmith.decoding.sampling import CHUNK, chunked_topk, greedy_token, logprobs_for_drafting, target_probs
 
 
 def _hf_probs(logits: torch.Tensor, temperature: float, top_p: float, top_k: int) -> torch.Tensor:
@@ -79,3 +79,48 @@ def test_the_bounds_themselves_are_accepted():
     assert torch.equal(target_probs(torch.zeros(4), 1.0, top_p=1.0, top_k=0), torch.full((4,), 0.25))
     with pytest.raises(ValueError, match="top_k must be >= 0"):
         target_probs(torch.zeros(4), 1.0, top_k=-1)
+
+
+@given(st.lists(st.integers(1, 3), max_size=2), st.integers(1, 700), st.sampled_from(["float32", "bfloat16"]),
+       st.integers(1, 4), st.floats(0, 0.5), st.integers(0, 2**16))
+def test_greedy_token_is_the_first_maximum_as_argmax_gives(lead, V, dtype, spread, inf_share, seed):
+    # few distinct values: ties inside a chunk and across chunks; some -inf, sometimes whole rows of it; widths
+    # below, at and past a chunk and not a multiple of one (the padding)
+    g = torch.Generator().manual_seed(seed)
+    logits = torch.randint(-spread, spread + 1, (*lead, V), generator=g).to(getattr(torch, dtype))
+    logits[torch.rand(logits.shape, generator=g) < inf_share] = float("-inf")
+    if lead and seed % 3 == 0:
+        logits[0] = float("-inf")
+    want = logits.argmax(-1)
+    assert torch.equal(greedy_token(logits), want)
+
+
+def test_greedy_token_finds_a_maximum_in_any_chunk_and_the_first_of_equal_ones():
+    V = 3 * CHUNK + 17
+    for at in (0, CHUNK - 1, CHUNK, 2 * CHUNK + 5, V - 1):
+        logits = torch.zeros(2, V)
+        logits[0, at] = 1
+        logits[1, at:] = 1                                     # every later one equal: the first is the answer
+        assert greedy_token(logits).tolist() == [at, at]
+
+
+@given(st.lists(st.integers(1, 3), max_size=2), st.integers(1, 700), st.integers(1, 9), st.integers(1, 4),
+       st.floats(0, 0.5), st.booleans(), st.integers(0, 2**16))
+def test_chunked_topk_selects_what_torch_topk_selects(lead, V, k, spread, inf_share, distinct, seed):
+    # the same sorted values; indices in range, distinct, pointing at those values; with distinct values the very
+    # indices torch.topk gives. Ties and -inf within and across chunks, widths around a chunk and past it
+    assume(k <= V)
+    g = torch.Generator().manual_seed(seed)
+    if distinct:
+        x = torch.randperm(V * max(1, int(torch.tensor(lead).prod())), generator=g).float().view(*lead, V)
+    else:
+        x = torch.randint(-spread, spread + 1, (*lead, V), generator=g).float()
+        x[torch.rand(x.shape, generator=g) < inf_share] = float("-inf")
+    values, idx = chunked_topk(x, k)
+    want = torch.topk(x, k, dim=-1)
+    assert torch.equal(values, want.values)
+    assert ((0 <= idx) & (idx < V)).all() and torch.equal(x.gather(-1, idx), values)
+    if distinct:
+        assert torch.equal(idx, want.indices)
+    elif k > 1 and (values > float("-inf")).all():
+        assert (idx.sort(-1).values.diff(dim=-1) > 0).all()              # no index twice
