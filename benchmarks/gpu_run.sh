@@ -103,7 +103,8 @@ case "$stage" in
   one)
     # caps and needs: what each part took or may take on a bare H200 (2026-11-29: bench-8b 167 s, profile-8b
     # 54 s, bench-1b 120 s); `one` (BUDGET 540) fits the first three, `rest` (~290 s) the 1B bench and 8B at
-    # batch 8 (skipped on 2026-11-28 and 11-29), then gemv and fp8 as time allows
+    # batch 8 (skipped on 2026-11-28 and 11-29), then gemv and fp8 as time allows; `select` fits in what `one` has
+    # left after its first three
     part 270 200 bench-8b $bench --scale 8b --out "$RES/8b" --batches 1
     # the profile second: whether the device still waits for the host between steps (wall vs busy ms per step;
     # 0.43 of 5.11 ms on an H200 before the run-ahead loop, 2026-11-28)
@@ -115,6 +116,9 @@ case "$stage" in
     part 260 200 gpu-tests bash -c "python3 -m pytest -q -p no:cacheprovider tests/gpu -m gpu -rs -x --durations=12; r=\$?; \
       python3 -m pytest -q -p no:cacheprovider tests/components -m gpu -rs || r=1; exit \$r"
     part 150 120 bench-1b $bench --scale 1b --out "$RES/1b" --batches 1,8 --no-hf
+    # the vocabulary argmax and the draft's top-k, torch's against the two-stage forms the step now runs (eager
+    # and compiled, 50 calls a CUDA graph): 10 compiles, ~40 s; `one` reaches it when bench-1b is left for `rest`
+    part 60 40 select python3 benchmarks/bench_select.py 1,4,8
     part 90 80 bench-8b-batch8 $bench --scale 8b --out "$RES/8b-batch8" --batches 8 --no-hf
     # whether a GEMV kernel closes the products' shortfall (0.87 of the copy bandwidth at 8B): cuBLAS vs a Triton
     # GEMV vs inductor's reduction per product, rows 1 and 8 (~20 Triton and 5 inductor compiles; 23 s on

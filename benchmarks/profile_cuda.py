@@ -21,8 +21,11 @@ from draftsmith.specs.loader import load_spec
 
 SYNCS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")
 # kernel families by name, first match wins: what a step's device time is made of
-# (attention first: flash-attn's split-KV and cutlass-built attention kernels carry GEMM-like words too)
+# (attention first: flash-attn's split-KV and cutlass-built attention kernels carry GEMM-like words too; selection
+# before triton: a compiled argmax is a triton kernel; torch.topk's radix select runs cub scans and fills too, which
+# count under their own names: scans here, fills under copies)
 FAMILIES = (("attention", ("flash", "fmha", "attention", "cudnn", "sdpa")),
+            ("selection (top-k, sort, argmax)", ("topk", "sort", "scan_by_key", "argmax")),
             ("compiled (triton)", ("triton",)),
             ("matrix products", ("gemm", "gemv", "cutlass", "xmma", "nvjet", "cublas", "splitk")),
             ("copies and fills", ("copy", "fill", "index", "scatter", "gather", "memcpy", "memset")))

@@ -59,8 +59,8 @@ def test_one_runs_its_parts_in_order_packs_them_and_goes_on_past_a_failure(dry):
     assert done.returncode == 0, done.stdout + done.stderr
     wanted = ["--scale 8b --out {res}/8b --batches 1", "benchmarks/profile_cuda.py 8b", "tests/gpu -m gpu -rs -x",
               "tests/components -m gpu -rs", "--scale 1b --out {res}/1b --batches 1,8 --no-hf",
-              "--scale 8b --out {res}/8b-batch8 --batches 8 --no-hf", "benchmarks/bench_gemv.py 8b 1,8",
-              "benchmarks/bench_fp8.py 8b 1,8"]
+              "benchmarks/bench_select.py 1,4,8", "--scale 8b --out {res}/8b-batch8 --batches 8 --no-hf",
+              "benchmarks/bench_gemv.py 8b 1,8", "benchmarks/bench_fp8.py 8b 1,8"]
     assert len(calls) == len(wanted), calls
     for call, want in zip(calls, wanted):
         assert want.format(res=tmp / "res") in call, (call, want)
@@ -80,7 +80,7 @@ def test_parts_past_the_budget_are_skipped_and_said(dry):
     assert done.returncode == 0, done.stdout + done.stderr
     assert calls == []
     skipped = (tmp / "res" / "skipped.txt").read_text().splitlines()
-    assert [s.split()[1] for s in skipped] == ["bench-8b:", "profile-8b:", "gpu-tests:", "bench-1b:",
+    assert [s.split()[1] for s in skipped] == ["bench-8b:", "profile-8b:", "gpu-tests:", "bench-1b:", "select:",
                                                "bench-8b-batch8:", "gemv:", "fp8:"], skipped
 
 
@@ -115,7 +115,7 @@ def test_rest_runs_what_one_skipped_and_only_that(dry):
     assert len(calls) == 2 and "--scale 8b --out" in calls[0] and "profile_cuda.py 8b" in calls[1], calls
     done, calls, tmp = dry(480, stage="rest")
     assert done.returncode == 0, done.stdout + done.stderr
-    wanted = ["tests/gpu -m gpu -rs -x", "tests/components -m gpu -rs", "--scale 1b --out",
+    wanted = ["tests/gpu -m gpu -rs -x", "tests/components -m gpu -rs", "--scale 1b --out", "bench_select.py 1,4,8",
               "--scale 8b --out {res}/8b-batch8 --batches 8", "bench_gemv.py 8b 1,8", "bench_fp8.py 8b 1,8"]
     assert len(calls) == len(wanted) and all(w.format(res=tmp / "res") in c for c, w in zip(calls, wanted)), calls
     assert not (tmp / "res" / "skipped.txt").exists() and (tmp / "res" / "skipped-by-one.txt").exists()
@@ -132,9 +132,9 @@ def test_rest_runs_a_part_again_that_ran_out_of_time(dry):
     done, calls, tmp = dry(18, slow="--scale 8b", sleep=30, min_part=2)
     assert done.returncode == 0, done.stdout + done.stderr
     lines = (tmp / "res" / "skipped.txt").read_text().splitlines()
-    assert lines[0] == "cut bench-8b: ran out of its 3s" and len(lines) == 7, lines
+    assert lines[0] == "cut bench-8b: ran out of its 3s" and len(lines) == 8, lines
     done, calls, tmp = dry(480, stage="rest")
-    assert len(calls) == 8 and "--scale 8b --out" in calls[0] and "--batches 1" in calls[0], calls
+    assert len(calls) == 9 and "--scale 8b --out" in calls[0] and "--batches 1" in calls[0], calls
 
 
 def test_bench_gemv_kernel_agrees_with_linear_under_the_interpreter():
@@ -153,6 +153,17 @@ def test_bench_gemv_kernel_agrees_with_linear_under_the_interpreter():
     assert "WRONG" not in done.stdout and "Error" not in done.stdout, done.stdout
 
 
+def test_bench_select_checks_and_times_every_selection_on_the_cpu():
+    """benchmarks/bench_select.py's whole run on the CPU (eager columns): every form agrees with torch's own (no
+    WRONG cell) and each shape gets its row, so a GPU call does not find its bugs."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *sys.path])}
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_select.py"), "1,4", "cpu"], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = [line for line in done.stdout.splitlines() if line.startswith(("| argmax", "| top-"))]
+    assert len(rows) == 5 and "WRONG" not in done.stdout and all(line.count("x)") == 2 for line in rows), rows
+
+
 def test_a_part_starts_only_with_the_time_it_needs(dry):
     """214 s less 15 to pack leaves the 8B bench 199 s of the 200 it needs: skipped for `rest` (it would be cut and
     run again whole) while the parts after it that fit still run."""
@@ -160,3 +171,24 @@ def test_a_part_starts_only_with_the_time_it_needs(dry):
     assert done.returncode == 0, done.stdout + done.stderr
     assert "--scale 8b --out" not in calls[0] and "profile_cuda.py 8b" in calls[0], calls
     assert (tmp / "res" / "skipped.txt").read_text().splitlines()[0] == "skipped bench-8b: budget spent"
+
+
+def test_the_profile_sorts_kernels_into_families_selection_first():
+    """benchmarks/profile_cuda.py's families: a compiled argmax and torch.topk's radix-select kernels count as
+    selection (not as compiled code or 'other'), the products, attention and fills as before; per step."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import profile_cuda
+
+    class K:
+        def __init__(self, name, us):
+            self.name, self.device_time_total = name, us
+
+    names = ["triton_red_fused_argmax_0", "void at::native::mbtopk::gatherTopK<float>",
+             "void at_cuda_detail::cub::detail::scan_by_key::DeviceScanByKeyKernel",
+             "void at::native::radixSortKVInPlace<-2>", "triton_poi_fused_mul_silu_0",
+             "nvjet_sm90_tst_128x8_64x12_2x1_v_bz_TNT", "cudnn_generated_fort_native_sdpa_sm90_flash_fprop",
+             "Memset (Device)", "void some::other_kernel"]
+    text = profile_cuda.families([K(n, 10.0) for n in names], steps=2)
+    assert "selection (top-k, sort, argmax): 2.0 kernels/step, 0.020 ms/step" in text, text
+    for fam in ("compiled (triton)", "matrix products", "attention", "copies and fills", "other"):
+        assert f"{fam}: 0.5 kernels/step" in text, (fam, text)
