@@ -32,14 +32,18 @@ def chunked_topk(x: Tensor, k: int) -> tuple[Tensor, Tensor]:
     # order is unspecified in both) in two stages: the top k of each chunk of CHUNK, then the top k of those. For a
     # few rows of a vocabulary torch.topk runs its multi-block radix select, ~25 kernels a call (digit counts,
     # cumulative sums, ~10 fills): ~100 of a tree step's kernels at the 8B shape on an H200 (0.2 ms of 6.8). Both
-    # stages here are single-block selects over short rows. k <= CHUNK; a pick of the padding (-inf, only when a
-    # row has fewer than k values above -inf) is clamped to the last real index.
+    # stages here are single-block selects over short rows. k <= CHUNK. A last, partial chunk gives its own best
+    # (no padding: a pad would tie with a real -inf and could be picked)
     V = x.shape[-1]
-    chunks = torch.nn.functional.pad(x, (0, -V % CHUNK), value=float("-inf")).unflatten(-1, (-1, CHUNK))
-    values, at = chunks.topk(k, dim=-1)                                       # [..., C, k] each chunk's best
-    at = at + torch.arange(0, chunks.shape[-2] * CHUNK, CHUNK, device=x.device).unsqueeze(-1)
-    values, pick = values.flatten(-2).topk(k, dim=-1)                         # [..., k] the best of them
-    return values, at.flatten(-2).gather(-1, pick).clamp(max=V - 1)
+    whole = V - V % CHUNK
+    values, at = x[..., :whole].unflatten(-1, (-1, CHUNK)).topk(k, dim=-1)     # [..., C, k] each chunk's best
+    at = (at + torch.arange(0, whole, CHUNK, device=x.device).unsqueeze(-1)).flatten(-2)
+    values = values.flatten(-2)                                                # [..., C * k]
+    if whole < V:
+        tail, tail_at = x[..., whole:].topk(min(k, V - whole), dim=-1)
+        values, at = torch.cat([values, tail], -1), torch.cat([at, tail_at + whole], -1)
+    values, pick = values.topk(k, dim=-1)                                      # [..., k] the best of them
+    return values, at.gather(-1, pick)
 
 
 def _shifted(x: Tensor) -> Tensor:
