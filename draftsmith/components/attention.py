@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from draftsmith.components.dims import Dims
+from draftsmith.components.fused import kernel
 from draftsmith.components.stacked import Stacked, stack
 
 Backend = Callable[..., torch.Tensor]
@@ -48,15 +49,40 @@ class KVBatch:
         the static (graph-safe: no boolean indexing, no gather) and the paged path, for any attention layout."""
         if self.static:
             self.pool.write(layer, self.write, **new)
-            if self.fresh:
-                return new, None
-            S = self.read.shape[-1]                           # the capacity, or a span of it
-            return {name: t[:, :S] for name, t in self.pool.view(layer).items()}, self.mask
+            return (new, None) if self.fresh else self._attended(layer)
         valid = self.write >= 0
         self.pool.write(layer, self.write[valid], **{name: t[valid] for name, t in new.items()})
         if self.fresh:
             return new, None
         return self.pool.read(layer, self.read), self.mask
+
+    def exchange_made(self, layer: int, name: str, make: Callable, args: tuple,
+                      fused: bool) -> tuple[Any, dict[str, torch.Tensor], torch.Tensor | None]:
+        """:meth:`exchange` for a layer that caches one tensor, ``name``, whose rows a pure function makes:
+        ``make(*args)`` -> (out, rows [B, T, *shape]); -> (out, what the layer attends over, mask).
+
+        On the static path with fused kernels (CUDA graphs), past the prefill, one compiled function makes the rows
+        and stores them (:func:`made_and_stored`: inductor writes them into the pool in place from the kernel that
+        computes them, so a layer's rope, K/V row and store are one launch, not three). Elsewhere ``make``
+        (compiled when ``fused``), then :meth:`exchange`."""
+        if self.static and self.pool.fused and not self.fresh:
+            store = self.pool.storage[layer][name]
+            return kernel(made_and_stored, True)(make, args, store, self.write.reshape(-1)), *self._attended(layer)
+        out, rows = kernel(make, fused)(*args)
+        return out, *self.exchange(layer, **{name: rows})
+
+    def _attended(self, layer: int) -> tuple[dict[str, torch.Tensor], torch.Tensor | None]:
+        # the static path's keys: every row's first S slots (S: the capacity, or a span of it), and the mask
+        S = self.read.shape[-1]
+        return {name: t[:, :S] for name, t in self.pool.view(layer).items()}, self.mask
+
+
+def made_and_stored(make: Callable, args: tuple, store: torch.Tensor, slots: torch.Tensor) -> Any:
+    # make(*args) -> (out, rows [B, T, *shape]); the rows written into store [slots, *shape] at slots [B * T], in
+    # place (a static pool's tensor: a CUDA graph reads it by address); -> out
+    out, rows = make(*args)
+    store.index_copy_(0, slots, rows.reshape(slots.numel(), *store.shape[1:]).to(store.dtype))
+    return out
 
 
 class GQAttention(nn.Module):
@@ -105,8 +131,8 @@ class GQAttention(nn.Module):
         if kv is None:
             q, k = self.rope(q, k, pos)
         else:
-            q, new = self.rope.with_values(q, k, v, pos, kv.memo)  # new: [B, T, 2, nKV, d]
-            got, mask = kv.exchange(self.layer_idx, kv=new)
+            make, args = self.rope.kv_rows(q, k, v, pos, kv.memo)  # rows: [B, T, 2, nKV, d]
+            q, got, mask = kv.exchange_made(self.layer_idx, "kv", make, args, self.rope.fused)
             k, v = got["kv"].unbind(2)                             # [B, S, nKV, d] each
         out = self.backend(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), mask, self.head_dim**-0.5)
         return self.o_proj(out.transpose(1, 2).reshape(B, T, self.heads * self.head_dim))

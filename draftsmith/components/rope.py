@@ -15,7 +15,7 @@ transformers.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Literal
 
 import torch
@@ -71,13 +71,15 @@ class Rotary(nn.Module):
             return kernel(fused.rope, True)(q, k, pos, *self._frequencies(pos))
         return fused.rotate_qk(q, k, *self.angles(pos, q.dtype, memo), self.interleaved)
 
-    def with_values(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pos: torch.Tensor,
-                    memo: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """(rotated q, [B, T, 2, Hk, d] rotated k beside v). Fused, one kernel per layer that computes its angles
-        too (on CUDA a launch costs more than they do); eager, the angles of ``memo`` (:meth:`angles`)."""
+    def kv_rows(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pos: torch.Tensor,
+                memo: dict | None = None) -> tuple[Callable, tuple]:
+        """A pure function and its arguments, which make (rotated q, [B, T, 2, Hk, d] rotated k beside v): the rows
+        a layer caches (:meth:`~draftsmith.components.attention.KVBatch.exchange_made` calls it, compiled when
+        :attr:`fused`, or compiled with the store). Fused, one kernel per layer that computes its angles too (on
+        CUDA a launch costs more than they do); eager, the angles of ``memo`` (:meth:`angles`)."""
         if self.fused:
-            return kernel(fused.rope_kv, True)(q, k, v, pos, *self._frequencies(pos))
-        return fused.rotate_kv(q, k, v, *self.angles(pos, q.dtype, memo), self.interleaved)
+            return fused.rope_kv, (q, k, v, pos, *self._frequencies(pos))
+        return fused.rotate_kv, (q, k, v, *self.angles(pos, q.dtype, memo), self.interleaved)
 
     def angles(self, pos: torch.Tensor, dtype: torch.dtype,
                memo: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:

@@ -124,14 +124,19 @@ def test_rope_rotates_q_and_k_in_one_call_as_each_alone(interleaved):
 
 @pytest.mark.parametrize("style", ["neox", "interleaved"])
 def test_a_fused_rotary_stores_through_its_compiled_kernel_what_the_eager_one_stores(traced, style):
-    # with_values, fused: one compiled rope_kv per layer (angles inline); eager: the forward's shared angles
+    # kv_rows, fused: one compiled rope_kv per layer (angles inline); eager: the forward's shared angles
     m, g = modules()[style], torch.Generator().manual_seed(2)
     q, k, v = (torch.randn(2, 5, h, 16, generator=g) for h in (4, 2, 2))
     pos = torch.arange(5).expand(2, 5) * 3
-    want = m.with_values(q, k, v, pos, {})
+
+    def rows():
+        make, args = m.kv_rows(q, k, v, pos, {})
+        return fused.kernel(make, m.fused)(*args)
+
+    want = rows()
     assert not traced
     fused.fuse_model(m)
-    got = m.with_values(q, k, v, pos, {})
+    got = rows()
     assert traced == ["rope_kv"]
     for a, b in zip(got, want):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
