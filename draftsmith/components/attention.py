@@ -65,8 +65,8 @@ class KVBatch:
         and stores them (:func:`made_and_stored`: inductor writes them into the pool in place from the kernel that
         computes them, so a layer's rope, K/V row and store are one launch, not three). Elsewhere ``make``
         (compiled when ``fused``), then :meth:`exchange`."""
-        if self.static and self.pool.fused and not self.fresh:
-            store = self.pool.storage[layer][name]
+        if self.static and self.pool.fused and not self.fresh and self.pool.storage[layer].keys() == {name}:
+            store = self.pool.storage[layer][name]   # (another layout: exchange's checked write and its error)
             return kernel(made_and_stored, True)(make, args, store, self.write.reshape(-1)), *self._attended(layer)
         out, rows = kernel(make, fused)(*args)
         return out, *self.exchange(layer, **{name: rows})

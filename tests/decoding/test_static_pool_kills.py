@@ -72,3 +72,34 @@ def test_the_trash_is_the_one_slot_past_every_region():
     kv.exchange(0, kv=torch.full((2, 1, 2, 1, 2), 5.0))
     written = (pool.view(0)["kv"] == 5).flatten(2).all(-1)
     assert written.int().tolist() == [[0, 1, 0, 0], [0, 0, 0, 0]] and (pool.storage[0]["kv"][8] == 5).all()
+
+
+def test_a_made_row_is_stored_where_exchange_would_store_it_and_another_layout_gets_its_error(monkeypatch):
+    # KVBatch.exchange_made on the static fused path (one function makes and stores the rows) writes what
+    # make-then-exchange writes, and returns what it returns; a layer whose pool tensors are not {name} alone
+    # goes through exchange's checked write and its error (the fused store would write one tensor of several)
+    from draftsmith.components import attention
+    monkeypatch.setattr(attention, "kernel", lambda fn, fused: fn)   # the compiled function's own eager body
+
+    def make(x):
+        return x.sum(), x.expand(2, 1, 2, 1, 2)
+
+    def batch(pool):   # one new token a row, after 1 and 2 committed
+        pool.lens.copy_(torch.tensor([1, 2]))
+        return fixed_kv(pool, torch.tensor([[0], [0]]), torch.tensor([[0], [0]]), torch.ones(2, 1, 1, dtype=bool))[0]
+
+    x = torch.full((1, 1, 1, 1, 2), 5.0)
+    pools, outs = [StaticKVPool([{"kv": (2, 1, 2)}], rows=2, capacity=4, fused=True) for _ in range(2)], []
+    for pool in pools:
+        kv = batch(pool)
+        if not outs:
+            outs.append(kv.exchange_made(0, "kv", make, (x,), False))
+        else:
+            out, rows = make(x)
+            outs.append((out, *kv.exchange(0, kv=rows)))
+    (out_f, got_f, mask_f), (out_e, got_e, mask_e) = outs
+    assert torch.equal(pools[0].storage[0]["kv"], pools[1].storage[0]["kv"]) and (pools[0].view(0)["kv"] == 5).any()
+    assert torch.equal(out_f, out_e) and torch.equal(got_f["kv"], got_e["kv"]) and torch.equal(mask_f, mask_e)
+    other = batch(StaticKVPool([{"k": (1, 2), "v": (1, 2)}], rows=2, capacity=4, fused=True))
+    with pytest.raises(ValueError, match="stores"):
+        other.exchange_made(0, "kv", make, (x,), False)
