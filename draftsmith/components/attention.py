@@ -78,11 +78,17 @@ class KVBatch:
 
 
 def made_and_stored(make: Callable, args: tuple, store: torch.Tensor, slots: torch.Tensor) -> Any:
-    # make(*args) -> (out, rows [B, T, *shape]); the rows written into store [slots, *shape] at slots [B * T], in
-    # place (a static pool's tensor: a CUDA graph reads it by address); -> out
+    # make(*args) -> (out, rows [B, T, *shape]); the rows stored at slots [B * T] (store_rows); -> out
     out, rows = make(*args)
-    store.index_copy_(0, slots, rows.reshape(slots.numel(), *store.shape[1:]).to(store.dtype))
+    store_rows(store, slots, rows)
     return out
+
+
+def store_rows(store: torch.Tensor, slots: torch.Tensor, rows: torch.Tensor) -> None:
+    # rows [*slots.shape, *shape] into a pool's tensor store [slots, *shape] at slots (1-D), in place, in its dtype
+    # (a static pool's tensor: a CUDA graph reads it by address). The one way rows enter a KV pool
+    # (decoding.kvpool.SlotIO.write too)
+    store.index_copy_(0, slots, rows.reshape(slots.numel(), *store.shape[1:]).to(store.dtype))
 
 
 class GQAttention(nn.Module):

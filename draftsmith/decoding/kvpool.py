@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
+from draftsmith.components.attention import store_rows
+
 
 def _move_rows_(buf: Tensor, src: Tensor, dst: Tensor) -> None:
     # buf: [N, ...] changed in place; src, dst: [m] row ids, dst distinct.
@@ -82,7 +84,7 @@ class SlotIO:
             if tuple(v.shape) != (*slots.shape, *t.shape[1:]):
                 raise ValueError(f"layer {layer} {name!r}: expected {(*slots.shape, *t.shape[1:])}, "
                                  f"got {tuple(v.shape)}")
-            t.index_copy_(0, idx, v.reshape(idx.numel(), *t.shape[1:]).to(t.dtype))
+            store_rows(t, idx, v)
 
     def read(self, layer: int, slots: Tensor) -> dict[str, Tensor]:
         """slots [B, S] (any shape) -> {name: [B, S, *shape]} (a copy)."""
