@@ -665,6 +665,10 @@ def test_the_report_of_a_shape(monkeypatch):
         ""]
     more = RESULT | {"threads": 4, "repeats": 3, "graphs_enabled": True}
     assert "4 threads, graphs auto (on), median of 3 rounds after a warm-up" in markdown([more])
+    chosen = markdown([RESULT | {"products": ["4096x4096 bfloat16: reduction (...)", "6144x8192 bfloat16: cublas"]}])
+    assert chosen.split("\n")[4:6] == ["One-row products chosen by measurement (`decoding.linear: auto`, "
+                                       "components/gemv.py): 4096x4096 bfloat16: reduction (...); 6144x8192 bfloat16: "
+                                       "cublas", ""]
 
 
 def test_a_bare_record_still_renders():

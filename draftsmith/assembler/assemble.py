@@ -17,7 +17,7 @@ from draftsmith.assembler.config import (draft_hf_config, flatten_draft_config, 
                                          read_config_aside, stop_ids, target_hf_config)
 from draftsmith.assembler.load import PlannedLoad, fill, materialize, plan_module
 from draftsmith.assembler.vocab import check_vocab_map
-from draftsmith.components import fused, packed, stacked
+from draftsmith.components import fused, gemv, packed, stacked
 from draftsmith.components.targets import mtp_layer_patterns
 from draftsmith.components.weights import RuleSet
 from draftsmith.decoding.graphs import graphs_enabled
@@ -274,6 +274,7 @@ def assemble(spec: Spec | str | Path = "demo", target: str | Path | None = None,
     stacks = [s.linear for m in (target_model, *[draft_model] * fast) for s in stacked.stack_model(m)]
     for module in (target_model, draft_model, *stacks):
         packed.pack_model(module, spec.decoding.linear, device)
+        gemv.choose_products(module, spec.decoding.linear, fast)
         fused.fuse_model(module, fast)
     share = spec.draft.share
     # build_draft decided whether the draft has its own table (share.embed; for own_if_different, the widths)

@@ -26,7 +26,7 @@ from collections.abc import Callable, Hashable
 import torch
 from torch.nn import functional as F
 
-from draftsmith.components.fused import kernel
+from draftsmith.components.fused import kernel, tracing
 from draftsmith.errors import short_text
 
 log = logging.getLogger("draftsmith")
@@ -136,7 +136,7 @@ def checked(key: Hashable, native: Product, reference: Product, x: torch.Tensor)
     traces (the reference path then, untried: a graph's warm-up runs call it eagerly first)."""
     verdict = VERDICTS.get(key)
     if verdict is None:
-        if _tracing(x):
+        if tracing(x):
             return reference(x)
         verdict = VERDICTS[key] = agrees(key, native, reference, x)
     if not verdict:
@@ -173,7 +173,3 @@ def drop(key: Hashable, why: str) -> bool:
     log.warning("FP8 native product %s %s; this kind takes the reference path (dequantized weight) from now on",
                 key, why)
     return False
-
-
-def _tracing(x: torch.Tensor) -> bool:
-    return torch.compiler.is_compiling() or (x.is_cuda and torch.cuda.is_current_stream_capturing())

@@ -28,13 +28,22 @@ RECOMPILES = 64  # variants of one function dynamo compiles before it runs the e
 def _compiled(fn: Callable) -> Callable:
     # not fullgraph: past dynamo's recompile limit a call runs the eager function instead of failing. The
     # functions themselves have no graph break (tests/components/test_fused.py traces them with fullgraph=True).
-    # Each shape class is a variant (batch 1 or more, one token or more, a tree level of 1 or k nodes, a prompt
-    # whose length equals another size): a process that decodes at batch 1 and 8 with a chain and two trees
-    # compiles up to 8 variants of kv_index (tests/decoding/test_fused_step.py), so the limit is raised,
-    # process-wide and never lowered, as TensorRT-LLM's torch-compile backend raises it
+    allow_recompiles()
+    return torch.compile(fn)
+
+
+def allow_recompiles() -> None:
+    """Raise dynamo's recompile limit to :data:`RECOMPILES`, process-wide and never lowered (as TensorRT-LLM's
+    torch-compile backend raises it). Each shape class is a variant (batch 1 or more, one token or more, a tree
+    level of 1 or k nodes, a prompt whose length equals another size): a process that decodes at batch 1 and 8
+    with a chain and two trees compiles up to 8 variants of kv_index (tests/decoding/test_fused_step.py)."""
     cfg = torch._dynamo.config
     cfg.recompile_limit = max(cfg.recompile_limit, RECOMPILES)
-    return torch.compile(fn)
+
+
+def tracing(x: torch.Tensor) -> bool:
+    """Whether torch.compile traces or a CUDA graph captures ``x``'s work: no sync, no measurement then."""
+    return torch.compiler.is_compiling() or (x.is_cuda and torch.cuda.is_current_stream_capturing())
 
 
 def kernel(fn: Callable, fused: bool) -> Callable:

@@ -41,6 +41,9 @@ def markdown(results: list[dict]) -> str:
                    f"copy bandwidth {r.get('copy_bandwidth', 0) / 1e9:.0f} GB/s)"), ""]
         if about:
             lines += [about, ""]
+        if r.get("products"):
+            lines += ["One-row products chosen by measurement (`decoding.linear: auto`, components/gemv.py): "
+                      + "; ".join(r["products"]), ""]
         lines += [NOTE, ""]
         for B, rows in r["batches"].items():
             decode = rows.get("draftsmith target-only", {}).get("decode_forward_ms")

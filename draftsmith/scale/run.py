@@ -10,6 +10,7 @@ from pathlib import Path
 import torch
 
 from draftsmith.bench_out import RESULTS, check_folders, write_atomic
+from draftsmith.components import gemv
 from draftsmith.errors import OptionError
 from draftsmith.scale.checkpoints import SHAPES, write_pair
 from draftsmith.scale.report import TAUS, markdown, plot
@@ -206,10 +207,11 @@ def run_scale(shapes=("tiny",), out: str | Path = "bench-scale", *, device="cpu"
             head = "" if final else f"{PARTIAL} {name}; this run is still going, or was cut off)\n\n"
             write_atomic(out / "results.md", head + markdown(rows))
 
+        chosen = set(gemv.CHOICES)
         r = measure(name, checkpoints, device=device, dtype=dtype, batches=batches,
                     prompt_len=prompt_len or (32 if small else 128), new_tokens=new_tokens or (24 if small else 128),
                     repeats=repeats, hf=hf, graphs=graphs, log=log, save=save)
-        r["compile"] = compile_summary()
+        r["compile"], r["products"] = compile_summary(), gemv.describe(chosen)
         log(f"  {name}: torch.compile so far: {r['compile']['graphs']} graphs, {r['compile']['seconds']} s compiling")
         results.append(r)
         png = plot(r, out / f"{name}.png")   # None without matplotlib (the optional extra 'bench')

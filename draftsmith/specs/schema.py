@@ -169,7 +169,9 @@ class Decoding(Frozen):
     attention: str = "auto"                              # registered attn_backend (auto: sdpa on CPU)
     # CUDA graphs + fused kernels (auto, compile: on CUDA); YAML 1.1 reads an unquoted on / off as true / false
     graphs: Annotated[GraphsSetting, BeforeValidator(on_off)] = "auto"
-    # CPU matmuls on oneDNN-prepacked weights: auto = the large ones, packed = all, plain = none (CUDA: ignored)
+    # CPU matmuls on oneDNN-prepacked weights: auto = the large ones, packed = all, plain = none. CUDA: auto times
+    # cuBLAS against inductor's reduction for each one-row product no wider than deep (components/gemv.py) and
+    # keeps the faster; packed / plain keep cuBLAS
     linear: Literal["auto", "packed", "plain"] = "auto"
     # the draft's weights, activations and KV (same: assemble()'s dtype). The draft only proposes, so its precision
     # moves acceptance, never the output: a float32 target with a bfloat16 draft stays lossless

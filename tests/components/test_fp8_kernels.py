@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from draftsmith.components import fp8_kernels, quant
+from draftsmith.components import fp8_kernels, fused, quant
 from draftsmith.components.fp8_kernels import FP8, block_mm, checked, native_ok, rowwise_mm
 from draftsmith.components.quant import FP8Params, fp8_linear, quantize
 
@@ -189,11 +189,11 @@ def test_a_product_of_another_shape_is_dropped(caplog):
 def test_no_probe_while_a_graph_is_captured_or_compiled(monkeypatch):
     """Untried while capturing or tracing (a probe syncs): the reference path, no verdict; the next eager call
     probes."""
-    monkeypatch.setattr(fp8_kernels, "_tracing", lambda x: True)
+    monkeypatch.setattr(fp8_kernels, "tracing", lambda x: True)
     native, reference = (lambda x: x * 2), (lambda x: x * 2 + 1e-3)   # agree to TOLERANCE, yet tell which ran
     assert torch.equal(checked("k", native, reference, torch.ones(3)), torch.full((3,), 2.001))
     assert fp8_kernels.VERDICTS == {}
-    monkeypatch.setattr(fp8_kernels, "_tracing", lambda x: False)
+    monkeypatch.setattr(fp8_kernels, "tracing", lambda x: False)
     assert torch.equal(checked("k", native, reference, torch.ones(3)), torch.full((3,), 2.0))
     assert fp8_kernels.VERDICTS == {"k": True}
 
@@ -341,11 +341,11 @@ def test_the_native_products_add_the_bias(monkeypatch):
 
 def test_a_capture_or_a_compile_is_tracing(monkeypatch):
     monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
-    assert fp8_kernels._tracing(torch.zeros(1))
+    assert fused.tracing(torch.zeros(1))
     monkeypatch.setattr(torch.compiler, "is_compiling", lambda: False)
-    assert not fp8_kernels._tracing(torch.zeros(1))
+    assert not fused.tracing(torch.zeros(1))
     monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
-    assert fp8_kernels._tracing(SimpleNamespace(is_cuda=True)) and not fp8_kernels._tracing(torch.zeros(1))
+    assert fused.tracing(SimpleNamespace(is_cuda=True)) and not fused.tracing(torch.zeros(1))
 
 
 def test_a_product_equal_to_the_reference_is_kept_even_where_both_are_zero():
