@@ -56,6 +56,23 @@ def test_the_reduction_is_kept_only_under_the_margin(monkeypatch, reduction_us, 
     assert choice == gemv.Choice(form, 10.0, reduction_us)
 
 
+@pytest.mark.parametrize("off,form", [(0.5, "reduction"), (1.5, "cublas")])
+def test_agreement_is_within_the_tolerance_of_the_outputs_magnitude(monkeypatch, off, form):
+    monkeypatch.setattr(gemv, "TIMER", timer({"cublas": 10.0, "reduction": 1.0}))
+    x, w = torch.randn(1, 48) * 10, torch.randn(40, 48)
+    size = F.linear(x, w).abs().max()
+    assert size > 5   # far from 1, so the tolerance is read as a share of it
+    monkeypatch.setattr(gemv, "compiled_reduction",
+                        lambda: lambda x, w, b: F.linear(x, w, b) + off * gemv.TOLERANCE * size)
+    assert gemv.choose(x, w, None).form == form
+
+
+def test_the_compiled_reduction_raises_dynamos_recompile_limit(monkeypatch):
+    monkeypatch.setattr(torch._dynamo.config, "recompile_limit", 8)
+    gemv.compiled_reduction.__wrapped__()
+    assert torch._dynamo.config.recompile_limit == fused.RECOMPILES
+
+
 def test_a_reduction_that_disagrees_or_raises_is_not_chosen(monkeypatch):
     monkeypatch.setattr(gemv, "TIMER", timer({"cublas": 10.0, "reduction": 1.0}))
     monkeypatch.setattr(gemv, "compiled_reduction", lambda: lambda x, w, b: F.linear(x, w, b) * 1.1)
@@ -107,6 +124,7 @@ def test_products_tried_are_plain_unstacked_and_no_wider_than_deep(setting, fast
     assert gemv.choose_products(block, setting, fast) == want
     assert [n for n, m in block.named_modules() if isinstance(m, gemv.ChosenProduct)] == want
     assert block.state_dict().keys() == keys and all(isinstance(m, nn.Linear) for m in block.values())
+    assert not any(block[n].fused for n in want)   # until fuse_model switches the model's fused kernels on
     assert fused.fuse_model(block) == len(want) and all(block[n].fused for n in want)
 
 
