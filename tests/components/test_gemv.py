@@ -106,6 +106,10 @@ def test_a_shape_is_measured_once_and_never_while_tracing(monkeypatch):
     # (40, 48): a check and three products in float32, a check and one in float64
     assert len(calls) == 6 and len(gemv.CHOICES) == 3 and ran.count((40, 48)) == 6
     assert gemv.describe()[0] == "40x48 float32: reduction (cuBLAS 10.0 us, reduction 5.0 us)"
+    first = next(iter(gemv.CHOICES))
+    gemv.CHOICES[first] = gemv.Choice("cublas", 10.0, math.nan, "the reduction raised E")
+    assert gemv.describe()[0] == "40x48 float32: cublas (cuBLAS 10.0 us, reduction nan us); the reduction raised E"
+    assert len(gemv.describe()) == 3 and len(gemv.describe(skip=[first])) == 2
 
 
 def modules():
@@ -130,15 +134,16 @@ def test_products_tried_are_plain_unstacked_and_no_wider_than_deep(setting, fast
 
 @pytest.mark.parametrize("shape,on,grad,chosen", [((1, 64), True, False, True), ((1, 1, 64), True, False, True),
                                                   ((2, 64), True, False, False), ((1, 64), False, False, False),
-                                                  ((1, 64), True, True, False)])
+                                                  ((1, 64), True, True, False), ((1, 64), True, "weight", False)])
 def test_only_one_row_fused_no_grad_calls_take_the_choice(monkeypatch, shape, on, grad, chosen):
-    block = modules()
+    block = modules().requires_grad_(grad == "weight")   # "weight": the weight wants a gradient, the input not
+    grad = bool(grad)
     gemv.choose_products(block, "auto", True)
     block.deep.fused = on
     seen = []
     monkeypatch.setattr(gemv, "product", lambda x, w, b: seen.append(x.shape) or torch.zeros(*x.shape[:-1], 32))
-    x = torch.randn(shape, requires_grad=grad)
-    with torch.set_grad_enabled(grad):   # the weights want gradients (nn.Linear's default): only no_grad chooses
+    x = torch.randn(shape, requires_grad=grad and not block.deep.weight.requires_grad)
+    with torch.set_grad_enabled(grad):
         out = block.deep(x)
     assert bool(seen) is chosen and out.shape == (*shape[:-1], 32)
     if not chosen:
