@@ -126,13 +126,30 @@ def rule_forms() -> str:
     return f"a list, each item a mapping with keys {', '.join(keys)}: {forms}"
 
 
+def _flow(v: Any) -> str:
+    """``v`` in YAML's flow style, strings single-quoted (as the README asks of regexes)."""
+    if isinstance(v, str):
+        return "'" + v.replace("'", "''") + "'"
+    if isinstance(v, (list, tuple)):
+        return f"[{', '.join(map(_flow, v))}]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k}: {_flow(x)}" for k, x in v.items()) + "}"
+    return str(v).lower() if isinstance(v, bool) else str(v)
+
+
 def _rules_list(value: Any) -> Any:
     """``weights.rules`` is a list: a mapping (``{midlayer: layers.0}``, an old-name -> new-name table) or a single
-    value is refused naming every rule key, and for a table of strings the rules it meant."""
+    value is refused naming every rule key; for one rule written without its list, that rule in a list, and for a
+    table of strings the rules it meant."""
     if isinstance(value, (list, tuple)):
         return tuple(value)   # as a tuple: a list is a tuple only in JSON, and this value is Python's now
     meant = ""
-    if isinstance(value, dict) and value and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+    from draftsmith.components.split_rule import RULE_KEYS
+
+    if isinstance(value, dict) and value and set(value) <= {"kind", *(k for ks in RULE_KEYS.values() for k in ks)}:
+        meant = f"; for this one rule, in a list: rules: [{_flow(value)}]"
+    elif isinstance(value, dict) and value and all(isinstance(k, str) and isinstance(v, str)
+                                                   for k, v in value.items()):
         import re
 
         first = [f"{{match: '^{re.escape(k)}', replace: '{v}'}}" for k, v in list(value.items())[:3]]

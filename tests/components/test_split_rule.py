@@ -324,6 +324,19 @@ def test_rules_written_as_a_mapping_are_refused_listing_the_rule_keys(tmp_path):
     assert p.allowed.endswith("{kind: split, match, into}")
 
 
+@pytest.mark.parametrize("rule", ["{match: '^midlayer\\.', replace: 'layers.0.'}",
+                                  "{kind: 'split', match: '^m\\.(gate_up)', into: ['g.\\1', 'u.''s']}"])
+def test_one_rule_written_without_its_list_is_shown_in_one(tmp_path, rule):
+    """Not read as an old-name -> new-name table (that would match the literal names 'match' and 'replace'): the
+    suggestion is the rule in a list, which loads as written."""
+    (p,) = spec_problems(tmp_path, f"weights:\n  rules: {rule}\n")
+    assert p.allowed.endswith(f"; for this one rule, in a list: rules: [{rule}]"), p.allowed
+    path = tmp_path / "fixed.yaml"
+    path.write_text(f"name: s\ndraft:\n  fusion: {{kind: eagle3, norm_before_residual: false}}\n"
+                    f"weights:\n  rules: [{rule}]\n")
+    assert len(draftsmith.load_spec(path).weights.rules) == 1
+
+
 def test_a_split_rule_is_checked_when_the_spec_is_validated(tmp_path):
     problems = spec_problems(tmp_path, "weights:\n  rules:\n"
                                        "    - {kind: split, match: 'qkv', into: ['q']}\n"
