@@ -17,8 +17,8 @@ from collections.abc import Mapping
 from typing import Annotated, Any, Callable, Literal
 
 import torch
-from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, field_validator,
-                      model_validator)
+from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, ValidationInfo,
+                      field_validator)
 from torch import nn
 
 from draftsmith.components.eagle3_config import repeated, resolve_eagle3
@@ -85,13 +85,19 @@ class Eagle3Params(BaseModel):
     norm_before_fc: Flag = False             # one RMSNorm over the concatenated aux states (gpt-oss)
     norm_output: Annotated[(NormOutput | None, *Auto)] = "head"
 
-    @model_validator(mode="after")
-    def _count_fits_ids(self):   # both stated and different: the fc's width cannot be both (the spec alone shows it)
-        ids = None if self.aux_layers == "auto" else self.aux_layers.ids
-        if self.num_aux is not None and ids and len(ids) != self.num_aux:
-            raise ValueError(f"num_aux {self.num_aux} and aux_layers.ids {short(list(ids))} ({len(ids)} layers) "
+    @field_validator("num_aux")
+    @classmethod
+    def _count_fits_ids(cls, num_aux, info: ValidationInfo):
+        # both stated and different: the fc's width cannot be both (the spec alone shows it). A field's check, not
+        # the model's: pydantic runs a model's after-checks only when every field validated, and a spec's problems
+        # are all said at once (a missing norm_before_residual beside this one hid it). aux_layers comes first, so
+        # info.data holds it where it validated
+        layers = info.data.get("aux_layers", "auto")
+        ids = None if layers == "auto" else layers.ids
+        if num_aux is not None and ids and len(ids) != num_aux:
+            raise ValueError(f"num_aux {num_aux} and aux_layers.ids {short(list(ids))} ({len(ids)} layers) "
                              "disagree; state one of them, or make them agree")
-        return self
+        return num_aux
 
 
 class Eagle1Fusion(nn.Linear):

@@ -417,7 +417,8 @@ def test_fp8_block_sides_and_module_patterns_are_checked_in_the_spec(base, spec_
 
 @pytest.mark.parametrize("fusion, path, says", [
     ({"aux_layers": {"ids": []}}, "draft.fusion.aux_layers.ids", "[] names no layer"),
-    ({"num_aux": 5, "aux_layers": {"ids": [1, 2, 3]}}, "draft.fusion", "num_aux 5 and aux_layers.ids [1, 2, 3]"),
+    ({"num_aux": 5, "aux_layers": {"ids": [1, 2, 3]}}, "draft.fusion.num_aux",
+     "num_aux 5 and aux_layers.ids [1, 2, 3]"),
 ])
 def test_aux_ids_the_spec_alone_shows_unusable_are_spec_problems(base, spec_error, fusion, path, says):
     """An empty id list was read as "not given" (the default taps); a count that disagrees with the ids was
@@ -425,6 +426,13 @@ def test_aux_ids_the_spec_alone_shows_unusable_are_spec_problems(base, spec_erro
     base["draft"]["fusion"] = {"kind": "eagle3", "norm_before_residual": False, **fusion}
     p = only(spec_error(base))
     assert p.path == path and says in p.message, p
+
+
+def test_a_count_that_disagrees_with_the_ids_is_said_beside_the_fusions_other_problems(base, spec_error):
+    """Checked by the model after its fields, it was said only once every other field of the fusion validated."""
+    base["draft"]["fusion"] = {"kind": "eagle3", "num_aux": 3, "aux_layers": {"ids": [1, 2]}}   # no norm_before_...
+    paths = [p.path for p in spec_error(base).problems]
+    assert paths == ["draft.fusion.norm_before_residual", "draft.fusion.num_aux"], paths
 
 
 @pytest.mark.parametrize("word, value", [("on", "on"), ("off", "off"), ("'on'", "on"), ("auto", "auto")])
