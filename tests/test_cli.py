@@ -1,5 +1,6 @@
 """The `draftsmith` command: validate, list, inspect, generate (run in-process with typer's CliRunner)."""
 import re
+import shutil
 import sys
 import textwrap
 
@@ -165,6 +166,33 @@ def test_inspect_prints_a_spec_that_loads_the_checkpoint(eagle3_pair):
     assert spec.draft.fusion.kind == "eagle3" and spec.checkpoints.draft == str(draft.resolve())
     model = draftsmith.assemble(spec, target=target)  # the draft folder comes from the printed spec
     assert len(model.draft.layers) == 1
+
+
+@pytest.mark.parametrize("change, says", [
+    ({"midlayer.mlp.down_proj.weight": None}, "'layers.0.mlp.down_proj.weight' missing"),
+    ({"midlayer.mlp.up_proj.weight": "int"}, "tensor 'midlayer.mlp.up_proj.weight' is int32 (int) in the checkpoint"),
+    ({"foo.bar": "new"}, "'foo.bar' unexpected")])
+def test_inspect_says_when_its_spec_does_not_load_the_folder_as_it_is(tmp_path, eagle3_pair, change, says):
+    """A folder of a known family missing a tensor, holding one of a refused dtype or one no rule reads got the
+    family's spec and exit 0 with no word, though assemble() refuses it; the spec is still printed (with the
+    problem as its first comment), and the exit says it does not load."""
+    from safetensors.torch import load_file, save_file
+
+    draft = tmp_path / "d"
+    shutil.copytree(eagle3_pair[1], draft)
+    tensors = load_file(str(draft / "model.safetensors"))
+    for name, how in change.items():
+        if how is None:
+            del tensors[name]
+        else:
+            tensors[name] = tensors[name].to(torch.int32) if how == "int" else torch.zeros(2)
+    save_file(tensors, str(draft / "model.safetensors"))
+    res = run("inspect", draft)
+    assert res.exit_code == 1 and says in res.stderr and "does not load this folder as it is" in res.stderr, res.output
+    assert [line for line in res.stdout.splitlines() if says in line][0].startswith("# the proposed spec does not")
+    draftsmith.parse_spec(yaml.safe_load(res.stdout), source="inspect output")   # the spec, still printed
+    with pytest.raises(DraftsmithError):   # what assemble() says too
+        draftsmith.assemble(draftsmith.parse_spec(yaml.safe_load(res.stdout), source="o"), target=eagle3_pair[0])
 
 
 def test_inspect_output_is_yaml_at_any_terminal_width(eagle3_pair):

@@ -154,8 +154,27 @@ def inspect(ckpt: Path = typer.Argument(..., help="draft checkpoint folder")) ->
         sys.stdout.write(f"# assumed/noticed: {note}\n")
     if found.unread:
         sys.stdout.write(f"# config keys draftsmith's built-in components do not read: {', '.join(found.unread)}\n")
+    misfit = _misfit(found)
+    if misfit:
+        sys.stdout.write(f"# {misfit}\n")
     data = found.spec
     sys.stdout.write(yaml.safe_dump(data, sort_keys=False))
+    if misfit:   # the family is right and the folder is not: the spec is printed, and the exit says it fails
+        typer.echo(f"{where}: {misfit}", err=True)
+        raise typer.Exit(1)
+
+
+def _misfit(found) -> str:
+    """What keeps the spec inspect proposes from loading the folder as it is (the model it builds with a stand-in
+    target, as convert judges: missing, unexpected and colliding names, dtypes assemble() refuses), or ''."""
+    from draftsmith.convert.fits import proposed_fit
+    from draftsmith.errors import short_list
+
+    judged = proposed_fit(found)
+    if judged is None or not (judged.misfits or judged.refused):
+        return ""
+    lines = [f"{name!r} {why}" for name, why in sorted(judged.misfits.items())] + judged.refused
+    return f"the proposed spec does not load this folder as it is: {short_list(lines, 6, 600, quote=False)}"
 
 
 @app.command()
