@@ -171,7 +171,9 @@ def test_inspect_prints_a_spec_that_loads_the_checkpoint(eagle3_pair):
 @pytest.mark.parametrize("change, says", [
     ({"midlayer.mlp.down_proj.weight": None}, "'layers.0.mlp.down_proj.weight' missing"),
     ({"midlayer.mlp.up_proj.weight": "int"}, "tensor 'midlayer.mlp.up_proj.weight' is int32 (int) in the checkpoint"),
-    ({"foo.bar": "new"}, "'foo.bar' unexpected")])
+    ({"foo.bar": "new"}, "'foo.bar' unexpected"),
+    ({"midlayer.self_attn.q_proj.weight": "narrow"}, "tensor 'midlayer.self_attn.q_proj.weight' is [16, 31] in the "
+                                                     "checkpoint, the model its config describes expects [16, 32]")])
 def test_inspect_says_when_its_spec_does_not_load_the_folder_as_it_is(tmp_path, eagle3_pair, change, says):
     """A folder of a known family missing a tensor, holding one of a refused dtype or one no rule reads got the
     family's spec and exit 0 with no word, though assemble() refuses it; the spec is still printed (with the
@@ -185,7 +187,8 @@ def test_inspect_says_when_its_spec_does_not_load_the_folder_as_it_is(tmp_path, 
         if how is None:
             del tensors[name]
         else:
-            tensors[name] = tensors[name].to(torch.int32) if how == "int" else torch.zeros(2)
+            tensors[name] = {"int": lambda t: t.to(torch.int32), "narrow": lambda t: t[:, :-1].contiguous(),
+                             "new": lambda t: torch.zeros(2)}[how](tensors.get(name))
     save_file(tensors, str(draft / "model.safetensors"))
     res = run("inspect", draft)
     assert res.exit_code == 1 and says in res.stderr and "does not load this folder as it is" in res.stderr, res.output

@@ -1,14 +1,15 @@
 """The last check of a conversion: the written draft against the model the spec `inspect` proposes for it.
 
 `verify` (draftsmith.convert.verify) compares what a folder reads back as through the rules; this asks the model
-itself, as `assemble()` would, which tensors it misses or does not expect (a tensor carried under a name the
-target layout's spec refuses was once written and only found at load time). There is no target at conversion
-time, so a stand-in implied by the draft's own config takes its place: its sizes are guesses, so only names are
-judged (missing, unexpected, colliding), never shapes; dtypes, which are the checkpoint's own, are judged on the
-source before anything is written (`Fit.refused`: convert copies them as they are). And only what the conversion
-introduced is judged by name: a source that loads only with settings its family spec does not state (an FP8
-`eagle_linear` needs a spec with `quant: fp8`) misfits the proposed spec the same way before and after, which is
-no reason to refuse.
+itself, as `assemble()` would, which tensors it misses or does not expect (a tensor carried under a name the target
+layout's spec refuses was once written and only found at load time). There is no target at conversion time, so a
+stand-in implied by the draft's own config takes its place: its sizes are guesses, so names are judged (missing,
+unexpected, colliding), and shapes only of the draft's layers where a second stand-in, another guess, builds them
+alike (the draft's config alone decides those); dtypes, which are the checkpoint's own, are judged on the source
+before anything is written (`Fit.refused`: convert copies them as they are). And only what the conversion introduced
+is judged by name: a source that loads only with settings its family spec does not state (an FP8 `eagle_linear`
+needs a spec with `quant: fp8`) misfits the proposed spec the same way before and after, which is no reason to
+refuse.
 """
 from __future__ import annotations
 
@@ -25,8 +26,11 @@ if TYPE_CHECKING:
 STAND_IN_LAYERS = 64   # enough layers for the usual taps; a draft tapping deeper gets as many as it taps
 
 
-def stand_in_target(raw: Mapping[str, Any], draft_cfg) -> LlamaConfig:
-    """A target config the draft's config implies: its vocabulary, the width it reads and layers for its taps."""
+def stand_in_target(raw: Mapping[str, Any], draft_cfg, other: bool = False) -> LlamaConfig:
+    """A target config the draft's config implies: its vocabulary, the width it reads and layers for its taps.
+    ``other``: another guess at what the draft's config does not say (other head counts, MLP width and depth; the
+    same width and vocabulary, which a shared embedding or head must match): a layer shape the two stand-ins build
+    alike is the draft config's, not a guess."""
     from transformers import LlamaConfig
 
     from draftsmith.components.eagle3_config import config_ids
@@ -35,32 +39,42 @@ def stand_in_target(raw: Mapping[str, Any], draft_cfg) -> LlamaConfig:
     hidden = raw.get("target_hidden_size") or draft_cfg.hidden_size
     extra = {"hc_mult": raw["hc_mult"]} if isinstance(raw.get("hc_mult"), int) else {}
     return LlamaConfig(vocab_size=int(raw.get("vocab_size") or draft_cfg.vocab_size), hidden_size=int(hidden),
-                       num_hidden_layers=max(STAND_IN_LAYERS, deepest + 1), num_attention_heads=1,
-                       num_key_value_heads=1, intermediate_size=1, **extra)
+                       num_hidden_layers=max(STAND_IN_LAYERS, deepest + 1) + other, num_attention_heads=1 + other,
+                       num_key_value_heads=1 + other, intermediate_size=1 + 2 * other, **extra)
 
 
 @dataclass(frozen=True)
 class Fit:
     """What the model a folder's proposed spec builds (with a stand-in target) says of the folder's tensors."""
     misfits: dict[str, str]   # canonical name -> 'missing' / 'unexpected' / 'colliding' (names only)
-    refused: list[str]        # "tensor 'NAME' is int32 (int) in the checkpoint, ..." (dtypes: the checkpoint's own)
+    refused: list[str]        # "tensor 'NAME' is int32 (int) in the checkpoint, ..." (dtypes: the checkpoint's own,
+    # and shapes the draft's config alone decides)
     names: dict[str, str] = field(default_factory=dict)   # canonical name -> the folder's tensor name it reads
 
 
 def fit(folder: Path, spec_data: Mapping[str, Any], registry=None) -> Fit | None:
-    """The folder's tensors against the model ``spec_data`` builds with a stand-in target, from one build: the
-    names it would refuse, and the tensors whose dtype assemble() would refuse (the load plan's rule,
-    plan.wrong_dtype). Dtypes are the checkpoint's own, not a stand-in's guess, so unlike shapes they are judged.
-    None when no stand-in can be built for it (nothing judged)."""
+    """The folder's tensors against the model ``spec_data`` builds with a stand-in target: the names it would
+    refuse, and the tensors whose dtype assemble() would refuse (the load plan's rule, plan.wrong_dtype) or whose
+    shape it would, for the draft's layers where the draft's config alone decides that shape (a second stand-in,
+    another guess, builds it alike). Dtypes are the checkpoint's own, not a stand-in's guess, so they are always
+    judged. None when no stand-in can be built for it (nothing judged)."""
     from draftsmith.assembler.plan import wrong_dtype
 
     if (judged := _stand_in_model(folder, spec_data, registry)) is None:
         return None
-    remap, expected, infos = judged
+    remap, expected, infos, rules, other = judged
     found = {c: "unexpected" for c in remap.mapping if c not in expected}
     found |= {c: "missing" for c in expected if c not in remap.mapping and c not in remap.collisions}
     refused = [f"tensor {name!r} {why}" for canon, (name, _) in remap.mapping.items()
                if canon in expected and (why := wrong_dtype(infos[name].dtype, expected[canon].dtype))]
+    for canon, (name, _) in remap.mapping.items():
+        want, alt, got = expected.get(canon), other.get(canon), tuple(infos[name].shape)
+        if not canon.startswith("layers.") or want is None or alt is None or want.shape != alt.shape \
+                or len(rules.to_parts(name)[0] or ()) > 1:
+            continue   # a shape the guesses move (the fc's: the target's width), or a split tensor's part: not judged
+        if got != want.shape and got not in want.also:
+            refused.append(f"tensor {name!r} is {list(got)} in the checkpoint, the model its config describes "
+                           f"expects {list(want.shape)}")
     return Fit(found | {c: "colliding" for c in remap.collisions}, refused,
                {canon: name for canon, (name, _) in remap.mapping.items()})
 
@@ -73,7 +87,8 @@ def proposed_fit(found, registry=None) -> Fit | None:
 
 def _stand_in_model(folder: Path, spec_data: Mapping[str, Any], registry=None):
     """(the folder's names through the spec's rules, the expected names and dtypes of the model the spec builds with
-    a stand-in target, the folder's tensor listing), or None when no stand-in can be built for it."""
+    a stand-in target, the folder's tensor listing, the rules, what the other stand-in's model expects ({} where
+    it does not build)), or None when no stand-in can be built for it."""
     from draftsmith.assembler.explain import quiet_notes
     from draftsmith.assembler.build import build_draft, rule_set
     from draftsmith.assembler.checkpoint import list_tensors
@@ -89,17 +104,23 @@ def _stand_in_model(folder: Path, spec_data: Mapping[str, Any], registry=None):
     rules = rule_set(spec, registry, flatten_draft_config(raw))
     remap = rules.remap(infos)
     draft_cfg = draft_hf_config(raw, folder / "config.json")   # read as assemble() reads it: its errors are real
-    try:
-        stand_in = stand_in_target(flatten_draft_config(raw), draft_cfg)
-    except Exception:  # noqa: BLE001 (transformers' own config checks): no stand-in, nothing judged
+
+    def expected(other: bool):
+        try:
+            stand_in = stand_in_target(flatten_draft_config(raw), draft_cfg, other)
+        except Exception:  # noqa: BLE001 (transformers' own config checks): no stand-in, nothing judged
+            return None
+        try:
+            with quiet_notes():   # the stand-in's own notes (taps "for a 64-layer target") are about no real target
+                model = build_draft(spec, registry, draft_raw=raw, draft_cfg=draft_cfg, target_cfg=stand_in,
+                                    canonical_names=list(remap.mapping) + list(remap.collisions), backend=eager)
+        except (DraftsmithError, ValueError, TypeError):   # the stand-in's guess did not fit: nothing judged
+            return None
+        return expected_of(model)
+
+    if (first := expected(False)) is None:
         return None
-    try:
-        with quiet_notes():   # the stand-in's own notes (taps "for a 64-layer target") are about no real target
-            model = build_draft(spec, registry, draft_raw=raw, draft_cfg=draft_cfg, target_cfg=stand_in,
-                                canonical_names=list(remap.mapping) + list(remap.collisions), backend=eager)
-    except (DraftsmithError, ValueError, TypeError):   # the stand-in's guess did not fit: nothing judged
-        return None
-    return remap, expected_of(model), infos
+    return remap, first, infos, rules, expected(True) or {}
 
 
 def introduced_misfits(before: Fit | None, written, registry=None) -> list[str]:

@@ -239,6 +239,30 @@ def test_a_dtype_assemble_refuses_is_refused_before_anything_is_written(tmp_path
     assert not (tmp_path / "out").exists()
 
 
+def test_a_layer_shape_the_drafts_config_decides_is_judged_and_one_the_target_decides_is_not(tmp_path):
+    """convert wrote a q_proj one column short and said 'load it with spec eagle3-llama', which assemble() then
+    refused: a layer's shapes follow from the draft's config alone (a second stand-in target builds them alike),
+    so one that misfits is refused like a dtype; the fc's width is the target's, a guess here, so it is not."""
+    from safetensors.torch import load_file, save_file
+
+    from draftsmith.convert.fits import fit
+    from draftsmith.convert.inspect import inspect_checkpoint
+
+    src = write_eagle3(tmp_path / "s", fake_target(tmp_path / "t"))
+    tensors = load_file(src / "model.safetensors")
+    q, fc = tensors["midlayer.self_attn.q_proj.weight"], tensors["fc.weight"]
+    tensors["fc.weight"] = torch.cat([fc, fc], dim=1)   # as if the target were twice as wide
+    save_file(tensors, src / "model.safetensors", metadata={"format": "pt"})
+    assert fit(src, inspect_checkpoint(src).spec).refused == []
+    tensors["midlayer.self_attn.q_proj.weight"] = q[:, 1:].contiguous()
+    save_file(tensors, src / "model.safetensors", metadata={"format": "pt"})
+    res = CliRunner().invoke(app, ["convert", str(src), "--to", "layers", str(tmp_path / "out")])
+    assert res.exit_code == 1 and not (tmp_path / "out").exists(), res.output
+    assert (f"tensor 'midlayer.self_attn.q_proj.weight' is {[q.shape[0], q.shape[1] - 1]} in the checkpoint, the "
+            f"model its config describes expects {list(q.shape)}: assemble() would refuse it in any layout") \
+        in res.stderr, res.output
+
+
 def test_verify_refuses_a_tensor_that_would_not_read_back(tmp_path):
     from draftsmith.convert.verify import verify
 
