@@ -95,7 +95,10 @@ def measure(model, probes: Sequence[str | Sequence[int]], max_new_tokens: int) -
     from draftsmith.decoding.arguments import check_call
 
     steps = model.spec.decoding.steps
-    prompts, _ = check_call(model, list(probes), max_new_tokens=max_new_tokens)   # encoded once, for both
+    # encoded once, for both; a problem is diagnose()'s, naming its arguments (the command line says its options)
+    one = len(probes) == 1   # said as "probe: ...", not "probe 0: ..."
+    prompts, _ = check_call(model, probes[0] if one else list(probes), max_new_tokens=max_new_tokens,
+                            what="diagnose()", names={"prompt": "probe" if one else "probes"})
     outs = model.generate(prompts, max_new_tokens=max_new_tokens, stop=[], topk=1, steps=steps)
     st = outs[0].stats
     per = [a / st.steps if st.steps else 0.0 for a in st.accepted_per_position]

@@ -159,6 +159,17 @@ def check_draft_vocab(spec: Spec, planned: PlannedLoad, draft_dir: Path) -> None
     check_vocab_map(d2t, t2d, source=str(draft_dir), vocab=planned.module.target_vocab)
 
 
+def check_topk(spec: Spec, draft: torch.nn.Module, target_cfg) -> None:
+    """The spec's ``decoding.topk`` within the draft's vocabulary (its d2t's length, else the target's): checked
+    per call only, a spec past it loaded and then refused every call as if the caller had passed a topk."""
+    d2t = getattr(draft, "d2t", None)
+    vocab = int(d2t.shape[0]) if d2t is not None else int(target_cfg.vocab_size)
+    if spec.decoding.topk > vocab:
+        raise SpecError(spec.source, [Problem(
+            "decoding.topk", f"{spec.decoding.topk} candidates per node, but the draft's vocabulary has {vocab} "
+            "tokens", found=spec.decoding.topk, allowed=f"1..{vocab}")])
+
+
 def fill_target(planned: PlannedLoad, *, dtype: torch.dtype, device: str):
     model = fill(planned, dtype=dtype, device=device)
     model.tie_weights()  # assign=True replaced embed_tokens.weight; lm_head follows it again
@@ -226,6 +237,7 @@ def plan_assembly(spec: Spec | str | Path, target: str | Path | None = None, dra
                                                        backend=backend, source=(draft_dir, list(infos)))
             draft_plan = plan_module(draft_model, draft_dir, rules, spec=spec.name, infos=infos)
         check_draft_vocab(spec, draft_plan, draft_dir)
+        check_topk(spec, draft_model, target_cfg)
     return Assembly(target_plan, target_cfg, draft_model, draft_plan, draft_dir, read_tokenizer(target_dir),
                     frozenset(stop_ids(target_dir, target_cfg)), target_dir)
 

@@ -55,7 +55,8 @@ def doctor(
         dx = diagnose(spec_ref, target, draft, probes=PROBES if probe is None else [probe],
                       max_new_tokens=max_new_tokens, min_tau=min_tau, search=search, dtype=dtype, device=device)
     except (DraftsmithError, OSError) as e:   # the spec, a folder, an argument: said (a bug is not: exit 70)
-        _bad_input(_as_options(e))
+        _bad_input(_as_options(e, "--token-ids" if token_ids is not None else "--probe" if probe is not None
+                               else "--probe (its default texts)"))
     steps = dx.spec.decoding.steps
     table = Table(title=f"acceptance at draft positions p1..p{steps}: spec {escape(dx.spec.name)}, greedy chain, "
                         f"{max_new_tokens} tokens per probe")
@@ -135,18 +136,21 @@ POSITION_COLUMNS = 8   # draft positions shown a column each; a longer chain sha
 DIAGNOSE_OPTIONS = {"max_new_tokens": "--max-new-tokens", "min_tau": "--min-tau"}
 
 
-def _as_options(e: BaseException) -> object:
+def _as_options(e: BaseException, probe: str = "--probe") -> object:
     """diagnose()'s own argument problems said as doctor's options: the chain minimum of --max-new-tokens (one whole
     chain step of the spec's, known once the spec is loaded, checked by diagnose() before any checkpoint is read)
-    is doctor's rule, not repeated here. Any other error as it is."""
+    is doctor's rule, not repeated here; the probe's and the token count's problems (ids outside the vocabulary, a
+    probe or a run past the context) name ``probe``, the option that gave it. Any other error as it is."""
     from draftsmith.errors import ArgumentError
 
     if not (isinstance(e, ArgumentError) and e.where == "diagnose()"):
         return e
+    names = {**DIAGNOSE_OPTIONS, "probe": probe, "probes": probe}
     named = []
-    for problem in e.problems:   # each starts with the argument's name: "max_new_tokens is 4; ..."
+    for problem in e.problems:   # each starts with the argument's name: "max_new_tokens is 4; ...", "probe: ..."
         word, space, rest = problem.partition(" ")
-        named.append(DIAGNOSE_OPTIONS.get(word, word) + space + rest)
+        head, colon, _ = word.partition(":")
+        named.append(names.get(head, head) + colon + (word[len(head) + 1:] if colon else "") + space + rest)
     return "\n  ".join(named)
 
 
