@@ -345,7 +345,7 @@ def unread_copies(out: Path, plan: Canonical, layout: Layout) -> tuple[list[str]
 
 
 def loading_line(out: str | Path, source: Inspection | None = None) -> str:
-    """What loads a written draft, as convert's last line says it: the spec detection proposes for it (what
+    """What loads a written draft, as convert's first line (a comment before the written config) says it: the spec detection proposes for it (what
     ``generate --draft`` without --spec takes, and ``draftsmith inspect OUT`` prints), named by its family where
     that built-in spec alone reads it the same (its ``auto`` values are read from the same config), else the values
     the family spec lacks. Where that spec builds another draft than the one ``source`` (the converted folder's
@@ -376,7 +376,7 @@ def loading_line(out: str | Path, source: Inspection | None = None) -> str:
 
 
 def _shown(path: str, value: Any, family: Mapping[str, Any]) -> str:
-    """A proposed value as the last line says it, bounded: the weight rules as counts by kind of the rules added and
+    """A proposed value as that line says it, bounded: the weight rules as counts by kind of the rules added and
     removed ("2 split rule(s) added"; the rules themselves are in what inspect prints), anything else cut short."""
     if path != "weights.rules" or not isinstance(value, (list, tuple)):
         return short(value, 80)

@@ -7,6 +7,7 @@ the members' errors become one problem that lists every accepted form.
 """
 from __future__ import annotations
 
+import re
 import types
 import typing
 from collections.abc import Mapping, Sequence
@@ -176,7 +177,13 @@ def _problem(err: Mapping[str, Any], w: _Walk, prefix: str) -> Problem:
         return Problem(path, f"{short(found)} is not allowed", allowed=_allowed(w, err), hint=_suggest(found, choices))
     if kind == "value_error":
         return Problem(path, short_text(err["msg"].removeprefix("Value error, "), 400), found=found)
-    return Problem(path, f"{short(found)} is not allowed", allowed=_allowed(w, err))
+    allowed = _allowed(w, err)
+    return Problem(path, f"{short(found)} is not allowed", allowed=allowed, hint=_suggest(found, _words(allowed)))
+
+
+def _words(allowed: str) -> list[str]:
+    """The values an allowed phrase spells out: true / false and quoted words (``flase`` -> Did you mean 'false'?)."""
+    return [a or b for a, b in re.findall(r"'([^']+)'|\b(true|false)\b", allowed)]
 
 
 def _should_be(err: Mapping[str, Any]) -> str:

@@ -415,6 +415,15 @@ def test_fp8_block_sides_and_module_patterns_are_checked_in_the_spec(base, spec_
     assert "a repeat of a repeat" in by_path["quant.exclude"].message
 
 
+def test_a_misspelt_boolean_gets_a_suggestion(base, spec_error):
+    """Misspelt words of a Literal were suggested, a misspelt true / false (a string, for a bool field) was not."""
+    base["draft"]["fusion"] = {"kind": "eagle3", "norm_before_residual": "flase"}
+    base["draft"]["mlp"] = {"kind": "swiglu", "bias": "ture"}
+    hints = {p.path: p.hint.strip() for p in spec_error(base).problems}
+    assert hints == {"draft.fusion.norm_before_residual": "Did you mean 'false'?",
+                     "draft.mlp.bias": "Did you mean 'true'?"}, hints
+
+
 @pytest.mark.parametrize("fusion, path, says", [
     ({"aux_layers": {"ids": []}}, "draft.fusion.aux_layers.ids", "[] names no layer"),
     ({"num_aux": 5, "aux_layers": {"ids": [1, 2, 3]}}, "draft.fusion.num_aux",
