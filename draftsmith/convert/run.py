@@ -345,8 +345,9 @@ def unread_copies(out: Path, plan: Canonical, layout: Layout) -> tuple[list[str]
 
 
 def loading_line(out: str | Path, source: Inspection | None = None) -> str:
-    """What loads a written draft, as convert's first line (a comment before the written config) says it: the spec detection proposes for it (what
-    ``generate --draft`` without --spec takes, and ``draftsmith inspect OUT`` prints), named by its family where
+    """What loads a written draft, as convert's first line (a comment before the written config) says it: the spec
+    detection proposes for it (what ``generate --draft`` without --spec takes, and ``draftsmith inspect OUT``
+    prints), named by its family where
     that built-in spec alone reads it the same (its ``auto`` values are read from the same config), else the values
     the family spec lacks. Where that spec builds another draft than the one ``source`` (the converted folder's
     inspection) was read with, e.g. a plugin family's draft whose norm or MLP is the plugin's, the line says so and
