@@ -135,10 +135,12 @@ _TOKEN_IDS = ("eos_token_id", "bos_token_id", "pad_token_id")
 _NESTED = ("text_config", "transformer_layer_config")
 
 # keys no tensor name or shape of a draft depends on: with a bad value set aside (its default taken), the tensors
-# can still be checked, so one run reports both (numerics, rotary, windows, token ids, the activation)
+# can still be checked, so one run reports both (numerics, rotary, windows, token ids, the activation, and the layer
+# count: a draft's layers are counted from its tensor names, never num_hidden_layers, which a published midlayer
+# draft states as 40)
 SHAPELESS = frozenset({"rms_norm_eps", "rope_theta", "rope_scaling", "rope_parameters", "max_position_embeddings",
                        "sliding_window", "use_sliding_window", "rope_interleave", "tie_word_embeddings", "hidden_act",
-                       *_TOKEN_IDS})
+                       "num_hidden_layers", *_TOKEN_IDS})
 
 
 def _is_int(v: Any) -> bool:

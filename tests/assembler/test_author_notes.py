@@ -300,6 +300,15 @@ def test_a_config_problem_alone_says_the_tensors_fit(target, tmp_path):
     assert notes == ["note: the tensors were checked too (rope_theta, eos_token_id left at their defaults): they fit"]
 
 
+def test_a_bad_layer_count_does_not_hold_the_tensor_checks_back(target, tmp_path):
+    """The draft's layers are counted from its tensor names: a bad num_hidden_layers said the tensor checks would
+    follow once it was fixed, as if they depended on it."""
+    draft = edit(write_eagle1(tmp_path / "d", target, bias=True), lambda c: c.update(num_hidden_layers=-3))
+    message, notes = failure("eagle1-llama", target, draft)
+    assert message.startswith(f"{draft / 'config.json'}: num_hidden_layers is -3")
+    assert notes == ["note: the tensors were checked too (num_hidden_layers left at its default): they fit"]
+
+
 def test_a_config_problem_the_shapes_depend_on_says_the_tensor_checks_follow(target, tmp_path):
     draft = edit(write_eagle1(tmp_path / "d", target, bias=True),
                  lambda c: c.update(rms_norm_eps="1e-6", hidden_size="16"), misfit)
