@@ -20,6 +20,7 @@ from draftsmith.assembler.vocab import check_vocab_map
 from draftsmith.components import fused, gemv, packed, stacked
 from draftsmith.components.targets import mtp_layer_patterns
 from draftsmith.components.weights import RuleSet
+from draftsmith.decoding.arguments import draft_vocab_size
 from draftsmith.decoding.graphs import graphs_enabled
 from draftsmith.decoding.model import SpeculativeModel
 from draftsmith.decoding.modes import RECURRENT, V2
@@ -162,8 +163,7 @@ def check_draft_vocab(spec: Spec, planned: PlannedLoad, draft_dir: Path) -> None
 def check_topk(spec: Spec, draft: torch.nn.Module, target_cfg) -> None:
     """The spec's ``decoding.topk`` within the draft's vocabulary (its d2t's length, else the target's): checked
     per call only, a spec past it loaded and then refused every call as if the caller had passed a topk."""
-    d2t = getattr(draft, "d2t", None)
-    vocab = int(d2t.shape[0]) if d2t is not None else int(target_cfg.vocab_size)
+    vocab = draft_vocab_size(draft, target_cfg.vocab_size)
     if spec.decoding.topk > vocab:
         raise SpecError(spec.source, [Problem(
             "decoding.topk", f"{spec.decoding.topk} candidates per node, but the draft's vocabulary has {vocab} "

@@ -138,11 +138,16 @@ def check_overrides(model: Any, *, topk: Any = None, steps: Any = None, draft_to
     return fields
 
 
+def draft_vocab_size(draft: Any, target_vocab: int) -> int:
+    """The ids a draft proposes among: its d2t's length (a reduced vocabulary), else the target's vocabulary."""
+    d2t = getattr(draft, "d2t", None)
+    return int(d2t.shape[0]) if d2t is not None else int(target_vocab)
+
+
 def vocab_sizes(model: Any) -> tuple[int, int, int | None]:
     """(target vocabulary, draft vocabulary, target context or None) of a SpeculativeModel."""
     vocab = int(model.target.model.embed_tokens.num_embeddings)
-    d2t = getattr(model.draft, "d2t", None)
-    draft_vocab = int(d2t.shape[0]) if d2t is not None else vocab
+    draft_vocab = draft_vocab_size(model.draft, vocab)
     dims = getattr(model.target, "dims", None)
     context = getattr(getattr(dims, "config", None), "max_position_embeddings", None)
     return vocab, draft_vocab, (int(context) if is_int(context) and context > 0 else None)

@@ -115,12 +115,19 @@ class Rule(BaseModel):
     kind: str = "regex"
 
 
+def rule_keys() -> list[str]:
+    """Every key a built-in rule kind is written with, ``kind`` first, each once."""
+    from draftsmith.components.split_rule import RULE_KEYS
+
+    return list(dict.fromkeys(["kind", *(k for ks in RULE_KEYS.values() for k in ks)]))
+
+
 def rule_forms() -> str:
     """The keys each built-in rule kind is written with, in a spec author's words (regex when ``kind`` is left out)."""
     from draftsmith.components.split_rule import RULE_KEYS
 
     default = Rule.model_fields["kind"].default
-    keys = dict.fromkeys(["kind", *(k for ks in RULE_KEYS.values() for k in ks)])
+    keys = rule_keys()
     forms = "; ".join(f"{{{'' if kind == default else f'kind: {kind}, '}{', '.join(ks)}}}"
                       f"{f' (kind: {kind}, the default)' if kind == default else ''}" for kind, ks in RULE_KEYS.items())
     return f"a list, each item a mapping with keys {', '.join(keys)}: {forms}"
@@ -144,9 +151,7 @@ def _rules_list(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return tuple(value)   # as a tuple: a list is a tuple only in JSON, and this value is Python's now
     meant = ""
-    from draftsmith.components.split_rule import RULE_KEYS
-
-    if isinstance(value, dict) and value and set(value) <= {"kind", *(k for ks in RULE_KEYS.values() for k in ks)}:
+    if isinstance(value, dict) and value and set(value) <= set(rule_keys()):
         meant = f"; for this one rule, in a list: rules: [{_flow(value)}]"
     elif isinstance(value, dict) and value and all(isinstance(k, str) and isinstance(v, str)
                                                    for k, v in value.items()):
