@@ -56,3 +56,14 @@ def test_a_specs_own_draft_is_not_detected_as_another_spec(folders, given):
     shipped = BUILTIN / ".." / ".." / "demo_data" / "smollm2-draft"
     said = notes("smollm2", narrow, shipped if given else None)
     assert said and said[0].startswith(PAIRING) and not any(DETECTED in n for n in said), said
+
+
+def test_a_mistral_native_draft_is_detected_under_another_spec(folders, tmp_path):
+    """A params.json draft loaded with eagle3-llama: the note names eagle-mistral. Its detector asks for params.json's
+    own keys (dim, n_layers), which the config the assembler reads (translated to Hugging Face names) lacks: the note
+    was never said for such a draft."""
+    from draftsmith.testing.mistral import write_mistral_eagle
+
+    narrow, *_ = folders
+    said = notes("eagle3-llama", narrow, write_mistral_eagle(tmp_path / "mistral", narrow))
+    assert any(DETECTED + "eagle-mistral (eagle_linear and layers.N.attention.wq" in n for n in said), said
