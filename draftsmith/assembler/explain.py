@@ -156,9 +156,13 @@ def pairing_note(draft_raw: dict, target_cfg: Any) -> Callable[[], str | None]:
 
 
 def layers_note(spec: Spec, canonical: list[str]) -> Callable[[], str | None]:
-    """The note for a spec whose num_layers differs from the layers the checkpoint holds."""
+    """The note for a spec whose num_layers differs from the layers the checkpoint holds. None where the weight
+    rules map several checkpoint names onto one (the load's collision lines say so): the layers counted after such
+    rules are not the checkpoint's, and num_layers: auto would not help."""
     def note() -> str | None:
         want = spec.draft.num_layers
+        if len(set(canonical)) < len(canonical):
+            return None
         found = held_layers(spec, canonical)
         return None if want in ("auto", found) else (
             f"note: the spec's draft.num_layers is {want}; the checkpoint holds {found} layer{'s' * (found != 1)} "

@@ -114,3 +114,18 @@ def test_a_layer_count_that_differs_from_the_checkpoint_is_noted(folders):
     assert "missing: 'layers.1." in str(info.value)
     assert info.value.__notes__ == ["note: the spec's draft.num_layers is 2; the checkpoint holds 1 layer "
                                     "(layers.0..0 after the weight rules): set num_layers: auto"]
+
+
+def test_no_layer_count_note_where_the_rules_collide(tmp_path, folders):
+    """Rules that rename every layer to layer 0: the layers counted after them (1) are not the checkpoint's (2), and
+    num_layers: auto would not help; the collision lines say what is wrong, with no note sending the user to auto."""
+    target, _, _ = folders
+    draft = write_eagle3(tmp_path / "two", target, layout="layers", layers=2)
+    data = draftsmith.load_spec("eagle3-llama").model_dump(mode="json")
+    data["draft"]["num_layers"] = 2
+    data["weights"]["rules"] = [{"match": r"^layers\.\d+\.", "replace": "layers.0."}]
+    with pytest.raises(DraftsmithError) as info:
+        draftsmith.assemble(type(draftsmith.load_spec("eagle3-llama")).model_validate(data), target=target,
+                            draft=draft)
+    assert "collision: several checkpoint names map to 'layers.0." in str(info.value)
+    assert not any("num_layers" in n for n in getattr(info.value, "__notes__", [])), info.value.__notes__
