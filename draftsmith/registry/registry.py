@@ -297,9 +297,9 @@ def _records(impl: pluggy.HookImpl, record_type: type) -> list:
         raise
     except Exception as e:
         raise PluginError(f"{hook} raised {type(e).__name__}: {short_text(str(e), 300)}") from e
-    for r in records:
+    for i, r in enumerate(records):   # an item is named as one, by its type (short() quotes a tuple as a list)
         if (why := record_problem(r, record_type)) is not None:
-            raise PluginError(f"{hook} returned {short(r)}: {why}")
+            raise PluginError(f"{hook} returned a list whose item {i} is a {type(r).__name__}, {short(r)}: {why}")
     return records
 
 

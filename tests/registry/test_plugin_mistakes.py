@@ -161,6 +161,15 @@ def test_a_component_record_that_breaks_the_contract_is_refused_naming_the_plugi
         fresh(("offsetnorm", Plugin([record])))
 
 
+def test_a_list_holding_a_tuple_names_the_item_not_the_list():
+    """[("norm", "x", rms)]: the list's item 0 is a tuple, said as one (the message said the hook 'returned' a
+    three-item list, quoting the tuple as short() quotes one, in brackets)."""
+    with pytest.raises(PluginError, match=r"^draftsmith_components of plugin 'offsetnorm' returned a list whose item 1 "
+                                          r"is a tuple, \['norm', 'offset_rms', .*\]: expected draftsmith\.hooks\."
+                                          r"Component records$"):
+        fresh(("offsetnorm", Plugin([Component("norm", "fine", rms), ("norm", "offset_rms", rms)])))
+
+
 def test_a_bare_record_instead_of_a_list_is_refused():
     comp = Component("norm", "offset_rms", rms)
 
