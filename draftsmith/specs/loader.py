@@ -186,7 +186,7 @@ def load_yaml_text(text: str, source: str = "<spec>") -> Any:
         if "nesting depth" in str(getattr(e, "problem", "")) and getattr(e, "problem_mark", None) is not None:
             raise _too_deep(source, e.problem_mark) from None
         raise SpecError(source, [Problem("", f"not valid YAML: {short_yaml_error(e)}",
-                                         hint=escape_hint(e, text))]) from None
+                                         hint=escape_hint(e, text) or tab_hint(e, text))]) from None
     except RecursionError:  # pragma: no cover (the depth checks, of nesting and of merges, come first)
         raise SpecError(source, [Problem("", "nesting too deep")]) from None
 
@@ -218,6 +218,16 @@ def escape_hint(e: yaml.YAMLError, text: str) -> str:
     # single-quoted, \\ and \" mean what they meant in double quotes, a ' is doubled, every other \ stays itself
     inner = re.sub(r'\\([\\"])', r"\1", found.group(1)).replace("'", "''")
     return f"{advice}: '{short_text(inner, QUOTE_LIMIT)}'"
+
+
+def tab_hint(e: yaml.YAMLError, text: str) -> str:
+    """For an error at a tab (libyaml: "found character that cannot start any token", without saying which), the
+    advice to indent with spaces; '' for any other YAML error."""
+    mark = getattr(e, "problem_mark", None)
+    lines = text.splitlines() if mark is not None else []
+    if mark is None or mark.line >= len(lines) or lines[mark.line][mark.column: mark.column + 1] != "\t":
+        return ""
+    return "The character there is a tab: YAML indents with spaces only; replace it with spaces"
 
 
 _SCALARS = (str, int, float, bool, type(None))
