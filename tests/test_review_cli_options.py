@@ -129,7 +129,22 @@ def test_doctor_tries_no_reading_of_a_target_config_it_cannot_read(pairs, tmp_pa
     (["doctor", "--spec", ""], "the spec is an empty string"),
     (["generate", "--target", ""], "the target is an empty string"),
     (["doctor", "", "--spec", "demo"], "the target is an empty string"),
+    (["doctor", "--spec", "demo", "smollm2", ""], "the draft is an empty string"),
 ])
 def test_an_empty_spec_or_target_is_refused_as_empty_not_read_as_the_default_or_this_folder(args, says, no_load):
     res = run(*args, "--token-ids", "1")
     assert res.exit_code == 2 and says in res.output, res.output
+
+
+def test_trains_empty_paths_are_refused_together_before_anything_is_read_or_written(tmp_path, monkeypatch):
+    """typer makes "" Path('.'): --out "" trained into the current folder, --data "" read all of it."""
+    monkeypatch.chdir(tmp_path)
+    res = run("train", "--out", "", "--target", "", "--data", "x.txt", "--data", "", "--eval", "", "--features", "",
+              "--from-draft", "", "--threads", "0")
+    fix = "not a path: give one (./ names the current folder)"
+    assert res.exit_code == 2, res.output
+    for line in (f"--out is an empty string, {fix}", f"--target is an empty string, {fix}",
+                 f"--data is given an empty string, {fix}", f"--eval is given an empty string, {fix}",
+                 f"--features is an empty string, {fix}", f"--from-draft is an empty string, {fix}", "--threads"):
+        assert line in res.output, (line, res.output)
+    assert list(tmp_path.iterdir()) == []

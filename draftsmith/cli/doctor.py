@@ -1,7 +1,6 @@
 """``draftsmith doctor``: find the spec setting that restores a draft's acceptance."""
 from __future__ import annotations
 
-from pathlib import Path
 from typing import NoReturn, Optional
 
 import typer
@@ -15,7 +14,7 @@ from draftsmith.cli.app import app, detect_spec, err, out, setting_problems
 def doctor(
     target: Optional[str] = typer.Argument(None, help="Hugging Face target folder, or 'smollm2' (the cached demo "
                                                       "target); default: the spec's checkpoints.target"),
-    draft: Optional[Path] = typer.Argument(None, help="draft checkpoint folder; default: the spec's "
+    draft: Optional[str] = typer.Argument(None, help="draft checkpoint folder; default: the spec's "
                                                       "checkpoints.draft"),
     spec: Optional[str] = typer.Option(None, help="built-in spec name or YAML path (default: detect the layout "
                                                   "of DRAFT)"),
@@ -44,6 +43,9 @@ def doctor(
     if spec is None and draft is None:
         _bad_input("give TARGET and DRAFT folders, or --spec naming a spec whose checkpoints say them "
                    "(e.g. `draftsmith doctor --spec demo`)")
+    if draft == "":   # typer's Path("") would be the current folder, which nobody named
+        _bad_input("the draft is an empty string: give the draft's folder, or leave it out for the spec's "
+                   "checkpoints.draft")
     torch.set_num_threads(threads)
     try:
         target = None if target is None else hub.target_folder(target, console=err)

@@ -11,15 +11,15 @@ from draftsmith.cli.app import app, err, out
 
 @app.command()
 def train(
-    out_dir: Path = typer.Option(..., "--out", help="the draft folder: written in the spec's layout, resumed if "
+    out_dir: str = typer.Option(..., "--out", help="the draft folder: written in the spec's layout, resumed if "
                                                     "it holds trainer.pt; else it must be new or empty (or hold "
                                                     "only the features folder)"),
     spec: str = typer.Option("eagle3-llama", help="built-in spec name or YAML path (EAGLE-3 or EAGLE-1)"),
     target: Optional[str] = typer.Option(None, help="Hugging Face target folder, or 'smollm2' (also "
                                                     "'cache:smollm2') for the cached SmolLM2-135M-Instruct "
                                                     "(fetched once); default: the spec's checkpoints.target"),
-    data: Optional[List[Path]] = typer.Option(None, help="text / JSONL / JSON files or folders (repeatable)"),
-    held_out: Optional[List[Path]] = typer.Option(None, "--eval", help="held-out files or folders (repeatable)"),
+    data: Optional[List[str]] = typer.Option(None, help="text / JSONL / JSON files or folders (repeatable)"),
+    held_out: Optional[List[str]] = typer.Option(None, "--eval", help="held-out files or folders (repeatable)"),
     stdlib: bool = typer.Option(False, help="add this Python's standard library minus its test folders to the "
                                             "training data (with --data: both) and its test folders to the "
                                             "held-out text (with --eval: both)"),
@@ -33,8 +33,8 @@ def train(
                                                 "at least the spec's decoding.topk)"),
     max_windows: Optional[int] = typer.Option(None, help="windows to extract target features for (default all; "
                                                           "0 = use only the features already on disk)"),
-    features: Optional[Path] = typer.Option(None, help="feature cache folder (default OUT/features)"),
-    from_draft: Optional[Path] = typer.Option(None, help="start a new run from this draft folder's weights and "
+    features: Optional[str] = typer.Option(None, help="feature cache folder (default OUT/features)"),
+    from_draft: Optional[str] = typer.Option(None, help="start a new run from this draft folder's weights and "
                                                          "vocabulary (copied to --out; --draft-vocab and --init do "
                                                          "not apply), not a fresh draft"),
     self_distill: int = typer.Option(0, help="> 0: train on the target's own greedy continuations of this many "
@@ -65,7 +65,11 @@ def train(
     from draftsmith.train.checks import TrainError
 
     early = machine_problems(threads, device)   # reported with the rest, before the data is read
-    paths, held = list(data or []), list(held_out or [])
+    given = dict(out=out_dir, target=target, data=data, held_out=held_out, features=features, from_draft=from_draft)
+    if empty := empty_paths(given):   # typer's Path("") would be the current folder, which nobody named
+        err.print(TrainError(early + empty).render(option), style="red", markup=False, soft_wrap=True)
+        raise typer.Exit(2)
+    paths, held = [Path(p) for p in data or []], [Path(p) for p in held_out or []]
     if stdlib:
         from draftsmith.train import data as D
 
@@ -74,9 +78,9 @@ def train(
         job = checked_job(
             TrainConfig, dict(steps=steps, batch=batch, lr=lr, ttt=ttt, seed=seed, save_every=save_every,
                               minutes=minutes, labels=labels, freeze_head=freeze_head, bf16=bf16, init=init),
-            Job, dict(spec=spec, target=None if target is None else Path(target), out=out_dir, data=paths,
+            Job, dict(spec=spec, target=None if target is None else Path(target), out=Path(out_dir), data=paths,
                       held_out=held, draft_vocab=draft_vocab or None, seq=seq, max_windows=max_windows,
-                      features=features, from_draft=from_draft, self_distill=self_distill,
+                      features=_path(features), from_draft=_path(from_draft), self_distill=self_distill,
                       prompts_per_doc=prompts_per_doc, distill_batch=distill_batch, eval_prompts=eval_prompts,
                       device=device, eval_only=eval_only, chat=chat), found=early)
         # the option as typed (a Path drops ./: ``./smollm2`` is a folder, ``smollm2`` the cached target)
@@ -85,6 +89,17 @@ def train(
     except TrainError as e:   # a bad option, data or folder: named as the option it came from
         err.print(e.render(option), style="red", markup=False, soft_wrap=True)
         raise typer.Exit(2)
+
+
+def empty_paths(given: dict) -> list[tuple[str, str]]:
+    """The path options given as an empty string (a list option: any of its values), as TrainError problems."""
+    fix = "not a path: give one (./ names the current folder)"
+    return [(name, f"is an empty string, {fix}" if value == "" else f"is given an empty string, {fix}")
+            for name, value in given.items() if value == "" or (isinstance(value, list) and "" in value)]
+
+
+def _path(value: str | None) -> Path | None:
+    return None if value is None else Path(value)
 
 
 def checked_job(config, config_kw: dict, job, job_kw: dict, found: list | None = None):
