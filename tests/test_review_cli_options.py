@@ -136,6 +136,20 @@ def test_an_empty_spec_or_target_is_refused_as_empty_not_read_as_the_default_or_
     assert res.exit_code == 2 and says in res.output, res.output
 
 
+@pytest.mark.parametrize("args, name", [
+    (["inspect", ""], "'ckpt'"), (["convert", "", "--to", "layers", "o"], "'ckpt'"),
+    (["convert", "x", "--to", "layers", ""], "'out_dir'"), (["generate", "--draft", ""], "'--draft'"),
+    (["bench", "--draft", ""], "'--draft'"), (["bench", "--scale", "tiny", "--out", ""], "'--out'"),
+    (["bench", "--scale", "tiny", "--checkpoints", ""], "'--checkpoints'"),
+])
+def test_an_empty_path_argument_is_refused_naming_it_not_read_as_this_folder(args, name, no_load, tmp_path,
+                                                                             monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    res = run(*args)
+    assert res.exit_code == 2 and f"Invalid value for {name}: an empty string is not a path" in res.output, res.output
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_trains_empty_paths_are_refused_together_before_anything_is_read_or_written(tmp_path, monkeypatch):
     """typer makes "" Path('.'): --out "" trained into the current folder, --data "" read all of it."""
     monkeypatch.chdir(tmp_path)

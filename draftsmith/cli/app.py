@@ -177,6 +177,14 @@ SETTING_OPTIONS = {"max_new_tokens": "--max-new-tokens", "temperature": "--tempe
                    "top_p": "--top-p", "top_k": "--top-k", "stop": "--stop"}
 
 
+def given_path(value: str) -> Path:
+    """A path option's parser: an empty string is refused (exit 2, naming the option), where typer's own Path type
+    reads it as the current folder, which nobody named (an unset shell variable: ``--draft "$DRAFT"``)."""
+    if value == "":
+        raise typer.BadParameter("an empty string is not a path (./ names the current folder)")
+    return Path(value)
+
+
 def setting_problems(max_new_tokens: int, temperature: float = 0.0, seed: int | None = None) -> list[str]:
     """generate()'s own checks of these options (decoding.arguments.settings_problems), each problem naming the
     option, so that a command refuses them before anything is loaded. top_p, top_k and stop are no options: they

@@ -10,12 +10,12 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from draftsmith.cli.app import (SETTING_OPTIONS, app, detect_spec, err, out, setting_problems,
+from draftsmith.cli.app import (SETTING_OPTIONS, app, detect_spec, err, given_path, out, setting_problems,
                                 target_folder_problems)
 
 # the options generate and bench share, written once (typer reads an Option's settings, never changes them)
 TARGET = typer.Option(None, help="Hugging Face target folder, or 'smollm2' (the cached target)")
-DRAFT = typer.Option(None, help="draft checkpoint folder")
+DRAFT = typer.Option(None, help="draft checkpoint folder", parser=given_path)
 TOKEN_IDS = typer.Option(None, "--token-ids", help="the prompt as token ids, e.g. 1,2,3 (instead of --prompt; for a "
                          "target folder without a tokenizer)")
 
@@ -282,11 +282,13 @@ def bench(
                                                    "CUDA the default is bfloat16"),
     scale: Optional[str] = typer.Option(None, help="random weights in Llama-3.x shapes instead: tiny, 1b, 8b "
                                                   "(comma-separated); see draftsmith/scale/"),
-    out_dir: Path = typer.Option(Path("bench-scale"), "--out", help="--scale: checkpoints, results.md/json, PNGs "
-                                                                   "(a new or empty folder, or a previous run's)"),
+    out_dir: Path = typer.Option(Path("bench-scale"), "--out", parser=given_path,
+                                 help="--scale: checkpoints, results.md/json, PNGs (a new or empty folder, or a "
+                                      "previous run's)"),
     batches: str = typer.Option("1,8", help="--scale: batch sizes"),
-    checkpoints: Optional[Path] = typer.Option(None, help="--scale: where the random checkpoints go (default: "
-                                                          "OUT/checkpoints; written once, reused)"),
+    checkpoints: Optional[Path] = typer.Option(None, parser=given_path,
+                                               help="--scale: where the random checkpoints go (default: "
+                                                    "OUT/checkpoints; written once, reused)"),
     graphs: str = typer.Option("auto", help="decoding.graphs for draftsmith: auto, on, off or compile"),
     hf: bool = typer.Option(True, "--hf/--no-hf", help="--scale: also time transformers generate (eager, static)"),
 ) -> None:

@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from draftsmith.cli.app import app, out
+from draftsmith.cli.app import app, given_path, out
 from draftsmith.hooks.records import ConfigFirst
 
 
@@ -136,7 +136,7 @@ def param_summary(model) -> str:
 
 
 @app.command()
-def inspect(ckpt: Path = typer.Argument(..., help="draft checkpoint folder")) -> None:
+def inspect(ckpt: Path = typer.Argument(..., help="draft checkpoint folder", parser=given_path)) -> None:
     """Detect a draft checkpoint's layout and print a YAML spec that loads it."""
     import yaml
 
@@ -178,10 +178,10 @@ def _misfit(found) -> str:
 
 
 @app.command()
-def convert(ckpt: Path = typer.Argument(..., help="draft checkpoint folder"),
+def convert(ckpt: Path = typer.Argument(..., help="draft checkpoint folder", parser=given_path),
             to: str = typer.Option(..., "--to", help="layout to write: midlayer, layers, speculators, mistral, "
                                                      "eagle1-speculators"),
-            out_dir: Path = typer.Argument(..., help="folder to write (created)")) -> None:
+            out_dir: Path = typer.Argument(..., help="folder to write (created)", parser=given_path)) -> None:
     """Rewrite a draft checkpoint into another layout (config included, safetensors out)."""
     import json
 
