@@ -42,17 +42,22 @@ def stdlib_files(held_out: bool = False) -> list[Path]:
 
 
 def expand(paths: Iterable[str | Path]) -> list[Path]:
-    """Files named directly, and the text / JSONL files under folders (sorted, recursively)."""
+    """Files named directly, and the text / JSONL files under folders (sorted, recursively), but for hidden ones
+    (a name under the folder starting with '.': a checkout's .git, a .venv) and __pycache__."""
     found: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
             found += [f for f in sorted(p.rglob("*")) if f.is_file()
-                      and (f.suffix in TEXT_SUFFIXES or f.suffix == ".jsonl") and "__pycache__" not in f.parts]
+                      and (f.suffix in TEXT_SUFFIXES or f.suffix == ".jsonl") and not _hidden(f.relative_to(p))]
         elif p.is_file():
             found.append(p)
         else:
             raise NotFound(f"no such file or folder: {short_text(p, 300)}")
     return found
+
+
+def _hidden(relative: Path) -> bool:
+    return "__pycache__" in relative.parts or any(part.startswith(".") for part in relative.parts)
 
 
 def jsonl_text(record: dict, render: Render | None = None) -> str | None:
@@ -297,6 +302,16 @@ def read_documents(files: Sequence[Path], skipped: list[Path] | None = None,
     if found:
         raise TrainError(found)
     return docs
+
+
+def record_problems(files: Sequence[Path], render: Render | None = None) -> list[tuple[str, str]]:
+    """The first problem of each JSONL / JSON file among ``files`` as training reads it (:func:`read_documents`):
+    held-out files, read when acceptance is measured after training, are checked before it."""
+    try:
+        read_documents([f for f in files if f.suffix in RECORD_SUFFIXES], render=render)
+    except TrainError as e:
+        return e.problems
+    return []
 
 
 def encode(docs: Sequence[str], tokenizer, sep: int | None) -> torch.Tensor:

@@ -90,14 +90,25 @@ def run(job: Job, console=None, log: Callable[[str], None] = print) -> dict[str,
 def run_held(job: Job, console, log: Callable[[str], None]) -> dict[str, Acceptance]:
     out = Path(job.out)
     tok = read_tokenizer(Path(job.target))   # a CheckpointError names a tokenizer file transformers cannot read
+    render = chat_render(job, tok)
+    # the held-out records, read when acceptance is measured after training: their problems said before it, with
+    # the data's (each file's first)
+    held_bad = [("held_out", why) for _, why in D.record_problems(D.expand(job.held_out), render)]
     if job.eval_only:
+        if held_bad:
+            raise TrainError(held_bad)
         for note in (other_spec_note(job), other_chat_note(job)):
             if note:
                 log(note)
         return evaluate(job, tok, log)
     files = D.expand(job.data)
     skipped, textless = [], []
-    docs = D.read_documents(files, skipped, textless, chat_render(job, tok))
+    try:
+        docs = D.read_documents(files, skipped, textless, render)
+    except TrainError as e:
+        raise TrainError(e.problems + held_bad) from None
+    if held_bad:
+        raise TrainError(held_bad)
     ids = D.encode(docs, tok, tok.eos_token_id) if docs else torch.zeros(0, dtype=torch.long)
     if not docs or (len(ids) < job.seq and not job.self_distill and job.max_windows != 0):
         # before the draft is built (self-distilled text below)

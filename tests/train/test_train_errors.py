@@ -220,6 +220,38 @@ def test_a_bad_jsonl_line_is_named_by_file_and_line(base, tmp_path, line, says):
     assert not (tmp_path / "out").exists()
 
 
+def test_bad_held_out_records_are_named_with_the_datas_before_training(base, tiny, tmp_path, monkeypatch):
+    """Every --eval JSONL / JSON file's first problem, with the data's, before the draft is built (they were read
+    only after training, the first bad file alone); --eval-only too."""
+    import draftsmith.train.pipeline as pipeline
+
+    monkeypatch.setattr(pipeline, "start_fresh", lambda *a, **k: pytest.fail("built a draft"))
+    data, one, two = tmp_path / "d.jsonl", tmp_path / "e1.jsonl", tmp_path / "e2.json"
+    data.write_text('{"text": "fine"}\n[1]\n')
+    one.write_text('{"text": "ok"}\n{bad json\n')
+    two.write_bytes(b"\xff\xfe")
+    res = train(*base, "--data", data, "--eval", one, "--eval", two)
+    refused(res, f"{data}:2: a JSON object is expected", f"--eval {one}:2: not valid JSON",
+            f"--eval {two}: not UTF-8 text (byte 0xff at offset 0)")
+    assert not (tmp_path / "out").exists()
+    write_eagle3(tmp_path / "out", tiny / "target")
+    monkeypatch.setattr(pipeline, "evaluate", lambda *a, **k: pytest.fail("evaluated"))
+    refused(train(*base, "--eval-only", "--eval-prompts", 1, "--eval", one), f"--eval {one}:2: not valid JSON")
+
+
+def test_hidden_entries_under_a_data_folder_are_not_read(tmp_path):
+    """A checkout's .git (its HEAD, config: text without a suffix) and a .venv are not training text; a hidden
+    file named directly is."""
+    from draftsmith.train.data import expand
+
+    (tmp_path / "src" / ".git" / "refs").mkdir(parents=True)
+    (tmp_path / "src" / ".venv").mkdir()
+    for f in ("src/main.py", "src/README", "src/.git/HEAD", "src/.git/refs/main", "src/.venv/x.py", "src/.env"):
+        (tmp_path / f).write_text("text\n")
+    assert expand([tmp_path / "src", tmp_path / "src" / ".env"]) == [
+        tmp_path / "src" / "README", tmp_path / "src" / "main.py", tmp_path / "src" / ".env"]
+
+
 def test_eval_only_needs_a_draft_and_held_out_text_not_training_data(tiny, tmp_path, monkeypatch):   # A5
     out, heapq = tmp_path / "out", tiny / "data" / "heapq.py"
     args = ["--out", out, "--target", tiny / "target", "--eval-only", "--eval-prompts", 1]
