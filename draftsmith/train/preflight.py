@@ -159,15 +159,21 @@ def context_problems(job, context: int, where: str) -> list[tuple[str, str]]:
 def draft_hint(folder: Path) -> str:
     """'; it holds a draft (spec eagle3-llama), ...' for a folder that is no whole model and that a layout
     detector recognises (detect.draft_in, as assemble's note on swapped folders), else ''."""
+    spec = detected_draft(folder)
+    return (f"; it holds a draft (spec {spec}), not a target: give the target folder the draft is for as "
+            "--target") if spec else ""
+
+
+def detected_draft(folder: Path) -> str | None:
+    """The spec a layout detector recognises ``folder`` as a draft of (detect.draft_in: no whole model), or None
+    (an unreadable folder too: what reads it says why)."""
     from draftsmith.registry import default_registry
 
     try:
-        names = list(list_tensors(folder))
-        match = draft_in(default_registry(), read_raw_config(folder), names)
-    except DraftsmithError:   # unreadable: the load says why
-        return ""
-    return (f"; it holds a draft (spec {match.spec}), not a target: give the target folder the draft is for as "
-            "--target") if match else ""
+        match = draft_in(default_registry(), read_raw_config(folder), list(list_tensors(folder)))
+    except DraftsmithError:
+        return None
+    return match.spec if match else None
 
 
 DRAFT = "config.json and weights (safetensors or .bin, sharded or not)"
@@ -200,9 +206,11 @@ def out_problems(job) -> list[tuple[str, str]]:
     if not out.is_dir() or (out / STATE).exists():
         return found
     held = sorted(p.name for p in out.iterdir() if p.resolve() != feats.resolve())
-    if held:
-        start = (f", or --from-draft {short_text(out, 300)} with a new --out to train on from the draft it holds"
-                 if holds_draft(out) else "")
+    if held:   # --from-draft offered for a folder that holds a draft, not for the target (a whole model)
+        same = job.target is not None and out.resolve() == Path(job.target).resolve()
+        start = (" (it is the --target folder)" if same else
+                 f", or --from-draft {short_text(out, 300)} with a new --out to train on from the draft it holds"
+                 if holds_draft(out) and detected_draft(out) else "")
         found.append(("out", f"{short_text(out, 300)} holds {short_list(held, quote=False)} but no {STATE}, so "
                              f"there is no run to resume and training would overwrite it: give a new or empty "
                              f"--out{start}"))

@@ -7,7 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 from draftsmith.cli import app
-from draftsmith.testing import write_eagle3
+from draftsmith.testing import write_eagle3, write_target
 from draftsmith.train import Job, TrainConfig
 from draftsmith.train.checks import TrainError
 
@@ -162,6 +162,19 @@ def test_an_out_folder_without_a_trainer_state_is_never_overwritten(good, tiny, 
                                                  "(safetensors or .bin, sharded or not))")
     refused(train(*good, "--from-draft", out, "--eval-only", "--eval", tiny / "data"),
             "--from-draft starts a training run: --eval-only measures the draft in --out")
+
+
+def test_an_out_folder_that_is_the_target_or_another_whole_model_is_not_offered_as_from_draft(good, tiny, tmp_path,
+                                                                                              nothing_slow):
+    """--out naming the target (or another whole model): no '--from-draft OUT' (which preflight then refuses: a
+    whole model is no draft); the target is said to be the target."""
+    res = train(*good, "--out", tiny / "target")
+    refused(res, f"--out {tiny / 'target'} holds config.json", "give a new or empty --out (it is the --target folder)")
+    assert "--from-draft" not in res.output, res.output
+    other = write_target(tmp_path / "model", num_hidden_layers=2)
+    res = train(*good, "--out", other)
+    refused(res, f"--out {other} holds config.json", "give a new or empty --out")
+    assert "--from-draft" not in res.output and "--target folder" not in res.output, res.output
 
 
 def test_a_draft_whose_weights_are_cut_short_is_named_by_file(good, tiny, tmp_path, nothing_slow):
