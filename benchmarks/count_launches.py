@@ -1,6 +1,6 @@
 """Kernels a decode step launches on CUDA, counted on the CPU (draftsmith.decoding.launches).
 
-    python benchmarks/count_launches.py [LAYERS] [--eager]   # default 4
+    python benchmarks/count_launches.py [LAYERS] [--eager]   # default 4, at least 3
 
 Builds a small random Llama target of LAYERS layers and an EAGLE-3 draft (the scale benchmark's tiny shape, whose
 count per step is the same as 1B's or 8B's at the same layer count), assembled and run as on CUDA (fused functions,
@@ -75,5 +75,17 @@ def main(layers: int = 4, eager: bool = False) -> None:
             print(f"{name:<12} {n:>9.1f} {n1 - n:>17.1f}  {top}")
 
 
+def layers_given(args: list[str]) -> list[int]:
+    """LAYERS from the command line, at least 3: the draft taps three distinct target layers (0, L//2, L-1)."""
+    try:
+        given = [int(a) for a in args if a != "--eager"]
+    except ValueError:
+        given = [0]
+    if len(given) > 1 or (given and given[0] < 3):
+        sys.exit(f"usage: count_launches.py [LAYERS] [--eager]; LAYERS is an integer >= 3 (the draft taps three "
+                 f"distinct target layers), not {' '.join(a for a in args if a != '--eager')}")
+    return given
+
+
 if __name__ == "__main__":
-    main(*(int(a) for a in sys.argv[1:] if a != "--eager"), eager="--eager" in sys.argv[1:])
+    main(*layers_given(sys.argv[1:]), eager="--eager" in sys.argv[1:])

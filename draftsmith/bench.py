@@ -140,7 +140,7 @@ def run_bench(spec="demo", *, target=None, draft=None, prompt="def fibonacci(n):
         # verification, compaction, the loop); beside it the KV pool's addressing and masks, timed inside the
         # forwards. Host time: on CUDA without graphs it is launch time, not GPU time
         share = (f"{100 * stats.decode_bookkeeping_share:.1f}% (+{100 * stats.decode_addressing_share:.1f}% KV "
-                 "addressing, inside forwards)" if stats and timed else "-")
+                 "addressing, inside forwards)" if stats and timed and stats.steps else "-")
         table.add_row(name, f"{sec:.3f}", f"{made[name] / sec:.1f}", f"{made[name] / sec / base:.2f}x", tau, share)
     console.print(table)
     _step_costs(rows, timed and torch.device(device).type == "cpu", console)   # CUDA's timers see launches

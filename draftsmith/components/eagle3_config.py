@@ -119,10 +119,11 @@ def resolve_taps(params, draft_config: Mapping[str, Any], target_layers: int,
     concatenate them in, whatever order a config lists them in); SpecError otherwise."""
     at = "input" if params.aux_layers == "auto" else params.aux_layers.at
     ids, origin = (explicit_ids(params), "the spec") if explicit_ids(params) else config_ids(draft_config)
+    source = "spec" if explicit_ids(params) else "draft"   # where the ids came from: DISTINCT_HINT's key
     path = "draft.fusion.aux_layers"
     if ids is None:   # at: output has no ids to apply to (SGLang's output default names the same layers)
         unused = "; the spec's aux_layers.at: output has no ids to apply to" if at == "output" else ""
-        ids, at = default_taps(target_layers), "input"
+        ids, at, source = default_taps(target_layers), "input", "default"
         origin = f"the default [2, L//2, L-3] for a {target_layers}-layer target"
         if notes is not None:
             notes.append(f"aux layers: the draft config names no {KEY} / target_layer_ids, so the taps are {origin}: "
@@ -145,11 +146,17 @@ def resolve_taps(params, draft_config: Mapping[str, Any], target_layers: int,
     if dup := repeated(taps):
         problems.append(Problem(path, f"{short(ids)} (from {origin}, at {at}) names layer(s) {short(dup)} more "
                                       "than once; taps must be distinct",
-                                hint="Give aux_layers.ids explicitly, or use a target with more layers "
-                                     "(the default needs at least 7)."))
+                                hint=DISTINCT_HINT[source]))
     if problems:
         raise SpecError("draft fusion", problems)
     return tuple(sorted(taps))
+
+
+# how to mend repeated taps, by where the ids came from
+DISTINCT_HINT = {"spec": "Give distinct aux_layers.ids.",
+                 "draft": "Give distinct aux_layers.ids in the spec (is the draft made for a target of this depth?).",
+                 "default": "Give aux_layers.ids explicitly, or use a target with more layers (the default needs at "
+                            "least 7)."}
 
 
 def _flag(params, name: str, cfg: Mapping[str, Any], notes: list[str]) -> bool:

@@ -18,13 +18,14 @@ def test_a_fresh_stats_reads_all_zeros_without_dividing_by_zero():
         "prefill_seconds": 0.0, "forward_seconds": 0.0, "draft_seconds": 0.0,
         "bookkeeping_share": 0.0, "addressing_share": 0.0}
     st = Stats()
-    assert (st.decode_tokens_per_second, st.decode_bookkeeping_share, st.decode_addressing_share) == (0.0, 0.0, 0.0)
+    # no step decoded: no decoding time to share (None, shown as '-'), where the share read 100% at max_new_tokens 1
+    assert (st.decode_tokens_per_second, st.decode_bookkeeping_share, st.decode_addressing_share) == (0.0, None, None)
 
 
 def test_no_decoding_time_left_reads_zero_rates_and_shares():
     # catches stats.py:45 rest > 0 and committed > 0 -> or, :45 / :75 rest > 0 -> >= 0 (no time after the
     # prefill: a rate or share of nothing is 0, not a division by zero)
-    st = Stats(new_tokens=5, committed=4, wall_seconds=2.0, prefill_seconds=2.0, forward_seconds=1.5,
+    st = Stats(new_tokens=5, committed=4, steps=2, wall_seconds=2.0, prefill_seconds=2.0, forward_seconds=1.5,
                addressing_seconds=0.5, prefill_forward_seconds=1.0, prefill_addressing_seconds=0.25)
     assert st.decode_tokens_per_second == 0.0
     assert st.decode_bookkeeping_share == 0.0
@@ -34,7 +35,7 @@ def test_no_decoding_time_left_reads_zero_rates_and_shares():
 def test_rates_and_shares_under_a_second_of_decoding():
     # catches the guards > 0 -> > 1 where the time left is under a second (:45 rest > 0, :67 / :75 rest > 0),
     # and committed > 0 -> > 1 at one committed token
-    st = Stats(new_tokens=2, committed=1, wall_seconds=0.75, prefill_seconds=0.25, forward_seconds=0.5,
+    st = Stats(new_tokens=2, committed=1, steps=1, wall_seconds=0.75, prefill_seconds=0.25, forward_seconds=0.5,
                addressing_seconds=0.2, prefill_forward_seconds=0.125, prefill_addressing_seconds=0.075)
     assert st.decode_tokens_per_second == pytest.approx(2.0)          # 1 committed / 0.5 s
     assert st.decode_bookkeeping_share == pytest.approx(1 - 0.375 / 0.5)

@@ -152,6 +152,7 @@ def test_default_taps_are_refused_exactly_when_they_collide_or_leave_the_target(
     text = str(info.value)
     assert "draft.fusion.aux_layers" in text and f"{L}-layer target" in text
     assert ("taps must be distinct" in text) == (len(set(taps)) < 3)
+    assert ("the default needs at least 7" in text) == (len(set(taps)) < 3)
     assert ("outside" in text) == (min(taps) < 0)
 
 
@@ -177,6 +178,9 @@ def test_explicit_ids_that_collide_are_refused(L, data):
                 build_fusion(registry, params, L, cfg)
             twice = sorted({i for i in ids if ids.count(i) > 1})
             assert f"names layer(s) {twice} more than once" in str(info.value)
+            # the config's ids: no advice about the default's depth, which did not choose them
+            (p,) = info.value.problems
+            assert p.hint == "Give distinct aux_layers.ids in the spec (is the draft made for a target of this depth?)."
 
 
 def test_default_taps_helper():
