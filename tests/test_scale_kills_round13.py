@@ -424,6 +424,19 @@ def test_run_scale_defaults_on_the_cpu(scale):
     assert scale.plots == [scale.out / "tiny.png"]
 
 
+def test_a_shape_named_twice_is_measured_once_and_a_stale_plot_is_removed(scale):
+    """--scale tiny,tiny wrote tiny's rows twice; a rerun without matplotlib left the previous run's tiny.png,
+    whose numbers are not results.json's."""
+    scale.out.mkdir(parents=True)
+    (scale.out / "results.json").write_text("[]\n")
+    (scale.out / "tiny.png").write_bytes(b"old plot")
+    (scale.out / "1b.png").write_bytes(b"another shape's")
+    bs.run_scale(["tiny", "tiny"], scale.out, log=lambda line: None)
+    assert [m[0] for m in scale.measured] == ["tiny"]
+    assert [r["shape"] for r in json.loads((scale.out / "results.json").read_text())] == ["tiny"]
+    assert not (scale.out / "tiny.png").exists() and (scale.out / "1b.png").read_bytes() == b"another shape's"
+
+
 @pytest.mark.parametrize("shape, device, want", [("tiny", "cuda", (128, 128, "bfloat16")),
                                                  ("1b", "cpu", (128, 128, "float32"))])
 def test_only_tiny_on_the_cpu_is_small(scale, shape, device, want):

@@ -186,6 +186,7 @@ def run_scale(shapes=("tiny",), out: str | Path = "bench-scale", *, device="cpu"
     run wrote into ``out`` that this one does not measure again (a shape measured again is replaced)."""
     if unknown := [n for n in shapes if n not in SHAPES]:   # every name, before the first shape runs for minutes
         raise OptionError(f"unknown shape {', '.join(map(repr, unknown))}; known: {', '.join(SHAPES)}")
+    shapes = list(dict.fromkeys(shapes))   # a shape named twice is measured once (its rows would be written twice)
     out = Path(out)
     checkpoints = Path(checkpoints) if checkpoints else out / "checkpoints"
     check_folders(out, checkpoints, shapes)   # before anything is written or measured
@@ -215,6 +216,8 @@ def run_scale(shapes=("tiny",), out: str | Path = "bench-scale", *, device="cpu"
         log(f"  {name}: torch.compile so far: {r['compile']['graphs']} graphs, {r['compile']['seconds']} s compiling")
         results.append(r)
         png = plot(r, out / f"{name}.png")   # None without matplotlib (the optional extra 'bench')
+        if png is None:   # a previous run's plot of this shape shows other numbers than results.json's
+            (out / f"{name}.png").unlink(missing_ok=True)
         r["plot"] = None if png is None else str(png)
         save(r, tuple(results[:-1]), final=i == len(shapes) - 1)
     return results
