@@ -410,7 +410,7 @@ def test_an_out_folder_holding_a_draft_is_named_whole_up_to_300_characters_with_
 
     out = path_of(tmp_path, n)
     write_eagle3(out, tiny / "target")
-    ((field, text),) = out_problems(SimpleNamespace(out=out, features=None))
+    ((field, text),) = out_problems(SimpleNamespace(out=out, features=None, target=tiny / "target"))
     assert field == "out" and text.startswith(f"{shown(out)} holds ")
     assert text.endswith(f"give a new or empty --out, or --from-draft {shown(out)} with a new --out to train on "
                          "from the draft it holds")
