@@ -29,6 +29,7 @@ from draftsmith.specs.schema import Rule
 READ = {*EAGLE_FIELDS, *MLA_KEYS, *STYLES["speculators"].fixed, *STYLES["mistral"].rename, "eagle_config", "bias",
         "qkv_bias", "num_aux_hidden_states", "target_layer_ids", "architectures", "model_type",
         "transformers_version", "torch_dtype", "dtype", "hc_mult", "rope_interleave", "first_k_dense_replace",
+        "rope_scaling",   # the older name of rope_parameters: transformers reads it into them, as MLA reads either
         "fusion_bias", "layernorms", "transformer_layer_architecture"}   # these three: speculators' EAGLE-1
 # The keys read inside eagle_config (components.eagle3_config.config_value / config_ids: a nested key wins over the
 # top-level one); any other (NVIDIA Model-Optimizer's use_last_layernorm, use_mtp_layernorm, ...) is unread.

@@ -260,6 +260,15 @@ def test_unread_eagle_config_keys_are_reported_and_the_read_ones_are_not(target,
                             "eagle_config.use_last_layernorm", "eagle_config.use_mtp_layernorm")
 
 
+def test_rope_scaling_is_not_said_unread(target, tmp_path):
+    """The older name of rope_parameters (a Llama-3.1 draft's config): read (transformers maps it, MLA reads it), so
+    not among the keys no component reads (inspect said it was, while the draft's rotary used it)."""
+    draft = write_eagle3(tmp_path / "d", target, aux_ids=[1, 3, 5])
+    cfg = json.loads((draft / "config.json").read_text())
+    cfg["rope_scaling"] = {"rope_type": "linear", "factor": 2.0}
+    (draft / "config.json").write_text(json.dumps(cfg))
+    assert "rope_scaling" not in inspect_checkpoint(draft).unread
+
 
 def test_per_head_q_and_k_norms_are_read_into_the_proposed_spec(tmp_path):
     # a draft holding self_attn.q_norm / k_norm got a spec without qk_norm, which refused them as unexpected
