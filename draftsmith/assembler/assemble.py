@@ -14,7 +14,7 @@ from draftsmith.assembler.checkpoint import checkpoint_folder, list_tensors, rea
 from draftsmith.assembler.explain import (checked_along, detected_note, explained, fc_bias_note, held_names,
                                           layers_note, pairing_note, qkv_bias_note, swapped_note)
 from draftsmith.assembler.config import (draft_hf_config, flatten_draft_config, missing_target_keys, read_config,
-                                         read_config_aside, read_raw_config, stop_ids, target_hf_config)
+                                         read_config_aside, stop_ids, target_hf_config)
 from draftsmith.assembler.load import PlannedLoad, fill, materialize, plan_module
 from draftsmith.assembler.vocab import check_vocab_map
 from draftsmith.components import fused, gemv, packed, stacked
@@ -226,7 +226,7 @@ def plan_assembly(spec: Spec | str | Path, target: str | Path | None = None, dra
         built: dict[str, Any] = {}   # the draft model, once built: notes about its tensors compare with it
         # a draft made for another target is the likeliest cause of what the spec's checks find: said first
         notes = (swapped_note(registry, draft_dir, "draft", list(infos)), pairing_note(draft_raw, target_cfg),
-                 detected_note(registry, spec, draft_dir, read_raw_config(draft_dir), list(infos),
+                 detected_note(registry, spec, draft_dir, list(infos),
                                shipped=spec_own(spec, draft, draft_dir, "draft")),
                  layers_note(spec, canonical), qkv_bias_note(spec, registry, draft_raw, canonical, built),
                  fc_bias_note(canonical, built))

@@ -111,16 +111,18 @@ def swapped_note(registry: Registry, folder: Path, role: str,
     return lambda: folder_swap_note(folder, role, registry, names)
 
 
-def detected_note(registry: Registry, spec: Spec, folder: Path, draft_raw: dict, names: list[str], *,
+def detected_note(registry: Registry, spec: Spec, folder: Path, names: list[str], *,
                   shipped: bool = False) -> Callable[[], str | None]:
     """The note for a draft that does not fit a registered spec (named as is, not a YAML file of the user's own)
     where a detector recognises the folder as another spec, or as this spec's family in a variant whose settings
     (detect.Family.settings) the spec does not hold: what ``inspect`` proposes, and how to load with it. None for
     the spec's own draft (``shipped``: its checkpoints.draft), which the spec is made for whatever it is detected
-    as (smollm2's is an eagle3-llama draft): what does not fit is the target."""
+    as (smollm2's is an eagle3-llama draft): what does not fit is the target. The folder's config is read as
+    written (a detector asks for a params.json's own keys: dim, n_layers), and only when the note is asked for."""
     def note() -> str | None:
         if shipped:
             return None
+        draft_raw = read_raw_config(folder)
         try:
             stock = Path(registry.spec_source(spec.name).path).resolve() == Path(str(spec.source)).resolve()
         except DraftsmithError:

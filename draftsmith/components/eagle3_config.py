@@ -118,8 +118,9 @@ def resolve_taps(params, draft_config: Mapping[str, Any], target_layers: int,
     """Layer-INPUT indices (0..L) of the target, distinct, ascending (the order SGLang, vLLM and the EAGLE reference
     concatenate them in, whatever order a config lists them in); SpecError otherwise."""
     at = "input" if params.aux_layers == "auto" else params.aux_layers.at
-    ids, origin = (explicit_ids(params), "the spec") if explicit_ids(params) else config_ids(draft_config)
-    source = "spec" if explicit_ids(params) else "draft"   # where the ids came from: DISTINCT_HINT's key
+    stated = explicit_ids(params)
+    ids, origin = (stated, "the spec") if stated else config_ids(draft_config)
+    source = "spec" if stated else "draft"   # where the ids came from: DISTINCT_HINT's key
     path = "draft.fusion.aux_layers"
     if ids is None:   # at: output has no ids to apply to (SGLang's output default names the same layers)
         unused = "; the spec's aux_layers.at: output has no ids to apply to" if at == "output" else ""

@@ -68,9 +68,9 @@ class Stats:
         CPU): on CUDA it is launch time, and with whole-step CUDA graphs the runners' timers run only in the
         prefill and while a step is captured. None where no step decoded (max_new_tokens 1: the prefill's token
         alone), which has no decoding time to share."""
-        rest = self.wall_seconds - self.prefill_seconds
         if not self.steps:
             return None
+        rest = self.wall_seconds - self.prefill_seconds
         return 1.0 - (self.forward_seconds - self.prefill_forward_seconds) / rest if rest > 0 else 0.0
 
     @property
@@ -78,9 +78,9 @@ class Stats:
         """Share of the decoding's wall time (after the prefill) the forwards spent on the KV pool's addressing and
         masks (fixed_kv): a part of the forward time, so not in :attr:`decode_bookkeeping_share`; no layer's work,
         so bookkeeping too in the issue's sense of everything but the model's compute. None where no step decoded."""
-        rest = self.wall_seconds - self.prefill_seconds
         if not self.steps:
             return None
+        rest = self.wall_seconds - self.prefill_seconds
         return (self.addressing_seconds - self.prefill_addressing_seconds) / rest if rest > 0 else 0.0
 
     def record_step(self, accepted: int) -> None:

@@ -251,16 +251,14 @@ def test_the_detected_as_note_names_the_draft_folder_whole_up_to_300_characters(
 def test_detected_note_by_default_reads_the_draft_as_the_users_own(folders):
     """Called without ``shipped``, the draft is not taken for the spec's shipped one: the note is said."""
     from draftsmith.assembler.checkpoint import list_tensors
-    from draftsmith.assembler.config import read_raw_config
     from draftsmith.assembler.explain import detected_note
     from draftsmith.registry import default_registry
 
     _, draft, _ = folders
-    note = detected_note(default_registry(), load_spec("eagle1-llama"), draft, read_raw_config(draft),
-                         list(list_tensors(draft)))
+    note = detected_note(default_registry(), load_spec("eagle1-llama"), draft, list(list_tensors(draft)))
     assert note().startswith(f"note: {draft} is detected as eagle3-llama (midlayer.* tensors with hidden_norm"), note()
-    assert detected_note(default_registry(), load_spec("eagle1-llama"), draft, read_raw_config(draft),
-                         list(list_tensors(draft)), shipped=True)() is None
+    assert detected_note(default_registry(), load_spec("eagle1-llama"), draft, list(list_tensors(draft)),
+                         shipped=True)() is None
 
 
 # --- explain.py:142 a detector's reason, cut past 300 characters -------------------------------------------------
