@@ -115,19 +115,35 @@ def layout_facts(layout: Layout, facts: Mapping[str, Any], names: Iterable[str])
 
 
 def layout_config(layout: Layout, facts: Mapping[str, Any], source: Mapping[str, Any],
-                  source_style: ConfigStyle) -> dict[str, Any]:
+                  source_style: ConfigStyle, names: Iterable[str] = ()) -> dict[str, Any]:
     """The config ``layout`` writes for these facts (:func:`layout_facts`), given the ``source`` config (read in
     ``source_style``) they came from: in the layout's style, and where the source is in that style too, what it
     says of itself (a speculators config's ``speculators_config``: its verifier) is the source's, not the style's
-    template (a null verifier). Convert and train's export both write this."""
+    template (a null verifier). ``names``: the tensor names written beside it, which decide the family that reads
+    it back. Convert and train's export both write this."""
     style = STYLES[layout.config]
     config = from_facts(facts, style)
     # hf norm_output=true is SpecForge's "head", but vLLM / TensorRT-LLM read it as EAGLE 3.1's fed-back norm; an
-    # absent key is "head" to all of them: written only where the source config itself said it, in this style
+    # absent key is "head" to them: left out unless the source config itself said it in this style, or the family
+    # that reads the result back takes an absent key otherwise (EAGLE 3.1's per-aux norms: feed_back)
     if style.unsaid is not None and facts.get("norm_output") == style.unsaid and not (
             source_style is style and to_facts(source, source_style).get("norm_output") == style.unsaid):
-        config.pop("norm_output", None)
+        unsaid = {k: v for k, v in config.items() if k != "norm_output"}
+        if absent_reads(unsaid, list(names)) in (None, style.unsaid):
+            config = unsaid
     return config | ({k: source[k] for k in style.own if k in source} if source_style is style else {})
+
+
+def absent_reads(config: Mapping[str, Any], names: list[str]) -> str | None:
+    """The norm_output the built-in family detected for this config (no norm_output key) and these tensor names
+    resolves; None where no family, or one without an EAGLE-3 fusion, takes them."""
+    from draftsmith.assembler.detect import detect_builtin_layout, eagle3_values
+    from draftsmith.specs.loader import load_spec
+
+    match = detect_builtin_layout(config, names) if names else None
+    if match is None or load_spec(match.spec).draft.fusion.kind != "eagle3":
+        return None
+    return eagle3_values(match.spec, config, names)[0]["norm_output"]
 
 
 def writable_kinds(table: Mapping[str, Layout]) -> set[str]:
@@ -285,7 +301,7 @@ def _convert(src: str | Path, layout: Layout, out: Path,
     if holds_any_key and (rope != "neox" or order != "neox"):  # say the order where it is not Llama's
         facts["rope_interleave"] = order == "interleaved"
     style = STYLES[layout.config]
-    config = layout_config(layout, facts, found.config, style_of(src, found.config))
+    config = layout_config(layout, facts, found.config, style_of(src, found.config), written)
     _write(out, lambda: (out / style.file).write_text(json.dumps(config, indent=2) + "\n"))
     _write(out, lambda: save_safetensors(written, out, layout.weights))
     left, reader = unread_copies(out, plan, layout)   # frozen copies no reader of the result has a place for

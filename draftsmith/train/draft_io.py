@@ -290,7 +290,7 @@ def export_draft(model, folder: Path, *, dtype: torch.dtype = torch.bfloat16, so
     # params.json) is left to `draftsmith convert`
     if layout is not None and STYLES[layout.config].file == "config.json":   # as convert writes it
         config = layout_config(layout, layout_facts(layout, to_facts(config, src_style) | trained, state), config,
-                               src_style)
+                               src_style, tensors)
         config = with_verifier(config, model.folders.get("target"))
     folder.mkdir(parents=True, exist_ok=True)
     save_safetensors({k: v.contiguous() for k, v in tensors.items()}, folder)
