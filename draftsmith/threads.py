@@ -20,6 +20,7 @@ import torch
 
 MOST = 8        # the probe's largest count: past it, a model small enough to decode on a CPU gains nothing
 MARGIN = 0.05   # more threads must be this much faster: runs on a shared machine move by a few percent
+CLOCK = time.perf_counter   # the probes' clock, unless a call passes its own
 
 
 def said(threads: int) -> str:
@@ -57,14 +58,14 @@ def counts(cpus: int | None = None) -> list[int]:
 
 
 def fastest_threads(run: Callable[[], object], choices: Sequence[int], rounds: int = 2,
-                    clock: Callable[[], float] = time.perf_counter) -> ThreadChoice:
+                    clock: Callable[[], float] | None = None) -> ThreadChoice:
     """Times ``run()`` at each count in ``choices``, ``rounds`` times interleaved (a load that comes and goes
     meets every count alike), sets torch to the fewest threads whose fastest run is within MARGIN of the fastest
     count's, and returns that choice. ``run`` should be warm already (first-use costs would land on the first
     count); one count is set without timing anything."""
     if not choices or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in choices):
         raise ValueError(f"choices must be thread counts >= 1, got {list(choices)!r}")
-    ordered = sorted(set(choices))
+    ordered, clock = sorted(set(choices)), clock or CLOCK
     seconds: dict[int, float] = {}
     chosen = ordered[0]
     if len(ordered) > 1:

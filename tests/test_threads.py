@@ -1,6 +1,5 @@
 """--threads auto (draftsmith/threads.py): the counts tried, the interleaved timing on a fake clock, the margin that
 keeps fewer threads on a near-tie, what is set afterwards, and the CLI's option around it."""
-import time
 
 import pytest
 import torch
@@ -155,20 +154,22 @@ def test_generate_measures_the_count_on_its_speculative_run_and_keeps_it(monkeyp
 
     seen = []   # (max_new_tokens, thread count) of every generate call
     real = SpeculativeModel.generate
+    now = [0.0]   # the probes' clock: a probe takes 1 s on one thread, 0.25 s on two (a real clock measured the
+    # machine's load: 2 threads lost to 1 while another process held a core), so 2 threads must win
 
-    def generate(self, p, **kw):   # a probe on one thread is 0.2 s slower: 2 threads must win (not torch's default)
+    def generate(self, p, **kw):
         seen.append((kw["max_new_tokens"], torch.get_num_threads()))
-        if kw["max_new_tokens"] == 8 and torch.get_num_threads() == 1:
-            time.sleep(0.2)
+        now[0] += 1.0 if torch.get_num_threads() == 1 else 0.25
         return real(self, p, **kw)
 
     monkeypatch.setattr(SpeculativeModel, "generate", generate)
+    monkeypatch.setattr("draftsmith.threads.CLOCK", lambda: now[0])
     monkeypatch.setattr("draftsmith.threads.counts", lambda: [1, 2])
     res = run("generate", "--spec", "demo", "--max-new-tokens", "12", "--no-compare")   # auto: the default
     assert res.exit_code == 0, res.output
     probes, timed = seen[:5], seen[5:]
     assert [n for n, _ in probes] == [8] * 5 and {t for _, t in probes[1:]} == {1, 2}
-    assert plain(res).split("threads ", 1)[1].startswith("2 threads: ")
+    assert plain(res).split("threads ", 1)[1].startswith("2 threads: 0.25 s, 1 thread 1.00 s")
     assert timed == [(12, 2)]                     # the run shown ran at the count chosen
     assert "(--threads auto: the fastest of the speculative run timed at each count)" in plain(res)
     seen.clear()
