@@ -157,6 +157,18 @@ def pairing_note(draft_raw: dict, target_cfg: Any) -> Callable[[], str | None]:
     return note
 
 
+def vocab_mismatch(draft_raw: dict, target_cfg: Any) -> str | None:
+    """What a draft that loads is told when its config gives another vocabulary than the target's: a spec that
+    shares the target's embedding and head loads it (it computes on the target's ids), but a draft trained on
+    another tokenizer proposes tokens the target rarely accepts. None where the config states no vocab_size."""
+    found, want = draft_raw.get("vocab_size"), getattr(target_cfg, "vocab_size", None)
+    if found is None or want is None or found == want:
+        return None
+    return (f"its config.json says vocab_size {found!r}, the target's is {want!r}: is the draft made for this "
+            f"target? It loads (it reads the target's ids), but a draft trained on another vocabulary proposes "
+            f"tokens the target seldom accepts; the output is the target's either way")
+
+
 def layers_note(spec: Spec, canonical: list[str]) -> Callable[[], str | None]:
     """The note for a spec whose num_layers differs from the layers the checkpoint holds. None where the weight
     rules map several checkpoint names onto one (the load's collision lines say so): the layers counted after such
