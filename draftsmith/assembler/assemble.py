@@ -11,8 +11,9 @@ import torch
 
 from draftsmith.assembler.build import (build_draft, build_target, rule_set)
 from draftsmith.assembler.checkpoint import checkpoint_folder, list_tensors, read_tensors, regular_file
-from draftsmith.assembler.explain import (checked_along, detected_note, explained, fc_bias_note, held_names,
-                                          layers_note, pairing_note, qkv_bias_note, swapped_note, vocab_mismatch)
+from draftsmith.assembler.explain import (checked_along, DetectedNote, explained, fc_bias_note, held_names,
+                                          layers_note, pairing_note, qkv_bias_note, swapped_note, unless,
+                                          vocab_mismatch)
 from draftsmith.assembler.config import (draft_hf_config, flatten_draft_config, missing_target_keys, read_config,
                                          read_config_aside, stop_ids, target_hf_config)
 from draftsmith.assembler.load import PlannedLoad, fill, materialize, plan_module
@@ -225,11 +226,13 @@ def plan_assembly(spec: Spec | str | Path, target: str | Path | None = None, dra
         canonical = held_names(rules, infos)
         built: dict[str, Any] = {}   # the draft model, once built: notes about its tensors compare with it
         # a draft made for another target is the likeliest cause of what the spec's checks find: said first
+        # ... and one detected as another spec: advice on this spec's fields would send the user to the wrong one
+        own = spec_own(spec, draft, draft_dir, "draft")
+        detected = DetectedNote(registry, spec, draft_dir, list(infos), shipped=own)
         notes = (swapped_note(registry, draft_dir, "draft", list(infos)), pairing_note(draft_raw, target_cfg),
-                 detected_note(registry, spec, draft_dir, list(infos),
-                               shipped=spec_own(spec, draft, draft_dir, "draft")),
-                 layers_note(spec, canonical), qkv_bias_note(spec, registry, draft_raw, canonical, built),
-                 fc_bias_note(canonical, built))
+                 detected, *unless(detected.elsewhere, layers_note(spec, canonical),
+                                   qkv_bias_note(spec, registry, draft_raw, canonical, built),
+                                   fc_bias_note(canonical, built)))
         with explained(*notes):
             draft_cfg = draft_hf_config(draft_raw, draft_dir / "config.json")
             draft_model = built["draft"] = build_draft(spec, registry, draft_raw=draft_raw, draft_cfg=draft_cfg,

@@ -111,17 +111,36 @@ def swapped_note(registry: Registry, folder: Path, role: str,
     return lambda: folder_swap_note(folder, role, registry, names)
 
 
-def detected_note(registry: Registry, spec: Spec, folder: Path, names: list[str], *,
-                  shipped: bool = False) -> Callable[[], str | None]:
+class DetectedNote:
     """The note for a draft that does not fit a registered spec (named as is, not a YAML file of the user's own)
     where a detector recognises the folder as another spec, or as this spec's family in a variant whose settings
     (detect.Family.settings) the spec does not hold: what ``inspect`` proposes, and how to load with it. None for
     the spec's own draft (``shipped``: its checkpoints.draft), which the spec is made for whatever it is detected
     as (smollm2's is an eagle3-llama draft): what does not fit is the target. The folder's config is read as
-    written (a detector asks for a params.json's own keys: dim, n_layers), and only when the note is asked for."""
-    def note() -> str | None:
-        if shipped:
-            return None
+    written (a detector asks for a params.json's own keys: dim, n_layers), and only when the note is asked for,
+    once. :meth:`elsewhere`: whether it names another spec (then a note advising a field of this one is no help:
+    :func:`unless`)."""
+
+    def __init__(self, registry: Registry, spec: Spec, folder: Path, names: list[str], *, shipped: bool = False):
+        self.registry, self.spec, self.folder, self.names, self.shipped = registry, spec, folder, names, shipped
+        self.found: tuple[str | None, bool] | None = None
+
+    def __call__(self) -> str | None:
+        if self.found is None:
+            self.found = self.find()
+        return self.found[0]
+
+    def elsewhere(self) -> bool:
+        try:
+            return self() is not None and self.found[1]
+        except DraftsmithError:   # an unreadable folder: the error itself says so
+            return False
+
+    def find(self) -> tuple[str | None, bool]:
+        """(the note, whether it names another spec)."""
+        spec, registry, folder, names = self.spec, self.registry, self.folder, self.names
+        if self.shipped:
+            return None, False
         draft_raw = read_raw_config(folder)
         try:
             stock = Path(registry.spec_source(spec.name).path).resolve() == Path(str(spec.source)).resolve()
@@ -129,7 +148,7 @@ def detected_note(registry: Registry, spec: Spec, folder: Path, names: list[str]
             stock = False
         match = draft_in(registry, draft_raw, names) if stock else None
         if match is None:
-            return None
+            return None, False
         from draftsmith.registry.registry import BUILTIN
 
         family = builtin_family(draft_raw, names) if match.plugin in ("", BUILTIN) else None
@@ -137,14 +156,19 @@ def detected_note(registry: Registry, spec: Spec, folder: Path, names: list[str]
         differ = [(path, value) for path, value in (family.settings if family and family.spec == match.spec else ())
                   if match.spec != spec.name or dig(data, path) != value]
         if match.spec == spec.name and not differ:
-            return None
+            return None, False
         settings = ", ".join(f"{path.removeprefix('draft.')}: {str(v).lower() if isinstance(v, bool) else v}"
                              for path, v in differ)
         where = short_text(folder, 300)
         return (f"note: {where} is detected as {match.spec} ({short_text(match.reason, 300)})"
                 f"{f', with {settings}' if settings else ''}: `draftsmith inspect {where}` writes that spec, and "
-                f"`draftsmith generate --draft {where}` without --spec uses it")
-    return note
+                f"`draftsmith generate --draft {where}` without --spec uses it"), match.spec != spec.name
+
+
+def unless(other: Callable[[], bool], *notes: Callable[[], str | None]) -> tuple[Callable[[], str | None], ...]:
+    """``notes``, each silent where ``other()`` holds (a draft detected as another spec: advice on a field of this
+    spec would send the user to edit the wrong one)."""
+    return tuple((lambda note=note: None if other() else note()) for note in notes)
 
 
 def pairing_note(draft_raw: dict, target_cfg: Any) -> Callable[[], str | None]:

@@ -246,18 +246,18 @@ def test_the_detected_as_note_names_the_draft_folder_whole_up_to_300_characters(
         "without --spec uses it"]
 
 
-# --- explain.py:115 detected_note's shipped defaults to False -----------------------------------------------------
+# --- explain.py:115 DetectedNote's shipped defaults to False -----------------------------------------------------
 
 def test_detected_note_by_default_reads_the_draft_as_the_users_own(folders):
     """Called without ``shipped``, the draft is not taken for the spec's shipped one: the note is said."""
     from draftsmith.assembler.checkpoint import list_tensors
-    from draftsmith.assembler.explain import detected_note
+    from draftsmith.assembler.explain import DetectedNote
     from draftsmith.registry import default_registry
 
     _, draft, _ = folders
-    note = detected_note(default_registry(), load_spec("eagle1-llama"), draft, list(list_tensors(draft)))
+    note = DetectedNote(default_registry(), load_spec("eagle1-llama"), draft, list(list_tensors(draft)))
     assert note().startswith(f"note: {draft} is detected as eagle3-llama (midlayer.* tensors with hidden_norm"), note()
-    assert detected_note(default_registry(), load_spec("eagle1-llama"), draft, list(list_tensors(draft)),
+    assert DetectedNote(default_registry(), load_spec("eagle1-llama"), draft, list(list_tensors(draft)),
                          shipped=True)() is None
 
 

@@ -67,3 +67,13 @@ def test_a_mistral_native_draft_is_detected_under_another_spec(folders, tmp_path
     narrow, *_ = folders
     said = notes("eagle3-llama", narrow, write_mistral_eagle(tmp_path / "mistral", narrow))
     assert any(DETECTED + "eagle-mistral (eagle_linear and layers.N.attention.wq" in n for n in said), said
+
+
+def test_a_draft_detected_as_another_spec_gets_no_advice_on_this_specs_fields(folders, tmp_path):
+    """A Mistral-native draft loaded with eagle1-llama holds no fc.bias: 'state fusion.bias: false' would send the
+    user to edit eagle1-llama's fields; the note naming eagle-mistral is said alone."""
+    from draftsmith.testing.mistral import write_mistral_eagle
+
+    narrow, *_ = folders
+    said = notes("eagle1-llama", narrow, write_mistral_eagle(tmp_path / "mistral", narrow))
+    assert len(said) == 1 and DETECTED + "eagle-mistral" in said[0], said
