@@ -235,10 +235,15 @@ def _from_index(folder: Path, index: Path, reader) -> dict[str, TensorInfo]:
     by_file: dict[str, list[str]] = {}
     for name, shard in weight_map.items():
         by_file.setdefault(shard, []).append(name)
-    outside = [s for s in by_file if not (folder / s).resolve().is_relative_to(folder.resolve())]
-    if outside:  # '../x.safetensors': an index never reaches out of its folder (a link inside may, see _inside)
+    # '../x.safetensors': an index's names never reach out of its folder; where a link inside leads is
+    # regular_file's to judge (_inside: a Hugging Face cache's blobs, DRAFTSMITH_ALLOW_OUTSIDE_LINKS)
+    outside = [s for s in by_file if os.path.normpath(s).split(os.sep)[0] == os.pardir]
+    if outside:
         raise CheckpointError(index, f"names shard files outside {short_text(folder, 200)}: {short_list(outside)}")
     missing = [s for s in by_file if not (folder / s).exists()]
+    if broken := [s for s in missing if (folder / s).is_symlink()]:   # an interrupted download's link
+        raise CheckpointNotFound(f"{short_text(index, 300)} names shard files that are broken links in "
+                                 f"{short_text(folder, 300)}: {short_list(sorted(broken), 10, quote=False)}")
     if missing:
         raise CheckpointNotFound(f"{short_text(index, 300)} names shard files that are not in "
                                  f"{short_text(folder, 300)}: {short_list(sorted(missing), 10, quote=False)}")

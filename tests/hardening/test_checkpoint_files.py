@@ -174,6 +174,33 @@ def test_hugging_face_cache_links_into_blobs_are_inside(tmp_path):
     assert "outside the checkpoint folder" in str(r.value)
 
 
+def test_a_sharded_checkpoint_in_the_hugging_face_cache_is_read_through_its_links(tmp_path, monkeypatch):
+    """huggingface_hub links every file of a snapshot, the shards an index names too, into ../../blobs: inside, as
+    a single file's link is (the index's own check refused them as 'outside'); a shard link elsewhere is refused
+    unless allowed, and one whose blob is gone (an interrupted download) is said to be a broken link."""
+    repo = tmp_path / "models--x--y"
+    snap = repo / "snapshots" / "rev1"
+    snap.mkdir(parents=True)
+    for i, name in enumerate("ab"):
+        save_safetensors({name: torch.zeros(2)}, repo / "blobs", f"blob{i}")
+        (snap / f"s{i}.safetensors").symlink_to(os.path.relpath(repo / "blobs" / f"blob{i}", snap))
+    (snap / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"a": "s0.safetensors",
+                                                                                  "b": "s1.safetensors"}}))
+    assert sorted(list_tensors(snap)) == ["a", "b"]
+    save_safetensors({"b": torch.zeros(2)}, tmp_path / "elsewhere", "x")
+    (snap / "s1.safetensors").unlink()
+    (snap / "s1.safetensors").symlink_to(tmp_path / "elsewhere" / "x")
+    with refused(kind=CheckpointError) as r:
+        list_tensors(snap)
+    assert "outside the checkpoint folder" in str(r.value) and ALLOW_OUTSIDE in str(r.value)
+    monkeypatch.setenv(ALLOW_OUTSIDE, "1")
+    assert sorted(list_tensors(snap)) == ["a", "b"]
+    (repo / "blobs" / "blob0").unlink()
+    with refused(kind=CheckpointNotFound) as r:
+        list_tensors(snap)
+    assert "names shard files that are broken links in" in str(r.value) and str(r.value).endswith("s0.safetensors")
+
+
 @pytest.mark.parametrize("obj", [
     {"model": {"fc.weight": torch.zeros(2)}},   # a trainer's nested checkpoint, not a state dict
     {"fc.weight": torch.zeros(2), "step": 3},
