@@ -1,6 +1,7 @@
 """``assemble``: spec + target folder + draft folder -> a SpeculativeModel, built on meta, checked, then loaded."""
 from __future__ import annotations
 
+import json
 import logging
 import os
 from dataclasses import dataclass
@@ -330,4 +331,18 @@ def read_tokenizer(folder: Path):
     try:
         return AutoTokenizer.from_pretrained(str(folder), trust_remote_code=False)
     except Exception as exc:  # noqa: BLE001 (tokenizers and transformers raise many kinds on a broken file)
-        raise CheckpointError(present[0], f"transformers cannot read the tokenizer: {short_text(exc, 300)}") from None
+        raise CheckpointError(unreadable_json(present + there(_READ_BESIDE)) or present[0],
+                              f"transformers cannot read the tokenizer: {short_text(exc, 300)}") from None
+
+
+def unreadable_json(files: list[Path]) -> Path | None:
+    """The first of a tokenizer's .json files that is not a JSON object (transformers' error does not say which
+    file it was reading), or None."""
+    for path in (f for f in files if f.suffix == ".json"):
+        try:
+            with path.open("rb") as handle:
+                if not isinstance(json.load(handle), dict):
+                    return path
+        except (OSError, ValueError, RecursionError):
+            return path
+    return None

@@ -18,6 +18,7 @@ import json
 import os
 import pickle
 import stat
+import zipfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -192,6 +193,11 @@ def _safetensors_infos(file: Path, only: Iterable[str] | None = None) -> dict[st
 
 def _torch_load(file: Path) -> Mapping[str, Tensor]:
     """Unpickle a .bin with the restricted (weights-only) unpickler, memory-mapped so no data is read yet."""
+    if not zipfile.is_zipfile(file):   # torch's own text advises a save option; the file's format is the news
+        raise CheckpointError(file, "is not a zip-format torch checkpoint (a legacy torch.save before torch 1.6, or "
+                                    "a plain pickle): draftsmith reads .bin files only with torch.load(weights_only="
+                                    "True, mmap=True), which needs that format; save the tensors with a current "
+                                    "torch.save, or as safetensors")
     try:
         obj = torch.load(file, weights_only=True, mmap=True, map_location="cpu")
     except pickle.UnpicklingError as exc:   # torch's text advises weights_only=False: draftsmith never does that
@@ -203,8 +209,13 @@ def _torch_load(file: Path) -> Mapping[str, Tensor]:
     except Exception as exc:  # RuntimeError for a non-zip legacy file
         raise CheckpointError(file, f"cannot be read as a plain tensor checkpoint with torch.load(weights_only=True, "
                                     f"mmap=True): {short_text(exc, 300)}") from None
-    if not isinstance(obj, Mapping) or not all(isinstance(k, str) and isinstance(v, Tensor) for k, v in obj.items()):
+    if not isinstance(obj, Mapping):
         raise CheckpointError(file, f"expected a flat mapping of names to tensors, got {type(obj).__name__}")
+    if bad := next(((k, v) for k, v in obj.items() if not (isinstance(k, str) and isinstance(v, Tensor))), None):
+        key, value = bad   # e.g. a trainer's checkpoint: {"state_dict": {...}, "step": 3}
+        raise CheckpointError(file, f"expected a flat mapping of names to tensors; its entry {short(key)} holds "
+                                    f"{'a nested mapping' if isinstance(value, Mapping) else type(value).__name__}"
+                                    f" (a trainer's checkpoint? save the model's state dict alone)")
     return obj
 
 

@@ -46,7 +46,9 @@ def read_raw_config(folder: str | Path) -> dict[str, Any]:
     """The checkpoint's config file as written: ``config.json``, else Mistral's ``params.json``."""
     folder = checkpoint_folder(folder)
     for name in ("config.json", "params.json"):
-        if (folder / name).exists():  # read_json refuses a FIFO, a link out of the folder, a list, bad JSON
+        # a broken link is there too (regular_file says so); read_json refuses a FIFO, a link out of the folder, a
+        # list, bad JSON
+        if (folder / name).exists() or (folder / name).is_symlink():
             raw = read_json(folder / name, folder, what="config (a JSON object of fields)")
             if problems := object_problems(raw):  # every reader of the config may look inside these
                 raise CheckpointError(folder / name, "; ".join(problems))
@@ -169,7 +171,7 @@ def keyed_problems(cfg: Mapping[str, Any], prefix: str = "",
         if not _is_int(v):
             out.append(((key,), f"{name(key)} is {short(v)}; an integer is expected"))
         elif not least <= v <= most:
-            out.append(((key,), f"{name(key)} is {v}; allowed {least}..{most} (draftsmith/limits.py)"))
+            out.append(((key,), f"{name(key)} is {short(v)}; allowed {least}..{most} (draftsmith/limits.py)"))
     for key in _POSITIVE:
         v = cfg.get(key)
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)

@@ -107,10 +107,19 @@ class CheckpointMismatch(DraftsmithError, ValueError):
         super().__init__("\n  ".join([header, *shown, *more]))
 
 
+# FP8 values stored beside their scales: a cast from a wider float (a dequantized export whose scales were left
+# beside it) would be multiplied by the scales again; e8m0 (a power-of-two scale) casts exactly and stays a float
+FLOAT8 = frozenset(getattr(torch, n) for n in ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz")
+                   if hasattr(torch, n))
+
+
 def dtype_kind(dtype: torch.dtype) -> str:
-    """'float', 'int', 'bool', 'complex' or 'packed float4': loading may cast within a kind, never across kinds."""
+    """'float', 'float8', 'int', 'bool', 'complex' or 'packed float4': loading may cast within a kind, never across
+    kinds."""
     if dtype == FLOAT4:
         return "packed float4"  # two e2m1 values a byte, and torch has no cast from it: a kind of its own
+    if dtype in FLOAT8:
+        return "float8"
     if dtype == torch.bool:
         return "bool"
     if dtype.is_complex:
@@ -120,8 +129,8 @@ def dtype_kind(dtype: torch.dtype) -> str:
 
 def wrong_dtype(got: torch.dtype, want: torch.dtype) -> str | None:
     """Why a checkpoint tensor of dtype ``got`` cannot load into a parameter of dtype ``want``, or None: loading
-    casts within a kind (:func:`dtype_kind`: a float tensor into any float parameter, an int into any int), never
-    across kinds. The one dtype rule of a load plan (``convert`` asks it too, before it writes a draft)."""
+    casts within a kind (:func:`dtype_kind`: a float tensor into any float parameter, an int into any int, an FP8
+    one into FP8), never across kinds. The one dtype rule of a load plan (``convert`` asks it too, before it writes a draft)."""
     if dtype_kind(got) == dtype_kind(want):
         return None
     return (f"is {_dtype(got)} ({dtype_kind(got)}) in the checkpoint, the model expects {_dtype(want)} "

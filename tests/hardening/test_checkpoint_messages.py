@@ -1,0 +1,85 @@
+"""A damaged checkpoint's message names the file and the fault that is there: the tokenizer file transformers
+could not read (its own error does not say which), a config that is a broken link, a .bin that is a trainer's
+nested checkpoint or no zip-format torch file, a size of thousands of digits quoted short, an FP8 weight stored
+as a wider float (found by a dogfooding helper)."""
+import os
+import pickle
+
+import pytest
+import torch
+
+import draftsmith
+from draftsmith.assembler.checkpoint import list_tensors
+from draftsmith.assembler.config import read_raw_config
+from draftsmith.errors import CheckpointError, CheckpointNotFound
+from draftsmith.testing import edit_config, write_byte_tokenizer
+
+from hardening_helpers import copy_folder, refused
+
+
+def test_the_tokenizer_file_transformers_cannot_read_is_the_one_named(tiny_pair, tmp_path):
+    target = copy_folder(tiny_pair[0], tmp_path / "t")
+    write_byte_tokenizer(target)
+    (target / "tokenizer_config.json").write_text("[]")   # tokenizer.json is fine, and listed first
+    with refused(kind=CheckpointError) as r:
+        draftsmith.assemble("eagle3-llama", target=target, draft=tiny_pair[1])
+    assert str(r.value).startswith(f"{target / 'tokenizer_config.json'}: transformers cannot read the tokenizer")
+
+
+def test_a_config_that_is_a_broken_link_is_said_to_be_one(tiny_pair, tmp_path):
+    draft = copy_folder(tiny_pair[1], tmp_path / "d")
+    (draft / "config.json").unlink()
+    os.symlink(tmp_path / "gone.json", draft / "config.json")
+    with refused(kind=CheckpointNotFound) as r:
+        read_raw_config(draft)
+    assert str(r.value) == f"{draft / 'config.json'} does not exist (or is a broken link)"
+
+
+@pytest.mark.parametrize("obj, says", [
+    ({"state_dict": {"fc.weight": torch.zeros(2)}, "step": torch.zeros(1)}, "its entry 'state_dict' holds a nested "
+                                                                           "mapping (a trainer's checkpoint?"),
+    ({"fc.weight": torch.zeros(2), "step": 3}, "its entry 'step' holds int"),
+    ([torch.zeros(2)], "got list"),
+], ids=["nested", "non-tensor", "list"])
+def test_a_bin_that_is_no_state_dict_names_the_entry(tmp_path, obj, says):
+    torch.save(obj, tmp_path / "pytorch_model.bin")
+    with refused(kind=CheckpointError) as r:
+        list_tensors(tmp_path)
+    assert "expected a flat mapping of names to tensors" in str(r.value) and says in str(r.value), str(r.value)
+
+
+def test_a_bin_that_is_a_plain_pickle_is_said_to_be_no_zip_torch_file(tmp_path):
+    (tmp_path / "pytorch_model.bin").write_bytes(pickle.dumps({"a": 1}))
+    with refused(kind=CheckpointError) as r:
+        list_tensors(tmp_path)
+    assert "is not a zip-format torch checkpoint" in str(r.value) and "_use_new_zipfile" not in str(r.value)
+
+
+def test_a_size_of_thousands_of_digits_is_quoted_short(tiny_pair, tmp_path):
+    draft = copy_folder(tiny_pair[1], tmp_path / "d")
+    edit_config(draft, hidden_size=10 ** 3999)
+    with refused() as r:
+        draftsmith.assemble("eagle3-llama", target=tiny_pair[0], draft=draft)
+    assert "hidden_size is " in str(r.value) and len(str(r.value)) < 1000, str(r.value)[:300]
+
+
+def test_an_fp8_weight_stored_as_a_wider_float_is_refused(tmp_path):
+    """A half-dequantized export: the weight a float, its scale left beside it. Cast to FP8 and scaled again, it
+    loaded silently (relative error 0.9995)."""
+    from safetensors.torch import load_file, save_file
+    from draftsmith.testing import write_eagle1, write_target
+    from draftsmith.testing.quant import quantize_folder
+
+    target = write_target(tmp_path / "t", hidden_size=16, intermediate_size=32, num_attention_heads=2,
+                          num_key_value_heads=1, num_hidden_layers=4, vocab_size=32)
+    draft = write_eagle1(tmp_path / "d", target)
+    name = "layers.0.self_attn.q_proj.weight"
+    before = load_file(str(draft / "model.safetensors"))[name]
+    quantize_folder(draft, r"layers\.0\.(self_attn|mlp)\.")
+    stored = load_file(str(draft / "model.safetensors"))
+    stored[name] = before
+    save_file(stored, str(draft / "model.safetensors"))
+    with refused() as r:
+        draftsmith.assemble("eagle1-llama-fp8", target=target, draft=draft)
+    assert f"wrong dtype: {name!r} is float32 (float) in the checkpoint, the model expects float8_e4m3fn (float8)" \
+        in str(r.value)
