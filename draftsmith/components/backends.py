@@ -13,7 +13,6 @@ import weakref
 
 import torch
 from torch.nn import functional as F
-from torch.nn.attention.bias import causal_lower_right
 
 
 def causal_mask(T: int, S: int, device=None) -> torch.Tensor:
@@ -32,6 +31,10 @@ def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor |
         return sdpa(q.float(), k.float(), v.float(), mask, scale).to(q.dtype)
     is_causal = mask is None and T == S > 1
     if mask is None and 1 < T < S:
+        # imported here: torch.nn.attention.bias imports torch._dynamo, ~2 s of every command's start (a spec
+        # error's too) at module level; a later import is a lookup (dynamo traces it too)
+        from torch.nn.attention.bias import causal_lower_right
+
         mask = causal_lower_right(T, S)
     elif mask is not None and q.is_cuda:
         # SDPA turns a boolean mask into an additive one on every call (kernels of their own, per layer, on
