@@ -29,7 +29,7 @@ from draftsmith.decoding.modes import RECURRENT, V2
 from draftsmith.registry import Registry, default_registry
 from draftsmith.errors import CheckpointError, OptionError, Problem, SpecError, short_text
 from draftsmith.specs.loader import checked_registry, load_spec
-from draftsmith.specs.resolve import decoding_section_problems
+from draftsmith.specs.resolve import decoding_section_problems, unreached_steps
 from draftsmith.specs.schema import Spec
 
 log = logging.getLogger("draftsmith")
@@ -307,6 +307,8 @@ def assemble(spec: Spec | str | Path = "demo", target: str | Path | None = None,
     dec = spec.decoding
     if warn_fallback and dec.mode == "auto" and dec.topk > 1 and (plan := model.plan()).mode == "v1":   # at a load
         log.warning("draftsmith: spec %s asks for trees (topk %d), and %s", spec.name, dec.topk, plan.reason)
+    if said := unreached_steps(dec.topk, dec.steps, dec.draft_tokens, dec.mode, dec.page_size):
+        log.warning("draftsmith: spec %s: %s", spec.name, said)
     return model
 
 

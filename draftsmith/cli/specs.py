@@ -22,6 +22,7 @@ def validate(files: List[str] = typer.Argument(..., help="spec YAML files, or sp
     from draftsmith.assembler.assemble import checkpoint_ref
     from draftsmith.cli.app import report
     from draftsmith.errors import DraftsmithError, short
+    from draftsmith.specs.resolve import unreached_steps
 
     bad = 0
     for f in files:  # plain text throughout: never re-wrapped or read as markup
@@ -36,6 +37,9 @@ def validate(files: List[str] = typer.Argument(..., help="spec YAML files, or sp
             typer.echo(f"{f}:", err=True)
             report(e)
             continue
+        dec = spec.decoding
+        if said := unreached_steps(dec.topk, dec.steps, dec.draft_tokens, dec.mode, dec.page_size):
+            typer.echo(f"{f}: warning: {said}", err=True)   # as assemble() warns at a load
         folders = {}
         for which in ("target", "draft"):
             ref = checkpoint_ref(spec, which)  # as assemble() resolves it: against the spec's own file

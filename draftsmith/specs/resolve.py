@@ -251,6 +251,17 @@ def is_chain(topk: int, mode: str, page_size: int) -> bool:
     return topk == 1 or mode == "v1" or (mode == "auto" and page_size != 1)
 
 
+def unreached_steps(topk: int, steps: int, draft_tokens: int, mode: str, page_size: int) -> str | None:
+    """What a tree whose draft_tokens cannot reach its depth is told: its deepest node sits at depth
+    draft_tokens - 1 (a node is chosen only with its parent), so the steps past it draft candidates never verified,
+    each a draft forward. None for a chain (its draft_tokens is unused) or a tree that reaches its depth."""
+    if is_chain(topk, mode, page_size) or draft_tokens - 1 >= steps:
+        return None
+    return (f"decoding.steps is {steps}, but a tree of draft_tokens {draft_tokens} (the root counted) reaches depth "
+            f"{draft_tokens - 1} at most: steps {draft_tokens - 1} drafts the same tree with "
+            f"{steps - draft_tokens + 1} fewer draft forward{'s' * (steps - draft_tokens + 1 != 1)} a step")
+
+
 def decoding_section_problems(decoding: Decoding) -> list[Problem]:
     """A spec's decoding section as it is assembled: one a file gave was checked when it loaded, but
     ``Spec.with_decoding`` copies values unchecked (topk 0 failed inside generate(), mode 'v9' ran as v2), so the
