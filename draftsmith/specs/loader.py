@@ -24,7 +24,7 @@ from draftsmith.registry.registry import NO_AUTOLOAD
 from draftsmith.specs.resolve import check_spec_data
 from draftsmith.specs.schema import Spec, too_many_digits, validate_strict
 from draftsmith.specs.translate import describe, problems_from
-from draftsmith.specs.yaml_loader import MergeBound, SpecLoader
+from draftsmith.specs.yaml_loader import MergeBound, SpecLoader, repeated_keys
 from draftsmith.yaml_places import SAFE_LOADER, yaml_places
 
 
@@ -87,7 +87,15 @@ def load_spec(ref: Spec | str | Path, registry: Registry | None = None) -> Spec:
     registry = checked_registry(registry)
     path = spec_path(ref, registry)
     text = read_text(path)
-    data = load_yaml_text(text, str(path))   # its own errors say their line
+    try:
+        data = load_yaml_text(text, str(path))   # its own errors say their line
+    except RepeatedKeys as e:   # said with the rest of the document's problems
+        try:
+            parse_spec(e.data, source=str(path), registry=registry, text=text)
+        except SpecError as more:
+            said = {p.path for p in e.problems}
+            raise SpecError(str(path), e.problems + [p for p in more.problems if p.path not in said]) from None
+        raise
     spec = parse_spec(data, source=str(path), registry=registry, text=text)   # each problem at its line in text
     if str(ref) in registry.specs and spec.name != str(ref):
         raise SpecError(str(path), with_lines([name_mismatch(str(ref), spec.name, registry)], text))
@@ -177,7 +185,16 @@ def load_yaml_text(text: str, source: str = "<spec>") -> Any:
                     open_.append(0 if isinstance(event, yaml.MappingStartEvent) else -1)
                     if len(open_) > limits.YAML_DEPTH:
                         raise _too_deep(source, event.start_mark)
-        return yaml.load(text, Loader=SpecLoader)  # noqa: S506 (a safe loader)
+        loader = SpecLoader(text)   # a safe loader
+        try:
+            data = loader.get_single_data()
+        finally:
+            loader.dispose()
+        if loader.repeats:
+            raise RepeatedKeys(source, [Problem(path, f"the key appears twice in one mapping (first at line {first}); "
+                                                      "YAML would keep the last", hint="Remove one of them", line=line)
+                                        for path, line, first in repeated_keys(loader)], data)
+        return data
     except MergeBound as e:
         raise SpecError(source, [Problem("", str(e))]) from None
     except yaml.YAMLError as e:
@@ -189,6 +206,15 @@ def load_yaml_text(text: str, source: str = "<spec>") -> Any:
                                          hint=escape_hint(e, text) or tab_hint(e, text))]) from None
     except RecursionError:  # pragma: no cover (the depth checks, of nesting and of merges, come first)
         raise SpecError(source, [Problem("", "nesting too deep")]) from None
+
+
+class RepeatedKeys(SpecError):
+    """Keys repeated in one mapping, every one; ``data``: the document read with the last of each, which
+    :func:`load_spec` still checks, so that its other problems are said in the same run."""
+
+    def __init__(self, source: str, problems: list[Problem], data: Any):
+        super().__init__(source, problems)
+        self.data = data
 
 
 def short_yaml_error(e: yaml.YAMLError) -> str:
@@ -245,22 +271,26 @@ def _long_int(path: str, x: int) -> Problem:
 
 def check_plain_data(data: Any) -> list[Problem]:
     """Problems that stop a document before validation: a value that refers to itself, a tree (aliases
-    expanded) deeper than ``YAML_DEPTH`` or larger than ``YAML_NODES``, a value that is not JSON-like, an integer
-    of more than ``INT_DIGITS`` digits (Python would not print it: json and every message need that).
-    Shared sub-trees are measured once, so an alias bomb is refused in time linear in the file."""
+    expanded) deeper than ``YAML_DEPTH`` or larger than ``YAML_NODES`` (the first of these ends the walk), a value
+    that is not JSON-like, an integer of more than ``INT_DIGITS`` digits (Python would not print it: json and every
+    message need that), a mapping key that is no string (each of these is said, and the walk goes on: one does not
+    hide the next). Shared sub-trees are measured once, so an alias bomb is refused in time linear in the file."""
     sizes: dict[int, tuple[int, int]] = {}      # id -> (nodes, height) of a measured container
     active: set[int] = set()
+    found: list[Problem] = []
 
     def walk(x: Any, path: str, level: int) -> tuple[int, int]:
         if isinstance(x, _SCALARS):
             if too_many_digits(x):
-                raise _Refused(_long_int(path, x))
+                found.append(_long_int(path, x))
             return 1, 0
         if not isinstance(x, (Mapping, list, tuple)):
             kind = {"date": "a YAML timestamp", "datetime": "a YAML timestamp", "bytes": "YAML binary",
                     "set": "a YAML set"}.get(type(x).__name__, f"a {type(x).__name__}")
-            raise _Refused(Problem(path, f"{kind} is not allowed in a spec; write a string, number, true/false, "
-                                         "null, a list or a mapping", found=x))
+            quote = " (quote it: '...')" if kind == "a YAML timestamp" else ""
+            found.append(Problem(path, f"{kind} is not allowed in a spec; write a string{quote}, number, "
+                                       "true/false, null, a list or a mapping", found=x))
+            return 1, 0
         if level > limits.YAML_DEPTH:
             raise _Refused(Problem(path, f"nesting deeper than {limits.YAML_DEPTH} levels (aliases expanded)"))
         if id(x) in active:
@@ -271,7 +301,8 @@ def check_plain_data(data: Any) -> list[Problem]:
             items = x.items() if isinstance(x, Mapping) else enumerate(x)
             for key, value in items:
                 if isinstance(x, Mapping) and (not isinstance(key, _SCALARS) or too_many_digits(key)):
-                    raise _Refused(Problem(path, "a mapping key must be a string", found=key))
+                    found.append(Problem(path, "a mapping key must be a string", found=key))
+                    continue
                 n, h = walk(value, f"{path}.{key}" if path else str(key), level + 1)
                 nodes, height = nodes + n, max(height, h + 1)
                 if nodes > limits.YAML_NODES:
@@ -288,7 +319,21 @@ def check_plain_data(data: Any) -> list[Problem]:
         walk(data, "", 0)
     except _Refused as r:
         return [r.problem]
-    return []
+    return found
+
+
+def without(data: Any, problems: list[Problem]) -> Any:
+    """``data`` with the values at ``problems``' paths taken out (a copy; a path into a list leaves the list as it
+    is): what validation may still read, each problem said once, where check_plain_data said it."""
+    paths = {p.path for p in problems}
+
+    def copy(x: Any, path: str) -> Any:
+        if isinstance(x, Mapping):
+            return {k: copy(v, f"{path}.{k}" if path else str(k)) for k, v in x.items()
+                    if isinstance(k, str) and (f"{path}.{k}" if path else k) not in paths}
+        return x
+
+    return copy(data, "")
 
 
 def parse_spec(data: Any, *, source: str = "<spec>", registry: Registry | None = None,
@@ -309,7 +354,10 @@ def _checked(data: Any, registry: Registry) -> tuple[Spec | None, list[Problem]]
         what = "the document is empty" if data is None else f"the document is a {type(data).__name__}"
         return None, [Problem("", f"{what}; a spec is a mapping of fields", allowed=describe(Spec))]
     if refused := check_plain_data(data):
-        return None, refused
+        if len(refused) == 1 and refused[0].message.startswith(("nesting deeper", "the value contains itself",
+                                                                 "more than")):
+            return None, refused   # the walk ended there: nothing past it was looked at
+        data = without(data, refused)
     shape: list[Problem] = []
     spec = None
     try:
@@ -319,7 +367,11 @@ def _checked(data: Any, registry: Registry) -> tuple[Spec | None, list[Problem]]
     names = check_spec_data(data, registry)
     # Phase 2 knows the registry, so where both phases speak about one path, its account (with the names that
     # exist and who provides them) replaces pydantic's.
-    return spec, [p for p in shape if p.path not in {q.path for q in names}] + names
+    found = [p for p in shape if p.path not in {q.path for q in names}] + names
+    if refused:   # the values taken out: a field they left missing is not news
+        said = {p.path for p in refused}
+        return None, refused + [p for p in found if p.path not in said]
+    return spec, found
 
 
 _NAME_CHARS = re.compile(r"[^a-z0-9._-]+")

@@ -26,13 +26,21 @@ class MergeBound(yaml.YAMLError):
 
 
 class SpecLoader(SAFE_LOADER):
-    """Safe constructors only, and a repeated key in one mapping is an error (YAML would keep the last)."""
+    """Safe constructors only, and a repeated key in one mapping is an error (YAML would keep the last): each one
+    is recorded in ``repeats`` (the last value kept, so the rest of the document can still be checked) and said by
+    :func:`repeated_keys`."""
 
     def __init__(self, stream):
         super().__init__(stream)
         self._checked: set[int] = set()      # the mappings whose own keys were checked for repeats
         self._flattening: list[int] = []     # the merges being flattened, outermost first
         self._merged_pairs = 0               # the pairs merges added, all mappings together
+        self.repeats: list[tuple[Any, Any, Any]] = []   # (mapping, key node, first key node) of each repeated key
+        self.root = None                     # the document's node, once composed
+
+    def construct_document(self, node):
+        self.root = node
+        return super().construct_document(node)
 
     def flatten_mapping(self, node):
         """``node``'s pairs with its merges in (see the module): its own keys' repeats checked first, once (a merge
@@ -118,11 +126,8 @@ class SpecLoader(SAFE_LOADER):
                 first = seen.setdefault(key, key_node)
             except TypeError:
                 continue  # an unhashable key: the base constructor reports it
-            if first is not key_node:
-                raise yaml.constructor.ConstructorError(
-                    "while constructing a mapping", node.start_mark,
-                    f"found duplicate key {short(key)} (first at line {first.start_mark.line + 1})",
-                    key_node.start_mark)
+            if first is not key_node:   # every one is said (repeated_keys), the last value kept meanwhile
+                self.repeats.append((node, key_node, first))
 
     def construct_yaml_int(self, node):
         try:
@@ -138,3 +143,26 @@ SpecLoader.add_constructor("tag:yaml.org,2002:int", SpecLoader.construct_yaml_in
 
 def _key_identity(node) -> Any:
     return (node.tag, node.value) if isinstance(node, yaml.ScalarNode) else id(node)
+
+
+def repeated_keys(loader: SpecLoader) -> list[tuple[str, int, int]]:
+    """(dotted path, line, first line) of each key ``loader`` found repeated in one mapping, in file order."""
+    paths: dict[int, str] = {}
+    todo, seen = [(loader.root, "")], set()
+    while todo:   # iteratively, each node once (aliases may share or contain nodes)
+        node, path = todo.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        paths[id(node)] = path
+        if isinstance(node, yaml.MappingNode):
+            todo += [(v, f"{path}.{k.value}" if path else str(k.value)) for k, v in node.value
+                     if isinstance(k, yaml.ScalarNode)]
+        elif isinstance(node, yaml.SequenceNode):
+            todo += [(v, f"{path}.{i}" if path else str(i)) for i, v in enumerate(node.value)]
+    out = []
+    for mapping, key, first in loader.repeats:
+        where = paths.get(id(mapping), "")
+        name = key.value if isinstance(key, yaml.ScalarNode) else short(key.value)
+        out.append((f"{where}.{name}" if where else str(name), key.start_mark.line + 1, first.start_mark.line + 1))
+    return sorted(out, key=lambda r: r[1])
