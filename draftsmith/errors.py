@@ -110,8 +110,11 @@ def suggest(word: str, choices: Iterable[str]) -> str:
     text = word if isinstance(word, str) else short(word)   # str() of a found value could be megabytes too
     if len(text) > SUGGEST_CHARS:
         return ""
-    close = difflib.get_close_matches(text, list(choices), n=1, cutoff=0.5)
-    return f" Did you mean {close[0]!r}?" if close else ""
+    choices = list(choices)
+    by_case = {c.lower(): c for c in reversed(choices)}   # 'GQA' -> 'gqa': one letter case apart is the closest
+    close = [by_case[text.lower()]] if text.lower() in by_case and by_case[text.lower()] != text else \
+        difflib.get_close_matches(text, choices, n=1, cutoff=0.5)
+    return f" Did you mean {close[0]!r}?" if close and close[0] != text else ""
 
 
 def short_text(text: str, limit: int = QUOTE_LIMIT) -> str:

@@ -38,6 +38,7 @@ def problems_from(error: ValidationError, prefix: str, model: type[BaseModel]) -
         found = errs[0][1].get("input")
         forms = " or ".join(dict.fromkeys(_allowed(w, e) for w, e in errs))
         words = [str(a) for w, _ in errs for a in typing.get_args(w.member) if isinstance(a, str)]
+        words += ["true", "false"] if any(w.member is bool for w, _ in errs) else []
         out.append(Problem(_join(prefix, path), f"{short(found)} is not allowed", allowed=forms,
                            hint=_suggest(found, words)))
     return out
@@ -59,7 +60,11 @@ def _allowed(w: _Walk, err: Mapping[str, Any]) -> str:
 
 
 def _suggest(found: Any, words: Sequence[str]) -> str:
-    return suggest(str(found), words) if isinstance(found, str) else ""
+    if not isinstance(found, str):
+        return ""
+    if found.lower() in ("true", "false") and found.lower() in words:   # "True" in quotes: a string, not a boolean
+        return f"Write {found.lower()} without quotes (in quotes it is a string)"
+    return suggest(found, words)
 
 
 @dataclass(frozen=True)
@@ -173,7 +178,9 @@ def _problem(err: Mapping[str, Any], w: _Walk, prefix: str) -> Problem:
         return Problem(path, "required field is missing", allowed=describe(w.field_ann),
                        hint=(field.description or "") if field else "")
     if kind in ("literal_error", "enum"):
-        choices = [str(a) for a in typing.get_args(w.field_ann if w.member is None else w.member)]
+        # a boolean literal is spelled as YAML writes it: true / false (str() would say 'True')
+        choices = [str(a).lower() if isinstance(a, bool) else str(a)
+                   for a in typing.get_args(w.field_ann if w.member is None else w.member)]
         return Problem(path, f"{short(found)} is not allowed", allowed=_allowed(w, err), hint=_suggest(found, choices))
     if kind == "value_error":
         return Problem(path, short_text(err["msg"].removeprefix("Value error, "), 400), found=found)
