@@ -11,11 +11,11 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from draftsmith.assembler.checkpoint import TensorInfo, list_tensors, read_tensors
+from draftsmith.assembler.checkpoint import FLOAT4, TensorInfo, list_tensors, nonfinite, read_tensors
 from draftsmith.assembler.plan import Expected, LoadPlan, expected_of, plan_load
 from draftsmith.components.quant_models import set_compute_dtype, stored_dtypes
 from draftsmith.components.weights import RuleSet
-from draftsmith.errors import short_list
+from draftsmith.errors import CheckpointError, short, short_list
 from draftsmith.registry.results import ComponentFailed
 
 
@@ -67,9 +67,26 @@ def fill(planned: PlannedLoad, *, dtype: torch.dtype, device: str) -> nn.Module:
         want = planned.expected[canon].dtype
         t = planned.plan.tensor(canon, raw)   # a split rule's part: its rows of the fused tensor, sliced first
         state[canon] = t.to(device=device, dtype=keep.get(canon) or (dtype if want.is_floating_point else want))
+    overflow(planned, raw, state)
     planned.module.load_state_dict(state, strict=False, assign=True)
     set_compute_dtype(planned.module, dtype)  # FP8 linears dequantize into the model's dtype
     return planned.module
+
+
+def overflow(planned: PlannedLoad, raw: dict[str, torch.Tensor], state: dict[str, torch.Tensor]) -> None:
+    """A CheckpointError for finite stored values that the cast to a narrower float range made inf (1e5 in a
+    float32 file, loaded as float16: the file's own check passed, and the model decoded garbage)."""
+    narrowed = {canon: t for canon, t in state.items() if t.is_floating_point()
+                and (src := raw[planned.plan.sources[canon]]).is_floating_point() and src.dtype != FLOAT4
+                and torch.finfo(t.dtype).max < torch.finfo(src.dtype).max}
+    if bad := nonfinite(narrowed):
+        dtype = next(iter(narrowed.values())).dtype
+        file = planned.infos[planned.plan.sources[bad[0][0]]].file
+        raise CheckpointError(file, f"values past {str(dtype).removeprefix('torch.')}'s range (largest "
+                                    f"{torch.finfo(dtype).max:g}) in " + ", ".join(
+            f"{short(planned.plan.sources[n])} ({k} of {state[n].numel()})" for n, k in bad[:5])
+            + (f" and {len(bad) - 5} more tensors" if len(bad) > 5 else "")
+            + ": they would load as inf; load it in bfloat16 or float32")
 
 
 def load_module(module: nn.Module, folder: str | Path, rules: RuleSet, *, dtype: torch.dtype, device: str,

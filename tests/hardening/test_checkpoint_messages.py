@@ -83,3 +83,21 @@ def test_an_fp8_weight_stored_as_a_wider_float_is_refused(tmp_path):
         draftsmith.assemble("eagle1-llama-fp8", target=target, draft=draft)
     assert f"wrong dtype: {name!r} is float32 (float) in the checkpoint, the model expects float8_e4m3fn (float8)" \
         in str(r.value)
+
+
+def test_a_value_past_the_load_dtypes_range_is_refused(tiny_pair, tmp_path):
+    """1e5 in a float32 file is finite (the file's check passed it); as float16 it is inf, and the model decoded
+    '!!!!' with exit 0."""
+    from safetensors.torch import load_file, save_file
+
+    target = copy_folder(tiny_pair[0], tmp_path / "t")
+    stored = load_file(str(target / "model.safetensors"))
+    name = "model.layers.3.mlp.up_proj.weight"
+    stored[name][0, 0] = 1e5
+    save_file(stored, str(target / "model.safetensors"))
+    with pytest.raises(CheckpointError) as r:
+        draftsmith.assemble("eagle3-llama", target=target, draft=tiny_pair[1], dtype="float16")
+    assert str(r.value) == (f"{target / 'model.safetensors'}: values past float16's range (largest 65504) in "
+                            f"{name!r} (1 of {stored[name].numel()}): they would load as inf; load it in bfloat16 "
+                            "or float32")
+    draftsmith.assemble("eagle3-llama", target=target, draft=tiny_pair[1], dtype="bfloat16")
