@@ -180,11 +180,11 @@ def diagnose(spec: Spec | str | Path, target: str | Path | None = None, draft: s
             f"max_new_tokens is {max_new_tokens}; measuring acceptance over the {spec.decoding.steps}-token chain of "
             f"spec {spec.name!r} needs at least {least} (with fewer no whole step is measured, and tau is low "
             "whatever the draft)"])
-    from draftsmith.assembler.assemble import checkpoint_dir
+    from draftsmith.assembler.assemble import checkpoint_dirs
     from draftsmith.assembler.build import attention_name
     from draftsmith.assembler.config import read_config
 
-    target, draft = checkpoint_dir(spec, target, "target"), checkpoint_dir(spec, draft, "draft")  # missing: raise
+    target, draft = checkpoint_dirs(spec, target, draft)  # missing: raise
     read_config(target)   # a target config draftsmith cannot read fails every reading alike: said once, not tried
     auto = attention_name(spec, read_config(draft))   # attention auto's params are this kind's (MLA: its rope)
     run = lambda changes: run_candidate(spec, changes, target, draft, probes, max_new_tokens, registry,  # noqa: E731

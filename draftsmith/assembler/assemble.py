@@ -27,7 +27,7 @@ from draftsmith.decoding.graphs import graphs_enabled
 from draftsmith.decoding.model import SpeculativeModel
 from draftsmith.decoding.modes import RECURRENT, V2
 from draftsmith.registry import Registry, default_registry
-from draftsmith.errors import CheckpointError, OptionError, Problem, SpecError, short_text
+from draftsmith.errors import CheckpointError, CheckpointNotFound, OptionError, Problem, SpecError, short_text
 from draftsmith.specs.loader import checked_registry, load_spec
 from draftsmith.specs.resolve import decoding_section_problems, unreached_steps
 from draftsmith.specs.schema import Spec
@@ -85,7 +85,26 @@ def checkpoint_dir(spec: Spec, given: str | Path | None, which: str) -> Path:
         hint = f"Give the {which} folder ({which}=PATH, or --{which} PATH on the command line)."
         raise SpecError(spec.source, [Problem(f"checkpoints.{which}", f"no {which} folder given and the spec names "
                                                                      "none", hint=hint)])
-    return checkpoint_folder(tidy(Path(ref)), f"{which} checkpoint folder {short_text(ref, 300)!r}")
+    written = getattr(spec.checkpoints, which) if given is None else None   # the spec's own, as its file says it
+    label = f"{which} checkpoint folder {short_text(ref, 300)!r}"
+    if written is not None and not Path(written).is_absolute():
+        label += f" (the spec's checkpoints.{which}: {short_text(written, 200)!r}, relative to its file)"
+    return checkpoint_folder(tidy(Path(ref)), label)
+
+
+def checkpoint_dirs(spec: Spec, target: str | Path | None, draft: str | Path | None) -> tuple[Path, Path]:
+    """(target, draft) folders, as :func:`checkpoint_dir` finds them; where both are missing, one error says both."""
+    missing, found = [], {}
+    for which, given in (("target", target), ("draft", draft)):
+        try:
+            found[which] = checkpoint_dir(spec, given, which)
+        except CheckpointNotFound as e:
+            missing.append(e)
+    if len(missing) == 2:
+        raise CheckpointNotFound(f"{missing[0]}\n{missing[1]}")
+    if missing:
+        raise missing[0]
+    return found["target"], found["draft"]
 
 
 def spec_own(spec: Spec, given: str | Path | None, folder: Path, which: str) -> bool:
@@ -210,7 +229,7 @@ def plan_assembly(spec: Spec | str | Path, target: str | Path | None = None, dra
     lacks, such as flash-attn on a CPU, does not fail a check of the checkpoints)."""
     registry = registry or default_registry()
     spec = load_spec(spec, registry)
-    target_dir, draft_dir = checkpoint_dir(spec, target, "target"), checkpoint_dir(spec, draft, "draft")
+    target_dir, draft_dir = checkpoint_dirs(spec, target, draft)
     backend = backend or registry.build("attn_backend", spec.decoding.attention)
     with explained(swapped_note(registry, target_dir, "target")):
         target_plan, target_cfg = plan_target(target_dir, registry, backend)

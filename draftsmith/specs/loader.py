@@ -203,7 +203,8 @@ def load_yaml_text(text: str, source: str = "<spec>") -> Any:
         if "nesting depth" in str(getattr(e, "problem", "")) and getattr(e, "problem_mark", None) is not None:
             raise _too_deep(source, e.problem_mark) from None
         raise SpecError(source, [Problem("", f"not valid YAML: {short_yaml_error(e)}",
-                                         hint=escape_hint(e, text) or tab_hint(e, text))]) from None
+                                         hint=escape_hint(e, text) or tab_hint(e, text) or odd_space_hint(text))]
+                        ) from None
     except RecursionError:  # pragma: no cover (the depth checks, of nesting and of merges, come first)
         raise SpecError(source, [Problem("", "nesting too deep")]) from None
 
@@ -254,6 +255,22 @@ def tab_hint(e: yaml.YAMLError, text: str) -> str:
     if mark is None or mark.line >= len(lines) or lines[mark.line][mark.column: mark.column + 1] != "\t":
         return ""
     return "The character there is a tab: YAML indents with spaces only; replace it with spaces"
+
+
+_ODD_SPACE = re.compile("[\u00a0\u1680\u2000-\u200b\u202f\u205f\u3000]")   # spaces YAML reads as text
+
+
+def odd_space_hint(text: str) -> str:
+    """For a YAML error in a text holding a space YAML does not take for one (a non-breaking space pasted from a
+    web page: libyaml then stops a line later, at a place that shows nothing wrong), where the first one is;
+    '' where there is none."""
+    found = _ODD_SPACE.search(text)
+    if found is None:
+        return ""
+    line = text.count("\n", 0, found.start()) + 1
+    column = found.start() - (text.rfind("\n", 0, found.start()) + 1) + 1
+    return (f"Line {line}, column {column} holds U+{ord(found.group()):04X}, a space YAML reads as text, not "
+            "as a space; replace it with an ordinary space")
 
 
 _SCALARS = (str, int, float, bool, type(None))

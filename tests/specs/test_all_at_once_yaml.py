@@ -38,3 +38,20 @@ def test_every_value_that_is_no_plain_data_is_said_with_the_fields_problems(tmp_
                                                         ("decoding.steps", 6)]
     assert said[0][1].startswith("a YAML timestamp is not allowed in a spec; write a string (quote it: '...')")
     assert said[1][1].startswith("a YAML set is not allowed in a spec")
+
+
+def test_a_pasted_non_breaking_space_is_named_where_it_is(tmp_path):
+    """libyaml stops a line after it ('line 7 ... could not find expected ':'' in a 6-line file)."""
+    (problem,) = [p for p in _errors(tmp_path, "name: x\ndecoding:\n  topk: 4\n  steps:\u00a05\n")]
+    assert problem.hint == ("Line 4, column 9 holds U+00A0, a space YAML reads as text, not as a space; replace it "
+                            "with an ordinary space")
+    (problem,) = _errors(tmp_path, "name: x\ndecoding:\n  topk: 4\n  steps: [5\n")
+    assert "U+" not in problem.hint
+
+
+def _errors(tmp_path, text: str):
+    spec = tmp_path / "s.yaml"
+    spec.write_text(text)
+    with pytest.raises(SpecError) as info:
+        load_spec(spec)
+    return info.value.problems
