@@ -18,6 +18,7 @@ from draftsmith.assembler.explain import (checked_along, DetectedNote, explained
 from draftsmith.assembler.config import (draft_hf_config, flatten_draft_config, missing_target_keys, read_config,
                                          read_config_aside, stop_ids, target_hf_config)
 from draftsmith.assembler.load import PlannedLoad, fill, materialize, plan_module
+from draftsmith.assembler.plan import CheckpointMismatch
 from draftsmith.assembler.vocab import check_vocab_map
 from draftsmith.components import fused, gemv, packed, stacked
 from draftsmith.components.targets import mtp_layer_patterns
@@ -27,7 +28,8 @@ from draftsmith.decoding.graphs import graphs_enabled
 from draftsmith.decoding.model import SpeculativeModel
 from draftsmith.decoding.modes import RECURRENT, V2
 from draftsmith.registry import Registry, default_registry
-from draftsmith.errors import CheckpointError, CheckpointNotFound, OptionError, Problem, SpecError, short_text
+from draftsmith.errors import (CheckpointError, CheckpointNotFound, DraftsmithError, OptionError, Problem, SpecError,
+                               short_text)
 from draftsmith.specs.loader import checked_registry, load_spec
 from draftsmith.specs.resolve import decoding_section_problems, unreached_steps
 from draftsmith.specs.schema import Spec
@@ -231,13 +233,39 @@ def plan_assembly(spec: Spec | str | Path, target: str | Path | None = None, dra
     spec = load_spec(spec, registry)
     target_dir, draft_dir = checkpoint_dirs(spec, target, draft)
     backend = backend or registry.build("attn_backend", spec.decoding.attention)
-    with explained(swapped_note(registry, target_dir, "target")):
-        target_plan, target_cfg = plan_target(target_dir, registry, backend)
-        check_tied_head(target_plan)
-    if spec.decoding.mode == "v2" and target_plan.module.recurrent:
+    target_error = None
+    try:
+        with explained(swapped_note(registry, target_dir, "target")):
+            target_plan, target_cfg = plan_target(target_dir, registry, backend)
+            check_tied_head(target_plan)
+    except CheckpointMismatch as e:   # the target's tensors: its config stands, so the draft is checked too,
+        if getattr(e, "__notes__", None):   # unless the folders look swapped (the note): then that is the news
+            raise
+        target_error, target_plan, target_cfg = e, None, target_hf_config(target_dir)
+    if spec.decoding.mode == "v2" and target_plan is not None and target_plan.module.recurrent:
         raise SpecError(spec.source, [Problem(
             "decoding.mode", f"{V2} is unsupported with this target: {RECURRENT}", found="v2", allowed="auto, v1",
             hint="Use mode: auto to fall back to v1 with a logged reason.")])
+    try:
+        draft_raw, draft_model, draft_plan = plan_draft(spec, registry, draft, draft_dir, target_cfg, backend)
+    except DraftsmithError as e:   # both folders' problems in one run
+        if target_error is None:
+            raise
+        said = "\n".join([str(e), *getattr(e, "__notes__", ())])
+        target_error.add_note(f"note: the draft was checked too: {said}")
+        raise target_error from None
+    if target_error is not None:
+        target_error.add_note("note: the draft was checked too: it fits")
+        raise target_error
+    if (mismatch := vocab_mismatch(draft_raw, target_cfg)) is not None:   # loads, but is likely the wrong draft
+        log.warning("draft %s: %s", short_text(draft_dir, 300), mismatch)
+    return Assembly(target_plan, target_cfg, draft_model, draft_plan, draft_dir, read_tokenizer(target_dir),
+                    frozenset(stop_ids(target_dir, target_cfg)), target_dir)
+
+
+def plan_draft(spec: Spec, registry: Registry, draft: str | Path | None, draft_dir: Path, target_cfg, backend
+               ) -> tuple[Any, Any, PlannedLoad]:
+    """(the draft's config as written, its model on meta, its checked load plan): plan_assembly's draft half."""
     reading = read_config_aside(draft_dir)   # a config problem no tensor depends on is reported with the tensors'
     draft_raw = reading.config
     with checked_along(reading):
@@ -261,10 +289,7 @@ def plan_assembly(spec: Spec | str | Path, target: str | Path | None = None, dra
             draft_plan = plan_module(draft_model, draft_dir, rules, spec=spec.name, infos=infos)
         check_draft_vocab(spec, draft_plan, draft_dir)
         check_topk(spec, draft_model, target_cfg)
-    if (mismatch := vocab_mismatch(draft_raw, target_cfg)) is not None:   # loads, but is likely the wrong draft
-        log.warning("draft %s: %s", short_text(draft_dir, 300), mismatch)
-    return Assembly(target_plan, target_cfg, draft_model, draft_plan, draft_dir, read_tokenizer(target_dir),
-                    frozenset(stop_ids(target_dir, target_cfg)), target_dir)
+    return draft_raw, draft_model, draft_plan
 
 
 def assemble(spec: Spec | str | Path = "demo", target: str | Path | None = None, draft: str | Path | None = None, *,
