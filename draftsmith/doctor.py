@@ -63,6 +63,7 @@ class Candidate:
     error: str | None = None        # why it did not assemble or run, in a line
     detail: str | None = field(default=None, repr=False)   # the whole message, with the load's notes
     declared: bool = False          # every change sets its field's declared default
+    fault: bool = False             # it failed on a file (unreadable, missing, NaN): no reading changes that
 
     @property
     def tau(self) -> float:
@@ -145,6 +146,15 @@ def _whole(e: BaseException) -> str:
     return "\n".join([f"{type(e).__name__}: {str(e).strip()}", *getattr(e, "__notes__", ())])
 
 
+def file_fault(e: BaseException) -> bool:
+    """Whether a load failed on the files themselves (a missing or unreadable file, NaN weights, a bad config
+    value): a CheckpointError as such. Its subclasses (tensors that do not fit the reading, a d2t read in the other
+    convention) and spec errors depend on the reading, and the readings are tried."""
+    from draftsmith.errors import CheckpointError, CheckpointNotFound
+
+    return type(e) is CheckpointError or isinstance(e, CheckpointNotFound)
+
+
 def run_candidate(spec: Spec, changes, target, draft, probes, max_new_tokens, registry, **load) -> Candidate:
     from draftsmith.assembler.assemble import assemble
     from draftsmith.assembler.explain import quiet_notes
@@ -159,6 +169,7 @@ def run_candidate(spec: Spec, changes, target, draft, probes, max_new_tokens, re
             raise
         except Exception as e:  # noqa: BLE001  a candidate that does not assemble is reported, not fatal
             cand.error, cand.detail = _first_line(e), _whole(e)
+            cand.fault = file_fault(e)
     return cand
 
 
@@ -192,7 +203,8 @@ def diagnose(spec: Spec | str | Path, target: str | Path | None = None, draft: s
     base = run(())
     low = base.measure is None or base.tau < min_tau
     dx = Diagnosis(spec, base, low=low, min_tau=min_tau)
-    if search is False or (search is None and not low):
+    # a file the pair cannot be read from fails every reading alike (each a whole load: 16 GB again at 8B)
+    if search is False or (search is None and not low) or base.fault:
         dx.seconds = time.perf_counter() - t0
         return dx
     best, tried = base, []

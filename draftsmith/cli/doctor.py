@@ -93,6 +93,7 @@ def doctor(
         out.print(f"not applicable to this spec's components: {escape(', '.join(dx.not_applicable))}")
     if dx.base.measure is None and dx.fix is None:   # no reading loads the pair either: the spec does not fit it
         tried = (f"none of the {len(dx.candidates)} other readings tried loads it either" if dx.candidates else
+                 "the other readings were not tried: a file fault fails every reading alike" if dx.base.fault else
                  "the other readings were not tried: --search tries them")
         _bad_input(f"the spec as given does not load: {dx.base.detail or dx.base.error}\n({tried})")
     if not dx.low:
