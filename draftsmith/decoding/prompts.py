@@ -155,6 +155,11 @@ def encode_prompts(prompt: Any, *, tokenizer: Any, vocab: int, context: int | No
         problems.append(f"{name}: an empty list is neither a prompt (no token ids) nor a batch (no prompts)")
         return [], True
     items, single = split_prompts(prompt)
+    if not single and all(array_like(p) and p.ndim == 0 for p in items):   # list(ids_tensor): one problem, not one
+        kind = "tensor" if type(items[0]).__module__.startswith("torch") else "array"   # a prompt per id
+        problems.append(f"{name}: a list of {len(items)} 0-D {kind}s (list() of a 1-D {kind} gives one per id); "
+                        f"pass the 1-D {kind} itself, or its .tolist()")
+        return [], single
     if len(items) > limits.BATCH:   # each prompt is a row of the KV pools, allocated up front
         problems.append(f"{name}: a batch of {len(items)} prompts; at most {limits.BATCH} in one call")
         return [], single
