@@ -187,8 +187,47 @@ def _safetensors_infos(file: Path, only: Iterable[str] | None = None) -> dict[st
     except CheckpointError:
         raise
     except _READ_ERRORS as exc:  # truncated, empty, bad header, unknown dtype
-        raise CheckpointError(file, f"not a readable safetensors file: {short_text(exc, 300)}") from None
+        why = header_fault(file) or short_text(exc, 300)   # safetensors' words name neither sizes nor tensors
+        raise CheckpointError(file, f"not a readable safetensors file: {why}") from None
     return out
+
+
+_ST_BYTES = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E5M2": 1, "F8_E4M3FNUZ": 1, "F8_E5M2FNUZ": 1,
+             "F8_E8M0": 1, "I16": 2, "U16": 2, "F16": 2, "BF16": 2, "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8,
+             "F64": 8, "C64": 8}
+
+
+def header_fault(file: Path) -> str | None:
+    """What is wrong with a safetensors file safetensors refused, in the file's terms (its size against what its
+    header describes, the tensor whose dtype or byte range does not fit), or None where the header itself cannot
+    be read (safetensors' own words then stand)."""
+    try:
+        size = file.stat().st_size
+        with file.open("rb") as f:
+            n = int.from_bytes(f.read(8), "little")
+            if size < 8 or n > min(size - 8, limits.JSON_BYTES):
+                return None
+            header = json.loads(f.read(n))
+        tensors = {k: v for k, v in header.items() if k != "__metadata__"}
+        for name, t in tensors.items():
+            begin, end = t["data_offsets"]
+            if t["dtype"] not in _ST_BYTES and t["dtype"] != "F4":
+                return f"tensor {short(name)} has dtype {short(t['dtype'])}, which safetensors does not know"
+            items = 1
+            for d in t["shape"]:
+                items *= d
+            if t["dtype"] in _ST_BYTES and end - begin != (need := items * _ST_BYTES[t["dtype"]]):
+                return (f"tensor {short(name)} ({t['dtype']} {short(t['shape'])}) needs {need} bytes, its header "
+                        f"gives it {end - begin}")
+        data = max((t["data_offsets"][1] for t in tensors.values()), default=0)
+    except (OSError, ValueError, TypeError, KeyError, IndexError, AttributeError):
+        return None
+    if size < 8 + n + data:
+        return (f"the file is {size} bytes and its header describes {8 + n + data}: it is cut short (an "
+                f"interrupted download? fetch it again)")
+    if size > 8 + n + data:
+        return f"the file is {size} bytes, {size - 8 - n - data} past the data its header describes"
+    return None
 
 
 def _torch_load(file: Path) -> Mapping[str, Tensor]:

@@ -2,6 +2,7 @@
 could not read (its own error does not say which), a config that is a broken link, a .bin that is a trainer's
 nested checkpoint or no zip-format torch file, a size of thousands of digits quoted short, an FP8 weight stored
 as a wider float (found by a dogfooding helper)."""
+import json
 import os
 import pickle
 
@@ -101,3 +102,42 @@ def test_a_value_past_the_load_dtypes_range_is_refused(tiny_pair, tmp_path):
                             f"{name!r} (1 of {stored[name].numel()}): they would load as inf; load it in bfloat16 "
                             "or float32")
     draftsmith.assemble("eagle3-llama", target=target, draft=tiny_pair[1], dtype="bfloat16")
+
+
+def _header_edit(fn):
+    def edit(path):
+        import struct
+        data = path.read_bytes()
+        n = struct.unpack("<Q", data[:8])[0]
+        header = json.loads(data[8:8 + n])
+        fn(header)
+        text = json.dumps(header).encode()
+        text += b" " * (-len(text) % 8)
+        path.write_bytes(struct.pack("<Q", len(text)) + text + data[8 + n:])
+    return edit
+
+
+@pytest.mark.parametrize("damage, says", [
+    (lambda p: p.write_bytes(p.read_bytes()[:-1000]), r"the file is (\d+) bytes and its header describes (\d+): it "
+                                                      r"is cut short \(an interrupted download\? fetch it again\)$"),
+    (lambda p: p.write_bytes(p.read_bytes() + b"\0" * 100), r"the file is \d+ bytes, 100 past the data its header "
+                                                            r"describes$"),
+    (_header_edit(lambda h: h["fc.weight"].__setitem__("dtype", "F64")),
+     r"tensor 'fc.weight' \(F64 \[16, 48\]\) needs 6144 bytes, its header gives it 3072$"),
+    (_header_edit(lambda h: h["fc.weight"].__setitem__("dtype", "F12")), r"tensor 'fc.weight' has dtype 'F12', which "
+                                                                         r"safetensors does not know$"),
+], ids=["cut", "extra", "size", "dtype"])
+def test_a_damaged_safetensors_file_is_said_in_its_own_terms(tiny_pair, tmp_path, damage, says):
+    """safetensors said 'incomplete metadata, file not fully covered' both for a file cut short and one with bytes
+    past its data, and named no tensor for a dtype or byte range that does not fit."""
+    import re
+
+    draft = copy_folder(tiny_pair[1], tmp_path / "d")
+    damage(draft / "model.safetensors")
+    with refused(kind=CheckpointError) as r:
+        list_tensors(draft)
+    found = re.search(says, str(r.value))
+    assert str(r.value).startswith(f"{draft / 'model.safetensors'}: not a readable safetensors file: ") and found, \
+        str(r.value)
+    if found.groups():
+        assert int(found.group(2)) - int(found.group(1)) == 1000
