@@ -42,6 +42,16 @@ class _Repr(reprlib.Repr):
     def repr_tuple(self, x: tuple, level: int) -> str:  # YAML and JSON have lists only
         return self.repr_list(list(x[: self.maxlist + 1]), level)
 
+    def repr_str(self, x: str, level: int) -> str:
+        # a printable string with a backslash (a regex) is quoted as YAML's single quotes write it ('^midlayer\.',
+        # not repr's '^midlayer\\.', which reads as a doubled backslash to someone who wrote the spec)
+        if "\\" not in x or not x.isprintable():
+            return super().repr_str(x, level)
+        if len(x) > self.maxstring:
+            half = max(0, (self.maxstring - 5) // 2)   # the quotes and the fill inside the limit
+            x = x[:half] + "\0" + x[len(x) - half:]
+        return "'" + x.replace("'", "''").replace("\0", self.fillvalue) + "'"
+
     def repr_Tensor(self, x: Any, level: int) -> str:
         return f"<tensor of shape {list(x.shape)}, {str(x.dtype).removeprefix('torch.')}>"
 

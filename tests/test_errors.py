@@ -191,3 +191,16 @@ def test_a_spec_error_counts_its_problems_and_prints_at_most_shown(n):
     assert lines[1:1 + min(n, SHOWN)] == [p.render() for p in problems[:SHOWN]]
     assert lines[1 + min(n, SHOWN):] == ([f"  ... and {n - SHOWN} more"] if n > SHOWN else [])
     assert e.problems == problems and e.source == "my-draft.yaml"
+
+
+def test_a_regex_is_quoted_as_yaml_single_quotes_write_it():
+    """A backslash is shown once, as the spec's single-quoted text holds it (repr doubled it: '^midlayer\\\\.' read as
+    two backslashes to someone who wrote one); a string with a control character keeps repr's escapes."""
+    from draftsmith.errors import short
+
+    assert short("^midlayer\\.(") == "'^midlayer\\.('"
+    assert short({"match": "^a\\.", "replace": "b"}) == "{'match': '^a\\.', 'replace': 'b'}"
+    assert short("it's \\d") == "'it''s \\d'"
+    assert short("a\\b\nc") == repr("a\\b\nc") and short("plain") == "'plain'"
+    cut = short("x" * 50 + "\\" + "y" * 60)
+    assert cut == "'" + "x" * 37 + "..." + "y" * 37 + "'" and len(cut) <= 80

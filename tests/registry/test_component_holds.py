@@ -113,7 +113,7 @@ def test_a_plugin_fusion_without_holds_may_hold_any_fc_name_and_the_hidden_norm(
 @pytest.mark.parametrize("holds, why", [
     (lambda p: 1 / 0, "ZeroDivisionError"),
     (lambda p: "^fc\\.weight$", "not a tuple of regex strings"),
-    (lambda p: ("^fc\\.(weight$",), "'^fc\\\\.(weight$' is no regex: missing )"),
+    (lambda p: ("^fc\\.(weight$",), "'^fc\\.(weight$' is no regex: missing )"),
 ])
 def test_a_plugin_holds_that_fails_names_the_plugin(tmp_path, holds, why):
     reg = registry_with(Component("fusion", "gated", gated, GateParams, holds=holds))
