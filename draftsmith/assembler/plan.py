@@ -130,7 +130,8 @@ def dtype_kind(dtype: torch.dtype) -> str:
 def wrong_dtype(got: torch.dtype, want: torch.dtype) -> str | None:
     """Why a checkpoint tensor of dtype ``got`` cannot load into a parameter of dtype ``want``, or None: loading
     casts within a kind (:func:`dtype_kind`: a float tensor into any float parameter, an int into any int, an FP8
-    one into FP8), never across kinds. The one dtype rule of a load plan (``convert`` asks it too, before it writes a draft)."""
+    one into FP8), never across kinds. The one dtype rule of a load plan (``convert`` asks it too, before it writes
+    a draft)."""
     if dtype_kind(got) == dtype_kind(want):
         return None
     return (f"is {_dtype(got)} ({dtype_kind(got)}) in the checkpoint, the model expects {_dtype(want)} "

@@ -183,8 +183,8 @@ def test_a_draft_whose_weights_are_cut_short_is_named_by_file(good, tiny, tmp_pa
     draft = write_eagle3(tmp_path / "draft", tiny / "target")
     weights = draft / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
-    says = (f"holds a draft whose weights cannot be read: {weights}: not a readable safetensors file: Error while "
-            "deserializing header")
+    says = (f"holds a draft whose weights cannot be read: {weights}: not a readable safetensors file: the file is "
+            f"{weights.stat().st_size} bytes and its header describes ")
     res = train(*good, "--from-draft", draft)
     refused(res, f"--from-draft {draft} {says}", "save or copy that file again")
     assert "holds no draft" not in res.output
