@@ -192,7 +192,8 @@ def test_inspect_says_when_its_spec_does_not_load_the_folder_as_it_is(tmp_path, 
     save_file(tensors, str(draft / "model.safetensors"))
     res = run("inspect", draft)
     assert res.exit_code == 1 and says in res.stderr and "does not load this folder as it is" in res.stderr, res.output
-    assert [line for line in res.stdout.splitlines() if says in line][0].startswith("# the proposed spec does not")
+    first = res.stdout.splitlines()[0]   # the first comment, as the README says (`head -1` shows it)
+    assert first.startswith("# the proposed spec does not load this folder as it is") and says in first, res.stdout
     draftsmith.parse_spec(yaml.safe_load(res.stdout), source="inspect output")   # the spec, still printed
     with pytest.raises(DraftsmithError):   # what assemble() says too
         draftsmith.assemble(draftsmith.parse_spec(yaml.safe_load(res.stdout), source="o"), target=eagle3_pair[0])

@@ -25,8 +25,8 @@ def doctor(
     min_tau: float = typer.Option(2.0, "--min-tau", help="acceptance length below which the readings are tried"),
     search: Optional[bool] = typer.Option(None, "--search/--no-search",
                                           help="try the readings whatever the acceptance (default: only when low)"),
-    device: str = typer.Option("cpu"),
-    dtype: str = typer.Option("float32"),
+    device: str = typer.Option("cpu", help="cpu, cuda or cuda:N"),
+    dtype: str = typer.Option("float32", help="float32, bfloat16 or float16"),
     threads: int = typer.Option(1, help="CPU threads for torch (>= 1)"),
 ) -> None:
     """Run the pair on a short probe, print acceptance per draft position and, when it is low, try the readings

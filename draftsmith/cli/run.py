@@ -55,14 +55,14 @@ def generate(
     token_ids: Optional[str] = TOKEN_IDS,
     chat: bool = typer.Option(False, help="send --prompt as one user message through the target tokenizer's chat "
                               "template (the assistant's turn opened), as an instruct model expects"),
-    max_new_tokens: int = typer.Option(64, "--max-new-tokens", min=1),
+    max_new_tokens: int = typer.Option(64, "--max-new-tokens", min=1, help="tokens to generate per prompt"),
     temperature: float = typer.Option(0.0, callback=_temperature, help="0 = greedy"),
     seed: Optional[int] = typer.Option(None, help="seed for sampling"),
     topk: Optional[int] = typer.Option(None, help="tree branching (1 = chain); default from the spec"),
     steps: Optional[int] = typer.Option(None, help="draft depth; default from the spec"),
     draft_tokens: Optional[int] = typer.Option(None, "--draft-tokens", help="tree size incl. the root"),
-    device: str = typer.Option("cpu"),
-    dtype: str = typer.Option("float32"),
+    device: str = typer.Option("cpu", help="cpu, cuda or cuda:N"),
+    dtype: str = typer.Option("float32", help="float32, bfloat16 or float16"),
     compare: bool = typer.Option(True, help="also run target-only and a chain, and show all side by side"),
     threads: str = THREADS,
 ) -> None:
@@ -114,7 +114,8 @@ def generate(
     res = rows[0][1]
     rows[0] = (f"speculative {res.stats.mode}", res)
     shown = res.text if res.text is not None else repr(res.token_ids)
-    out.print(f"[bold]prompt[/bold] {escape(repr(prompt))}\n[bold]output[/bold] {escape(shown)}")  # user text
+    # user text, as it is: soft_wrap keeps rich from breaking a line past the console's width with newlines of its own
+    out.print(f"[bold]prompt[/bold] {escape(repr(prompt))}\n[bold]output[/bold] {escape(shown)}", soft_wrap=True)
     _stats_table(rows, greedy=temperature == 0)
     _step_costs(rows, timed=torch.device(device).type == "cpu")   # CUDA's forward timers see launches
 
@@ -272,12 +273,12 @@ def bench(
                                        "(as generate does), else demo"),
     target: Optional[str] = TARGET,
     draft: Optional[Path] = DRAFT,
-    max_new_tokens: int = typer.Option(64, "--max-new-tokens", min=1),
+    max_new_tokens: int = typer.Option(64, "--max-new-tokens", min=1, help="tokens to generate per prompt"),
     repeats: int = typer.Option(3, min=1, help="runs per method; the median is reported"),
-    prompt: str = typer.Option("def fibonacci(n):"),
+    prompt: str = typer.Option("def fibonacci(n):", help="prompt text (needs a tokenizer in the target folder)"),
     token_ids: Optional[str] = TOKEN_IDS,
     threads: str = THREADS,
-    device: str = typer.Option("cpu"),
+    device: str = typer.Option("cpu", help="cpu, cuda or cuda:N"),
     dtype: Optional[str] = typer.Option(None, help="float32 (the default), bfloat16 or float16; with --scale on "
                                                    "CUDA the default is bfloat16"),
     scale: Optional[str] = typer.Option(None, help="random weights in Llama-3.x shapes instead: tiny, 1b, 8b "

@@ -153,14 +153,14 @@ def inspect(ckpt: Path = typer.Argument(..., help="draft checkpoint folder", par
         raise typer.Exit(1)
     where = " ".join(str(ckpt).splitlines())  # a folder name with a newline must not end the YAML comment
     by = f" (detected by plugin {found.match.plugin!r})" if found.match.plugin not in ("", BUILTIN) else ""
+    misfit = _misfit(found)
+    if misfit:   # the first comment: `head -1` of the spec shows why it does not load the folder
+        sys.stdout.write(f"# {misfit}\n")
     sys.stdout.write(f"# {where}: {found.match.reason}{by}\n")
     for note in found.match.assumptions:
         sys.stdout.write(f"# assumed/noticed: {note}\n")
     if found.unread:
         sys.stdout.write(f"# config keys draftsmith's built-in components do not read: {', '.join(found.unread)}\n")
-    misfit = _misfit(found)
-    if misfit:
-        sys.stdout.write(f"# {misfit}\n")
     data = found.spec
     sys.stdout.write(yaml.safe_dump(data, sort_keys=False))
     if misfit:   # the family is right and the folder is not: the spec is printed, and the exit says it fails
@@ -200,5 +200,6 @@ def convert(ckpt: Path = typer.Argument(..., help="draft checkpoint folder", par
     # family's spec by name only where that spec alone reads it the same (not an FP8 or a narrow draft's)
     # (and never one that builds another draft than the source was read as: a plugin family's)
     line = loading_line(out_dir, source=inspect_checkpoint(ckpt))
-    sys.stdout.write(f"# {ckpt} -> {out_dir} ({to}: {layout.description}); {line}\n")
+    src, dst = (" ".join(str(p).splitlines()) for p in (ckpt, out_dir))   # one comment line, whatever the names
+    sys.stdout.write(f"# {src} -> {dst} ({to}: {layout.description}); {line}\n")
     sys.stdout.write(json.dumps(config, indent=2) + "\n")

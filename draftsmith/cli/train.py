@@ -27,7 +27,7 @@ def train(
                                          "10000000)"),
     batch: int = typer.Option(4, help="windows per step"),
     seq: int = typer.Option(512, help="tokens per window"),
-    lr: float = typer.Option(1e-3),
+    lr: float = typer.Option(1e-3, help="AdamW learning rate"),
     ttt: int = typer.Option(3, help="training-time-test steps (the draft feeds itself ttt-1 times)"),
     draft_vocab: int = typer.Option(12288, help="reduced vocabulary size (0 = the target's full vocabulary; else "
                                                 "at least the spec's decoding.topk)"),
@@ -54,8 +54,8 @@ def train(
     eval_only: bool = typer.Option(False, help="only measure held-out acceptance of the draft in --out"),
     chat: bool = typer.Option(False, help="render chat records (messages, ShareGPT conversations) with the "
                               "target's chat template, as an instruct model sees them (else their turns joined)"),
-    seed: int = typer.Option(0),
-    device: str = typer.Option("cpu"),
+    seed: int = typer.Option(0, help="seed of the draft's initial weights, the training windows and their order"),
+    device: str = typer.Option("cpu", help="cpu, cuda or cuda:N"),
     threads: int = typer.Option(1, help="CPU threads for torch"),
 ) -> None:
     """Train a draft: reduced vocabulary from the data's token counts, TTT unroll, resumable checkpoints, and

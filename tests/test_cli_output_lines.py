@@ -1,0 +1,35 @@
+"""What the commands print is the data as it is: generate's text is not broken into lines past the console's width
+(rich wrapped a 197-character output with a newline the text does not hold), and convert's comment stays one line
+whatever the folders' names hold (found by a dogfooding helper)."""
+import json
+import re
+import shutil
+
+from typer.testing import CliRunner
+
+import draftsmith
+from draftsmith.cli import app
+from draftsmith.testing import write_eagle3, write_target
+
+
+def test_generate_prints_long_text_as_the_model_gave_it():
+    prompt = "x = 1; " * 30   # 210 characters: past the 110-column console
+    res = CliRunner().invoke(app, ["generate", "--spec", "demo", "--prompt", prompt, "--max-new-tokens", "120",
+                                   "--no-compare", "--threads", "1"], env={"COLUMNS": "80"})
+    assert res.exit_code == 0, res.output
+    printed = re.search(r"^output (.*?)\n +statistics", res.stdout, re.S | re.M).group(1)
+    text = draftsmith.assemble("demo").generate(prompt, max_new_tokens=120).text
+    assert len(text) > 110 and printed == text
+    assert re.search(r"^prompt (.*?)\noutput ", res.stdout, re.S | re.M).group(1) == repr(prompt)
+
+
+def test_convert_says_a_folder_with_a_newline_on_its_one_comment_line(tmp_path):
+    target = write_target(tmp_path / "t", hidden_size=16, intermediate_size=32, num_attention_heads=2,
+                          num_key_value_heads=1, num_hidden_layers=8, vocab_size=32)
+    source = tmp_path / "nl\nname"
+    shutil.copytree(write_eagle3(tmp_path / "d", target), source)
+    res = CliRunner().invoke(app, ["convert", str(source), "--to", "layers", str(tmp_path / "out\nx")])
+    assert res.exit_code == 0, res.output
+    comment, *config = res.stdout.splitlines()
+    assert comment.startswith(f"# {tmp_path}/nl name -> {tmp_path}/out x (layers: ")
+    json.loads("\n".join(config))
