@@ -346,7 +346,7 @@ def test_a_split_rule_is_checked_when_the_spec_is_validated(tmp_path):
     starts = [("weights.rules.0.into", "names 1 part; a split rule names 2 to 64"),
               ("weights.rules.1.into", "names the part 'q' twice; each part is a"),
               ("weights.rules.2.inverse", "a split rule takes no inverse: no checkp"),
-              ("weights.rules.3", "rule match 'qkv' -> '\\\\2' is not a valid regex rename: invalid group")]
+              ("weights.rules.3", "rule match 'qkv' -> '\\2' is not a valid regex rename: invalid group")]
     assert len(problems) == len(starts)
     for p, (path, start) in zip(problems, starts):
         assert p.path == path and p.message.startswith(start), (p.path, p.message)
