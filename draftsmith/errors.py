@@ -121,8 +121,8 @@ def suggest(word: str, choices: Iterable[str]) -> str:
     if len(text) > SUGGEST_CHARS:
         return ""
     choices = list(choices)
-    by_case = {c.lower(): c for c in reversed(choices)}   # 'GQA' -> 'gqa': one letter case apart is the closest
-    close = [by_case[text.lower()]] if text.lower() in by_case and by_case[text.lower()] != text else \
+    same_letters = {c.lower(): c for c in reversed(choices)}.get(text.lower())   # 'GQA' -> 'gqa': the closest
+    close = [same_letters] if same_letters not in (None, text) else \
         difflib.get_close_matches(text, choices, n=1, cutoff=0.5)
     return f" Did you mean {close[0]!r}?" if close and close[0] != text else ""
 

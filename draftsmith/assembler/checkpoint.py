@@ -50,9 +50,11 @@ _ST_DTYPES: dict[str, torch.dtype] = {
     "I64": torch.int64, "F16": torch.float16, "BF16": torch.bfloat16, "F32": torch.float32, "F64": torch.float64,
     "C64": torch.complex64,
 }
-for _key, _attr in {"U16": "uint16", "U32": "uint32", "U64": "uint64", "F8_E4M3": "float8_e4m3fn",
-                    "F8_E5M2": "float8_e5m2", "F8_E4M3FNUZ": "float8_e4m3fnuz", "F8_E5M2FNUZ": "float8_e5m2fnuz",
-                    "F8_E8M0": "float8_e8m0fnu", "F4": "float4_e2m1fn_x2"}.items():
+_ST_OPTIONAL = {"U16": "uint16", "U32": "uint32", "U64": "uint64", "F8_E4M3": "float8_e4m3fn",
+                "F8_E5M2": "float8_e5m2", "F8_E4M3FNUZ": "float8_e4m3fnuz", "F8_E5M2FNUZ": "float8_e5m2fnuz",
+                "F8_E8M0": "float8_e8m0fnu", "F4": "float4_e2m1fn_x2"}
+_ST_KNOWN = frozenset({*_ST_DTYPES, *_ST_OPTIONAL})   # every dtype string safetensors writes
+for _key, _attr in _ST_OPTIONAL.items():
     if hasattr(torch, _attr):
         _ST_DTYPES[_key] = getattr(torch, _attr)
 # packed e2m1 pairs (NVFP4): torch has no kernel or cast for it, and e2m1 has no NaN or inf
@@ -192,11 +194,6 @@ def _safetensors_infos(file: Path, only: Iterable[str] | None = None) -> dict[st
     return out
 
 
-_ST_BYTES = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E5M2": 1, "F8_E4M3FNUZ": 1, "F8_E5M2FNUZ": 1,
-             "F8_E8M0": 1, "I16": 2, "U16": 2, "F16": 2, "BF16": 2, "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8,
-             "F64": 8, "C64": 8}
-
-
 def header_fault(file: Path) -> str | None:
     """What is wrong with a safetensors file safetensors refused, in the file's terms (its size against what its
     header describes, the tensor whose dtype or byte range does not fit), or None where the header itself cannot
@@ -211,12 +208,13 @@ def header_fault(file: Path) -> str | None:
         tensors = {k: v for k, v in header.items() if k != "__metadata__"}
         for name, t in tensors.items():
             begin, end = t["data_offsets"]
-            if t["dtype"] not in _ST_BYTES and t["dtype"] != "F4":
+            if t["dtype"] not in _ST_KNOWN:
                 return f"tensor {short(name)} has dtype {short(t['dtype'])}, which safetensors does not know"
             items = 1
             for d in t["shape"]:
                 items *= d
-            if t["dtype"] in _ST_BYTES and end - begin != (need := items * _ST_BYTES[t["dtype"]]):
+            dtype = _ST_DTYPES.get(t["dtype"], FLOAT4)   # packed float4 (or one this torch lacks): not sized here
+            if dtype != FLOAT4 and end - begin != (need := items * dtype.itemsize):
                 return (f"tensor {short(name)} ({t['dtype']} {short(t['shape'])}) needs {need} bytes, its header "
                         f"gives it {end - begin}")
         data = max((t["data_offsets"][1] for t in tensors.values()), default=0)

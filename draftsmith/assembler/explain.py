@@ -132,9 +132,10 @@ class DetectedNote:
 
     def elsewhere(self) -> bool:
         try:
-            return self() is not None and self.found[1]
+            self()
         except DraftsmithError:   # an unreadable folder: the error itself says so
             return False
+        return self.found[1]   # (None, False) where there is no note
 
     def find(self) -> tuple[str | None, bool]:
         """(the note, whether it names another spec)."""

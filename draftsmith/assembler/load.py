@@ -80,7 +80,7 @@ def overflow(planned: PlannedLoad, raw: dict[str, torch.Tensor], state: dict[str
                 and (src := raw[planned.plan.sources[canon]]).is_floating_point() and src.dtype != FLOAT4
                 and torch.finfo(t.dtype).max < torch.finfo(src.dtype).max}
     if bad := nonfinite(narrowed):
-        dtype = next(iter(narrowed.values())).dtype
+        dtype = state[bad[0][0]].dtype   # the load dtype of the tensors named (FP8 ones keep their own)
         file = planned.infos[planned.plan.sources[bad[0][0]]].file
         raise CheckpointError(file, f"values past {str(dtype).removeprefix('torch.')}'s range (largest "
                                     f"{torch.finfo(dtype).max:g}) in " + ", ".join(

@@ -18,12 +18,13 @@ import yaml
 from pydantic import ValidationError
 
 from draftsmith import limits
-from draftsmith.errors import QUOTE_LIMIT, NotFound, OptionError, Problem, SpecError, short_text, with_places
+from draftsmith.errors import NotFound, OptionError, Problem, SpecError, short_text, with_places
 from draftsmith.registry import Registry, default_registry
 from draftsmith.registry.registry import NO_AUTOLOAD
 from draftsmith.specs.resolve import check_spec_data
 from draftsmith.specs.schema import Spec, too_many_digits, validate_strict
 from draftsmith.specs.translate import describe, problems_from
+from draftsmith.specs.yaml_errors import short_yaml_error, yaml_hint
 from draftsmith.specs.yaml_loader import MergeBound, SpecLoader, repeated_keys
 from draftsmith.yaml_places import SAFE_LOADER, yaml_places
 
@@ -203,8 +204,7 @@ def load_yaml_text(text: str, source: str = "<spec>") -> Any:
         if "nesting depth" in str(getattr(e, "problem", "")) and getattr(e, "problem_mark", None) is not None:
             raise _too_deep(source, e.problem_mark) from None
         raise SpecError(source, [Problem("", f"not valid YAML: {short_yaml_error(e)}",
-                                         hint=escape_hint(e, text) or tab_hint(e, text) or odd_space_hint(text))]
-                        ) from None
+                                         hint=yaml_hint(e, text))]) from None
     except RecursionError:  # pragma: no cover (the depth checks, of nesting and of merges, come first)
         raise SpecError(source, [Problem("", "nesting too deep")]) from None
 
@@ -216,61 +216,6 @@ class RepeatedKeys(SpecError):
     def __init__(self, source: str, problems: list[Problem], data: Any):
         super().__init__(source, problems)
         self.data = data
-
-
-def short_yaml_error(e: yaml.YAMLError) -> str:
-    """'line 3, column 5: found duplicate key ...' (libyaml's own wording, without its '<unicode string>')."""
-    mark = getattr(e, "problem_mark", None)
-    what = ": ".join(p for p in (getattr(e, "context", None), getattr(e, "problem", None)) if p) or str(e)
-    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
-    return where + (what if len(what) <= 400 else what[:397] + "...")
-
-
-_QUOTED = re.compile(r'"((?:[^"\\\n]|\\.)*)"')   # one double-quoted scalar on one line, its escapes kept
-
-
-def escape_hint(e: yaml.YAMLError, text: str) -> str:
-    """For an unknown escape in a double-quoted scalar (``match: "^midlayer\\."``: YAML reads ``\\.`` as an escape,
-    and only single quotes keep a backslash as it is), the advice to write it in single quotes, with the user's
-    own text rewritten so (bounded); '' for any other YAML error."""
-    mark = getattr(e, "context_mark", None)
-    if "unknown escape" not in str(getattr(e, "problem", "")) or mark is None:
-        return ""
-    advice = "A regex in double quotes needs \\\\ for each \\; write it in single quotes"
-    lines = text.splitlines()
-    line = lines[mark.line][mark.column: mark.column + 1000] if mark.line < len(lines) else ""
-    found = _QUOTED.match(line)
-    if found is None:   # a scalar over several lines (or a column libyaml counts otherwise): the advice alone
-        return advice
-    # single-quoted, \\ and \" mean what they meant in double quotes, a ' is doubled, every other \ stays itself
-    inner = re.sub(r'\\([\\"])', r"\1", found.group(1)).replace("'", "''")
-    return f"{advice}: '{short_text(inner, QUOTE_LIMIT)}'"
-
-
-def tab_hint(e: yaml.YAMLError, text: str) -> str:
-    """For an error at a tab (libyaml: "found character that cannot start any token", without saying which), the
-    advice to indent with spaces; '' for any other YAML error."""
-    mark = getattr(e, "problem_mark", None)
-    lines = text.splitlines() if mark is not None else []
-    if mark is None or mark.line >= len(lines) or lines[mark.line][mark.column: mark.column + 1] != "\t":
-        return ""
-    return "The character there is a tab: YAML indents with spaces only; replace it with spaces"
-
-
-_ODD_SPACE = re.compile("[\u00a0\u1680\u2000-\u200b\u202f\u205f\u3000]")   # spaces YAML reads as text
-
-
-def odd_space_hint(text: str) -> str:
-    """For a YAML error in a text holding a space YAML does not take for one (a non-breaking space pasted from a
-    web page: libyaml then stops a line later, at a place that shows nothing wrong), where the first one is;
-    '' where there is none."""
-    found = _ODD_SPACE.search(text)
-    if found is None:
-        return ""
-    line = text.count("\n", 0, found.start()) + 1
-    column = found.start() - (text.rfind("\n", 0, found.start()) + 1) + 1
-    return (f"Line {line}, column {column} holds U+{ord(found.group()):04X}, a space YAML reads as text, not "
-            "as a space; replace it with an ordinary space")
 
 
 _SCALARS = (str, int, float, bool, type(None))
@@ -286,12 +231,13 @@ def _long_int(path: str, x: int) -> Problem:
                    found=x)
 
 
-def check_plain_data(data: Any) -> list[Problem]:
-    """Problems that stop a document before validation: a value that refers to itself, a tree (aliases
-    expanded) deeper than ``YAML_DEPTH`` or larger than ``YAML_NODES`` (the first of these ends the walk), a value
-    that is not JSON-like, an integer of more than ``INT_DIGITS`` digits (Python would not print it: json and every
-    message need that), a mapping key that is no string (each of these is said, and the walk goes on: one does not
-    hide the next). Shared sub-trees are measured once, so an alias bomb is refused in time linear in the file."""
+def check_plain_data(data: Any) -> tuple[list[Problem], bool]:
+    """(problems, whether the walk went through the whole document). A value that refers to itself, a tree
+    (aliases expanded) deeper than ``YAML_DEPTH`` or larger than ``YAML_NODES`` ends the walk (the one problem,
+    False); a value that is not JSON-like, an integer of more than ``INT_DIGITS`` digits (Python would not print it:
+    json and every message need that), a mapping key that is no string are each said, and the walk goes on: one
+    does not hide the next. Shared sub-trees are measured once, so an alias bomb is refused in time linear in the
+    file."""
     sizes: dict[int, tuple[int, int]] = {}      # id -> (nodes, height) of a measured container
     active: set[int] = set()
     found: list[Problem] = []
@@ -320,7 +266,7 @@ def check_plain_data(data: Any) -> list[Problem]:
                 if isinstance(x, Mapping) and (not isinstance(key, _SCALARS) or too_many_digits(key)):
                     found.append(Problem(path, "a mapping key must be a string", found=key))
                     continue
-                n, h = walk(value, f"{path}.{key}" if path else str(key), level + 1)
+                n, h = walk(value, _child(path, key), level + 1)
                 nodes, height = nodes + n, max(height, h + 1)
                 if nodes > limits.YAML_NODES:
                     raise _Refused(Problem(path, f"more than {limits.YAML_NODES} values with every alias "
@@ -335,8 +281,13 @@ def check_plain_data(data: Any) -> list[Problem]:
     try:
         walk(data, "", 0)
     except _Refused as r:
-        return [r.problem]
-    return found
+        return [r.problem], False
+    return found, True
+
+
+def _child(path: str, key: Any) -> str:
+    """The dotted path of ``key`` in the mapping at ``path``."""
+    return f"{path}.{key}" if path else str(key)
 
 
 def without(data: Any, problems: list[Problem]) -> Any:
@@ -346,8 +297,8 @@ def without(data: Any, problems: list[Problem]) -> Any:
 
     def copy(x: Any, path: str) -> Any:
         if isinstance(x, Mapping):
-            return {k: copy(v, f"{path}.{k}" if path else str(k)) for k, v in x.items()
-                    if isinstance(k, str) and (f"{path}.{k}" if path else k) not in paths}
+            return {k: copy(v, _child(path, k)) for k, v in x.items()
+                    if isinstance(k, str) and _child(path, k) not in paths}
         return x
 
     return copy(data, "")
@@ -370,10 +321,10 @@ def _checked(data: Any, registry: Registry) -> tuple[Spec | None, list[Problem]]
     if not isinstance(data, Mapping):
         what = "the document is empty" if data is None else f"the document is a {type(data).__name__}"
         return None, [Problem("", f"{what}; a spec is a mapping of fields", allowed=describe(Spec))]
-    if refused := check_plain_data(data):
-        if len(refused) == 1 and refused[0].message.startswith(("nesting deeper", "the value contains itself",
-                                                                 "more than")):
-            return None, refused   # the walk ended there: nothing past it was looked at
+    refused, whole = check_plain_data(data)
+    if not whole:
+        return None, refused   # the walk ended there: nothing past it was looked at
+    if refused:
         data = without(data, refused)
     shape: list[Problem] = []
     spec = None

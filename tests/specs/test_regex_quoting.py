@@ -7,7 +7,7 @@ import yaml
 
 import draftsmith
 from draftsmith.errors import SpecError
-from draftsmith.specs.loader import escape_hint
+from draftsmith.specs.yaml_errors import escape_hint
 from test_problem_places import LLAMA, edited, line_of   # the built-in spec's text and its editing, shared
 
 

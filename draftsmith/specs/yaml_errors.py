@@ -1,0 +1,69 @@
+"""What a YAML error in a spec file is told: libyaml's own wording, short, and a hint for the mistakes its words do
+not name (a regex escape in double quotes, a tab, a space YAML reads as text)."""
+from __future__ import annotations
+
+import re
+
+import yaml
+
+from draftsmith.errors import QUOTE_LIMIT, short_text
+
+
+def short_yaml_error(e: yaml.YAMLError) -> str:
+    """'line 3, column 5: found duplicate key ...' (libyaml's own wording, without its '<unicode string>')."""
+    mark = getattr(e, "problem_mark", None)
+    what = ": ".join(p for p in (getattr(e, "context", None), getattr(e, "problem", None)) if p) or str(e)
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    return where + (what if len(what) <= 400 else what[:397] + "...")
+
+
+_QUOTED = re.compile(r'"((?:[^"\\\n]|\\.)*)"')   # one double-quoted scalar on one line, its escapes kept
+
+
+def escape_hint(e: yaml.YAMLError, text: str) -> str:
+    """For an unknown escape in a double-quoted scalar (``match: "^midlayer\\."``: YAML reads ``\\.`` as an escape,
+    and only single quotes keep a backslash as it is), the advice to write it in single quotes, with the user's
+    own text rewritten so (bounded); '' for any other YAML error."""
+    mark = getattr(e, "context_mark", None)
+    if "unknown escape" not in str(getattr(e, "problem", "")) or mark is None:
+        return ""
+    advice = "A regex in double quotes needs \\\\ for each \\; write it in single quotes"
+    lines = text.splitlines()
+    line = lines[mark.line][mark.column: mark.column + 1000] if mark.line < len(lines) else ""
+    found = _QUOTED.match(line)
+    if found is None:   # a scalar over several lines (or a column libyaml counts otherwise): the advice alone
+        return advice
+    # single-quoted, \\ and \" mean what they meant in double quotes, a ' is doubled, every other \ stays itself
+    inner = re.sub(r'\\([\\"])', r"\1", found.group(1)).replace("'", "''")
+    return f"{advice}: '{short_text(inner, QUOTE_LIMIT)}'"
+
+
+def tab_hint(e: yaml.YAMLError, text: str) -> str:
+    """For an error at a tab (libyaml: "found character that cannot start any token", without saying which), the
+    advice to indent with spaces; '' for any other YAML error."""
+    mark = getattr(e, "problem_mark", None)
+    lines = text.splitlines() if mark is not None else []
+    if mark is None or mark.line >= len(lines) or lines[mark.line][mark.column: mark.column + 1] != "\t":
+        return ""
+    return "The character there is a tab: YAML indents with spaces only; replace it with spaces"
+
+
+_ODD_SPACE = re.compile("[\u00a0\u1680\u2000-\u200b\u202f\u205f\u3000]")   # spaces YAML reads as text
+
+
+def odd_space_hint(text: str) -> str:
+    """For a YAML error in a text holding a space YAML does not take for one (a non-breaking space pasted from a
+    web page: libyaml then stops a line later, at a place that shows nothing wrong), where the first one is;
+    '' where there is none."""
+    found = _ODD_SPACE.search(text)
+    if found is None:
+        return ""
+    line = text.count("\n", 0, found.start()) + 1
+    column = found.start() - (text.rfind("\n", 0, found.start()) + 1) + 1
+    return (f"Line {line}, column {column} holds U+{ord(found.group()):04X}, a space YAML reads as text, not "
+            "as a space; replace it with an ordinary space")
+
+
+def yaml_hint(e: yaml.YAMLError, text: str) -> str:
+    """The first hint that speaks of this error in ``text``, or ''."""
+    return escape_hint(e, text) or tab_hint(e, text) or odd_space_hint(text)
