@@ -1,4 +1,4 @@
 """``python -m draftsmith`` is the ``draftsmith`` command."""
-from draftsmith.cli import main
+from draftsmith.console import main
 
 main()

@@ -1,0 +1,16 @@
+"""The ``draftsmith`` console script and ``python -m draftsmith``: the command's modules are imported inside
+:func:`main`, so that a Ctrl-C while they load (typer, rich: the first fraction of a second) ends the command as one
+at any later moment does (exit 130, no traceback) instead of as a traceback from the import machinery."""
+from __future__ import annotations
+
+import sys
+
+INTERRUPTED = 130   # 128 + SIGINT: what a shell reports for a command stopped by Ctrl-C
+
+
+def main() -> None:
+    try:
+        from draftsmith.cli import app
+    except KeyboardInterrupt:
+        sys.exit(INTERRUPTED)
+    app()
