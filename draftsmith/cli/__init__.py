@@ -1,5 +1,6 @@
-"""The ``draftsmith`` command. One module per group of verbs registers its commands on :data:`app`:
-``run`` (generate, bench), ``specs`` (validate, list, inspect, convert), ``train``, ``doctor``.
+"""The ``draftsmith`` command (started by :func:`draftsmith.console.main`). One module per group of verbs registers
+its commands on :data:`app`: ``run`` (generate, bench), ``specs`` (validate, list, inspect, convert), ``train``,
+``doctor``.
 
 Errors: draftsmith's own (:class:`draftsmith.errors.DraftsmithError`: a bad spec, checkpoint, argument or option)
 print as one message and exit 1, never a traceback; a bad option value (:class:`draftsmith.errors.OptionError`)
@@ -15,8 +16,4 @@ from __future__ import annotations
 from draftsmith.cli import doctor, run, specs, train  # noqa: F401  (importing them registers the commands)
 from draftsmith.cli.app import INTERNAL_ERROR, OUTPUT_ERROR, USAGE_ERROR, USER_ERROR, app, report
 
-__all__ = ["INTERNAL_ERROR", "OUTPUT_ERROR", "USAGE_ERROR", "USER_ERROR", "app", "main", "report"]
-
-
-def main() -> None:  # pragma: no cover
-    app()
+__all__ = ["INTERNAL_ERROR", "OUTPUT_ERROR", "USAGE_ERROR", "USER_ERROR", "app", "report"]
