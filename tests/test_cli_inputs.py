@@ -211,7 +211,7 @@ def test_doctor_says_a_spec_no_reading_loads_is_bad_input(case, tmp_path):
     spec = demo_spec(tmp_path, (lambda d: d["decoding"].update(graphs="on")) if case == "graphs" else
                      (lambda d: d["draft"]["fusion"]["aux_layers"].update(ids=[2, 4, 5, 6])))
     res = run("doctor", "--spec", spec)
-    refused(res, 2, "doctor: the spec as given does not load: ", "CUDA" if case == "graphs" else "fc.weight",
+    refused(res, 2, "error: the spec as given does not load: ", "CUDA" if case == "graphs" else "fc.weight",
             "none of the", "other readings tried loads it either")
     res = run("doctor", "--spec", spec, "--no-search")
     refused(res, 2, "the spec as given does not load", "the other readings were not tried: --search tries them")

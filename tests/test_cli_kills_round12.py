@@ -386,7 +386,7 @@ def test_a_draft_no_detector_knows_is_said_on_stderr_with_the_swap_note_once(tmp
     draft = write_eagle3(tmp_path / "d", target)
     res = run("generate", "--target", draft, "--draft", target)   # the folders given the wrong way round
     assert res.exit_code == 2 and res.stdout == "", res.output
-    assert res.stderr.startswith(f"--draft {target}: no registered detector recognises this layout"), res.stderr
+    assert res.stderr.startswith(f"error: --draft {target}: no registered detector recognises this layout"), res.stderr
     assert "; pass --spec\n  closest: " in res.stderr and res.stderr.count("looks like a whole model") == 1
 
 
@@ -439,7 +439,7 @@ def test_the_unknown_draft_lines_are_never_wrapped_at_the_terminal_width(tmp_pat
     save_file({"foo.weight": torch.zeros(2)}, str(junk / "model.safetensors"))
     res = CliRunner().invoke(app, ["generate", "--draft", str(junk)], env={"COLUMNS": "80"})
     assert res.exit_code == 2, res.output
-    assert res.stderr.splitlines()[0] == f"--draft {junk}: no registered detector recognises this layout (1 tensor); " \
+    assert res.stderr.splitlines()[0] == f"error: --draft {junk}: no registered detector recognises this layout (1 tensor); " \
                                          "pass --spec", res.stderr
 
 

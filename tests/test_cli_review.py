@@ -151,11 +151,11 @@ def test_doctor_says_the_chain_minimum_as_its_option_before_reading_a_checkpoint
     monkeypatch.setattr("draftsmith.assembler.assemble.checkpoint_dir",
                         lambda *a, **k: pytest.fail("looked for a checkpoint"))
     res = run("doctor", "--spec", "demo", "--max-new-tokens", "4")
-    refused(res, 2, "doctor: --max-new-tokens is 4; measuring acceptance over the 5-token chain of spec 'demo' "
+    refused(res, 2, "error: --max-new-tokens is 4; measuring acceptance over the 5-token chain of spec 'demo' "
                     "needs at least 7")
     assert "diagnose()" not in res.stderr and "max_new_tokens" not in res.stderr, res.stderr
     res = run("doctor", "--spec", "demo", "--max-new-tokens", BIG)   # generate()'s bound, before the spec is read
-    refused(res, 2, f"doctor: --max-new-tokens is {BIG}; an integer in 1..1048576")
+    refused(res, 2, f"error: --max-new-tokens is {BIG}; an integer in 1..1048576")
 
 
 # --- E. doctor exits 2 when the target cannot be fetched (its 1 says acceptance is low) -----------------------------
@@ -170,7 +170,7 @@ def test_doctor_says_a_failed_fetch_is_bad_input(error, monkeypatch, tmp_path):
     monkeypatch.setattr(hub, "resolve", lambda ref, console=None: (_ for _ in ()).throw(cls("no network")))
     monkeypatch.setattr("draftsmith.doctor.diagnose", lambda *a, **k: pytest.fail("ran the readings"))
     res = run("doctor", "smollm2", tmp_path, "--spec", "smollm2")
-    refused(res, 2, "doctor: no network")
+    refused(res, 2, "error: no network")
 
 
 # --- F. output that cannot be written: one line, exit 74 (EX_IOERR), never an internal error ------------------------

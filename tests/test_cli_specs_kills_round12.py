@@ -129,7 +129,7 @@ def test_list_shows_the_one_problem_of_a_broken_spec_in_its_row(spec_folder):
     description = " ".join(cells[2] for cells in spec_row(res.stdout, "oneproblem") if cells[2])
     assert description.startswith("BROKEN: <top>: not valid YAML: line 3, column 1: "), description
     assert description.endswith(" (the errors follow the tables)") and "problem" not in description, description
-    assert res.stderr.startswith(f"{spec_folder / 'one.yaml'} has 1 problem\n  <top>: not valid YAML: line 3"), \
+    assert res.stderr.startswith(f"error: {spec_folder / 'one.yaml'} has 1 problem\n  <top>: not valid YAML: line 3"), \
         res.stderr
 
 

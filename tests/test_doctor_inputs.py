@@ -27,12 +27,12 @@ def test_a_call_argument_the_target_refuses_is_said_once_not_blamed_on_the_spec(
 
 
 @pytest.mark.parametrize("args, says", [
-    (["--token-ids", "999"], "doctor: --token-ids: it holds ids outside the model's vocabulary 0..257: [999]"),
-    (["--probe", "x" * 3000], "doctor: --probe: 3000 tokens; the target's context (max_position_embeddings) is 2048"),
-    (["--max-new-tokens", "2040", "--no-search"], "doctor: --max-new-tokens is 2040: with a 85-token prompt"),
+    (["--token-ids", "999"], "error: --token-ids: it holds ids outside the model's vocabulary 0..257: [999]"),
+    (["--probe", "x" * 3000], "error: --probe: 3000 tokens; the target's context (max_position_embeddings) is 2048"),
+    (["--max-new-tokens", "2040", "--no-search"], "error: --max-new-tokens is 2040: with a 85-token prompt"),
 ])
 def test_a_probe_or_count_the_target_refuses_names_doctors_option(args, says):
-    """They were said in generate()'s words ("doctor: generate(): 1 problem / prompt 0: ..."), naming arguments
+    """They were said in generate()'s words ("error: generate(): 1 problem / prompt 0: ..."), naming arguments
     doctor has no option for."""
     out = CliRunner().invoke(app, ["doctor", "--spec", "demo", *args])
     assert out.exit_code == 2 and says in out.output and "generate()" not in out.output, out.output
@@ -47,7 +47,7 @@ def test_the_default_probes_past_a_small_context_say_which_option_replaces_them(
     small = edit_config(checkpoint_ref(spec, "target"), tmp_path / "t", max_position_embeddings=64)
     out = CliRunner().invoke(app, ["doctor", str(small), str(checkpoint_ref(spec, "draft")), "--spec", "demo"])
     assert out.exit_code == 2, out.output
-    assert "doctor: --probe (its default texts) 0: 85 tokens; the target's context (max_position_embeddings) is 64" \
+    assert "error: --probe (its default texts) 0: 85 tokens; the target's context (max_position_embeddings) is 64" \
         in out.output
 
 

@@ -397,7 +397,7 @@ def test_a_spec_no_reading_loads_is_bad_input_with_the_whole_error(monkeypatch, 
     fails = [Candidate((("draft.x", i),), error="E") for i in range(tried)]
     res = report(monkeypatch, Diagnosis(demo_spec, base, fails, low=True))
     assert res.exit_code == 2, res.output
-    assert "doctor: the spec as given does not load: ValueError: bad\nnote: more" in res.output
+    assert "error: the spec as given does not load: ValueError: bad\nnote: more" in res.output
     assert ("none of the 2 other readings tried loads it either" if tried else
             "the other readings were not tried: --search tries them") in res.output
 
@@ -459,7 +459,7 @@ def test_an_error_with_notes_is_said_with_them(monkeypatch):
 
     monkeypatch.setattr(doctor, "diagnose", fake)
     res = CliRunner().invoke(app, ["doctor", "--spec", "demo"])
-    assert res.exit_code == 2 and "doctor: no such pair\nnote: look here" in res.output, res.output
+    assert res.exit_code == 2 and "error: no such pair\nnote: look here" in res.output, res.output
 
 
 def test_the_table_keeps_its_columns_when_nothing_loaded(monkeypatch, demo_spec):

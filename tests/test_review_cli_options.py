@@ -111,7 +111,7 @@ def test_a_token_id_too_long_to_read_is_said_as_too_large(pairs, no_load):
 def test_doctor_says_a_spec_that_does_not_load_whole_with_its_notes(spec, wide, says, pairs):
     target, draft = pairs["tok"]
     res = run("doctor", pairs["wide"] if wide else target, draft, "--spec", spec)
-    refused(res, 2, "doctor: the spec as given does not load: SpecError:", *says)
+    refused(res, 2, "error: the spec as given does not load: SpecError:", *says)
 
 
 def test_doctor_tries_no_reading_of_a_target_config_it_cannot_read(pairs, tmp_path, monkeypatch):
@@ -120,7 +120,7 @@ def test_doctor_tries_no_reading_of_a_target_config_it_cannot_read(pairs, tmp_pa
     target = edit_config(pairs["tok"][0], tmp_path / "tgt", max_position_embeddings="x")
     monkeypatch.setattr("draftsmith.doctor.run_candidate", lambda *a, **k: pytest.fail("tried a reading"))
     res = run("doctor", target, pairs["tok"][1], "--spec", "eagle3-llama")
-    refused(res, 2, "doctor: ", "config.json", "max_position_embeddings")
+    refused(res, 2, "error: ", "config.json", "max_position_embeddings")
 
 
 @pytest.mark.parametrize("args, says", [

@@ -239,7 +239,7 @@ def detect_spec(draft: Path, target: Path | None = None):
         first, *closest = render_unknown(found, whole_model=False).splitlines()   # the swap note below says it
         note = (folder_swap_note(draft, "draft", names=list(found.infos))
                 or (folder_swap_note(target, "target") if target is not None else None))
-        err.print(escape("\n".join([f"--draft {first}; pass --spec", *closest, *([note] if note else [])])),
+        err.print(escape("\n".join([f"error: --draft {first}; pass --spec", *closest, *([note] if note else [])])),
                   soft_wrap=True)   # each line whole, as assemble's notes
         raise typer.Exit(2)
     out.print(f"spec {escape(found.match.spec)} (detected: {escape(found.match.reason)})")

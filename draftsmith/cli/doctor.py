@@ -130,7 +130,7 @@ def doctor(
 def _bad_input(e: object) -> NoReturn:
     """``e`` said on stderr with the notes a draftsmith error carries (as the command line prints one), exit 2."""
     notes = "".join(f"\n{n}" for n in getattr(e, "__notes__", ()))
-    typer.echo(f"doctor: {e}{notes}", err=True)
+    typer.echo(f"error: {e}{notes}", err=True)
     raise typer.Exit(2) from None
 
 

@@ -30,11 +30,11 @@ def validate(files: List[str] = typer.Argument(..., help="spec YAML files, or sp
             spec = load_spec(f)
         except DraftsmithError as e:
             bad += 1
-            typer.echo(str(e), err=True)
+            typer.echo(f"error: {e}", err=True)
             continue
         except Exception as e:  # a bug: one line, and the next file is still checked
             bad += 1
-            typer.echo(f"{f}:", err=True)
+            typer.echo(f"{f}:", err=True)   # report's line follows: "internal error: ..."
             report(e)
             continue
         dec = spec.decoding
@@ -122,9 +122,9 @@ def list_cmd(params: bool = typer.Option(False, "--params", help="also each comp
             table.add_row(*map(escape, cells))
     out.print(table)
     for text in broken:
-        typer.echo(text, err=True)
+        typer.echo(f"error: {text}", err=True)
     for path, why in reg.skipped_spec_files:   # not a spec: not in the table, but never unsaid
-        typer.echo(f"skipped {path}: {why}", err=True)
+        typer.echo(f"error: skipped {path}: {why}", err=True)
     raise typer.Exit(1 if broken or reg.skipped_spec_files else 0)
 
 
@@ -149,7 +149,7 @@ def inspect(ckpt: Path = typer.Argument(..., help="draft checkpoint folder", par
 
     found = inspect_checkpoint(ckpt)
     if found.match is None:
-        typer.echo(render_unknown(found), err=True)
+        typer.echo(f"error: {render_unknown(found)}", err=True)
         raise typer.Exit(1)
     where = " ".join(str(ckpt).splitlines())  # a folder name with a newline must not end the YAML comment
     by = f" (detected by plugin {found.match.plugin!r})" if found.match.plugin not in ("", BUILTIN) else ""
@@ -164,7 +164,7 @@ def inspect(ckpt: Path = typer.Argument(..., help="draft checkpoint folder", par
     data = found.spec
     sys.stdout.write(yaml.safe_dump(data, sort_keys=False))
     if misfit:   # the family is right and the folder is not: the spec is printed, and the exit says it fails
-        typer.echo(f"{where}: {misfit}", err=True)
+        typer.echo(f"error: {where}: {misfit}", err=True)
         raise typer.Exit(1)
 
 

@@ -67,7 +67,7 @@ def train(
     early = machine_problems(threads, device)   # reported with the rest, before the data is read
     given = dict(out=out_dir, target=target, data=data, held_out=held_out, features=features, from_draft=from_draft)
     if empty := empty_paths(given):   # typer's Path("") would be the current folder, which nobody named
-        err.print(TrainError(early + empty).render(option), style="red", markup=False, soft_wrap=True)
+        err.print(TrainError(early + empty).render(option, "error: "), style="red", markup=False, soft_wrap=True)
         raise typer.Exit(2)
     paths, held = [Path(p) for p in data or []], [Path(p) for p in held_out or []]
     if stdlib:
@@ -87,7 +87,7 @@ def train(
         job.target = hub.target_folder(target if target is not None else job.target, console=err)
         run(job, console=out, log=lambda m: out.print(m, style="dim", markup=False))   # it prints the results
     except TrainError as e:   # a bad option, data or folder: named as the option it came from
-        err.print(e.render(option), style="red", markup=False, soft_wrap=True)
+        err.print(e.render(option, "error: "), style="red", markup=False, soft_wrap=True)
         raise typer.Exit(2)
 
 

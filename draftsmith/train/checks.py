@@ -23,8 +23,9 @@ class TrainError(DraftsmithError, ValueError):
         self.problems = list(problems)
         super().__init__(self.render())
 
-    def render(self, option: Callable[[str], str] = str) -> str:
-        return "\n".join(named(option(name), text) if name else text for name, text in self.problems)
+    def render(self, option: Callable[[str], str] = str, prefix: str = "") -> str:
+        """The problems, one after another, each after ``prefix`` (the command line's ``error: ``)."""
+        return "\n".join(prefix + (named(option(name), text) if name else text) for name, text in self.problems)
 
 
 def named(option: str, text: str) -> str:

@@ -75,7 +75,7 @@ def test_a_from_draft_the_spec_cannot_load_is_refused_before_the_data_is_read(sm
     said = refused(train(*small, "--out", tmp_path / "out", "--from-draft", tiny / "target"),
                    f"--from-draft {tiny / 'target'} is not a draft spec eagle3-llama loads onto the target",
                    "are the target and draft folders swapped?")
-    assert said.startswith("--from-draft")
+    assert said.startswith("error: --from-draft")
     assert not (tmp_path / "out").exists()
 
 
