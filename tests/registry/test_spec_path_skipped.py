@@ -87,8 +87,8 @@ def test_list_prints_the_skipped_files_after_its_tables_and_exits_1(tmp_path, fr
     res = CliRunner().invoke(app, ["list"], env={SPEC_PATH: str(folder), "COLUMNS": "1000"})
     assert res.exit_code == 1, res.output
     assert "mine" in res.stdout and "components" in res.stdout and "skipped /" not in res.stdout
-    assert f"skipped {folder / 'fam.yaml'}: name: 123 is not a string" in res.stderr, res.stderr
-    assert res.stderr.rstrip().splitlines()[-1].startswith("skipped "), res.stderr   # after the tables
+    assert f"error: skipped {folder / 'fam.yaml'}: name: 123 is not a string" in res.stderr, res.stderr
+    assert res.stderr.rstrip().splitlines()[-1].startswith("error: skipped "), res.stderr   # after the tables
 
 
 def test_list_without_skipped_files_exits_0(tmp_path, fresh):
