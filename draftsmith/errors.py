@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import difflib
 import itertools
+import math
 import reprlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -110,6 +111,17 @@ def short(value: Any, limit: int = QUOTE_LIMIT) -> str:
     except Exception:  # a value whose repr fails is still quoted
         text = f"<{type(value).__name__}>"
     return text if len(text) <= limit else text[: max(limit - 3, 1)] + "..."
+
+
+def spec_word(value: Any) -> str:
+    """A value found in a spec as YAML writes it: null, true, false, .nan, .inf, -.inf (Python's None / True / nan
+    read as another language to one who wrote ``~``, ``yes`` or ``.NaN``); anything else as :func:`short` quotes
+    it."""
+    if value is None or isinstance(value, bool):
+        return {None: "null", True: "true", False: "false"}[value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return ".nan" if math.isnan(value) else ".inf" if value > 0 else "-.inf"
+    return short(value)
 
 
 SUGGEST_CHARS = 100   # longer words get no suggestion: difflib's cost grows with the word (2 MB took 0.75 s)
@@ -210,10 +222,12 @@ class Problem:
     line: int | None = None   # 1-based line of the YAML file where the path is (or where it would go)
     column: int | None = None  # 1-based column there: orders two problems on one line (not printed)
 
-    def render(self) -> str:
-        # every part is bounded: a quoted value is cut by short(), a path or message built from user text too
+    def render(self, word: Callable[[Any], str] | None = None) -> str:
+        """The problem as a spec's error lists it, ``found`` said by ``word`` (default :func:`spec_word`: YAML's
+        words). Every part is bounded: a quoted value is cut by short(), a path or message built from user text
+        too."""
         head = f"  {short_text(self.path, 200) or '<top>'}: {short_text(self.message, 400)}"
-        if self.found is not _UNSET and (found := short(self.found)) not in self.message:
+        if self.found is not _UNSET and (found := (word or spec_word)(self.found)) not in self.message:
             head += f" (found {found})"
         if self.hint:
             head = f"{head.rstrip('.')}. {short_text(self.hint.strip(), 400)}"

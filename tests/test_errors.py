@@ -176,7 +176,8 @@ def test_a_problem_renders_path_message_found_allowed_and_hint():
     assert Problem("", "not a mapping").render() == "  <top>: not a mapping"
     # a found value the message already quotes is not repeated; a found None is still shown
     assert Problem("steps", "'x' is not allowed", found="x").render() == "  steps: 'x' is not allowed"
-    assert Problem("steps", "required", found=None).render() == "  steps: required (found None)"
+    assert Problem("steps", "required", found=None).render() == "  steps: required (found null)"   # YAML's word
+    assert Problem("steps", "required", found=None).render(short) == "  steps: required (found None)"   # the API's
     assert Problem("a.b", "bad.", hint="  try c.  ").render() == "  a.b: bad. try c."
     with pytest.raises(AttributeError):   # frozen: a problem collected is never edited on its way to the message
         p.message = "other"

@@ -89,7 +89,7 @@ def _rendered(problems: list[Problem], names: Mapping[str, str] | None) -> list[
     out = []
     for p in problems:
         field = p.path.lstrip(".")
-        out.append(replace(p, path=(names or {}).get(field, field)).render().strip())
+        out.append(replace(p, path=(names or {}).get(field, field)).render(short).strip())
     return out
 
 
@@ -108,7 +108,7 @@ def overridden(spec_decoding: Decoding, overrides: dict[str, Any], problems: lis
         try:
             dec = validate_strict(Decoding, {**spec_decoding.model_dump(mode="json"), **given})
         except ValidationError as e:
-            problems += _rendered(problems_from(e, "", Decoding), names)
+            problems += _rendered(problems_from(e, "", Decoding, word=short), names)
             return None
     if dec.topk > draft_vocab:
         problems += _rendered([Problem("topk", f"{dec.topk} candidates per node, but the draft's vocabulary has "

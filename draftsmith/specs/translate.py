@@ -10,28 +10,30 @@ from __future__ import annotations
 import re
 import types
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from draftsmith.errors import Problem, short, short_text, suggest
+from draftsmith.errors import Problem, short, short_text, spec_word, suggest
 
 _UNIONS = (typing.Union, types.UnionType)
 _NO_MEMBER = object()
 _BOUNDS = {"greater_than_equal": ">=", "greater_than": ">", "less_than_equal": "<=", "less_than": "<"}
 
 
-def problems_from(error: ValidationError, prefix: str, model: type[BaseModel]) -> list[Problem]:
-    """Every error of ``error`` (raised validating ``model``) as Problems under the dotted ``prefix``."""
+def problems_from(error: ValidationError, prefix: str, model: type[BaseModel],
+                  word: Callable[[Any], str] = spec_word) -> list[Problem]:
+    """Every error of ``error`` (raised validating ``model``) as Problems under the dotted ``prefix``, a value found
+    said by ``word`` (YAML's null / true / false; generate()'s arguments, Python's :func:`short`)."""
     walked = [(_walk(err["loc"], model), err) for err in error.errors()]
     deep_unions = {w.union for w, _ in walked if w.union is not None and w.path != w.union}
     out: list[Problem] = []
     merged: dict[tuple[str, ...], list[tuple[_Walk, Mapping[str, Any]]]] = {}
     for w, err in walked:
         if w.union is None or w.path != w.union:
-            out.append(_problem(err, w, prefix))
+            out.append(_problem(err, w, prefix, word))
         elif w.union not in deep_unions:  # the value fit no member's shape: one problem listing all members
             merged.setdefault(w.union, []).append((w, err))
     for path, errs in merged.items():
@@ -39,7 +41,7 @@ def problems_from(error: ValidationError, prefix: str, model: type[BaseModel]) -
         forms = " or ".join(dict.fromkeys(_allowed(w, e) for w, e in errs))
         words = [str(a) for w, _ in errs for a in typing.get_args(w.member) if isinstance(a, str)]
         words += ["true", "false"] if any(w.member is bool for w, _ in errs) else []
-        out.append(Problem(_join(prefix, path), f"{short(found)} is not allowed", allowed=forms,
+        out.append(Problem(_join(prefix, path), f"{word(found)} is not allowed", allowed=forms,
                            hint=_suggest(found, words)))
     return out
 
@@ -167,7 +169,7 @@ def _join(prefix: str, path: Sequence[str]) -> str:
 NO_KEYS = "no keys: it takes no params (sizes and eps come from the checkpoint's config.json)"
 
 
-def _problem(err: Mapping[str, Any], w: _Walk, prefix: str) -> Problem:
+def _problem(err: Mapping[str, Any], w: _Walk, prefix: str, word: Callable[[Any], str]) -> Problem:
     path, kind, found = _join(prefix, w.path), err["type"], err.get("input")
     if kind == "extra_forbidden":
         parent = sorted(w.parent.model_fields) if w.parent else []
@@ -181,11 +183,11 @@ def _problem(err: Mapping[str, Any], w: _Walk, prefix: str) -> Problem:
         # a boolean literal is spelled as YAML writes it: true / false (str() would say 'True')
         choices = [str(a).lower() if isinstance(a, bool) else str(a)
                    for a in typing.get_args(w.field_ann if w.member is None else w.member)]
-        return Problem(path, f"{short(found)} is not allowed", allowed=_allowed(w, err), hint=_suggest(found, choices))
+        return Problem(path, f"{word(found)} is not allowed", allowed=_allowed(w, err), hint=_suggest(found, choices))
     if kind == "value_error":
         return Problem(path, short_text(err["msg"].removeprefix("Value error, "), 400), found=found)
     allowed = _allowed(w, err)
-    return Problem(path, f"{short(found)} is not allowed", allowed=allowed, hint=_suggest(found, _words(allowed)))
+    return Problem(path, f"{word(found)} is not allowed", allowed=allowed, hint=_suggest(found, _words(allowed)))
 
 
 def _words(allowed: str) -> list[str]:

@@ -109,10 +109,11 @@ def with_value(keys, value):
     return data
 
 
-STRICT = [(("decoding", "topk"), True, "True"), (("decoding", "steps"), "5", "'5'"),
+STRICT = [(("decoding", "topk"), True, "true"), (("decoding", "steps"), "5", "'5'"),
           (("decoding", "draft_tokens"), 8.0, "8.0"), (("draft", "fusion", "norm_before_residual"), "yes", "'yes'"),
           (("draft", "num_layers"), 1.0, "1.0"), (("draft", "norms", "input"), 1, "1"),
-          (("decoding", "topk"), float("nan"), "nan"), (("decoding", "page_size"), float("inf"), "inf")]
+          (("decoding", "topk"), float("nan"), ".nan"), (("decoding", "page_size"), float("inf"), ".inf"),
+          (("decoding", "steps"), None, "null"), (("decoding", "topk"), float("-inf"), "-.inf")]   # as YAML writes them
 
 
 @pytest.mark.parametrize("keys, value, found", STRICT)
