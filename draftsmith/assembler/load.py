@@ -13,7 +13,7 @@ from torch import nn
 
 from draftsmith.assembler.checkpoint import FLOAT4, TensorInfo, list_tensors, nonfinite, read_tensors
 from draftsmith.assembler.plan import Expected, LoadPlan, expected_of, plan_load
-from draftsmith.components.quant_models import set_compute_dtype, stored_dtypes
+from draftsmith.components.quant_models import scale_faults, set_compute_dtype, stored_dtypes
 from draftsmith.components.weights import RuleSet
 from draftsmith.errors import CheckpointError, short, short_list
 from draftsmith.registry.results import ComponentFailed
@@ -68,6 +68,10 @@ def fill(planned: PlannedLoad, *, dtype: torch.dtype, device: str) -> nn.Module:
         t = planned.plan.tensor(canon, raw)   # a split rule's part: its rows of the fused tensor, sliced first
         state[canon] = t.to(device=device, dtype=keep.get(canon) or (dtype if want.is_floating_point else want))
     overflow(planned, raw, state)
+    if faults := scale_faults(planned.module, state, dtype):   # FP8 scales that would read back as garbage
+        file = planned.infos[planned.plan.sources[faults[0][0]]].file
+        raise CheckpointError(file, "; ".join(f"{short(planned.plan.sources[n])}: {why}" for n, why in faults[:5])
+                              + (f"; and {len(faults) - 5} more" if len(faults) > 5 else ""))
     planned.module.load_state_dict(state, strict=False, assign=True)
     set_compute_dtype(planned.module, dtype)  # FP8 linears dequantize into the model's dtype
     return planned.module

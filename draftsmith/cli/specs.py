@@ -191,7 +191,8 @@ def convert(ckpt: Path = typer.Argument(..., help="draft checkpoint folder", par
 
     from draftsmith.convert.inspect import inspect_checkpoint
     from draftsmith.convert.run import convert as run_convert
-    from draftsmith.convert.run import layouts, loading_line
+    from draftsmith.convert.layouts import layouts
+    from draftsmith.convert.run import loading_line
 
     # a ConvertError prints as draftsmith's errors do (exit 1); an unknown --to is an OptionError (exit 2)
     config = run_convert(ckpt, to, out_dir)

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from draftsmith import limits
-from draftsmith.components.quant import FP8Params, FP8Weight, fp8_linear
+from draftsmith.components.quant import FP8Params, FP8Weight, dequantize, fp8_linear
 from draftsmith.components.target_quant import refused, target_settings, tied_head
 from draftsmith.components.targets import UnsupportedTarget
 from draftsmith.components.weights import RegexTimeout, search
@@ -103,6 +103,37 @@ def row_blocks(module: nn.Module) -> dict[str, int]:
     """Canonical names of FP8 block scales and the weight rows one row of each covers (its block's rows): a split
     rule may cut such a scale only between whole blocks."""
     return _per_fp8_linear(module, FP8Weight.row_blocks)
+
+
+def scale_faults(module: nn.Module, state: Mapping[str, torch.Tensor], dtype: torch.dtype) -> list[tuple[str, str]]:
+    """(canonical name, what is wrong) for the FP8 linears of ``module`` whose loaded ``state`` (canonical names, as
+    :func:`draftsmith.assembler.load.fill` has cast them) reads back wrong in ``dtype``, each a silent garbage
+    product otherwise: a negative scale; a static input scale of 0 (the input is divided by it); a weight scale of 0
+    over weights that are not 0 (they read as 0: a block of zeros may have a zero scale); a product past ``dtype``'s
+    range (an FP8 weight times its scale, dequantized into float16, read as inf). Linears whose tensors are not in
+    ``state`` (another module's) are not judged."""
+    faults = []
+    for name, sub in module.named_modules():
+        if not isinstance(sub, FP8Weight):
+            continue
+        key = (lambda local: f"{name}.{local}" if name else local)
+        for local in sub._inputs():
+            if (s := state.get(key(local))) is not None and bool((s <= 0).any()):
+                faults.append((key(local), f"an input scale of {short(s.min().item())}: the input is divided by it"))
+        w, s = state.get(key("weight")), state.get(key(sub.scale_key))
+        if w is None or s is None:
+            continue
+        if bool((s < 0).any()):
+            faults.append((key(sub.scale_key), f"{int((s < 0).sum())} negative scale(s) (a quantizer writes amax / "
+                                               "fmax, never below 0): the weights would read with their signs flipped"))
+        elif bool((s == 0).any()) and bool(dequantize(w, (s == 0).float(), sub.scheme, sub.block).ne(0).any()):
+            faults.append((key(sub.scale_key), "a scale of 0 over weights that are not 0: they would read as 0"))
+        elif dtype.is_floating_point and torch.finfo(w.dtype).max * float(s.max()) > torch.finfo(dtype).max \
+                and float(dequantize(w, s, sub.scheme, sub.block).abs().max()) > torch.finfo(dtype).max:
+            faults.append((key("weight"), f"weights times their scales past {str(dtype).removeprefix('torch.')}'s "
+                                          f"range (largest {torch.finfo(dtype).max:g}): they would read as inf; load "
+                                          "it in bfloat16 or float32"))
+    return faults
 
 
 def weight_dtype(module: nn.Module) -> torch.dtype | None:

@@ -254,13 +254,13 @@ def export_draft(model, folder: Path, *, dtype: torch.dtype = torch.bfloat16, so
     """Write ``model.draft`` to ``folder`` in its spec's layout: model.safetensors (floats in ``dtype``, t2d as it
     is, d2t in the spec's ``vocab.d2t`` convention) and its config (from ``source``'s, with draft_vocab_size and
     the taps stated in the spec's ``aux_layers.at`` convention, so that the spec reads them back as the same
-    taps). Where layouts.yaml has a layout of the spec's weight rules (:func:`draftsmith.convert.run.own_layout`:
+    taps). Where layouts.yaml has a layout of the spec's weight rules (:func:`draftsmith.convert.layouts.own_layout`:
     eagle1-speculators, speculators for eagle3-speculators), the names are that layout's and the config is the one
-    convert writes for them (:func:`~draftsmith.convert.run.layout_config`: speculators' config, its flags read from
+    convert writes for them (:func:`~draftsmith.convert.layouts.layout_config`: speculators' config, its flags read from
     the trained draft and its tensors, a source's ``speculators_config`` kept); else the spec's names in
     ``source``'s style."""
     from draftsmith.assembler.styles import STYLES, style_of, to_facts
-    from draftsmith.convert.run import layout_config, layout_facts, own_layout
+    from draftsmith.convert.layouts import layout_config, layout_facts, own_layout
 
     folder, source = Path(folder), Path(source or folder)
     rules, layers = rule_set(model.spec, default_registry()), len(getattr(model.draft, "layers", ()))

@@ -1,6 +1,6 @@
 """`draftsmith convert` between two layouts of one speculators config style keeps what the source's config says of
 itself (``speculators_config``: the verifier, the proposal methods), as train's export does for a --from-draft
-source (convert.run.layout_config, shared); from any other style the result gets the style's template (a null
+source (convert.layouts.layout_config, shared); from any other style the result gets the style's template (a null
 verifier), and a flat layout has none."""
 import json
 
