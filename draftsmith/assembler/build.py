@@ -20,12 +20,13 @@ from draftsmith.components.dims import Dims
 from draftsmith.components.gqa import config_qkv_bias, stated_qkv_bias, type_qkv_bias
 from draftsmith.components.layers import own_input
 from draftsmith.components.quant_models import quantize_target
-from draftsmith.components.rule_config import UnboundRules, bind_all
+from draftsmith.components.rule_config import UnboundRules, bind_all, has_placeholders
 from draftsmith.components.sliding import stated_window
 from draftsmith.components.targets import apply_windows
 from draftsmith.components.weights import RuleSet
 from draftsmith.errors import Problem, SpecError, short, short_list, short_text
 from draftsmith.registry import Registry
+from draftsmith.registry.loading import BUILTIN
 from draftsmith.specs.draft_rules import final_norm_problem, hidden_norm_problem, shared_head_problem
 from draftsmith.specs.resolve import fusion_params, params_problems, resolve
 from draftsmith.specs.schema import Spec
@@ -50,7 +51,16 @@ def build_target(cfg, registry: Registry, backend: Callable) -> CausalLM:
 
 
 def rule_set(spec: Spec, registry: Registry, config: Mapping[str, Any] | None = None) -> RuleSet:
-    """The spec's weight rules; with the draft's config, ``${key}`` placeholders are bound to its values."""
+    """The spec's weight rules; with the draft's config, ``${key}`` placeholders are bound to its values (in the
+    built-in regex and split rules: a plugin rule's params holding one are refused, as it would get them as
+    written and match nothing)."""
+    if placed := [Problem(f"weights.rules.{i}", f"{short(v)}: a ${{key}} placeholder in a param of plugin rule kind "
+                          f"{short(r.kind)} (plugin {registry.provider('weight_rule', r.kind)!r}), which would get it "
+                          "as written: draftsmith binds placeholders in the built-in regex and split rules only",
+                          hint="Write the value, or use a regex rule for the part that needs the config's value.")
+                  for i, r in enumerate(spec.weights.rules) if registry.provider("weight_rule", r.kind) != BUILTIN
+                  for v in (r.model_extra or {}).values() if isinstance(v, str) and has_placeholders(v)]:
+        raise UnboundRules(spec.source, placed)
     rules = [registry.build("weight_rule", r.kind, resolve(registry, "weight_rule", r.kind, r.model_extra or {})[1])
              for r in spec.weights.rules]
     ignore = list(spec.weights.ignore)

@@ -13,6 +13,7 @@ from draftsmith.components.dims import Dims
 from draftsmith.components.fused import cat_sums, kernel
 from draftsmith.components.norms import add_then_norm
 from draftsmith.components.quant_models import weight_dtype
+from draftsmith.registry.results import ComponentFailed
 
 
 def _settle(x: torch.Tensor, pending: torch.Tensor | None) -> torch.Tensor:
@@ -124,6 +125,11 @@ class DraftModel(nn.Module):
         # a fusion that declares `takes_positions` also gets pos (MTP zeroes the embedding at position 0)
         x = (self.fc.fuse(emb, hidden, from_target, pos) if getattr(self.fc, "takes_positions", False)
              else self.fc.fuse(emb, hidden, from_target))
+        if x.shape != emb.shape or x.dtype != emb.dtype:   # a plugin's fusion: said as its own, not later as ours
+            raise ComponentFailed(f"the draft's fusion ({type(self.fc).__module__}.{type(self.fc).__qualname__}): its "
+                                  f"fuse(emb [{', '.join(map(str, emb.shape))}], ...) returned "
+                                  f"[{', '.join(map(str, x.shape))}] {str(x.dtype).removeprefix('torch.')}; fuse "
+                                  f"returns [B, T, hidden] in emb's dtype ({str(emb.dtype).removeprefix('torch.')})")
         x, pending, _ = run_layers(self.layers, x, pos, kv, emb)
         if self.feed_post_norm or (head_input and self.head_norm):
             x, normed = add_then_norm(self.norm, x, pending)

@@ -39,6 +39,11 @@ class Kind:
     # a plugin's result tried on what the factory was given (its keywords), before anything else uses it: why it
     # cannot serve, or None (a norm's weight [dim], a block that keeps its input's shape)
     probe: Callable[[Any, Mapping[str, Any]], str | None] | None = None
+    # a plugin's module result is watched at every forward: its output must be [..., width] over its input's
+    # leading dims and in its input's dtype, width being this of the factory's keywords (None: the input's own);
+    # a norm computing in float32 that never casts back would otherwise fail later in draftsmith's code (a bug's
+    # "internal error") or not at all. None: not watched.
+    output: Callable[[Mapping[str, Any]], int | None] | None = None
 
     def problem(self, made: object) -> str | None:
         """Why a factory's result is not of the sort this kind needs ('' for None), or None when it is."""
@@ -119,13 +124,16 @@ KINDS: dict[str, Kind] = {
     "layer": Kind("factory(params, *, attn, mlp, norm, dims, input_norm, hidden_norm, mix, norm_before_residual)",
                   "a decoder layer (torch.nn.Module; see components.layers.DecoderLayer)"),
     "attention": Kind("factory(params, *, dims, layer_idx, in_width, backend, norm)",
-                      "an attention module over the paged KV pool (see components.gqa)",
+                      "an attention module over the paged KV pool, forward(x, pos, kv) -> [B, T, dims.hidden], with "
+                      "cache_layout() naming the per-token shapes it stores (see components.attention.GQA)",
+                      fields=("cache_layout",), output=lambda context: context["dims"].hidden,
                       reserved={"auto": Reserved("mla when the draft config has MLA fields, else gqa",
                                                 ("gqa", "mla"))}),
     "mlp": Kind("factory(params, *, dims)", "the feed-forward module (see components.mlp.SwiGLU)",
-                probe=lambda made, context: keeps_width(made, context["dims"].hidden, "an mlp")),
+                probe=lambda made, context: keeps_width(made, context["dims"].hidden, "an mlp"),
+                output=lambda context: None),
     "norm": Kind("factory(params, *, dim, eps)", "a norm module whose parameter is `weight` of shape [dim]",
-                 probe=lambda made, context: norm_problem(made, context["dim"])),
+                 probe=lambda made, context: norm_problem(made, context["dim"]), output=lambda context: None),
     "fusion": Kind("factory(params, *, hidden, target_width, draft_config, target_layers, norm)",
                    "the draft's input fusion, a module with fuse(emb, hidden, from_target), taps, first_mix, "
                    "first_in_factor, norm_before_residual and norm_output (see components.fusion)",

@@ -17,6 +17,12 @@ class PluginError(DraftsmithError, RuntimeError):
     hookspecs, a hook raised or returned what the contract does not allow."""
 
 
+class PluginClash(PluginError):
+    """Two plugins provide the same (kind, name) or the same spec name: raised when the registry is built (plugins
+    are code). A spec name that files of the spec folders take again is one too, raised only where that name is
+    looked up (:meth:`Registry.spec_source`): a user's folder never stops a command about another spec."""
+
+
 def record_problem(record: Any, record_type: type) -> str | None:
     """Why ``record`` breaks the contract of ``record_type``, or None."""
     if not isinstance(record, record_type):

@@ -18,18 +18,12 @@ from draftsmith.errors import DraftsmithError, short, short_text, suggest
 from draftsmith.hooks import PROJECT, Component, LayoutMatch, SpecSource
 from draftsmith.hooks import specs as hookspecs
 from draftsmith.hooks.kinds import KINDS
-from draftsmith.registry.checks import PluginError, record_problem
+from draftsmith.registry.checks import PluginClash, PluginError, record_problem
+from draftsmith.registry.loading import (BUILTIN, BUILTIN_MODULE, NO_AUTOLOAD, autoload_disabled, load_entry_points,
+                                        register_plugin)
 from draftsmith.registry.results import ComponentFailed, checked
 from draftsmith.registry.spec_path import SPEC_PATH, scan_folder, spec_folders
 
-BUILTIN, BUILTIN_MODULE = "builtin", "draftsmith.builtin"
-NO_AUTOLOAD = "DRAFTSMITH_DISABLE_PLUGIN_AUTOLOAD"
-
-
-class PluginClash(PluginError):
-    """Two plugins provide the same (kind, name) or the same spec name: raised when the registry is built (plugins
-    are code). A spec name that files of the spec folders take again is one too, raised only where that name is
-    looked up (:meth:`Registry.spec_source`): a user's folder never stops a command about another spec."""
 
 
 class UnknownComponent(DraftsmithError, LookupError):
@@ -43,12 +37,6 @@ class UnknownComponent(DraftsmithError, LookupError):
 
 class UnknownSpec(DraftsmithError, LookupError):
     """No spec of that name is registered and no such file exists."""
-
-
-def autoload_disabled() -> bool:
-    """Whether the environment sets ``DRAFTSMITH_DISABLE_PLUGIN_AUTOLOAD`` (to anything but empty or 0), as pytest
-    reads PYTEST_DISABLE_PLUGIN_AUTOLOAD: the installed plugins (the ``draftsmith`` entry points) are not loaded."""
-    return os.environ.get(NO_AUTOLOAD, "") not in ("", "0")
 
 
 @dataclass(frozen=True)
@@ -113,8 +101,10 @@ class Registry:
             who = f"twice by plugin {plugin!r}" if other == plugin else \
                 f"by both plugin {other!r} and plugin {plugin!r}"
             fix = "rename its component" if isinstance(key, tuple) else "rename one spec"
-            raise PluginClash(f"{_describe(key)} is provided {who}; uninstall one or {fix} "
-                              "(draftsmith never shadows silently)")
+            fix = f"plugin {plugin!r} must rename its {'component' if isinstance(key, tuple) else 'spec'}: " \
+                "draftsmith's own names are kept" if other == BUILTIN else \
+                f"uninstall one or {fix}"
+            raise PluginClash(f"{_describe(key)} is provided {who}; {fix} (draftsmith never shadows silently)")
         table[key] = Provided(record, plugin)
 
     def names(self, kind: str) -> list[tuple[str, str]]:
@@ -303,64 +293,6 @@ def _records(impl: pluggy.HookImpl, record_type: type) -> list:
     return records
 
 
-def load_entry_points(pm: pluggy.PluginManager) -> None:
-    """Register every plugin advertised in the ``draftsmith`` entry-point group, under its entry-point name.
-
-    Unlike pluggy's loader, a second distribution using a name already taken is a clash, not silently skipped
-    (the same entry point seen twice on ``sys.path`` is one plugin)."""
-    seen: dict[str, tuple[str, str]] = {}
-    named: dict[str, str] = {}   # plugin name -> its entry point and distribution, as messages name it
-    for dist in importlib.metadata.distributions():
-        for ep in dist.entry_points:
-            if ep.group != PROJECT:
-                continue
-            origin = (dist.metadata["Name"] or "?", ep.value)
-            if ep.name in seen and seen[ep.name][1] == ep.value:
-                continue
-            if ep.name in seen or pm.has_plugin(ep.name):
-                first = f"distribution {seen[ep.name][0]!r}" if ep.name in seen else "draftsmith itself"
-                fix = "uninstall one" if ep.name in seen else \
-                    f"rename the entry point in {origin[0]!r} ({ep.name!r} is draftsmith's own)"
-                raise PluginClash(f"plugin name {ep.name!r} is used by both {first} and distribution "
-                                  f"{origin[0]!r}; {fix} (draftsmith never shadows silently)")
-            seen[ep.name] = origin
-            where = named[ep.name] = \
-                f"plugin {ep.name!r} (entry point {ep.name} = {ep.value} in distribution {origin[0]!r})"
-            try:
-                plugin = ep.load()
-            except Exception as e:
-                raise PluginError(f"{where} cannot be imported: {type(e).__name__}: {short_text(str(e), 300)}; "
-                                  f"fix or uninstall {origin[0]!r} (or set {NO_AUTOLOAD}=1 to load no plugin)") from e
-            _register(pm, plugin, ep.name, where, named)
-
-
-def _register(pm: pluggy.PluginManager, plugin: object, name: str, where: str | None = None,
-              named: Mapping[str, str] | None = None) -> None:
-    """Register one plugin; a hook implementation pluggy refuses (a name no hookspec has, arguments a hookspec
-    does not give) is a PluginError naming the plugin, with the closest hook name. One object under two names
-    (two entry points of one module) is refused naming both: a plugin has one name, its components' provider."""
-    where = where or f"plugin {name!r}"
-    if (other := pm.get_name(plugin)) is not None:   # pluggy's ValueError would name neither
-        autoload = f" (or set {NO_AUTOLOAD}=1 to load no plugin)" if named else ""
-        raise PluginError(f"{where} is the same object as {(named or {}).get(other, f'plugin {other!r}')}, "
-                          "registered already; a plugin has one name, the provider its components are listed "
-                          f"under: remove one of the two{' entry points' if named else ''}{autoload}")
-    if pm.has_plugin(name):
-        raise PluginClash(f"plugin name {name!r} is taken{' by draftsmith itself' if name == BUILTIN else ''}; "
-                          f"register {where} under another name (draftsmith never shadows silently)")
-    try:
-        pm.register(plugin, name=name)
-        pm.check_pending()  # a hookimpl whose name matches no hookspec (a typo) fails here instead of doing nothing
-    except pluggy.PluginValidationError as e:
-        text = " ".join(str(e).split())
-        hooks = [h for h in dir(hookspecs) if h.startswith("draftsmith_")]
-        typo = next((n for n in dir(plugin) if n.startswith("draftsmith_") and n not in hooks
-                     and f"unknown hook {n!r}" in text), "")
-        raise PluginError(f"{where} does not fit draftsmith's hooks: {short_text(text, 500)}."
-                          f"{suggest(typo, hooks) if typo else ''} The hooks: {', '.join(sorted(hooks))} "
-                          "(draftsmith.hooks.specs)") from None
-
-
 def build_registry(plugins: Iterable[tuple[str, object]] = (), *, entry_points: bool | None = None,
                    spec_path: str | None = None) -> Registry:
     """A fresh plugin manager: the built-ins, the ``draftsmith`` entry points, then ``plugins`` (name, obj); and
@@ -378,7 +310,7 @@ def build_registry(plugins: Iterable[tuple[str, object]] = (), *, entry_points: 
     if entry_points if entry_points is not None else not autoload_off:
         load_entry_points(pm)
     for name, plugin in plugins:
-        _register(pm, plugin, name)
+        register_plugin(pm, plugin, name)
     return Registry(pm, spec_folders(spec_path), autoload_off=autoload_off)
 
 

@@ -29,7 +29,31 @@ def checked(made: Any, contract: Kind, who: str, call: str, *, guard: bool,
         raise ComponentFailed(f"{who}: its factory returned {shown}{f' ({why})' if why else ''}{call}")
     # an object of draftsmith's own classes (a plugin's RegexRule, TargetArch) runs draftsmith's code: not guarded
     ours = type(made).__module__.partition(".")[0] == "draftsmith"
+    if guard and not ours and contract.output is not None and context is not None:
+        watch_output(made, who, contract.output(context))
     return Guarded(made, who, contract.guarded) if guard and contract.guarded and not ours else made
+
+
+def watch_output(module: Any, who: str, width: int | None) -> None:
+    """A forward hook on a plugin's ``module``: an output that is not one tensor of its input's leading dims,
+    ``width`` wide (None: the input's width) and of its input's dtype is a :class:`ComponentFailed` naming the
+    component, said where it happens (else the next module of draftsmith's fails on it, read as draftsmith's bug)."""
+    import torch
+
+    def hook(_module, args, kwargs, out):
+        x = args[0] if args else next(iter(kwargs.values()), None)
+        if not isinstance(x, torch.Tensor):
+            return None
+        want = [*x.shape[:-1], x.shape[-1] if width is None else width]
+        if isinstance(out, torch.Tensor) and list(out.shape) == want and out.dtype == x.dtype:
+            return None
+        got = (f"[{', '.join(map(str, out.shape))}] {str(out.dtype).removeprefix('torch.')}"
+               if isinstance(out, torch.Tensor) else type(out).__name__)
+        raise ComponentFailed(f"{who}: its forward mapped an input of [{', '.join(map(str, x.shape))}] "
+                              f"{str(x.dtype).removeprefix('torch.')} to {got}; it must return "
+                              f"[{', '.join(map(str, want))}] in its input's dtype")
+
+    module.register_forward_hook(hook, with_kwargs=True)
 
 
 class Guarded:

@@ -214,7 +214,7 @@ def test_a_hookimpl_with_arguments_the_hookspec_does_not_give_is_refused_with_th
 def test_clash_messages_say_what_to_rename(tmp_path):
     spec = SpecSource("demo", spec_file(tmp_path, {"kind": "rms"}, name="demo"))
     with pytest.raises(PluginClash, match=r"^spec 'demo' is provided by both plugin 'builtin' and plugin 'p'; "
-                                          r"uninstall one or rename one spec"):
+                                          r"plugin 'p' must rename its spec: draftsmith's own names are kept"):
         fresh(("p", Plugin(specs=[spec])))
 
 
@@ -229,7 +229,7 @@ def test_a_plugin_that_cannot_be_imported_is_named_with_its_entry_point_and_dist
         draftsmith.build_registry()
     assert str(info.value) == (f"plugin 'fake' (entry point fake = {module} in distribution 'ds-broken') cannot be "
                                "imported: ModuleNotFoundError: No module named 'not_a_module_xyz'; fix or uninstall "
-                               "'ds-broken' (or set DRAFTSMITH_DISABLE_PLUGIN_AUTOLOAD=1 to load no plugin)")
+                               "'ds-broken', or set DRAFTSMITH_DISABLE_PLUGINS=fake to load draftsmith without it")
     monkeypatch.setenv("DRAFTSMITH_DISABLE_PLUGIN_AUTOLOAD", "1")   # the way around it
     assert not draftsmith.build_registry().pm.has_plugin("fake")
     monkeypatch.setenv("DRAFTSMITH_DISABLE_PLUGIN_AUTOLOAD", "0")

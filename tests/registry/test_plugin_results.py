@@ -81,8 +81,8 @@ def test_two_entry_points_of_one_module_name_both_and_the_distribution(tmp_path,
     assert str(info.value) == (
         f"plugin 'rvb' (entry point rvb = {module} in distribution 'rv-dup') is the same object as plugin 'rva' "
         f"(entry point rva = {module} in distribution 'rv-dup'), registered already; a plugin has one name, the "
-        "provider its components are listed under: remove one of the two entry points (or set "
-        "DRAFTSMITH_DISABLE_PLUGIN_AUTOLOAD=1 to load no plugin)")
+        "provider its components are listed under: remove one of the two entry points; fix or uninstall 'rv-dup', "
+        "or set DRAFTSMITH_DISABLE_PLUGINS=rvb to load draftsmith without it")
 
 
 def test_a_plugin_given_the_builtin_name_clashes():

@@ -1,0 +1,68 @@
+"""Registering a plugin: hook functions not marked @hookimpl (pluggy ignores them: the plugin contributed nothing,
+silently), a class where an instance was meant, and a hook with arguments its hookspec does not give (said with the
+hookspec's own arguments) are PluginErrors naming the plugin; an installed plugin that cannot be loaded says how to go
+on without it, and ``DRAFTSMITH_DISABLE_PLUGINS`` skips it by name (found by a dogfooding helper)."""
+import pytest
+
+import draftsmith
+from draftsmith.hooks import Component, hookimpl
+from draftsmith.registry import PluginError
+
+from test_entry_points import fake_distribution
+from test_plugins import fresh
+
+
+class Unmarked:
+    def draftsmith_components(self):
+        return [Component("norm", "quiet", lambda params, *, dim, eps: None)]
+
+
+class Marked:
+    @hookimpl
+    def draftsmith_components(self):
+        return []
+
+
+class WrongArguments:
+    @hookimpl
+    def draftsmith_detect_layout(self, cfg, names):
+        return None
+
+
+def test_a_hook_not_marked_hookimpl_is_named():
+    with pytest.raises(PluginError, match=r"^plugin 'quiet': draftsmith_components is not marked @hookimpl \(from "
+                                          r"draftsmith.hooks import hookimpl\), so draftsmith would never call it$"):
+        fresh(("quiet", Unmarked()))
+
+
+def test_a_class_given_for_its_instance_is_named():
+    with pytest.raises(PluginError, match=r"^plugin 'cls' is the class Marked, whose hooks would be called without "
+                                          r"an instance; register an instance .*plugin = Marked\(\) in its module\)$"):
+        fresh(("cls", Marked))
+    assert fresh(("inst", Marked())).pm.has_plugin("inst")
+
+
+def test_wrong_hook_arguments_are_said_with_the_hookspecs_arguments():
+    with pytest.raises(PluginError, match=r"It is called as draftsmith_detect_layout\(config, tensor_names\)\."):
+        fresh(("args", WrongArguments()))
+
+
+def _broken_distribution(tmp_path, request):
+    module = fake_distribution(tmp_path, request, dist="ds-broken", ep_name="broken", norm="broken-norm")
+    (tmp_path / f"{module}.py").write_text("def draftsmith_components():\n    return []\n")   # no @hookimpl
+    return module
+
+
+def test_a_broken_installed_plugin_says_how_to_go_on_and_can_be_skipped_by_name(tmp_path, monkeypatch, request):
+    _broken_distribution(tmp_path, request)
+    fake_distribution(tmp_path / "good", request)   # a healthy plugin beside it
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.syspath_prepend(str(tmp_path / "good"))
+    with pytest.raises(PluginError, match=r"^plugin 'broken' \(entry point broken = .* in distribution 'ds-broken'\): "
+                                          r"draftsmith_components is not marked @hookimpl .*; fix or uninstall "
+                                          r"'ds-broken', or set DRAFTSMITH_DISABLE_PLUGINS=broken to load draftsmith "
+                                          r"without it$"):
+        draftsmith.build_registry()
+    monkeypatch.setenv("DRAFTSMITH_DISABLE_PLUGINS", " other, broken ")
+    reg = draftsmith.build_registry()
+    assert not reg.pm.has_plugin("broken") and reg.pm.has_plugin("fake")   # the others still load
