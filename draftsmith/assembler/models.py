@@ -125,7 +125,8 @@ class DraftModel(nn.Module):
         # a fusion that declares `takes_positions` also gets pos (MTP zeroes the embedding at position 0)
         x = (self.fc.fuse(emb, hidden, from_target, pos) if getattr(self.fc, "takes_positions", False)
              else self.fc.fuse(emb, hidden, from_target))
-        if x.shape != emb.shape or x.dtype != emb.dtype:   # a plugin's fusion: said as its own, not later as ours
+        if x.shape != emb.shape or (x.dtype != emb.dtype and not torch.is_autocast_enabled(x.device.type)):
+            # a plugin's fusion: said as its own, not later as ours (under autocast a product's dtype is autocast's)
             raise ComponentFailed(f"the draft's fusion ({type(self.fc).__module__}.{type(self.fc).__qualname__}): its "
                                   f"fuse(emb [{', '.join(map(str, emb.shape))}], ...) returned "
                                   f"[{', '.join(map(str, x.shape))}] {str(x.dtype).removeprefix('torch.')}; fuse "

@@ -45,7 +45,8 @@ def watch_output(module: Any, who: str, width: int | None) -> None:
         if not isinstance(x, torch.Tensor):
             return None
         want = [*x.shape[:-1], x.shape[-1] if width is None else width]
-        if isinstance(out, torch.Tensor) and list(out.shape) == want and out.dtype == x.dtype:
+        if isinstance(out, torch.Tensor) and list(out.shape) == want and (
+                out.dtype == x.dtype or torch.is_autocast_enabled(x.device.type)):   # autocast picks products' dtype
             return None
         got = (f"[{', '.join(map(str, out.shape))}] {str(out.dtype).removeprefix('torch.')}"
                if isinstance(out, torch.Tensor) else type(out).__name__)

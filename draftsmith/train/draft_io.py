@@ -202,6 +202,20 @@ def stated_ids(taps, spec) -> list[int]:
     return [int(t) - shift for t in taps]
 
 
+def with_ids(config: Mapping[str, Any], taps, target_layers: int, spec) -> dict[str, Any]:
+    """``config`` stating the taps a draft was trained with: left out where they are the default layers (2, L//2,
+    L-3, at their inputs), which every engine takes for an absent key; else ``eagle_config``'s
+    ``eagle_aux_hidden_state_layer_ids`` in the spec's convention (:func:`stated_ids`; its other keys kept). Explicit
+    ids are read one layer apart by SGLang (a layer's output) and vLLM (its input): a default draft states none."""
+    from draftsmith.components.eagle3_config import KEY, default_taps
+
+    config = {k: v for k, v in config.items() if k != KEY}   # a top-level key: the same reading, the same doubt
+    eagle = {k: v for k, v in (config.get("eagle_config") or {}).items() if k != KEY}
+    if [int(t) for t in taps] != default_taps(target_layers):
+        eagle[KEY] = stated_ids(taps, spec)
+    return {k: v for k, v in config.items() if k != "eagle_config"} | ({"eagle_config": eagle} if eagle else {})
+
+
 def stated_d2t(offsets: torch.Tensor, spec) -> torch.Tensor:
     """d2t as the spec's ``vocab.d2t`` reads it: the offsets the model keeps (target = draft + d2t[draft]), or the
     target ids themselves under ``absolute``. Offsets written for such a spec fail its load's map check, which
@@ -222,18 +236,29 @@ def checkpoint_name(rules, name: str, layers: int) -> str:
 
 
 def unstated(model, folder: Path, spec_name: str) -> str | None:
-    """A note when the draft's config.json in ``folder`` cannot state how it was trained: EAGLE 3.1's fed-back
-    norm (``norm_output: feed_back``) has no key in a flat config, whose ``norm_output`` means the head's norm, so
-    a load without the spec (``generate --draft``, detection) reads the draft as feeding back the pre-norm state."""
+    """A note when the draft's config.json in ``folder`` cannot state how it was trained to every reader: a fed-back
+    final norm (``norm_output: feed_back``) is an absent ``norm_output`` in a flat config, which vLLM reads as the
+    head's norm only (its ``true`` is the fed-back norm, SpecForge's and draftsmith's the head's), and so does a load
+    without the spec unless the family detected reads absence as feed_back (EAGLE 3.1, by its per-aux ``fc_norm``:
+    :func:`draftsmith.convert.layouts.absent_reads`); the speculators layout states it for every reader."""
     from draftsmith.components.eagle3_config import is_speculators_config
+    from draftsmith.convert.layouts import absent_reads
 
     if getattr(getattr(model.draft, "fc", None), "norm_output", None) != "feed_back":
         return None
-    if is_speculators_config(json.loads((Path(folder) / "config.json").read_text())):
+    config = json.loads((Path(folder) / "config.json").read_text())
+    if is_speculators_config(config):
         return None
+    vllm = f"for vLLM, write it with `draftsmith convert {folder} --to speculators OUT`"
+    names = list(load_file(str(Path(folder) / "model.safetensors")))
+    if absent_reads({k: v for k, v in config.items() if k != "norm_output"}, names) == "feed_back":
+        return (f"note: the draft in {folder} feeds the final norm's output back (norm_output: feed_back); its flat "
+                "config.json leaves norm_output out, which draftsmith reads back as trained (the family detected by "
+                "its per-aux fc_norm) but vLLM reads as the head's norm only (it would feed back the pre-norm state "
+                f"and accept less): {vllm}")
     return (f"note: the draft in {folder} feeds the final norm's output back (norm_output: feed_back), which its "
             f"flat config.json cannot state; load it with --spec {spec_name}: read without the spec (generate "
-            "--draft, inspect) it feeds back the pre-norm state and accepts less")
+            f"--draft, inspect) or by vLLM it feeds back the pre-norm state and accepts less; {vllm}")
 
 
 def with_verifier(config: dict[str, Any], target: Path | None) -> dict[str, Any]:
@@ -281,7 +306,7 @@ def export_draft(model, folder: Path, *, dtype: torch.dtype = torch.bfloat16, so
     if hasattr(model.draft, "d2t"):
         config["draft_vocab_size"] = int(model.draft.d2t.shape[0])
     if model.draft.taps:
-        config["eagle_config"] = {"eagle_aux_hidden_state_layer_ids": stated_ids(model.draft.taps, model.spec)}
+        config = with_ids(config, model.draft.taps, len(model.target.model.layers), model.spec)
         # engines disagree on its default: the config states what the draft was trained with
         config["norm_before_residual"] = bool(model.draft.fc.norm_before_residual)
         trained["norm_output"] = model.draft.fc.norm_output   # spec terms: each style says it its own way

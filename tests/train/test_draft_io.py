@@ -66,7 +66,7 @@ def test_export_writes_the_spec_layout_and_loads_back(start, tiny, tmp_path, dty
     assert tensors["d2t"].dtype == model.draft.d2t.dtype and torch.equal(tensors["d2t"], model.draft.d2t)
     config = json.loads((out / "config.json").read_text())
     assert config["draft_vocab_size"] == len(KEPT) and config["torch_dtype"] == str(dtype).removeprefix("torch.")
-    assert config["eagle_config"] == {"eagle_aux_hidden_state_layer_ids": list(model.draft.taps)}
+    assert model.draft.taps == (2, 4, 5) and "eagle_config" not in config   # the default taps: unsaid (with_ids)
     assert all(f.stat().st_mode & 0o777 == 0o644 for f in out.iterdir())
     back = draftsmith.assemble("eagle3-llama", target=tiny / "target", draft=out)
     mine, theirs = model.draft.state_dict(), back.draft.state_dict()

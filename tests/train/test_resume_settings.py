@@ -87,7 +87,8 @@ def test_a_spec_reading_other_taps_is_named_with_them(job, small, tmp_path):
     from draftsmith.specs.loader import load_spec
 
     text = open(load_spec("eagle3-llama").source).read().replace("name: eagle3-llama", "name: outs")
-    (tmp_path / "outs.yaml").write_text(text.replace("aux_layers: {at: input}", "aux_layers: {at: output}"))
+    (tmp_path / "outs.yaml").write_text(text.replace("aux_layers: {at: input}", "aux_layers: {ids: [3, 5, 6], at: "
+                                                                                "input}"))
     refused_with(job, small, f"spec outs (taps [3, 5, 6]): the run in {small} was started with eagle3-llama (taps "
                              "[2, 4, 5])", spec=tmp_path / "outs.yaml", features=tmp_path / "f3")
 

@@ -7,6 +7,7 @@ import pytest
 import draftsmith
 from draftsmith.specs.loader import load_spec
 from draftsmith.testing import write_eagle3
+from draftsmith.train.draft_io import with_ids
 from draftsmith.train.pipeline import run
 
 
@@ -27,8 +28,7 @@ def test_a_draft_trained_under_an_at_output_spec_reloads_with_its_trained_taps(j
     run(job(out, spec=at_output, config={"steps": 2}))
     trained = tuple(json.loads((out / "features" / "features.json").read_text())["taps"])
     assert trained == (2, 4, 5)                                  # the default taps, layer inputs
-    ids = json.loads((out / "config.json").read_text())["eagle_config"]["eagle_aux_hidden_state_layer_ids"]
-    assert ids == [1, 3, 4]                                      # stated as layer outputs, as the spec reads them
+    assert "eagle_config" not in json.loads((out / "config.json").read_text())   # the default: unsaid
     assert draftsmith.assemble(at_output, target=tiny / "target", draft=out).draft.taps == trained
     run(job(out, spec=at_output, config={"steps": 4}))           # and the run resumes on the same features
 
@@ -40,3 +40,18 @@ def test_from_draft_keeps_an_at_output_drafts_taps(job, tiny, tmp_path, at_outpu
     out = tmp_path / "out"
     run(job(out, spec=at_output, from_draft=source, config={"steps": 1}))
     assert draftsmith.assemble(at_output, target=tiny / "target", draft=out).draft.taps == before
+
+
+@pytest.mark.parametrize("at, taps, said", [("input", (2, 4, 5), None), ("output", (2, 4, 5), None),
+                                            ("input", (1, 4, 6), [1, 4, 6]), ("output", (1, 4, 6), [0, 3, 5])])
+def test_with_ids_states_only_taps_other_than_the_default(at, taps, said):
+    data = load_spec("eagle3-llama").model_dump(mode="json")
+    data["draft"]["fusion"]["aux_layers"] = {"at": at}
+    spec = draftsmith.parse_spec(data, source=f"eagle3-llama at {at}")
+    source = {"eagle_aux_hidden_state_layer_ids": [9], "eagle_config": {"use_last_layernorm": True,
+                                                                       "eagle_aux_hidden_state_layer_ids": [9]}}
+    config = with_ids(source, taps, 8, spec)   # 8 target layers: the default taps are 2, 4, 5
+    assert "eagle_aux_hidden_state_layer_ids" not in config   # a top-level key: replaced by eagle_config's
+    assert config["eagle_config"].get("eagle_aux_hidden_state_layer_ids") == said
+    assert config["eagle_config"]["use_last_layernorm"] is True
+    assert source["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [9]   # the source is not changed

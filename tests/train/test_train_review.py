@@ -150,3 +150,13 @@ def test_features_recording_the_target_without_its_content_are_used_with_a_warni
     lines = []
     run(job(tmp_path / "older", features=first / "features", max_windows=0, config={"steps": 1}), log=lines.append)
     assert sum("records the target's weight files by name and size only" in line for line in lines) == 1, lines
+
+
+def test_an_eagle31_drafts_note_says_draftsmith_reads_it_and_vllm_does_not(job, tmp_path):
+    # the note said a load without the spec fed back the pre-norm state; the 3.1 family detected by its per-aux
+    # fc_norm reads the absent key as feed_back: only vLLM misreads it (a dogfooding helper)
+    lines = []
+    run(job(tmp_path / "e31", spec="eagle3.1-llama", config={"steps": 1}), log=lines.append)
+    [said] = [line for line in lines if "feeds the final norm's output back" in line]
+    assert "which draftsmith reads back as trained" in said and "vLLM reads as the head's norm only" in said
+    assert f"`draftsmith convert {tmp_path / 'e31'} --to speculators OUT`" in said
