@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor, nn
 
-from draftsmith.assembler.checkpoint import FLOAT4, TensorInfo
+from draftsmith.assembler.weight_files import FLOAT4, TensorInfo
 from draftsmith.assembler.names import Suggester, group_names, natural, one_pattern, quote
 from draftsmith.assembler.splits import FusedHint, split_rows
 from draftsmith.components.quant_models import loadable_shapes, row_blocks

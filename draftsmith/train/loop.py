@@ -15,8 +15,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 
-from draftsmith.errors import short, short_text
+from draftsmith.errors import DraftsmithError, short, short_text
 from draftsmith.train.checks import TrainError, check_config
 from draftsmith.train.draft_io import export_draft
 from draftsmith.train.interrupt import deferred
@@ -74,15 +75,32 @@ def save_start(model, cfg: TrainConfig, out: Path, record: dict | None = None) -
     save_state(model, optimizer(model, cfg)[1], 0, cfg, Path(out), record)
 
 
+class SaveFailed(DraftsmithError, OSError):
+    """A checkpoint could not be written (a full disk, an I/O error): said naming the folder and the system's
+    reason, the last whole checkpoint kept (exit 1), not as draftsmith's internal error."""
+
+
 def save_state(model, opt, step: int, cfg: TrainConfig, out: Path, record: dict | None = None) -> None:
     """trainer.pt (and the draft beside it). ``record``: the run's own settings a resume must keep
     (resume.run_record: spec, taps, seq, data, features, self-distillation, target), compared by
-    resume.resume_problems before a resumed run starts."""
+    resume.resume_problems before a resumed run starts. A write that fails is a :class:`SaveFailed`, its
+    temporary files removed; the files it would have replaced stay as they were."""
     tmp = out / (STATE + ".tmp")
     state = {"draft": model.draft.state_dict(), "opt": opt.state_dict(), "step": step, "config": asdict(cfg)}
-    torch.save({**state, "run": record} if record is not None else state, tmp)
-    export_draft(model, out, dtype=getattr(torch, cfg.export_dtype))
-    tmp.replace(out / STATE)
+    try:
+        try:
+            torch.save({**state, "run": record} if record is not None else state, tmp)
+        except RuntimeError as e:   # torch's zip writer after a failed write says "unexpected pos ..." (a full disk)
+            raise OSError(" ".join(str(e).split())) from e
+        export_draft(model, out, dtype=getattr(torch, cfg.export_dtype))
+        tmp.replace(out / STATE)
+    except (OSError, SafetensorError) as e:
+        for left in (tmp, out / "config.json.tmp"):
+            left.unlink(missing_ok=True)
+        why = getattr(e, "strerror", None) or short_text(" ".join(str(e).split()), 200)
+        raise SaveFailed(f"cannot write the checkpoint of step {step} into {short_text(out, 300)}: {why} (a full "
+                         "disk?); the last checkpoint written there is kept: free space and run again to resume") \
+            from None
 
 
 FRESH = ("give --from-draft with this folder and a new --out to train on from the draft saved beside it with a "

@@ -109,6 +109,8 @@ def run_held(job: Job, console, log: Callable[[str], None]) -> dict[str, Accepta
         raise TrainError(e.problems + held_bad) from None
     if held_bad:
         raise TrainError(held_bad)
+    if (why := no_held_prompts(job, tok, render)) is not None:   # found before training, not after it
+        raise TrainError([("held_out", why)])
     ids = D.encode(docs, tok, tok.eos_token_id) if docs else torch.zeros(0, dtype=torch.long)
     if not docs or (len(ids) < job.seq and not job.self_distill and job.max_windows != 0):
         # before the draft is built (self-distilled text below)
@@ -137,8 +139,13 @@ def run_held(job: Job, console, log: Callable[[str], None]) -> dict[str, Accepta
     if job.max_windows != 0:
         if not len(wins):
             raise no_windows(job, files, docs, ids)
-        n = extract_with_log(model, wins, feats, log, limit=job.max_windows, bf16=job.config.bf16,
-                             target=fingerprint, distill=distill)
+        try:
+            n = extract_with_log(model, wins, feats, log, limit=job.max_windows, bf16=job.config.bf16,
+                                 target=fingerprint, distill=distill)
+        except KeyboardInterrupt:   # said as the training loop says its own stop: what is kept, and how to go on
+            log(f"stopped by Ctrl-C while extracting features into {feats} (the shards written are kept); the draft "
+                f"in {out} is not trained yet (step 0 of {job.config.steps}): run again to resume")
+            raise
         log(f"features: {n} windows of {job.seq} tokens in {feats}")
     store = FeatureStore(feats)
     if bad := store_problems(store, model, job, fingerprint):
@@ -312,6 +319,18 @@ def prompt_room(files: Sequence[Path]) -> str:
     if records == {False}:
         return "past its first third (a text file's prompt starts there)"
     return "past its first third (a text file) or in one record, from its start (a JSONL or JSON file)"
+
+
+def no_held_prompts(job: Job, tok, render: D.Render | None) -> str | None:
+    """Why the held-out files give no prompt to measure acceptance on after training (each too short), or None."""
+    if not job.held_out or not job.eval_prompts:
+        return None
+    files = D.expand(job.held_out)
+    if D.held_out_prompts(files, tok, job.eval_prompts, job.eval_prompt_tokens, seed=job.config.seed, render=render):
+        return None
+    return (f"gives no prompt to measure acceptance on after training: none of its {count(files, 'file')} has "
+            f"{job.eval_prompt_tokens + 64} tokens {prompt_room(files)}; give a longer one, or --eval-prompts 0 to "
+            "measure none")
 
 
 def evaluate(job: Job, tok, log: Callable[[str], None] = print) -> dict[str, Acceptance]:

@@ -15,15 +15,15 @@ from draftsmith.assembler.assemble import TOKENIZER_FILES
 from draftsmith.assembler.checkpoint import list_tensors
 from draftsmith.assembler.config import read_config, read_raw_config
 from draftsmith.assembler.detect import draft_in
-from draftsmith.errors import CheckpointNotFound, DraftsmithError, count, short_list, short_text
-from draftsmith.options import folder_problem
+from draftsmith.errors import CheckpointNotFound, DraftsmithError, OptionError, count, short_list, short_text
+from draftsmith.options import check_device, folder_problem
 from draftsmith.specs.loader import load_spec
 from draftsmith.specs.resolve import fusion_params
 from draftsmith.train import data as D
 from draftsmith.train.checks import TrainError
 from draftsmith.train.draft_io import MAKERS, MAKES, export_refusals, for_training, fresh_taps, unsupported
 from draftsmith.train.feature_checks import feature_problems
-from draftsmith.train.loop import FRESH, STATE
+from draftsmith.train.loop import FRESH, STATE, TrainConfig
 from draftsmith.train.resume import resume_problems
 
 
@@ -32,6 +32,12 @@ def preflight(job) -> None:
     once: the target folder, its tokenizer and context (a cached name is fetched later), the data and held-out
     paths, the out, features and --from-draft folders, and the spec. A TrainError lists every problem found."""
     found, spec, taps = [], None, None
+    if not isinstance(job.config, TrainConfig):   # the Python API's Job(config={...}): not a config it reads
+        found.append(("config", f"is a {type(job.config).__name__}, not a TrainConfig: give TrainConfig(...)"))
+    try:
+        check_device(job.device)   # the command line checks --device first; the Python API's Job here
+    except OptionError as e:
+        found.append(("", str(e)))
     try:
         spec = load_spec(job.spec)
     except DraftsmithError as e:

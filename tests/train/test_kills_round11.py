@@ -661,12 +661,12 @@ def test_a_conversation_of_131072_values_is_read_and_one_more_is_refused():
 def test_a_checkpoint_listing_2_20_tensors_is_taken_and_one_more_is_refused_naming_the_bound(tmp_path):
     """The count a header or index states is checked before a name is read (a header of 2^20 names is ~50 MB to
     write, so the check is called with the count alone)."""
-    from draftsmith.assembler.checkpoint import _check_names
+    from draftsmith.assembler.weight_files import check_names
     from draftsmith.errors import CheckpointError
 
-    _check_names(tmp_path / "model.safetensors", [], 1 << 20)
+    check_names(tmp_path / "model.safetensors", [], 1 << 20)
     with pytest.raises(CheckpointError, match="lists 1048577 tensors; a checkpoint here holds at most 1048576 "):
-        _check_names(tmp_path / "model.safetensors", [], (1 << 20) + 1)
+        check_names(tmp_path / "model.safetensors", [], (1 << 20) + 1)
 
 
 def test_a_probe_file_of_1_mib_is_read_and_one_byte_more_is_refused_naming_the_bound(tmp_path):

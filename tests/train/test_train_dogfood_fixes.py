@@ -1,0 +1,78 @@
+"""What a dogfooding pass of `draftsmith train` found: a full disk at a checkpoint was an internal error leaving a
+trainer.pt.tmp; a Ctrl-C while extracting features said nothing (the step-0 draft left behind loads as any other);
+held-out files too short for a prompt were found only after training; the Python API's Job took a device this
+machine does not have, or a dict for its config, until the target was loaded (a torch error, an AttributeError)."""
+import errno
+
+import pytest
+import torch
+
+from draftsmith.train.checks import TrainError
+from draftsmith.train.loop import STATE, SaveFailed
+from draftsmith.train.pipeline import run
+
+
+def test_a_full_disk_at_a_checkpoint_is_said_and_leaves_no_partial_file(job, tmp_path, monkeypatch):
+    out = tmp_path / "o"
+    run(job(out, config={"steps": 4, "save_every": 4}), log=lambda line: None)   # a whole checkpoint at step 4
+    before = (out / STATE).read_bytes(), (out / "model.safetensors").read_bytes()
+
+    def full(tensors, path, *args, **kwargs):   # a part written, then the disk is full
+        open(path, "wb").write(b"\x00" * 64)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr("draftsmith.assembler.checkpoint.save_file", full)
+    with pytest.raises(SaveFailed, match=rf"^cannot write the checkpoint of step 8 into {out}: No space left on "
+                                         r"device \(a full disk\?\); the last checkpoint written there is kept"):
+        run(job(out, config={"steps": 8, "save_every": 4}), log=lambda line: None)
+    assert sorted(p.name for p in out.iterdir() if p.name.endswith(".tmp")) == []
+    assert ((out / STATE).read_bytes(), (out / "model.safetensors").read_bytes()) == before
+
+
+def test_torchs_writer_failing_on_a_full_disk_is_a_save_failure(job, tmp_path, monkeypatch):
+    def unexpected_pos(obj, path, *args, **kwargs):
+        open(path, "wb").write(b"PK")
+        raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 1556032 vs 1555920")
+
+    monkeypatch.setattr(torch, "save", unexpected_pos)
+    with pytest.raises(SaveFailed, match="unexpected pos 1556032 vs 1555920 \\(a full disk\\?\\)"):
+        run(job(tmp_path / "o", config={"steps": 2}), log=lambda line: None)
+    assert not (tmp_path / "o" / (STATE + ".tmp")).exists()
+
+
+def test_a_ctrl_c_while_extracting_features_says_what_is_kept(job, tmp_path, monkeypatch):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("draftsmith.train.pipeline.extract_with_log", interrupted)
+    lines = []
+    with pytest.raises(KeyboardInterrupt):
+        run(job(tmp_path / "o", config={"steps": 3}), log=lines.append)
+    assert any(line.startswith("stopped by Ctrl-C while extracting features into ") and
+               "is not trained yet (step 0 of 3): run again to resume" in line for line in lines), lines
+
+
+def test_held_out_files_too_short_for_a_prompt_are_refused_before_training(job, tmp_path, monkeypatch):
+    short = tmp_path / "short.txt"
+    short.write_text("def f():\n    return 1\n")
+
+    def never(*args, **kwargs):
+        raise AssertionError("the draft was built")
+
+    monkeypatch.setattr("draftsmith.train.pipeline.start_fresh", never)
+    with pytest.raises(TrainError, match=r"held_out gives no prompt to measure acceptance on after training: none of "
+                                         r"its 1 file has 192 tokens past its first third"):
+        made = job(tmp_path / "o", eval_prompts=2)
+        made.held_out = [short]
+        run(made, log=lambda line: None)
+
+
+@pytest.mark.parametrize("field, value, says", [
+    ("device", "tpu", "device 'tpu' is not a torch device; use cpu, cuda or cuda:N"),
+    ("config", {"steps": 3}, "config is a dict, not a TrainConfig: give TrainConfig(...)")])
+def test_the_python_apis_job_is_checked_before_any_work(job, tmp_path, monkeypatch, field, value, says):
+    monkeypatch.setattr("draftsmith.train.pipeline.start_fresh", lambda *a, **k: pytest.fail("the draft was built"))
+    made = job(tmp_path / "o")
+    setattr(made, field, value)
+    with pytest.raises(TrainError, match=says.replace("(", r"\(").replace(")", r"\)")):
+        run(made, log=lambda line: None)
