@@ -76,3 +76,19 @@ def test_the_python_apis_job_is_checked_before_any_work(job, tmp_path, monkeypat
     setattr(made, field, value)
     with pytest.raises(TrainError, match=says.replace("(", r"\(").replace(")", r"\)")):
         run(made, log=lambda line: None)
+
+
+@pytest.mark.parametrize("chars", [1, 10, 1 << 20])
+def test_encoding_in_batches_gives_the_ids_of_one_call(tiny, monkeypatch, chars):
+    # the whole corpus was tokenized in one call into a Python list: 124-334 bytes a token before any work
+    from draftsmith.assembler.assemble import read_tokenizer
+    from draftsmith.train import data as D
+
+    tok = read_tokenizer(tiny / "target")
+    docs = ["def f(x):\n    return x\n", "", "héllo wörld " * 7, "a\n\nb"]
+    whole = [i for enc in tok(docs, add_special_tokens=False)["input_ids"] for i in (*enc, 2)]
+    monkeypatch.setattr(D, "ENCODE_CHARS", chars)
+    assert D.encode(docs, tok, 2).tolist() == whole
+    assert D.encode(docs, tok, None).tolist() == [i for enc in tok(docs, add_special_tokens=False)["input_ids"]
+                                                  for i in enc]
+    assert D.encode([], tok, 2).dtype == torch.long and len(D.encode([], tok, 2)) == 0
