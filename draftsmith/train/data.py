@@ -326,7 +326,7 @@ def encode(docs: Sequence[str], tokenizer, sep: int | None) -> torch.Tensor:
     tail = [] if sep is None else [sep]
 
     def flush(batch: list[str]) -> None:
-        encoded = tokenizer(batch, add_special_tokens=False, return_attention_mask=False)["input_ids"]
+        encoded = tokenizer(batch, add_special_tokens=False)["input_ids"]
         parts.extend(torch.tensor(enc + tail, dtype=torch.long) for enc in encoded)
 
     batch, size = [], 0
