@@ -41,14 +41,17 @@ def stdlib_files(held_out: bool = False) -> list[Path]:
     return files
 
 
-def expand(paths: Iterable[str | Path]) -> list[Path]:
+def expand(paths: Iterable[str | Path], skip: Iterable[str | Path] = ()) -> list[Path]:
     """Files named directly, and the text / JSONL files under folders (sorted, recursively), but for hidden ones
-    (a name under the folder starting with '.': a checkout's .git, a .venv) and __pycache__."""
+    (a name under the folder starting with '.': a checkout's .git, a .venv), __pycache__ and those under the
+    ``skip`` folders (a run's own --out and features folder inside its --data: its config.json is no data)."""
     found: list[Path] = []
+    skipped = [Path(s).resolve() for s in skip]
     for p in map(Path, paths):
         if p.is_dir():
             found += [f for f in sorted(p.rglob("*")) if f.is_file()
-                      and (f.suffix in TEXT_SUFFIXES or f.suffix == ".jsonl") and not _hidden(f.relative_to(p))]
+                      and (f.suffix in TEXT_SUFFIXES or f.suffix == ".jsonl") and not _hidden(f.relative_to(p))
+                      and not any(f.resolve().is_relative_to(s) for s in skipped)]
         elif p.is_file():
             found.append(p)
         else:

@@ -101,7 +101,7 @@ def run_held(job: Job, console, log: Callable[[str], None]) -> dict[str, Accepta
             if note:
                 log(note)
         return evaluate(job, tok, log)
-    files = D.expand(job.data)
+    files = D.expand(job.data, skip=(out, job.features or out / "features"))   # the run's own files are no data
     skipped, textless = [], []
     try:
         docs = D.read_documents(files, skipped, textless, render)

@@ -88,6 +88,9 @@ def preflight(job) -> None:
         if (out / STATE).is_file() and not zipfile.is_zipfile(out / STATE):   # torch.save writes a zip archive
             found.append(("", f"{short_text(out / STATE, 300)} is not a trainer state (not a torch.save archive); "
                               f"{FRESH}"))
+        elif (out / STATE).is_file() and (why := resumable_problem(out)):   # a resume reads the draft beside it
+            found.append(("out", f"{short_text(out, 300)} holds a trainer state to resume, but {why}: put the "
+                                 "draft's files back, or give a new or empty --out to start fresh"))
     if found:
         raise TrainError(found)
 
@@ -198,6 +201,18 @@ def draft_problem(folder: Path) -> str | None:
         return NO_DRAFT
     except DraftsmithError as e:   # names the file and why it cannot be read
         return f"holds a draft whose weights cannot be read: {e}; save or copy that file again"
+
+
+def resumable_problem(out: Path) -> str | None:
+    """Why the draft a resumed run reads from ``out`` (beside its trainer.pt) cannot be read, or None: said before
+    the data is read, not once the run assembles it."""
+    if why := draft_problem(out):
+        return why.removeprefix("holds ")
+    try:
+        read_raw_config(out)
+    except DraftsmithError as e:
+        return f"its config cannot be read: {e}"
+    return None
 
 
 def holds_draft(folder: Path) -> bool:

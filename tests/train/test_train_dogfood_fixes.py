@@ -92,3 +92,31 @@ def test_encoding_in_batches_gives_the_ids_of_one_call(tiny, monkeypatch, chars)
     assert D.encode(docs, tok, None).tolist() == [i for enc in tok(docs, add_special_tokens=False)["input_ids"]
                                                   for i in enc]
     assert D.encode([], tok, 2).dtype == torch.long and len(D.encode([], tok, 2)) == 0
+
+
+@pytest.mark.parametrize("damage, says", [
+    (lambda out: (out / "model.safetensors").unlink(), "holds a trainer state to resume, but no draft"),
+    (lambda out: (out / "config.json").write_text("{"), "holds a trainer state to resume, but its config cannot be "
+                                                        "read: .*not valid JSON")])
+def test_a_resumable_out_whose_draft_is_broken_is_refused_before_the_data_is_read(job, tmp_path, monkeypatch,
+                                                                                  damage, says):
+    out = tmp_path / "o"
+    run(job(out, config={"steps": 2}), log=lambda line: None)
+    damage(out)
+    monkeypatch.setattr("draftsmith.train.data.read_documents", lambda *a, **k: pytest.fail("the data was read"))
+    with pytest.raises(TrainError, match=f"out {out} {says}"):
+        run(job(out, config={"steps": 4}), log=lambda line: None)
+
+
+def test_a_data_folder_holding_the_runs_out_does_not_read_the_runs_own_files(tmp_path):
+    from draftsmith.train import data as D
+
+    (tmp_path / "a.txt").write_text("text")
+    (tmp_path / "out" / "features").mkdir(parents=True)
+    (tmp_path / "out" / "config.json").write_text("{}")
+    (tmp_path / "out" / "features" / "features.json").write_text("{}")
+    (tmp_path / "feats").mkdir()
+    (tmp_path / "feats" / "x.json").write_text("{}")
+    assert D.expand([tmp_path], skip=[tmp_path / "out", tmp_path / "feats"]) == [tmp_path / "a.txt"]
+    assert len(D.expand([tmp_path])) == 4   # without skip: every file
+    assert D.expand([tmp_path / "out" / "config.json"], skip=[tmp_path / "out"]) == [tmp_path / "out" / "config.json"]
