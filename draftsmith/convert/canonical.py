@@ -36,19 +36,30 @@ class Canonical:
     carried: frozenset[str] = frozenset()   # canonical names of tensors the spec ignores (frozen copies), carried
 
 
+def proposed_spec(found: Inspection):
+    """The spec inspect proposes for the draft (its family's, with the weight rules the stored scales need: Mistral's
+    ``qscale_weight`` read as ``weight_scale``), which names its tensors canonically; the family spec itself where
+    the proposal does not parse."""
+    from draftsmith.errors import DraftsmithError
+    from draftsmith.specs.loader import load_spec, parse_spec
+
+    try:
+        return parse_spec(found.spec, source=f"the spec inspect proposes for {short_text(found.folder, 300)}")
+    except DraftsmithError:
+        return load_spec(found.match.spec)
+
+
 def plan_canonical(folder: str | Path, found: Inspection | None = None) -> Canonical:
     """The canonical names, config facts and rope order of a draft checkpoint, read from its config and headers."""
     from draftsmith.assembler.build import rule_set
     from draftsmith.assembler.config import flatten_draft_config
     from draftsmith.registry import default_registry
-    from draftsmith.specs.loader import load_spec
 
     found = found or inspect_checkpoint(folder)
     if found.match is None:
         where = short_text(folder, 300)
         raise ConvertError(f"{where}: not a layout draftsmith recognises; run `draftsmith inspect {where}`")
-    spec = load_spec(found.match.spec)
-    rules = rule_set(spec, default_registry(), flatten_draft_config(found.config))
+    rules = rule_set(proposed_spec(found), default_registry(), flatten_draft_config(found.config))
     mapping = rules.map_names(n for n in found.infos if not rules.is_ignored(n))
     facts = to_facts(found.config, style_of(folder, found.config))
     check_facts(facts)   # before a tensor is read
