@@ -50,8 +50,10 @@ def report(exc: BaseException) -> int:
 
 def plugin_at_fault(exc: BaseException) -> str | None:
     """"plugin 'NAME' (in module.function, line N)" where ``exc`` was raised inside an installed plugin's code (its
-    deepest frame in a plugin's top-level package; a plugin's forward that raises while draftsmith decodes), else
-    None. Only a registry already built is asked: an error before one is built cannot come from a plugin's code."""
+    deepest frame in a plugin's top-level package, or in another top-level package of the distribution that
+    installed it; a plugin's forward that raises while draftsmith decodes), else None. Only a registry already
+    built is asked: an error before one is built cannot come from a plugin's code."""
+    import importlib.metadata
     import traceback
 
     from draftsmith.registry import registry as registry_module
@@ -63,6 +65,12 @@ def plugin_at_fault(exc: BaseException) -> str | None:
         module = plugin.__name__ if isinstance(plugin, type(sys)) else type(plugin).__module__
         if name != registry_module.BUILTIN and module.partition(".")[0] != "draftsmith":
             packages.setdefault(module.partition(".")[0], name)
+    if packages:   # a distribution's other top-level packages are its plugin's too (bad13 beside bad13_models)
+        dists = importlib.metadata.packages_distributions()
+        for package, plugin_name in list(packages.items()):
+            for dist in dists.get(package, ()):
+                packages.update({other: plugin_name for other, ds in dists.items()
+                                 if dist in ds and other not in packages and other != "draftsmith"})
     for frame, line in reversed(list(traceback.walk_tb(exc.__traceback__))):
         module = frame.f_globals.get("__name__", "")
         if (plugin := packages.get(module.partition(".")[0])) is not None:

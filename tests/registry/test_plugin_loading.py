@@ -2,6 +2,8 @@
 silently), a class where an instance was meant, and a hook with arguments its hookspec does not give (said with the
 hookspec's own arguments) are PluginErrors naming the plugin; an installed plugin that cannot be loaded says how to go
 on without it, and ``DRAFTSMITH_DISABLE_PLUGINS`` skips it by name (found by a dogfooding helper)."""
+import sys
+
 import pytest
 
 import draftsmith
@@ -66,3 +68,28 @@ def test_a_broken_installed_plugin_says_how_to_go_on_and_can_be_skipped_by_name(
     monkeypatch.setenv("DRAFTSMITH_DISABLE_PLUGINS", " other, broken ")
     reg = draftsmith.build_registry()
     assert not reg.pm.has_plugin("broken") and reg.pm.has_plugin("fake")   # the others still load
+
+
+def test_a_plugins_error_in_another_package_of_its_distribution_is_the_plugins(tmp_path, monkeypatch, request):
+    # the distribution installs its plugin module and a second top-level package holding its models: an error in
+    # the second was said as draftsmith's internal error (exit 70)
+    import importlib
+    import types
+
+    from draftsmith.cli.app import plugin_at_fault
+    from test_plugin_mistakes import installed
+
+    (tmp_path / "dsmulti_models.py").write_text("def forward():\n    raise RuntimeError('boom in forward')\n")
+    info = tmp_path / "ds_multi-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ds-multi\nVersion: 0.1\n")
+    (info / "top_level.txt").write_text("dsmulti\ndsmulti_models\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    request.addfinalizer(lambda: sys.modules.pop("dsmulti_models", None))
+    plugin = types.ModuleType("dsmulti")
+    plugin.draftsmith_components = hookimpl(lambda: [])
+    installed(fresh(("multi", plugin)), monkeypatch, request)
+    draftsmith.default_registry()
+    with pytest.raises(RuntimeError) as info:
+        importlib.import_module("dsmulti_models").forward()
+    assert plugin_at_fault(info.value) == "plugin 'multi' (in dsmulti_models.forward, line 2)"
