@@ -20,11 +20,12 @@ from safetensors.torch import load_file
 import draftsmith
 from draftsmith.assembler.build import rule_set
 from draftsmith.assembler.checkpoint import read_json, save_safetensors
+from draftsmith.errors import DraftsmithError
 from draftsmith.assembler.vocab import make_vocab_map
 from draftsmith.registry import default_registry
 from draftsmith.specs.resolve import fusion_params
 from draftsmith.testing import write_eagle1, write_eagle3
-from draftsmith.train.makers import Maker, Need, NoneOf, refusals
+from draftsmith.train.makers import Maker, Need, refusals
 
 
 def for_training(spec):
@@ -129,11 +130,24 @@ COMMON = (Need("layer kind", {"draft.layer.kind": ("llama",)}),   # what every r
           Need("quant method", {"quant.method": ("none",)}),
           Need("share.embed", {"draft.share.embed": ("target",)}))
 
-EXPORTS = (   # what export (weights.RuleSet.from_canonical) cannot write back: a split rule's parts are not re-fused
-    NoneOf("split rule(s) in weights.rules", "weights.rules", "kind", ("split",),
-           fix="the export would have to fuse the trained parts back into one tensor, which it does not do; train "
-               "with the same spec without its split rules (a fresh draft is written unfused, then exported by the "
-               "spec's other rules)"),)
+class SplitRules:
+    """The spec's weight rules that split a fused tensor into parts, found by what each built rule does (a
+    ``parts`` method: the built-in ``split`` kind or a plugin's), not by its kind's name."""
+    fix = ("the export would have to fuse the trained parts back into one tensor, which it does not do; train with "
+           "the same spec without its split rules (a fresh draft is written unfused, then exported by the spec's "
+           "other rules)")
+
+    @staticmethod
+    def refusal(spec) -> str | None:
+        try:
+            rules = rule_set(spec, default_registry()).rules
+        except DraftsmithError:   # a rule that cannot be built is the spec's own problem, said where it is built
+            return None
+        hits = sum(callable(getattr(rule, "parts", None)) for rule in rules)
+        return f"{hits} split rule(s) in weights.rules" if hits else None
+
+
+EXPORTS = (SplitRules(),)   # what export (weights.RuleSet.from_canonical) cannot write back
 
 MAKERS = {   # fusion kind -> the fresh draft init_draft writes for it
     "eagle3": Maker("EAGLE-3", "llama layers with input norms in every layer, gqa attention, swiglu, rms norms, a "

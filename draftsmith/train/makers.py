@@ -37,22 +37,6 @@ class Need:
 
 
 @dataclass(frozen=True)
-class NoneOf:
-    """Items of a spec list a run cannot carry through: ``path`` is the dotted path of the list, ``key`` the
-    attribute of each item read, ``refused`` the values it may not hold. A spec holding any is said as the count
-    and ``said`` ("2 split rule(s) in weights.rules"), else None; ``fix`` says what to do instead."""
-    said: str
-    path: str
-    key: str
-    refused: tuple
-    fix: str = ""
-
-    def refusal(self, spec) -> str | None:
-        hits = [item for item in value_at(spec, self.path) if getattr(item, self.key, None) in self.refused]
-        return f"{len(hits)} {self.said}" if hits else None
-
-
-@dataclass(frozen=True)
 class Maker:
     """One layout train writes a fresh draft in. ``write(spec, target_dir, folder, kept, target_config, seed)``
     writes its starting folder (which the spec then loads); ``needs``: what it needs beyond the table's common

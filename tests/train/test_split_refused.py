@@ -39,3 +39,33 @@ def test_train_refuses_a_split_spec_in_preflight(tiny, tmp_path):
     assert "train with the same spec without its split rules" in text
     assert "no such file or folder" in text          # with train's other preflight problems
     assert "internal error" not in text and not out.exists()
+
+
+def test_a_plugin_rule_that_splits_is_refused_as_the_builtin_kind_is(tmp_path, monkeypatch):
+    # the refusal matched the kind's name ('split'): a plugin kind building a SplitRule reached the export after the
+    # data was read and the draft trained (a dogfooding helper)
+    from pydantic import BaseModel, ConfigDict
+
+    import draftsmith
+    from draftsmith.components.split_rule import SplitRule
+    from draftsmith.hooks import Component, hookimpl
+
+    class Params(BaseModel):
+        model_config = ConfigDict(extra="forbid", frozen=True)
+
+    class Plugin:
+        @hookimpl
+        def draftsmith_components(self):
+            return [Component("weight_rule", "phi3_gate_up", lambda params: SplitRule(
+                match=r"^(layers\.\d+)\.mlp\.gate_up_proj\.", into=(r"\1.mlp.gate_proj.", r"\1.mlp.up_proj.")),
+                Params)]
+
+    reg = draftsmith.build_registry(plugins=[("fusedrules", Plugin())], entry_points=False)
+    text = open(split_spec(tmp_path)).read().replace(
+        "{kind: split, match: '^(layers\\.\\d+)\\.mlp\\.gate_up_proj\\.', into: ['\\1.mlp.gate_proj.', "
+        "'\\1.mlp.up_proj.']}", "{kind: phi3_gate_up}")
+    assert "kind: phi3_gate_up" in text
+    (tmp_path / "plugin.yaml").write_text(text)
+    monkeypatch.setattr("draftsmith.train.draft_io.default_registry", lambda: reg)   # the rules export builds
+    (why,) = export_refusals(load_spec(tmp_path / "plugin.yaml", reg))
+    assert why.startswith("1 split rule(s) in weights.rules: ")
