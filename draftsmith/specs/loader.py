@@ -290,18 +290,20 @@ def _child(path: str, key: Any) -> str:
     return f"{path}.{key}" if path else str(key)
 
 
-def without(data: Any, problems: list[Problem]) -> Any:
-    """``data`` with the values at ``problems``' paths taken out (a copy; a path into a list leaves the list as it
-    is): what validation may still read, each problem said once, where check_plain_data said it."""
-    paths = {p.path for p in problems}
+def without(data: Any) -> Any:
+    """``data`` without what check_plain_data refused (a copy of its mappings): keys that are no strings and values
+    that are no plain data (a timestamp, a set, an integer too long to print) are taken out, each mapping's other
+    entries kept, so that validation still says their problems (a mapping with one non-string key was dropped
+    whole, and the problems inside it unsaid); a list is left as it is (validation says its items)."""
+    def plain(x: Any) -> bool:
+        return isinstance(x, (Mapping, list, tuple)) or (isinstance(x, _SCALARS) and not too_many_digits(x))
 
-    def copy(x: Any, path: str) -> Any:
+    def copy(x: Any) -> Any:
         if isinstance(x, Mapping):
-            return {k: copy(v, _child(path, k)) for k, v in x.items()
-                    if isinstance(k, str) and _child(path, k) not in paths}
+            return {k: copy(v) for k, v in x.items() if isinstance(k, str) and plain(v)}
         return x
 
-    return copy(data, "")
+    return copy(data)
 
 
 def parse_spec(data: Any, *, source: str = "<spec>", registry: Registry | None = None,
@@ -325,7 +327,7 @@ def _checked(data: Any, registry: Registry) -> tuple[Spec | None, list[Problem]]
     if not whole:
         return None, refused   # the walk ended there: nothing past it was looked at
     if refused:
-        data = without(data, refused)
+        data = without(data)
     shape: list[Problem] = []
     spec = None
     try:
