@@ -4,9 +4,9 @@
 >>> model = draftsmith.assemble("demo")
 >>> out = model.generate("def fibonacci(n):", max_new_tokens=32)
 
-The names below are imported when first used (PEP 562), so that ``import draftsmith`` and the ``draftsmith``
-command start without torch: a command that needs no model (``--help``, ``list``, ``validate``) never loads it, and
-a Ctrl-C in the first second ends the command as one at any later moment does.
+The names below are imported when first used (PEP 562), so that ``import draftsmith`` and ``draftsmith --help``
+load no torch (every other command imports it with the component registry), and a Ctrl-C in the command's first
+second ends it as one at any later moment does.
 """
 from __future__ import annotations
 

@@ -58,7 +58,8 @@ def rule_set(spec: Spec, registry: Registry, config: Mapping[str, Any] | None = 
                           f"{short(r.kind)} (plugin {registry.provider('weight_rule', r.kind)!r}), which would get it "
                           "as written: draftsmith binds placeholders in the built-in regex and split rules only",
                           hint="Write the value, or use a regex rule for the part that needs the config's value.")
-                  for i, r in enumerate(spec.weights.rules) if registry.provider("weight_rule", r.kind) != BUILTIN
+                  for i, r in enumerate(spec.weights.rules) if ("weight_rule", r.kind) in registry.components
+                  and registry.provider("weight_rule", r.kind) != BUILTIN   # an unknown kind: build() names it
                   for v in (r.model_extra or {}).values() if isinstance(v, str) and has_placeholders(v)]:
         raise UnboundRules(spec.source, placed)
     rules = [registry.build("weight_rule", r.kind, resolve(registry, "weight_rule", r.kind, r.model_extra or {})[1])

@@ -130,10 +130,10 @@ def dtype_kind(dtype: torch.dtype) -> str:
 def wrong_dtype(got: torch.dtype, want: torch.dtype) -> str | None:
     """Why a checkpoint tensor of dtype ``got`` cannot load into a parameter of dtype ``want``, or None: loading
     casts within a kind (:func:`dtype_kind`: a float tensor into any float parameter, an int into any int, an FP8
-    one into FP8), never across kinds, and one FP8 format never into another (e5m2 cast to e4m3fn clamps every value
-    past 448 to 448: silently other weights). The one dtype rule of a load plan (``convert`` asks it too, before it
-    writes a draft)."""
-    if dtype_kind(got) == dtype_kind(want) == "float8" and got != want:
+    one into FP8), never across kinds, and one FP8 format never into another of a smaller range (e5m2 cast to e4m3fn
+    clamps every value past 448 to 448: silently other weights; e4m3fnuz, whose largest is 240, fits). The one dtype
+    rule of a load plan (``convert`` asks it too, before it writes a draft)."""
+    if dtype_kind(got) == dtype_kind(want) == "float8" and torch.finfo(got).max > torch.finfo(want).max:
         return (f"is {_dtype(got)} in the checkpoint, the model expects {_dtype(want)}: one FP8 format is not cast "
                 "into another (its values past the other's range would be clamped, not said); dequantize it, or "
                 f"store it as {_dtype(want)}")

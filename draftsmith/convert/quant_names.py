@@ -14,7 +14,7 @@ from typing import Any
 def _lists(qc: Mapping[str, Any]) -> list[tuple[str, list, Callable[[str, str], bool]]]:
     """(where, the list, how an entry that names no module exactly is matched) of each name list ``qc`` holds."""
     def compressed(entry: str, module: str) -> bool:
-        return entry.startswith("re:") and re.match(entry[3:], module) is not None
+        return entry.startswith("re:") and re.match(entry[3:], module) is not None   # re.error: said by the caller
 
     found = []
     if isinstance(qc.get("ignore"), list):
@@ -44,8 +44,12 @@ def moved_quant_names(qc: Any, moved: Mapping[str, str]) -> tuple[Any, list[str]
             if entry in moved:
                 entries[i] = moved[entry]
                 continue
-            before = {moved[m] for m in moved if matches(entry, m)}
-            after = {new for new in moved.values() if matches(entry, new)}
+            try:
+                before = {moved[m] for m in moved if matches(entry, m)}
+                after = {new for new in moved.values() if matches(entry, new)}
+            except re.error as e:   # an engine would refuse it as well: said, not rewritten
+                problems.append(f"{where}[{i}] {entry!r} is no regex ({e}): correct it in the source's config")
+                continue
             if before != after:
                 problems.append(f"{where}[{i}] {entry!r} matches {len(before)} of the draft's modules before the "
                                 f"renaming and {len(after)} after (e.g. {sorted(before ^ after)[0]!r}): state it for "

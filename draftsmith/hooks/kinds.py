@@ -125,7 +125,7 @@ KINDS: dict[str, Kind] = {
                   "a decoder layer (torch.nn.Module; see components.layers.DecoderLayer)"),
     "attention": Kind("factory(params, *, dims, layer_idx, in_width, backend, norm)",
                       "an attention module over the paged KV pool, forward(x, pos, kv) -> [B, T, dims.hidden], with "
-                      "cache_layout() naming the per-token shapes it stores (see components.attention.GQA)",
+                      "cache_layout() naming the per-token shapes it stores (see components.attention.GQAttention)",
                       fields=("cache_layout",), output=lambda context: context["dims"].hidden,
                       reserved={"auto": Reserved("mla when the draft config has MLA fields, else gqa",
                                                 ("gqa", "mla"))}),

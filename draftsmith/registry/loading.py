@@ -5,6 +5,7 @@ a hookspec does not give, hook functions not marked ``@hookimpl``, a class where
 by name, as pytest's ``-p no:NAME`` (one broken plugin need not take the others out)."""
 from __future__ import annotations
 
+import difflib
 import importlib.metadata
 import inspect
 import os
@@ -71,6 +72,14 @@ def load_entry_points(pm: pluggy.PluginManager) -> None:
                 raise type(e)(f"{e}; {way_out}") from e.__cause__
 
 
+def hook_like(name: str, hooks: list[str]) -> bool:
+    """Whether ``name`` is a hook's name or a typo of one (``draftsmith_componets``); a helper function such as
+    ``draftsmith_cache_dir`` is neither."""
+    prefix = "draftsmith_"
+    return bool(difflib.get_close_matches(name.removeprefix(prefix), [h.removeprefix(prefix) for h in hooks], n=1,
+                                          cutoff=0.8))
+
+
 def register_plugin(pm: pluggy.PluginManager, plugin: object, name: str, where: str | None = None,
                     named: Mapping[str, str] | None = None) -> None:
     """Register one plugin; a hook implementation pluggy refuses (a name no hookspec has, arguments a hookspec
@@ -89,11 +98,12 @@ def register_plugin(pm: pluggy.PluginManager, plugin: object, name: str, where: 
                           f"register {where} under another name (draftsmith never shadows silently)")
     hooks = sorted(h for h in dir(hookspecs) if h.startswith("draftsmith_"))
     own = [n for n in dir(plugin) if n.startswith("draftsmith_") and callable(getattr(plugin, n, None))]
-    if unmarked := [n for n in own if pm.parse_hookimpl_opts(plugin, n) is None]:
+    if unmarked := [n for n in own if pm.parse_hookimpl_opts(plugin, n) is None and hook_like(n, hooks)]:
         raise PluginError(f"{where}: {', '.join(unmarked)} {'is' if len(unmarked) == 1 else 'are'} not marked "
                           "@hookimpl (from draftsmith.hooks import hookimpl), so draftsmith would never call "
                           f"{'it' if len(unmarked) == 1 else 'them'}")
-    if isinstance(plugin, type) and own:
+    if isinstance(plugin, type) and [n for n in own if pm.parse_hookimpl_opts(plugin, n) is not None
+                                     and inspect.isfunction(inspect.getattr_static(plugin, n))]:   # needs a self
         raise PluginError(f"{where} is the class {plugin.__qualname__}, whose hooks would be called without an "
                           f"instance; register an instance (an entry point names a module or an object: "
                           f"plugin = {plugin.__qualname__}() in its module)")

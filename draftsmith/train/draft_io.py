@@ -223,8 +223,10 @@ def with_ids(config: Mapping[str, Any], taps, target_layers: int, spec) -> dict[
     ids are read one layer apart by SGLang (a layer's output) and vLLM (its input): a default draft states none."""
     from draftsmith.components.eagle3_config import KEY, default_taps
 
-    config = {k: v for k, v in config.items() if k != KEY}   # a top-level key: the same reading, the same doubt
-    eagle = {k: v for k, v in (config.get("eagle_config") or {}).items() if k != KEY}
+    # the ids a reader may take instead (a top-level key, Qwen3-style target_layer_ids): a source's, now stale
+    config = {k: v for k, v in config.items() if k not in (KEY, "target_layer_ids")}
+    inner = config.get("eagle_config")   # a value that is no mapping is read by no engine: replaced
+    eagle = {k: v for k, v in (inner.items() if isinstance(inner, Mapping) else ()) if k != KEY}
     if [int(t) for t in taps] != default_taps(target_layers):
         eagle[KEY] = stated_ids(taps, spec)
     return {k: v for k, v in config.items() if k != "eagle_config"} | ({"eagle_config": eagle} if eagle else {})

@@ -93,7 +93,8 @@ def run_held(job: Job, console, log: Callable[[str], None]) -> dict[str, Accepta
     render = chat_render(job, tok)
     # the held-out records, read when acceptance is measured after training: their problems said before it, with
     # the data's (each file's first)
-    held_bad = [("held_out", why) for _, why in D.record_problems(D.expand(job.held_out), render)]
+    held = D.expand(job.held_out, skip=own_folders(job))
+    held_bad = [("held_out", why) for _, why in D.record_problems(held, render)]
     if job.eval_only:
         if held_bad:
             raise TrainError(held_bad)
@@ -101,7 +102,7 @@ def run_held(job: Job, console, log: Callable[[str], None]) -> dict[str, Accepta
             if note:
                 log(note)
         return evaluate(job, tok, log)
-    files = D.expand(job.data, skip=(out, job.features or out / "features"))   # the run's own files are no data
+    files = D.expand(job.data, skip=own_folders(job))   # the run's own files are no data
     skipped, textless = [], []
     try:
         docs = D.read_documents(files, skipped, textless, render)
@@ -321,11 +322,16 @@ def prompt_room(files: Sequence[Path]) -> str:
     return "past its first third (a text file) or in one record, from its start (a JSONL or JSON file)"
 
 
+def own_folders(job) -> tuple[Path, Path]:
+    """The run's own folders (--out, its features), whose files are never read as --data or --eval text."""
+    return Path(job.out), Path(job.features or Path(job.out) / "features")
+
+
 def no_held_prompts(job: Job, tok, render: D.Render | None) -> str | None:
     """Why the held-out files give no prompt to measure acceptance on after training (each too short), or None."""
     if not job.held_out or not job.eval_prompts:
         return None
-    files = D.expand(job.held_out)
+    files = D.expand(job.held_out, skip=own_folders(job))
     if D.held_out_prompts(files, tok, job.eval_prompts, job.eval_prompt_tokens, seed=job.config.seed, render=render):
         return None
     return (f"gives no prompt to measure acceptance on after training: none of its {count(files, 'file')} has "
@@ -337,7 +343,7 @@ def evaluate(job: Job, tok, log: Callable[[str], None] = print) -> dict[str, Acc
     """Held-out acceptance of the draft saved in ``job.out`` (loaded again, as a user would)."""
     if not job.held_out or not job.eval_prompts:
         return {}
-    files = D.expand(job.held_out)
+    files = D.expand(job.held_out, skip=own_folders(job))
     prompts = D.held_out_prompts(files, tok, job.eval_prompts, job.eval_prompt_tokens, seed=job.config.seed,
                                  render=chat_render(job, tok))
     if not prompts:

@@ -80,7 +80,7 @@ def preflight(job) -> None:
             found.append(("from_draft", "starts a training run: --eval-only measures the draft in --out"))
     elif not job.data:
         found.append(("", "no training data: give --data PATH (repeatable) or --stdlib"))
-    elif not found and not D.expand(job.data):
+    elif not found and not D.expand(job.data, skip=(out, Path(job.features or out / "features"))):
         found.append(("data", f"{short_list(job.data, quote=False)}: no text or JSONL files, so no training windows"))
     if not job.eval_only:
         found += (from_draft_problems(job, spec, target_ok) + out_problems(job) + feature_problems(job, taps)

@@ -99,6 +99,8 @@ def test_shape_mismatches_are_grouped_and_name_the_rule():
     (torch.float8_e4m3fn, torch.bfloat16, False), (F32, torch.float8_e4m3fn, False),
     # one FP8 format into another: e5m2 cast to e4m3fn clamps past 448 (silently other weights)
     (torch.float8_e5m2, torch.float8_e4m3fn, False), (torch.float8_e4m3fn, torch.float8_e4m3fn, True),
+    # e4m3fnuz (largest 240) fits e4m3fn (448): ROCm checkpoints load; e5m2fnuz does not
+    (torch.float8_e4m3fnuz, torch.float8_e4m3fn, True), (torch.float8_e5m2fnuz, torch.float8_e4m3fn, False),
     (torch.float8_e8m0fnu, F32, True),
     (torch.bool, torch.bool, True), (torch.bool, torch.int64, False), (F32, torch.int64, False),
     (torch.int64, F32, False), (torch.complex64, F32, False),

@@ -79,3 +79,10 @@ def test_convert_refuses_a_pattern_the_renaming_would_change_before_writing(fp8_
     with pytest.raises(ConvertError, match=r"quantization_config.ignore\[0\] 're:midlayer"):
         convert(odd, "layers", root / "odd-out")
     assert not (root / "odd-out").exists() or not any((root / "odd-out").iterdir())
+
+
+def test_an_entry_that_is_no_regex_is_said_not_raised():
+    out, problems = moved_quant_names({"ignore": ["re:*fc$"]}, MOVED)
+    assert out["ignore"] == ["re:*fc$"]
+    assert problems == ["quantization_config.ignore[0] 're:*fc$' is no regex (nothing to repeat at position 0): "
+                        "correct it in the source's config"]

@@ -93,3 +93,28 @@ def test_a_plugins_error_in_another_package_of_its_distribution_is_the_plugins(t
     with pytest.raises(RuntimeError) as info:
         importlib.import_module("dsmulti_models").forward()
     assert plugin_at_fault(info.value) == "plugin 'multi' (in dsmulti_models.forward, line 2)"
+
+
+class StaticHooks:
+    @staticmethod
+    @hookimpl
+    def draftsmith_components():
+        return []
+
+
+def test_a_class_whose_hooks_are_static_is_a_plugin_as_pluggy_takes_it():
+    # the class check refused every class; only hooks needing an instance make a class the wrong object (a review)
+    assert fresh(("static", StaticHooks)).pm.has_plugin("static")
+
+
+def test_a_helper_named_draftsmith_something_is_no_hook_but_a_typo_of_one_is():
+    import types
+
+    helper = types.ModuleType("helper_plugin")
+    helper.draftsmith_components = hookimpl(lambda: [])
+    helper.draftsmith_cache_dir = lambda: "/tmp"   # a helper: no hook's name, nor a typo of one
+    assert fresh(("helper", helper)).pm.has_plugin("helper")
+    typo = types.ModuleType("typo_plugin")
+    typo.draftsmith_componets = lambda: []
+    with pytest.raises(PluginError, match="draftsmith_componets is not marked @hookimpl"):
+        fresh(("typo", typo))

@@ -39,3 +39,15 @@ def test_a_placeholder_in_a_plugin_rule_is_refused_at_its_path(tmp_path, pair, o
     [problem] = info.value.problems
     assert problem.path == "weights.rules.0" and "plugin rule kind 'prefix' (plugin 'rules')" in problem.message
     assert yaml.safe_load(path.read_text())["weights"]["rules"][0]["old"] == old
+
+
+def test_a_rule_kind_no_plugin_provides_is_said_by_name(tmp_path, pair):  # noqa: F811
+    # the placeholder check asked the kind's provider first: a KeyError, an internal error (a review)
+    from draftsmith.assembler.build import rule_set
+    from draftsmith.registry import UnknownComponent
+
+    reg = fresh(("rules", Plugin([Component("weight_rule", "prefix", prefix, PrefixParams)])))
+    path = spec_file(tmp_path, {"kind": "rms"}, rules=[{"kind": "prefix", "old": "midlayer.", "new": "layers.0."}])
+    spec = draftsmith.load_spec(path, reg)
+    with pytest.raises(UnknownComponent, match="unknown weight_rule 'prefix'"):
+        rule_set(spec, fresh())

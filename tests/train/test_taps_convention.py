@@ -55,3 +55,13 @@ def test_with_ids_states_only_taps_other_than_the_default(at, taps, said):
     assert config["eagle_config"].get("eagle_aux_hidden_state_layer_ids") == said
     assert config["eagle_config"]["use_last_layernorm"] is True
     assert source["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [9]   # the source is not changed
+
+
+def test_with_ids_drops_stale_target_layer_ids_and_replaces_an_eagle_config_that_is_no_mapping():
+    # a --from-draft source's target_layer_ids [1, 3, 6] stayed beside unsaid default taps and was read back
+    # instead of them; an eagle_config of "default" raised AttributeError at the first checkpoint (a review)
+    spec = load_spec("eagle3-llama")
+    assert with_ids({"target_layer_ids": [1, 3, 6], "hidden_size": 8}, (2, 4, 5), 8, spec) == {"hidden_size": 8}
+    assert with_ids({"eagle_config": "default"}, (2, 4, 5), 8, spec) == {}
+    assert with_ids({"eagle_config": "default"}, (1, 4, 5), 8, spec) == {
+        "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 4, 5]}}
