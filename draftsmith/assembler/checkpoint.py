@@ -250,7 +250,8 @@ def nonfinite(tensors: Mapping[str, Tensor]) -> list[tuple[str, int]]:
     return out
 
 
-def save_safetensors(tensors: Mapping[str, Tensor], folder: str | Path, filename: str = SAFETENSORS) -> Path:
+def save_safetensors(tensors: Mapping[str, Tensor], folder: str | Path, filename: str = SAFETENSORS,
+                     metadata: Mapping[str, str] | None = None) -> Path:
     """Write tensors to folder/filename (creating the folder); views and shared storages are copied out first. The
     file is written beside it and renamed over it, so a run killed while writing leaves the previous file whole (a
     training checkpoint half written could not be resumed), and a write that fails removes what it wrote."""
@@ -269,7 +270,7 @@ def save_safetensors(tensors: Mapping[str, Tensor], folder: str | Path, filename
         flat[name] = t
     path, tmp = folder / filename, folder / (filename + ".tmp")
     try:
-        save_file(flat, str(tmp), metadata={"format": "pt"})
+        save_file(flat, str(tmp), metadata={"format": "pt", **(metadata or {})})
     except BaseException:   # a full disk, a Ctrl-C: no partial file is left beside the whole one
         tmp.unlink(missing_ok=True)
         raise

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Callable
 
@@ -180,6 +181,28 @@ def pairing_note(draft_raw: dict, target_cfg: Any) -> Callable[[], str | None]:
         return (f"note: the draft's config.json says {' and '.join(differ)}: is the draft made for this target?"
                 if differ else None)
     return note
+
+
+TRAIN_STEP, TRAIN_STEPS = "draftsmith.train_step", "draftsmith.train_steps"   # train's checkpoints' metadata
+
+
+def training_note(files: Iterable[Path]) -> str | None:
+    """What a load of a draft `draftsmith train` saved before its last step is told (the step and the run's steps,
+    from its weights' metadata: a run stopped by Ctrl-C, --minutes or a failure, or a checkpoint copied mid-run),
+    or None: a finished run's, and any other draft."""
+    from safetensors import SafetensorError, safe_open
+
+    for file in {f for f in files if f.suffix == ".safetensors"}:
+        try:
+            with safe_open(str(file), framework="pt") as f:
+                meta = f.metadata() or {}
+            step, steps = int(meta[TRAIN_STEP]), int(meta[TRAIN_STEPS])
+        except (OSError, ValueError, KeyError, SafetensorError):   # no such metadata: not a training checkpoint
+            continue
+        if step < steps:
+            return (f"it is a training checkpoint saved at step {step} of {steps} (the run stopped early, or was "
+                    "copied mid-run): its acceptance is not the finished draft's; run the training again to resume")
+    return None
 
 
 def vocab_mismatch(draft_raw: dict, target_cfg: Any) -> str | None:

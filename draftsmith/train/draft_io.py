@@ -20,6 +20,7 @@ from safetensors.torch import load_file
 import draftsmith
 from draftsmith.assembler.build import rule_set
 from draftsmith.assembler.checkpoint import read_json, save_safetensors
+from draftsmith.assembler.explain import TRAIN_STEP, TRAIN_STEPS
 from draftsmith.errors import DraftsmithError
 from draftsmith.assembler.vocab import make_vocab_map
 from draftsmith.registry import default_registry
@@ -291,7 +292,8 @@ def with_verifier(config: dict[str, Any], target: Path | None) -> dict[str, Any]
     return {**config, "speculators_config": {**config["speculators_config"], "verifier": named}}
 
 
-def export_draft(model, folder: Path, *, dtype: torch.dtype = torch.bfloat16, source: Path | None = None) -> Path:
+def export_draft(model, folder: Path, *, dtype: torch.dtype = torch.bfloat16, source: Path | None = None,
+                 progress: tuple[int, int] | None = None) -> Path:
     """Write ``model.draft`` to ``folder`` in its spec's layout: model.safetensors (floats in ``dtype``, t2d as it
     is, d2t in the spec's ``vocab.d2t`` convention) and its config (from ``source``'s, with draft_vocab_size and
     the taps stated in the spec's ``aux_layers.at`` convention, so that the spec reads them back as the same
@@ -299,7 +301,8 @@ def export_draft(model, folder: Path, *, dtype: torch.dtype = torch.bfloat16, so
     eagle1-speculators, speculators for eagle3-speculators), the names are that layout's and the config is the one
     convert writes for them (:func:`~draftsmith.convert.layouts.layout_config`: speculators' config, its flags read from
     the trained draft and its tensors, a source's ``speculators_config`` kept); else the spec's names in
-    ``source``'s style."""
+    ``source``'s style. ``progress`` (step, steps): a training checkpoint's, kept in the weights' metadata, so that a
+    load of a draft whose run stopped early says so (:func:`draftsmith.assembler.explain.training_note`)."""
     from draftsmith.assembler.styles import STYLES, style_of, to_facts
     from draftsmith.convert.layouts import layout_config, layout_facts, own_layout
 
@@ -334,7 +337,8 @@ def export_draft(model, folder: Path, *, dtype: torch.dtype = torch.bfloat16, so
                                src_style, tensors)
         config = with_verifier(config, model.folders.get("target"))
     folder.mkdir(parents=True, exist_ok=True)
-    save_safetensors({k: v.contiguous() for k, v in tensors.items()}, folder)
+    said = {} if progress is None else {TRAIN_STEP: str(progress[0]), TRAIN_STEPS: str(progress[1])}
+    save_safetensors({k: v.contiguous() for k, v in tensors.items()}, folder, metadata=said)
     tmp = folder / "config.json.tmp"   # renamed over it, as the weights are: a killed run leaves a whole file
     tmp.write_text(json.dumps(config, indent=2) + "\n")
     tmp.replace(folder / "config.json")

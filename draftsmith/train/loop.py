@@ -92,7 +92,7 @@ def save_state(model, opt, step: int, cfg: TrainConfig, out: Path, record: dict 
             torch.save({**state, "run": record} if record is not None else state, tmp)
         except RuntimeError as e:   # torch's zip writer after a failed write says "unexpected pos ..." (a full disk)
             raise OSError(" ".join(str(e).split())) from e
-        export_draft(model, out, dtype=getattr(torch, cfg.export_dtype))
+        export_draft(model, out, dtype=getattr(torch, cfg.export_dtype), progress=(step, cfg.steps))
         tmp.replace(out / STATE)
     except (OSError, SafetensorError) as e:
         for left in (tmp, out / "config.json.tmp"):

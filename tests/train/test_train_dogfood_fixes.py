@@ -120,3 +120,19 @@ def test_a_data_folder_holding_the_runs_out_does_not_read_the_runs_own_files(tmp
     assert D.expand([tmp_path], skip=[tmp_path / "out", tmp_path / "feats"]) == [tmp_path / "a.txt"]
     assert len(D.expand([tmp_path])) == 4   # without skip: every file
     assert D.expand([tmp_path / "out" / "config.json"], skip=[tmp_path / "out"]) == [tmp_path / "out" / "config.json"]
+
+
+def test_a_draft_whose_run_stopped_early_says_so_when_loaded_and_a_finished_one_does_not(job, tiny, tmp_path, caplog):
+    # a run stopped by Ctrl-C (or --minutes) left a draft that loaded as any other (a dogfooding helper)
+    import logging
+
+    import draftsmith
+
+    stopped, done = tmp_path / "stopped", tmp_path / "done"
+    run(job(stopped, config={"steps": 50, "save_every": 1, "minutes": 1e-9}), log=lambda line: None)
+    run(job(done, config={"steps": 2}), log=lambda line: None)
+    with caplog.at_level(logging.WARNING, logger="draftsmith"):
+        draftsmith.assemble("eagle3-llama", target=tiny / "target", draft=done)
+        assert "training checkpoint" not in caplog.text
+        draftsmith.assemble("eagle3-llama", target=tiny / "target", draft=stopped)
+    assert f"draft {stopped}: it is a training checkpoint saved at step 1 of 50" in caplog.text
