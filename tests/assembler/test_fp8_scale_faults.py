@@ -13,7 +13,8 @@ from safetensors.torch import load_file, save_file
 
 import draftsmith
 from draftsmith.assembler.plan import CheckpointMismatch
-from draftsmith.components.quant import quantize
+from draftsmith.components.quant import FP8Params, fp8_linear, quantize
+from draftsmith.components.quant_models import scale_faults
 from draftsmith.errors import CheckpointError
 from draftsmith.testing import write_eagle1, write_target
 from draftsmith.testing.quant import quantize_folder
@@ -114,3 +115,48 @@ def test_a_target_static_input_scale_of_zero_is_refused(tmp_path):
     with pytest.raises(CheckpointError, match=r"'model.layers.1.self_attn.q_proj.input_scale': an input scale of "
                                               r"0.0: the input is divided by it"):
         draftsmith.assemble("eagle1-llama", target=target, draft=draft, dtype="float32")
+
+
+def _fp8_linear(scheme, block=(16, 16)):
+    """One FP8 linear (32 x 32, no bias) and its state: weights of 1.0 each, scales of 1.0."""
+    linear = fp8_linear(torch.nn.Linear(32, 32, bias=False, device="meta"), FP8Params(scheme=scheme, block=block))
+    shape = linear._buffers[linear.scale_key].shape
+    state = {"weight": torch.ones(32, 32).to(torch.float8_e4m3fn), linear.scale_key: torch.ones(shape)}
+    return linear, state
+
+
+# kills quant_models.py:129  `bool((s == 0).any()) and ...` -> `(s != 0).any()`
+# (a per-tensor scale of 0 has no other scale beside it: every weight would read as 0)
+def test_a_per_tensor_scale_of_zero_over_weights_is_a_fault():
+    linear, state = _fp8_linear("tensor")
+    state["weight_scale"] = torch.zeros(1)
+    assert scale_faults(linear, state, torch.float32) == [
+        ("weight_scale", "a scale of 0 over weights that are not 0: they would read as 0")]
+
+
+# kills quant_models.py:127  `int((s < 0).sum())` -> `int((s <= 0).sum())` (a zero scale counted as negative)
+def test_only_the_negative_scales_are_counted():
+    linear, state = _fp8_linear("block")
+    state["weight_scale_inv"][0, 0], state["weight_scale_inv"][0, 1] = -0.5, 0.0
+    [(name, why)] = scale_faults(linear, state, torch.float32)
+    assert name == "weight_scale_inv" and why.startswith("1 negative scale(s) ")
+
+
+# kills quant_models.py:124  `if w is None or s is None` -> `and` (a linear with only one of its tensors in the
+# state, another module's, is not judged)
+@pytest.mark.parametrize("left_out", ["weight", "weight_scale_inv"])
+def test_a_linear_missing_its_weight_or_scale_in_the_state_is_not_judged(left_out):
+    linear, state = _fp8_linear("block")
+    del state[left_out]
+    assert scale_faults(linear, state, torch.float16) == []
+
+
+# kills quant_models.py:132  `float(dequantize(...).abs().max()) > torch.finfo(dtype).max` -> `>=`
+# (a weight reading exactly float16's largest value, 65504 = 256 * 255.875, is read as it is, not as inf)
+def test_a_weight_reading_exactly_float16s_largest_value_is_no_fault():
+    linear, state = _fp8_linear("tensor")
+    state["weight"][0, 0] = 256.0
+    state["weight_scale"] = torch.tensor([255.875])
+    assert scale_faults(linear, state, torch.float16) == []
+    state["weight"][0, 0] = 288.0   # 73692: past float16
+    assert [name for name, _ in scale_faults(linear, state, torch.float16)] == ["weight"]

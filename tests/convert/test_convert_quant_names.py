@@ -86,3 +86,26 @@ def test_an_entry_that_is_no_regex_is_said_not_raised():
     assert out["ignore"] == ["re:*fc$"]
     assert problems == ["quantization_config.ignore[0] 're:*fc$' is no regex (nothing to repeat at position 0): "
                         "correct it in the source's config"]
+
+
+# kills quant_names.py:24  `isinstance(group, Mapping) and isinstance(group.get('targets'), list)` -> `or`
+# (a config group without a targets list, or one that is not a mapping, is skipped, not indexed)
+def test_config_groups_without_a_targets_list_are_left_alone():
+    qc = {"config_groups": {"group_0": {"weights": {"num_bits": 8}}, "group_1": "not a mapping",
+                            "group_2": {"targets": "Linear"}}}
+    assert moved_quant_names(qc, MOVED) == (qc, [])
+
+
+# kills quant_names.py:17  `re.match(entry[3:], module) is not None` -> `is None`
+# and   quant_names.py:28  `entry in module` -> `entry not in module`
+# (with a one-to-one renaming the complement of the matched set changes exactly when the set does, so only the
+# counts the problem says tell the two apart)
+@pytest.mark.parametrize("where, entry, said", [
+    ("ignore", "re:midlayer\\..*o_proj", "matches 1 of the draft's modules before the renaming and 0 after "
+                                         "(e.g. 'layers.0.self_attn.o_proj')"),
+    ("modules_to_not_convert", "midlayer", "matches 2 of the draft's modules before the renaming and 0 after "
+                                           "(e.g. 'layers.0.mlp.up_proj')")])
+def test_a_refused_pattern_says_how_many_modules_it_matches_before_and_after(where, entry, said):
+    _, problems = moved_quant_names({where: [entry]}, MOVED)
+    assert problems == [f"quantization_config.{where}[0] {entry!r} {said}: state it for the result's names in the "
+                        "source's config, or remove it"]

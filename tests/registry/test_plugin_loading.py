@@ -118,3 +118,29 @@ def test_a_helper_named_draftsmith_something_is_no_hook_but_a_typo_of_one_is():
     typo.draftsmith_componets = lambda: []
     with pytest.raises(PluginError, match="draftsmith_componets is not marked @hookimpl"):
         fresh(("typo", typo))
+
+
+class WrongArgumentsBesideAGoodHookAndATypo:
+    @hookimpl
+    def draftsmith_components(self):
+        return []
+
+    @hookimpl
+    def draftsmith_detect_layout(self, cfg, names):
+        return None
+
+    @hookimpl
+    def draftsmith_componentz(self):   # a typo, but pluggy says the wrong arguments first
+        return []
+
+
+# kills loading.py:107  `for n in own if n in hooks and n in text` -> `or` (the good hook would be listed too)
+# and   loading.py:105  `n not in hooks and f'unknown hook {n!r}' in text` -> `or` (the typo pluggy did not name
+#       would be suggested for a signature mistake)
+def test_a_signature_mistake_is_said_for_its_own_hook_only():
+    with pytest.raises(PluginError) as info:
+        fresh(("two", WrongArgumentsBesideAGoodHookAndATypo()))
+    text = str(info.value)
+    assert "for hook 'draftsmith_detect_layout'" in text
+    assert ". It is called as draftsmith_detect_layout(config, tensor_names). The hooks: " in text
+    assert "Did you mean" not in text

@@ -1,10 +1,14 @@
 """The train pipeline review (2026-11-27): what a run trains and saves, whatever the spec's decoding says, and a
 state saved on one device resumed on another."""
+import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import torch
+from safetensors.torch import save_file
 
 import draftsmith
+from draftsmith.train.draft_io import unstated
 from draftsmith.train.loop import STATE
 from draftsmith.train.pipeline import run
 
@@ -160,3 +164,20 @@ def test_an_eagle31_drafts_note_says_draftsmith_reads_it_and_vllm_does_not(job, 
     [said] = [line for line in lines if "feeds the final norm's output back" in line]
     assert "which draftsmith reads back as trained" in said and "vLLM reads as the head's norm only" in said
     assert f"`draftsmith convert {tmp_path / 'e31'} --to speculators OUT`" in said
+
+
+EAGLE31_NAMES = ("fc.weight", "layers.0.hidden_norm.weight", "fc_norm.0.weight", "fc_norm.1.weight",
+                 "fc_norm.2.weight", "norm.weight", "lm_head.weight")
+
+
+# kills draft_io.py (unstated)  `{k: v for k, v in config.items() if k != 'norm_output'}` -> `if k == 'norm_output'`
+# (absent_reads must judge the rest of the config: its eagle_config's norm_output=true, SpecForge's head, is read by
+# draftsmith too, so an EAGLE 3.1 layout with it does not read back as trained)
+def test_the_note_reads_the_rest_of_the_config_not_only_its_norm_output_key(tmp_path):
+    save_file({n: torch.ones(2) for n in EAGLE31_NAMES}, str(tmp_path / "model.safetensors"))
+    model = SimpleNamespace(draft=SimpleNamespace(fc=SimpleNamespace(norm_output="feed_back")))
+    (tmp_path / "config.json").write_text(json.dumps({"eagle_config": {"norm_output": True}}))
+    note = unstated(model, tmp_path, "my-spec")
+    assert "cannot state; load it with --spec my-spec:" in note and "reads back as trained" not in note
+    (tmp_path / "config.json").write_text(json.dumps({"eagle_config": {"use_last_layernorm": True}}))
+    assert "which draftsmith reads back as trained" in unstated(model, tmp_path, "my-spec")
