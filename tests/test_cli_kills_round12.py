@@ -439,8 +439,8 @@ def test_the_unknown_draft_lines_are_never_wrapped_at_the_terminal_width(tmp_pat
     save_file({"foo.weight": torch.zeros(2)}, str(junk / "model.safetensors"))
     res = CliRunner().invoke(app, ["generate", "--draft", str(junk)], env={"COLUMNS": "80"})
     assert res.exit_code == 2, res.output
-    assert res.stderr.splitlines()[0] == f"error: --draft {junk}: no registered detector recognises this layout (1 tensor); " \
-                                         "pass --spec", res.stderr
+    assert res.stderr.splitlines()[0] == (f"error: --draft {junk}: no registered detector recognises this layout "
+                                          "(1 tensor); pass --spec"), res.stderr
 
 
 @pytest.mark.parametrize("length, cut", [(300, False), (301, True)])
