@@ -58,11 +58,47 @@ def component_problem(comp: Component) -> str | None:
     if comp.params.model_config.get("extra") != "forbid":
         return (f"params model {comp.params.__name__} must refuse unknown keys, or a misspelt key in a spec is "
                 "silently ignored: set model_config = ConfigDict(extra='forbid') on it")
+    if (field := python_only_field(comp.params)) is not None:
+        return (f"params model {comp.params.__name__} has a field {field} whose value must be a Python object; a "
+                "spec gives plain data (strings, numbers, true/false, lists, mappings), so none could set it: give "
+                "it a plain type and build the object in the factory")
     if kind.key is not None and (field := selector_field(comp.params, kind.key)) is not None:
         return (f"params model {comp.params.__name__} has a field {field}, but {kind.key!r} is the key a spec "
                 f"names the {comp.kind} by ({{{kind.key}: {comp.name}, ...}}), so a spec can never give it: "
                 "rename the field")
     return None
+
+
+def python_only_field(params: type[BaseModel]) -> str | None:
+    """The params field, quoted, whose validation needs a Python object (an ``isinstance`` check: a torch.Tensor
+    field of a model allowing arbitrary types), which a spec's plain data, validated as JSON
+    (:func:`draftsmith.specs.schema.validate_strict`), can never pass; None where every field takes plain data."""
+    def needs_object(schema: Any) -> bool:
+        if isinstance(schema, dict):
+            if schema.get("type") == "is-instance":
+                return True
+            if schema.get("type") == "json-or-python":   # JSON input takes its json branch only
+                return needs_object(schema.get("json_schema"))
+            return any(needs_object(v) for v in schema.values())
+        if isinstance(schema, (list, tuple)):
+            return any(needs_object(v) for v in schema)
+        return False
+
+    fields = _fields_schema(getattr(params, "__pydantic_core_schema__", {}))
+    return next((repr(name) for name, field in fields.items() if needs_object(field)), None)
+
+
+def _fields_schema(schema: Any) -> dict[str, Any]:
+    """A model's core schema's fields (name -> schema), wherever pydantic nests them."""
+    if isinstance(schema, dict):
+        if schema.get("type") == "model-fields":
+            return dict(schema.get("fields", {}))
+        for key in ("schema", "definitions"):
+            inner = schema.get(key)
+            for part in (inner if isinstance(inner, list) else [inner]):
+                if found := _fields_schema(part):
+                    return found
+    return {}
 
 
 def selector_field(params: type[BaseModel], key: str) -> str | None:

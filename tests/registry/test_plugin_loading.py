@@ -144,3 +144,39 @@ def test_a_signature_mistake_is_said_for_its_own_hook_only():
     assert "for hook 'draftsmith_detect_layout'" in text
     assert ". It is called as draftsmith_detect_layout(config, tensor_names). The hooks: " in text
     assert "Did you mean" not in text
+
+
+def test_a_params_field_only_a_python_object_can_set_is_refused_when_the_plugin_registers():
+    # a spec giving it a value got pydantic's "Cannot check `isinstance` when validating from json" as what is
+    # allowed, naming no plugin (a dogfooding helper); plain types, paths, enums and nested models stay fine
+    import enum
+    import pathlib
+
+    import torch
+    from pydantic import BaseModel, ConfigDict
+
+    from test_plugins import Plugin
+
+    class TensorParams(BaseModel):
+        model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+        scale: float = 1.0
+        table: torch.Tensor | None = None
+
+    class Mode(enum.Enum):
+        fast = "fast"
+
+    class Inner(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        width: int = 1
+
+    class PlainParams(BaseModel):
+        model_config = ConfigDict(extra="forbid", frozen=True)
+        path: pathlib.Path = pathlib.Path(".")
+        mode: Mode = Mode.fast
+        inner: Inner = Inner()
+        ids: list[tuple[str, int]] = []
+
+    with pytest.raises(PluginError, match=r"params model TensorParams has a field 'table' whose value must be a "
+                                          r"Python object; a spec gives plain data"):
+        fresh(("tp", Plugin([Component("norm", "tensor_rms", lambda params, *, dim, eps: None, TensorParams)])))
+    assert fresh(("pp", Plugin([Component("norm", "plain_rms", lambda params, *, dim, eps: None, PlainParams)])))
