@@ -180,3 +180,23 @@ def test_a_params_field_only_a_python_object_can_set_is_refused_when_the_plugin_
                                           r"Python object; a spec gives plain data"):
         fresh(("tp", Plugin([Component("norm", "tensor_rms", lambda params, *, dim, eps: None, TensorParams)])))
     assert fresh(("pp", Plugin([Component("norm", "plain_rms", lambda params, *, dim, eps: None, PlainParams)])))
+
+
+def test_generate_names_the_plugin_whose_detector_chose_the_spec(tmp_path, monkeypatch, request):
+    # inspect said "(detected by plugin 'p')", generate --draft only "(detected: ...)" (a dogfooding helper)
+    from typer.testing import CliRunner
+
+    from draftsmith.cli import app
+    from draftsmith.hooks import LayoutMatch
+    from draftsmith.testing import write_eagle3, write_target
+    from test_plugin_mistakes import installed
+    from test_plugins import Plugin
+
+    target = write_target(tmp_path / "t", hidden_size=16, intermediate_size=32, num_attention_heads=2,
+                          num_key_value_heads=1, num_hidden_layers=8, vocab_size=32)
+    draft = write_eagle3(tmp_path / "d", target)
+    installed(fresh(("det", Plugin(detect=LayoutMatch("eagle3-llama", "the plugin's reading")))), monkeypatch, request)
+    res = CliRunner().invoke(app, ["generate", "--draft", str(draft), "--target", str(target), "--token-ids", "1,2",
+                                   "--max-new-tokens", "2", "--no-compare", "--threads", "1"])
+    assert res.exit_code == 0, res.output
+    assert "spec eagle3-llama (detected by plugin 'det': the plugin's reading)" in res.stdout
