@@ -23,7 +23,7 @@ def test_a_full_disk_at_a_checkpoint_is_said_and_leaves_no_partial_file(job, tmp
 
     monkeypatch.setattr("draftsmith.assembler.checkpoint.save_file", full)
     with pytest.raises(SaveFailed, match=rf"^cannot write the checkpoint of step 8 into {out}: No space left on "
-                                         r"device \(a full disk\?\); the last checkpoint written there is kept"):
+                                         r"device \(a full disk\?\); the last trainer state there \(trainer.pt"):
         run(job(out, config={"steps": 8, "save_every": 4}), log=lambda line: None)
     assert sorted(p.name for p in out.iterdir() if p.name.endswith(".tmp")) == []
     assert ((out / STATE).read_bytes(), (out / "model.safetensors").read_bytes()) == before
