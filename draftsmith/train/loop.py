@@ -99,9 +99,8 @@ def save_state(model, opt, step: int, cfg: TrainConfig, out: Path, record: dict 
             left.unlink(missing_ok=True)
         why = getattr(e, "strerror", None) or short_text(" ".join(str(e).split()), 200)
         raise SaveFailed(f"cannot write the checkpoint of step {step} into {short_text(out, 300)}: {why} (a full "
-                         "disk?); the last trainer state there (trainer.pt, which a resume reads) is kept: free space and run again "
-                         "to resume") \
-            from None
+                         "disk?); the last trainer state there (trainer.pt, which a resume reads) is kept: free "
+                         "space and run again to resume") from None
 
 
 FRESH = ("give --from-draft with this folder and a new --out to train on from the draft saved beside it with a "
