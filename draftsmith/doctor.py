@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from draftsmith.errors import ArgumentError
-from draftsmith.specs.edits import changed_spec, current_value, field_info, spec_data, yaml_value
+from draftsmith.specs.edits import (changed_spec, current_value, field_info, spec_data, unstated_components,
+                                    yaml_value)
 from draftsmith.specs.schema import Spec
 
 PROBES = (
@@ -39,11 +40,13 @@ AMBIGUITIES: tuple[Ambiguity, ...] = (
     Ambiguity("draft.fusion.aux_layers.at", "aux-layer ids name layer inputs (HF hidden_states, vLLM) or outputs "
                                             "(SGLang)"),
     Ambiguity("draft.attention.rope", "rotary dimensions paired by halves (neox) or neighbours (interleaved)"),
+    # norm_output before feed_back: where both readings draft alike, the fix names the fusion's own field (what
+    # train's export and a speculators config state), not feed_back beside a norm_output that says otherwise
+    Ambiguity("draft.fusion.norm_output", "config norm_output means head-only in some engines, fed back in others"),
     Ambiguity("draft.feed_back", "the state fed to the next draft step: before or after the final norm"),
     Ambiguity("draft.fusion.norm_before_residual", "engines disagree on the default"),
     Ambiguity("draft.fusion.fc_norm", "one norm per aux state before fc (EAGLE 3.1)"),
     Ambiguity("draft.fusion.norm_before_fc", "one norm over the concatenated aux states (gpt-oss style)"),
-    Ambiguity("draft.fusion.norm_output", "config norm_output means head-only in some engines, fed back in others"),
     Ambiguity("draft.vocab.d2t", "d2t holds offsets (target = draft + d2t) or absolute target ids"),
 )
 
@@ -220,9 +223,10 @@ def diagnose(spec: Spec | str | Path, target: str | Path | None = None, draft: s
                     dx.not_applicable.append(amb.path)
                 continue
             current = current_value(data, amb.path, info)
+            kinds = unstated_components(data, amb.path)   # the component's kind, where the spec leaves it unsaid
             for v in info.values:
                 if v != current:
-                    tried.append(run((*best.changes, (amb.path, v))))
+                    tried.append(run((*best.changes, *kinds, (amb.path, v))))
                     tried[-1].declared = (best.declared if best.changes else True) and v == info.declared
         top = next_best(tried, best)
         if top is None:

@@ -233,7 +233,7 @@ def target_folder_problems(folder: Path, prompt, max_new_tokens: int, names: dic
     return problems + context_problems(prompts, max_new_tokens, context, names)
 
 
-def detect_spec(draft: Path, target: Path | None = None):
+def detect_spec(draft: Path, target: Path | None = None, option: str = "--draft"):
     """The spec ``inspect`` proposes for this draft folder (the family a registered detector names, with every value
     inspect resolved from the folder: EAGLE-3 flags, the d2t convention, the rope order, FP8 scales), printed with
     the detector's reason; exit 2 when none recognises it, with assemble's note when the draft folder holds a
@@ -247,7 +247,7 @@ def detect_spec(draft: Path, target: Path | None = None):
         first, *closest = render_unknown(found, whole_model=False).splitlines()   # the swap note below says it
         note = (folder_swap_note(draft, "draft", names=list(found.infos))
                 or (folder_swap_note(target, "target") if target is not None else None))
-        err.print(escape("\n".join([f"error: --draft {first}; pass --spec", *closest, *([note] if note else [])])),
+        err.print(escape("\n".join([f"error: {option} {first}; pass --spec", *closest, *([note] if note else [])])),
                   soft_wrap=True)   # each line whole, as assemble's notes
         raise typer.Exit(2)
     from draftsmith.registry.loading import BUILTIN

@@ -53,7 +53,8 @@ def doctor(
         _bad_input(e)              # (FetchError), a broken plugin: bad input, not doctor's 1 for low acceptance
 
     try:
-        spec_ref = spec if spec is not None else detect_spec(draft, target)   # an empty one: load_spec refuses it
+        # an empty --spec: load_spec refuses it; DRAFT is an argument here, not generate's --draft option
+        spec_ref = spec if spec is not None else detect_spec(draft, target, "DRAFT")
         dx = diagnose(spec_ref, target, draft, probes=PROBES if probe is None else [probe],
                       max_new_tokens=max_new_tokens, min_tau=min_tau, search=search, dtype=dtype, device=device)
     except (DraftsmithError, OSError) as e:   # the spec, a folder, an argument: said (a bug is not: exit 70)
@@ -98,8 +99,10 @@ def doctor(
         _bad_input(f"the spec as given does not load: {dx.base.detail or dx.base.error}\n({tried})")
     if not dx.low:
         out.print(f"[green]acceptance is fine[/green]: tau {dx.base.tau:.2f} >= {min_tau} ({dx.seconds:.1f} s)")
-        if dx.fix is not None:
-            out.print(f"but a different reading does better: {escape(dx.fix.describe())}")
+        if dx.fix is not None:   # --search: the change is said as when acceptance is low, ready to paste
+            out.print(f"but a different reading does better: {escape(dx.fix.describe())}  (tau {dx.fix.tau:.2f}); "
+                      "in the spec:")
+            out.print(escape(yaml_snippet(dx.fix.changes)), highlight=False)
         elif dx.candidates:
             out.print(f"no other reading does better ({len(dx.candidates)} tried)")
         else:   # a flipped setting can cost tau and still leave it above min_tau (4.43 -> 3.26 on the demo pair)

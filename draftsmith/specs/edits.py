@@ -55,10 +55,13 @@ def field_info(data: Mapping[str, Any], path: str, registry, auto_attention: str
     hand (:func:`draftsmith.assembler.build.attention_name`; None: gqa, the reading without a draft)."""
     model: Any = Spec
     parts = path.split(".")
+    above = None   # the field holding ``model``: an unstated component is its default's ({kind: auto} attention)
     for i, name in enumerate(parts):
         if isinstance(model, type) and issubclass(model, Ref):      # {kind: NAME, ...params}: NAME's params model
             here = ".".join(parts[:i])
             kind, ref = REF_KINDS.get(here), dig(data, here)
+            if ref is None and above is not None and isinstance(above.default, Ref):
+                ref = {"kind": above.default.kind}
             comp_name = ref.get("kind") if isinstance(ref, Mapping) else None
             if kind is None or not isinstance(comp_name, str):
                 return None
@@ -80,7 +83,26 @@ def field_info(data: Mapping[str, Any], path: str, registry, auto_attention: str
             declared = None if info.is_required() else info.default
             return Field(tuple(values), None if auto else declared, declared) if values else None
         model = next((m for m in _flat(info.annotation) if isinstance(m, type) and issubclass(m, BaseModel)), None)
+        above = info
     return None
+
+
+def unstated_components(data: Mapping[str, Any], path: str) -> list[tuple[str, Any]]:
+    """The ``{kind: ...}`` a change at ``path`` needs beside it where the spec leaves the component on the way
+    unstated (``draft.attention.rope`` in a spec without ``attention``: its default, kind auto), as changes, so that
+    the changed spec and the snippet a user pastes both name the kind (a component without one is refused)."""
+    out: list[tuple[str, Any]] = []
+    model: Any = Spec
+    parts = path.split(".")
+    for i, name in enumerate(parts[:-1]):
+        info = model.model_fields.get(name) if isinstance(model, type) and issubclass(model, BaseModel) else None
+        if info is None:
+            break
+        here = ".".join(parts[: i + 1])
+        if isinstance(info.default, Ref) and dig(data, here) is None:
+            out.append((f"{here}.kind", info.default.kind))
+        model = next((m for m in _flat(info.annotation) if isinstance(m, type) and issubclass(m, BaseModel)), None)
+    return out
 
 
 def current_value(data: Mapping[str, Any], path: str, info: Field) -> Any:
