@@ -181,7 +181,8 @@ def diagnose(spec: Spec | str | Path, target: str | Path | None = None, draft: s
              search: bool | None = None, rounds: int = 2, registry=None, dtype: str = "float32",
              device: str = "cpu", ambiguities: Sequence[Ambiguity] = AMBIGUITIES) -> Diagnosis:
     """Measure the pair as the spec reads it; when tau < ``min_tau`` (or ``search=True``) try every ambiguous
-    reading, one change at a time (a second change on top of the best when that is still low)."""
+    reading, one change at a time (a second change on top of the best when that is still low, or, with
+    ``search=True``, whatever its tau: two settings read wrong are then both found in one run)."""
     from draftsmith import default_registry, load_spec
 
     check_min_tau(min_tau)
@@ -232,7 +233,7 @@ def diagnose(spec: Spec | str | Path, target: str | Path | None = None, draft: s
         if top is None:
             break
         best = top
-        if best.tau >= min_tau:
+        if best.tau >= min_tau and search is not True:
             break
     dx.fix = best if best is not base else None
     dx.candidates = sorted(tried, key=lambda c: (c is not dx.fix, rank(c)))  # the fix first, then by rank

@@ -85,3 +85,19 @@ def test_an_undetectable_draft_argument_is_named_as_doctor_takes_it(tmp_path):
 def test_norm_output_is_tried_before_feed_back():
     paths = [a.path for a in AMBIGUITIES]
     assert paths.index("draft.fusion.norm_output") < paths.index("draft.feed_back")
+
+
+def test_search_finds_two_settings_read_wrong_in_one_run(tmp_path):
+    # with one fixed, acceptance passed the bar and the search stopped (tau 3.26 where 4.43 was one change away)
+    from test_doctor import SPEC
+    from draftsmith.specs.edits import with_change
+
+    data = with_change(with_change(SPEC, "draft.attention.rope", "interleaved"),
+                       "draft.fusion.norm_before_residual", True)
+    path = tmp_path / "two-wrong.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    torch.set_num_threads(1)
+    dx = diagnose(path, search=True, probes=[PROBES[1]])
+    assert dx.fix is not None and set(dx.fix.changes) == {("draft.attention.rope", "neox"),
+                                                         ("draft.fusion.norm_before_residual", False)}
+    assert dx.fix.tau > 3.5
