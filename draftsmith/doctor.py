@@ -229,7 +229,9 @@ def diagnose(spec: Spec | str | Path, target: str | Path | None = None, draft: s
                 if v != current:
                     tried.append(run((*best.changes, *kinds, (amb.path, v))))
                     tried[-1].declared = (best.declared if best.changes else True) and v == info.declared
-        top = next_best(tried, best)
+        # past the bar (--search goes on), only a clearly higher tau is a second change: a lower loss at a fine tau
+        # can be a rescaling of the logits (norm_output: none over a draft trained with head)
+        top = next_best(tried, best, by_loss=best is base or best.tau < min_tau)
         if top is None:
             break
         best = top
@@ -284,12 +286,14 @@ def clearly_lower_loss(c: Candidate, than: Candidate) -> bool:
             and (than.measure is None or c.measure.per_position != than.measure.per_position))
 
 
-def next_best(tried: Sequence[Candidate], best: Candidate) -> Candidate | None:
-    """The candidate that clearly beats ``best``: by tau first; failing that, by draft loss."""
+def next_best(tried: Sequence[Candidate], best: Candidate, by_loss: bool = True) -> Candidate | None:
+    """The candidate that clearly beats ``best``: by tau first; failing that (and ``by_loss``), by draft loss."""
     working = [c for c in tried if c.measure is not None]
     top = min(working, key=rank, default=None)
     if top is not None and clearly_better(top, best):
         return top
+    if not by_loss:
+        return None
     by_loss = [c for c in working if c.loss is not None and c.tau >= best.tau]
     top = min(by_loss, key=lambda c: (round(c.loss, 6), not c.declared, len(c.changes)), default=None)
     return top if top is not None and clearly_lower_loss(top, best) else None

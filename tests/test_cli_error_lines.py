@@ -36,6 +36,10 @@ CASES = {
     "train": lambda r: ["train", "--spec", "eagle3-llama", "--data", str(r / "none.txt"), "--out", str(r / "o"),
                         "--target", str(r / "empty")],
     "list-broken-spec": lambda r: ["list"],
+    # typer's usage errors, which it draws in a box: a bad value, an unknown option, a missing argument
+    "usage-bad-value": lambda r: ["bench", "--repeats", "0"],
+    "usage-unknown-option": lambda r: ["bench", "--nope"],
+    "usage-missing-argument": lambda r: ["validate"],
 }
 
 
@@ -48,8 +52,14 @@ def test_every_failure_line_starts_with_error(case, folders, monkeypatch):
     finally:
         monkeypatch.undo()
         draftsmith.default_registry.cache_clear()
-    assert res.exit_code in (1, 2), (res.exit_code, res.output)
+    assert res.exit_code in (1, 2) and (res.exit_code == 2 or not case.startswith("usage")), (res.exit_code, res.output)
+    assert "╭" not in res.stderr, res.stderr
     said = [line for line in res.stderr.splitlines() if line and not line[0].isspace()]
     assert said, res.stderr
     others = [line for line in said if not line.startswith(("error: ", "note: ", "warning: "))]
     assert not others and said[0].startswith("error: "), res.stderr
+
+
+def test_no_arguments_print_the_help_once_with_exit_2():
+    res = CliRunner().invoke(app, [])
+    assert res.exit_code == 2 and res.output.count("Usage: ") == 1, res.output

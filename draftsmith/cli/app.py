@@ -29,6 +29,17 @@ try:
 except ImportError:  # pragma: no cover (typer using the click package)
     pass
 PASS_THROUGH = tuple(_CLICK)
+# A bad option or argument (typer's usage errors): said as every other error is, on an `error:` line
+_USAGE: set[type[BaseException]] = {click.UsageError}
+_HELP_ONLY: set[type[BaseException]] = set()   # no arguments at all: the help is the answer, as typer prints it
+try:
+    _USAGE.add(_vendored.UsageError)
+    _HELP_ONLY.add(_vendored.NoArgsIsHelpError)
+except (NameError, AttributeError):  # pragma: no cover (typer using the click package)
+    pass
+if hasattr(click.exceptions, "NoArgsIsHelpError"):
+    _HELP_ONLY.add(click.exceptions.NoArgsIsHelpError)
+USAGE_ERRORS, HELP_ONLY = tuple(_USAGE), tuple(_HELP_ONLY)
 
 
 def report(exc: BaseException) -> int:
@@ -120,6 +131,21 @@ class _Output:
 
 class _Group(TyperGroup):
     """Runs a command and turns its exceptions into one message and an exit code (see the module docstring)."""
+
+    def main(self, *args, standalone_mode: bool = True, **kwargs):
+        """typer's main, but a usage error (a bad option value, an unknown option, a missing argument) is said on an
+        `error:` line and the command's help hint (typer draws it in a box), exit 2 as typer's."""
+        if not standalone_mode:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        try:
+            code = super().main(*args, standalone_mode=False, **kwargs)
+        except HELP_ONLY as e:   # no arguments at all: typer printed the help, which is the answer
+            sys.exit(e.exit_code)
+        except USAGE_ERRORS as e:
+            where = f"\n  try '{e.ctx.command_path} --help' for its options" if getattr(e, "ctx", None) else ""
+            typer.echo(f"error: {e.format_message()}{where}", err=True)
+            sys.exit(e.exit_code)
+        sys.exit(code if isinstance(code, int) else 0)
 
     def get_command(self, ctx: click.Context, name: str):
         # the commands table shows a command's first paragraph; typer's rich mode keeps its docstring's line breaks
