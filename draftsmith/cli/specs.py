@@ -58,7 +58,7 @@ def validate(files: List[str] = typer.Argument(..., help="spec YAML files, or sp
         if len(folders) == 2:   # both there: the checks assemble() makes before it reads a tensor
             bad += not _checkpoints_fit(f, spec, folders)
         else:
-            typer.echo(f"{f}: ok ({spec.name})")
+            typer.echo(f"{f}: ok ({spec.name}{provided(f)})")
     raise typer.Exit(1 if bad else 0)
 
 
@@ -78,9 +78,21 @@ def _checkpoints_fit(f: Path, spec, folders: dict) -> bool:
         report(e)
         return False
     shown = {k: os.path.normpath(v) for k, v in folders.items()}
-    typer.echo(f"{f}: ok ({spec.name}); checkpoints fit (target {shown['target']}, draft {shown['draft']}; only "
+    typer.echo(f"{f}: ok ({spec.name}{provided(f)}); checkpoints fit (target {shown['target']}, draft {shown['draft']}; only "
                "the small tensors its checks need were read)")
     return True
+
+
+def provided(f) -> str:
+    """", from plugin 'p'" (or a DRAFTSMITH_SPEC_PATH folder) where ``f`` names a registered spec that draftsmith does
+    not ship, as `list` attributes it; '' for a built-in spec or a file."""
+    from draftsmith.registry import default_registry
+    from draftsmith.registry.loading import BUILTIN
+
+    reg, name = default_registry(), str(f)
+    if Path(name).is_file() or name not in reg.specs or reg.specs[name].plugin == BUILTIN:
+        return ""
+    return f", from {reg.spec_provider(name)}"
 
 
 def _unbindable(e: Exception) -> bool:

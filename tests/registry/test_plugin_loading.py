@@ -200,3 +200,18 @@ def test_generate_names_the_plugin_whose_detector_chose_the_spec(tmp_path, monke
                                    "--max-new-tokens", "2", "--no-compare", "--threads", "1"])
     assert res.exit_code == 0, res.output
     assert "spec eagle3-llama (detected by plugin 'det': the plugin's reading)" in res.stdout
+
+
+def test_validate_names_the_plugin_a_spec_comes_from(tmp_path, monkeypatch, request):
+    from typer.testing import CliRunner
+
+    from draftsmith.cli import app
+    from draftsmith.hooks import SpecSource
+    from test_plugin_mistakes import installed, spec_file
+    from test_plugins import Plugin
+
+    installed(fresh(("plugspecs", Plugin(specs=[SpecSource("plug-draft", spec_file(tmp_path, {"kind": "rms"}))]))),
+              monkeypatch, request)
+    res = CliRunner().invoke(app, ["validate", "plug-draft", "demo"])
+    assert res.exit_code == 0, res.output
+    assert "plug-draft: ok (plug-draft, from plugin 'plugspecs')" in res.stdout and "demo: ok (demo)" in res.stdout
