@@ -78,8 +78,8 @@ def _checkpoints_fit(f: Path, spec, folders: dict) -> bool:
         report(e)
         return False
     shown = {k: os.path.normpath(v) for k, v in folders.items()}
-    typer.echo(f"{f}: ok ({spec.name}{provided(f)}); checkpoints fit (target {shown['target']}, draft {shown['draft']}; only "
-               "the small tensors its checks need were read)")
+    typer.echo(f"{f}: ok ({spec.name}{provided(f)}); checkpoints fit (target {shown['target']}, draft "
+               f"{shown['draft']}; only the small tensors its checks need were read)")
     return True
 
 

@@ -141,7 +141,7 @@ def test_list_shows_the_clash_as_broken_and_the_rest_as_usual(clashing, fresh):
 def test_commands_on_other_specs_run_and_the_clashing_name_says_the_clash(clashing, tmp_path, fresh):
     env = {SPEC_PATH: clashing[0], "COLUMNS": "1000"}
     res = CliRunner().invoke(app, ["validate", "myfamily", "demo", "twin"], env=env)
-    assert res.exit_code == 1 and "ok (myfamily)" in res.output and "ok (demo)" in res.output, res.output
+    assert res.exit_code == 1 and "ok (myfamily, from folder " in res.output and "ok (demo)" in res.output, res.output
     assert "spec 'twin' is provided by both folder" in res.output
     target = write_target(tmp_path / "t", hidden_size=16, intermediate_size=32, num_attention_heads=2,
                           num_key_value_heads=1, num_hidden_layers=8, vocab_size=32)

@@ -141,7 +141,7 @@ def test_list_and_validate_find_the_users_spec_by_name(on_the_path, tmp_path):
     rest = lines[first + 1:][: next(i for i, cells in enumerate(lines[first + 1:]) if cells[0])]
     assert "".join(cells[1] for cells in [lines[first], *rest]) == str(tmp_path / "specs")   # whole, if folded
     res = CliRunner().invoke(app, ["validate", "myfamily"], env=on_the_path)
-    assert res.exit_code == 0 and "ok (myfamily)" in res.output, res.output
+    assert res.exit_code == 0 and "ok (myfamily, from folder " in res.output, res.output
 
 
 def test_generate_takes_the_users_spec_by_name(on_the_path, tmp_path):
