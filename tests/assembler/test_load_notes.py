@@ -73,7 +73,8 @@ def test_without_a_spec_a_swap_is_noted_when_detection_fails(folders, verb):
             else [str(draft), str(target)])
     res = CliRunner().invoke(app, [verb, *args])
     assert res.exit_code == 2, res.output
-    assert f"--draft {target}: no registered detector recognises this layout (" in res.output
+    named = "--draft" if verb == "generate" else "DRAFT"   # doctor takes the draft as its argument
+    assert f"error: {named} {target}: no registered detector recognises this layout (" in res.output
     assert "tensors); pass --spec\n  closest: " in res.output      # inspect's closest families, then the note
     assert (f"note: {target} looks like a whole model (model.embed_tokens, model.layers.*), not a draft: is it the "
             "target? (are the target and draft folders swapped?)") in res.output
