@@ -1,6 +1,7 @@
 """``draftsmith validate``, ``list`` and ``inspect``: specs and checkpoint layouts."""
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -107,12 +108,49 @@ def _unbindable(e: Exception) -> bool:
 def list_cmd(params: bool = typer.Option(False, "--params", help="also each component's params (defaults)")) -> None:
     """Specs and components, each with the plugin that provides it (a spec of a DRAFTSMITH_SPEC_PATH folder: that
     folder). A spec that does not load is listed as broken; its errors follow the tables (exit 1). So does a
-    *.yaml / *.yml file of such a folder skipped for want of a readable top-level name: (exit 1 too)."""
-    from draftsmith import default_registry, load_spec
+    *.yaml / *.yml file of such a folder skipped for want of a readable top-level name: (exit 1 too). An installed
+    plugin that does not load is left out, and said after the tables with how to go on without it (exit 1)."""
+    with without_broken_plugins() as (reg, unloaded):
+        _list(reg, unloaded, params)
+
+
+@contextlib.contextmanager
+def without_broken_plugins(most: int = 16):
+    """(the process-wide registry, the errors of the installed plugins left out to build it): each plugin whose
+    loading fails (its error names it) is skipped as ``DRAFTSMITH_DISABLE_PLUGINS`` would skip it, for this command
+    only, so that one broken plugin does not hide the others from `list`."""
+    from draftsmith import default_registry
+    from draftsmith.registry import PluginError
+    from draftsmith.registry.loading import DISABLED
+
+    before, unloaded, skipped = os.environ.get(DISABLED), [], []
+    try:
+        while True:
+            try:
+                reg = default_registry()
+                break
+            except PluginError as e:
+                if getattr(e, "plugin", None) is None or len(skipped) >= most:
+                    raise
+                unloaded.append(str(e))
+                skipped.append(e.plugin)
+                os.environ[DISABLED] = ",".join([*filter(None, [before]), *skipped])
+                default_registry.cache_clear()
+        yield reg, unloaded
+    finally:
+        if skipped:   # the next registry (a test's, a library caller's) loads every plugin again
+            if before is None:
+                os.environ.pop(DISABLED, None)
+            else:
+                os.environ[DISABLED] = before
+            default_registry.cache_clear()
+
+
+def _list(reg, unloaded: list[str], params: bool) -> None:
+    from draftsmith import load_spec
     from draftsmith.errors import DraftsmithError
 
-    reg = default_registry()
-    table, broken = Table(title="specs"), []
+    table, broken = Table(title="specs"), list(unloaded)
     # a spec of a DRAFTSMITH_SPEC_PATH folder is listed with its folder, shown whole (folded, never cut)
     table.add_column("name"), table.add_column("plugin", overflow="fold", max_width=40), table.add_column("description")
     for name, plugin in reg.spec_names():

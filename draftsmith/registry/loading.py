@@ -29,6 +29,12 @@ def autoload_disabled() -> bool:
     return os.environ.get(NO_AUTOLOAD, "") not in ("", "0")
 
 
+def blamed(error: PluginError, plugin: str) -> PluginError:
+    """``error`` with the plugin it is about (``error.plugin``): `list` goes on without that plugin and says it."""
+    error.plugin = plugin
+    return error
+
+
 def disabled_plugins() -> set[str]:
     """The plugin names ``DRAFTSMITH_DISABLE_PLUGINS`` lists (comma-separated): their entry points are skipped."""
     return {n.strip() for n in os.environ.get(DISABLED, "").split(",") if n.strip()}
@@ -64,12 +70,12 @@ def load_entry_points(pm: pluggy.PluginManager) -> None:
             try:
                 plugin = ep.load()
             except Exception as e:
-                raise PluginError(f"{where} cannot be imported: {type(e).__name__}: {short_text(str(e), 300)}; "
-                                  f"{way_out}") from e
+                raise blamed(PluginError(f"{where} cannot be imported: {type(e).__name__}: "
+                                         f"{short_text(str(e), 300)}; {way_out}"), ep.name) from e
             try:
                 register_plugin(pm, plugin, ep.name, where, named)
             except PluginError as e:
-                raise type(e)(f"{e}; {way_out}") from e.__cause__
+                raise blamed(type(e)(f"{e}; {way_out}"), ep.name) from e.__cause__
 
 
 def hook_like(name: str, hooks: list[str]) -> bool:

@@ -19,8 +19,8 @@ from draftsmith.hooks import PROJECT, Component, LayoutMatch, SpecSource
 from draftsmith.hooks import specs as hookspecs
 from draftsmith.hooks.kinds import KINDS
 from draftsmith.registry.checks import PluginClash, PluginError, record_problem
-from draftsmith.registry.loading import (BUILTIN, BUILTIN_MODULE, NO_AUTOLOAD, autoload_disabled, load_entry_points,
-                                        register_plugin)
+from draftsmith.registry.loading import (BUILTIN, BUILTIN_MODULE, NO_AUTOLOAD, autoload_disabled, blamed,
+                                        load_entry_points, register_plugin)
 from draftsmith.registry.results import ComponentFailed, checked
 from draftsmith.registry.spec_path import SPEC_PATH, scan_folder, spec_folders
 
@@ -104,7 +104,8 @@ class Registry:
             fix = f"plugin {plugin!r} must rename its {'component' if isinstance(key, tuple) else 'spec'}: " \
                 "draftsmith's own names are kept" if other == BUILTIN else \
                 f"uninstall one or {fix}"
-            raise PluginClash(f"{_describe(key)} is provided {who}; {fix} (draftsmith never shadows silently)")
+            raise blamed(PluginClash(f"{_describe(key)} is provided {who}; {fix} (draftsmith never shadows "
+                                     "silently)"), plugin)
         table[key] = Provided(record, plugin)
 
     def names(self, kind: str) -> list[tuple[str, str]]:

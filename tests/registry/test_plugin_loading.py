@@ -215,3 +215,28 @@ def test_validate_names_the_plugin_a_spec_comes_from(tmp_path, monkeypatch, requ
     res = CliRunner().invoke(app, ["validate", "plug-draft", "demo"])
     assert res.exit_code == 0, res.output
     assert "plug-draft: ok (plug-draft, from plugin 'plugspecs')" in res.stdout and "demo: ok (demo)" in res.stdout
+
+
+def test_list_leaves_a_broken_installed_plugin_out_and_lists_the_others(tmp_path, monkeypatch, request):
+    # one broken plugin stopped `list` as a whole: the others were not shown (a dogfooding helper)
+    import os
+
+    from typer.testing import CliRunner
+
+    from draftsmith.cli import app
+
+    _broken_distribution(tmp_path, request)
+    fake_distribution(tmp_path / "good", request)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.syspath_prepend(str(tmp_path / "good"))
+    monkeypatch.delenv("DRAFTSMITH_DISABLE_PLUGINS", raising=False)
+    draftsmith.default_registry.cache_clear()
+    request.addfinalizer(draftsmith.default_registry.cache_clear)
+    res = CliRunner().invoke(app, ["list"])
+    assert res.exit_code == 1, res.output
+    assert "layernorm-x-draft" in res.stdout and "fake" in res.stdout   # the healthy plugin's spec, listed
+    assert res.stderr.startswith("error: plugin 'broken' (entry point broken = "), res.stderr
+    assert "set DRAFTSMITH_DISABLE_PLUGINS=broken" in res.stderr
+    assert "DRAFTSMITH_DISABLE_PLUGINS" not in os.environ   # for this command only
+    with pytest.raises(PluginError):   # the next registry loads every plugin again
+        draftsmith.default_registry()
