@@ -20,26 +20,24 @@ USAGE_ERROR = 2      # a bad option value: typer's own code for one (click.Usage
 SIGPIPE_EXIT = 141   # 128 + SIGPIPE: what a shell reports for a writer whose reader closed the pipe
 OUTPUT_ERROR = 74    # EX_IOERR: the output cannot be written (stdout closed, a full disk, an I/O error)
 
-# Exceptions click/typer turn into usage messages and exit codes themselves (typer >= 0.20 vendors click).
-_CLICK: set[type[BaseException]] = {typer.Exit, typer.Abort, click.exceptions.Exit, click.ClickException, click.Abort}
+# click's exceptions, from the click package and from the copy typer >= 0.20 vendors (either may raise them)
+_CLICK_MODULES = [click.exceptions]
 try:
     from typer._click import exceptions as _vendored
 
-    _CLICK |= {getattr(_vendored, n) for n in ("Exit", "ClickException", "Abort") if hasattr(_vendored, n)}
+    _CLICK_MODULES.append(_vendored)
 except ImportError:  # pragma: no cover (typer using the click package)
     pass
-PASS_THROUGH = tuple(_CLICK)
-# A bad option or argument (typer's usage errors): said as every other error is, on an `error:` line
-_USAGE: set[type[BaseException]] = {click.UsageError}
-_HELP_ONLY: set[type[BaseException]] = set()   # no arguments at all: the help is the answer, as typer prints it
-try:
-    _USAGE.add(_vendored.UsageError)
-    _HELP_ONLY.add(_vendored.NoArgsIsHelpError)
-except (NameError, AttributeError):  # pragma: no cover (typer using the click package)
-    pass
-if hasattr(click.exceptions, "NoArgsIsHelpError"):
-    _HELP_ONLY.add(click.exceptions.NoArgsIsHelpError)
-USAGE_ERRORS, HELP_ONLY = tuple(_USAGE), tuple(_HELP_ONLY)
+
+
+def _click_classes(*names: str) -> tuple[type[BaseException], ...]:
+    return tuple({getattr(m, n) for m in _CLICK_MODULES for n in names if hasattr(m, n)})
+
+
+# Exceptions click/typer turn into usage messages and exit codes themselves
+PASS_THROUGH = (typer.Exit, typer.Abort, *_click_classes("Exit", "ClickException", "Abort"))
+USAGE_ERRORS = _click_classes("UsageError")   # a bad option or argument: said on an `error:` line (_Group.main)
+HELP_ONLY = _click_classes("NoArgsIsHelpError")   # no arguments at all: the help is the answer, as typer prints it
 
 
 def report(exc: BaseException) -> int:
