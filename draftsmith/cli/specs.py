@@ -1,7 +1,6 @@
 """``draftsmith validate``, ``list`` and ``inspect``: specs and checkpoint layouts."""
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 from pathlib import Path
@@ -84,6 +83,23 @@ def _checkpoints_fit(f: Path, spec, folders: dict) -> bool:
     return True
 
 
+def without_broken_plugins(most: int = 16):
+    """(the process-wide registry, or where an installed plugin does not load (its error names it), one built
+    without it; the errors of the plugins left out): one broken plugin does not hide the others from `list`."""
+    from draftsmith import build_registry, default_registry
+    from draftsmith.registry import PluginError
+
+    skipped, unloaded = [], []
+    while True:
+        try:
+            return (build_registry(skip=skipped) if skipped else default_registry()), unloaded
+        except PluginError as e:
+            if getattr(e, "plugin", None) is None or len(skipped) >= most:
+                raise
+            unloaded.append(str(e))
+            skipped.append(e.plugin)
+
+
 def provided(f) -> str:
     """", from plugin 'p'" (or a DRAFTSMITH_SPEC_PATH folder) where ``f`` names a registered spec that draftsmith does
     not ship, as `list` attributes it; '' for a built-in spec or a file."""
@@ -110,52 +126,16 @@ def list_cmd(params: bool = typer.Option(False, "--params", help="also each comp
     folder). A spec that does not load is listed as broken; its errors follow the tables (exit 1). So does a
     *.yaml / *.yml file of such a folder skipped for want of a readable top-level name: (exit 1 too). An installed
     plugin that does not load is left out, and said after the tables with how to go on without it (exit 1)."""
-    with without_broken_plugins() as (reg, unloaded):
-        _list(reg, unloaded, params)
-
-
-@contextlib.contextmanager
-def without_broken_plugins(most: int = 16):
-    """(the process-wide registry, the errors of the installed plugins left out to build it): each plugin whose
-    loading fails (its error names it) is skipped as ``DRAFTSMITH_DISABLE_PLUGINS`` would skip it, for this command
-    only, so that one broken plugin does not hide the others from `list`."""
-    from draftsmith import default_registry
-    from draftsmith.registry import PluginError
-    from draftsmith.registry.loading import DISABLED
-
-    before, unloaded, skipped = os.environ.get(DISABLED), [], []
-    try:
-        while True:
-            try:
-                reg = default_registry()
-                break
-            except PluginError as e:
-                if getattr(e, "plugin", None) is None or len(skipped) >= most:
-                    raise
-                unloaded.append(str(e))
-                skipped.append(e.plugin)
-                os.environ[DISABLED] = ",".join([*filter(None, [before]), *skipped])
-                default_registry.cache_clear()
-        yield reg, unloaded
-    finally:
-        if skipped:   # the next registry (a test's, a library caller's) loads every plugin again
-            if before is None:
-                os.environ.pop(DISABLED, None)
-            else:
-                os.environ[DISABLED] = before
-            default_registry.cache_clear()
-
-
-def _list(reg, unloaded: list[str], params: bool) -> None:
     from draftsmith import load_spec
     from draftsmith.errors import DraftsmithError
 
-    table, broken = Table(title="specs"), list(unloaded)
+    reg, broken = without_broken_plugins()
+    table = Table(title="specs")
     # a spec of a DRAFTSMITH_SPEC_PATH folder is listed with its folder, shown whole (folded, never cut)
     table.add_column("name"), table.add_column("plugin", overflow="fold", max_width=40), table.add_column("description")
     for name, plugin in reg.spec_names():
         try:
-            description = load_spec(name).description
+            description = load_spec(name, reg).description
         except DraftsmithError as e:
             broken.append(str(e))
             lines = str(e).splitlines()

@@ -9,7 +9,7 @@ import difflib
 import importlib.metadata
 import inspect
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 import pluggy
 
@@ -40,16 +40,16 @@ def disabled_plugins() -> set[str]:
     return {n.strip() for n in os.environ.get(DISABLED, "").split(",") if n.strip()}
 
 
-def load_entry_points(pm: pluggy.PluginManager) -> None:
+def load_entry_points(pm: pluggy.PluginManager, skip: Iterable[str] = ()) -> None:
     """Register every plugin advertised in the ``draftsmith`` entry-point group, under its entry-point name, but
-    those ``DRAFTSMITH_DISABLE_PLUGINS`` names. A plugin that cannot be imported or registered is said naming its
-    entry point and distribution, and how to go on without it.
+    those ``DRAFTSMITH_DISABLE_PLUGINS`` and ``skip`` name. A plugin that cannot be imported or registered is said
+    naming its entry point and distribution, and how to go on without it.
 
     Unlike pluggy's loader, a second distribution using a name already taken is a clash, not silently skipped
     (the same entry point seen twice on ``sys.path`` is one plugin)."""
     seen: dict[str, tuple[str, str]] = {}
     named: dict[str, str] = {}   # plugin name -> its entry point and distribution, as messages name it
-    skipped = disabled_plugins()
+    skipped = disabled_plugins() | set(skip)
     for dist in importlib.metadata.distributions():
         for ep in dist.entry_points:
             if ep.group != PROJECT or ep.name in skipped:

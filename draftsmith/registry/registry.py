@@ -295,12 +295,13 @@ def _records(impl: pluggy.HookImpl, record_type: type) -> list:
 
 
 def build_registry(plugins: Iterable[tuple[str, object]] = (), *, entry_points: bool | None = None,
-                   spec_path: str | None = None) -> Registry:
+                   spec_path: str | None = None, skip: Iterable[str] = ()) -> Registry:
     """A fresh plugin manager: the built-ins, the ``draftsmith`` entry points, then ``plugins`` (name, obj); and
     the spec files of the folders ``spec_path`` lists (``os.pathsep``-separated; None: ``DRAFTSMITH_SPEC_PATH``).
 
     ``entry_points`` None: loaded unless the environment sets ``DRAFTSMITH_DISABLE_PLUGIN_AUTOLOAD`` (to anything
     but empty or 0), as pytest's PYTEST_DISABLE_PLUGIN_AUTOLOAD: a way around an installed plugin that is broken.
+    ``skip``: installed plugins left out by name, beside those ``DRAFTSMITH_DISABLE_PLUGINS`` names.
 
     The built-in plugin (:mod:`draftsmith.builtin`) is imported by name, as pytest imports its default plugins:
     it lists components, specs and detectors from the layers above the registry, which import the registry."""
@@ -309,7 +310,7 @@ def build_registry(plugins: Iterable[tuple[str, object]] = (), *, entry_points: 
     pm.register(importlib.import_module(BUILTIN_MODULE), name=BUILTIN)
     autoload_off = entry_points is None and autoload_disabled()
     if entry_points if entry_points is not None else not autoload_off:
-        load_entry_points(pm)
+        load_entry_points(pm, skip)
     for name, plugin in plugins:
         register_plugin(pm, plugin, name)
     return Registry(pm, spec_folders(spec_path), autoload_off=autoload_off)
