@@ -54,13 +54,18 @@ def rule_set(spec: Spec, registry: Registry, config: Mapping[str, Any] | None = 
     """The spec's weight rules; with the draft's config, ``${key}`` placeholders are bound to its values (in the
     built-in regex and split rules: a plugin rule's params holding one are refused, as it would get them as
     written and match nothing)."""
-    if placed := [Problem(f"weights.rules.{i}", f"{short(v)}: a ${{key}} placeholder in a param of plugin rule kind "
-                          f"{short(r.kind)} (plugin {registry.provider('weight_rule', r.kind)!r}), which would get it "
-                          "as written: draftsmith binds placeholders in the built-in regex and split rules only",
-                          hint="Write the value, or use a regex rule for the part that needs the config's value.")
-                  for i, r in enumerate(spec.weights.rules) if ("weight_rule", r.kind) in registry.components
-                  and registry.provider("weight_rule", r.kind) != BUILTIN   # an unknown kind: build() names it
-                  for v in (r.model_extra or {}).values() if isinstance(v, str) and has_placeholders(v)]:
+    placed = []
+    for i, r in enumerate(spec.weights.rules):
+        if ("weight_rule", r.kind) not in registry.components:   # an unknown kind: build() names it below
+            continue
+        if (plugin := registry.provider("weight_rule", r.kind)) == BUILTIN:
+            continue
+        placed += [Problem(f"weights.rules.{i}", f"{short(v)}: a ${{key}} placeholder in a param of plugin rule kind "
+                           f"{short(r.kind)} (plugin {plugin!r}), which would get it as written: draftsmith binds "
+                           "placeholders in the built-in regex and split rules only",
+                           hint="Write the value, or use a regex rule for the part that needs the config's value.")
+                   for v in (r.model_extra or {}).values() if isinstance(v, str) and has_placeholders(v)]
+    if placed:
         raise UnboundRules(spec.source, placed)
     rules = [registry.build("weight_rule", r.kind, resolve(registry, "weight_rule", r.kind, r.model_extra or {})[1])
              for r in spec.weights.rules]

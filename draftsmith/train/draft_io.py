@@ -19,7 +19,7 @@ from safetensors.torch import load_file
 
 import draftsmith
 from draftsmith.assembler.build import rule_set
-from draftsmith.assembler.checkpoint import read_json, save_safetensors
+from draftsmith.assembler.checkpoint import list_tensors, read_json, save_safetensors
 from draftsmith.assembler.explain import TRAIN_STEP, TRAIN_STEPS
 from draftsmith.errors import DraftsmithError
 from draftsmith.assembler.vocab import make_vocab_map
@@ -267,7 +267,7 @@ def unstated(model, folder: Path, spec_name: str) -> str | None:
     if is_speculators_config(config):
         return None
     vllm = f"for vLLM, write it with `draftsmith convert {folder} --to speculators OUT`"
-    names = list(load_file(str(Path(folder) / "model.safetensors")))
+    names = list(list_tensors(folder))   # the names alone, from the header
     if absent_reads({k: v for k, v in config.items() if k != "norm_output"}, names) == "feed_back":
         return (f"note: the draft in {folder} feeds the final norm's output back (norm_output: feed_back); its flat "
                 "config.json leaves norm_output out, which draftsmith reads back as trained (the family detected by "
