@@ -201,7 +201,8 @@ def diagnose(spec: Spec | str | Path, target: str | Path | None = None, draft: s
 
     target, draft = checkpoint_dirs(spec, target, draft)  # missing: raise
     read_config(target)   # a target config draftsmith cannot read fails every reading alike: said once, not tried
-    auto = attention_name(spec, read_config(draft))   # attention auto's params are this kind's (MLA: its rope)
+    draft_raw = read_config(draft)
+    auto = attention_name(spec, draft_raw)   # attention auto's params are this kind's (MLA: its rope)
     run = lambda changes: run_candidate(spec, changes, target, draft, probes, max_new_tokens, registry,  # noqa: E731
                                         dtype=dtype, device=device)
     base = run(())
@@ -218,7 +219,7 @@ def diagnose(spec: Spec | str | Path, target: str | Path | None = None, draft: s
         for amb in ambiguities:
             if amb.path in done:
                 continue
-            info = field_info(data, amb.path, registry, auto)
+            info = field_info(data, amb.path, registry, auto, draft_raw)   # a reading the config gives is in use
             if info is None:
                 if amb.path not in dx.not_applicable and not best.changes:
                     dx.not_applicable.append(amb.path)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from draftsmith.components import backends, fusion, mla, mtp, quant, quant_models
+from draftsmith.components import backends, eagle3_config, fusion, mla, mtp, quant, quant_models
 from draftsmith.components.gqa import GQAParams, gqa, gqa_holds
 from draftsmith.components.layers import llama_layer
 from draftsmith.components.mlp import MLPParams, swiglu
@@ -42,7 +42,7 @@ def builtin_components() -> list[Component]:
         Component("fusion", "eagle1", fusion.eagle1, fusion.Eagle1Params, doc="fc over [embed; hidden]",
                   holds=fusion.eagle1_holds),
         Component("fusion", "eagle3", fusion.eagle3, fusion.Eagle3Params, doc="fc over k aux states",
-                  holds=fusion.eagle3_holds),
+                  holds=fusion.eagle3_holds, reads=eagle3_config.read_flags),
         Component("fusion", "mtp", mtp.mtp, mtp.MTPParams,
                   doc="DeepSeek-V3 MTP: eh_proj over [enorm(embed); hnorm(hidden)]", holds=mtp.mtp_holds),
         Component("weight_rule", "regex", _same, RegexRule, doc="rename checkpoint names by regex"),

@@ -201,6 +201,11 @@ def _flags(params, cfg: Mapping[str, Any], notes: list[str]) -> dict[str, Any]:
     return flags
 
 
+def read_flags(params, draft_config: Mapping[str, Any]) -> dict[str, Any]:
+    """The four flags as :func:`resolve_eagle3` resolves them for this draft config (``Component.reads``)."""
+    return _flags(params, draft_config, [])
+
+
 def resolve_eagle3(params, draft_config: Mapping[str, Any], target_layers: int) -> Eagle3Facts:
     notes: list[str] = []
     taps = resolve_taps(params, draft_config, target_layers, notes)

@@ -36,6 +36,11 @@ class Component:
     as a dict ("auto" and absent keys included: answer for every reading they allow), may hold. ``inspect`` and
     the closest-family scores use it to tell which checkpoint names a spec's draft can place. Without it a fusion
     may hold any ``fc.*`` name and the first layer's ``hidden_norm``, and an attention any ``self_attn.*`` name.
+
+    ``reads(params, draft_config)``, where given, answers without building anything too: the values the params a
+    spec may leave to the checkpoint (``auto``, :class:`ConfigFirst`) take for this draft config (the raw
+    config.json as a dict), as the factory builds them, by field name (``{"fc_norm": False, ...}``). ``doctor`` uses
+    it to skip the reading in use when it tries the others (each a whole load); without it every reading is tried.
     """
 
     kind: str
@@ -44,6 +49,7 @@ class Component:
     params: type[BaseModel] = NoParams
     doc: str = ""
     holds: Callable[[dict[str, Any]], tuple[str, ...]] | None = None
+    reads: Callable[[BaseModel, dict[str, Any]], dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True)

@@ -53,6 +53,9 @@ def component_problem(comp: Component) -> str | None:
     if comp.holds is not None and comp.kind not in HOLDS_READ:
         return (f"holds is read for a {' or '.join(HOLDS_READ)} only (what inspect places a checkpoint's names by); "
                 f"a {comp.kind}'s would be ignored: leave it out")
+    if comp.reads is not None and not callable(comp.reads):
+        return ("reads must be callable (reads(params, draft config dict) -> the values its auto params take, "
+                "by field name) or None")
     if not (isinstance(comp.params, type) and issubclass(comp.params, BaseModel)):
         return "params must be a pydantic model class (its fields are the keys a spec may give the component)"
     if comp.params.model_config.get("extra") != "forbid":

@@ -175,6 +175,27 @@ class Registry:
             raise ComponentFailed(f"{who} failed: {type(e).__name__}: {short_text(str(e), 300)}") from e
         return tuple(answer)
 
+    def reads(self, kind: str, name: str, params: Any, draft_config: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The values component ``(kind, name)``'s params (validated: its params model) that a spec may leave to the
+        checkpoint take for ``draft_config`` (:attr:`Component.reads`); None where it does not say or the config
+        cannot be read that way (the load says why). A plugin's answer that raises for another reason or is not a
+        mapping of field names is a :class:`ComponentFailed` naming it."""
+        comp, plugin = self.get(kind, name), self.provider(kind, name)
+        if comp.reads is None:
+            return None
+        try:
+            answer = comp.reads(params, dict(draft_config))
+            if not (isinstance(answer, Mapping) and all(isinstance(k, str) for k in answer)):
+                raise TypeError(f"returned {short(answer)}, not a mapping of field names to values")
+        except DraftsmithError:
+            return None
+        except Exception as e:
+            if plugin == BUILTIN:
+                raise
+            who = f"{kind} {short(name)} (plugin {plugin!r}): reads(params, draft_config)"
+            raise ComponentFailed(f"{who} failed: {type(e).__name__}: {short_text(str(e), 300)}") from e
+        return dict(answer)
+
     def spec_source(self, name: str) -> SpecSource:
         """The spec registered as ``name``; a :class:`PluginClash` naming every file where spec folders give that name
         to more than one spec; an :class:`UnknownSpec` where none has it."""

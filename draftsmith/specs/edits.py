@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from draftsmith.specs.resolve import SECTIONS, dig, reserved
-from draftsmith.specs.schema import Ref, Spec
+from draftsmith.specs.schema import Ref, Spec, validate_strict
 
 # which registry kind a component reference at a spec path names (its params model holds the field)
 REF_KINDS = {s.path: s.kind for s in SECTIONS if s.key == "kind"}   # draft.layer -> layer, ...
@@ -48,14 +48,18 @@ class Field:
     declared: Any = None            # the model's declared default (breaks ties between equally good readings)
 
 
-def field_info(data: Mapping[str, Any], path: str, registry, auto_attention: str | None = None) -> Field | None:
+def field_info(data: Mapping[str, Any], path: str, registry, auto_attention: str | None = None,
+               draft_config: Mapping[str, Any] | None = None) -> Field | None:
     """What a dotted spec path can hold for this spec (``data``: the spec as plain data), from the pydantic model
     that checks it (the spec schema, or the params model of the component the spec names); None when the spec's
     components have no such field. ``auto_attention``: the kind ``attention: {kind: auto}`` is for the draft at
-    hand (:func:`draftsmith.assembler.build.attention_name`; None: gqa, the reading without a draft)."""
+    hand (:func:`draftsmith.assembler.build.attention_name`; None: gqa, the reading without a draft).
+    ``draft_config`` (the draft's raw config): a field the spec leaves to it gets, as its default, the value the
+    component reads there (``Component.reads``), where the component says; else None (unknown)."""
     model: Any = Spec
     parts = path.split(".")
     above = None   # the field holding ``model``: an unstated component is its default's ({kind: auto} attention)
+    owner = None   # (kind, name, the spec's params) of the component whose params model ``model`` is
     for i, name in enumerate(parts):
         if isinstance(model, type) and issubclass(model, Ref):      # {kind: NAME, ...params}: NAME's params model
             here = ".".join(parts[:i])
@@ -71,6 +75,7 @@ def field_info(data: Mapping[str, Any], path: str, registry, auto_attention: str
             if comp is None:
                 return None
             model = comp.record.params
+            owner = (kind, comp_name, {k: v for k, v in ref.items() if k != "kind"})
         info = model.model_fields.get(name) if isinstance(model, type) and issubclass(model, BaseModel) else None
         if info is None:
             return None
@@ -81,10 +86,27 @@ def field_info(data: Mapping[str, Any], path: str, registry, auto_attention: str
             auto = type(None) in members or any(typing.get_origin(m) is typing.Literal and "auto" in
                                                 typing.get_args(m) for m in members)
             declared = None if info.is_required() else info.default
-            return Field(tuple(values), None if auto else declared, declared) if values else None
+            if not values:
+                return None
+            default = config_reading(registry, owner, model, name, draft_config) if auto else declared
+            return Field(tuple(values), default, declared)
+        owner = None
         model = next((m for m in _flat(info.annotation) if isinstance(m, type) and issubclass(m, BaseModel)), None)
         above = info
     return None
+
+
+def config_reading(registry, owner: tuple[str, str, dict] | None, model: type[BaseModel], name: str,
+                   draft_config: Mapping[str, Any] | None) -> Any:
+    """The value field ``name`` of ``owner``'s params takes for ``draft_config`` (``Component.reads``), or None."""
+    if owner is None or draft_config is None:
+        return None
+    kind, comp_name, params = owner
+    try:
+        validated = validate_strict(model, params)
+    except ValueError:   # the spec's own problem (pydantic's ValidationError): the load says it
+        return None
+    return (registry.reads(kind, comp_name, validated, draft_config) or {}).get(name)
 
 
 def unstated_components(data: Mapping[str, Any], path: str) -> list[tuple[str, Any]]:
@@ -106,9 +128,10 @@ def unstated_components(data: Mapping[str, Any], path: str) -> list[tuple[str, A
 
 
 def current_value(data: Mapping[str, Any], path: str, info: Field) -> Any:
-    """The reading the spec uses now: the stated value, else the field's default (None: unknown)."""
+    """The reading the spec uses now: the stated value, else (unstated or ``auto``) the field's default (None:
+    unknown)."""
     value = dig(data, path)
-    return value if value is not None else info.default
+    return value if value is not None and value != "auto" else info.default
 
 
 def with_change(data: Mapping[str, Any], path: str, value: Any) -> dict:

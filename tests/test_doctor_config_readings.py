@@ -1,0 +1,77 @@
+"""doctor does not try, for a field the spec leaves to the draft config, the reading that config already gives
+(a row identical to the spec as given, at the cost of a whole load: 16 GB again at 8B); it tries the others."""
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+import draftsmith
+from draftsmith import default_registry
+from draftsmith.specs.edits import current_value, field_info, with_change
+
+DEMO = Path(draftsmith.__file__).parent / "demo_data"
+FLAGS = ("fc_norm", "norm_before_fc", "norm_output")
+
+
+def demo_spec(draft: Path) -> dict:
+    """The demo spec with the three config-first fusion flags left unstated (norm_before_residual is required)."""
+    spec = yaml.safe_load((Path(draftsmith.__file__).parent / "specs" / "builtin" / "demo.yaml").read_text())
+    spec["name"] = "demo-unstated"
+    spec["checkpoints"] = {"target": str(DEMO / "target"), "draft": str(draft)}
+    fusion = spec["draft"]["fusion"]
+    for flag in FLAGS:
+        fusion.pop(flag, None)
+    fusion["norm_before_residual"] = False
+    return spec
+
+
+def draft_with(tmp_path: Path, **config) -> Path:
+    out = tmp_path / "draft"
+    shutil.copytree(DEMO / "draft", out)
+    cfg = json.loads((out / "config.json").read_text())
+    (out / "config.json").write_text(json.dumps({**cfg, **config}))
+    return out
+
+
+@pytest.mark.parametrize("config,in_use", [
+    ({}, {"fc_norm": False, "norm_before_fc": False, "norm_output": "head"}),      # the defaults
+    ({"fc_norm": True, "norm_output": False}, {"fc_norm": True, "norm_before_fc": False, "norm_output": "none"}),
+])
+def test_field_info_reads_the_value_in_use_from_the_draft_config(tmp_path, config, in_use):
+    registry = default_registry()
+    draft = draft_with(tmp_path, **config)
+    spec = demo_spec(draft)
+    raw = json.loads((draft / "config.json").read_text())
+    for flag, value in in_use.items():
+        info = field_info(spec, f"draft.fusion.{flag}", registry, None, raw)
+        assert info.default == value, flag
+        assert field_info(spec, f"draft.fusion.{flag}", registry).default is None   # no config: unknown
+    # a stated value is the spec's, and `auto` reads the config as an unstated one does
+    stated = with_change(spec, "draft.fusion.fc_norm", "auto")
+    info = field_info(stated, "draft.fusion.fc_norm", registry, None, raw)
+    assert current_value(stated, "draft.fusion.fc_norm", info) == in_use["fc_norm"]
+    flipped = with_change(spec, "draft.fusion.fc_norm", not in_use["fc_norm"])
+    assert current_value(flipped, "draft.fusion.fc_norm", info) == (not in_use["fc_norm"])
+
+
+def test_doctor_tries_only_the_readings_not_in_use(tmp_path, monkeypatch):
+    import draftsmith.doctor as doctor
+
+    draft = draft_with(tmp_path, fc_norm=False, norm_output=True)   # SpecForge's norm_output: head
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(demo_spec(draft)))
+    tried = []
+
+    def fake(spec, changes, *args, **kwargs):
+        tried.append(tuple(changes))
+        return doctor.Candidate(tuple(changes), doctor.Measure(1.0, [0.0], 1, None))
+
+    monkeypatch.setattr(doctor, "run_candidate", fake)
+    doctor.diagnose(path, search=True, rounds=1)
+    changed = {c[-1] for c in tried if c}
+    assert ("draft.fusion.fc_norm", True) in changed and ("draft.fusion.fc_norm", False) not in changed
+    assert ("draft.fusion.norm_before_fc", True) in changed and ("draft.fusion.norm_before_fc", False) not in changed
+    assert {("draft.fusion.norm_output", "none"), ("draft.fusion.norm_output", "feed_back")} <= changed
+    assert ("draft.fusion.norm_output", "head") not in changed
