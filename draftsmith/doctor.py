@@ -13,13 +13,14 @@ acceptance low, a second round tries one more change on top of it.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from draftsmith.errors import ArgumentError
+from draftsmith.errors import ArgumentError, SpecError
 from draftsmith.specs.edits import (changed_spec, current_value, field_info, spec_data, unstated_components,
                                     yaml_value)
 from draftsmith.specs.schema import Spec
@@ -158,6 +159,15 @@ def file_fault(e: BaseException) -> bool:
     return type(e) is CheckpointError or isinstance(e, CheckpointNotFound)
 
 
+def unplaced(e: BaseException) -> BaseException:
+    """A changed reading's spec problems without the lines of the user's file, which does not hold the change
+    (``norm_before_fc: true`` tried beside a stated ``fc_norm: true`` is no problem of the file's fusion line)."""
+    if not isinstance(e, SpecError):
+        return e
+    problems = [dataclasses.replace(p, line=None, column=None) for p in e.problems]
+    return SpecError("the spec read this way", problems)
+
+
 def run_candidate(spec: Spec, changes, target, draft, probes, max_new_tokens, registry, **load) -> Candidate:
     from draftsmith.assembler.assemble import assemble
     from draftsmith.assembler.explain import quiet_notes
@@ -171,6 +181,7 @@ def run_candidate(spec: Spec, changes, target, draft, probes, max_new_tokens, re
         except ArgumentError:   # the probes or the token count, whatever the reading: the caller's input, said once
             raise
         except Exception as e:  # noqa: BLE001  a candidate that does not assemble is reported, not fatal
+            e = unplaced(e) if changes else e
             cand.error, cand.detail = _first_line(e), _whole(e)
             cand.fault = file_fault(e)
     return cand

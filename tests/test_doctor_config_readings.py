@@ -75,3 +75,20 @@ def test_doctor_tries_only_the_readings_not_in_use(tmp_path, monkeypatch):
     assert ("draft.fusion.norm_before_fc", True) in changed and ("draft.fusion.norm_before_fc", False) not in changed
     assert {("draft.fusion.norm_output", "none"), ("draft.fusion.norm_output", "feed_back")} <= changed
     assert ("draft.fusion.norm_output", "head") not in changed
+
+
+def test_a_reading_that_breaks_the_spec_is_not_placed_on_the_users_file(tmp_path):
+    """norm_before_fc: true tried beside the file's fc_norm: true: the problem is the reading's, and the file's
+    fusion line (which holds no such problem) is not named."""
+    from draftsmith.doctor import run_candidate
+
+    spec = demo_spec(DEMO / "draft")
+    spec["draft"]["fusion"]["fc_norm"] = True
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    registry = default_registry()
+    loaded = draftsmith.load_spec(path, registry)
+    cand = run_candidate(loaded, [("draft.fusion.norm_before_fc", True)], DEMO / "target", DEMO / "draft",
+                         ["x"], 8, registry)
+    assert "exclusive" in cand.detail and str(path) not in cand.detail and "(line" not in cand.detail
+    assert cand.error.startswith("SpecError: the spec read this way has 1 problem")
