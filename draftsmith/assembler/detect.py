@@ -199,6 +199,13 @@ def builtin_family(config: Mapping[str, Any], tensor_names: Sequence[str]) -> Fa
     return next((family for family in FAMILIES if fits(family, config, some)), None)
 
 
+def row_settings(match: LayoutMatch, config: Mapping[str, Any], names: Sequence[str]) -> tuple[tuple[str, Any], ...]:
+    """What the built-in row that detected ``match`` holds over its family spec (``Family.settings``); none where a
+    plugin's detector answered or the row's spec is not the match's."""
+    family = None if match.by_plugin else builtin_family(config, names)
+    return family.settings if family is not None and family.spec == match.spec else ()
+
+
 def detect_builtin_layout(config: Mapping[str, Any], tensor_names: Sequence[str]) -> LayoutMatch | None:
     names = list(tensor_names)
     family = builtin_family(config, names)

@@ -14,7 +14,7 @@ from typing import Any, Callable
 from draftsmith.assembler.build import attention_recipe, held_layers, qkv_bias_reading
 from draftsmith.assembler.checkpoint import list_tensors
 from draftsmith.assembler.config import ConfigReading, read_raw_config
-from draftsmith.assembler.detect import builtin_family, draft_in, swap_note
+from draftsmith.assembler.detect import draft_in, row_settings, swap_note
 from draftsmith.assembler.names import one_pattern
 from draftsmith.components.weights import RuleSet
 from draftsmith.errors import DraftsmithError, short_text
@@ -151,11 +151,8 @@ class DetectedNote:
         match = draft_in(registry, draft_raw, names) if stock else None
         if match is None:
             return None, False
-        from draftsmith.registry.registry import BUILTIN
-
-        family = builtin_family(draft_raw, names) if match.plugin in ("", BUILTIN) else None
         data = spec.model_dump(mode="json")
-        differ = [(path, value) for path, value in (family.settings if family and family.spec == match.spec else ())
+        differ = [(path, value) for path, value in row_settings(match, draft_raw, names)
                   if match.spec != spec.name or dig(data, path) != value]
         if match.spec == spec.name and not differ:
             return None, False

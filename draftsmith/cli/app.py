@@ -274,8 +274,6 @@ def detect_spec(draft: Path, target: Path | None = None, option: str = "--draft"
         err.print(escape("\n".join([f"error: {option} {first}; pass --spec", *closest, *([note] if note else [])])),
                   soft_wrap=True)   # each line whole, as assemble's notes
         raise typer.Exit(2)
-    from draftsmith.registry.loading import BUILTIN
-
-    by = f" by plugin {found.match.plugin!r}" if found.match.plugin not in ("", BUILTIN) else ""   # as inspect says
+    by = f" by plugin {found.match.by_plugin!r}" if found.match.by_plugin else ""   # as inspect says
     out.print(f"spec {escape(found.match.spec)} (detected{escape(by)}: {escape(found.match.reason)})")
     return parse_spec(found.spec, source=f"the spec inspect proposes for {short_text(draft, 300)}")

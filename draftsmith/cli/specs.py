@@ -175,14 +175,13 @@ def inspect(ckpt: Path = typer.Argument(..., help="draft checkpoint folder", par
     import yaml
 
     from draftsmith.convert.inspect import inspect_checkpoint, render_unknown
-    from draftsmith.registry.registry import BUILTIN
 
     found = inspect_checkpoint(ckpt)
     if found.match is None:
         typer.echo(f"error: {render_unknown(found)}", err=True)
         raise typer.Exit(1)
     where = " ".join(str(ckpt).splitlines())  # a folder name with a newline must not end the YAML comment
-    by = f" (detected by plugin {found.match.plugin!r})" if found.match.plugin not in ("", BUILTIN) else ""
+    by = f" (detected by plugin {found.match.by_plugin!r})" if found.match.by_plugin else ""
     misfit = _misfit(found)
     if misfit:   # the first comment: `head -1` of the spec shows why it does not load the folder
         sys.stdout.write(f"# {misfit}\n")

@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 from draftsmith.assembler.checkpoint import TensorInfo, list_tensors
 from draftsmith.assembler.config import MLA_KEYS, draft_hf_config, flatten_draft_config, read_config, read_raw_config
-from draftsmith.assembler.detect import (builtin_family, eagle3_values, full_model, missing_keys, missing_required,
+from draftsmith.assembler.detect import (eagle3_values, full_model, missing_keys, missing_required, row_settings,
                                         ruled_out)
 from draftsmith.assembler.fit import STACKED, closest_families, holder, split_parts, unfit_names
 from draftsmith.assembler.styles import EAGLE_FIELDS, IDS, STYLES
@@ -21,7 +21,6 @@ from draftsmith.convert.fp8 import fp8_reading
 from draftsmith.errors import short_text
 from draftsmith.hooks import LayoutMatch
 from draftsmith.registry import Registry, default_registry
-from draftsmith.registry.registry import BUILTIN
 from draftsmith.specs.resolve import put
 from draftsmith.specs.schema import Rule
 
@@ -72,8 +71,7 @@ def inspect_checkpoint(folder: str | Path, registry: Registry | None = None) -> 
         values, _ = eagle3_values(spec, config, names, registry)   # a plugin's spec: only its registry has it
         aux = values.pop("aux_layers")
         fusion |= values | {"aux_layers": aux if aux["ids"] else {"at": aux["at"]}}
-    family = builtin_family(config, names) if match.plugin in ("", BUILTIN) else None
-    for path, value in family.settings if family is not None and family.spec == match.spec else ():
+    for path, value in row_settings(match, config, names):
         put(data, path, value)   # what the detected row holds that its family spec does not say (noted there)
     attention = data["draft"]["attention"]
     if "rope" in attention and isinstance(config.get("rope_interleave"), bool):  # the stored pair order, if said

@@ -7,6 +7,8 @@ from typing import Any, Callable
 
 from pydantic import BaseModel, ConfigDict
 
+BUILTIN = "builtin"   # the plugin name draftsmith's own hooks register under
+
 
 class ConfigFirst:
     """Metadata of a params field that a spec may leave out to read the checkpoint config's key instead, the
@@ -68,3 +70,8 @@ class LayoutMatch:
     reason: str
     assumptions: tuple[str, ...] = field(default_factory=tuple)
     plugin: str = ""     # the plugin whose detector answered; set by the registry (a detector leaves it empty)
+
+    @property
+    def by_plugin(self) -> str:
+        """The plugin whose detector answered, as messages name it; "" for draftsmith's own detection."""
+        return "" if self.plugin in ("", BUILTIN) else self.plugin

@@ -15,10 +15,11 @@ import pluggy
 
 from draftsmith.errors import short_text, suggest
 from draftsmith.hooks import PROJECT
+from draftsmith.hooks.records import BUILTIN
 from draftsmith.hooks import specs as hookspecs
 from draftsmith.registry.checks import PluginClash, PluginError
 
-BUILTIN, BUILTIN_MODULE = "builtin", "draftsmith.builtin"
+BUILTIN_MODULE = "draftsmith.builtin"
 NO_AUTOLOAD = "DRAFTSMITH_DISABLE_PLUGIN_AUTOLOAD"
 DISABLED = "DRAFTSMITH_DISABLE_PLUGINS"
 
