@@ -31,6 +31,20 @@ def _flat(ann: Any) -> list[Any]:
     return [ann]
 
 
+def _is_model(m: Any) -> bool:
+    return isinstance(m, type) and issubclass(m, BaseModel)
+
+
+def _field(model: Any, name: str) -> Any:
+    """``model``'s field ``name`` (pydantic FieldInfo), or None where ``model`` is no model or has no such field."""
+    return model.model_fields.get(name) if _is_model(model) else None
+
+
+def _submodel(info: Any) -> type[BaseModel] | None:
+    """The model a field holds (a section, a component reference), the first of a union's; None for a leaf."""
+    return next((m for m in _flat(info.annotation) if _is_model(m)), None)
+
+
 def _leaf_values(ann: Any) -> list[Any]:
     values: list[Any] = []
     for member in _flat(ann):
@@ -61,7 +75,7 @@ def field_info(data: Mapping[str, Any], path: str, registry, auto_attention: str
     above = None   # the field holding ``model``: an unstated component is its default's ({kind: auto} attention)
     owner = None   # (kind, name, the spec's params) of the component whose params model ``model`` is
     for i, name in enumerate(parts):
-        if isinstance(model, type) and issubclass(model, Ref):      # {kind: NAME, ...params}: NAME's params model
+        if _is_model(model) and issubclass(model, Ref):      # {kind: NAME, ...params}: NAME's params model
             here = ".".join(parts[:i])
             kind, ref = REF_KINDS.get(here), dig(data, here)
             if ref is None and above is not None and isinstance(above.default, Ref):
@@ -76,7 +90,7 @@ def field_info(data: Mapping[str, Any], path: str, registry, auto_attention: str
                 return None
             model = comp.record.params
             owner = (kind, comp_name, {k: v for k, v in ref.items() if k != "kind"})
-        info = model.model_fields.get(name) if isinstance(model, type) and issubclass(model, BaseModel) else None
+        info = _field(model, name)
         if info is None:
             return None
         if i == len(parts) - 1:
@@ -91,7 +105,7 @@ def field_info(data: Mapping[str, Any], path: str, registry, auto_attention: str
             default = config_reading(registry, owner, model, name, draft_config) if auto else declared
             return Field(tuple(values), default, declared)
         owner = None
-        model = next((m for m in _flat(info.annotation) if isinstance(m, type) and issubclass(m, BaseModel)), None)
+        model = _submodel(info)
         above = info
     return None
 
@@ -117,13 +131,13 @@ def unstated_components(data: Mapping[str, Any], path: str) -> list[tuple[str, A
     model: Any = Spec
     parts = path.split(".")
     for i, name in enumerate(parts[:-1]):
-        info = model.model_fields.get(name) if isinstance(model, type) and issubclass(model, BaseModel) else None
+        info = _field(model, name)
         if info is None:
             break
         here = ".".join(parts[: i + 1])
         if isinstance(info.default, Ref) and dig(data, here) is None:
             out.append((f"{here}.kind", info.default.kind))
-        model = next((m for m in _flat(info.annotation) if isinstance(m, type) and issubclass(m, BaseModel)), None)
+        model = _submodel(info)
     return out
 
 
