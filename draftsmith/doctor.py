@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -168,7 +168,8 @@ def unplaced(e: BaseException) -> BaseException:
     return SpecError("the spec read this way", problems)
 
 
-def run_candidate(spec: Spec, changes, target, draft, probes, max_new_tokens, registry, **load) -> Candidate:
+def run_candidate(spec: Spec, changes, target, draft, probes, max_new_tokens, registry, tune=None,
+                  **load) -> Candidate:
     from draftsmith.assembler.assemble import assemble
     from draftsmith.assembler.explain import quiet_notes
 
@@ -177,7 +178,10 @@ def run_candidate(spec: Spec, changes, target, draft, probes, max_new_tokens, re
     with quiet_notes() if changes else contextlib.nullcontext():
         try:
             s = changed_spec(spec, changes, registry) if changes else spec
-            cand.measure = measure(assemble(s, target, draft, registry=registry, **load), probes, max_new_tokens)
+            model = assemble(s, target, draft, registry=registry, **load)
+            if tune is not None:
+                tune(model)
+            cand.measure = measure(model, probes, max_new_tokens)
         except ArgumentError:   # the probes or the token count, whatever the reading: the caller's input, said once
             raise
         except Exception as e:  # noqa: BLE001  a candidate that does not assemble is reported, not fatal
@@ -190,10 +194,12 @@ def run_candidate(spec: Spec, changes, target, draft, probes, max_new_tokens, re
 def diagnose(spec: Spec | str | Path, target: str | Path | None = None, draft: str | Path | None = None, *,
              probes: Sequence[str | Sequence[int]] = PROBES, max_new_tokens: int = 32, min_tau: float = 2.0,
              search: bool | None = None, rounds: int = 2, registry=None, dtype: str = "float32",
-             device: str = "cpu", ambiguities: Sequence[Ambiguity] = AMBIGUITIES) -> Diagnosis:
+             device: str = "cpu", ambiguities: Sequence[Ambiguity] = AMBIGUITIES,
+             tune: Callable[[Any], None] | None = None) -> Diagnosis:
     """Measure the pair as the spec reads it; when tau < ``min_tau`` (or ``search=True``) try every ambiguous
     reading, one change at a time (a second change on top of the best when that is still low, or, with
-    ``search=True``, whatever its tau: two settings read wrong are then both found in one run)."""
+    ``search=True``, whatever its tau: two settings read wrong are then both found in one run). ``tune(model)`` is
+    called once, with the spec as given's model before it is measured (``--threads auto`` times its runs there)."""
     from draftsmith import default_registry, load_spec
 
     check_min_tau(min_tau)
@@ -214,9 +220,9 @@ def diagnose(spec: Spec | str | Path, target: str | Path | None = None, draft: s
     read_config(target)   # a target config draftsmith cannot read fails every reading alike: said once, not tried
     draft_raw = read_config(draft)
     auto = attention_name(spec, draft_raw)   # attention auto's params are this kind's (MLA: its rope)
-    run = lambda changes: run_candidate(spec, changes, target, draft, probes, max_new_tokens, registry,  # noqa: E731
-                                        dtype=dtype, device=device)
-    base = run(())
+    run = lambda changes, tune=None: run_candidate(spec, changes, target, draft, probes,  # noqa: E731
+                                                   max_new_tokens, registry, tune, dtype=dtype, device=device)
+    base = run((), tune)
     low = base.measure is None or base.tau < min_tau
     dx = Diagnosis(spec, base, low=low, min_tau=min_tau)
     # a file the pair cannot be read from fails every reading alike (each a whole load: 16 GB again at 8B)

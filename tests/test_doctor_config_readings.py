@@ -92,3 +92,32 @@ def test_a_reading_that_breaks_the_spec_is_not_placed_on_the_users_file(tmp_path
                          ["x"], 8, registry)
     assert "exclusive" in cand.detail and str(path) not in cand.detail and "(line" not in cand.detail
     assert cand.error.startswith("SpecError: the spec read this way has 1 problem")
+
+
+def test_threads_auto_times_the_spec_as_given_once(monkeypatch):
+    """--threads auto: the counts are timed on the first model assembled (the spec as given) and kept for every
+    reading; the choice is said on stderr."""
+    import draftsmith.doctor as doctor
+    import draftsmith.threads as threads
+    import torch
+    from typer.testing import CliRunner
+
+    from draftsmith.cli import app
+
+    tunes, real = [], doctor.run_candidate
+
+    def recording(spec, changes, *args, **kwargs):
+        tunes.append(args[5] if len(args) > 5 else kwargs.get("tune"))
+        return real(spec, changes, *args, **kwargs)
+
+    monkeypatch.setattr(doctor, "run_candidate", recording)
+    monkeypatch.setattr(threads, "counts", lambda cpus=None: [1, 2])
+    before = torch.get_num_threads()
+    try:
+        res = CliRunner().invoke(app, ["doctor", "--spec", "demo", "--threads", "auto", "--search",
+                                       "--max-new-tokens", "8"])
+    finally:
+        torch.set_num_threads(before)
+    assert res.exit_code == 0, res.output
+    assert len(tunes) > 1 and tunes[0] is not None and tunes[1:] == [None] * (len(tunes) - 1)
+    assert "--threads auto: the fastest of a chain of 8 tokens timed at each count" in " ".join(res.output.split())

@@ -217,6 +217,18 @@ def given_path(value: str) -> Path:
     return Path(value)
 
 
+def threads_text(value: str) -> str:
+    """--threads: 'auto' or an integer >= 1, else typer's usage error as for the other counts (the CPU count is
+    checked with the other options: parse_threads)."""
+    try:
+        fine = value == "auto" or int(value) >= 1
+    except ValueError:
+        fine = False
+    if not fine:
+        raise typer.BadParameter(f"Input should be auto or an integer greater than or equal to 1, got {value!r}")
+    return value
+
+
 def setting_problems(max_new_tokens: int, temperature: float = 0.0, seed: int | None = None) -> list[str]:
     """generate()'s own checks of these options (decoding.arguments.settings_problems), each problem naming the
     option, so that a command refuses them before anything is loaded. top_p, top_k and stop are no options: they

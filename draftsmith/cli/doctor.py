@@ -7,7 +7,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from draftsmith.cli.app import app, detect_spec, err, out, setting_problems
+from draftsmith.cli.app import app, detect_spec, err, out, setting_problems, threads_text
 
 
 @app.command()
@@ -27,7 +27,8 @@ def doctor(
                                           help="try the readings whatever the acceptance (default: only when low)"),
     device: str = typer.Option("cpu", help="cpu, cuda or cuda:N"),
     dtype: str = typer.Option("float32", help="float32, bfloat16 or float16"),
-    threads: int = typer.Option(1, help="CPU threads for torch (>= 1)"),
+    threads: str = typer.Option("1", callback=threads_text, help="CPU threads for torch: a count, or auto (the "
+                                "fastest of 1, 2, 4, 8, timed on a short chain of the spec as given)"),
 ) -> None:
     """Run the pair on a short probe, print acceptance per draft position and, when it is low, try the readings
     the public formats leave ambiguous (aux ids as inputs or outputs, norms, d2t, rope, feedback) and print the
@@ -39,14 +40,14 @@ def doctor(
     from draftsmith.specs.edits import yaml_snippet
     from draftsmith.errors import DraftsmithError
 
-    probe = _checked(threads, device, dtype, max_new_tokens, probe, min_tau, token_ids)
+    threads, probe = _checked(threads, device, dtype, max_new_tokens, probe, min_tau, token_ids)
     if spec is None and draft is None:
         _bad_input("give TARGET and DRAFT folders, or --spec naming a spec whose checkpoints say them "
                    "(e.g. `draftsmith doctor --spec demo`)")
     if draft == "":   # typer's Path("") would be the current folder, which nobody named
         _bad_input("the draft is an empty string: give the draft's folder, or leave it out for the spec's "
                    "checkpoints.draft")
-    torch.set_num_threads(threads)
+    torch.set_num_threads(threads or 1)   # auto: timed on the first model assembled (tune below)
     try:
         target = None if target is None else hub.target_folder(target, console=err)
     except DraftsmithError as e:   # a cache that cannot be written ($DRAFTSMITH_CACHE a file), a fetch that failed
@@ -56,7 +57,8 @@ def doctor(
         # an empty --spec: load_spec refuses it; DRAFT is an argument here, not generate's --draft option
         spec_ref = spec if spec is not None else detect_spec(draft, target, "DRAFT")
         dx = diagnose(spec_ref, target, draft, probes=PROBES if probe is None else [probe],
-                      max_new_tokens=max_new_tokens, min_tau=min_tau, search=search, dtype=dtype, device=device)
+                      max_new_tokens=max_new_tokens, min_tau=min_tau, search=search, dtype=dtype, device=device,
+                      tune=None if threads else _auto_threads(probe, device))
     except (DraftsmithError, OSError) as e:   # the spec, a folder, an argument: said (a bug is not: exit 70)
         _bad_input(_as_options(e, "--token-ids" if token_ids is not None else "--probe" if probe is not None
                                else "--probe (its default texts)"))
@@ -160,13 +162,27 @@ def _as_options(e: BaseException, probe: str = "--probe") -> object:
     return "\n  ".join(named)
 
 
-def _checked(threads: int, device: str, dtype: str, max_new_tokens: int, probe: Optional[str],
-             min_tau: float = 2.0, token_ids: Optional[str] = None) -> Optional[str | list[int]]:
+def _auto_threads(probe, device: str):
+    """--threads auto: the fastest count for a short chain of the first model doctor assembles (the spec as
+    given), kept for every reading; the choice and its times are said on stderr."""
+    from draftsmith.doctor import PROBES
+    from draftsmith.threads import auto_threads
+
+    def tune(model) -> None:
+        choice = auto_threads(lambda: model.generate(PROBES[0] if probe is None else probe, max_new_tokens=8),
+                              device)
+        err.print(f"threads {escape(choice.said('a chain of 8 tokens'))}", soft_wrap=True)
+    return tune
+
+
+def _checked(threads: str, device: str, dtype: str, max_new_tokens: int, probe: Optional[str],
+             min_tau: float = 2.0, token_ids: Optional[str] = None) -> tuple[int | None, Optional[str | list[int]]]:
     """The options checked before anything is read or run, every problem at once (exit 2 naming each option);
-    returns the probe: its text (an @FILE read), its --token-ids, or None for the default probes."""
+    returns the thread count (None: auto) and the probe: its text (an @FILE read), its --token-ids, or None for
+    the default probes."""
     from draftsmith.doctor import min_tau_ok
     from draftsmith.errors import OptionError
-    from draftsmith.options import check_device, check_threads, parse_dtype, parse_token_ids
+    from draftsmith.options import check_device, parse_dtype, parse_threads, parse_token_ids
 
     problems: list[str] = []
 
@@ -176,7 +192,7 @@ def _checked(threads: int, device: str, dtype: str, max_new_tokens: int, probe: 
         except OptionError as e:
             problems.append(str(e))
 
-    said(check_threads, threads)
+    count = said(parse_threads, threads)
     said(check_device, device)
     said(parse_dtype, dtype)
     if token_ids is not None and probe is not None:
@@ -192,7 +208,7 @@ def _checked(threads: int, device: str, dtype: str, max_new_tokens: int, probe: 
             problems.append("--probe is empty; give the probe text, or @FILE of a file that holds some")
     if problems:
         _bad_input("\n  ".join(problems))
-    return ids if token_ids is not None else probe
+    return count, ids if token_ids is not None else probe
 
 
 def _probe_file(name: str) -> str:

@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from draftsmith.cli.app import (SETTING_OPTIONS, app, detect_spec, err, given_path, out, setting_problems,
-                                target_folder_problems)
+                                target_folder_problems, threads_text)
 
 # the options generate and bench share, written once (typer reads an Option's settings, never changes them)
 TARGET = typer.Option(None, help="Hugging Face target folder, or 'smollm2' (the cached target)")
@@ -20,20 +20,8 @@ TOKEN_IDS = typer.Option(None, "--token-ids", help="the prompt as token ids, e.g
                          "target folder without a tokenizer)")
 
 
-def _threads(value: str) -> str:
-    """--threads: 'auto' or an integer >= 1, else typer's usage error as for the other counts (the CPU count is
-    checked with the other options: parse_threads)."""
-    try:
-        fine = value == "auto" or int(value) >= 1
-    except ValueError:
-        fine = False
-    if not fine:
-        raise typer.BadParameter(f"Input should be auto or an integer greater than or equal to 1, got {value!r}")
-    return value
-
-
-THREADS = typer.Option("auto", callback=_threads, help="CPU threads for torch: a count, or auto (the fastest of 1, 2, "
-                       "4, 8, timed on short runs of this call; 1 on CUDA and with bench --scale)")
+THREADS = typer.Option("auto", callback=threads_text, help="CPU threads for torch: a count, or auto (the fastest of "
+                       "1, 2, 4, 8, timed on short runs of this call; 1 on CUDA and with bench --scale)")
 
 
 def _temperature(value: float) -> float:
