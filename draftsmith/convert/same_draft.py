@@ -15,11 +15,12 @@ from draftsmith.specs.resolve import dig
 
 # The parts of a spec that say what draft it builds, apart from the tensor names it reads (its weights section) and
 # the layer count (read from those names): what the spec a source was read with and the one detection proposes for
-# the result must agree on. The rope pair order is not compared: convert moves the q/k rows into the layout's order,
-# and each folder's spec says the order it stores.
+# the result must agree on. The rope pair order and the d2t convention are not compared: convert moves the q/k rows
+# into the layout's order and writes d2t as offsets (the published convention), and each folder's spec says what it
+# stores.
 BUILDS = (*(f"draft.{k}" for k in ("layer", "attention", "mlp", "norm", "fusion", "norms", "feed_back", "vocab",
                                    "share")), "quant")
-MOVED = ("draft.attention.rope",)
+MOVED = ("draft.attention.rope", "draft.vocab.d2t")
 
 
 def spec_differences(proposed: Any, family: Any, path: str = "") -> list[tuple[str, Any]]:

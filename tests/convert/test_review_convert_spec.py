@@ -7,6 +7,8 @@ what the two specs build (components, their params, norms, fusion, vocab, share,
 names a spec that builds the source's draft from the written names. The built-in families' lines are unchanged
 (tests/convert/test_convert.py and test_convert_review.py pin them).
 """
+from pathlib import Path
+
 import pytest
 import torch
 import yaml
@@ -184,3 +186,23 @@ def test_a_difference_line_says_values_as_a_reader_reads_them_and_cuts_after_fou
     assert "draft.x4" not in line and line.endswith("; ...)")
     line = same_draft.other_draft_line(SimpleNamespace(match=SimpleNamespace(spec="e")), None, differ[:4])
     assert not line.endswith("; ...)") and "x3: 'scalenorm' (scale: 2.0), not unstated)" in line
+
+
+def test_a_draft_read_with_absolute_d2t_converts_to_offsets_and_names_the_family_spec(tmp_path):
+    """convert writes d2t as offsets (the published convention): the spec detected for the result (d2t: offset)
+    reads it, so the line names it, not the source's d2t: absolute reading, which refuses the written offsets."""
+    from safetensors.torch import load_file, save_file
+
+    demo = Path(draftsmith.__file__).parent / "demo_data"
+    src = tmp_path / "abs"
+    src.mkdir()
+    tensors = load_file(str(demo / "draft" / "model.safetensors"))
+    offsets = tensors["d2t"].clone()
+    tensors["d2t"] = offsets + torch.arange(offsets.numel())   # target ids
+    save_file(tensors, str(src / "model.safetensors"))
+    (src / "config.json").write_text((demo / "draft" / "config.json").read_text())
+    assert inspect_checkpoint(src).spec["draft"]["vocab"]["d2t"] == "absolute"
+    res = CliRunner().invoke(app, ["convert", str(src), "--to", "layers", str(tmp_path / "out")])
+    assert res.exit_code == 0, res.output
+    assert last_line(res).endswith("load it with spec eagle3-llama (or omit --spec: generate --draft detects it)")
+    assert torch.equal(load_file(str(tmp_path / "out" / "model.safetensors"))["d2t"], offsets)
