@@ -99,6 +99,16 @@ class Eagle3Params(BaseModel):
                              "disagree; state one of them, or make them agree")
         return num_aux
 
+    @field_validator("norm_before_fc")
+    @classmethod
+    def _one_norm_before_fc(cls, norm_before_fc, info: ValidationInfo):
+        # both stated true: exclusive whatever the checkpoint holds, so the spec alone is refused (a field's check,
+        # as above; fc_norm comes first). A conflict the draft config makes is refused when the draft is built
+        if norm_before_fc is True and info.data.get("fc_norm") is True:
+            raise ValueError("fc_norm and norm_before_fc are exclusive (one norm per aux state, EAGLE 3.1, or one "
+                             "over their concatenation, gpt-oss style); state the one the draft was trained with")
+        return norm_before_fc
+
 
 class Eagle1Fusion(nn.Linear):
     """fc over cat([embed(x_{t+1}), h_t]) -> H, for target and draft hidden states alike."""

@@ -428,6 +428,8 @@ def test_a_misspelt_boolean_gets_a_suggestion(base, spec_error):
     ({"aux_layers": {"ids": []}}, "draft.fusion.aux_layers.ids", "[] names no layer"),
     ({"num_aux": 5, "aux_layers": {"ids": [1, 2, 3]}}, "draft.fusion.num_aux",
      "num_aux 5 and aux_layers.ids [1, 2, 3]"),
+    ({"fc_norm": True, "norm_before_fc": True}, "draft.fusion.norm_before_fc",   # passed validate, failed at load
+     "fc_norm and norm_before_fc are exclusive"),
 ])
 def test_aux_ids_the_spec_alone_shows_unusable_are_spec_problems(base, spec_error, fusion, path, says):
     """An empty id list was read as "not given" (the default taps); a count that disagrees with the ids was
@@ -435,6 +437,13 @@ def test_aux_ids_the_spec_alone_shows_unusable_are_spec_problems(base, spec_erro
     base["draft"]["fusion"] = {"kind": "eagle3", "norm_before_residual": False, **fusion}
     p = only(spec_error(base))
     assert p.path == path and says in p.message, p
+
+
+@pytest.mark.parametrize("fc_norm, norm_before_fc", [(True, False), (False, True), ("auto", True), (True, "auto")])
+def test_one_of_the_fc_norms_or_auto_beside_the_other_is_no_spec_problem(base, fc_norm, norm_before_fc):
+    base["draft"]["fusion"] = {"kind": "eagle3", "norm_before_residual": False, "fc_norm": fc_norm,
+                               "norm_before_fc": norm_before_fc}
+    parse_spec(base)
 
 
 def test_a_count_that_disagrees_with_the_ids_is_said_beside_the_fusions_other_problems(base, spec_error):
