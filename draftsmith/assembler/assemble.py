@@ -19,7 +19,7 @@ from draftsmith.assembler.config import (draft_hf_config, flatten_draft_config, 
                                          read_config_aside, stop_ids, target_hf_config)
 from draftsmith.assembler.load import PlannedLoad, fill, materialize, plan_module
 from draftsmith.assembler.plan import CheckpointMismatch
-from draftsmith.assembler.vocab import check_vocab_map
+from draftsmith.assembler.vocab import check_draft_vocab
 from draftsmith.components import fused, gemv, packed, stacked
 from draftsmith.components.targets import mtp_layer_patterns
 from draftsmith.components.weights import RuleSet
@@ -163,24 +163,6 @@ def check_tied_head(planned: PlannedLoad) -> None:
         f"tie_word_embeddings true: transformers 5 keeps {TIED_HEAD} as the output head (it does not tie them), "
         f"transformers 4 ties the head to {embed_name} and drops {TIED_HEAD}. Choose one: set tie_word_embeddings "
         f"false in config.json to use {TIED_HEAD}, or remove {TIED_HEAD} from the file to use the embedding"))
-
-
-def check_draft_vocab(spec: Spec, planned: PlannedLoad, draft_dir: Path) -> None:
-    """The draft's d2t / t2d (a few KB), read and checked before the load (validate runs it too): a map that
-    would collapse acceptance was refused only after every tensor of both models had been read."""
-    names = [n for c in ("d2t", "t2d") if (n := planned.plan.sources.get(c)) is not None]
-    if not hasattr(planned.module, "d2t") or not names or not all(n in planned.infos for n in names):
-        return   # no reduced vocabulary, or the plan reported the tensors missing
-    found = read_tensors(planned.infos, names)
-    d2t = found[names[0]]
-    if spec.draft.vocab.d2t == "absolute":  # the checkpoint's d2t holds target ids; the model keeps offsets
-        d2t = d2t - torch.arange(d2t.shape[0])
-    t2d = found[names[1]] if len(names) > 1 else None   # none: derived from d2t (models.DraftModel.reset_buffers)
-    if t2d is None:
-        log.warning("draftsmith: %s holds no t2d (or the spec ignores it): derived from d2t read as %s "
-                    "(vocab.d2t), which nothing in the checkpoint can confirm", short_text(draft_dir, 300),
-                    "offsets" if spec.draft.vocab.d2t == "offset" else "target ids")
-    check_vocab_map(d2t, t2d, source=str(draft_dir), vocab=planned.module.target_vocab)
 
 
 def check_topk(spec: Spec, draft: torch.nn.Module, target_cfg) -> None:

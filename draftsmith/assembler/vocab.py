@@ -1,13 +1,33 @@
 """Reduced draft vocabularies: ``d2t`` offsets (target = draft + d2t[draft]) and the ``t2d`` mask."""
 from __future__ import annotations
 
+import functools
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING
+
 import torch
 
-from draftsmith.errors import DraftsmithError
+from draftsmith.errors import DraftsmithError, short_text
+
+if TYPE_CHECKING:
+    from draftsmith.assembler.load import PlannedLoad
+    from draftsmith.specs.schema import Spec
+
+log = logging.getLogger("draftsmith")
 
 
 class VocabMapError(DraftsmithError, ValueError):
     pass
+
+
+D2T_WORDS = {"offset": "offsets", "absolute": "target ids"}   # draft.vocab.d2t -> what the tensor holds
+
+
+def as_offsets(d2t: torch.Tensor, convention: str) -> torch.Tensor:
+    """A checkpoint's d2t as the model keeps it (offsets: target = draft + d2t[draft]), read in ``convention``
+    (draft.vocab.d2t: ``offset`` or ``absolute``)."""
+    return d2t - torch.arange(d2t.shape[0], dtype=d2t.dtype) if convention == "absolute" else d2t
 
 
 def check_vocab_map(d2t: torch.Tensor, t2d: torch.Tensor | None, *, source: str = "draft",
@@ -47,3 +67,31 @@ def make_vocab_map(kept: torch.Tensor, vocab: int) -> tuple[torch.Tensor, torch.
     t2d = torch.zeros(vocab, dtype=torch.bool)
     t2d[kept] = True
     return kept - torch.arange(kept.shape[0]), t2d
+
+
+def check_draft_vocab(spec: Spec, planned: PlannedLoad, draft_dir: Path) -> None:
+    """The draft's d2t / t2d (a few KB), read and checked before the load (validate runs it too): a map that
+    would collapse acceptance was refused only after every tensor of both models had been read."""
+    names = [n for c in ("d2t", "t2d") if (n := planned.plan.sources.get(c)) is not None]
+    if not hasattr(planned.module, "d2t") or not names or not all(n in planned.infos for n in names):
+        return   # no reduced vocabulary, or the plan reported the tensors missing
+    from draftsmith.assembler.checkpoint import read_tensors
+
+    found = read_tensors(planned.infos, names)
+    stored, said = found[names[0]], spec.draft.vocab.d2t
+    t2d = found[names[1]] if len(names) > 1 else None   # none: derived from d2t (models.DraftModel.reset_buffers)
+    if t2d is None:
+        log.warning("draftsmith: %s holds no t2d (or the spec ignores it): derived from d2t read as %s "
+                    "(vocab.d2t), which nothing in the checkpoint can confirm", short_text(draft_dir, 300),
+                    D2T_WORDS[said])
+    check = functools.partial(check_vocab_map, t2d=t2d, source=str(draft_dir), vocab=planned.module.target_vocab)
+    try:
+        check(as_offsets(stored, said))
+    except VocabMapError as e:   # the map as the other convention reads it may be sound: then the spec misreads it
+        other = next(c for c in D2T_WORDS if c != said)
+        try:
+            check(as_offsets(stored, other))
+        except VocabMapError:
+            raise e from None
+        raise VocabMapError(f"{e}\nnote: the spec reads d2t as {D2T_WORDS[said]} (draft.vocab.d2t: {said}); read as "
+                            f"{D2T_WORDS[other]} it is a sound map: set draft.vocab.d2t: {other}") from None

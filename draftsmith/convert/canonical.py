@@ -16,6 +16,7 @@ from draftsmith.errors import DraftsmithError, short, short_text
 from draftsmith.components.weights import RuleSet
 from draftsmith.convert.inspect import Inspection, inspect_checkpoint
 from draftsmith.assembler.styles import style_of, to_facts
+from draftsmith.assembler.vocab import as_offsets
 
 RESOLVED = ("norm_before_residual", "fc_norm", "norm_before_fc", "norm_output")
 
@@ -93,9 +94,8 @@ def read_canonical(folder: str | Path, found: Inspection | None = None
     plan = plan_canonical(folder, found)
     data = read_tensors(plan.found.infos, list(plan.sources.values()))
     tensors = {canon: data[src] for canon, src in plan.sources.items()}
-    if plan.found.spec["draft"].get("vocab", {}).get("d2t") == "absolute" and "d2t" in tensors:
-        d2t = tensors["d2t"]   # canonical d2t holds offsets, the published convention every layout (and vLLM) reads
-        tensors["d2t"] = d2t - torch.arange(d2t.shape[0], dtype=d2t.dtype)
+    if "d2t" in tensors:   # canonical d2t holds offsets, the published convention every layout (and vLLM) reads
+        tensors["d2t"] = as_offsets(tensors["d2t"], plan.found.spec["draft"].get("vocab", {}).get("d2t", "offset"))
     return tensors, dict(plan.facts), plan.rope, plan.spec
 
 
