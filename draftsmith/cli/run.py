@@ -70,8 +70,9 @@ def generate(
     names = _call_names(token_ids)
     _plan_options(spec, plan)   # before the load; the draft's vocabulary (topk's bound) and target after it
     _target_options(spec, target, prompt, max_new_tokens, names)
-    # no warning of the spec's plan: the plan line below says the plan this call runs (--topk 1 is a chain anyway)
-    model = draftsmith.assemble(spec, target=target, draft=draft, device=device, dtype=dtype, warn_fallback=False)
+    # no warning of the spec's plan: the plan line below says the plan this call runs
+    model = _assemble_with_plan(spec, plan, target=target, draft=draft, device=device, dtype=dtype,
+                                warn_fallback=False)
     _plan_options(spec, plan, model)
     if chat:
         from draftsmith.chat import template_problem
@@ -109,6 +110,22 @@ def generate(
 
 
 PLAN_OPTIONS = {"topk": "--topk", "steps": "--steps", "draft_tokens": "--draft-tokens"}
+
+
+def _assemble_with_plan(spec, plan: dict, **load):
+    """assemble() with the options' plan as the spec's (the spec's own topk past the draft's vocabulary is no reason
+    to refuse a --topk within it); what the load refuses in a value an option gave is said as that option's
+    problem (an OptionError, exit 2), as the checks after the load say it."""
+    import draftsmith
+    from draftsmith.errors import OptionError, SpecError
+
+    given = {f"decoding.{k}": PLAN_OPTIONS[k] for k, v in plan.items() if v is not None}
+    try:
+        return draftsmith.assemble(spec.with_decoding(**{k: v for k, v in plan.items() if v is not None}), **load)
+    except SpecError as e:
+        if e.problems and all(p.path in given for p in e.problems):
+            raise OptionError("\n  ".join(f"{given[p.path]}: {p.message}" for p in e.problems)) from None
+        raise
 
 
 def _plan_options(spec, plan: dict, model=None) -> None:

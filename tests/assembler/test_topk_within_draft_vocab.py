@@ -30,3 +30,24 @@ def test_a_topk_of_the_whole_vocabulary_decodes(pair):
     model = draftsmith.assemble(draftsmith.load_spec("eagle3-llama").with_decoding(topk=10, draft_tokens=40), *pair)
     out = model.generate([1, 2, 3], max_new_tokens=6)
     assert out.token_ids == model.generate_baseline([1, 2, 3], max_new_tokens=6).token_ids
+
+
+def test_generate_topk_within_the_vocabulary_runs_a_spec_whose_own_topk_is_past_it(pair, tmp_path):
+    """`generate --topk 4` on such a spec: the run never uses the spec's 16, so it is not refused for it."""
+    import yaml
+    from typer.testing import CliRunner
+
+    from draftsmith.cli import app
+
+    data = draftsmith.load_spec("eagle3-llama").with_decoding(topk=16, draft_tokens=40).model_dump(
+        mode="json", exclude_unset=True)
+    data["decoding"] = {**data.get("decoding", {}), "topk": 16, "draft_tokens": 40}
+    spec = tmp_path / "wide.yaml"
+    spec.write_text(yaml.safe_dump(data))
+    args = ["generate", "--spec", str(spec), "--target", str(pair[0]), "--draft", str(pair[1]), "--token-ids",
+            "1,2,3", "--max-new-tokens", "6", "--no-compare", "--threads", "1"]
+    res = CliRunner().invoke(app, [*args, "--topk", "4"])
+    assert res.exit_code == 0, res.output
+    assert "topk 4" in res.output
+    res = CliRunner().invoke(app, args)   # the spec's own topk: refused as before
+    assert res.exit_code == 1 and "16 candidates per node" in res.output, res.output
