@@ -20,6 +20,7 @@ from draftsmith.assembler.config import (draft_hf_config, flatten_draft_config, 
 from draftsmith.assembler.load import PlannedLoad, fill, materialize, plan_module
 from draftsmith.assembler.plan import CheckpointMismatch
 from draftsmith.assembler.vocab import check_draft_vocab
+from draftsmith.hf_import import ready_transformers
 from draftsmith.components import fused, gemv, packed, stacked
 from draftsmith.components.targets import mtp_layer_patterns
 from draftsmith.components.weights import RuleSet
@@ -300,6 +301,7 @@ def assemble(spec: Spec | str | Path = "demo", target: str | Path | None = None,
 
     check_device(device)  # OptionError before anything is read: 'cuda' without CUDA, 'cuda:3' with one GPU
     graphs_enabled(spec.decoding.graphs, device)   # and 'graphs: on' without CUDA
+    ready_transformers()   # before two threads' first assemble() both import it (its lazy import is not thread-safe)
     p = plan_assembly(spec, target, draft, registry)
     target_plan, draft_model, draft_plan = p.target_plan, p.draft_model, p.draft_plan
     tokenizer, stops = p.tokenizer, p.stops
