@@ -105,10 +105,11 @@ def overridden(spec_decoding: Decoding, overrides: dict[str, Any], problems: lis
     given = {k: int(v) if is_int(v) else v for k, v in overrides.items() if v is not None}
     dec = spec_decoding
     if given:
+        data = {**spec_decoding.model_dump(mode="json"), **given}
         try:
-            dec = validate_strict(Decoding, {**spec_decoding.model_dump(mode="json"), **given})
+            dec = validate_strict(Decoding, data)
         except ValidationError as e:
-            problems += _rendered(problems_from(e, "", Decoding, word=short), names)
+            problems += _rendered(problems_from(e, "", Decoding, word=short, data=data), names)
             return None
     if dec.topk > draft_vocab:
         problems += _rendered([Problem("topk", f"{dec.topk} candidates per node, but the draft's vocabulary has "

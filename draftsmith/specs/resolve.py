@@ -270,7 +270,7 @@ def decoding_section_problems(decoding: Decoding) -> list[Problem]:
     try:
         validate_strict(Decoding, data)
     except ValidationError as e:
-        return problems_from(e, "decoding", Decoding)
+        return problems_from(e, "decoding", Decoding, data=data)
     return decoding_problems(data)
 
 

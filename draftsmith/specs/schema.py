@@ -53,10 +53,18 @@ def _printable(x: Any, active: set[int]) -> Any:
     return out
 
 
+NOT_PLAIN = "<not plain data>"
+
+
 def _not_json(value: Any) -> Any:
     if isinstance(value, (set, frozenset)):
         return list(value)
-    return {"<not plain data>": type(value).__name__}  # fits no declared type: reported as a wrong type
+    return {NOT_PLAIN: type(value).__name__}  # fits no declared type: reported as a wrong type
+
+
+def is_stand_in(value: Any) -> bool:
+    """Whether ``value`` is what :func:`validate_strict` validates in place of a value that is not plain data."""
+    return isinstance(value, dict) and len(value) == 1 and NOT_PLAIN in value
 
 
 class Frozen(BaseModel):

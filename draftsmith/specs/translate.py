@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from draftsmith.errors import Problem, short, short_text, spec_word, suggest
+from draftsmith.specs.schema import is_stand_in
 
 _UNIONS = (typing.Union, types.UnionType)
 _NO_MEMBER = object()
@@ -24,10 +25,13 @@ _BOUNDS = {"greater_than_equal": ">=", "greater_than": ">", "less_than_equal": "
 
 
 def problems_from(error: ValidationError, prefix: str, model: type[BaseModel],
-                  word: Callable[[Any], str] = spec_word) -> list[Problem]:
+                  word: Callable[[Any], str] = spec_word, data: Any = None) -> list[Problem]:
     """Every error of ``error`` (raised validating ``model``) as Problems under the dotted ``prefix``, a value found
-    said by ``word`` (YAML's null / true / false; generate()'s arguments, Python's :func:`short`)."""
-    walked = [(_walk(err["loc"], model), err) for err in error.errors()]
+    said by ``word`` (YAML's null / true / false; generate()'s arguments, Python's :func:`short`). ``data``: what was
+    validated, where it may hold values that are not plain data (a caller's tensor or numpy scalar), so that such a
+    value is said as given, not as the stand-in :func:`validate_strict` validates in its place."""
+    walked = [(_walk(err["loc"], model), {**err, "input": _given(data, err["loc"], err.get("input"))})
+              for err in error.errors()]
     deep_unions = {w.union for w, _ in walked if w.union is not None and w.path != w.union}
     out: list[Problem] = []
     merged: dict[tuple[str, ...], list[tuple[_Walk, Mapping[str, Any]]]] = {}
@@ -44,6 +48,21 @@ def problems_from(error: ValidationError, prefix: str, model: type[BaseModel],
         out.append(Problem(_join(prefix, path), f"{word(found)} is not allowed", allowed=forms,
                            hint=_suggest(found, words)))
     return out
+
+
+def _given(data: Any, loc: Sequence[Any], found: Any) -> Any:
+    """The value at ``loc`` in ``data`` where pydantic found validate_strict's stand-in for it, else ``found``."""
+    if not is_stand_in(found) or data is None:
+        return found
+    node = data
+    for part in loc:
+        if isinstance(node, Mapping) and part in node:
+            node = node[part]
+        elif isinstance(node, (list, tuple)) and isinstance(part, int) and 0 <= part < len(node):
+            node = node[part]
+        else:
+            return found
+    return node
 
 
 def _allowed(w: _Walk, err: Mapping[str, Any]) -> str:

@@ -9,7 +9,7 @@ import torch
 
 import draftsmith
 from draftsmith.decoding.sampling import target_probs
-from draftsmith.errors import ArgumentError
+from draftsmith.errors import ArgumentError, SpecError
 from draftsmith.testing import write_eagle1, write_target
 
 TREE = dict(topk=4, steps=5, draft_tokens=8)
@@ -79,6 +79,24 @@ def test_numpy_integer_decoding_overrides_count_as_ints(pairs):
     with pytest.raises(ArgumentError, match=r"topk: 0 is not allowed") as e:
         model.generate([2, 7, 1], max_new_tokens=4, topk=np.int64(0))
     assert "not plain data" not in str(e.value)
+
+
+@pytest.mark.parametrize("field, value, said", [
+    ("topk", np.bool_(True), "topk: np.True_ is not allowed"),
+    ("draft_tokens", np.float32(4), "draft_tokens: np.float32(4.0) is not allowed"),
+    ("topk", torch.tensor(2), "topk: <tensor of shape [], int64> is not allowed"),
+    ("mode", b"v1", "mode: b'v1' is not allowed"),
+])
+def test_an_override_that_is_not_plain_data_is_said_as_given(pairs, field, value, said):
+    """Values the strict validator takes in as a stand-in were said as "{'<not plain data>': 'Tensor'}", in
+    generate() and in a with_decoding() spec's load alike."""
+    model = pairs["eagle1"]
+    with pytest.raises(ArgumentError) as e:
+        model.generate([2, 7, 1], max_new_tokens=4, **{field: value})
+    assert said in str(e.value) and "not plain data" not in str(e.value), str(e.value)
+    with pytest.raises(SpecError) as e:
+        draftsmith.assemble(draftsmith.load_spec("demo").with_decoding(**{field: value}))
+    assert f"decoding.{said}" in str(e.value) and "not plain data" not in str(e.value), str(e.value)
 
 
 # --- edge cases that hold -------------------------------------------------------------------------------------
