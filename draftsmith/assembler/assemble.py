@@ -72,12 +72,20 @@ def checkpoint_ref(spec: Spec, which: str) -> str | None:
     return ref if ref is None or hub.cache_name(ref) is not None else str(spec_relative(spec, ref))
 
 
+def str_path(x: object) -> bool:
+    """A path given as text: a str, or an os.PathLike whose path is one (pathlib's, not a bytes path)."""
+    return isinstance(x, str) or isinstance(x, os.PathLike) and isinstance(os.fspath(x), str)
+
+
 def checkpoint_dir(spec: Spec, given: str | Path | None, which: str) -> Path:
     """An explicit folder, else the spec's ``checkpoints.<which>`` (relative paths resolve against the spec
     file, so a plugin's specs can ship their own checkpoints as package data); ``cache:NAME`` is a pretrained
     target fetched once into the user's cache (:mod:`draftsmith.hub`)."""
     from draftsmith import hub
 
+    if given is not None and not str_path(given):   # Path(5) is pathlib's TypeError; bytes paths are not taken
+        raise OptionError(f"{which}: a folder path (a str or os.PathLike), got the {type(given).__name__} "
+                          f"{short_text(repr(given), 100)}")
     if isinstance(given, str) and not given:   # Path("") is the current folder, reported as no checkpoint
         raise OptionError(f"the {which} folder is an empty string: give the folder of the {which} checkpoint, or "
                           f"none at all for the spec's checkpoints.{which}")

@@ -2,6 +2,7 @@
 is not a regular file' or '`.`: no config.json'), and checkpoint folders are shown without '..' parts (a built-in
 spec's 'specs/builtin/../../demo_data/target'), keeping the names a user wrote through a symlink."""
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,20 @@ def test_an_empty_spec_is_refused_as_empty():
 def test_an_empty_folder_is_refused_as_empty(which):
     with pytest.raises(OptionError, match=f"^the {which} folder is an empty string: give the folder of the {which} "):
         draftsmith.assemble("demo", **{which: ""})
+
+
+@pytest.mark.parametrize("which", ["target", "draft"])
+@pytest.mark.parametrize("given, said", [(5, "the int 5"), (["a"], "the list ['a']"), (b"/tmp", "the bytes b'/tmp'")])
+def test_a_folder_that_is_no_path_is_refused_naming_the_argument(which, given, said):
+    """pathlib's TypeError ('expected str, bytes or os.PathLike object, not int') was raised as it was."""
+    with pytest.raises(OptionError, match=rf"^{which}: a folder path \(a str or os.PathLike\), got {re.escape(said)}$"):
+        draftsmith.assemble("demo", **{which: given})
+
+
+def test_a_pathlike_folder_is_taken():
+    demo = Path(draftsmith.__file__).parent / "demo_data"
+    model = draftsmith.assemble("demo", target=demo / "target", draft=os.fspath(demo / "draft"))
+    assert model.folders["target"] == demo / "target"
 
 
 def test_a_builtin_specs_folders_are_shown_normalized():
