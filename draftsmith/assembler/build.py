@@ -296,6 +296,8 @@ def build_draft(spec: Spec, registry: Registry, *, draft_raw: Mapping[str, Any],
                            feed_post_norm=d.feed_back == "post_norm" or fc.norm_output == "feed_back")
         if owns_embedding(spec, dims.hidden, text_config(target_cfg).hidden_size):
             model.embed_tokens = nn.Embedding(target_vocab, dims.hidden)
+        elif d.share.embed == "own_if_different":   # the target's table: a same-width draft's table is its frozen copy
+            model.copies = ("embed_tokens.weight",)
         _, quant_params = resolve(registry, "quant", spec.quant.method, spec.quant.model_extra or {})
         try:   # the draft's own spec section only, never the target's config
             registry.build("quant", spec.quant.method, quant_params, module=model)

@@ -171,10 +171,16 @@ def unless(other: Callable[[], bool], *notes: Callable[[], str | None]) -> tuple
 
 
 def pairing_note(draft_raw: dict, target_cfg: Any) -> Callable[[], str | None]:
-    """The note for a draft whose config gives another hidden size or vocabulary than the target's."""
+    """The note for a draft whose config gives another hidden size or vocabulary than the target's (a hidden size
+    its config's ``target_hidden_size`` says is made for this target's width is no sign of another target)."""
+    from draftsmith.components.eagle3_config import config_value
+
     def note() -> str | None:
+        made_for = config_value(draft_raw, "target_hidden_size")
+        narrow = made_for is not None and made_for == getattr(target_cfg, "hidden_size", None)
         differ = [f"{k} {draft_raw[k]!r} (the target's: {getattr(target_cfg, k, None)!r})" for k in ("hidden_size",
-                  "vocab_size") if k in draft_raw and draft_raw[k] != getattr(target_cfg, k, draft_raw[k])]
+                  "vocab_size") if k in draft_raw and draft_raw[k] != getattr(target_cfg, k, draft_raw[k])
+                  and not (k == "hidden_size" and narrow)]
         return (f"note: the draft's config.json says {' and '.join(differ)}: is the draft made for this target?"
                 if differ else None)
     return note

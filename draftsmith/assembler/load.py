@@ -53,8 +53,9 @@ def plan_module(module: nn.Module, folder: str | Path, rules: RuleSet, *, spec: 
     infos = infos if infos is not None else list_tensors(folder)
     expected = expected_of(module)
     # persistent buffers a module computes itself where the checkpoint has none (models.DraftModel's t2d)
-    derivable = {f"{n}.{b}" if n else b for n, m in module.named_modules() for b in getattr(m, "derivable", ())}
-    plan = plan_load(infos, rules, expected, where=str(folder), spec=spec, optional=derivable)
+    derivable, copies = ({f"{n}.{b}" if n else b for n, m in module.named_modules() for b in getattr(m, what, ())}
+                         for what in ("derivable", "copies"))
+    plan = plan_load(infos, rules, expected, where=str(folder), spec=spec, optional=derivable, unused=copies)
     return PlannedLoad(module, infos, plan, expected)
 
 

@@ -88,6 +88,7 @@ class DraftModel(nn.Module):
     """fc (the fusion) -> decoder layers -> optional final norm -> head over the target or a reduced vocabulary."""
 
     derivable = ("t2d",)   # persistent buffers a checkpoint may leave out: reset_buffers computes them (load.py)
+    copies: tuple[str, ...] = ()   # tensors a checkpoint may hold that it does not read (the target's, copied)
 
     def __init__(self, fc: nn.Module, layers: Sequence[nn.Module], norm: nn.Module | None, *,
                  lm_head: nn.Module | None, draft_vocab: int | None, target_vocab: int, feed_post_norm: bool,

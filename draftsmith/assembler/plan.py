@@ -154,12 +154,14 @@ def _dtype(dtype: torch.dtype) -> str:
 # ---- the plan --------------------------------------------------------------------------------------------------
 
 def plan_load(infos: Mapping[str, TensorInfo], rules: RuleSet, expected: Mapping[str, Expected], *,
-              where: str = "checkpoint", spec: str = "spec", optional: Iterable[str] = ()) -> LoadPlan:
+              where: str = "checkpoint", spec: str = "spec", optional: Iterable[str] = (),
+              unused: Iterable[str] = ()) -> LoadPlan:
     """Map checkpoint names to the model's names and check them; one CheckpointMismatch lists every problem.
 
     Reads only the listing (names, shapes, dtypes): no tensor data. A float tensor may load into any float
     parameter and an int tensor into any int parameter (cast at assignment); any other kind change is refused.
-    Names in `optional` may be missing (e.g. an embedding some drafts do not ship).
+    Names in `optional` may be missing (e.g. an embedding some drafts do not ship); names in `unused` may be
+    there and are not read (a frozen copy of a table the model takes from the target).
     """
     remap = rules.remap(infos)
     optional = set(optional)
@@ -179,7 +181,8 @@ def plan_load(infos: Mapping[str, TensorInfo], rules: RuleSet, expected: Mapping
     problems: list[str] = []
 
     # Unexpected: checkpoint tensors whose canonical name the model does not have.
-    unexpected = [c for c in origin if c not in expected]
+    unused = set(unused)
+    unexpected = [c for c in origin if c not in expected and c not in unused]
     buckets: dict[object, list[str]] = {}
     for canon in unexpected:
         buckets.setdefault(origin[canon][1], []).append(canon)

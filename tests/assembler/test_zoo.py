@@ -11,6 +11,7 @@ from safetensors.torch import load_file
 from torch import nn
 
 import draftsmith
+from draftsmith.assembler.plan import CheckpointMismatch
 from draftsmith.components.norms import RMSNorm
 from draftsmith.convert.inspect import inspect_checkpoint
 from draftsmith.convert.run import convert
@@ -282,3 +283,25 @@ def test_a_draft_narrower_than_its_target_embeds_with_its_own_table(tmp_path):
     same["draft"]["share"]["embed"] = "own_if_different"   # equal widths: the target's table, as 'target'
     shared = draftsmith.assemble(draftsmith.parse_spec(same), target=narrow, draft=write_eagle3(tmp_path / "e", narrow))
     assert not hasattr(shared.draft, "embed_tokens")
+    # the spec inspect proposed (its ignore of embed_tokens removed) also loads a same-width draft shipping the usual
+    # frozen copy of the target's table: own_if_different takes the target's, and the copy is not read (it was
+    # refused as unexpected, so no one spec could load both widths)
+    copy = write_eagle3(tmp_path / "f", narrow, embed=True)
+    shared = draftsmith.assemble(draftsmith.parse_spec(found.spec), target=narrow, draft=copy)
+    assert not hasattr(shared.draft, "embed_tokens") and "embed_tokens.weight" not in shared.draft.state_dict()
+    with pytest.raises(CheckpointMismatch, match="unexpected: 'embed_tokens.weight'"):
+        draftsmith.assemble(draftsmith.parse_spec(same | {"name": "own", "draft": {**same["draft"], "share": {
+            **same["draft"]["share"], "embed": "target"}}, "weights": {**same["weights"], "ignore": []}}),
+            target=narrow, draft=copy)   # share.embed: target reads no copy the spec does not ignore, as before
+
+
+def test_a_narrow_drafts_width_stated_by_target_hidden_size_is_no_pairing_note():
+    from types import SimpleNamespace
+
+    from draftsmith.assembler.explain import pairing_note
+
+    target = SimpleNamespace(hidden_size=64, vocab_size=258)
+    assert pairing_note({"hidden_size": 32, "target_hidden_size": 64}, target)() is None
+    assert pairing_note({"hidden_size": 32, "eagle_config": {"target_hidden_size": 64}}, target)() is None
+    assert "hidden_size 32 (the target's: 64)" in pairing_note({"hidden_size": 32}, target)()
+    assert "hidden_size 32" in pairing_note({"hidden_size": 32, "target_hidden_size": 48}, target)()
