@@ -73,10 +73,20 @@ def safetensors_infos(file: Path, only: Iterable[str] | None = None) -> dict[str
                 out[name] = TensorInfo(name, tuple(view.get_shape()), _ST_DTYPES[code], file)
     except CheckpointError:
         raise
-    except READ_ERRORS as exc:  # truncated, empty, bad header, unknown dtype
-        why = header_fault(file) or short_text(exc, 300)   # safetensors' words name neither sizes nor tensors
+    except READ_ERRORS as exc:  # truncated, empty, bad header, unknown dtype; unopenable (safetensors: "No such file")
+        why = unopenable(file) or header_fault(file) or short_text(exc, 300)   # safetensors' words name no sizes
         raise CheckpointError(file, f"not a readable safetensors file: {why}") from None
     return out
+
+
+def unopenable(file: Path) -> str | None:
+    """Why ``file`` cannot be opened for reading ("Permission denied"), or None: safetensors says every failure to
+    open as FileNotFoundError, so an unreadable file was said as missing."""
+    try:
+        with open(file, "rb"):
+            return None
+    except OSError as e:
+        return e.strerror or str(e)
 
 
 def header_fault(file: Path) -> str | None:

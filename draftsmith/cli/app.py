@@ -2,6 +2,7 @@
 :mod:`draftsmith.cli` says how errors print); the command modules register their verbs on :data:`app`."""
 from __future__ import annotations
 
+import errno
 import inspect
 import os
 import sys
@@ -47,6 +48,9 @@ def report(exc: BaseException) -> int:
         notes = "".join(f"\n{n}" for n in getattr(exc, "__notes__", ()))  # e.g. assemble's "folders swapped?"
         typer.echo(f"error: {exc}{notes}", err=True)
         return USAGE_ERROR if isinstance(exc, OptionError) else USER_ERROR
+    if (said := file_fault(exc)) is not None:   # the machine's answer about a file the user named: no bug
+        typer.echo(f"error: {said}", err=True)
+        return USER_ERROR
     first = short_text(str(exc).strip().splitlines()[0] if str(exc).strip() else "", 300)
     said = f"{type(exc).__name__}{': ' + first if first else ''}"
     hint = "\n  rerun with `draftsmith --debug ...` for the traceback"
@@ -55,6 +59,20 @@ def report(exc: BaseException) -> int:
         return USER_ERROR
     typer.echo(f"internal error: {said}{hint}", err=True)
     return INTERNAL_ERROR
+
+
+# what a file system answers about a path, whoever asked: the user's file or folder, not draftsmith's bug
+FILE_ERRNOS = frozenset(getattr(errno, n) for n in ("EACCES", "EPERM", "ENAMETOOLONG", "ELOOP", "EROFS", "ENOSPC",
+                                                  "EDQUOT", "EIO", "ENXIO") if hasattr(errno, n))
+
+
+def file_fault(exc: BaseException) -> str | None:
+    """"PATH: Permission denied" for an OSError a file system raised about a named path (unreadable, a name too
+    long, a link loop, a full or read-only disk), else None. Any check that forgot such a path still says it as the
+    user's file, not as an internal error."""
+    if not isinstance(exc, OSError) or exc.errno not in FILE_ERRNOS or exc.filename is None:
+        return None
+    return f"{short_text(os.fsdecode(exc.filename), 300)}: {exc.strerror or os.strerror(exc.errno)}"
 
 
 def plugin_at_fault(exc: BaseException) -> str | None:
@@ -203,6 +221,15 @@ err = _Console(stderr=True)
 def _options(debug: bool = typer.Option(False, "--debug", help="show the full traceback of an unexpected error "
                                                               "(and of draftsmith's own errors)")) -> None:
     """Speculative-decoding draft models from YAML."""
+    _asked["debug"] = debug
+
+
+_asked = {"debug": False}   # the global options of the command running now (set by the callback above)
+
+
+def debug() -> bool:
+    """Whether ``draftsmith --debug`` was given: a command that goes on past an error (validate) raises it then."""
+    return _asked["debug"]
 
 
 SETTING_OPTIONS = {"max_new_tokens": "--max-new-tokens", "temperature": "--temperature", "seed": "--seed",

@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from draftsmith.cli.app import app, given_path, out
+from draftsmith.cli.app import app, debug, given_path, out
 from draftsmith.hooks.records import ConfigFirst
 
 
@@ -18,58 +18,71 @@ from draftsmith.hooks.records import ConfigFirst
 def validate(files: List[str] = typer.Argument(..., help="spec YAML files, or spec names")) -> None:
     # str, not Path: typer's Path drops a leading ./, which tells a file named as a registered spec from the name
     """Check spec files; exits non-zero listing every problem of every file."""
-    from draftsmith import hub, load_spec
-    from draftsmith.assembler.assemble import checkpoint_ref
-    from draftsmith.cli.app import report
-    from draftsmith.errors import DraftsmithError, short
-    from draftsmith.specs.resolve import unreached_steps
+    from draftsmith.cli.app import OutputFailed, report
+    from draftsmith.errors import DraftsmithError
 
     bad = 0
     for f in files:  # plain text throughout: never re-wrapped or read as markup
         try:
-            spec = load_spec(f)
+            bad += not _validate_one(f)
+        except (OutputFailed, BrokenPipeError):   # the output, not the file: the command ends (exit 74, 141)
+            raise
         except DraftsmithError as e:
             bad += 1
             typer.echo(f"error: {e}", err=True)
-            continue
-        except Exception as e:  # a bug: one line, and the next file is still checked
+        except Exception as e:  # a bug, or a path the machine refuses: one line, and the next file is still checked
+            if debug():
+                raise
             bad += 1
-            typer.echo(f"{f}:", err=True)   # report's line follows: "internal error: ..."
+            typer.echo(f"{f}:", err=True)   # report's line follows: "internal error: ..." or "error: PATH: ..."
             report(e)
-            continue
-        dec = spec.decoding
-        if said := unreached_steps(dec.topk, dec.steps, dec.draft_tokens, dec.mode, dec.page_size):
-            typer.echo(f"{f}: warning: {said}", err=True)   # as assemble() warns at a load
-        folders = {}
-        for which in ("target", "draft"):
-            ref = checkpoint_ref(spec, which)  # as assemble() resolves it: against the spec's own file
-            if ref is None:
-                continue
-            if hub.cache_name(ref) is not None:  # cache:NAME is fetched on first use, never here
-                if (folder := hub.fetched(ref)) is not None:
-                    folders[which] = folder
-                continue
-            path = Path(ref)
-            if path.is_dir():
-                folders[which] = path
-            else:
-                typer.echo(f"{f}: warning: checkpoints.{which} {short(str(path))} is not a folder (it must exist "
-                           "when the spec is assembled without an explicit folder)", err=True)   # quoted: user text
-        if len(folders) == 2:   # both there: the checks assemble() makes before it reads a tensor
-            bad += not _checkpoints_fit(f, spec, folders)
-        else:
-            typer.echo(f"{f}: ok ({spec.name}{provided(f)})")
     raise typer.Exit(1 if bad else 0)
 
 
-def _checkpoints_fit(f: Path, spec, folders: dict) -> bool:
+def _validate_one(f: str) -> bool:
+    """Check one spec file (its checkpoints too, where both folders are there), saying what it finds; whether it
+    is fine. A spec that does not load raises."""
+    from draftsmith import hub, load_spec
+    from draftsmith.assembler.assemble import checkpoint_ref
+    from draftsmith.errors import short
+    from draftsmith.specs.resolve import unreached_steps
+
+    spec = load_spec(f)
+    dec = spec.decoding
+    if said := unreached_steps(dec.topk, dec.steps, dec.draft_tokens, dec.mode, dec.page_size):
+        typer.echo(f"{f}: warning: {said}", err=True)   # as assemble() warns at a load
+    folders = {}
+    for which in ("target", "draft"):
+        ref = checkpoint_ref(spec, which)  # as assemble() resolves it: against the spec's own file
+        if ref is None:
+            continue
+        if hub.cache_name(ref) is not None:  # cache:NAME is fetched on first use, never here
+            if (folder := hub.fetched(ref)) is not None:
+                folders[which] = folder
+            continue
+        path = Path(ref)
+        if path.is_dir():
+            folders[which] = path
+        else:
+            typer.echo(f"{f}: warning: checkpoints.{which} {short(str(path))} is not a folder (it must exist "
+                       "when the spec is assembled without an explicit folder)", err=True)   # quoted: user text
+    if len(folders) == 2:   # both there: the checks assemble() makes before it reads a tensor
+        return _checkpoints_fit(f, spec, folders)
+    typer.echo(f"{f}: ok ({spec.name}{provided(f)})")
+    return True
+
+
+def _checkpoints_fit(f: str, spec, folders: dict) -> bool:
     from draftsmith.assembler.assemble import plan_assembly
     from draftsmith.cli.app import report
     from draftsmith.components.backends import eager
+    from draftsmith.errors import DraftsmithError
 
     try:
         plan_assembly(spec, folders["target"], folders["draft"], backend=eager)   # the machine's backends aside
     except Exception as e:   # a DraftsmithError prints as a message, anything else as an internal error
+        if debug() and not isinstance(e, DraftsmithError):
+            raise
         if _unbindable(e):   # a spec problem the draft's config shows: the spec is not valid, whatever its text
             typer.echo(f"{f}: the spec ({spec.name}) has problems its checkpoints show (weight rules or ignore "
                        "patterns that cannot be bound to the draft's config):", err=True)
