@@ -21,6 +21,7 @@ from safetensors import SafetensorError
 
 from draftsmith.assembler.checkpoint import save_safetensors
 from draftsmith.errors import OptionError, short, short_list, short_text, suggest
+from draftsmith.folder_lock import exclusive
 from draftsmith.options import utf8_problem
 from draftsmith.convert.canonical import Canonical, ConvertError, head_dim, plan_canonical, read_canonical
 from draftsmith.convert.fits import fit, proposed_fit
@@ -61,11 +62,16 @@ def convert(src: str | Path, to: str, out: str | Path) -> dict[str, Any]:
         raise UnknownLayout(f"unknown layout {short(to)}; known: {', '.join(table)}.{suggest(to, table)}")
     out = Path(out)
     created = make_out(out)   # before a tensor is read: a place that cannot be written is refused first
-    try:
-        return _convert(src, table[to], out, table)
-    except BaseException:
-        remove_out(out, created)   # the folder was new or empty: what is in it now is this run's
-        raise
+    with exclusive(out) as mine:   # another convert into OUT: refused, and nothing of that run's is touched
+        if not mine or any(out.iterdir()):
+            raise ConvertError(f"{short_text(out, 300)} is {'in use by' if not mine else 'filled by'} another "
+                               "process (a second convert into the same OUT?); convert writes a new folder or into "
+                               "an empty one: give another OUT")
+        try:
+            return _convert(src, table[to], out, table)
+        except BaseException:
+            remove_out(out, created)   # the folder was new or empty, and held: what is in it now is this run's
+            raise
 
 
 def make_out(out: Path) -> list[Path]:

@@ -2,19 +2,15 @@
 is taken away again (:func:`undone_on_failure`)."""
 from __future__ import annotations
 
-import os
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from draftsmith.errors import short_text
+from draftsmith.folder_lock import exclusive
 from draftsmith.train.checks import TrainError
 
-try:
-    import fcntl
-except ImportError:   # Windows: runs on one --out are not kept apart
-    fcntl = None
 
 
 @contextmanager
@@ -25,21 +21,15 @@ def held(out: Path) -> Iterator[None]:
     folder made here and left empty is removed, but only by the run that held it."""
     made = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
-    fd, locked = os.open(out, os.O_RDONLY), False
-    try:
-        if fcntl is not None:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise TrainError([("out", f"{short_text(out, 300)} is in use by another draftsmith train (it holds "
-                                          "the folder's lock); wait for that run to end, or give another --out")]) \
-                    from None
-        locked = True
-        yield
-    finally:
-        os.close(fd)
-        if made and locked and out.is_dir() and not any(out.iterdir()):
-            out.rmdir()
+    with exclusive(out) as mine:
+        if not mine:
+            raise TrainError([("out", f"{short_text(out, 300)} is in use by another draftsmith train (it holds the "
+                                      "folder's lock); wait for that run to end, or give another --out")])
+        try:
+            yield
+        finally:
+            if made and out.is_dir() and not any(out.iterdir()):
+                out.rmdir()
 
 
 @contextmanager
