@@ -18,3 +18,19 @@ def test_a_vocabulary_too_small_for_the_byte_tokenizer_is_refused(tmp_path):
     with pytest.raises(ValueError, match="vocab_size 96 would not embed"):
         write_target(tmp_path / "t", tokenizer=True, vocab_size=96)
     assert not (tmp_path / "t").exists()
+
+
+def test_a_write_cut_off_in_its_weights_leaves_no_config(tmp_path, monkeypatch):
+    """config.json is written last: a folder holding one is whole (bench --scale keeps such a draft and failed on
+    every later run after a Ctrl-C in the weight write)."""
+    import draftsmith.testing as testing
+
+    target = write_target(tmp_path / "t")
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(testing, "save_safetensors", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        write_eagle3(tmp_path / "d", target)
+    assert not (tmp_path / "d" / "config.json").exists()

@@ -203,13 +203,15 @@ def write_eagle3(folder: str | Path, target: str | Path, *, seed: int = 2, std: 
 
 
 def _write(folder: Path, config: dict[str, Any], tensors: dict[str, torch.Tensor], bin_format: bool) -> Path:
+    """The weights, then config.json last: a folder with a config is a whole checkpoint (a write cut off by Ctrl-C
+    leaves no config, and bench --scale writes the draft again on its next run)."""
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "config.json").write_text(json.dumps(config, indent=2))
     tensors = {k: v.contiguous() for k, v in tensors.items()}
     if bin_format:
         torch.save(tensors, folder / "pytorch_model.bin")
     else:
         save_safetensors(tensors, folder)
+    (folder / "config.json").write_text(json.dumps(config, indent=2))
     return folder
 
 
