@@ -229,3 +229,18 @@ def test_a_local_folder_named_as_a_cached_target_is_that_folder_when_written_as_
     res = run("train", "--target", "./smollm2", "--out", "o", "--data", "data.txt")
     assert res.exit_code == 0, res.output
     assert [p.resolve() for p in seen] == [(tmp_path / "smollm2").resolve()]
+
+
+@pytest.mark.parametrize("args", [["generate", "--help"], ["--help"]])
+def test_help_into_a_closed_pipe_ends_quietly_with_141(args):
+    """`draftsmith generate --help | head -1`: the help is printed while typer parses, where rich's console exits 1
+    when the reader has left; the command ends as `draftsmith list | head -1` does."""
+    import os
+
+    read, write = os.pipe()
+    os.close(read)   # the reader left before a line was written
+    try:
+        proc = _draftsmith(args, stdout=write)
+    finally:
+        os.close(write)
+    assert (proc.returncode, proc.stderr) == (141, "")

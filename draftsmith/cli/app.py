@@ -161,6 +161,11 @@ class _Group(TyperGroup):
             where = f"\n  try '{e.ctx.command_path} --help' for its options" if getattr(e, "ctx", None) else ""
             typer.echo(f"error: {e.format_message()}{where}", err=True)
             sys.exit(e.exit_code)
+        except SystemExit as e:   # `CMD --help | head -1`: rich's console exits 1 when the reader leaves
+            given = kwargs.get("args") or (args[0] if args else None) or sys.argv[1:]
+            if e.code == 1 and "--help" in given:   # help prints and exits 0 otherwise: its output failed
+                sys.exit(SIGPIPE_EXIT)
+            raise
         sys.exit(code if isinstance(code, int) else 0)
 
     def get_command(self, ctx: click.Context, name: str):
