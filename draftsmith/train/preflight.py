@@ -80,8 +80,12 @@ def preflight(job) -> None:
             found.append(("from_draft", "starts a training run: --eval-only measures the draft in --out"))
     elif not job.data:
         found.append(("", "no training data: give --data PATH (repeatable) or --stdlib"))
-    elif not found and not D.expand(job.data, skip=(out, Path(job.features or out / "features"))):
-        found.append(("data", f"{short_list(job.data, quote=False)}: no text or JSONL files, so no training windows"))
+    elif not found and not D.expand(job.data, skip=(own := (out, Path(job.features or out / "features")))):
+        inside = [str(p) for p in map(Path, job.data) if any(within(p, o) for o in own)]
+        why = (f" ({short_list(inside, quote=False)} is this run's --out or --features folder, or inside it, which "
+               "is not read as data: give the data another folder)" if inside else "")
+        found.append(("data", f"{short_list(job.data, quote=False)}: no text or JSONL files, so no training "
+                              f"windows{why}"))
     if not job.eval_only:
         found += (from_draft_problems(job, spec, target_ok) + out_problems(job) + feature_problems(job, taps)
                   + resume_problems(job, spec, taps))
@@ -93,6 +97,11 @@ def preflight(job) -> None:
                                  "draft's files back, or give a new or empty --out to start fresh"))
     if found:
         raise TrainError(found)
+
+
+def within(path: Path, folder: Path) -> bool:
+    """Whether ``path`` (links resolved) is ``folder`` or inside it."""
+    return path.resolve().is_relative_to(folder.resolve())
 
 
 def path_problem(path: Path) -> str | None:

@@ -107,6 +107,22 @@ def test_a_missing_data_path_is_named_before_the_target_is_fetched(tmp_path, not
     assert not (tmp_path / "out").exists()
 
 
+def test_data_given_as_the_out_folder_is_said_as_such(tiny, tmp_path, nothing_slow):
+    """--out given the data folder by mistake: its files are not read as data (the run's own folder), and the
+    message says so, not only that the folder holds no text files (it does)."""
+    data = tmp_path / "d"
+    data.mkdir()
+    (data / "data.txt").write_text((tiny / "data" / next(iter(sorted(p.name for p in (tiny / "data").iterdir())))
+                                    ).read_text())
+    refused(train("--out", data, "--target", tiny / "target", "--data", data),
+            f"--data {data}: no text or JSONL files, so no training windows ({data} is this run's --out or "
+            "--features folder, or inside it, which is not read as data")
+    other = tmp_path / "other"
+    other.mkdir()
+    res = train("--out", data / "o", "--target", tiny / "target", "--data", other)
+    assert "this run's --out" not in res.output   # a data folder that merely holds nothing is not told so
+
+
 def test_data_without_a_training_window_says_what_it_held(base, good, tmp_path):              # B3
     empty = tmp_path / "empty"
     empty.mkdir()
