@@ -139,9 +139,15 @@ def suggest(word: str, choices: Iterable[str]) -> str:
     return f" Did you mean {close[0]!r}?" if close and close[0] != text else ""
 
 
+# control characters as Python writes them in a string: a newline in a folder's name or in a library's message
+# would end the message's line (the next reads as another), an escape sequence would reach the terminal
+_CONTROLS = {c: repr(chr(c))[1:-1] for c in (*range(32), 127)}
+
+
 def short_text(text: str, limit: int = QUOTE_LIMIT) -> str:
-    """``text`` unquoted, cut in the middle to at most ``limit`` characters (a path keeps its file name)."""
-    text = str(text)
+    """``text`` unquoted, on one line (control characters escaped: ``\\n``), cut in the middle to at most ``limit``
+    characters (a path keeps its file name)."""
+    text = str(text).translate(_CONTROLS)
     if len(text) <= limit:
         return text
     half = (limit - 3) // 2

@@ -127,6 +127,20 @@ def one_pattern(names: Iterable[str]) -> str:
 
 # ---- suggestions for missing names ---------------------------------------------------------------------------
 
+AMBIGUOUS = object()   # Suggester's answer where two leftovers are about as close to a name
+
+
+def tied(text: str, found: list[str], tie: float = 0.05, sure: float = 0.9) -> bool:
+    """Whether the two closest of ``found`` are about as close to ``text`` (likeness within ``tie``) and neither is
+    a near copy of it (``sure``): the checkpoint's ``ln_in`` and ``ln_mid`` against ``input_layernorm`` score 0.69
+    and 0.72, and naming the closer one paired the two same-shaped norms crosswise; ``x.q_proj`` against ``q_proj``
+    (0.98, its k_proj 0.95) is the name with a prefix."""
+    if len(found) < 2:
+        return False
+    first, second = (difflib.SequenceMatcher(None, text, f).ratio() for f in found[:2])
+    return first - second < tie and first < sure
+
+
 class Suggester:
     """closest(name, shape): the leftover checkpoint name most like a missing one, or None, with bounded work.
 
@@ -168,8 +182,10 @@ class Suggester:
             texts = self.texts.get(where, {})
             if (text, where) not in self.best and texts and len(texts) <= self.budget:
                 self.budget -= len(texts)
-                found = difflib.get_close_matches(text, list(texts), n=1, cutoff=cutoff)
-                self.best[text, where] = found[0] if found else None
+                found = difflib.get_close_matches(text, list(texts), n=2, cutoff=cutoff)
+                self.best[text, where] = AMBIGUOUS if tied(text, found) else found[0] if found else None
+            if self.best.get((text, where)) is AMBIGUOUS:   # two leftovers alike: a guess could pair them crosswise
+                return None
             if best := self.best.get((text, where)):
                 same = texts[best]
                 return self.leftovers[same.get(numbers) or next(iter(same.values()))][0]

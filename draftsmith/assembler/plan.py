@@ -15,7 +15,7 @@ leftover fused qkv_proj / gate_up_proj is said to look fused, never offered the 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 import torch
@@ -153,6 +153,20 @@ def _dtype(dtype: torch.dtype) -> str:
 
 # ---- the plan --------------------------------------------------------------------------------------------------
 
+def chain_note(rules: RuleSet, origin: Mapping[str, tuple[str, int | None]], expected: Mapping[str, Expected],
+               describe: Callable[[int | None], str]) -> str | None:
+    """The note for rules written as steps (a prefix rule, then per-module renames): a name one rule made that the
+    model lacks, and a later rule would make into one it has; None where no name is such."""
+    for canon, (source, index) in origin.items():
+        if canon in expected or index is None:
+            continue
+        if (later := rules.later_rule(canon, index)) is not None and later[1][0] in expected:
+            return (f"note: rules do not chain: {quote(source)} became {quote(canon)} via {describe(index)}, and "
+                    f"{describe(later[0])} would make that {quote(later[1][0])}, which the model has; but a name "
+                    "takes the first rule that matches it, once: write each name's whole rename in one rule")
+    return None
+
+
 def plan_load(infos: Mapping[str, TensorInfo], rules: RuleSet, expected: Mapping[str, Expected], *,
               where: str = "checkpoint", spec: str = "spec", optional: Iterable[str] = (),
               unused: Iterable[str] = ()) -> LoadPlan:
@@ -253,5 +267,8 @@ def plan_load(infos: Mapping[str, TensorInfo], rules: RuleSet, expected: Mapping
         problems.append(f"collision: several checkpoint names map to {quote(pattern)}: {shown}")
 
     if problems:
-        raise CheckpointMismatch(problems, where=where, spec=spec)
+        error = CheckpointMismatch(problems, where=where, spec=spec)
+        if (note := chain_note(rules, origin, expected, describe)) is not None:
+            error.add_note(note)
+        raise error
     return LoadPlan(sources={c: origin[c][0] for c in both}, ignored=tuple(remap.ignored), rows=rows)

@@ -317,6 +317,14 @@ class RuleSet:
                 return tuple(out), i
         return (name,), None
 
+    def later_rule(self, name: str, after: int) -> tuple[int, tuple[str, ...]] | None:
+        """(index, names) of the first rule past ``after`` that would map ``name``: rules do not chain, so this is
+        what a user who wrote them as steps expected of a name an earlier rule made."""
+        for i in range(after + 1, len(self._steps)):
+            if (out := self._steps[i](name)) is not None:
+                return i, tuple(out)
+        return None
+
     def from_canonical(self, name: str) -> str:
         """The checkpoint name for a canonical one: the first rule whose inverse matches, else the name itself.
 

@@ -69,3 +69,18 @@ def test_a_plan_compares_10000_texts_and_then_stops_suggesting():
 def test_a_name_holding_nul_stands_alone_beside_a_name_whose_text_it_equals():
     # catches names.py:72 (name, -1) -> (name, 1) ("x\0y" shared the family of "x5y", whose text is "x\0y": a crash)
     assert group_names(["x\0y", "x5y"]) == [("x5y", ["x5y"]), ("x\0y", ["x\0y"])]
+
+
+def test_two_leftovers_about_as_close_get_no_hint():
+    """A checkpoint's ln_in and ln_mid (both [H]) against input_layernorm score 0.69 and 0.72: naming the closer
+    one paired the two norms crosswise (post_attention_layernorm got ln_in), and following the hints loaded the
+    norms swapped. Alike leftovers give no hint; one clearly closer still does."""
+    norms = {"layers.0.ln_in.weight": ("ln_in", (8,)), "layers.0.ln_mid.weight": ("ln_mid", (8,))}
+    ask = Suggester(norms)
+    assert ask("layers.0.input_layernorm.weight", (8,)) is None
+    assert ask("layers.0.post_attention_layernorm.weight", (8,)) is None
+    clear = {"layers.0.input_norm.weight": ("input_norm", (8,)), "layers.0.ln_mid.weight": ("ln_mid", (8,))}
+    assert Suggester(clear)("layers.0.input_layernorm.weight", (8,)) == "input_norm"
+    # a near copy of the name (a prefix added) is named though its siblings are close too
+    prefixed = {f"x.layers.0.{p}_proj.weight": (p, (8, 8)) for p in "qkvo"}
+    assert Suggester(prefixed)("layers.0.k_proj.weight", (8, 8)) == "k"

@@ -281,3 +281,22 @@ def test_a_plan_is_frozen():
     plan = plan_load(listing(w=((2,), F32)), RuleSet(), {"w": Expected((2,), F32)})
     with pytest.raises(AttributeError):   # dataclasses.FrozenInstanceError
         plan.sources = {}
+
+
+def test_rules_written_as_steps_get_a_note_that_rules_do_not_chain():
+    """A prefix rule, then per-module renames: each name takes the first rule that matches, so 'block.0.ln_in'
+    became 'layers.0.ln_in' and stayed so; the error says which later rule the user counted on."""
+    rules = RuleSet([RegexRule(match=r"^block\.", replace="layers."),
+                     RegexRule(match=r"\.ln_in\.", replace=".input_layernorm.")])
+    expected = {"layers.0.input_layernorm.weight": Expected((8,), F32)}
+    with pytest.raises(CheckpointMismatch) as e:
+        plan_load(listing(block__0__ln_in__weight=((8,), F32)), rules, expected)
+    assert e.value.__notes__ == [
+        "note: rules do not chain: 'block.0.ln_in.weight' became 'layers.0.ln_in.weight' via rule 0: '^block\\.' -> "
+        "'layers.', and rule 1: '\\.ln_in\\.' -> '.input_layernorm.' would make that "
+        "'layers.0.input_layernorm.weight', which the model has; but a name takes the first rule that matches it, "
+        "once: write each name's whole rename in one rule"]
+    # a later rule that makes no name the model has is no reason for the note
+    with pytest.raises(CheckpointMismatch) as e:
+        plan_load(listing(block__0__ln_in__weight=((8,), F32)), rules, {"other.weight": Expected((8,), F32)})
+    assert not getattr(e.value, "__notes__", None)
