@@ -258,6 +258,31 @@ def qkv_bias_note(spec: Spec, registry: Registry, draft_raw, canonical: list[str
     return note
 
 
+QK_NORM = re.compile(r"(^|\.)self_attn\.[qk]_norm\.weight$")
+
+
+def qk_norm_note(spec: Spec, registry: Registry, draft_raw, canonical: list[str],
+                 built: dict) -> Callable[[], str | None]:
+    """The note for a draft whose per-head q/k norms (Qwen3-style ``q_norm`` / ``k_norm``) do not fit: the checkpoint
+    holds them and the attention was built without, or the reverse, where the attention has a ``qk_norm`` field."""
+    def note() -> str | None:
+        if "draft" not in built:
+            return None
+        held = sorted(n for n in canonical if QK_NORM.search(n))
+        wanted = sorted(n for n in built["draft"].state_dict() if QK_NORM.search(n))
+        if bool(held) == bool(wanted):
+            return None
+        name, _ = attention_recipe(spec, registry, draft_raw)
+        if "qk_norm" not in registry.get("attention", name).params.model_fields:
+            return None
+        if held:
+            return (f"note: the checkpoint holds per-head q/k norms ({one_pattern(held)}) and the draft's attention "
+                    "is built without them: state draft.attention.qk_norm: true")
+        return (f"note: the draft's attention expects per-head q/k norms ({one_pattern(wanted)}) that the checkpoint "
+                "does not hold: state draft.attention.qk_norm: false")
+    return note
+
+
 def fc_bias_note(canonical: list[str], built: dict) -> Callable[[], str | None]:
     """The note for a draft whose fusion bias does not fit the checkpoint's fc.bias: the fusion says why it has one
     or not (a fusion with a ``bias_note``, as eagle1's)."""

@@ -294,6 +294,19 @@ def test_per_head_q_and_k_norms_are_read_into_the_proposed_spec(tmp_path):
     assert any("qk_norm: true" in note for note in found.match.assumptions)
     model = draftsmith.assemble(parse_spec(found.spec), target=t, draft=d)
     assert torch.equal(model.draft.layers[0].self_attn.q_norm.weight, tensors["midlayer.self_attn.q_norm.weight"])
+    # the family spec (no qk_norm) refuses them, and the error names the field that reads them
+    from draftsmith.assembler.plan import CheckpointMismatch
+
+    with pytest.raises(CheckpointMismatch) as e:
+        draftsmith.assemble("eagle3-llama", target=t, draft=d)
+    assert "note: the checkpoint holds per-head q/k norms ('layers.0.self_attn.k_norm.weight', " \
+           "'layers.0.self_attn.q_norm.weight') and the draft's attention is built without them: state " \
+           "draft.attention.qk_norm: true" in e.value.__notes__, e.value
+    with_norms = found.spec | {"checkpoints": {**found.spec["checkpoints"], "draft": str(write_eagle3(tmp_path / "p",
+                                                                                                     t))}}
+    with pytest.raises(CheckpointMismatch) as e:   # the reverse: the spec asks for them, the checkpoint has none
+        draftsmith.assemble(parse_spec(with_norms), target=t)
+    assert any("state draft.attention.qk_norm: false" in n for n in e.value.__notes__), e.value
 
 
 def test_block_scales_a_float_family_does_not_hold_are_proposed_with_per_group_inputs(target, tmp_path):
