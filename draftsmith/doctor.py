@@ -165,7 +165,10 @@ def unplaced(e: BaseException) -> BaseException:
     if not isinstance(e, SpecError):
         return e
     problems = [dataclasses.replace(p, line=None, column=None) for p in e.problems]
-    return SpecError("the spec read this way", problems)
+    out = SpecError("the spec read this way", problems)
+    for note in getattr(e, "__notes__", ()):   # the load's notes (folders swapped, another target's draft) stay
+        out.add_note(note)
+    return out
 
 
 def run_candidate(spec: Spec, changes, target, draft, probes, max_new_tokens, registry, tune=None,

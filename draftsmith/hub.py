@@ -230,8 +230,9 @@ def _pip_download(requirement: str, dest: Path) -> Path:
     proc = subprocess.run(cmd, capture_output=True, text=True)
     wheels = sorted(dest.glob("*.whl")) if dest.is_dir() else []
     if proc.returncode != 0 or not wheels:
+        said = "\n".join(f"  {short_text(line, 300)}" for line in proc.stderr.strip().splitlines()[-20:])  # pip's last
         raise FetchError(f"`{' '.join(cmd)}` failed (exit {proc.returncode}), so the target cannot be fetched (it is "
-                         f"fetched once, then read from the cache):\n{short_text(proc.stderr.strip(), 2000)}")
+                         f"fetched once, then read from the cache):\n{said}")
     return wheels[0]
 
 

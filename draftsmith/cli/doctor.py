@@ -168,9 +168,9 @@ def _auto_threads(probe, device: str):
     from draftsmith.doctor import PROBES
     from draftsmith.threads import auto_threads
 
-    def tune(model) -> None:
-        choice = auto_threads(lambda: model.generate(PROBES[0] if probe is None else probe, max_new_tokens=8),
-                              device)
+    def tune(model) -> None:   # what measure() runs: a greedy chain of the spec's steps, stop tokens off
+        chain = dict(max_new_tokens=8, stop=[], topk=1, steps=model.spec.decoding.steps)
+        choice = auto_threads(lambda: model.generate(PROBES[0] if probe is None else probe, **chain), device)
         err.print(f"threads {escape(choice.said('a chain of 8 tokens'))}", soft_wrap=True)
     return tune
 

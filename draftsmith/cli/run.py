@@ -113,15 +113,17 @@ PLAN_OPTIONS = {"topk": "--topk", "steps": "--steps", "draft_tokens": "--draft-t
 
 
 def _assemble_with_plan(spec, plan: dict, **load):
-    """assemble() with the options' plan as the spec's (the spec's own topk past the draft's vocabulary is no reason
-    to refuse a --topk within it); what the load refuses in a value an option gave is said as that option's
+    """assemble() with --topk as the spec's (the spec's own topk past the draft's vocabulary is no reason to refuse
+    a --topk within it; --steps and --draft-tokens are per-call values the load does not check, and as the spec's
+    they would be warned about as the spec's); what the load refuses in --topk's value is said as that option's
     problem (an OptionError, exit 2), as the checks after the load say it."""
     import draftsmith
     from draftsmith.errors import OptionError, SpecError
 
-    given = {f"decoding.{k}": PLAN_OPTIONS[k] for k, v in plan.items() if v is not None}
+    topk = {"topk": plan["topk"]} if plan.get("topk") is not None else {}
+    given = {f"decoding.{k}": PLAN_OPTIONS[k] for k in topk}
     try:
-        return draftsmith.assemble(spec.with_decoding(**{k: v for k, v in plan.items() if v is not None}), **load)
+        return draftsmith.assemble(spec.with_decoding(**topk), **load)
     except SpecError as e:
         if e.problems and all(p.path in given for p in e.problems):
             raise OptionError("\n  ".join(f"{given[p.path]}: {p.message}" for p in e.problems)) from None

@@ -51,3 +51,18 @@ def test_generate_topk_within_the_vocabulary_runs_a_spec_whose_own_topk_is_past_
     assert "topk 4" in res.output
     res = CliRunner().invoke(app, args)   # the spec's own topk: refused as before
     assert res.exit_code == 1 and "16 candidates per node" in res.output, res.output
+
+
+def test_generate_steps_and_draft_tokens_are_not_warned_about_as_the_specs(caplog):
+    """--steps 10 --draft-tokens 4 are this call's: the load's warning about a spec whose steps its tree cannot
+    reach named spec demo's decoding.steps, which holds 5."""
+    from typer.testing import CliRunner
+
+    from draftsmith.cli import app
+
+    with caplog.at_level("WARNING", logger="draftsmith"):
+        res = CliRunner().invoke(app, ["generate", "--spec", "demo", "--steps", "10", "--draft-tokens", "4",
+                                       "--max-new-tokens", "8", "--threads", "1", "--no-compare"])
+    assert res.exit_code == 0, res.output
+    assert "decoding.steps is 10" not in caplog.text + res.output
+    assert "steps 10, 4 draft tokens" in res.output   # the plan line says the call's plan
