@@ -33,3 +33,19 @@ def test_convert_says_a_folder_with_a_newline_on_its_one_comment_line(tmp_path):
     comment, *config = res.stdout.splitlines()
     assert comment.startswith(f"# {tmp_path}/nl name -> {tmp_path}/out x (layers: ")
     json.loads("\n".join(config))
+
+
+def test_inspects_misfit_error_names_a_strange_folder_on_one_line_with_no_escape_sequence(tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    target = write_target(tmp_path / "t", hidden_size=16, intermediate_size=32, num_attention_heads=2,
+                          num_key_value_heads=1, num_hidden_layers=8, vocab_size=32)
+    folder = tmp_path / "esc\x1b[31mred\nline"
+    shutil.copytree(write_eagle3(tmp_path / "d", target), folder)
+    tensors = load_file(str(folder / "model.safetensors"))
+    save_file(tensors | {"extra.weight": tensors["fc.weight"].clone()}, str(folder / "model.safetensors"))
+    res = CliRunner().invoke(app, ["inspect", str(folder)])
+    assert res.exit_code == 1, res.output
+    line = next(x for x in res.stderr.splitlines() if x.startswith("error: "))
+    assert line.startswith(f"error: {tmp_path}/esc\\x1b[31mred\\nline: the proposed spec does not load")
+    assert "\x1b" not in res.stderr

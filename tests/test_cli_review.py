@@ -231,7 +231,7 @@ def test_a_local_folder_named_as_a_cached_target_is_that_folder_when_written_as_
     assert [p.resolve() for p in seen] == [(tmp_path / "smollm2").resolve()]
 
 
-@pytest.mark.parametrize("args", [["generate", "--help"], ["--help"]])
+@pytest.mark.parametrize("args", [["generate", "--help"], ["--help"], []])
 def test_help_into_a_closed_pipe_ends_quietly_with_141(args):
     """`draftsmith generate --help | head -1`: the help is printed while typer parses, where rich's console exits 1
     when the reader has left; the command ends as `draftsmith list | head -1` does."""

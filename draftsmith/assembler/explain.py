@@ -15,7 +15,7 @@ from draftsmith.assembler.build import attention_recipe, held_layers, qkv_bias_r
 from draftsmith.assembler.checkpoint import list_tensors
 from draftsmith.assembler.config import ConfigReading, read_raw_config
 from draftsmith.assembler.detect import draft_in, row_settings, swap_note
-from draftsmith.assembler.names import one_pattern
+from draftsmith.assembler.names import one_pattern, unchained
 from draftsmith.components.weights import RuleSet
 from draftsmith.errors import DraftsmithError, short_text
 from draftsmith.registry import Registry, default_registry
@@ -93,6 +93,24 @@ def folder_swap_note(folder: str | Path, role: str, registry: Registry | None = 
 
 
 _LAYER = re.compile(r"^layers\.\d+\.")
+
+
+def unchained_layers_note(spec: Spec, rules: RuleSet, names, canonical: list[str]) -> Callable[[], str | None]:
+    """The note for ``num_layers: auto`` that finds no layer because the rules were written as steps: a later
+    rule would have made a name an earlier one made into a 'layers.N.' name (the load plan says the same of the
+    names a model lacks, :func:`draftsmith.assembler.plan.chain_note`)."""
+    def note() -> str | None:
+        if spec.draft.num_layers != "auto" or any(_LAYER.match(c) for c in canonical):
+            return None
+        for source in names:
+            canon, index = rules.to_canonical(source)
+            if canon is None or index is None or (later := rules.later_rule(canon, index)) is None:
+                continue
+            if _LAYER.match(later[1][0]):
+                said = [short_text(rules.describe(i), 300) for i in (index, later[0])]
+                return unchained(source, canon, *said, later[1][0])
+        return None
+    return note
 
 
 def held_names(rules: RuleSet, names) -> list[str]:
@@ -259,6 +277,7 @@ def qkv_bias_note(spec: Spec, registry: Registry, draft_raw, canonical: list[str
 
 
 QK_NORM = re.compile(r"(^|\.)self_attn\.[qk]_norm\.weight$")
+ATTN_NORM = re.compile(r"(^|\.)self_attn\.\w*norm\w*\.weight$")   # q/k norms under any name
 
 
 def qk_norm_note(spec: Spec, registry: Registry, draft_raw, canonical: list[str],
@@ -268,10 +287,13 @@ def qk_norm_note(spec: Spec, registry: Registry, draft_raw, canonical: list[str]
     def note() -> str | None:
         if "draft" not in built:
             return None
+        state = built["draft"].state_dict()
         held = sorted(n for n in canonical if QK_NORM.search(n))
-        wanted = sorted(n for n in built["draft"].state_dict() if QK_NORM.search(n))
+        wanted = sorted(n for n in state if QK_NORM.search(n))
         if bool(held) == bool(wanted):
             return None
+        if not held and any(ATTN_NORM.search(n) and n not in state for n in canonical):
+            return None   # norms under another name (q_layernorm): a rule is missing, not the field wrong
         name, _ = attention_recipe(spec, registry, draft_raw)
         if "qk_norm" not in registry.get("attention", name).params.model_fields:
             return None

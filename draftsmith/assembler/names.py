@@ -125,6 +125,14 @@ def one_pattern(names: Iterable[str]) -> str:
     return shown + (f" and {len(patterns) - 2} more" if len(patterns) > 2 else "")
 
 
+def unchained(source: str, made: str, first: str, later: str, wanted: str) -> str:
+    """The note for rules written as steps: ``source`` became ``made`` via rule ``first``; rule ``later`` would make
+    that ``wanted`` (a name the model has), but rules do not chain."""
+    return (f"note: rules do not chain: {quote(source)} became {quote(made)} via {first}, and {later} would make "
+            f"that {quote(wanted)}; but a name takes the first rule that matches it, once: write each name's whole "
+            "rename in one rule")
+
+
 # ---- suggestions for missing names ---------------------------------------------------------------------------
 
 AMBIGUOUS = object()   # Suggester's answer where two leftovers are about as close to a name

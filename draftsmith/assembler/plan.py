@@ -22,7 +22,7 @@ import torch
 from torch import Tensor, nn
 
 from draftsmith.assembler.weight_files import FLOAT4, TensorInfo
-from draftsmith.assembler.names import Suggester, group_names, natural, one_pattern, quote
+from draftsmith.assembler.names import Suggester, group_names, natural, one_pattern, quote, unchained
 from draftsmith.assembler.splits import FusedHint, split_rows
 from draftsmith.components.quant_models import loadable_shapes, row_blocks
 from draftsmith.components.weights import RuleSet
@@ -161,9 +161,7 @@ def chain_note(rules: RuleSet, origin: Mapping[str, tuple[str, int | None]], exp
         if canon in expected or index is None:
             continue
         if (later := rules.later_rule(canon, index)) is not None and later[1][0] in expected:
-            return (f"note: rules do not chain: {quote(source)} became {quote(canon)} via {describe(index)}, and "
-                    f"{describe(later[0])} would make that {quote(later[1][0])}, which the model has; but a name "
-                    "takes the first rule that matches it, once: write each name's whole rename in one rule")
+            return unchained(source, canon, describe(index), describe(later[0]), later[1][0])
     return None
 
 

@@ -162,8 +162,8 @@ class _Group(TyperGroup):
             typer.echo(f"error: {e.format_message()}{where}", err=True)
             sys.exit(e.exit_code)
         except SystemExit as e:   # `CMD --help | head -1`: rich's console exits 1 when the reader leaves
-            given = kwargs.get("args") or (args[0] if args else None) or sys.argv[1:]
-            if e.code == 1 and "--help" in given:   # help prints and exits 0 otherwise: its output failed
+            given = kwargs["args"] if kwargs.get("args") is not None else args[0] if args else sys.argv[1:]
+            if e.code == 1 and ("--help" in given or not given):   # help (no arguments: help, exit 2) failed
                 sys.exit(SIGPIPE_EXIT)
             raise
         sys.exit(code if isinstance(code, int) else 0)

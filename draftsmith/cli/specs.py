@@ -193,7 +193,9 @@ def inspect(ckpt: Path = typer.Argument(..., help="draft checkpoint folder", par
     if found.match is None:
         typer.echo(f"error: {render_unknown(found)}", err=True)
         raise typer.Exit(1)
-    where = " ".join(str(ckpt).splitlines())  # a folder name with a newline must not end the YAML comment
+    from draftsmith.errors import short_text
+
+    where = short_text(ckpt, 300)   # on one line: a newline in a folder's name must not end the YAML comment
     by = f" (detected by plugin {found.match.by_plugin!r})" if found.match.by_plugin else ""
     misfit = _misfit(found)
     if misfit:   # the first comment: `head -1` of the spec shows why it does not load the folder
@@ -206,7 +208,7 @@ def inspect(ckpt: Path = typer.Argument(..., help="draft checkpoint folder", par
     data = found.spec
     sys.stdout.write(yaml.safe_dump(data, sort_keys=False))
     if misfit:   # the family is right and the folder is not: the spec is printed, and the exit says it fails
-        typer.echo(f"error: {where}: {misfit}", err=True)
+        typer.echo(f"error: {where}: {misfit}", err=True)   # short_text: no escape sequence reaches the terminal
         raise typer.Exit(1)
 
 

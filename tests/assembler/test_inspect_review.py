@@ -307,6 +307,14 @@ def test_per_head_q_and_k_norms_are_read_into_the_proposed_spec(tmp_path):
     with pytest.raises(CheckpointMismatch) as e:   # the reverse: the spec asks for them, the checkpoint has none
         draftsmith.assemble(parse_spec(with_norms), target=t)
     assert any("state draft.attention.qk_norm: false" in n for n in e.value.__notes__), e.value
+    renamed = tmp_path / "r"   # the norms under another name: a rule is missing, the field is right
+    renamed.mkdir()
+    (renamed / "config.json").write_text((d / "config.json").read_text())
+    save_file({k.replace("_norm.", "_layernorm."): v for k, v in tensors.items()}, str(renamed / "model.safetensors"))
+    with pytest.raises(CheckpointMismatch) as e:
+        draftsmith.assemble(parse_spec(found.spec | {"checkpoints": {**found.spec["checkpoints"],
+                                                                     "draft": str(renamed)}}), target=t)
+    assert "q_layernorm" in str(e.value) and not any("qk_norm" in n for n in getattr(e.value, "__notes__", ()))
 
 
 def test_block_scales_a_float_family_does_not_hold_are_proposed_with_per_group_inputs(target, tmp_path):

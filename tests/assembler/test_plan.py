@@ -294,9 +294,29 @@ def test_rules_written_as_steps_get_a_note_that_rules_do_not_chain():
     assert e.value.__notes__ == [
         "note: rules do not chain: 'block.0.ln_in.weight' became 'layers.0.ln_in.weight' via rule 0: '^block\\.' -> "
         "'layers.', and rule 1: '\\.ln_in\\.' -> '.input_layernorm.' would make that "
-        "'layers.0.input_layernorm.weight', which the model has; but a name takes the first rule that matches it, "
-        "once: write each name's whole rename in one rule"]
+        "'layers.0.input_layernorm.weight'; but a name takes the first rule that matches it, once: write each "
+        "name's whole rename in one rule"]
     # a later rule that makes no name the model has is no reason for the note
     with pytest.raises(CheckpointMismatch) as e:
         plan_load(listing(block__0__ln_in__weight=((8,), F32)), rules, {"other.weight": Expected((8,), F32)})
     assert not getattr(e.value, "__notes__", None)
+
+
+def test_num_layers_auto_that_finds_no_layer_because_rules_were_steps_says_so():
+    """The later rule makes the 'layers.N.' prefix: num_layers auto (every built-in spec) fails counting layers,
+    before any load plan, and says the same note."""
+    import yaml
+
+    import draftsmith
+    from draftsmith.errors import SpecError
+
+    root = Path(draftsmith.__file__).parent
+    data = yaml.safe_load((root / "specs" / "builtin" / "demo.yaml").read_text())
+    data["checkpoints"] = {"target": str(root / "demo_data" / "target"), "draft": str(root / "demo_data" / "draft")}
+    data["weights"] = {"rules": [{"match": r"^midlayer\.", "replace": "L."},
+                                 {"match": r"^L\.", "replace": "layers.0."}]}
+    with pytest.raises(SpecError) as e:
+        draftsmith.assemble(draftsmith.parse_spec(data))
+    notes = [n for n in getattr(e.value, "__notes__", ()) if "rules do not chain" in n]
+    assert len(notes) == 1 and "via rule 0: '^midlayer\\.' -> 'L.', and rule 1: '^L\\.' -> 'layers.0.' would" \
+        in notes[0], notes
