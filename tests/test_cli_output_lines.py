@@ -31,7 +31,7 @@ def test_convert_says_a_folder_with_a_newline_on_its_one_comment_line(tmp_path):
     res = CliRunner().invoke(app, ["convert", str(source), "--to", "layers", str(tmp_path / "out\nx")])
     assert res.exit_code == 0, res.output
     comment, *config = res.stdout.splitlines()
-    assert comment.startswith(f"# {tmp_path}/nl name -> {tmp_path}/out x (layers: ")
+    assert comment.startswith(f"# {tmp_path}/nl\\nname -> {tmp_path}/out\\nx (layers: ")
     json.loads("\n".join(config))
 
 

@@ -237,6 +237,7 @@ def convert(ckpt: Path = typer.Argument(..., help="draft checkpoint folder", par
     from draftsmith.convert.run import convert as run_convert
     from draftsmith.convert.layouts import layouts
     from draftsmith.convert.run import loading_line
+    from draftsmith.errors import short_text
 
     # a ConvertError prints as draftsmith's errors do (exit 1); an unknown --to is an OptionError (exit 2)
     config = run_convert(ckpt, to, out_dir)
@@ -245,6 +246,6 @@ def convert(ckpt: Path = typer.Argument(..., help="draft checkpoint folder", par
     # family's spec by name only where that spec alone reads it the same (not an FP8 or a narrow draft's)
     # (and never one that builds another draft than the source was read as: a plugin family's)
     line = loading_line(out_dir, source=inspect_checkpoint(ckpt))
-    src, dst = (" ".join(str(p).splitlines()) for p in (ckpt, out_dir))   # one comment line, whatever the names
+    src, dst = (short_text(p, 300) for p in (ckpt, out_dir))   # one comment line, no escape sequence in it
     sys.stdout.write(f"# {src} -> {dst} ({to}: {layout.description}); {line}\n")
     sys.stdout.write(json.dumps(config, indent=2) + "\n")
