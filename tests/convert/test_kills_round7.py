@@ -129,7 +129,7 @@ def test_pip_downloads_stderr_is_captured_and_quoted_as_text(monkeypatch, tmp_pa
     monkeypatch.setattr(subprocess, "run", run)
     with pytest.raises(FetchError) as e:
         hub._pip_download("x==1", tmp_path / "w")
-    assert str(e.value).endswith("cache):\nERROR: no such version")
+    assert str(e.value).endswith("cache):\n  ERROR: no such version")   # pip's lines, indented under the error
     assert "no such version" not in capfd.readouterr().err   # captured, not left on the terminal
 
 
