@@ -4,24 +4,16 @@ import pytest
 from pydantic import BaseModel, ConfigDict
 
 import draftsmith
-from draftsmith.hooks import Component, hookimpl
+from draftsmith.hooks import Component
 from draftsmith.registry import PluginError
 from draftsmith.registry.results import ComponentFailed
 from draftsmith.specs.edits import field_info
+from test_component_holds import Plugin   # a plugin of the given records
 
 
 class GateParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     gate: bool | None = None     # None: read the draft config's "gate"
-
-
-class Plugin:
-    def __init__(self, *components):
-        self.components = list(components)
-
-    @hookimpl
-    def draftsmith_components(self):
-        return self.components
 
 
 def gated(params, **_):
