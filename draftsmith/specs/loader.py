@@ -45,7 +45,8 @@ def spec_path(ref: str | Path, registry: Registry) -> Path:
     as_path = any(sep in str(ref) for sep in {"/", os.sep})
     if p.suffix in (".yaml", ".yml"):
         if not p.is_file():
-            what = "is not a regular file" if p.exists() else "does not exist"
+            what = ("is not a regular file" if p.exists() else
+                    "is a link that leads nowhere (to itself, or to no file)" if p.is_symlink() else "does not exist")
             raise SpecNotFound(f"spec file {short_text(p, 300)} {what}")
         return p
     if (registry.has_spec(str(ref)) and not as_path) or not p.exists():   # a clashing name: spec_source says so

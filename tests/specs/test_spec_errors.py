@@ -466,3 +466,16 @@ def test_an_empty_checkpoint_folder_is_refused_not_read_as_the_specs_own_folder(
     err = spec_error(base)
     assert [(p.path, p.allowed) for p in err.problems] == [("checkpoints.target", "a non-empty string"),
                                                            ("checkpoints.draft", "a non-empty string")]
+
+
+@pytest.mark.parametrize("to", ["self", "nowhere"])
+def test_a_spec_file_that_is_a_broken_link_is_said_as_one(tmp_path, to):
+    """A link loop or a dangling link was 'does not exist', though `ls` shows the name."""
+    from draftsmith.specs.loader import SpecNotFound
+
+    link = tmp_path / "s.yaml"
+    link.symlink_to(link if to == "self" else tmp_path / "gone.yaml")
+    with pytest.raises(SpecNotFound, match="s.yaml is a link that leads nowhere"):
+        draftsmith.load_spec(link)
+    with pytest.raises(SpecNotFound, match="gone.yaml does not exist"):
+        draftsmith.load_spec(tmp_path / "gone.yaml")
