@@ -145,6 +145,9 @@ def tied(text: str, found: list[str], tie: float = 0.05, sure: float = 0.9) -> b
     (0.98, its k_proj 0.95) is the name with a prefix."""
     if len(found) < 2:
         return False
+    tail = lambda name: name.split(".")[-2:]   # noqa: E731  the module's own name: 'k_proj', 'weight'
+    if tail(found[0]) == tail(text) != tail(found[1]):   # under another prefix (blocks.N.attn.k_proj): not a guess
+        return False
     first, second = (difflib.SequenceMatcher(None, text, f).ratio() for f in found[:2])
     return first - second < tie and first < sure
 

@@ -84,3 +84,6 @@ def test_two_leftovers_about_as_close_get_no_hint():
     # a near copy of the name (a prefix added) is named though its siblings are close too
     prefixed = {f"x.layers.0.{p}_proj.weight": (p, (8, 8)) for p in "qkvo"}
     assert Suggester(prefixed)("layers.0.k_proj.weight", (8, 8)) == "k"
+    # ... and one under another prefix whose module name is the missing one's
+    renamed = {f"blocks.0.attn.{p}_proj.weight": (p, (8, 8)) for p in "qkvo"}
+    assert Suggester(renamed)("layers.0.self_attn.k_proj.weight", (8, 8)) == "k"
