@@ -15,7 +15,7 @@ from draftsmith.assembler.build import attention_recipe, held_layers, qkv_bias_r
 from draftsmith.assembler.checkpoint import list_tensors
 from draftsmith.assembler.config import ConfigReading, read_raw_config
 from draftsmith.assembler.detect import draft_in, row_settings, swap_note
-from draftsmith.assembler.names import one_pattern, unchained
+from draftsmith.assembler.names import chain_note, one_pattern
 from draftsmith.components.weights import RuleSet
 from draftsmith.errors import DraftsmithError, short_text
 from draftsmith.registry import Registry, default_registry
@@ -102,14 +102,9 @@ def unchained_layers_note(spec: Spec, rules: RuleSet, names, canonical: list[str
     def note() -> str | None:
         if spec.draft.num_layers != "auto" or any(_LAYER.match(c) for c in canonical):
             return None
-        for source in names:
-            canon, index = rules.to_canonical(source)
-            if canon is None or index is None or (later := rules.later_rule(canon, index)) is None:
-                continue
-            if _LAYER.match(later[1][0]):
-                said = [short_text(rules.describe(i), 300) for i in (index, later[0])]
-                return unchained(source, canon, *said, later[1][0])
-        return None
+        mapped = ((source, canon, index) for source in names for canon, index in [rules.to_canonical(source)]
+                  if canon is not None)   # the ignored left out
+        return chain_note(rules, mapped, lambda name: _LAYER.match(name) is not None)
     return note
 
 

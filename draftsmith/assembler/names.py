@@ -11,7 +11,7 @@ import difflib
 import functools
 import itertools
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from draftsmith.errors import short_text
 
@@ -125,12 +125,19 @@ def one_pattern(names: Iterable[str]) -> str:
     return shown + (f" and {len(patterns) - 2} more" if len(patterns) > 2 else "")
 
 
-def unchained(source: str, made: str, first: str, later: str, wanted: str) -> str:
-    """The note for rules written as steps: ``source`` became ``made`` via rule ``first``; rule ``later`` would make
-    that ``wanted`` (a name the model has), but rules do not chain."""
-    return (f"note: rules do not chain: {quote(source)} became {quote(made)} via {first}, and {later} would make "
-            f"that {quote(wanted)}; but a name takes the first rule that matches it, once: write each name's whole "
-            "rename in one rule")
+def chain_note(rules, mapped: Iterable[tuple[str, str, int | None]], wanted: Callable[[str], bool]) -> str | None:
+    """The note for rules written as steps (a prefix rule, then per-module renames), or None: of ``mapped``
+    (checkpoint name, the name a rule made of it, that rule's index in ``rules``, a RuleSet), the first made name
+    not ``wanted`` that a later rule would make into one that is; rules do not chain."""
+    for source, made, index in mapped:
+        if index is None or wanted(made) or (later := rules.later_rule(made, index)) is None:
+            continue
+        if wanted(later[1][0]):
+            first, then = (short_text(rules.describe(i), 300) for i in (index, later[0]))
+            return (f"note: rules do not chain: {quote(source)} became {quote(made)} via {first}, and {then} would "
+                    f"make that {quote(later[1][0])}; but a name takes the first rule that matches it, once: write "
+                    "each name's whole rename in one rule")
+    return None
 
 
 # ---- suggestions for missing names ---------------------------------------------------------------------------

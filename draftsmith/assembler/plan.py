@@ -15,14 +15,14 @@ leftover fused qkv_proj / gate_up_proj is said to look fused, never offered the 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor, nn
 
 from draftsmith.assembler.weight_files import FLOAT4, TensorInfo
-from draftsmith.assembler.names import Suggester, group_names, natural, one_pattern, quote, unchained
+from draftsmith.assembler.names import Suggester, group_names, natural, one_pattern, quote, chain_note
 from draftsmith.assembler.splits import FusedHint, split_rows
 from draftsmith.components.quant_models import loadable_shapes, row_blocks
 from draftsmith.components.weights import RuleSet
@@ -153,18 +153,6 @@ def _dtype(dtype: torch.dtype) -> str:
 
 # ---- the plan --------------------------------------------------------------------------------------------------
 
-def chain_note(rules: RuleSet, origin: Mapping[str, tuple[str, int | None]], expected: Mapping[str, Expected],
-               describe: Callable[[int | None], str]) -> str | None:
-    """The note for rules written as steps (a prefix rule, then per-module renames): a name one rule made that the
-    model lacks, and a later rule would make into one it has; None where no name is such."""
-    for canon, (source, index) in origin.items():
-        if canon in expected or index is None:
-            continue
-        if (later := rules.later_rule(canon, index)) is not None and later[1][0] in expected:
-            return unchained(source, canon, describe(index), describe(later[0]), later[1][0])
-    return None
-
-
 def plan_load(infos: Mapping[str, TensorInfo], rules: RuleSet, expected: Mapping[str, Expected], *,
               where: str = "checkpoint", spec: str = "spec", optional: Iterable[str] = (),
               unused: Iterable[str] = ()) -> LoadPlan:
@@ -266,7 +254,9 @@ def plan_load(infos: Mapping[str, TensorInfo], rules: RuleSet, expected: Mapping
 
     if problems:
         error = CheckpointMismatch(problems, where=where, spec=spec)
-        if (note := chain_note(rules, origin, expected, describe)) is not None:
+        # a name one rule made that the model lacks, and a later rule would make into one it has
+        mapped = ((source, canon, index) for canon, (source, index) in origin.items())
+        if (note := chain_note(rules, mapped, expected.__contains__)) is not None:
             error.add_note(note)
         raise error
     return LoadPlan(sources={c: origin[c][0] for c in both}, ignored=tuple(remap.ignored), rows=rows)

@@ -21,7 +21,7 @@ from draftsmith.train.features import FeatureStore, extract_with_log, made_for, 
 from draftsmith.train.provenance import SOURCE, distill_record, source_problem, target_fingerprint, windows_digest
 from draftsmith.train.loop import STATE, TrainConfig, save_start, train
 from draftsmith.train.outdir import held, undone_on_failure
-from draftsmith.train.preflight import count, no_windows, preflight, skipped_note
+from draftsmith.train.preflight import count, no_windows, own_folders, preflight, skipped_note
 from draftsmith.train.resume import run_record, saved_state, spec_digest
 
 
@@ -320,11 +320,6 @@ def prompt_room(files: Sequence[Path]) -> str:
     if records == {False}:
         return "past its first third (a text file's prompt starts there)"
     return "past its first third (a text file) or in one record, from its start (a JSONL or JSON file)"
-
-
-def own_folders(job) -> tuple[Path, Path]:
-    """The run's own folders (--out, its features), whose files are never read as --data or --eval text."""
-    return Path(job.out), Path(job.features or Path(job.out) / "features")
 
 
 def no_held_prompts(job: Job, tok, render: D.Render | None) -> str | None:

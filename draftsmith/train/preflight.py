@@ -80,7 +80,7 @@ def preflight(job) -> None:
             found.append(("from_draft", "starts a training run: --eval-only measures the draft in --out"))
     elif not job.data:
         found.append(("", "no training data: give --data PATH (repeatable) or --stdlib"))
-    elif not found and not D.expand(job.data, skip=(own := (out, Path(job.features or out / "features")))):
+    elif not found and not D.expand(job.data, skip=(own := own_folders(job))):
         inside = [str(p) for p in map(Path, job.data) if any(within(p, o) for o in own)]
         why = (f" ({short_list(inside, quote=False)} is this run's --out or --features folder, or inside it, which "
                "is not read as data: give the data another folder)" if inside else "")
@@ -97,6 +97,11 @@ def preflight(job) -> None:
                                  "draft's files back, or give a new or empty --out to start fresh"))
     if found:
         raise TrainError(found)
+
+
+def own_folders(job) -> tuple[Path, Path]:
+    """The run's own folders (--out, its features), whose files are never read as --data or --eval text."""
+    return Path(job.out), Path(job.features or Path(job.out) / "features")
 
 
 def within(path: Path, folder: Path) -> bool:

@@ -117,6 +117,8 @@ def test_data_given_as_the_out_folder_is_said_as_such(tiny, tmp_path, nothing_sl
     refused(train("--out", data, "--target", tiny / "target", "--data", data),
             f"--data {data}: no text or JSONL files, so no training windows ({data} is this run's --out or "
             "--features folder, or inside it, which is not read as data")
+    refused(train("--out", tmp_path / "o2", "--features", data, "--target", tiny / "target", "--data", data),
+            f"({data} is this run's --out or --features folder")   # a --features folder of its own, the same
     other = tmp_path / "other"
     other.mkdir()
     res = train("--out", data / "o", "--target", tiny / "target", "--data", other)
