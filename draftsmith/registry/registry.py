@@ -7,7 +7,7 @@ import importlib
 import importlib.metadata
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -156,45 +156,52 @@ class Registry:
         """The regexes of the canonical names component ``(kind, name)``, given a spec's ``params``, may hold
         (:attr:`Component.holds`); ``fallback`` where it does not say. A plugin's answer that raises, is not a
         sequence of strings or holds a bad regex is a :class:`ComponentFailed` naming it."""
-        comp, plugin = self.get(kind, name), self.provider(kind, name)
+        comp = self.get(kind, name)
         if comp.holds is None:
             return tuple(fallback)
-        who = f"{kind} {short(name)} (plugin {plugin!r}): holds(params)"
-        try:
-            answer = comp.holds(dict(params))
-            if not (isinstance(answer, (tuple, list)) and all(isinstance(p, str) for p in answer)):
-                raise TypeError(f"returned {short(answer)}, not a tuple of regex strings")
-            for pattern in answer:
+
+        def answer() -> tuple[str, ...]:
+            found = comp.holds(dict(params))
+            if not (isinstance(found, (tuple, list)) and all(isinstance(p, str) for p in found)):
+                raise TypeError(f"returned {short(found)}, not a tuple of regex strings")
+            for pattern in found:
                 try:
                     re.compile(pattern)
                 except re.error as e:
                     raise ValueError(f"{short(pattern)} is no regex: {e}") from None
-        except Exception as e:
-            if plugin == BUILTIN:
-                raise
-            raise ComponentFailed(f"{who} failed: {type(e).__name__}: {short_text(str(e), 300)}") from e
-        return tuple(answer)
+            return tuple(found)
+        return self._answered(kind, name, "holds(params)", answer)
 
     def reads(self, kind: str, name: str, params: Any, draft_config: Mapping[str, Any]) -> dict[str, Any] | None:
         """The values component ``(kind, name)``'s params (validated: its params model) that a spec may leave to the
         checkpoint take for ``draft_config`` (:attr:`Component.reads`); None where it does not say or the config
         cannot be read that way (the load says why). A plugin's answer that raises for another reason or is not a
         mapping of field names is a :class:`ComponentFailed` naming it."""
-        comp, plugin = self.get(kind, name), self.provider(kind, name)
+        comp = self.get(kind, name)
         if comp.reads is None:
             return None
+
+        def answer() -> dict[str, Any] | None:
+            try:
+                found = comp.reads(params, dict(draft_config))
+            except DraftsmithError:   # the config cannot be read that way: the load says why
+                return None
+            if not (isinstance(found, Mapping) and all(isinstance(k, str) for k in found)):
+                raise TypeError(f"returned {short(found)}, not a mapping of field names to values")
+            return dict(found)
+        return self._answered(kind, name, "reads(params, draft_config)", answer)
+
+    def _answered(self, kind: str, name: str, call: str, answer: Callable[[], Any]) -> Any:
+        """``answer()``: what component ``(kind, name)``'s ``call`` answers, checked; a plugin's that raises is a
+        :class:`ComponentFailed` naming it (draftsmith's own bug raises as it is)."""
+        plugin = self.provider(kind, name)
         try:
-            answer = comp.reads(params, dict(draft_config))
-            if not (isinstance(answer, Mapping) and all(isinstance(k, str) for k in answer)):
-                raise TypeError(f"returned {short(answer)}, not a mapping of field names to values")
-        except DraftsmithError:
-            return None
+            return answer()
         except Exception as e:
             if plugin == BUILTIN:
                 raise
-            who = f"{kind} {short(name)} (plugin {plugin!r}): reads(params, draft_config)"
-            raise ComponentFailed(f"{who} failed: {type(e).__name__}: {short_text(str(e), 300)}") from e
-        return dict(answer)
+            raise ComponentFailed(f"{kind} {short(name)} (plugin {plugin!r}): {call} failed: {type(e).__name__}: "
+                                  f"{short_text(str(e), 300)}") from e
 
     def spec_source(self, name: str) -> SpecSource:
         """The spec registered as ``name``; a :class:`PluginClash` naming every file where spec folders give that name
