@@ -13,15 +13,18 @@ TEMP = ".partial-"         # the prefix of write_atomic's temporary files (a run
 
 def write_atomic(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` whole or not at all: into a temporary file in the same folder, then os.replace,
-    so a run killed while it writes leaves the previous results.json / results.md, never half of one."""
+    so a run killed while it writes leaves the previous results.json / results.md, never half of one. A failed write
+    that names no file (a full disk) is raised naming ``path``, which the command says as ``error: PATH: why``."""
     path = Path(path)
     tmp = path.with_name(f"{TEMP}{path.name}.{os.getpid()}.tmp")   # open() keeps the umask's mode, as write_text
     try:
         with open(tmp, "w", encoding="utf-8") as f:
             f.write(text)
         os.replace(tmp, path)
-    except BaseException:   # KeyboardInterrupt too: the time limit that ends a GPU session's call
+    except BaseException as e:   # KeyboardInterrupt too: the time limit that ends a GPU session's call
         tmp.unlink(missing_ok=True)
+        if isinstance(e, OSError) and e.filename is None:   # a full disk: write() and close() name no file
+            raise OSError(e.errno, e.strerror, str(path)) from e
         raise
 
 

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import torch
 
+from draftsmith.errors import DraftsmithError, short_text
+
 SHAPES = {  # Llama-3.2-1B, Llama-3.1-8B; tiny runs on a CPU in seconds
     "tiny": dict(hidden_size=256, intermediate_size=768, num_attention_heads=8, num_key_value_heads=2,
                  num_hidden_layers=8, vocab_size=8192, draft_vocab=2048, tie=False),
@@ -74,11 +76,28 @@ def write_llama(folder: Path, shape: dict, device: str, seed: int = 0, shard_byt
 
 
 def write_pair(root: Path, name: str, device: str) -> tuple[Path, Path]:
+    """The shape's target and draft under ``root``, written where a previous run did not finish them (each folder's
+    config.json is written last). A write that fails (a full disk: neither safetensors' error nor a failed flush
+    names the file) is a :class:`WriteFailed` naming the folder; a rerun writes that folder again."""
+    from safetensors import SafetensorError
+
     from draftsmith.testing import write_eagle3
 
     shape = SHAPES[name]
-    target = write_llama(root / f"{name}-target", shape, device)
-    draft = root / f"{name}-draft"
-    if not (draft / "config.json").exists():
-        write_eagle3(draft, target, draft_vocab=shape["draft_vocab"], std=0.02)
+    target, draft = root / f"{name}-target", root / f"{name}-draft"
+    folder = target
+    try:
+        write_llama(target, shape, device)
+        folder = draft
+        if not (draft / "config.json").exists():
+            write_eagle3(draft, target, draft_vocab=shape["draft_vocab"], std=0.02)
+    except (OSError, SafetensorError) as e:
+        why = getattr(e, "strerror", None) or short_text(" ".join(str(e).split()), 200)
+        raise WriteFailed(f"cannot write the {name} benchmark checkpoint into {short_text(folder, 300)}: {why} (a "
+                          "full disk? the 8b pair takes ~18 GB, the 1b ~3 GB); free space, or give --checkpoints "
+                          "another folder, and run again: a folder without its config.json is written anew") from None
     return target, draft
+
+
+class WriteFailed(DraftsmithError, OSError):
+    """The scale benchmark could not write its random-weight checkpoints (said as a message, not a traceback)."""
