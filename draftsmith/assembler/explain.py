@@ -256,18 +256,10 @@ def qkv_bias_note(spec: Spec, registry: Registry, draft_raw, canonical: list[str
     """The note for a draft whose q/k/v bias tensors do not fit: the checkpoint holds them and the attention was
     built without, or the reverse; it says why the attention has them or not and which spec field decides."""
     def note() -> str | None:
-        if "draft" not in built:
-            return None
-        held = sorted(n for n in canonical if QKV_BIAS.search(n))
-        wanted = sorted(n for n in built["draft"].state_dict() if QKV_BIAS.search(n))
-        if bool(held) == bool(wanted):
+        if (found := unfit(QKV_BIAS, canonical, built)) is None:
             return None
         why = qkv_bias_reading(registry, attention_recipe(spec, registry, draft_raw), draft_raw)
-        if held:
-            return (f"note: the checkpoint holds q/k/v biases ({one_pattern(held)}) and the draft's attention is built "
-                    f"without them ({why}): state draft.attention.qkv_bias: true")
-        return (f"note: the draft's attention expects q/k/v biases ({one_pattern(wanted)}) that the checkpoint does "
-                f"not hold ({why}): state draft.attention.qkv_bias: false")
+        return attention_field_note("q/k/v biases", "qkv_bias", *found[:2], why=f" ({why})")
     return note
 
 
@@ -280,24 +272,36 @@ def qk_norm_note(spec: Spec, registry: Registry, draft_raw, canonical: list[str]
     """The note for a draft whose per-head q/k norms (Qwen3-style ``q_norm`` / ``k_norm``) do not fit: the checkpoint
     holds them and the attention was built without, or the reverse, where the attention has a ``qk_norm`` field."""
     def note() -> str | None:
-        if "draft" not in built:
+        if (found := unfit(QK_NORM, canonical, built)) is None:
             return None
-        state = built["draft"].state_dict()
-        held = sorted(n for n in canonical if QK_NORM.search(n))
-        wanted = sorted(n for n in state if QK_NORM.search(n))
-        if bool(held) == bool(wanted):
-            return None
+        held, wanted, state = found
         if not held and any(ATTN_NORM.search(n) and n not in state for n in canonical):
             return None   # norms under another name (q_layernorm): a rule is missing, not the field wrong
         name, _ = attention_recipe(spec, registry, draft_raw)
         if "qk_norm" not in registry.get("attention", name).params.model_fields:
             return None
-        if held:
-            return (f"note: the checkpoint holds per-head q/k norms ({one_pattern(held)}) and the draft's attention "
-                    "is built without them: state draft.attention.qk_norm: true")
-        return (f"note: the draft's attention expects per-head q/k norms ({one_pattern(wanted)}) that the checkpoint "
-                "does not hold: state draft.attention.qk_norm: false")
+        return attention_field_note("per-head q/k norms", "qk_norm", held, wanted)
     return note
+
+
+def unfit(pattern: re.Pattern, canonical: list[str], built: dict) -> tuple[list[str], list[str], dict] | None:
+    """(the checkpoint's names matching ``pattern``, the built draft's, the built draft's state dict) where one side
+    has such names and the other none, else None (also before the draft is built)."""
+    if "draft" not in built:
+        return None
+    state = built["draft"].state_dict()
+    held = sorted(n for n in canonical if pattern.search(n))
+    wanted = sorted(n for n in state if pattern.search(n))
+    return None if bool(held) == bool(wanted) else (held, wanted, state)
+
+
+def attention_field_note(what: str, field: str, held: list[str], wanted: list[str], why: str = "") -> str:
+    """The note naming ``draft.attention.FIELD`` and the value that fits the checkpoint's ``held`` names."""
+    if held:
+        return (f"note: the checkpoint holds {what} ({one_pattern(held)}) and the draft's attention is built without "
+                f"them{why}: state draft.attention.{field}: true")
+    return (f"note: the draft's attention expects {what} ({one_pattern(wanted)}) that the checkpoint does not "
+            f"hold{why}: state draft.attention.{field}: false")
 
 
 def fc_bias_note(canonical: list[str], built: dict) -> Callable[[], str | None]:
