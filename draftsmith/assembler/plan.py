@@ -22,7 +22,8 @@ import torch
 from torch import Tensor, nn
 
 from draftsmith.assembler.weight_files import FLOAT4, TensorInfo
-from draftsmith.assembler.names import Suggester, group_names, natural, one_pattern, quote, chain_note
+from draftsmith.assembler.names import (Suggester, chain_note, group_names, idle_rule_note, natural, one_pattern,
+                                        quote)
 from draftsmith.assembler.splits import FusedHint, split_rows
 from draftsmith.components.quant_models import loadable_shapes, row_blocks
 from draftsmith.components.weights import RuleSet
@@ -257,6 +258,8 @@ def plan_load(infos: Mapping[str, TensorInfo], rules: RuleSet, expected: Mapping
         # a name one rule made that the model lacks, and a later rule would make into one it has
         mapped = ((source, canon, index) for canon, (source, index) in origin.items())
         if (note := chain_note(rules, mapped, expected.__contains__)) is not None:
+            error.add_note(note)
+        if missing and (note := idle_rule_note(rules, infos, missing)) is not None:
             error.add_note(note)
         raise error
     return LoadPlan(sources={c: origin[c][0] for c in both}, ignored=tuple(remap.ignored), rows=rows)

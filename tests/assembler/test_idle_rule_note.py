@@ -1,0 +1,87 @@
+"""A load that fails because a weight rule's match has a typo (it matched no name, so the names it would make are
+missing and the checkpoint's stay unmatched) says which rule matched nothing; a spec's rules for other layouts,
+which match nothing on every load, are not said."""
+import pytest
+from safetensors.torch import load_file, save_file
+
+import draftsmith
+from draftsmith.errors import DraftsmithError
+from draftsmith.specs.catalog import BUILTIN_DIR
+from draftsmith.testing import write_eagle3, write_target
+
+SMALL = dict(hidden_size=16, intermediate_size=32, num_attention_heads=2, num_key_value_heads=1, num_hidden_layers=8,
+             vocab_size=32)
+MIDLAYER_RULE = r"- {match: '^midlayer\.', replace: 'layers.0.'}"
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    root = tmp_path_factory.mktemp("idle")
+    target = write_target(root / "t", **SMALL)
+    draft = write_eagle3(root / "d", target)
+    blocks = write_eagle3(root / "blocks", target)
+    file = blocks / "model.safetensors"
+    save_file({k.replace("midlayer.", "blocks.0."): v for k, v in load_file(str(file)).items()}, str(file))
+    return root, target, draft, blocks
+
+
+def spec_with(root, rule: str):
+    text = (BUILTIN_DIR / "eagle3-llama.yaml").read_text()
+    assert MIDLAYER_RULE in text
+    path = root / f"spec-{abs(hash(rule))}.yaml"
+    path.write_text(text.replace(MIDLAYER_RULE, rule).replace("num_layers: auto", "num_layers: 1"))
+    return draftsmith.load_spec(path)
+
+
+def notes(spec, target, draft):
+    with pytest.raises(DraftsmithError) as info:
+        draftsmith.assemble(spec, target=target, draft=draft)
+    return getattr(info.value, "__notes__", [])
+
+
+@pytest.mark.parametrize("rule, said", [
+    (r"- {match: '^block\.0\.', replace: 'layers.0.'}", r"rule 0: '^block\.0\.' -> 'layers.0.'"),
+    (r"- {match: '^block\.(\d+)\.', replace: 'layers.\1.'}", r"rule 0: '^block\.(\d+)\.' -> 'layers.\1.'")])
+def test_a_rule_that_matched_nothing_is_said(folders, rule, said):
+    root, target, _, blocks = folders
+    assert notes(spec_with(root, rule), target, blocks) == [
+        f"note: {said} matched no checkpoint name, and names it would make are missing "
+        "('layers.0.hidden_norm.weight', 'layers.0.input_layernorm.weight' and 8 more), while "
+        "'blocks.0.hidden_norm.weight', 'blocks.0.input_layernorm.weight' and 8 more matched no rule: check the "
+        "rule's match against the checkpoint's names"]
+
+
+def test_the_right_rule_loads(folders):
+    root, target, _, blocks = folders
+    draftsmith.assemble(spec_with(root, r"- {match: '^blocks\.0\.', replace: 'layers.0.'}"), target=target,
+                        draft=blocks)
+
+
+def test_an_unused_rule_for_another_layout_is_not_said(folders, tmp_path):
+    """The built-in spec's midlayer rule matches nothing on a layers.0.* draft: a load that fails there for a
+    missing tensor is told nothing about that rule."""
+    root, target, draft, _ = folders
+    file = tmp_path / "model.safetensors"
+    held = {k.replace("midlayer.", "layers.0."): v for k, v in load_file(str(draft / "model.safetensors")).items()}
+    del held["layers.0.hidden_norm.weight"]
+    for f in draft.iterdir():
+        if f.name != "model.safetensors":
+            (tmp_path / f.name).write_bytes(f.read_bytes())
+    save_file(held, str(file))
+    with pytest.raises(DraftsmithError) as info:
+        draftsmith.assemble("eagle3-llama", target=target, draft=tmp_path)
+    assert "missing: 'layers.0.hidden_norm.weight'" in str(info.value)
+    assert not [n for n in getattr(info.value, "__notes__", []) if "matched no checkpoint name" in n]
+
+
+def test_a_rule_that_matched_names_is_not_said(folders, tmp_path):
+    """One tensor under another prefix: the rule matched the others, so it is not said to match nothing."""
+    root, target, _, blocks = folders
+    held = load_file(str(blocks / "model.safetensors"))
+    held["blk.0.hidden_norm.weight"] = held.pop("blocks.0.hidden_norm.weight")
+    for f in blocks.iterdir():
+        if f.name != "model.safetensors":
+            (tmp_path / f.name).write_bytes(f.read_bytes())
+    save_file(held, str(tmp_path / "model.safetensors"))
+    said = notes(spec_with(root, r"- {match: '^blocks\.0\.', replace: 'layers.0.'}"), target, tmp_path)
+    assert not [n for n in said if "matched no checkpoint name" in n]
