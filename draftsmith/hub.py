@@ -66,7 +66,7 @@ def resolve(ref: str, console=None) -> Path:
     if name not in SOURCES:
         from draftsmith.errors import CheckpointNotFound, short_text
 
-        raise CheckpointNotFound(f"no cached target named {short_text(name, 80)!r}; known: "
+        raise CheckpointNotFound(f"no cached target named '{short_text(name, 80)}'; known: "
                                  + ", ".join(SCHEME + k for k in SOURCES))
     return ensure_target(SOURCES[name], console=console)
 

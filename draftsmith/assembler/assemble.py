@@ -97,9 +97,9 @@ def checkpoint_dir(spec: Spec, given: str | Path | None, which: str) -> Path:
         raise SpecError(spec.source, [Problem(f"checkpoints.{which}", f"no {which} folder given and the spec names "
                                                                      "none", hint=hint)])
     written = getattr(spec.checkpoints, which) if given is None else None   # the spec's own, as its file says it
-    label = f"{which} checkpoint folder {short_text(ref, 300)!r}"
+    label = f"{which} checkpoint folder '{short_text(ref, 300)}'"   # short_text escapes once: a newline reads \n
     if written is not None and not Path(written).is_absolute():
-        label += f" (the spec's checkpoints.{which}: {short_text(written, 200)!r}, relative to its file)"
+        label += f" (the spec's checkpoints.{which}: '{short_text(written, 200)}', relative to its file)"
     return checkpoint_folder(tidy(Path(ref)), label)
 
 
@@ -112,7 +112,7 @@ def checkpoint_dirs(spec: Spec, target: str | Path | None, draft: str | Path | N
         except CheckpointNotFound as e:
             missing.append(e)
     if len(missing) == 2:
-        raise CheckpointNotFound(f"{missing[0]}\n{missing[1]}")
+        raise CheckpointNotFound(f"{missing[0]}\n  {missing[1]}")   # the second line: indented, as an error's
     if missing:
         raise missing[0]
     return found["target"], found["draft"]
