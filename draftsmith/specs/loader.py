@@ -36,19 +36,22 @@ class SpecNotFound(NotFound):
 def spec_path(ref: str | Path, registry: Registry) -> Path:
     """A ``.yaml`` / ``.yml`` path as given; else the file of a registered spec of that name; else an existing file.
     (A registered name wins over a folder or file of the same name in the working directory; written as a path,
-    ``./NAME`` or with any folder in it, it is the file.) An empty string is refused: Path("") is the current
+    ``./NAME`` or with any folder in it, it is the file, and one that does not exist is said as a file.) A link
+    that leads nowhere is a file's problem, not an unknown name. An empty string is refused: Path("") is the current
     folder, which would be reported as a spec file that is not a regular file."""
     if isinstance(ref, str) and not ref:
         raise OptionError("the spec is an empty string: give a spec name (`draftsmith list` shows them) or the path "
                           "of a spec's YAML file")
     p = Path(ref)
     as_path = any(sep in str(ref) for sep in {"/", os.sep})
-    if p.suffix in (".yaml", ".yml"):
-        if not p.is_file():
+    if p.suffix in (".yaml", ".yml") or (as_path or not registry.has_spec(str(ref))) and p.is_symlink():
+        if not p.is_file():   # a link that leads nowhere is a file's problem, not an unknown name
             what = ("is not a regular file" if p.exists() else
                     "is a link that leads nowhere (to itself, or to no file)" if p.is_symlink() else "does not exist")
             raise SpecNotFound(f"spec file {short_text(p, 300)} {what}")
         return p
+    if as_path and not p.exists():   # ./name or a/b: a path, which no spec's name is
+        raise SpecNotFound(f"spec file {short_text(p, 300)} does not exist")
     if (registry.has_spec(str(ref)) and not as_path) or not p.exists():   # a clashing name: spec_source says so
         return registered_file(str(ref), registry)
     if not p.is_file():   # a folder or a device: say so, not "no such file"

@@ -468,14 +468,32 @@ def test_an_empty_checkpoint_folder_is_refused_not_read_as_the_specs_own_folder(
                                                            ("checkpoints.draft", "a non-empty string")]
 
 
+@pytest.mark.parametrize("name", ["s.yaml", "s.spec", "s"])
 @pytest.mark.parametrize("to", ["self", "nowhere"])
-def test_a_spec_file_that_is_a_broken_link_is_said_as_one(tmp_path, to):
-    """A link loop or a dangling link was 'does not exist', though `ls` shows the name."""
+def test_a_spec_file_that_is_a_broken_link_is_said_as_one(tmp_path, to, name):
+    """A link loop or a dangling link was 'does not exist', though `ls` shows the name; without a .yaml suffix it
+    was 'no spec named' (found by a README audit)."""
     from draftsmith.specs.loader import SpecNotFound
 
-    link = tmp_path / "s.yaml"
+    link = tmp_path / name
     link.symlink_to(link if to == "self" else tmp_path / "gone.yaml")
-    with pytest.raises(SpecNotFound, match="s.yaml is a link that leads nowhere"):
+    with pytest.raises(SpecNotFound, match=f"spec file {link} is a link that leads nowhere"):
         draftsmith.load_spec(link)
     with pytest.raises(SpecNotFound, match="gone.yaml does not exist"):
         draftsmith.load_spec(tmp_path / "gone.yaml")
+
+
+def test_a_path_that_does_not_exist_is_said_as_a_file(tmp_path, monkeypatch):
+    """./NAME or a/b names a file (no spec name holds a '/'): 'spec file X does not exist', not 'no spec named'; a
+    bare unknown name is still an unknown spec with the known ones."""
+    from draftsmith.specs.loader import SpecNotFound
+
+    monkeypatch.chdir(tmp_path)
+    for ref in ("./mine", "specs/mine.spec"):
+        with pytest.raises(SpecNotFound) as info:
+            draftsmith.load_spec(ref)
+        assert str(info.value) == f"spec file {ref.removeprefix('./')} does not exist"
+    from draftsmith.registry.registry import UnknownSpec
+
+    with pytest.raises(UnknownSpec, match="no spec named 'mine' and no such file. known: "):
+        draftsmith.load_spec("mine")
