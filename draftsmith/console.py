@@ -1,6 +1,7 @@
 """The ``draftsmith`` console script and ``python -m draftsmith``: the command's modules are imported inside
 :func:`main`, so that a Ctrl-C while they load (typer, rich: the first fraction of a second) ends the command as one
-at any later moment does (exit 130, no traceback) instead of as a traceback from the import machinery."""
+at any later moment does (exit 130, no traceback) instead of as a traceback from the import machinery; each SIGINT
+is noted (:mod:`draftsmith.sigint`), so that one a library swallowed still ends the command with 130."""
 from __future__ import annotations
 
 import sys
@@ -10,6 +11,9 @@ INTERRUPTED = 130   # 128 + SIGINT: what a shell reports for a command stopped b
 
 def main() -> None:
     try:
+        from draftsmith import sigint
+
+        sigint.install()
         from draftsmith.cli import app
     except KeyboardInterrupt:
         sys.exit(INTERRUPTED)

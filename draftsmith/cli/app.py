@@ -43,7 +43,9 @@ HELP_ONLY = _click_classes("NoArgsIsHelpError")   # no arguments at all: the hel
 
 def report(exc: BaseException) -> int:
     """Print ``exc`` for a user (plain text, on stderr) and return the exit code: 2 for a bad option value (an
-    OptionError, whichever command raised it), 1 for draftsmith's other errors, 70 for anything else."""
+    OptionError, whichever command raised it), 1 for draftsmith's other errors, 70 for anything else; after a
+    Ctrl-C, a KeyboardInterrupt instead (:func:`stop_if_interrupted`: the error is its echo)."""
+    stop_if_interrupted()
     if isinstance(exc, DraftsmithError):
         notes = "".join(f"\n{n}" for n in getattr(exc, "__notes__", ()))  # e.g. assemble's "folders swapped?"
         typer.echo(f"error: {exc}{notes}", err=True)
@@ -192,7 +194,9 @@ class _Group(TyperGroup):
                 result = super().invoke(ctx)
             except PASS_THROUGH:   # typer.Exit(0), a usage error: what the command printed is written first
                 sys.stdout.flush()
+                stop_if_interrupted()
                 raise
+            stop_if_interrupted()   # a Ctrl-C a library swallowed whole: the command still ends with 130
             sys.stdout.flush()     # what is still buffered is written while a failure can be said
             return result
         except PASS_THROUGH:
@@ -203,11 +207,21 @@ class _Group(TyperGroup):
         except Exception as exc:
             if ctx.params.get("debug"):
                 raise
+            stop_if_interrupted()
             if isinstance(exc, OutputFailed):   # `draftsmith list > /dev/full`: one line, not an internal error
                 _drop_stdout()   # what stays buffered is not flushed into the same failure at exit
                 typer.echo(f"error: cannot write the output: {exc}", err=True)
                 ctx.exit(OUTPUT_ERROR)
             ctx.exit(report(exc))
+
+
+def stop_if_interrupted() -> None:
+    """A KeyboardInterrupt (exit 130, as any Ctrl-C) where one reached the command before the error being handled:
+    a Ctrl-C inside a library's import can come back as any error (:func:`draftsmith.sigint.interrupted`)."""
+    from draftsmith.sigint import interrupted
+
+    if interrupted():
+        raise KeyboardInterrupt
 
 
 app = typer.Typer(cls=_Group, add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,

@@ -18,7 +18,7 @@ from draftsmith.hooks.records import ConfigFirst
 def validate(files: List[str] = typer.Argument(..., help="spec YAML files, or spec names")) -> None:
     # str, not Path: typer's Path drops a leading ./, which tells a file named as a registered spec from the name
     """Check spec files; exits non-zero listing every problem of every file."""
-    from draftsmith.cli.app import OutputFailed, report
+    from draftsmith.cli.app import OutputFailed, report, stop_if_interrupted
     from draftsmith.errors import DraftsmithError
 
     bad = 0
@@ -28,11 +28,13 @@ def validate(files: List[str] = typer.Argument(..., help="spec YAML files, or sp
         except (OutputFailed, BrokenPipeError):   # the output, not the file: the command ends (exit 74, 141)
             raise
         except DraftsmithError as e:
+            stop_if_interrupted()
             bad += 1
             typer.echo(f"error: {e}", err=True)
         except Exception as e:  # a bug, or a path the machine refuses: one line, and the next file is still checked
             if debug():
                 raise
+            stop_if_interrupted()
             bad += 1
             typer.echo(f"{f}:", err=True)   # report's line follows: "internal error: ..." or "error: PATH: ..."
             report(e)
@@ -74,7 +76,7 @@ def _validate_one(f: str) -> bool:
 
 def _checkpoints_fit(f: str, spec, folders: dict) -> bool:
     from draftsmith.assembler.assemble import plan_assembly
-    from draftsmith.cli.app import report
+    from draftsmith.cli.app import report, stop_if_interrupted
     from draftsmith.components.backends import eager
     from draftsmith.errors import DraftsmithError
 
@@ -83,6 +85,7 @@ def _checkpoints_fit(f: str, spec, folders: dict) -> bool:
     except Exception as e:   # a DraftsmithError prints as a message, anything else as an internal error
         if debug() and not isinstance(e, DraftsmithError):
             raise
+        stop_if_interrupted()   # the checkpoints are not said not to fit for an import a Ctrl-C broke
         if _unbindable(e):   # a spec problem the draft's config shows: the spec is not valid, whatever its text
             typer.echo(f"{f}: the spec ({spec.name}) has problems its checkpoints show (weight rules or ignore "
                        "patterns that cannot be bound to the draft's config):", err=True)
