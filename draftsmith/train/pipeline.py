@@ -21,7 +21,7 @@ from draftsmith.train.features import FeatureStore, extract_with_log, made_for, 
 from draftsmith.train.provenance import SOURCE, distill_record, source_problem, target_fingerprint, windows_digest
 from draftsmith.train.loop import STATE, TrainConfig, save_start, train
 from draftsmith.train.outdir import held, undone_on_failure
-from draftsmith.train.preflight import count, no_windows, own_folders, preflight, skipped_note
+from draftsmith.train.preflight import count, ids_outside, no_windows, own_folders, preflight, skipped_note
 from draftsmith.train.resume import run_record, saved_state, spec_digest
 
 
@@ -113,6 +113,8 @@ def run_held(job: Job, console, log: Callable[[str], None]) -> dict[str, Accepta
     if (why := no_held_prompts(job, tok, render)) is not None:   # found before training, not after it
         raise TrainError([("held_out", why)])
     ids = D.encode(docs, tok, tok.eos_token_id) if docs else torch.zeros(0, dtype=torch.long)
+    if (outside := ids_outside(job, ids)) is not None:   # the target's embedding would index past its table
+        raise outside
     if not docs or (len(ids) < job.seq and not job.self_distill and job.max_windows != 0):
         # before the draft is built (self-distilled text below)
         raise no_windows(job, files, docs, ids, skipped, textless)
@@ -135,11 +137,13 @@ def run_held(job: Job, console, log: Callable[[str], None]) -> dict[str, Accepta
             docs = self_distilled(model, docs, tok, job.seq // 4, job.self_distill, log, batch=job.distill_batch,
                                   per_doc=job.prompts_per_doc)
             ids = D.encode(docs, tok, tok.eos_token_id)
+            if (outside := ids_outside(job, ids, "the self-distilled text")) is not None:
+                raise outside
             wins = source_check(job, feats, ids, None)   # the last word (an older features.json records no distill)
+        if job.max_windows != 0 and not len(wins):   # inside: a fresh start refused here leaves nothing to resume
+            raise no_windows(job, files, docs, ids)
     record = run_record(job, model.spec, model.draft.taps or ())
     if job.max_windows != 0:
-        if not len(wins):
-            raise no_windows(job, files, docs, ids)
         try:
             n = extract_with_log(model, wins, feats, log, limit=job.max_windows, bf16=job.config.bf16,
                                  target=fingerprint, distill=distill)

@@ -366,6 +366,20 @@ def planned_taps(job, spec) -> list[int] | None:
         return None
 
 
+def ids_outside(job, ids: torch.Tensor, what: str = "the data") -> TrainError | None:
+    """The ids the target's tokenizer gave that its embedding has no row for (a tokenizer that is not the target's,
+    or ids past a trimmed vocabulary), before the target reads them; None where all fit or the vocabulary is not
+    known here."""
+    vocab = target_size(job, "vocab_size")
+    if vocab is None or not len(ids) or (0 <= int(ids.min()) and int(ids.max()) < vocab):
+        return None
+    outside = ids[(ids < 0) | (ids >= vocab)]
+    return TrainError([("target", f"{short_text(job.target, 300)}: its tokenizer gave ids outside the target's "
+                                  f"vocabulary 0..{vocab - 1} ({count(outside, 'token')} of {what}, ids "
+                                  f"{short_list(sorted(set(outside.tolist())), quote=False)}): is the tokenizer in "
+                                  "the target folder this model's?")])
+
+
 def no_windows(job, files: Sequence[Path], docs: Sequence[str], ids: torch.Tensor,
                skipped: Sequence[Path] = (), textless: Sequence[str] = ()) -> TrainError:
     """What the data held, when it gives no window of job.seq tokens."""
