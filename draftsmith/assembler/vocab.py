@@ -31,12 +31,14 @@ def as_offsets(d2t: torch.Tensor, convention: str) -> torch.Tensor:
 
 
 def check_vocab_map(d2t: torch.Tensor, t2d: torch.Tensor | None, *, source: str = "draft",
-                    vocab: int | None = None) -> None:
+                    vocab: int | None = None, convention: str = "offset") -> None:
     """Refuse a map that would silently collapse acceptance: every rule of invariant 24, all reported at once.
 
     An all-zero d2t is valid (the draft keeps the first Vd target tokens, and t2d says so); a d2t missing from
     the checkpoint is the load plan's to report, as a missing tensor. ``t2d`` None: the checkpoint holds none (it
-    is derived from d2t), and d2t is checked against the target's ``vocab``."""
+    is derived from d2t), and d2t is checked against the target's ``vocab``. ``d2t`` holds offsets (as the model
+    keeps it); ``convention`` is how the checkpoint holds it, which the problems name (``d2t[d]`` for absolute
+    ids: the user's spec says absolute, and "d + d2t[d]" would describe another tensor)."""
     d2t = d2t.cpu()
     t2d = t2d.cpu() if t2d is not None else None
     vd, v = d2t.shape[0], (t2d.shape[0] if t2d is not None else vocab)
@@ -44,12 +46,13 @@ def check_vocab_map(d2t: torch.Tensor, t2d: torch.Tensor | None, *, source: str 
     target = torch.arange(vd) + d2t
     if t2d is not None and int(t2d.sum()) != vd:
         problems.append(f"t2d marks {int(t2d.sum())} target tokens but the draft vocabulary has {vd}")
+    ids = "d2t[d] (absolute target ids)" if convention == "absolute" else "d + d2t[d]"
     if vd > 1 and not bool((target[1:] > target[:-1]).all()):
-        problems.append("d + d2t[d] is not strictly increasing (d2t must hold offsets, not absolute ids)")
+        problems.append(f"{ids} is not strictly increasing")
     if bool(((target < 0) | (target >= v)).any()):
-        problems.append(f"d + d2t[d] leaves the target vocabulary 0..{v - 1}")
+        problems.append(f"{ids} leaves the target vocabulary 0..{v - 1}")
     elif t2d is not None and not bool(t2d[target].all()):
-        problems.append("t2d does not hold at d + d2t[d] for every draft token")
+        problems.append(f"t2d does not hold at {ids} for every draft token")
     if problems:
         raise VocabMapError(f"{source}: invalid draft-to-target vocabulary map:\n  " + "\n  ".join(problems))
 
@@ -86,11 +89,11 @@ def check_draft_vocab(spec: Spec, planned: PlannedLoad, draft_dir: Path) -> None
                     D2T_WORDS[said])
     check = functools.partial(check_vocab_map, t2d=t2d, source=str(draft_dir), vocab=planned.module.target_vocab)
     try:
-        check(as_offsets(stored, said))
+        check(as_offsets(stored, said), convention=said)
     except VocabMapError as e:   # the map as the other convention reads it may be sound: then the spec misreads it
         other = next(c for c in D2T_WORDS if c != said)
         try:
-            check(as_offsets(stored, other))
+            check(as_offsets(stored, other), convention=other)
         except VocabMapError:
             raise e from None
         raise VocabMapError(f"{e}\nnote: the spec reads d2t as {D2T_WORDS[said]} (draft.vocab.d2t: {said}); read as "

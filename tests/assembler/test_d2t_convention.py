@@ -54,3 +54,19 @@ def test_a_map_no_convention_reads_is_refused_without_a_note(tmp_path):
     with pytest.raises(VocabMapError) as e:
         draftsmith.assemble(spec_file(tmp_path, draft, "offset"))
     assert "note:" not in str(e.value) and "not strictly increasing" in str(e.value)
+
+
+@pytest.mark.parametrize("said", ["offset", "absolute"])
+def test_the_problems_name_the_map_as_the_spec_reads_it(tmp_path, said):
+    """A spec that says absolute was told "d + d2t[d] is not strictly increasing (d2t must hold offsets, not
+    absolute ids)" (found by a dogfooding helper): the problem names d2t[d] as target ids, and nothing says that
+    absolute ids are not allowed."""
+    def back(d):   # draft token 4's target id before token 3's: no convention reads a sound map
+        d = d + torch.arange(len(d)) if said == "absolute" else d.clone()
+        d[4] = d[3] - (1 if said == "absolute" else 2)
+        return d
+
+    with pytest.raises(VocabMapError) as e:
+        draftsmith.assemble(spec_file(tmp_path, draft_with_d2t(tmp_path, back), said))
+    ids = "d2t[d] (absolute target ids)" if said == "absolute" else "d + d2t[d]"
+    assert f"\n  {ids} is not strictly increasing" in str(e.value) and "must hold" not in str(e.value), str(e.value)
