@@ -41,16 +41,18 @@ def disabled_plugins() -> set[str]:
     return {n.strip() for n in os.environ.get(DISABLED, "").split(",") if n.strip()}
 
 
-def load_entry_points(pm: pluggy.PluginManager, skip: Iterable[str] = ()) -> None:
+def load_entry_points(pm: pluggy.PluginManager, skip: Iterable[str] = ()) -> dict[str, str]:
     """Register every plugin advertised in the ``draftsmith`` entry-point group, under its entry-point name, but
     those ``DRAFTSMITH_DISABLE_PLUGINS`` and ``skip`` name. A plugin that cannot be imported or registered is said
-    naming its entry point and distribution, and how to go on without it.
+    naming its entry point and distribution, and how to go on without it; returned: that way out of each plugin
+    registered, by name, for what its hooks answer later (:class:`draftsmith.registry.Registry`).
 
     Unlike pluggy's loader, a second distribution using a name already taken is a clash, not silently skipped
     (the same entry point seen twice on ``sys.path`` is one plugin)."""
     seen: dict[str, tuple[str, str]] = {}
     named: dict[str, str] = {}   # plugin name -> its entry point and distribution, as messages name it
     skipped = disabled_plugins() | set(skip)
+    way_outs: dict[str, str] = {}
     for dist in importlib.metadata.distributions():
         for ep in dist.entry_points:
             if ep.group != PROJECT or ep.name in skipped:
@@ -62,12 +64,14 @@ def load_entry_points(pm: pluggy.PluginManager, skip: Iterable[str] = ()) -> Non
                 first = f"distribution {seen[ep.name][0]!r}" if ep.name in seen else "draftsmith itself"
                 fix = "uninstall one" if ep.name in seen else \
                     f"rename the entry point in {origin[0]!r} ({ep.name!r} is draftsmith's own)"
-                raise PluginClash(f"plugin name {ep.name!r} is used by both {first} and distribution "
-                                  f"{origin[0]!r}; {fix} (draftsmith never shadows silently)")
+                clash = PluginClash(f"plugin name {ep.name!r} is used by both {first} and distribution "
+                                    f"{origin[0]!r}; {fix} (draftsmith never shadows silently)")
+                raise blamed(clash, ep.name) if ep.name in seen else clash   # `list` goes on without that name
             seen[ep.name] = origin
             where = named[ep.name] = \
                 f"plugin {ep.name!r} (entry point {ep.name} = {ep.value} in distribution {origin[0]!r})"
-            way_out = f"fix or uninstall {origin[0]!r}, or set {DISABLED}={ep.name} to load draftsmith without it"
+            way_out = way_outs[ep.name] = \
+                f"fix or uninstall {origin[0]!r}, or set {DISABLED}={ep.name} to load draftsmith without it"
             try:
                 plugin = ep.load()
             except Exception as e:
@@ -77,6 +81,7 @@ def load_entry_points(pm: pluggy.PluginManager, skip: Iterable[str] = ()) -> Non
                 register_plugin(pm, plugin, ep.name, where, named)
             except PluginError as e:
                 raise blamed(type(e)(f"{e}; {way_out}"), ep.name) from e.__cause__
+    return way_outs
 
 
 def hook_like(name: str, hooks: list[str]) -> bool:

@@ -54,8 +54,11 @@ class Registry:
     the ``spec_folders`` (:mod:`draftsmith.registry.spec_path`), each with its folder."""
 
     def __init__(self, pm: pluggy.PluginManager, spec_folders: Iterable[os.PathLike] = (), *,
-                 autoload_off: bool = False):
+                 autoload_off: bool = False, way_outs: Mapping[str, str] | None = None):
         self.pm = pm
+        # an installed plugin's way out (load_entry_points'): its collecting hook's failure says it, and `list`
+        # goes on without the plugin
+        self.way_outs = dict(way_outs or {})
         # DRAFTSMITH_DISABLE_PLUGIN_AUTOLOAD kept the installed plugins out: a name not found says one may provide it
         self.autoload_off = autoload_off
         self.components: dict[tuple[str, str], Provided] = {}
@@ -68,16 +71,26 @@ class Registry:
         # (spec_source, so load_spec and --spec; `draftsmith list` shows it broken), so every other spec still works
         self.spec_clashes: dict[str, list[Provided]] = {}
         for impl in pm.hook.draftsmith_components.get_hookimpls():
-            for comp in _records(impl, Component):
+            for comp in self._collected(impl, Component):
                 self._add(self.components, (comp.kind, comp.name), comp, impl.plugin_name)
         for impl in pm.hook.draftsmith_specs.get_hookimpls():
-            for src in _records(impl, SpecSource):
+            for src in self._collected(impl, SpecSource):
                 self._add(self.specs, src.name, src, impl.plugin_name)
         for folder in spec_folders:
             found, skipped = scan_folder(Path(folder))
             for src in found:
                 self._add_file(src, str(folder))
             self.skipped_spec_files.extend(skipped)
+
+    def _collected(self, impl: pluggy.HookImpl, record_type: type) -> list:
+        """:func:`_records`; an installed plugin's failure says its way out and names the plugin, so that `list`
+        lists the others (its collecting hook raised, or returned what the contract refuses)."""
+        try:
+            return _records(impl, record_type)
+        except PluginError as e:
+            if (way_out := self.way_outs.get(impl.plugin_name)) is None:   # draftsmith's own, or registered in code
+                raise
+            raise blamed(type(e)(f"{e}; {way_out}"), impl.plugin_name) from e.__cause__
 
     def _add_file(self, src: SpecSource, folder: str) -> None:
         """A folder's spec. A name taken already (by a plugin, another folder, another file of this one) moves to
@@ -337,11 +350,11 @@ def build_registry(plugins: Iterable[tuple[str, object]] = (), *, entry_points: 
     pm.add_hookspecs(hookspecs)
     pm.register(importlib.import_module(BUILTIN_MODULE), name=BUILTIN)
     autoload_off = entry_points is None and autoload_disabled()
-    if entry_points if entry_points is not None else not autoload_off:
-        load_entry_points(pm, skip)
+    way_outs = load_entry_points(pm, skip) if (entry_points if entry_points is not None else not autoload_off) \
+        else {}
     for name, plugin in plugins:
         register_plugin(pm, plugin, name)
-    return Registry(pm, spec_folders(spec_path), autoload_off=autoload_off)
+    return Registry(pm, spec_folders(spec_path), autoload_off=autoload_off, way_outs=way_outs)
 
 
 @functools.lru_cache(maxsize=1)

@@ -240,3 +240,71 @@ def test_list_leaves_a_broken_installed_plugin_out_and_lists_the_others(tmp_path
     assert "DRAFTSMITH_DISABLE_PLUGINS" not in os.environ   # for this command only
     with pytest.raises(PluginError):   # the next registry loads every plugin again
         draftsmith.default_registry()
+
+
+HOOK_FAILURES = {   # a collecting hook that loads, then fails when the registry asks it (a plugin-authoring helper)
+    "raises": "@hookimpl\ndef draftsmith_components():\n    raise ValueError('oops in hook')\n",
+    "returns an int": "@hookimpl\ndef draftsmith_components():\n    return 5\n",
+    "returns a refused record": "@hookimpl\ndef draftsmith_components():\n"
+                                "    return [Component('normalization', 'n', lambda params, *, dim, eps: None)]\n",
+}
+
+
+@pytest.mark.parametrize("how", list(HOOK_FAILURES))
+def test_list_leaves_a_plugin_whose_collecting_hook_fails_out(tmp_path, monkeypatch, request, how):
+    """It listed nothing at all, and the error named no way out (its hook is asked after every plugin loaded)."""
+    from typer.testing import CliRunner
+
+    from draftsmith.cli import app
+
+    module = fake_distribution(tmp_path, request, dist="ds-broken", ep_name="broken", norm="broken-norm")
+    (tmp_path / f"{module}.py").write_text("from draftsmith.hooks import Component, hookimpl\n\n\n"
+                                           + HOOK_FAILURES[how])
+    fake_distribution(tmp_path / "good", request)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.syspath_prepend(str(tmp_path / "good"))
+    monkeypatch.delenv("DRAFTSMITH_DISABLE_PLUGINS", raising=False)
+    draftsmith.default_registry.cache_clear()
+    request.addfinalizer(draftsmith.default_registry.cache_clear)
+    res = CliRunner().invoke(app, ["list"])
+    assert res.exit_code == 1, res.output
+    assert "layernorm-x-draft" in res.stdout and "eagle3-llama" in res.stdout   # the others, listed
+    assert res.stderr.startswith("error: draftsmith_components of plugin 'broken' "), res.stderr
+    assert "; fix or uninstall 'ds-broken', or set DRAFTSMITH_DISABLE_PLUGINS=broken to load draftsmith without " \
+           "it" in res.stderr
+
+
+def test_a_plugin_in_code_keeps_its_plain_error(tmp_path):
+    """A plugin registered in code (build_registry(plugins=...)) has no entry point to disable: no way out said."""
+    import types
+
+    from draftsmith.hooks import hookimpl
+
+    @hookimpl
+    def draftsmith_components():
+        raise ValueError("oops")
+
+    with pytest.raises(PluginError) as info:
+        draftsmith.build_registry([("inline", types.SimpleNamespace(draftsmith_components=draftsmith_components))],
+                                  entry_points=False)
+    assert str(info.value) == "draftsmith_components of plugin 'inline' raised ValueError: oops"
+    assert getattr(info.value, "plugin", None) is None
+
+
+def test_list_leaves_a_plugin_name_two_distributions_claim_out(tmp_path, monkeypatch, request):
+    from typer.testing import CliRunner
+
+    from draftsmith.cli import app
+
+    fake_distribution(tmp_path / "one", request, dist="ds-one", ep_name="twin", norm="twin-one")
+    fake_distribution(tmp_path / "two", request, dist="ds-two", ep_name="twin", norm="twin-two")
+    fake_distribution(tmp_path / "good", request)
+    for folder in ("one", "two", "good"):
+        monkeypatch.syspath_prepend(str(tmp_path / folder))
+    monkeypatch.delenv("DRAFTSMITH_DISABLE_PLUGINS", raising=False)
+    draftsmith.default_registry.cache_clear()
+    request.addfinalizer(draftsmith.default_registry.cache_clear)
+    res = CliRunner().invoke(app, ["list"])
+    assert res.exit_code == 1, res.output
+    assert "layernorm-x-draft" in res.stdout and "twin-one-draft" not in res.stdout
+    assert "plugin name 'twin' is used by both distribution 'ds-" in res.stderr
