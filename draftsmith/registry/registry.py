@@ -280,6 +280,16 @@ class Registry:
         if not isinstance(match, LayoutMatch):
             raise PluginError(f"{who} returned {short(match)}; a detector returns a draftsmith.hooks.LayoutMatch "
                               "or None")
+        said = match.assumptions
+        fields = {"spec": (match.spec, isinstance(match.spec, str), "a spec's name (a str)"),
+                  "reason": (match.reason, isinstance(match.reason, str) and bool(match.reason.strip()),
+                             "a non-empty str: why the layout is that spec's, as inspect and generate say it"),
+                  "assumptions": (said, isinstance(said, (tuple, list)) and all(isinstance(a, str) for a in said),
+                                  "a tuple of str, one per assumption (a bare str would be said a letter a line)")}
+        if wrong := [f"{name} {short(value)} (wanted {want})" for name, (value, fine, want) in fields.items()
+                     if not fine]:
+            raise PluginError(f"{who} returned a LayoutMatch whose {'; '.join(wrong)}")
+        match = dataclasses.replace(match, assumptions=tuple(said))
         if not self.has_spec(match.spec):   # a clashing name is provided: loading it says the clash
             known = [n for n, _ in self.spec_names()]
             raise PluginError(f"{who} answered spec {short(match.spec)}, which no plugin provides."

@@ -259,6 +259,13 @@ class Raising:
     (Raising(), r"raised ValueError: 'nope' is not in list"),
     (Plugin(detect=LayoutMatch("eagle3-lama", "mine")), r"answered spec 'eagle3-lama', which no plugin provides\. "
                                                         r"Did you mean 'eagle3-llama'\?"),
+    # malformed fields were accepted: a str of assumptions said one letter a line, a None reason said "None"
+    (Plugin(detect=LayoutMatch("eagle3-llama", "mine", "one assumption")),
+     r"returned a LayoutMatch whose assumptions 'one assumption' \(wanted a tuple of str, one per assumption"),
+    (Plugin(detect=LayoutMatch("eagle3-llama", None)), r"returned a LayoutMatch whose reason None \(wanted a non-"),
+    (Plugin(detect=LayoutMatch("eagle3-llama", " ", (1,))),
+     r"returned a LayoutMatch whose reason ' ' \(wanted .*\); assumptions \[1\] \(wanted a tuple of str"),
+    (Plugin(detect=LayoutMatch(["eagle3-llama"], "mine")), r"returned a LayoutMatch whose spec \['eagle3-llama'\] "),
 ])
 def test_a_detector_mistake_names_its_plugin(plugin, message):
     with pytest.raises(PluginError, match=r"^draftsmith_detect_layout of plugin 'det' " + message):
@@ -268,6 +275,8 @@ def test_a_detector_mistake_names_its_plugin(plugin, message):
 def test_the_answering_detector_is_named_in_the_match():
     match = fresh(("det", Plugin(detect=LayoutMatch("eagle3-llama", "mine")))).detect_layout({}, EAGLE3)
     assert (match.spec, match.plugin) == ("eagle3-llama", "det")
+    listed = fresh(("det", Plugin(detect=LayoutMatch("eagle3-llama", "mine", ["a", "b"])))).detect_layout({}, EAGLE3)
+    assert listed.assumptions == ("a", "b")   # a list of str is taken, as the tuple it means
     assert fresh().detect_layout({}, EAGLE3).plugin == "builtin"
 
 
