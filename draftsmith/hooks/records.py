@@ -54,9 +54,12 @@ class Component:
     reads: Callable[[BaseModel, dict[str, Any]], dict[str, Any]] | None = None
 
 
+SPEC_NAME = r"^[a-z0-9][a-z0-9._-]*$"   # what a spec's name may be: its file's name: too (specs.schema)
+
+
 @dataclass(frozen=True)
 class SpecSource:
-    """A named YAML spec a plugin ships (``name`` must equal the file's ``name:``)."""
+    """A named YAML spec a plugin ships (``name`` must equal the file's ``name:``, and match :data:`SPEC_NAME`)."""
 
     name: str
     path: Path

@@ -2,13 +2,16 @@
 mistake is named with its plugin at start-up instead of surfacing as an internal error when a spec is used."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
+from draftsmith import limits
 from draftsmith.errors import DraftsmithError, suggest
 from draftsmith.hooks import Component, SpecSource
+from draftsmith.hooks.records import SPEC_NAME
 from draftsmith.hooks.kinds import KINDS
 
 
@@ -115,6 +118,9 @@ def selector_field(params: type[BaseModel], key: str) -> str | None:
 def spec_source_problem(src: SpecSource) -> str | None:
     if not isinstance(src.name, str) or not src.name.strip():
         return "the name must be a non-empty string (draftsmith.load_spec(name) finds the spec by it)"
+    if not re.fullmatch(SPEC_NAME, src.name) or len(src.name) > limits.NAME_CHARS:
+        return (f"the name must be one a spec file may give as its name: (lowercase letters, digits, '.', '_' and "
+                f"'-', starting with a letter or digit, at most {limits.NAME_CHARS} characters), as the file says it")
     if not isinstance(src.path, Path):
         return ("path must be a pathlib.Path to the YAML file, e.g. Path(__file__).parent / 'my-spec.yaml' "
                 "(a relative string would be read against the current directory)")

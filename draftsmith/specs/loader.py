@@ -62,6 +62,13 @@ def spec_path(ref: str | Path, registry: Registry) -> Path:
 WITHOUT_PLUGINS = f"meanwhile {NO_AUTOLOAD}=1 runs draftsmith without installed plugins"
 
 
+def without_plugin(name: str, registry: Registry) -> str:
+    """How to go on without the plugin that registered spec ``name``: its own way out where it is installed (fix or
+    uninstall it, or DRAFTSMITH_DISABLE_PLUGINS=NAME), else without every installed plugin."""
+    way_out = registry.way_outs.get(registry.specs[name].plugin)
+    return f"meanwhile {way_out}" if way_out else WITHOUT_PLUGINS
+
+
 def registered_file(name: str, registry: Registry) -> Path:
     """The file of the registered spec ``name``; one that is not a regular file (a plugin's package data missing)
     is a SpecNotFound naming who registered it and what to do."""
@@ -79,7 +86,7 @@ def _provider_fix(name: str, registry: Registry) -> str:
     if registry.specs[name].folder:
         return "the file changed since its folder was read: run the command again"
     return ("reinstall the plugin (its package data may be missing), or have its draftsmith_specs hook return "
-            f"the right file; {WITHOUT_PLUGINS}")
+            f"the right file; {without_plugin(name, registry)}")
 
 
 def load_spec(ref: Spec | str | Path, registry: Registry | None = None) -> Spec:
@@ -126,7 +133,7 @@ def name_mismatch(name: str, says: str, registry: Registry) -> Problem:
     return Problem("name", f"{said} (its draftsmith_specs hook's SpecSource name)",
                    hint=f"The plugin must give both one name: name: {name} in this file (the name it registers, "
                         f"which `draftsmith list` shows), or SpecSource({says!r}, ...) in its draftsmith_specs hook; "
-                        f"{WITHOUT_PLUGINS}.")
+                        f"{without_plugin(name, registry)}.")
 
 
 def read_yaml(path: Path) -> Any:

@@ -13,6 +13,7 @@ from pydantic_core import PydanticCustomError
 
 from draftsmith import limits
 from draftsmith.errors import short
+from draftsmith.hooks.records import SPEC_NAME
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -217,7 +218,7 @@ class Checkpoints(Frozen):
 
 
 class Spec(Frozen):
-    name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$", max_length=limits.NAME_CHARS)
+    name: str = Field(pattern=SPEC_NAME, max_length=limits.NAME_CHARS)
     description: str = Field("", max_length=limits.DESCRIPTION_CHARS)
     checkpoints: Checkpoints = Checkpoints()
     draft: Draft

@@ -103,3 +103,25 @@ def test_a_name_that_opens_a_list_yaml_never_closes_is_a_yaml_error(tmp_path, te
 def test_a_name_that_is_a_whole_list_is_still_said_as_a_list(tmp_path):
     (tmp_path / "list.yaml").write_text("name: [a, [b]]\nother: 1\n")
     assert scan_folder(tmp_path)[1] == [(tmp_path / "list.yaml", "name: is a list, not a string")]
+
+
+@pytest.mark.parametrize("name", ["Bad Spec", "-lead", "x" * 201, "caps-Draft"])
+def test_a_plugin_spec_name_no_spec_file_may_give_is_refused_at_registration(name, tmp_path):
+    """Was registered, then loading it advised `name: Bad Spec` in the file, which the spec refuses (a plugin
+    author's dogfooding)."""
+    from draftsmith.registry import PluginError
+
+    with pytest.raises(PluginError, match=r"the name must be one a spec file may give as its name: \(lowercase "):
+        fresh(("acme", Plugin(specs=[SpecSource(name, llama(tmp_path))])))
+
+
+def test_an_installed_plugins_spec_mismatch_says_its_own_way_out(tmp_path):
+    """An installed plugin (its way out known) is named, not every installed plugin turned off."""
+    reg = fresh(("acme", Plugin(specs=[SpecSource("acme-other", llama(tmp_path))])))
+    reg.way_outs["acme"] = "fix or uninstall 'ds-acme', or set DRAFTSMITH_DISABLE_PLUGINS=acme to load draftsmith " \
+                           "without it"
+    with pytest.raises(draftsmith.SpecError) as info:
+        draftsmith.load_spec("acme-other", reg)
+    [problem] = info.value.problems
+    assert problem.hint.endswith("; meanwhile fix or uninstall 'ds-acme', or set DRAFTSMITH_DISABLE_PLUGINS=acme to "
+                                 "load draftsmith without it.")
