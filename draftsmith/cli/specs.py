@@ -79,6 +79,7 @@ def _checkpoints_fit(f: str, spec, folders: dict) -> bool:
     from draftsmith.cli.app import report, stop_if_interrupted
     from draftsmith.components.backends import eager
     from draftsmith.errors import DraftsmithError
+    from draftsmith.registry.results import ComponentFailed
 
     try:
         plan_assembly(spec, folders["target"], folders["draft"], backend=eager)   # the machine's backends aside
@@ -89,6 +90,9 @@ def _checkpoints_fit(f: str, spec, folders: dict) -> bool:
         if _unbindable(e):   # a spec problem the draft's config shows: the spec is not valid, whatever its text
             typer.echo(f"{f}: the spec ({spec.name}) has problems its checkpoints show (weight rules or ignore "
                        "patterns that cannot be bound to the draft's config):", err=True)
+        elif isinstance(e, ComponentFailed):   # a component (a plugin's) failed: not the checkpoints' fault
+            typer.echo(f"{f}: the spec ({spec.name}) is valid, but building its draft for these checkpoints "
+                       "failed:", err=True)
         else:
             typer.echo(f"{f}: the spec ({spec.name}) is valid, but its checkpoints do not fit:", err=True)
         report(e)

@@ -139,6 +139,24 @@ def test_the_cli_prints_a_failing_factory_as_a_message(tmp_path, pair, monkeypat
     assert "Traceback" not in res.output and "internal error" not in res.output
 
 
+def test_validate_does_not_blame_the_checkpoints_for_a_failing_factory(tmp_path, pair, monkeypatch, request):
+    """validate said "the spec is valid, but its checkpoints do not fit" for a plugin's factory that raised (a
+    plugin-authoring helper): the checkpoints were fine."""
+    def offset_rms(params, *, dim, eps):
+        raise ValueError("offset must be in [0, 1]")
+
+    spec = spec_file(tmp_path, {"kind": "offset_rms"})
+    text = spec.read_text() + f"checkpoints: {{target: '{pair[0]}', draft: '{pair[1]}'}}\n"
+    spec.write_text(text)
+    reg = fresh(("offsetnorm", Plugin([Component("norm", "offset_rms", offset_rms, OffsetParams)])))
+    installed(reg, monkeypatch, request)
+    res = CliRunner().invoke(app, ["validate", str(spec)])
+    assert res.exit_code == 1, res.output
+    lead, said = res.stderr.splitlines()[:2]
+    assert lead == f"{spec}: the spec (plug-draft) is valid, but building its draft for these checkpoints failed:"
+    assert said.startswith("error: norm 'offset_rms' (plugin 'offsetnorm') failed to build: ValueError: offset must")
+
+
 # --- records: checked when the plugin registers ---------------------------------------------------------------------
 
 class Loose(BaseModel):  # pydantic's default: unknown keys are dropped
