@@ -112,14 +112,19 @@ def closest_families(config: Mapping[str, Any], names: Sequence[str], n: int = 2
     """[(spec, score, the names that did not fit)] for the n closest families, best first. score = (share of the
     names the family's rules place onto canonical names its draft holds + how far its best row's conditions hold,
     see :func:`condition_share`) / 2; a name its rules ignore does not fit (a whole target's tensors are all
-    ignored by deepseek-mtp, which holds none of them)."""
+    ignored by deepseek-mtp, which holds none of them). A spec an installed plugin or a DRAFTSMITH_SPEC_PATH folder
+    registers is scored too, by its rules and its components' ``holds`` alone (it has no detection row: conditions
+    0), so a plugin family's layout its detector declined is still offered."""
+    from draftsmith.registry import default_registry
+    from draftsmith.registry.loading import BUILTIN
+
     scored, seen = {}, {}
-    for family in FAMILIES:
-        if family.spec in scored:
-            continue
-        placed = _placed(family.spec, config, names)
+    rows = {f.spec: max(condition_share(g, config, names, seen) for g in FAMILIES if g.spec == f.spec)
+            for f in FAMILIES}
+    others = {name: 0.0 for name, given in default_registry().specs.items() if given.plugin != BUILTIN}
+    for spec, conditions in {**others, **rows}.items():
+        placed = _placed(spec, config, names)
         bad = list(names) if placed is None else [x for x in names if not placed[x]]
-        conditions = max(condition_share(f, config, names, seen) for f in FAMILIES if f.spec == family.spec)
-        scored[family.spec] = ((len(names) - len(bad)) / max(len(names), 1) + conditions) / 2, bad
+        scored[spec] = ((len(names) - len(bad)) / max(len(names), 1) + conditions) / 2, bad
     best = sorted(scored.items(), key=lambda kv: -kv[1][0])[:n]
     return [(spec, score, bad) for spec, (score, bad) in best]

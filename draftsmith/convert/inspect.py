@@ -13,8 +13,8 @@ from typing import Any, Mapping
 
 from draftsmith.assembler.checkpoint import TensorInfo, list_tensors
 from draftsmith.assembler.config import MLA_KEYS, draft_hf_config, flatten_draft_config, read_config, read_raw_config
-from draftsmith.assembler.detect import (eagle3_values, full_model, missing_keys, missing_required, row_settings,
-                                        ruled_out)
+from draftsmith.assembler.detect import (FAMILIES, eagle3_values, full_model, missing_keys, missing_required,
+                                        row_settings, ruled_out)
 from draftsmith.assembler.fit import STACKED, closest_families, holder, split_parts, unfit_names
 from draftsmith.assembler.styles import EAGLE_FIELDS, IDS, STYLES
 from draftsmith.convert.fp8 import fp8_reading
@@ -249,12 +249,18 @@ def render_unknown(found: Inspection, whole_model: bool = True) -> str:
     def shown(group: list[str]) -> str:
         return ", ".join(quote(p) for p, _ in group_names(group)[:6]) or "none"
 
+    rows = {f.spec for f in FAMILIES}
     for spec, score, bad in closest_families(found.config, names):
         unfit = set(unfit_names(spec, found.config, names))
         dropped = [x for x in bad if x not in unfit]
-        missing = ", ".join(missing_required(spec, names, found.config)) or "none"
-        line = f"  closest: {spec} ({score:.0%} fit); names that did not fit: {shown([x for x in bad if x in unfit])}"
+        line = f"  closest: {spec} ({score:.0%} fit"
+        line += "" if spec in rows else f", by its rules alone: a spec of {default_registry().spec_provider(spec)}"
+        line += f"); names that did not fit: {shown([x for x in bad if x in unfit])}"
         line += f"; names its rules ignore: {shown(dropped)}" if dropped else ""
+        if spec not in rows:   # no detection row says what it needs: try it with --spec
+            lines.append(f"{line}; try --spec {spec}")
+            continue
+        missing = ", ".join(missing_required(spec, names, found.config)) or "none"
         there = ruled_out(spec, names, found.config)
         line += f"; there but ruled out: {', '.join(there)}" if there else ""
         keys = missing_keys(spec, names, found.config)

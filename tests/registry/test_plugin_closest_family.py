@@ -1,0 +1,30 @@
+"""inspect's closest families score a plugin's specs too (by their rules and holds: no detection row), so a plugin
+layout its detector declined (a config without the plugin's marker) is still offered, with `--spec` to try; only
+draftsmith's own detection rows were scored (a plugin-authoring helper)."""
+from safetensors.torch import load_file, save_file
+from typer.testing import CliRunner
+
+from draftsmith.cli import app
+from draftsmith.hooks import SpecSource
+from draftsmith.testing import write_eagle3, write_target
+from test_plugin_mistakes import installed, spec_file
+from test_plugins import Plugin, fresh
+
+
+def test_a_plugin_spec_whose_rules_place_every_name_is_the_closest(tmp_path, monkeypatch, request):
+    target = write_target(tmp_path / "t", hidden_size=16, intermediate_size=32, num_attention_heads=2,
+                          num_key_value_heads=1, num_hidden_layers=8, vocab_size=32)
+    draft = write_eagle3(tmp_path / "d", target)
+    file = draft / "model.safetensors"
+    save_file({k.replace("midlayer.", "acme.blk."): v for k, v in load_file(str(file)).items()}, str(file))
+    spec = spec_file(tmp_path, {"kind": "rms"}, name="acme-draft",
+                     rules=[{"match": r"^acme\.blk\.", "replace": "layers.0."}])
+    installed(fresh(("acme", Plugin(specs=[SpecSource("acme-draft", spec)]))), monkeypatch, request)
+    res = CliRunner().invoke(app, ["inspect", str(draft)])
+    assert res.exit_code == 1, res.output
+    first = res.stderr.splitlines()[1]
+    assert first == ("  closest: acme-draft (50% fit, by its rules alone: a spec of plugin 'acme'); names that did "
+                     "not fit: none; try --spec acme-draft"), res.stderr
+    res = CliRunner().invoke(app, ["generate", "--spec", "acme-draft", "--target", str(target), "--draft", str(draft),
+                                   "--token-ids", "1,2", "--max-new-tokens", "2", "--no-compare", "--threads", "1"])
+    assert res.exit_code == 0, res.output   # and the offered spec loads it
