@@ -141,22 +141,24 @@ def chain_note(rules, mapped: Iterable[tuple[str, str, int | None]], wanted: Cal
 
 
 
-def idle_rule_note(rules, names: Iterable[str], missing: Iterable[str]) -> str | None:
+def idle_rule_note(rules, names: Iterable[str], missing: Iterable[str], unplaced: Iterable[str]) -> str | None:
     """The note for a rule that matched no checkpoint name (a typo in its match), or None: of a RuleSet's renames
     (rules with a ``replace``) that no name of ``names`` takes, the first whose replace's literal head begins
-    ``missing`` names while names no rule matched end as those do (``blocks.0.mlp.up_proj.weight`` beside the
-    missing ``layers.0.mlp.up_proj.weight`` of ``'^block\\.0\\.' -> 'layers.0.'``). Said only where a load fails:
-    a spec's rules for other layouts match nothing on every load."""
-    names, missing = list(names), list(missing)
+    ``missing`` names while ``unplaced`` names (checkpoint names no rule matched that the model does not expect)
+    end as those do (``blocks.0.mlp.up_proj.weight`` beside the missing ``layers.0.mlp.up_proj.weight`` of
+    ``'^block\\.0\\.' -> 'layers.0.'``). Said only where a load fails: a spec's rules for other layouts match
+    nothing on every load, and a name that loaded as it is (``layers.1.*`` beside a missing ``layers.0.*``) is no
+    sign of a typo."""
+    missing = list(missing)
     used = {rules.to_parts(n)[1] for n in names}
-    kept = [n for n in names if rules.to_parts(n) == ((n,), None)]   # no rule matched, and not ignored
+    unplaced = list(unplaced)
     tail = lambda name: name.split(".")[-2:]   # noqa: E731  the module's own name and 'weight'
     for i, rule in enumerate(rules.rules):
         head = str(getattr(rule, "replace", "")).split("\\")[0]   # up to a group reference
         if i in used or not head:
             continue
         made = [m for m in missing if m.startswith(head)]
-        like = [n for n in kept if any(tail(n) == tail(m) for m in made)]
+        like = [n for n in unplaced if any(tail(n) == tail(m) for m in made)]
         if like:
             return (f"note: {short_text(rules.describe(i), 300)} matched no checkpoint name, and names it would make "
                     f"are missing ({one_pattern(made)}), while {one_pattern(like)} matched no rule: check the rule's "

@@ -259,7 +259,8 @@ def plan_load(infos: Mapping[str, TensorInfo], rules: RuleSet, expected: Mapping
         mapped = ((source, canon, index) for canon, (source, index) in origin.items())
         if (note := chain_note(rules, mapped, expected.__contains__)) is not None:
             error.add_note(note)
-        if missing and (note := idle_rule_note(rules, infos, missing)) is not None:
+        unplaced = [origin[c][0] for c in unexpected if origin[c][1] is None]   # no rule matched, not expected
+        if missing and (note := idle_rule_note(rules, infos, missing, unplaced)) is not None:
             error.add_note(note)
         raise error
     return LoadPlan(sources={c: origin[c][0] for c in both}, ignored=tuple(remap.ignored), rows=rows)

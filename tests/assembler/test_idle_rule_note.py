@@ -85,3 +85,19 @@ def test_a_rule_that_matched_names_is_not_said(folders, tmp_path):
     save_file(held, str(tmp_path / "model.safetensors"))
     said = notes(spec_with(root, r"- {match: '^blocks\.0\.', replace: 'layers.0.'}"), target, tmp_path)
     assert not [n for n in said if "matched no checkpoint name" in n]
+
+
+def test_a_name_that_loaded_as_it_is_is_no_sign_of_a_typo(tmp_path):
+    """The built-in spec on a 2-layer layers.N.* draft missing one layer-0 tensor: the midlayer rule (for another
+    layout) matched nothing and layers.1's tensor of that module matched no rule, but it loaded as it is (found by
+    a review: the note blamed the midlayer rule)."""
+    target = write_target(tmp_path / "t", **SMALL)
+    draft = write_eagle3(tmp_path / "d", target, layout="layers", layers=2)
+    file = draft / "model.safetensors"
+    held = load_file(str(file))
+    del held["layers.0.mlp.up_proj.weight"]
+    save_file(held, str(file))
+    with pytest.raises(DraftsmithError) as info:
+        draftsmith.assemble("eagle3-llama", target=target, draft=draft)
+    assert "missing: 'layers.0.mlp.up_proj.weight'" in str(info.value)
+    assert not [n for n in getattr(info.value, "__notes__", []) if "matched no checkpoint name" in n]
