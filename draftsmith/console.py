@@ -10,11 +10,14 @@ INTERRUPTED = 130   # 128 + SIGINT: what a shell reports for a command stopped b
 
 
 def main() -> None:
-    try:
-        from draftsmith import sigint
+    from draftsmith import sigint
 
-        sigint.install()
-        from draftsmith.cli import app
-    except KeyboardInterrupt:
-        sys.exit(INTERRUPTED)
-    app()
+    restore = sigint.install()
+    try:
+        try:
+            from draftsmith.cli import app
+        except KeyboardInterrupt:
+            sys.exit(INTERRUPTED)
+        app()
+    finally:   # a program that called main() goes on with its own handler, its next command not interrupted
+        restore()

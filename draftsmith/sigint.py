@@ -6,6 +6,8 @@ raised after one (:func:`draftsmith.cli.app.stop_if_interrupted`), never blaming
 from __future__ import annotations
 
 import signal
+import threading
+from collections.abc import Callable
 
 _seen = {"sigint": False}
 
@@ -15,11 +17,22 @@ def _on_sigint(signum, frame) -> None:
     signal.default_int_handler(signum, frame)   # KeyboardInterrupt, as Python's own handler
 
 
-def install() -> None:
-    """Note each SIGINT, then raise KeyboardInterrupt as Python's own handler does; not where SIGINT is not Python's
-    default (a parent that ignores it, an embedding program's own handler)."""
-    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-        signal.signal(signal.SIGINT, _on_sigint)
+def install() -> Callable[[], None]:
+    """Note each SIGINT, then raise KeyboardInterrupt as Python's own handler does, until the returned function puts
+    the handler before back and forgets the Ctrl-C (a program that calls :func:`draftsmith.console.main` and goes
+    on: its next command is not taken as interrupted). Nothing is installed outside the main thread (Python sets
+    signal handlers there only) or where SIGINT is not Python's default (a parent that ignores it, an embedding
+    program's own handler)."""
+    _seen["sigint"] = False
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        return lambda: None
+    before = signal.signal(signal.SIGINT, _on_sigint)
+
+    def restore() -> None:
+        signal.signal(signal.SIGINT, before)
+        _seen["sigint"] = False
+    return restore
 
 
 def interrupted() -> bool:

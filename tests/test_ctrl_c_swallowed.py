@@ -1,7 +1,7 @@
 """A Ctrl-C that a library swallows (it lands inside torch's, numpy's or transformers' import and comes back as
 "Could not import module 'LlamaConfig'", or as nothing at all) still ends the command with 130 and no message:
-draftsmith's SIGINT handler notes it (draftsmith.sigint) (found by a README audit: such runs exited 70 as an internal error, or 1
-blaming the user's config.json)."""
+draftsmith's SIGINT handler notes it (draftsmith.sigint; found by a README audit: such runs exited 70 as an internal
+error, or 1 blaming the user's config.json)."""
 import subprocess
 import sys
 import textwrap
@@ -55,3 +55,49 @@ def test_a_ctrl_c_swallowed_whole_still_ends_the_command_with_130(args, done):
 def test_without_a_ctrl_c_the_error_is_said():
     proc = run("plain", "validate", "demo")
     assert proc.returncode == 1 and "internal error: ModuleNotFoundError: Could not import module" in proc.stderr
+
+
+CALLER = textwrap.dedent("""
+    import os, signal, sys, threading
+    import draftsmith.console as console
+
+    def command(*args):
+        sys.argv = ["draftsmith", *args]
+        try:
+            console.main()
+        except SystemExit as e:
+            return e.code
+
+    before = signal.getsignal(signal.SIGINT)
+    print("first", command("validate", "demo"))
+    try:
+        os.kill(os.getpid(), signal.SIGINT)   # the caller's own Ctrl-C, caught by the caller (a REPL's prompt)
+        signal.pause() if hasattr(signal, "pause") else None
+    except KeyboardInterrupt:
+        pass
+    print("second", command("validate", "demo"))
+    print("handler", signal.getsignal(signal.SIGINT) is before)
+    out = {}
+    worker = threading.Thread(target=lambda: out.setdefault("code", command("validate", "demo")))
+    worker.start()
+    worker.join()
+    print("thread", out["code"])
+    import draftsmith.specs.loader as loader
+    real = loader.read_text
+    loader.read_text = lambda path: os.kill(os.getpid(), signal.SIGINT)   # this command is stopped by Ctrl-C
+    print("stopped", command("validate", "demo"))
+    loader.read_text = real
+    from typer.testing import CliRunner
+    from draftsmith.cli import app
+    print("in-process", CliRunner().invoke(app, ["validate", "demo"]).exit_code)
+""")
+
+
+def test_main_leaves_a_calling_program_as_it_found_it():
+    """One Ctrl-C in a program that calls console.main() made every later command exit 130, and main() from a
+    thread raised ValueError (signal handlers are the main thread's); found by a review."""
+    proc = subprocess.run([sys.executable, "-c", CALLER], capture_output=True, text=True, timeout=120)
+    said = [line for line in proc.stdout.splitlines() if line.split()[0] in ("first", "second", "handler", "thread",
+                                                                                  "stopped", "in-process")]
+    assert said == ["first 0", "second 0", "handler True", "thread 0", "stopped 130", "in-process 0"], \
+        proc.stdout + proc.stderr
