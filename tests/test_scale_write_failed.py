@@ -40,7 +40,7 @@ def test_a_full_disk_names_the_folder_and_a_rerun_writes_it_anew(tmp_path, monke
         write_pair(tmp_path, "tiny", "cpu")
     said = str(e.value)
     assert said.startswith(f"cannot write the tiny benchmark checkpoint into {tmp_path / folder}: ")
-    assert "No space left on device" in said and "run again" in said
+    assert "No space left on device" in said and "run again" in said and "free space (the 8b pair" in said
     assert not (tmp_path / folder / "config.json").exists()
     mend()
     target, draft = write_pair(tmp_path, "tiny", "cpu")
@@ -80,3 +80,26 @@ def test_a_full_disk_under_the_results_names_the_file(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []   # no temporary file left
     from draftsmith.cli.app import file_fault
     assert file_fault(e.value) == f"{tmp_path / 'results.md'}: No space left on device"
+
+
+def test_a_config_cut_short_is_removed_and_another_failure_is_not_called_a_full_disk(tmp_path, monkeypatch):
+    """A full disk at the draft's config.json left it empty, and the rerun kept the folder ('not valid JSON'); an
+    unwritable folder was told to free space (found by a review)."""
+    write_pair(tmp_path, "tiny", "cpu")
+    draft = tmp_path / "tiny-draft"
+    (draft / "config.json").unlink()
+
+    def cut(*a, **kw):   # the config's write fails after the file was opened: an empty config.json is left
+        (draft / "config.json").write_text("")
+        raise OSError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(safetensors.torch, "save_file", lambda *a, **kw: cut())
+    monkeypatch.setattr(checkpoint, "save_file", lambda *a, **kw: cut())
+    with pytest.raises(WriteFailed) as e:
+        write_pair(tmp_path, "tiny", "cpu")
+    assert "Operation not permitted; give --checkpoints a folder that can be written, and run again" in str(e.value)
+    assert "free space" not in str(e.value)
+    assert not (draft / "config.json").exists()
+    monkeypatch.undo()
+    write_pair(tmp_path, "tiny", "cpu")
+    assert (draft / "config.json").read_text().startswith("{")

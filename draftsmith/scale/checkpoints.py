@@ -2,6 +2,7 @@
 in the ``midlayer.*`` layout with a reduced vocabulary, in the shapes of :data:`SHAPES`, written once and reused."""
 from __future__ import annotations
 
+import errno
 import json
 from pathlib import Path
 
@@ -78,7 +79,8 @@ def write_llama(folder: Path, shape: dict, device: str, seed: int = 0, shard_byt
 def write_pair(root: Path, name: str, device: str) -> tuple[Path, Path]:
     """The shape's target and draft under ``root``, written where a previous run did not finish them (each folder's
     config.json is written last). A write that fails (a full disk: neither safetensors' error nor a failed flush
-    names the file) is a :class:`WriteFailed` naming the folder; a rerun writes that folder again."""
+    names the file) is a :class:`WriteFailed` naming the folder, whose config.json is removed (one cut short would
+    mark it written); a rerun writes that folder again."""
     from safetensors import SafetensorError
 
     from draftsmith.testing import write_eagle3
@@ -92,10 +94,13 @@ def write_pair(root: Path, name: str, device: str) -> tuple[Path, Path]:
         if not (draft / "config.json").exists():
             write_eagle3(draft, target, draft_vocab=shape["draft_vocab"], std=0.02)
     except (OSError, SafetensorError) as e:
+        (folder / "config.json").unlink(missing_ok=True)   # a config cut short would mark the folder written
         why = getattr(e, "strerror", None) or short_text(" ".join(str(e).split()), 200)
-        raise WriteFailed(f"cannot write the {name} benchmark checkpoint into {short_text(folder, 300)}: {why} (a "
-                          "full disk? the 8b pair takes ~18 GB, the 1b ~3 GB); free space, or give --checkpoints "
-                          "another folder, and run again: a folder without its config.json is written anew") from None
+        full = getattr(e, "errno", None) == errno.ENOSPC or "os error 28" in str(e) or "No space left" in str(e)
+        fix = ("free space (the 8b pair takes ~18 GB, the 1b ~3 GB), or give --checkpoints another folder" if full
+               else "give --checkpoints a folder that can be written")
+        raise WriteFailed(f"cannot write the {name} benchmark checkpoint into {short_text(folder, 300)}: {why}; "
+                          f"{fix}, and run again: a folder without its config.json is written anew") from None
     return target, draft
 
 
