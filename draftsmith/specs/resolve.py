@@ -225,7 +225,8 @@ def rule_control_problems(rule: Any, path: str) -> list[Problem]:
     for key, what in (("inverse", ("pattern", "replacement")), ("into", None)):
         items = rule.get(key)
         for j, item in enumerate(items if isinstance(items, (list, tuple)) else []):
-            out += control_problems(item, f"{path}.{key}.{j}", what[j] if what and j < 2 else "part name")
+            said = "part name" if what is None else what[j] if j < 2 else "item"   # an inverse is a pair
+            out += control_problems(item, f"{path}.{key}.{j}", said)
     return out
 
 

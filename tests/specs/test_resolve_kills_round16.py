@@ -40,4 +40,4 @@ def test_an_inverse_of_three_items_does_not_crash_phase_2(inverse):  # kills 228
     # past the pair's two words
     problems = rule_control_problems({"match": "a", "replace": "b", "inverse": inverse}, "weights.rules.0")
     assert len(problems) == ("\t" in inverse[2])
-    assert all(p.message.startswith("the part name holds") for p in problems), problems
+    assert all(p.message.startswith("the item holds") for p in problems), problems   # an inverse has no part names
