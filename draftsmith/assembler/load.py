@@ -16,7 +16,7 @@ from draftsmith.assembler.plan import Expected, LoadPlan, expected_of, plan_load
 from draftsmith.components.quant_models import scale_faults, set_compute_dtype, stored_dtypes
 from draftsmith.components.weights import RuleSet
 from draftsmith.errors import CheckpointError, short, short_list
-from draftsmith.registry.results import ComponentFailed
+from draftsmith.registry.results import ComponentFailed, made_by
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,8 @@ def check_rebuildable(module: nn.Module, spec: str) -> None:
     (one no checkpoint holds) must be recomputed by its module's ``reset_buffers(device)`` (as
     components.rope.Rotary does). A module without one is a ComponentFailed naming it, before any tensor is read
     (it failed after both models were loaded, naming neither the part nor the way out)."""
-    bad = [(name, type(m).__name__, sorted(m._non_persistent_buffers_set)) for name, m in module.named_modules()
+    bad = [(name, made_by(m) or type(m).__name__, sorted(m._non_persistent_buffers_set))
+           for name, m in module.named_modules()
            if m._non_persistent_buffers_set and not callable(getattr(m, "reset_buffers", None))]
     if bad:
         name, cls, buffers = bad[0]

@@ -13,7 +13,7 @@ from draftsmith.components.dims import Dims
 from draftsmith.components.fused import cat_sums, kernel
 from draftsmith.components.norms import add_then_norm
 from draftsmith.components.quant_models import weight_dtype
-from draftsmith.registry.results import ComponentFailed
+from draftsmith.registry.results import ComponentFailed, made_by
 
 
 def _settle(x: torch.Tensor, pending: torch.Tensor | None) -> torch.Tensor:
@@ -128,8 +128,8 @@ class DraftModel(nn.Module):
              else self.fc.fuse(emb, hidden, from_target))
         if x.shape != emb.shape or (x.dtype != emb.dtype and not torch.is_autocast_enabled(x.device.type)):
             # a plugin's fusion: said as its own, not later as ours (under autocast a product's dtype is autocast's)
-            raise ComponentFailed(f"the draft's fusion ({type(self.fc).__module__}.{type(self.fc).__qualname__}): its "
-                                  f"fuse(emb [{', '.join(map(str, emb.shape))}], ...) returned "
+            who = made_by(self.fc) or f"the draft's fusion ({type(self.fc).__module__}.{type(self.fc).__qualname__})"
+            raise ComponentFailed(f"{who}: its fuse(emb [{', '.join(map(str, emb.shape))}], ...) returned "
                                   f"[{', '.join(map(str, x.shape))}] {str(x.dtype).removeprefix('torch.')}; fuse "
                                   f"returns [B, T, hidden] in emb's dtype ({str(emb.dtype).removeprefix('torch.')})")
         x, pending, _ = run_layers(self.layers, x, pos, kv, emb)

@@ -3,6 +3,8 @@ calls the result's methods later (a weight rule's ``apply`` while it maps tensor
 guarded: an exception from a plugin's method is named with its component and plugin, never an internal error."""
 from __future__ import annotations
 
+import contextlib
+
 import functools
 from collections.abc import Mapping
 from typing import Any
@@ -14,6 +16,16 @@ from draftsmith.hooks.kinds import Kind
 class ComponentFailed(DraftsmithError, RuntimeError):
     """A component's factory raised, or returned what its kind cannot use (:data:`draftsmith.hooks.kinds.KINDS`),
     or a method of what a plugin's factory returned raised when the assembler called it."""
+
+
+WHO = "_draftsmith_who"   # on a plugin's result: the component that made it, "norm 'x' (plugin 'p')"
+
+
+def made_by(obj: Any) -> str | None:
+    """The plugin component that made ``obj`` (a module a plugin's factory returned), as messages name it, else
+    None (draftsmith's own parts, and what could not be tagged)."""
+    who = getattr(obj, WHO, None)
+    return who if isinstance(who, str) else None
 
 
 def checked(made: Any, contract: Kind, who: str, call: str, *, guard: bool,
@@ -29,6 +41,9 @@ def checked(made: Any, contract: Kind, who: str, call: str, *, guard: bool,
         raise ComponentFailed(f"{who}: its factory returned {shown}{f' ({why})' if why else ''}{call}")
     # an object of draftsmith's own classes (a plugin's RegexRule, TargetArch) runs draftsmith's code: not guarded
     ours = type(made).__module__.partition(".")[0] == "draftsmith"
+    if guard and not ours:
+        with contextlib.suppress(Exception):   # slots, a frozen object: its messages name its class instead
+            setattr(made, WHO, who)
     if guard and not ours and contract.output is not None and context is not None:
         watch_output(made, who, contract.output(context))
     return Guarded(made, who, contract.guarded) if guard and contract.guarded and not ours else made

@@ -101,3 +101,21 @@ def test_a_fusion_whose_fuse_returns_another_width_is_named(tmp_path, pair):  # 
                                               r"its fuse\(emb \[1, \d+, 16\], ...\) returned \[1, \d+, 32\] float32; "
                                               r"fuse returns \[B, T, hidden\] in emb's dtype \(float32\)"):
         decode(model)
+
+
+def test_a_plugin_class_fusion_that_misfits_is_named_by_its_component(tmp_path, pair):  # noqa: F811
+    """A fusion of the plugin's own class is named as the component and plugin that made it (was its class path:
+    a plugin-authoring helper); draftsmith's own class keeps its path (above)."""
+    def factory(params, **kw):
+        inner = eagle3(params, **kw)
+
+        class Own(type(inner)):   # the plugin's own class (its module is not draftsmith's)
+            def fuse(self, emb, hidden, from_target):
+                return torch.cat((emb, emb), -1)
+        inner.__class__ = Own
+        return inner
+
+    model = assemble_part(tmp_path, pair, "fusion", factory, Eagle3Params)
+    with pytest.raises(ComponentFailed, match=r"^fusion 'mine' \(plugin 'plug'\): its fuse\(emb \[1, \d+, 16\], "
+                                              r"...\) returned \[1, \d+, 32\] float32"):
+        decode(model)
