@@ -217,22 +217,27 @@ def test_validate_names_the_plugin_a_spec_comes_from(tmp_path, monkeypatch, requ
     assert "plug-draft: ok (plug-draft, from plugin 'plugspecs')" in res.stdout and "demo: ok (demo)" in res.stdout
 
 
-def test_list_leaves_a_broken_installed_plugin_out_and_lists_the_others(tmp_path, monkeypatch, request):
-    # one broken plugin stopped `list` as a whole: the others were not shown (a dogfooding helper)
-    import os
-
+def listed(monkeypatch, request, *folders):
+    """`draftsmith list` with the distributions in ``folders`` installed (on sys.path), none disabled."""
     from typer.testing import CliRunner
 
     from draftsmith.cli import app
 
-    _broken_distribution(tmp_path, request)
-    fake_distribution(tmp_path / "good", request)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.syspath_prepend(str(tmp_path / "good"))
+    for folder in folders:
+        monkeypatch.syspath_prepend(str(folder))
     monkeypatch.delenv("DRAFTSMITH_DISABLE_PLUGINS", raising=False)
     draftsmith.default_registry.cache_clear()
     request.addfinalizer(draftsmith.default_registry.cache_clear)
-    res = CliRunner().invoke(app, ["list"])
+    return CliRunner().invoke(app, ["list"])
+
+
+def test_list_leaves_a_broken_installed_plugin_out_and_lists_the_others(tmp_path, monkeypatch, request):
+    # one broken plugin stopped `list` as a whole: the others were not shown (a dogfooding helper)
+    import os
+
+    _broken_distribution(tmp_path, request)
+    fake_distribution(tmp_path / "good", request)
+    res = listed(monkeypatch, request, tmp_path, tmp_path / "good")
     assert res.exit_code == 1, res.output
     assert "layernorm-x-draft" in res.stdout and "fake" in res.stdout   # the healthy plugin's spec, listed
     assert res.stderr.startswith("error: plugin 'broken' (entry point broken = "), res.stderr
@@ -253,20 +258,11 @@ HOOK_FAILURES = {   # a collecting hook that loads, then fails when the registry
 @pytest.mark.parametrize("how", list(HOOK_FAILURES))
 def test_list_leaves_a_plugin_whose_collecting_hook_fails_out(tmp_path, monkeypatch, request, how):
     """It listed nothing at all, and the error named no way out (its hook is asked after every plugin loaded)."""
-    from typer.testing import CliRunner
-
-    from draftsmith.cli import app
-
     module = fake_distribution(tmp_path, request, dist="ds-broken", ep_name="broken", norm="broken-norm")
     (tmp_path / f"{module}.py").write_text("from draftsmith.hooks import Component, hookimpl\n\n\n"
                                            + HOOK_FAILURES[how])
     fake_distribution(tmp_path / "good", request)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.syspath_prepend(str(tmp_path / "good"))
-    monkeypatch.delenv("DRAFTSMITH_DISABLE_PLUGINS", raising=False)
-    draftsmith.default_registry.cache_clear()
-    request.addfinalizer(draftsmith.default_registry.cache_clear)
-    res = CliRunner().invoke(app, ["list"])
+    res = listed(monkeypatch, request, tmp_path, tmp_path / "good")
     assert res.exit_code == 1, res.output
     assert "layernorm-x-draft" in res.stdout and "eagle3-llama" in res.stdout   # the others, listed
     assert res.stderr.startswith("error: draftsmith_components of plugin 'broken' "), res.stderr
@@ -292,19 +288,10 @@ def test_a_plugin_in_code_keeps_its_plain_error(tmp_path):
 
 
 def test_list_leaves_a_plugin_name_two_distributions_claim_out(tmp_path, monkeypatch, request):
-    from typer.testing import CliRunner
-
-    from draftsmith.cli import app
-
     fake_distribution(tmp_path / "one", request, dist="ds-one", ep_name="twin", norm="twin-one")
     fake_distribution(tmp_path / "two", request, dist="ds-two", ep_name="twin", norm="twin-two")
     fake_distribution(tmp_path / "good", request)
-    for folder in ("one", "two", "good"):
-        monkeypatch.syspath_prepend(str(tmp_path / folder))
-    monkeypatch.delenv("DRAFTSMITH_DISABLE_PLUGINS", raising=False)
-    draftsmith.default_registry.cache_clear()
-    request.addfinalizer(draftsmith.default_registry.cache_clear)
-    res = CliRunner().invoke(app, ["list"])
+    res = listed(monkeypatch, request, *(tmp_path / folder for folder in ("one", "two", "good")))
     assert res.exit_code == 1, res.output
     assert "layernorm-x-draft" in res.stdout and "twin-one-draft" not in res.stdout
     assert "plugin name 'twin' is used by both distribution 'ds-" in res.stderr
