@@ -103,3 +103,11 @@ def test_a_config_cut_short_is_removed_and_another_failure_is_not_called_a_full_
     monkeypatch.undo()
     write_pair(tmp_path, "tiny", "cpu")
     assert (draft / "config.json").read_text().startswith("{")
+
+
+def test_a_root_that_is_a_file_is_still_a_write_failed(tmp_path):
+    """The config's removal met the same fault (ENOTDIR) and raised it raw, in place of the message (a review)."""
+    root = tmp_path / "afile"
+    root.write_text("")
+    with pytest.raises(WriteFailed, match="afile/tiny-target: Not a directory; give --checkpoints a folder that can"):
+        write_pair(root, "tiny", "cpu")

@@ -36,13 +36,13 @@ def _placed(spec_name: str, config: Mapping[str, Any], names: Sequence[str]) -> 
     try:
         spec, registry = load_spec(spec_name), default_registry()
         rules = rule_set(spec, registry, flatten_draft_config(config))
-    except DraftsmithError:  # a spec whose placeholders this config cannot bind fits nothing
+        holds = holder(spec, registry)
+        out: dict[str, bool | None] = {}
+        for n in names:
+            canonical = rules.to_canonical(n)[0]
+            out[n] = None if canonical is None else holds(canonical) or split_parts(canonical, holds) is not None
+    except DraftsmithError:  # placeholders this config cannot bind, a plugin's rule or holds that fails: fits nothing
         return None
-    holds = holder(spec, registry)
-    out: dict[str, bool | None] = {}
-    for n in names:
-        canonical = rules.to_canonical(n)[0]
-        out[n] = None if canonical is None else holds(canonical) or split_parts(canonical, holds) is not None
     return out
 
 
@@ -122,9 +122,11 @@ def closest_families(config: Mapping[str, Any], names: Sequence[str], n: int = 2
     rows = {f.spec: max(condition_share(g, config, names, seen) for g in FAMILIES if g.spec == f.spec)
             for f in FAMILIES}
     others = {name: 0.0 for name, given in default_registry().specs.items() if given.plugin != BUILTIN}
-    for spec, conditions in {**others, **rows}.items():
+    for spec, conditions in {**rows, **others}.items():   # rows first: they win a tie
         placed = _placed(spec, config, names)
         bad = list(names) if placed is None else [x for x in names if not placed[x]]
+        if spec in others and len(bad) == len(names):   # a spec that does not load, or places nothing: no offer
+            continue
         scored[spec] = ((len(names) - len(bad)) / max(len(names), 1) + conditions) / 2, bad
     best = sorted(scored.items(), key=lambda kv: -kv[1][0])[:n]
     return [(spec, score, bad) for spec, (score, bad) in best]

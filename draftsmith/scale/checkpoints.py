@@ -2,6 +2,7 @@
 in the ``midlayer.*`` layout with a reduced vocabulary, in the shapes of :data:`SHAPES`, written once and reused."""
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 from pathlib import Path
@@ -94,7 +95,8 @@ def write_pair(root: Path, name: str, device: str) -> tuple[Path, Path]:
         if not (draft / "config.json").exists():
             write_eagle3(draft, target, draft_vocab=shape["draft_vocab"], std=0.02)
     except (OSError, SafetensorError) as e:
-        (folder / "config.json").unlink(missing_ok=True)   # a config cut short would mark the folder written
+        with contextlib.suppress(OSError):   # a config cut short would mark the folder written
+            (folder / "config.json").unlink(missing_ok=True)
         why = getattr(e, "strerror", None) or short_text(" ".join(str(e).split()), 200)
         full = getattr(e, "errno", None) == errno.ENOSPC or "os error 28" in str(e) or "No space left" in str(e)
         fix = ("free space (the 8b pair takes ~18 GB, the 1b ~3 GB), or give --checkpoints another folder" if full

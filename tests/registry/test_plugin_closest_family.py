@@ -28,3 +28,38 @@ def test_a_plugin_spec_whose_rules_place_every_name_is_the_closest(tmp_path, mon
     res = CliRunner().invoke(app, ["generate", "--spec", "acme-draft", "--target", str(target), "--draft", str(draft),
                                    "--token-ids", "1,2", "--max-new-tokens", "2", "--no-compare", "--threads", "1"])
     assert res.exit_code == 0, res.output   # and the offered spec loads it
+
+
+def test_a_plugin_spec_that_fails_or_places_nothing_is_not_offered(tmp_path, monkeypatch, request):
+    """A plugin whose holds raises made every unknown layout's inspect (and a swapped pair's generate) fail naming
+    it; a spec that does not load or places no name was offered at 0% ahead of the built-ins (found by a review)."""
+    from draftsmith.components.fusion import Eagle3Params, eagle3
+    from draftsmith.hooks import Component
+
+    def holds(params):
+        raise KeyError("fc_kind")
+
+    target = write_target(tmp_path / "t", hidden_size=16, intermediate_size=32, num_attention_heads=2,
+                          num_key_value_heads=1, num_hidden_layers=8, vocab_size=32)
+    draft = write_eagle3(tmp_path / "d", target)
+    file = draft / "model.safetensors"
+    save_file({k.replace("midlayer.", "acme.blk."): v for k, v in load_file(str(file)).items()}, str(file))
+    failing = spec_file(tmp_path, {"kind": "rms"}, name="failing-draft")
+    failing.write_text(failing.read_text().replace("kind: eagle3", "kind: mine", 1))
+    bad_yaml = tmp_path / "bad.yaml"
+    bad_yaml.write_text("name: [unclosed\n")
+    plugin = Plugin([Component("fusion", "mine", eagle3, Eagle3Params, holds=holds)],
+                    [SpecSource("failing-draft", failing), SpecSource("bad-draft", bad_yaml)])
+    installed(fresh(("acme", plugin)), monkeypatch, request)
+    res = CliRunner().invoke(app, ["inspect", str(draft)])
+    assert res.exit_code == 1, res.output
+    closest = [line.split()[1] for line in res.stderr.splitlines() if line.startswith("  closest: ")]
+    assert closest and not {"failing-draft", "bad-draft"} & set(closest), res.stderr
+    assert "fusion 'mine'" not in res.stderr
+    odd = tmp_path / "odd"   # one tensor no family places: every score 0, the built-ins' rows still say more
+    odd.mkdir()
+    (odd / "config.json").write_text((draft / "config.json").read_text())
+    save_file({"foo.bar": load_file(str(file))["fc.weight"]}, str(odd / "model.safetensors"))
+    res = CliRunner().invoke(app, ["inspect", str(odd)])
+    closest = [line.split()[1] for line in res.stderr.splitlines() if line.startswith("  closest: ")]
+    assert len(closest) == 2 and not {"failing-draft", "bad-draft"} & set(closest), res.stderr
