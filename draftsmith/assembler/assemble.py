@@ -14,7 +14,8 @@ from draftsmith.assembler.build import (build_draft, build_target, rule_set)
 from draftsmith.assembler.checkpoint import checkpoint_folder, list_tensors, read_tensors, regular_file
 from draftsmith.assembler.explain import (checked_along, DetectedNote, explained, fc_bias_note, held_names,
                                           layers_note, pairing_note, qk_norm_note, qkv_bias_note, swapped_note,
-                                          training_note, unchained_layers_note, unless, vocab_mismatch)
+                                          training_note, unchained_layers_note, unless, vocab_mismatch, NOTE_KIND,
+                                          UNFINISHED)
 from draftsmith.assembler.config import (draft_hf_config, flatten_draft_config, missing_target_keys, read_config,
                                          read_config_aside, stop_ids, target_hf_config)
 from draftsmith.assembler.load import PlannedLoad, fill, materialize, plan_module
@@ -251,7 +252,7 @@ def plan_assembly(spec: Spec | str | Path, target: str | Path | None = None, dra
     if (mismatch := vocab_mismatch(draft_raw, target_cfg)) is not None:   # loads, but is likely the wrong draft
         log.warning("draft %s: %s", short_text(draft_dir, 300), mismatch)
     if (unfinished := training_note(info.file for info in draft_plan.infos.values())) is not None:
-        log.warning("draft %s: %s", short_text(draft_dir, 300), unfinished)
+        log.warning("draft %s: %s", short_text(draft_dir, 300), unfinished, extra={NOTE_KIND: UNFINISHED})
     return Assembly(target_plan, target_cfg, draft_model, draft_plan, draft_dir, read_tokenizer(target_dir),
                     frozenset(stop_ids(target_dir, target_cfg)), target_dir)
 

@@ -68,6 +68,26 @@ def checked_along(reading: ConfigReading):
 
 
 @contextlib.contextmanager
+def unsaid(kind: str):
+    """The assembler's notes of one kind (a record's ``NOTE_KIND``) unsaid inside the block: a resumed training run
+    loads the draft it continues, whose "saved at step N of M: run the training again to resume" (``UNFINISHED``)
+    is what the run is doing."""
+    log = logging.getLogger("draftsmith")
+
+    def keep(record: logging.LogRecord) -> bool:
+        return getattr(record, NOTE_KIND, None) != kind
+
+    log.addFilter(keep)
+    try:
+        yield
+    finally:
+        log.removeFilter(keep)
+
+
+NOTE_KIND, UNFINISHED = "draftsmith_note", "unfinished_training"   # a note's kind, on its log record
+
+
+@contextlib.contextmanager
 def quiet_notes():
     """The assembler's notes (the "draftsmith" logger's warnings) unsaid inside the block, for loads whose notes are
     no news to the user (doctor's readings of a spec already loaded once; convert's stand-in target)."""

@@ -12,6 +12,7 @@ import torch
 import draftsmith
 from draftsmith import chat, hub
 from draftsmith.assembler.assemble import read_tokenizer
+from draftsmith.assembler.explain import UNFINISHED, unsaid
 from draftsmith.options import flag
 from draftsmith.train import data as D
 from draftsmith.train.checks import TrainError, check_job
@@ -127,7 +128,8 @@ def run_held(job: Job, console, log: Callable[[str], None]) -> dict[str, Accepta
         if fresh:
             model = start_fresh(job, ids, log)
         else:
-            model = draftsmith.assemble(for_training(job.spec), target=job.target, draft=out)
+            with unsaid(UNFINISHED):   # "saved at step N of M: run again to resume" is what this run does
+                model = draftsmith.assemble(for_training(job.spec), target=job.target, draft=out)
             log(f"resuming the draft in {out}" + (" (--from-draft starts a new run only)" if job.from_draft else "")
                 + resume_note(job, model))
         model.target.to(job.device)

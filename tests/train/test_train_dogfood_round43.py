@@ -58,3 +58,21 @@ def test_no_window_after_self_distillation_leaves_nothing_to_resume(job, tmp_pat
     assert not out.exists()   # was a step-0 run, and a rerun with other settings was refused as a resume
     monkeypatch.undo()
     shutil.rmtree(out, ignore_errors=True)
+
+
+def test_a_resumed_run_is_not_told_to_run_again_to_resume(job, tmp_path, caplog):
+    """Resuming a run stopped early loads its draft, whose note said "saved at step 1 of 50 ...: run the training
+    again to resume" at the start of the very run that resumes it (a dogfooding helper); other loads still say it."""
+    import logging
+
+    import draftsmith
+
+    out, lines = tmp_path / "stopped", []
+    settings = {"steps": 50, "save_every": 1, "minutes": 1e-9}
+    run(job(out, config=settings), log=lambda line: None)
+    with caplog.at_level(logging.WARNING, logger="draftsmith"):
+        run(job(out, config=settings), log=lines.append)
+        assert any(line.startswith(f"resuming the draft in {out}") for line in lines), lines
+        assert "training checkpoint saved at step" not in caplog.text
+        draftsmith.assemble("eagle3-llama", target=job(out).target, draft=out)
+    assert f"draft {out}: it is a training checkpoint saved at step" in caplog.text   # said outside the resume
