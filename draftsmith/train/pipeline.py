@@ -14,6 +14,7 @@ from draftsmith import chat, hub
 from draftsmith.assembler.assemble import read_tokenizer
 from draftsmith.assembler.explain import UNFINISHED, unsaid
 from draftsmith.options import flag
+from draftsmith.errors import count
 from draftsmith.train import data as D
 from draftsmith.train.checks import TrainError, check_job
 from draftsmith.train.draft_io import export_draft, for_training, init_draft, start_from_target, unstated
@@ -22,7 +23,8 @@ from draftsmith.train.features import FeatureStore, extract_with_log, made_for, 
 from draftsmith.train.provenance import SOURCE, distill_record, source_problem, target_fingerprint, windows_digest
 from draftsmith.train.loop import STATE, TrainConfig, save_start, train
 from draftsmith.train.outdir import held, undone_on_failure
-from draftsmith.train.preflight import count, ids_outside, no_windows, own_folders, preflight, skipped_note
+from draftsmith.train.data_checks import ids_outside, no_windows, skipped_note
+from draftsmith.train.preflight import own_folders, preflight
 from draftsmith.train.resume import run_record, saved_state, spec_digest
 
 

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import stat
 import zipfile
-from collections.abc import Sequence
 from pathlib import Path
 
-import torch
 
 from draftsmith import hub
 from draftsmith.chat import has_chat_template
@@ -15,7 +13,7 @@ from draftsmith.assembler.assemble import TOKENIZER_FILES
 from draftsmith.assembler.checkpoint import list_tensors
 from draftsmith.assembler.config import read_config, read_raw_config
 from draftsmith.assembler.detect import draft_in
-from draftsmith.errors import CheckpointNotFound, DraftsmithError, OptionError, count, short_list, short_text
+from draftsmith.errors import CheckpointNotFound, DraftsmithError, OptionError, short_list, short_text
 from draftsmith.options import check_device, folder_problem
 from draftsmith.specs.loader import load_spec
 from draftsmith.specs.resolve import fusion_params
@@ -364,48 +362,3 @@ def planned_taps(job, spec) -> list[int] | None:
         return list(resolve_taps(fusion_params(spec), raw, layers))
     except (DraftsmithError, OSError, ValueError):
         return None
-
-
-def ids_outside(job, ids: torch.Tensor, what: str = "the data") -> TrainError | None:
-    """The ids the target's tokenizer gave that its embedding has no row for (a tokenizer that is not the target's,
-    or ids past a trimmed vocabulary), before the target reads them; None where all fit or the vocabulary is not
-    known here."""
-    vocab = target_size(job, "vocab_size")
-    if vocab is None or not len(ids) or (0 <= int(ids.min()) and int(ids.max()) < vocab):
-        return None
-    outside = ids[(ids < 0) | (ids >= vocab)]
-    return TrainError([("target", f"{short_text(job.target, 300)}: its tokenizer gave ids outside the target's "
-                                  f"vocabulary 0..{vocab - 1} ({count(outside, 'token')} of {what}, ids "
-                                  f"{short_list(sorted(set(outside.tolist())), quote=False)}): is the tokenizer in "
-                                  "the target folder this model's?")])
-
-
-def no_windows(job, files: Sequence[Path], docs: Sequence[str], ids: torch.Tensor,
-               skipped: Sequence[Path] = (), textless: Sequence[str] = ()) -> TrainError:
-    """What the data held, when it gives no window of job.seq tokens."""
-    held = (f"{count(files, 'file')}, {count(docs, 'document')}, {count(ids, 'token')} in all"
-            f"{skipped_note(skipped, textless)}")
-    if not docs:
-        return TrainError([("data", f"{short_list(job.data, quote=False)}: the data gave no training windows "
-                                    f"({held}: no text)")])
-    return TrainError([("seq", f"{job.seq}: the data gave no training windows ({held}; a window is {job.seq} "
-                               "tokens)")])
-
-
-def skipped_note(skipped: Sequence[Path], textless: Sequence[str] = ()) -> str:
-    """', 2 files skipped (not UTF-8 text, or unreadable): a.bin, b.txt' and ', 1 record without text skipped
-    (...): d.jsonl:3', or '' when nothing was."""
-    note = ""
-    if skipped:
-        note += (f", {count(skipped, 'file')} skipped (not UTF-8 text, or unreadable): "
-                 f"{short_list(skipped, 3, 120, quote=False)}")
-    refused = [t for t in textless if isinstance(t, D.Refused)]
-    textless = [t for t in textless if not isinstance(t, D.Refused)]
-    if textless:
-        note += (f", {count(textless, 'record')} without text skipped (no text, prompt, completion, messages or "
-                 f"conversations field, or an empty one): {short_list(textless, 3, 120, quote=False)}")
-    if refused:
-        why = short_text(refused[0].why, 200) + (", ..." if len(refused) > 1 else "")
-        note += (f", {count(refused, 'chat record')} the chat template refused skipped ({why}): "
-                 f"{short_list(refused, 3, 120, quote=False)}")
-    return note

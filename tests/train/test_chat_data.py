@@ -51,7 +51,7 @@ def test_chats_the_template_refuses_are_skipped_and_counted_apart(tmp_path):
     """Real ShareGPT data holds chats a strict template refuses (one opening with the assistant): skipped and
     counted with the template's reason, as records without text are, not the end of the run."""
     from draftsmith.chat import TemplateRefused
-    from draftsmith.train.preflight import skipped_note
+    from draftsmith.train.data_checks import skipped_note
 
     def strict(turns):
         if turns[0]["role"] != "user":

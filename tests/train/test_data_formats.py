@@ -10,7 +10,7 @@ import pytest
 
 from draftsmith.train import data as D
 from draftsmith.train.checks import TrainError
-from draftsmith.train.preflight import no_windows
+from draftsmith.train.data_checks import no_windows
 
 
 def chars(texts, add_special_tokens=True):

@@ -13,7 +13,8 @@ from draftsmith.train import data as D
 from draftsmith.train.checks import TrainError
 from draftsmith.train.features import META, FeatureStore, extract
 from draftsmith.train.loop import STATE, TrainConfig, train
-from draftsmith.train.preflight import no_windows, preflight
+from draftsmith.train.data_checks import no_windows
+from draftsmith.train.preflight import preflight
 
 GOOD_META = {"taps": [2, 4, 5], "seq": 48, "per_shard": 16}
 

@@ -339,7 +339,7 @@ def test_a_missing_target_folder_is_named_whole_up_to_300_characters(tmp_path, n
 @pytest.mark.parametrize("n", [200, 201])
 def test_why_the_chat_template_refused_a_record_is_cut_past_200_characters(n):
     from draftsmith.train import data as D
-    from draftsmith.train.preflight import skipped_note
+    from draftsmith.train.data_checks import skipped_note
 
     refused = D.Refused("a.jsonl:3")
     refused.why = "w" * n
@@ -351,7 +351,7 @@ def test_skipped_files_and_records_are_listed_three_at_most_each_cut_past_120_ch
     from pathlib import Path
 
     from draftsmith.train import data as D
-    from draftsmith.train.preflight import skipped_note
+    from draftsmith.train.data_checks import skipped_note
 
     names = ["a" * 120, "b" * 121, "c", "d"]
     listed = f"{'a' * 120}, {'b' * 58}...{'b' * 58}, c and 1 more"
@@ -366,7 +366,7 @@ def test_skipped_files_and_records_are_listed_three_at_most_each_cut_past_120_ch
 
 def test_one_chat_record_refused_is_said_with_its_reason_and_two_with_the_first_and_more():
     from draftsmith.train import data as D
-    from draftsmith.train.preflight import skipped_note
+    from draftsmith.train.data_checks import skipped_note
 
     refused = [D.Refused("a.jsonl:1"), D.Refused("a.jsonl:2")]
     for r in refused:

@@ -76,3 +76,16 @@ def test_a_resumed_run_is_not_told_to_run_again_to_resume(job, tmp_path, caplog)
         assert "training checkpoint saved at step" not in caplog.text
         draftsmith.assemble("eagle3-llama", target=job(out).target, draft=out)
     assert f"draft {out}: it is a training checkpoint saved at step" in caplog.text   # said outside the resume
+
+
+def test_the_vocabulary_bound_is_exact(narrow):
+    """ids 0..vocab_size-1 fit; vocab_size and a negative id do not (a plant of `<=` passed the tests above)."""
+    from types import SimpleNamespace
+
+    from draftsmith.train.data_checks import ids_outside
+
+    job = SimpleNamespace(target=narrow)
+    assert ids_outside(job, torch.tensor([0, 199])) is None
+    for bad in (200, -1):
+        error = ids_outside(job, torch.tensor([5, bad]))
+        assert error is not None and f"(1 token of the data, ids {bad})" in str(error)
