@@ -119,8 +119,8 @@ def closest_families(config: Mapping[str, Any], names: Sequence[str], n: int = 2
     from draftsmith.registry.loading import BUILTIN
 
     scored, seen = {}, {}
-    rows = {f.spec: max(condition_share(g, config, names, seen) for g in FAMILIES if g.spec == f.spec)
-            for f in FAMILIES}
+    rows = {spec: max(condition_share(f, config, names, seen) for f in FAMILIES if f.spec == spec)
+            for spec in dict.fromkeys(f.spec for f in FAMILIES)}   # each family's best row, once per family
     others = {name: 0.0 for name, given in default_registry().specs.items() if given.plugin != BUILTIN}
     for spec, conditions in {**rows, **others}.items():   # rows first: they win a tie
         placed = _placed(spec, config, names)
