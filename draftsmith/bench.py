@@ -77,7 +77,8 @@ def run_bench(spec="demo", *, target=None, draft=None, prompt="def fibonacci(n):
     from rich.table import Table
 
     import draftsmith
-    from draftsmith.assembler.assemble import checkpoint_dir, parse_dtype
+    from draftsmith.assembler.assemble import parse_dtype
+    from draftsmith.assembler.folders import checkpoint_dir
     from draftsmith.components import packed
     from draftsmith.decoding.arguments import check_call
     from draftsmith.decoding.graphs import graphs_enabled

@@ -34,7 +34,7 @@ def check_folders(out: Path, checkpoints: Path, shapes) -> None:
     an ``out`` that holds something but no results.json of a previous run, whose files (results.md, results.json,
     a PNG per shape) would be overwritten."""
     from draftsmith.errors import OptionError, short_list, short_text
-    from draftsmith.options import folder_problem
+    from draftsmith.paths import folder_problem
 
     found = [f"--out {short_text(out, 300)}: {why}"] if (why := folder_problem(out)) else []
     if not (found and checkpoints.is_relative_to(out)) and (why := folder_problem(checkpoints)):   # said once

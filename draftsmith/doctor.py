@@ -215,7 +215,7 @@ def diagnose(spec: Spec | str | Path, target: str | Path | None = None, draft: s
             f"max_new_tokens is {max_new_tokens}; measuring acceptance over the {spec.decoding.steps}-token chain of "
             f"spec {spec.name!r} needs at least {least} (with fewer no whole step is measured, and tau is low "
             "whatever the draft)"])
-    from draftsmith.assembler.assemble import checkpoint_dirs
+    from draftsmith.assembler.folders import checkpoint_dirs
     from draftsmith.assembler.build import attention_name
     from draftsmith.assembler.config import read_config
 

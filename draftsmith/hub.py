@@ -110,7 +110,7 @@ def check_cache(folder: Path) -> None:
     """An OptionError naming the variable behind the cache when the cache, or ``folder`` in it (a cached target's),
     cannot be written: a regular file, under one, in /proc, on a read-only disk; checked before anything is
     downloaded."""
-    from draftsmith.options import folder_problem
+    from draftsmith.paths import folder_problem
 
     why = folder_problem(cache_root())
     if not why and (inner := folder_problem(folder)):   # the cache is fine, its target folder a file

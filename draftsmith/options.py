@@ -1,15 +1,13 @@
-"""Device, dtype and thread options, and the folders a command writes into, checked before anything is built
-(the CLI and ``assemble`` use these)."""
+"""Device, dtype and thread options, checked before anything is built (the CLI and ``assemble`` use these); the
+paths a command reads and writes are :mod:`draftsmith.paths`."""
 from __future__ import annotations
 
 import os
-import tempfile
-from pathlib import Path
 
 import torch
 
 from draftsmith import limits
-from draftsmith.errors import OptionError, short, short_text
+from draftsmith.errors import OptionError, short
 
 # Weights are cast to one of these; integer and float8 kinds are quantization, which is a spec's ``quant``.
 FLOAT_DTYPES = {"float32": torch.float32, "float": torch.float32, "float64": torch.float64,
@@ -95,49 +93,3 @@ def parse_token_ids(text: str) -> list[int]:
     return [int(p) for p in parts]
 
 
-def utf8_problem(path: str | Path) -> str | None:
-    """Why ``path`` cannot be opened by the libraries that read and write checkpoints, whatever it holds, or None:
-    safetensors, torch's memory-mapped load and tokenizers take UTF-8 paths only, and a name with a byte that is not
-    UTF-8 (b'\\xff') comes to Python as a lone surrogate ('\\udcff') that they refuse with an error of their own."""
-    if _encodes(str(path)):
-        return None
-    part = next(p for p in Path(path).parts if not _encodes(p))
-    try:
-        shown = short(os.fsencode(part))      # the name as the file system holds it: b'\xff'
-    except UnicodeEncodeError:                # a surrogate no file system name decodes to
-        shown = short(part)
-    return f"has a name that is not valid UTF-8 ({shown}); safetensors and torch open only UTF-8 paths: rename it"
-
-
-def _encodes(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-        return True
-    except UnicodeEncodeError:
-        return False
-
-
-def folder_problem(path: str | Path) -> str | None:
-    """Why a command could not write into the folder ``path`` (creating it and its missing parents), or None: it is
-    a folder, or its nearest existing ancestor is, and a folder can be made there (tried: a temporary one is made
-    and removed, since permission bits do not tell a read-only disk, /proc or root's rights apart). Checked
-    before any work, so a path under a regular file or in /proc is refused in one message, not by an internal
-    error once the slow part ran."""
-    if "\0" in str(path):
-        return "a path cannot contain a NUL character"
-    if why := utf8_problem(path):
-        return why
-    path, place = Path(path), None
-    try:
-        if path.is_symlink() and not path.exists():
-            return "is a broken link"
-        if path.exists() and not path.is_dir():
-            return "is not a folder"
-        place = next(p for p in (path, *path.parents) if p.exists())
-        if not place.is_dir():
-            return f"cannot be created: {short_text(place, 300)} is not a folder"
-        os.rmdir(tempfile.mkdtemp(prefix=".draftsmith-probe-", dir=place))
-    except OSError as e:   # a name too long, no permission, a read-only disk, /proc
-        where = "" if place in (None, path) else f" in {short_text(place, 300)}"
-        return f"cannot be {'written' if place == path else 'created'}{where} ({e.strerror or e})"
-    return None

@@ -131,7 +131,7 @@ class Harness:
         self.packed = packed
         monkeypatch.setattr("draftsmith.specs.loader.load_spec", lambda spec: Spec(spec=spec))
         monkeypatch.setattr(draftsmith, "assemble", self.assemble)
-        monkeypatch.setattr("draftsmith.assembler.assemble.checkpoint_dir",
+        monkeypatch.setattr("draftsmith.assembler.folders.checkpoint_dir",
                             lambda spec, target, kind: Path(f"/fake/{kind}"))
         monkeypatch.setattr("draftsmith.decoding.arguments.check_call", self.check_call)
         monkeypatch.setattr(bench, "_hf_models", self.hf_models)

@@ -327,6 +327,7 @@ def test_train_and_doctor_refuse_a_missing_device_before_reading_anything(verb, 
     from draftsmith import hub
 
     monkeypatch.setattr(hub, "resolve", lambda *a, **k: pytest.fail("resolved the target before checking --device"))
+    (tmp_path / "draft").mkdir()   # a missing DRAFT is said first (doctor checks the folders it is given at once)
     args = (["train", "--target", "smollm2", "--data", tmp_path / "nothing", "--out", tmp_path / "o"]
             if verb == "train" else ["doctor", "smollm2", tmp_path / "draft"])
     res = run(*args, "--device", "cuda")
@@ -346,6 +347,7 @@ def test_doctor_takes_the_cached_target_by_name(tmp_path, monkeypatch):
         raise DraftsmithError("stop here")   # bad input: said, exit 2
 
     monkeypatch.setattr("draftsmith.doctor.diagnose", diagnose)
+    (tmp_path / "draft").mkdir()   # a missing DRAFT is said before the target is looked up
     res = run("doctor", "smollm2", tmp_path / "draft", "--spec", "smollm2")
     assert seen == ["cache:smollm2", tmp_path / "cached"] and res.exit_code == 2, res.output
 
@@ -354,7 +356,7 @@ def test_doctor_and_train_take_the_folders_the_spec_names(tmp_path, monkeypatch)
     """`draftsmith doctor --spec demo` and `train --spec demo` without folders: the spec's checkpoints (as generate
     and assemble() take them); a spec that names none, or no spec and no DRAFT, is a one-line error (exit 2)."""
     from draftsmith import load_spec
-    from draftsmith.assembler.assemble import checkpoint_ref
+    from draftsmith.assembler.folders import checkpoint_ref
 
     seen = []
 

@@ -16,7 +16,8 @@ import draftsmith
 from draftsmith.bench_out import check_folders
 from draftsmith.cli import app
 from draftsmith.errors import OptionError
-from draftsmith.options import check_threads, folder_problem
+from draftsmith.options import check_threads
+from draftsmith.paths import folder_problem
 from draftsmith.specs.catalog import BUILTIN_DIR
 
 DEMO = Path(draftsmith.__file__).parent / "demo_data"

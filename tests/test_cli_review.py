@@ -148,7 +148,7 @@ def test_settings_problems_names_the_arguments_as_the_caller_knows_them():
 
 def test_doctor_says_the_chain_minimum_as_its_option_before_reading_a_checkpoint(monkeypatch):
     monkeypatch.setattr("draftsmith.doctor.run_candidate", lambda *a, **k: pytest.fail("ran a reading"))
-    monkeypatch.setattr("draftsmith.assembler.assemble.checkpoint_dir",
+    monkeypatch.setattr("draftsmith.assembler.folders.checkpoint_dir",
                         lambda *a, **k: pytest.fail("looked for a checkpoint"))
     res = run("doctor", "--spec", "demo", "--max-new-tokens", "4")
     refused(res, 2, "error: --max-new-tokens is 4; measuring acceptance over the 5-token chain of spec 'demo' "

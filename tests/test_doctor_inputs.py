@@ -41,7 +41,7 @@ def test_a_probe_or_count_the_target_refuses_names_doctors_option(args, says):
 def test_the_default_probes_past_a_small_context_say_which_option_replaces_them(tmp_path):
     from draftsmith.testing import edit_config
     from draftsmith.specs.loader import load_spec
-    from draftsmith.assembler.assemble import checkpoint_ref
+    from draftsmith.assembler.folders import checkpoint_ref
 
     spec = load_spec("demo")
     small = edit_config(checkpoint_ref(spec, "target"), tmp_path / "t", max_position_embeddings=64)

@@ -123,7 +123,7 @@ def test_smollm2_assembles_as_eagle3_target_and_matches_transformers(tmp_path):
 
 
 def test_a_spec_names_a_cached_target_by_cache_scheme(cache, monkeypatch, tmp_path):
-    from draftsmith.assembler.assemble import checkpoint_dir
+    from draftsmith.assembler.folders import checkpoint_dir
 
     folder = fake_folder(hub.target_dir())
     monkeypatch.setattr(hub, "build_target_folder", lambda *a: pytest.fail("rebuilt a valid cache"))
@@ -133,7 +133,7 @@ def test_a_spec_names_a_cached_target_by_cache_scheme(cache, monkeypatch, tmp_pa
 
 
 def test_an_unknown_cached_target_is_refused_at_validation_and_at_assembly(tmp_path):
-    from draftsmith.assembler.assemble import checkpoint_dir
+    from draftsmith.assembler.folders import checkpoint_dir
     from draftsmith.errors import CheckpointNotFound
 
     with pytest.raises(draftsmith.SpecError) as e:

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -11,13 +10,14 @@ from typing import Any, Callable
 import torch
 
 from draftsmith.assembler.build import (build_draft, build_target, rule_set)
-from draftsmith.assembler.checkpoint import checkpoint_folder, list_tensors, read_tensors, regular_file
+from draftsmith.assembler.checkpoint import list_tensors, read_tensors, regular_file
 from draftsmith.assembler.explain import (checked_along, DetectedNote, explained, fc_bias_note, held_names,
                                           layers_note, pairing_note, qk_norm_note, qkv_bias_note, swapped_note,
                                           training_note, unchained_layers_note, unless, vocab_mismatch, NOTE_KIND,
                                           UNFINISHED)
 from draftsmith.assembler.config import (draft_hf_config, flatten_draft_config, missing_target_keys, read_config,
                                          read_config_aside, stop_ids, target_hf_config)
+from draftsmith.assembler.folders import checkpoint_dirs, spec_own
 from draftsmith.assembler.load import PlannedLoad, fill, materialize, plan_module
 from draftsmith.assembler.plan import CheckpointMismatch
 from draftsmith.assembler.vocab import check_draft_vocab
@@ -30,7 +30,7 @@ from draftsmith.decoding.graphs import graphs_enabled
 from draftsmith.decoding.model import SpeculativeModel
 from draftsmith.decoding.modes import RECURRENT, V2
 from draftsmith.registry import Registry, default_registry
-from draftsmith.errors import (CheckpointError, CheckpointNotFound, DraftsmithError, OptionError, Problem, SpecError,
+from draftsmith.errors import (CheckpointError, DraftsmithError, OptionError, Problem, SpecError,
                                short_text)
 from draftsmith.specs.loader import checked_registry, load_spec
 from draftsmith.specs.resolve import decoding_section_problems, unreached_steps
@@ -40,93 +40,6 @@ log = logging.getLogger("draftsmith")
 
 TARGET_RULES = RuleSet([], ignore=[r"rotary_emb\.inv_freq$"])
 TIED_HEAD = "lm_head.weight"   # a tied target's files may hold it too (ignored by plan_target's rules)
-
-
-def tidy(path: Path) -> Path:
-    """``path`` without its '.' and 'name/..' parts, as model.folders and the notes show it (a built-in spec's
-    ``specs/builtin/../../demo_data/target`` is ``demo_data/target``). os.path.normpath rather than Path.resolve:
-    it keeps the names the user wrote (a relative path stays relative, a symlinked ~/models is not replaced by
-    where it points). normpath drops 'link/..' without following the link, so where that would name another folder
-    than the one the path reaches, the path is resolved instead; one that does not exist is kept as written, for
-    the error that says so."""
-    norm = Path(os.path.normpath(path))
-    if norm == path:
-        return path
-    try:
-        return norm if os.path.samefile(norm, path) else path.resolve()
-    except OSError:   # either is missing
-        return path.resolve() if path.exists() else path
-
-
-def spec_relative(spec: Spec, ref: str | Path) -> Path:
-    """A spec's checkpoint path: a relative one is relative to the spec's own file (a built-in spec's too)."""
-    path = Path(ref)
-    return tidy(Path(spec._source).parent / path) if not path.is_absolute() and spec._source else path
-
-
-def checkpoint_ref(spec: Spec, which: str) -> str | None:
-    """The spec's own ``checkpoints.<which>``: a ``cache:NAME`` as written, a folder relative to the spec's file,
-    None when the spec names none (nothing is fetched or checked)."""
-    from draftsmith import hub
-
-    ref = getattr(spec.checkpoints, which)
-    return ref if ref is None or hub.cache_name(ref) is not None else str(spec_relative(spec, ref))
-
-
-def str_path(x: object) -> bool:
-    """A path given as text: a str, or an os.PathLike whose path is one (pathlib's, not a bytes path)."""
-    return isinstance(x, str) or isinstance(x, os.PathLike) and isinstance(os.fspath(x), str)
-
-
-def checkpoint_dir(spec: Spec, given: str | Path | None, which: str) -> Path:
-    """An explicit folder, else the spec's ``checkpoints.<which>`` (relative paths resolve against the spec
-    file, so a plugin's specs can ship their own checkpoints as package data); ``cache:NAME`` is a pretrained
-    target fetched once into the user's cache (:mod:`draftsmith.hub`)."""
-    from draftsmith import hub
-
-    if given is not None and not str_path(given):   # Path(5) is pathlib's TypeError; bytes paths are not taken
-        raise OptionError(f"{which}: a folder path (a str or os.PathLike), got the {type(given).__name__} "
-                          f"{short_text(repr(given), 100)}")
-    if isinstance(given, str) and not given:   # Path("") is the current folder, reported as no checkpoint
-        raise OptionError(f"the {which} folder is an empty string: give the folder of the {which} checkpoint, or "
-                          f"none at all for the spec's checkpoints.{which}")
-    ref = given if given is not None else checkpoint_ref(spec, which)
-    if hub.cache_name(ref) is not None:
-        return hub.resolve(ref)
-    if ref is None:
-        hint = f"Give the {which} folder ({which}=PATH, or --{which} PATH on the command line)."
-        raise SpecError(spec.source, [Problem(f"checkpoints.{which}", f"no {which} folder given and the spec names "
-                                                                     "none", hint=hint)])
-    written = getattr(spec.checkpoints, which) if given is None else None   # the spec's own, as its file says it
-    label = f"{which} checkpoint folder '{short_text(ref, 300)}'"   # short_text escapes once: a newline reads \n
-    if written is not None and not Path(written).is_absolute():
-        label += f" (the spec's checkpoints.{which}: '{short_text(written, 200)}', relative to its file)"
-    return checkpoint_folder(tidy(Path(ref)), label)
-
-
-def checkpoint_dirs(spec: Spec, target: str | Path | None, draft: str | Path | None) -> tuple[Path, Path]:
-    """(target, draft) folders, as :func:`checkpoint_dir` finds them; where both are missing, one error says both."""
-    missing, found = [], {}
-    for which, given in (("target", target), ("draft", draft)):
-        try:
-            found[which] = checkpoint_dir(spec, given, which)
-        except CheckpointNotFound as e:
-            missing.append(e)
-    if len(missing) == 2:
-        raise CheckpointNotFound(f"{missing[0]}\n  {missing[1]}")   # the second line: indented, as an error's
-    if missing:
-        raise missing[0]
-    return found["target"], found["draft"]
-
-
-def spec_own(spec: Spec, given: str | Path | None, folder: Path, which: str) -> bool:
-    """Whether ``folder`` (given as ``given``) is the spec's own ``checkpoints.<which>`` (a built-in spec's shipped
-    draft): none was given, or the one given is that folder."""
-    ref = checkpoint_ref(spec, which)
-    try:
-        return given is None or (ref is not None and os.path.samefile(ref, folder))
-    except OSError:   # the spec's folder is missing, or a cache:NAME
-        return False
 
 
 def parse_dtype(dtype: str | torch.dtype) -> torch.dtype:

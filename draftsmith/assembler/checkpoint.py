@@ -28,7 +28,7 @@ from torch import Tensor
 
 from draftsmith import limits
 from draftsmith.errors import CheckpointError, CheckpointNotFound, short, short_list, short_text
-from draftsmith.options import utf8_problem
+from draftsmith.paths import checkpoint_folder, utf8_problem
 from draftsmith.assembler.weight_files import (FLOAT4, READ_ERRORS, TensorInfo, bin_infos, check_names,
                                                safetensors_infos, torch_load)
 
@@ -51,23 +51,6 @@ def _inside(path: Path, folder: Path) -> bool:
         return True
     # huggingface_hub: <repo>/snapshots/<revision>/<file> -> <repo>/blobs/<sha>
     return root.parent.name == "snapshots" and real.is_relative_to(root.parent.parent / "blobs")
-
-
-def checkpoint_folder(folder: str | Path, label: str | None = None) -> Path:
-    """``folder`` as a Path if it is a folder; else a CheckpointNotFound that says why, ``label`` naming it
-    (default 'checkpoint folder PATH'): a name too long for the file system, a NUL, a loop of links or a folder
-    that may not be read is said so, not an internal error."""
-    folder = Path(folder)
-    try:
-        what = None if stat.S_ISDIR(folder.stat().st_mode) else "is not a folder"
-    except (FileNotFoundError, NotADirectoryError):
-        what = "does not exist"
-    except (OSError, ValueError) as e:   # ENAMETOOLONG, ELOOP, EACCES; ValueError: a NUL in the name
-        what = f"cannot be read: {getattr(e, 'strerror', None) or e}"
-    what = what or utf8_problem(folder)
-    if what is not None:
-        raise CheckpointNotFound(f"{label or f'checkpoint folder {short_text(folder, 300)}'} {what}")
-    return folder
 
 
 def not_regular(mode: int) -> str:

@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from draftsmith import limits
-from draftsmith.assembler.checkpoint import checkpoint_folder, read_json
+from draftsmith.assembler.checkpoint import read_json
+from draftsmith.paths import checkpoint_folder
 from draftsmith.errors import CheckpointError, CheckpointNotFound, short, short_text
 
 from draftsmith.assembler.styles import STYLES, style_of, to_facts

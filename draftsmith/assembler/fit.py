@@ -12,7 +12,7 @@ from typing import Any
 
 from draftsmith.assembler.detect import FAMILIES, condition_share
 from draftsmith.assembler.splits import FUSED_MODULES
-from draftsmith.components.layers import HIDDEN_NORM as HIDDEN_NORM_SLOT
+from draftsmith.hooks.records import HIDDEN_NORM as HIDDEN_NORM_SLOT
 from draftsmith.errors import DraftsmithError
 from draftsmith.hooks.kinds import KINDS
 

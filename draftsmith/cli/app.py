@@ -263,6 +263,20 @@ def given_path(value: str) -> Path:
     return Path(value)
 
 
+def given_paths(spec: str | None, target: str | None, draft: str | Path | None) -> None:
+    """The spec file, target and draft folders a command is given (not a spec's or a cached target's name) checked
+    before torch is imported (:func:`draftsmith.specs.loader.spec_file`,
+    :func:`draftsmith.assembler.folders.given_dirs`): a mistyped path is said at once, not seconds later."""
+    from draftsmith import hub
+    from draftsmith.assembler.folders import given_dirs
+    from draftsmith.specs.loader import spec_file
+
+    if spec is not None:
+        spec_file(spec)
+    named = target in hub.SOURCES or hub.cache_name(target) is not None or target == ""   # "": _target's to refuse
+    given_dirs(None if named else target, draft)
+
+
 def threads_text(value: str) -> str:
     """--threads: 'auto' or an integer >= 1, else typer's usage error as for the other counts (the CPU count is
     checked with the other options: parse_threads)."""

@@ -7,7 +7,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from draftsmith.cli.app import app, detect_spec, err, out, setting_problems, threads_text
+from draftsmith.cli.app import app, detect_spec, err, given_paths, out, setting_problems, threads_text
 
 
 @app.command()
@@ -33,12 +33,18 @@ def doctor(
     """Run the pair on a short probe, print acceptance per draft position and, when it is low, try the readings
     the public formats leave ambiguous (aux ids as inputs or outputs, norms, d2t, rope, feedback) and print the
     spec change that restores acceptance. Exit 0 when acceptance is fine, 1 when it is low, 2 on bad input."""
+    from draftsmith.errors import DraftsmithError
+
+    try:   # before torch's import (an empty DRAFT, or none and no --spec, is refused below)
+        if spec is not None or draft is not None:
+            given_paths(spec, target, draft or None)
+    except DraftsmithError as e:
+        _bad_input(e)
     import torch
 
     from draftsmith import hub
     from draftsmith.doctor import PROBES, diagnose
     from draftsmith.specs.edits import yaml_snippet
-    from draftsmith.errors import DraftsmithError
 
     threads, probe = _checked(threads, device, dtype, max_new_tokens, probe, min_tau, token_ids)
     if spec is None and draft is None:

@@ -10,7 +10,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from draftsmith.cli.app import (SETTING_OPTIONS, app, detect_spec, err, given_path, out, setting_problems,
+from draftsmith.cli.app import (SETTING_OPTIONS, app, detect_spec, err, given_paths, given_path, out,
+                                setting_problems,
                                 target_folder_problems, threads_text)
 
 # the options generate and bench share, written once (typer reads an Option's settings, never changes them)
@@ -55,6 +56,7 @@ def generate(
     threads: str = THREADS,
 ) -> None:
     """Generate with speculative decoding; with no options, runs the SmolLM2 pair (fetched once) on the CPU."""
+    given_paths(spec, target, draft)
     import torch
 
     import draftsmith
@@ -158,7 +160,7 @@ def _target_folder(spec, target: Optional[Path]) -> Optional[Path]:
     """The target folder the load will read, where it is known without fetching anything: --target, else the
     spec's checkpoints.target (a cached target only once it is in the cache)."""
     from draftsmith import hub
-    from draftsmith.assembler.assemble import checkpoint_ref
+    from draftsmith.assembler.folders import checkpoint_ref
 
     if target is not None:
         return target
@@ -303,6 +305,8 @@ def bench(
     """Side by side in one run: target-only, HF generate, HF assisted generation, draftsmith chain and tree
     (the demo pair, or --draft with the spec detected as generate detects it), or with --scale the bandwidth limit,
     draftsmith and transformers on Llama-3.x shapes."""
+    if scale is None:   # with --scale, --target and --draft are _scale_only's to refuse
+        given_paths(spec, target, draft)
     import torch
 
     import draftsmith

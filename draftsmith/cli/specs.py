@@ -12,6 +12,7 @@ from rich.table import Table
 
 from draftsmith.cli.app import app, debug, given_path, out
 from draftsmith.hooks.records import ConfigFirst
+from draftsmith.paths import checkpoint_folder
 
 
 @app.command()
@@ -45,7 +46,7 @@ def _validate_one(f: str) -> bool:
     """Check one spec file (its checkpoints too, where both folders are there), saying what it finds; whether it
     is fine. A spec that does not load raises."""
     from draftsmith import hub, load_spec
-    from draftsmith.assembler.assemble import checkpoint_ref
+    from draftsmith.assembler.folders import checkpoint_ref
     from draftsmith.errors import short
     from draftsmith.specs.resolve import unreached_steps
 
@@ -192,6 +193,7 @@ def param_summary(model) -> str:
 @app.command()
 def inspect(ckpt: Path = typer.Argument(..., help="draft checkpoint folder", parser=given_path)) -> None:
     """Detect a draft checkpoint's layout and print a YAML spec that loads it."""
+    checkpoint_folder(ckpt)   # before the slow imports: a mistyped path is said at once
     import yaml
 
     from draftsmith.convert.inspect import inspect_checkpoint, render_unknown
@@ -238,6 +240,7 @@ def convert(ckpt: Path = typer.Argument(..., help="draft checkpoint folder", par
                                                      "eagle1-speculators"),
             out_dir: Path = typer.Argument(..., help="folder to write (created)", parser=given_path)) -> None:
     """Rewrite a draft checkpoint into another layout (config included, safetensors out)."""
+    checkpoint_folder(ckpt)   # before the slow imports: a mistyped path is said at once
     import json
 
     from draftsmith.convert.inspect import inspect_checkpoint

@@ -22,7 +22,8 @@ from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PlainSerial
 from torch import nn
 
 from draftsmith.components.eagle3_config import repeated, resolve_eagle3
-from draftsmith.components.layers import HIDDEN_NORM, embed_concat, own_input
+from draftsmith.components.layers import embed_concat, own_input
+from draftsmith.hooks.records import HIDDEN_NORM
 from draftsmith.components.norms import RMSNorm
 from draftsmith.errors import Problem, SpecError, short
 from draftsmith.hooks.records import ConfigFirst

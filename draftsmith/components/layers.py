@@ -13,10 +13,6 @@ from torch import nn
 
 from draftsmith.components.norms import add_then_norm, norm_cat
 
-# The canonical name of the first layer's filled hidden_norm slot (a fusion's ``holds`` lists it, see
-# hooks.records.Component)
-HIDDEN_NORM = r"^layers\.0\.hidden_norm\.weight$"
-
 # (layer, x, emb[, pending]) -> (attention input, residual); ``pending`` is passed only when there is one
 Mix = Callable[..., tuple[torch.Tensor, torch.Tensor]]
 

@@ -22,7 +22,7 @@ from safetensors import SafetensorError
 from draftsmith.assembler.checkpoint import save_safetensors
 from draftsmith.errors import OptionError, short, short_list, short_text, suggest
 from draftsmith.folder_lock import exclusive
-from draftsmith.options import utf8_problem
+from draftsmith.paths import utf8_problem
 from draftsmith.convert.canonical import Canonical, ConvertError, head_dim, plan_canonical, read_canonical
 from draftsmith.convert.fits import fit, proposed_fit
 from draftsmith.convert.inspect import Inspection, inspect_checkpoint

@@ -55,6 +55,8 @@ class Component:
 
 
 SPEC_NAME = r"^[a-z0-9][a-z0-9._-]*$"   # what a spec's name may be: its file's name: too (specs.schema)
+# The canonical name of the first layer's filled hidden_norm slot (a fusion's ``holds`` lists it; components.layers)
+HIDDEN_NORM = r"^layers\.0\.hidden_norm\.weight$"
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from draftsmith.components.layers import HIDDEN_NORM
 from draftsmith.errors import Problem
+from draftsmith.hooks.records import HIDDEN_NORM
 from draftsmith.registry import Registry
 from draftsmith.specs.schema import Draft, Norms, Share, Vocab
 

@@ -37,25 +37,46 @@ def spec_path(ref: str | Path, registry: Registry) -> Path:
     """A ``.yaml`` / ``.yml`` path as given; else the file of a registered spec of that name; else an existing file.
     (A registered name wins over a folder or file of the same name in the working directory; written as a path,
     ``./NAME`` or with any folder in it, it is the file, and one that does not exist is said as a file.) A link
-    that leads nowhere is a file's problem, not an unknown name. An empty string is refused: Path("") is the current
-    folder, which would be reported as a spec file that is not a regular file."""
+    that leads nowhere is a file's problem, not an unknown name."""
+    if (p := spec_file(ref)) is not None:
+        return p
+    p = Path(ref)
+    if not registry.has_spec(str(ref)) and p.is_symlink():   # a link that leads nowhere: a file's problem
+        return _regular(p)
+    if registry.has_spec(str(ref)) or not p.exists():   # a clashing name: spec_source says so
+        return registered_file(str(ref), registry)
+    if not p.is_file():   # a folder or a device: say so, not "no such file"
+        raise SpecNotFound(f"spec file {short_text(p, 300)} is not a regular file (a spec is one YAML file)")
+    return p
+
+
+def spec_file(ref: str | Path) -> Path | None:
+    """The file a spec reference written as one names (a ``.yaml`` / ``.yml`` name, or a path with a folder in it:
+    ``./NAME``), checked without the registry, whose plugins and components import torch (seconds), so that a
+    mistyped path is said at once; None for a bare name (the registry's to find). An empty string is refused:
+    Path("") is the current folder, which would be reported as a spec file that is not a regular file."""
     if isinstance(ref, str) and not ref:
         raise OptionError("the spec is an empty string: give a spec name (`draftsmith list` shows them) or the path "
                           "of a spec's YAML file")
     p = Path(ref)
     as_path = any(sep in str(ref) for sep in {"/", os.sep})
-    if p.suffix in (".yaml", ".yml") or (as_path or not registry.has_spec(str(ref))) and p.is_symlink():
-        if not p.is_file():   # a link that leads nowhere is a file's problem, not an unknown name
-            what = ("is not a regular file" if p.exists() else
-                    "is a link that leads nowhere (to itself, or to no file)" if p.is_symlink() else "does not exist")
-            raise SpecNotFound(f"spec file {short_text(p, 300)} {what}")
-        return p
-    if as_path and not p.exists():   # ./name or a/b: a path, which no spec's name is
+    if p.suffix in (".yaml", ".yml") or as_path and p.is_symlink():
+        return _regular(p)
+    if not as_path:
+        return None
+    if not p.exists():   # ./name or a/b: a path, which no spec's name is
         raise SpecNotFound(f"spec file {short_text(p, 300)} does not exist")
-    if (registry.has_spec(str(ref)) and not as_path) or not p.exists():   # a clashing name: spec_source says so
-        return registered_file(str(ref), registry)
-    if not p.is_file():   # a folder or a device: say so, not "no such file"
+    if not p.is_file():
         raise SpecNotFound(f"spec file {short_text(p, 300)} is not a regular file (a spec is one YAML file)")
+    return p
+
+
+def _regular(p: Path) -> Path:
+    """``p`` if it is a regular file (a link to one); else a SpecNotFound saying what it is."""
+    if not p.is_file():   # a link that leads nowhere is a file's problem, not an unknown name
+        what = ("is not a regular file" if p.exists() else
+                "is a link that leads nowhere (to itself, or to no file)" if p.is_symlink() else "does not exist")
+        raise SpecNotFound(f"spec file {short_text(p, 300)} {what}")
     return p
 
 
@@ -96,8 +117,9 @@ def load_spec(ref: Spec | str | Path, registry: Registry | None = None) -> Spec:
     if not isinstance(ref, (str, os.PathLike)):   # load_spec(3): not Path()'s TypeError
         raise OptionError(f"spec: a spec name, a YAML file's path or a Spec, got the {type(ref).__name__} "
                           f"{short_text(repr(ref), 100)}")
+    path = spec_file(ref)   # a file's problem said before the registry is built (its components import torch)
     registry = checked_registry(registry)
-    path = spec_path(ref, registry)
+    path = path if path is not None else spec_path(ref, registry)
     text = read_text(path)
     try:
         data = load_yaml_text(text, str(path))   # its own errors say their line

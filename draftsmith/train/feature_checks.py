@@ -6,7 +6,7 @@ from fnmatch import fnmatch
 from pathlib import Path
 
 from draftsmith.errors import count, short_list, short_text
-from draftsmith.options import folder_problem
+from draftsmith.paths import folder_problem
 from draftsmith.train.checks import TrainError
 from draftsmith.train.features import META, SHARDS, made_for, read_meta, shard_problem
 from draftsmith.train.provenance import source_problem, target_fingerprint

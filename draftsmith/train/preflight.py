@@ -14,7 +14,8 @@ from draftsmith.assembler.checkpoint import list_tensors
 from draftsmith.assembler.config import read_config, read_raw_config
 from draftsmith.assembler.detect import draft_in
 from draftsmith.errors import CheckpointNotFound, DraftsmithError, OptionError, short_list, short_text
-from draftsmith.options import check_device, folder_problem
+from draftsmith.options import check_device
+from draftsmith.paths import folder_problem
 from draftsmith.specs.loader import load_spec
 from draftsmith.specs.resolve import fusion_params
 from draftsmith.train import data as D
@@ -124,7 +125,7 @@ def path_problem(path: Path) -> str | None:
 
 def spec_target(spec) -> str | Path | None:
     """The target a spec names: a ``cache:NAME`` as written, else its folder (relative to the spec's file)."""
-    from draftsmith.assembler.assemble import checkpoint_ref
+    from draftsmith.assembler.folders import checkpoint_ref
 
     ref = None if spec is None else checkpoint_ref(spec, "target")
     return ref if ref is None or hub.cache_name(ref) is not None else Path(ref)

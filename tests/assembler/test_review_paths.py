@@ -44,7 +44,7 @@ def test_a_builtin_specs_folders_are_shown_normalized():
 
 
 def test_tidy_keeps_a_symlinked_name_and_follows_a_link_before_dotdot(tmp_path):
-    from draftsmith.assembler.assemble import tidy
+    from draftsmith.assembler.folders import tidy
 
     (tmp_path / "real" / "deep" / "sub").mkdir(parents=True)
     (tmp_path / "deep").mkdir()   # what normpath would make of 'jump/../deep': another folder

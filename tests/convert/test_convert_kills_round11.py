@@ -8,8 +8,9 @@ the Inspection being frozen. Killed 70/99 -> 99/99.
 verify.py: an FP8 weight dequantized by its per-row or per-tensor scale, rotated rows that cannot be judged,
 a refusal's lines (each name cut past 200 characters, six of each, the rest counted, a tensor not named twice).
 Killed 39/62 -> 62/62.
-options.py: a dtype that is no float name, and a folder message's path cut past 300 characters (a path of exactly 300
-and 301 characters tells 300 from 299 / 301) with the system's words for why. Killed 47/53 -> 53/53.
+options.py: a dtype that is no float name; paths.py (then options.py): a folder message's path cut past 300
+characters (a path of exactly 300 and 301 characters tells 300 from 299 / 301) with the system's words for why.
+Killed 47/53 -> 53/53.
 Each test was seen failing with the mutant it answers planted by hand. No survivor was equivalent."""
 import dataclasses
 import errno
@@ -25,7 +26,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict
 from safetensors.torch import load_file, save_file
 
-from draftsmith import build_registry, options
+from draftsmith import build_registry, paths
 from draftsmith.components.fusion import AuxLayers
 from draftsmith.convert.canonical import ConvertError, read_canonical
 from draftsmith.convert.fits import introduced_misfits, proposed_fit
@@ -35,7 +36,8 @@ from draftsmith.convert.run import convert
 from draftsmith.convert.verify import dequantized, unlike_source, verify
 from draftsmith.errors import OptionError
 from draftsmith.hooks import Component, LayoutMatch, SpecSource, hookimpl
-from draftsmith.options import folder_problem, parse_dtype
+from draftsmith.options import parse_dtype
+from draftsmith.paths import folder_problem
 from draftsmith.specs.catalog import BUILTIN_DIR
 from draftsmith.testing import edit_config, write_eagle3
 
@@ -72,7 +74,7 @@ def test_a_dtype_name_that_is_no_float_kind_and_a_value_that_is_no_name_are_opti
 
 @pytest.mark.parametrize("length", [300, 301])
 def test_a_file_in_the_way_is_named_whole_up_to_300_characters_and_cut_past_them(tmp_path, length):
-    # catches options.py:125 `short_text(place, 300)` -> 299 (a 300-character path cut) and -> 301 (a 301-character
+    # catches folder_problem's `short_text(place, 300)` -> 299 (a 300-character path cut) and -> 301 (a 301-character
     # path shown whole)
     afile = _path_of(tmp_path, length)
     afile.parent.mkdir(parents=True, exist_ok=True)
@@ -85,16 +87,16 @@ def test_a_file_in_the_way_is_named_whole_up_to_300_characters_and_cut_past_them
 @pytest.mark.parametrize("length", [300, 301])
 def test_a_folder_that_refuses_a_new_one_is_named_up_to_300_characters_with_the_systems_reason(tmp_path, length,
                                                                                               monkeypatch):
-    # catches options.py:128 `short_text(place, 300)` -> 299 / 301 (the folder where nothing can be made, cut at the
-    # wrong length) and options.py:129 `e.strerror or e` -> `and` (the reason as '[Errno 13] ...: PATH', repeating
-    # the path, instead of the system's words). Root may write anywhere, so the refusal is the probe's own.
+    # catches folder_problem's `short_text(place, 300)` -> 299 / 301 (the folder where nothing can be made, cut at
+    # the wrong length) and its `e.strerror or e` -> `and` (the reason as '[Errno 13] ...: PATH', repeating the path,
+    # instead of the system's words). Root may write anywhere, so the refusal is the probe's own.
     place = _path_of(tmp_path, length)
     place.mkdir(parents=True)
 
     def refuse(*args, **kwargs):
         raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(place / ".draftsmith-probe-x"))
 
-    monkeypatch.setattr(options.tempfile, "mkdtemp", refuse)
+    monkeypatch.setattr(paths.tempfile, "mkdtemp", refuse)
     shown = str(place) if length <= 300 else _cut(place)
     reason = os.strerror(errno.EACCES)
     assert folder_problem(place / "a" / "b") == f"cannot be created in {shown} ({reason})"

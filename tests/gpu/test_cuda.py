@@ -71,7 +71,7 @@ def test_seeded_sampling_reproduces_on_cuda(demo):
 def test_logits_match_transformers_on_cuda():
     from transformers import AutoModelForCausalLM
 
-    from draftsmith.assembler.assemble import checkpoint_dir
+    from draftsmith.assembler.folders import checkpoint_dir
     from draftsmith.specs.loader import load_spec
 
     folder = checkpoint_dir(load_spec("demo"), None, "target")

@@ -99,7 +99,7 @@ def test_generate_says_a_checkpoint_path_too_long(tmp_path, option):
 
 
 def test_checkpoint_folders_with_a_nul_are_refused(tmp_path):
-    from draftsmith.assembler.assemble import checkpoint_dir
+    from draftsmith.assembler.folders import checkpoint_dir
     from draftsmith.convert.inspect import inspect_checkpoint
     from draftsmith.specs.loader import load_spec
 
@@ -146,6 +146,8 @@ def nothing_runs(monkeypatch):
 
 
 def doctor_probe(tmp_path, probe: str):
+    for folder in ("t", "d"):   # folders that exist: doctor says a missing one before the probe's problem
+        (tmp_path / folder).mkdir(exist_ok=True)
     res = run("doctor", tmp_path / "t", tmp_path / "d", "--spec", "eagle3-llama", "--probe", probe)
     assert res.exit_code == 2, res.output
     assert "internal error" not in res.output and "Traceback" not in res.output
