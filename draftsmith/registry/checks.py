@@ -68,6 +68,11 @@ def component_problem(comp: Component) -> str | None:
         return (f"params model {comp.params.__name__} has a field {field} whose value must be a Python object; a "
                 "spec gives plain data (strings, numbers, true/false, lists, mappings), so none could set it: give "
                 "it a plain type and build the object in the factory")
+    if kind.key is None and comp.params.model_fields:
+        fields = ", ".join(map(repr, comp.params.model_fields))
+        return (f"params model {comp.params.__name__} has fields ({fields}), but a spec names a {comp.kind} alone "
+                f"and never gives it params (its factory is called as {kind.call}), so none could be set: leave "
+                "params out, or make them constants of the factory")
     if kind.key is not None and (field := selector_field(comp.params, kind.key)) is not None:
         return (f"params model {comp.params.__name__} has a field {field}, but {kind.key!r} is the key a spec "
                 f"names the {comp.kind} by ({{{kind.key}: {comp.name}, ...}}), so a spec can never give it: "

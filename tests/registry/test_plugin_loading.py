@@ -182,6 +182,31 @@ def test_a_params_field_only_a_python_object_can_set_is_refused_when_the_plugin_
     assert fresh(("pp", Plugin([Component("norm", "plain_rms", lambda params, *, dim, eps: None, PlainParams)])))
 
 
+@pytest.mark.parametrize("kind", ["attn_backend", "target"])
+def test_params_of_a_kind_a_spec_names_alone_are_refused(kind):
+    # a spec chooses an attention backend (decoding.attention: NAME) and a target by name, and their factories take
+    # no params: a params model with fields was registered, and no spec could ever set them
+    from pydantic import BaseModel, ConfigDict
+
+    from draftsmith.hooks.records import NoParams
+    from test_plugins import Plugin
+
+    class Knobs(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        block: int = 64
+
+    with pytest.raises(PluginError, match=rf"params model Knobs has fields \('block'\), but a spec names a {kind} "
+                                          rf"alone and never gives it params \(its factory is called as "
+                                          rf"factory\(\)\), so none could be set"):
+        fresh(("kp", Plugin([Component(kind, "knobbed", lambda: None, Knobs)])))
+
+    class Empty(BaseModel):   # a model without fields is NoParams by another name
+        model_config = ConfigDict(extra="forbid")
+
+    for params in (NoParams, Empty):
+        assert fresh(("np", Plugin([Component(kind, "plain", lambda: None, params)])))
+
+
 def test_generate_names_the_plugin_whose_detector_chose_the_spec(tmp_path, monkeypatch, request):
     # inspect said "(detected by plugin 'p')", generate --draft only "(detected: ...)" (a dogfooding helper)
     from typer.testing import CliRunner
