@@ -15,7 +15,7 @@ import time
 import torch
 from transformers import AutoModelForCausalLM
 
-from draftsmith.assembler.assemble import checkpoint_dir
+from draftsmith.assembler.folders import checkpoint_dir
 from draftsmith.specs.loader import load_spec
 
 
