@@ -33,8 +33,12 @@ def chunked_topk(x: Tensor, k: int) -> tuple[Tensor, Tensor]:
     # few rows of a vocabulary torch.topk runs its multi-block radix select, ~25 kernels a call (digit counts,
     # cumulative sums, ~10 fills): ~100 of a tree step's kernels at the 8B shape on an H200 (0.2 ms of 6.8). Both
     # stages here are single-block selects over short rows. k <= CHUNK. A last, partial chunk gives its own best
-    # (no padding: a pad would tie with a real -inf and could be picked)
+    # (no padding: a pad would tie with a real -inf and could be picked). Under two chunks it is torch.topk itself:
+    # inductor (torch 2.13, CPU) compiled one whole chunk and a tail with a symbolic width (dynamic=True, or a
+    # second draft vocabulary in a process) into the tail's top k alone, or 'selected index k out of range' (258)
     V = x.shape[-1]
+    if V < 2 * CHUNK:
+        return x.topk(k, dim=-1)
     whole = V - V % CHUNK
     values, at = x[..., :whole].unflatten(-1, (-1, CHUNK)).topk(k, dim=-1)     # [..., C, k] each chunk's best
     at = (at + torch.arange(0, whole, CHUNK, device=x.device).unsqueeze(-1)).flatten(-2)

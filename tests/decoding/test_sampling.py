@@ -100,10 +100,25 @@ def test_chunked_topk_points_at_real_minus_infinities_when_few_values_are_finite
     x = torch.tensor([1.0, float("-inf"), 1.0, float("-inf"), 0.0])
     values, idx = chunked_topk(x, 5)
     assert values.tolist() == [1, 1, 0, float("-inf"), float("-inf")] and sorted(idx.tolist()) == [0, 1, 2, 3, 4]
-    wide = torch.full((2, CHUNK + 3), float("-inf"))
-    wide[:, CHUNK + 1] = 2.0
+    wide = torch.full((2, 2 * CHUNK + 3), float("-inf"))   # two whole chunks and a tail: the two-stage form
+    wide[:, 2 * CHUNK + 1] = 2.0
     values, idx = chunked_topk(wide, 4)
-    assert idx[:, 0].tolist() == [CHUNK + 1] * 2 and torch.equal(wide.gather(-1, idx), values)
+    assert idx[:, 0].tolist() == [2 * CHUNK + 1] * 2 and torch.equal(wide.gather(-1, idx), values)
+
+
+@pytest.mark.parametrize("widths", [(8, 192, CHUNK, CHUNK + 2, CHUNK + 44, 2 * CHUNK - 1, 2 * CHUNK, 2 * CHUNK + 88)])
+def test_chunked_topk_compiled_with_a_symbolic_width_selects_what_torch_topk_selects(widths):
+    # inductor compiled one whole chunk and a tail, the width symbolic, into the tail's top k alone (CHUNK + 44:
+    # wrong tokens) or an out-of-range error (CHUNK + 2), after narrower widths (the order matters: each width makes
+    # its graph under the guards of those before); a second draft vocabulary in one process makes the width symbolic
+    torch._dynamo.reset()
+    torch.set_num_threads(2)   # inductor's CPU code for one thread did not show it (conftest sets 1 back after)
+    compiled = torch.compile(chunked_topk, dynamic=True)
+    for V in widths:
+        x = torch.randn(1, 4, V, generator=torch.Generator().manual_seed(V)).log_softmax(-1)
+        values, idx = compiled(x, 4)
+        assert torch.equal(values, torch.topk(x, 4, dim=-1).values), V
+        assert torch.equal(x.gather(-1, idx), values), V
 
 
 def test_greedy_token_finds_a_maximum_in_any_chunk_and_the_first_of_equal_ones():
