@@ -34,3 +34,12 @@ def test_a_write_cut_off_in_its_weights_leaves_no_config(tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         write_eagle3(tmp_path / "d", target)
     assert not (tmp_path / "d" / "config.json").exists()
+
+
+def test_write_self_draft_refuses_a_tied_target_by_name(tmp_path):
+    # a helper's search: KeyError: 'lm_head.weight' (its head is rescaled, and a tied one is the embedding)
+    from draftsmith.testing import write_self_draft
+
+    target = write_target(tmp_path / "t", num_hidden_layers=2, tie_word_embeddings=True)
+    with pytest.raises(ValueError, match="write_self_draft rescales the target's head, and .* has none of its own"):
+        write_self_draft(tmp_path / "d", target)

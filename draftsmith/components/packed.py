@@ -114,6 +114,11 @@ class PackedWeight:
         if self.weight.device.type == "cpu" and self.weight.dtype in dtypes():
             self.repack()
 
+    def __getstate__(self) -> dict:
+        # copy.deepcopy, pickle and torch.save: the packed copy (an opaque oneDNN tensor, which neither copies nor
+        # pickles) is left out and made again from the weight at the next call
+        return {k: v for k, v in super().__getstate__().items() if k not in ("_packed", "_packed_key")}
+
 
 def forget_packed(module: nn.Module) -> None:
     """Drop the packed copies under ``module``, so that each is rebuilt from its weight at its next call (after a
@@ -131,9 +136,8 @@ def packable(module: nn.Module) -> bool:
     return opts_in and not getattr(module, "stacked_part", False)
 
 
-@functools.cache
-def packed_class(cls: type) -> type:
-    return type(f"Packed{cls.__name__}", (PackedWeight, cls), {})
+class PackedLinear(PackedWeight, nn.Linear):
+    """An ``nn.Linear`` with a prepacked weight (:func:`pack_linears`); a module-level class, so that it pickles."""
 
 
 def pack_linears(module: nn.Module, min_elements: int = 0) -> list[str]:
@@ -144,7 +148,7 @@ def pack_linears(module: nn.Module, min_elements: int = 0) -> list[str]:
         # an empty weight (a zero-width Linear) has nothing to pack, and oneDNN refuses to reorder one
         if packable(sub) and sub._parameters["weight"].numel() >= max(min_elements, 1):
             if type(sub) is nn.Linear:
-                sub.__class__ = packed_class(type(sub))
+                sub.__class__ = PackedLinear
             else:
                 sub.packs = True
             sub.prepack()  # now, not in the first generate() call, whose timing a user reads

@@ -180,21 +180,23 @@ def check_call(model: Any, prompt: Any, *, max_new_tokens: Any = 64, temperature
 
 def placement_problems(model: Any) -> list[str]:
     """The target and the draft where ``assemble()`` put them (``model.device``, ``model.dtype``, the draft's
-    ``draft_dtype``): one moved or cast afterwards (``model.target.to(torch.bfloat16)``) would meet KV pools of
-    the assembled dtype inside its first forward. Read off each model's first floating-point parameter wider
-    than a byte (FP8 weights keep their own dtype)."""
+    ``draft_dtype``): one moved or cast afterwards (``model.target.to(torch.bfloat16)``, or one of its layers)
+    would meet KV pools of the assembled dtype inside its first forward, as a raw matmul error. Read off every
+    floating-point parameter wider than a byte (FP8 weights keep their own dtype; scales are buffers); the first
+    one placed otherwise is named (a few hundred attribute reads a call)."""
     out = []
     kind, _, index = str(model.device).partition(":")
     for name, module, dtype in (("target", model.target, model.dtype),
                                 ("draft", model.draft, model.draft_dtype or model.dtype)):
-        p = next((p for p in module.parameters() if p.is_floating_point() and p.element_size() > 1), None)
-        if p is None:
-            continue
-        # cpu:N is the CPU (its tensors carry no index); cuda:N is that GPU
-        moved = p.device.type != kind or (kind != "cpu" and index != "" and p.device.index != int(index))
-        if moved or p.dtype != dtype:
-            out.append(f"the {name}'s weights are {str(p.dtype).removeprefix('torch.')} on {p.device}, but the model "
-                       f"was assembled for {str(dtype).removeprefix('torch.')} on {model.device} (its KV pools "
-                       "follow that): call draftsmith.assemble(..., device=, dtype=) again instead of moving or "
-                       "casting a model")
+        for at, p in module.named_parameters():
+            if not p.is_floating_point() or p.element_size() == 1:
+                continue
+            # cpu:N is the CPU (its tensors carry no index); cuda:N is that GPU
+            moved = p.device.type != kind or (kind != "cpu" and index != "" and p.device.index != int(index))
+            if moved or p.dtype != dtype:
+                out.append(f"the {name}'s weights are {str(p.dtype).removeprefix('torch.')} on {p.device} ({at}, "
+                           f"the first so), but the model was assembled for {str(dtype).removeprefix('torch.')} on "
+                           f"{model.device} (its KV pools follow that): call draftsmith.assemble(..., device=, "
+                           "dtype=) again instead of moving or casting a model or a part of it")
+                break
     return out

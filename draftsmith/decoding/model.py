@@ -43,10 +43,18 @@ class SpeculativeModel:
     dtype: torch.dtype = torch.float32
     draft_dtype: torch.dtype | None = None   # spec decoding.draft_dtype (None: dtype)
     folders: Mapping[str, Path] = field(default_factory=dict)   # the checkpoint folders loaded: target, draft
-    _runners_cache: dict = field(default_factory=dict, repr=False, compare=False)
+    # runners by modules, batch size and capacity: a model's own, never given (dataclasses.replace makes new ones)
+    _runners_cache: dict = field(default_factory=dict, init=False, repr=False, compare=False)
     # one call decodes at a time: calls of the same batch size and length share the runners' KV pools (and CUDA
     # graphs), so two threads would write into each other's rows
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
+
+    def __getstate__(self) -> dict:
+        """For copy.deepcopy and pickle: the modules and settings; a copy makes its own runners and lock."""
+        return {k: v for k, v in self.__dict__.items() if k not in ("_runners_cache", "_lock")}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state, _runners_cache={}, _lock=threading.Lock())
 
     # --- public -------------------------------------------------------------------------------------------
     def generate(self, prompt: Prompt | list[Prompt], max_new_tokens: int = 64, temperature: float = 0.0, *,
@@ -133,7 +141,13 @@ class SpeculativeModel:
 
         # an evicted target runner's steps hold it: cleared, it is freed now, not at the next cyclic collection;
         # runners used again keep their pools' contents, which engine.prefill empties
-        return runners.lru_get(self._runners_cache, key, 4, made, lambda pair: pair[0].steps.clear())
+        drop = lambda pair: pair[0].steps.clear()   # noqa: E731
+        pair = self._runners_cache.get(key)
+        if pair is not None and any(a is not b for a, b in zip(
+                (pair[0].model, pair[1].model, pair[1].embed, pair[1].head),
+                (self.target, self.draft, self.draft_embed, self.draft_head))):
+            drop(self._runners_cache.pop(key))   # a target or draft rebound (model.draft = other): new runners
+        return runners.lru_get(self._runners_cache, key, 4, made, drop)
 
     def _settings(self, max_new_tokens, temperature, top_p, top_k, seed, stop) -> engine.Settings:
         # the arguments were checked by check_call (decoding/arguments.py) before this is reached

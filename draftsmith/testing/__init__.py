@@ -231,6 +231,9 @@ def write_self_draft(folder: str | Path, target: str | Path, *, margin: float = 
     folder, tc = Path(folder), _target_cfg(target)
     H = tc["hidden_size"]
     src = load_file(str(Path(target) / "model.safetensors"))
+    if "lm_head.weight" not in src:   # a KeyError was all it said
+        raise ValueError(f"write_self_draft rescales the target's head, and {target} has none of its own (tied to "
+                         "the embedding, which would be rescaled with it): write the target untied")
     src = {k: torch.zeros_like(v) if k.endswith(("o_proj.weight", "o_proj.bias")) else v for k, v in src.items()}
     save_safetensors(src, Path(target))
     model = AutoModelForCausalLM.from_pretrained(str(target), dtype=torch.float64).eval()

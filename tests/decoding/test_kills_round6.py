@@ -94,7 +94,9 @@ def test_the_runner_cache_and_lock_are_neither_shown_nor_compared(demo):
 
     demo._runners([[1, 2]], 4)
     assert demo._runners_cache and "_runners_cache" not in repr(demo) and "_lock" not in repr(demo)
-    assert dataclasses.replace(demo, _runners_cache={}, _lock=threading.Lock()) == demo
+    other = dataclasses.replace(demo)   # its own (empty) cache and lock: not given to __init__
+    assert other == demo and not other._runners_cache and isinstance(other._lock, type(threading.Lock()))
+    assert other._lock is not demo._lock
 
 
 def test_a_two_wide_tree_on_a_recurrent_target_is_a_chain(demo):

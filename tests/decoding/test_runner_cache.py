@@ -20,7 +20,7 @@ CACHED = 4   # shapes kept
 
 def fresh(model):
     """The same target and draft with an empty runner cache (the pairs fixture is shared by the session)."""
-    return dataclasses.replace(model, _runners_cache={})
+    return dataclasses.replace(model)   # a replaced model makes its own cache and lock
 
 
 def shape_of(runners) -> tuple[int, int]:

@@ -78,14 +78,22 @@ def test_generate_baseline_takes_the_draft_keywords_and_refuses_a_misspelt_one(m
 def test_a_model_cast_or_moved_after_assemble_is_refused_by_name(tiny_pair):
     model = draftsmith.assemble("eagle3-llama", target=tiny_pair[0], draft=tiny_pair[1])
     model.target.to(torch.bfloat16)   # was: RuntimeError: Expected query, key, and value to have the same dtype
-    with pytest.raises(ArgumentError, match="the target's weights are bfloat16 on cpu, but the model was assembled "
-                                            "for float32 on cpu"):
+    with pytest.raises(ArgumentError, match=r"the target's weights are bfloat16 on cpu \(model.embed_tokens.weight, "
+                                            r"the first so\), but the model was assembled for float32 on cpu"):
         model.generate([1, 2], max_new_tokens=2)
     model.target.to(torch.float32)
     model.draft.to(torch.float64)
     with pytest.raises(ArgumentError, match="the draft's weights are float64"):
         model.generate_baseline([1, 2], max_new_tokens=2)
     model.draft.to(torch.float32)
+    assert len(model.generate([1, 2], max_new_tokens=2, stop=[]).token_ids) == 2
+    # a part of one (a helper's notebook: a raw "expected m1 and m2 to have the same dtype" inside a forward)
+    for part, name in ((model.target.lm_head, "target"), (model.target.model.layers[3], "target"),
+                       (model.draft.layers[0].mlp, "draft")):
+        part.to(torch.float64)
+        with pytest.raises(ArgumentError, match=f"the {name}'s weights are float64 on cpu \\("):
+            model.generate([1, 2], max_new_tokens=2)
+        part.to(torch.float32)
     assert len(model.generate([1, 2], max_new_tokens=2, stop=[]).token_ids) == 2
 
 

@@ -1,0 +1,86 @@
+"""A SpeculativeModel as a notebook handles one (a helper's findings): a target or draft rebound on it is the one
+that decodes; copy.deepcopy, pickle and torch.save of it or of its modules work (the packed weights' oneDNN copies
+and the lock are made again), and a copy is its own model: its weights, runners and lock."""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import io
+import pickle
+
+import pytest
+import torch
+
+import draftsmith
+
+PROMPTS = [[5, 9, 2, 7, 1], [3, 4]]
+
+
+def tokens(model, **kw):
+    return [o.token_ids for o in model.generate(PROMPTS, max_new_tokens=10, stop=[], **kw)]
+
+
+@pytest.fixture(scope="module")
+def demo():
+    return draftsmith.assemble("demo")
+
+
+def test_a_draft_or_target_rebound_on_the_model_is_the_one_that_decodes(demo):
+    model = copy.deepcopy(demo)
+    tokens(model)   # runners made and cached for this call's shape
+    noisy = copy.deepcopy(model.draft)
+    with torch.no_grad():
+        for p in noisy.parameters():
+            p.add_(torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel())) * 0.5)
+    own = dataclasses.replace(model, draft=noisy).generate(PROMPTS, max_new_tokens=10, stop=[])[0].stats
+    model.draft = noisy   # the cached runners held the old draft: its tau was reported for the new one
+    rebound = model.generate(PROMPTS, max_new_tokens=10, stop=[])[0].stats
+    old = demo.generate(PROMPTS, max_new_tokens=10, stop=[])[0].stats
+    assert rebound.acceptance_length == own.acceptance_length < old.acceptance_length
+    model.target = copy.deepcopy(model.target)
+    with torch.no_grad():
+        model.target.lm_head.weight.mul_(-1)   # another target: other greedy tokens
+    assert tokens(model) == [o.token_ids for o in model.generate_baseline(PROMPTS, max_new_tokens=10, stop=[])]
+    assert tokens(model) != tokens(demo)
+
+
+def test_replace_gives_the_new_model_its_own_runners_and_lock(demo):
+    tokens(demo)
+    other = dataclasses.replace(demo)
+    assert other._runners_cache == {} and other._lock is not demo._lock
+
+
+def roundtrips(obj):
+    buffer = io.BytesIO()
+    torch.save(obj, buffer)
+    buffer.seek(0)
+    return {"deepcopy": copy.deepcopy(obj), "pickle": pickle.loads(pickle.dumps(obj)),
+            "torch.save": torch.load(buffer, weights_only=False)}   # our own object: not a checkpoint
+
+
+def test_a_copied_model_decodes_as_the_original_and_is_its_own(demo):
+    want, base = tokens(demo), tokens(demo, topk=1)
+    for how, model in roundtrips(demo).items():
+        assert tokens(model) == want and tokens(model, topk=1) == base, how
+        assert model._lock is not demo._lock and model.target is not demo.target, how
+        assert model.draft_embed is model.target.model.embed_tokens, how   # shared modules stay shared
+        with torch.no_grad():
+            model.target.lm_head.weight.mul_(-1)   # the copy's weights: the original decodes as before
+        assert tokens(demo) == want, how
+        assert tokens(model) == [o.token_ids for o in model.generate_baseline(PROMPTS, max_new_tokens=10, stop=[])]
+
+
+def test_a_copied_target_keeps_its_stacked_products_views_of_its_weights(demo):
+    # q | k | v and gate | up are one product each, the siblings' weights views of it: a copy's load_state_dict
+    # must reach its products (a copy whose views had become tensors of their own would decode the old weights)
+    for how, target in roundtrips(demo.target).items():
+        state = {k: v.clone() for k, v in target.state_dict().items()}
+        for key in state:
+            if key.endswith(("self_attn.q_proj.weight", "mlp.up_proj.weight")):
+                state[key].mul_(-1)
+        demo_copy = dataclasses.replace(demo, target=target, draft_embed=target.model.embed_tokens)
+        before = tokens(demo_copy)
+        target.load_state_dict(state)
+        fresh = copy.deepcopy(demo)
+        fresh.target.load_state_dict(state)
+        assert tokens(demo_copy) == tokens(fresh) != before, how
