@@ -42,6 +42,15 @@ def test_a_missing_path_is_said_before_torch_is_imported(args, code, said, tmp_p
     assert res.stdout.split()[-3:] == ["exit", str(code), "False"], (res.stdout, res.stderr)
 
 
+def test_doctor_says_an_empty_draft_as_its_own_problem_not_the_missing_target(tmp_path):
+    # a review: the early check took DRAFT "" for none and said only the missing TARGET
+    x = str(tmp_path / "missing")
+    res = subprocess.run([sys.executable, "-c", RUN, "doctor", x, ""], capture_output=True, text=True, timeout=120)
+    assert res.stderr.strip() == ("error: the draft is an empty string: give the draft's folder, or leave it out for "
+                                  "the spec's checkpoints.draft"), res.stderr
+    assert res.stdout.split()[-3:-1] == ["exit", "2"], res.stdout
+
+
 def test_a_folder_that_is_there_is_not_refused_early(tmp_path):
     """The early check refuses only what the load would: an existing (empty) folder goes on to the load, which
     says what is missing in it, with torch imported by then."""

@@ -35,9 +35,9 @@ def doctor(
     spec change that restores acceptance. Exit 0 when acceptance is fine, 1 when it is low, 2 on bad input."""
     from draftsmith.errors import DraftsmithError
 
-    try:   # before torch's import (an empty DRAFT, or none and no --spec, is refused below)
-        if spec is not None or draft is not None:
-            given_paths(spec, target, draft or None)
+    try:   # before torch's import (an empty DRAFT, or none and no --spec, is refused below, as itself)
+        if (spec is not None or draft is not None) and draft != "":
+            given_paths(spec, target, draft)
     except DraftsmithError as e:
         _bad_input(e)
     import torch

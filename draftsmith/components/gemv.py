@@ -28,6 +28,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from draftsmith.components.fused import allow_recompiles, tracing
+from draftsmith.components.mixins import mixed
 
 log = logging.getLogger("draftsmith")
 
@@ -125,7 +126,9 @@ def tried(linear: nn.Module) -> bool:
 
 
 class ChosenProduct:
-    """Mixin placed in front of ``nn.Linear`` by :func:`choose_products`."""
+    """Mixin placed in front of ``nn.Linear`` by :func:`choose_products` (:func:`mixins.mixed`)."""
+
+    PREFIX = "Chosen"
 
     fused = False   # fused.fuse_model switches it with the module's other fused kernels
 
@@ -137,11 +140,6 @@ class ChosenProduct:
         return product(x, w, self.bias)
 
 
-@functools.cache
-def chosen_class(cls: type) -> type:
-    return type(f"Chosen{cls.__name__}", (ChosenProduct, cls), {})
-
-
 def choose_products(module: nn.Module, setting: str, fast: bool) -> list[str]:
     """The spec's ``decoding.linear`` on CUDA: ``auto`` (where the fused kernels run, ``fast``) gives every product
     :func:`tried` takes a measured choice; returns their names. ``packed`` / ``plain`` keep cuBLAS."""
@@ -150,7 +148,7 @@ def choose_products(module: nn.Module, setting: str, fast: bool) -> list[str]:
     done = []
     for name, sub in module.named_modules():
         if tried(sub):
-            sub.__class__ = chosen_class(type(sub))
+            sub.__class__ = mixed(ChosenProduct, type(sub))
             done.append(name)
     return done
 

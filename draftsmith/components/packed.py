@@ -29,6 +29,8 @@ from typing import Callable
 import torch
 from torch import nn
 
+from draftsmith.components.mixins import mixed
+
 
 def available() -> bool:
     """Whether this torch build has the oneDNN ops (CPU builds with mkldnn: x86 and arm64 wheels)."""
@@ -92,8 +94,10 @@ def matmul(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None) -> 
 
 
 class PackedWeight:
-    """Mixin placed in front of an ``nn.Linear`` (sub)class by :func:`pack_linears`."""
+    """Mixin placed in front of an ``nn.Linear`` (sub)class by :func:`pack_linears` (:func:`mixins.mixed`)."""
 
+    PREFIX = "Packed"
+    TRANSIENT = ("_packed", "_packed_key")   # left out of a copy: made again from the weight at its next call
     _packed: torch.Tensor | None = None
     _packed_key: tuple | None = None
 
@@ -114,10 +118,6 @@ class PackedWeight:
         if self.weight.device.type == "cpu" and self.weight.dtype in dtypes():
             self.repack()
 
-    def __getstate__(self) -> dict:
-        # copy.deepcopy, pickle and torch.save: the packed copy (an opaque oneDNN tensor, which neither copies nor
-        # pickles) is left out and made again from the weight at the next call
-        return {k: v for k, v in super().__getstate__().items() if k not in ("_packed", "_packed_key")}
 
 
 def forget_packed(module: nn.Module) -> None:
@@ -136,8 +136,6 @@ def packable(module: nn.Module) -> bool:
     return opts_in and not getattr(module, "stacked_part", False)
 
 
-class PackedLinear(PackedWeight, nn.Linear):
-    """An ``nn.Linear`` with a prepacked weight (:func:`pack_linears`); a module-level class, so that it pickles."""
 
 
 def pack_linears(module: nn.Module, min_elements: int = 0) -> list[str]:
@@ -148,7 +146,7 @@ def pack_linears(module: nn.Module, min_elements: int = 0) -> list[str]:
         # an empty weight (a zero-width Linear) has nothing to pack, and oneDNN refuses to reorder one
         if packable(sub) and sub._parameters["weight"].numel() >= max(min_elements, 1):
             if type(sub) is nn.Linear:
-                sub.__class__ = PackedLinear
+                sub.__class__ = mixed(PackedWeight, nn.Linear)
             else:
                 sub.packs = True
             sub.prepack()  # now, not in the first generate() call, whose timing a user reads

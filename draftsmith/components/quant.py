@@ -47,6 +47,7 @@ from draftsmith import limits
 from draftsmith.components import fp8_kernels, packed
 from draftsmith.components.fp8_kernels import FP8, FP8_MAX, fake_quantized, native_ok
 from draftsmith.components.fused import kernel
+from draftsmith.components.mixins import mixed
 from draftsmith.components.weights import pattern_problem
 from draftsmith.errors import short
 
@@ -132,7 +133,11 @@ def quantize(w: torch.Tensor, scheme: str, block: tuple[int, int] = (128, 128)) 
 
 
 class FP8Weight:
-    """Mixed into a Linear's class: ``weight`` (an fp8 parameter in the state dict) reads back dequantized."""
+    """Mixed into a Linear's class (:func:`mixins.mixed`): ``weight`` (an fp8 parameter in the state dict) reads back
+    dequantized."""
+
+    PREFIX = "FP8"
+    TRANSIENT = ("_packed", "_packed_key")   # the CPU's packed dequantized copy: made again at its next call
 
     scheme: str
     block: tuple[int, int]
@@ -261,7 +266,7 @@ class FP8Weight:
 def fp8_linear(linear: nn.Linear, params: FP8Params, dtype: torch.dtype | None = None) -> nn.Linear:
     """Turn ``linear`` (built on meta, no data yet) into an FP8 linear in place: same name, same class family."""
     cls = type(linear)
-    linear.__class__ = type(f"FP8{cls.__name__}", (FP8Weight, cls), {})
+    linear.__class__ = mixed(FP8Weight, cls)
     out, inp = linear._parameters["weight"].shape
     device = linear._parameters["weight"].device
     linear._parameters["weight"] = nn.Parameter(torch.empty(out, inp, dtype=FP8, device=device), requires_grad=False)

@@ -46,19 +46,31 @@ class Stacked:
             else _plain(first.in_features, weight, bias)
         self.sizes = [l.out_features for l in linears]
         self.parts = list(linears)
-        # what valid() follows, the same for every sibling (one stack_key): row views by pointer; shared and copied
-        # buffers by pointer and version
-        self._rows, self._tracked = list(rows), (*_shared(first), *copies[0])
-        start = 0
-        for l, n in zip(linears, self.sizes):   # each sibling's weight (and row buffers) become views of its rows
-            l.stacked_part = True               # packed.py leaves it alone: the stacked product is what runs
+        # what valid() follows, the same for every sibling (one stack_key): row views by pointer (name -> weight
+        # rows per buffer row); shared and copied buffers by pointer and version
+        self._rows, self._tracked = rows, (*_shared(first), *copies[0])
+        for l in linears:
+            l.stacked_part = True   # packed.py leaves it alone: the stacked product is what runs
+        self._view_parts()
+
+    def _view_parts(self) -> None:
+        """Each sibling's weight, bias and row buffers made views of its rows of the stacked product's."""
+        weight, bias, start = _stored(self.linear), self.linear._parameters.get("bias"), 0
+        for l, n in zip(self.parts, self.sizes):
             l._parameters["weight"] = nn.Parameter(weight[start:start + n], requires_grad=_stored(l).requires_grad)
             if bias is not None:
                 l.bias = nn.Parameter(bias[start:start + n], requires_grad=l.bias.requires_grad)
-            for name, per in rows.items():
-                l._buffers[name] = buffers[name][start // per: -(-(start + n) // per)]
+            for name, per in self._rows.items():
+                l._buffers[name] = self.linear._buffers[name][start // per: -(-(start + n) // per)]
             start += n
         self._ptrs = self._views()
+
+    def __setstate__(self, state: dict) -> None:
+        # copy.deepcopy and pickle copy each parameter on its own (nn.Parameter's deepcopy clones): a copy's
+        # siblings are made views of the copy's stacked tensors again, so that it runs the one product and holds
+        # the weights once (its siblings, copied before it, are whole modules by now)
+        self.__dict__.update(state)
+        self._view_parts()
 
     def _views(self) -> tuple:
         # views are followed by pointer (an in-place write through one is the stacked tensor's); a shared buffer (a

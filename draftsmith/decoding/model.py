@@ -48,13 +48,15 @@ class SpeculativeModel:
     # one call decodes at a time: calls of the same batch size and length share the runners' KV pools (and CUDA
     # graphs), so two threads would write into each other's rows
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
+    # the target's and draft's parameters, listed once for the check of where they are (arguments.placement_problems)
+    _params: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __getstate__(self) -> dict:
         """For copy.deepcopy and pickle: the modules and settings; a copy makes its own runners and lock."""
-        return {k: v for k, v in self.__dict__.items() if k not in ("_runners_cache", "_lock")}
+        return {k: v for k, v in self.__dict__.items() if k not in ("_runners_cache", "_lock", "_params")}
 
     def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state, _runners_cache={}, _lock=threading.Lock())
+        self.__dict__.update(state, _runners_cache={}, _lock=threading.Lock(), _params={})
 
     # --- public -------------------------------------------------------------------------------------------
     def generate(self, prompt: Prompt | list[Prompt], max_new_tokens: int = 64, temperature: float = 0.0, *,

@@ -350,12 +350,13 @@ def encode(docs: Sequence[str], tokenizer, sep: int | None) -> torch.Tensor:
 
 def pieces(doc: str, size: int) -> Iterator[tuple[str, bool]]:
     """``doc`` as consecutive (piece, is the last) of about ``size`` characters or more: each cut after a newline
-    between two characters that are not whitespace, where the byte-level BPE tokenizers' pre-tokenizers (GPT-2,
-    Llama-3, SmolLM2, Qwen) end a pre-token whether or not the text goes on (after "\n\n" or a newline and spaces
-    they would not: the run of whitespace is read otherwise at a text's end), so the pieces' ids are the whole
-    document's; a SentencePiece tokenizer
-    that marks the first word of each call as a word start (Llama-2, Mistral) may read a piece's first word so: one
-    token in a million characters. A document with no such newline past ``size`` is one piece."""
+    between two characters that are not whitespace, or before a line opening with one space then a word, where the
+    byte-level BPE tokenizers' pre-tokenizers (GPT-2, Llama-3, SmolLM2, Qwen) end a pre-token whether or not the
+    text goes on (after "\\n\\n" or a newline and spaces they would not: the run of whitespace is read otherwise at
+    a text's end), so the pieces' ids are the whole document's; a tokenizer that marks the first word of each call
+    as a word start (SentencePiece's: Llama-2, Mistral; a byte-level one with add_prefix_space) may read a piece's
+    first word so: one token in a million characters. A document with no such newline past ``size`` is one
+    piece."""
     start = 0
     while len(doc) - start > size:
         cut = next((m.end() for m in _CUT.finditer(doc, start + size)), None)
@@ -366,7 +367,9 @@ def pieces(doc: str, size: int) -> Iterator[tuple[str, bool]]:
     yield doc[start:], True
 
 
-_CUT = re.compile(r"(?<=\S)\n(?=\S)")   # a line break between two characters that are not whitespace
+# a line break between two characters that are not whitespace, or before a line that opens with one space and then
+# one (wikitext's every line: " = Title = ", " The ..."; the space starts the next word's pre-token either way)
+_CUT = re.compile(r"(?<=\S)\n(?=\S)|\n(?= \S)")
 
 
 def windows(ids: torch.Tensor, seq: int, seed: int = 0) -> torch.Tensor:

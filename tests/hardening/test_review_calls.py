@@ -1,5 +1,6 @@
 """Calls a hostile reviewer found wrong (2026-11-26): two threads on one model, a temperature float32 holds as 0,
 stop ids as tensors, a misspelt keyword of generate_baseline, and a model cast or moved after assemble()."""
+import copy
 import threading
 
 import pytest
@@ -95,6 +96,13 @@ def test_a_model_cast_or_moved_after_assemble_is_refused_by_name(tiny_pair):
             model.generate([1, 2], max_new_tokens=2)
         part.to(torch.float32)
     assert len(model.generate([1, 2], max_new_tokens=2, stop=[]).token_ids) == 2
+    # the parameters are listed once: a head swapped in is not read, and the old one, cast once out, is no reason
+    # to refuse (it is listed again), nor a lookup that finds nothing
+    old, model.target.lm_head = model.target.lm_head, copy.deepcopy(model.target.lm_head)
+    old.to(torch.float64)
+    for _ in range(2):   # the first lists them again, the second reads the new list
+        assert len(model.generate([1, 2], max_new_tokens=2, stop=[]).token_ids) == 2
+    assert all(p is not old.weight for p in model._params[id(model.target)][1])
 
 
 def test_a_model_assembled_on_cpu_0_is_on_the_cpu(tiny_pair):

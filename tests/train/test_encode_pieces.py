@@ -13,7 +13,10 @@ LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,
                 r"\s*[\r\n]+|\s+(?!\S)|\s+")
 TEXT = [p.read_text() for p in D.stdlib_files()[:12]] + [
     "héllo wörld\n\n\n  x\ny\r\nz\n\tq\n" * 40, "a\nb\nc", "日本語\nテキスト\n" * 20, "no line break at all " * 60,
-    "ends with spaces\n   ", "x)\n(y\n\n\nz"]
+    "ends with spaces\n   ", "x)\n(y\n\n\nz",
+    # wikitext-103's layout: every line opens with a space (a cut only between two non-spaces made one piece)
+    " \n = Valkyria Chronicles III = \n \n Senjō no Valkyria 3 : Unrecorded Chronicles \n \n = = Gameplay = = \n"
+    " As with previous games , the player \n  two spaces\n \tand a tab\n" * 30]
 
 
 def bpe(pre_tokenizer) -> PreTrainedTokenizerFast:
@@ -65,3 +68,4 @@ def test_pieces_are_cut_between_two_characters_that_are_not_whitespace():
     assert list(D.pieces(doc, len(doc))) == [(doc, True)]   # no longer than a piece: whole
     assert list(D.pieces("x" * 50, 3)) == [("x" * 50, True)]   # nowhere to cut: one piece
     assert list(D.pieces("", 3)) == [("", True)]
+    assert list(D.pieces(" a\n b\n  c\n b", 2)) == [(" a\n", False), (" b\n  c\n", False), (" b", True)]
