@@ -65,12 +65,20 @@ class Stacked:
             start += n
         self._ptrs = self._views()
 
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_was_valid": self.valid()}
+
     def __setstate__(self, state: dict) -> None:
         # copy.deepcopy and pickle copy each parameter on its own (nn.Parameter's deepcopy clones): a copy's
         # siblings are made views of the copy's stacked tensors again, so that it runs the one product and holds
-        # the weights once (its siblings, copied before it, are whole modules by now)
+        # the weights once (its siblings, copied before it, are whole modules by now). A stack its siblings had
+        # left (a weight replaced or cast, a copied scale written) stays left: its tensors are the old ones
+        was_valid = state.pop("_was_valid", False)
         self.__dict__.update(state)
-        self._view_parts()
+        if was_valid:
+            self._view_parts()
+        else:
+            self._ptrs = None
 
     def _views(self) -> tuple:
         # views are followed by pointer (an in-place write through one is the stacked tensor's); a shared buffer (a

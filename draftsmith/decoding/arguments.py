@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
+import torch
 from pydantic import ValidationError
 
 from draftsmith import limits
@@ -183,13 +184,14 @@ def placement_problems(model: Any) -> list[str]:
     ``draft_dtype``): one moved or cast afterwards (``model.target.to(torch.bfloat16)``, or one of its layers)
     would meet KV pools of the assembled dtype inside its first forward, as a raw matmul error. Read off every
     floating-point parameter wider than a byte (FP8 weights keep their own dtype; scales are buffers); the first
-    one placed otherwise is named. The parameters are listed once per module (walking the modules is most of the
-    cost: 0.5-1.5 ms a call for SmolLM2), so a submodule swapped in after a model's first call is not read."""
+    one placed otherwise is named. The parameters are listed once and checked by identity at each call (walking
+    the modules was most of the cost: 0.5-1.5 ms a call for SmolLM2); a module or parameter swapped in since is
+    listed again."""
     out = []
     kind, _, index = str(model.device).partition(":")
     for name, module, dtype in (("target", model.target, model.dtype),
                                 ("draft", model.draft, model.draft_dtype or model.dtype)):
-        params = _floating(model, module)
+        params = _floating(model, name, module)
         devices = {p.device for p in params}
         if {p.dtype for p in params} <= {dtype} and all(d.type == kind and (
                 kind == "cpu" or index == "" or d.index == int(index)) for d in devices):   # cpu:N is the CPU
@@ -197,8 +199,7 @@ def placement_problems(model: Any) -> list[str]:
         at, p = next(((at, p) for at, p in module.named_parameters() if p.is_floating_point() and p.element_size() > 1
                       and (p.dtype != dtype or p.device.type != kind or kind != "cpu" and index != "" and
                            p.device.index != int(index))), (None, None))
-        if p is None:   # only a parameter the module no longer holds: listed again at the next call
-            model._params.pop(id(module), None)
+        if p is None:   # the list held a parameter the module no longer does
             continue
         out.append(f"the {name}'s weights are {str(p.dtype).removeprefix('torch.')} on {p.device} ({at}, the first "
                    f"so), but the model was assembled for {str(dtype).removeprefix('torch.')} on {model.device} (its "
@@ -207,13 +208,18 @@ def placement_problems(model: Any) -> list[str]:
     return out
 
 
-def _floating(model: Any, module: Any) -> tuple:
-    """``module``'s floating-point parameters wider than a byte, listed at its first call on ``model`` (a cast
-    changes a parameter in place, so the list still sees it)."""
+def _floating(model: Any, name: str, module: Any) -> tuple:
+    """``module``'s floating-point parameters wider than a byte: the list kept on ``model`` (its ``name`` slot: the
+    target's or the draft's) while every module and parameter it was made from is still where it was (a plain
+    cast changes a parameter in place; the overwriting one, an assigned load, a new head do not), else anew."""
     cache = getattr(model, "_params", None)
-    if cache is None or cache.get(id(module), (None,))[0] is not module:
-        found = tuple(p for p in module.parameters() if p.is_floating_point() and p.element_size() > 1)
-        if cache is None:
-            return found
-        cache[id(module)] = (module, found)
-    return cache[id(module)][1]
+    kept = None if cache is None else cache.get(name)
+    if kept is not None and kept[0] is module and all(d.get(k) is v for d, k, v in kept[1]):
+        return kept[2]
+    places = [(parent._modules, key, child) for parent in module.modules() for key, child in parent._modules.items()]
+    places += [(owner._parameters, key, p) for owner in module.modules() for key, p in owner._parameters.items()]
+    found = tuple(p for _, _, p in places
+                  if isinstance(p, torch.Tensor) and p.is_floating_point() and p.element_size() > 1)
+    if cache is not None:
+        cache[name] = (module, places, found)
+    return found

@@ -144,11 +144,10 @@ class SpeculativeModel:
         # an evicted target runner's steps hold it: cleared, it is freed now, not at the next cyclic collection;
         # runners used again keep their pools' contents, which engine.prefill empties
         drop = lambda pair: pair[0].steps.clear()   # noqa: E731
-        pair = self._runners_cache.get(key)
-        if pair is not None and any(a is not b for a, b in zip(
-                (pair[0].model, pair[1].model, pair[1].embed, pair[1].head),
-                (self.target, self.draft, self.draft_embed, self.draft_head))):
-            drop(self._runners_cache.pop(key))   # a target or draft rebound (model.draft = other): new runners
+        modules = (self.target, self.draft, self.draft_embed, self.draft_head)
+        for shape, pair in list(self._runners_cache.items()):   # a target or draft rebound (model.draft = other):
+            if any(a is not b for a, b in zip((pair[0].model, pair[1].model, pair[1].embed, pair[1].head), modules)):
+                drop(self._runners_cache.pop(shape))   # every shape's runners of the old ones go, with their pools
         return runners.lru_get(self._runners_cache, key, 4, made, drop)
 
     def _settings(self, max_new_tokens, temperature, top_p, top_k, seed, stop) -> engine.Settings:

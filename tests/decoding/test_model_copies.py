@@ -138,3 +138,35 @@ def test_a_model_whose_one_row_products_were_chosen_copies(demo):
     for how, copied in roundtrips(model).items():
         assert type(copied.target.lm_head) is type(model.target.lm_head), how
         assert tokens(copied) == tokens(demo), how
+
+
+def test_a_copy_of_a_model_whose_stacks_were_left_decodes_its_weights(demo):
+    # a second review: load_state_dict(assign=True) replaces the siblings' weights, so the stacks are left and the
+    # siblings run; a copy re-viewed them from the stale stacked tensors and decoded the old weights
+    from draftsmith.components.stacked import Stacked
+
+    model = copy.deepcopy(demo)
+    state = {k: (-v if k.endswith(("q_proj.weight", "up_proj.weight")) else v.clone())
+             for k, v in model.target.state_dict().items()}
+    model.target.load_state_dict(state, assign=True)
+    want = tokens(model)
+    assert want != tokens(demo)
+    for how, copied in roundtrips(model).items():
+        assert tokens(copied) == want, how
+        assert not any(s.valid() for m in copied.target.modules() for s in vars(m).values()
+                       if isinstance(s, Stacked)), how
+
+
+def test_rebinding_the_target_drops_every_shapes_runners_of_the_old_one(demo):
+    import gc
+    import weakref
+
+    model = copy.deepcopy(demo)
+    for rows in (1, 2, 3):
+        model.generate([[1, 2]] * rows, max_new_tokens=3, stop=[])
+    old = weakref.ref(model.target)
+    model.target = copy.deepcopy(model.target)
+    model.draft_embed, model.draft_head = model.target.model.embed_tokens, model.draft_head
+    model.generate([[1, 2]], max_new_tokens=3, stop=[])
+    gc.collect()
+    assert len(model._runners_cache) == 1 and old() is None   # its pools and steps went with it

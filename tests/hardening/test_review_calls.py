@@ -96,13 +96,30 @@ def test_a_model_cast_or_moved_after_assemble_is_refused_by_name(tiny_pair):
             model.generate([1, 2], max_new_tokens=2)
         part.to(torch.float32)
     assert len(model.generate([1, 2], max_new_tokens=2, stop=[]).token_ids) == 2
-    # the parameters are listed once: a head swapped in is not read, and the old one, cast once out, is no reason
-    # to refuse (it is listed again), nor a lookup that finds nothing
-    old, model.target.lm_head = model.target.lm_head, copy.deepcopy(model.target.lm_head)
-    old.to(torch.float64)
-    for _ in range(2):   # the first lists them again, the second reads the new list
-        assert len(model.generate([1, 2], max_new_tokens=2, stop=[]).token_ids) == 2
-    assert all(p is not old.weight for p in model._params[id(model.target)][1])
+    # the parameters are listed once and checked by identity (a second review): a head swapped in, a parameter
+    # assigned, a cast that makes new parameters (torch's overwrite flag) are each read, and the old ones not kept
+    old, model.target.lm_head = model.target.lm_head, copy.deepcopy(model.target.lm_head).to(torch.float64)
+    old.to(torch.float64)   # out of the model: no reason to refuse
+    with pytest.raises(ArgumentError, match=r"weights are float64 on cpu \(lm_head.weight, the first so\)"):
+        model.generate([1, 2], max_new_tokens=2)
+    model.target.lm_head = old.to(torch.float32)
+    assert len(model.generate([1, 2], max_new_tokens=2, stop=[]).token_ids) == 2
+    head = model.target.lm_head
+    head.weight = torch.nn.Parameter(head.weight.double())
+    with pytest.raises(ArgumentError, match=r"\(lm_head.weight, the first so\)"):
+        model.generate([1, 2], max_new_tokens=2)
+    gone, head.weight = head.weight, torch.nn.Parameter(head.weight.float())
+    overwrites = torch.__future__.get_overwrite_module_params_on_conversion()
+    torch.__future__.set_overwrite_module_params_on_conversion(True)
+    try:
+        model.draft.layers[0].mlp.to(torch.float64)
+        with pytest.raises(ArgumentError, match=r"the draft's weights are float64 on cpu \(layers.0.mlp"):
+            model.generate([1, 2], max_new_tokens=2)
+        model.draft.layers[0].mlp.to(torch.float32)
+    finally:
+        torch.__future__.set_overwrite_module_params_on_conversion(overwrites)
+    assert len(model.generate([1, 2], max_new_tokens=2, stop=[]).token_ids) == 2
+    assert all(p is not gone for p in model._params["target"][2])   # the list of the model as it is, only
 
 
 def test_a_model_assembled_on_cpu_0_is_on_the_cpu(tiny_pair):
