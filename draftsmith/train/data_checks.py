@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 
 from draftsmith.errors import count, short_list, short_text
-from draftsmith.train import data as D
+from draftsmith.train import records as R
 from draftsmith.train.checks import TrainError
 from draftsmith.train.preflight import target_size
 
@@ -47,8 +47,8 @@ def skipped_note(skipped: Sequence[Path], textless: Sequence[str] = ()) -> str:
     if skipped:
         note += (f", {count(skipped, 'file')} skipped (not UTF-8 text, or unreadable): "
                  f"{short_list(skipped, 3, 120, quote=False)}")
-    refused = [t for t in textless if isinstance(t, D.Refused)]
-    textless = [t for t in textless if not isinstance(t, D.Refused)]
+    refused = [t for t in textless if isinstance(t, R.Refused)]
+    textless = [t for t in textless if not isinstance(t, R.Refused)]
     if textless:
         note += (f", {count(textless, 'record')} without text skipped (no text, prompt, completion, messages or "
                  f"conversations field, or an empty one): {short_list(textless, 3, 120, quote=False)}")

@@ -8,6 +8,7 @@ import shutil
 import pytest
 
 from draftsmith.train import data as D
+from draftsmith.train import records as R
 from draftsmith.train.checks import TrainError
 from draftsmith.train.pipeline import run
 from draftsmith.train.resume import run_changes
@@ -27,14 +28,14 @@ def test_sharegpt_speakers_become_roles_and_messages_keep_theirs():
     render = lambda turns: seen.append(turns) or "R"   # noqa: E731
     share = {"conversations": [{"from": "system", "value": "s"}, {"from": "human", "value": "q"},
                                {"from": "gpt", "value": [{"type": "text", "text": "a"}]}]}
-    assert D.jsonl_text(share, render) == "R"
-    assert D.jsonl_text({"messages": [{"role": "user", "content": "m"}, {"role": "tool", "content": None}]},
+    assert R.jsonl_text(share, render) == "R"
+    assert R.jsonl_text({"messages": [{"role": "user", "content": "m"}, {"role": "tool", "content": None}]},
                         render) == "R"
     assert seen == [[{"role": "system", "content": "s"}, {"role": "user", "content": "q"},
                      {"role": "assistant", "content": "a"}],
                     [{"role": "user", "content": "m"}, {"role": "tool", "content": ""}]]
-    assert D.jsonl_text(share) == "s\nq\na"                       # without --chat: joined, as before
-    assert D.jsonl_text({"text": "t"}, render) == "t"              # text records are not chats
+    assert R.jsonl_text(share) == "s\nq\na"                       # without --chat: joined, as before
+    assert R.jsonl_text({"text": "t"}, render) == "t"              # text records are not chats
 
 
 def test_a_turn_without_a_role_or_one_the_template_refuses_is_named_by_file_and_line(tmp_path):
@@ -64,7 +65,7 @@ def test_chats_the_template_refuses_are_skipped_and_counted_apart(tmp_path):
     f.write_text("".join(json.dumps(r) + "\n" for r in rows))
     textless = []
     assert D.read_documents([f], textless=textless, render=strict) == ["q|a"]
-    assert textless == [f"{f}:2", f"{f}:3"] and isinstance(textless[0], D.Refused)
+    assert textless == [f"{f}:2", f"{f}:3"] and isinstance(textless[0], R.Refused)
     note = skipped_note([], textless)
     assert "1 record without text skipped" in note and f"{f}:3" in note
     assert f"1 chat record the chat template refused skipped (the chat template refused it: TemplateError: roles " \
@@ -74,11 +75,11 @@ def test_chats_the_template_refuses_are_skipped_and_counted_apart(tmp_path):
 def test_trls_conversational_prompt_and_completion_is_one_chat():
     seen = []
     record = {"prompt": [{"role": "user", "content": "q"}], "completion": [{"role": "assistant", "content": "a"}]}
-    assert D.jsonl_text(record, lambda turns: seen.append(turns) or "R") == "R"
+    assert R.jsonl_text(record, lambda turns: seen.append(turns) or "R") == "R"
     assert seen == [[{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]]
-    assert D.jsonl_text(record) == "q\na"
+    assert R.jsonl_text(record) == "q\na"
     with pytest.raises(ValueError, match="a conversational prompt .* takes a list of messages or null"):
-        D.jsonl_text({**record, "completion": "a"})
+        R.jsonl_text({**record, "completion": "a"})
 
 
 @pytest.fixture
@@ -173,4 +174,4 @@ def test_the_cli_passes_chat(tiny, chats, tmp_path):
 
 def test_text_wins_over_a_conversational_prompt_as_documented():
     record = {"text": "TEXT", "prompt": [{"role": "user", "content": "q"}]}
-    assert D.jsonl_text(record) == "TEXT" and D.jsonl_text(record, lambda turns: "R") == "TEXT"
+    assert R.jsonl_text(record) == "TEXT" and R.jsonl_text(record, lambda turns: "R") == "TEXT"

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from draftsmith.train import data as D
+from draftsmith.train import records as R
 
 
 def chars(texts, add_special_tokens=True):
@@ -37,7 +38,7 @@ def test_stdlib_splits_into_training_files_and_held_out_test_files():
     ({}, None),
 ])
 def test_jsonl_records_give_text_then_prompt_and_completion_then_messages(record, text):
-    assert D.jsonl_text(record) == text
+    assert R.jsonl_text(record) == text
 
 
 def test_documents_are_files_and_jsonl_lines_with_text(tmp_path):

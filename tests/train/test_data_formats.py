@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from draftsmith.train import data as D
+from draftsmith.train import records as R
 from draftsmith.train.checks import TrainError
 from draftsmith.train.data_checks import no_windows
 
@@ -35,7 +36,7 @@ def sharegpt(*turns):
     ({"conversations": None}, None),
 ])
 def test_sharegpt_conversations_give_their_values_joined_as_messages_do(record, text):
-    assert D.jsonl_text(record) == text
+    assert R.jsonl_text(record) == text
 
 
 def test_sharegpt_jsonl_lines_are_documents(tmp_path):

@@ -10,6 +10,7 @@ import torch
 from safetensors.torch import save_file
 
 from draftsmith.train import data as D
+from draftsmith.train import records as R
 from draftsmith.train.checks import TrainError
 from draftsmith.train.features import META, FeatureStore, extract
 from draftsmith.train.loop import STATE, TrainConfig, train
@@ -40,7 +41,7 @@ def test_a_leading_byte_order_mark_is_not_part_of_the_data(tmp_path):
     ({"prompt": "p", "completion": [{"type": "text", "text": "c"}]}, "pc"),
 ])
 def test_null_contents_are_empty_and_content_parts_give_their_text(record, text):
-    assert D.jsonl_text(record) == text
+    assert R.jsonl_text(record) == text
 
 
 @pytest.mark.parametrize("record, says", [

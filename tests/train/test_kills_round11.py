@@ -338,10 +338,10 @@ def test_a_missing_target_folder_is_named_whole_up_to_300_characters(tmp_path, n
 
 @pytest.mark.parametrize("n", [200, 201])
 def test_why_the_chat_template_refused_a_record_is_cut_past_200_characters(n):
-    from draftsmith.train import data as D
+    from draftsmith.train import records as R
     from draftsmith.train.data_checks import skipped_note
 
-    refused = D.Refused("a.jsonl:3")
+    refused = R.Refused("a.jsonl:3")
     refused.why = "w" * n
     why = refused.why if n <= 200 else "w" * 98 + "..." + "w" * 98
     assert skipped_note([], [refused]) == f", 1 chat record the chat template refused skipped ({why}): a.jsonl:3"
@@ -350,7 +350,7 @@ def test_why_the_chat_template_refused_a_record_is_cut_past_200_characters(n):
 def test_skipped_files_and_records_are_listed_three_at_most_each_cut_past_120_characters():
     from pathlib import Path
 
-    from draftsmith.train import data as D
+    from draftsmith.train import records as R
     from draftsmith.train.data_checks import skipped_note
 
     names = ["a" * 120, "b" * 121, "c", "d"]
@@ -358,17 +358,17 @@ def test_skipped_files_and_records_are_listed_three_at_most_each_cut_past_120_ch
     assert skipped_note([Path(n) for n in names]) == f", 4 files skipped (not UTF-8 text, or unreadable): {listed}"
     assert skipped_note([], names) == (", 4 records without text skipped (no text, prompt, completion, messages or "
                                        f"conversations field, or an empty one): {listed}")
-    refused = [D.Refused(n) for n in names]
+    refused = [R.Refused(n) for n in names]
     for r in refused:
         r.why = "bad"
     assert skipped_note([], refused) == f", 4 chat records the chat template refused skipped (bad, ...): {listed}"
 
 
 def test_one_chat_record_refused_is_said_with_its_reason_and_two_with_the_first_and_more():
-    from draftsmith.train import data as D
+    from draftsmith.train import records as R
     from draftsmith.train.data_checks import skipped_note
 
-    refused = [D.Refused("a.jsonl:1"), D.Refused("a.jsonl:2")]
+    refused = [R.Refused("a.jsonl:1"), R.Refused("a.jsonl:2")]
     for r in refused:
         r.why = "bad"
     assert skipped_note([], refused[:1]) == ", 1 chat record the chat template refused skipped (bad): a.jsonl:1"
