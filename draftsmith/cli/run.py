@@ -10,9 +10,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from draftsmith.cli.app import (SETTING_OPTIONS, app, detect_spec, err, given_paths, given_path, out,
-                                setting_problems,
-                                target_folder_problems, threads_text)
+from draftsmith.cli.app import (SETTING_OPTIONS, app, detect_spec, err, given_path, given_paths, out,
+                                setting_problems, target_folder_problems, threads_text)
 
 # the options generate and bench share, written once (typer reads an Option's settings, never changes them)
 TARGET = typer.Option(None, help="Hugging Face target folder, or 'smollm2' (the cached target)")

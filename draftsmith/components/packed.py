@@ -119,7 +119,6 @@ class PackedWeight:
             self.repack()
 
 
-
 def forget_packed(module: nn.Module) -> None:
     """Drop the packed copies under ``module``, so that each is rebuilt from its weight at its next call (after a
     write the version counter did not see, such as one through ``weight.data``)."""
@@ -134,8 +133,6 @@ def packable(module: nn.Module) -> bool:
     product (stacked.py: the stacked Linear is packed instead)."""
     opts_in = type(module) is nn.Linear or isinstance(getattr(module, "packs", None), bool)
     return opts_in and not getattr(module, "stacked_part", False)
-
-
 
 
 def pack_linears(module: nn.Module, min_elements: int = 0) -> list[str]:

@@ -191,16 +191,15 @@ def placement_problems(model: Any) -> list[str]:
     kind, _, index = str(model.device).partition(":")
     for name, module, dtype in (("target", model.target, model.dtype),
                                 ("draft", model.draft, model.draft_dtype or model.dtype)):
-        params = _floating(model, name, module)
-        devices = {p.device for p in params}
-        if {p.dtype for p in params} <= {dtype} and all(d.type == kind and (
-                kind == "cpu" or index == "" or d.index == int(index)) for d in devices):   # cpu:N is the CPU
+        def elsewhere(p) -> bool:   # cpu:N is the CPU (its tensors carry no index); cuda:N is that GPU
+            return p.dtype != dtype or p.device.type != kind or (kind != "cpu" and index != "" and
+                                                                  p.device.index != int(index))
+
+        if not any(map(elsewhere, _floating(model, name, module))):
             continue
-        at, p = next(((at, p) for at, p in module.named_parameters() if p.is_floating_point() and p.element_size() > 1
-                      and (p.dtype != dtype or p.device.type != kind or kind != "cpu" and index != "" and
-                           p.device.index != int(index))), (None, None))
-        if p is None:   # the list held a parameter the module no longer does
-            continue
+        # the list is the module's as it is now (_floating): the parameter found there is found here, named
+        at, p = next((at, p) for at, p in module.named_parameters()
+                     if p.is_floating_point() and p.element_size() > 1 and elsewhere(p))
         out.append(f"the {name}'s weights are {str(p.dtype).removeprefix('torch.')} on {p.device} ({at}, the first "
                    f"so), but the model was assembled for {str(dtype).removeprefix('torch.')} on {model.device} (its "
                    "KV pools follow that): call draftsmith.assemble(..., device=, dtype=) again instead of moving or "

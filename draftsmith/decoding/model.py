@@ -4,7 +4,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +43,8 @@ class SpeculativeModel:
     dtype: torch.dtype = torch.float32
     draft_dtype: torch.dtype | None = None   # spec decoding.draft_dtype (None: dtype)
     folders: Mapping[str, Path] = field(default_factory=dict)   # the checkpoint folders loaded: target, draft
-    # runners by modules, batch size and capacity: a model's own, never given (dataclasses.replace makes new ones)
+    # runners by batch size and capacity (of the modules it holds): a model's own, never given (dataclasses.replace
+    # makes new ones)
     _runners_cache: dict = field(default_factory=dict, init=False, repr=False, compare=False)
     # one call decodes at a time: calls of the same batch size and length share the runners' KV pools (and CUDA
     # graphs), so two threads would write into each other's rows
@@ -52,11 +53,13 @@ class SpeculativeModel:
     _params: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __getstate__(self) -> dict:
-        """For copy.deepcopy and pickle: the modules and settings; a copy makes its own runners and lock."""
-        return {k: v for k, v in self.__dict__.items() if k not in ("_runners_cache", "_lock", "_params")}
+        """For copy.deepcopy and pickle: the modules and settings; a copy makes its own private fields (the ones
+        __init__ never takes: runners, lock, parameter list) as a new model does."""
+        own = {f.name for f in fields(self) if not f.init}
+        return {k: v for k, v in self.__dict__.items() if k not in own}
 
     def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state, _runners_cache={}, _lock=threading.Lock(), _params={})
+        self.__dict__.update(state, **{f.name: f.default_factory() for f in fields(self) if not f.init})
 
     # --- public -------------------------------------------------------------------------------------------
     def generate(self, prompt: Prompt | list[Prompt], max_new_tokens: int = 64, temperature: float = 0.0, *,
