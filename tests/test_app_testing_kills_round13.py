@@ -115,7 +115,7 @@ def installed(monkeypatch, request):
 
     def with_(*plugins):
         reg = draftsmith.build_registry(plugins=list(plugins), entry_points=False)
-        monkeypatch.setattr(registry_module, "build_registry", lambda: reg)
+        monkeypatch.setattr(registry_module, "build_registry", lambda **_: reg)
         registry_module.default_registry.cache_clear()
         request.addfinalizer(registry_module.default_registry.cache_clear)
         registry_module.default_registry()

@@ -59,3 +59,14 @@ def test_a_folder_that_is_there_is_not_refused_early(tmp_path):
                           "--max-new-tokens", "2", "--no-compare"], capture_output=True, text=True, timeout=300)
     assert res.stdout.split()[-3:] == ["exit", "1", "True"], (res.stdout, res.stderr)
     assert "does not exist" not in res.stderr and "config.json" in res.stderr, res.stderr
+
+
+@pytest.mark.parametrize("args, code", [(["generate", "--spec", "eagle3-lama"], 1), (["bench", "--spec", "nosuch"], 1),
+                                        (["doctor", "--spec", "eagle3-lama"], 2)], ids=lambda v: str(v))
+def test_a_spec_name_none_provides_is_said_before_torch_is_imported(args, code):
+    """The registry knows its specs before it collects the components (which import torch): a mistyped name is said
+    at once, with the closest names."""
+    res = subprocess.run([sys.executable, "-c", RUN, *args], capture_output=True, text=True, timeout=120)
+    assert res.stderr.startswith(f"error: no spec named {args[-1]!r} and no such file."), res.stderr
+    assert ("Did you mean 'eagle3-llama'?" in res.stderr) == (args[-1] == "eagle3-lama"), res.stderr
+    assert res.stdout.split()[-3:] == ["exit", str(code), "False"], (res.stdout, res.stderr)

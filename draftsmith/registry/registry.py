@@ -54,14 +54,13 @@ class Registry:
     the ``spec_folders`` (:mod:`draftsmith.registry.spec_path`), each with its folder."""
 
     def __init__(self, pm: pluggy.PluginManager, spec_folders: Iterable[os.PathLike] = (), *,
-                 autoload_off: bool = False, way_outs: Mapping[str, str] | None = None):
+                 autoload_off: bool = False, way_outs: Mapping[str, str] | None = None, lazy: bool = False):
         self.pm = pm
         # an installed plugin's way out (load_entry_points'): its collecting hook's failure says it, and `list`
         # goes on without the plugin
         self.way_outs = dict(way_outs or {})
         # DRAFTSMITH_DISABLE_PLUGIN_AUTOLOAD kept the installed plugins out: a name not found says one may provide it
         self.autoload_off = autoload_off
-        self.components: dict[tuple[str, str], Provided] = {}
         self.specs: dict[str, Provided] = {}
         # the *.yaml / *.yml files of the spec folders whose name: could not be read, each with why: not an error
         # (one bad file must not stop every command), but `draftsmith list` and a spec not found name them
@@ -70,9 +69,8 @@ class Registry:
         # every provider in order: not in ``specs`` (nothing is shadowed), refused only where it is asked for
         # (spec_source, so load_spec and --spec; `draftsmith list` shows it broken), so every other spec still works
         self.spec_clashes: dict[str, list[Provided]] = {}
-        for impl in pm.hook.draftsmith_components.get_hookimpls():
-            for comp in self._collected(impl, Component):
-                self._add(self.components, (comp.kind, comp.name), comp, impl.plugin_name)
+        if not lazy:   # collected now, first: a plugin's component mistake is said where the plugin is registered
+            self.components   # noqa: B018
         for impl in pm.hook.draftsmith_specs.get_hookimpls():
             for src in self._collected(impl, SpecSource):
                 self._add(self.specs, src.name, src, impl.plugin_name)
@@ -81,6 +79,17 @@ class Registry:
             for src in found:
                 self._add_file(src, str(folder))
             self.skipped_spec_files.extend(skipped)
+
+    @functools.cached_property
+    def components(self) -> dict[tuple[str, str], Provided]:
+        """Every plugin's components by (kind, name), collected on first use: the built-in ones import torch
+        (seconds), which a spec's name, a plugin's spec or a detector does not need. A plugin's failure or clash is
+        raised here, by the first call that asks for a component, and again by each later one (nothing is kept)."""
+        found: dict[tuple[str, str], Provided] = {}
+        for impl in self.pm.hook.draftsmith_components.get_hookimpls():
+            for comp in self._collected(impl, Component):
+                self._add(found, (comp.kind, comp.name), comp, impl.plugin_name)
+        return found
 
     def _collected(self, impl: pluggy.HookImpl, record_type: type) -> list:
         """:func:`_records`; an installed plugin's failure says its way out and names the plugin, so that `list`
@@ -346,13 +355,15 @@ def _records(impl: pluggy.HookImpl, record_type: type) -> list:
 
 
 def build_registry(plugins: Iterable[tuple[str, object]] = (), *, entry_points: bool | None = None,
-                   spec_path: str | None = None, skip: Iterable[str] = ()) -> Registry:
+                   spec_path: str | None = None, skip: Iterable[str] = (), lazy: bool = False) -> Registry:
     """A fresh plugin manager: the built-ins, the ``draftsmith`` entry points, then ``plugins`` (name, obj); and
     the spec files of the folders ``spec_path`` lists (``os.pathsep``-separated; None: ``DRAFTSMITH_SPEC_PATH``).
 
     ``entry_points`` None: loaded unless the environment sets ``DRAFTSMITH_DISABLE_PLUGIN_AUTOLOAD`` (to anything
     but empty or 0), as pytest's PYTEST_DISABLE_PLUGIN_AUTOLOAD: a way around an installed plugin that is broken.
     ``skip``: installed plugins left out by name, beside those ``DRAFTSMITH_DISABLE_PLUGINS`` names.
+    ``lazy``: the components are collected on first use (:attr:`Registry.components`), so a plugin's component
+    mistake is raised then, not here.
 
     The built-in plugin (:mod:`draftsmith.builtin`) is imported by name, as pytest imports its default plugins:
     it lists components, specs and detectors from the layers above the registry, which import the registry."""
@@ -364,10 +375,12 @@ def build_registry(plugins: Iterable[tuple[str, object]] = (), *, entry_points: 
         else {}
     for name, plugin in plugins:
         register_plugin(pm, plugin, name)
-    return Registry(pm, spec_folders(spec_path), autoload_off=autoload_off, way_outs=way_outs)
+    return Registry(pm, spec_folders(spec_path), autoload_off=autoload_off, way_outs=way_outs, lazy=lazy)
 
 
 @functools.lru_cache(maxsize=1)
 def default_registry() -> Registry:
-    """The process-wide registry (built-ins + installed plugins + DRAFTSMITH_SPEC_PATH), built on first use."""
-    return build_registry()
+    """The process-wide registry (built-ins + installed plugins + DRAFTSMITH_SPEC_PATH), built on first use; its
+    components are collected when first asked for, so that a spec's name is found (or said unknown) without the
+    built-in components' torch import."""
+    return build_registry(lazy=True)

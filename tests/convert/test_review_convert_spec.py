@@ -79,7 +79,7 @@ def installed(tmp_path, monkeypatch, request, ignore=()):
     path = tmp_path / "scale-draft.yaml"
     path.write_text(yaml.safe_dump(data))
     reg = draftsmith.build_registry(plugins=[("scalenorm", Plugin(path))], entry_points=False)
-    monkeypatch.setattr(registry_module, "build_registry", lambda: reg)
+    monkeypatch.setattr(registry_module, "build_registry", lambda **_: reg)
     registry_module.default_registry.cache_clear()
     request.addfinalizer(registry_module.default_registry.cache_clear)
     return reg

@@ -120,7 +120,7 @@ def test_a_plugin_weight_rule_is_built_by_its_factory(tmp_path, pair):
 
 def installed(reg, monkeypatch, request) -> None:
     """Make ``reg`` what default_registry() returns, as if its plugins were installed, until the test ends."""
-    monkeypatch.setattr(registry_module, "build_registry", lambda: reg)
+    monkeypatch.setattr(registry_module, "build_registry", lambda **_: reg)
     registry_module.default_registry.cache_clear()
     request.addfinalizer(registry_module.default_registry.cache_clear)
 
