@@ -213,15 +213,18 @@ def placement_problems(model: Any) -> list[str]:
 def _floating(model: Any, name: str, module: Any) -> tuple:
     """``module``'s floating-point parameters wider than a byte: the list kept on ``model`` (its ``name`` slot: the
     target's or the draft's) while every module and parameter it was made from is still where it was (a plain
-    cast changes a parameter in place; the overwriting one, an assigned load, a new head do not), else anew."""
+    cast changes a parameter in place; the overwriting one, an assigned load, a new head do not) and none was
+    added (a dict grown: ``register_parameter`` or ``add_module`` under a new name), else anew."""
     cache = getattr(model, "_params", None)
     kept = None if cache is None else cache.get(name)
-    if kept is not None and kept[0] is module and all(d.get(k) is v for d, k, v in kept[1]):
-        return kept[2]
-    places = [(parent._modules, key, child) for parent in module.modules() for key, child in parent._modules.items()]
-    places += [(owner._parameters, key, p) for owner in module.modules() for key, p in owner._parameters.items()]
-    found = tuple(p for _, _, p in places
-                  if isinstance(p, torch.Tensor) and p.is_floating_point() and p.element_size() > 1)
+    if kept is not None and kept[0] is module and all(len(d) == n for d, n in kept[1]) \
+            and all(d.get(k) is v for d, k, v in kept[2]):
+        return kept[3]
+    owners = list(module.modules())
+    sizes = [(d, len(d)) for owner in owners for d in (owner._modules, owner._parameters)]
+    places = [(d, key, v) for d, _ in sizes for key, v in d.items()]
+    found = tuple(v for _, _, v in places
+                  if isinstance(v, torch.Tensor) and v.is_floating_point() and v.element_size() > 1)
     if cache is not None:
-        cache[name] = (module, places, found)
+        cache[name] = (module, sizes, places, found)
     return found

@@ -119,7 +119,17 @@ def test_a_model_cast_or_moved_after_assemble_is_refused_by_name(tiny_pair):
     finally:
         torch.__future__.set_overwrite_module_params_on_conversion(overwrites)
     assert len(model.generate([1, 2], max_new_tokens=2, stop=[]).token_ids) == 2
-    assert all(p is not gone for p in model._params["target"][2])   # the list of the model as it is, only
+    assert all(p is not gone for p in model._params["target"][-1])   # the list of the model as it is, only
+    # one registered under a new name, after the list was made, is read too (it was not until something else changed)
+    model.target.model.norm.register_parameter("extra", torch.nn.Parameter(torch.zeros(2, dtype=torch.float64)))
+    with pytest.raises(ArgumentError, match=r"the target's weights are float64 on cpu \(model.norm.extra, the "
+                                            r"first so\)"):
+        model.generate([1, 2], max_new_tokens=2)
+    del model.target.model.norm.extra
+    assert len(model.generate([1, 2], max_new_tokens=2, stop=[]).token_ids) == 2
+    model.draft.add_module("extra", torch.nn.Linear(2, 2, dtype=torch.float64))
+    with pytest.raises(ArgumentError, match=r"the draft's weights are float64 on cpu \(extra.weight, the first so\)"):
+        model.generate([1, 2], max_new_tokens=2)
 
 
 def test_a_model_assembled_on_cpu_0_is_on_the_cpu(tiny_pair):
