@@ -120,3 +120,38 @@ def test_the_pool_kv_row_takes_the_kernel_separate_tensors_take(T, S, masked):
     got = backends.sdpa(q, k, v, mask, d**-0.5)
     want = backends.eager(q.double(), k.double(), v.double(), mask, d**-0.5)
     assert (got.double() - want).abs().max() < 2e-2
+
+
+WIDTHS = (8, 192, 256, 258, 300, 511, 512, 600, 32000)   # the sampling CHUNK is 256: one chunk, a tail, several
+
+
+def test_chunked_topk_compiled_with_a_symbolic_width_selects_what_torch_topk_selects_on_cuda():
+    """On the CPU, inductor compiled one whole chunk and a tail (the width symbolic) into the tail's top k alone or
+    an out-of-range error (tests/decoding/test_sampling.py): the same compile on CUDA, widths in the order that made
+    the CPU's fail (a second draft vocabulary in one process makes the width symbolic)."""
+    from draftsmith.decoding.sampling import chunked_topk
+
+    torch._dynamo.reset()
+    compiled = torch.compile(chunked_topk, dynamic=True)
+    for V in WIDTHS:
+        x = torch.randn(2, 4, V, generator=torch.Generator().manual_seed(V)).log_softmax(-1).cuda()
+        values, idx = compiled(x, 4)
+        assert torch.equal(values, torch.topk(x, 4, dim=-1).values), V
+        assert torch.equal(x.gather(-1, idx), values), V
+
+
+def test_compiled_drafting_levels_equal_the_eager_ones_across_draft_vocabularies_on_cuda():
+    """The engine's drafting levels compiled (fused=True, as CUDA runs them) against the eager ones, draft
+    vocabularies of several widths in one process: the same candidates, scores and parents."""
+    from draftsmith.decoding.fixed import draft_candidates_fixed
+
+    def drafted(V, topk, B, fused):
+        g = torch.Generator().manual_seed(V * 10 + topk)
+        root = torch.randn(B, V, generator=g).log_softmax(-1).cuda()
+        table = torch.randn(64, V, generator=g).log_softmax(-1).cuda()
+        return draft_candidates_fixed(root, lambda frontier, fed: table[fed.long() % 64], topk, 3, fused=fused)
+
+    torch._dynamo.reset()
+    for V, topk, B in ((32000, 4, 1), (32000, 8, 3), (192, 2, 2), (300, 4, 1), (300, 4, 3), (258, 4, 2), (511, 3, 1)):
+        for got, want in zip(drafted(V, topk, B, True), drafted(V, topk, B, False)):
+            assert torch.equal(got, want), (V, topk, B)
