@@ -105,6 +105,9 @@ def header_fault(file: Path) -> str | None:
             begin, end = t["data_offsets"]
             if t["dtype"] not in _ST_KNOWN:
                 return f"tensor {short(name)} has dtype {short(t['dtype'])}, which safetensors does not know"
+            if not isinstance(t["shape"], list) or any(type(d) is not int or d < 0 for d in t["shape"]):
+                # a string or a list as a size would be repeated, not multiplied (a header edit: a huge message)
+                return f"tensor {short(name)} has shape {short(t['shape'])}, which is no list of sizes (integers >= 0)"
             items = 1
             for d in t["shape"]:
                 items *= d
@@ -126,6 +129,10 @@ def header_fault(file: Path) -> str | None:
 def torch_load(file: Path) -> Mapping[str, Tensor]:
     """Unpickle a .bin with the restricted (weights-only) unpickler, memory-mapped so no data is read yet."""
     if not zipfile.is_zipfile(file):   # torch's own text advises a save option; the file's format is the news
+        with file.open("rb") as f:
+            if f.read(4) == b"PK\x03\x04":   # a zip's first entry, but no directory at its end: the end is missing
+                raise CheckpointError(file, "is a zip-format torch checkpoint cut short (its end, the zip's directory, "
+                                            "is missing: an interrupted download? fetch it again)")
         raise CheckpointError(file, "is not a zip-format torch checkpoint (a legacy torch.save before torch 1.6, or "
                                     "a plain pickle): draftsmith reads .bin files only with torch.load(weights_only="
                                     "True, mmap=True), which needs that format; save the tensors with a current "

@@ -12,7 +12,7 @@ import draftsmith
 from draftsmith import limits
 from draftsmith.assembler.checkpoint import ALLOW_OUTSIDE, list_tensors, read_json, read_tensors, save_safetensors
 from draftsmith.assembler.config import read_config, stop_ids, target_hf_config
-from draftsmith.errors import CheckpointError, CheckpointNotFound, DraftsmithError
+from draftsmith.errors import CheckpointError, CheckpointNotFound, DraftsmithError, short
 from draftsmith.testing import edit_config
 
 from hardening_helpers import copy_folder, make_fifo, quick, refused
@@ -429,3 +429,24 @@ def test_merges_linked_out_of_the_folder_is_refused(tmp_path):
     with refused(kind=CheckpointError) as r:
         read_tokenizer(folder)
     assert "merges.txt" in str(r.value) and "outside the checkpoint folder" in str(r.value)
+
+
+@pytest.mark.parametrize("shape", [["1024", 3], [[2], 4], [2.0, 4], [True, 8], [-2, -4], "32"])
+def test_a_shape_that_is_no_list_of_sizes_is_said_in_one_short_line(weights, shape):
+    """A string in a header's shape was repeated, not multiplied ("needs 10241024...1024 bytes"): a few bytes of
+    header edit made a message of 268 million characters (1.6 GB; a hunting helper)."""
+    path = weights / "model.safetensors"
+    path.write_bytes(safetensors_bytes({"a": {"dtype": "F32", "shape": shape, "data_offsets": [0, 32]}}, b"\0" * 32))
+    with refused(kind=CheckpointError) as r:
+        list_tensors(weights)
+    assert len(str(r.value)) < 400, len(str(r.value))
+    assert f"tensor 'a' has shape {short(shape)}, which is no list of sizes (integers >= 0)" in str(r.value)
+
+
+def test_a_zip_bin_cut_short_is_said_cut_short_not_legacy(tmp_path):
+    torch.save({"fc.weight": torch.zeros(64, 64)}, tmp_path / "pytorch_model.bin")
+    raw = (tmp_path / "pytorch_model.bin").read_bytes()
+    (tmp_path / "pytorch_model.bin").write_bytes(raw[: len(raw) * 2 // 3])
+    with refused(kind=CheckpointError) as r:
+        list_tensors(tmp_path)
+    assert "is a zip-format torch checkpoint cut short" in str(r.value) and "legacy" not in str(r.value)
