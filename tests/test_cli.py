@@ -333,6 +333,7 @@ def test_train_and_doctor_refuse_a_missing_device_before_reading_anything(verb, 
     res = run(*args, "--device", "cuda")
     assert res.exit_code == 2, res.output   # both say 2 = bad input (train with its other options' problems)
     assert "device 'cuda'" in res.output and "Traceback" not in res.output
+    assert res.output.count("device 'cuda'") == 1, res.output   # train said it twice (its CLI, then preflight)
 
 
 def test_doctor_takes_the_cached_target_by_name(tmp_path, monkeypatch):

@@ -64,7 +64,7 @@ def train(
     from draftsmith.train import Job, TrainConfig, run
     from draftsmith.train.checks import TrainError
 
-    early = machine_problems(threads, device)   # reported with the rest, before the data is read
+    early = machine_problems(threads)   # reported with the rest, before the data is read
     given = dict(out=out_dir, target=target, data=data, held_out=held_out, features=features, from_draft=from_draft)
     if empty := empty_paths(given):   # typer's Path("") would be the current folder, which nobody named
         err.print(TrainError(early + empty).render(option, "error: "), style="red", markup=False, soft_wrap=True)
@@ -129,24 +129,20 @@ def checked_job(config, config_kw: dict, job, job_kw: dict, found: list | None =
     return built
 
 
-def machine_problems(threads: int, device: str) -> list[tuple[str, str]]:
-    """--threads and --device as TrainError problems (and the threads set when fine): 'cuda' without CUDA is
-    reported with the other options' problems, exit 2, not found once the target is loaded."""
+def machine_problems(threads: int) -> list[tuple[str, str]]:
+    """--threads as a TrainError problem (and the threads set when fine), reported with the other options' problems,
+    exit 2 (--device is preflight's: 'cuda' without CUDA is said there, not found once the target is loaded)."""
     import torch
 
     from draftsmith.errors import OptionError
-    from draftsmith.options import check_device, check_threads
+    from draftsmith.options import check_threads
 
     found = []
     try:
         torch.set_num_threads(check_threads(threads))
     except OptionError as e:
         found.append(("", str(e)))
-    try:
-        check_device(device)
-    except OptionError as e:
-        found.append(("", f"--{e}"))   # its text starts "device ...": the option's name
-    return found
+    return found   # --device: preflight's, as the Python API's Job is checked (said once)
 
 
 def option(field: str) -> str:

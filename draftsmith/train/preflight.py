@@ -34,9 +34,9 @@ def preflight(job) -> None:
     if not isinstance(job.config, TrainConfig):   # the Python API's Job(config={...}): not a config it reads
         found.append(("config", f"is a {type(job.config).__name__}, not a TrainConfig: give TrainConfig(...)"))
     try:
-        check_device(job.device)   # the command line checks --device first; the Python API's Job here
-    except OptionError as e:
-        found.append(("", str(e)))
+        check_device(job.device)
+    except OptionError as e:   # its text starts "device ...": said under the field (the command line: --device)
+        found.append(("device", str(e).removeprefix("device ")))
     try:
         spec = load_spec(job.spec)
     except DraftsmithError as e:
