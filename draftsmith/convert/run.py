@@ -20,6 +20,7 @@ from typing import Any
 from safetensors import SafetensorError
 
 from draftsmith.assembler.checkpoint import save_safetensors
+from draftsmith.components.weights import SplitRefused
 from draftsmith.errors import OptionError, short, short_list, short_text, suggest
 from draftsmith.folder_lock import exclusive
 from draftsmith.paths import utf8_problem
@@ -117,7 +118,10 @@ def _convert(src: str | Path, layout: Layout, out: Path,
     to, table = layout.name, table or layouts()
     found = inspect_checkpoint(src)   # once: the reading, the dtype check and verify's misfits all use it
     check_family(src, found, table)
-    plan = plan_canonical(src, found)  # names, shapes and facts: every check below reads no tensor data
+    try:
+        plan = plan_canonical(src, found)  # names, shapes and facts: every check below reads no tensor data
+    except SplitRefused as e:   # a fused qkv_proj / gate_up_proj: said as this folder's, as every refusal below
+        raise ConvertError(f"{short_text(src, 300)} cannot be written as {to}:\n  {e}") from None
     names, rope = list(plan.sources), plan.rope
     problems = []
     n_layers = layer_count(names)
