@@ -155,7 +155,24 @@ def target_problems(job) -> list[tuple[str, str]]:
         return [*found, ("target", f"{name}: {e}")]
     if isinstance(context, int):
         found += context_problems(job, context, f"max_position_embeddings in {short_text(t / 'config.json', 300)}")
-    return found
+    return found or target_plan_problems(t, name)
+
+
+def target_plan_problems(folder: Path, name: str) -> list[tuple[str, str]]:
+    """The target's files against the model its config builds, as the run's load plans them (tensor names, shapes
+    and dtypes from the files' headers; no tensor data read but a tied head's two): a tensor missing or a file cut
+    short was refused by that load only once the whole --data had been read and tokenized."""
+    from draftsmith.assembler.assemble import check_tied_head, plan_target
+    from draftsmith.assembler.explain import quiet_notes
+    from draftsmith.components.backends import eager
+    from draftsmith.registry import default_registry
+
+    try:   # its notes unsaid: the run's own load says them
+        with quiet_notes():
+            check_tied_head(plan_target(folder, default_registry(), eager)[0])
+    except DraftsmithError as e:
+        return [("target", f"{name} does not load as a target: {e}")]
+    return []
 
 
 def context_problems(job, context: int, where: str) -> list[tuple[str, str]]:
