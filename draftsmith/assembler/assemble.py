@@ -30,7 +30,7 @@ from draftsmith.decoding.graphs import graphs_enabled
 from draftsmith.decoding.model import SpeculativeModel
 from draftsmith.decoding.modes import RECURRENT, V2
 from draftsmith.registry import Registry, default_registry
-from draftsmith.errors import (CheckpointError, DraftsmithError, OptionError, Problem, SpecError,
+from draftsmith.errors import (CheckpointError, CheckpointNotFound, DraftsmithError, OptionError, Problem, SpecError,
                                short_text)
 from draftsmith.specs.loader import checked_registry, load_spec
 from draftsmith.specs.resolve import decoding_section_problems, unreached_steps
@@ -143,10 +143,16 @@ def plan_assembly(spec: Spec | str | Path, target: str | Path | None = None, dra
         with explained(swapped_note(registry, target_dir, "target")):
             target_plan, target_cfg = plan_target(target_dir, registry, backend)
             check_tied_head(target_plan)
-    except CheckpointMismatch as e:   # the target's tensors: its config stands, so the draft is checked too,
-        if getattr(e, "__notes__", None):   # unless the folders look swapped (the note): then that is the news
+    except (CheckpointMismatch, CheckpointError, CheckpointNotFound) as e:
+        # the target's tensors or weight files (cut short, a shard missing): its config stands, so the draft is
+        # checked too, unless the folders look swapped (the note: then that is the news) or the config is the fault
+        if getattr(e, "__notes__", None) or getattr(e, "path", Path()).name == "config.json":
             raise
-        target_error, target_plan, target_cfg = e, None, target_hf_config(target_dir)
+        try:
+            target_cfg = target_hf_config(target_dir)
+        except DraftsmithError:
+            raise e from None
+        target_error, target_plan = e, None
     if spec.decoding.mode == "v2" and target_plan is not None and target_plan.module.recurrent:
         raise SpecError(spec.source, [Problem(
             "decoding.mode", f"{V2} is unsupported with this target: {RECURRENT}", found="v2", allowed="auto, v1",
