@@ -20,7 +20,7 @@ from draftsmith.assembler.config import (draft_hf_config, flatten_draft_config, 
 from draftsmith.assembler.folders import checkpoint_dirs, spec_own
 from draftsmith.assembler.load import PlannedLoad, fill, materialize, plan_module
 from draftsmith.assembler.plan import CheckpointMismatch
-from draftsmith.assembler.vocab import check_draft_vocab
+from draftsmith.assembler.vocab import check_draft_vocab, check_vocab_tensors
 from draftsmith.hf_import import ready_transformers
 from draftsmith.components import fused, gemv, packed, stacked
 from draftsmith.components.targets import mtp_layer_patterns
@@ -201,10 +201,27 @@ def plan_draft(spec: Spec, registry: Registry, draft: str | Path | None, draft_d
             draft_model = built["draft"] = build_draft(spec, registry, draft_raw=draft_raw, draft_cfg=draft_cfg,
                                                        target_cfg=target_cfg, canonical_names=canonical,
                                                        backend=backend, source=(draft_dir, list(infos)))
-            draft_plan = plan_module(draft_model, draft_dir, rules, spec=spec.name, infos=infos)
+            try:
+                draft_plan = plan_module(draft_model, draft_dir, rules, spec=spec.name, infos=infos)
+            except CheckpointMismatch as e:   # what the vocabulary checks find is said with the misfit
+                vocab_notes(e, spec, draft_model, rules, infos, draft_dir, target_cfg)
+                raise
         check_draft_vocab(spec, draft_plan, draft_dir)
         check_topk(spec, draft_model, target_cfg)
     return draft_raw, draft_model, draft_plan
+
+
+def vocab_notes(error: CheckpointMismatch, spec: Spec, draft_model, rules, infos, draft_dir: Path,
+                target_cfg) -> None:
+    """A draft misfit's notes: its d2t / t2d map and the spec's topk against its vocabulary, checked as a draft
+    that fits is checked (each was said only once the misfit was fixed: a hunting and a dogfooding helper)."""
+    sources = {parts[0]: name for name in infos if (parts := rules.to_parts(name)[0]) in (("d2t",), ("t2d",))}
+    for check in (lambda: check_vocab_tensors(spec, draft_model, sources, infos, draft_dir),
+                  lambda: check_topk(spec, draft_model, target_cfg)):
+        try:
+            check()
+        except DraftsmithError as e:
+            error.add_note(f"note: also: {e}")
 
 
 def assemble(spec: Spec | str | Path = "demo", target: str | Path | None = None, draft: str | Path | None = None, *,

@@ -75,19 +75,30 @@ def make_vocab_map(kept: torch.Tensor, vocab: int) -> tuple[torch.Tensor, torch.
 def check_draft_vocab(spec: Spec, planned: PlannedLoad, draft_dir: Path) -> None:
     """The draft's d2t / t2d (a few KB), read and checked before the load (validate runs it too): a map that
     would collapse acceptance was refused only after every tensor of both models had been read."""
-    names = [n for c in ("d2t", "t2d") if (n := planned.plan.sources.get(c)) is not None]
-    if not hasattr(planned.module, "d2t") or not names or not all(n in planned.infos for n in names):
+    check_vocab_tensors(spec, planned.module, planned.plan.sources, planned.infos, draft_dir)
+
+
+def check_vocab_tensors(spec: Spec, module, sources, infos, draft_dir: Path) -> None:
+    """:func:`check_draft_vocab` given the draft model, its canonical -> checkpoint names (``sources``) and the
+    checkpoint's tensors (``infos``): also run where the plan refused other tensors, so that a bad map is said with
+    them (it was said only once they were fixed); nothing where d2t / t2d are missing or misshapen (the plan says
+    that)."""
+    names = [n for c in ("d2t", "t2d") if (n := sources.get(c)) is not None]
+    if not hasattr(module, "d2t") or sources.get("d2t") not in infos or not all(n in infos for n in names):
         return   # no reduced vocabulary, or the plan reported the tensors missing
+    if any(tuple(infos[n].shape) != tuple(getattr(module, c).shape)
+           for c in ("d2t", "t2d") if (n := sources.get(c)) is not None and hasattr(module, c)):
+        return   # misshapen: the plan's problem
     from draftsmith.assembler.checkpoint import read_tensors
 
-    found = read_tensors(planned.infos, names)
+    found = read_tensors(infos, names)
     stored, said = found[names[0]], spec.draft.vocab.d2t
     t2d = found[names[1]] if len(names) > 1 else None   # none: derived from d2t (models.DraftModel.reset_buffers)
     if t2d is None:
         log.warning("draftsmith: %s holds no t2d (or the spec ignores it): derived from d2t read as %s "
                     "(vocab.d2t), which nothing in the checkpoint can confirm", short_text(draft_dir, 300),
                     D2T_WORDS[said])
-    check = functools.partial(check_vocab_map, t2d=t2d, source=str(draft_dir), vocab=planned.module.target_vocab)
+    check = functools.partial(check_vocab_map, t2d=t2d, source=str(draft_dir), vocab=module.target_vocab)
     try:
         check(as_offsets(stored, said), convention=said)
     except VocabMapError as e:   # the map as the other convention reads it may be sound: then the spec misreads it

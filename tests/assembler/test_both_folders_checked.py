@@ -67,3 +67,32 @@ def test_the_draft_is_checked_beside_a_target_whose_weight_files_are_broken(tmp_
     with pytest.raises(CheckpointError) as info:
         draftsmith.assemble("eagle3-llama", target=target, draft=draft)
     assert "hidden_size" in str(info.value) and not getattr(info.value, "__notes__", None)
+
+
+def test_a_draft_misfit_says_its_vocabulary_problems_too(tmp_path):
+    """A bad d2t and a spec topk past the draft's vocabulary were said only once the misfit was fixed (a hunting and
+    a dogfooding helper): they are the misfit's notes now; a misshapen d2t is the plan's alone."""
+    import yaml
+
+    from draftsmith.specs.catalog import BUILTIN_DIR
+
+    target = write_target(tmp_path / "t", **SMALL)
+    draft = write_eagle3(tmp_path / "d", target, draft_vocab=10)
+    stored = load_file(str(draft / "model.safetensors"))
+    stored["d2t"] = stored["d2t"] + 1000
+    stored["midlayer.mlp.down_proj.weight"] = torch.zeros(16, 7)
+    save_file(stored, str(draft / "model.safetensors"))
+    spec = yaml.safe_load((BUILTIN_DIR / "eagle3-llama.yaml").read_text())
+    spec["decoding"] = {**spec["decoding"], "topk": 16}
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(spec))
+    with pytest.raises(CheckpointMismatch) as info:
+        draftsmith.assemble(tmp_path / "s.yaml", target=target, draft=draft)
+    assert "wrong shape: 'layers.0.mlp.down_proj.weight'" in str(info.value)
+    d2t, topk = info.value.__notes__
+    assert d2t.startswith(f"note: also: {draft}: invalid draft-to-target vocabulary map:\n  d + d2t[d] leaves"), d2t
+    assert "decoding.topk: 16 candidates per node, but the draft's vocabulary has 10 tokens" in topk, topk
+    stored["d2t"] = stored["d2t"][:-1]   # misshapen: the plan says it, no note reads it
+    save_file(stored, str(draft / "model.safetensors"))
+    with pytest.raises(CheckpointMismatch) as info:
+        draftsmith.assemble("eagle3-llama", target=target, draft=draft)
+    assert "wrong shape: 'd2t'" in str(info.value) and not getattr(info.value, "__notes__", None), info.value
