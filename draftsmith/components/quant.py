@@ -39,7 +39,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from torch import nn
 from torch.nn import functional as F
 
@@ -57,28 +57,31 @@ TENSOR_SCALE_SHAPES = ((1,), ())   # a per-tensor scale as held ([1]) and as it 
 BlockSide = Annotated[int, Field(ge=1, le=limits.WIDTH)]   # a side longer than the weight is one scale
 
 
+def _bounded(pattern: str) -> str:
+    # refused in the spec, not when the first module name is searched; each pattern on its own (quant.modules.N),
+    # so that every bad one is said at once
+    if (why := pattern_problem(pattern)) is not None:
+        raise ValueError(f"{short(pattern)}: {why}")
+    return pattern
+
+
+Bounded = Annotated[str, AfterValidator(_bounded)]
+
+
 class FP8Params(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     scheme: Literal["tensor", "channel", "block"] = "block"
     block: tuple[BlockSide, BlockSide] = (128, 128)   # rows x columns of a weight per scale (scheme: block)
     # regexes searched in canonical module names (after the weight rules: vLLM PR 49900 matched ignore lists
     # before its prefix rename); a Linear is quantized when some `modules` pattern and no `exclude` matches
-    modules: tuple[str, ...] = (r"^layers\.\d+\.",)
-    exclude: tuple[str, ...] = ()
+    modules: tuple[Bounded, ...] = (r"^layers\.\d+\.",)
+    exclude: tuple[Bounded, ...] = ()
     # none: full-precision inputs; dynamic: fp8 inputs with a scale per token (tensor and channel schemes) or per
     # token and group of block[1] channels (block); static: inputs quantized with the checkpoint's input_scale. Both
     # on every device
     activation: Literal["none", "dynamic", "static"] = "none"
     # the stored name of a block scale (scheme: block): DeepSeek-V3's / FineGrainedFP8's, or compressed-tensors'
     block_scale: Literal["weight_scale_inv", "weight_scale"] = "weight_scale_inv"
-
-    @field_validator("modules", "exclude")
-    @classmethod
-    def _patterns(cls, patterns):   # refused in the spec, not when the first module name is searched
-        for p in patterns:
-            if (why := pattern_problem(p)) is not None:
-                raise ValueError(f"{short(p)}: {why}")
-        return patterns
 
 
 INPUT_SCALE = "input_scale"   # a static activation scale's local name (activation: static)

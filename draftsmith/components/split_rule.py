@@ -66,6 +66,12 @@ class SplitRule(BaseModel):
                              "the parts back would concatenate them, which convert does not do")
         return value
 
+    @field_validator("match")
+    @classmethod
+    def _a_bounded_regex(cls, pattern: str) -> str:   # said beside into's problems (RegexRule's)
+        check_rename("match", pattern)
+        return pattern
+
     @field_validator("into")
     @classmethod
     def _parts(cls, into: tuple[str, ...]) -> tuple[str, ...]:

@@ -153,15 +153,19 @@ def dollar_problem(template: str) -> str | None:
             f"not group {n}: write the group as '\\{n}' or '\\g<{n}>'")
 
 
-def check_rename(what: str, pattern: str, template: str) -> None:
-    """A ValueError when ``pattern`` -> ``template`` is not a valid, bounded regex rename."""
+def check_rename(what: str, pattern: str, template: str | None = None) -> None:
+    """A ValueError when ``pattern`` -> ``template`` is not a valid, bounded regex rename (``template`` None: when
+    ``pattern`` is not a valid, bounded regex)."""
     if len(pattern) <= limits.REGEX_CHARS:   # a longer one is refused below, before anything compiles it
         try:
             # Compiles the pattern and the template; a bad group reference fails even without a match.
-            re.compile(pattern).sub(template, "")
+            compiled = re.compile(pattern)
+            if template is not None:
+                compiled.sub(template, "")
         except re.error as exc:
-            raise ValueError(f"rule {what} {short(pattern)} -> {short(template)} is not a valid regex "
-                             f"rename: {exc}") from exc
+            shown = short(pattern) if template is None else f"{short(pattern)} -> {short(template)}"
+            raise ValueError(f"rule {what} {shown} is not a valid regex{' rename' * (template is not None)}: "
+                             f"{exc}") from exc
     if (why := pattern_problem(pattern)) is not None:
         raise ValueError(f"rule {what} {short(pattern)} is refused: {why}")
 
@@ -181,6 +185,14 @@ class RegexRule(BaseModel):
     match: str
     replace: str
     inverse: tuple[str, str] | None = None
+
+    @field_validator("match")
+    @classmethod
+    def _a_bounded_regex(cls, pattern: str) -> str:
+        # the pattern alone, so that its problem is said beside replace's (the rename check below runs only when
+        # every field is valid): ``match: '(a+)+', replace: '$1'`` said the $1 alone, then the nested repeat
+        check_rename("match", pattern)
+        return pattern
 
     @field_validator("replace")
     @classmethod

@@ -21,7 +21,7 @@ BASE = yaml.safe_load((BUILTIN_DIR / "eagle3-llama.yaml").read_text())
                                      r"(?:ab(c+)+){2}d", r"x|(?:y(z*)*)", r"(?=(a+)+)b", r"x((a+)+)y"])
 def test_a_repeat_of_a_repeat_is_refused_when_the_spec_is_validated(pattern):
     assert pattern_problem(pattern) is not None
-    for where, data in [("weights.rules.0", {**BASE, "weights": {"rules": [{"match": pattern, "replace": "x"}]}}),
+    for where, data in [("weights.rules.0.match", {**BASE, "weights": {"rules": [{"match": pattern, "replace": "x"}]}}),
                         ("weights.ignore.0", {**BASE, "weights": {"ignore": [pattern]}})]:
         with refused(kind=SpecError) as r:
             draftsmith.parse_spec(data, source="rules.yaml")
@@ -72,7 +72,7 @@ def test_an_overlong_pattern_is_refused_before_anything_compiles_it(monkeypatch)
     data = {**BASE, "weights": {"rules": [{"match": long[0], "replace": "x"}], "ignore": long[1:]}}
     with refused(kind=SpecError) as r:
         draftsmith.parse_spec(data, source="long.yaml")
-    assert [p.path for p in r.value.problems] == ["weights.rules.0", "weights.ignore.0", "weights.ignore.1"]
+    assert [p.path for p in r.value.problems] == ["weights.rules.0.match", "weights.ignore.0", "weights.ignore.1"]
     assert all("at most" in p.message for p in r.value.problems)
     assert max(seen, default=0) <= limits.REGEX_CHARS
 

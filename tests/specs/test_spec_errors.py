@@ -187,13 +187,14 @@ def test_plugin_params_errors_keep_their_dotted_path(params, path, message, allo
     assert [(p.path, p.message, p.allowed) for p in problems] == [(path, message, allowed)]
 
 
-@pytest.mark.parametrize("rule", [{"match": "(", "replace": "x"}, {"match": "a", "replace": "\\9"}])
-def test_bad_regex_in_weight_rules(base, spec_error, rule):
+@pytest.mark.parametrize("rule, field", [({"match": "(", "replace": "x"}, ".match"),   # the pattern alone: its own
+                                         ({"match": "a", "replace": "\\9"}, "")])           # the rename: the rule's
+def test_bad_regex_in_weight_rules(base, spec_error, rule, field):
     base["weights"]["rules"].append(rule)
     p = only(spec_error(base))
-    assert p.path == f"weights.rules.{len(base['weights']['rules']) - 1}"   # the appended one
+    assert p.path == f"weights.rules.{len(base['weights']['rules']) - 1}{field}"   # the appended one
     assert "not a valid regex" in p.message and repr(rule["match"]) in p.message
-    assert p.found == rule
+    assert p.found == (rule["match"] if field else rule)
 
 
 def test_bad_regex_in_weight_ignore(base, spec_error):
@@ -406,13 +407,29 @@ def test_a_spec_file_names_the_line_of_each_problem(tmp_path):
 def test_fp8_block_sides_and_module_patterns_are_checked_in_the_spec(base, spec_error):
     """A zero block side divided by zero and a bad pattern failed at load as internal errors; now each is a
     spec problem, all at once."""
-    base["quant"] = {"method": "fp8", "scheme": "block", "block": [0, -1], "modules": ["(("], "exclude": ["(a+)+"]}
+    base["quant"] = {"method": "fp8", "scheme": "block", "block": [0, -1], "modules": ["^ok", "((", "["],
+                     "exclude": ["(a+)+"]}
     err = spec_error(base)
     by_path = {p.path: p for p in err.problems}
-    assert set(by_path) == {"quant.block.0", "quant.block.1", "quant.modules", "quant.exclude"}, str(err)
+    assert set(by_path) == {"quant.block.0", "quant.block.1", "quant.modules.1", "quant.modules.2",
+                            "quant.exclude.0"}, str(err)   # each bad pattern by its index (the first alone was said)
     assert by_path["quant.block.0"].allowed.startswith("an integer >= 1")
-    assert "not a valid regular expression" in by_path["quant.modules"].message
-    assert "a repeat of a repeat" in by_path["quant.exclude"].message
+    assert "not a valid regular expression" in by_path["quant.modules.1"].message
+    assert by_path["quant.modules.2"].message.startswith("'[': not a valid regular expression")
+    assert "a repeat of a repeat" in by_path["quant.exclude.0"].message
+
+
+@pytest.mark.parametrize("rule, said", [
+    ({"match": "(a+)+", "replace": "$1"}, {"weights.rules.0.match": "a repeat of a repeat",
+                                           "weights.rules.0.replace": "holds '$1'"}),
+    ({"kind": "split", "match": "(", "into": ["a.$1", "b.\\1"]}, {"weights.rules.0.match": "not a valid regex: missing",
+                                                                  "weights.rules.0.into": "holds '$1'"})])
+def test_a_rules_match_is_said_beside_its_replacements_problems(base, spec_error, rule, said):
+    """A bad match was said only once the replacement's $1 was fixed (a hunting helper): both at once."""
+    base["weights"]["rules"] = [rule]
+    by_path = {p.path: p.message for p in spec_error(base).problems}
+    assert set(by_path) == set(said), by_path
+    assert all(part in by_path[path] for path, part in said.items()), by_path
 
 
 def test_a_misspelt_boolean_gets_a_suggestion(base, spec_error):
