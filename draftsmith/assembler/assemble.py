@@ -11,7 +11,7 @@ import torch
 
 from draftsmith.assembler.build import (build_draft, build_target, rule_set)
 from draftsmith.assembler.checkpoint import list_tensors, read_tensors, regular_file
-from draftsmith.assembler.explain import (checked_along, DetectedNote, explained, fc_bias_note, held_names,
+from draftsmith.assembler.explain import (checked_along, set_aside, DetectedNote, explained, fc_bias_note, held_names,
                                           layers_note, pairing_note, qk_norm_note, qkv_bias_note, swapped_note,
                                           training_note, unchained_layers_note, unless, vocab_mismatch, NOTE_KIND,
                                           UNFINISHED)
@@ -200,14 +200,16 @@ def plan_draft(spec: Spec, registry: Registry, draft: str | Path | None, draft_d
             draft_cfg = draft_hf_config(draft_raw, draft_dir / "config.json")
             draft_model = built["draft"] = build_draft(spec, registry, draft_raw=draft_raw, draft_cfg=draft_cfg,
                                                        target_cfg=target_cfg, canonical_names=canonical,
-                                                       backend=backend, source=(draft_dir, list(infos)))
-            try:
-                draft_plan = plan_module(draft_model, draft_dir, rules, spec=spec.name, infos=infos)
-            except CheckpointMismatch as e:   # what the vocabulary checks find is said with the misfit
-                vocab_notes(e, spec, draft_model, rules, infos, draft_dir, target_cfg)
-                raise
-        check_draft_vocab(spec, draft_plan, draft_dir)
-        check_topk(spec, draft_model, target_cfg)
+                                                       backend=backend, source=(draft_dir, list(infos)),
+                                                       defer=True)
+            with set_aside(spec.source, draft_model.deferred_problems):
+                try:
+                    draft_plan = plan_module(draft_model, draft_dir, rules, spec=spec.name, infos=infos)
+                except CheckpointMismatch as e:   # what the vocabulary checks find is said with the misfit
+                    vocab_notes(e, spec, draft_model, rules, infos, draft_dir, target_cfg)
+                    raise
+                check_draft_vocab(spec, draft_plan, draft_dir)
+                check_topk(spec, draft_model, target_cfg)
     return draft_raw, draft_model, draft_plan
 
 

@@ -255,10 +255,13 @@ def draft_config(registry: Registry, attention: tuple[str, dict[str, Any]], draf
 
 
 def build_draft(spec: Spec, registry: Registry, *, draft_raw: Mapping[str, Any], draft_cfg, target_cfg,
-                canonical_names: list[str], backend: Callable, source: tuple[Any, list[str]] | None = None
-                ) -> DraftModel:
+                canonical_names: list[str], backend: Callable, source: tuple[Any, list[str]] | None = None,
+                defer: bool = False) -> DraftModel:
     """The draft on the meta device. ``source``: (the draft folder, its tensor names before the rules), for the
-    error of a ``num_layers: auto`` that finds no layer."""
+    error of a ``num_layers: auto`` that finds no layer. A fusion's SpecError that carries the module it built
+    anyway (``built``: the problem is in values no tensor's shape depends on, such as EAGLE-3 tap ids out of range)
+    is raised with the problems the build finds after it, or, where the build succeeds, at its end; ``defer``: kept
+    on the model instead (``deferred_problems``), for a caller that checks the tensors first and says both."""
     d = spec.draft
     attention = attention_recipe(spec, registry, draft_raw)
     draft_cfg, dims, notes = draft_config(registry, attention, draft_raw, draft_cfg)
@@ -277,10 +280,14 @@ def build_draft(spec: Spec, registry: Registry, *, draft_raw: Mapping[str, Any],
             fc = registry.build("fusion", d.fusion.kind, params, hidden=dims.hidden,
                                 target_width=target_hidden_width(target_cfg), draft_config=dict(draft_raw),
                                 target_layers=target_cfg.num_hidden_layers, norm=stack.norm)
+            deferred = []
         except SpecError as e:  # the fusion knows the rule; the error names the spec file the user wrote
-            raise SpecError(spec.source, e.problems) from None
-        if problems := problems + norm_problems(spec, fc):   # every one the checkpoint decides, at once
-            raise SpecError(spec.source, problems)
+            if not isinstance(fc := getattr(e, "built", None), nn.Module):
+                raise SpecError(spec.source, e.problems) from None
+            deferred = list(e.problems)   # the module it built anyway (the same shapes): the tensors are checked too
+        if problems := deferred + problems + norm_problems(spec, fc):   # every one the checkpoint decides, at once
+            if len(problems) > len(deferred):
+                raise SpecError(spec.source, problems)
         hidden_norm = hidden_norm_slot(spec, fc)
         layers = []
         for i in range(layer_count(spec, canonical_names, source)):
@@ -302,5 +309,8 @@ def build_draft(spec: Spec, registry: Registry, *, draft_raw: Mapping[str, Any],
         try:   # the draft's own spec section only, never the target's config
             registry.build("quant", spec.quant.method, quant_params, module=model)
         except SpecError as e:   # the method knows the rule; the error names the spec file the user wrote
-            raise SpecError(spec.source, e.problems) from None
+            raise SpecError(spec.source, [*deferred, *e.problems]) from None
+    if deferred and not defer:
+        raise SpecError(spec.source, deferred)
+    model.deferred_problems = tuple(deferred)
     return model

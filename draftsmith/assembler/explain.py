@@ -17,7 +17,7 @@ from draftsmith.assembler.config import ConfigReading, read_raw_config
 from draftsmith.assembler.detect import draft_in, row_settings, swap_note
 from draftsmith.assembler.names import chain_note, one_pattern
 from draftsmith.components.weights import RuleSet
-from draftsmith.errors import DraftsmithError, short_text
+from draftsmith.errors import DraftsmithError, SpecError, short_text
 from draftsmith.registry import Registry, default_registry
 from draftsmith.specs.resolve import dig
 from draftsmith.specs.schema import Spec
@@ -56,6 +56,26 @@ def checked_along(reading: ConfigReading):
                        f"fixed: the draft's expected tensors depend on {'it' if one else 'them'}")
         raise error
     aside = f"{', '.join(reading.aside)} left at {'its default' if len(reading.aside) == 1 else 'their defaults'}"
+    with checked_too(error, aside):
+        yield
+
+
+@contextlib.contextmanager
+def set_aside(source: str, problems):
+    """The spec problems the draft's build set aside (``build_draft(defer=True)``: values no tensor's shape depends
+    on, such as EAGLE-3 tap ids out of range), raised once the block has checked the tensors (each was said only
+    once the other was fixed)."""
+    if not problems:
+        yield
+        return
+    with checked_too(SpecError(source, list(problems)), "the problems above set aside"):
+        yield
+
+
+@contextlib.contextmanager
+def checked_too(error: DraftsmithError, aside: str):
+    """``error`` raised after the block, which checks the tensors with the problem ``aside`` (its load notes unsaid:
+    they would speak of it), and what that found added as a note: each run reports all it can."""
     try:
         with quiet_notes():
             yield

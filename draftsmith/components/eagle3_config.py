@@ -114,9 +114,11 @@ def config_norm_output(cfg: Mapping[str, Any]) -> str | None:
 
 
 def resolve_taps(params, draft_config: Mapping[str, Any], target_layers: int,
-                 notes: list[str] | None = None) -> tuple[int, ...]:
+                 notes: list[str] | None = None, deferred: list[Problem] | None = None) -> tuple[int, ...]:
     """Layer-INPUT indices (0..L) of the target, distinct, ascending (the order SGLang, vLLM and the EAGLE reference
-    concatenate them in, whatever order a config lists them in); SpecError otherwise."""
+    concatenate them in, whatever order a config lists them in); SpecError otherwise. ``deferred``: ids out of range
+    or repeated (the right count: no tensor's shape depends on the values) are added to it instead, and stand-in
+    taps of that count returned, so that the tensors are checked too and said with them."""
     at = "input" if params.aux_layers == "auto" else params.aux_layers.at
     stated = explicit_ids(params)
     ids, origin = (stated, "the spec") if stated else config_ids(draft_config)
@@ -148,6 +150,9 @@ def resolve_taps(params, draft_config: Mapping[str, Any], target_layers: int,
         problems.append(Problem(path, f"{short(ids)} (from {origin}, at {at}) names layer(s) {short(dup)} more "
                                       "than once; taps must be distinct",
                                 hint=DISTINCT_HINT[source]))
+    if problems and deferred is not None and len(taps) == count <= target_layers + 1:
+        deferred += problems
+        return tuple(range(count))
     if problems:
         raise SpecError("draft fusion", problems)
     return tuple(sorted(taps))
@@ -206,9 +211,10 @@ def read_flags(params, draft_config: Mapping[str, Any]) -> dict[str, Any]:
     return _flags(params, draft_config, [])
 
 
-def resolve_eagle3(params, draft_config: Mapping[str, Any], target_layers: int) -> Eagle3Facts:
+def resolve_eagle3(params, draft_config: Mapping[str, Any], target_layers: int,
+                   deferred: list[Problem] | None = None) -> Eagle3Facts:
     notes: list[str] = []
-    taps = resolve_taps(params, draft_config, target_layers, notes)
+    taps = resolve_taps(params, draft_config, target_layers, notes, deferred)
     return Eagle3Facts(taps, **_flags(params, draft_config, notes), notes=tuple(notes))
 
 

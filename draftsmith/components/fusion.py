@@ -236,13 +236,19 @@ def eagle1_bias(stated: bool | str, draft_config: dict) -> tuple[bool, str, str 
 
 def eagle3(params: Eagle3Params, *, hidden: int, target_width: int, draft_config: dict, target_layers: int,
            norm: Callable[[int], nn.Module] | None = None, **_) -> Eagle3Fusion:
-    facts = resolve_eagle3(params, draft_config, target_layers)
+    deferred: list = []   # tap ids out of range or repeated: the assembler says them with the tensors' problems
+    facts = resolve_eagle3(params, draft_config, target_layers, deferred)
     if facts.notes:  # once per draft build, on one line, where the user sees it
         log.warning("EAGLE-3 draft: %s", "; ".join(facts.notes))
     eps = float(draft_config.get("rms_norm_eps") or 1e-6)
     norm = norm or (lambda dim: RMSNorm(dim, eps))
     k = len(facts.taps)
-    return Eagle3Fusion(
+    fusion = Eagle3Fusion(
         hidden, target_width, facts.taps, facts.norm_before_residual, norm_output=facts.norm_output,
         aux_norm=nn.ModuleList([norm(target_width) for _ in range(k)]) if facts.fc_norm else None,
         input_norm=norm(k * target_width) if facts.norm_before_fc else None)
+    if deferred:   # raised as ever, with the module stand-in taps build (the same shapes): build_draft checks the
+        error = SpecError("draft fusion", deferred)   # tensors with it and says both
+        error.built = fusion
+        raise error
+    return fusion

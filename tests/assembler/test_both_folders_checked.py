@@ -96,3 +96,46 @@ def test_a_draft_misfit_says_its_vocabulary_problems_too(tmp_path):
     with pytest.raises(CheckpointMismatch) as info:
         draftsmith.assemble("eagle3-llama", target=target, draft=draft)
     assert "wrong shape: 'd2t'" in str(info.value) and not getattr(info.value, "__notes__", None), info.value
+
+
+def test_a_float_d2t_is_the_plans_dtype_problem_not_an_internal_error(tmp_path):
+    """The misfit's vocabulary note indexed with a float map: an IndexError, exit 70 (a review)."""
+    target = write_target(tmp_path / "t", **SMALL)
+    draft = write_eagle3(tmp_path / "d", target, draft_vocab=10)
+    stored = load_file(str(draft / "model.safetensors"))
+    stored["d2t"] = stored["d2t"].float()
+    save_file(stored, str(draft / "model.safetensors"))
+    with pytest.raises(CheckpointMismatch, match=r"wrong dtype: 'd2t' is float32"):
+        draftsmith.assemble("eagle3-llama", target=target, draft=draft)
+
+
+def test_tap_ids_out_of_range_are_said_with_the_tensors_and_the_quant_modules(tmp_path):
+    """Tap ids past the target's layers stopped the build: a misfit, a quant pattern matching no linear were said
+    only once they were fixed (a dogfooding and a hunting helper). The ids' values shape no tensor: the draft is
+    built with stand-in taps of the same count and checked; a direct call of the fusion still raises."""
+    import yaml
+
+    from draftsmith.components.fusion import Eagle3Params, eagle3
+    from draftsmith.errors import SpecError
+    from draftsmith.specs.catalog import BUILTIN_DIR
+
+    target = write_target(tmp_path / "t", **SMALL)
+    draft = reshaped(write_eagle3(tmp_path / "d", target), "midlayer.self_attn.q_proj.weight", (16, 7))
+    spec = yaml.safe_load((BUILTIN_DIR / "eagle3-llama.yaml").read_text())
+    spec["draft"]["fusion"] = {**spec["draft"]["fusion"], "aux_layers": {"at": "input", "ids": [1, 4, 50]}}
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(spec))
+    with pytest.raises(SpecError) as info:
+        draftsmith.assemble(tmp_path / "s.yaml", target=target, draft=draft)
+    assert [p.path for p in info.value.problems] == ["draft.fusion.aux_layers"]
+    assert "tap layers [50]" in str(info.value)
+    (note,) = info.value.__notes__
+    assert note.startswith("note: the tensors were checked too (the problems above set aside): ") and \
+        "wrong shape: 'layers.0.self_attn.q_proj.weight' is [16, 7]" in note, note
+    spec["quant"] = {"method": "fp8", "modules": ["^nothing\\."]}
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(spec))
+    with pytest.raises(SpecError) as info:
+        draftsmith.assemble(tmp_path / "s.yaml", target=target, draft=draft)
+    assert [p.path for p in info.value.problems] == ["draft.fusion.aux_layers", "quant.modules"], str(info.value)
+    with pytest.raises(SpecError, match="tap layers \\[50\\]"):
+        eagle3(Eagle3Params(aux_layers={"at": "input", "ids": [1, 4, 50]}, norm_before_residual=False), hidden=16,
+               target_width=16, draft_config={}, target_layers=8)

@@ -261,3 +261,20 @@ def test_output_text_leaves_out_special_tokens(tiny):
     # catches model.py:140 decode(ids, skip_special_tokens=True) -> False ("hi</s>")
     hi = tiny.tokenizer.encode("hi", add_special_tokens=False)
     assert tiny._decode([*hi, tiny.tokenizer.eos_token_id]) == "hi"
+
+
+def test_tap_ids_out_of_range_stop_a_build_unless_the_caller_defers_them():
+    """A fusion's problem in values no shape depends on (EAGLE-3 tap ids past the target) builds with stand-in taps
+    only for a caller that checks the tensors and says both (defer=True, assemble's plan); any other caller gets the
+    SpecError, never a draft of stand-in taps."""
+    from draftsmith.errors import SpecError
+
+    s = spec("eagle3-llama", fusion__aux_layers={"at": "input", "ids": [1, 4, 50]})
+    with pytest.raises(SpecError, match=r"tap layers \[50\]"):
+        two_layer_draft(s)
+    target = LlamaConfig(hidden_size=32, num_attention_heads=4, num_hidden_layers=8, vocab_size=96)
+    names = ["fc.weight", "layers.0.hidden_norm.weight", "layers.1.mlp.up_proj.weight"]
+    model = build_draft(s, draftsmith.default_registry(), draft_raw=RAW, draft_cfg=draft_hf_config(RAW),
+                        target_cfg=target, canonical_names=names, backend=backends.sdpa, defer=True)
+    assert [p.path for p in model.deferred_problems] == ["draft.fusion.aux_layers"]
+    assert model.fc.taps == (0, 1, 2)   # stand-ins of the same count: the same shapes
