@@ -336,6 +336,14 @@ def test_train_and_doctor_refuse_a_missing_device_before_reading_anything(verb, 
     assert res.output.count("device 'cuda'") == 1, res.output   # train said it twice (its CLI, then preflight)
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_train_says_a_missing_device_beside_an_empty_out(tmp_path):
+    # the empty path's early refusal came before preflight, the one --device check left (a review)
+    res = run("train", "--target", "smollm2", "--data", tmp_path, "--out", "", "--device", "cuda")
+    assert res.exit_code == 2, res.output
+    assert "--device 'cuda'" in res.output and "--out is an empty string" in res.output, res.output
+
+
 def test_doctor_takes_the_cached_target_by_name(tmp_path, monkeypatch):
     """`draftsmith doctor smollm2 DRAFT` (as `train --target smollm2`): the cached folder, not a path 'smollm2'."""
     from draftsmith import hub

@@ -33,10 +33,7 @@ def preflight(job) -> None:
     found, spec, taps = [], None, None
     if not isinstance(job.config, TrainConfig):   # the Python API's Job(config={...}): not a config it reads
         found.append(("config", f"is a {type(job.config).__name__}, not a TrainConfig: give TrainConfig(...)"))
-    try:
-        check_device(job.device)
-    except OptionError as e:   # its text starts "device ...": said under the field (the command line: --device)
-        found.append(("device", str(e).removeprefix("device ")))
+    found += device_problems(job.device)
     try:
         spec = load_spec(job.spec)
     except DraftsmithError as e:
@@ -54,7 +51,7 @@ def preflight(job) -> None:
             found += fresh_problems(job, spec) + vocab_problems(job, spec)
             taps = planned_taps(job, spec)
         except DraftsmithError as e:   # a fresh draft's aux ids that do not fit the target
-            found.append(("spec", f"{spec.name} does not fit the target: {e}"))
+            found.append(("spec", f"{spec.name} does not fit the target: {e}{draft_hint(Path(job.target))}"))
     if spec is not None and not job.eval_only:   # what the run's export could not write, fresh or --from-draft
         found += [("spec", f"{spec.name}: train cannot export a draft with {why}") for why in export_refusals(spec)]
     for name in ("data", "held_out"):
@@ -94,6 +91,8 @@ def preflight(job) -> None:
         elif (out / STATE).is_file() and (why := resumable_problem(out)):   # a resume reads the draft beside it
             found.append(("out", f"{short_text(out, 300)} holds a trainer state to resume, but {why}: put the "
                                  "draft's files back, or give a new or empty --out to start fresh"))
+    if not found:
+        found += target_plan_problems(job)
     if found:
         raise TrainError(found)
 
@@ -131,6 +130,15 @@ def spec_target(spec) -> str | Path | None:
     return ref if ref is None or hub.cache_name(ref) is not None else Path(ref)
 
 
+def device_problems(device) -> list[tuple[str, str]]:
+    """``device`` refused by this machine, said under the field (the command line: --device)."""
+    try:
+        check_device(device)
+    except OptionError as e:   # its text starts "device ..."
+        return [("device", str(e).removeprefix("device "))]
+    return []
+
+
 def target_problems(job) -> list[tuple[str, str]]:
     """A target folder: its config.json, a tokenizer (the data is read with it) and, when training, a context
     (max_position_embeddings) that holds a window of job.seq tokens. A cached name is checked once fetched (the
@@ -155,23 +163,31 @@ def target_problems(job) -> list[tuple[str, str]]:
         return [*found, ("target", f"{name}: {e}")]
     if isinstance(context, int):
         found += context_problems(job, context, f"max_position_embeddings in {short_text(t / 'config.json', 300)}")
-    return found or target_plan_problems(t, name)
+    return found
 
 
-def target_plan_problems(folder: Path, name: str) -> list[tuple[str, str]]:
-    """The target's files against the model its config builds, as the run's load plans them (tensor names, shapes
-    and dtypes from the files' headers; no tensor data read but a tied head's two): a tensor missing or a file cut
-    short was refused by that load only once the whole --data had been read and tokenized."""
+def target_plan_problems(job) -> list[tuple[str, str]]:
+    """A target folder's files against the model its config builds, as the run's load plans them (tensor names,
+    shapes and dtypes from the files' headers; no tensor data read but a tied head's two): a tensor missing or a
+    file cut short was refused by that load only once the whole --data had been read and tokenized. Run once every
+    other check passed (its first call imports transformers, ~2 s: a run refused for a mistyped option is refused
+    at once); a cached name is planned once fetched."""
+    if str(job.target) in hub.SOURCES or hub.cache_name(str(job.target)) is not None:
+        return []
     from draftsmith.assembler.assemble import check_tied_head, plan_target
-    from draftsmith.assembler.explain import quiet_notes
+    from draftsmith.assembler.explain import explained, quiet_notes, swapped_note
     from draftsmith.components.backends import eager
-    from draftsmith.registry import default_registry
+    from draftsmith.registry import PluginError, default_registry
 
-    try:   # its notes unsaid: the run's own load says them
-        with quiet_notes():
-            check_tied_head(plan_target(folder, default_registry(), eager)[0])
+    folder, registry = Path(job.target), default_registry()
+    try:   # its load notes unsaid (the run's own load says them); a draft given as the target is said so
+        with quiet_notes(), explained(swapped_note(registry, folder, "target")):
+            check_tied_head(plan_target(folder, registry, eager)[0])
+    except PluginError:   # an installed plugin's, said by the spec's check: not the folder's fault
+        return []
     except DraftsmithError as e:
-        return [("target", f"{name} does not load as a target: {e}")]
+        notes = "".join(f"\n{n}" for n in getattr(e, "__notes__", ()))
+        return [("target", f"folder {short_text(folder, 300)} does not load as a target: {e}{notes}")]
     return []
 
 

@@ -153,3 +153,33 @@ def test_a_target_that_does_not_load_is_refused_before_the_data_is_read(job, tin
     monkeypatch.setattr("draftsmith.train.data.read_documents", lambda *a, **k: pytest.fail("the data was read"))
     with pytest.raises(TrainError, match=f"target folder {target} does not load as a target: (.|\\n)*{says}"):
         run(job(tmp_path / "o", target=target), log=lambda line: None)
+
+
+def test_the_target_is_planned_only_once_every_other_check_passed(job, tmp_path, monkeypatch):
+    """Its first plan imports transformers (~2 s): a run refused for a mistyped option is refused at once (a
+    review); an installed plugin's failure met there is the spec check's to say, never the target folder's."""
+    from draftsmith.registry import PluginError
+    from draftsmith.train import preflight
+
+    monkeypatch.setattr("draftsmith.assembler.assemble.plan_target",
+                        lambda *a, **k: pytest.fail("planned the target of a refused run"))
+    with pytest.raises(TrainError, match="spec is not usable"):
+        preflight.preflight(job(tmp_path / "o", spec="nosuch"))
+
+    def plugin_fails(*a, **k):
+        raise PluginError("draftsmith_components of plugin 'bad' raised RuntimeError: boom")
+    monkeypatch.setattr("draftsmith.assembler.assemble.plan_target", plugin_fails)
+    assert preflight.target_plan_problems(job(tmp_path / "o")) == []
+
+
+def test_a_draft_given_as_the_target_is_said_to_be_one(job, tiny, tmp_path):
+    """A draft folder with tokenizer files, given as --target: the preflight's refusal names it a draft (a review:
+    the plan's 23 missing and unexpected tensors said nothing of it)."""
+    from draftsmith.testing import write_eagle3
+
+    draft = write_eagle3(tmp_path / "d", tiny / "target")
+    for f in (tiny / "target").iterdir():
+        if f.name.startswith("tokenizer") or f.name in ("vocab.json", "merges.txt", "special_tokens_map.json"):
+            shutil.copy(f, draft / f.name)
+    with pytest.raises(TrainError, match="it holds a draft \\(spec eagle3-llama\\), not a target|looks like a draft"):
+        run(job(tmp_path / "o", target=draft), log=lambda line: None)
