@@ -228,7 +228,7 @@ def test_mistral_scales_on_every_linear_load_through_rules_the_proposal_adds(tar
     assert found.match.spec == "eagle-mistral"
     assert len(found.spec["quant"]["modules"]) == 8   # fc and the 7 linears of every layer
     said = notes(found)
-    assert any(n.startswith("weights.rules: Mistral's qscale_weight read as weight_scale on 7") for n in said), said
+    assert not any(n.startswith("weights.rules:") for n in said), said   # eagle-mistral's own rules read them
     assert any(n.startswith("weights.ignore: the 14 static activation scale(s) (qscale_act)") for n in said), said
     model = assert_loads_as(found, target, reference, "eagle-mistral")
     ref = draftsmith.assemble("eagle-mistral", target=target, draft=reference, dtype="float64")

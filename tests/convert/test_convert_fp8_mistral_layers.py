@@ -45,3 +45,16 @@ def test_the_hf_result_names_every_scale_weight_scale_and_decodes_as_the_source(
     assert tokens(src) == tokens(root / "hf")
     assert torch.equal(load_file(str(root / "hf" / "model.safetensors"))["layers.0.mlp.up_proj.weight_scale"],
                        load_file(str(src / "consolidated.safetensors"))["layers.0.feed_forward.w3.qscale_weight"])
+
+
+def test_it_converts_back_to_mistral_bit_for_bit_and_to_its_own_layout(native):
+    """The mistral layout held only eagle_linear's FP8 scales: this draft could not be written back as mistral,
+    from the HF result or as itself (a dogfooding helper). Its layers' scales go back under qscale_weight."""
+    root, _, src = native
+    convert(src, "layers", root / "hf-2")
+    source = load_file(str(src / "consolidated.safetensors"))
+    for start, out in ((root / "hf-2", root / "back"), (src, root / "same")):
+        convert(start, "mistral", out)
+        written = load_file(str(out / "consolidated.safetensors"))
+        assert sorted(written) == sorted(source), sorted(set(written) ^ set(source))
+        assert all(torch.equal(written[n], source[n]) for n in source)
