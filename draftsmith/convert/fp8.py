@@ -71,6 +71,10 @@ def fp8_reading(spec, registry, config: Mapping[str, Any], infos: dict[str, Tens
                            "): the proposal keeps activation: none (full-precision inputs; dynamic quantizes them per "
                            "token, per group of block[1] channels under block scales); quant.activation: static "
                            "loads input_scale tensors the rules do not ignore")
+    if dropped := sorted(n for n in infos if n not in own and n.endswith(ACTIVATION_SCALES)):   # the spec ignores
+        found.notes.append(f"weights.ignore: the family's rules drop {len(dropped)} static activation scale(s) "
+                           f"({', '.join(dropped[:3])}{' ...' * (len(dropped) > 3)}): its linears take "
+                           "full-precision inputs (the spec's own choice)")
     if not scales:
         return found
     mine = {n: canonical[n] for s in scales for n in (s, weight_of(s)) if n in canonical}
