@@ -7,19 +7,7 @@ import pytest
 from draftsmith.train.checks import TrainError
 from draftsmith.train.loop import STATE
 
-
-def shown(path) -> str:
-    """A path as the messages show it: whole up to 300 characters, else cut in the middle to 299."""
-    path = str(path)
-    return path if len(path) <= 300 else path[:148] + "..." + path[-148:]
-
-
-def path_of(base, n: int):
-    """A path under ``base`` exactly ``n`` characters long (parts under the 255-character name limit)."""
-    pad = n - len(str(base)) - 2
-    path = base / ("a" * (pad // 2)) / ("b" * (pad - pad // 2))
-    assert len(str(path)) == n
-    return path
+from test_kills_round11 import path_of, shown
 
 
 @pytest.mark.parametrize("n", [300, 301])
