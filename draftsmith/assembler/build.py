@@ -282,7 +282,8 @@ def build_draft(spec: Spec, registry: Registry, *, draft_raw: Mapping[str, Any],
                                 target_layers=target_cfg.num_hidden_layers, norm=stack.norm)
             deferred = []
         except SpecError as e:  # the fusion knows the rule; the error names the spec file the user wrote
-            if not isinstance(fc := getattr(e, "built", None), nn.Module):
+            fc = getattr(e, "built", None)   # draftsmith's own fusion's only: a plugin's may wrap it, adding more
+            if not isinstance(fc, nn.Module) or registry.provider("fusion", d.fusion.kind) != BUILTIN:
                 raise SpecError(spec.source, e.problems) from None
             deferred = list(e.problems)   # the module it built anyway (the same shapes): the tensors are checked too
         if problems := deferred + problems + norm_problems(spec, fc):   # every one the checkpoint decides, at once

@@ -86,10 +86,12 @@ def check_vocab_tensors(spec: Spec, module, sources, infos, draft_dir: Path) -> 
     names = [n for c in ("d2t", "t2d") if (n := sources.get(c)) is not None]
     if not hasattr(module, "d2t") or sources.get("d2t") not in infos or not all(n in infos for n in names):
         return   # no reduced vocabulary, or the plan reported the tensors missing
-    if any(tuple(infos[n].shape) != tuple(getattr(module, c).shape) or infos[n].dtype.is_floating_point
-           or infos[n].dtype.is_complex for c in ("d2t", "t2d") if (n := sources.get(c)) is not None
-           and hasattr(module, c)):
-        return   # misshapen, or no ids (a float map): the plan's problem
+    from draftsmith.assembler.plan import wrong_dtype
+
+    if any(tuple(infos[n].shape) != tuple(getattr(module, c).shape) or wrong_dtype(infos[n].dtype,
+                                                                                  getattr(module, c).dtype)
+           for c in ("d2t", "t2d") if (n := sources.get(c)) is not None and hasattr(module, c)):
+        return   # misshapen, or of a dtype the load refuses (a float or bool map): the plan's problem
     from draftsmith.assembler.checkpoint import read_tensors
 
     found = read_tensors(infos, names)

@@ -67,7 +67,7 @@ def train(
     early = machine_problems(threads)   # reported with the rest, before the data is read
     given = dict(out=out_dir, target=target, data=data, held_out=held_out, features=features, from_draft=from_draft)
     if empty := empty_paths(given):   # typer's Path("") would be the current folder, which nobody named
-        from draftsmith.train.preflight import device_problems
+        from draftsmith.train.target_checks import device_problems
 
         said = TrainError(early + device_problems(device) + empty)
         err.print(said.render(option, "error: "), style="red", markup=False, soft_wrap=True)

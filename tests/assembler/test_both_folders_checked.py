@@ -98,15 +98,54 @@ def test_a_draft_misfit_says_its_vocabulary_problems_too(tmp_path):
     assert "wrong shape: 'd2t'" in str(info.value) and not getattr(info.value, "__notes__", None), info.value
 
 
-def test_a_float_d2t_is_the_plans_dtype_problem_not_an_internal_error(tmp_path):
-    """The misfit's vocabulary note indexed with a float map: an IndexError, exit 70 (a review)."""
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bool])
+def test_a_d2t_of_another_kind_is_the_plans_dtype_problem_not_an_internal_error(tmp_path, dtype):
+    """The misfit's vocabulary note read a float map (an IndexError) or a bool one (arange of bools): exit 70 (two
+    reviews). A map of a dtype the load refuses is the plan's alone."""
     target = write_target(tmp_path / "t", **SMALL)
     draft = write_eagle3(tmp_path / "d", target, draft_vocab=10)
     stored = load_file(str(draft / "model.safetensors"))
-    stored["d2t"] = stored["d2t"].float()
+    stored["d2t"] = stored["d2t"].to(dtype)
     save_file(stored, str(draft / "model.safetensors"))
-    with pytest.raises(CheckpointMismatch, match=r"wrong dtype: 'd2t' is float32"):
+    with pytest.raises(CheckpointMismatch, match=f"wrong dtype: 'd2t' is {str(dtype).removeprefix('torch.')}"):
         draftsmith.assemble("eagle3-llama", target=target, draft=draft)
+
+
+def test_a_plugin_fusion_wrapping_eagle3_does_not_check_the_tensors_with_the_built_ins_module(tmp_path):
+    """A plugin's fusion that calls eagle3 and adds a part: with taps out of range, the module eagle3 built anyway
+    lacks the plugin's part, so its tensors were said unexpected (a review): only draftsmith's own fusion's is used."""
+    import yaml
+    from torch import nn
+
+    from draftsmith.components.fusion import Eagle3Params, eagle3
+    from draftsmith.errors import SpecError
+    from draftsmith.hooks import Component, hookimpl
+    from draftsmith.specs.catalog import BUILTIN_DIR
+
+    def gated(params, **kw):
+        fc = eagle3(params, **kw)
+        fc.gate = nn.Linear(2, 2, bias=False)
+        return fc
+
+    class Plugin:
+        @hookimpl
+        def draftsmith_components(self):
+            return [Component("fusion", "gated3", gated, Eagle3Params, doc="eagle3 with a gate",
+                              holds=lambda p: (r"^fc\.", r"^layers\.0\.hidden_norm\."))]
+
+    target = write_target(tmp_path / "t", **SMALL)
+    draft = write_eagle3(tmp_path / "d", target)
+    stored = load_file(str(draft / "model.safetensors"))
+    stored["fc.gate.weight"] = torch.zeros(2, 2)
+    save_file(stored, str(draft / "model.safetensors"))
+    registry = draftsmith.build_registry(plugins=[("gated", Plugin())], entry_points=False)
+    spec = yaml.safe_load((BUILTIN_DIR / "eagle3-llama.yaml").read_text())
+    spec["draft"]["fusion"] = {**spec["draft"]["fusion"], "kind": "gated3", "aux_layers": {"at": "input",
+                                                                                             "ids": [1, 4, 50]}}
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(spec))
+    with pytest.raises(SpecError, match=r"tap layers \[50\]") as info:
+        draftsmith.assemble(tmp_path / "s.yaml", target=target, draft=draft, registry=registry)
+    assert not getattr(info.value, "__notes__", None), info.value.__notes__
 
 
 def test_tap_ids_out_of_range_are_said_with_the_tensors_and_the_quant_modules(tmp_path):

@@ -255,7 +255,7 @@ def test_without_a_target_a_spec_naming_none_is_refused_naming_the_target(job, t
 @pytest.mark.parametrize("name", ["smollm2", "cache:smollm2"])
 def test_a_cached_target_name_is_not_taken_for_a_missing_folder(tmp_path, monkeypatch, name):
     """The command line fetches a cached target, then preflight runs again on its folder."""
-    from draftsmith.train.preflight import target_problems
+    from draftsmith.train.target_checks import target_problems
 
     monkeypatch.chdir(tmp_path)
     assert target_problems(SimpleNamespace(target=name)) == []
@@ -308,7 +308,7 @@ def test_a_reduced_vocabulary_below_the_topk_is_refused_whether_the_targets_is_k
 
 
 def test_self_distilled_continuations_fill_the_context_but_the_last_new_token_is_never_fed():
-    from draftsmith.train.preflight import context_problems
+    from draftsmith.train.target_checks import context_problems
 
     assert context_problems(context_job(seq=64, self_distill=49), 64, "here") == []      # 16 + 49 - 1 = 64
     assert context_problems(context_job(seq=64, self_distill=50), 64, "here") == [
@@ -330,7 +330,7 @@ def test_a_spec_of_a_reduced_vocabulary_refuses_a_draft_vocab_of_the_targets_who
 
 @pytest.mark.parametrize("n", [300, 301])
 def test_a_missing_target_folder_is_named_whole_up_to_300_characters(tmp_path, n):
-    from draftsmith.train.preflight import target_problems
+    from draftsmith.train.target_checks import target_problems
 
     target = path_of(tmp_path, n)
     assert target_problems(SimpleNamespace(target=target)) == [("target", f"folder {shown(target)} does not exist")]
@@ -387,7 +387,7 @@ def test_a_data_path_that_cannot_be_looked_up_is_said_with_the_systems_reason_al
 def test_the_targets_config_is_named_whole_up_to_300_characters_where_its_context_is_too_short(tmp_path, n):
     import json
 
-    from draftsmith.train.preflight import target_problems
+    from draftsmith.train.target_checks import target_problems
 
     config = path_of(tmp_path, n)
     target = config.parent / config.name[: -len("config.json") - 1]
@@ -486,7 +486,7 @@ def context_job(**kw):
 
 
 def test_a_window_of_the_whole_context_is_taken_and_one_token_more_is_refused():
-    from draftsmith.train.preflight import context_problems
+    from draftsmith.train.target_checks import context_problems
 
     assert context_problems(context_job(seq=64), 64, "here") == []
     assert context_problems(context_job(seq=65), 64, "here") == [
@@ -494,7 +494,7 @@ def test_a_window_of_the_whole_context_is_taken_and_one_token_more_is_refused():
 
 
 def test_held_out_prompts_fill_the_context_but_the_last_new_token_is_never_fed():
-    from draftsmith.train.preflight import context_problems
+    from draftsmith.train.target_checks import context_problems
 
     fits = context_job(held_out=["h.txt"], eval_prompts=2, eval_prompt_tokens=40, eval_new_tokens=25)
     assert context_problems(fits, 64, "here") == []                                       # 40 + 25 - 1 = 64

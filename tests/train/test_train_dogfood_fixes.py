@@ -159,7 +159,7 @@ def test_the_target_is_planned_only_once_every_other_check_passed(job, tmp_path,
     """Its first plan imports transformers (~2 s): a run refused for a mistyped option is refused at once (a
     review); an installed plugin's failure met there is the spec check's to say, never the target folder's."""
     from draftsmith.registry import PluginError
-    from draftsmith.train import preflight
+    from draftsmith.train import preflight, target_checks
 
     monkeypatch.setattr("draftsmith.assembler.assemble.plan_target",
                         lambda *a, **k: pytest.fail("planned the target of a refused run"))
@@ -169,7 +169,7 @@ def test_the_target_is_planned_only_once_every_other_check_passed(job, tmp_path,
     def plugin_fails(*a, **k):
         raise PluginError("draftsmith_components of plugin 'bad' raised RuntimeError: boom")
     monkeypatch.setattr("draftsmith.assembler.assemble.plan_target", plugin_fails)
-    assert preflight.target_plan_problems(job(tmp_path / "o")) == []
+    assert target_checks.target_plan_problems(job(tmp_path / "o")) == []
 
 
 def test_a_draft_given_as_the_target_is_said_to_be_one(job, tiny, tmp_path):
@@ -183,3 +183,20 @@ def test_a_draft_given_as_the_target_is_said_to_be_one(job, tiny, tmp_path):
             shutil.copy(f, draft / f.name)
     with pytest.raises(TrainError, match="it holds a draft \\(spec eagle3-llama\\), not a target|looks like a draft"):
         run(job(tmp_path / "o", target=draft), log=lambda line: None)
+
+
+def test_a_broken_target_beside_a_from_draft_is_said_as_the_targets(job, tiny, tmp_path, monkeypatch):
+    """--from-draft's plan of the pair blamed the draft for the target's missing tensor ("is not a draft spec
+    eagle3-llama loads onto the target ... note: the draft was checked too: it fits"; a review)."""
+    from draftsmith.testing import write_eagle3
+
+    target = tmp_path / "target"
+    shutil.copytree(tiny / "target", target)
+    draft = write_eagle3(tmp_path / "d", target)
+    save_file({k: v for k, v in load_file(target / "model.safetensors").items() if "layers.1.mlp.up" not in k},
+              str(target / "model.safetensors"))
+    monkeypatch.setattr("draftsmith.train.data.read_documents", lambda *a, **k: pytest.fail("the data was read"))
+    with pytest.raises(TrainError) as info:
+        run(job(tmp_path / "o", target=target, from_draft=draft), log=lambda line: None)
+    assert [name for name, _ in info.value.problems] == ["target"], info.value.problems
+    assert "missing: 'model.layers.1.mlp.up_proj.weight'" in str(info.value)
