@@ -54,7 +54,7 @@ def target_settings(quantization_config: Mapping[str, Any]) -> dict[str, Any]:
     """FP8Params settings for a target's ``quantization_config`` (not empty), or UnsupportedTarget."""
     method = quantization_config.get("quant_method")
     readers = {"fp8": fp8_settings, "compressed-tensors": compressed_tensors_settings}
-    if method not in readers:
+    if not isinstance(method, str) or method not in readers:   # a list or dict is no key of readers (unhashable)
         raise refused("quant_method", method, METHODS)
     return readers[method](quantization_config)
 
@@ -82,7 +82,8 @@ def fp8_settings(qc: Mapping[str, Any]) -> dict[str, Any]:
         raise refused("modules_to_convert", convert, "null or empty (every Linear is converted regardless)",
                       " (it names the embedding tables stored in FP8, transformers' FP8Embedding with one "
                       "weight_scale each; draftsmith computes no FP8 embeddings)")
-    block = qc.get("weight_block_size")
+    if (block := qc.get("weight_block_size")) not in (None, []):   # [] or null: one scale per tensor
+        block = block_structure("weight_block_size", block)   # as compressed-tensors' block_structure is checked
     activation = fp8_activation(qc.get("activation_scheme", "dynamic"), block)
     # transformers reads ignored_layers only where modules_to_not_convert is null (vLLM the other way round: where
     # both are given and differ, the load names the tensors one of them would have left in float)
@@ -223,7 +224,7 @@ def input_setting(key: str, args: Any) -> str:
         return "none"
     float8(key, args)
     got = (args.get("strategy", "tensor"), args.get("dynamic", False))
-    if got not in CT_INPUTS or type(got[1]) is not bool:
+    if type(got[0]) is not str or type(got[1]) is not bool or got not in CT_INPUTS:   # types first: unhashable
         raise refused(key, {"strategy": got[0], "dynamic": got[1]}, "null, {strategy: token, dynamic: true} or "
                       "{strategy: tensor, dynamic: false} (with input_scale [1] tensors)",
                       f" (per-tensor dynamic inputs: {BATCH_SCALE})" if got == ("tensor", True) else "")
