@@ -13,161 +13,25 @@ for ``parts(name)`` where it has them and maps the fused name to every part; the
 (assembler/splits.py). There is no name-by-name inverse of a split, so :meth:`RuleSet.from_canonical` and
 :meth:`RuleSet.map_names` (what convert writes and reads by) refuse it with :class:`SplitRefused`.
 
-Patterns are user input matched against user input (tensor names), so each match is bounded: patterns are
-checked with ``re`` syntax and matched by the ``regex`` package with a timeout (``limits.REGEX_SECONDS``); a
-pattern that backtracks past it raises :class:`RegexTimeout` naming the pattern and the name. The classic
-catastrophic shape, a repeat of a repeat (``(a+)+``), is refused when the rule is validated.
+Patterns are user input matched against user input (tensor names), so each match is bounded and a repeat of a
+repeat (``(a+)+``) is refused when the rule is validated (:mod:`draftsmith.components.patterns`).
 """
 
 from __future__ import annotations
 
-import functools
 import itertools
 import re
-import re._parser as sre_parse  # the stdlib's own parse tree of a pattern (stable since 3.11; sre_parse before)
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-import regex
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
-from draftsmith import limits
+from draftsmith.components.patterns import (RegexTimeout, check_rename, dollar_problem, literal_of, pattern_problem,
+                                            search, substitute, template_literal)
 from draftsmith.errors import DraftsmithError, short
 
 __all__ = ["RegexRule", "RegexTimeout", "RemapCollision", "RemapResult", "RuleSet", "SplitRefused", "check_rename",
            "dollar_problem", "pattern_problem", "search", "substitute"]
-
-
-class RegexTimeout(DraftsmithError, ValueError):
-    """A weight-rule pattern took longer than ``limits.REGEX_SECONDS`` on one tensor name."""
-
-    def __init__(self, pattern: str, name: str):
-        self.pattern, self.name = pattern, name
-        super().__init__(f"the weight-rule pattern {short(pattern)} took more than {limits.REGEX_SECONDS} s on the "
-                         f"tensor name {short(name)} (catastrophic backtracking); write it without nested or "
-                         "overlapping repeats")
-
-
-_REPEATS = {sre_parse.MAX_REPEAT, sre_parse.MIN_REPEAT, getattr(sre_parse, "POSSESSIVE_REPEAT", None)}
-
-
-def _unbounded_repeat(item) -> list | None:
-    """The body of an unbounded repeat (``x*``, ``x+``, ``x{2,}``), looking through groups; else None."""
-    op, av = item
-    if op == sre_parse.SUBPATTERN:
-        body = list(av[-1])
-        return _unbounded_repeat(body[0]) if len(body) == 1 else None
-    if op in _REPEATS and av[1] == sre_parse.MAXREPEAT:
-        return list(av[2])
-    return None
-
-
-def _nested_repeat(items) -> bool:
-    """True when an unbounded repeat's whole body is itself an unbounded repeat: (a+)+, (?:a*)*, ((ab)+)*."""
-    for op, av in items:
-        if op in _REPEATS:
-            body = list(av[2])
-            if av[1] == sre_parse.MAXREPEAT and len(body) == 1 and _unbounded_repeat(body[0]) is not None:
-                return True
-            if _nested_repeat(body):
-                return True
-        elif op == sre_parse.SUBPATTERN and _nested_repeat(av[-1]):
-            return True
-        elif op == sre_parse.BRANCH and any(_nested_repeat(b) for b in av[1]):
-            return True
-        elif op in (sre_parse.ASSERT, sre_parse.ASSERT_NOT) and _nested_repeat(av[1]):
-            return True
-    return False
-
-
-def pattern_problem(pattern: str) -> str | None:
-    """Why a weight-rule pattern is refused (too long, not ``re`` syntax, a repeat of a repeat), or None."""
-    if len(pattern) > limits.REGEX_CHARS:
-        return f"a pattern of {len(pattern)} characters; at most {limits.REGEX_CHARS}"
-    try:
-        tree = sre_parse.parse(pattern)
-    except (re.error, RecursionError, OverflowError) as exc:
-        return f"not a valid regular expression: {exc}"
-    if _nested_repeat(tree):
-        return ("a repeat of a repeat (like '(a+)+') backtracks exponentially on names it almost matches; "
-                "repeat the inner part once, e.g. '(a+)+' -> 'a+'")
-    return None
-
-
-@functools.lru_cache(maxsize=1024)
-def _compiled(pattern: str) -> regex.Pattern:
-    return regex.compile(pattern)
-
-
-def search(pattern: str, name: str) -> bool:
-    """Whether ``pattern`` matches somewhere in ``name``, under the regex time bound (RegexTimeout past it)."""
-    try:
-        return _compiled(pattern).search(name, timeout=limits.REGEX_SECONDS) is not None
-    except TimeoutError:
-        raise RegexTimeout(pattern, name) from None
-
-
-def substitute(pattern: str, template: str, name: str) -> str:
-    """``name`` with the first match of ``pattern`` replaced by ``template`` (re.sub), under the time bound."""
-    try:
-        return _compiled(pattern).sub(template, name, count=1, timeout=limits.REGEX_SECONDS)
-    except TimeoutError:
-        raise RegexTimeout(pattern, name) from None
-
-_SPECIAL = set(".^$*+?{}[]|()")
-
-
-def _literal_of(pattern: str) -> str | None:
-    """The literal string a regex matches, if it is only literals and escaped punctuation; else None."""
-    out, i = [], 0
-    while i < len(pattern):
-        ch = pattern[i]
-        if ch == "\\":
-            if i + 1 >= len(pattern) or pattern[i + 1].isalnum():
-                return None  # \d, \1, \b ... are classes or references, not literals
-            out.append(pattern[i + 1])
-            i += 2
-            continue
-        if ch in _SPECIAL:
-            return None
-        out.append(ch)
-        i += 1
-    return "".join(out)
-
-
-def _template_literal(text: str) -> str:
-    """Escape a literal string for use as an `re.sub` replacement template."""
-    return text.replace("\\", "\\\\")
-
-
-_DOLLAR = re.compile(r"\$\{?(\d+)")
-
-
-def dollar_problem(template: str) -> str | None:
-    """Why a replacement template holding ``$1`` (JavaScript's, sed -E's group syntax) is refused, or None: Python's
-    re.sub writes it as the literal text '$1', which only a load would show, as a name nothing expects."""
-    if (m := _DOLLAR.search(template)) is None:
-        return None
-    n = m.group(1)
-    return (f"{short(template)} holds {m.group()!r}, which Python's re.sub writes as the literal text {m.group()!r}, "
-            f"not group {n}: write the group as '\\{n}' or '\\g<{n}>'")
-
-
-def check_rename(what: str, pattern: str, template: str | None = None) -> None:
-    """A ValueError when ``pattern`` -> ``template`` is not a valid, bounded regex rename (``template`` None: when
-    ``pattern`` is not a valid, bounded regex)."""
-    if len(pattern) <= limits.REGEX_CHARS:   # a longer one is refused below, before anything compiles it
-        try:
-            # Compiles the pattern and the template; a bad group reference fails even without a match.
-            compiled = re.compile(pattern)
-            if template is not None:
-                compiled.sub(template, "")
-        except re.error as exc:
-            shown = short(pattern) if template is None else f"{short(pattern)} -> {short(template)}"
-            raise ValueError(f"rule {what} {shown} is not a valid regex{' rename' * (template is not None)}: "
-                             f"{exc}") from exc
-    if (why := pattern_problem(pattern)) is not None:
-        raise ValueError(f"rule {what} {short(pattern)} is refused: {why}")
 
 
 class RegexRule(BaseModel):
@@ -215,9 +79,9 @@ class RegexRule(BaseModel):
             if pair is not None:
                 check_rename(what, *pair)
         if self.inverse is None and self.match.startswith("^") and self.replace and "\\" not in self.replace:
-            literal = _literal_of(self.match[1:])
+            literal = literal_of(self.match[1:])
             if literal is not None:
-                derived = ("^" + re.escape(self.replace), _template_literal(literal))
+                derived = ("^" + re.escape(self.replace), template_literal(literal))
                 object.__setattr__(self, "inverse", derived)  # frozen model: set once, during validation
         return self
 
