@@ -59,6 +59,11 @@ def cache_name(ref: object) -> str | None:
     return ref[len(SCHEME):] if isinstance(ref, str) and ref.startswith(SCHEME) else None
 
 
+def is_named(ref: object) -> bool:
+    """Whether a target reference names a cached target (``smollm2``, ``cache:NAME``), not a folder."""
+    return str(ref) in SOURCES or cache_name(str(ref)) is not None
+
+
 def resolve(ref: str, console=None) -> Path:
     """The folder of a ``cache:NAME`` reference, fetched once into the cache; an unknown NAME is a
     CheckpointNotFound naming the known ones."""

@@ -276,7 +276,7 @@ def given_paths(spec: str | None, target: str | None, draft: str | Path | None) 
 
     if spec is not None and spec_file(spec) is None:   # a name: the registry's (its components not collected)
         spec_path(spec, default_registry())
-    named = target in hub.SOURCES or hub.cache_name(target) is not None or target == ""   # "": _target's to refuse
+    named = hub.is_named(target) or target == ""   # "": _target's to refuse
     given_dirs(None if named else target, draft)
 
 

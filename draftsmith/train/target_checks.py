@@ -27,7 +27,7 @@ def target_problems(job) -> list[tuple[str, str]]:
     """A target folder: its config.json, a tokenizer (the data is read with it) and, when training, a context
     (max_position_embeddings) that holds a window of job.seq tokens. A cached name is checked once fetched (the
     command line fetches it, then :func:`draftsmith.train.run` runs preflight again on its folder)."""
-    if str(job.target) in hub.SOURCES or hub.cache_name(str(job.target)) is not None:
+    if hub.is_named(job.target):
         return []
     t, name = Path(job.target), f"folder {short_text(job.target, 300)}"
     if not t.is_dir():
@@ -56,7 +56,7 @@ def target_plan_problems(job) -> list[tuple[str, str]]:
     file cut short was refused by that load only once the whole --data had been read and tokenized. Run once every
     other check passed (its first call imports transformers, ~2 s: a run refused for a mistyped option is refused
     at once); a cached name is planned once fetched."""
-    if str(job.target) in hub.SOURCES or hub.cache_name(str(job.target)) is not None:
+    if hub.is_named(job.target):
         return []
     from draftsmith.assembler.assemble import check_tied_head, plan_target
     from draftsmith.assembler.explain import explained, quiet_notes, swapped_note
