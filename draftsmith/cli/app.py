@@ -352,3 +352,8 @@ def detect_spec(draft: Path, target: Path | None = None, option: str = "--draft"
     by = f" by plugin {found.match.by_plugin!r}" if found.match.by_plugin else ""   # as inspect says
     out.print(f"spec {escape(found.match.spec)} (detected{escape(by)}: {escape(found.match.reason)})")
     return parse_spec(found.spec, source=f"the spec inspect proposes for {short_text(draft, 300)}")
+
+
+def typed(ctx: typer.Context, name: str) -> bool:
+    """Whether option ``name`` was given on the command line (not left at its default)."""
+    return getattr(ctx.get_parameter_source(name), "name", "") == "COMMANDLINE"   # typer may vendor its click

@@ -11,7 +11,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from draftsmith.cli.app import (SETTING_OPTIONS, app, detect_spec, err, given_path, given_paths, out,
-                                setting_problems, target_folder_problems, threads_text)
+                                setting_problems, target_folder_problems, threads_text, typed)
+from draftsmith.cli.bench_options import batch_sizes, check_graphs, scale_only, shape_names
 
 # the options generate and bench share, written once (typer reads an Option's settings, never changes them)
 TARGET = typer.Option(None, help="Hugging Face target folder, or 'smollm2' (the cached target)")
@@ -198,11 +199,6 @@ def _as_options():
         raise OptionError("\n  ".join(e.problems)) from None
 
 
-def typed(ctx: typer.Context, name: str) -> bool:
-    """Whether option ``name`` was given on the command line (not left at its default)."""
-    return getattr(ctx.get_parameter_source(name), "name", "") == "COMMANDLINE"   # typer may vendor its click
-
-
 def _ids(text: str, ctx: typer.Context, chat: bool = False) -> list[int]:
     """--token-ids, which --prompt and --chat rule out (:func:`draftsmith.options.parse_token_ids`)."""
     from draftsmith.errors import OptionError
@@ -233,16 +229,28 @@ def _pair(spec: Optional[str], target: Optional[str], draft: Optional[Path], def
 
 
 def _check_options(device: str, dtype: str, threads: str, max_new_tokens: int, temperature: float = 0.0,
-                   seed: Optional[int] = None) -> Optional[int]:
-    """--device, --dtype, --threads and the settings generate() checks (--max-new-tokens, --temperature, --seed)
-    refused before anything is loaded (OptionError: one message, exit 2); the thread count (None: auto)."""
+                   seed: Optional[int] = None, more: tuple = ()) -> Optional[int]:
+    """--device, --dtype, --threads, the settings generate() checks (--max-new-tokens, --temperature, --seed) and
+    the checks in ``more`` (callables raising OptionError) refused before anything is loaded, every problem in one
+    OptionError (exit 2); the thread count (None: auto)."""
     from draftsmith.errors import OptionError
     from draftsmith.options import check_device, parse_dtype, parse_threads
 
-    check_device(device)
-    parse_dtype(dtype)
-    threads = parse_threads(threads)
-    if problems := setting_problems(max_new_tokens, temperature, seed):
+    problems: list[str] = []
+
+    def said(check, *args):
+        try:
+            return check(*args)
+        except OptionError as e:
+            problems.append(str(e))
+
+    said(check_device, device)
+    said(parse_dtype, dtype)
+    threads = said(parse_threads, threads)
+    problems += setting_problems(max_new_tokens, temperature, seed)
+    for check in more:
+        said(check)
+    if problems:
         raise OptionError("\n  ".join(problems))
     return threads
 
@@ -304,24 +312,23 @@ def bench(
     """Side by side in one run: target-only, HF generate, HF assisted generation, draftsmith chain and tree
     (the demo pair, or --draft with the spec detected as generate detects it), or with --scale the bandwidth limit,
     draftsmith and transformers on Llama-3.x shapes."""
-    if scale is None:   # with --scale, --target and --draft are _scale_only's to refuse
+    if scale is None:   # with --scale, --target and --draft are scale_only's to refuse
         given_paths(spec, target, draft)
     import torch
 
     import draftsmith
     from draftsmith.bench import run_bench
 
-    threads = _check_options(device, dtype or "float32", threads, max_new_tokens)
-    _check_graphs(graphs, device)
-    _scale_only(ctx, scale)
+    threads = _check_options(device, dtype or "float32", threads, max_new_tokens,
+                             more=(lambda: check_graphs(graphs, device), lambda: scale_only(ctx, scale)))
     prompt = prompt if token_ids is None else _ids(token_ids, ctx)
     torch.set_num_threads(threads or 1)   # auto: the pair benchmark measures it; --scale keeps 1 (as it records)
     if scale is not None:
         from draftsmith.scale.report import markdown
         from draftsmith.scale.run import run_scale
 
-        results = run_scale(_shapes(scale), out_dir, device=device, dtype=dtype,   # None: bf16 on CUDA
-                            batches=_batches(batches), repeats=repeats, graphs=graphs,
+        results = run_scale(shape_names(scale), out_dir, device=device, dtype=dtype,   # None: bf16 on CUDA
+                            batches=batch_sizes(batches), repeats=repeats, graphs=graphs,
                             checkpoints=checkpoints, hf=hf,
                             log=lambda line: out.print(escape(line)))
         out.print(escape(markdown(results)), soft_wrap=True)
@@ -337,56 +344,3 @@ def bench(
         run_bench(spec, target=target, draft=draft, prompt=prompt, max_new_tokens=max_new_tokens, repeats=repeats,
                   device=device, dtype=dtype or "float32", console=out, graphs=graphs, names=names,
                   threads=threads)
-
-
-SCALE_OPTIONS = {"out_dir": "--out", "batches": "--batches", "checkpoints": "--checkpoints", "hf": "--hf/--no-hf"}
-PAIR_OPTIONS = {"spec": "--spec", "target": "--target", "draft": "--draft", "prompt": "--prompt",
-                "token_ids": "--token-ids", "max_new_tokens": "--max-new-tokens"}
-
-
-def _scale_only(ctx: typer.Context, scale: Optional[str]) -> None:
-    """Options of one benchmark given with the other are refused (they would be ignored): the --scale benchmark's
-    own without --scale, and the pair benchmark's (spec, folders, prompt, length) with it."""
-    from draftsmith.errors import OptionError
-
-    if scale is None and (given := [flag for name, flag in SCALE_OPTIONS.items() if typed(ctx, name)]):
-        raise OptionError(f"{', '.join(given)}: options of the scale benchmark; add --scale tiny|1b|8b, or leave "
-                          f"{'it' if len(given) == 1 else 'them'} out")
-    if scale is not None and (given := [flag for name, flag in PAIR_OPTIONS.items() if typed(ctx, name)]):
-        raise OptionError(f"{', '.join(given)}: not options of the scale benchmark (--scale times random weights in "
-                          f"its own shapes, prompts and lengths); leave {'it' if len(given) == 1 else 'them'} out, "
-                          "or drop --scale")
-
-
-def _check_graphs(graphs: str, device: str) -> None:
-    """--graphs: one of the spec's values, and on / compile only on a CUDA device (refused before anything runs)."""
-    from typing import get_args
-
-    from draftsmith.decoding.graphs import graphs_enabled
-    from draftsmith.specs.schema import GraphsSetting
-
-    if graphs not in (values := get_args(GraphsSetting)):
-        raise typer.BadParameter(f"{', '.join(values[:-1])} or {values[-1]}, got {graphs!r}", param_hint="--graphs")
-    try:
-        graphs_enabled(graphs, device)
-    except ValueError as e:
-        raise typer.BadParameter(str(e), param_hint="--graphs") from None
-
-
-def _shapes(scale: str) -> list[str]:
-    """--scale: comma-separated names of draftsmith/scale/checkpoints.py's shapes, all checked before the first runs."""
-    from draftsmith.scale.checkpoints import SHAPES
-
-    names = [s.strip() for s in scale.split(",")]
-    if unknown := [n for n in names if n not in SHAPES]:
-        raise typer.BadParameter(f"unknown shape {', '.join(map(repr, unknown))}; use {', '.join(SHAPES)} "
-                                 "(comma-separated)", param_hint="--scale")
-    return names
-
-
-def _batches(batches: str) -> list[int]:
-    """--batches: comma-separated batch sizes >= 1."""
-    parts = [b.strip() for b in batches.split(",")]
-    if not all(b.isdecimal() and int(b) >= 1 for b in parts):
-        raise typer.BadParameter(f"{batches!r}; comma-separated integers >= 1 are expected", param_hint="--batches")
-    return [int(b) for b in parts]

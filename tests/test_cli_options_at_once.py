@@ -1,0 +1,50 @@
+"""generate's and bench's option values are checked together before anything loads: every bad one is said in one
+message (exit 2), where each run used to say only the first (--device, then --dtype, then --temperature ...)."""
+import pytest
+from typer.testing import CliRunner
+
+import draftsmith
+from draftsmith.cli import app
+
+
+def run(*args):
+    return CliRunner().invoke(app, [str(a) for a in args], env={"COLUMNS": "1000"})
+
+
+@pytest.fixture(autouse=True)
+def nothing_loads(monkeypatch):
+    monkeypatch.setattr(draftsmith, "assemble", lambda *a, **k: pytest.fail("assembled a pair"))
+    monkeypatch.setattr("draftsmith.bench.run_bench", lambda *a, **k: pytest.fail("ran the benchmark"))
+
+
+def said(res, *parts: str) -> None:
+    assert res.exit_code == 2, res.output
+    assert "Traceback" not in res.output and res.output.count("error:") == 1, res.output
+    text = " ".join(res.output.split())
+    for part in parts:
+        assert part in text, res.output
+
+
+DEVICE, DTYPE = "device 'tpu' is not a torch device", "dtype 'int8' is not a weight dtype"
+
+
+def test_generate_says_every_bad_value_at_once():
+    said(run("generate", "--spec", "demo", "--device", "tpu", "--dtype", "int8", "--temperature", "nan"),
+         DEVICE, DTYPE, "--temperature is nan")
+
+
+def test_bench_says_its_graphs_and_option_clash_beside_the_shared_ones():
+    said(run("bench", "--spec", "demo", "--device", "tpu", "--dtype", "int8", "--graphs", "maybe", "--out", "x"),
+         DEVICE, DTYPE, "--graphs: auto, on, off or compile, got 'maybe'", "--out: options of the scale benchmark")
+
+
+@pytest.mark.parametrize("args, part", [
+    (["--graphs", "on"], "--graphs: decoding.graphs: on needs a CUDA device"),
+    (["--threads", "99999"], "--threads is 99999"),
+])
+def test_one_bad_value_is_said_alone(args, part):
+    said(run("bench", "--spec", "demo", *args), part)
+
+
+def test_a_device_torch_does_not_know_is_said_once_beside_graphs():
+    said(run("bench", "--spec", "demo", "--device", "nodevice", "--graphs", "on"), "device 'nodevice'")
