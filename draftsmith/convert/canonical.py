@@ -92,7 +92,7 @@ def read_canonical(folder: str | Path, found: Inspection | None = None
     """(canonical tensors, config facts, source rope order, detected spec) of a draft checkpoint; ``found``: its
     inspection, when the caller made it already."""
     plan = plan_canonical(folder, found)
-    data = read_tensors(plan.found.infos, list(plan.sources.values()))
+    data = read_tensors(plan.found.infos, list(plan.sources.values()), finite=True)   # NaN/inf: no load takes it
     tensors = {canon: data[src] for canon, src in plan.sources.items()}
     if "d2t" in tensors:   # canonical d2t holds offsets, the published convention every layout (and vLLM) reads
         tensors["d2t"] = as_offsets(tensors["d2t"], plan.found.spec["draft"].get("vocab", {}).get("d2t", "offset"))

@@ -298,18 +298,20 @@ def test_verify_refuses_a_tensor_that_would_not_read_back(tmp_path):
         verify(tmp_path / "o", facts, less, "layers")
 
 
-def test_a_nan_weight_converts_byte_for_byte(tmp_path):
-    """torch.equal says a NaN differs from itself: a faithful copy of a NaN was refused as 'would not read
-    back' (loading the result names the NaN, as it does for the source)."""
+def test_a_nan_weight_is_refused_before_anything_is_written(tmp_path):
+    """A NaN weight was once copied through (read-back compares bytes, as torch.equal says a NaN differs from
+    itself), into a draft every load refuses; convert now refuses it as the load does, naming file and tensor."""
     from safetensors.torch import load_file, save_file
+
+    from draftsmith.errors import CheckpointError
 
     src = write_eagle3(tmp_path / "s", fake_target(tmp_path / "t"))
     weights = load_file(src / "model.safetensors")
     weights["midlayer.mlp.up_proj.weight"][0, 0] = float("nan")
     save_file(weights, src / "model.safetensors")
-    convert(src, "layers", tmp_path / "o")
-    tensors, _, _, _ = read_canonical(tmp_path / "o")
-    assert torch.isnan(tensors["layers.0.mlp.up_proj.weight"][0, 0])
+    with pytest.raises(CheckpointError, match="NaN or inf values in 'midlayer.mlp.up_proj.weight' \\(1 of"):
+        convert(src, "layers", tmp_path / "o")
+    assert not (tmp_path / "o").exists()
 
 
 def test_a_mistral_draft_converted_to_hf_computes_the_same_function(tmp_path):
