@@ -147,6 +147,20 @@ def _from_index(folder: Path, index: Path, reader) -> dict[str, TensorInfo]:
     return out
 
 
+def unlisted(infos: Mapping[str, TensorInfo]) -> dict[str, str]:
+    """Tensors the files of a listing hold that it leaves out (name -> file name): those a sharded checkpoint's index
+    does not list, which every reader (transformers too) goes by, so a stale index hides them. Headers only for
+    safetensors, a .bin is loaded (memory-mapped); {} where a file cannot be read (what reads it says why)."""
+    held: dict[str, str] = {}
+    for file in sorted({info.file for info in infos.values()}):
+        reader = safetensors_infos if file.suffix == ".safetensors" else bin_infos
+        try:
+            held.update((n, file.name) for n in reader(file) if n not in infos)
+        except (CheckpointError, OSError):
+            return {}
+    return held
+
+
 def _from_files(files: list[Path], reader) -> dict[str, TensorInfo]:
     out: dict[str, TensorInfo] = {}
     for file in files:

@@ -11,8 +11,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from draftsmith.assembler.checkpoint import FLOAT4, TensorInfo, list_tensors, nonfinite, read_tensors
-from draftsmith.assembler.plan import Expected, LoadPlan, expected_of, plan_load
+from draftsmith.assembler.checkpoint import FLOAT4, TensorInfo, list_tensors, nonfinite, read_tensors, unlisted
+from draftsmith.assembler.plan import CheckpointMismatch, Expected, LoadPlan, expected_of, plan_load
 from draftsmith.components.quant_models import scale_faults, set_compute_dtype, stored_dtypes
 from draftsmith.components.weights import RuleSet
 from draftsmith.errors import CheckpointError, short, short_list
@@ -56,7 +56,15 @@ def plan_module(module: nn.Module, folder: str | Path, rules: RuleSet, *, spec: 
     # persistent buffers a module computes itself where the checkpoint has none (models.DraftModel's t2d)
     derivable, copies = ({f"{n}.{b}" if n else b for n, m in module.named_modules() for b in getattr(m, what, ())}
                          for what in ("derivable", "copies"))
-    plan = plan_load(infos, rules, expected, where=str(folder), spec=spec, optional=derivable, unused=copies)
+    try:
+        plan = plan_load(infos, rules, expected, where=str(folder), spec=spec, optional=derivable, unused=copies)
+    except CheckpointMismatch as e:
+        if any(p.startswith("missing:") for p in e.problems) and (hidden := unlisted(infos)):
+            files = short_list(sorted(set(hidden.values())), 3, quote=False)
+            e.add_note(f"the shards hold {len(hidden)} tensor(s) the shard index does not list, which no reader "
+                       f"sees: {short_list(sorted(hidden), 5)} (in {files}); a stale index? add them to its "
+                       "weight_map, or re-save the checkpoint")
+        raise
     return PlannedLoad(module, infos, plan, expected)
 
 
