@@ -12,6 +12,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pydantic import ValidationError
+
 from draftsmith.components.split_rule import SplitRule
 from draftsmith.components.weights import RegexRule, pattern_problem
 from draftsmith.errors import Problem, SpecError, short, short_list, short_text, suggest
@@ -70,6 +72,13 @@ def bind_rule(rule: Any, config: Mapping[str, Any]) -> Any:
                      inverse=inverse)
 
 
+def refusal(e: ValueError) -> str:
+    """What a rule's checks refused, in their own words: a pydantic ValidationError's messages, not its dump (the
+    input repeated, a documentation link, the text cut off mid-way)."""
+    errors = e.errors() if isinstance(e, ValidationError) else [{"msg": str(e)}]
+    return "; ".join(short_text(err["msg"].removeprefix("Value error, "), 300) for err in errors[:3])
+
+
 class UnboundRules(SpecError):
     """Weight rules or ignore patterns that the draft's config cannot bind: a spec problem its checkpoints show
     (``validate`` does not call such a spec valid)."""
@@ -93,7 +102,7 @@ def bind_all(rules: Sequence[Any], ignore: Sequence[str], config: Mapping[str, A
                                     allowed=short_list(keys, 30, 600) if keys else "no key holds one",
                                     hint=suggest(e.key, keys).strip()))
         except ValueError as e:   # the bound text is no longer a valid pattern (RegexRule's and RuleSet's checks)
-            problems.append(Problem(path, f"bound to the draft's config it is refused: {short_text(str(e), 300)}"))
+            problems.append(Problem(path, f"bound to the draft's config it is refused: {refusal(e)}"))
 
     out = ([bound(f"weights.rules.{i}", bind_rule, r, config) for i, r in enumerate(rules)],
            [bound(f"weights.ignore.{i}", bind, p, config, pattern=True) for i, p in enumerate(ignore)])
