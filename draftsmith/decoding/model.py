@@ -17,6 +17,7 @@ from draftsmith.decoding.arguments import check_call, check_overrides, stop_ids
 from draftsmith.decoding.graphs import graphs_enabled
 from draftsmith.decoding.static_pool import StaticKVPool, capacity_for
 from draftsmith.decoding.modes import Plan, choose_mode
+from draftsmith.decoding.room import check_room, pool_bytes
 from draftsmith.decoding.stats import Output
 
 Prompt = str | Sequence[int] | Sequence[Mapping[str, str]]   # text, token ids, or a conversation (draftsmith.chat)
@@ -124,11 +125,16 @@ class SpeculativeModel:
                            self.recurrent and tree)
 
     # --- internals ----------------------------------------------------------------------------------------
-    def _pool(self, model: nn.Module, rows: int, capacity: int) -> StaticKVPool:
+    def _layouts(self, model: nn.Module) -> tuple[list, torch.dtype]:
+        """(each layer's KV cache layout, the pool's dtype) of the target or the draft."""
         layers = getattr(model, "layers", None) or model.model.layers
-        return StaticKVPool([l.self_attn.cache_layout() for l in layers], rows=rows, capacity=capacity,
-                            dtype=(self.draft_dtype or self.dtype) if model is self.draft else self.dtype,
-                            device=self.device, fused=fused.wanted(self.spec.decoding.graphs, self.device))
+        return ([l.self_attn.cache_layout() for l in layers],
+                (self.draft_dtype or self.dtype) if model is self.draft else self.dtype)
+
+    def _pool(self, model: nn.Module, rows: int, capacity: int) -> StaticKVPool:
+        layouts, dtype = self._layouts(model)
+        return StaticKVPool(layouts, rows=rows, capacity=capacity, dtype=dtype, device=self.device,
+                            fused=fused.wanted(self.spec.decoding.graphs, self.device))
 
     def _runners(self, prompts: list[list[int]], max_new_tokens: int, plan: Plan | None = None):
         """(target runner, draft runner) over static pools sized up front for this call: the longest prompt +
@@ -140,6 +146,9 @@ class SpeculativeModel:
         key = (len(prompts), capacity_for(engine.slots_needed(prompts, max_new_tokens, plan)))
 
         def made():
+            sizes = map(self._layouts, (self.target, self.draft))
+            need = sum(pool_bytes(layouts, *key, dtype) for layouts, dtype in sizes)
+            check_room(need, torch.device(self.device), *key)   # before torch is asked for it
             graphs = graphs_enabled(self.spec.decoding.graphs, self.device)
             return (runners.TargetRunner(self.target, self._pool(self.target, *key), self.draft.taps, graphs),
                     runners.DraftRunner(self.draft, self._pool(self.draft, *key), self.draft_embed, self.draft_head))

@@ -155,3 +155,19 @@ def test_compiled_drafting_levels_equal_the_eager_ones_across_draft_vocabularies
     for V, topk, B in ((32000, 4, 1), (32000, 8, 3), (192, 2, 2), (300, 4, 1), (300, 4, 3), (258, 4, 2), (511, 3, 1)):
         for got, want in zip(drafted(V, topk, B, True), drafted(V, topk, B, False)):
             assert torch.equal(got, want), (V, topk, B)
+
+
+def test_the_free_memory_room_reads_on_cuda_and_a_call_past_it_is_refused(demo, monkeypatch):
+    from draftsmith.decoding import room
+    from draftsmith.errors import ArgumentError
+
+    dev = torch.device("cuda")
+    free = room.free_bytes(dev)
+    assert 0 < free <= torch.cuda.get_device_properties(dev).total_memory
+    blocker = torch.empty(free // 2, dtype=torch.uint8, device=dev)   # what torch holds counts as used
+    assert room.free_bytes(dev) <= free - blocker.numel() + (64 << 20)
+    del blocker
+    demo._runners_cache.clear()
+    monkeypatch.setattr(room, "free_bytes", lambda device: 1000)
+    with pytest.raises(ArgumentError, match="device cuda"):
+        demo.generate("def f(x):", max_new_tokens=8)
