@@ -41,8 +41,9 @@ class Settings:
 
     def uniforms(self, *shape: int, device) -> torch.Tensor:
         # every random number comes from one CPU generator (seeded by seed=), so a seed gives the same draws on
-        # any device; the draws travel to the device without a host sync
-        return to_device(torch.rand(*shape, generator=self.generator), torch.device(device))
+        # any device; the draws travel to the device without a host sync. float32 whatever torch's default dtype:
+        # a bfloat16 default drew from a grid 1/256 apart (sampling biased), a float64 one changed a seed's tokens
+        return to_device(torch.rand(*shape, generator=self.generator, dtype=torch.float32), torch.device(device))
 
     def pick(self, logits: torch.Tensor, u: torch.Tensor | None, fused: bool) -> torch.Tensor:
         # logits: [B, V] -> [B] the target's token: argmax, or a draw from the processed distribution p with the

@@ -19,6 +19,7 @@ from draftsmith.decoding.static_pool import StaticKVPool, capacity_for
 from draftsmith.decoding.modes import Plan, choose_mode
 from draftsmith.decoding.room import check_room, pool_bytes
 from draftsmith.decoding.stats import Output
+from draftsmith.decoding.values import plain
 
 Prompt = str | Sequence[int] | Sequence[Mapping[str, str]]   # text, token ids, or a conversation (draftsmith.chat)
 
@@ -89,6 +90,7 @@ class SpeculativeModel:
         Bad arguments raise one ArgumentError listing every problem. Calls from several threads take turns: the
         model's KV pools serve one call at a time (batch the prompts for throughput)."""
         stop = stop_ids(stop)   # read once: an iterator is checked and used as the same ids
+        max_new_tokens, top_k = plain(max_new_tokens), plain(top_k)   # a numpy count wrapped in the pool sizes
         prompts, single = check_call(self, prompt, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
                                      top_k=top_k, seed=seed, stop=stop, topk=topk, steps=steps,
                                      draft_tokens=draft_tokens, mode=mode)  # ArgumentError lists every problem
@@ -107,6 +109,7 @@ class SpeculativeModel:
         keywords serves both calls; any other keyword is a TypeError, as it is for ``generate``. Calls from
         several threads take turns (one model decodes one call at a time)."""
         stop = stop_ids(stop)
+        max_new_tokens, top_k = plain(max_new_tokens), plain(top_k)
         prompts, single = check_call(self, prompt, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
                                      top_k=top_k, seed=seed, stop=stop, what="generate_baseline()")
         settings = self._settings(max_new_tokens, temperature, top_p, top_k, seed, stop)

@@ -13,6 +13,12 @@ def is_int(v: Any) -> bool:
     return type(v) is int or (isinstance(v, numbers.Integral) and not isinstance(v, bool))
 
 
+def plain(v: Any) -> Any:
+    """An integer of another type (numpy's int64, uint8) as a Python int, which never wraps or lacks int's methods;
+    anything else as it is, for the checks to judge."""
+    return int(v) if type(v) is not int and is_int(v) else v
+
+
 def is_finite(v: Any) -> bool:
     # a real number a float holds finitely (an integer past float's range is not: 10**400 overflows)
     try:
