@@ -70,7 +70,10 @@ def checkpoint_dir(spec: Spec, given: str | Path | None, which: str) -> Path:
     written = getattr(spec.checkpoints, which) if given is None else None   # the spec's own, as its file says it
     label = f"{which} checkpoint folder '{short_text(ref, 300)}'"   # short_text escapes once: a newline reads \n
     if written is not None and not Path(written).is_absolute():
-        label += f" (the spec's checkpoints.{which}: '{short_text(written, 200)}', relative to its file)"
+        base = ("its file" if spec._source and Path(spec._source).is_file() else
+                "the current folder: the spec has no file" if Path(spec._source or ".").parent == Path(".") else
+                f"'{short_text(Path(spec._source).parent, 200)}', its source's folder")
+        label += f" (the spec's checkpoints.{which}: '{short_text(written, 200)}', relative to {base})"
     return checkpoint_folder(tidy(Path(ref)), label)
 
 

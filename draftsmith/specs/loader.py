@@ -344,7 +344,10 @@ def parse_spec(data: Any, *, source: str = "<spec>", registry: Registry | None =
     """A spec from its YAML data, or one SpecError with every problem. ``text``, the YAML the data was read from
     (load_spec gives it), places each problem (:func:`with_lines`, aliases included); without it, a SpecError
     places them from the file ``source`` names, if it is one."""
-    spec, problems = _checked(data, registry or default_registry())
+    if not isinstance(source, str):   # a spec's source is its file's path, or a label for messages
+        raise OptionError(f"source: a str (the spec's file, or a label such as '<spec>'), got the "
+                          f"{type(source).__name__} {short_text(repr(source), 100)}")
+    spec, problems = _checked(data, checked_registry(registry))
     if problems:
         raise SpecError(source, problems if text is None else with_lines(problems, text))
     spec._source = source
@@ -388,4 +391,4 @@ def spec_name_for(text: str) -> str:
 
 
 def list_specs(registry: Registry | None = None) -> list[str]:
-    return [name for name, _ in (registry or default_registry()).spec_names()]
+    return [name for name, _ in checked_registry(registry).spec_names()]
