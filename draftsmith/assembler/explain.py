@@ -19,15 +19,20 @@ from draftsmith.assembler.names import chain_note, one_pattern
 from draftsmith.components.weights import RuleSet
 from draftsmith.errors import DraftsmithError, SpecError, short_text
 from draftsmith.registry import Registry, default_registry
+from draftsmith.registry.results import ComponentFailed
 from draftsmith.specs.resolve import dig
 from draftsmith.specs.schema import Spec
 
 
 @contextlib.contextmanager
 def explained(*notes: Callable[[], str | None]):
-    """A draftsmith error raised inside gets each of ``notes`` that has something to say (computed only then)."""
+    """A draftsmith error raised inside gets each of ``notes`` that has something to say (computed only then); a
+    component's own failure (ComponentFailed: a plugin's factory or method raised) gets none: it is that code's,
+    and a note such as "detected as eagle3-llama ... without --spec" would send the user off the plugin's spec."""
     try:
         yield
+    except ComponentFailed:
+        raise
     except DraftsmithError as e:
         for note in notes:
             try:

@@ -3,16 +3,24 @@ mistake is named with its plugin at start-up instead of surfacing as an internal
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+import pluggy
 from pydantic import BaseModel
 
 from draftsmith import limits
-from draftsmith.errors import DraftsmithError, suggest
+from draftsmith.errors import DraftsmithError, short, short_text, suggest
 from draftsmith.hooks import Component, SpecSource
 from draftsmith.hooks.records import SPEC_NAME
 from draftsmith.hooks.kinds import KINDS
+
+
+# what a plugin's code may raise that is said as that plugin's failure: SystemExit too (a version guard's
+# sys.exit("needs ..."), an argparse parse_args() left at module level), which would end every command with the
+# plugin's own text and no "error:" line; KeyboardInterrupt (Ctrl-C) passes
+PLUGIN_FAULTS = (Exception, SystemExit)
 
 
 class PluginError(DraftsmithError, RuntimeError):
@@ -130,3 +138,26 @@ def spec_source_problem(src: SpecSource) -> str | None:
         return ("path must be a pathlib.Path to the YAML file, e.g. Path(__file__).parent / 'my-spec.yaml' "
                 "(a relative string would be read against the current directory)")
     return None
+
+
+def collected(impl: pluggy.HookImpl, record_type: type) -> list:
+    """What one plugin's collecting hook returned, each record checked against the contract (draftsmith.hooks)."""
+    hook = f"{impl.function.__name__} of plugin {impl.plugin_name!r}"
+    if impl.hookwrapper or getattr(impl, "wrapper", False):
+        raise PluginError(f"{hook} is a hook wrapper; the registry calls each plugin's {impl.function.__name__} "
+                          "on its own, to know who provides each record, so there is no call to wrap: return the "
+                          "records from a plain @hookimpl")
+    try:
+        returned = impl.function()
+        if isinstance(returned, (str, bytes, Mapping, record_type)) or not isinstance(returned, Iterable | None):
+            raise PluginError(f"{hook} returned {short(returned)}; it returns a list of "
+                              f"draftsmith.hooks.{record_type.__name__} records")
+        records = [] if returned is None else list(returned)   # a generator's raise is the plugin's too
+    except DraftsmithError:
+        raise
+    except PLUGIN_FAULTS as e:
+        raise PluginError(f"{hook} raised {type(e).__name__}: {short_text(str(e), 300)}") from e
+    for i, r in enumerate(records):   # an item is named as one, by its type (short() quotes a tuple as a list)
+        if (why := record_problem(r, record_type)) is not None:
+            raise PluginError(f"{hook} returned a list whose item {i} is a {type(r).__name__}, {short(r)}: {why}")
+    return records

@@ -9,6 +9,7 @@ import difflib
 import importlib.metadata
 import inspect
 import os
+import threading
 from collections.abc import Iterable, Mapping
 
 import pluggy
@@ -17,7 +18,7 @@ from draftsmith.errors import short_text, suggest
 from draftsmith.hooks import PROJECT
 from draftsmith.hooks.records import BUILTIN
 from draftsmith.hooks import specs as hookspecs
-from draftsmith.registry.checks import PluginClash, PluginError
+from draftsmith.registry.checks import PLUGIN_FAULTS, PluginClash, PluginError
 
 BUILTIN_MODULE = "draftsmith.builtin"
 NO_AUTOLOAD = "DRAFTSMITH_DISABLE_PLUGIN_AUTOLOAD"
@@ -34,6 +35,16 @@ def blamed(error: PluginError, plugin: str) -> PluginError:
     """``error`` with the plugin it is about (``error.plugin``): `list` goes on without that plugin and says it."""
     error.plugin = plugin
     return error
+
+
+_importing = threading.local()   # the entry point this thread is importing, as messages name it
+
+
+def importing_plugin() -> str | None:
+    """The plugin whose module this thread is importing now, as messages name it; None outside an import. A plugin
+    that calls draftsmith's API at import time (``load_spec`` to derive its own spec) would build a registry
+    holding itself half imported, hooks missing, which the process-wide registry then kept."""
+    return getattr(_importing, "who", None)
 
 
 def disabled_plugins() -> set[str]:
@@ -73,10 +84,15 @@ def load_entry_points(pm: pluggy.PluginManager, skip: Iterable[str] = ()) -> dic
             way_out = way_outs[ep.name] = \
                 f"fix or uninstall {origin[0]!r}, or set {DISABLED}={ep.name} to load draftsmith without it"
             try:
+                _importing.who = where   # a build_registry() inside the import is refused (importing_plugin)
                 plugin = ep.load()
-            except Exception as e:
+            except PluginError as e:   # said already, naming the plugin (a registry built by its import)
+                raise blamed(type(e)(f"{e}; {way_out}"), ep.name) from e.__cause__
+            except PLUGIN_FAULTS as e:
                 raise blamed(PluginError(f"{where} cannot be imported: {type(e).__name__}: "
                                          f"{short_text(str(e), 300)}; {way_out}"), ep.name) from e
+            finally:
+                _importing.who = None
             try:
                 register_plugin(pm, plugin, ep.name, where, named)
             except PluginError as e:

@@ -1,6 +1,7 @@
 """The registry: one plugin manager, the components and specs every plugin returned, and who returned each."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import importlib
@@ -18,9 +19,9 @@ from draftsmith.errors import DraftsmithError, short, short_text, suggest
 from draftsmith.hooks import PROJECT, Component, LayoutMatch, SpecSource
 from draftsmith.hooks import specs as hookspecs
 from draftsmith.hooks.kinds import KINDS
-from draftsmith.registry.checks import PluginClash, PluginError, record_problem
+from draftsmith.registry.checks import PLUGIN_FAULTS, PluginClash, PluginError, collected
 from draftsmith.registry.loading import (BUILTIN, BUILTIN_MODULE, NO_AUTOLOAD, autoload_disabled, blamed,
-                                        load_entry_points, register_plugin)
+                                        importing_plugin, load_entry_points, register_plugin)
 from draftsmith.registry.results import ComponentFailed, checked
 from draftsmith.registry.spec_path import SPEC_PATH, scan_folder, spec_folders
 
@@ -73,7 +74,8 @@ class Registry:
             self.components   # noqa: B018
         for impl in pm.hook.draftsmith_specs.get_hookimpls():
             for src in self._collected(impl, SpecSource):
-                self._add(self.specs, src.name, src, impl.plugin_name)
+                with self._way_out(impl.plugin_name):   # a name taken: the plugin that took it can be left out
+                    self._add(self.specs, src.name, src, impl.plugin_name)
         for folder in spec_folders:
             found, skipped = scan_folder(Path(folder))
             for src in found:
@@ -88,18 +90,26 @@ class Registry:
         found: dict[tuple[str, str], Provided] = {}
         for impl in self.pm.hook.draftsmith_components.get_hookimpls():
             for comp in self._collected(impl, Component):
-                self._add(found, (comp.kind, comp.name), comp, impl.plugin_name)
+                with self._way_out(impl.plugin_name):
+                    self._add(found, (comp.kind, comp.name), comp, impl.plugin_name)
         return found
 
     def _collected(self, impl: pluggy.HookImpl, record_type: type) -> list:
-        """:func:`_records`; an installed plugin's failure says its way out and names the plugin, so that `list`
-        lists the others (its collecting hook raised, or returned what the contract refuses)."""
+        """:func:`~draftsmith.registry.checks.collected`; an installed plugin's failure says its way out and names the
+        plugin, so that `list` lists the others (its collecting hook raised, or returned what the contract refuses)."""
+        with self._way_out(impl.plugin_name):
+            return collected(impl, record_type)
+
+    @contextlib.contextmanager
+    def _way_out(self, plugin: str):
+        """An installed plugin's PluginError raised inside says its way out (uninstall it, or skip it by name) and
+        names the plugin (`list` lists the others); draftsmith's own, or a plugin registered in code, as it is."""
         try:
-            return _records(impl, record_type)
+            yield
         except PluginError as e:
-            if (way_out := self.way_outs.get(impl.plugin_name)) is None:   # draftsmith's own, or registered in code
+            if (way_out := self.way_outs.get(plugin)) is None or way_out in str(e):
                 raise
-            raise blamed(type(e)(f"{e}; {way_out}"), impl.plugin_name) from e.__cause__
+            raise blamed(type(e)(f"{e}; {way_out}"), plugin) from e.__cause__
 
     def _add_file(self, src: SpecSource, folder: str) -> None:
         """A folder's spec. A name taken already (by a plugin, another folder, another file of this one) moves to
@@ -166,7 +176,7 @@ class Registry:
             made = comp.factory(*args, **context)
         except DraftsmithError:
             raise
-        except Exception as e:
+        except PLUGIN_FAULTS as e:
             if plugin == BUILTIN:   # draftsmith's own bug: an internal error, with its traceback
                 raise
             raise ComponentFailed(f"{who} failed to build: {type(e).__name__}: "
@@ -219,7 +229,7 @@ class Registry:
         plugin = self.provider(kind, name)
         try:
             return answer()
-        except Exception as e:
+        except PLUGIN_FAULTS as e:
             if plugin == BUILTIN:
                 raise
             raise ComponentFailed(f"{kind} {short(name)} (plugin {plugin!r}): {call} failed: {type(e).__name__}: "
@@ -269,7 +279,9 @@ class Registry:
         for impl in reversed(impls):
             who = f"draftsmith_detect_layout of plugin {impl.plugin_name!r}"
             kwargs = {k: v for k, v in (("config", config), ("tensor_names", names)) if k in impl.argnames}
-            if (match := self._checked(self._asked(who, impl.function, **kwargs), who, impl.plugin_name)):
+            with self._way_out(impl.plugin_name):
+                match = self._checked(self._asked(who, impl.function, **kwargs), who, impl.plugin_name)
+            if match:
                 return match
         return None
 
@@ -279,7 +291,7 @@ class Registry:
             return call(**kwargs)
         except DraftsmithError:
             raise
-        except Exception as e:
+        except PLUGIN_FAULTS as e:
             raise PluginError(f"{who} raised {type(e).__name__}: {short_text(str(e), 300)}") from e
 
     def _checked(self, match: Any, who: str, plugin: str) -> LayoutMatch | None:
@@ -331,29 +343,6 @@ def _describe(key: Any) -> str:
     return f"{key[0]} {key[1]!r}" if isinstance(key, tuple) else f"spec {key!r}"
 
 
-def _records(impl: pluggy.HookImpl, record_type: type) -> list:
-    """What one plugin's collecting hook returned, each record checked against the contract (draftsmith.hooks)."""
-    hook = f"{impl.function.__name__} of plugin {impl.plugin_name!r}"
-    if impl.hookwrapper or getattr(impl, "wrapper", False):
-        raise PluginError(f"{hook} is a hook wrapper; the registry calls each plugin's {impl.function.__name__} "
-                          "on its own, to know who provides each record, so there is no call to wrap: return the "
-                          "records from a plain @hookimpl")
-    try:
-        returned = impl.function()
-        if isinstance(returned, (str, bytes, Mapping, record_type)) or not isinstance(returned, Iterable | None):
-            raise PluginError(f"{hook} returned {short(returned)}; it returns a list of "
-                              f"draftsmith.hooks.{record_type.__name__} records")
-        records = [] if returned is None else list(returned)   # a generator's raise is the plugin's too
-    except DraftsmithError:
-        raise
-    except Exception as e:
-        raise PluginError(f"{hook} raised {type(e).__name__}: {short_text(str(e), 300)}") from e
-    for i, r in enumerate(records):   # an item is named as one, by its type (short() quotes a tuple as a list)
-        if (why := record_problem(r, record_type)) is not None:
-            raise PluginError(f"{hook} returned a list whose item {i} is a {type(r).__name__}, {short(r)}: {why}")
-    return records
-
-
 def build_registry(plugins: Iterable[tuple[str, object]] = (), *, entry_points: bool | None = None,
                    spec_path: str | None = None, skip: Iterable[str] = (), lazy: bool = False) -> Registry:
     """A fresh plugin manager: the built-ins, the ``draftsmith`` entry points, then ``plugins`` (name, obj); and
@@ -367,6 +356,10 @@ def build_registry(plugins: Iterable[tuple[str, object]] = (), *, entry_points: 
 
     The built-in plugin (:mod:`draftsmith.builtin`) is imported by name, as pytest imports its default plugins:
     it lists components, specs and detectors from the layers above the registry, which import the registry."""
+    if (who := importing_plugin()) is not None:
+        raise PluginError(f"{who} uses draftsmith's registry while it is being imported (load_spec, list_specs, "
+                          "assemble or build_registry at module level), before its own hooks are registered; call "
+                          "draftsmith inside its hooks instead (draftsmith_specs may read a built-in spec's file)")
     pm = pluggy.PluginManager(PROJECT)
     pm.add_hookspecs(hookspecs)
     pm.register(importlib.import_module(BUILTIN_MODULE), name=BUILTIN)

@@ -11,6 +11,7 @@ from typing import Any
 
 from draftsmith.errors import DraftsmithError, short, short_text
 from draftsmith.hooks.kinds import Kind
+from draftsmith.registry.checks import PLUGIN_FAULTS
 
 
 class ComponentFailed(DraftsmithError, RuntimeError):
@@ -93,7 +94,7 @@ class Guarded:
             answer = method(*args, **kwargs)
         except DraftsmithError:
             raise
-        except Exception as e:
+        except PLUGIN_FAULTS as e:
             raise ComponentFailed(f"{self._called(name, args, kwargs)} raised {type(e).__name__}: "
                                   f"{short_text(str(e), 300)}") from e
         if (types := self._methods[name]) and not isinstance(answer, types):
