@@ -22,6 +22,16 @@ def flag(name: str, on: bool) -> str:
     return f"--{name}" if on else f"--no-{name}"
 
 
+def collect(problems: list[str], check, *args):
+    """``check(*args)``, or None with its OptionError's text appended to ``problems``: a command checks every
+    option and says all the bad ones at once."""
+    try:
+        return check(*args)
+    except OptionError as e:
+        problems.append(str(e))
+        return None
+
+
 def parse_dtype(dtype: str | torch.dtype) -> torch.dtype:
     """A floating-point torch dtype from its name (or itself); OptionError otherwise (int8 is not a load dtype)."""
     if isinstance(dtype, torch.dtype):

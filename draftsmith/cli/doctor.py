@@ -1,6 +1,7 @@
 """``draftsmith doctor``: find the spec setting that restores a draft's acceptance."""
 from __future__ import annotations
 
+import functools
 from typing import NoReturn, Optional
 
 import typer
@@ -187,17 +188,11 @@ def _checked(threads: str, device: str, dtype: str, max_new_tokens: int, probe: 
     returns the thread count (None: auto) and the probe: its text (an @FILE read), its --token-ids, or None for
     the default probes."""
     from draftsmith.doctor import min_tau_ok
-    from draftsmith.errors import OptionError
-    from draftsmith.options import check_device, parse_dtype, parse_threads, parse_token_ids
+    from draftsmith.options import check_device, collect, parse_dtype, parse_threads, parse_token_ids
 
     problems: list[str] = []
 
-    def said(check, *args):
-        try:
-            return check(*args)
-        except OptionError as e:
-            problems.append(str(e))
-
+    said = functools.partial(collect, problems)   # check(*args), its problem kept
     count = said(parse_threads, threads)
     said(check_device, device)
     said(parse_dtype, dtype)

@@ -1,6 +1,7 @@
 """``draftsmith generate`` and ``draftsmith bench``."""
 from __future__ import annotations
 
+import functools
 import contextlib
 import sys
 from pathlib import Path
@@ -234,16 +235,11 @@ def _check_options(device: str, dtype: str, threads: str, max_new_tokens: int, t
     the checks in ``more`` (callables raising OptionError) refused before anything is loaded, every problem in one
     OptionError (exit 2); the thread count (None: auto)."""
     from draftsmith.errors import OptionError
-    from draftsmith.options import check_device, parse_dtype, parse_threads
+    from draftsmith.options import check_device, collect, parse_dtype, parse_threads
 
     problems: list[str] = []
 
-    def said(check, *args):
-        try:
-            return check(*args)
-        except OptionError as e:
-            problems.append(str(e))
-
+    said = functools.partial(collect, problems)   # check(*args), its problem kept
     said(check_device, device)
     said(parse_dtype, dtype)
     threads = said(parse_threads, threads)
