@@ -289,23 +289,28 @@ def build_draft(spec: Spec, registry: Registry, *, draft_raw: Mapping[str, Any],
         if problems := deferred + problems + norm_problems(spec, fc):   # every one the checkpoint decides, at once
             if len(problems) > len(deferred):
                 raise SpecError(spec.source, problems)
-        hidden_norm = hidden_norm_slot(spec, fc)
-        layers = []
-        for i in range(layer_count(spec, canonical_names, source)):
-            first = i == 0
-            layers.append(stack.layer(
-                i, in_width=dims.hidden * (fc.first_in_factor if first else 1),
-                input_norm=d.norms.input == "all" or (d.norms.input == "not_first" and not first),
-                hidden_norm=first and hidden_norm, mix=fc.first_mix if first else own_input,
-                norm_before_residual=first and fc.norm_before_residual))
-        head = nn.Linear(dims.hidden, vd or target_vocab, bias=False) if d.share.lm_head == "draft" else None
-        model = DraftModel(fc, layers, stack.norm(dims.hidden) if d.norms.final else None, lm_head=head,
-                           draft_vocab=vd, target_vocab=target_vocab, head_norm=fc.norm_output != "none",
-                           feed_post_norm=d.feed_back == "post_norm" or fc.norm_output == "feed_back")
-        if owns_embedding(spec, dims.hidden, text_config(target_cfg).hidden_size):
-            model.embed_tokens = nn.Embedding(target_vocab, dims.hidden)
-        elif d.share.embed == "own_if_different":   # the target's table: a same-width draft's table is its frozen copy
-            model.copies = ("embed_tokens.weight",)
+        try:
+            hidden_norm = hidden_norm_slot(spec, fc)
+            layers = []
+            for i in range(layer_count(spec, canonical_names, source)):
+                first = i == 0
+                layers.append(stack.layer(
+                    i, in_width=dims.hidden * (fc.first_in_factor if first else 1),
+                    input_norm=d.norms.input == "all" or (d.norms.input == "not_first" and not first),
+                    hidden_norm=first and hidden_norm, mix=fc.first_mix if first else own_input,
+                    norm_before_residual=first and fc.norm_before_residual))
+            head = nn.Linear(dims.hidden, vd or target_vocab, bias=False) if d.share.lm_head == "draft" else None
+            model = DraftModel(fc, layers, stack.norm(dims.hidden) if d.norms.final else None, lm_head=head,
+                               draft_vocab=vd, target_vocab=target_vocab, head_norm=fc.norm_output != "none",
+                               feed_post_norm=d.feed_back == "post_norm" or fc.norm_output == "feed_back")
+            if owns_embedding(spec, dims.hidden, text_config(target_cfg).hidden_size):
+                model.embed_tokens = nn.Embedding(target_vocab, dims.hidden)
+            elif d.share.embed == "own_if_different":   # the target's table: a same-width draft's is its frozen copy
+                model.copies = ("embed_tokens.weight",)
+        except SpecError as e:   # what the build meets past the fusion (auto's layer count) is said with what
+            if not deferred:     # it set aside, not in its place
+                raise
+            raise SpecError(spec.source, [*deferred, *e.problems]) from None
         _, quant_params = resolve(registry, "quant", spec.quant.method, spec.quant.model_extra or {})
         try:   # the draft's own spec section only, never the target's config
             registry.build("quant", spec.quant.method, quant_params, module=model)

@@ -278,3 +278,17 @@ def test_tap_ids_out_of_range_stop_a_build_unless_the_caller_defers_them():
                         target_cfg=target, canonical_names=names, backend=backends.sdpa, defer=True)
     assert [p.path for p in model.deferred_problems] == ["draft.fusion.aux_layers"]
     assert model.fc.taps == (0, 1, 2)   # stand-ins of the same count: the same shapes
+
+
+def test_tap_problems_set_aside_are_said_with_a_layer_count_auto_cannot_find():
+    """The tap ids' problem set aside was dropped when the build failed after the fusion (num_layers auto finding no
+    'layers.N.' name): both are said, in one SpecError."""
+    from draftsmith.errors import SpecError
+
+    s = spec("eagle3-llama", fusion__aux_layers={"at": "input", "ids": [1, 4, 50]}, num_layers="auto")
+    target = LlamaConfig(hidden_size=32, num_attention_heads=4, num_hidden_layers=8, vocab_size=96)
+    for defer in (True, False):
+        with pytest.raises(SpecError) as info:
+            build_draft(s, draftsmith.default_registry(), draft_raw=RAW, draft_cfg=draft_hf_config(RAW),
+                        target_cfg=target, canonical_names=["fc.weight"], backend=backends.sdpa, defer=defer)
+        assert [p.path for p in info.value.problems] == ["draft.fusion.aux_layers", "draft.num_layers"], info.value
