@@ -195,7 +195,8 @@ def context_problems(prompts: list[list[int]], max_new_tokens: Any, context: int
     if context is None or not prompts or not is_int(max_new_tokens) or max_new_tokens < 1:
         return []  # no context declared, no usable prompt, or no count of tokens (refused on its own)
     longest = max(map(len, prompts))
-    if longest + int(max_new_tokens) - 1 <= context or longest > context:   # int: a numpy uint8 wraps   # a longer prompt is refused on its own
+    # int(): a numpy uint8 count wraps; a prompt longer than the context is refused on its own
+    if longest + int(max_new_tokens) - 1 <= context or longest > context:
         return []
     name = (names or {}).get("max_new_tokens", "max_new_tokens")
     return [f"{name} is {short(max_new_tokens)}: with a {longest}-token prompt it runs past the target's "
