@@ -155,16 +155,19 @@ class _Group(TyperGroup):
         `error:` line and the command's help hint (typer draws it in a box), exit 2 as typer's."""
         if not standalone_mode:
             return super().main(*args, standalone_mode=False, **kwargs)
+        given = kwargs["args"] if kwargs.get("args") is not None else args[0] if args else sys.argv[1:]
         try:
             code = super().main(*args, standalone_mode=False, **kwargs)
         except HELP_ONLY as e:   # no arguments at all: typer printed the help, which is the answer
             sys.exit(e.exit_code)
         except USAGE_ERRORS as e:
-            where = f"\n  try '{e.ctx.command_path} --help' for its options" if getattr(e, "ctx", None) else ""
+            # an option given no value is said before its command has a context (click's parser): named from the args
+            command = next((a for a in given if a in self.commands), None)
+            path = e.ctx.command_path if getattr(e, "ctx", None) else command and f"draftsmith {command}"
+            where = f"\n  try '{path} --help' for its options" if path else ""
             typer.echo(f"error: {e.format_message()}{where}", err=True)
             sys.exit(e.exit_code)
         except SystemExit as e:   # `CMD --help | head -1`: rich's console exits 1 when the reader leaves
-            given = kwargs["args"] if kwargs.get("args") is not None else args[0] if args else sys.argv[1:]
             if e.code == 1 and ("--help" in given or not given):   # help (no arguments: help, exit 2) failed
                 sys.exit(SIGPIPE_EXIT)
             raise
