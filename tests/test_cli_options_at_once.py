@@ -1,5 +1,8 @@
 """generate's and bench's option values are checked together before anything loads: every bad one is said in one
-message (exit 2), where each run used to say only the first (--device, then --dtype, then --temperature ...)."""
+message (exit 2), where each run used to say only the first (--device, then --dtype, then --temperature ...). What
+the target folder tells before the load comes with the swap note where the folder holds a draft."""
+from pathlib import Path
+
 import pytest
 from typer.testing import CliRunner
 
@@ -48,3 +51,22 @@ def test_one_bad_value_is_said_alone(args, part):
 
 def test_a_device_torch_does_not_know_is_said_once_beside_graphs():
     said(run("bench", "--spec", "demo", "--device", "nodevice", "--graphs", "on"), "device 'nodevice'")
+
+
+@pytest.mark.parametrize("verb", ["generate", "bench"])
+def test_swapped_folders_under_a_named_spec_say_so_beside_the_missing_tokenizer(verb):
+    """The draft folder given as --target has no tokenizer: the prompt's problem was said alone, and its advice
+    (pass token ids) led to a second run before the swap was named (a README audit)."""
+    demo = Path(draftsmith.__file__).parent / "demo_data"
+    res = run(verb, "--spec", "demo", "--target", demo / "draft", "--draft", demo / "target")
+    said(res, "--prompt: a text prompt needs a tokenizer in the target folder")
+    assert "looks like a draft" in res.output and "are the target and draft folders swapped?" in res.output
+
+
+def test_a_target_without_a_tokenizer_gets_no_swap_note(tmp_path):
+    from draftsmith.testing import write_target
+
+    target = write_target(tmp_path / "t")
+    res = run("generate", "--spec", "demo", "--target", target)
+    said(res, "--prompt: a text prompt needs a tokenizer in the target folder")
+    assert "swapped" not in res.output

@@ -176,7 +176,12 @@ def _target_options(spec, target: Optional[Path], prompt, max_new_tokens: int, n
 
     folder = _target_folder(spec, target)
     if folder is not None and (problems := target_folder_problems(folder, prompt, max_new_tokens, names)):
-        raise OptionError("\n  ".join(problems))
+        error = OptionError("\n  ".join(problems))
+        from draftsmith.assembler.explain import folder_swap_note
+
+        if (note := folder_swap_note(folder, "target")) is not None:   # a draft's folder has no tokenizer either
+            error.add_note(note)
+        raise error
 
 
 def _call_options(model, prompt, arguments: dict, names: dict[str, str]) -> None:
