@@ -71,12 +71,25 @@ def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
+TAP_IDS = f"a list of at most {limits.TARGET_LAYERS + 1} integers (layer indices)"
+AUX_COUNT = f"an integer in 1..{limits.TARGET_LAYERS + 1}"
+
+
+def tap_ids_fault(value: Any) -> bool:
+    """Whether a config's tap ids are no list of layer indices: 2.7 is not layer 2, "a" and [1] are not layers, and
+    a list longer than any target's layer count is not a list of taps (the config reader refuses them naming the
+    file, assembler.config; a fusion given such a config directly raises a SpecError)."""
+    return not isinstance(value, list) or len(value) > limits.TARGET_LAYERS + 1 or not all(map(_is_int, value))
+
+
+def aux_count_fault(value: Any) -> bool:
+    return value is not None and not (_is_int(value) and 0 <= value <= limits.TARGET_LAYERS + 1)
+
+
 def _layer_ids(value: Any, where: str) -> list[int]:
-    # a config's tap ids as they are, or a SpecError: 2.7 is not layer 2, "a" and [1] are not layers, and a list
-    # longer than any target's layer count is not a list of taps
-    if not isinstance(value, list) or len(value) > limits.TARGET_LAYERS + 1 or not all(map(_is_int, value)):
+    if tap_ids_fault(value):
         raise SpecError("draft fusion", [Problem(f"draft config {where}", "not a list of layer indices", found=value,
-                                                 allowed=f"a list of at most {limits.TARGET_LAYERS + 1} integers")])
+                                                 allowed=TAP_IDS)])
     return list(value)
 
 
@@ -91,10 +104,9 @@ def explicit_ids(params) -> list[int] | None:
 
 def aux_count(params, draft_config: Mapping[str, Any]) -> int:
     explicit = params.num_aux or config_value(draft_config, "num_aux_hidden_states")
-    if explicit is not None and not (_is_int(explicit) and 0 <= explicit <= limits.TARGET_LAYERS + 1):
+    if aux_count_fault(explicit):
         raise SpecError("draft fusion", [Problem("draft config num_aux_hidden_states", "not a count of aux states",
-                                                 found=explicit,
-                                                 allowed=f"an integer in 1..{limits.TARGET_LAYERS + 1}")])
+                                                 found=explicit, allowed=AUX_COUNT)])
     ids = explicit_ids(params) or config_ids(draft_config)[0]
     return explicit or (len(ids) if ids else 3)
 

@@ -12,13 +12,14 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from draftsmith.assembler.checkpoint import TensorInfo, list_tensors
-from draftsmith.assembler.config import MLA_KEYS, draft_hf_config, flatten_draft_config, read_config, read_raw_config
+from draftsmith.assembler.config import (MLA_KEYS, draft_hf_config, flatten_draft_config, read_config, read_raw_config,
+                                        tap_problems)
 from draftsmith.assembler.detect import (FAMILIES, eagle3_values, full_model, missing_keys, missing_required,
                                         row_settings, ruled_out)
 from draftsmith.assembler.fit import STACKED, closest_families, holder, split_parts, unfit_names
 from draftsmith.assembler.styles import EAGLE_FIELDS, IDS, STYLES
 from draftsmith.convert.fp8 import fp8_reading
-from draftsmith.errors import short_text
+from draftsmith.errors import CheckpointError, short_text
 from draftsmith.hooks import LayoutMatch
 from draftsmith.registry import Registry, default_registry
 from draftsmith.specs.resolve import put
@@ -51,6 +52,9 @@ def inspect_checkpoint(folder: str | Path, registry: Registry | None = None) -> 
     registry = registry or default_registry()
     folder = Path(folder)   # read_raw_config refuses what is not a readable folder
     config, infos = read_raw_config(folder), list_tensors(folder)
+    if taps := tap_problems(config):   # the detectors read them: said naming the file, as a load says them
+        file = folder / ("config.json" if (folder / "config.json").exists() else "params.json")
+        raise CheckpointError(file, "; ".join(message for _, message in taps))
     names = list(infos)
     from transformers import LlamaConfig
 

@@ -1,0 +1,57 @@
+"""A draft config's tap ids or aux count that no fusion can read are said naming the config file, with its sizes:
+they were said as a problem of the spec's file ("eagle3-llama.yaml has 1 problem", a file the user never wrote), and
+inspect named no file at all (a README audit, 2026-11-30)."""
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from draftsmith.assembler.config import tap_problems
+from draftsmith.cli import app
+from draftsmith.testing import write_eagle3, write_target
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    root = tmp_path_factory.mktemp("taps")
+    target = write_target(root / "t", num_hidden_layers=8)
+    return target, write_eagle3(root / "d", target)
+
+
+def with_config(draft, tmp_path, **edits):
+    import shutil
+
+    out = tmp_path / "d"
+    shutil.copytree(draft, out)
+    config = json.loads((out / "config.json").read_text())
+    for key, value in edits.items():
+        if key.startswith("eagle_config__"):
+            config.setdefault("eagle_config", {})[key.removeprefix("eagle_config__")] = value
+        else:
+            config[key] = value
+    (out / "config.json").write_text(json.dumps(config))
+    return out
+
+
+@pytest.mark.parametrize("edits, said", [
+    ({"eagle_config__eagle_aux_hidden_state_layer_ids": [2.7, 4, 5]},
+     "eagle_config.eagle_aux_hidden_state_layer_ids is [2.7, 4, 5]; a list of at most"),
+    ({"eagle_aux_hidden_state_layer_ids": "2,4,5"}, "eagle_aux_hidden_state_layer_ids is '2,4,5'; a list of"),
+    ({"num_aux_hidden_states": 2.0}, "num_aux_hidden_states is 2.0; an integer in 1.."),
+])
+@pytest.mark.parametrize("verb", ["generate", "inspect"])
+def test_a_bad_tap_value_names_the_config_file(pair, tmp_path, edits, said, verb):
+    draft = with_config(pair[1], tmp_path, **edits)
+    args = ([verb, str(draft)] if verb == "inspect" else
+            [verb, "--spec", "eagle3-llama", "--target", str(pair[0]), "--draft", str(draft), "--token-ids", "1,2"])
+    res = CliRunner().invoke(app, args, env={"COLUMNS": "1000"})
+    assert res.exit_code == 1, res.output
+    assert f"error: {draft / 'config.json'}: {said}" in res.output, res.output
+    assert ".yaml" not in res.output and "draft fusion" not in res.output, res.output
+
+
+def test_tap_problems_read_where_a_fusion_reads():
+    assert tap_problems({"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 2]}, "target_layer_ids": []}) == []
+    assert tap_problems({"eagle_aux_hidden_state_layer_ids": None, "num_aux_hidden_states": 3}) == []
+    assert [p for p, _ in tap_problems({"target_layer_ids": [True], "eagle_config": {"num_aux_hidden_states": -1}})] \
+        == [("target_layer_ids",), ("eagle_config", "num_aux_hidden_states")]
