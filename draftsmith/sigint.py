@@ -5,7 +5,9 @@ handler (:func:`install`, by :func:`draftsmith.console.main`) notes each one, an
 raised after one (:func:`draftsmith.cli.app.stop_if_interrupted`), never blaming the user's files."""
 from __future__ import annotations
 
+import _thread
 import signal
+import sys
 import threading
 from collections.abc import Callable
 
@@ -27,10 +29,22 @@ def install() -> Callable[[], None]:
     if threading.current_thread() is not threading.main_thread() or \
             signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
         return lambda: None
-    before = signal.signal(signal.SIGINT, _on_sigint)
+    before, hook = signal.signal(signal.SIGINT, _on_sigint), sys.unraisablehook
+
+    def unraisable(info) -> None:
+        # a Ctrl-C that lands in a finalizer (a __del__ the garbage collector runs) is dropped by Python with an
+        # "Exception ignored in" traceback, and the command ran on to its end: raised again in the main flow, from
+        # another thread (here it would land in this hook, which Python drops too)
+        if isinstance(info.exc_value, KeyboardInterrupt):
+            threading.Timer(0.01, _thread.interrupt_main).start()
+            return
+        hook(info)
+
+    sys.unraisablehook = unraisable
 
     def restore() -> None:
         signal.signal(signal.SIGINT, before)
+        sys.unraisablehook = hook
         _seen["sigint"] = False
     return restore
 
