@@ -90,19 +90,21 @@ def generate(
     out.print(f"[bold]plan[/bold] {chosen.mode}, topk {chosen.topk}, steps {chosen.steps}, "
               f"{chosen.draft_tokens} draft tokens: {escape(chosen.reason)}")
     kw = dict(temperature=temperature, seed=seed)
-    runs = {"speculative": lambda n: model.generate(prompt, max_new_tokens=n, **plan, **kw)}
-    if threads is None:
-        from draftsmith.threads import auto_threads
+    with _as_options():   # what a run refuses (KV pools past the free memory) is the options', as bench says it
+        runs = {"speculative": lambda n: model.generate(prompt, max_new_tokens=n, **plan, **kw)}
+        if threads is None:
+            from draftsmith.threads import auto_threads
 
-        choice = auto_threads(lambda: runs["speculative"](min(8, max_new_tokens)), device)
-        out.print(f"[bold]threads[/bold] {choice.said('the speculative run')}")
-    if compare:
-        if model.plan(**plan).topk > 1:
-            runs["chain v1 (topk=1)"] = lambda n: model.generate(prompt, max_new_tokens=n, topk=1, steps=steps, **kw)
-        runs["target only"] = lambda n: model.generate_baseline(prompt, max_new_tokens=n, **kw)
-        for call in runs.values():
-            call(min(8, max_new_tokens))  # untimed warm-up: first-use costs (allocations, kernel setup) stay out
-    rows = [(name, call(max_new_tokens)) for name, call in runs.items()]
+            choice = auto_threads(lambda: runs["speculative"](min(8, max_new_tokens)), device)
+            out.print(f"[bold]threads[/bold] {choice.said('the speculative run')}")
+        if compare:
+            if model.plan(**plan).topk > 1:
+                runs["chain v1 (topk=1)"] = lambda n: model.generate(prompt, max_new_tokens=n, topk=1, steps=steps,
+                                                                     **kw)
+            runs["target only"] = lambda n: model.generate_baseline(prompt, max_new_tokens=n, **kw)
+            for call in runs.values():
+                call(min(8, max_new_tokens))  # untimed warm-up: first-use costs (allocations, kernel setup) stay out
+        rows = [(name, call(max_new_tokens)) for name, call in runs.items()]
     res = rows[0][1]
     rows[0] = (f"speculative {res.stats.mode}", res)
     shown = res.text if res.text is not None else repr(res.token_ids)

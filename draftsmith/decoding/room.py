@@ -45,5 +45,10 @@ def check_room(need: int, device: torch.device, rows: int, capacity: int, what: 
     if free is not None and need > free:
         raise ArgumentError(what, [
             f"the KV caches for {rows} prompt(s) of up to {capacity} positions each (the longest prompt + "
-            f"max_new_tokens + the draft's scratch) need {need / GB:.2f} GB, and device {device} has "
-            f"{free / GB:.2f} GB free: ask for fewer new tokens or fewer prompts at once"])
+            f"max_new_tokens + the draft's scratch) need {_size(need)}, and device {device} has {_size(free)} free: "
+            "ask for fewer new tokens or fewer prompts at once"])
+
+
+def _size(n: int) -> str:
+    """Bytes in GB (two decimals), or MB below a tenth of one (a tiny need is not "0.00 GB")."""
+    return f"{n / GB:.2f} GB" if n >= GB / 10 else f"{n / (1 << 20):.2f} MB"

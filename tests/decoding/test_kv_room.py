@@ -30,7 +30,7 @@ def test_a_call_past_the_free_memory_is_refused_before_a_pool_is_made(demo, monk
     monkeypatch.setattr(room, "free_bytes", lambda device: 1000)
     monkeypatch.setattr(model_module, "StaticKVPool", lambda *a, **k: pytest.fail("allocated a pool"))
     with pytest.raises(ArgumentError, match=r"the KV caches for 2 prompt\(s\) of up to \d+ positions each .* need "
-                                            r"0\.\d\d GB, and device cpu has 0\.00 GB free"):
+                                            r"\d+\.\d\d MB, and device cpu has 0\.00 MB free"):
         demo.generate([[1, 2, 3], [4, 5]], max_new_tokens=8)
 
 
@@ -58,3 +58,17 @@ def test_free_memory_is_read_from_meminfo(tmp_path):
     assert room.free_bytes(torch.device("cpu"), info) is None
     assert room.free_bytes(torch.device("cpu"), tmp_path / "absent") is None
     assert room.free_bytes(torch.device("meta")) is None
+
+
+@pytest.mark.parametrize("verb", ["generate", "bench"])
+def test_the_command_line_says_it_as_a_bad_option_value(verb, monkeypatch):
+    """exit 2 in both commands, as bench said it (generate said it as generate()'s error, exit 1)."""
+    from typer.testing import CliRunner
+
+    from draftsmith.cli import app
+
+    monkeypatch.setattr(room, "free_bytes", lambda device: 1000)
+    res = CliRunner().invoke(app, [verb, "--spec", "demo", "--token-ids", "1,2,3", "--max-new-tokens", "8"],
+                             env={"COLUMNS": "1000"})
+    assert res.exit_code == 2, res.output
+    assert "error: the KV caches for 1 prompt(s)" in res.output and "generate()" not in res.output, res.output
