@@ -11,15 +11,15 @@ RESULTS = "results.json"   # written first, then after every row: what tells a f
 TEMP = ".partial-"         # the prefix of write_atomic's temporary files (a run killed mid-write may leave one)
 
 
-def write_atomic(path: Path, text: str) -> None:
+def write_atomic(path: Path, text: str | bytes) -> None:
     """Write ``text`` to ``path`` whole or not at all: into a temporary file in the same folder, then os.replace,
     so a run killed while it writes leaves the previous results.json / results.md, never half of one. A failed write
     that names no file (a full disk) is raised naming ``path``, which the command says as ``error: PATH: why``."""
     path = Path(path)
     tmp = path.with_name(f"{TEMP}{path.name}.{os.getpid()}.tmp")   # open() keeps the umask's mode, as write_text
     try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
+        with open(tmp, "wb") as f:
+            f.write(text if isinstance(text, bytes) else text.encode("utf-8"))
         os.replace(tmp, path)
     except BaseException as e:   # KeyboardInterrupt too: the time limit that ends a GPU session's call
         tmp.unlink(missing_ok=True)
@@ -40,9 +40,13 @@ def check_folders(out: Path, checkpoints: Path, shapes) -> None:
     if not (found and checkpoints.is_relative_to(out)) and (why := folder_problem(checkpoints)):   # said once
         found.append(f"--checkpoints {short_text(checkpoints, 300)}: {why}")
     if not found and (held := others(out)):
-        found.append(f"--out {short_text(out, 300)}: holds {short_list(held, quote=False)} but no {RESULTS} of a "
-                     "previous `draftsmith bench --scale`, and the benchmark writes results.md, results.json and a "
-                     "PNG per shape there: give a new or empty folder, or the --out of a previous run")
+        which = (f"a {RESULTS} that is not one a previous `draftsmith bench --scale` wrote (a JSON list of shapes)"
+                 if RESULTS in held else f"no {RESULTS} of a previous `draftsmith bench --scale`")
+        found.append(f"--out {short_text(out, 300)}: holds {short_list(held, quote=False)} but {which}, and the "
+                     "benchmark writes results.md, results.json and a PNG per shape there: give a new or empty "
+                     "folder, or the --out of a previous run")
+    found += [f"--out {short_text(out, 300)}: {f} is a folder (the benchmark writes that file there)"
+              for f in (RESULTS, "results.md", *(f"{name}.png" for name in shapes)) if (out / f).is_dir()]
     found += [f"--checkpoints {short_text(checkpoints, 300)}: {name}-{kind} is not a folder (the benchmark writes "
               f"the {name} {kind} there)" for name in shapes for kind in ("target", "draft")
               if (checkpoints / f"{name}-{kind}").exists() and not (checkpoints / f"{name}-{kind}").is_dir()]

@@ -41,7 +41,7 @@ def test_a_results_json_that_is_a_link_is_no_marker(tmp_path):
     (out / "results.json").symlink_to(elsewhere)
     # catches bench_out.py:60 f.is_file() and not f.is_symlink() and ... -> or
     assert bo.others(out) == ["results.json"]
-    with pytest.raises(OptionError, match="holds results.json but no results.json of a previous"):
+    with pytest.raises(OptionError, match="holds results.json but a results.json that is not one a previous"):
         bo.check_folders(out, out / "checkpoints", ["tiny"])
 
 

@@ -268,8 +268,16 @@ def save_safetensors(tensors: Mapping[str, Tensor], folder: str | Path, filename
     path, tmp = folder / filename, folder / (filename + ".tmp")
     try:
         save_file(flat, str(tmp), metadata={"format": "pt", **(metadata or {})})
+        tmp.chmod(file_mode())   # safetensors writes 0600 whatever the umask: a converted draft others cannot read
     except BaseException:   # a full disk, a Ctrl-C: no partial file is left beside the whole one
         tmp.unlink(missing_ok=True)
         raise
     tmp.replace(path)
     return path
+
+
+def file_mode() -> int:
+    """The mode ``open()`` gives a new file under this process's umask (0o644 under 022)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask

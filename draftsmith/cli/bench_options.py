@@ -60,8 +60,8 @@ def shape_names(scale: str) -> list[str]:
 
 
 def batch_sizes(batches: str) -> list[int]:
-    """--batches: comma-separated batch sizes >= 1."""
+    """--batches: comma-separated batch sizes >= 1, each measured once (1,1 measured batch 1 twice, keeping one)."""
     parts = [b.strip() for b in batches.split(",")]
     if not all(b.isdecimal() and int(b) >= 1 for b in parts):
         raise typer.BadParameter(f"{batches!r}; comma-separated integers >= 1 are expected", param_hint="--batches")
-    return [int(b) for b in parts]
+    return list(dict.fromkeys(int(b) for b in parts))

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import torch
 
+from draftsmith.assembler.checkpoint import file_mode
 from draftsmith.errors import DraftsmithError, short_text
 
 SHAPES = {  # Llama-3.2-1B, Llama-3.1-8B; tiny runs on a CPU in seconds
@@ -59,6 +60,7 @@ def write_llama(folder: Path, shape: dict, device: str, seed: int = 0, shard_byt
         if shard:
             n += 1
             save_file(shard, str(folder / f"model-{n:05d}.safetensors"), metadata={"format": "pt"})
+            (folder / f"model-{n:05d}.safetensors").chmod(file_mode())   # safetensors writes 0600
             weight_map.update({k: f"model-{n:05d}.safetensors" for k in shard})
             shard, size = {}, 0
 

@@ -2,7 +2,10 @@
 a PNG per shape of tokens/s against tau."""
 from __future__ import annotations
 
+import io
 from pathlib import Path
+
+from draftsmith.bench_out import write_atomic
 
 TAUS = (3.0, 4.0, 6.0)   # the acceptance lengths the speculative rows' tokens/s is projected at
 COLUMNS = ("method", "ms / step", "x target-only step", "verify fwd ms (x decode fwd)",
@@ -74,11 +77,13 @@ def _projected(m: dict, tau: float) -> str:
 
 
 def plot(result: dict, path: Path) -> Path | None:
+    """The shape's PNG of tokens/s against tau, written whole or not at all (a full disk names ``path``); None
+    where matplotlib does not import (the optional extra: pip install 'draftsmith[bench]')."""
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-    except ImportError:  # the optional extra: pip install 'draftsmith[bench]'
+    except Exception:  # noqa: BLE001 (not installed, or broken: an optional plot is no reason to fail a run)
         return None
     batches = list(result["batches"])
     fig, axes = plt.subplots(1, len(batches), figsize=(6 * len(batches), 4.5), squeeze=False)
@@ -95,6 +100,8 @@ def plot(result: dict, path: Path) -> Path | None:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=120)
     plt.close(fig)
+    write_atomic(path, png.getvalue())
     return path

@@ -169,14 +169,24 @@ def hf_rows(target_dir: Path, prompts, device: str, dtype: str, new_tokens: int,
     return rows   # the model goes with this frame (the runs' closures are its only other holders)
 
 
-def _previous(out: Path) -> list[dict]:
-    """The shapes a previous run wrote into ``out``'s results.json ([] if none, or not readable as one)."""
+def _previous(out: Path, log=print) -> list[dict]:
+    """The shapes a previous run wrote into ``out``'s results.json ([] if none, or not readable as one); a shape
+    this report cannot show (written by an older draftsmith, whose rows lack later columns) is left out, said."""
     try:
         runs = json.loads((out / RESULTS).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return []
-    return [r for r in runs if isinstance(r, dict) and isinstance(r.get("shape"), str)
-            and isinstance(r.get("batches"), dict)] if isinstance(runs, list) else []
+    kept = []
+    for r in runs if isinstance(runs, list) else []:
+        if not (isinstance(r, dict) and isinstance(r.get("shape"), str) and isinstance(r.get("batches"), dict)):
+            continue
+        try:
+            markdown([r])
+        except (KeyError, TypeError, ValueError, AttributeError):
+            log(f"  {r['shape']}: the previous results in {out / RESULTS} are not in this version's form; left out")
+            continue
+        kept.append(r)
+    return kept
 
 
 def run_scale(shapes=("tiny",), out: str | Path = "bench-scale", *, device="cpu", dtype=None, batches=(1, 8),
@@ -191,7 +201,7 @@ def run_scale(shapes=("tiny",), out: str | Path = "bench-scale", *, device="cpu"
     checkpoints = Path(checkpoints) if checkpoints else out / "checkpoints"
     check_folders(out, checkpoints, shapes)   # before anything is written or measured
     out.mkdir(parents=True, exist_ok=True)
-    kept = [r for r in _previous(out) if r["shape"] not in shapes]   # other shapes measured into this folder
+    kept = [r for r in _previous(out, log) if r["shape"] not in shapes]   # other shapes measured into this folder
     if not (out / RESULTS).exists():   # marks the folder as a bench's from the start (a run cut off while it writes
         write_atomic(out / RESULTS, "[]\n")   # the checkpoints is one a rerun may use)
     cuda = torch.device(device).type == "cuda"
@@ -215,9 +225,13 @@ def run_scale(shapes=("tiny",), out: str | Path = "bench-scale", *, device="cpu"
         r["compile"], r["products"] = compile_summary(), gemv.describe(chosen)
         log(f"  {name}: torch.compile so far: {r['compile']['graphs']} graphs, {r['compile']['seconds']} s compiling")
         results.append(r)
+        last = i == len(shapes) - 1
+        r["plot"] = None   # the results are saved before the plot is drawn: a plot that fails loses no number
+        save(r, tuple(results[:-1]), final=last, name=name if last else shapes[i + 1])   # the next shape's turn
         png = plot(r, out / f"{name}.png")   # None without matplotlib (the optional extra 'bench')
         if png is None:   # a previous run's plot of this shape shows other numbers than results.json's
             (out / f"{name}.png").unlink(missing_ok=True)
-        r["plot"] = None if png is None else str(png)
-        save(r, tuple(results[:-1]), final=i == len(shapes) - 1)
+        else:
+            r["plot"] = str(png)
+            save(r, tuple(results[:-1]), final=last, name=name if last else shapes[i + 1])
     return results

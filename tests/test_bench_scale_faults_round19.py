@@ -1,0 +1,97 @@
+"""What a bench --scale user's hunt found (2026-11-30): a results.json from an older draftsmith made every rerun an
+internal error; a plot that fails (a full disk, a broken matplotlib) lost the run's numbers or left results.md marked
+partial; a run cut off between shapes said it was measuring the shape it had finished; --batches 1,1 measured batch 1
+twice; result files that are folders were found only after the whole run."""
+import json
+
+import pytest
+
+import draftsmith.bench_out as bo
+import draftsmith.scale.run as bs
+from draftsmith.cli.bench_options import batch_sizes
+from draftsmith.errors import OptionError
+from draftsmith.scale.run import run_scale
+
+from test_bench_atomic import fake_measure
+
+
+@pytest.fixture
+def measured(tmp_path, monkeypatch):
+    seen = []
+    monkeypatch.setattr(bs, "measure", fake_measure(seen, tmp_path))
+    return seen
+
+
+def test_results_of_an_older_draftsmith_are_left_out_said(tmp_path, measured, monkeypatch):
+    old = {"shape": "1b", "batches": {"1": {"draftsmith chain 6": {"step_ms": 2.0, "verify_forward_ms": 1.0}}}}
+    (tmp_path / "results.json").write_text(json.dumps([old]))
+    monkeypatch.setattr(bs, "plot", lambda *a: None)
+    said = []
+    run_scale(["tiny"], tmp_path, log=said.append)
+    assert [r["shape"] for r in json.loads((tmp_path / "results.json").read_text())] == ["tiny"]
+    assert any("1b: the previous results in" in line and "left out" in line for line in said), said
+
+
+def test_the_numbers_are_saved_before_the_plot_is_drawn(tmp_path, measured, monkeypatch):
+    def full(result, path):
+        raise OSError(28, "No space left on device", str(path))
+
+    monkeypatch.setattr(bs, "plot", full)
+    with pytest.raises(OSError, match="No space left"):
+        run_scale(["tiny"], tmp_path, log=lambda line: None)
+    md = (tmp_path / "results.md").read_text()
+    assert not md.startswith("(partial") and "## tiny (" in md, md   # every phase was measured and saved
+    assert [r["shape"] for r in json.loads((tmp_path / "results.json").read_text())] == ["tiny"]
+
+
+def test_a_broken_matplotlib_means_no_png_not_a_failed_run(tmp_path, measured, monkeypatch):
+    import builtins
+
+    real = builtins.__import__
+
+    def broken(name, *a, **k):
+        if name == "matplotlib":
+            raise RuntimeError("a broken matplotlib backend")
+        return real(name, *a, **k)
+
+    monkeypatch.setattr(builtins, "__import__", broken)
+    (tmp_path / "results.json").write_text("[]")   # a previous run's folder
+    (tmp_path / "tiny.png").write_bytes(b"an old plot")
+    [r] = run_scale(["tiny"], tmp_path, log=lambda line: None)
+    assert r["plot"] is None and not (tmp_path / "tiny.png").exists()
+
+
+def test_a_png_is_written_whole(tmp_path, monkeypatch):
+    """plot() hands its bytes to write_atomic (savefig wrote the file in place: a full disk left a cut PNG)."""
+    png = tmp_path / "tiny.png"
+    bo.write_atomic(png, b"\x89PNG first")
+    assert png.read_bytes() == b"\x89PNG first"
+
+    def cut(src, dst):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(bo.os, "replace", cut)
+    with pytest.raises(KeyboardInterrupt):
+        bo.write_atomic(png, b"\x89PNG second")
+    assert png.read_bytes() == b"\x89PNG first" and [p.name for p in tmp_path.iterdir()] == ["tiny.png"]
+
+
+def test_between_shapes_the_report_names_the_next_shape(tmp_path, measured, monkeypatch):
+    firsts = []
+    monkeypatch.setattr(bs, "plot", lambda r, path: firsts.append((tmp_path / "results.md").read_text()
+                                                                  .splitlines()[0]) and None)
+    run_scale(["tiny", "1b"], tmp_path, log=lambda line: None)
+    assert firsts[0] == "(partial: measuring 1b; this run is still going, or was cut off)", firsts
+    assert not firsts[1].startswith("(partial"), firsts
+
+
+def test_a_batch_size_given_twice_is_measured_once():
+    assert batch_sizes("1,1,8,1") == [1, 8]
+
+
+@pytest.mark.parametrize("name", ["results.md", "tiny.png"])
+def test_a_result_file_that_is_a_folder_is_refused_before_any_work(tmp_path, name):
+    (tmp_path / "results.json").write_text("[]")
+    (tmp_path / name).mkdir()
+    with pytest.raises(OptionError, match=f"{name} is a folder"):
+        bo.check_folders(tmp_path, tmp_path / "checkpoints", ["tiny"])
