@@ -37,7 +37,9 @@ def check_folders(out: Path, checkpoints: Path, shapes) -> None:
     from draftsmith.paths import folder_problem
 
     found = [f"--out {short_text(out, 300)}: {why}"] if (why := folder_problem(out)) else []
-    if not (found and checkpoints.is_relative_to(out)) and (why := folder_problem(checkpoints)):   # said once
+    written = all((checkpoints / f"{name}-{kind}" / "config.json").is_file() for name in shapes
+                  for kind in ("target", "draft"))   # nothing to write there: a read-only folder serves
+    if not (found and checkpoints.is_relative_to(out)) and not written and (why := folder_problem(checkpoints)):
         found.append(f"--checkpoints {short_text(checkpoints, 300)}: {why}")
     if not found and (held := others(out)):
         which = (f"a {RESULTS} that is not one a previous `draftsmith bench --scale` wrote (a JSON list of shapes)"

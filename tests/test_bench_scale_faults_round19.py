@@ -95,3 +95,30 @@ def test_a_result_file_that_is_a_folder_is_refused_before_any_work(tmp_path, nam
     (tmp_path / name).mkdir()
     with pytest.raises(OptionError, match=f"{name} is a folder"):
         bo.check_folders(tmp_path, tmp_path / "checkpoints", ["tiny"])
+
+
+def test_a_reused_target_of_other_sizes_is_named(tmp_path):
+    from draftsmith.scale.checkpoints import SHAPES, WriteFailed, write_llama
+
+    folder = tmp_path / "tiny-target"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")   # not the benchmark's: was an internal error (KeyError)
+    with pytest.raises(WriteFailed, match=r"holds a target of other sizes than the benchmark's \(hidden_size None, "
+                                          r"not 256, .*give --checkpoints another folder"):
+        write_llama(folder, SHAPES["tiny"], "cpu")
+    (folder / "config.json").write_text(json.dumps({**SHAPES["tiny"], "model_type": "llama"}))
+    assert write_llama(folder, SHAPES["tiny"], "cpu") == folder   # the benchmark's own: reused
+
+
+def test_a_read_only_checkpoints_folder_holding_every_pair_is_taken(tmp_path, monkeypatch):
+    import draftsmith.paths as paths
+
+    checkpoints = tmp_path / "ck"
+    for kind in ("target", "draft"):
+        (checkpoints / f"tiny-{kind}").mkdir(parents=True)
+        (checkpoints / f"tiny-{kind}" / "config.json").write_text("{}")
+    monkeypatch.setattr(paths, "folder_problem",
+                        lambda p: "cannot be written (Operation not permitted)" if p == checkpoints else None)
+    bo.check_folders(tmp_path / "out", checkpoints, ["tiny"])   # nothing to write there
+    with pytest.raises(OptionError, match="cannot be written"):
+        bo.check_folders(tmp_path / "out", checkpoints, ["tiny", "1b"])   # 1b's pair would be written there

@@ -28,6 +28,10 @@ def write_llama(folder: Path, shape: dict, device: str, seed: int = 0, shard_byt
     from transformers import LlamaConfig
 
     if (folder / "config.json").exists():
+        if other := _other_sizes(folder / "config.json", shape):
+            raise WriteFailed(f"{short_text(folder, 300)} holds a target of other sizes than the benchmark's "
+                              f"({other}): give --checkpoints another folder, or remove that one to have it written "
+                              "anew")
         return folder
     folder.mkdir(parents=True, exist_ok=True)
     H, nH = shape["hidden_size"], shape["num_attention_heads"]
@@ -77,6 +81,17 @@ def write_llama(folder: Path, shape: dict, device: str, seed: int = 0, shard_byt
                 rms_norm_eps=1e-5, tie_word_embeddings=shape["tie"], bos_token_id=0, eos_token_id=1,
                 dtype="bfloat16").save_pretrained(folder)
     return folder
+
+
+def _other_sizes(config: Path, shape: dict) -> str:
+    """How a reused target's config.json differs from the shape's sizes ('' where it does not)."""
+    try:
+        held = json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        return f"its config.json cannot be read: {short_text(e, 200)}"
+    held = held if isinstance(held, dict) else {}
+    return ", ".join(f"{k} {held.get(k)!r}, not {v}" for k, v in shape.items()
+                     if k.endswith(("_size", "_heads", "_layers")) and held.get(k) != v)
 
 
 def write_pair(root: Path, name: str, device: str) -> tuple[Path, Path]:
