@@ -128,9 +128,9 @@ def one_pattern(names: Iterable[str]) -> str:
 def chain_note(rules, mapped: Iterable[tuple[str, str, int | None]], wanted: Callable[[str], bool]) -> str | None:
     """The note for rules written as steps (a prefix rule, then per-module renames), or None: of ``mapped``
     (checkpoint name, the name a rule made of it, that rule's index in ``rules``, a RuleSet), the first made name
-    not ``wanted`` that a later rule would make into one that is; rules do not chain."""
+    not ``wanted`` that another rule (a later one first) would make into one that is; rules do not chain."""
     for source, made, index in mapped:
-        if index is None or wanted(made) or (later := rules.later_rule(made, index)) is None:
+        if index is None or wanted(made) or (later := rules.other_rule(made, index)) is None:
             continue
         if wanted(later[1][0]):
             first, then = (short_text(rules.describe(i), 300) for i in (index, later[0]))

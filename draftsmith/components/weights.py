@@ -196,7 +196,16 @@ class RuleSet:
     def later_rule(self, name: str, after: int) -> tuple[int, tuple[str, ...]] | None:
         """(index, names) of the first rule past ``after`` that would map ``name``: rules do not chain, so this is
         what a user who wrote them as steps expected of a name an earlier rule made."""
-        for i in range(after + 1, len(self._steps)):
+        return self._first(name, range(after + 1, len(self._steps)))
+
+    def other_rule(self, name: str, made_by: int) -> tuple[int, tuple[str, ...]] | None:
+        """:meth:`later_rule`, else the first earlier rule than ``made_by`` that would map ``name``: a split rule
+        written for the name a rename makes (``layers.0.mlp.gate_up_proj``, not the checkpoint's ``midlayer.*``)
+        never sees it, wherever it stands."""
+        return self.later_rule(name, made_by) or self._first(name, range(made_by))
+
+    def _first(self, name: str, indices: Iterable[int]) -> tuple[int, tuple[str, ...]] | None:
+        for i in indices:
             if (out := self._steps[i](name)) is not None:
                 return i, tuple(out)
         return None
