@@ -121,7 +121,8 @@ def test_bench_refuses_a_folder_of_the_users_and_says_how_to_go_on(tmp_path, not
                                      "`draftsmith bench --scale`", "give a new or empty folder")
     assert (mine / "results.md").read_text() == "my notes" and sorted(os.listdir(mine)) == ["results.md"]
     (mine / "results.json").write_text('{"mine": 1}')   # a results.json that no run wrote is no marker
-    refused(bench("--out", mine), 2, "holds results.json, results.md but no results.json of a previous")
+    refused(bench("--out", mine), 2, "holds results.json, results.md but a results.json that is not one a "
+                                     "previous `draftsmith bench --scale` wrote (a JSON list of shapes)")
 
 
 def test_a_previous_runs_folder_is_taken_even_when_it_was_cut_off_before_any_row(tmp_path, monkeypatch):
