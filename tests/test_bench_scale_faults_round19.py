@@ -122,3 +122,18 @@ def test_a_read_only_checkpoints_folder_holding_every_pair_is_taken(tmp_path, mo
     bo.check_folders(tmp_path / "out", checkpoints, ["tiny"])   # nothing to write there
     with pytest.raises(OptionError, match="cannot be written"):
         bo.check_folders(tmp_path / "out", checkpoints, ["tiny", "1b"])   # 1b's pair would be written there
+
+
+def test_a_reused_folder_of_other_sizes_keeps_its_config(tmp_path, monkeypatch):
+    """write_pair deleted the config.json of a folder it refused (its WriteFailed is an OSError, which the handler
+    of a failed write took), so the next run wrote random weights into the user's folder (a review)."""
+    from draftsmith.scale import checkpoints
+    from draftsmith.scale.checkpoints import WriteFailed, write_pair
+
+    (tmp_path / "tiny-target").mkdir()
+    (tmp_path / "tiny-target" / "config.json").write_text('{"hidden_size": 64}')
+    with pytest.raises(WriteFailed) as e:
+        write_pair(tmp_path, "tiny", "cpu")
+    assert (tmp_path / "tiny-target" / "config.json").read_text() == '{"hidden_size": 64}'
+    assert str(e.value).count("give --checkpoints") == 1, str(e.value)
+    assert checkpoints   # the module the pair is written by

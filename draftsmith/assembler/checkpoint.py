@@ -277,7 +277,21 @@ def save_safetensors(tensors: Mapping[str, Tensor], folder: str | Path, filename
 
 
 def file_mode() -> int:
-    """The mode ``open()`` gives a new file under this process's umask (0o644 under 022)."""
-    mask = os.umask(0)
-    os.umask(mask)
+    """The mode ``open()`` gives a new file under this process's umask (0o644 under 022), read from
+    /proc/self/status: os.umask(0) to learn it would give another thread's new files 0o666 for that moment.
+    Elsewhere, the umask at import (learnt that way once, before draftsmith writes anything)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            mask = next((int(line.split()[1], 8) for line in f if line.startswith("Umask:")), _UMASK)
+    except (OSError, ValueError, IndexError):
+        mask = _UMASK
     return 0o666 & ~mask
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _umask()

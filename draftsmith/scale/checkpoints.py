@@ -111,6 +111,8 @@ def write_pair(root: Path, name: str, device: str) -> tuple[Path, Path]:
         folder = draft
         if not (draft / "config.json").exists():
             write_eagle3(draft, target, draft_vocab=shape["draft_vocab"], std=0.02)
+    except WriteFailed:   # a folder it does not write (another target's): left as it is
+        raise
     except (OSError, SafetensorError) as e:
         with contextlib.suppress(OSError):   # a config cut short would mark the folder written
             (folder / "config.json").unlink(missing_ok=True)

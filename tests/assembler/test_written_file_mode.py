@@ -29,3 +29,12 @@ def test_a_converted_draft_is_readable_by_everyone_under_022(umask, tmp_path):
     target = write_target(tmp_path / "t")
     convert(write_eagle3(tmp_path / "d", target), "layers", tmp_path / "out")
     assert (tmp_path / "out" / "model.safetensors").stat().st_mode & 0o777 == 0o644
+
+
+def test_the_umask_is_read_without_changing_it(umask, monkeypatch):
+    """os.umask(0) to learn the mask gave another thread's new files 0o666 for that moment (a review)."""
+    from draftsmith.assembler import checkpoint
+
+    umask(0o027)
+    monkeypatch.setattr(checkpoint.os, "umask", lambda *a: pytest.fail("changed the umask"))
+    assert checkpoint.file_mode() == 0o640
