@@ -197,29 +197,28 @@ def keyed_problems(cfg: Mapping[str, Any], prefix: str = "",
     if "model_type" in cfg and not isinstance(cfg["model_type"], str):
         out.append((("model_type",), f"{name('model_type')} is {short(cfg['model_type'])}; a string is expected"))
     out += [((key,), m) for key in OBJECTS if key in cfg for m in object_problems({key: cfg[key]}, prefix)]
-    out += tap_problems(cfg, name)
     for key in _NESTED:
         if isinstance(cfg.get(key), Mapping):
             out += [((key, *path), m) for path, m in keyed_problems(cfg[key], f"{prefix}{key}.")]
     return out
 
 
-def tap_problems(cfg: Mapping[str, Any], name=lambda key: key) -> list[tuple[tuple[str, ...], str]]:
-    """An EAGLE-3 draft config's tap ids and aux count that no fusion can read (where a fusion reads them:
-    eagle_config's first, then the top level's), said with the sizes, naming the file: they were said as a problem
-    of the spec's file, which the user may never have written."""
+def tap_problems(cfg: Mapping[str, Any]) -> list[str]:
+    """An EAGLE-3 draft config's tap ids and aux count that no fusion can read, each the value a fusion reads
+    (eagle3_config: the first of eagle_config's ids, the top level's, target_layer_ids that is not empty; for the
+    count eagle_config's, else the top level's): said naming the file, where they were said as a problem of the
+    spec's file, which the user may never have written. A draft config's only (draft_hf_config, inspect)."""
     from draftsmith.components.eagle3_config import AUX_COUNT, KEY, TAP_IDS, aux_count_fault, tap_ids_fault
 
     inner = cfg.get("eagle_config") if isinstance(cfg.get("eagle_config"), Mapping) else {}
-    out = []
-    for path, value in ((("eagle_config", KEY), inner.get(KEY)), ((KEY,), cfg.get(KEY)),
-                        (("target_layer_ids",), cfg.get("target_layer_ids"))):
-        if value and tap_ids_fault(value):   # empty or null: no ids stated
-            out.append((path, f"{name('.'.join(path))} is {short(value)}; {TAP_IDS} is expected"))
-    for path, value in ((("eagle_config", "num_aux_hidden_states"), inner.get("num_aux_hidden_states")),
-                        (("num_aux_hidden_states",), cfg.get("num_aux_hidden_states"))):
-        if aux_count_fault(value):
-            out.append((path, f"{name('.'.join(path))} is {short(value)}; {AUX_COUNT} is expected"))
+    ids = next(((path, v) for path, v in ((f"eagle_config.{KEY}", inner.get(KEY)), (KEY, cfg.get(KEY)),
+                                          ("target_layer_ids", cfg.get("target_layer_ids"))) if v), None)
+    out = [f"{ids[0]} is {short(ids[1])}; {TAP_IDS} is expected"] if ids and tap_ids_fault(ids[1]) else []
+    count = (("eagle_config.num_aux_hidden_states", inner["num_aux_hidden_states"])
+             if inner.get("num_aux_hidden_states") is not None else
+             ("num_aux_hidden_states", cfg.get("num_aux_hidden_states")))
+    if aux_count_fault(count[1]):
+        out.append(f"{count[0]} is {short(count[1])}; {AUX_COUNT} is expected")
     return out
 
 
@@ -338,6 +337,8 @@ def draft_hf_config(raw: Mapping[str, Any], source: str | Path = "draft config.j
     source = raw.file if isinstance(raw, ConfigFacts) else source
     if (why := missing_sizes(raw)) is not None:
         raise CheckpointError(source, why)
+    if taps := tap_problems(raw):
+        raise CheckpointError(source, "; ".join(taps))
     from transformers import LlamaConfig
 
     keep = {k: v for k, v in flatten_draft_config(raw).items() if k not in ("architectures", "model_type")}

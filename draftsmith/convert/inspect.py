@@ -54,7 +54,7 @@ def inspect_checkpoint(folder: str | Path, registry: Registry | None = None) -> 
     config, infos = read_raw_config(folder), list_tensors(folder)
     if taps := tap_problems(config):   # the detectors read them: said naming the file, as a load says them
         file = folder / ("config.json" if (folder / "config.json").exists() else "params.json")
-        raise CheckpointError(file, "; ".join(message for _, message in taps))
+        raise CheckpointError(file, "; ".join(taps))
     names = list(infos)
     from transformers import LlamaConfig
 

@@ -50,8 +50,26 @@ def test_a_bad_tap_value_names_the_config_file(pair, tmp_path, edits, said, verb
     assert ".yaml" not in res.output and "draft fusion" not in res.output, res.output
 
 
-def test_tap_problems_read_where_a_fusion_reads():
+def test_tap_problems_read_only_what_a_fusion_reads():
     assert tap_problems({"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 2]}, "target_layer_ids": []}) == []
     assert tap_problems({"eagle_aux_hidden_state_layer_ids": None, "num_aux_hidden_states": 3}) == []
-    assert [p for p, _ in tap_problems({"target_layer_ids": [True], "eagle_config": {"num_aux_hidden_states": -1}})] \
-        == [("target_layer_ids",), ("eagle_config", "num_aux_hidden_states")]
+    # eagle_config's ids are read; a top-level value beside them is not (a review: it was refused)
+    assert tap_problems({"eagle_config": {"eagle_aux_hidden_state_layer_ids": [2, 4, 5]},
+                         "target_layer_ids": "2,4,5"}) == []
+    assert tap_problems({"eagle_config": {"num_aux_hidden_states": 3}, "num_aux_hidden_states": 3.0}) == []
+    assert tap_problems({"target_layer_ids": [True], "eagle_config": {"num_aux_hidden_states": -1}}) == [
+        "target_layer_ids is [True]; a list of at most 1025 integers (layer indices) is expected",
+        "eagle_config.num_aux_hidden_states is -1; an integer in 1..1025 is expected"]
+
+
+def test_a_target_config_is_not_checked_for_taps(pair, tmp_path):
+    """Only a draft's config is read for taps: a target's stray key is no one's (a review: it was refused)."""
+    import shutil
+
+    import draftsmith
+
+    target = tmp_path / "t"
+    shutil.copytree(pair[0], target)
+    config = json.loads((target / "config.json").read_text())
+    (target / "config.json").write_text(json.dumps({**config, "num_aux_hidden_states": 2.5}))
+    draftsmith.assemble("eagle3-llama", target=target, draft=pair[1])
