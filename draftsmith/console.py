@@ -20,4 +20,5 @@ def main() -> None:
             sys.exit(INTERRUPTED)
         app()
     finally:   # a program that called main() goes on with its own handler, its next command not interrupted
-        restore()
+        if restore():   # a Ctrl-C dropped in a finalizer as the command ended
+            sys.exit(INTERRUPTED)

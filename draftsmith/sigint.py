@@ -12,6 +12,7 @@ import threading
 from collections.abc import Callable
 
 _seen = {"sigint": False}
+_pending: dict[str, threading.Timer | None] = {"timer": None}   # a Ctrl-C a finalizer dropped, on its way
 
 
 def _on_sigint(signum, frame) -> None:
@@ -19,7 +20,7 @@ def _on_sigint(signum, frame) -> None:
     signal.default_int_handler(signum, frame)   # KeyboardInterrupt, as Python's own handler
 
 
-def install() -> Callable[[], None]:
+def install() -> Callable[[], bool]:
     """Note each SIGINT, then raise KeyboardInterrupt as Python's own handler does, until the returned function puts
     the handler before back and forgets the Ctrl-C (a program that calls :func:`draftsmith.console.main` and goes
     on: its next command is not taken as interrupted). Nothing is installed outside the main thread (Python sets
@@ -28,7 +29,7 @@ def install() -> Callable[[], None]:
     _seen["sigint"] = False
     if threading.current_thread() is not threading.main_thread() or \
             signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
-        return lambda: None
+        return lambda: False
     before, hook = signal.signal(signal.SIGINT, _on_sigint), sys.unraisablehook
 
     def unraisable(info) -> None:
@@ -36,16 +37,25 @@ def install() -> Callable[[], None]:
         # "Exception ignored in" traceback, and the command ran on to its end: raised again in the main flow, from
         # another thread (here it would land in this hook, which Python drops too)
         if isinstance(info.exc_value, KeyboardInterrupt):
-            threading.Timer(0.01, _thread.interrupt_main).start()
+            timer = _pending["timer"] = threading.Timer(0.01, _thread.interrupt_main)
+            timer.daemon = True
+            timer.start()
             return
         hook(info)
 
     sys.unraisablehook = unraisable
 
-    def restore() -> None:
+    def restore() -> bool:
+        """Put the handlers before back; whether a Ctrl-C dropped in a finalizer had not reached the command yet
+        (its timer is cancelled: the caller ends with 130, nothing leaks into a program that goes on)."""
+        timer, _pending["timer"] = _pending["timer"], None
+        left = timer is not None and timer.is_alive()
+        if timer is not None:
+            timer.cancel()
         signal.signal(signal.SIGINT, before)
         sys.unraisablehook = hook
         _seen["sigint"] = False
+        return left
     return restore
 
 

@@ -134,3 +134,22 @@ def test_a_ctrl_c_in_a_finalizer_ends_the_command_with_130_and_no_traceback():
     assert res.returncode == 130, res.stderr
     assert "Traceback" not in res.stderr and "Exception ignored" not in res.stderr and "ran on" not in res.stderr, \
         res.stderr
+
+
+def test_a_ctrl_c_a_finalizer_dropped_as_the_command_ends_is_130_and_never_leaks():
+    """The interrupt on its way (a timer) when the command ended leaked into the calling program after main()
+    returned 0 (a review): restore() cancels it and says so, and console.main ends with 130."""
+    from draftsmith import sigint
+
+    script = textwrap.dedent("""
+        import sys, time, types
+        from draftsmith import sigint
+        restore = sigint.install()
+        sys.unraisablehook(types.SimpleNamespace(exc_value=KeyboardInterrupt()))   # as Python calls it
+        print(restore())
+        time.sleep(0.2)
+        print("caller ran on")
+    """)
+    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert (res.returncode, res.stdout.split()) == (0, ["True", "caller", "ran", "on"]), res.stderr
+    assert sigint.install()() is False   # nothing pending: nothing said

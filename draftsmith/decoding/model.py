@@ -114,7 +114,8 @@ class SpeculativeModel:
                                      top_k=top_k, seed=seed, stop=stop, what="generate_baseline()")
         settings = self._settings(max_new_tokens, temperature, top_p, top_k, seed, stop)
         with self._lock, torch.inference_mode(), on_device(self.device):
-            seqs, stats = engine.baseline(self._runners(prompts, max_new_tokens)[0], prompts, settings)
+            seqs, stats = engine.baseline(self._runners(prompts, max_new_tokens, what="generate_baseline()")[0],
+                                          prompts, settings)
         return self._outputs(seqs, stats, single)
 
     def plan(self, *, topk=None, steps=None, draft_tokens=None, mode=None) -> Plan:
@@ -139,7 +140,8 @@ class SpeculativeModel:
         return StaticKVPool(layouts, rows=rows, capacity=capacity, dtype=dtype, device=self.device,
                             fused=fused.wanted(self.spec.decoding.graphs, self.device))
 
-    def _runners(self, prompts: list[list[int]], max_new_tokens: int, plan: Plan | None = None):
+    def _runners(self, prompts: list[list[int]], max_new_tokens: int, plan: Plan | None = None,
+                 what: str = "generate()"):
         """(target runner, draft runner) over static pools sized up front for this call: the longest prompt +
         max_new_tokens + the largest tree or draft scratch + what a step launched ahead commits
         (engine.slots_needed), rounded up to a capacity bucket (static_pool.capacity_for: 64, 80, 96, 112, 128,
@@ -151,7 +153,7 @@ class SpeculativeModel:
         def made():
             sizes = map(self._layouts, (self.target, self.draft))
             need = sum(pool_bytes(layouts, *key, dtype) for layouts, dtype in sizes)
-            check_room(need, torch.device(self.device), *key)   # before torch is asked for it
+            check_room(need, torch.device(self.device), *key, what=what)   # before torch is asked for it
             graphs = graphs_enabled(self.spec.decoding.graphs, self.device)
             return (runners.TargetRunner(self.target, self._pool(self.target, *key), self.draft.taps, graphs),
                     runners.DraftRunner(self.draft, self._pool(self.draft, *key), self.draft_embed, self.draft_head))

@@ -72,3 +72,10 @@ def test_the_command_line_says_it_as_a_bad_option_value(verb, monkeypatch):
                              env={"COLUMNS": "1000"})
     assert res.exit_code == 2, res.output
     assert "error: the KV caches for 1 prompt(s)" in res.output and "generate()" not in res.output, res.output
+
+
+def test_generate_baseline_is_named_as_itself(demo, monkeypatch):
+    demo._runners_cache.clear()
+    monkeypatch.setattr(room, "free_bytes", lambda device: 1000)
+    with pytest.raises(ArgumentError, match=r"^generate_baseline\(\): 1 problem"):
+        demo.generate_baseline([1, 2, 3], max_new_tokens=8)
