@@ -137,3 +137,17 @@ def test_a_reused_folder_of_other_sizes_keeps_its_config(tmp_path, monkeypatch):
     assert (tmp_path / "tiny-target" / "config.json").read_text() == '{"hidden_size": 64}'
     assert str(e.value).count("give --checkpoints") == 1, str(e.value)
     assert checkpoints   # the module the pair is written by
+
+
+def test_a_rerun_cut_off_leaves_no_plot_of_the_old_numbers(tmp_path, monkeypatch):
+    """The shape's old PNG stayed beside the partial numbers of a rerun that was cut off (a bench helper)."""
+    (tmp_path / "results.json").write_text("[]")
+    (tmp_path / "tiny.png").write_bytes(b"the previous run's plot")
+
+    def cut(name, root, *, save, **kw):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(bs, "measure", cut)
+    with pytest.raises(KeyboardInterrupt):
+        run_scale(["tiny"], tmp_path, log=lambda line: None)
+    assert not (tmp_path / "tiny.png").exists()

@@ -219,6 +219,8 @@ def run_scale(shapes=("tiny",), out: str | Path = "bench-scale", *, device="cpu"
             write_atomic(out / "results.md", head + markdown(rows))
 
         chosen = set(gemv.CHOICES)
+        # the previous run's plot of this shape goes as its results do (a run cut off left the old PNG beside them)
+        (out / f"{name}.png").unlink(missing_ok=True)
         r = measure(name, checkpoints, device=device, dtype=dtype, batches=batches,
                     prompt_len=prompt_len or (32 if small else 128), new_tokens=new_tokens or (24 if small else 128),
                     repeats=repeats, hf=hf, graphs=graphs, log=log, save=save)
@@ -228,10 +230,7 @@ def run_scale(shapes=("tiny",), out: str | Path = "bench-scale", *, device="cpu"
         last = i == len(shapes) - 1
         r["plot"] = None   # the results are saved before the plot is drawn: a plot that fails loses no number
         save(r, tuple(results[:-1]), final=last, name=name if last else shapes[i + 1])   # the next shape's turn
-        png = plot(r, out / f"{name}.png")   # None without matplotlib (the optional extra 'bench')
-        if png is None:   # a previous run's plot of this shape shows other numbers than results.json's
-            (out / f"{name}.png").unlink(missing_ok=True)
-        else:
+        if (png := plot(r, out / f"{name}.png")) is not None:   # None without matplotlib (the extra 'bench')
             r["plot"] = str(png)
             save(r, tuple(results[:-1]), final=last, name=name if last else shapes[i + 1])
     return results
