@@ -14,6 +14,7 @@ reports NaN and inf values at load.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import stat
@@ -279,19 +280,17 @@ def save_safetensors(tensors: Mapping[str, Tensor], folder: str | Path, filename
 def file_mode() -> int:
     """The mode ``open()`` gives a new file under this process's umask (0o644 under 022), read from
     /proc/self/status: os.umask(0) to learn it would give another thread's new files 0o666 for that moment.
-    Elsewhere, the umask at import (learnt that way once, before draftsmith writes anything)."""
+    Elsewhere (no /proc), learnt that way once, with 0o022 set for the moment, never 0."""
     try:
         with open("/proc/self/status", encoding="ascii") as f:
-            mask = next((int(line.split()[1], 8) for line in f if line.startswith("Umask:")), _UMASK)
+            mask = next((int(line.split()[1], 8) for line in f if line.startswith("Umask:")), None)
     except (OSError, ValueError, IndexError):
-        mask = _UMASK
-    return 0o666 & ~mask
+        mask = None
+    return 0o666 & ~(_umask() if mask is None else mask)
 
 
+@functools.cache
 def _umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
-
-
-_UMASK = _umask()
