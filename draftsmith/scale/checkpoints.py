@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from draftsmith.assembler.checkpoint import file_mode
+from draftsmith.assembler.checkpoint import save_safetensors
 from draftsmith.errors import DraftsmithError, short_text
 
 SHAPES = {  # Llama-3.2-1B, Llama-3.1-8B; tiny runs on a CPU in seconds
@@ -24,7 +24,6 @@ SHAPES = {  # Llama-3.2-1B, Llama-3.1-8B; tiny runs on a CPU in seconds
 
 def write_llama(folder: Path, shape: dict, device: str, seed: int = 0, shard_bytes: int = 2 << 30) -> Path:
     """A random Llama target (bf16, sharded safetensors + index, HF names); kept if already written."""
-    from safetensors.torch import save_file
     from transformers import LlamaConfig
 
     if (folder / "config.json").exists():
@@ -63,8 +62,7 @@ def write_llama(folder: Path, shape: dict, device: str, seed: int = 0, shard_byt
         nonlocal shard, size, n
         if shard:
             n += 1
-            save_file(shard, str(folder / f"model-{n:05d}.safetensors"), metadata={"format": "pt"})
-            (folder / f"model-{n:05d}.safetensors").chmod(file_mode())   # safetensors writes 0600
+            save_safetensors(shard, folder, f"model-{n:05d}.safetensors")   # whole or not at all, the umask's mode
             weight_map.update({k: f"model-{n:05d}.safetensors" for k in shard})
             shard, size = {}, 0
 
