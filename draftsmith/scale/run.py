@@ -228,9 +228,10 @@ def run_scale(shapes=("tiny",), out: str | Path = "bench-scale", *, device="cpu"
         log(f"  {name}: torch.compile so far: {r['compile']['graphs']} graphs, {r['compile']['seconds']} s compiling")
         results.append(r)
         last = i == len(shapes) - 1
+        done = functools.partial(save, r, tuple(results[:-1]), final=last, name=name if last else shapes[i + 1])
         r["plot"] = None   # the results are saved before the plot is drawn: a plot that fails loses no number
-        save(r, tuple(results[:-1]), final=last, name=name if last else shapes[i + 1])   # the next shape's turn
+        done()   # the report's head names the next shape, whose turn it is
         if (png := plot(r, out / f"{name}.png")) is not None:   # None without matplotlib (the extra 'bench')
             r["plot"] = str(png)
-            save(r, tuple(results[:-1]), final=last, name=name if last else shapes[i + 1])
+            done()
     return results
