@@ -43,17 +43,22 @@ class ConfigFacts(dict):
         return self.written.get(fact, fact)
 
 
+def config_file(folder: Path) -> Path | None:
+    """The config file of a checkpoint folder: ``config.json``, else Mistral's ``params.json`` (a broken link is
+    there too: regular_file says so when it is read); None for neither."""
+    return next((folder / n for n in ("config.json", "params.json")
+                 if (folder / n).exists() or (folder / n).is_symlink()), None)
+
+
 def read_raw_config(folder: str | Path) -> dict[str, Any]:
     """The checkpoint's config file as written: ``config.json``, else Mistral's ``params.json``."""
     folder = checkpoint_folder(folder)
-    for name in ("config.json", "params.json"):
-        # a broken link is there too (regular_file says so); read_json refuses a FIFO, a link out of the folder, a
-        # list, bad JSON
-        if (folder / name).exists() or (folder / name).is_symlink():
-            raw = read_json(folder / name, folder, what="config (a JSON object of fields)")
-            if problems := object_problems(raw):  # every reader of the config may look inside these
-                raise CheckpointError(folder / name, "; ".join(problems))
-            return raw
+    if (file := config_file(folder)) is not None:
+        # read_json refuses a FIFO, a link out of the folder, a list, bad JSON
+        raw = read_json(file, folder, what="config (a JSON object of fields)")
+        if problems := object_problems(raw):  # every reader of the config may look inside these
+            raise CheckpointError(file, "; ".join(problems))
+        return raw
     raise CheckpointNotFound(f"{short_text(folder, 300)}: no config.json or params.json (a checkpoint folder needs "
                              "a config + weights)")
 

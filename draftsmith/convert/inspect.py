@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from draftsmith.assembler.checkpoint import TensorInfo, list_tensors
-from draftsmith.assembler.config import (MLA_KEYS, draft_hf_config, flatten_draft_config, read_config, read_raw_config,
-                                        tap_problems)
+from draftsmith.assembler.config import (MLA_KEYS, config_file, draft_hf_config, flatten_draft_config, read_config,
+                                        read_raw_config, tap_problems)
 from draftsmith.assembler.detect import (FAMILIES, eagle3_values, full_model, missing_keys, missing_required,
                                         row_settings, ruled_out)
 from draftsmith.assembler.fit import STACKED, closest_families, holder, split_parts, unfit_names
@@ -53,8 +53,7 @@ def inspect_checkpoint(folder: str | Path, registry: Registry | None = None) -> 
     folder = Path(folder)   # read_raw_config refuses what is not a readable folder
     config, infos = read_raw_config(folder), list_tensors(folder)
     if taps := tap_problems(config):   # the detectors read them: said naming the file, as a load says them
-        file = folder / ("config.json" if (folder / "config.json").exists() else "params.json")
-        raise CheckpointError(file, "; ".join(taps))
+        raise CheckpointError(config_file(folder), "; ".join(taps))
     names = list(infos)
     from transformers import LlamaConfig
 
