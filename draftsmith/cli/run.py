@@ -1,8 +1,8 @@
 """``draftsmith generate`` and ``draftsmith bench``."""
 from __future__ import annotations
 
-import functools
 import contextlib
+import functools
 import sys
 from pathlib import Path
 from typing import Optional
