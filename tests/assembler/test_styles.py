@@ -185,3 +185,17 @@ def test_a_speculators_config_proposes_speculators_default_greedy_method():
     assert out["speculators_config"]["proposal_methods"] == [{"proposal_type": "greedy", "speculative_tokens": 5,
                                                               "verifier_accept_k": 1, "accept_tolerance": 0.0}]
     assert out["speculators_config"]["default_proposal_method"] == "greedy"
+
+
+def test_a_folder_holding_both_configs_is_read_by_its_config_json(tmp_path):
+    """config.json, else Mistral's params.json: a folder with both (a converted Mistral draft keeping its source
+    file) is read by config.json."""
+    from draftsmith.assembler.config import config_file, read_raw_config
+
+    (tmp_path / "config.json").write_text(json.dumps({"hidden_size": 8}))
+    (tmp_path / "params.json").write_text(json.dumps({"dim": 16}))
+    assert config_file(tmp_path) == tmp_path / "config.json" and read_raw_config(tmp_path) == {"hidden_size": 8}
+    (tmp_path / "config.json").unlink()
+    assert config_file(tmp_path) == tmp_path / "params.json" and read_raw_config(tmp_path) == {"dim": 16}
+    (tmp_path / "params.json").unlink()
+    assert config_file(tmp_path) is None
