@@ -47,10 +47,10 @@ def explained(*notes: Callable[[], str | None]):
 @contextlib.contextmanager
 def checked_along(reading: ConfigReading):
     """A draft config problem does not hide the tensors' (each run reports all it can): when no expected tensor
-    depends on its keys (they were left out, taking their defaults: config.SHAPELESS), the draft is built and checked
-    inside the block anyway, its load notes unsaid (they would speak of the keys left out), and what that finds is
-    added to the config error as a note before it is raised; when the expected tensors depend on them, the error says
-    that the tensor checks follow once they are fixed."""
+    depends on its keys (they were left out, taking their defaults: config_values.SHAPELESS), the draft is built and
+    checked inside the block anyway, its load notes unsaid (they would speak of the keys left out), and what that
+    finds is added to the config error as a note before it is raised; when the expected tensors depend on them, the
+    error says that the tensor checks follow once they are fixed."""
     error = reading.error
     if error is None:
         yield

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from draftsmith.assembler.checkpoint import TensorInfo, list_tensors
-from draftsmith.assembler.config import (MLA_KEYS, config_file, draft_hf_config, flatten_draft_config, read_config,
-                                        read_raw_config, tap_problems)
+from draftsmith.assembler.config import config_file, draft_hf_config, flatten_draft_config, read_config, read_raw_config
+from draftsmith.assembler.config_values import MLA_KEYS, tap_problems
 from draftsmith.assembler.detect import (FAMILIES, eagle3_values, full_model, missing_keys, missing_required,
                                         row_settings, ruled_out)
 from draftsmith.assembler.fit import STACKED, closest_families, holder, split_parts, unfit_names

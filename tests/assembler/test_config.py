@@ -1,6 +1,6 @@
-"""Checkpoint configs (draftsmith/assembler/config.py): every bound of config_problems at its edge (the last value
-accepted, the first refused), the fallbacks between config files, and the facts read from a config (stop ids,
-hidden width, recurrent layers). tests/hardening/test_checkpoint_files.py holds the broken files."""
+"""Checkpoint configs (draftsmith/assembler/config.py, config_values.py): every bound of config_problems at its edge
+(the last value accepted, the first refused), the fallbacks between config files, and the facts read from a config
+(stop ids, hidden width, recurrent layers). tests/hardening/test_checkpoint_files.py holds the broken files."""
 import json
 from types import SimpleNamespace
 
@@ -8,9 +8,9 @@ import pytest
 from transformers import LlamaConfig
 
 from draftsmith import limits
-from draftsmith.assembler.config import (config_problems, draft_hf_config, flatten_draft_config, has_recurrent_layers,
-                                         read_config, read_raw_config, stop_ids, target_hidden_width,
-                                         token_id_problem)
+from draftsmith.assembler.config import (draft_hf_config, flatten_draft_config, has_recurrent_layers, read_config,
+                                         read_raw_config, stop_ids, target_hidden_width)
+from draftsmith.assembler.config_values import config_problems, token_id_problem
 from draftsmith.errors import CheckpointError, CheckpointNotFound
 
 SIZES = {"num_hidden_layers": limits.TARGET_LAYERS, "hidden_size": limits.WIDTH, "intermediate_size": limits.WIDTH,

@@ -3,7 +3,7 @@ inclusive (sliding_window 0, num_mtp_layers 0, hc_mult 0 accepted; an MLA width 
 refused and 1 accepted, and where long names are cut in messages."""
 import pytest
 
-from draftsmith.assembler.config import config_problems
+from draftsmith.assembler.config_values import config_problems
 
 # (field, smallest accepted, largest accepted): draftsmith/limits.py (WIDTH 1<<20, HEADS 4096, DRAFT_LAYERS 64)
 BOUNDS = [("sliding_window", 0, 1 << 31), ("max_position_embeddings", 1, 1 << 31),
@@ -40,7 +40,7 @@ def test_no_config_names_the_folder_cut_at_300_characters(tmp_path, extra):
 
 @pytest.mark.parametrize("length", [40, 60])   # a layer type of exactly 40 characters, and a longer one
 def test_a_per_layer_type_rope_names_the_layer_type_cut_at_40_characters(length):
-    from draftsmith.assembler.config import rope_problems
+    from draftsmith.assembler.config_values import rope_problems
     layer = "x" * (length // 2) + "y" * (length - length // 2)
     (problem,) = rope_problems({"rope_parameters": {layer: {"rope_type": "bogus"}}})
     shown = problem.split("rope_parameters.", 1)[1].split(".rope_type is ")[0]
@@ -49,7 +49,7 @@ def test_a_per_layer_type_rope_names_the_layer_type_cut_at_40_characters(length)
 
 @pytest.mark.parametrize("name", ["rope_theta", "factor", "original_max_position_embeddings"])
 def test_a_rope_number_of_zero_is_refused_and_one_is_accepted(name):
-    from draftsmith.assembler.config import rope_problems
+    from draftsmith.assembler.config_values import rope_problems
     assert rope_problems({"rope_scaling": {"rope_type": "linear", name: 1}}) == []
     assert rope_problems({"rope_scaling": {"rope_type": "linear", name: 0}}) == [
         f"rope_scaling.{name} is 0; a positive number is expected"]

@@ -9,7 +9,8 @@ from transformers import AutoModelForCausalLM
 
 import draftsmith
 from draftsmith.assembler.assemble import load_target
-from draftsmith.assembler.config import config_problems, read_config
+from draftsmith.assembler.config import read_config
+from draftsmith.assembler.config_values import config_problems
 from draftsmith.components import backends
 from draftsmith.convert.run import convert
 from draftsmith.errors import CheckpointError, DraftsmithError

@@ -6,7 +6,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from draftsmith.assembler.config import tap_problems
+from draftsmith.assembler.config_values import tap_problems
 from draftsmith.cli import app
 from draftsmith.testing import write_eagle3, write_target
 

@@ -560,7 +560,7 @@ def test_a_checkpoint_json_64_levels_deep_is_read_and_65_is_refused(tmp_path):
 @pytest.mark.parametrize("key, most", [("num_hidden_layers", 1024), ("hidden_size", 1 << 20),
                                        ("vocab_size", 1 << 23)])
 def test_a_config_size_at_its_bound_is_taken_and_one_more_is_refused_naming_it(key, most):
-    from draftsmith.assembler.config import config_problems
+    from draftsmith.assembler.config_values import config_problems
 
     assert config_problems({key: most}) == []
     assert config_problems({key: most + 1}) == [f"{key} is {most + 1}; allowed 1..{most} (draftsmith/limits.py)"]
