@@ -419,7 +419,7 @@ def test_run_scale_defaults_on_the_cpu(scale):
         device="cpu", dtype="float32", batches=(1, 8), prompt_len=32, new_tokens=24, repeats=3, hf=True,
         graphs="auto")
     assert scale.at_start == ["[]\n"]   # the folder is made and marked before the first shape
-    assert r["compile"] == {"graphs": 2, "seconds": 0.5} and r["plot"] is None   # as its last save found it
+    assert r["compile"] == {"graphs": 1, "seconds": 0.5} and r["plot"] is None   # as the log line says it
     assert logs == ["  tiny: torch.compile so far: 1 graphs, 0.5 s compiling"]
     assert scale.plots == [scale.out / "tiny.png"]
 
@@ -461,8 +461,10 @@ def test_each_save_holds_the_shapes_before_and_says_partial_until_the_last(scale
     scale.png = scale.out / "x.png"
     results = bs.run_scale(["tiny", "1b", "8b"], scale.out, log=lambda line: None)
     assert scale.at_start[0] == json.dumps(previous)   # not reset to [] before the first shape
-    assert [[r["shape"] for r in rows] for _, rows in scale.files] == [
-        ["old", "tiny"], ["old", "tiny", "1b"], ["old", "tiny", "1b", "8b"]]
+    # the previous 1b stays until the new one is complete; the shape being measured is marked partial
+    assert [[(r["shape"], r.get("partial", r.get("run"))) for r in rows] for _, rows in scale.files] == [
+        [("old", None), ("1b", 1), ("tiny", True)], [("old", None), ("tiny", None), ("1b", 1), ("1b", True)],
+        [("old", None), ("tiny", None), ("1b", None), ("8b", True)]]
     assert [md.splitlines()[0] for md, _ in scale.files] == [
         f"{PARTIAL} {name}; this run is still going, or was cut off)" for name in ("tiny", "1b", "8b")]
     saved = (scale.out / "results.json").read_text()

@@ -8,6 +8,8 @@ from pathlib import Path
 from draftsmith.bench_out import write_atomic
 
 TAUS = (3.0, 4.0, 6.0)   # the acceptance lengths the speculative rows' tokens/s is projected at
+# the heading's end for a shape a run measured only in part (cut off, or still going; run.run_scale)
+PARTIAL_ENTRY = " (partial: as far as a run measured it before it was cut off, or while it goes on)"
 COLUMNS = ("method", "ms / step", "x target-only step", "verify fwd ms (x decode fwd)",
            "draft fwd ms (x target-only step)", "decode time outside forwards (+ KV addressing, inside forwards)",
            "tok/s", *(f"tok/s @ tau {t:g}" for t in TAUS))
@@ -41,7 +43,8 @@ def markdown(results: list[dict]) -> str:
             if x)
         lines += [(f"## {r['shape']} ({r.get('device')}, {r.get('dtype')}, prompt {r.get('prompt_len')}, "
                    f"{r.get('new_tokens')} new tokens; weights {r.get('weight_bytes', 0) / 1e9:.2f} GB, "
-                   f"copy bandwidth {r.get('copy_bandwidth', 0) / 1e9:.0f} GB/s)"), ""]
+                   f"copy bandwidth {r.get('copy_bandwidth', 0) / 1e9:.0f} GB/s)"
+                   + (PARTIAL_ENTRY if r.get("partial") else "")), ""]
         if about:
             lines += [about, ""]
         if r.get("products"):

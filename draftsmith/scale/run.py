@@ -171,7 +171,8 @@ def hf_rows(target_dir: Path, prompts, device: str, dtype: str, new_tokens: int,
 
 def _previous(out: Path, log=print) -> list[dict]:
     """The shapes a previous run wrote into ``out``'s results.json ([] if none, or not readable as one); a shape
-    this report cannot show (written by an older draftsmith, whose rows lack later columns) is left out, said."""
+    this report cannot show (written by an older draftsmith, whose rows lack later columns) is left out, said; so
+    is the partial entry of a run cut off where that shape's previous complete results were kept beside it."""
     try:
         runs = json.loads((out / RESULTS).read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -186,14 +187,17 @@ def _previous(out: Path, log=print) -> list[dict]:
             log(f"  {r['shape']}: the previous results in {out / RESULTS} are not in this version's form; left out")
             continue
         kept.append(r)
-    return kept
+    complete = {r["shape"] for r in kept if not r.get("partial")}
+    return [r for r in kept if not (r.get("partial") and r["shape"] in complete)]
 
 
 def run_scale(shapes=("tiny",), out: str | Path = "bench-scale", *, device="cpu", dtype=None, batches=(1, 8),
               prompt_len=None, new_tokens=None, repeats=3, hf=True, graphs="auto", checkpoints=None,
               log=print) -> list[dict]:
     """This run's results (a dict per shape). results.json and results.md hold them after the shapes a previous
-    run wrote into ``out`` that this one does not measure again (a shape measured again is replaced)."""
+    run wrote into ``out`` that this one does not measure again. A shape measured again keeps its previous complete
+    results (and PNG) until its new ones are complete: a rerun cut off loses nothing, and its entry so far is
+    marked ``"partial": true`` beside them."""
     if unknown := [n for n in shapes if n not in SHAPES]:   # every name, before the first shape runs for minutes
         raise OptionError(f"unknown shape {', '.join(map(repr, unknown))}; known: {', '.join(SHAPES)}")
     shapes = list(dict.fromkeys(shapes))   # a shape named twice is measured once (its rows would be written twice)
@@ -201,36 +205,44 @@ def run_scale(shapes=("tiny",), out: str | Path = "bench-scale", *, device="cpu"
     checkpoints = Path(checkpoints) if checkpoints else out / "checkpoints"
     check_folders(out, checkpoints, shapes)   # before anything is written or measured
     out.mkdir(parents=True, exist_ok=True)
-    kept = [r for r in _previous(out, log) if r["shape"] not in shapes]   # other shapes measured into this folder
+    previous = _previous(out, log)
+    kept = [r for r in previous if r["shape"] not in shapes]   # other shapes measured into this folder
+    old = {r["shape"]: r for r in previous if r["shape"] in shapes and not r.get("partial")}
     if not (out / RESULTS).exists():   # marks the folder as a bench's from the start (a run cut off while it writes
         write_atomic(out / RESULTS, "[]\n")   # the checkpoints is one a rerun may use)
     cuda = torch.device(device).type == "cuda"
     dtype = dtype or ("bfloat16" if cuda else "float32")
     results = []
+
+    def save(current: dict | None, measuring: str | None):
+        """results.json and results.md: other shapes' results, this run's finished shapes, the previous results of
+        the shapes it has not finished, and ``current`` as far as it got (marked partial); until the run is over
+        (``measuring``: the shape whose turn it is), the report's first line says it is not."""
+        finished = {r["shape"] for r in results}
+        rows = [*kept, *results, *(old[s] for s in shapes if s in old and s not in finished)]
+        if current is not None:
+            current["compile"] = compile_summary()   # so a run cut off says what compiling cost
+            rows.append({**current, "partial": True})
+        write_atomic(out / RESULTS, json.dumps(rows, indent=1, default=str))
+        head = "" if measuring is None else f"{PARTIAL} {measuring}; this run is still going, or was cut off)\n\n"
+        write_atomic(out / "results.md", head + markdown(rows))
+
     for i, name in enumerate(shapes):
         small = name == "tiny" and not cuda
-
-        def save(partial, done=tuple(results), final=False, name=name):   # the shapes finished so far and this
-            partial["compile"] = compile_summary()   # one as far as it got (so a run cut off says what compiling cost)
-            rows = [*kept, *done, partial]
-            write_atomic(out / RESULTS, json.dumps(rows, indent=1, default=str))
-            # until the last shape's last phase is saved, the report's first line says the run is not over
-            head = "" if final else f"{PARTIAL} {name}; this run is still going, or was cut off)\n\n"
-            write_atomic(out / "results.md", head + markdown(rows))
-
         chosen = set(gemv.CHOICES)
-        # the previous run's plot of this shape goes as its results do (a run cut off left the old PNG beside them)
-        (out / f"{name}.png").unlink(missing_ok=True)
+        if name not in old:   # a plot without the results it shows (they are gone, or were never saved)
+            (out / f"{name}.png").unlink(missing_ok=True)
         r = measure(name, checkpoints, device=device, dtype=dtype, batches=batches,
                     prompt_len=prompt_len or (32 if small else 128), new_tokens=new_tokens or (24 if small else 128),
-                    repeats=repeats, hf=hf, graphs=graphs, log=log, save=save)
+                    repeats=repeats, hf=hf, graphs=graphs, log=log,
+                    save=functools.partial(save, measuring=name))
         r["compile"], r["products"] = compile_summary(), gemv.describe(chosen)
         log(f"  {name}: torch.compile so far: {r['compile']['graphs']} graphs, {r['compile']['seconds']} s compiling")
         results.append(r)
-        last = i == len(shapes) - 1
-        done = functools.partial(save, r, tuple(results[:-1]), final=last, name=name if last else shapes[i + 1])
+        done = functools.partial(save, None, None if i == len(shapes) - 1 else shapes[i + 1])   # the next shape's turn
         r["plot"] = None   # the results are saved before the plot is drawn: a plot that fails loses no number
-        done()   # the report's head names the next shape, whose turn it is
+        done()
+        (out / f"{name}.png").unlink(missing_ok=True)   # the previous results' plot went with them
         if (png := plot(r, out / f"{name}.png")) is not None:   # None without matplotlib (the extra 'bench')
             r["plot"] = str(png)
             done()
