@@ -61,14 +61,54 @@ def _nested_repeat(items) -> bool:
     return False
 
 
+# a config value in a weight rule (components/rule_config.py binds it): one top-level key of the draft's config
+PLACEHOLDER = re.compile(r"\$\{(\w+)\}")
+_QUANTIFIER = re.compile(r"\{(\d+|\d*,\d*)\}")   # x{2}, x{2,}, x{,3}, x{2,3}: what re reads as a repeat
+
+
+def _brace_problem(pattern: str) -> str | None:
+    """A '{' that ``re`` reads as a literal brace (outside a character class, not escaped, not a repeat count,
+    not a ``${key}`` placeholder), or a ``${`` that is no placeholder. The ``regex`` package that matches the
+    names reads such a brace as its fuzzy-matching syntax (``fc{e}`` matches 'fx'), or fails on it."""
+    i, in_class = 0, False
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = ch != "]"
+        elif ch == "[":
+            in_class, i = True, i + 1
+            i += pattern[i:i + 1] == "^"
+            i += pattern[i:i + 1] == "]"   # a ']' first in the class is a literal
+            continue
+        elif ch == "$" and pattern[i + 1:i + 2] == "{":
+            if (m := PLACEHOLDER.match(pattern, i)) is None:
+                found = pattern[i:pattern.find("}", i) + 1 or i + 20]
+                return (f"{short(found)} is no placeholder: a placeholder names one top-level key of the draft's "
+                        "config, as ${num_hidden_layers} (letters, digits and _); a literal brace is written '\\{'")
+            i = m.end()
+            continue
+        elif ch == "{" and _QUANTIFIER.match(pattern, i) is None:
+            return (f"the '{{' at position {i} is a literal brace to Python's re, but the regex package that matches "
+                    "the names may read it as fuzzy matching ('fc{e}' matches 'fx'); escape it as '\\{' (a config "
+                    "value is written ${key})")
+        i += 1
+    return None
+
+
 def pattern_problem(pattern: str) -> str | None:
-    """Why a weight-rule pattern is refused (too long, not ``re`` syntax, a repeat of a repeat), or None."""
+    """Why a weight-rule pattern is refused (too long, not ``re`` syntax, a brace ``re`` and the ``regex`` package
+    read differently, a repeat of a repeat), or None."""
     if len(pattern) > limits.REGEX_CHARS:
         return f"a pattern of {len(pattern)} characters; at most {limits.REGEX_CHARS}"
     try:
         tree = sre_parse.parse(pattern)
     except (re.error, RecursionError, OverflowError) as exc:
         return f"not a valid regular expression: {exc}"
+    if (why := _brace_problem(pattern)) is not None:
+        return why
     if _nested_repeat(tree):
         return ("a repeat of a repeat (like '(a+)+') backtracks exponentially on names it almost matches; "
                 "repeat the inner part once, e.g. '(a+)+' -> 'a+'")

@@ -15,10 +15,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from draftsmith.components.split_rule import SplitRule
+from draftsmith.components.patterns import PLACEHOLDER
 from draftsmith.components.weights import RegexRule, pattern_problem
 from draftsmith.errors import Problem, SpecError, short, short_list, short_text, suggest
-
-PLACEHOLDER = re.compile(r"\$\{(\w+)\}")
 
 
 def has_placeholders(text: str) -> bool:
