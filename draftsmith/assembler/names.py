@@ -141,6 +141,11 @@ def chain_note(rules, mapped: Iterable[tuple[str, str, int | None]], wanted: Cal
 
 
 
+def module_of(name: str) -> list[str]:
+    """A tensor name's module and kind: ``['k_proj', 'weight']`` of ``layers.0.self_attn.k_proj.weight``."""
+    return name.split(".")[-2:]
+
+
 def idle_rule_note(rules, names: Iterable[str], missing: Iterable[str], unplaced: Iterable[str]) -> str | None:
     """The note for a rule that matched no checkpoint name (a typo in its match), or None: of a RuleSet's renames
     (rules with a ``replace``) that no name of ``names`` takes, the first whose replace's literal head begins
@@ -152,13 +157,12 @@ def idle_rule_note(rules, names: Iterable[str], missing: Iterable[str], unplaced
     missing = list(missing)
     used = {rules.to_parts(n)[1] for n in names}
     unplaced = list(unplaced)
-    tail = lambda name: name.split(".")[-2:]   # noqa: E731  the module's own name and 'weight'
     for i, rule in enumerate(rules.rules):
         head = str(getattr(rule, "replace", "")).split("\\")[0]   # up to a group reference
         if i in used or not head:
             continue
         made = [m for m in missing if m.startswith(head)]
-        like = [n for n in unplaced if any(tail(n) == tail(m) for m in made)]
+        like = [n for n in unplaced if any(module_of(n) == module_of(m) for m in made)]
         if like:
             return (f"note: {short_text(rules.describe(i), 300)} matched no checkpoint name, and names it would make "
                     f"are missing ({one_pattern(made)}), while {one_pattern(like)} matched no rule: check the rule's "
@@ -171,6 +175,12 @@ def idle_rule_note(rules, names: Iterable[str], missing: Iterable[str], unplaced
 AMBIGUOUS = object()   # Suggester's answer where two leftovers are about as close to a name
 
 
+def sure(text: str, found: str, near: float = 0.9) -> bool:
+    """Whether ``found`` is ``text`` under another prefix (blocks.N.attn.k_proj for layers.N.self_attn.k_proj) or a
+    near copy of it (likeness ``near`` or more): a hint no other name can take from it."""
+    return module_of(found) == module_of(text) or difflib.SequenceMatcher(None, text, found).ratio() >= near
+
+
 def tied(text: str, found: list[str], tie: float = 0.05, sure: float = 0.9) -> bool:
     """Whether the two closest of ``found`` are about as close to ``text`` (likeness within ``tie``) and neither is
     a near copy of it (``sure``): the checkpoint's ``ln_in`` and ``ln_mid`` against ``input_layernorm`` score 0.69
@@ -178,8 +188,7 @@ def tied(text: str, found: list[str], tie: float = 0.05, sure: float = 0.9) -> b
     (0.98, its k_proj 0.95) is the name with a prefix."""
     if len(found) < 2:
         return False
-    tail = lambda name: name.split(".")[-2:]   # noqa: E731  the module's own name: 'k_proj', 'weight'
-    if tail(found[0]) == tail(text) != tail(found[1]):   # under another prefix (blocks.N.attn.k_proj): not a guess
+    if module_of(found[0]) == module_of(text) != module_of(found[1]):   # under another prefix: not a guess
         return False
     first, second = (difflib.SequenceMatcher(None, text, f).ratio() for f in found[:2])
     return first - second < tie and first < sure
@@ -199,11 +208,13 @@ class Suggester:
     CANDIDATES = 1_000
     BUDGET = 10_000
     NAME_CHARS = 300  # a longer name is never compared (difflib is quadratic) nor suggested
+    MUTUAL = 64   # missing texts of one shape a hint's leftover is compared with (settle); past that, each is its own
 
     def __init__(self, leftovers: Mapping[str, tuple[str, tuple[int, ...]]]):
         self.leftovers = leftovers  # canonical -> (as shown, shape); indexed on the first call only
         self.budget = self.BUDGET
         self.best: dict[tuple, str | None] = {}  # (text, shape or None) -> the closest leftover text
+        self.near: dict[tuple, list[str]] = {}   # (text, shape or None) -> the two closest leftover texts
 
     @functools.cached_property
     def texts(self) -> dict[tuple[int, ...] | None, dict[str, dict[tuple[str, ...], str]]]:
@@ -219,6 +230,11 @@ class Suggester:
         return out
 
     def __call__(self, name: str, shape: tuple[int, ...]) -> str | None:
+        found = self._closest(name, shape)
+        return None if found is None else found[1]
+
+    def _closest(self, name: str, shape: tuple[int, ...]) -> tuple[str, str] | None:
+        """(the closest leftover's text, the leftover as shown), or None."""
         if len(name) > self.NAME_CHARS:
             return None
         text, numbers = _DIGITS.sub("\0", name), tuple(_DIGITS.findall(name))
@@ -227,10 +243,41 @@ class Suggester:
             if (text, where) not in self.best and texts and len(texts) <= self.budget:
                 self.budget -= len(texts)
                 found = difflib.get_close_matches(text, list(texts), n=2, cutoff=cutoff)
+                self.near[text, where] = found
                 self.best[text, where] = AMBIGUOUS if tied(text, found) else found[0] if found else None
             if self.best.get((text, where)) is AMBIGUOUS:   # two leftovers alike: a guess could pair them crosswise
                 return None
             if best := self.best.get((text, where)):
                 same = texts[best]
-                return self.leftovers[same.get(numbers) or next(iter(same.values()))][0]
+                return best, self.leftovers[same.get(numbers) or next(iter(same.values()))][0]
         return None
+
+    def settle(self, wanted: Iterable[tuple[str, tuple[int, ...]]]) -> dict[str, str | None]:
+        """Each missing name's hint (as :meth:`__call__` gives it), kept only where the pairing is one to one among
+        the missing names of its shape: none where that leftover is also one of the two closest to another of
+        them, or is closer to another of them (of ``MUTUAL`` at most). A checkpoint's same-shaped norms
+        (attention_norm, ffn_norm; ln_attn, ln_mlp) against a missing input_layernorm and post_attention_layernorm
+        were hinted crosswise, and following the hints loaded a draft that decodes silently worse."""
+        wanted = list(wanted)
+        found = {name: self._closest(name, shape) for name, shape in wanted}
+        texts: dict[tuple[int, ...], set[str]] = {}   # shape -> the missing texts of that shape
+        rivals: dict[str, set[str]] = {}   # leftover text -> the missing texts it is among the two closest to
+        for name, shape in wanted:
+            text = _DIGITS.sub("\0", name)
+            texts.setdefault(shape, set()).add(text)
+            for near in self.near.get((text, shape), ()):
+                rivals.setdefault(near, set()).add(text)
+
+        def closest_missing(hit: str, shape: tuple[int, ...]) -> set[str]:
+            mine = texts[shape]
+            if len(mine) > self.MUTUAL:
+                return mine
+            ratio = {t: difflib.SequenceMatcher(None, t, hit).ratio() for t in mine}
+            return {t for t in mine if ratio[t] == max(ratio.values())}
+
+        out = {}
+        for name, shape in wanted:
+            hit, text = found[name], _DIGITS.sub("\0", name)
+            out[name] = None if hit is None or not (sure(text, hit[0]) or not rivals.get(hit[0], set()) - {text} and (
+                text in closest_missing(hit[0], shape))) else hit[1]
+        return out

@@ -204,7 +204,8 @@ def plan_load(infos: Mapping[str, TensorInfo], rules: RuleSet, expected: Mapping
     if missing:
         leftovers = ({c: (origin[c][0], infos[origin[c][0]].shape) for c in unexpected}
                      | {n: (f"{n} (ignored)", infos[n].shape) for n in remap.ignored})
-        closest, fused = Suggester(leftovers), FusedHint({c: shown for c, (shown, _) in leftovers.items()})
+        fused = FusedHint({c: shown for c, (shown, _) in leftovers.items()})
+        closest = Suggester(leftovers).settle((n, expected[n].shape) for n in missing)
     buckets = {}
     for name in missing:
         buckets.setdefault(expected[name], []).append(name)
@@ -214,7 +215,7 @@ def plan_load(infos: Mapping[str, TensorInfo], rules: RuleSet, expected: Mapping
                 hint = (f"; looks fused: {one_pattern(found)} in the checkpoint stacks its rows with others: use a "
                         "split rule (README: weight rules)")
             else:
-                close = [c for n in members if (c := closest(n, exp.shape)) is not None]
+                close = [c for n in members if (c := closest[n]) is not None]
                 hint = f"; closest in checkpoint: {one_pattern(close)}" if close else ""
             problems.append(f"missing: {quote(pattern)} {_shape(exp.shape)} {_dtype(exp.dtype)}{hint}")
     problems.extend(line for _, line in unexpected_lines)

@@ -1,0 +1,57 @@
+"""A missing tensor's "closest in checkpoint" hint is given only where the pairing is one to one among the missing
+names of its shape (a spec author's hunt, 2026-12-01): a Mistral draft's spec without its two norm rules was told
+post_attention_layernorm <- attention_norm (attention_norm is the input norm), and a layout of ln_attn / ln_mlp
+was told post_attention_layernorm <- ln_attn; following either hint loaded the norms crosswise: same shapes, so the
+draft loads and decodes silently worse."""
+import pytest
+
+from draftsmith.assembler.checkpoint import TensorInfo
+from draftsmith.assembler.names import Suggester
+from draftsmith.assembler.plan import CheckpointMismatch, Expected, plan_load
+from draftsmith.components.weights import RuleSet
+
+F32 = "F32"
+
+
+def hints(leftovers, missing, shape=(64,)):
+    """{missing name: hint} for leftovers (canonical names, shown as themselves) all of ``shape``."""
+    return Suggester({n: (n, shape) for n in leftovers}).settle((m, shape) for m in missing)
+
+
+def test_two_norms_against_two_norms_get_no_crosswise_hint():
+    missing = ["layers.0.input_layernorm.weight", "layers.0.post_attention_layernorm.weight"]
+    assert hints(["layers.0.attention_norm.weight", "layers.0.ffn_norm.weight"], missing) == dict.fromkeys(missing)
+
+
+def test_a_leftover_closer_to_another_missing_name_is_not_hinted():
+    missing = ["layers.0.input_layernorm.weight", "layers.0.post_attention_layernorm.weight",
+               "layers.0.hidden_norm.weight", "norm.weight"]
+    found = hints(["layers.0.ln_attn.weight", "layers.0.ln_mlp.weight", "layers.0.ln_hidden.weight",
+                   "layers.0.ln_final.weight"], missing)
+    assert found["layers.0.post_attention_layernorm.weight"] is None   # ln_attn is the input norm
+    assert found["layers.0.input_layernorm.weight"] is None
+
+
+def test_a_name_under_another_prefix_or_a_near_copy_is_still_hinted():
+    missing = ["layers.0.self_attn.q_proj.weight", "layers.0.self_attn.k_proj.weight", "norm.weight"]
+    found = hints(["blocks.0.attn.q_proj.weight", "blocks.0.attn.k_proj.weight", "norm.weights"], missing)
+    assert found == {"layers.0.self_attn.q_proj.weight": "blocks.0.attn.q_proj.weight",
+                     "layers.0.self_attn.k_proj.weight": "blocks.0.attn.k_proj.weight",
+                     "norm.weight": "norm.weights"}
+
+
+def test_a_single_missing_name_keeps_its_hint():
+    assert hints(["layers.0.ln_attn.weight"], ["layers.0.input_layernorm.weight"]) == {
+        "layers.0.input_layernorm.weight": "layers.0.ln_attn.weight"}
+
+
+def test_the_load_plan_says_no_crosswise_hint():
+    shape = (64,)
+    infos = {n: TensorInfo(n, shape, F32, None) for n in ("layers.0.attention_norm.weight",
+                                                          "layers.0.ffn_norm.weight")}
+    expected = {n: Expected(shape, F32) for n in ("layers.0.input_layernorm.weight",
+                                                  "layers.0.post_attention_layernorm.weight")}
+    with pytest.raises(CheckpointMismatch) as e:
+        plan_load(infos, RuleSet(), expected)
+    assert "closest" not in str(e.value), str(e.value)
+    assert "missing: 'layers.0.post_attention_layernorm.weight' [64] F32\n" in str(e.value)
