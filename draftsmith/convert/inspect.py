@@ -63,7 +63,7 @@ def inspect_checkpoint(folder: str | Path, registry: Registry | None = None) -> 
         return Inspection(folder, config, infos, None, None, unread)
     draft_hf_config(read_config(folder))   # the sizes a spec needs are stated (no spec is proposed otherwise)
     spec = load_spec(match.spec, registry)
-    data = spec.model_dump(mode="json")
+    data, family = spec.model_dump(mode="json"), spec.model_dump(mode="json")   # the proposal, the family's
     from draftsmith.specs.loader import spec_name_for
 
     data["name"] = spec_name_for(f"{match.spec}-{folder.name}")  # valid for any folder name (spaces, accents)
@@ -107,7 +107,21 @@ def inspect_checkpoint(folder: str | Path, registry: Registry | None = None) -> 
         match = noted(match, f"vocab.d2t: {data['draft']['vocab'].get('d2t', 'offset')} (assumed: the checkpoint "
                              "holds no t2d to confirm whether d2t holds offsets or target ids; t2d is derived from d2t "
                              "read so)")
+    if changed := changed_paths(family, data, skip={"name", "description", "checkpoints"}):
+        # the family's description may state what the folder overrides ("128x128 block scales" of a channel one)
+        shown = ", ".join(changed[:6]) + (f" and {len(changed) - 6} more" if len(changed) > 6 else "")
+        data["description"] = (f"{family['description'] or match.spec} (proposed by draftsmith inspect for "
+                               f"{short_text(folder.name, 100)}: {shown} as the folder states)").lstrip()
     return Inspection(folder, config, infos, match, data, unread)
+
+
+def changed_paths(before: Any, after: Any, path: str = "", skip: frozenset | set = frozenset()) -> list[str]:
+    """The dotted paths where ``after`` states another value than ``before`` does (a list compared whole), outside
+    ``skip``; a value ``before`` leaves to the checkpoint (auto, null) is read there, not changed."""
+    if isinstance(before, dict) and isinstance(after, dict):
+        return [p for key in dict.fromkeys([*before, *after]) if key not in skip
+                for p in changed_paths(before.get(key), after.get(key), f"{path}{key}.")]
+    return [] if before == after or before in ("auto", None) else [path.rstrip(".")]
 
 
 def split_reading(spec, registry: Registry, config: Mapping[str, Any],

@@ -25,9 +25,10 @@ MOVED = ("draft.attention.rope", "draft.vocab.d2t")
 
 def spec_differences(proposed: Any, family: Any, path: str = "") -> list[tuple[str, Any]]:
     """(dotted path, proposed value) where the proposed spec says what the family spec does not; the name and the
-    checkpoint folder are not differences, nor a family value of auto (read from the same config), nor an aux ids
-    list the family leaves to the config (inspect read it there)."""
-    if path in ("name", "checkpoints") or family == "auto":
+    checkpoint folder are not differences, nor the description (inspect's names what it read from the folder), nor
+    a family value of auto (read from the same config), nor an aux ids list the family leaves to the config (inspect
+    read it there)."""
+    if path in ("name", "description", "checkpoints") or family == "auto":
         return []
     if path == "draft.fusion.aux_layers.ids" and family is None:
         return []

@@ -240,6 +240,7 @@ def test_an_fp8_drafts_line_does_not_name_a_spec_that_reads_other_scales(target,
     assert res.exit_code == 0, res.output
     line = last_line(res)
     assert "load it with spec" not in line and "omit --spec" in line and "quant" in line, line
+    assert "description" not in line, line   # inspect's description names what it read: no difference of builds
     assert f"draftsmith inspect {tmp_path / 'out'}" in line
     gen = CliRunner().invoke(app, ["generate", "--target", str(target), "--draft", str(tmp_path / "out"),
                                    "--token-ids", "1,2", "--max-new-tokens", "3", "--no-compare"])
