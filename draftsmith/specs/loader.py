@@ -21,6 +21,7 @@ from draftsmith import limits
 from draftsmith.errors import NotFound, OptionError, Problem, SpecError, short_text, with_places
 from draftsmith.registry import Registry, default_registry
 from draftsmith.registry.registry import NO_AUTOLOAD
+from draftsmith.specs.placement import placed
 from draftsmith.specs.resolve import check_spec_data
 from draftsmith.specs.schema import Spec, too_many_digits, validate_strict
 from draftsmith.specs.translate import describe, problems_from
@@ -373,7 +374,7 @@ def _checked(data: Any, registry: Registry) -> tuple[Spec | None, list[Problem]]
     names = check_spec_data(data, registry)
     # Phase 2 knows the registry, so where both phases speak about one path, its account (with the names that
     # exist and who provides them) replaces pydantic's.
-    found = [p for p in shape if p.path not in {q.path for q in names}] + names
+    found = placed([p for p in shape if p.path not in {q.path for q in names}] + names, data, registry)
     if refused:   # the values taken out: a field they left missing is not news
         said = {p.path for p in refused}
         return None, refused + [p for p in found if p.path not in said]

@@ -119,7 +119,7 @@ def _walk(loc: Sequence[Any], model: type[BaseModel] | None) -> _Walk:
         if (value := _mapping_value(ann)) is not _NO_MEMBER:  # a key of a dict[str, X] field: on to X
             ann = value
             continue
-        parent = _model_in(ann)
+        parent = model_in(ann)
         field = parent.model_fields.get(part) if parent else None
         ann = field.annotation if field else None
         extras = tuple(field.metadata) if field else ()
@@ -172,7 +172,7 @@ def _mapping_value(ann: Any) -> Any:
     return _NO_MEMBER
 
 
-def _model_in(ann: Any) -> type[BaseModel] | None:
+def model_in(ann: Any) -> type[BaseModel] | None:
     if isinstance(ann, type) and issubclass(ann, BaseModel):
         return ann
     for arg in typing.get_args(ann):
