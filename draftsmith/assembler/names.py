@@ -151,9 +151,12 @@ def idle_rule_note(rules, names: Iterable[str], missing: Iterable[str], unplaced
     (rules with a ``replace``) that no name of ``names`` takes, the first whose replace's literal head begins
     ``missing`` names while ``unplaced`` names (checkpoint names no rule matched that the model does not expect)
     end as those do (``blocks.0.mlp.up_proj.weight`` beside the missing ``layers.0.mlp.up_proj.weight`` of
-    ``'^block\\.0\\.' -> 'layers.0.'``). Said only where a load fails: a spec's rules for other layouts match
-    nothing on every load, and a name that loaded as it is (``layers.1.*`` beside a missing ``layers.0.*``) is no
-    sign of a typo."""
+    ``'^block\\.0\\.' -> 'layers.0.'``), or begin as the match's literal head would with a typo mended
+    (``draft_model.fusion.weight`` of ``'^draft_modle\\.fusion\\.' -> 'fc.'``, a rename that changes the module's
+    name). Said only where a load fails: a spec's rules for other layouts match nothing on every load, and a name
+    that loaded as it is (``layers.1.*`` beside a missing ``layers.0.*``) is no sign of a typo."""
+    from draftsmith.components.patterns import literal_head
+
     missing = list(missing)
     used = {rules.to_parts(n)[1] for n in names}
     unplaced = list(unplaced)
@@ -162,12 +165,20 @@ def idle_rule_note(rules, names: Iterable[str], missing: Iterable[str], unplaced
         if i in used or not head:
             continue
         made = [m for m in missing if m.startswith(head)]
-        like = [n for n in unplaced if any(module_of(n) == module_of(m) for m in made)]
+        typed = literal_head(str(getattr(rule, "match", "")))
+        like = [n for n in unplaced if any(module_of(n) == module_of(m) for m in made) or made and misspelt(typed, n)]
         if like:
             return (f"note: {short_text(rules.describe(i), 300)} matched no checkpoint name, and names it would make "
                     f"are missing ({one_pattern(made)}), while {one_pattern(like)} matched no rule: check the rule's "
                     "match against the checkpoint's names")
     return None
+
+
+def misspelt(head: str, name: str, near: float = 0.8) -> bool:
+    """Whether ``name`` begins with ``head`` but for a typo: its first ``len(head)`` characters are not ``head``
+    but alike (likeness ``near`` or more); a head of under 4 characters says too little."""
+    start = name[:len(head)]
+    return len(head) >= 4 and start != head and difflib.SequenceMatcher(None, head, start).ratio() >= near
 
 
 # ---- suggestions for missing names ---------------------------------------------------------------------------

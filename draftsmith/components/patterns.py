@@ -138,22 +138,35 @@ def substitute(pattern: str, template: str, name: str) -> str:
 _SPECIAL = set(".^$*+?{}[]|()")
 
 
-def literal_of(pattern: str) -> str | None:
-    """The literal string a regex matches, if it is only literals and escaped punctuation; else None."""
+def _literal_run(pattern: str) -> tuple[str, bool]:
+    """The literal text ``pattern`` begins with (escaped punctuation unescaped), and whether that is all of it."""
     out, i = [], 0
     while i < len(pattern):
         ch = pattern[i]
         if ch == "\\":
             if i + 1 >= len(pattern) or pattern[i + 1].isalnum():
-                return None  # \d, \1, \b ... are classes or references, not literals
+                break  # \d, \1, \b ... are classes or references, not literals
             out.append(pattern[i + 1])
             i += 2
             continue
         if ch in _SPECIAL:
-            return None
+            if ch in "*+?{" and out:   # a repeat of the last character: it is not surely there
+                out.pop()
+            break
         out.append(ch)
         i += 1
-    return "".join(out)
+    return "".join(out), i == len(pattern)
+
+
+def literal_of(pattern: str) -> str | None:
+    """The literal string a regex matches, if it is only literals and escaped punctuation; else None."""
+    text, whole = _literal_run(pattern)
+    return text if whole else None
+
+
+def literal_head(pattern: str) -> str:
+    """The literal text every name an anchored pattern (``^...``) matches begins with; '' for one not anchored."""
+    return _literal_run(pattern[1:])[0] if pattern.startswith("^") else ""
 
 
 def template_literal(text: str) -> str:

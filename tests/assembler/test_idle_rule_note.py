@@ -101,3 +101,44 @@ def test_a_name_that_loaded_as_it_is_is_no_sign_of_a_typo(tmp_path):
         draftsmith.assemble("eagle3-llama", target=target, draft=draft)
     assert "missing: 'layers.0.mlp.up_proj.weight'" in str(info.value)
     assert not [n for n in getattr(info.value, "__notes__", []) if "matched no checkpoint name" in n]
+
+
+def test_a_typo_in_a_rename_that_changes_the_modules_name_is_said(folders, tmp_path):
+    """'^draft_modle\\.fusion\\.' -> 'fc.' beside the checkpoint's draft_model.fusion.weight: the names share no
+    module name (fusion, fc), so the note was not said (a spec author's hunt, 2026-12-01); the match's literal head
+    is the checkpoint name's with a typo."""
+    root, target, draft, _ = folders
+    held = load_file(str(draft / "model.safetensors"))
+    held["draft_model.fusion.weight"] = held.pop("fc.weight")
+    for f in draft.iterdir():
+        if f.name != "model.safetensors":
+            (tmp_path / f.name).write_bytes(f.read_bytes())
+    save_file(held, str(tmp_path / "model.safetensors"))
+    rule = r"- {match: '^draft_modle\.fusion\.', replace: 'fc.'}"
+    text = (BUILTIN_DIR / "eagle3-llama.yaml").read_text().replace(MIDLAYER_RULE, MIDLAYER_RULE + "\n    " + rule)
+    (tmp_path / "typo.yaml").write_text(text.replace("num_layers: auto", "num_layers: 1"))
+    said = notes(draftsmith.load_spec(tmp_path / "typo.yaml"), target, tmp_path)
+    assert [n for n in said if "matched no checkpoint name" in n] == [
+        r"note: rule 1: '^draft_modle\.fusion\.' -> 'fc.' matched no checkpoint name, and names it would make are "
+        "missing ('fc.weight'), while 'draft_model.fusion.weight' matched no rule: check the rule's match against the "
+        "checkpoint's names"], said
+
+
+@pytest.mark.parametrize("head, name, typo", [("draft_modle.fusion.", "draft_model.fusion.weight", True),
+                                              ("draft_model.fusion.", "draft_model.fusion.weight", False),
+                                              ("fc.", "fx.weight", False),   # too short to judge
+                                              ("blocks.", "layers.0.weight", False)])
+def test_misspelt_is_a_near_copy_of_the_head_only(head, name, typo):
+    from draftsmith.assembler.names import misspelt
+
+    assert misspelt(head, name) is typo
+
+
+@pytest.mark.parametrize("pattern, head", [(r"^draft_modle\.fusion\.", "draft_modle.fusion."), (r"^layers?\.", "layer"),
+                                           (r"^model\.layers\.(\d+)\.", "model.layers."), (r"^a\d", "a"),
+                                           (r"fc\.", ""), (r"^ab*c", "a")])
+def test_literal_head_is_what_every_name_an_anchored_match_takes_begins_with(pattern, head):
+    from draftsmith.components.patterns import literal_head, literal_of
+
+    assert literal_head(pattern) == head
+    assert (literal_of(r"fc\."), literal_of(r"ab+"), literal_of(r"a\d")) == ("fc.", None, None)
