@@ -146,6 +146,9 @@ CONFIGS = {   # name: pair, plan, sampling
     "chain-T0.5-top_k4": ("close", CHAIN, dict(temperature=0.5, top_k=4)),
     "reduced-chain-T1": ("reduced", CHAIN, dict(temperature=1.0)),
     "reduced-tree-k3s3n8-T1": ("reduced", TREE3, dict(temperature=1.0)),
+    # the processing's order and each filter against the oracle's, above T = 1 and below, both filters at once
+    "tree-k3s3n8-T1.5-top_k5-top_p0.9": ("close", TREE3, dict(temperature=1.5, top_k=5, top_p=0.9)),
+    "chain-T0.7-top_p0.9": ("close", CHAIN, dict(temperature=0.7, top_p=0.9)),
 }
 
 
@@ -167,6 +170,21 @@ def test_generate_emits_the_target_joint(power_pairs, config):
     assert min(p.values()) > P_MIN, p
     assert stats.accepted_per_position[1] > 0.1 * N_ROWS and stats.steps > 1.1 * N_ROWS, stats
     assert tau > TAU_MIN, tau
+
+
+@pytest.mark.parametrize("plan", [CHAIN, TREE3], ids=["chain", "tree"])
+def test_a_batch_of_unlike_prompts_emits_each_prompts_joint(power_pairs, plan):
+    """Prompts of three lengths interleaved in one call (their rows' KV, positions and verification apart): each
+    row's first three tokens follow its own prompt's joint, at T = 1.3 with top_p 0.9."""
+    model, hf_target = power_pairs["close"]
+    prompts, sampling = [PROMPT, [3, 1], [2, 6, 1, 0, 3, 7, 4, 5, 1]], dict(temperature=1.3, top_p=0.9)
+    rows = 1300   # 3900 rows: a call takes at most 4096
+    outs = model.generate([prompts[i % 3] for i in range(3 * rows)], max_new_tokens=3, seed=3, stop=[], **plan,
+                          **sampling)
+    samples = np.array([o.token_ids for o in outs])
+    p = [gof(samples[i::3], exact_joint(hf_target, prompt, 3, **sampling)) for i, prompt in enumerate(prompts)]
+    assert min(p) > P_MIN, p
+    assert outs[0].stats.accepted_per_position[0] > 0.5 * len(outs), outs[0].stats   # drafts were accepted
 
 
 # --- verification alone, on tables ------------------------------------------------------------------------------
