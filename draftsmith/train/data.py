@@ -3,6 +3,7 @@ documents -> token ids (a long document tokenized in pieces) -> windows, and the
 corpus (the demo pair's data: everything but the test folders, which hold the held-out text)."""
 from __future__ import annotations
 
+import os
 import re
 import sysconfig
 from collections.abc import Iterable, Iterator, Sequence
@@ -45,7 +46,7 @@ def expand(paths: Iterable[str | Path], skip: Iterable[str | Path] = ()) -> list
     skipped = [Path(s).resolve() for s in skip]
     for p in map(Path, paths):
         if p.is_dir():
-            found += [f for f in sorted(p.rglob("*")) if f.is_file()
+            found += [f for f in sorted(_files_under(p)) if f.is_file()
                       and (f.suffix in TEXT_SUFFIXES or f.suffix == ".jsonl") and not _hidden(f.relative_to(p))
                       and not any(f.resolve().is_relative_to(s) for s in skipped)]
         elif p.is_file():
@@ -53,6 +54,20 @@ def expand(paths: Iterable[str | Path], skip: Iterable[str | Path] = ()) -> list
         else:
             raise NotFound(f"no such file or folder: {short_text(p, 300)}")
     return found
+
+
+def _files_under(folder: Path) -> list[Path]:
+    """Every entry under ``folder`` but its folders, hidden ones and __pycache__ not entered (a link to a folder is
+    not followed, as ``rglob`` does not); a folder that cannot be listed is its OSError ('Permission denied', naming
+    it), where ``rglob`` left it out without a word."""
+    def refuse(error: OSError) -> None:
+        raise error
+
+    out = []
+    for root, folders, names in os.walk(folder, onerror=refuse):
+        folders[:] = [f for f in folders if not _hidden(Path(f))]   # a checkout's .git, a .venv: never read
+        out += [Path(root, name) for name in names]
+    return out
 
 
 def _hidden(relative: Path) -> bool:
@@ -84,16 +99,19 @@ def read_documents(files: Sequence[Path], skipped: list[Path] | None = None,
                    textless: list[str] | None = None, render: Render | None = None) -> list[str]:
     """Each text file is one document; each JSONL line and .json record with text is one (see
     :func:`file_documents`, which appends the records without text to ``textless``). A JSONL or .json file that is
-    not UTF-8 is a TrainError naming it; other unreadable or undecodable files are skipped (and appended to
-    ``skipped`` when given, for the caller to count). A file's reading stops at its first problem, and the next
-    file is read: one TrainError names the first problem of each file that has one."""
+    not UTF-8 is a TrainError naming it; other files that are not UTF-8 are skipped (and appended to ``skipped``
+    when given, for the caller to count); a file the file system refuses is a problem naming it ('Permission
+    denied'), never skipped. A file's reading stops at its first problem, and the next file is read: one TrainError
+    names the first problem of each file that has one."""
     docs, found = [], []
     for f in files:
         try:
             docs += file_documents(f, textless, render)
-        except (UnicodeDecodeError, OSError):
+        except UnicodeDecodeError:
             if skipped is not None:
                 skipped.append(f)
+        except OSError as e:
+            found.append(("", f"{short_text(f, 300)}: {e.strerror or short_text(e, 200)}"))
         except TrainError as e:
             found += e.problems
     if found:

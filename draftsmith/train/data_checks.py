@@ -41,11 +41,11 @@ def no_windows(job, files: Sequence[Path], docs: Sequence[str], ids: torch.Tenso
 
 
 def skipped_note(skipped: Sequence[Path], textless: Sequence[str] = ()) -> str:
-    """', 2 files skipped (not UTF-8 text, or unreadable): a.bin, b.txt' and ', 1 record without text skipped
+    """', 2 files skipped (not UTF-8 text): a.bin, b.txt' and ', 1 record without text skipped
     (...): d.jsonl:3', or '' when nothing was."""
     note = ""
     if skipped:
-        note += (f", {count(skipped, 'file')} skipped (not UTF-8 text, or unreadable): "
+        note += (f", {count(skipped, 'file')} skipped (not UTF-8 text): "
                  f"{short_list(skipped, 3, 120, quote=False)}")
     refused = [t for t in textless if isinstance(t, R.Refused)]
     textless = [t for t in textless if not isinstance(t, R.Refused)]

@@ -75,7 +75,7 @@ def test_a_binary_jsonl_file_is_refused_and_other_undecodable_files_are_counted(
     skipped = []
     assert D.read_documents([tmp_path / "bad.txt"], skipped) == [] and skipped == [tmp_path / "bad.txt"]
     job = SimpleNamespace(data=[tmp_path], seq=48)
-    assert "1 file skipped (not UTF-8 text, or unreadable): " in str(no_windows(job, skipped, [], [], skipped))
+    assert "1 file skipped (not UTF-8 text): " in str(no_windows(job, skipped, [], [], skipped))
 
 
 def test_jsonl_lines_without_text_are_counted_by_file_and_line(tmp_path):

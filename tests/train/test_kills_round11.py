@@ -355,7 +355,7 @@ def test_skipped_files_and_records_are_listed_three_at_most_each_cut_past_120_ch
 
     names = ["a" * 120, "b" * 121, "c", "d"]
     listed = f"{'a' * 120}, {'b' * 58}...{'b' * 58}, c and 1 more"
-    assert skipped_note([Path(n) for n in names]) == f", 4 files skipped (not UTF-8 text, or unreadable): {listed}"
+    assert skipped_note([Path(n) for n in names]) == f", 4 files skipped (not UTF-8 text): {listed}"
     assert skipped_note([], names) == (", 4 records without text skipped (no text, prompt, completion, messages or "
                                        f"conversations field, or an empty one): {listed}")
     refused = [R.Refused(n) for n in names]
