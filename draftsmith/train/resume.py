@@ -17,13 +17,14 @@ from draftsmith.train.loop import RESUMABLE, STATE
 
 
 def saved_state(out: Path) -> dict | None:
-    """trainer.pt's config and run record ({"config": ..., "run": ... or None}), read memory-mapped; None when
-    there is none or it is no trainer state (load_state says so, with how to start fresh)."""
+    """trainer.pt's config, run record and step ({"config": ..., "run": ... or None, "step": ...}), read
+    memory-mapped; None when there is none or it is no trainer state (load_state says so, with how to start
+    fresh)."""
     if not (out / STATE).is_file() or not zipfile.is_zipfile(out / STATE):
         return None
     try:
         state = torch.load(out / STATE, weights_only=True, mmap=True, map_location="cpu")
-        return {"config": dict(state["config"]), "run": state.get("run")}
+        return {"config": dict(state["config"]), "run": state.get("run"), "step": state.get("step")}
     except Exception:   # noqa: BLE001 - not a trainer state
         return None
 
