@@ -8,6 +8,7 @@ which is what a resumed run starts from.
 """
 from __future__ import annotations
 
+import errno
 import math
 import pickle
 import time
@@ -84,7 +85,8 @@ def save_state(model, opt, step: int, cfg: TrainConfig, out: Path, record: dict 
     """trainer.pt (and the draft beside it). ``record``: the run's own settings a resume must keep
     (resume.run_record: spec, taps, seq, data, features, self-distillation, target), compared by
     resume.resume_problems before a resumed run starts. A write that fails is a :class:`SaveFailed`, its
-    temporary files removed; the files it would have replaced stay as they were."""
+    temporary files removed; trainer.pt stays as it was (the draft beside it is written first, each file whole:
+    where trainer.pt then fails, the draft may be the newer step, and a resume reads trainer.pt's)."""
     tmp = out / (STATE + ".tmp")
     state = {"draft": model.draft.state_dict(), "opt": opt.state_dict(), "step": step, "config": asdict(cfg)}
     try:
@@ -98,9 +100,16 @@ def save_state(model, opt, step: int, cfg: TrainConfig, out: Path, record: dict 
         for left in (tmp, out / "config.json.tmp"):
             left.unlink(missing_ok=True)
         why = getattr(e, "strerror", None) or short_text(" ".join(str(e).split()), 200)
-        raise SaveFailed(f"cannot write the checkpoint of step {step} into {short_text(out, 300)}: {why} (a full "
-                         "disk?); the last trainer state there (trainer.pt, which a resume reads) is kept: free "
-                         "space and run again to resume") from None
+        code = getattr(e, "errno", None)
+        fix = ("check that it can be written (its permissions, a read-only file system)" if code in REFUSED else
+               "free space" if code in FULL or code is None else "mend the cause")   # None: torch's writer, safetensors
+        raise SaveFailed(f"cannot write the checkpoint of step {step} into {short_text(out, 300)}: {why}"
+                         f"{' (a full disk?)' * (fix == 'free space')}; the last trainer state there (trainer.pt, "
+                         f"which a resume reads) is kept: {fix} and run again to resume") from None
+
+
+FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)   # a write the disk or a quota had no room for
+REFUSED = (errno.EACCES, errno.EPERM, errno.EROFS)   # a write the file system does not allow
 
 
 FRESH = ("give --from-draft with this folder and a new --out to train on from the draft saved beside it with a "

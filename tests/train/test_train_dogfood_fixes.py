@@ -3,6 +3,7 @@ trainer.pt.tmp; a Ctrl-C while extracting features said nothing (the step-0 draf
 held-out files too short for a prompt were found only after training; the Python API's Job took a device this
 machine does not have, or a dict for its config, until the target was loaded (a torch error, an AttributeError)."""
 import errno
+import os
 import shutil
 
 import pytest
@@ -40,6 +41,23 @@ def test_torchs_writer_failing_on_a_full_disk_is_a_save_failure(job, tmp_path, m
     with pytest.raises(SaveFailed, match="unexpected pos 1556032 vs 1555920 \\(a full disk\\?\\)"):
         run(job(tmp_path / "o", config={"steps": 2}), log=lambda line: None)
     assert not (tmp_path / "o" / (STATE + ".tmp")).exists()
+
+
+@pytest.mark.parametrize("code, fix", [(errno.EACCES, "check that it can be written (its permissions, a "
+                                                     "read-only file system) and run again to resume"),
+                                       (errno.EROFS, "check that it can be written"),
+                                       (errno.EIO, "mend the cause and run again to resume")])
+def test_a_write_the_file_system_refuses_is_not_said_as_a_full_disk(job, tmp_path, monkeypatch, code, fix):
+    """trainer.pt made immutable (chattr +i) or a folder made read-only mid-run was said as "(a full disk?) ...
+    free space and run again" (a train user's hunt, 2026-12-01)."""
+    def refused(obj, path, *args, **kwargs):
+        raise OSError(code, os.strerror(code), str(path))
+
+    monkeypatch.setattr(torch, "save", refused)
+    with pytest.raises(SaveFailed) as e:
+        run(job(tmp_path / "o", config={"steps": 2}), log=lambda line: None)
+    assert fix in str(e.value) and "full disk" not in str(e.value) and "free space" not in str(e.value), str(e.value)
+    assert f": {os.strerror(code)}; the last trainer state there" in str(e.value)
 
 
 def test_a_ctrl_c_while_extracting_features_says_what_is_kept(job, tmp_path, monkeypatch):
