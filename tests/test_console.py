@@ -56,3 +56,17 @@ def test_the_package_names_load_when_first_read():
     assert draftsmith.assemble is assemble and draftsmith.Spec is Spec
     with pytest.raises(AttributeError, match="no attribute 'assembel'"):
         draftsmith.assembel   # noqa: B018
+
+
+def test_a_ctrl_c_while_the_interpreter_exits_is_ignored():
+    """Two quick Ctrl-Cs stopping `train`: the second landed in torch's finalizers at exit and printed 'Exception
+    ignored in atexit callback' with a traceback (a train user's hunt, 2026-12-01). The console script's exit now
+    ignores SIGINT before those callbacks run (one registered earlier runs after it)."""
+    code = ("import atexit, signal, sys\n"
+            "atexit.register(lambda: print('ignored at exit:', signal.getsignal(signal.SIGINT) is signal.SIG_IGN))\n"
+            "sys.argv = ['draftsmith', 'list']\n"
+            "from draftsmith.console import main\n"
+            "main()\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.rstrip().endswith("ignored at exit: True"), res.stdout[-300:]
