@@ -346,7 +346,10 @@ def no_held_prompts(job: Job, tok, render: D.Render | None) -> str | None:
 
 
 def evaluate(job: Job, tok, log: Callable[[str], None] = print) -> dict[str, Acceptance]:
-    """Held-out acceptance of the draft saved in ``job.out`` (loaded again, as a user would)."""
+    """Held-out acceptance of the draft saved in ``job.out`` (loaded again, as a user would); with no held-out text
+    given, said so (--eval-prompts asks for prompts of it)."""
+    if not job.held_out and job.eval_prompts:
+        log("held-out: none given (--eval PATH, or --stdlib), so acceptance is not measured")
     if not job.held_out or not job.eval_prompts:
         return {}
     files = D.expand(job.held_out, skip=own_folders(job))

@@ -468,9 +468,12 @@ def measured(monkeypatch):
 
 def test_evaluate_measures_nothing_without_held_out_files_or_prompts(job, tmp_path, measured):
     j = job(tmp_path, eval_prompts=2)
-    j.held_out = []
-    assert measured(j, 2) == ({}, [])
+    j.held_out = []   # said: a run without --eval or --stdlib measured nothing without a word (2026-12-01)
+    assert measured(j, 2) == ({}, ["held-out: none given (--eval PATH, or --stdlib), so acceptance is not measured"])
     assert measured(job(tmp_path, eval_prompts=0), 2) == ({}, [])
+    j = job(tmp_path, eval_prompts=0)
+    j.held_out = []
+    assert measured(j, 2) == ({}, [])   # none asked for: nothing to say
 
 
 def test_evaluate_measures_each_plan_and_says_when_prompts_are_fewer_than_asked(job, tmp_path, measured):

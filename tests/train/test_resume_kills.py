@@ -84,7 +84,9 @@ def test_a_trainer_state_holding_objects_is_not_unpickled(tmp_path):
     torch.save({"config": {"steps": 2}, "run": None, "extra": SimpleNamespace(a=1)}, tmp_path / STATE)
     assert saved_state(tmp_path) is None
     torch.save({"config": {"steps": 2}, "run": None}, tmp_path / STATE)
-    assert saved_state(tmp_path) == {"config": {"steps": 2}, "run": None}
+    assert saved_state(tmp_path) == {"config": {"steps": 2}, "run": None, "step": None}
+    torch.save({"config": {"steps": 2}, "run": None, "step": 7}, tmp_path / STATE)
+    assert saved_state(tmp_path)["step"] == 7
 
 
 def test_changed_data_is_listed_unquoted(tmp_path):
