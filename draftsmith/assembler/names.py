@@ -187,9 +187,11 @@ AMBIGUOUS = object()   # Suggester's answer where two leftovers are about as clo
 
 
 def sure(text: str, found: str, near: float = 0.9) -> bool:
-    """Whether ``found`` is ``text`` under another prefix (blocks.N.attn.k_proj for layers.N.self_attn.k_proj) or a
-    near copy of it (likeness ``near`` or more): a hint no other name can take from it."""
-    return module_of(found) == module_of(text) or difflib.SequenceMatcher(None, text, found).ratio() >= near
+    """Whether ``found`` is ``text`` under another prefix (blocks.N.attn.k_proj for layers.N.self_attn.k_proj) or its
+    module a near copy of ``text``'s (likeness ``near`` or more, module and kind compared: the long prefix two
+    names share says nothing of k_proj against kv_b_proj): a hint no other name can take from it."""
+    mine, theirs = ".".join(module_of(text)), ".".join(module_of(found))
+    return mine == theirs or difflib.SequenceMatcher(None, mine, theirs).ratio() >= near
 
 
 def tied(text: str, found: list[str], tie: float = 0.05, sure: float = 0.9) -> bool:
@@ -266,7 +268,8 @@ class Suggester:
     def settle(self, wanted: Iterable[tuple[str, tuple[int, ...]]]) -> dict[str, str | None]:
         """Each missing name's hint (as :meth:`__call__` gives it), kept only where the pairing is one to one among
         the missing names of its shape: none where that leftover is also one of the two closest to another of
-        them, or is closer to another of them (of ``MUTUAL`` at most). A checkpoint's same-shaped norms
+        them, or the hint of another missing name (k_proj and v_proj both hinted kv_b_proj), or is closer to
+        another of them (of ``MUTUAL`` at most). A checkpoint's same-shaped norms
         (attention_norm, ffn_norm; ln_attn, ln_mlp) against a missing input_layernorm and post_attention_layernorm
         were hinted crosswise, and following the hints loaded a draft that decodes silently worse."""
         wanted = list(wanted)
@@ -286,9 +289,14 @@ class Suggester:
             ratio = {t: difflib.SequenceMatcher(None, t, hit).ratio() for t in mine}
             return {t for t in mine if ratio[t] == max(ratio.values())}
 
+        hinted: dict[str, set[str]] = {}   # leftover text -> the missing texts it is the hint of
+        for name, hit in found.items():
+            if hit is not None:
+                hinted.setdefault(hit[0], set()).add(_DIGITS.sub("\0", name))
         out = {}
         for name, shape in wanted:
             hit, text = found[name], _DIGITS.sub("\0", name)
-            out[name] = None if hit is None or not (sure(text, hit[0]) or not rivals.get(hit[0], set()) - {text} and (
+            others = (rivals.get(hit[0], set()) | hinted[hit[0]]) - {text} if hit is not None else set()
+            out[name] = None if hit is None or not (sure(text, hit[0]) or not others and (
                 text in closest_missing(hit[0], shape))) else hit[1]
         return out

@@ -55,3 +55,20 @@ def test_the_load_plan_says_no_crosswise_hint():
         plan_load(infos, RuleSet(), expected)
     assert "closest" not in str(e.value), str(e.value)
     assert "missing: 'layers.0.post_attention_layernorm.weight' [64] F32\n" in str(e.value)
+
+
+def test_a_leftover_two_missing_names_would_take_is_no_hint():
+    """A GQA spec on an MLA draft: k_proj and v_proj were both hinted kv_b_proj (of another shape; 'layers.N.
+    self_attn.' shared made the names 0.9 alike, taken for a near copy)."""
+    leftovers = {"layers.0.self_attn.kv_b_proj.weight": ("layers.0.self_attn.kv_b_proj.weight", (96, 32)),
+                 "layers.0.self_attn.q_b_proj.weight": ("layers.0.self_attn.q_b_proj.weight", (64, 16))}
+    missing = [(f"layers.0.self_attn.{m}_proj.weight", (64, 64)) for m in "kv"]
+    assert Suggester(leftovers).settle(missing) == dict.fromkeys(name for name, _ in missing)
+
+
+def test_a_near_copy_is_judged_on_the_module_not_the_shared_prefix():
+    from draftsmith.assembler.names import sure
+
+    assert not sure("layers.0.self_attn.k_proj.weight", "layers.0.self_attn.kv_b_proj.weight")
+    assert sure("layers.0.self_attn.k_proj.weight", "blocks.0.attn.k_proj.weight")
+    assert sure("norm.weight", "norm.weights")
