@@ -64,6 +64,22 @@ def odd_space_hint(text: str) -> str:
             "as a space; replace it with an ordinary space")
 
 
+_ALIAS = re.compile(r"\*([^\s,\[\]{}]+)")   # an alias as YAML reads its name: up to a space or a flow indicator
+
+
+def alias_hint(e: yaml.YAMLError, text: str) -> str:
+    """For an undefined alias (libyaml says "found undefined alias", not which), the alias's name and how an anchor
+    is defined; '' for any other YAML error."""
+    mark = getattr(e, "problem_mark", None)
+    lines = text.splitlines() if mark is not None else []
+    if "undefined alias" not in str(getattr(e, "problem", "")) or mark is None or mark.line >= len(lines):
+        return ""
+    found = _ALIAS.match(lines[mark.line], mark.column)
+    name = short_text(found.group(1), 100) if found else "NAME"
+    return (f"*{name} names no anchor defined before it: define it as &{name} on the value it stands for, above "
+            "its first use (in this file: aliases do not reach across files)")
+
+
 def yaml_hint(e: yaml.YAMLError, text: str) -> str:
     """The first hint that speaks of this error in ``text``, or ''."""
-    return escape_hint(e, text) or tab_hint(e, text) or odd_space_hint(text)
+    return escape_hint(e, text) or tab_hint(e, text) or alias_hint(e, text) or odd_space_hint(text)
