@@ -11,10 +11,10 @@ import torch
 
 from draftsmith.assembler.build import (build_draft, build_target, rule_set)
 from draftsmith.assembler.checkpoint import list_tensors, read_tensors, regular_file
-from draftsmith.assembler.explain import (checked_along, set_aside, DetectedNote, explained, fc_bias_note, held_names,
-                                          layers_note, mla_note, pairing_note, qk_norm_note, qkv_bias_note,
-                                          share_note, swapped_note, training_note, unchained_layers_note, unless,
-                                          vocab_mismatch, NOTE_KIND, UNFINISHED)
+from draftsmith.assembler.explain import (checked_along, set_aside, DetectedNote, explained, fc_bias_note,
+                                          fc_shape_note, held_names, layers_note, mla_note, pairing_note, qk_norm_note,
+                                          qkv_bias_note, share_note, swapped_note, training_note,
+                                          unchained_layers_note, unless, vocab_mismatch, NOTE_KIND, UNFINISHED)
 from draftsmith.assembler.config import (draft_hf_config, flatten_draft_config, missing_target_keys, read_config,
                                          read_config_aside, stop_ids, target_hf_config)
 from draftsmith.assembler.folders import checkpoint_dirs, spec_own
@@ -195,7 +195,8 @@ def plan_draft(spec: Spec, registry: Registry, draft: str | Path | None, draft_d
                  detected, *unless(detected.elsewhere, layers_note(spec, canonical),
                                    qkv_bias_note(spec, registry, draft_raw, canonical, built),
                                    qk_norm_note(spec, registry, draft_raw, canonical, built),
-                                   fc_bias_note(canonical, built), mla_note(spec, draft_raw),
+                                   fc_bias_note(canonical, built), fc_shape_note(rules, infos, built),
+                                   mla_note(spec, draft_raw),
                                    share_note(spec, rules, list(infos), canonical, built)))
         with explained(*notes):
             draft_cfg = draft_hf_config(draft_raw, draft_dir / "config.json")

@@ -350,6 +350,16 @@ def attention_field_note(what: str, field: str, held: list[str], wanted: list[st
             f"hold{why}: state draft.attention.{field}: false")
 
 
+def fc_shape_note(rules: RuleSet, infos: dict, built: dict) -> Callable[[], str | None]:
+    """The note for a draft whose fusion's fc.weight is of another shape in the checkpoint: the fusion says what
+    that shape means (a fusion with a ``shape_note``, as eagle3's: another count of the target's hidden states)."""
+    def note() -> str | None:
+        says = getattr(getattr(built.get("draft"), "fc", None), "shape_note", None)
+        held = next((info.shape for n, info in infos.items() if rules.to_canonical(n)[0] == "fc.weight"), None)
+        return says(tuple(held)) if callable(says) and held is not None else None
+    return note
+
+
 def fc_bias_note(canonical: list[str], built: dict) -> Callable[[], str | None]:
     """The note for a draft whose fusion bias does not fit the checkpoint's fc.bias: the fusion says why it has one
     or not (a fusion with a ``bias_note``, as eagle1's)."""

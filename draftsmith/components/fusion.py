@@ -166,6 +166,16 @@ class Eagle3Fusion(nn.Linear):
         if input_norm is not None:
             self.input_norm = input_norm
 
+    def shape_note(self, held: tuple[int, ...]) -> str | None:
+        """What a load says where the checkpoint's fc.weight (``held``) reads another count of the target's hidden
+        states than the taps this fusion was built with: the fields that set the count; None otherwise."""
+        if len(held) != 2 or held[1] == self.in_features or not held[1] or held[1] % self.target_width:
+            return None
+        n = held[1] // self.target_width
+        return (f"note: the checkpoint's fc.weight reads {n} hidden state{'s' * (n != 1)} of the target ({held[1]} = "
+                f"{n} x {self.target_width}) and the draft's fusion {len(self.taps)} (taps {list(self.taps)}): "
+                f"draft.fusion.aux_layers.ids (or num_aux, or the draft config's tap ids) must name {n} layers")
+
     def fuse(self, emb: torch.Tensor, hidden: torch.Tensor, from_target: bool) -> torch.Tensor:
         # hidden: [B, T, k*Ht] (target) -> [B, T, H]; or the draft's own [B, T, H], passed through
         if not from_target:

@@ -62,3 +62,22 @@ def test_gqa_stated_on_an_mla_draft_names_attention_kind(target, tmp_path):
     assert len(said) == 1 and said[0].startswith("note: the draft's config has MLA fields (q_lora_rank, ") and \
         said[0].endswith("and the spec's draft.attention.kind is 'gqa': state mla, or auto (mla where the config has "
                          "MLA fields)"), said
+
+
+def test_an_fc_of_another_tap_count_names_the_fields_that_set_it(target, tmp_path):
+    """Two tap ids stated against a draft trained on three: the load said only fc.weight's wrong shape."""
+    draft = write_eagle3(tmp_path / "d", target, aux_ids=[1, 3, 5])
+    spec = variant("eagle3-llama", fusion={**draftsmith.load_spec("eagle3-llama").draft.fusion.model_dump(),
+                                           "aux_layers": {"ids": [2, 4], "at": "input"}})
+    assert notes(spec, target, draft) == [
+        "note: the checkpoint's fc.weight reads 3 hidden states of the target (192 = 3 x 64) and the draft's fusion 2 "
+        "(taps [2, 4]): draft.fusion.aux_layers.ids (or num_aux, or the draft config's tap ids) must name 3 layers"]
+
+
+def test_an_fc_shape_that_is_no_count_of_hidden_states_gets_no_note():
+    from draftsmith.components.fusion import Eagle3Fusion
+
+    fc = Eagle3Fusion(32, 64, (1, 2), norm_before_residual=False)
+    assert fc.shape_note((32, 128)) is None and fc.shape_note((32, 100)) is None and fc.shape_note((32,)) is None
+    assert fc.shape_note((32, 0)) is None
+    assert "reads 1 hidden state of the target (64 = 1 x 64)" in fc.shape_note((32, 64))
