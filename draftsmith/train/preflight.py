@@ -192,6 +192,8 @@ def from_draft_problems(job, spec, target_ok: bool) -> list[tuple[str, str]]:
     if not job.from_draft or job.eval_only:
         return []
     folder = Path(job.from_draft)
+    if not folder.exists():   # "holds no draft" would send the user looking inside a folder that is not there
+        return [("from_draft", f"{short_text(folder, 300)}: no such folder")]
     if why := draft_problem(folder):
         return [("from_draft", f"{short_text(folder, 300)} {why}")]
     if spec is None or not target_ok or not (Path(job.target) / "config.json").is_file() \

@@ -178,6 +178,7 @@ def test_an_out_folder_without_a_trainer_state_is_never_overwritten(good, tiny, 
     assert "--from-draft" not in res.output                     # no draft there to start from
     refused(train(*good, "--from-draft", other), f"--from-draft {other} holds no draft (config.json and weights "
                                                  "(safetensors or .bin, sharded or not))")
+    refused(train(*good, "--from-draft", tmp_path / "nowhere"), f"--from-draft {tmp_path / 'nowhere'}: no such folder")
     refused(train(*good, "--from-draft", out, "--eval-only", "--eval", tiny / "data"),
             "--from-draft starts a training run: --eval-only measures the draft in --out")
 
