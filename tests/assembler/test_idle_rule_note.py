@@ -33,6 +33,16 @@ def spec_with(root, rule: str):
     return draftsmith.load_spec(path)
 
 
+def renamed(folder, into, old: str, new: str) -> None:
+    """A copy of the checkpoint ``folder`` in ``into`` with its tensor ``old`` named ``new``."""
+    held = load_file(str(folder / "model.safetensors"))
+    held[new] = held.pop(old)
+    for f in folder.iterdir():
+        if f.name != "model.safetensors":
+            (into / f.name).write_bytes(f.read_bytes())
+    save_file(held, str(into / "model.safetensors"))
+
+
 def notes(spec, target, draft):
     with pytest.raises(DraftsmithError) as info:
         draftsmith.assemble(spec, target=target, draft=draft)
@@ -77,12 +87,7 @@ def test_an_unused_rule_for_another_layout_is_not_said(folders, tmp_path):
 def test_a_rule_that_matched_names_is_not_said(folders, tmp_path):
     """One tensor under another prefix: the rule matched the others, so it is not said to match nothing."""
     root, target, _, blocks = folders
-    held = load_file(str(blocks / "model.safetensors"))
-    held["blk.0.hidden_norm.weight"] = held.pop("blocks.0.hidden_norm.weight")
-    for f in blocks.iterdir():
-        if f.name != "model.safetensors":
-            (tmp_path / f.name).write_bytes(f.read_bytes())
-    save_file(held, str(tmp_path / "model.safetensors"))
+    renamed(blocks, tmp_path, "blocks.0.hidden_norm.weight", "blk.0.hidden_norm.weight")
     said = notes(spec_with(root, r"- {match: '^blocks\.0\.', replace: 'layers.0.'}"), target, tmp_path)
     assert not [n for n in said if "matched no checkpoint name" in n]
 
@@ -108,12 +113,7 @@ def test_a_typo_in_a_rename_that_changes_the_modules_name_is_said(folders, tmp_p
     module name (fusion, fc), so the note was not said (a spec author's hunt, 2026-12-01); the match's literal head
     is the checkpoint name's with a typo."""
     root, target, draft, _ = folders
-    held = load_file(str(draft / "model.safetensors"))
-    held["draft_model.fusion.weight"] = held.pop("fc.weight")
-    for f in draft.iterdir():
-        if f.name != "model.safetensors":
-            (tmp_path / f.name).write_bytes(f.read_bytes())
-    save_file(held, str(tmp_path / "model.safetensors"))
+    renamed(draft, tmp_path, "fc.weight", "draft_model.fusion.weight")
     rule = r"- {match: '^draft_modle\.fusion\.', replace: 'fc.'}"
     text = (BUILTIN_DIR / "eagle3-llama.yaml").read_text().replace(MIDLAYER_RULE, MIDLAYER_RULE + "\n    " + rule)
     (tmp_path / "typo.yaml").write_text(text.replace("num_layers: auto", "num_layers: 1"))

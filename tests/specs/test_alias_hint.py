@@ -2,17 +2,7 @@
 2026-12-01); the hint names it and says how an anchor is defined."""
 import pytest
 
-import draftsmith
-from draftsmith.errors import SpecError
-
-
-def problem(tmp_path, text: str):
-    path = tmp_path / "alias.yaml"
-    path.write_text(text)
-    with pytest.raises(SpecError) as info:
-        draftsmith.load_spec(path)
-    (p,) = info.value.problems
-    return p
+from test_tab_indent_hint import problem   # the one problem a spec text gets
 
 
 @pytest.mark.parametrize("value, name", [("*fus", "fus"), ("{kind: *eagle-3}", "eagle-3"), ("[*a, 1]", "a")])
