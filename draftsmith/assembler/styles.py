@@ -42,10 +42,6 @@ class ConfigStyle:
     norm_output: Mapping[bool, str] = field(default_factory=dict)  # config bool -> spec term (absent: dropped)
     unsaid: str | None = None   # the norm_output term every reader takes from an absent key (convert leaves it out)
     own: tuple[str, ...] = ()                            # fixed keys it says of itself (the verifier): a source's kept
-    # fact keys left out where null: its readers test for the key, then compute with its value (the EAGLE reference,
-    # SGLang and TensorRT-LLM build Linear(target_hidden_size * 3, ...) from a flat config that has the key)
-    no_null: tuple[str, ...] = ()
-    always: tuple[str, ...] = ()   # fact keys it always writes, null where the facts lack them (as speculators does)
 
 
 EAGLE_FIELDS = ("draft_vocab_size", "target_hidden_size", IDS, "norm_before_residual", "norm_before_fc", "fc_norm",
@@ -53,8 +49,7 @@ EAGLE_FIELDS = ("draft_vocab_size", "target_hidden_size", IDS, "norm_before_resi
 
 STYLES: dict[str, ConfigStyle] = {s.name: s for s in (
     ConfigStyle("hf", "config.json", fixed={"architectures": ["LlamaForCausalLM"], "model_type": "llama"},
-                ids_at=f"eagle_config.{IDS}", norm_output={True: "head", False: "none"}, unsaid="head",
-                no_null=("target_hidden_size", "draft_vocab_size")),
+                ids_at=f"eagle_config.{IDS}", norm_output={True: "head", False: "none"}, unsaid="head"),
     ConfigStyle("speculators", "config.json", nest="transformer_layer_config", outer=EAGLE_FIELDS,
                 fixed={"architectures": ["Eagle3Speculator"], "speculators_model_type": "eagle3",
                        "speculators_version": "0.1.0",
@@ -65,8 +60,7 @@ STYLES: dict[str, ConfigStyle] = {s.name: s for s in (
                                                                     "accept_tolerance": 0.0}],
                                               "verifier": {"name_or_path": None, "architectures": None}},
                        "transformer_layer_config": {"model_type": "llama"}},
-                norm_output={True: "feed_back", False: "head"}, own=("speculators_config",),
-                always=("target_hidden_size",)),
+                norm_output={True: "feed_back", False: "head"}, own=("speculators_config",)),
     ConfigStyle("speculators-eagle", "config.json", nest="transformer_layer_config",
                 outer=("fusion_bias", "layernorms", "transformer_layer_architecture"),   # the last: the source's
                 fixed={"architectures": ["EagleSpeculator"], "speculators_model_type": "eagle",
@@ -85,6 +79,10 @@ STYLES: dict[str, ConfigStyle] = {s.name: s for s in (
                 keep=("quantization",)),   # Mistral's FP8 block ({qformat_weight, qscheme_act}), as written
 )}
 
+# EAGLE fields whose null means what their absence means (speculators writes target_hidden_size: null for the
+# draft's own width): read and written as absent, since a flat config's readers test for the key and compute with
+# its value (the EAGLE reference, SGLang and TensorRT-LLM build Linear(target_hidden_size * 3, ...))
+NULL_ABSENT = ("target_hidden_size", "draft_vocab_size")
 IDENTITY = ("model_type", "architectures")   # fixed by the hf and speculators styles for a plain Llama draft
 
 
@@ -115,9 +113,7 @@ def to_facts(raw: Mapping[str, Any], style: ConfigStyle) -> dict[str, Any]:
         facts["eagle_config"] = rest
     if ids:
         facts[IDS] = list(ids) if isinstance(ids, (list, tuple)) else ids   # as written: the fusion checks them
-    for key in style.always:   # its null is the style's way of saying nothing (the draft's own width)
-        if key in facts and facts[key] is None:
-            del facts[key]
+    facts = {k: v for k, v in facts.items() if not (v is None and k in NULL_ABSENT)}
     value = facts.pop("norm_output", None)
     if isinstance(value, (bool, int, float, str)) and value in style.norm_output:  # a list or object: unhashable
         facts["norm_output"] = style.norm_output[value]
@@ -136,11 +132,9 @@ def _identity(level: Mapping[str, Any], fixed: Mapping[str, Any]) -> dict[str, A
 
 def from_facts(facts: Mapping[str, Any], style: ConfigStyle) -> dict[str, Any]:
     """Config facts -> a config written in ``style``; a norm_output the style cannot say is left out, and so are
-    the null values of its ``no_null`` keys (speculators' ``target_hidden_size: null``: the draft's own width),
-    which a style that ``always`` writes them writes back as null.
-    ``facts`` is not changed (its nested objects are copied: the aux ids are put into eagle_config)."""
-    facts = {k: v for k, v in copy.deepcopy(dict(facts)).items() if not (v is None and k in style.no_null)}
-    facts |= {k: None for k in style.always if k not in facts}
+    the null values of :data:`NULL_ABSENT`. ``facts`` is not changed (its nested objects are copied: the aux ids
+    are put into eagle_config)."""
+    facts = {k: v for k, v in copy.deepcopy(dict(facts)).items() if not (v is None and k in NULL_ABSENT)}
     back = {v: k for k, v in style.rename.items()}
     out: dict[str, Any] = json.loads(json.dumps(style.fixed))
     ids = facts.pop(IDS, None)
