@@ -217,7 +217,7 @@ def _convert(src: str | Path, layout: Layout, out: Path,
                     "target's); the source still holds it", short_list([plan.sources[c] for c in left], 4, 200),
                     short_text(out, 300), plan.spec, short_text(src, 300), reader, to)
     verify(out, facts, expected, to, before=before, source=tensors, orders=(rope, order), block=block,
-           drops=layout.drops)
+           drops=layout.drops, src=src)
     return config
 
 

@@ -20,7 +20,7 @@ from draftsmith.convert.rotary import ROW_SCALES, reorder_heads
 def verify(out: Path, facts: Mapping[str, Any], tensors: Mapping[str, torch.Tensor], to: str,
            before: Fit | None = None, source: Mapping[str, torch.Tensor] | None = None,
            orders: tuple[str, str] = ("neox", "neox"), block: tuple[int, int] | None = None,
-           drops: tuple[str, ...] = ()) -> None:
+           drops: tuple[str, ...] = (), src: Path | None = None) -> None:
     """Read the written checkpoint back as any user would (detection, its spec's rules, its config style) and
     compare: a layout that cannot say a fact (e.g. EAGLE 3.1's norm_output in a flat Llama config whose family does
     not imply it) is refused here (convert() then removes the output), never left to load wrong. With ``before``
@@ -30,7 +30,7 @@ def verify(out: Path, facts: Mapping[str, Any], tensors: Mapping[str, torch.Tens
     each tensor the source's bit for bit, except the rotated q/k rows, whose dequantized values (``block``: the FP8
     scale block, rows x columns) must be the source's reordered by :func:`reorder_heads`. ``drops``: the facts the
     layout does not write, which the read-back may still derive (an EAGLE-1 draft's ``bias``, from its tensors):
-    not compared."""
+    not compared. ``src``: the source folder, which a refusal names as convert's others do."""
     written = inspect_checkpoint(out)
     try:
         got, got_facts, _, _ = read_canonical(out, written)
@@ -49,9 +49,14 @@ def verify(out: Path, facts: Mapping[str, Any], tensors: Mapping[str, torch.Tens
         what += [f"its spec would refuse it: {m}" for m in misfits[:6]]
         if (more := sum(max(len(found) - 6, 0) for found in (diff, bad, wrong, misfits))) > 0:
             what.append(f"... and {more} more")
-        raise ConvertError(f"the {to} layout cannot express this draft (nothing written):\n  " + "\n  ".join(what))
+        head = f"{short_text(src, 300)} cannot be written as {to}: " if src is not None else ""
+        hint = f"\n  {UNSAID}" if diff else ""
+        raise ConvertError(f"{head}the {to} layout cannot express this draft (nothing written):\n  "
+                           + "\n  ".join(what) + hint)
 
 
+# what a refusal for facts a layout cannot say tells the user to do
+UNSAID = "keep it in a layout that says it (the source's own), or load it as it is: generate --draft detects it"
 ROTATED_VALUES = re.compile(r"^layers\.\d+\.self_attn\.([qk]_proj\.(weight|bias)|[qk]_norm\.(weight|bias))$")
 ROTATED_SCALES = re.compile(r"^layers\.\d+\.self_attn\.[qk]_proj\.(?!weight$|bias$)")
 

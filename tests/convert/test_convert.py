@@ -160,7 +160,9 @@ def test_a_fact_the_layout_cannot_say_is_refused_and_nothing_is_left(tmp_path):
                        flags={"norm_output": True})
     with pytest.raises(ConvertError) as info:
         convert(src, "layers", tmp_path / "o")
-    assert str(info.value).startswith("the layers layout cannot express this draft (nothing written):\n  norm_output: ")
+    assert str(info.value).startswith(f"{src} cannot be written as layers: the layers layout cannot express this "
+                                      "draft (nothing written):\n  norm_output: ")
+    assert str(info.value).endswith("or load it as it is: generate --draft detects it")
     assert "tensor" not in str(info.value) and not (tmp_path / "o").exists()
 
 

@@ -33,7 +33,7 @@ from draftsmith.convert.fits import introduced_misfits, proposed_fit
 from draftsmith.convert.inspect import inspect_checkpoint, render_unknown, split_rule
 from draftsmith.convert.rotary import reorder_heads
 from draftsmith.convert.run import convert
-from draftsmith.convert.verify import dequantized, unlike_source, verify
+from draftsmith.convert.verify import UNSAID, dequantized, unlike_source, verify
 from draftsmith.errors import OptionError
 from draftsmith.hooks import Component, LayoutMatch, SpecSource, hookimpl
 from draftsmith.options import parse_dtype
@@ -208,7 +208,7 @@ def test_past_six_facts_or_tensors_in_a_refusal_the_rest_are_counted(written):
         *[f"  fact{i}: {i} would read back as None" for i in range(6)],
         *[f"  tensor {k} would not read back" for k in changed[:6]],
         *[f"  tensor lost{i} would not compute what the source's does" for i in range(6)],
-        "  ... and 6 more"]
+        "  ... and 6 more", f"  {UNSAID}"]
 
 
 def test_past_six_names_the_written_drafts_spec_refuses_the_rest_are_counted(written, tmp_path):
@@ -242,7 +242,8 @@ def test_a_refusal_names_a_fact_or_tensor_whole_up_to_200_characters_and_cuts_a_
 
     assert str(info.value).splitlines()[1:] == [f"  {shown(fact)}: 1 would read back as None",
                                                 f"  tensor {shown(extra)} would not read back",
-                                                f"  tensor {shown(lost)} would not compute what the source's does"]
+                                                f"  tensor {shown(lost)} would not compute what the source's does",
+                                                f"  {UNSAID}"]
 
 
 # --- inspect.py ----------------------------------------------------------------------------------------------------
