@@ -2,6 +2,7 @@
 :class:`draftsmith.components.attention.GQAttention`), and how ``qkv_bias: auto`` reads a config."""
 from __future__ import annotations
 
+import logging
 from typing import Any, Callable, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -10,6 +11,8 @@ from torch import nn
 from draftsmith.components.attention import GQAttention
 from draftsmith.components.dims import Dims
 from draftsmith.components.rope import Rotary
+
+log = logging.getLogger("draftsmith")
 
 
 class GQAParams(BaseModel):
@@ -70,6 +73,13 @@ def gqa(params: GQAParams, *, dims: Dims, layer_idx: int, in_width: int, backend
     if bias == "auto":
         bias = config_qkv_bias(cfg)
     o_bias = bool(getattr(cfg, "attention_bias", False))
+    stored = getattr(cfg, "rope_interleave", None)   # the q/k rows' pair order, where the config says it
+    if layer_idx == 0 and isinstance(stored, bool) and stored != (params.rope == "interleaved"):
+        order = "interleaved" if stored else "neox"
+        log.warning("GQA draft: draft.attention.rope is %s, but the draft config's rope_interleave is %s (its q/k "
+                    "rows are stored in %s pair order): the draft rotates them wrong and accepts little; state "
+                    "rope: %s (the spec `draftsmith inspect` proposes does)", params.rope, str(stored).lower(),
+                    order, order)
     return GQAttention(
         dims, in_width=in_width, layer_idx=layer_idx, rope=Rotary(cfg, dims.head_dim, params.rope),
         backend=backend, qkv_bias=bias, o_bias=o_bias,
