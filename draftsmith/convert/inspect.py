@@ -286,4 +286,8 @@ def render_unknown(found: Inspection, whole_model: bool = True) -> str:
     if whole_model and full_model(names):
         lines.append(f"note: {where} looks like a whole model (model.embed_tokens, model.layers.*), not a draft: is "
                      "it the target? `draftsmith inspect` reads a draft checkpoint")
+    if (found.folder / "config.json").exists() and (found.folder / "params.json").exists():
+        lines.append(f"note: {where} holds both config.json and Mistral's params.json; the config read is "
+                     "config.json's (params.json is read only where there is no config.json): remove the one that "
+                     "does not describe these weights")
     return "\n".join(lines)
