@@ -12,9 +12,10 @@ import torch
 from draftsmith.assembler.build import (build_draft, build_target, rule_set)
 from draftsmith.assembler.checkpoint import list_tensors, read_tensors, regular_file
 from draftsmith.assembler.explain import (checked_along, set_aside, DetectedNote, explained, fc_bias_note,
-                                          fc_shape_note, held_names, layers_note, mla_note, pairing_note, qk_norm_note,
-                                          qkv_bias_note, share_note, swapped_note, training_note,
-                                          unchained_layers_note, unless, vocab_mismatch, NOTE_KIND, UNFINISHED)
+                                          held_names, layers_note, pairing_note, qk_norm_note, qkv_bias_note,
+                                          swapped_note, training_note, unchained_layers_note, unless, vocab_mismatch,
+                                          NOTE_KIND, UNFINISHED)
+from draftsmith.assembler.field_notes import fc_shape_note, mla_note, share_note
 from draftsmith.assembler.config import (draft_hf_config, flatten_draft_config, missing_target_keys, read_config,
                                          read_config_aside, stop_ids, target_hf_config)
 from draftsmith.assembler.folders import checkpoint_dirs, spec_own
@@ -196,8 +197,8 @@ def plan_draft(spec: Spec, registry: Registry, draft: str | Path | None, draft_d
                                    qkv_bias_note(spec, registry, draft_raw, canonical, built),
                                    qk_norm_note(spec, registry, draft_raw, canonical, built),
                                    fc_bias_note(canonical, built), fc_shape_note(rules, infos, built),
-                                   mla_note(spec, draft_raw),
-                                   share_note(spec, rules, list(infos), canonical, built)))
+                                   mla_note(spec, draft_raw, canonical, built),
+                                   share_note(spec, rules, infos, canonical, built)))
         with explained(*notes):
             draft_cfg = draft_hf_config(draft_raw, draft_dir / "config.json")
             draft_model = built["draft"] = build_draft(spec, registry, draft_raw=draft_raw, draft_cfg=draft_cfg,

@@ -15,8 +15,7 @@ from draftsmith.assembler.build import attention_recipe, held_layers, qkv_bias_r
 from draftsmith.assembler.checkpoint import list_tensors
 from draftsmith.assembler.config import ConfigReading, read_raw_config
 from draftsmith.assembler.detect import draft_in, row_settings, swap_note
-from draftsmith.assembler.config_values import MLA_KEYS
-from draftsmith.assembler.names import chain_note, module_of, one_pattern
+from draftsmith.assembler.names import chain_note, one_pattern
 from draftsmith.components.weights import RuleSet
 from draftsmith.errors import DraftsmithError, SpecError, short_text
 from draftsmith.registry import Registry, default_registry
@@ -350,16 +349,6 @@ def attention_field_note(what: str, field: str, held: list[str], wanted: list[st
             f"hold{why}: state draft.attention.{field}: false")
 
 
-def fc_shape_note(rules: RuleSet, infos: dict, built: dict) -> Callable[[], str | None]:
-    """The note for a draft whose fusion's fc.weight is of another shape in the checkpoint: the fusion says what
-    that shape means (a fusion with a ``shape_note``, as eagle3's: another count of the target's hidden states)."""
-    def note() -> str | None:
-        says = getattr(getattr(built.get("draft"), "fc", None), "shape_note", None)
-        held = next((info.shape for n, info in infos.items() if rules.to_canonical(n)[0] == "fc.weight"), None)
-        return says(tuple(held)) if callable(says) and held is not None else None
-    return note
-
-
 def fc_bias_note(canonical: list[str], built: dict) -> Callable[[], str | None]:
     """The note for a draft whose fusion bias does not fit the checkpoint's fc.bias: the fusion says why it has one
     or not (a fusion with a ``bias_note``, as eagle1's)."""
@@ -367,36 +356,3 @@ def fc_bias_note(canonical: list[str], built: dict) -> Callable[[], str | None]:
         says = getattr(getattr(built.get("draft"), "fc", None), "bias_note", None)
         return says("fc.bias" in canonical) if callable(says) else None
     return note
-
-
-def mla_note(spec: Spec, draft_raw) -> Callable[[], str | None]:
-    """The note for a draft whose config has MLA fields loaded with a stated attention other than mla (its q/k/v
-    projections missing beside q_b_proj / kv_b_proj): the field that decides, where hints would pair the names."""
-    def note() -> str | None:
-        kind, fields = spec.draft.attention.kind, [k for k in MLA_KEYS if draft_raw.get(k) is not None]
-        if not fields or kind in ("auto", "mla"):
-            return None
-        return (f"note: the draft's config has MLA fields ({', '.join(fields)}) and the spec's draft.attention.kind "
-                f"is {kind!r}: state mla, or auto (mla where the config has MLA fields)")
-    return note
-
-
-def share_note(spec: Spec, rules: RuleSet, names, canonical: list[str], built: dict) -> Callable[[], str | None]:
-    """The note for a draft built with its own embedding or head (``draft.share``) that the checkpoint does not
-    hold, or that weights.ignore drops: the field that decides, and the value that takes the target's."""
-    def note() -> str | None:
-        if "draft" not in built:
-            return None
-        state, share, said = built["draft"].state_dict(), spec.draft.share, []
-        for field, name, value in (("embed", "embed_tokens.weight", share.embed),
-                                   ("lm_head", "lm_head.weight", share.lm_head)):
-            if name in state and value != "target" and name not in canonical:
-                dropped = [n for n in names if rules.is_ignored(n) and module_of(n) == module_of(name)]
-                why = f"weights.ignore drops ({dropped[0]})" if dropped else "the checkpoint does not hold"
-                fix = (f"share.{field}: target takes the target's" if field == "embed" or "d2t" not in state else
-                       "a reduced vocabulary (d2t) needs the draft's own head: the checkpoint is incomplete")
-                said.append(f"the spec's draft.share.{field} is {value}, so the draft reads its own {name}, which "
-                            f"{why}: {fix}")
-        return "note: " + "; ".join(said) if said else None
-    return note
-

@@ -282,12 +282,14 @@ class Suggester:
             for near in self.near.get((text, shape), ()):
                 rivals.setdefault(near, set()).add(text)
 
-        def closest_missing(hit: str, shape: tuple[int, ...]) -> set[str]:
+        @functools.lru_cache(maxsize=None)   # per leftover text and shape: a model's layers share their texts
+        def closest_missing(hit: str, shape: tuple[int, ...]) -> frozenset[str]:
             mine = texts[shape]
-            if len(mine) > self.MUTUAL:
-                return mine
+            if len(mine) > self.MUTUAL or len(mine) > self.budget:
+                return frozenset(mine)
+            self.budget -= len(mine)
             ratio = {t: difflib.SequenceMatcher(None, t, hit).ratio() for t in mine}
-            return {t for t in mine if ratio[t] == max(ratio.values())}
+            return frozenset(t for t in mine if ratio[t] == max(ratio.values()))
 
         hinted: dict[str, set[str]] = {}   # leftover text -> the missing texts it is the hint of
         for name, hit in found.items():

@@ -73,8 +73,11 @@ def _brace_problem(pattern: str) -> str | None:
     i, in_class = 0, False
     while i < len(pattern):
         ch = pattern[i]
-        if ch == "\\":
-            i += 2
+        if ch == "\\":   # an escape; \N{NAME} (a character by its name) whole
+            i = pattern.find("}", i) + 1 or len(pattern) if pattern.startswith("\\N{", i) else i + 2
+            continue
+        if not in_class and pattern.startswith("(?#", i):   # a comment, braces and all
+            i = pattern.find(")", i) + 1 or len(pattern)
             continue
         if in_class:
             in_class = ch != "]"

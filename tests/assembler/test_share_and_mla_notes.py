@@ -81,3 +81,26 @@ def test_an_fc_shape_that_is_no_count_of_hidden_states_gets_no_note():
     assert fc.shape_note((32, 128)) is None and fc.shape_note((32, 100)) is None and fc.shape_note((32,)) is None
     assert fc.shape_note((32, 0)) is None
     assert "reads 1 hidden state of the target (64 = 1 x 64)" in fc.shape_note((32, 64))
+
+
+def test_no_mla_note_for_a_gqa_draft_whose_load_fails_elsewhere(target, tmp_path):
+    """A GQA draft whose config carries a stray MLA key, missing a norm: the note sent a right spec to mla (a review
+    of the day's change)."""
+    import json
+
+    draft = write_eagle1(tmp_path / "d", target)
+    config = json.loads((draft / "config.json").read_text())
+    (draft / "config.json").write_text(json.dumps({**config, "qk_rope_head_dim": 8, "kv_lora_rank": 16}))
+    drop(draft, "layers.0.post_attention_layernorm.weight")
+    assert not [n for n in notes(variant("eagle1-llama", attention={"kind": "gqa"}), target, draft) if "MLA" in n]
+
+
+def test_no_share_note_for_a_head_under_another_name(target, tmp_path):
+    """The load's hint names model.head.weight; the note said the checkpoint holds no head and advised the target's
+    (a review of the day's change): following it would drop the trained head."""
+    draft = write_eagle3(tmp_path / "d", target)
+    file = draft / "model.safetensors"
+    held = load_file(str(file))
+    held["model.head.weight"] = held.pop("lm_head.weight")
+    save_file(held, str(file))
+    assert not [n for n in notes("eagle3-llama", target, draft) if "share" in n]

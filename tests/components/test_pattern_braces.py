@@ -12,7 +12,8 @@ from draftsmith.errors import SpecError
 from draftsmith.specs.loader import load_spec
 
 
-@pytest.mark.parametrize("pattern", [r"^fc{e}\.", r"^blocks\.{i}\.attn\.", r"x{}", r"^a{e<=1}b", r"{", r"[ab]x{e}"])
+@pytest.mark.parametrize("pattern", [r"^fc{e}\.", r"^blocks\.{i}\.attn\.", r"x{}", r"^a{e<=1}b", r"{", r"[ab]x{e}",
+                                     r"\N{DIGIT ONE}{e}", r"(?#x)b{e}"])
 def test_a_brace_re_reads_as_literal_is_refused(pattern):
     assert "escape it as '\\{'" in pattern_problem(pattern)
     with pytest.raises(ValueError, match="literal brace"):
@@ -28,7 +29,8 @@ def test_a_dollar_brace_that_is_no_placeholder_is_refused(pattern):
                                            (r"a{2,}", "aaa"), (r"a{,3}b", "ab"), (r"a{1,3}", "a"),
                                            (r"[{]x", "{x"), (r"[]{]x", "{x"), (r"[^{]x", "yx"), (r"[^]{]x", "ax"),
                                            (r"[\]{]x", "{x"), (r"[\\]{2}", "\\\\"), (r"\{e\}", "{e}"),
-                                           (r"a\\{2}", "a\\\\"), (r"^fc\.", "fc.weight")])
+                                           (r"a\\{2}", "a\\\\"), (r"^fc\.", "fc.weight"),
+                                           (r"\N{DIGIT ONE}x", "1x"), (r"(?#{c})a", "a")])
 def test_what_re_and_regex_read_alike_stays_valid(pattern, name):
     assert pattern_problem(pattern) is None
     if name is not None:   # and matches as re.search does

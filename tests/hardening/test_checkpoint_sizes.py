@@ -16,7 +16,7 @@ from draftsmith import limits
 from draftsmith.assembler import detect
 from draftsmith.assembler.build import layer_count
 from draftsmith.assembler.checkpoint import TensorInfo, list_tensors, save_safetensors
-from draftsmith.assembler.names import group_names
+from draftsmith.assembler.names import Suggester, group_names
 from draftsmith.assembler.plan import CheckpointMismatch, Expected, plan_load
 from draftsmith.cli import USER_ERROR, app
 from draftsmith.components.weights import RegexRule, RuleSet
@@ -247,3 +247,19 @@ def test_assembling_maps_each_draft_name_through_the_rules_once(tiny_pair, tmp_p
     # layer count and plan share one pass
     assert max(seen.values()) == 1 and sum(n == "extra_7.w" for _, n in seen) == 1
     assert RuleSet([RegexRule(match=r"^a\.", replace="b.")], ignore=[r"^x"]).to_canonical("a.w") == ("b.w", 0)
+
+
+def test_settling_many_layers_of_renamed_modules_stays_quick():
+    """200 layers of 60 same-shaped modules, all missing under renamed modules: settle compared each hint with every
+    missing text of its shape once per layer (40 s; a review of the day's change); once per text now."""
+    import random
+    import string
+
+    rng = random.Random(0)
+    mods = ["".join(rng.choice(string.ascii_lowercase) for _ in range(8)) + "_proj" for _ in range(60)]
+    leftovers = {f"blk.{i}.attn_{m[:5]}x.weight": (f"blk.{i}.attn_{m[:5]}x.weight", (64, 64))
+                 for i in range(200) for m in mods}
+    missing = [(f"model.layers.{i}.self_attn.{m}.weight", (64, 64)) for i in range(200) for m in mods]
+    with quick(3.0):
+        found = Suggester(leftovers).settle(missing)
+    assert len(found) == 12_000

@@ -1,0 +1,74 @@
+"""Load notes that name the spec field a misfit comes from, for fields whose tensors the checkpoint holds under
+other shapes or names: the fusion's tap count (fc.weight's width), the draft's own head or embedding (draft.share),
+and an attention that is not MLA's on an MLA checkpoint (draft.attention.kind). Each is a callable that
+:func:`draftsmith.assembler.explain.explained` asks only when a load fails; None where it has nothing to say."""
+from __future__ import annotations
+
+import re
+from typing import Callable
+
+from draftsmith.assembler.config_values import MLA_KEYS
+from draftsmith.assembler.names import module_of
+from draftsmith.components.weights import RuleSet
+from draftsmith.specs.schema import Spec
+
+
+def fc_shape_note(rules: RuleSet, infos: dict, built: dict) -> Callable[[], str | None]:
+    """The note for a draft whose fusion's fc.weight is of another shape in the checkpoint: the fusion says what
+    that shape means (a fusion with a ``shape_note``, as eagle3's: another count of the target's hidden states)."""
+    def note() -> str | None:
+        says = getattr(getattr(built.get("draft"), "fc", None), "shape_note", None)
+        held = next((info.shape for n, info in infos.items() if rules.to_canonical(n)[0] == "fc.weight"), None)
+        return says(tuple(held)) if callable(says) and held is not None else None
+    return note
+
+
+MLA_NAMES = re.compile(r"(^|\.)self_attn\.(q_a_proj|q_b_proj|kv_a_proj_with_mqa|kv_b_proj)\.weight$")
+GQA_NAMES = re.compile(r"(^|\.)self_attn\.[kv]_proj\.weight$")
+
+
+def mla_note(spec: Spec, draft_raw, canonical: list[str], built: dict) -> Callable[[], str | None]:
+    """The note for a draft loaded with a stated attention other than mla whose k/v projections are missing while
+    the checkpoint holds MLA's (kv_b_proj, ...) and its config every MLA field: the field that decides, where the
+    hints could only pair names of two attentions."""
+    def note() -> str | None:
+        kind = spec.draft.attention.kind
+        if kind in ("auto", "mla") or "draft" not in built or not all(draft_raw.get(k) is not None for k in
+                                                                       ("kv_lora_rank", "qk_rope_head_dim")):
+            return None
+        held = set(canonical)
+        wanted = [n for n in built["draft"].state_dict() if GQA_NAMES.search(n) and n not in held]
+        if not wanted or not any(MLA_NAMES.search(n) for n in canonical):
+            return None
+        fields = [k for k in MLA_KEYS if draft_raw.get(k) is not None]
+        return (f"note: the draft's config has MLA fields ({', '.join(fields)}) and the checkpoint MLA's projections, "
+                f"and the spec's draft.attention.kind is {kind!r}: state mla, or auto (mla where the config has MLA "
+                "fields)")
+    return note
+
+
+def share_note(spec: Spec, rules: RuleSet, infos: dict, canonical: list[str], built: dict) -> Callable[[], str | None]:
+    """The note for a draft built with its own embedding or head (``draft.share``) that the checkpoint does not
+    hold, or that weights.ignore drops: the field that decides, and the value that takes the target's. Nothing
+    where a tensor of that shape no rule placed is there (a head under another name: the load's hint names it)."""
+    def note() -> str | None:
+        if "draft" not in built:
+            return None
+        state, share, said = built["draft"].state_dict(), spec.draft.share, []
+        held = set(canonical)
+        for field, name, value in (("embed", "embed_tokens.weight", share.embed),
+                                   ("lm_head", "lm_head.weight", share.lm_head)):
+            if name not in state or value == "target" or name in held:
+                continue
+            shape = tuple(state[name].shape)
+            if any(tuple(info.shape) == shape and not rules.is_ignored(n) and rules.to_canonical(n)[0] not in state
+                   for n, info in infos.items()):
+                continue   # under another name: a rule is missing, not the field wrong
+            dropped = [n for n in infos if rules.is_ignored(n) and module_of(n) == module_of(name)]
+            why = f"weights.ignore drops ({dropped[0]})" if dropped else "the checkpoint does not hold"
+            fix = (f"share.{field}: target takes the target's" if field == "embed" or "d2t" not in state else
+                   "a reduced vocabulary (d2t) needs the draft's own head: the checkpoint is incomplete")
+            said.append(f"the spec's draft.share.{field} is {value}, so the draft reads its own {name}, which "
+                        f"{why}: {fix}")
+        return "note: " + "; ".join(said) if said else None
+    return note
