@@ -246,8 +246,9 @@ class Suggester:
         found = self._closest(name, shape)
         return None if found is None else found[1]
 
-    def _closest(self, name: str, shape: tuple[int, ...]) -> tuple[str, str] | None:
-        """(the closest leftover's text, the leftover as shown), or None."""
+    def _closest(self, name: str, shape: tuple[int, ...]) -> tuple[str, str, str, bool] | None:
+        """(the closest leftover's text, the leftover as shown, its canonical name, whether its numbers are
+        ``name``'s), or None."""
         if len(name) > self.NAME_CHARS:
             return None
         text, numbers = _DIGITS.sub("\0", name), tuple(_DIGITS.findall(name))
@@ -262,7 +263,8 @@ class Suggester:
                 return None
             if best := self.best.get((text, where)):
                 same = texts[best]
-                return best, self.leftovers[same.get(numbers) or next(iter(same.values()))][0]
+                canon = same.get(numbers) or next(iter(same.values()))
+                return best, self.leftovers[canon][0], canon, numbers in same
         return None
 
     def settle(self, wanted: Iterable[tuple[str, tuple[int, ...]]]) -> dict[str, str | None]:
@@ -292,13 +294,19 @@ class Suggester:
             return frozenset(t for t in mine if ratio[t] == max(ratio.values()))
 
         hinted: dict[str, set[str]] = {}   # leftover text -> the missing texts it is the hint of
+        # (leftover, missing text) -> for each missing name of that text hinted it, whether its numbers are the name's
+        taken: dict[tuple[str, str], list[bool]] = {}
         for name, hit in found.items():
             if hit is not None:
                 hinted.setdefault(hit[0], set()).add(_DIGITS.sub("\0", name))
+                taken.setdefault((hit[2], _DIGITS.sub("\0", name)), []).append(hit[3])
         out = {}
         for name, shape in wanted:
             hit, text = found[name], _DIGITS.sub("\0", name)
-            others = (rivals.get(hit[0], set()) | hinted[hit[0]]) - {text} if hit is not None else set()
-            out[name] = None if hit is None or not (sure(text, hit[0]) or not others and (
-                text in closest_missing(hit[0], shape))) else hit[1]
+            claims = taken[hit[2], text] if hit is not None else []
+            if hit is None or len(claims) > 1 and not (hit[3] and claims.count(True) == 1):
+                out[name] = None   # one leftover, several missing names (w1 and w3 of one text): its own numbers' only
+                continue
+            others = (rivals.get(hit[0], set()) | hinted[hit[0]]) - {text}
+            out[name] = hit[1] if sure(name, hit[2]) or not others and text in closest_missing(hit[0], shape) else None
         return out

@@ -72,3 +72,13 @@ def test_a_near_copy_is_judged_on_the_module_not_the_shared_prefix():
     assert not sure("layers.0.self_attn.k_proj.weight", "layers.0.self_attn.kv_b_proj.weight")
     assert sure("layers.0.self_attn.k_proj.weight", "blocks.0.attn.k_proj.weight")
     assert sure("norm.weight", "norm.weights")
+
+
+def test_one_leftover_for_several_missing_names_of_one_text_hints_its_own_numbers_only():
+    """w1 and w3 are one text with the digits taken out: w3 was hinted the checkpoint's w1 (the gate weight into the
+    up projection's slot; a mutation run's find, 2026-12-01), and three layers' up_proj one layer-0 gate_proj."""
+    assert hints(["blocks.0.ffn.w1.weight", "blocks.0.ffn.up.weight"],
+                 ["layers.0.mlp.w1.weight", "layers.0.mlp.w3.weight"], shape=(32, 16)) == {
+        "layers.0.mlp.w1.weight": "blocks.0.ffn.w1.weight", "layers.0.mlp.w3.weight": None}
+    assert hints(["blocks.0.mlp.gate_proj.weight"], [f"layers.{i}.mlp.up_proj.weight" for i in (1, 2, 3)]) == \
+        dict.fromkeys(f"layers.{i}.mlp.up_proj.weight" for i in (1, 2, 3))

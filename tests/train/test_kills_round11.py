@@ -450,6 +450,9 @@ def test_a_from_draft_folder_without_a_draft_is_named_whole_up_to_300_characters
 
     folder = path_of(tmp_path, n)
     job = SimpleNamespace(from_draft=folder, eval_only=False)
+    assert from_draft_problems(job, load_spec("eagle3-llama"), True) == [("from_draft", f"{shown(folder)}: no such "
+                                                                                       "folder")]
+    folder.mkdir(parents=True)   # there, but without a draft
     assert from_draft_problems(job, load_spec("eagle3-llama"), True) == [("from_draft", f"{shown(folder)} {NO_DRAFT}")]
 
 
