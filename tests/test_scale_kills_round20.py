@@ -5,17 +5,9 @@ import json
 import pytest
 
 import draftsmith.scale.run as bs
-from draftsmith.scale.run import LIMIT, run_scale
+from draftsmith.scale.run import run_scale
 
-
-def entry(shape, tok_s, **extra):
-    return {"shape": shape, "device": "cpu", "dtype": "float32", "prompt_len": 8, "new_tokens": 6,
-            "weight_bytes": 1e9, "copy_bandwidth": 1e10, "batches": {"1": {LIMIT: {"tok_s": tok_s}}}, **extra}
-
-
-def shapes(folder):
-    return [(r["shape"], r["batches"]["1"][LIMIT]["tok_s"], r.get("partial", False))
-            for r in json.loads((folder / "results.json").read_text())]
+from test_bench_scale_rerun import entry, shapes   # a result entry, and the entries results.json holds
 
 
 def test_a_previous_partial_entry_of_a_shape_measured_again_is_replaced_and_its_stray_plot_removed(tmp_path,
