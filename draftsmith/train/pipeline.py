@@ -152,9 +152,11 @@ def run_held(job: Job, console, log: Callable[[str], None]) -> dict[str, Accepta
             n = extract_with_log(model, wins, feats, log, limit=job.max_windows, bf16=job.config.bf16,
                                  target=fingerprint, distill=distill)
         except KeyboardInterrupt:   # said as the training loop says its own stop: what is kept, and how to go on
-            step = None if fresh else (saved_state(out) or {}).get("step")   # a resumed run's steps are kept
-            where = (f"is not trained yet (step 0 of {job.config.steps})" if fresh else "stays as it was"
-                     if step is None else f"stays at step {step} of {job.config.steps}")
+            if fresh:
+                where = f"is not trained yet (step 0 of {job.config.steps})"
+            else:   # a resumed run's steps are kept
+                step = (saved_state(out) or {}).get("step")
+                where = "stays as it was" if step is None else f"stays at step {step} of {job.config.steps}"
             log(f"stopped by Ctrl-C while extracting features into {feats} (the shards written are kept); the draft "
                 f"in {out} {where}: run again to resume")
             raise
