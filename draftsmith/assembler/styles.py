@@ -86,6 +86,11 @@ NULL_ABSENT = ("target_hidden_size", "draft_vocab_size")
 IDENTITY = ("model_type", "architectures")   # fixed by the hf and speculators styles for a plain Llama draft
 
 
+def _stated(facts: Mapping[str, Any]) -> dict[str, Any]:
+    """``facts`` without the null values of :data:`NULL_ABSENT` (what their absence says)."""
+    return {k: v for k, v in facts.items() if not (v is None and k in NULL_ABSENT)}
+
+
 def style_of(folder: str | Path, raw: Mapping[str, Any] | None = None) -> ConfigStyle:
     """The style a checkpoint folder's config is written in (from its files and keys, never `architectures`)."""
     folder = Path(folder)
@@ -113,7 +118,7 @@ def to_facts(raw: Mapping[str, Any], style: ConfigStyle) -> dict[str, Any]:
         facts["eagle_config"] = rest
     if ids:
         facts[IDS] = list(ids) if isinstance(ids, (list, tuple)) else ids   # as written: the fusion checks them
-    facts = {k: v for k, v in facts.items() if not (v is None and k in NULL_ABSENT)}
+    facts = _stated(facts)
     value = facts.pop("norm_output", None)
     if isinstance(value, (bool, int, float, str)) and value in style.norm_output:  # a list or object: unhashable
         facts["norm_output"] = style.norm_output[value]
@@ -134,7 +139,7 @@ def from_facts(facts: Mapping[str, Any], style: ConfigStyle) -> dict[str, Any]:
     """Config facts -> a config written in ``style``; a norm_output the style cannot say is left out, and so are
     the null values of :data:`NULL_ABSENT`. ``facts`` is not changed (its nested objects are copied: the aux ids
     are put into eagle_config)."""
-    facts = {k: v for k, v in copy.deepcopy(dict(facts)).items() if not (v is None and k in NULL_ABSENT)}
+    facts = _stated(copy.deepcopy(dict(facts)))
     back = {v: k for k, v in style.rename.items()}
     out: dict[str, Any] = json.loads(json.dumps(style.fixed))
     ids = facts.pop(IDS, None)
