@@ -276,10 +276,11 @@ class Suggester:
         were hinted crosswise, and following the hints loaded a draft that decodes silently worse."""
         wanted = list(wanted)
         found = {name: self._closest(name, shape) for name, shape in wanted}
+        text_of = {name: _DIGITS.sub("\0", name) for name, _ in wanted}   # the name with its numbers taken out
         texts: dict[tuple[int, ...], set[str]] = {}   # shape -> the missing texts of that shape
         rivals: dict[str, set[str]] = {}   # leftover text -> the missing texts it is among the two closest to
         for name, shape in wanted:
-            text = _DIGITS.sub("\0", name)
+            text = text_of[name]
             texts.setdefault(shape, set()).add(text)
             for near in self.near.get((text, shape), ()):
                 rivals.setdefault(near, set()).add(text)
@@ -298,11 +299,11 @@ class Suggester:
         taken: dict[tuple[str, str], list[bool]] = {}
         for name, hit in found.items():
             if hit is not None:
-                hinted.setdefault(hit[0], set()).add(_DIGITS.sub("\0", name))
-                taken.setdefault((hit[2], _DIGITS.sub("\0", name)), []).append(hit[3])
+                hinted.setdefault(hit[0], set()).add(text_of[name])
+                taken.setdefault((hit[2], text_of[name]), []).append(hit[3])
         out = {}
         for name, shape in wanted:
-            hit, text = found[name], _DIGITS.sub("\0", name)
+            hit, text = found[name], text_of[name]
             claims = taken[hit[2], text] if hit is not None else []
             if hit is None or len(claims) > 1 and not (hit[3] and claims.count(True) == 1):
                 out[name] = None   # one leftover, several missing names (w1 and w3 of one text): its own numbers' only
