@@ -4,12 +4,15 @@
 itself, as `assemble()` would, which tensors it misses or does not expect (a tensor carried under a name the target
 layout's spec refuses was once written and only found at load time). There is no target at conversion time, so a
 stand-in implied by the draft's own config takes its place: its sizes are guesses, so names are judged (missing,
-unexpected, colliding), and shapes only of the draft's layers where a second stand-in, another guess, builds them
-alike (the draft's config alone decides those); dtypes, which are the checkpoint's own, are judged on the source
-before anything is written (`Fit.refused`: convert copies them as they are). And only what the conversion introduced
-is judged by name: a source that loads only with settings its family spec does not state (an FP8 `eagle_linear`
-needs a spec with `quant: fp8`) misfits the proposed spec the same way before and after, which is no reason to
-refuse.
+unexpected, colliding), and shapes only where stand-ins that guess otherwise build them alike (another head count,
+MLP and depth; another vocabulary; another width), so that the draft's config alone decides them (a draft's
+lm_head rows are its draft_vocab_size; its t2d is the target's vocabulary, a guess). A stand-in that guesses
+otherwise and does not build says the guess is no guess: every target the draft loads with agrees with it (a draft
+sharing the target's embedding is the target's width). The reduced-vocabulary map (d2t / t2d, a few KB) is read
+and checked as assemble() checks it. Dtypes, which are the checkpoint's own, are judged on the source before anything
+is written (`Fit.refused`: convert copies them as they are). And only what the conversion introduced is judged by
+name: a source that loads only with settings its family spec does not state (an FP8 `eagle_linear` needs a spec
+with `quant: fp8`) misfits the proposed spec the same way before and after, which is no reason to refuse.
 """
 from __future__ import annotations
 
@@ -26,19 +29,24 @@ if TYPE_CHECKING:
 STAND_IN_LAYERS = 64   # enough layers for the usual taps; a draft tapping deeper gets as many as it taps
 
 
-def stand_in_target(raw: Mapping[str, Any], draft_cfg, other: bool = False) -> LlamaConfig:
+GUESSES = ("other", "vocab", "width")   # what a second, third and fourth stand-in guess otherwise
+
+
+def stand_in_target(raw: Mapping[str, Any], draft_cfg, guess: str = "") -> LlamaConfig:
     """A target config the draft's config implies: its vocabulary, the width it reads and layers for its taps.
-    ``other``: another guess at what the draft's config does not say (other head counts, MLP width and depth; the
-    same width and vocabulary, which a shared embedding or head must match): a layer shape the two stand-ins build
-    alike is the draft config's, not a guess."""
+    ``guess`` (one of GUESSES): another guess at what the draft's config does not say: ``other`` head counts, MLP
+    width and depth (the same width and vocabulary, which a shared embedding or head must match), another
+    ``vocab``ulary or another ``width``: a shape every stand-in builds alike is the draft config's, not a guess."""
     from transformers import LlamaConfig
 
     from draftsmith.components.eagle3_config import config_ids
 
     deepest = max(config_ids(raw)[0] or [0])   # eagle_config / top-level ids / target_layer_ids, as a fusion reads them
-    hidden = raw.get("target_hidden_size") or draft_cfg.hidden_size
+    hidden = int(raw.get("target_hidden_size") or draft_cfg.hidden_size)
+    vocab = int(raw.get("vocab_size") or draft_cfg.vocab_size)
+    other = guess == "other"
     extra = {"hc_mult": raw["hc_mult"]} if isinstance(raw.get("hc_mult"), int) else {}
-    return LlamaConfig(vocab_size=int(raw.get("vocab_size") or draft_cfg.vocab_size), hidden_size=int(hidden),
+    return LlamaConfig(vocab_size=vocab * (1 + (guess == "vocab")), hidden_size=hidden * (1 + (guess == "width")),
                        num_hidden_layers=max(STAND_IN_LAYERS, deepest + 1) + other, num_attention_heads=1 + other,
                        num_key_value_heads=1 + other, intermediate_size=1 + 2 * other, **extra)
 
@@ -55,28 +63,37 @@ class Fit:
 def fit(folder: Path, spec_data: Mapping[str, Any], registry=None) -> Fit | None:
     """The folder's tensors against the model ``spec_data`` builds with a stand-in target: the names it would
     refuse, and the tensors whose dtype assemble() would refuse (the load plan's rule, plan.wrong_dtype) or whose
-    shape it would, for the draft's layers where the draft's config alone decides that shape (a second stand-in,
-    another guess, builds it alike). Dtypes are the checkpoint's own, not a stand-in's guess, so they are always
-    judged. None when no stand-in can be built for it (nothing judged)."""
+    shape it would, where the draft's config alone decides that shape (stand-ins guessing otherwise build it alike),
+    and a d2t / t2d that form no sound map. Dtypes are the checkpoint's own, not a stand-in's guess, so they are
+    always judged. None when no stand-in can be built for it (nothing judged)."""
     from draftsmith.assembler.plan import wrong_dtype
 
     if (judged := _stand_in_model(folder, spec_data, registry)) is None:
         return None
-    remap, expected, infos, rules, other = judged
+    remap, expected, infos, rules, others, vocab_map = judged
     found = {c: "unexpected" for c in remap.mapping if c not in expected}
     found |= {c: "missing" for c in expected if c not in remap.mapping and c not in remap.collisions}
     refused = [f"tensor {name!r} {why}" for canon, (name, _) in remap.mapping.items()
                if canon in expected and (why := wrong_dtype(infos[name].dtype, expected[canon].dtype))]
     for canon, (name, _) in remap.mapping.items():
-        want, alt, got = expected.get(canon), other.get(canon), tuple(infos[name].shape)
-        if not canon.startswith("layers.") or want is None or alt is None or want.shape != alt.shape \
-                or len(rules.to_parts(name)[0] or ()) > 1:
+        want, got = expected.get(canon), tuple(infos[name].shape)
+        if want is None or not _decided(canon, want.shape, others) or len(rules.to_parts(name)[0] or ()) > 1:
             continue   # a shape the guesses move (the fc's: the target's width), or a split tensor's part: not judged
         if got != want.shape and got not in want.also:
             refused.append(f"tensor {name!r} is {list(got)} in the checkpoint, the model its config describes "
                            f"expects {list(want.shape)}")
-    return Fit(found | {c: "colliding" for c in remap.collisions}, refused,
+    return Fit(found | {c: "colliding" for c in remap.collisions}, refused + vocab_map,
                {canon: name for canon, (name, _) in remap.mapping.items()})
+
+
+def _decided(canon: str, shape, others: Mapping[str, Mapping[str, Any] | None]) -> bool:
+    """Whether the stand-ins guessing otherwise (``others``: guess -> what its model expects, None where it did not
+    build) build ``canon`` as ``shape``: the draft's config alone decides it. A layer needs the ``other`` one alike
+    (a vocabulary or width its config refuses says nothing of a layer); any other tensor needs every one."""
+    alike = {guess: exp is not None and canon in exp and exp[canon].shape == shape for guess, exp in others.items()}
+    if canon.startswith("layers."):
+        return alike["other"] and all(alike[guess] or others[guess] is None for guess in GUESSES)
+    return all(alike.values())
 
 
 def proposed_fit(found, registry=None) -> Fit | None:
@@ -87,8 +104,9 @@ def proposed_fit(found, registry=None) -> Fit | None:
 
 def _stand_in_model(folder: Path, spec_data: Mapping[str, Any], registry=None):
     """(the folder's names through the spec's rules, the expected names and dtypes of the model the spec builds with
-    a stand-in target, the folder's tensor listing, the rules, what the other stand-in's model expects ({} where
-    it does not build)), or None when no stand-in can be built for it."""
+    a stand-in target, the folder's tensor listing, the rules, what each stand-in guessing otherwise expects (None
+    where its model does not build), the d2t / t2d map's problems as refusals), or None when no stand-in can be built
+    for it."""
     from draftsmith.assembler.explain import quiet_notes
     from draftsmith.assembler.build import build_draft, rule_set
     from draftsmith.assembler.checkpoint import list_tensors
@@ -97,7 +115,7 @@ def _stand_in_model(folder: Path, spec_data: Mapping[str, Any], registry=None):
     from draftsmith.components.backends import eager
     from draftsmith.registry import default_registry
     from draftsmith.specs.loader import parse_spec
-
+    
     registry = registry or default_registry()
     spec = parse_spec(dict(spec_data), source=f"the spec inspect proposes for {folder}", registry=registry)
     raw, infos = read_config(folder), list_tensors(folder)
@@ -105,22 +123,44 @@ def _stand_in_model(folder: Path, spec_data: Mapping[str, Any], registry=None):
     remap = rules.remap(infos)
     draft_cfg = draft_hf_config(raw, folder / "config.json")   # read as assemble() reads it: its errors are real
 
-    def expected(other: bool):
+    # another width: the draft's embedding its own (a draft sharing the target's is the target's width, which only
+    # says the draft's config decides the width where it shares)
+    share = spec.draft.share.model_copy(update={"embed": "own"})
+    own = spec.model_copy(update={"draft": spec.draft.model_copy(update={"share": share})})
+
+    def built(guess: str = ""):
         try:
-            stand_in = stand_in_target(flatten_draft_config(raw), draft_cfg, other)
+            stand_in = stand_in_target(flatten_draft_config(raw), draft_cfg, guess)
         except Exception:  # noqa: BLE001 (transformers' own config checks): no stand-in, nothing judged
             return None
         try:
             with quiet_notes():   # the stand-in's own notes (taps "for a 64-layer target") are about no real target
-                model = build_draft(spec, registry, draft_raw=raw, draft_cfg=draft_cfg, target_cfg=stand_in,
-                                    canonical_names=list(remap.mapping) + list(remap.collisions), backend=eager)
+                return build_draft(own if guess == "width" else spec, registry, draft_raw=raw, draft_cfg=draft_cfg,
+                                   target_cfg=stand_in, canonical_names=list(remap.mapping) + list(remap.collisions),
+                                   backend=eager)
         except (DraftsmithError, ValueError, TypeError):   # the stand-in's guess did not fit: nothing judged
             return None
-        return expected_of(model)
 
-    if (first := expected(False)) is None:
+    if (model := built()) is None:
         return None
-    return remap, first, infos, rules, expected(True) or {}
+    others = {guess: None if (m := built(guess)) is None else expected_of(m) for guess in GUESSES}
+    return remap, expected_of(model), infos, rules, others, _map_problems(spec, model, remap, infos, folder)
+
+
+def _map_problems(spec, model, remap, infos, folder: Path) -> list[str]:
+    """The d2t / t2d map as assemble() checks it (assembler.vocab.check_vocab_tensors: nothing where they are
+    missing or misshapen, which the names and shapes say), as one refusal line; [] when sound or not there."""
+    from draftsmith.assembler.explain import quiet_notes
+    from draftsmith.assembler.vocab import VocabMapError, check_vocab_tensors
+
+    sources = {canon: name for canon, (name, _) in remap.mapping.items() if canon in ("d2t", "t2d")}
+    try:
+        with quiet_notes():   # a folder without t2d: assemble()'s note, no news here
+            check_vocab_tensors(spec, model, sources, infos, folder)
+    except VocabMapError as e:
+        names = " / ".join(repr(n) for n in sources.values())
+        return [f"{names} form no sound draft-to-target map: " + "; ".join(x.strip() for x in str(e).splitlines()[1:])]
+    return []
 
 
 def introduced_misfits(before: Fit | None, written, registry=None) -> list[str]:

@@ -1,0 +1,69 @@
+"""inspect and convert judge a draft's head and its reduced-vocabulary map as assemble() does: inspect exited 0 (and
+convert named a spec) for a draft whose lm_head rows disagree with its draft_vocab_size, or whose d2t forms no map,
+which every load then refused. Only shapes the draft's config alone decides are judged (stand-ins guessing another
+vocabulary or width build them alike): t2d's length is the target's vocabulary, fc's width the target's."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+from typer.testing import CliRunner
+
+from draftsmith.cli import app
+from draftsmith.convert.fits import fit
+from draftsmith.convert.inspect import inspect_checkpoint
+from draftsmith.testing import write_eagle3, write_target
+
+
+def _reduced(tmp_path: Path) -> Path:
+    return write_eagle3(tmp_path / "d", write_target(tmp_path / "t"), draft_vocab=50)
+
+
+def _edit(folder: Path, **changes) -> None:
+    tensors = load_file(folder / "model.safetensors")
+    save_file(tensors | {k: v.contiguous() for k, v in changes.items()}, folder / "model.safetensors",
+              metadata={"format": "pt"})
+
+
+def test_a_head_whose_rows_are_not_the_configs_draft_vocab_size_fails_inspect(tmp_path):
+    draft = _reduced(tmp_path)
+    _edit(draft, **{"lm_head.weight": load_file(draft / "model.safetensors")["lm_head.weight"][:40]})
+    res = CliRunner().invoke(app, ["inspect", str(draft)])
+    assert res.exit_code == 1, res.output
+    assert ("tensor 'lm_head.weight' is [40, 64] in the checkpoint, the model its config describes expects [50, 64]"
+            in res.stderr), res.stderr
+
+
+def test_a_draft_vocab_size_the_tensors_do_not_hold_fails_inspect_on_head_and_d2t(tmp_path):
+    draft = _reduced(tmp_path)
+    config = json.loads((draft / "config.json").read_text()) | {"draft_vocab_size": 40}
+    (draft / "config.json").write_text(json.dumps(config))
+    refused = fit(draft, inspect_checkpoint(draft).spec).refused
+    assert refused == ["tensor 'd2t' is [50] in the checkpoint, the model its config describes expects [40]",
+                       "tensor 'lm_head.weight' is [50, 64] in the checkpoint, the model its config describes "
+                       "expects [40, 64]"]
+
+
+def test_a_d2t_that_forms_no_map_fails_inspect_and_convert_before_writing(tmp_path):
+    draft = _reduced(tmp_path)
+    _edit(draft, d2t=load_file(draft / "model.safetensors")["d2t"].flip(0))
+    res = CliRunner().invoke(app, ["inspect", str(draft)])
+    assert res.exit_code == 1, res.output
+    assert "'d2t' / 't2d' form no sound draft-to-target map: d + d2t[d] is not strictly increasing" in res.stderr
+    res = CliRunner().invoke(app, ["convert", str(draft), "--to", "layers", str(tmp_path / "out")])
+    assert res.exit_code == 1 and not (tmp_path / "out").exists(), res.output
+    assert "form no sound draft-to-target map" in res.stderr and "would refuse it in any layout" in res.stderr
+
+
+def test_a_sound_reduced_draft_and_the_targets_own_sizes_are_not_judged(tmp_path):
+    """t2d one entry longer (a target of another vocabulary) and fc twice as wide (another width) are guesses about
+    the target, which inspect has not: nothing is refused; the untouched draft has nothing refused either."""
+    draft = _reduced(tmp_path)
+    assert fit(draft, inspect_checkpoint(draft).spec).refused == []
+    tensors = load_file(draft / "model.safetensors")
+    _edit(draft, t2d=torch.cat([tensors["t2d"], torch.zeros(1, dtype=tensors["t2d"].dtype)]))
+    assert fit(draft, inspect_checkpoint(draft).spec).refused == []
+    _edit(draft, **{"fc.weight": torch.cat([tensors["fc.weight"]] * 2, dim=1)})
+    assert fit(draft, inspect_checkpoint(draft).spec).refused == []
