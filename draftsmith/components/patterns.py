@@ -168,8 +168,30 @@ def literal_of(pattern: str) -> str | None:
 
 
 def literal_head(pattern: str) -> str:
-    """The literal text every name an anchored pattern (``^...``) matches begins with; '' for one not anchored."""
-    return _literal_run(pattern[1:])[0] if pattern.startswith("^") else ""
+    r"""The literal text every name an anchored pattern (``^...``) matches begins with; '' for one not anchored, or
+    with alternatives at its top level (``^model\.mtp\.|^mtp\.``: a name may take either)."""
+    return _literal_run(pattern[1:])[0] if pattern.startswith("^") and not _branches(pattern) else ""
+
+
+def _branches(pattern: str) -> bool:
+    """Whether ``pattern`` has a ``|`` outside every group and character class."""
+    depth, i, in_class = 0, 0, False
+    while i < len(pattern):
+        ch = pattern[i]
+        i += 1
+        if ch == "\\":
+            i += 1   # the escaped character, whatever it is
+        elif in_class:
+            in_class = ch != "]"
+        elif ch == "[":
+            in_class = True
+            i += pattern[i:i + 1] == "^"
+            i += pattern[i:i + 1] == "]"   # a ] first in a class is one of its members
+        elif ch in "()":
+            depth += 1 if ch == "(" else -1
+        elif ch == "|" and depth == 0:
+            return True
+    return False
 
 
 def template_literal(text: str) -> str:

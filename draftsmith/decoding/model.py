@@ -135,8 +135,7 @@ class SpeculativeModel:
         return ([l.self_attn.cache_layout() for l in layers],
                 (self.draft_dtype or self.dtype) if model is self.draft else self.dtype)
 
-    def _pool(self, model: nn.Module, rows: int, capacity: int) -> StaticKVPool:
-        layouts, dtype = self._layouts(model)
+    def _pool(self, layouts: list, dtype: torch.dtype, rows: int, capacity: int) -> StaticKVPool:
         return StaticKVPool(layouts, rows=rows, capacity=capacity, dtype=dtype, device=self.device,
                             fused=fused.wanted(self.spec.decoding.graphs, self.device))
 
@@ -151,12 +150,12 @@ class SpeculativeModel:
         key = (len(prompts), capacity_for(engine.slots_needed(prompts, max_new_tokens, plan)))
 
         def made():
-            sizes = map(self._layouts, (self.target, self.draft))
-            need = sum(pool_bytes(layouts, *key, dtype) for layouts, dtype in sizes)
+            target, draft = (self._layouts(m) for m in (self.target, self.draft))
+            need = sum(pool_bytes(layouts, *key, dtype) for layouts, dtype in (target, draft))
             check_room(need, torch.device(self.device), *key, what=what)   # before torch is asked for it
             graphs = graphs_enabled(self.spec.decoding.graphs, self.device)
-            return (runners.TargetRunner(self.target, self._pool(self.target, *key), self.draft.taps, graphs),
-                    runners.DraftRunner(self.draft, self._pool(self.draft, *key), self.draft_embed, self.draft_head))
+            return (runners.TargetRunner(self.target, self._pool(*target, *key), self.draft.taps, graphs),
+                    runners.DraftRunner(self.draft, self._pool(*draft, *key), self.draft_embed, self.draft_head))
 
         # an evicted target runner's steps hold it: cleared, it is freed now, not at the next cyclic collection;
         # runners used again keep their pools' contents, which engine.prefill empties

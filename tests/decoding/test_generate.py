@@ -111,10 +111,8 @@ def test_nan_poisoned_tails_change_nothing(pairs, monkeypatch, trim):
     clean = model.generate([[4, 4, 2], [9, 8, 7, 6, 5]], max_new_tokens=16, stop=[], topk=4, steps=3,
                            draft_tokens=8)
 
-    def poisoned_pool(self, m, rows, capacity):
-        layers = getattr(m, "layers", None) or m.model.layers
-        return PoisonPool([l.self_attn.cache_layout() for l in layers], rows=rows, capacity=capacity,
-                          dtype=self.dtype)
+    def poisoned_pool(self, layouts, dtype, rows, capacity):
+        return PoisonPool(layouts, rows=rows, capacity=capacity, dtype=dtype)
 
     monkeypatch.setattr(SpeculativeModel, "_pool", poisoned_pool)
     monkeypatch.setattr(model, "_runners_cache", {})
