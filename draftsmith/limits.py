@@ -12,6 +12,8 @@ YAML_DEPTH = 32                 # nesting of mappings and lists, aliases expande
 YAML_NODES = 20_000             # nodes of the document with every alias expanded (an alias bomb is refused)
 NAME_CHARS = 100                # a spec's name
 DESCRIPTION_CHARS = 2_000       # a spec's description
+EXTENDS_CHARS = 1_000           # a spec's extends: (a spec name or a .yaml path)
+EXTENDS_DEPTH = 8               # bases in one chain of extends: (a spec, its base, the base's base, ...)
 INT_DIGITS = 100                # an integer in a spec or a call (Python will not even print one past 4300
                                 # digits, so a longer one ends in a clear error, not in json or an f-string)
 

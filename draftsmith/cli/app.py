@@ -268,14 +268,14 @@ def given_path(value: str) -> Path:
 
 def given_paths(spec: str | None, target: str | None, draft: str | Path | None) -> None:
     """The spec file, target and draft folders a command is given (not a spec's or a cached target's name) checked
-    before torch is imported (:func:`draftsmith.specs.loader.spec_file`,
+    before torch is imported (:func:`draftsmith.specs.documents.spec_file`,
     :func:`draftsmith.assembler.folders.given_dirs`): a mistyped path is said at once, not seconds later; so is a
     spec name no plugin provides (the registry knows its specs before it collects the components, which import
     torch)."""
     from draftsmith import hub
     from draftsmith.assembler.folders import given_dirs
     from draftsmith.registry import default_registry
-    from draftsmith.specs.loader import spec_file, spec_path
+    from draftsmith.specs.documents import spec_file, spec_path
 
     if spec is not None and spec_file(spec) is None:   # a name: the registry's (its components not collected)
         spec_path(spec, default_registry())

@@ -220,6 +220,9 @@ class Checkpoints(Frozen):
 class Spec(Frozen):
     name: str = Field(pattern=SPEC_NAME, max_length=limits.NAME_CHARS)
     description: str = Field("", max_length=limits.DESCRIPTION_CHARS)
+    # the spec this one changes (a spec name, or a .yaml path relative to this file): merged in by the loader
+    # (draftsmith.specs.extends); the merged spec is what is kept, so it is not dumped
+    extends: str | None = Field(None, min_length=1, max_length=limits.EXTENDS_CHARS, exclude=True)
     checkpoints: Checkpoints = Checkpoints()
     draft: Draft
     weights: Weights = Weights()

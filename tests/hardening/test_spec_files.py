@@ -11,7 +11,8 @@ import draftsmith
 from draftsmith import limits
 from draftsmith.specs.catalog import BUILTIN_DIR
 from draftsmith.errors import SpecError
-from draftsmith.specs.loader import load_yaml_text, read_yaml, spec_name_for
+from draftsmith.specs.documents import load_yaml_text, read_yaml
+from draftsmith.specs.loader import spec_name_for
 from draftsmith.specs.schema import Spec, validate_strict
 
 from hardening_helpers import make_fifo, quick, refused

@@ -11,7 +11,7 @@ from draftsmith.hooks import Component, SpecSource
 from draftsmith.registry import UnknownComponent
 from draftsmith.registry.spec_path import scan_folder
 from draftsmith.specs.catalog import BUILTIN_DIR
-from draftsmith.specs.loader import SpecNotFound
+from draftsmith.specs.documents import SpecNotFound
 
 from test_plugins import Plugin, fresh
 

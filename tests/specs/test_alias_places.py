@@ -133,7 +133,7 @@ def test_a_chain_of_doubled_merges_loads_in_linear_size():
     pair, where PyYAML's flattening holds 2^i; the data is PyYAML's."""
     import yaml
 
-    from draftsmith.specs.loader import load_yaml_text
+    from draftsmith.specs.documents import load_yaml_text
     from draftsmith.specs.yaml_loader import SpecLoader
 
     text = "m0: &m0 {a: 1}\n" + "".join(f"m{i}: &m{i} {{<<: [*m{i - 1}, *m{i - 1}], b: {i}}}\n" for i in range(1, 17))
@@ -155,14 +155,14 @@ def test_a_chain_of_doubled_merges_loads_in_linear_size():
     "b:\n  <<: &a {x: 1, x: 2}\nc: *a\n"])                       # anchored inside the merge itself
 def test_a_repeated_key_in_a_merged_mapping_is_refused_whichever_is_built_first(text):
     from draftsmith.errors import SpecError
-    from draftsmith.specs.loader import load_yaml_text
+    from draftsmith.specs.documents import load_yaml_text
 
     with pytest.raises(SpecError, match=r"x: the key appears twice in one mapping \(first at line "):
         load_yaml_text(text)
 
 
 def test_an_anchor_overriding_a_key_it_merges_is_no_repeat():
-    from draftsmith.specs.loader import load_yaml_text
+    from draftsmith.specs.documents import load_yaml_text
 
     text = "outer:\n  inner: &a\n    <<: {x: 0}\n    x: 1\nb:\n  <<: *a\n"
     assert load_yaml_text(text) == {"outer": {"inner": {"x": 1}}, "b": {"x": 1}}
@@ -187,7 +187,7 @@ def test_a_merge_list_is_placed_as_yaml_merges_it_and_a_second_merge_key_is_refu
     """In '<<: [*b, *c]' an earlier mapping overrides a later one (each key placed at the merge it comes from); two
     '<<' keys in one mapping are refused when loaded (PyYAML 6.0.3 lets the later one win, 6.0.4 the earlier)."""
     from draftsmith.errors import SpecError
-    from draftsmith.specs.loader import load_yaml_text
+    from draftsmith.specs.documents import load_yaml_text
 
     text = "a: &a {x: 1, y: 0}\nb: &b {y: 2}\nc: &c {y: 3, z: 1}\nm:\n  <<: [*b, *c, *a]\n"
     assert load_yaml_text(text)["m"] == {"x": 1, "y": 2, "z": 1}
@@ -215,14 +215,14 @@ def test_an_inline_mapping_merged_is_placed_at_its_own_keys():
     "b:\n  <<: {a: &s {c: *s, x: 1, x: 2}}\n  a: 3\n"])         # an overridden value holding an alias to itself
 def test_a_repeated_key_in_an_overridden_merged_value_is_refused(text):
     from draftsmith.errors import SpecError
-    from draftsmith.specs.loader import load_yaml_text
+    from draftsmith.specs.documents import load_yaml_text
 
     with pytest.raises(SpecError, match=r"x: the key appears twice in one mapping \(first at line "):
         load_yaml_text(text)
 
 
 def test_a_merge_key_tagged_merge_is_placed_as_a_merge_and_no_real_key_is_taken_for_one():
-    from draftsmith.specs.loader import load_yaml_text
+    from draftsmith.specs.documents import load_yaml_text
 
     for key in ("!!merge <<", "!!merge other"):
         text = f"a: &a {{x: 1}}\nm:\n  {key}: *a\n"

@@ -3,7 +3,7 @@ import pytest
 
 import draftsmith
 from draftsmith.specs.catalog import BUILTIN_DIR
-from draftsmith.specs.loader import SpecNotFound
+from draftsmith.specs.documents import SpecNotFound
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import random
 import pytest
 
 from draftsmith.errors import SpecError
-from draftsmith.specs.loader import load_yaml_text
+from draftsmith.specs.documents import load_yaml_text
 
 KEYS = ["x", "y", "z", "w"]
 

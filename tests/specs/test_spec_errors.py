@@ -490,7 +490,7 @@ def test_an_empty_checkpoint_folder_is_refused_not_read_as_the_specs_own_folder(
 def test_a_spec_file_that_is_a_broken_link_is_said_as_one(tmp_path, to, name):
     """A link loop or a dangling link was 'does not exist', though `ls` shows the name; without a .yaml suffix it
     was 'no spec named' (found by a README audit)."""
-    from draftsmith.specs.loader import SpecNotFound
+    from draftsmith.specs.documents import SpecNotFound
 
     link = tmp_path / name
     link.symlink_to(link if to == "self" else tmp_path / "gone.yaml")
@@ -503,7 +503,7 @@ def test_a_spec_file_that_is_a_broken_link_is_said_as_one(tmp_path, to, name):
 def test_a_path_that_does_not_exist_is_said_as_a_file(tmp_path, monkeypatch):
     """./NAME or a/b names a file (no spec name holds a '/'): 'spec file X does not exist', not 'no spec named'; a
     bare unknown name is still an unknown spec with the known ones."""
-    from draftsmith.specs.loader import SpecNotFound
+    from draftsmith.specs.documents import SpecNotFound
 
     monkeypatch.chdir(tmp_path)
     for ref in ("./mine", "specs/mine.spec"):

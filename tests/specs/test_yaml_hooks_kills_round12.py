@@ -7,7 +7,7 @@ import pytest
 
 from draftsmith import limits
 from draftsmith.errors import SpecError
-from draftsmith.specs.loader import load_yaml_text
+from draftsmith.specs.documents import load_yaml_text
 
 
 # --- specs/yaml_loader.py -------------------------------------------------------------------------------------------
