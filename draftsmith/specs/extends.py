@@ -4,9 +4,9 @@ relative to the spec's own file).
 The base's document is read as a spec file is (every bound of one), its own ``extends`` first (a chain of at most
 ``limits.EXTENDS_DEPTH`` bases, none twice), and the spec is merged into it: a value the spec writes replaces the
 base's, except a mapping written over a mapping, which is merged key by key, and a component whose ``kind`` differs
-from the base's, which replaces it whole (another component's params are not this one's). A list replaces the base's list.
-``name`` and ``description`` are never inherited (a spec says what it is); a base's relative ``checkpoints`` stay
-relative to the base's file. The merged document is checked as one spec; a problem in a value the spec took from a
+from the base's, which replaces it whole (another component's params are not this one's). A list replaces the base's
+list. ``name`` and ``description`` are never inherited (a spec says what it is); a base's relative ``checkpoints``
+stay relative to the base's file. The merged document is checked as one spec; a problem in a value the spec took from a
 base is said at the spec's ``extends`` line, naming the base's file and line.
 """
 from __future__ import annotations
