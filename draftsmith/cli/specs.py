@@ -194,7 +194,9 @@ def param_summary(model) -> str:
 
 
 @app.command()
-def inspect(ckpt: Path = typer.Argument(..., help="draft checkpoint folder", parser=given_path)) -> None:
+def inspect(ckpt: Path = typer.Argument(..., help="draft checkpoint folder", parser=given_path),
+            extends: bool = typer.Option(False, "--extends", help="print the spec as its changes to the family's "
+                                                                 "(extends: FAMILY), not whole")) -> None:
     """Detect a draft checkpoint's layout and print a YAML spec that loads it."""
     checkpoint_folder(ckpt)   # before the slow imports: a mistyped path is said at once
     import yaml
@@ -217,11 +219,26 @@ def inspect(ckpt: Path = typer.Argument(..., help="draft checkpoint folder", par
         sys.stdout.write(f"# assumed/noticed: {note}\n")
     if found.unread:
         sys.stdout.write(f"# config keys draftsmith's built-in components do not read: {', '.join(found.unread)}\n")
-    data = found.spec
+    data = _as_changes(found) if extends else found.spec
     sys.stdout.write(yaml.safe_dump(data, sort_keys=False))
     if misfit:   # the family is right and the folder is not: the spec is printed, and the exit says it fails
         typer.echo(f"error: {where}: {misfit}", err=True)   # short_text: no escape sequence reaches the terminal
         raise typer.Exit(1)
+
+
+def _as_changes(found) -> dict:
+    """The proposed spec as its changes to its family's (``extends: FAMILY``): name and description first."""
+    from draftsmith.registry import default_registry
+    from draftsmith.specs.extends import OWN, changes, merged
+    from draftsmith.specs.loader import load_spec
+
+    family, whole = (({k: v for k, v in d.items() if k not in OWN}) for d in
+                     (load_spec(found.match.spec, default_registry()).model_dump(mode="json"), found.spec))
+    if merged(family, rest := changes(family, whole)) != whole:   # it drops a param the family's component has
+        sys.stdout.write(f"# --extends: no changes to {found.match.spec} give this spec (it leaves out a value the "
+                         "family states, which extends would keep): printed whole\n")
+        return found.spec
+    return {k: found.spec[k] for k in OWN if k in found.spec} | {"extends": found.match.spec} | rest
 
 
 def _misfit(found) -> str:

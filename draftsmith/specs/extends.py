@@ -91,10 +91,14 @@ def _rebased(ref: Any, folder: Path) -> Any:
 def merged(base: Any, spec: Any) -> Any:
     """``spec`` written over ``base``: mappings merged key by key, unless both name a ``kind`` and differ; anything
     else replaced."""
-    if not (isinstance(base, Mapping) and isinstance(spec, Mapping)) or base.get("kind", spec.get("kind")) != \
-            spec.get("kind", base.get("kind")):
+    if not (isinstance(base, Mapping) and isinstance(spec, Mapping) and _same_kind(base, spec)):
         return spec
     return {**base, **{k: merged(base[k], v) if k in base else v for k, v in spec.items()}}
+
+
+def _same_kind(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Whether two mappings are one component's (or no component's): no ``kind`` that differs."""
+    return a.get("kind", b.get("kind")) == b.get("kind", a.get("kind"))
 
 
 def inherited(problems: Sequence[Problem], bases: Sequence[Base], source: str, text: str | None) -> list[Problem]:
@@ -133,3 +137,23 @@ def _own_places(source: str, text: str | None) -> Places | None:
         except (OSError, SpecError):   # a label, not a file (parse_spec of data): nothing is written anywhere
             return None
     return yaml_places(text)
+
+
+def changes(base: Mapping[str, Any], data: Mapping[str, Any]) -> dict[str, Any]:
+    """The least a spec extending ``base`` writes to be ``data`` (``merged(base, changes(base, data)) == data`` for
+    mappings whose keys ``data`` holds all of, as whole spec dumps do): what differs, a mapping by key where merging
+    gives it back, else whole."""
+    if not _same_kind(base, data):
+        return dict(data)   # another component than the base's: written whole
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if key not in base:
+            out[key] = value
+        elif isinstance(value, Mapping) and isinstance(base[key], Mapping):
+            if (sub := changes(base[key], value)) and merged(base[key], sub) == value:
+                out[key] = sub
+            elif merged(base[key], sub) != value:   # a key the base has and this mapping has not: written whole
+                out[key] = value
+        elif value != base[key]:
+            out[key] = value
+    return out

@@ -7,12 +7,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 import draftsmith
 from draftsmith.cli import app
 from draftsmith.errors import SpecError
-from draftsmith.specs.extends import merged
+from draftsmith.specs.extends import changes, merged
 from draftsmith.specs.catalog import BUILTIN_DIR
 from draftsmith.specs.edits import spec_data
 
@@ -121,3 +123,66 @@ def test_validate_says_a_misspelt_base_with_the_files_other_problems(tmp_path):
     path = write(tmp_path, "m.yaml", "name: m\nextends: eagle3-lama\n")
     res = CliRunner().invoke(app, ["validate", str(path)])
     assert res.exit_code == 1 and "Did you mean 'eagle3-llama'?" in res.output, res.output
+
+
+_leaf = st.one_of(st.integers(0, 3), st.sampled_from(["gqa", "mla", "rms"]), st.none(), st.lists(st.integers(0, 2),
+                                                                                               max_size=2))
+_key = st.sampled_from(["a", "b", "kind", "c"])
+_doc = st.recursive(_leaf, lambda inner: st.dictionaries(_key, inner, max_size=4), max_leaves=12)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.dictionaries(_key, _doc, max_size=4), st.dictionaries(_key, _doc, max_size=4))
+def test_changes_written_over_the_base_give_the_document_back(base, data):
+    """The inverse of the merge: for a document holding every top-level key of the base (a whole spec's dump does),
+    writing changes(base, data) over the base gives data, whatever kinds, nesting, lists and nulls it holds, unless
+    the document drops a key of a mapping the merge would merge into (no spec text can: inspect writes it whole)."""
+    def drops(base, data) -> bool:
+        return any(isinstance(v, dict) and isinstance(base.get(k), dict) and base[k].get("kind", v.get("kind"))
+                   == v.get("kind", base[k].get("kind")) and (set(base[k]) - set(v) or drops(base[k], v))
+                   for k, v in data.items())
+
+    data = {**base, **data}
+    assert merged(base, changes(base, data)) == data or drops(base, data)
+
+
+def test_changes_of_a_document_equal_to_its_base_are_nothing_and_a_change_is_only_itself():
+    base = {"draft": {"attention": {"kind": "gqa", "rope": "neox"}, "fusion": {"kind": "eagle3", "fc_norm": False}}}
+    assert changes(base, base) == {}
+    data = {"draft": {"attention": {"kind": "gqa", "rope": "neox"}, "fusion": {"kind": "eagle3", "fc_norm": True}}}
+    assert changes(base, data) == {"draft": {"fusion": {"fc_norm": True}}}
+    other = {"draft": {"attention": {"kind": "mla"}, "fusion": base["draft"]["fusion"]}}
+    assert changes(base, other) == {"draft": {"attention": {"kind": "mla"}}}
+
+
+@pytest.mark.parametrize("make", ["eagle3", "eagle3-fc-norm", "eagle1", "mistral"])
+def test_inspect_extends_prints_a_short_spec_that_loads_as_the_whole_one(tmp_path, make):
+    from draftsmith.testing import write_eagle1, write_eagle3, write_target
+    from draftsmith.testing.mistral import write_mistral_eagle
+
+    target = write_target(tmp_path / "t")
+    draft = {"eagle3": lambda p: write_eagle3(p, target, draft_vocab=50),
+             "eagle3-fc-norm": lambda p: write_eagle3(p, target, fc_norm=True, aux_ids=[1, 3, 5]),
+             "eagle1": lambda p: write_eagle1(p, target),
+             "mistral": lambda p: write_mistral_eagle(p, target)}[make](tmp_path / "d")
+    short, whole = (CliRunner().invoke(app, ["inspect", str(draft), *flag]) for flag in (["--extends"], []))
+    assert short.exit_code == whole.exit_code == 0, short.output + whole.output
+    assert "\nextends: " in short.stdout and len(short.stdout) < len(whole.stdout)
+    specs = [draftsmith.load_spec(write(tmp_path, f"{i}.yaml", res.stdout)) for i, res in enumerate((short, whole))]
+    assert specs[0].model_dump() == specs[1].model_dump()
+
+
+def test_a_proposal_no_changes_can_give_is_printed_whole_and_said(capsys):
+    """A proposal whose attention leaves out the family's rope (extends would keep it) cannot be written as changes:
+    inspect --extends prints it whole, with a comment saying why."""
+    from types import SimpleNamespace
+
+    from draftsmith.cli.specs import _as_changes
+
+    data = draftsmith.load_spec("eagle3-llama").model_dump(mode="json")
+    data["draft"]["attention"] = {"kind": "gqa"}
+    assert _as_changes(SimpleNamespace(spec=data, match=SimpleNamespace(spec="eagle3-llama"))) is data
+    assert "# --extends: no changes to eagle3-llama give this spec" in capsys.readouterr().out
+    data["draft"]["attention"] = {"kind": "gqa", "rope": "interleaved"}
+    short = _as_changes(SimpleNamespace(spec=data, match=SimpleNamespace(spec="eagle3-llama")))
+    assert short["draft"] == {"attention": {"rope": "interleaved"}} and short["extends"] == "eagle3-llama"
