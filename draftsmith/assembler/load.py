@@ -47,15 +47,20 @@ def check_rebuildable(module: nn.Module, spec: str) -> None:
             "draftsmith.components.rope.Rotary does), or make them persistent and ship them in the checkpoint")
 
 
+def optional_and_unused(module: nn.Module) -> tuple[set[str], set[str]]:
+    """(the persistent buffers ``module`` computes itself where a checkpoint has none: models.DraftModel's t2d, the
+    tensors a checkpoint may hold that it does not read: copies of the target's), by canonical name."""
+    return tuple({f"{n}.{b}" if n else b for n, m in module.named_modules() for b in getattr(m, what, ())}
+                 for what in ("derivable", "copies"))
+
+
 def plan_module(module: nn.Module, folder: str | Path, rules: RuleSet, *, spec: str,
                 infos: dict[str, TensorInfo] | None = None) -> PlannedLoad:
     """List the checkpoint and check it against the module; CheckpointMismatch lists every misfit at once."""
     check_rebuildable(module, spec)
     infos = infos if infos is not None else list_tensors(folder)
     expected = expected_of(module)
-    # persistent buffers a module computes itself where the checkpoint has none (models.DraftModel's t2d)
-    derivable, copies = ({f"{n}.{b}" if n else b for n, m in module.named_modules() for b in getattr(m, what, ())}
-                         for what in ("derivable", "copies"))
+    derivable, copies = optional_and_unused(module)
     try:
         plan = plan_load(infos, rules, expected, where=str(folder), spec=spec, optional=derivable, unused=copies)
     except CheckpointMismatch as e:

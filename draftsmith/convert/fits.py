@@ -4,9 +4,10 @@
 itself, as `assemble()` would, which tensors it misses or does not expect (a tensor carried under a name the target
 layout's spec refuses was once written and only found at load time). There is no target at conversion time, so a
 stand-in implied by the draft's own config takes its place: its sizes are guesses, so names are judged (missing,
-unexpected, colliding), and shapes only where stand-ins that guess otherwise build them alike (another head count,
-MLP and depth; another vocabulary; another width), so that the draft's config alone decides them (a draft's
-lm_head rows are its draft_vocab_size; its t2d is the target's vocabulary, a guess). A stand-in that guesses
+unexpected, colliding; a derivable t2d may be left out), and each dimension of a shape only where stand-ins that
+guess otherwise build it alike (another head count, MLP and depth; another vocabulary; another width), so that the
+draft's config alone decides it (a draft's lm_head rows are its draft_vocab_size; its t2d is the target's vocabulary,
+a guess). A draft no stand-in builds is refused with the first one's reason (its own config's). A stand-in that guesses
 otherwise and does not build says the guess is no guess: every target the draft loads with agrees with it (a draft
 sharing the target's embedding is the target's width). The reduced-vocabulary map (d2t / t2d, a few KB) is read
 and checked as assemble() checks it. Dtypes, which are the checkpoint's own, are judged on the source before anything
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 
-from draftsmith.errors import DraftsmithError
+from draftsmith.errors import DraftsmithError, SpecError
 
 if TYPE_CHECKING:
     from transformers import LlamaConfig
@@ -43,7 +44,9 @@ def stand_in_target(raw: Mapping[str, Any], draft_cfg, guess: str = "") -> Llama
 
     deepest = max(config_ids(raw)[0] or [0])   # eagle_config / top-level ids / target_layer_ids, as a fusion reads them
     hidden = int(raw.get("target_hidden_size") or draft_cfg.hidden_size)
-    vocab = int(raw.get("vocab_size") or draft_cfg.vocab_size)
+    # a config without vocab_size: its draft_vocab_size, not transformers' default (32000), which would make the
+    # draft's head a reduced one and its d2t / t2d missing
+    vocab = int(raw.get("vocab_size") or raw.get("draft_vocab_size") or draft_cfg.vocab_size)
     other = guess == "other"
     extra = {"hc_mult": raw["hc_mult"]} if isinstance(raw.get("hc_mult"), int) else {}
     return LlamaConfig(vocab_size=vocab * (1 + (guess == "vocab")), hidden_size=hidden * (1 + (guess == "width")),
@@ -63,37 +66,47 @@ class Fit:
 def fit(folder: Path, spec_data: Mapping[str, Any], registry=None) -> Fit | None:
     """The folder's tensors against the model ``spec_data`` builds with a stand-in target: the names it would
     refuse, and the tensors whose dtype assemble() would refuse (the load plan's rule, plan.wrong_dtype) or whose
-    shape it would, where the draft's config alone decides that shape (stand-ins guessing otherwise build it alike),
-    and a d2t / t2d that form no sound map. Dtypes are the checkpoint's own, not a stand-in's guess, so they are
-    always judged. None when no stand-in can be built for it (nothing judged)."""
+    shape it would, in each dimension the draft's config alone decides (stand-ins guessing otherwise build it alike),
+    a d2t / t2d that form no sound map, and a draft no stand-in builds for one same reason (the draft's config
+    refused: a reduced head with the target's lm_head, taps fc does not take). Dtypes are the checkpoint's own, not a
+    stand-in's guess, so they are always judged. None when no stand-in can be built for it (nothing judged)."""
     from draftsmith.assembler.plan import wrong_dtype
 
-    if (judged := _stand_in_model(folder, spec_data, registry)) is None:
-        return None
-    remap, expected, infos, rules, others, vocab_map = judged
-    found = {c: "unexpected" for c in remap.mapping if c not in expected}
-    found |= {c: "missing" for c in expected if c not in remap.mapping and c not in remap.collisions}
+    if (judged := _stand_in_model(folder, spec_data, registry)) is None or isinstance(judged, Fit):
+        return judged
+    remap, expected, infos, rules, others, extras = judged
+    optional, unused, vocab_map = extras
+    found = {c: "unexpected" for c in remap.mapping if c not in expected and c not in unused}
+    found |= {c: "missing" for c in expected if c not in remap.mapping and c not in remap.collisions
+              and c not in optional}
     refused = [f"tensor {name!r} {why}" for canon, (name, _) in remap.mapping.items()
                if canon in expected and (why := wrong_dtype(infos[name].dtype, expected[canon].dtype))]
     for canon, (name, _) in remap.mapping.items():
         want, got = expected.get(canon), tuple(infos[name].shape)
-        if want is None or not _decided(canon, want.shape, others) or len(rules.to_parts(name)[0] or ()) > 1:
-            continue   # a shape the guesses move (the fc's: the target's width), or a split tensor's part: not judged
-        if got != want.shape and got not in want.also:
+        if want is None or got in want.also or len(rules.to_parts(name)[0] or ()) > 1:
+            continue   # a shape it also takes, or a split tensor's part (the split's rule judges it): not judged
+        if (dims := _decided(canon, want.shape, others)) is not None and (
+                len(got) != len(dims) or any(d is not None and g != d for g, d in zip(got, dims))):
+            said = "[" + ", ".join("*" if d is None else str(d) for d in dims) + "]"
             refused.append(f"tensor {name!r} is {list(got)} in the checkpoint, the model its config describes "
-                           f"expects {list(want.shape)}")
+                           f"expects {said}" + (" (*: the target's to decide)" if None in dims else ""))
     return Fit(found | {c: "colliding" for c in remap.collisions}, refused + vocab_map,
                {canon: name for canon, (name, _) in remap.mapping.items()})
 
 
-def _decided(canon: str, shape, others: Mapping[str, Mapping[str, Any] | None]) -> bool:
-    """Whether the stand-ins guessing otherwise (``others``: guess -> what its model expects, None where it did not
-    build) build ``canon`` as ``shape``: the draft's config alone decides it. A layer needs the ``other`` one alike
-    (a vocabulary or width its config refuses says nothing of a layer); any other tensor needs every one."""
-    alike = {guess: exp is not None and canon in exp and exp[canon].shape == shape for guess, exp in others.items()}
-    if canon.startswith("layers."):
-        return alike["other"] and all(alike[guess] or others[guess] is None for guess in GUESSES)
-    return all(alike.values())
+def _decided(canon: str, shape: tuple[int, ...], others: Mapping[str, Mapping[str, Any] | None]
+             ) -> tuple[int | None, ...] | None:
+    """Each dimension of ``canon`` the draft's config alone decides (None in a dimension the stand-ins guessing
+    otherwise build unlike, ``others``: guess -> what its model expects, None where it did not build); None when not
+    even the rank is decided. A guess whose model does not build is no guess (no target it describes loads the
+    draft: a draft sharing the target's embedding is the target's width), except ``other``: a draft that builds
+    only with one head and MLP guess is judged on nothing."""
+    if others.get("other") is None:
+        return None
+    shapes = [shape] + [exp[canon].shape if canon in exp else None for exp in others.values() if exp is not None]
+    if any(s is None or len(s) != len(shape) for s in shapes):
+        return None
+    return tuple(d if all(s[i] == d for s in shapes) else None for i, d in enumerate(shape))
 
 
 def proposed_fit(found, registry=None) -> Fit | None:
@@ -105,46 +118,57 @@ def proposed_fit(found, registry=None) -> Fit | None:
 def _stand_in_model(folder: Path, spec_data: Mapping[str, Any], registry=None):
     """(the folder's names through the spec's rules, the expected names and dtypes of the model the spec builds with
     a stand-in target, the folder's tensor listing, the rules, what each stand-in guessing otherwise expects (None
-    where its model does not build), the d2t / t2d map's problems as refusals), or None when no stand-in can be built
-    for it."""
-    from draftsmith.assembler.explain import quiet_notes
-    from draftsmith.assembler.build import build_draft, rule_set
+    where its model does not build), (the names it may leave out, those it may hold unread, the d2t / t2d map's
+    problems as refusals)); a Fit refusing the draft where every stand-in's build refuses it alike; None when no
+    stand-in can be built for it."""
+    from draftsmith.assembler.build import rule_set
     from draftsmith.assembler.checkpoint import list_tensors
     from draftsmith.assembler.config import draft_hf_config, flatten_draft_config, read_config
+    from draftsmith.assembler.load import optional_and_unused
     from draftsmith.assembler.plan import expected_of
-    from draftsmith.components.backends import eager
     from draftsmith.registry import default_registry
     from draftsmith.specs.loader import parse_spec
-    
+
     registry = registry or default_registry()
     spec = parse_spec(dict(spec_data), source=f"the spec inspect proposes for {folder}", registry=registry)
     raw, infos = read_config(folder), list_tensors(folder)
     rules = rule_set(spec, registry, flatten_draft_config(raw))
     remap = rules.remap(infos)
     draft_cfg = draft_hf_config(raw, folder / "config.json")   # read as assemble() reads it: its errors are real
-
-    # another width: the draft's embedding its own (a draft sharing the target's is the target's width, which only
-    # says the draft's config decides the width where it shares)
-    share = spec.draft.share.model_copy(update={"embed": "own"})
-    own = spec.model_copy(update={"draft": spec.draft.model_copy(update={"share": share})})
-
-    def built(guess: str = ""):
-        try:
-            stand_in = stand_in_target(flatten_draft_config(raw), draft_cfg, guess)
-        except Exception:  # noqa: BLE001 (transformers' own config checks): no stand-in, nothing judged
-            return None
-        try:
-            with quiet_notes():   # the stand-in's own notes (taps "for a 64-layer target") are about no real target
-                return build_draft(own if guess == "width" else spec, registry, draft_raw=raw, draft_cfg=draft_cfg,
-                                   target_cfg=stand_in, canonical_names=list(remap.mapping) + list(remap.collisions),
-                                   backend=eager)
-        except (DraftsmithError, ValueError, TypeError):   # the stand-in's guess did not fit: nothing judged
-            return None
-
-    if (model := built()) is None:
+    names = list(remap.mapping) + list(remap.collisions)
+    models = {guess: _built(spec, registry, raw, draft_cfg, names, guess) for guess in ("", *GUESSES)}
+    model = models.pop("")
+    if isinstance(model, str):   # refused by every guess too: by the draft's own config (the sizes said are a guess's)
+        layers = stand_in_target(flatten_draft_config(raw), draft_cfg).num_hidden_layers
+        return Fit({}, [f"the draft does not build on any stand-in target (the first: {layers} layers, the draft "
+                        f"config's width and vocabulary): {model}"]) \
+            if all(isinstance(m, str) for m in models.values()) else None
+    if model is None:
         return None
-    others = {guess: None if (m := built(guess)) is None else expected_of(m) for guess in GUESSES}
-    return remap, expected_of(model), infos, rules, others, _map_problems(spec, model, remap, infos, folder)
+    others = {guess: None if m is None or isinstance(m, str) else expected_of(m) for guess, m in models.items()}
+    extras = (*optional_and_unused(model), _map_problems(spec, model, remap, infos, folder))
+    return remap, expected_of(model), infos, rules, others, extras
+
+
+def _built(spec, registry, raw: Mapping[str, Any], draft_cfg, names: list[str], guess: str):
+    """The draft ``spec`` builds (on meta) with the stand-in target ``guess`` describes; the build's refusal in
+    one line where it refuses; None where no stand-in can be made."""
+    from draftsmith.assembler.build import build_draft
+    from draftsmith.assembler.config import flatten_draft_config
+    from draftsmith.assembler.explain import quiet_notes
+    from draftsmith.components.backends import eager
+
+    try:
+        stand_in = stand_in_target(flatten_draft_config(raw), draft_cfg, guess)
+    except Exception:  # noqa: BLE001 (transformers' own config checks): no stand-in, nothing judged
+        return None
+    try:
+        with quiet_notes():   # the stand-in's own notes (taps "for a 64-layer target") are about no real target
+            return build_draft(spec, registry, draft_raw=raw, draft_cfg=draft_cfg, target_cfg=stand_in,
+                               canonical_names=names, backend=eager)
+    except (DraftsmithError, ValueError, TypeError) as e:   # this guess does not fit the draft
+        said = [f"{p.path}: {p.message}" for p in e.problems] if isinstance(e, SpecError) else [str(e)]
+        return " ".join("; ".join(said).split())
 
 
 def _map_problems(spec, model, remap, infos, folder: Path) -> list[str]:

@@ -258,7 +258,9 @@ def test_a_dtype_assemble_refuses_is_refused_before_anything_is_written(tmp_path
 def test_a_layer_shape_the_drafts_config_decides_is_judged_and_one_the_target_decides_is_not(tmp_path):
     """convert wrote a q_proj one column short and said 'load it with spec eagle3-llama', which assemble() then
     refused: a layer's shapes follow from the draft's config alone (a second stand-in target builds them alike),
-    so one that misfits is refused like a dtype; the fc's width is the target's, a guess here, so it is not."""
+    so one that misfits is refused like a dtype. The fc's columns are the target's width: a guess where the draft's
+    embedding is its own (not judged), but the draft's width where it shares the target's (judged: no wider target
+    loads it)."""
     from safetensors.torch import load_file, save_file
 
     from draftsmith.convert.fits import fit
@@ -269,7 +271,17 @@ def test_a_layer_shape_the_drafts_config_decides_is_judged_and_one_the_target_de
     q, fc = tensors["midlayer.self_attn.q_proj.weight"], tensors["fc.weight"]
     tensors["fc.weight"] = torch.cat([fc, fc], dim=1)   # as if the target were twice as wide
     save_file(tensors, src / "model.safetensors", metadata={"format": "pt"})
-    assert fit(src, inspect_checkpoint(src).spec).refused == []
+    spec = inspect_checkpoint(src).spec
+    assert fit(src, spec).refused == [f"tensor 'fc.weight' is {list(tensors['fc.weight'].shape)} in the checkpoint, "
+                                      f"the model its config describes expects {list(fc.shape)}"]
+    own = spec | {"draft": spec["draft"] | {"share": {"embed": "own", "lm_head": "draft"}}}
+    assert fit(src, own).refused == []
+    tensors["fc.weight"] = torch.cat([fc, fc], dim=1)[1:].contiguous()   # a row short: the draft's width, judged
+    save_file(tensors, src / "model.safetensors", metadata={"format": "pt"})
+    assert fit(src, own).refused == [f"tensor 'fc.weight' is {[fc.shape[0] - 1, 2 * fc.shape[1]]} in the "
+                                     f"checkpoint, the model its config describes expects [{fc.shape[0]}, *] (*: "
+                                     "the target's to decide)"]
+    tensors["fc.weight"] = torch.cat([fc, fc], dim=1)
     tensors["midlayer.self_attn.q_proj.weight"] = q[:, 1:].contiguous()
     save_file(tensors, src / "model.safetensors", metadata={"format": "pt"})
     res = CliRunner().invoke(app, ["convert", str(src), "--to", "layers", str(tmp_path / "out")])

@@ -57,13 +57,50 @@ def test_a_d2t_that_forms_no_map_fails_inspect_and_convert_before_writing(tmp_pa
     assert "form no sound draft-to-target map" in res.stderr and "would refuse it in any layout" in res.stderr
 
 
-def test_a_sound_reduced_draft_and_the_targets_own_sizes_are_not_judged(tmp_path):
-    """t2d one entry longer (a target of another vocabulary) and fc twice as wide (another width) are guesses about
-    the target, which inspect has not: nothing is refused; the untouched draft has nothing refused either."""
+def test_a_sound_reduced_draft_and_the_targets_vocabulary_are_not_judged_its_rank_is(tmp_path):
+    """t2d one entry longer is a target of another vocabulary, which inspect has not: nothing is refused (the
+    untouched draft has nothing refused either); a t2d of another rank no target's vocabulary makes: refused."""
     draft = _reduced(tmp_path)
     assert fit(draft, inspect_checkpoint(draft).spec).refused == []
+    t2d = load_file(draft / "model.safetensors")["t2d"]
+    _edit(draft, t2d=torch.cat([t2d, torch.zeros(1, dtype=t2d.dtype)]))
+    assert fit(draft, inspect_checkpoint(draft).spec).refused == []
+    _edit(draft, t2d=t2d[None])
+    assert fit(draft, inspect_checkpoint(draft).spec).refused == [
+        "tensor 't2d' is [1, 96] in the checkpoint, the model its config describes expects [*] (*: the target's to "
+        "decide)"]
+
+
+def test_a_d2t_without_t2d_is_no_misfit_as_the_load_derives_t2d(tmp_path):
+    """assemble() derives t2d from d2t where a checkpoint has none (DraftModel.derivable); inspect called it missing
+    and exited 1 for a draft every load takes."""
+    draft = _reduced(tmp_path)
     tensors = load_file(draft / "model.safetensors")
-    _edit(draft, t2d=torch.cat([tensors["t2d"], torch.zeros(1, dtype=tensors["t2d"].dtype)]))
-    assert fit(draft, inspect_checkpoint(draft).spec).refused == []
-    _edit(draft, **{"fc.weight": torch.cat([tensors["fc.weight"]] * 2, dim=1)})
-    assert fit(draft, inspect_checkpoint(draft).spec).refused == []
+    del tensors["t2d"]
+    save_file(tensors, draft / "model.safetensors", metadata={"format": "pt"})
+    judged = fit(draft, inspect_checkpoint(draft).spec)
+    assert (judged.misfits, judged.refused) == ({}, [])
+    assert CliRunner().invoke(app, ["inspect", str(draft)]).exit_code == 0
+
+
+def test_a_draft_no_stand_in_builds_for_one_reason_is_refused_with_it(tmp_path):
+    """An EAGLE-3 draft whose config names 2 aux states against fc's 3: every stand-in's build refuses it alike (the
+    draft's own config), which inspect threw away and exited 0 for; a load then failed with that very reason."""
+    draft = write_eagle3(tmp_path / "d", write_target(tmp_path / "t"))
+    config = json.loads((draft / "config.json").read_text()) | {"num_aux_hidden_states": 2}
+    (draft / "config.json").write_text(json.dumps(config))
+    res = CliRunner().invoke(app, ["inspect", str(draft)])
+    assert res.exit_code == 1 and ("the draft does not build on any stand-in target (the first: 64 layers, the draft "
+                                   "config's width and vocabulary): draft.fusion.num_aux: 2 aux states asked for "
+                                   "by the draft config's num_aux_hidden_states") in res.stderr, res.output
+
+
+def test_a_config_without_vocab_size_is_no_reduced_draft(tmp_path):
+    """The stand-in took transformers' default vocabulary (32000) for a config without vocab_size, so a full-vocabulary
+    draft's head looked reduced and its d2t / t2d missing: inspect exited 1 for a draft every load takes."""
+    draft = write_eagle3(tmp_path / "d", write_target(tmp_path / "t"))
+    config = json.loads((draft / "config.json").read_text())
+    del config["vocab_size"]
+    (draft / "config.json").write_text(json.dumps(config))
+    judged = fit(draft, inspect_checkpoint(draft).spec)
+    assert (judged.misfits, judged.refused) == ({}, [])

@@ -22,9 +22,8 @@ def names(folder):
 
 def two_layers(tmp_path, base):
     """``base`` with num_layers: 2, as a file."""
-    text = Path(load_spec(base).source).read_text().replace(f"name: {base}", "name: two")
-    assert "num_layers: auto" in text
-    (tmp_path / "two.yaml").write_text(text.replace("num_layers: auto", "num_layers: 2"))
+    (tmp_path / "two.yaml").write_text(f"name: two\nextends: {base}\ndraft: {{num_layers: 2}}\n")
+    assert load_spec(tmp_path / "two.yaml").draft.num_layers == 2
     return tmp_path / "two.yaml"
 
 
