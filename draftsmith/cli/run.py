@@ -85,7 +85,7 @@ def generate(
             raise OptionError(f"--chat: {why.replace('pass text or token ids instead', 'drop --chat')}")
     _call_options(model, prompt, dict(max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, **plan),
                   names)
-    out.print(f"[bold]spec[/bold] {model.spec.name}: {escape(model.spec.description)}")
+    out.print(f"[bold]spec[/bold] {model.spec.name}: {escape(model.spec.summary)}")
     chosen = model.plan(**plan)
     out.print(f"[bold]plan[/bold] {chosen.mode}, topk {chosen.topk}, steps {chosen.steps}, "
               f"{chosen.draft_tokens} draft tokens: {escape(chosen.reason)}")

@@ -158,8 +158,7 @@ def list_cmd(params: bool = typer.Option(False, "--params", help="also each comp
     table.add_column("name"), table.add_column("plugin", overflow="fold", max_width=40), table.add_column("description")
     for name, plugin in reg.spec_names():
         try:
-            spec = load_spec(name, reg)
-            description = " ".join(filter(None, [spec.description, spec.extends and f"(extends {spec.extends})"]))
+            description = load_spec(name, reg).summary
         except DraftsmithError as e:
             broken.append(str(e))
             lines = str(e).splitlines()

@@ -4,10 +4,10 @@ relative to the spec's own file).
 The base's document is read as a spec file is (every bound of one), its own ``extends`` first (a chain of at most
 ``limits.EXTENDS_DEPTH`` bases, none twice), and the spec is merged into it: a value the spec writes replaces the
 base's, except a mapping written over a mapping, which is merged key by key, and a component whose ``kind`` differs
-from the base's, which replaces it whole (another component's params are not this one's). A list replaces the base's
-list. ``name`` and ``description`` are never inherited (a spec says what it is); a base's relative ``checkpoints``
-stay relative to the base's file. The merged document is checked as one spec; a problem in a value the spec took from a
-base is said at the spec's ``extends`` line, naming the base's file and line.
+from the base's (quant's ``method``), which replaces it whole (another component's params are not this one's). A list
+replaces the base's list. ``name`` and ``description`` are never inherited (a spec says what it is); a base's relative
+``checkpoints`` stay relative to the base's file. The merged document is checked as one spec; a problem in a value a
+base gave (:func:`origin`) is said at the spec's ``extends`` line, naming the base's file and line.
 """
 from __future__ import annotations
 
@@ -27,62 +27,94 @@ OWN = ("name", "description", "extends")   # what a spec never inherits
 
 @dataclass(frozen=True)
 class Base:
-    """A base a spec's document took values from: its file and where each of its paths is written."""
+    """A base a spec's document took values from: its file, where each of its paths is written, and its own document
+    as merged (aliases and merges followed, ``OWN`` keys out, checkpoints made relative to it)."""
     source: str
     places: Places
+    data: Mapping[str, Any]
+
+
+class _Refused(Exception):
+    def __init__(self, message: str, ref: str, **more: str):
+        self.problem = Problem("extends", message, found=ref, **more)
 
 
 def with_bases(data: Any, source: str, registry: Registry) -> tuple[Any, list[Base]]:
     """(the document with its bases merged in, the bases, nearest first); the document as it is where it extends
     nothing (or where its ``extends`` is no name, which the schema refuses). A base that cannot be found or read, or
-    a chain that loops or runs past limits.EXTENDS_DEPTH, is a SpecError naming ``source``'s ``extends`` (a base's own
-    unreadable file: that file's error)."""
+    a chain that loops or runs past limits.EXTENDS_DEPTH, is a SpecError of ``source`` at its ``extends``, naming
+    the base where it happened (a base's base's problem is the spec's: its ``extends`` is where it comes in)."""
     here = Path(source)
-    chain = [here.resolve()] if here.is_file() else []
-    return _merged_chain(data, source, here.parent if chain else Path.cwd(), registry, chain, 0)
+    try:
+        chain = [here.resolve()] if here.is_file() else []
+    except OSError:   # a label too long for a file name: no file
+        chain = []
+    try:
+        return _chain(data, "", here.parent if chain else Path.cwd(), registry, chain)
+    except _Refused as e:
+        raise SpecError(source, [e.problem]) from None
 
 
-def _merged_chain(data: Any, source: str, folder: Path, registry: Registry, chain: list[Path], depth: int):
+def _chain(data: Any, where: str, folder: Path, registry: Registry, chain: list[Path], depth: int = 0
+           ) -> tuple[Any, list[Base]]:
+    """:func:`with_bases` of a document read from the file ``where`` ('' for the spec itself) in ``folder``, its
+    ``depth``-th base (0: the spec's own)."""
     ref = data.get("extends") if isinstance(data, Mapping) else None
-    if not isinstance(ref, str) or not ref:
-        return data, []
-    path = _base_file(ref, folder, registry, source)
+    if not isinstance(ref, str) or not ref or len(ref) > limits.EXTENDS_CHARS:
+        return data, []   # no base; a value no base is named by is the schema's to refuse
+    said = f"(in the base {short_text(where, 300)}) " if where else ""
+    path = _base_file(ref, folder, registry, said)
     key = path.resolve()
+    if chain and key == chain[-1]:
+        raise _Refused(f"{said}a spec cannot extend itself", ref)
     if key in chain:
-        raise SpecError(source, [Problem("extends", f"{short_text(path, 300)} extends, through its bases, a spec of "
-                                                    "this chain: bases cannot loop", found=ref)])
+        raise _Refused(f"{said}{short_text(path, 300)} extends, through its bases, a spec of this chain: bases cannot "
+                       "loop", ref)
     if depth == limits.EXTENDS_DEPTH:
-        raise SpecError(source, [Problem("extends", f"more than {limits.EXTENDS_DEPTH} bases in one chain", found=ref)])
-    text = read_text(path)
-    document = load_yaml_text(text, str(path))
+        raise _Refused(f"{said}more than {limits.EXTENDS_DEPTH} bases in one chain", ref)
+    try:
+        text = read_text(path)
+        document = load_yaml_text(text, str(path))
+    except SpecError as e:   # the base's own file: its problems, said as this spec's at extends
+        raise _Refused(f"{said}the base {short_text(path, 300)} does not read: " + "; ".join(
+            f"{q.path + ': ' if q.path else ''}{q.message}" + (f" (line {q.line})" if q.line else "")
+            for q in e.problems[:3]), ref) from None
     if not isinstance(document, Mapping):
-        raise SpecError(source, [Problem("extends", f"the base {short_text(path, 300)} holds no mapping of spec "
-                                                    "fields", found=ref)])
-    base, further = _merged_chain(document, str(path), path.parent, registry, chain + [key], depth + 1)
+        raise _Refused(f"{said}the base {short_text(path, 300)} holds no mapping of spec fields", ref)
+    own = {k: v for k, v in document.items() if k not in OWN}
+    if isinstance(own.get("checkpoints"), Mapping):
+        own["checkpoints"] = {k: _rebased(v, key.parent) for k, v in own["checkpoints"].items()}
+    base, further = _chain(own | {"extends": document.get("extends")}, str(path), path.parent, registry,
+                           chain + [key], depth + 1)
     base = {k: v for k, v in base.items() if k not in OWN}
-    if isinstance(base.get("checkpoints"), Mapping):
-        base["checkpoints"] = {k: _rebased(v, path.parent) for k, v in base["checkpoints"].items()}
-    return merged(base, data), [Base(str(path), yaml_places(text))] + further
+    return merged(base, data), [Base(str(path), yaml_places(text), own)] + further
 
 
-def _base_file(ref: str, folder: Path, registry: Registry, source: str) -> Path:
+def _base_file(ref: str, folder: Path, registry: Registry, said: str) -> Path:
     """The file ``extends: ref`` names: a path (a .yaml / .yml name, or one with a folder) relative to ``folder``,
     else a registered spec's file."""
     if ref.endswith((".yaml", ".yml")) or "/" in ref:
         path = folder / ref
-        if path.is_file():
-            return path
-        what = "is not a regular file" if path.exists() else "does not exist"
-        raise SpecError(source, [Problem("extends", f"the base spec file {short_text(path, 300)} {what}", found=ref)])
+        try:
+            if path.is_file():
+                return path
+            what = "is not a regular file" if path.exists() else "does not exist"
+        except OSError as e:   # a name too long for the file system
+            what = f"cannot be read ({e.strerror})"
+        stem = Path(ref).stem
+        hint = (f" (the built-in or plugin spec {stem!r} is named without .yaml: extends: {stem})"
+                if "/" not in ref and registry.has_spec(stem) else "")
+        raise _Refused(f"{said}the base spec file {short_text(path, 300)} {what}{hint}", ref)
     if registry.has_spec(ref):
         return registered_file(ref, registry)
     names = [name for name, _ in registry.spec_names()]
-    raise SpecError(source, [Problem("extends", "no spec of that name (a path: a .yaml file, relative to this one)",
-                                     found=ref, allowed=short_list(names, 30, 600), hint=suggest(ref, names).strip())])
+    raise _Refused(f"{said}no spec of that name (a path is a .yaml file, relative to the spec's own file, or to the "
+                   "working folder for a spec given as data)", ref, allowed=short_list(names, 30, 600),
+                   hint=suggest(ref, names).strip())
 
 
 def _rebased(ref: Any, folder: Path) -> Any:
-    """A base's checkpoint folder as the spec reads it: a relative one made relative to the base's own file."""
+    """A base's checkpoint folder as the spec reads it: a relative one made absolute from the base's own folder."""
     if not isinstance(ref, str) or not ref or ref.startswith("cache:") or Path(ref).is_absolute():
         return ref
     return str(folder / ref)
@@ -96,45 +128,65 @@ def merged(base: Any, spec: Any) -> Any:
     return {**base, **{k: merged(base[k], v) if k in base else v for k, v in spec.items()}}
 
 
+KINDS = ("kind", "method")   # what names a component (quant's method): another one's params are not this one's
+
+
 def _same_kind(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
-    """Whether two mappings are one component's (or no component's): no ``kind`` that differs."""
-    return a.get("kind", b.get("kind")) == b.get("kind", a.get("kind"))
+    """Whether two mappings are one component's (or no component's): no ``kind`` (or ``method``) that differs."""
+    return all(a.get(k, b.get(k)) == b.get(k, a.get(k)) for k in KINDS)
 
 
-def inherited(problems: Sequence[Problem], bases: Sequence[Base], source: str, text: str | None) -> list[Problem]:
-    """``problems`` with each one in a value taken from a base (the base writes more of its path than the spec's own
-    ``text``, else its file ``source``'s) said at the spec's ``extends`` line, naming the base's file and line; the
-    others as they are."""
+def inherited(problems: Sequence[Problem], data: Any, bases: Sequence[Base], source: str,
+              text: str | None) -> list[Problem]:
+    """``problems`` of the merged document with each one in a value a base gave (:func:`origin` of its path among
+    the spec's own document ``data`` and its bases') said at the spec's ``extends`` line (in its ``text``, else its
+    file ``source``'s), naming the base's file and line; the others as they are."""
     if not bases:
         return list(problems)
-    own = _own_places(source, text)
+    own = own_places(source, text)
     at = own.where.get("extends") if own is not None else None
+    documents = [data] + [b.data for b in bases]
 
     def placed(p: Problem) -> Problem:
-        deepest = max(range(len(bases) + 1), key=lambda i: (_written(own if i == 0 else bases[i - 1].places, p.path),
-                                                            -i))
-        if deepest == 0 or p.line is not None:
+        if p.line is not None or (i := origin(documents, p.path)) == 0:
             return p
-        base = bases[deepest - 1]
+        base = bases[i - 1]
         line = base.places.place(p.path, True)[0]
         said = f"from the base {short_text(base.source, 300)}" + (f", line {line[0]}" if line else "")
         return replace(p, message=f"{p.message} ({said})", line=at[0] if at else None, column=at[1] if at else None)
     return [placed(p) for p in problems]
 
 
-def _written(places: Places | None, path: str) -> int:
-    """How many parts of dotted ``path`` ``places`` writes (its deepest written prefix's length)."""
-    if places is None:
-        return 0
-    parts = path.split(".") if path else []
-    return next((k for k in range(len(parts), 0, -1) if ".".join(parts[:k]) in places.where), 0)
+def origin(documents: Sequence[Any], path: str) -> int:
+    """Which of ``documents`` (a spec's own, then its bases', nearest first) the merged value at dotted ``path``
+    comes from: down the path, the documents whose values the merge keeps (the nearest one's, and below it those a
+    mapping of its kind is merged into, up to one it replaces); where a key is nowhere, the nearest that wrote its
+    parent (a missing field is that mapping's)."""
+    live = list(range(len(documents)))
+    nodes = dict(enumerate(documents))
+    for part in (path.split(".") if path else []):
+        holders = [i for i in live if isinstance(nodes[i], Mapping) and part in nodes[i]]
+        if not holders:
+            return live[0]
+        kept: list[int] = []
+        value: Any = None
+        for i in reversed(holders):   # as the merge goes: the farthest base first, each nearer one over it
+            mine = nodes[i][part]
+            kept = kept + [i] if kept and isinstance(value, Mapping) and isinstance(mine, Mapping) and \
+                _same_kind(value, mine) else [i]
+            value = merged(value, mine) if len(kept) > 1 else mine
+        live = sorted(kept)
+        nodes = {i: nodes[i][part] for i in live}
+    return live[0]
 
 
-def _own_places(source: str, text: str | None) -> Places | None:
+def own_places(source: str, text: str | None) -> Places | None:
+    """Where each path of the spec's own YAML is written: its ``text``, else its file ``source``'s; None for a spec
+    given as data (a label, not a file)."""
     if text is None:
         try:
             text = read_text(Path(source))
-        except (OSError, SpecError):   # a label, not a file (parse_spec of data): nothing is written anywhere
+        except (OSError, SpecError):
             return None
     return yaml_places(text)
 

@@ -234,6 +234,11 @@ class Spec(Frozen):
     def source(self) -> str:
         return self._source or f"<spec {self.name}>"
 
+    @property
+    def summary(self) -> str:
+        """Its description, and the spec it extends (`draftsmith list`'s and generate's line)."""
+        return " ".join(filter(None, [self.description, self.extends and f"(extends {self.extends})"]))
+
     def with_decoding(self, **changes: Any) -> Spec:
         """This spec with some ``decoding`` fields replaced (e.g. ``attention="flex"``); it keeps its source file,
         so relative checkpoint paths still resolve. The section is checked when the spec is assembled, as a spec

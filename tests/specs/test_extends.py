@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 import draftsmith
 from draftsmith.cli import app
 from draftsmith.errors import SpecError
-from draftsmith.specs.extends import changes, merged
+from draftsmith.specs.extends import changes, merged, origin
 from draftsmith.specs.catalog import BUILTIN_DIR
 from draftsmith.specs.edits import spec_data
 
@@ -97,7 +97,8 @@ def test_a_problem_in_an_inherited_value_is_said_at_extends_naming_the_base(tmp_
 
 
 @pytest.mark.parametrize("extends, said", [
-    ("eagle3-lama", "no spec of that name"), ("nothere.yaml", "does not exist"), ("loop.yaml", "bases cannot loop")])
+    ("eagle3-lama", "no spec of that name"), ("nothere.yaml", "does not exist"), ("loop.yaml", "bases cannot loop"),
+    ("m.yaml", "a spec cannot extend itself")])
 def test_a_base_that_cannot_be_taken_is_a_problem_at_extends(tmp_path, extends, said):
     write(tmp_path, "loop.yaml", "name: loop\nextends: m.yaml\n")
     with pytest.raises(SpecError) as info:
@@ -186,3 +187,29 @@ def test_a_proposal_no_changes_can_give_is_printed_whole_and_said(capsys):
     data["draft"]["attention"] = {"kind": "gqa", "rope": "interleaved"}
     short = _as_changes(SimpleNamespace(spec=data, match=SimpleNamespace(spec="eagle3-llama")))
     assert short["draft"] == {"attention": {"rope": "interleaved"}} and short["extends"] == "eagle3-llama"
+
+
+@pytest.mark.parametrize("path, want", [
+    ("decoding.topk", 0),            # the spec's own value
+    ("decoding.steps", 1),           # merged into the spec's decoding from the first base
+    ("decoding.mode", 2),            # from the farthest
+    ("draft.attention.rope", 0),     # another kind in the spec: the base's attention is gone, its rope too
+    ("draft.norm.eps", 2),           # a mapping of one kind merged down the chain
+    ("weights.rules.0.match", 1),    # a list: the nearest one's whole
+    ("draft.fusion.kind", 2),        # a missing key: the nearest document that wrote its parent (draft.fusion)
+    ("name", 0),                     # nowhere: the spec's own
+])
+def test_origin_is_the_document_whose_value_the_merge_keeps(path, want):
+    spec = {"decoding": {"topk": 0}, "draft": {"attention": {"kind": "mla"}}}
+    base = {"decoding": {"steps": 3}, "draft": {"norm": {"kind": "rms"}}, "weights": {"rules": [{"match": "a"}]}}
+    farther = {"decoding": {"steps": 4, "mode": "auto"}, "draft": {"attention": {"kind": "gqa", "rope": "neox"},
+                                                                   "norm": {"eps": 1}, "fusion": {"aux": 1}},
+               "weights": {"rules": [{"match": "b"}, {"match": "c"}]}}
+    assert origin([spec, base, farther], path) == want
+
+
+def test_generate_runs_a_spec_extending_the_demo_and_names_its_base(tmp_path):
+    path = write(tmp_path, "mine.yaml", "name: mine\nextends: demo\ndecoding: {topk: 2, steps: 2, draft_tokens: 3}\n")
+    res = CliRunner().invoke(app, ["generate", "--spec", str(path), "--max-new-tokens", "4", "--no-compare",
+                                   "--token-ids", "1,2,3"])
+    assert res.exit_code == 0 and "(extends demo)" in res.output and "topk 2" in res.output, res.output
