@@ -44,12 +44,15 @@ def stand_in_target(raw: Mapping[str, Any], draft_cfg, guess: str = "") -> Llama
 
     deepest = max(config_ids(raw)[0] or [0])   # eagle_config / top-level ids / target_layer_ids, as a fusion reads them
     hidden = int(raw.get("target_hidden_size") or draft_cfg.hidden_size)
+    if guess == "width":   # where the config states another target width than the draft's: the draft's own (a
+        # load takes the real target's, which target_hidden_size does not decide); else twice it
+        hidden = int(draft_cfg.hidden_size) if hidden != draft_cfg.hidden_size else 2 * hidden
     # a config without vocab_size: its draft_vocab_size, not transformers' default (32000), which would make the
     # draft's head a reduced one and its d2t / t2d missing
     vocab = int(raw.get("vocab_size") or raw.get("draft_vocab_size") or draft_cfg.vocab_size)
     other = guess == "other"
     extra = {"hc_mult": raw["hc_mult"]} if isinstance(raw.get("hc_mult"), int) else {}
-    return LlamaConfig(vocab_size=vocab * (1 + (guess == "vocab")), hidden_size=hidden * (1 + (guess == "width")),
+    return LlamaConfig(vocab_size=vocab * (1 + (guess == "vocab")), hidden_size=hidden,
                        num_hidden_layers=max(STAND_IN_LAYERS, deepest + 1) + other, num_attention_heads=1 + other,
                        num_key_value_heads=1 + other, intermediate_size=1 + 2 * other, **extra)
 

@@ -104,3 +104,15 @@ def test_a_config_without_vocab_size_is_no_reduced_draft(tmp_path):
     (draft / "config.json").write_text(json.dumps(config))
     judged = fit(draft, inspect_checkpoint(draft).spec)
     assert (judged.misfits, judged.refused) == ({}, [])
+
+
+def test_a_stated_target_width_loads_ignore_is_no_refusal(tmp_path):
+    """A config stating target_hidden_size 128 for a 64-wide draft that shares the target's embedding: loads take the
+    real target's width (64 here), so the draft loads; every stand-in built at 128 (and the width guess at 256)
+    refused it, and inspect called the draft unbuildable."""
+    target = write_target(tmp_path / "t")
+    draft = write_eagle3(tmp_path / "d", target)
+    config = json.loads((draft / "config.json").read_text())
+    (draft / "config.json").write_text(json.dumps(config | {"target_hidden_size": 2 * config["hidden_size"]}))
+    res = CliRunner().invoke(app, ["inspect", str(draft)])
+    assert res.exit_code == 0, res.stderr
