@@ -110,12 +110,14 @@ def read_text(path: Path) -> str:
     if not path.is_file():  # a FIFO or a device would block or never end
         raise SpecNotFound(f"spec file {short_text(source, 300)} is not a regular file")
     size = path.stat().st_size
-    if size > limits.SPEC_BYTES:
-        raise SpecError(source, [Problem("", f"the file is {size} bytes; a spec is at most {limits.SPEC_BYTES} "
-                                             "bytes (draftsmith/limits.py)")])
-    with path.open("rb") as f:
-        data = f.read(limits.SPEC_BYTES + 1)
-    return decode_text(data, source)
+    if size <= limits.SPEC_BYTES:   # a size said before anything is read; what is read is bounded too (a file that
+        with path.open("rb") as f:   # grew since, or one whose size the system does not say: /proc's say 0)
+            data = f.read(limits.SPEC_BYTES + 1)
+        if len(data) <= limits.SPEC_BYTES:
+            return decode_text(data, source)
+        size = f"more than {limits.SPEC_BYTES}"
+    raise SpecError(source, [Problem("", f"the file is {size} bytes; a spec is at most {limits.SPEC_BYTES} bytes "
+                                         "(draftsmith/limits.py)")])
 
 
 
