@@ -8,20 +8,16 @@ import pytest
 from safetensors.torch import load_file, save_file
 
 import draftsmith
-from draftsmith.errors import DraftsmithError
 from draftsmith.testing import write_eagle1, write_eagle3, write_target
 from draftsmith.testing.mla import write_mla_eagle
+
+
+from test_share_and_mla_notes import notes   # the notes a failed load has
 
 
 @pytest.fixture(scope="module")
 def target(tmp_path_factory):
     return write_target(tmp_path_factory.mktemp("t") / "t", "llama", seed=1)
-
-
-def notes(spec, target, draft) -> list[str]:
-    with pytest.raises(DraftsmithError) as e:
-        draftsmith.assemble(spec, target=target, draft=draft)
-    return getattr(e.value, "__notes__", [])
 
 
 def variant(name: str, weights: dict | None = None, **draft) -> draftsmith.Spec:
