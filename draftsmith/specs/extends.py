@@ -44,6 +44,8 @@ def with_bases(data: Any, source: str, registry: Registry) -> tuple[Any, list[Ba
     nothing (or where its ``extends`` is no name, which the schema refuses). A base that cannot be found or read, or
     a chain that loops or runs past limits.EXTENDS_DEPTH, is a SpecError of ``source`` at its ``extends``, naming
     the base where it happened (a base's base's problem is the spec's: its ``extends`` is where it comes in)."""
+    if not (isinstance(data, Mapping) and data.get("extends")):
+        return data, []   # nothing to read (the file system is not asked: doctor parses hundreds of edits)
     here = Path(source)
     try:
         chain = [here.resolve()] if here.is_file() else []
@@ -121,8 +123,8 @@ def _rebased(ref: Any, folder: Path) -> Any:
 
 
 def merged(base: Any, spec: Any) -> Any:
-    """``spec`` written over ``base``: mappings merged key by key, unless both name a ``kind`` and differ; anything
-    else replaced."""
+    """``spec`` written over ``base``: mappings merged key by key, unless they name another ``kind`` (quant: another
+    ``method``); anything else replaced."""
     if not (isinstance(base, Mapping) and isinstance(spec, Mapping) and _same_kind(base, spec)):
         return spec
     return {**base, **{k: merged(base[k], v) if k in base else v for k, v in spec.items()}}
