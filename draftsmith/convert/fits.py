@@ -139,12 +139,16 @@ def _stand_in_model(folder: Path, spec_data: Mapping[str, Any], registry=None):
     remap = rules.remap(infos)
     draft_cfg = draft_hf_config(raw, folder / "config.json")   # read as assemble() reads it: its errors are real
     names = list(remap.mapping) + list(remap.collisions)
-    models = {guess: _built(spec, registry, raw, draft_cfg, names, guess) for guess in ("", *GUESSES)}
+    if (own := _own_target(folder, infos)) is not None:   # its own target: every size is known, none guessed
+        models = dict.fromkeys(("", *GUESSES), _built(spec, registry, raw, draft_cfg, names, "", own))
+    else:
+        models = {guess: _built(spec, registry, raw, draft_cfg, names, guess) for guess in ("", *GUESSES)}
     model = models.pop("")
     if isinstance(model, str):   # refused by every guess too: by the draft's own config (the sizes said are a guess's)
         layers = stand_in_target(flatten_draft_config(raw), draft_cfg).num_hidden_layers
-        return Fit({}, [f"the draft does not build on any stand-in target (the first: {layers} layers, the draft "
-                        f"config's width and vocabulary): {model}"]) \
+        on = ("its own target (this folder's config)" if own is not None else
+              f"any stand-in target (the first: {layers} layers, the draft config's width and vocabulary)")
+        return Fit({}, [f"the draft does not build on {on}: {model}"]) \
             if all(isinstance(m, str) for m in models.values()) else None
     if model is None:
         return None
@@ -153,16 +157,30 @@ def _stand_in_model(folder: Path, spec_data: Mapping[str, Any], registry=None):
     return remap, expected_of(model), infos, rules, others, extras
 
 
-def _built(spec, registry, raw: Mapping[str, Any], draft_cfg, names: list[str], guess: str):
-    """The draft ``spec`` builds (on meta) with the stand-in target ``guess`` describes; the build's refusal in
-    one line where it refuses; None where no stand-in can be made."""
+def _own_target(folder: Path, infos) -> Any:
+    """The folder's own config as a target's, where the folder holds a whole model (an MTP layer inside its target:
+    the draft's target is known); None otherwise, or where transformers cannot read it."""
+    from draftsmith.assembler.config import target_hf_config
+    from draftsmith.assembler.detect import full_model
+
+    if not full_model(list(infos)):
+        return None
+    try:
+        return target_hf_config(folder)
+    except DraftsmithError:
+        return None
+
+
+def _built(spec, registry, raw: Mapping[str, Any], draft_cfg, names: list[str], guess: str, target=None):
+    """The draft ``spec`` builds (on meta) with the stand-in target ``guess`` describes (``target``: the real one,
+    where it is known); the build's refusal in one line where it refuses; None where no stand-in can be made."""
     from draftsmith.assembler.build import build_draft
     from draftsmith.assembler.config import flatten_draft_config
     from draftsmith.assembler.explain import quiet_notes
     from draftsmith.components.backends import eager
 
     try:
-        stand_in = stand_in_target(flatten_draft_config(raw), draft_cfg, guess)
+        stand_in = target or stand_in_target(flatten_draft_config(raw), draft_cfg, guess)
     except Exception:  # noqa: BLE001 (transformers' own config checks): no stand-in, nothing judged
         return None
     try:

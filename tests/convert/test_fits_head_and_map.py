@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import torch
 from safetensors.torch import load_file, save_file
 from typer.testing import CliRunner
@@ -116,3 +117,21 @@ def test_a_stated_target_width_loads_ignore_is_no_refusal(tmp_path):
     (draft / "config.json").write_text(json.dumps(config | {"target_hidden_size": 2 * config["hidden_size"]}))
     res = CliRunner().invoke(app, ["inspect", str(draft)])
     assert res.exit_code == 0, res.stderr
+
+
+@pytest.mark.parametrize("tensor, cut", [("hnorm.weight", (slice(1, None),)),
+                                          ("shared_head.head.weight", (slice(1, None), slice(None)))])
+def test_an_mtp_layer_is_judged_against_its_own_target(tmp_path, tensor, cut):
+    """A DeepSeek MTP layer lives in its target's folder, whose config is the target's: no size is a guess there, so
+    hnorm (the target's width) and shared_head.head (its vocabulary) one row short are refused; the stand-ins took
+    both for the target's to decide, and inspect exited 0 for a folder every load refused."""
+    from draftsmith.testing.mtp import write_mtp
+
+    folder = write_mtp(write_target(tmp_path / "t", "llama", num_hidden_layers=4))
+    assert fit(folder, inspect_checkpoint(folder).spec).refused == []
+    name = f"model.layers.4.{tensor}"
+    whole = load_file(folder / "model.safetensors")[name]
+    _edit(folder, **{name: whole[cut]})
+    assert fit(folder, inspect_checkpoint(folder).spec).refused == [
+        f"tensor {name!r} is {list(whole[cut].shape)} in the checkpoint, the model its config describes expects "
+        f"{list(whole.shape)}"]
