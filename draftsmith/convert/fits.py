@@ -44,9 +44,7 @@ def stand_in_target(raw: Mapping[str, Any], draft_cfg, guess: str = "") -> Llama
 
     deepest = max(config_ids(raw)[0] or [0])   # eagle_config / top-level ids / target_layer_ids, as a fusion reads them
     hidden = int(raw.get("target_hidden_size") or draft_cfg.hidden_size)
-    if guess == "width":   # where the config states another target width than the draft's: the draft's own (a
-        # load takes the real target's, which target_hidden_size does not decide); else twice it
-        hidden = int(draft_cfg.hidden_size) if hidden != draft_cfg.hidden_size else 2 * hidden
+    hidden *= 1 + (guess == "width")
     # a config without vocab_size: its draft_vocab_size, not transformers' default (32000), which would make the
     # draft's head a reduced one and its d2t / t2d missing
     vocab = int(raw.get("vocab_size") or raw.get("draft_vocab_size") or draft_cfg.vocab_size)
@@ -70,9 +68,9 @@ def fit(folder: Path, spec_data: Mapping[str, Any], registry=None) -> Fit | None
     """The folder's tensors against the model ``spec_data`` builds with a stand-in target: the names it would
     refuse, and the tensors whose dtype assemble() would refuse (the load plan's rule, plan.wrong_dtype) or whose
     shape it would, in each dimension the draft's config alone decides (stand-ins guessing otherwise build it alike),
-    a d2t / t2d that form no sound map, and a draft no stand-in builds for one same reason (the draft's config
-    refused: a reduced head with the target's lm_head, taps fc does not take). Dtypes are the checkpoint's own, not a
-    stand-in's guess, so they are always judged. None when no stand-in can be built for it (nothing judged)."""
+    a d2t / t2d that form no sound map, and a draft no stand-in builds (the first one's reason said: the draft's
+    config refused: a reduced head with the target's lm_head, taps fc does not take). Dtypes are the checkpoint's
+    own, not a stand-in's guess, so they are always judged. None when no stand-in can be built for it."""
     from draftsmith.assembler.plan import wrong_dtype
 
     if (judged := _stand_in_model(folder, spec_data, registry)) is None or isinstance(judged, Fit):
@@ -122,7 +120,7 @@ def _stand_in_model(folder: Path, spec_data: Mapping[str, Any], registry=None):
     """(the folder's names through the spec's rules, the expected names and dtypes of the model the spec builds with
     a stand-in target, the folder's tensor listing, the rules, what each stand-in guessing otherwise expects (None
     where its model does not build), (the names it may leave out, those it may hold unread, the d2t / t2d map's
-    problems as refusals)); a Fit refusing the draft where every stand-in's build refuses it alike; None when no
+    problems as refusals)); a Fit refusing the draft where every stand-in's build refuses it; None when no
     stand-in can be built for it."""
     from draftsmith.assembler.build import rule_set
     from draftsmith.assembler.checkpoint import list_tensors
@@ -139,22 +137,32 @@ def _stand_in_model(folder: Path, spec_data: Mapping[str, Any], registry=None):
     remap = rules.remap(infos)
     draft_cfg = draft_hf_config(raw, folder / "config.json")   # read as assemble() reads it: its errors are real
     names = list(remap.mapping) + list(remap.collisions)
+    facts = flatten_draft_config(raw)
+
+    def every(facts):
+        return {guess: _built(spec, registry, raw, draft_cfg, names, guess, facts) for guess in ("", *GUESSES)}
+
     if (own := _own_target(folder, infos)) is not None:   # its own target: every size is known, none guessed
-        models = dict.fromkeys(("", *GUESSES), _built(spec, registry, raw, draft_cfg, names, "", own))
+        model = _built(spec, registry, raw, draft_cfg, names, "", facts, own)
+        models = dict.fromkeys(GUESSES, model)
     else:
-        models = {guess: _built(spec, registry, raw, draft_cfg, names, guess) for guess in ("", *GUESSES)}
-    model = models.pop("")
-    if isinstance(model, str):   # refused by every guess too: by the draft's own config (the sizes said are a guess's)
-        layers = stand_in_target(flatten_draft_config(raw), draft_cfg).num_hidden_layers
-        on = ("its own target (this folder's config)" if own is not None else
-              f"any stand-in target (the first: {layers} layers, the draft config's width and vocabulary)")
+        models = every(facts)
+        if isinstance(models[""], str) and facts.get("target_hidden_size") not in (None, draft_cfg.hidden_size):
+            models = every({k: v for k, v in facts.items() if k != "target_hidden_size"})   # loads take the real
+            # target's width, which target_hidden_size does not decide: a 64-wide draft sharing the embedding loads
+        model = models.pop("")
+    if isinstance(model, str):   # every guess refuses it too: the draft's own config does (the first's reason said)
+        on = ("its own target (this folder's config)" if own is not None else "any stand-in target (the first: "
+              f"{stand_in_target(facts, draft_cfg).num_hidden_layers} layers, the draft config's width and vocabulary)")
         return Fit({}, [f"the draft does not build on {on}: {model}"]) \
             if all(isinstance(m, str) for m in models.values()) else None
     if model is None:
         return None
-    others = {guess: None if m is None or isinstance(m, str) else expected_of(m) for guess, m in models.items()}
+    judged = {id(model): expected_of(model)}
+    others = {guess: None if m is None or isinstance(m, str) else judged.get(id(m)) or expected_of(m)
+              for guess, m in models.items()}
     extras = (*optional_and_unused(model), _map_problems(spec, model, remap, infos, folder))
-    return remap, expected_of(model), infos, rules, others, extras
+    return remap, judged[id(model)], infos, rules, others, extras
 
 
 def _own_target(folder: Path, infos) -> Any:
@@ -171,16 +179,17 @@ def _own_target(folder: Path, infos) -> Any:
         return None
 
 
-def _built(spec, registry, raw: Mapping[str, Any], draft_cfg, names: list[str], guess: str, target=None):
-    """The draft ``spec`` builds (on meta) with the stand-in target ``guess`` describes (``target``: the real one,
-    where it is known); the build's refusal in one line where it refuses; None where no stand-in can be made."""
+def _built(spec, registry, raw: Mapping[str, Any], draft_cfg, names: list[str], guess: str,
+           facts: Mapping[str, Any], target=None):
+    """The draft ``spec`` builds (on meta) with the stand-in target ``guess`` describes from the config's ``facts``
+    (``target``: the real one, where it is known); the build's refusal in one line where it refuses; None where no
+    stand-in can be made."""
     from draftsmith.assembler.build import build_draft
-    from draftsmith.assembler.config import flatten_draft_config
     from draftsmith.assembler.explain import quiet_notes
     from draftsmith.components.backends import eager
 
     try:
-        stand_in = target or stand_in_target(flatten_draft_config(raw), draft_cfg, guess)
+        stand_in = target or stand_in_target(facts, draft_cfg, guess)
     except Exception:  # noqa: BLE001 (transformers' own config checks): no stand-in, nothing judged
         return None
     try:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from draftsmith import limits
-from draftsmith.errors import Problem, SpecError, short_list, short_text, suggest
+from draftsmith.errors import DraftsmithError, NotFound, Problem, SpecError, short, short_list, short_text, suggest
 from draftsmith.registry import Registry
 from draftsmith.specs.documents import load_yaml_text, read_text, registered_file
 from draftsmith.yaml_places import Places, yaml_places
@@ -28,7 +28,7 @@ OWN = ("name", "description", "extends")   # what a spec never inherits
 @dataclass(frozen=True)
 class Base:
     """A base a spec's document took values from: its file, where each of its paths is written, and its own document
-    as merged (aliases and merges followed, ``OWN`` keys out, checkpoints made relative to it)."""
+    (aliases and YAML merge keys followed, not merged with its own bases; ``OWN`` keys out, checkpoints absolute)."""
     source: str
     places: Places
     data: Mapping[str, Any]
@@ -62,9 +62,11 @@ def _chain(data: Any, where: str, folder: Path, registry: Registry, chain: list[
     """:func:`with_bases` of a document read from the file ``where`` ('' for the spec itself) in ``folder``, its
     ``depth``-th base (0: the spec's own)."""
     ref = data.get("extends") if isinstance(data, Mapping) else None
-    if not isinstance(ref, str) or not ref or len(ref) > limits.EXTENDS_CHARS:
-        return data, []   # no base; a value no base is named by is the schema's to refuse
     said = f"(in the base {short_text(where, 300)}) " if where else ""
+    if not isinstance(ref, str) or not ref or len(ref) > limits.EXTENDS_CHARS:
+        if where and ref is not None:   # the spec's own is the schema's to refuse; a base's is said here
+            raise _Refused(f"{said}extends: {short(ref)} names no spec (a spec name or a .yaml path)", ref)
+        return data, []
     path = _base_file(ref, folder, registry, said)
     key = path.resolve()
     if chain and key == chain[-1]:
@@ -77,6 +79,8 @@ def _chain(data: Any, where: str, folder: Path, registry: Registry, chain: list[
     try:
         text = read_text(path)
         document = load_yaml_text(text, str(path))
+    except NotFound as e:   # removed since it was found
+        raise _Refused(f"{said}{e}", ref) from None
     except SpecError as e:   # the base's own file: its problems, said as this spec's at extends
         raise _Refused(f"{said}the base {short_text(path, 300)} does not read: " + "; ".join(
             f"{q.path + ': ' if q.path else ''}{q.message}" + (f" (line {q.line})" if q.line else "")
@@ -85,7 +89,7 @@ def _chain(data: Any, where: str, folder: Path, registry: Registry, chain: list[
         raise _Refused(f"{said}the base {short_text(path, 300)} holds no mapping of spec fields", ref)
     own = {k: v for k, v in document.items() if k not in OWN}
     if isinstance(own.get("checkpoints"), Mapping):
-        own["checkpoints"] = {k: _rebased(v, key.parent) for k, v in own["checkpoints"].items()}
+        own["checkpoints"] = {k: _rebased(v, path.parent.absolute()) for k, v in own["checkpoints"].items()}
     base, further = _chain(own | {"extends": document.get("extends")}, str(path), path.parent, registry,
                            chain + [key], depth + 1)
     base = {k: v for k, v in base.items() if k not in OWN}
@@ -108,7 +112,10 @@ def _base_file(ref: str, folder: Path, registry: Registry, said: str) -> Path:
                 if "/" not in ref and registry.has_spec(stem) else "")
         raise _Refused(f"{said}the base spec file {short_text(path, 300)} {what}{hint}", ref)
     if registry.has_spec(ref):
-        return registered_file(ref, registry)
+        try:
+            return registered_file(ref, registry)
+        except DraftsmithError as e:   # a plugin's file missing, a name two spec folders give
+            raise _Refused(f"{said}{e}", ref) from None
     names = [name for name, _ in registry.spec_names()]
     raise _Refused(f"{said}no spec of that name (a path is a .yaml file, relative to the spec's own file, or to the "
                    "working folder for a spec given as data)", ref, allowed=short_list(names, 30, 600),
@@ -194,9 +201,9 @@ def own_places(source: str, text: str | None) -> Places | None:
 
 
 def changes(base: Mapping[str, Any], data: Mapping[str, Any]) -> dict[str, Any]:
-    """The least a spec extending ``base`` writes to be ``data`` (``merged(base, changes(base, data)) == data`` for
-    mappings whose keys ``data`` holds all of, as whole spec dumps do): what differs, a mapping by key where merging
-    gives it back, else whole."""
+    """The least a spec extending ``base`` writes to be ``data``: what differs, a mapping of one kind by key, one of
+    another kind whole. ``merged(base, changes(base, data)) == data`` unless ``data`` leaves out a key of a mapping
+    the merge keeps (no spec text can: the caller checks and writes such a document whole)."""
     if not _same_kind(base, data):
         return dict(data)   # another component than the base's: written whole
     out: dict[str, Any] = {}
@@ -204,10 +211,8 @@ def changes(base: Mapping[str, Any], data: Mapping[str, Any]) -> dict[str, Any]:
         if key not in base:
             out[key] = value
         elif isinstance(value, Mapping) and isinstance(base[key], Mapping):
-            if (sub := changes(base[key], value)) and merged(base[key], sub) == value:
+            if sub := changes(base[key], value):
                 out[key] = sub
-            elif merged(base[key], sub) != value:   # a key the base has and this mapping has not: written whole
-                out[key] = value
         elif value != base[key]:
             out[key] = value
     return out

@@ -21,7 +21,7 @@ from draftsmith.errors import OptionError, Problem, SpecError, short_text, with_
 from draftsmith.registry import Registry, default_registry
 from draftsmith.specs.documents import (RepeatedKeys, load_yaml_text, provider_fix, read_text, spec_file, spec_path,
                                         without_plugin)
-from draftsmith.specs.extends import inherited, own_places, with_bases
+from draftsmith.specs.extends import inherited, with_bases
 from draftsmith.specs.placement import placed
 from draftsmith.specs.resolve import check_spec_data
 from draftsmith.specs.schema import Spec, too_many_digits, validate_strict
@@ -184,10 +184,8 @@ def parse_spec(data: Any, *, source: str = "<spec>", registry: Registry | None =
     registry = checked_registry(registry)
     try:
         whole, bases = with_bases(data, source, registry)   # extends: its bases merged in
-    except SpecError as e:   # a base that cannot be taken: said with the problems of what this file writes itself
-        own = own_places(source, text)
-        mine = [p for p in _checked(data, registry)[1] if own is not None and p.path in own.where]
-        raise SpecError(source, e.problems + (mine if text is None else with_lines(mine, text))) from None
+    except SpecError as e:   # a base that cannot be taken: this file alone is no spec to judge (its kinds: the base's)
+        raise SpecError(source, e.problems if text is None else with_lines(e.problems, text)) from None
     spec, problems = _checked(whole, registry)
     if problems:
         problems = inherited(problems, data, bases, source, text)   # a base's value: said at extends, naming it

@@ -117,6 +117,11 @@ def test_a_stated_target_width_loads_ignore_is_no_refusal(tmp_path):
     (draft / "config.json").write_text(json.dumps(config | {"target_hidden_size": 2 * config["hidden_size"]}))
     res = CliRunner().invoke(app, ["inspect", str(draft)])
     assert res.exit_code == 0, res.stderr
+    # judged at the draft's own width (not left unjudged): a head 3 rows short is still refused
+    _edit(draft, **{"lm_head.weight": load_file(draft / "model.safetensors")["lm_head.weight"][3:]})
+    head = fit(draft, inspect_checkpoint(draft).spec).refused
+    assert head == [f"tensor 'lm_head.weight' is [93, {config['hidden_size']}] in the checkpoint, the model its config "
+                    f"describes expects [96, {config['hidden_size']}]"], head
 
 
 @pytest.mark.parametrize("tensor, cut", [("hnorm.weight", (slice(1, None),)),
