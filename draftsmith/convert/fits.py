@@ -133,11 +133,11 @@ def _stand_in_model(folder: Path, spec_data: Mapping[str, Any], registry=None):
     registry = registry or default_registry()
     spec = parse_spec(dict(spec_data), source=f"the spec inspect proposes for {folder}", registry=registry)
     raw, infos = read_config(folder), list_tensors(folder)
-    rules = rule_set(spec, registry, flatten_draft_config(raw))
+    facts = flatten_draft_config(raw)
+    rules = rule_set(spec, registry, facts)
     remap = rules.remap(infos)
     draft_cfg = draft_hf_config(raw, folder / "config.json")   # read as assemble() reads it: its errors are real
     names = list(remap.mapping) + list(remap.collisions)
-    facts = flatten_draft_config(raw)
 
     def every(facts):
         return {guess: _built(spec, registry, raw, draft_cfg, names, guess, facts) for guess in ("", *GUESSES)}
@@ -158,11 +158,11 @@ def _stand_in_model(folder: Path, spec_data: Mapping[str, Any], registry=None):
             if all(isinstance(m, str) for m in models.values()) else None
     if model is None:
         return None
-    judged = {id(model): expected_of(model)}
-    others = {guess: None if m is None or isinstance(m, str) else judged.get(id(m)) or expected_of(m)
-              for guess, m in models.items()}
+    expected = expected_of(model)
+    others = {guess: expected if m is model else None if m is None or isinstance(m, str) else expected_of(m)
+              for guess, m in models.items()}   # its own target's model is every guess's
     extras = (*optional_and_unused(model), _map_problems(spec, model, remap, infos, folder))
-    return remap, judged[id(model)], infos, rules, others, extras
+    return remap, expected, infos, rules, others, extras
 
 
 def _own_target(folder: Path, infos) -> Any:

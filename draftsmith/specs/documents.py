@@ -120,7 +120,6 @@ def read_text(path: Path) -> str:
                                          "(draftsmith/limits.py)")])
 
 
-
 def decode_text(data: bytes, source: str) -> str:
     if b"\0" in data:
         raise SpecError(source, [Problem("", f"the file is binary (a NUL byte at offset {data.index(0)}), "

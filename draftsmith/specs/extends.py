@@ -124,7 +124,9 @@ def _base_file(ref: str, folder: Path, registry: Registry, said: str) -> Path:
 
 def _rebased(ref: Any, folder: Path) -> Any:
     """A base's checkpoint folder as the spec reads it: a relative one made absolute from the base's own folder."""
-    if not isinstance(ref, str) or not ref or ref.startswith("cache:") or Path(ref).is_absolute():
+    from draftsmith import hub
+
+    if not isinstance(ref, str) or not ref or hub.cache_name(ref) is not None or Path(ref).is_absolute():
         return ref
     return str(folder / ref)
 
