@@ -75,7 +75,7 @@ FAMILIES: tuple[Family, ...] = (
                                  "transformer_layer_config; EAGLE-3, vLLM)",
            (r"^fc\.weight$", HIDDEN_NORM), config_any=SPECULATORS, checks=("layers", "eagle3")),
     Family("eagle3.1-llama", "fc, hidden_norm and per-aux fc_norm.N before fc (EAGLE 3.1)",
-           (r"^(model\.)?fc\.weight$", HIDDEN_NORM, r"^(model\.)?fc_norm\.0\.weight$"), config_none=SPECULATORS,
+           (r"^(model\.)?fc\.weight$", HIDDEN_NORM, r"^(model\.)?fc_norm\.\d+\.weight$"), config_none=SPECULATORS,
            checks=("layers", "eagle3")),
     Family("eagle3-llama", "model.fc and model.layers.0.hidden_norm without fc_norm (NeMo Automodel EAGLE-3)",
            (r"^model\.fc\.weight$", r"^model\.layers\.0\.hidden_norm\.weight$"), config_none=SPECULATORS,
@@ -232,7 +232,7 @@ def eagle3_values(spec: str | Spec, config: Mapping[str, Any], names: Sequence[s
     stated_by_config = {k: None for k in ("fc_norm", "norm_before_fc", "norm_before_residual", "norm_output")
                         if config_value(cfg, k) is not None}
     values, notes = describe_facts(params.model_copy(update=stated_by_config), cfg)
-    shown = {"fc_norm": r"(^|\.)fc_norm\.0\.weight$", "norm_before_fc": r"^(model\.)?input_norm\.weight$"}
+    shown = {"fc_norm": r"(^|\.)fc_norm\.\d+\.weight$", "norm_before_fc": r"^(model\.)?input_norm\.weight$"}
     for flag, pattern in shown.items():
         present = any(re.search(pattern, n) for n in names)
         if present != values[flag]:

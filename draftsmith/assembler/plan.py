@@ -206,6 +206,14 @@ def plan_load(infos: Mapping[str, TensorInfo], rules: RuleSet, expected: Mapping
                      | {n: (f"{n} (ignored)", infos[n].shape) for n in remap.ignored})
         fused = FusedHint({c: shown for c, (shown, _) in leftovers.items()})
         closest = Suggester(leftovers).settle((n, expected[n].shape) for n in missing)
+    # the names the rules this checkpoint's names went through would read a missing one from (midlayer.* for a
+    # missing layers.0.*): what to look for in the checkpoint; none when no rule made a name
+    used = {index for _, index in origin.values() if index is not None}
+
+    def written(members: list[str]) -> str:
+        names = [c for n in members for c in rules.preimages(n, used)]
+        return f" (would be read from {one_pattern(names)})" if names else ""
+
     buckets = {}
     for name in missing:
         buckets.setdefault(expected[name], []).append(name)
@@ -217,7 +225,8 @@ def plan_load(infos: Mapping[str, TensorInfo], rules: RuleSet, expected: Mapping
             else:
                 close = [c for n in members if (c := closest[n]) is not None]
                 hint = f"; closest in checkpoint: {one_pattern(close)}" if close else ""
-            problems.append(f"missing: {quote(pattern)} {_shape(exp.shape)} {_dtype(exp.dtype)}{hint}")
+            problems.append(f"missing: {quote(pattern)} {_shape(exp.shape)} {_dtype(exp.dtype)}{written(members)}"
+                            f"{hint}")
     problems.extend(line for _, line in unexpected_lines)
 
     # Split rules: the fused tensor's rows must be its parts' rows stacked (checked as a whole, not per part).

@@ -249,7 +249,8 @@ def _misfit(found) -> str:
     judged = proposed_fit(found)
     if judged is None or not (judged.misfits or judged.refused):
         return ""
-    lines = [f"{name!r} {why}" for name, why in sorted(judged.misfits.items())] + judged.refused
+    read_as = {c: " (would be read from " + " or ".join(map(repr, names)) + ")" for c, names in judged.read_as.items()}
+    lines = [f"{name!r} {why}{read_as.get(name, '')}" for name, why in sorted(judged.misfits.items())] + judged.refused
     return f"the proposed spec does not load this folder as it is: {short_list(lines, 6, 600, quote=False)}"
 
 

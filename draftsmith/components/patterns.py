@@ -212,18 +212,41 @@ def dollar_problem(template: str) -> str | None:
             f"not group {n}: write the group as '\\{n}' or '\\g<{n}>'")
 
 
+def _template_hint(exc: re.error | IndexError, compiled: re.Pattern) -> str:
+    """How to mend a replacement template re refused: a group number the match does not have, Python's \\g
+    spelt without <>, an escape re.sub does not take (``\\d`` copied from the match)."""
+    message = getattr(exc, "msg", str(exc))
+    if message.startswith("unknown group name"):
+        names = list(compiled.groupindex)
+        return (f"; the match names {', '.join(map(repr, names))}" if names else
+                "; the match names no group: name one as (?P<name>...), or refer to a group by number ('\\1')")
+    if message.startswith("invalid group reference"):
+        groups = compiled.groups
+        if not groups:
+            return "; the match has no groups: put the part to keep in parentheses, e.g. '^blocks\\.(\\d+)\\.'"
+        refs = "'\\1'" if groups == 1 else f"'\\1' to '\\{groups}'"
+        return f"; the match has {groups} group{'s' * (groups != 1)}: refer to {('it', 'them')[groups > 1]} as {refs}"
+    if message in ("missing <", "missing group name"):
+        return "; write a group as '\\g<1>' (or '\\1')"
+    if message.startswith("bad escape"):
+        return "; a replacement takes group references ('\\1', '\\g<1>') and plain text, not pattern escapes"
+    return ""
+
+
 def check_rename(what: str, pattern: str, template: str | None = None) -> None:
     """A ValueError when ``pattern`` -> ``template`` is not a valid, bounded regex rename (``template`` None: when
     ``pattern`` is not a valid, bounded regex)."""
     if len(pattern) <= limits.REGEX_CHARS:   # a longer one is refused below, before anything compiles it
+        shown = short(pattern) if template is None else f"{short(pattern)} -> {short(template)}"
+        refused = f"rule {what} {shown} is not a valid regex{' rename' * (template is not None)}"
         try:
-            # Compiles the pattern and the template; a bad group reference fails even without a match.
             compiled = re.compile(pattern)
+        except re.error as exc:
+            raise ValueError(f"{refused}: {exc}") from exc
+        try:   # a bad group reference fails even without a match
             if template is not None:
                 compiled.sub(template, "")
-        except re.error as exc:
-            shown = short(pattern) if template is None else f"{short(pattern)} -> {short(template)}"
-            raise ValueError(f"rule {what} {shown} is not a valid regex{' rename' * (template is not None)}: "
-                             f"{exc}") from exc
+        except (re.error, IndexError) as exc:   # IndexError: a \g<name> the match does not name (Python 3.11)
+            raise ValueError(f"{refused}: {exc}{_template_hint(exc, compiled)}") from exc
     if (why := pattern_problem(pattern)) is not None:
         raise ValueError(f"rule {what} {short(pattern)} is refused: {why}")

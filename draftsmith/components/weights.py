@@ -235,6 +235,12 @@ class RuleSet:
         hint = f"; rules without an inverse: {', '.join(opaque)}" if opaque else ""
         raise ValueError(f"no checkpoint name maps to canonical {name!r}{hint}")
 
+    def preimages(self, name: str, indices: Iterable[int]) -> list[str]:
+        """The checkpoint names that rules ``indices`` map to canonical ``name`` (true preimages, as
+        :meth:`from_canonical` checks them), in rule order; rules without an inverse give none."""
+        found = ((i, self.rules[i].invert(name)) for i in sorted(indices) if self.rules[i].inverse is not None)
+        return [c for i, c in found if c is not None and self.to_canonical(c) == (name, i)]
+
     def describe(self, index: int | None) -> str:
         """"rule i: 'm' -> 'r'", or the identity's wording when no rule produced the name."""
         return "(no rule matched; name kept)" if index is None else self.rules[index].describe(index)

@@ -62,6 +62,8 @@ class Fit:
     refused: list[str]        # "tensor 'NAME' is int32 (int) in the checkpoint, ..." (dtypes: the checkpoint's own,
     # and shapes the draft's config alone decides)
     names: dict[str, str] = field(default_factory=dict)   # canonical name -> the folder's tensor name it reads
+    read_as: dict[str, list[str]] = field(default_factory=dict)   # a missing name -> the names it would be read
+    # from (the preimages under the rules the folder's names went through: fc_norm.0.weight for fc.aux_norm.0.weight)
 
 
 def fit(folder: Path, spec_data: Mapping[str, Any], registry=None) -> Fit | None:
@@ -91,8 +93,10 @@ def fit(folder: Path, spec_data: Mapping[str, Any], registry=None) -> Fit | None
             said = "[" + ", ".join("*" if d is None else str(d) for d in dims) + "]"
             refused.append(f"tensor {name!r} is {list(got)} in the checkpoint, the model its config describes "
                            f"expects {said}" + (" (*: the target's to decide)" if None in dims else ""))
+    used = {index for _, index in remap.mapping.values() if index is not None}
     return Fit(found | {c: "colliding" for c in remap.collisions}, refused + vocab_map,
-               {canon: name for canon, (name, _) in remap.mapping.items()})
+               {canon: name for canon, (name, _) in remap.mapping.items()},
+               {c: names for c, why in found.items() if why == "missing" and (names := rules.preimages(c, used))})
 
 
 def _decided(canon: str, shape: tuple[int, ...], others: Mapping[str, Mapping[str, Any] | None]

@@ -204,7 +204,10 @@ def _problem(err: Mapping[str, Any], w: _Walk, prefix: str, word: Callable[[Any]
                    for a in typing.get_args(w.field_ann if w.member is None else w.member)]
         return Problem(path, f"{word(found)} is not allowed", allowed=_allowed(w, err), hint=_suggest(found, choices))
     if kind == "value_error":
-        return Problem(path, short_text(err["msg"].removeprefix("Value error, "), 400), found=found)
+        message = short_text(err["msg"].removeprefix("Value error, "), 400)
+        # a model's own check: the message says what of the mapping it refuses (a whole mapping said as found would be
+        # Python's repr of it)
+        return Problem(path, message) if isinstance(found, (Mapping, list)) else Problem(path, message, found=found)
     allowed = _allowed(w, err)
     return Problem(path, f"{word(found)} is not allowed", allowed=allowed, hint=_suggest(found, _words(allowed)))
 

@@ -1,5 +1,6 @@
 """What a YAML error in a spec file is told: libyaml's own wording, short, and a hint for the mistakes its words do
-not name (a regex escape in double quotes, a tab, a space YAML reads as text)."""
+not name (a regex escape in double quotes, a tab, a space YAML reads as text, a line indented unlike its
+neighbour)."""
 from __future__ import annotations
 
 import re
@@ -48,6 +49,33 @@ def tab_hint(e: yaml.YAMLError, text: str) -> str:
     return "The character there is a tab: YAML indents with spaces only; replace it with spaces"
 
 
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" "))
+
+
+_ITEM_KEY = re.compile(r"\s*- +[^\s{\[\"'#][^:]*:(\s|$)")   # a list item whose value is a block mapping
+
+
+def indent_hint(e: yaml.YAMLError, text: str) -> str:
+    """For a structure error (libyaml: "did not find expected '-' indicator", "expected <block end>", "mapping
+    values are not allowed here") at a line indented unlike the line above it, both indentations (libyaml names
+    neither: one list item two spaces too deep reads as "expected '-' indicator"); '' for any other error."""
+    mark, problem = getattr(e, "problem_mark", None), str(getattr(e, "problem", ""))
+    lines = text.splitlines() if mark is not None else []
+    if mark is None or mark.line >= len(lines) or not ("expected" in problem or "not allowed" in problem):
+        return ""
+    above = next((i for i in range(mark.line - 1, -1, -1)
+                  if lines[i].strip() and not lines[i].lstrip().startswith("#")), None)
+    if above is None:
+        return ""
+    here, there, line = _indent(lines[mark.line]), _indent(lines[above]), re.sub(r"\s+#.*$", "", lines[above])
+    # deeper is right below a key that opens a block, and two deeper below an item holding a key (its own keys)
+    if here == there or here > there and line.rstrip().endswith(":") or here == there + 2 and _ITEM_KEY.match(line):
+        return ""
+    return (f"Line {mark.line + 1} is indented {here} space{'s' * (here != 1)}, line {above + 1} above it {there}: "
+            "the items of one list and the keys of one mapping start in the same column")
+
+
 _ODD_SPACE = re.compile("[\u00a0\u1680\u2000-\u200b\u202f\u205f\u3000]")   # spaces YAML reads as text
 
 
@@ -82,4 +110,5 @@ def alias_hint(e: yaml.YAMLError, text: str) -> str:
 
 def yaml_hint(e: yaml.YAMLError, text: str) -> str:
     """The first hint that speaks of this error in ``text``, or ''."""
-    return escape_hint(e, text) or tab_hint(e, text) or alias_hint(e, text) or odd_space_hint(text)
+    return (escape_hint(e, text) or tab_hint(e, text) or alias_hint(e, text) or odd_space_hint(text)
+            or indent_hint(e, text))

@@ -198,8 +198,8 @@ def test_missing_norms_beside_thousands_of_same_shape_strays_still_get_suggestio
                      seconds=2.0)
     missing = [p for p in error.problems if p.startswith("missing:")]
     assert len(missing) == 4
-    assert ("missing: 'layers.0.input_layernorm.weight' [16] float32; closest in checkpoint: "
-            "'midlayer.input_layernorm.weightX'") in missing
+    assert ("missing: 'layers.0.input_layernorm.weight' [16] float32 (would be read from "
+            "'midlayer.input_layernorm.weight'); closest in checkpoint: 'midlayer.input_layernorm.weightX'") in missing
     assert "closest in checkpoint: 'midlayer.post_attention_layernorm." in missing[2]
     # the strays are post_attention_layernorm's near copies: no hint pairs the other norms with them
     assert "closest" not in missing[0] and "closest" not in missing[3], missing
