@@ -3,6 +3,8 @@ text and its YAML document, each bounded (see draftsmith.specs.loader, which che
 """
 from __future__ import annotations
 
+import difflib
+import itertools
 import os
 from pathlib import Path
 from typing import Any
@@ -12,7 +14,7 @@ import yaml
 from draftsmith import limits
 from draftsmith.errors import NotFound, OptionError, Problem, SpecError, short_text
 from draftsmith.registry import Registry
-from draftsmith.registry.registry import NO_AUTOLOAD
+from draftsmith.registry.registry import NO_AUTOLOAD, UnknownSpec
 from draftsmith.specs.yaml_errors import short_yaml_error, yaml_hint
 from draftsmith.specs.yaml_loader import MergeBound, SpecLoader, repeated_keys
 from draftsmith.yaml_places import SAFE_LOADER
@@ -33,7 +35,12 @@ def spec_path(ref: str | Path, registry: Registry) -> Path:
     if not registry.has_spec(str(ref)) and p.is_symlink():   # a link that leads nowhere: a file's problem
         return _regular(p)
     if registry.has_spec(str(ref)) or not p.exists():   # a clashing name: spec_source says so
-        return registered_file(str(ref), registry)
+        try:
+            return registered_file(str(ref), registry)
+        except UnknownSpec as e:
+            if near := near_file(p, "\nnote:"):   # 'mine.yam' beside mine.yaml
+                raise UnknownSpec(f"{e}{near}") from None
+            raise
     if not p.is_file():   # a folder or a device: say so, not "no such file"
         raise SpecNotFound(f"spec file {short_text(p, 300)} is not a regular file (a spec is one YAML file)")
     return p
@@ -54,7 +61,7 @@ def spec_file(ref: str | Path) -> Path | None:
     if not as_path:
         return None
     if not p.exists():   # ./name or a/b: a path, which no spec's name is
-        raise SpecNotFound(f"spec file {short_text(p, 300)} does not exist")
+        raise SpecNotFound(f"spec file {short_text(p, 300)} does not exist{near_file(p, '.')}")
     if not p.is_file():
         raise SpecNotFound(f"spec file {short_text(p, 300)} is not a regular file (a spec is one YAML file)")
     return p
@@ -64,7 +71,8 @@ def _regular(p: Path) -> Path:
     """``p`` if it is a regular file (a link to one); else a SpecNotFound saying what it is."""
     if not p.is_file():   # a link that leads nowhere is a file's problem, not an unknown name
         what = ("is not a regular file" if p.exists() else
-                "is a link that leads nowhere (to itself, or to no file)" if p.is_symlink() else "does not exist")
+                "is a link that leads nowhere (to itself, or to no file)" if p.is_symlink() else
+                f"does not exist{near_file(p, '.')}")
         raise SpecNotFound(f"spec file {short_text(p, 300)} {what}")
     return p
 
@@ -77,6 +85,23 @@ def without_plugin(name: str, registry: Registry) -> str:
     uninstall it, or DRAFTSMITH_DISABLE_PLUGINS=NAME), else without every installed plugin."""
     way_out = registry.way_outs.get(registry.specs[name].plugin)
     return f"meanwhile {way_out}" if way_out else WITHOUT_PLUGINS
+
+
+def near_file(p: Path, lead: str = "") -> str:
+    """``lead`` + ' Did you mean the file 'F'?' for the YAML file in ``p``'s folder whose name is closest to ``p``'s (a typo'd
+    suffix or letter), or '' (none close, a folder that does not list; the first SCAN entries only)."""
+    try:
+        with os.scandir(p.parent) as entries:
+            names = [e.name for e in itertools.islice(entries, SCAN) if e.name.endswith((".yaml", ".yml"))]
+    except (OSError, ValueError):
+        return ""
+    # a bare name is compared as its file would be named ('mine' beside mine.yaml)
+    close = difflib.get_close_matches(p.name if p.suffix in (".yaml", ".yml") else p.name + ".yaml", names, n=1,
+                                      cutoff=0.8)
+    return f"{lead} Did you mean the file {short_text(str(p.parent / close[0]), 300)!r}?" if close else ""
+
+
+SCAN = 1000   # folder entries near_file reads
 
 
 def registered_file(name: str, registry: Registry) -> Path:
