@@ -88,8 +88,9 @@ def without_plugin(name: str, registry: Registry) -> str:
 
 
 def near_file(p: Path, lead: str = "") -> str:
-    """``lead`` + ' Did you mean the file 'F'?' for the YAML file in ``p``'s folder whose name is closest to ``p``'s (a typo'd
-    suffix or letter), or '' (none close, a folder that does not list; the first SCAN entries only)."""
+    """``lead`` + ' Did you mean the file 'F'?' for the YAML file in ``p``'s folder whose name is closest to
+    ``p``'s (a typo'd suffix or letter), or '' (none close, a folder that does not list; the first SCAN entries
+    only)."""
     try:
         with os.scandir(p.parent) as entries:
             names = [e.name for e in itertools.islice(entries, SCAN) if e.name.endswith((".yaml", ".yml"))]
