@@ -88,7 +88,7 @@ class Diagnosis:
     candidates: list[Candidate] = field(default_factory=list)   # best first; those that failed last
     fix: Candidate | None = None    # the best candidate that clearly beats the spec as given
     low: bool = False
-    min_tau: float = 2.0
+    min_tau: float = 2.0            # the bar acceptance was judged by (the asked one, else default_bar's)
     seconds: float = 0.0
     not_applicable: list[str] = field(default_factory=list)     # ambiguities the spec's components do not have
 
@@ -105,10 +105,11 @@ def measure(model, probes: Sequence[str | Sequence[int]], max_new_tokens: int) -
     prompts, _ = check_call(model, probes[0] if one else list(probes), max_new_tokens=max_new_tokens,
                             what="diagnose()", names={"prompt": "probe" if one else "probes"})
     outs = model.generate(prompts, max_new_tokens=max_new_tokens, stop=[], topk=1, steps=steps)
-    st = outs[0].stats
-    per = [a / st.steps if st.steps else 0.0 for a in st.accepted_per_position]
+    # each probe's last step, cut by max_new_tokens, is no rejection: measured are the steps nothing cut short
+    tau, accepted, whole = outs[0].stats.whole_steps()
+    per = [a / whole if whole else 0.0 for a in accepted]
     loss = draft_loss(model, [p + o.token_ids for p, o in zip(prompts, outs)], min(steps, 3))
-    return Measure(st.acceptance_length, (per + [0.0] * steps)[:steps], st.steps, loss)
+    return Measure(tau, (per + [0.0] * steps)[:steps], whole, loss)
 
 
 def draft_loss(model, texts: Sequence[Sequence[int]], steps: int) -> float | None:
@@ -195,7 +196,7 @@ def run_candidate(spec: Spec, changes, target, draft, probes, max_new_tokens, re
 
 
 def diagnose(spec: Spec | str | Path, target: str | Path | None = None, draft: str | Path | None = None, *,
-             probes: Sequence[str | Sequence[int]] = PROBES, max_new_tokens: int = 32, min_tau: float = 2.0,
+             probes: Sequence[str | Sequence[int]] = PROBES, max_new_tokens: int = 32, min_tau: float | None = None,
              search: bool | None = None, rounds: int = 2, registry=None, dtype: str = "float32",
              device: str = "cpu", ambiguities: Sequence[Ambiguity] = AMBIGUITIES,
              tune: Callable[[Any], None] | None = None) -> Diagnosis:
@@ -226,6 +227,7 @@ def diagnose(spec: Spec | str | Path, target: str | Path | None = None, draft: s
     run = lambda changes, tune=None: run_candidate(spec, changes, target, draft, probes,  # noqa: E731
                                                    max_new_tokens, registry, tune, dtype=dtype, device=device)
     base = run((), tune)
+    min_tau = default_bar(spec.decoding.steps) if min_tau is None else min_tau
     low = base.measure is None or base.tau < min_tau
     dx = Diagnosis(spec, base, low=low, min_tau=min_tau)
     # a file the pair cannot be read from fails every reading alike (each a whole load: 16 GB again at 8B)
@@ -264,6 +266,13 @@ def diagnose(spec: Spec | str | Path, target: str | Path | None = None, draft: s
     return dx
 
 
+def default_bar(steps: int) -> float:
+    """The tau below which acceptance is low when none is asked for, for a chain of ``steps``: 2.0, but no more than
+    half the chain's reach past the root (1 + steps / 2): a chain of 1 reaches tau 2 only where every draft is
+    accepted, so 2.0 would call any miss low."""
+    return min(2.0, 1 + steps / 2)
+
+
 def min_tau_ok(min_tau: Any) -> bool:
     """A finite number >= 0: NaN compares false, so every tau would read as fine, and a negative bar is no bar."""
     import math
@@ -273,10 +282,10 @@ def min_tau_ok(min_tau: Any) -> bool:
 
 
 def check_min_tau(min_tau: Any) -> None:
-    """An ArgumentError unless :func:`min_tau_ok`."""
+    """An ArgumentError unless :func:`min_tau_ok` (or None: the default bar)."""
     from draftsmith.errors import short
 
-    if not min_tau_ok(min_tau):
+    if min_tau is not None and not min_tau_ok(min_tau):
         raise ArgumentError("diagnose()", [f"min_tau {short(min_tau)}: allowed a finite number >= 0"])
 
 

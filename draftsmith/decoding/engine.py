@@ -287,7 +287,8 @@ def speculative(target: TargetRunner, draft: DraftRunner, prompts: list[list[int
         spans.seen(max(max(row[-2:]) for row in host))
         for q, (acc, *toks) in zip(seqs, host):
             if not q.done:
-                stats.record_step(q.emit(toks[: acc + 1], s) - 1)    # only emitted tokens count (invariant 12)
+                kept = q.emit(toks[: acc + 1], s)   # only emitted tokens count (invariant 12)
+                stats.record_step(kept - 1, cut=kept < acc + 1)
 
     with spans:
         _loop(seqs, s, st, launch, emit, most)

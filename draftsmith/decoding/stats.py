@@ -14,6 +14,8 @@ class Stats:
     committed: int = 0                # tokens committed by those steps (accepted + 1 each)
     accepted_per_position: list[int] = field(default_factory=list)   # [i]: steps that accepted >= i+1 drafts;
     #                                     one entry per draft position (zeros included), empty for target-only
+    cut: list[int] = field(default_factory=list)   # what each step cut short by max_new_tokens or a stop token
+    #                                     emitted of its accepted drafts (at most one per sequence: the cut ends it)
     wall_seconds: float = 0.0
     prefill_seconds: float = 0.0      # of wall_seconds: the prompt's forward(s) up to the first token (on the host)
     forward_seconds: float = 0.0      # host time inside model forwards (on CUDA: launching them, or graph replays)
@@ -83,15 +85,27 @@ class Stats:
         rest = self.wall_seconds - self.prefill_seconds
         return (self.addressing_seconds - self.prefill_addressing_seconds) / rest if rest > 0 else 0.0
 
-    def record_step(self, accepted: int) -> None:
+    def record_step(self, accepted: int, cut: bool = False) -> None:
         # accepted: draft tokens of this step that were emitted (a step cut by max_new_tokens or a stop token
-        # counts only what it emitted, so committed sums to the tokens generated: invariant 12)
+        # counts only what it emitted, so committed sums to the tokens generated: invariant 12); cut: it emitted
+        # fewer than the target accepted (kept in `cut`, which whole_steps leaves out)
+        if cut:
+            self.cut.append(accepted)
         self.steps += 1
         self.committed += accepted + 1
         if len(self.accepted_per_position) < accepted:
             self.accepted_per_position += [0] * (accepted - len(self.accepted_per_position))
         for i in range(accepted):
             self.accepted_per_position[i] += 1
+
+    def whole_steps(self) -> tuple[float, list[int], int]:
+        """(tau, accepted per position, steps) over the steps nothing cut short: the draft's acceptance, which a
+        step cut at the end of a generation (one token of budget left after a chain the target took whole) would
+        understate; tau 1.0 where no step was whole."""
+        steps = self.steps - len(self.cut)
+        committed = self.committed - sum(a + 1 for a in self.cut)
+        per = [n - sum(a > i for a in self.cut) for i, n in enumerate(self.accepted_per_position)]
+        return (committed / steps if steps else 1.0), per, steps
 
     def as_dict(self) -> dict:
         return {"mode": self.mode, "acceptance_length": round(self.acceptance_length, 3),
