@@ -149,17 +149,17 @@ def repeated_keys(loader: SpecLoader) -> list[tuple[str, int, int]]:
     """(dotted path, line, first line) of each key ``loader`` found repeated in one mapping, in file order."""
     paths: dict[int, str] = {}
     todo, seen = [(loader.root, "")], set()
-    while todo:   # iteratively, each node once (aliases may share or contain nodes)
-        node, path = todo.pop()
+    while todo:   # iteratively, each node once (aliases may share or contain nodes), in file order: a node an
+        node, path = todo.pop()   # alias shares is named where its anchor writes it (YAML anchors before aliases)
         if node is None or id(node) in seen:
             continue
         seen.add(id(node))
         paths[id(node)] = path
         if isinstance(node, yaml.MappingNode):
-            todo += [(v, f"{path}.{k.value}" if path else str(k.value)) for k, v in node.value
-                     if isinstance(k, yaml.ScalarNode)]
+            todo += reversed([(v, f"{path}.{k.value}" if path else str(k.value)) for k, v in node.value
+                              if isinstance(k, yaml.ScalarNode)])
         elif isinstance(node, yaml.SequenceNode):
-            todo += [(v, f"{path}.{i}" if path else str(i)) for i, v in enumerate(node.value)]
+            todo += reversed([(v, f"{path}.{i}" if path else str(i)) for i, v in enumerate(node.value)])
     out = []
     for mapping, key, first in loader.repeats:
         where = paths.get(id(mapping), "")
