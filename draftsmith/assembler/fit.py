@@ -113,8 +113,9 @@ def closest_families(config: Mapping[str, Any], names: Sequence[str], n: int = 2
     names the family's rules place onto canonical names its draft holds + how far its best row's conditions hold,
     see :func:`condition_share`) / 2; a name its rules ignore does not fit (a whole target's tensors are all
     ignored by deepseek-mtp, which holds none of them). A spec an installed plugin or a DRAFTSMITH_SPEC_PATH folder
-    registers is scored too, by its rules and its components' ``holds`` alone (it has no detection row: conditions
-    0), so a plugin family's layout its detector declined is still offered."""
+    registers is scored too, by the share its rules and its components' ``holds`` place alone (it has no detection
+    row to weigh: a spec placing every name was "50% fit"), so a plugin family's layout its detector declined is
+    still offered."""
     from draftsmith.registry import default_registry
     from draftsmith.registry.loading import BUILTIN
 
@@ -127,6 +128,7 @@ def closest_families(config: Mapping[str, Any], names: Sequence[str], n: int = 2
         bad = list(names) if placed is None else [x for x in names if not placed[x]]
         if spec in others and len(bad) == len(names):   # a spec that does not load, or places nothing: no offer
             continue
-        scored[spec] = ((len(names) - len(bad)) / max(len(names), 1) + conditions) / 2, bad
+        share = (len(names) - len(bad)) / max(len(names), 1)
+        scored[spec] = (share if spec in others else (share + conditions) / 2), bad
     best = sorted(scored.items(), key=lambda kv: -kv[1][0])[:n]
     return [(spec, score, bad) for spec, (score, bad) in best]

@@ -23,7 +23,7 @@ def test_a_plugin_spec_whose_rules_place_every_name_is_the_closest(tmp_path, mon
     res = CliRunner().invoke(app, ["inspect", str(draft)])
     assert res.exit_code == 1, res.output
     first = res.stderr.splitlines()[1]
-    assert first == ("  closest: acme-draft (50% fit, by its rules alone: a spec of plugin 'acme'); names that did "
+    assert first == ("  closest: acme-draft (100% fit, by its rules alone: a spec of plugin 'acme'); names that did "
                      "not fit: none; try --spec acme-draft"), res.stderr
     res = CliRunner().invoke(app, ["generate", "--spec", "acme-draft", "--target", str(target), "--draft", str(draft),
                                    "--token-ids", "1,2", "--max-new-tokens", "2", "--no-compare", "--threads", "1"])
