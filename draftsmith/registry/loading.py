@@ -109,18 +109,19 @@ def hook_like(name: str, hooks: list[str]) -> bool:
 
 
 def register_plugin(pm: pluggy.PluginManager, plugin: object, name: str, where: str | None = None,
-                    named: Mapping[str, str] | None = None) -> None:
+                    named: Mapping[str, str] | None = None, fix: str | None = None) -> None:
     """Register one plugin; a hook implementation pluggy refuses (a name no hookspec has, arguments a hookspec
     does not give: said with the hookspec's own arguments) is a PluginError naming the plugin, with the closest
     hook name; so are functions named as hooks that are not marked ``@hookimpl`` (pluggy ignores them: the plugin
     would contribute nothing, silently) and a class given where its instance was meant (its hooks would be called
     without ``self``). One object under two names (two entry points of one module) is refused naming both: a
-    plugin has one name, its components' provider."""
-    where = where or f"plugin {name!r}"
+    plugin has one name, its components' provider. ``named``: how messages name plugins registered already (by
+    name), ``fix``: what to do when ``plugin`` is one of those (else: remove one of the two)."""
+    where, named = where or f"plugin {name!r}", named or {}
     if (other := pm.get_name(plugin)) is not None:   # pluggy's ValueError would name neither
-        raise PluginError(f"{where} is the same object as {(named or {}).get(other, f'plugin {other!r}')}, "
-                          "registered already; a plugin has one name, the provider its components are listed "
-                          f"under: remove one of the two{' entry points' if named else ''}")
+        fix = fix if fix and other in named else f"remove one of the two{' entry points' if named else ''}"
+        raise PluginError(f"{where} is the same object as {named.get(other, f'plugin {other!r}')}, registered "
+                          f"already; a plugin has one name, the provider its components are listed under: {fix}")
     if pm.has_plugin(name):
         raise PluginClash(f"plugin name {name!r} is taken{' by draftsmith itself' if name == BUILTIN else ''}; "
                           f"register {where} under another name (draftsmith never shadows silently)")

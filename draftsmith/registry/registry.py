@@ -366,8 +366,10 @@ def build_registry(plugins: Iterable[tuple[str, object]] = (), *, entry_points: 
     autoload_off = entry_points is None and autoload_disabled()
     way_outs = load_entry_points(pm, skip) if (entry_points if entry_points is not None else not autoload_off) \
         else {}
+    installed = {n: f"the installed plugin {n!r} (loaded from its entry point)" for n in way_outs}
     for name, plugin in plugins:
-        register_plugin(pm, plugin, name)
+        register_plugin(pm, plugin, name, None, installed,
+                        fix="leave it out of plugins= (it is installed), or pass entry_points=False to give it here")
     return Registry(pm, spec_folders(spec_path), autoload_off=autoload_off, way_outs=way_outs, lazy=lazy)
 
 

@@ -93,3 +93,24 @@ def test_two_plugins_providing_one_component_clash_at_start_up(tmp_path, monkeyp
     with pytest.raises(PluginClash, match=r"norm 'same-norm' is provided by both plugin '(one|two)' and plugin "
                                           r"'(one|two)'"):
         draftsmith.build_registry()
+
+
+def test_an_installed_plugin_given_again_in_plugins_says_it_is_installed(tmp_path, monkeypatch, request):
+    """A plugin both installed and passed to build_registry(plugins=...) was "plugin 'fake' is the same object as
+    plugin 'fake'" (a new-user walk, 2026-12-01); the same object twice in plugins= still says remove one."""
+    import importlib
+
+    from draftsmith.registry.checks import PluginError
+
+    module = fake_distribution(tmp_path, request)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    plugin = importlib.import_module(module)
+    with pytest.raises(PluginError) as info:
+        draftsmith.build_registry(plugins=[("fake", plugin)])
+    assert str(info.value) == (
+        "plugin 'fake' is the same object as the installed plugin 'fake' (loaded from its entry point), registered "
+        "already; a plugin has one name, the provider its components are listed under: leave it out of plugins= "
+        "(it is installed), or pass entry_points=False to give it here")
+    assert draftsmith.build_registry(plugins=[("fake", plugin)], entry_points=False).pm.has_plugin("fake")
+    with pytest.raises(PluginError, match="registered already; .*: remove one of the two$"):
+        draftsmith.build_registry(plugins=[("a", plugin), ("b", plugin)], entry_points=False)
