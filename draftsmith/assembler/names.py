@@ -146,7 +146,8 @@ def module_of(name: str) -> list[str]:
     return name.split(".")[-2:]
 
 
-def idle_rule_note(rules, names: Iterable[str], missing: Iterable[str], unplaced: Iterable[str]) -> str | None:
+def idle_rule_note(rules, names: Iterable[str], missing: Iterable[str], unplaced: Iterable[str],
+                   astray: Iterable[str] = ()) -> str | None:
     """The note for a rule that matched no checkpoint name (a typo in its match), or None: of a RuleSet's renames
     (rules with a ``replace``) that no name of ``names`` takes, the first whose replace's literal head begins
     ``missing`` names while ``unplaced`` names (checkpoint names no rule matched that the model does not expect)
@@ -154,23 +155,30 @@ def idle_rule_note(rules, names: Iterable[str], missing: Iterable[str], unplaced
     ``'^block\\.0\\.' -> 'layers.0.'``), or begin as the match's literal head would with a typo mended
     (``draft_model.fusion.weight`` of ``'^draft_modle\\.fusion\\.' -> 'fc.'``, a rename that changes the module's
     name). Said only where a load fails: a spec's rules for other layouts match nothing on every load, and a name
-    that loaded as it is (``layers.1.*`` beside a missing ``layers.0.*``) is no sign of a typo."""
+    that loaded as it is (``layers.1.*`` beside a missing ``layers.0.*``) is no sign of a typo. ``astray``:
+    checkpoint names another rule made into names the model does not expect, judged alike (a catch-all rule after
+    the mistyped one, ``'^blocks\\.(\\d+)\\.'``, took the names the mistyped one was for)."""
     from draftsmith.components.patterns import literal_head
 
     missing = list(missing)
     used = {rules.to_parts(n)[1] for n in names}
-    unplaced = list(unplaced)
+    unplaced, astray = list(unplaced), list(astray)
     for i, rule in enumerate(rules.rules):
         head = str(getattr(rule, "replace", "")).split("\\")[0]   # up to a group reference
         if i in used or not head:
             continue
         made = [m for m in missing if m.startswith(head)]
         typed = literal_head(str(getattr(rule, "match", "")))
-        like = [n for n in unplaced if any(module_of(n) == module_of(m) for m in made) or made and misspelt(typed, n)]
-        if like:
-            return (f"note: {short_text(rules.describe(i), 300)} matched no checkpoint name, and names it would make "
-                    f"are missing ({one_pattern(made)}), while {one_pattern(like)} matched no rule: check the rule's "
-                    "match against the checkpoint's names")
+
+        def alike(found: list[str]) -> list[str]:
+            return [n for n in found if any(module_of(n) == module_of(m) for m in made) or made and misspelt(typed, n)]
+
+        for like, went in ((alike(unplaced), "{} matched no rule"),
+                           (alike(astray), "another rule made {} into names the model does not have")):
+            if like:
+                return (f"note: {short_text(rules.describe(i), 300)} matched no checkpoint name, and names it would "
+                        f"make are missing ({one_pattern(made)}), while {went.format(one_pattern(like))}: check the "
+                        "rule's match against the checkpoint's names")
     return None
 
 

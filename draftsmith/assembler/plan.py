@@ -270,7 +270,8 @@ def plan_load(infos: Mapping[str, TensorInfo], rules: RuleSet, expected: Mapping
         if (note := chain_note(rules, mapped, expected.__contains__)) is not None:
             error.add_note(note)
         unplaced = [origin[c][0] for c in unexpected if origin[c][1] is None]   # no rule matched, not expected
-        if missing and (note := idle_rule_note(rules, infos, missing, unplaced)) is not None:
+        astray = [origin[c][0] for c in unexpected if origin[c][1] is not None]  # a rule made them, not expected
+        if missing and (note := idle_rule_note(rules, infos, missing, unplaced, astray)) is not None:
             error.add_note(note)
         raise error
     return LoadPlan(sources={c: origin[c][0] for c in both}, ignored=tuple(remap.ignored), rows=rows)

@@ -180,3 +180,17 @@ def test_every_name_an_anchored_pattern_matches_begins_with_its_literal_head(bod
         for chars in itertools.product("ab|.", repeat=n):
             name = "".join(chars)
             assert not compiled.match(name) or name.startswith(head), (pattern, head, name)
+
+
+def test_a_mistyped_rule_whose_names_a_catch_all_took_is_said(folders):
+    """A mistyped rule before a catch-all (`'^blocks\\.0\\.self_atn\\.'`, then `'^blocks\\.'`): the catch-all made its
+    names into ones the model lacks, so they were no 'matched no rule' and no note was said (a new-user walk,
+    2026-12-01)."""
+    root, target, _, blocks = folders
+    rules = (r"- {match: '^blocks\.0\.self_atn\.', replace: 'layers.0.self_attn.'}" + "\n    "
+             r"- {match: '^blocks\.', replace: 'stray.'}")
+    assert notes(spec_with(root, rules), target, blocks) == [
+        r"note: rule 0: '^blocks\.0\.self_atn\.' -> 'layers.0.self_attn.' matched no checkpoint name, and names it "
+        "would make are missing ('layers.0.self_attn.k_proj.weight', 'layers.0.self_attn.o_proj.weight' and 2 "
+        "more), while another rule made 'blocks.0.self_attn.k_proj.weight', 'blocks.0.self_attn.o_proj.weight' and "
+        "2 more into names the model does not have: check the rule's match against the checkpoint's names"]
