@@ -99,9 +99,9 @@ def inspect_checkpoint(folder: str | Path, registry: Registry | None = None) -> 
             data["quant"] = fp8.quant
         for note in fp8.notes:
             match = noted(match, note)
-    if "d2t" in infos and "t2d" in infos and "vocab" in data["draft"]:
-        convention, note = d2t_convention(infos)
-        data["draft"]["vocab"]["d2t"] = convention
+    vocab = flatten_draft_config(config).get("vocab_size")
+    if "d2t" in infos and "vocab" in data["draft"] and (read := d2t_convention(infos, vocab)) is not None:
+        data["draft"]["vocab"]["d2t"], note = read
         match = noted(match, note)
     elif "d2t" in infos and "vocab" in data["draft"]:   # the convention cannot be read without t2d: said
         match = noted(match, f"vocab.d2t: {data['draft']['vocab'].get('d2t', 'offset')} (assumed: the checkpoint "
@@ -232,23 +232,38 @@ def own_embedding(data: dict[str, Any], config: Mapping[str, Any], infos: dict[s
             f"(target_hidden_size); it ships {names[0]} of its own width)")
 
 
-def d2t_convention(infos: dict[str, TensorInfo]) -> tuple[str, str]:
-    """offset or absolute, read from the (small) d2t / t2d tensors themselves: the one place inspect reads data."""
+def d2t_convention(infos: dict[str, TensorInfo], vocab: Any = None) -> tuple[str, str] | None:
+    """offset or absolute, read from the (small) d2t / t2d tensors themselves: the one place inspect reads data.
+    Without t2d, the one reading whose target ids stay inside the config's ``vocab`` (the target's) and increase
+    (an absolute d2t read as offsets leaves it); None where t2d is absent and that does not decide."""
     import torch
 
     from draftsmith.assembler.checkpoint import read_tensors
     from draftsmith.assembler.vocab import VocabMapError, check_vocab_map
 
-    t = read_tensors(infos, ["d2t", "t2d"])
-    d2t, t2d = t["d2t"].long(), t["t2d"].bool()
+    has_t2d = "t2d" in infos
+    if not has_t2d and not (isinstance(vocab, int) and not isinstance(vocab, bool) and vocab > 0):
+        return None
+    t = read_tensors(infos, ["d2t", "t2d"] if has_t2d else ["d2t"])
+    d2t, t2d = t["d2t"].long(), t["t2d"].bool() if has_t2d else None
+    if not has_t2d and d2t.dim() != 1:   # misshapen: the load plan says so
+        return None
+    sound = []
     for convention, offsets in (("offset", d2t), ("absolute", d2t - torch.arange(d2t.shape[0]))):
         try:
-            check_vocab_map(offsets, t2d)
+            check_vocab_map(offsets, t2d, vocab=vocab)
         except VocabMapError:
             continue
-        how = "target = draft + d2t[draft]" if convention == "offset" else "d2t holds target ids"
-        return convention, f"vocab.d2t: {convention} ({how}; checked against t2d)"
-    return "offset", "vocab.d2t: d2t / t2d form no valid map as offsets or as target ids; loading will refuse it"
+        sound.append(convention)
+    how = {"offset": "target = draft + d2t[draft]", "absolute": "d2t holds target ids"}
+    if has_t2d and sound:
+        return sound[0], f"vocab.d2t: {sound[0]} ({how[sound[0]]}; checked against t2d)"
+    if has_t2d:
+        return "offset", "vocab.d2t: d2t / t2d form no valid map as offsets or as target ids; loading will refuse it"
+    if len(sound) != 1:
+        return None
+    return sound[0], (f"vocab.d2t: {sound[0]} ({how[sound[0]]}: the one reading that maps into the config's "
+                      f"{vocab} target tokens; the checkpoint holds no t2d to check it against)")
 
 
 def render_unknown(found: Inspection, whole_model: bool = True) -> str:

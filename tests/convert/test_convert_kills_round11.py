@@ -284,8 +284,10 @@ def test_without_t2d_the_d2t_convention_is_assumed_and_without_d2t_nothing_is_sa
     folder = _rewrite(write_eagle3(tmp_path / "no-t2d", target, draft_vocab=40), t2d=None)
     found = inspect_checkpoint(folder)
     assert found.spec["draft"]["vocab"]["d2t"] == "offset"
-    assert _d2t_notes(found) == ["vocab.d2t: offset (assumed: the checkpoint holds no t2d to confirm whether d2t "
-                                 "holds offsets or target ids; t2d is derived from d2t read so)"]
+    # read from d2t against the config's vocab_size since 2026-12-01 (test_d2t_without_t2d.py: where that does not
+    # decide, the assumed note)
+    assert _d2t_notes(found) == ["vocab.d2t: offset (target = draft + d2t[draft]: the one reading that maps into the "
+                                 "config's 64 target tokens; the checkpoint holds no t2d to check it against)"]
     full = inspect_checkpoint(write_eagle3(tmp_path / "full", target))   # the target's whole vocabulary
     assert full.match.spec == "eagle3-llama" and _d2t_notes(full) == []
     with pytest.raises(dataclasses.FrozenInstanceError):   # inspect.py:38 frozen=True -> False: a shared answer
