@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import List
+from typing import List, Optional
 
 import typer
 from rich.markup import escape
@@ -258,7 +258,9 @@ def _misfit(found) -> str:
 def convert(ckpt: Path = typer.Argument(..., help="draft checkpoint folder", parser=given_path),
             to: str = typer.Option(..., "--to", help="layout to write: midlayer, layers, speculators, mistral, "
                                                      "eagle1-speculators"),
-            out_dir: Path = typer.Argument(..., help="folder to write (created)", parser=given_path)) -> None:
+            out_dir: Path = typer.Argument(..., help="folder to write (created)", parser=given_path),
+            spec: Optional[str] = typer.Option(None, "--spec", help="read CKPT with this spec (a name or a YAML "
+                                                                    "path) instead of detecting its layout")) -> None:
     """Rewrite a draft checkpoint into another layout (config included, safetensors out)."""
     checkpoint_folder(ckpt)   # before the slow imports: a mistyped path is said at once
     import json
@@ -268,14 +270,16 @@ def convert(ckpt: Path = typer.Argument(..., help="draft checkpoint folder", par
     from draftsmith.convert.layouts import layouts
     from draftsmith.convert.run import loading_line
     from draftsmith.errors import short_text
+    from draftsmith.specs.loader import load_spec
 
     # a ConvertError prints as draftsmith's errors do (exit 1); an unknown --to is an OptionError (exit 2)
-    config = run_convert(ckpt, to, out_dir)
+    config = run_convert(ckpt, to, out_dir, spec)
     layout = layouts()[to]
     # what loads it is what detection proposes for what was written (as generate --draft and inspect take it): its
     # family's spec by name only where that spec alone reads it the same (not an FP8 or a narrow draft's)
     # (and never one that builds another draft than the source was read as: a plugin family's)
-    line = loading_line(out_dir, source=inspect_checkpoint(ckpt))
+    given = None if spec is None else load_spec(spec)
+    line = loading_line(out_dir, source=inspect_checkpoint(ckpt, spec=given))
     src, dst = (short_text(p, 300) for p in (ckpt, out_dir))   # one comment line, no escape sequence in it
     sys.stdout.write(f"# {src} -> {dst} ({to}: {layout.description}); {line}\n")
     sys.stdout.write(json.dumps(config, indent=2) + "\n")

@@ -47,7 +47,7 @@ def proposed_spec(found: Inspection):
     try:
         return parse_spec(found.spec, source=f"the spec inspect proposes for {short_text(found.folder, 300)}")
     except DraftsmithError:
-        return load_spec(found.match.spec)
+        return found.given or load_spec(found.match.spec)
 
 
 def plan_canonical(folder: str | Path, found: Inspection | None = None) -> Canonical:

@@ -44,9 +44,14 @@ class Inspection:
     match: LayoutMatch | None
     spec: dict[str, Any] | None              # a spec (plain data) that loads it, every assumed value stated
     unread: tuple[str, ...]                  # config keys draftsmith does not read
+    given: Any = None                        # the Spec the folder was read with instead of detection (convert --spec)
 
 
-def inspect_checkpoint(folder: str | Path, registry: Registry | None = None) -> Inspection:
+def inspect_checkpoint(folder: str | Path, registry: Registry | None = None, spec: Any = None) -> Inspection:
+    """The folder's layout and the spec that loads it, every value the checkpoint decides stated: detected, or
+    read with ``spec`` (a loaded Spec: a family no detector knows, ``convert --spec``), whose values the checkpoint
+    decides (``auto``, the flags its config states, the rope order, d2t's convention) are read as for a detected
+    one."""
     from draftsmith.specs.loader import load_spec
 
     registry = registry or default_registry()
@@ -58,11 +63,13 @@ def inspect_checkpoint(folder: str | Path, registry: Registry | None = None) -> 
     from transformers import LlamaConfig
 
     unread = unread_keys(flatten_draft_config(config), set(LlamaConfig().to_dict()) | READ)
-    match = registry.detect_layout(config, names)
+    given = spec
+    match = registry.detect_layout(config, names) if given is None else \
+        LayoutMatch(given.name, f"read with the spec given, {given.name!r}")
     if match is None:
         return Inspection(folder, config, infos, None, None, unread)
     draft_hf_config(read_config(folder))   # the sizes a spec needs are stated (no spec is proposed otherwise)
-    spec = load_spec(match.spec, registry)
+    spec = load_spec(match.spec, registry) if given is None else given
     data, family = spec.model_dump(mode="json"), spec.model_dump(mode="json")   # the proposal, the family's
     from draftsmith.specs.loader import spec_name_for
 
@@ -112,7 +119,7 @@ def inspect_checkpoint(folder: str | Path, registry: Registry | None = None) -> 
         shown = ", ".join(changed[:6]) + (f" and {len(changed) - 6} more" if len(changed) > 6 else "")
         data["description"] = (f"{family['description'] or match.spec} (proposed by draftsmith inspect for "
                                f"{short_text(folder.name, 100)}: {shown} as the folder states)").lstrip()
-    return Inspection(folder, config, infos, match, data, unread)
+    return Inspection(folder, config, infos, match, data, unread, given)
 
 
 def changed_paths(before: Any, after: Any, path: str = "", skip: frozenset | set = frozenset()) -> list[str]:

@@ -20,7 +20,7 @@ from draftsmith.convert.rotary import ROW_SCALES, reorder_heads
 def verify(out: Path, facts: Mapping[str, Any], tensors: Mapping[str, torch.Tensor], to: str,
            before: Fit | None = None, source: Mapping[str, torch.Tensor] | None = None,
            orders: tuple[str, str] = ("neox", "neox"), block: tuple[int, int] | None = None,
-           drops: tuple[str, ...] = (), src: Path | None = None) -> None:
+           drops: tuple[str, ...] = (), src: Path | None = None, read_with: str | None = None) -> None:
     """Read the written checkpoint back as any user would (detection, its spec's rules, its config style) and
     compare: a layout that cannot say a fact (e.g. EAGLE 3.1's norm_output in a flat Llama config whose family does
     not imply it) is refused here (convert() then removes the output), never left to load wrong. With ``before``
@@ -30,7 +30,8 @@ def verify(out: Path, facts: Mapping[str, Any], tensors: Mapping[str, torch.Tens
     each tensor the source's bit for bit, except the rotated q/k rows, whose dequantized values (``block``: the FP8
     scale block, rows x columns) must be the source's reordered by :func:`reorder_heads`. ``drops``: the facts the
     layout does not write, which the read-back may still derive (an EAGLE-1 draft's ``bias``, from its tensors):
-    not compared. ``src``: the source folder, which a refusal names as convert's others do."""
+    not compared. ``src``: the source folder, which a refusal names as convert's others do; ``read_with``: the
+    spec it was read with (convert --spec), which loads it as it is where detection does not."""
     written = inspect_checkpoint(out)
     try:
         got, got_facts, _, _ = read_canonical(out, written)
@@ -50,7 +51,8 @@ def verify(out: Path, facts: Mapping[str, Any], tensors: Mapping[str, torch.Tens
         if (more := sum(max(len(found) - 6, 0) for found in (diff, bad, wrong, misfits))) > 0:
             what.append(f"... and {more} more")
         head = f"{short_text(src, 300)} cannot be written as {to}: " if src is not None else ""
-        hint = f"\n  {UNSAID}" if diff else ""
+        hint = "" if not diff else f"\n  {UNSAID}" if read_with is None else \
+            f"\n  keep it in a layout that says it, or load it as it is: --spec {short_text(read_with, 300)}"
         raise ConvertError(f"{head}the {to} layout cannot express this draft (nothing written):\n  "
                            + "\n  ".join(what) + hint)
 

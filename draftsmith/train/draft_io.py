@@ -267,11 +267,9 @@ def unstated(model, folder: Path, spec_name: str) -> str | None:
     if is_speculators_config(config):
         return None
     names = list(list_tensors(folder))   # the names alone, from the header
-    vllm = (f"for vLLM, write it with `draftsmith convert {folder} --to speculators OUT`"
-            if default_registry().detect_layout(config, names) is not None else
-            "vLLM reads it only in the speculators layout, which `draftsmith convert` writes from a layout it "
-            "detects, and the spec's names are none it detects (a plugin's draftsmith_detect_layout hook would make "
-            "it one)")
+    # a layout detection does not know (the spec's own names) is read with the spec
+    read_with = "" if default_registry().detect_layout(config, names) is not None else f" --spec {spec_name}"
+    vllm = f"for vLLM, write it with `draftsmith convert {folder}{read_with} --to speculators OUT`"
     if absent_reads({k: v for k, v in config.items() if k != "norm_output"}, names) == "feed_back":
         return (f"note: the draft in {folder} feeds the final norm's output back (norm_output: feed_back); its flat "
                 "config.json leaves norm_output out, which draftsmith reads back as trained (the family detected by "

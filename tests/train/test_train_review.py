@@ -183,14 +183,15 @@ def test_the_note_reads_the_rest_of_the_config_not_only_its_norm_output_key(tmp_
     assert "which draftsmith reads back as trained" in unstated(model, tmp_path, "my-spec")
 
 
-def test_the_note_suggests_convert_only_for_a_folder_convert_detects(tmp_path):
+def test_the_note_reads_a_folder_detection_does_not_know_with_the_spec(tmp_path):
     """A draft written in a YAML spec's own names (fuse.proj.* for fc.*) is no layout convert detects: the note said
-    to run `draftsmith convert DIR --to speculators OUT`, which refused the folder (a new-user walk, 2026-12-01)."""
+    to run `draftsmith convert DIR --to speculators OUT`, which refused the folder (a new-user walk, 2026-12-01);
+    it is read with the spec (convert --spec)."""
     model = SimpleNamespace(draft=SimpleNamespace(fc=SimpleNamespace(norm_output="feed_back")))
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama"}))
     own = ["fuse.proj.weight" if n == "fc.weight" else n for n in EAGLE31_NAMES]
     for names, convertible in ((EAGLE31_NAMES, True), (own, False)):
         save_file({n: torch.ones(2) for n in names}, str(tmp_path / "model.safetensors"))
         note = unstated(model, tmp_path, "my-spec")
-        assert ("--to speculators OUT`" in note) is convertible, note
-        assert ("which `draftsmith convert` writes from a layout it detects" in note) is not convertible, note
+        read_with = "" if convertible else " --spec my-spec"
+        assert f"`draftsmith convert {tmp_path}{read_with} --to speculators OUT`" in note, note
