@@ -146,8 +146,32 @@ def module_of(name: str) -> list[str]:
     return name.split(".")[-2:]
 
 
+def shadowed_rule_note(rules, names: Iterable[str], missing: Iterable[str]) -> tuple[str | None, set[int]]:
+    """(the note, the rules it names) for rules an earlier one shadows: a rule no name took whose match is found in
+    names an earlier rule took, where what it would make of them is missing (``'^midlayer\\.ffn\\.'`` after
+    ``'^midlayer\\.'``: the catch-all takes every midlayer.* name first). A rule for another layout's names, which
+    would make nothing the model misses of them, is not said."""
+    missing = set(missing)
+    taken = {n: rules.to_parts(n)[1] for n in names}
+    used = set(taken.values())
+    found: dict[int, tuple[int, list[str]]] = {}   # shadowed rule -> (the rule that takes its names first, names)
+    for name, first in taken.items():
+        for i in range(first + 1, len(rules.rules)) if first is not None else ():   # earlier ones: no match
+            if i in used or found.get(i, (first,))[0] != first:
+                continue
+            if (out := rules.maps(i, name)) is not None and any(o in missing for o in out):
+                found.setdefault(i, (first, []))[1].append(name)
+    if not found:
+        return None, set()
+    said = [f"{short_text(rules.describe(i), 300)} matches {one_pattern(names)}, which "
+            f"{short_text(rules.describe(first), 300)} takes first" for i, (first, names) in sorted(found.items())]
+    more = f"; and {len(said) - 4} more rules" if len(said) > 4 else ""
+    return (f"note: a name takes the first rule whose match is found in it: {'; '.join(said[:4])}{more}: put each "
+            "rule above the one that takes its names"), set(found)
+
+
 def idle_rule_note(rules, names: Iterable[str], missing: Iterable[str], unplaced: Iterable[str],
-                   astray: Iterable[str] = ()) -> str | None:
+                   astray: Iterable[str] = (), skip: Iterable[int] = ()) -> str | None:
     """The note for a rule that matched no checkpoint name (a typo in its match), or None: of a RuleSet's renames
     (rules with a ``replace``) that no name of ``names`` takes, the first whose replace's literal head begins
     ``missing`` names while ``unplaced`` names (checkpoint names no rule matched that the model does not expect)
@@ -157,11 +181,12 @@ def idle_rule_note(rules, names: Iterable[str], missing: Iterable[str], unplaced
     name). Said only where a load fails: a spec's rules for other layouts match nothing on every load, and a name
     that loaded as it is (``layers.1.*`` beside a missing ``layers.0.*``) is no sign of a typo. ``astray``:
     checkpoint names another rule made into names the model does not expect, judged alike (a catch-all rule after
-    the mistyped one, ``'^blocks\\.(\\d+)\\.'``, took the names the mistyped one was for)."""
+    the mistyped one, ``'^blocks\\.(\\d+)\\.'``, took the names the mistyped one was for). ``skip``: rules not to say
+    (those :func:`shadowed_rule_note` says)."""
     from draftsmith.components.patterns import literal_head
 
     missing = list(missing)
-    used = {rules.to_parts(n)[1] for n in names}
+    used = {rules.to_parts(n)[1] for n in names} | set(skip)
     unplaced, astray = list(unplaced), list(astray)
     for i, rule in enumerate(rules.rules):
         head = str(getattr(rule, "replace", "")).split("\\")[0]   # up to a group reference

@@ -23,7 +23,7 @@ from torch import Tensor, nn
 
 from draftsmith.assembler.weight_files import FLOAT4, TensorInfo
 from draftsmith.assembler.names import (Suggester, chain_note, group_names, idle_rule_note, natural, one_pattern,
-                                        quote)
+                                        quote, shadowed_rule_note)
 from draftsmith.assembler.splits import FusedHint, split_rows
 from draftsmith.components.quant_models import loadable_shapes, row_blocks
 from draftsmith.components.weights import RuleSet
@@ -271,7 +271,10 @@ def plan_load(infos: Mapping[str, TensorInfo], rules: RuleSet, expected: Mapping
             error.add_note(note)
         unplaced = [origin[c][0] for c in unexpected if origin[c][1] is None]   # no rule matched, not expected
         astray = [origin[c][0] for c in unexpected if origin[c][1] is not None]  # a rule made them, not expected
-        if missing and (note := idle_rule_note(rules, infos, missing, unplaced, astray)) is not None:
+        shadow, shadowed = shadowed_rule_note(rules, infos, missing) if missing else (None, set())
+        if shadow is not None:
+            error.add_note(shadow)
+        if missing and (note := idle_rule_note(rules, infos, missing, unplaced, astray, shadowed)) is not None:
             error.add_note(note)
         raise error
     return LoadPlan(sources={c: origin[c][0] for c in both}, ignored=tuple(remap.ignored), rows=rows)

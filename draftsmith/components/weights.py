@@ -204,6 +204,11 @@ class RuleSet:
         never sees it, wherever it stands."""
         return self.later_rule(name, made_by) or self._first(name, range(made_by))
 
+    def maps(self, index: int, name: str) -> tuple[str, ...] | None:
+        """What rule ``index`` alone makes of ``name`` (a split rule's parts, a rename's name), None where its match
+        is not found in it (whatever rule the name takes)."""
+        return None if (out := self._steps[index](name)) is None else tuple(out)
+
     def _first(self, name: str, indices: Iterable[int]) -> tuple[int, tuple[str, ...]] | None:
         for i in indices:
             if (out := self._steps[i](name)) is not None:

@@ -194,3 +194,43 @@ def test_a_mistyped_rule_whose_names_a_catch_all_took_is_said(folders):
         "would make are missing ('layers.0.self_attn.k_proj.weight', 'layers.0.self_attn.o_proj.weight' and 2 "
         "more), while another rule made 'blocks.0.self_attn.k_proj.weight', 'blocks.0.self_attn.o_proj.weight' and "
         "2 more into names the model does not have: check the rule's match against the checkpoint's names"]
+
+
+def test_rules_an_earlier_catch_all_shadows_are_said_as_order_not_typos(folders):
+    """Per-module rules after '^blocks\\.0\\.' (which takes every name first): each was said as 'matched no
+    checkpoint name ... check the rule's match' (the first only) though its match is right; now every shadowed rule
+    is named with the rule that takes its names first (a rule-writing hunt, 2026-12-01)."""
+    root, target, _, blocks = folders
+    rules = (r"- {match: '^blocks\.0\.', replace: 'layers.0.'}" + "\n    "
+             r"- {match: '^blocks\.0\.mlp\.', replace: 'layers.0.ffn.'}" + "\n    "
+             r"- {match: '^blocks\.0\.hidden_norm\.', replace: 'layers.0.hn.'}")
+    assert spec_with(root, rules) is not None
+    # loads: the catch-all made every name right, so nothing is said
+    draftsmith.assemble(spec_with(root, rules), target=target, draft=blocks)
+    wrong = (r"- {match: '^blocks\.0\.', replace: 'layers.0.x.'}" + "\n    "
+             r"- {match: '^blocks\.0\.mlp\.', replace: 'layers.0.mlp.'}" + "\n    "
+             r"- {match: '^blocks\.0\.hidden_norm\.', replace: 'layers.0.hidden_norm.'}" + "\n    "
+             r"- {match: '^blocks\.0\.nothing\.', replace: 'layers.0.self_attn.'}")
+    said = notes(spec_with(root, wrong), target, blocks)
+    assert said[0] == (
+        r"note: a name takes the first rule whose match is found in it: rule 1: '^blocks\.0\.mlp\.' -> "
+        r"'layers.0.mlp.' matches 'blocks.0.mlp.down_proj.weight', 'blocks.0.mlp.gate_proj.weight' and 1 more, "
+        r"which rule 0: '^blocks\.0\.' -> 'layers.0.x.' takes first; rule 2: '^blocks\.0\.hidden_norm\.' -> "
+        r"'layers.0.hidden_norm.' matches 'blocks.0.hidden_norm.weight', which rule 0: '^blocks\.0\.' -> "
+        "'layers.0.x.' takes first: put each rule above the one that takes its names"), said
+    assert not any("rule 1" in n or "rule 2" in n for n in said[1:]), said   # not also said as typos
+
+
+def test_a_rule_for_names_the_model_does_not_miss_is_not_said_shadowed():
+    from draftsmith.assembler.names import shadowed_rule_note
+    from draftsmith.components.weights import RegexRule, RuleSet
+
+    rules = RuleSet([RegexRule(match=r"^model\.fc_norm\.", replace="fc.aux_norm."),
+                     RegexRule(match=r"^model\.", replace="")])
+    names = ["model.fc_norm.0.weight"]
+    assert shadowed_rule_note(rules, names, ["fc_norm.0.weight"]) == (
+        r"note: a name takes the first rule whose match is found in it: rule 1: '^model\.' -> '' matches "
+        r"'model.fc_norm.0.weight', which rule 0: '^model\.fc_norm\.' -> 'fc.aux_norm.' takes first: put each rule "
+        "above the one that takes its names", {1})
+    assert shadowed_rule_note(rules, names, ["norm.weight"]) == (None, set())
+    assert shadowed_rule_note(rules, ["model.norm.weight"], ["norm.weight"]) == (None, set())   # rule 1 took it

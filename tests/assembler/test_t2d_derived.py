@@ -76,8 +76,8 @@ def test_without_t2d_the_d2t_convention_is_said_as_assumed(pair, caplog):
 
     root, t, d, _ = pair
     folder = without(root, d, "t2d")
-    assert any("vocab.d2t: offset (assumed: the checkpoint holds no t2d" in a
-               for a in inspect_checkpoint(folder).match.assumptions)
+    # read from d2t against the config's vocab_size where one reading alone fits (test_d2t_without_t2d.py)
+    assert any(a.startswith("vocab.d2t: offset (") and "no t2d" in a for a in inspect_checkpoint(folder).match.assumptions)
     with caplog.at_level(logging.WARNING, logger="draftsmith"):
         draftsmith.assemble("eagle3-llama", target=t, draft=folder)
     assert "holds no t2d (or the spec ignores it): derived from d2t read as offsets" in caplog.text
