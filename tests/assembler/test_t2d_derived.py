@@ -77,7 +77,8 @@ def test_without_t2d_the_d2t_convention_is_said_as_assumed(pair, caplog):
     root, t, d, _ = pair
     folder = without(root, d, "t2d")
     # read from d2t against the config's vocab_size where one reading alone fits (test_d2t_without_t2d.py)
-    assert any(a.startswith("vocab.d2t: offset (") and "no t2d" in a for a in inspect_checkpoint(folder).match.assumptions)
+    notes = inspect_checkpoint(folder).match.assumptions
+    assert any(a.startswith("vocab.d2t: offset (") and "no t2d" in a for a in notes), notes
     with caplog.at_level(logging.WARNING, logger="draftsmith"):
         draftsmith.assemble("eagle3-llama", target=t, draft=folder)
     assert "holds no t2d (or the spec ignores it): derived from d2t read as offsets" in caplog.text
