@@ -255,6 +255,8 @@ class Suggester:
     BUDGET = 10_000
     NAME_CHARS = 300  # a longer name is never compared (difflib is quadratic) nor suggested
     MUTUAL = 64   # missing texts of one shape a hint's leftover is compared with (settle); past that, each is its own
+    TIE = 0.05    # likeness within which two missing texts are as close to a leftover (settle), as tied() takes two
+    #               leftovers
 
     def __init__(self, leftovers: Mapping[str, tuple[str, tuple[int, ...]]]):
         self.leftovers = leftovers  # canonical -> (as shown, shape); indexed on the first call only
@@ -319,13 +321,16 @@ class Suggester:
                 rivals.setdefault(near, set()).add(text)
 
         @functools.lru_cache(maxsize=None)   # per leftover text and shape: a model's layers share their texts
-        def closest_missing(hit: str, shape: tuple[int, ...]) -> frozenset[str]:
+        def closest_missing(hit: str, shape: tuple[int, ...]) -> frozenset[str] | None:
+            """The missing texts of ``shape`` closest to the leftover ``hit``, those within TIE of the closest
+            (attention_input_layernorm, a broad rule's make of attention_norm, is 0.825 like post_attention_layernorm
+            and 0.815 like input_layernorm: no pairing); None past the bounds (not judged)."""
             mine = texts[shape]
             if len(mine) > self.MUTUAL or len(mine) > self.budget:
-                return frozenset(mine)
+                return None
             self.budget -= len(mine)
             ratio = {t: difflib.SequenceMatcher(None, t, hit).ratio() for t in mine}
-            return frozenset(t for t in mine if ratio[t] == max(ratio.values()))
+            return frozenset(t for t in mine if ratio[t] >= max(ratio.values()) - self.TIE)
 
         hinted: dict[str, set[str]] = {}   # leftover text -> the missing texts it is the hint of
         # (leftover, missing text) -> for each missing name of that text hinted it, whether its numbers are the name's
@@ -342,5 +347,10 @@ class Suggester:
                 out[name] = None   # one leftover, several missing names (w1 and w3 of one text): its own numbers' only
                 continue
             others = (rivals.get(hit[0], set()) | hinted[hit[0]]) - {text}
-            out[name] = hit[1] if sure(name, hit[2]) or not others and text in closest_missing(hit[0], shape) else None
+            # sure of a rule-made name only where the checkpoint's own is alike too: a broad rule ('norm' ->
+            # 'input_layernorm') made ffn_norm 'ffn_input_layernorm', a near copy of input_layernorm by its own text
+            source = hit[1].removesuffix(" (ignored)")
+            certain = sure(name, hit[2]) and (source == hit[2] or sure(name, source))
+            alone = (near := closest_missing(hit[0], shape)) is None or near == {text}
+            out[name] = hit[1] if certain or not others and alone else None
         return out

@@ -82,3 +82,30 @@ def test_one_leftover_for_several_missing_names_of_one_text_hints_its_own_number
         "layers.0.mlp.w1.weight": "blocks.0.ffn.w1.weight", "layers.0.mlp.w3.weight": None}
     assert hints(["blocks.0.mlp.gate_proj.weight"], [f"layers.{i}.mlp.up_proj.weight" for i in (1, 2, 3)]) == \
         dict.fromkeys(f"layers.{i}.mlp.up_proj.weight" for i in (1, 2, 3))
+
+
+def test_a_broad_rules_makes_get_no_crosswise_hint():
+    """A rule 'norm' -> 'input_layernorm' made attention_norm 'attention_input_layernorm' (0.825 like the missing
+    post_attention_layernorm, 0.815 like input_layernorm) and ffn_norm 'ffn_input_layernorm' (a near copy of
+    input_layernorm by the rule's own text): the hints paired them crosswise and a spec following them loaded the
+    norms swapped (a rule-writing hunt, 2026-12-01). A rule-made name is sure only where the checkpoint's own name
+    is alike too, and a leftover about as close to two missing names pairs with neither."""
+    made = {"input_layernorm.weight": "norm.weight",
+            "layers.0.attention_input_layernorm.weight": "layers.0.attention_norm.weight",
+            "layers.0.ffn_input_layernorm.weight": "layers.0.ffn_norm.weight",
+            "layers.0.hidden_input_layernorm.weight": "layers.0.hidden_norm.weight"}
+    missing = ["layers.0.hidden_norm.weight", "layers.0.input_layernorm.weight",
+               "layers.0.post_attention_layernorm.weight", "norm.weight"]
+    found = Suggester({c: (src, (64,)) for c, src in made.items()}).settle((m, (64,)) for m in missing)
+    assert found["layers.0.input_layernorm.weight"] is None
+    assert found["layers.0.post_attention_layernorm.weight"] is None
+
+
+def test_a_rule_made_name_whose_checkpoint_name_is_alike_is_still_sure():
+    """blocks.0.attn.k_proj made layers.0.attn.k_proj by a prefix rule: the module is k_proj on both sides."""
+    made = {"layers.0.attn.k_proj.weight": "blocks.0.attn.k_proj.weight",
+            "layers.0.attn.v_proj.weight": "blocks.0.attn.v_proj.weight"}
+    missing = ["layers.0.self_attn.k_proj.weight", "layers.0.self_attn.v_proj.weight"]
+    found = Suggester({c: (src, (64,)) for c, src in made.items()}).settle((m, (64,)) for m in missing)
+    assert found == {"layers.0.self_attn.k_proj.weight": "blocks.0.attn.k_proj.weight",
+                     "layers.0.self_attn.v_proj.weight": "blocks.0.attn.v_proj.weight"}
