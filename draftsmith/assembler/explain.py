@@ -351,8 +351,9 @@ def attention_field_note(what: str, field: str, held: list[str], wanted: list[st
 
 def fc_bias_note(canonical: list[str], built: dict) -> Callable[[], str | None]:
     """The note for a draft whose fusion bias does not fit the checkpoint's fc.bias: the fusion says why it has one
-    or not (a fusion with a ``bias_note``, as eagle1's)."""
+    or not (a fusion with a ``bias_note``, as eagle1's). None where fc.weight itself is not read (the fusion under
+    another name, fusion.linear.*: its bias is there too, and 'state fusion.bias: false' was wrong advice)."""
     def note() -> str | None:
         says = getattr(getattr(built.get("draft"), "fc", None), "bias_note", None)
-        return says("fc.bias" in canonical) if callable(says) else None
+        return says("fc.bias" in canonical) if callable(says) and "fc.weight" in canonical else None
     return note

@@ -331,3 +331,15 @@ def test_a_nested_key_is_left_out_of_a_copy(tmp_path):
     assert reading.config == {"transformer_layer_config": {"hidden_size": 16, "num_attention_heads": 2,
                                                            "num_key_value_heads": 3}, "draft_vocab_size": 8}
     assert "transformer_layer_config.rms_norm_eps is 'x'" in str(reading.error)
+
+
+def test_no_bias_advice_where_the_fusion_itself_is_under_another_name(target, tmp_path):
+    """fc stored as fusion.linear.{weight,bias}: 'the fusion expects fc.bias ... state fusion.bias: false' was said
+    though the bias is there (a rule-writing hunt, 2026-12-01): the names are what to mend, and fc.weight's hint
+    says so."""
+    draft = edit(write_eagle1(tmp_path / "d", target, bias=None),
+                 tensors=lambda t: t.update({"fusion.linear.weight": t.pop("fc.weight"),
+                                             "fusion.linear.bias": t.pop("fc.bias")}))
+    message, notes = failure("eagle1-llama", target, draft)
+    assert "missing: 'fc.weight'" in message and "closest in checkpoint: 'fusion.linear.weight'" in message
+    assert not any("fc.bias" in n for n in notes), notes
