@@ -104,8 +104,19 @@ def no_layers(canonical: list[str], source: tuple[Any, list[str]] | None) -> Pro
     fate_text = f" ({'; '.join(fate)})" if fate else ""
     return Problem("draft.num_layers", message, hint=(
         f"After the rules: {sample(list(dict.fromkeys(canonical)))}{fate_text}. Check weights.rules: a rule's match "
-        "must fit these names, and its replace give 'layers.N.' names (e.g. match: '^midlayer\\.', replace: "
-        "'layers.0.')"))
+        f"must fit these names, and its replace give 'layers.N.' names ({layer_rule_example(source)})"))
+
+
+def layer_rule_example(source: tuple[Any, list[str]] | None) -> str:
+    """A rule that makes 'layers.N.' of the checkpoint's own numbered names (``model.decoder.layers.0.*``: match
+    '^model\\.decoder\\.layers\\.', replace 'layers.'), else of a midlayer.* draft's."""
+    for name in source[1] if source is not None else ():
+        if (m := _NUMBERED.match(name)) is not None:
+            return f"here e.g. match: '^{re.escape(m.group(1))}', replace: 'layers.'"
+    return "e.g. match: '^midlayer\\.', replace: 'layers.0.'"
+
+
+_NUMBERED = re.compile(r"^((?:[A-Za-z_][\w-]*\.)+)\d+\.")   # dotted words, then a layer number
 
 
 def held_layers(spec: Spec, canonical_names: Iterable[str], source: tuple[Any, list[str]] | None = None) -> int:

@@ -343,3 +343,19 @@ def test_no_bias_advice_where_the_fusion_itself_is_under_another_name(target, tm
     message, notes = failure("eagle1-llama", target, draft)
     assert "missing: 'fc.weight'" in message and "closest in checkpoint: 'fusion.linear.weight'" in message
     assert not any("fc.bias" in n for n in notes), notes
+
+
+@pytest.mark.parametrize("names, said", [
+    (["lm_head.weight", "model.decoder.layers.0.hidden_norm.weight"],
+     r"here e.g. match: '^model\.decoder\.layers\.', replace: 'layers.'"),
+    (["transformer.h.1.attn.c_attn.weight"], r"here e.g. match: '^transformer\.h\.', replace: 'layers.'"),
+    (["blocks.0.ffn.w1.weight"], r"here e.g. match: '^blocks\.', replace: 'layers.'"),
+    (["midlayer.hidden_norm.weight", "fc.weight", "0.weight"], r"e.g. match: '^midlayer\.', replace: 'layers.0.'"),
+])
+def test_the_layer_rule_example_is_made_of_the_checkpoints_own_numbered_names(names, said):
+    """auto found no 'layers.N.': the example rule was always midlayer's, whatever the names (a rule-writing hunt,
+    2026-12-01: model.decoder.layers.N.* were offered '^midlayer\\.')."""
+    from draftsmith.assembler.build import layer_rule_example
+
+    assert layer_rule_example(("folder", names)) == said
+    assert layer_rule_example(None) == r"e.g. match: '^midlayer\.', replace: 'layers.0.'"
