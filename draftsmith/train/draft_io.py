@@ -280,6 +280,28 @@ def unstated(model, folder: Path, spec_name: str) -> str | None:
             f"--draft, inspect) or by vLLM it feeds back the pre-norm state and accepts less; {vllm}")
 
 
+def canonical_kept(model, folder: Path) -> str | None:
+    """A note when tensors in ``folder`` were written under their canonical names because the rename that reads them
+    has no inverse to write the spec's own names back (``'^blocks\\.(\\d+)\\.ffn\\.' -> 'layers.\\1.mlp.'``: its
+    layers.0.mlp.* beside the renamed fusion.*): the spec reads both, a reader of one naming does not; None else."""
+    from draftsmith.assembler.names import one_pattern
+
+    rules = rule_set(model.spec, default_registry())
+    heads = {i: str(r.replace).split("\\")[0] for i, r in enumerate(rules.rules)
+             if r.inverse is None and getattr(r, "replace", None)}
+    opaque = list(heads)   # a rename dropping a prefix ('^model\\.' -> '') makes no name: not among them
+    if not opaque or not (Path(folder) / "model.safetensors").is_file():   # nothing written (an evaluation alone)
+        return None
+    kept = [n for n in list_tensors(folder) if rules.to_canonical(n) == (n, None)
+            and any(n.startswith(heads[i]) for i in opaque)]
+    if not kept:
+        return None
+    said = "; ".join(rules.describe(i) for i in opaque[:3]) + (" and more" if len(opaque) > 3 else "")
+    return (f"note: {len(kept)} tensor(s) in {folder} are written under their canonical names ({one_pattern(kept)}): "
+            f"{said} {'has' if len(opaque) == 1 else 'have'} no inverse to write the spec's own names (the spec reads both); state `inverse: [match, "
+            "replace]` on such a rule to write one naming")
+
+
 def with_verifier(config: dict[str, Any], target: Path | None) -> dict[str, Any]:
     """``config`` with its speculators verifier named where it names none (the style's template: null, or ""): the
     target the draft was trained against, its folder as the run was given it (not resolved: a relative path stays

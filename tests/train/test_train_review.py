@@ -8,7 +8,7 @@ import torch
 from safetensors.torch import save_file
 
 import draftsmith
-from draftsmith.train.draft_io import unstated
+from draftsmith.train.draft_io import canonical_kept, unstated
 from draftsmith.train.loop import STATE
 from draftsmith.train.pipeline import run
 
@@ -195,3 +195,26 @@ def test_the_note_reads_a_folder_detection_does_not_know_with_the_spec(tmp_path)
         note = unstated(model, tmp_path, "my-spec")
         read_with = "" if convertible else " --spec my-spec"
         assert f"`draftsmith convert {tmp_path}{read_with} --to speculators OUT`" in note, note
+
+
+def test_tensors_a_rule_without_an_inverse_reads_are_said_to_be_written_canonically(tmp_path):
+    """train writes a spec's own names where its rules have inverses, and canonical names where they do not (the
+    spec reads both): the mixed folder was written without a word (a rule-writing hunt, 2026-12-01)."""
+    spec_file = tmp_path / "mine.yaml"
+    spec_file.write_text(
+        "name: mine\nextends: eagle3-llama\nweights:\n  rules:\n"
+        "    - {match: '^fuse\\.', replace: 'fc.'}\n"
+        "    - {match: '^blocks\\.(\\d+)\\.ffn\\.', replace: 'layers.\\1.mlp.'}\n"
+        "    - {match: '^model\\.', replace: ''}\n")
+    model = SimpleNamespace(spec=draftsmith.load_spec(spec_file))
+    folder = tmp_path / "out"
+    folder.mkdir()
+    names = ["fuse.weight", "layers.0.mlp.up_proj.weight", "layers.0.mlp.down_proj.weight", "norm.weight"]
+    save_file({n: torch.ones(2) for n in names}, str(folder / "model.safetensors"))
+    assert canonical_kept(model, folder) == (
+        f"note: 2 tensor(s) in {folder} are written under their canonical names ('layers.0.mlp.down_proj.weight', "
+        r"'layers.0.mlp.up_proj.weight'): rule 1: '^blocks\.(\d+)\.ffn\.' -> 'layers.\1.mlp.' has no inverse to "
+        "write the spec's own names (the spec reads both); state `inverse: [match, replace]` on such a rule to write "
+        "one naming")
+    save_file({n: torch.ones(2) for n in ["fuse.weight", "norm.weight"]}, str(folder / "model.safetensors"))
+    assert canonical_kept(model, folder) is None   # norm.weight: no rule makes it ('^model\\.' -> '' makes nothing)
