@@ -296,10 +296,11 @@ def canonical_kept(model, folder: Path) -> str | None:
             and any(n.startswith(heads[i]) for i in opaque)]
     if not kept:
         return None
-    said = "; ".join(rules.describe(i) for i in opaque[:3]) + (" and more" if len(opaque) > 3 else "")
+    makers = [i for i in opaque if any(n.startswith(heads[i]) for n in kept)]   # the rules those names are for
+    said = "; ".join(rules.describe(i) for i in makers[:3]) + (" and more" if len(makers) > 3 else "")
     return (f"note: {len(kept)} tensor(s) in {folder} are written under their canonical names ({one_pattern(kept)}): "
-            f"{said} {'has' if len(opaque) == 1 else 'have'} no inverse to write the spec's own names (the spec reads both); state `inverse: [match, "
-            "replace]` on such a rule to write one naming")
+            f"{said} {'has' if len(makers) == 1 else 'have'} no inverse to write the spec's own names (the spec reads "
+            "both); state `inverse: [match, replace]` on such a rule to write one naming")
 
 
 def with_verifier(config: dict[str, Any], target: Path | None) -> dict[str, Any]:
