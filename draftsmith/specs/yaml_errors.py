@@ -53,24 +53,43 @@ def _indent(line: str) -> int:
     return len(line) - len(line.lstrip(" "))
 
 
-_ITEM_KEY = re.compile(r"\s*- +[^\s{\[\"'#][^:]*:(\s|$)")   # a list item whose value is a block mapping
+_ITEM_KEY = re.compile(r"""\s*- +([^\s{\[#'"][^:]*|'[^']*'|"[^"]*"):(\s|$)""")   # an item holding a block mapping
+_SIGNIFICANT = re.compile(r"\s*[^\s#]")   # a line that is no blank and no comment
+
+
+def _columns(lines: list[str], above: int, here: int) -> set[int]:
+    """The columns a line dedented to ``here`` may stand at: those of the lines above back to the first less
+    indented than ``here`` (a key or an item of an enclosing block, or an item's own keys)."""
+    columns: set[int] = set()
+    for line in (lines[i] for i in range(above, -1, -1) if _SIGNIFICANT.match(lines[i])):
+        columns.add(_indent(line))
+        if _ITEM_KEY.match(line):
+            columns.add(len(line) - len(line.lstrip(" -")))
+        if _indent(line) < here:
+            break
+    return columns
 
 
 def indent_hint(e: yaml.YAMLError, text: str) -> str:
     """For a structure error (libyaml: "did not find expected '-' indicator", "expected <block end>", "mapping
-    values are not allowed here") at a line indented unlike the line above it, both indentations (libyaml names
-    neither: one list item two spaces too deep reads as "expected '-' indicator"); '' for any other error."""
+    values are not allowed here") at a line indented unlike the lines above it, both indentations (libyaml names
+    neither: one list item two spaces too deep reads as "expected '-' indicator"); '' for any other error, and where
+    the line stands where YAML wants it (below a key opening a block, after its anchor or tag too; back at the
+    column of an enclosing key): the mistake is elsewhere on it (``c: d: e``)."""
     mark, problem = getattr(e, "problem_mark", None), str(getattr(e, "problem", ""))
     lines = text.splitlines() if mark is not None else []
-    if mark is None or mark.line >= len(lines) or not ("expected" in problem or "not allowed" in problem):
+    if not isinstance(e, (yaml.scanner.ScannerError, yaml.parser.ParserError)) or mark.line >= len(lines) \
+            or not ("expected" in problem or "not allowed" in problem):
         return ""
-    above = next((i for i in range(mark.line - 1, -1, -1)
-                  if lines[i].strip() and not lines[i].lstrip().startswith("#")), None)
+    above = next((i for i in range(mark.line - 1, -1, -1) if _SIGNIFICANT.match(lines[i])), None)
     if above is None:
         return ""
-    here, there, line = _indent(lines[mark.line]), _indent(lines[above]), re.sub(r"\s+#.*$", "", lines[above])
+    here, there = _indent(lines[mark.line]), _indent(lines[above])
+    line = re.sub(r"(\s+[&!]\S*)+$", "", re.sub(r"\s+#.*$", "", lines[above]).rstrip())   # 'key: &anchor' opens too
     # deeper is right below a key that opens a block, and two deeper below an item holding a key (its own keys)
-    if here == there or here > there and line.rstrip().endswith(":") or here == there + 2 and _ITEM_KEY.match(line):
+    if here == there or here > there and line.endswith(":") or here == there + 2 and _ITEM_KEY.match(line):
+        return ""
+    if here < there and here in _columns(lines, above, here):
         return ""
     return (f"Line {mark.line + 1} is indented {here} space{'s' * (here != 1)}, line {above + 1} above it {there}: "
             "the items of one list and the keys of one mapping start in the same column")
