@@ -1,0 +1,28 @@
+"""`extends:` naming a base file a letter or a suffix away (base.yml, a bare 'base' beside base.yaml) names the file,
+as --spec does (a mutation round's finding, 2026-12-01)."""
+from __future__ import annotations
+
+import pytest
+
+import draftsmith
+from draftsmith.errors import SpecError
+from draftsmith.specs.catalog import BUILTIN_DIR
+
+
+@pytest.mark.parametrize("ref", ["base.yml", "base", "bsae.yaml"])
+def test_a_near_base_file_is_named(tmp_path, ref):
+    (tmp_path / "base.yaml").write_text((BUILTIN_DIR / "demo.yaml").read_text())
+    (tmp_path / "mine.yaml").write_text(f"extends: {ref}\nname: mine\n")
+    with pytest.raises(SpecError) as info:
+        draftsmith.load_spec(tmp_path / "mine.yaml")
+    (p,) = info.value.problems
+    assert p.path == "extends" and f"Did you mean the file {str(tmp_path / 'base.yaml')!r}?" in str(p), str(p)
+
+
+def test_a_registered_name_is_suggested_before_a_file(tmp_path):
+    (tmp_path / "eagle3-lama.yaml").write_text("name: x\n")
+    (tmp_path / "mine.yaml").write_text("extends: eagle3-lama\nname: mine\n")
+    with pytest.raises(SpecError) as info:
+        draftsmith.load_spec(tmp_path / "mine.yaml")
+    (p,) = info.value.problems
+    assert "Did you mean 'eagle3-llama'?" in str(p) and "Did you mean the file" not in str(p)
