@@ -233,6 +233,16 @@ def _template_hint(exc: re.error | IndexError, compiled: re.Pattern) -> str:
     return ""
 
 
+def _writes_backslash(template: str) -> bool:
+    """Whether re.sub writes a backslash of ``template`` into every name (its group references left out: ``\\.``
+    and ``\\\\`` are kept as written, a backslash included)."""
+    plain = re.sub(r"\\\\|\\(?:\d+|g<[^>]*>)", lambda m: m.group() if m.group() == "\\\\" else "", template)
+    try:
+        return "\\" in re.sub("^", plain, "", count=1)
+    except (re.error, IndexError):
+        return False
+
+
 def check_rename(what: str, pattern: str, template: str | None = None) -> None:
     """A ValueError when ``pattern`` -> ``template`` is not a valid, bounded regex rename (``template`` None: when
     ``pattern`` is not a valid, bounded regex)."""
@@ -248,5 +258,8 @@ def check_rename(what: str, pattern: str, template: str | None = None) -> None:
                 compiled.sub(template, "")
         except (re.error, IndexError) as exc:   # IndexError: a \g<name> the match does not name (Python 3.11)
             raise ValueError(f"{refused}: {exc}{_template_hint(exc, compiled)}") from exc
+        if template is not None and _writes_backslash(template):   # no tensor name holds one
+            raise ValueError(f"{refused}: it writes a backslash into the names (in a replacement '\\.' is a backslash "
+                             "and a dot: a replacement is no pattern); write '.'")
     if (why := pattern_problem(pattern)) is not None:
         raise ValueError(f"rule {what} {short(pattern)} is refused: {why}")

@@ -70,9 +70,11 @@ def test_a_rule_that_becomes_a_literal_prefix_once_bound_gets_its_inverse():
 def test_a_bound_value_is_escaped_in_patterns_and_literal_in_replacements():
     assert bind(r"^a\.${v}\.", {"v": "1.5"}, pattern=True) == r"^a\.1\.5\."
     (rule,), (ignore,) = bind_all([RegexRule(match=r"^x\.${v}\.", replace=r"y.${w}.")], [r"^z\.${v}$"],
-                                  {"v": "1.5", "w": r"a\1.b"})
+                                  {"v": "1.5", "w": r"a(1)+b"})
     rules = RuleSet([rule], [ignore])
-    assert rules.to_canonical("x.1.5.weight")[0] == r"y.a\1.b.weight"   # a backslash stays literal, no group
+    assert rules.to_canonical("x.1.5.weight")[0] == r"y.a(1)+b.weight"   # literal, no group
+    with pytest.raises(UnboundRules, match="it writes a backslash into the names"):   # no tensor name holds one
+        bind_all([RegexRule(match=r"^x\.", replace=r"y.${w}.")], [], {"w": r"a\1.b"})
     assert rules.to_canonical("x.1x5.weight")[0] == "x.1x5.weight"     # the dot is escaped: no wildcard
     assert rules.is_ignored("z.1.5") and not rules.is_ignored("z.105")
 

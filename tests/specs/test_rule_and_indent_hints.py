@@ -91,3 +91,16 @@ def test_group_hints_count_and_name_the_matchs_groups(match, replace, said):
     with pytest.raises(ValueError) as info:
         RegexRule(match=match, replace=replace)
     assert said in str(info.value)
+
+
+@pytest.mark.parametrize("replace, refused", [
+    (r"layers\.0\.", True), (r"x\\y", True), (r"x\\1", True),          # a backslash written into every name
+    (r"layers.\1.mlp.", False), (r"\g<1>.x", False), ("plain.", False), (r"a\nb", False)])
+def test_a_replacement_that_writes_a_backslash_is_refused(replace, refused):
+    """`replace: 'layers\\.0\\.'` (a pattern's escaped dot copied into the replacement) loaded and renamed every name
+    to 'layers\\.0\\.fc.weight', which no model has (a mutation round's finding, 2026-12-01)."""
+    if refused:
+        with pytest.raises(ValueError, match="it writes a backslash into the names"):
+            RegexRule(match=r"^(midlayer)\.", replace=replace)
+    else:
+        RegexRule(match=r"^(midlayer)\.", replace=replace)
