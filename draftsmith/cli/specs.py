@@ -270,7 +270,6 @@ def convert(ckpt: Path = typer.Argument(..., help="draft checkpoint folder", par
     from draftsmith.convert.layouts import layouts
     from draftsmith.convert.run import loading_line
     from draftsmith.errors import short_text
-    from draftsmith.specs.loader import load_spec
 
     # a ConvertError prints as draftsmith's errors do (exit 1); an unknown --to is an OptionError (exit 2)
     config = run_convert(ckpt, to, out_dir, spec)
@@ -278,8 +277,7 @@ def convert(ckpt: Path = typer.Argument(..., help="draft checkpoint folder", par
     # what loads it is what detection proposes for what was written (as generate --draft and inspect take it): its
     # family's spec by name only where that spec alone reads it the same (not an FP8 or a narrow draft's)
     # (and never one that builds another draft than the source was read as: a plugin family's)
-    given = None if spec is None else load_spec(spec)
-    line = loading_line(out_dir, source=inspect_checkpoint(ckpt, spec=given))
+    line = loading_line(out_dir, source=inspect_checkpoint(ckpt, spec=spec))
     src, dst = (short_text(p, 300) for p in (ckpt, out_dir))   # one comment line, no escape sequence in it
     sys.stdout.write(f"# {src} -> {dst} ({to}: {layout.description}); {line}\n")
     sys.stdout.write(json.dumps(config, indent=2) + "\n")

@@ -49,9 +49,10 @@ class Inspection:
 
 def inspect_checkpoint(folder: str | Path, registry: Registry | None = None, spec: Any = None) -> Inspection:
     """The folder's layout and the spec that loads it, every value the checkpoint decides stated: detected, or
-    read with ``spec`` (a loaded Spec: a family no detector knows, ``convert --spec``), whose values the checkpoint
-    decides (``auto``, the flags its config states, the rope order, d2t's convention) are read as for a detected
-    one."""
+    read with ``spec`` (a name, a YAML path or a Spec: a family no detector knows, ``convert --spec``), whose values
+    the checkpoint decides (``auto``, the flags its config states, the rope order, d2t's convention) are read as for
+    a detected one. The match then names the spec as given (a path stays a path, which loads it again; a Spec is
+    named by its name)."""
     from draftsmith.specs.loader import load_spec
 
     registry = registry or default_registry()
@@ -63,9 +64,10 @@ def inspect_checkpoint(folder: str | Path, registry: Registry | None = None, spe
     from transformers import LlamaConfig
 
     unread = unread_keys(flatten_draft_config(config), set(LlamaConfig().to_dict()) | READ)
-    given = spec
+    given = None if spec is None else load_spec(spec, registry)
+    ref = None if given is None else given.name if spec is given else str(spec)
     match = registry.detect_layout(config, names) if given is None else \
-        LayoutMatch(given.name, f"read with the spec given, {given.name!r}")
+        LayoutMatch(ref, f"read with the spec given, {ref!r}")
     if match is None:
         return Inspection(folder, config, infos, None, None, unread)
     draft_hf_config(read_config(folder))   # the sizes a spec needs are stated (no spec is proposed otherwise)

@@ -63,11 +63,10 @@ def convert(src: str | Path, to: str, out: str | Path, spec: Any = None) -> dict
     table = layouts()
     if to not in table:   # a bad option value (exit 2), before anything is read or created
         raise UnknownLayout(f"unknown layout {short(to)}; known: {', '.join(table)}.{suggest(to, table)}")
-    given = None
     if spec is not None:   # a spec's problem is said before OUT is made
         from draftsmith.specs.loader import load_spec
 
-        given = load_spec(spec)
+        load_spec(spec)
     out = Path(out)
     created = make_out(out)   # before a tensor is read: a place that cannot be written is refused first
     with exclusive(out) as mine:   # another convert into OUT: refused, and nothing of that run's is touched
@@ -76,7 +75,7 @@ def convert(src: str | Path, to: str, out: str | Path, spec: Any = None) -> dict
                                "process (a second convert into the same OUT?); convert writes a new folder or into "
                                "an empty one: give another OUT")
         try:
-            return _convert(src, table[to], out, table, given, None if spec is None else str(spec))
+            return _convert(src, table[to], out, table, spec)
         except BaseException:
             remove_out(out, created)   # the folder was new or empty, and held: what is in it now is this run's
             raise
@@ -121,8 +120,7 @@ def remove_out(out: Path, created: list[Path]) -> None:
 
 
 def _convert(src: str | Path, layout: Layout, out: Path,
-             table: Mapping[str, Layout] | None = None, spec: Any = None, ref: str | None = None
-             ) -> dict[str, Any]:
+             table: Mapping[str, Layout] | None = None, spec: Any = None) -> dict[str, Any]:
     to, table = layout.name, table or layouts()
     # once: the reading, the dtype check and verify's misfits all use it
     found = inspect_checkpoint(src, spec=spec)
@@ -226,7 +224,7 @@ def _convert(src: str | Path, layout: Layout, out: Path,
                     "target's); the source still holds it", short_list([plan.sources[c] for c in left], 4, 200),
                     short_text(out, 300), plan.spec, short_text(src, 300), reader, to)
     verify(out, facts, expected, to, before=before, source=tensors, orders=(rope, order), block=block,
-           drops=layout.drops, src=src, read_with=ref)
+           drops=layout.drops, src=src, read_with=None if spec is None else found.match.spec)
     return config
 
 

@@ -93,3 +93,17 @@ def test_without_the_spec_the_folder_is_refused_and_a_bad_spec_is_said_before_ou
     with pytest.raises(DraftsmithError):
         convert(draft, "speculators", tmp_path / "wrong", spec="eagle3-llama")
     assert not (tmp_path / "wrong").exists()
+
+
+def test_a_spec_file_is_named_by_its_path_where_detection_builds_another_draft(acme, tmp_path):
+    """The given spec is named as given (its path), which loads it again: named by its name ('acme', no registered
+    spec), the comment line's other-draft check failed after OUT was written (exit 1), and refusals said
+    '--spec acme' (a review, 2026-12-01)."""
+    root, target, draft, spec = acme
+    other = tmp_path / "post.yaml"
+    other.write_text(spec.read_text().replace("name: acme", "name: acme-post").replace(
+        "draft:\n", "draft:\n  feed_back: post_norm\n", 1))
+    result = CliRunner().invoke(app, ["convert", str(draft), "--to", "speculators", str(tmp_path / "o"),
+                                      "--spec", str(other)])
+    assert result.exit_code == 0, result.output
+    assert f"load it with spec {other}, the spec its source was read with" in " ".join(result.output.split())
