@@ -347,10 +347,12 @@ class Suggester:
                 out[name] = None   # one leftover, several missing names (w1 and w3 of one text): its own numbers' only
                 continue
             others = (rivals.get(hit[0], set()) | hinted[hit[0]]) - {text}
-            # sure of a rule-made name only where the checkpoint's own is alike too: a broad rule ('norm' ->
-            # 'input_layernorm') made ffn_norm 'ffn_input_layernorm', a near copy of input_layernorm by its own text
+            # sure of a rule-made name only where the rule made the module itself (attention.wk -> attn.k_proj) or
+            # the checkpoint's own is alike too: a broad rule ('norm' -> 'input_layernorm') made ffn_norm
+            # 'ffn_input_layernorm', a near copy of input_layernorm by the rule's own text
             source = hit[1].removesuffix(" (ignored)")
-            certain = sure(name, hit[2]) and (source == hit[2] or sure(name, source))
+            certain = module_of(name) == module_of(hit[2]) or sure(name, hit[2]) and (
+                source == hit[2] or sure(name, source))
             alone = (near := closest_missing(hit[0], shape)) is None or near == {text}
             out[name] = hit[1] if certain or not others and alone else None
         return out

@@ -109,3 +109,15 @@ def test_a_rule_made_name_whose_checkpoint_name_is_alike_is_still_sure():
     found = Suggester({c: (src, (64,)) for c, src in made.items()}).settle((m, (64,)) for m in missing)
     assert found == {"layers.0.self_attn.k_proj.weight": "blocks.0.attn.k_proj.weight",
                      "layers.0.self_attn.v_proj.weight": "blocks.0.attn.v_proj.weight"}
+
+
+def test_a_rule_that_made_the_module_itself_is_a_sure_hint():
+    """attention.wk made attn.k_proj by a per-module rule (a typo 'attn' for 'self_attn'): the module is the missing
+    name's own, so each hint stands though the checkpoint's wk is nothing like k_proj (a review, 2026-12-01: the
+    guard against a broad rule's makes dropped the k_proj and v_proj hints)."""
+    made = {f"layers.0.attn.{m}_proj.weight": f"layers.0.attention.w{m}.weight" for m in "qkvo"}
+    missing = [f"layers.0.self_attn.{m}_proj.weight" for m in "qkvo"]
+    shapes = {"q": (64, 128), "k": (32, 128), "v": (32, 128), "o": (64, 64)}
+    leftovers = {c: (src, shapes[c.split(".")[3][0]]) for c, src in made.items()}
+    found = Suggester(leftovers).settle((m, shapes[m.split(".")[3][0]]) for m in missing)
+    assert found == {m: f"layers.0.attention.w{m.split('.')[3][0]}.weight" for m in missing}
