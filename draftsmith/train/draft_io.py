@@ -10,6 +10,7 @@ for eagle3-speculators), and writes config.json with the draft vocabulary and th
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -280,6 +281,21 @@ def unstated(model, folder: Path, spec_name: str) -> str | None:
             f"--draft, inspect) or by vLLM it feeds back the pre-norm state and accepts less; {vllm}")
 
 
+_GROUP = re.compile(r"\\(?:\d+|g<[^>]*>)")   # a group reference in a replacement
+
+
+def _opaque_makes(rules) -> dict[int, re.Pattern]:
+    """For each rename without an inverse, a pattern of the names it makes (its replacement, a group standing for
+    any text); none for one that begins with no text of its own ('^model\\.' -> '', '\\1.'): its names are not
+    told from any other."""
+    out = {}
+    for i, rule in enumerate(rules.rules):
+        replace = getattr(rule, "replace", None)
+        if rule.inverse is None and isinstance(replace, str) and replace and not replace.startswith("\\"):
+            out[i] = re.compile("^" + ".+?".join(map(re.escape, _GROUP.split(replace))))
+    return out
+
+
 def canonical_kept(model, folder: Path) -> str | None:
     """A note when tensors in ``folder`` were written under their canonical names because the rename that reads them
     has no inverse to write the spec's own names back (``'^blocks\\.(\\d+)\\.ffn\\.' -> 'layers.\\1.mlp.'``: its
@@ -287,16 +303,14 @@ def canonical_kept(model, folder: Path) -> str | None:
     from draftsmith.assembler.names import one_pattern
 
     rules = rule_set(model.spec, default_registry())
-    heads = {i: str(r.replace).split("\\")[0] for i, r in enumerate(rules.rules)
-             if r.inverse is None and getattr(r, "replace", None)}
-    opaque = list(heads)   # a rename dropping a prefix ('^model\\.' -> '') makes no name: not among them
-    if not opaque or not (Path(folder) / "model.safetensors").is_file():   # nothing written (an evaluation alone)
+    made = _opaque_makes(rules)
+    if not made or not (Path(folder) / "model.safetensors").is_file():   # nothing written (an evaluation alone)
         return None
     kept = [n for n in list_tensors(folder) if rules.to_canonical(n) == (n, None)
-            and any(n.startswith(heads[i]) for i in opaque)]
+            and any(m.match(n) for m in made.values())]
     if not kept:
         return None
-    makers = [i for i in opaque if any(n.startswith(heads[i]) for n in kept)]   # the rules those names are for
+    makers = [i for i, m in made.items() if any(m.match(n) for n in kept)]   # the rules those names are for
     said = "; ".join(rules.describe(i) for i in makers[:3]) + (" and more" if len(makers) > 3 else "")
     return (f"note: {len(kept)} tensor(s) in {folder} are written under their canonical names ({one_pattern(kept)}): "
             f"{said} {'has' if len(makers) == 1 else 'have'} no inverse to write the spec's own names (the spec reads "

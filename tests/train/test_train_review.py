@@ -218,3 +218,22 @@ def test_tensors_a_rule_without_an_inverse_reads_are_said_to_be_written_canonica
         "one naming")
     save_file({n: torch.ones(2) for n in ["fuse.weight", "norm.weight"]}, str(folder / "model.safetensors"))
     assert canonical_kept(model, folder) is None   # norm.weight: no rule makes it ('^model\\.' -> '' makes nothing)
+
+
+def test_canonical_kept_counts_only_names_an_inverse_less_rename_makes(tmp_path):
+    """The spec's own names that happen to be canonical (layers.0.self_attn.*, read by no rule) were counted by the
+    replacement's head ('layers.'), and a replacement beginning with a group ('\\1.') counted every name (a
+    review, 2026-12-01)."""
+    spec_file = tmp_path / "mine.yaml"
+    spec_file.write_text(
+        "name: mine\nextends: eagle3-llama\nweights:\n  rules:\n"
+        "    - {match: '^blocks\\.(\\d+)\\.ffn\\.', replace: 'layers.\\1.mlp.'}\n"
+        "    - {match: '^x\\.(\\w+)\\.', replace: '\\1.'}\n")
+    model = SimpleNamespace(spec=draftsmith.load_spec(spec_file))
+    folder = tmp_path / "out"
+    folder.mkdir()
+    names = ["layers.0.mlp.up_proj.weight", "layers.0.self_attn.q_proj.weight", "fc.weight", "d2t"]
+    save_file({n: torch.ones(2) for n in names}, str(folder / "model.safetensors"))
+    note = canonical_kept(model, folder)
+    assert note.startswith(f"note: 1 tensor(s) in {folder} are written under their canonical names "
+                           "('layers.0.mlp.up_proj.weight'): rule 0:"), note
