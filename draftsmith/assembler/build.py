@@ -116,7 +116,8 @@ def layer_rule_example(source: tuple[Any, list[str]] | None) -> str:
     return "e.g. match: '^midlayer\\.', replace: 'layers.0.'"
 
 
-_NUMBERED = re.compile(r"^((?:[A-Za-z_][\w-]*\.)+)\d+\.")   # dotted words, then a layer number
+# dotted words, a layer number, then a module and its tensor (fc_norm.0.weight is no layer's: nothing between)
+_NUMBERED = re.compile(r"^((?:[A-Za-z_][\w-]*\.)+)\d+\.[\w-]+\.")
 
 
 def held_layers(spec: Spec, canonical_names: Iterable[str], source: tuple[Any, list[str]] | None = None) -> int:

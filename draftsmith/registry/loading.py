@@ -119,7 +119,8 @@ def register_plugin(pm: pluggy.PluginManager, plugin: object, name: str, where: 
     name), ``fix``: what to do when ``plugin`` is one of those (else: remove one of the two)."""
     where, named = where or f"plugin {name!r}", named or {}
     if (other := pm.get_name(plugin)) is not None:   # pluggy's ValueError would name neither
-        fix = fix if fix and other in named else f"remove one of the two{' entry points' if named else ''}"
+        # two entry points (named, no fix given), or what the caller says of an installed one (fix)
+        fix = fix if fix and other in named else f"remove one of the two{' entry points' if named and not fix else ''}"
         raise PluginError(f"{where} is the same object as {named.get(other, f'plugin {other!r}')}, registered "
                           f"already; a plugin has one name, the provider its components are listed under: {fix}")
     if pm.has_plugin(name):

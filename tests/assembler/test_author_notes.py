@@ -351,6 +351,7 @@ def test_no_bias_advice_where_the_fusion_itself_is_under_another_name(target, tm
     (["transformer.h.1.attn.c_attn.weight"], r"here e.g. match: '^transformer\.h\.', replace: 'layers.'"),
     (["blocks.0.ffn.w1.weight"], r"here e.g. match: '^blocks\.', replace: 'layers.'"),
     (["midlayer.hidden_norm.weight", "fc.weight", "0.weight"], r"e.g. match: '^midlayer\.', replace: 'layers.0.'"),
+    (["fc_norm.0.weight", "midlayer.hidden_norm.weight"], r"e.g. match: '^midlayer\.', replace: 'layers.0.'"),
 ])
 def test_the_layer_rule_example_is_made_of_the_checkpoints_own_numbered_names(names, said):
     """auto found no 'layers.N.': the example rule was always midlayer's, whatever the names (a rule-writing hunt,

@@ -69,7 +69,7 @@ def test_absolute_d2t_without_t2d_derives_the_map_of_the_ids_it_holds(pair, tmp_
     assert torch.equal(model.draft.t2d, ref.draft.t2d) and torch.equal(model.draft.d2t, ref.draft.d2t)
 
 
-def test_without_t2d_the_d2t_convention_is_said_as_assumed(pair, caplog):
+def test_without_t2d_the_d2t_convention_inspect_reads_is_said(pair, caplog):
     import logging
 
     from draftsmith.convert.inspect import inspect_checkpoint

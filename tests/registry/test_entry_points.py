@@ -114,3 +114,18 @@ def test_an_installed_plugin_given_again_in_plugins_says_it_is_installed(tmp_pat
     assert draftsmith.build_registry(plugins=[("fake", plugin)], entry_points=False).pm.has_plugin("fake")
     with pytest.raises(PluginError, match="registered already; .*: remove one of the two$"):
         draftsmith.build_registry(plugins=[("a", plugin), ("b", plugin)], entry_points=False)
+
+
+def test_the_same_object_twice_in_plugins_beside_an_installed_one_is_no_entry_point(tmp_path, monkeypatch, request):
+    """With an unrelated plugin installed, the same object twice in plugins= was told 'remove one of the two entry
+    points' (a review, 2026-12-01)."""
+    import types
+
+    from draftsmith.registry.checks import PluginError
+
+    fake_distribution(tmp_path, request)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    mine = types.ModuleType("mine")
+    with pytest.raises(PluginError) as info:
+        draftsmith.build_registry(plugins=[("a", mine), ("b", mine)])
+    assert str(info.value).endswith("remove one of the two")
