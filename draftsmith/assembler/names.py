@@ -227,7 +227,10 @@ def sure(text: str, found: str, near: float = 0.9) -> bool:
     return mine == theirs or difflib.SequenceMatcher(None, mine, theirs).ratio() >= near
 
 
-def tied(text: str, found: list[str], tie: float = 0.05, sure: float = 0.9) -> bool:
+TIE = 0.05   # likeness within which two names are as close to a third: no pairing is sure
+
+
+def tied(text: str, found: list[str], tie: float = TIE, sure: float = 0.9) -> bool:
     """Whether the two closest of ``found`` are about as close to ``text`` (likeness within ``tie``) and neither is
     a near copy of it (``sure``): the checkpoint's ``ln_in`` and ``ln_mid`` against ``input_layernorm`` score 0.69
     and 0.72, and naming the closer one paired the two same-shaped norms crosswise; ``x.q_proj`` against ``q_proj``
@@ -255,8 +258,6 @@ class Suggester:
     BUDGET = 10_000
     NAME_CHARS = 300  # a longer name is never compared (difflib is quadratic) nor suggested
     MUTUAL = 64   # missing texts of one shape a hint's leftover is compared with (settle); past that, each is its own
-    TIE = 0.05    # likeness within which two missing texts are as close to a leftover (settle), as tied() takes two
-    #               leftovers
 
     def __init__(self, leftovers: Mapping[str, tuple[str, tuple[int, ...]]]):
         self.leftovers = leftovers  # canonical -> (as shown, shape); indexed on the first call only
@@ -330,7 +331,7 @@ class Suggester:
                 return None
             self.budget -= len(mine)
             ratio = {t: difflib.SequenceMatcher(None, t, hit).ratio() for t in mine}
-            return frozenset(t for t in mine if ratio[t] >= max(ratio.values()) - self.TIE)
+            return frozenset(t for t in mine if ratio[t] >= max(ratio.values()) - TIE)
 
         hinted: dict[str, set[str]] = {}   # leftover text -> the missing texts it is the hint of
         # (leftover, missing text) -> for each missing name of that text hinted it, whether its numbers are the name's
