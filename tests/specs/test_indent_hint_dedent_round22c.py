@@ -2,17 +2,9 @@
 dedented back to the column of a key above it (``c: d: e`` after a nested block) and a line below a key whose block
 opens after an anchor or a tag (``defaults: &d``) are where YAML wants them; the error is elsewhere on the line."""
 import pytest
-import yaml
 
-from draftsmith.specs.yaml_errors import indent_hint
+from test_rule_and_indent_hints import hint   # libyaml's error for a text, and its indent hint
 
-
-def hint(text: str) -> str:
-    try:
-        yaml.load(text, Loader=yaml.CSafeLoader)
-    except yaml.YAMLError as e:
-        return indent_hint(e, text)
-    raise AssertionError("the text is valid YAML")
 
 
 @pytest.mark.parametrize("text", [

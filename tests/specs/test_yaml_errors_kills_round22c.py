@@ -1,16 +1,8 @@
 """Kills for specs/yaml_errors.py survivors (round 22c): indent_hint's walk up to the line above (down to the first
 line, and no further) and the excuse for a key two columns past an item's dash (``- k: 1`` then ``  j: ...``)."""
-import yaml
 
-from draftsmith.specs.yaml_errors import indent_hint
+from test_rule_and_indent_hints import hint   # libyaml's error for a text, and its indent hint
 
-
-def hint(text: str) -> str:
-    try:
-        yaml.load(text, Loader=yaml.CSafeLoader)
-    except yaml.YAMLError as e:
-        return indent_hint(e, text)
-    raise AssertionError("the text is valid YAML")
 
 
 def test_the_first_line_can_be_the_line_above():

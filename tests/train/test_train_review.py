@@ -200,17 +200,11 @@ def test_the_note_reads_a_folder_detection_does_not_know_with_the_spec(tmp_path)
 def test_tensors_a_rule_without_an_inverse_reads_are_said_to_be_written_canonically(tmp_path):
     """train writes a spec's own names where its rules have inverses, and canonical names where they do not (the
     spec reads both): the mixed folder was written without a word (a rule-writing hunt, 2026-12-01)."""
-    spec_file = tmp_path / "mine.yaml"
-    spec_file.write_text(
-        "name: mine\nextends: eagle3-llama\nweights:\n  rules:\n"
-        "    - {match: '^fuse\\.', replace: 'fc.'}\n"
-        "    - {match: '^blocks\\.(\\d+)\\.ffn\\.', replace: 'layers.\\1.mlp.'}\n"
-        "    - {match: '^model\\.', replace: ''}\n")
-    model = SimpleNamespace(spec=draftsmith.load_spec(spec_file))
-    folder = tmp_path / "out"
-    folder.mkdir()
-    names = ["fuse.weight", "layers.0.mlp.up_proj.weight", "layers.0.mlp.down_proj.weight", "norm.weight"]
-    save_file({n: torch.ones(2) for n in names}, str(folder / "model.safetensors"))
+    model, folder = written(tmp_path, ["{match: '^fuse\\.', replace: 'fc.'}",
+                                       "{match: '^blocks\\.(\\d+)\\.ffn\\.', replace: 'layers.\\1.mlp.'}",
+                                       "{match: '^model\\.', replace: ''}"],
+                            ["fuse.weight", "layers.0.mlp.up_proj.weight", "layers.0.mlp.down_proj.weight",
+                             "norm.weight"])
     assert canonical_kept(model, folder) == (
         f"note: 2 tensor(s) in {folder} are written under their canonical names ('layers.0.mlp.down_proj.weight', "
         r"'layers.0.mlp.up_proj.weight'): rule 1: '^blocks\.(\d+)\.ffn\.' -> 'layers.\1.mlp.' has no inverse to "
@@ -224,16 +218,20 @@ def test_canonical_kept_counts_only_names_an_inverse_less_rename_makes(tmp_path)
     """The spec's own names that happen to be canonical (layers.0.self_attn.*, read by no rule) were counted by the
     replacement's head ('layers.'), and a replacement beginning with a group ('\\1.') counted every name (a
     review, 2026-12-01)."""
-    spec_file = tmp_path / "mine.yaml"
-    spec_file.write_text(
-        "name: mine\nextends: eagle3-llama\nweights:\n  rules:\n"
-        "    - {match: '^blocks\\.(\\d+)\\.ffn\\.', replace: 'layers.\\1.mlp.'}\n"
-        "    - {match: '^x\\.(\\w+)\\.', replace: '\\1.'}\n")
-    model = SimpleNamespace(spec=draftsmith.load_spec(spec_file))
-    folder = tmp_path / "out"
-    folder.mkdir()
-    names = ["layers.0.mlp.up_proj.weight", "layers.0.self_attn.q_proj.weight", "fc.weight", "d2t"]
-    save_file({n: torch.ones(2) for n in names}, str(folder / "model.safetensors"))
+    model, folder = written(tmp_path, ["{match: '^blocks\\.(\\d+)\\.ffn\\.', replace: 'layers.\\1.mlp.'}",
+                                       "{match: '^x\\.(\\w+)\\.', replace: '\\1.'}"],
+                            ["layers.0.mlp.up_proj.weight", "layers.0.self_attn.q_proj.weight", "fc.weight", "d2t"])
     note = canonical_kept(model, folder)
     assert note.startswith(f"note: 1 tensor(s) in {folder} are written under their canonical names "
                            "('layers.0.mlp.up_proj.weight'): rule 0:"), note
+
+
+def written(tmp_path, rules: list[str], names: list[str]):
+    """(a model whose spec extends eagle3-llama with ``rules``, a folder holding tensors named ``names``)."""
+    spec_file = tmp_path / "mine.yaml"
+    spec_file.write_text("name: mine\nextends: eagle3-llama\nweights:\n  rules:\n"
+                         + "".join(f"    - {rule}\n" for rule in rules))
+    folder = tmp_path / "out"
+    folder.mkdir()
+    save_file({n: torch.ones(2) for n in names}, str(folder / "model.safetensors"))
+    return SimpleNamespace(spec=draftsmith.load_spec(spec_file)), folder
