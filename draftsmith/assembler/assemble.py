@@ -11,10 +11,10 @@ import torch
 
 from draftsmith.assembler.build import (build_draft, build_target, rule_set)
 from draftsmith.assembler.checkpoint import list_tensors, read_tensors, regular_file
-from draftsmith.assembler.explain import (checked_along, set_aside, DetectedNote, explained, fc_bias_note,
-                                          held_names, layers_note, pairing_note, qk_norm_note, qkv_bias_note,
-                                          swapped_note, training_note, unchained_layers_note, unless, vocab_mismatch,
-                                          NOTE_KIND, UNFINISHED)
+from draftsmith.assembler.explain import (checked_along, set_aside, DetectedNote, dropped_rules, explained,
+                                          fc_bias_note, held_names, layers_note, pairing_note, qk_norm_note,
+                                          qkv_bias_note, swapped_note, training_note, unchained_layers_note, unless,
+                                          vocab_mismatch, NOTE_KIND, UNFINISHED)
 from draftsmith.assembler.field_notes import fc_shape_note, mla_note, share_note
 from draftsmith.assembler.config import (draft_hf_config, flatten_draft_config, missing_target_keys, read_config,
                                          read_config_aside, stop_ids, target_hf_config)
@@ -193,6 +193,7 @@ def plan_draft(spec: Spec, registry: Registry, draft: str | Path | None, draft_d
         detected = DetectedNote(registry, spec, draft_dir, list(infos), shipped=own)
         notes = (swapped_note(registry, draft_dir, "draft", list(infos)), pairing_note(draft_raw, target_cfg),
                  unchained_layers_note(spec, rules, list(infos), canonical),
+                 lambda: dropped_rules(spec, registry, list(infos)),
                  detected, *unless(detected.elsewhere, layers_note(spec, canonical),
                                    qkv_bias_note(spec, registry, draft_raw, canonical, built),
                                    qk_norm_note(spec, registry, draft_raw, canonical, built),

@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Callable
 
@@ -17,7 +17,7 @@ from draftsmith.assembler.config import ConfigReading, read_raw_config
 from draftsmith.assembler.detect import draft_in, row_settings, swap_note
 from draftsmith.assembler.names import chain_note, one_pattern
 from draftsmith.components.weights import RuleSet
-from draftsmith.errors import DraftsmithError, SpecError, short_text
+from draftsmith.errors import DraftsmithError, SpecError, short, short_text
 from draftsmith.registry import Registry, default_registry
 from draftsmith.registry.results import ComponentFailed
 from draftsmith.specs.resolve import dig
@@ -357,3 +357,36 @@ def fc_bias_note(canonical: list[str], built: dict) -> Callable[[], str | None]:
         says = getattr(getattr(built.get("draft"), "fc", None), "bias_note", None)
         return says("fc.bias" in canonical) if callable(says) and "fc.weight" in canonical else None
     return note
+
+
+def dropped_rules(spec, registry: Registry, names: Sequence[str]) -> str | None:
+    """The note for a spec whose own ``weights.rules`` replaced its base's list (lists are not merged) where a base
+    rule it left out matches checkpoint names (``extends: eagle3-llama`` with a rule for 'decoder.': the base's
+    '^model\\.' -> '' no longer applies to model.decoder.*); None where it extends nothing, its base cannot be read
+    (that is said apart) or nothing it dropped would match."""
+    from draftsmith.components.patterns import search
+    from draftsmith.specs.extends import base_file
+    from draftsmith.specs.loader import load_spec
+
+    if not spec.extends or spec.weights is None:
+        return None
+    try:
+        base = load_spec(base_file(spec, registry), registry)
+    except (DraftsmithError, OSError):
+        return None
+    own = [rule.model_dump() for rule in spec.weights.rules]
+    dropped = [(rule, hits) for rule in (r.model_dump() for r in (base.weights.rules if base.weights else ()))
+               if rule not in own and isinstance(rule.get("match"), str)
+               and (hits := [n for n in names if search(rule["match"], n)])]
+    if not dropped:
+        return None
+    said = "; ".join(f"{_rule_text(rule)} ({one_pattern(hits)})" for rule, hits in dropped[:3])
+    return (f"note: this spec's weights.rules replaced the whole list of its base {short_text(spec.extends, 200)} "
+            f"(a list is not merged), so the base's rules it leaves out no longer read these names: {said}; restate "
+            "those it needs in its own list")
+
+
+def _rule_text(rule: Mapping[str, Any]) -> str:
+    """A rule as plain data, as messages write it: 'match' -> 'replace', or the match of a rule of another kind."""
+    replace = f" -> {short(rule['replace'])}" if isinstance(rule.get("replace"), str) else ""
+    return f"{short(rule['match'])}{replace}"

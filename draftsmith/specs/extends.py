@@ -218,3 +218,10 @@ def changes(base: Mapping[str, Any], data: Mapping[str, Any]) -> dict[str, Any]:
         elif value != base[key]:
             out[key] = value
     return out
+
+
+def base_file(spec, registry: Registry) -> Path:
+    """The file of the base a loaded spec extends (``spec.extends``, relative to the spec's own file, else to the
+    working folder); a DraftsmithError where there is none."""
+    folder = Path(spec.source).parent if Path(spec.source).is_file() else Path.cwd()
+    return _base_file(spec.extends, folder, registry, "")
