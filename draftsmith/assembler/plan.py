@@ -208,7 +208,7 @@ def plan_load(infos: Mapping[str, TensorInfo], rules: RuleSet, expected: Mapping
         closest = Suggester(leftovers).settle((n, expected[n].shape) for n in missing)
     # the names the rules this checkpoint's names went through would read a missing one from (midlayer.* for a
     # missing layers.0.*): what to look for in the checkpoint; none when no rule made a name
-    used = {index for _, index in origin.values() if index is not None}
+    used = remap.used_rules
 
     def written(members: list[str]) -> str:
         names = [c for n in members for c in rules.preimages(n, used)]

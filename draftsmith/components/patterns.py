@@ -233,10 +233,13 @@ def _template_hint(exc: re.error | IndexError, compiled: re.Pattern) -> str:
     return ""
 
 
+GROUP_REF = re.compile(r"\\(?:\d+|g<[^>]*>)")   # a group reference in a replacement template
+
+
 def _writes_backslash(template: str) -> bool:
     """Whether re.sub writes a backslash of ``template`` into every name (its group references left out: ``\\.``
     and ``\\\\`` are kept as written, a backslash included)."""
-    plain = re.sub(r"\\\\|\\(?:\d+|g<[^>]*>)", lambda m: m.group() if m.group() == "\\\\" else "", template)
+    plain = re.sub(rf"\\\\|{GROUP_REF.pattern}", lambda m: m.group() if m.group() == "\\\\" else "", template)
     try:
         return "\\" in re.sub("^", plain, "", count=1)
     except (re.error, IndexError):

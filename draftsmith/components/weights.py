@@ -145,6 +145,11 @@ class RemapResult:
     split: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
+    def used_rules(self) -> set[int]:
+        """The rules that made a name of the listing (what :meth:`RuleSet.preimages` reads a missing name through)."""
+        return {index for _, index in self.mapping.values() if index is not None}
+
+    @property
     def pairs(self) -> list[tuple[str, str, str]]:
         return [(a, b, c) for c, names in self.collisions.items() for a, b in itertools.combinations(names, 2)]
 
@@ -210,10 +215,7 @@ class RuleSet:
         return None if (out := self._steps[index](name)) is None else tuple(out)
 
     def _first(self, name: str, indices: Iterable[int]) -> tuple[int, tuple[str, ...]] | None:
-        for i in indices:
-            if (out := self._steps[i](name)) is not None:
-                return i, tuple(out)
-        return None
+        return next(((i, out) for i in indices if (out := self.maps(i, name)) is not None), None)
 
     def from_canonical(self, name: str) -> str:
         """The checkpoint name for a canonical one: the first rule whose inverse matches, else the name itself.

@@ -93,7 +93,7 @@ def fit(folder: Path, spec_data: Mapping[str, Any], registry=None) -> Fit | None
             said = "[" + ", ".join("*" if d is None else str(d) for d in dims) + "]"
             refused.append(f"tensor {name!r} is {list(got)} in the checkpoint, the model its config describes "
                            f"expects {said}" + (" (*: the target's to decide)" if None in dims else ""))
-    used = {index for _, index in remap.mapping.values() if index is not None}
+    used = remap.used_rules
     return Fit(found | {c: "colliding" for c in remap.collisions}, refused + vocab_map,
                {canon: name for canon, (name, _) in remap.mapping.items()},
                {c: names for c, why in found.items() if why == "missing" and (names := rules.preimages(c, used))})

@@ -46,13 +46,9 @@ def with_bases(data: Any, source: str, registry: Registry) -> tuple[Any, list[Ba
     the base where it happened (a base's base's problem is the spec's: its ``extends`` is where it comes in)."""
     if not (isinstance(data, Mapping) and data.get("extends")):
         return data, []   # nothing to read (the file system is not asked: doctor parses hundreds of edits)
-    here = Path(source)
+    file = _file(source)
     try:
-        chain = [here.resolve()] if here.is_file() else []
-    except OSError:   # a label too long for a file name: no file
-        chain = []
-    try:
-        return _chain(data, "", here.parent if chain else Path.cwd(), registry, chain)
+        return _chain(data, "", _folder(file), registry, [file.resolve()] if file else [])
     except _Refused as e:
         raise SpecError(source, [e.problem]) from None
 
@@ -221,7 +217,19 @@ def changes(base: Mapping[str, Any], data: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def base_file(spec, registry: Registry) -> Path:
-    """The file of the base a loaded spec extends (``spec.extends``, relative to the spec's own file, else to the
-    working folder); a DraftsmithError where there is none."""
-    folder = Path(spec.source).parent if Path(spec.source).is_file() else Path.cwd()
-    return _base_file(spec.extends, folder, registry, "")
+    """The file of the base a loaded spec extends (``spec.extends``, read as :func:`with_bases` reads it); a
+    DraftsmithError where there is none."""
+    return _base_file(spec.extends, _folder(_file(spec.source)), registry, "")
+
+
+def _file(source: str) -> Path | None:
+    """The spec's own file, or None where ``source`` is a label (a spec given as data; one too long for a file name)."""
+    try:
+        return Path(source) if Path(source).is_file() else None
+    except OSError:
+        return None
+
+
+def _folder(file: Path | None) -> Path:
+    """What a spec's ``extends`` path is relative to: its file's folder, else the working folder."""
+    return file.parent if file is not None else Path.cwd()

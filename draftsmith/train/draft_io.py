@@ -24,6 +24,7 @@ from draftsmith.assembler.checkpoint import list_tensors, read_json, save_safete
 from draftsmith.assembler.explain import TRAIN_STEP, TRAIN_STEPS
 from draftsmith.errors import DraftsmithError
 from draftsmith.assembler.vocab import make_vocab_map
+from draftsmith.components.patterns import GROUP_REF
 from draftsmith.registry import default_registry
 from draftsmith.specs.resolve import fusion_params
 from draftsmith.testing import write_eagle1, write_eagle3
@@ -281,9 +282,6 @@ def unstated(model, folder: Path, spec_name: str) -> str | None:
             f"--draft, inspect) or by vLLM it feeds back the pre-norm state and accepts less; {vllm}")
 
 
-_GROUP = re.compile(r"\\(?:\d+|g<[^>]*>)")   # a group reference in a replacement
-
-
 def _opaque_makes(rules) -> dict[int, re.Pattern]:
     """For each rename without an inverse, a pattern of the names it makes (its replacement, a group standing for
     any text); none for one that begins with no text of its own ('^model\\.' -> '', '\\1.'): its names are not
@@ -292,7 +290,7 @@ def _opaque_makes(rules) -> dict[int, re.Pattern]:
     for i, rule in enumerate(rules.rules):
         replace = getattr(rule, "replace", None)
         if rule.inverse is None and isinstance(replace, str) and replace and not replace.startswith("\\"):
-            out[i] = re.compile("^" + ".+?".join(map(re.escape, _GROUP.split(replace))))
+            out[i] = re.compile("^" + ".+?".join(map(re.escape, GROUP_REF.split(replace))))
     return out
 
 

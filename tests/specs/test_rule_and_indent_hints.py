@@ -95,6 +95,7 @@ def test_group_hints_count_and_name_the_matchs_groups(match, replace, said):
 
 @pytest.mark.parametrize("replace, refused", [
     (r"layers\.0\.", True), (r"x\\y", True), (r"x\\1", True),          # a backslash written into every name
+    (r"\g<1>\.x", True), (r"x.\g<1>\\", True),                        # beside a named-form group reference
     (r"layers.\1.mlp.", False), (r"\g<1>.x", False), ("plain.", False), (r"a\nb", False)])
 def test_a_replacement_that_writes_a_backslash_is_refused(replace, refused):
     """`replace: 'layers\\.0\\.'` (a pattern's escaped dot copied into the replacement) loaded and renamed every name

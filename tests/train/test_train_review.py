@@ -218,7 +218,7 @@ def test_canonical_kept_counts_only_names_an_inverse_less_rename_makes(tmp_path)
     """The spec's own names that happen to be canonical (layers.0.self_attn.*, read by no rule) were counted by the
     replacement's head ('layers.'), and a replacement beginning with a group ('\\1.') counted every name (a
     review, 2026-12-01)."""
-    model, folder = written(tmp_path, ["{match: '^blocks\\.(\\d+)\\.ffn\\.', replace: 'layers.\\1.mlp.'}",
+    model, folder = written(tmp_path, ["{match: '^blocks\\.(\\d+)\\.ffn\\.', replace: 'layers.\\g<1>.mlp.'}",
                                        "{match: '^x\\.(\\w+)\\.', replace: '\\1.'}"],
                             ["layers.0.mlp.up_proj.weight", "layers.0.self_attn.q_proj.weight", "fc.weight", "d2t"])
     note = canonical_kept(model, folder)
