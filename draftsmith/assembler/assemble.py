@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 import torch
 
-from draftsmith.assembler.build import (build_draft, build_target, rule_set)
+from draftsmith.assembler.build import (build_draft, build_target, held_d2t_rows, rule_set)
 from draftsmith.assembler.checkpoint import list_tensors, read_tensors, regular_file
 from draftsmith.assembler.explain import (checked_along, set_aside, DetectedNote, dropped_rules, explained,
                                           fc_bias_note, held_names, layers_note, pairing_note, qk_norm_note,
@@ -205,7 +205,7 @@ def plan_draft(spec: Spec, registry: Registry, draft: str | Path | None, draft_d
             draft_model = built["draft"] = build_draft(spec, registry, draft_raw=draft_raw, draft_cfg=draft_cfg,
                                                        target_cfg=target_cfg, canonical_names=canonical,
                                                        backend=backend, source=(draft_dir, list(infos)),
-                                                       defer=True)
+                                                       defer=True, d2t_rows=held_d2t_rows(rules, infos))
             with set_aside(spec.source, draft_model.deferred_problems):
                 try:
                     draft_plan = plan_module(draft_model, draft_dir, rules, spec=spec.name, infos=infos)

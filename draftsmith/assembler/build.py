@@ -151,6 +151,13 @@ def reduced_reason(spec: Spec, draft_raw: Mapping[str, Any], names: Iterable[str
     return "the draft holds d2t" if "d2t" in set(names) else None
 
 
+def held_d2t_rows(rules: RuleSet, infos: Mapping[str, Any]) -> int | None:
+    """The length of the d2t a checkpoint holds (its header's shape, through the spec's rules), or None where it
+    holds none or none of one dimension: a reduced head's size where the config states no draft_vocab_size."""
+    shapes = [tuple(info.shape) for name, info in infos.items() if rules.to_parts(name)[0] == ("d2t",)]
+    return shapes[0][0] if len(shapes) == 1 and len(shapes[0]) == 1 and shapes[0][0] >= 1 else None
+
+
 def attention_name(spec: Spec, draft_raw: Mapping[str, Any]) -> str:
     kind = spec.draft.attention.kind
     return ("mla" if is_mla(flatten_draft_config(draft_raw)) else "gqa") if kind == "auto" else kind
@@ -268,9 +275,11 @@ def draft_config(registry: Registry, attention: tuple[str, dict[str, Any]], draf
 
 def build_draft(spec: Spec, registry: Registry, *, draft_raw: Mapping[str, Any], draft_cfg, target_cfg,
                 canonical_names: list[str], backend: Callable, source: tuple[Any, list[str]] | None = None,
-                defer: bool = False) -> DraftModel:
+                defer: bool = False, d2t_rows: int | None = None) -> DraftModel:
     """The draft on the meta device. ``source``: (the draft folder, its tensor names before the rules), for the
-    error of a ``num_layers: auto`` that finds no layer. A fusion's SpecError that carries the module it built
+    error of a ``num_layers: auto`` that finds no layer. ``d2t_rows``: the length of the d2t the checkpoint holds
+    (:func:`held_d2t_rows`), a reduced vocabulary's size where the config states no draft_vocab_size (else the
+    target's vocabulary, which such a d2t would not fit). A fusion's SpecError that carries the module it built
     anyway (``built``: the problem is in values no tensor's shape depends on, such as EAGLE-3 tap ids out of range)
     is raised with the problems the build finds after it, or, where the build succeeds, at its end; ``defer``: kept
     on the model instead (``deferred_problems``), for a caller that checks the tensors first and says both."""
@@ -285,7 +294,7 @@ def build_draft(spec: Spec, registry: Registry, *, draft_raw: Mapping[str, Any],
     stack = Stacker(registry, recipe, dims, backend)
     target_vocab = target_cfg.vocab_size
     reduced = reduced_reason(spec, draft_raw, canonical_names, target_vocab)
-    vd = int(draft_raw.get("draft_vocab_size") or target_vocab) if reduced else None
+    vd = int(draft_raw.get("draft_vocab_size") or d2t_rows or target_vocab) if reduced else None
     problems = [shared_head_problem(reduced)] if reduced and d.share.lm_head == "target" else []
     with torch.device("meta"):
         try:

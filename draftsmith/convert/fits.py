@@ -126,7 +126,7 @@ def _stand_in_model(folder: Path, spec_data: Mapping[str, Any], registry=None):
     where its model does not build), (the names it may leave out, those it may hold unread, the d2t / t2d map's
     problems as refusals)); a Fit refusing the draft where every stand-in's build refuses it; None when no
     stand-in can be built for it."""
-    from draftsmith.assembler.build import rule_set
+    from draftsmith.assembler.build import held_d2t_rows, rule_set
     from draftsmith.assembler.checkpoint import list_tensors
     from draftsmith.assembler.config import draft_hf_config, flatten_draft_config, read_config
     from draftsmith.assembler.load import optional_and_unused
@@ -142,12 +142,14 @@ def _stand_in_model(folder: Path, spec_data: Mapping[str, Any], registry=None):
     remap = rules.remap(infos)
     draft_cfg = draft_hf_config(raw, folder / "config.json")   # read as assemble() reads it: its errors are real
     names = list(remap.mapping) + list(remap.collisions)
+    d2t_rows = held_d2t_rows(rules, infos)
 
     def every(facts):
-        return {guess: _built(spec, registry, raw, draft_cfg, names, guess, facts) for guess in ("", *GUESSES)}
+        return {guess: _built(spec, registry, raw, draft_cfg, names, guess, facts, d2t_rows=d2t_rows)
+                for guess in ("", *GUESSES)}
 
     if (own := _own_target(folder, infos)) is not None:   # its own target: every size is known, none guessed
-        model = _built(spec, registry, raw, draft_cfg, names, "", facts, own)
+        model = _built(spec, registry, raw, draft_cfg, names, "", facts, own, d2t_rows)
         models = dict.fromkeys(GUESSES, model)
     else:
         models = every(facts)
@@ -184,10 +186,10 @@ def _own_target(folder: Path, infos) -> Any:
 
 
 def _built(spec, registry, raw: Mapping[str, Any], draft_cfg, names: list[str], guess: str,
-           facts: Mapping[str, Any], target=None):
+           facts: Mapping[str, Any], target=None, d2t_rows: int | None = None):
     """The draft ``spec`` builds (on meta) with the stand-in target ``guess`` describes from the config's ``facts``
-    (``target``: the real one, where it is known); the build's refusal in one line where it refuses; None where no
-    stand-in can be made."""
+    (``target``: the real one, where it is known; ``d2t_rows``: as assemble() passes it); the build's refusal in one
+    line where it refuses; None where no stand-in can be made."""
     from draftsmith.assembler.build import build_draft
     from draftsmith.assembler.explain import quiet_notes
     from draftsmith.components.backends import eager
@@ -199,7 +201,7 @@ def _built(spec, registry, raw: Mapping[str, Any], draft_cfg, names: list[str], 
     try:
         with quiet_notes():   # the stand-in's own notes (taps "for a 64-layer target") are about no real target
             return build_draft(spec, registry, draft_raw=raw, draft_cfg=draft_cfg, target_cfg=stand_in,
-                               canonical_names=names, backend=eager)
+                               canonical_names=names, backend=eager, d2t_rows=d2t_rows)
     except (DraftsmithError, ValueError, TypeError) as e:   # this guess does not fit the draft
         said = [f"{p.path}: {p.message}" for p in e.problems] if isinstance(e, SpecError) else [str(e)]
         return " ".join("; ".join(said).split())
