@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import inspect
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -179,7 +180,18 @@ class _Group(TyperGroup):
         cmd = super().get_command(ctx, name)
         if cmd is not None and cmd.help and not cmd.short_help:
             cmd.short_help = " ".join(inspect.cleandoc(cmd.help).split("\n\n")[0].split())
+        if cmd is not None and narrow():
+            cmd.rich_markup_mode = None   # its --help as the group's (format_help)
         return cmd
+
+    def format_help(self, ctx: click.Context, formatter) -> None:
+        if not narrow():
+            return super().format_help(ctx, formatter)
+        mode, self.rich_markup_mode = self.rich_markup_mode, None   # click's plain help: typer's, without rich
+        try:
+            return super().format_help(ctx, formatter)
+        finally:
+            self.rich_markup_mode = mode
 
     def invoke(self, ctx: click.Context):
         if sys.stdout is None:   # started with stdout closed (`>&-`): rich would drop every line, a write raise
@@ -216,6 +228,15 @@ class _Group(TyperGroup):
                 typer.echo(f"error: cannot write the output: {exc}", err=True)
                 ctx.exit(OUTPUT_ERROR)
             ctx.exit(report(exc))
+
+
+NARROW = 60   # columns below which --help is click's plain text: rich's panels cut option names and words ("--targ…")
+
+
+def narrow() -> bool:
+    """Whether the terminal (or COLUMNS) is narrower than :data:`NARROW`: --help is then plain text, which wraps
+    every word whole (at 50 columns at least, click's floor)."""
+    return shutil.get_terminal_size().columns < NARROW
 
 
 def stop_if_interrupted() -> None:
