@@ -224,7 +224,16 @@ def sure(text: str, found: str, near: float = 0.9) -> bool:
     module a near copy of ``text``'s (likeness ``near`` or more, module and kind compared: the long prefix two
     names share says nothing of k_proj against kv_b_proj): a hint no other name can take from it."""
     mine, theirs = ".".join(module_of(text)), ".".join(module_of(found))
-    return mine == theirs or difflib.SequenceMatcher(None, mine, theirs).ratio() >= near
+    return mine == theirs or difflib.SequenceMatcher(None, mine, theirs).ratio() >= near or affixed(text, found)
+
+
+def affixed(text: str, found: str) -> bool:
+    """Whether one name's module is the other's with a ``_word`` suffix, their kinds alike (``mlp.gate.weight`` for
+    ``mlp.gate_proj.weight``, 0.81 alike): a short name of the same module, never a norm of another place (a
+    Mistral ``attention_norm`` is 0.86 like ``post_attention_layernorm``, and is the input norm)."""
+    (a, kind), (b, other) = (module_of(n) if n.count(".") else (n, "") for n in (text, found))
+    short_one, long_one = sorted((a, b), key=len)
+    return kind == other and short_one != long_one and long_one.startswith(short_one + "_")
 
 
 TIE = 0.05   # likeness within which two names are as close to a third: no pairing is sure
@@ -354,6 +363,8 @@ class Suggester:
             source = hit[1].removesuffix(" (ignored)")
             certain = module_of(name) == module_of(hit[2]) or sure(name, hit[2]) and (
                 source == hit[2] or sure(name, source))
+            # ... and no other missing name of its shape is the leftover with another suffix (gate_proj, gate_up_proj)
+            certain = certain and not any(t != text and affixed(t, hit[0]) for t in texts[shape])
             alone = (near := closest_missing(hit[0], shape)) is None or near == {text}
             out[name] = hit[1] if certain or not others and alone else None
         return out
