@@ -9,14 +9,20 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from draftsmith.assembler.checkpoint import read_json
 from draftsmith.assembler.config_values import (MLA_KEYS, SHAPELESS, keyed_problems, object_problems, tap_problems,
                                                 token_id_problem)
-from draftsmith.assembler.styles import STYLES, style_of, to_facts
-from draftsmith.errors import CheckpointError, CheckpointNotFound, short, short_text
+from draftsmith.assembler.styles import EAGLE_FIELDS, STYLES, style_of, to_facts
+from draftsmith.errors import CheckpointError, CheckpointNotFound, short, short_list, short_text
 from draftsmith.paths import checkpoint_folder
 
 if TYPE_CHECKING:
     from transformers import PretrainedConfig
 
 RECURRENT_LAYER_TYPES = ("mamba", "linear_attention", "mamba2", "recurrent")
+# Config keys draftsmith reads or knowingly skips, beyond a Llama config's own.
+READ_KEYS = {*EAGLE_FIELDS, *MLA_KEYS, *STYLES["speculators"].fixed, *STYLES["mistral"].rename, "eagle_config", "bias",
+             "qkv_bias", "num_aux_hidden_states", "target_layer_ids", "architectures", "model_type",
+             "transformers_version", "torch_dtype", "dtype", "hc_mult", "rope_interleave", "first_k_dense_replace",
+             "rope_scaling",   # the older name of rope_parameters: transformers reads it into them, as MLA does
+             "fusion_bias", "layernorms", "transformer_layer_architecture"}   # these three: speculators' EAGLE-1
 # what a draft's config must state: transformers' Llama defaults (hidden_size 4096, 32 heads) are no draft's, and
 # they fail late under another name (share.embed) or not at all (32 heads of 2 fit the q_proj of 4 heads of 16);
 # a missing intermediate_size is left to the weights' shapes, which name the MLP's tensors
@@ -148,7 +154,20 @@ def missing_sizes(raw: Mapping[str, Any]) -> str | None:
     where = " (at top level or under transformer_layer_config)" if "transformer_layer_config" in raw else ""
     return (f"states no {', '.join(map(key, missing))}{where}; a draft's config must give "
             f"{', '.join(map(key, DRAFT_SIZES))} (transformers' Llama defaults, such as a hidden size of 4096, are no "
-            "draft's sizes)")
+            f"draft's sizes){unread_sizes(flat, raw)}")
+
+
+def unread_sizes(flat: Mapping[str, Any], raw: Mapping[str, Any]) -> str:
+    """'; it has d_model: 64, n_heads: 4, which nothing reads: ...' for the whole-number keys of a config no Llama
+    config and no draftsmith reading takes (sizes under another model's names), or ''."""
+    from transformers import LlamaConfig
+
+    # a params.json's names are facts' names by now: Mistral's own (n_heads) are another model's in a config.json
+    known = {*LlamaConfig().to_dict(), *LlamaConfig.attribute_map, *(READ_KEYS - set(STYLES["mistral"].rename))}
+    found = [f"{written_key(raw)(k)}: {v}" for k, v in flat.items()
+             if k not in known and isinstance(v, int) and not isinstance(v, bool)]
+    return (f"; it has {short_list(found, 6, 300, quote=False)}, which nothing reads: if these are its sizes under "
+            "another model's names, rename them" if found else "")
 
 
 def missing_target_keys(raw: Mapping[str, Any], known: list[str]) -> str | None:

@@ -12,12 +12,13 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from draftsmith.assembler.checkpoint import TensorInfo, list_tensors
-from draftsmith.assembler.config import config_file, draft_hf_config, flatten_draft_config, read_config, read_raw_config
-from draftsmith.assembler.config_values import MLA_KEYS, tap_problems
+from draftsmith.assembler.config import (READ_KEYS as READ, config_file, draft_hf_config, flatten_draft_config,
+                                        read_config, read_raw_config)
+from draftsmith.assembler.config_values import tap_problems
 from draftsmith.assembler.detect import (FAMILIES, eagle3_values, full_model, missing_keys, missing_required,
                                         row_settings, ruled_out)
 from draftsmith.assembler.fit import STACKED, closest_families, holder, split_parts, unfit_names
-from draftsmith.assembler.styles import EAGLE_FIELDS, IDS, STYLES
+from draftsmith.assembler.styles import IDS
 from draftsmith.convert.fp8 import fp8_reading
 from draftsmith.errors import CheckpointError, short_text
 from draftsmith.hooks import LayoutMatch
@@ -25,12 +26,6 @@ from draftsmith.registry import Registry, default_registry
 from draftsmith.specs.resolve import put
 from draftsmith.specs.schema import Rule
 
-# Config keys draftsmith reads or knowingly skips, beyond a Llama config's own.
-READ = {*EAGLE_FIELDS, *MLA_KEYS, *STYLES["speculators"].fixed, *STYLES["mistral"].rename, "eagle_config", "bias",
-        "qkv_bias", "num_aux_hidden_states", "target_layer_ids", "architectures", "model_type",
-        "transformers_version", "torch_dtype", "dtype", "hc_mult", "rope_interleave", "first_k_dense_replace",
-        "rope_scaling",   # the older name of rope_parameters: transformers reads it into them, as MLA reads either
-        "fusion_bias", "layernorms", "transformer_layer_architecture"}   # these three: speculators' EAGLE-1
 # The keys read inside eagle_config (components.eagle3_config.config_value / config_ids: a nested key wins over the
 # top-level one); any other (NVIDIA Model-Optimizer's use_last_layernorm, use_mtp_layernorm, ...) is unread.
 EAGLE_CONFIG_READ = {IDS, "num_aux_hidden_states", "fc_norm", "norm_before_fc", "norm_before_residual", "norm_output"}

@@ -1,6 +1,7 @@
 """Checkpoint config values draftsmith would misread are refused before a tensor is allocated, naming the file and
 the key as written (a params.json's own keys), what was found and what is allowed; and what a target config says
 is read as transformers' model of its type reads it (an activation, a sliding window)."""
+import json
 import shutil
 
 import pytest
@@ -94,6 +95,18 @@ def test_a_params_json_without_dim_is_refused_naming_dim(folders, tmp_path):
     draft = edit_config(folders["mistral"], tmp_path / "m", name="params.json", drop=("dim",))
     says = refused("eagle-mistral", folders["target"], draft)
     assert says.startswith(f"{draft / 'params.json'}: states no dim;") and "hidden_size" not in says
+    assert "nothing reads" not in says   # its other keys are read
+
+
+def test_sizes_under_another_models_names_are_said_as_possible_renames(folders, tmp_path):
+    """A config.json giving d_model / n_heads (another model's names, Mistral's params.json's for the second) is
+    told that nothing reads them; its read keys (vocab_size, draft_vocab_size, taps) are not listed."""
+    config = json.loads((folders["eagle3"] / "config.json").read_text())
+    draft = edit_config(folders["eagle3"], tmp_path / "d", drop=("hidden_size", "num_attention_heads"),
+                        d_model=config["hidden_size"], n_heads=config["num_attention_heads"], use_cache=True)
+    says = refused("eagle3-llama", folders["target"], draft)
+    assert says.endswith(f"; it has d_model: {config['hidden_size']}, n_heads: {config['num_attention_heads']}, which "
+                         "nothing reads: if these are its sizes under another model's names, rename them"), says
 
 
 # --- 4. a params.json's problems name params.json and its own keys ------------------------------------------------
