@@ -3,6 +3,7 @@ runs even when phase 1 (pydantic) found problems, and the user sees everything a
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import re
 from collections.abc import Mapping
 from typing import Any, NamedTuple
@@ -11,7 +12,7 @@ from pydantic import BaseModel, ValidationError
 
 from draftsmith import limits
 from draftsmith.components.weights import pattern_problem
-from draftsmith.errors import Problem, short, suggest
+from draftsmith.errors import Problem, short, spec_word, suggest
 from draftsmith.hooks import Component
 from draftsmith.hooks.kinds import KINDS, Reserved
 from draftsmith.hooks.records import NoParams
@@ -113,7 +114,7 @@ def unknown_name(registry: Registry, kind: str, name: Any, path: str) -> Problem
                 "plugin's draftsmith_components hook.")
     hint = " ".join(h.strip() for h in (hint, registry.not_loaded_note()) if h)
     what = "attention backend" if kind == "attn_backend" else kind
-    return Problem(path, f"unknown {what} {short(name)}", allowed=listing(registry, kind), hint=hint)
+    return Problem(path, f"unknown {what} {spec_word(name)}", allowed=listing(registry, kind), hint=hint)
 
 
 def check_ref(registry: Registry, ref: Any, where: Section, path: str | None = None) -> list[Problem]:
@@ -129,17 +130,31 @@ def check_ref(registry: Registry, ref: Any, where: Section, path: str | None = N
         hint = f"Write {{{where.key}: {ref}}}." if known(registry, where.kind, ref) else ""
         return [Problem(path, f"a {where.kind} is written as a mapping", found=ref, allowed=form, hint=hint)]
     if where.key not in ref and where.unnamed is None:
-        return [Problem(f"{path}.{where.key}", "required field is missing", allowed=listing(registry, where.kind))]
+        near = misspelt_key(ref, where.key)
+        hint = "" if near is None else f"Found {short(near)}: did you mean {where.key!r}?"
+        return [Problem(f"{path}.{where.key}", "required field is missing", allowed=listing(registry, where.kind),
+                        hint=hint)]
     name = ref.get(where.key, where.unnamed)
     params = {k: v for k, v in ref.items() if k != where.key}
+    comp = registry.components.get((where.kind, name)) if isinstance(name, str) else None
+    if comp is not None and (near := misspelt_key(params, where.key, comp.record.params.model_fields)):
+        # said as that key, beside the name a default or a base spec gives (quant's 'mehtod' was "takes no params")
+        return [Problem(f"{path}.{near}", f"unknown field {short(near)}", allowed=form,
+                        hint=f"Did you mean {where.key!r}?")]
     if isinstance(name, str) and (choice_of := reserved(where.kind).get(name)):   # params that suit one choice
         found = [component_params_problems(comp, params, path) for choice in choice_of.choices  # (per checkpoint)
                  if (comp := registry.components.get((where.kind, choice))) is not None]
         return min(found, key=len, default=[])
-    comp = registry.components.get((where.kind, name)) if isinstance(name, str) else None
     if comp is None:
         return [unknown_name(registry, where.kind, name, f"{path}.{where.key}")]
     return component_params_problems(comp, params, path)
+
+
+def misspelt_key(ref: Mapping[Any, Any], key: str, fields: Any = ()) -> str | None:
+    """The key of ``ref`` that is ``key`` misspelt ('knid', 'Kind', 'mehtod'; 3 letters of 4 alike at least, so a
+    sliding window's 'window' is no 'kind'), none of the component's own ``fields``; None where there is none."""
+    return next((k for k in ref if isinstance(k, str) and k != key and k not in fields
+                 and difflib.SequenceMatcher(None, k.lower(), key).ratio() >= 0.75), None)
 
 
 def known(registry: Registry, kind: str, name: Any) -> bool:
