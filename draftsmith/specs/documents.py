@@ -70,11 +70,16 @@ def spec_file(ref: str | Path) -> Path | None:
 def _regular(p: Path) -> Path:
     """``p`` if it is a regular file (a link to one); else a SpecNotFound saying what it is."""
     if not p.is_file():   # a link that leads nowhere is a file's problem, not an unknown name
-        what = ("is not a regular file" if p.exists() else
-                "is a link that leads nowhere (to itself, or to no file)" if p.is_symlink() else
-                f"does not exist{near_file(p, '.')}")
-        raise SpecNotFound(f"spec file {short_text(p, 300)} {what}")
+        raise SpecNotFound(f"spec file {short_text(p, 300)} {no_file(p)}")
     return p
+
+
+def no_file(p: Path) -> str:
+    """What ``p``, no regular file, is: 'is not a regular file', 'is a link that leads nowhere ...', or 'does not
+    exist' with the near file's name."""
+    return ("is not a regular file" if p.exists() else
+            "is a link that leads nowhere (to itself, or to no file)" if p.is_symlink() else
+            f"does not exist{near_file(p, '.')}")
 
 
 WITHOUT_PLUGINS = f"meanwhile {NO_AUTOLOAD}=1 runs draftsmith without installed plugins"

@@ -19,7 +19,7 @@ from typing import Any
 from draftsmith import limits
 from draftsmith.errors import DraftsmithError, NotFound, Problem, SpecError, short, short_list, short_text, suggest
 from draftsmith.registry import Registry
-from draftsmith.specs.documents import load_yaml_text, near_file, read_text, registered_file
+from draftsmith.specs.documents import load_yaml_text, near_file, no_file, read_text, registered_file
 from draftsmith.yaml_places import Places, yaml_places
 
 OWN = ("name", "description", "extends")   # what a spec never inherits
@@ -100,7 +100,7 @@ def _base_file(ref: str, folder: Path, registry: Registry, said: str) -> Path:
         try:
             if path.is_file():
                 return path
-            what = "is not a regular file" if path.exists() else f"does not exist{near_file(path, '.')}"
+            what = no_file(path)
         except OSError as e:   # a name too long for the file system
             what = f"cannot be read ({e.strerror})"
         stem = Path(ref).stem

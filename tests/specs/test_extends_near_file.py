@@ -26,3 +26,14 @@ def test_a_registered_name_is_suggested_before_a_file(tmp_path):
         draftsmith.load_spec(tmp_path / "mine.yaml")
     (p,) = info.value.problems
     assert "Did you mean 'eagle3-llama'?" in str(p) and "Did you mean the file" not in str(p)
+
+
+def test_a_base_that_is_a_link_to_itself_is_said_so_not_offered_as_its_own_near_file(tmp_path):
+    """A spec-perturbation hunt: 'the base spec file loop.yaml does not exist. Did you mean the file 'loop.yaml'?'"""
+    (tmp_path / "loop.yaml").symlink_to("loop.yaml")
+    (tmp_path / "mine.yaml").write_text("extends: loop.yaml\nname: mine\n")
+    with pytest.raises(SpecError) as info:
+        draftsmith.load_spec(tmp_path / "mine.yaml")
+    (p,) = info.value.problems
+    assert "loop.yaml is a link that leads nowhere (to itself, or to no file)" in str(p), str(p)
+    assert "Did you mean" not in str(p)
