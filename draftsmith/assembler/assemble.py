@@ -253,7 +253,8 @@ def assemble(spec: Spec | str | Path = "demo", target: str | Path | None = None,
     from draftsmith.options import check_device
 
     check_device(device)  # OptionError before anything is read: 'cuda' without CUDA, 'cuda:3' with one GPU
-    graphs_enabled(spec.decoding.graphs, device)   # and 'graphs: on' without CUDA
+    if problems := machine_problems(spec, registry, device):   # and 'graphs: on' without CUDA, flash without it
+        raise MachineSettings(spec.source, problems)
     ready_transformers()   # before two threads' first assemble() both import it (its lazy import is not thread-safe)
     p = plan_assembly(spec, target, draft, registry)
     target_plan, draft_model, draft_plan = p.target_plan, p.draft_model, p.draft_plan
@@ -293,6 +294,26 @@ def assemble(spec: Spec | str | Path = "demo", target: str | Path | None = None,
     if said := unreached_steps(dec.topk, dec.steps, dec.draft_tokens, dec.mode, dec.page_size):
         log.warning("draftsmith: spec %s: %s", spec.name, said)
     return model
+
+
+class MachineSettings(OptionError, SpecError):
+    """A spec's settings this machine or ``device`` cannot honour, at the spec's file and lines: a bad option's
+    exit (2), as ``--device cpu`` against them is."""
+
+
+def machine_problems(spec: Spec, registry: Registry, device: str) -> list[Problem]:
+    """The spec's settings a load on ``device`` refuses, all at once (validate warns of them: a spec is portable):
+    ``decoding.graphs: on`` / ``compile`` without CUDA, an attention backend this machine lacks (flash-attn)."""
+    problems = []
+    try:
+        graphs_enabled(spec.decoding.graphs, device)
+    except OptionError as e:
+        problems.append(Problem("decoding.graphs", str(e).removeprefix("decoding.graphs: ")))
+    try:
+        registry.build("attn_backend", spec.decoding.attention)
+    except OptionError as e:
+        problems.append(Problem("decoding.attention", str(e)))
+    return problems
 
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")  # any one: a tokenizer

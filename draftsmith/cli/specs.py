@@ -69,10 +69,25 @@ def _validate_one(f: str) -> bool:
         else:
             typer.echo(f"{f}: warning: checkpoints.{which} {short(str(path))} is not a folder (it must exist "
                        "when the spec is assembled without an explicit folder)", err=True)   # quoted: user text
+    _machine_warning(f, spec)
     if len(folders) == 2:   # both there: the checks assemble() makes before it reads a tensor
         return _checkpoints_fit(f, spec, folders)
     typer.echo(f"{f}: ok ({spec.name}{provided(f)})")
     return True
+
+
+def _machine_warning(f: str, spec) -> None:
+    """A warning of the spec's settings a load on this machine refuses (decoding.graphs: on without CUDA; the spec
+    stays valid: it may be meant for another machine)."""
+    import torch
+
+    from draftsmith.assembler.assemble import MachineSettings, machine_problems
+    from draftsmith.registry import default_registry
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    if problems := machine_problems(spec, default_registry(), device):
+        said = str(MachineSettings(spec.source, problems)).split("\n", 1)[1]
+        typer.echo(f"{f}: warning: a load on this machine ({device}) refuses it as written:\n{said}", err=True)
 
 
 def _checkpoints_fit(f: str, spec, folders: dict) -> bool:
