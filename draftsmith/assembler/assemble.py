@@ -26,7 +26,6 @@ from draftsmith.hf_import import ready_transformers
 from draftsmith.components import fused, gemv, packed, stacked
 from draftsmith.components.targets import mtp_layer_patterns
 from draftsmith.components.weights import RuleSet
-from draftsmith.decoding.arguments import draft_vocab_size
 from draftsmith.decoding.graphs import graphs_enabled
 from draftsmith.decoding.model import SpeculativeModel
 from draftsmith.decoding.modes import RECURRENT, V2
@@ -87,16 +86,6 @@ def check_tied_head(planned: PlannedLoad) -> None:
         f"tie_word_embeddings true: transformers 5 keeps {TIED_HEAD} as the output head (it does not tie them), "
         f"transformers 4 ties the head to {embed_name} and drops {TIED_HEAD}. Choose one: set tie_word_embeddings "
         f"false in config.json to use {TIED_HEAD}, or remove {TIED_HEAD} from the file to use the embedding"))
-
-
-def check_topk(spec: Spec, draft: torch.nn.Module, target_cfg) -> None:
-    """The spec's ``decoding.topk`` within the draft's vocabulary (its d2t's length, else the target's): checked
-    per call only, a spec past it loaded and then refused every call as if the caller had passed a topk."""
-    vocab = draft_vocab_size(draft, target_cfg.vocab_size)
-    if spec.decoding.topk > vocab:
-        raise SpecError(spec.source, [Problem(
-            "decoding.topk", f"{spec.decoding.topk} candidates per node, but the draft's vocabulary has {vocab} "
-            "tokens", found=spec.decoding.topk, allowed=f"1..{vocab}")])
 
 
 def fill_target(planned: PlannedLoad, *, dtype: torch.dtype, device: str):
@@ -210,24 +199,21 @@ def plan_draft(spec: Spec, registry: Registry, draft: str | Path | None, draft_d
                 try:
                     draft_plan = plan_module(draft_model, draft_dir, rules, spec=spec.name, infos=infos)
                 except CheckpointMismatch as e:   # what the vocabulary checks find is said with the misfit
-                    vocab_notes(e, spec, draft_model, rules, infos, draft_dir, target_cfg)
+                    vocab_notes(e, spec, draft_model, rules, infos, draft_dir)
                     raise
                 check_draft_vocab(spec, draft_plan, draft_dir)
-                check_topk(spec, draft_model, target_cfg)
     return draft_raw, draft_model, draft_plan
 
 
-def vocab_notes(error: CheckpointMismatch, spec: Spec, draft_model, rules, infos, draft_dir: Path,
-                target_cfg) -> None:
-    """A draft misfit's notes: its d2t / t2d map and the spec's topk against its vocabulary, checked as a draft
-    that fits is checked (each was said only once the misfit was fixed: a hunting and a dogfooding helper)."""
+def vocab_notes(error: CheckpointMismatch, spec: Spec, draft_model, rules, infos, draft_dir: Path) -> None:
+    """A draft misfit's note: its d2t / t2d map checked as a draft that fits is checked (it was said only once the
+    misfit was fixed: a hunting and a dogfooding helper; the spec's topk against the vocabulary is a problem the
+    build sets aside, said with the misfit too)."""
     sources = {parts[0]: name for name in infos if (parts := rules.to_parts(name)[0]) in (("d2t",), ("t2d",))}
-    for check in (lambda: check_vocab_tensors(spec, draft_model, sources, infos, draft_dir),
-                  lambda: check_topk(spec, draft_model, target_cfg)):
-        try:
-            check()
-        except DraftsmithError as e:
-            error.add_note(f"note: also: {e}")
+    try:
+        check_vocab_tensors(spec, draft_model, sources, infos, draft_dir)
+    except DraftsmithError as e:
+        error.add_note(f"note: also: {e}")
 
 
 def assemble(spec: Spec | str | Path = "demo", target: str | Path | None = None, draft: str | Path | None = None, *,

@@ -151,6 +151,14 @@ def reduced_reason(spec: Spec, draft_raw: Mapping[str, Any], names: Iterable[str
     return "the draft holds d2t" if "d2t" in set(names) else None
 
 
+def topk_problems(spec: Spec, vocab: int) -> list[Problem]:
+    """The spec's ``decoding.topk`` past the draft's vocabulary (``vocab``: its d2t's length, else the target's): a
+    spec past it loaded and then refused every call as if the caller had passed that topk."""
+    topk = spec.decoding.topk
+    return [Problem("decoding.topk", f"{topk} candidates per node, but the draft's vocabulary has {vocab} tokens",
+                    found=topk, allowed=f"1..{vocab}")] if topk > vocab else []
+
+
 def held_d2t_rows(rules: RuleSet, infos: Mapping[str, Any]) -> int | None:
     """The length of the d2t a checkpoint holds (its header's shape, through the spec's rules), or None where it
     holds none or none of one dimension: a reduced head's size where the config states no draft_vocab_size."""
@@ -296,6 +304,7 @@ def build_draft(spec: Spec, registry: Registry, *, draft_raw: Mapping[str, Any],
     reduced = reduced_reason(spec, draft_raw, canonical_names, target_vocab)
     vd = int(draft_raw.get("draft_vocab_size") or d2t_rows or target_vocab) if reduced else None
     problems = [shared_head_problem(reduced)] if reduced and d.share.lm_head == "target" else []
+    aside = topk_problems(spec, vd or target_vocab)   # no shape depends on it: the tensors are checked too
     with torch.device("meta"):
         try:
             fc = registry.build("fusion", d.fusion.kind, params, hidden=dims.hidden,
@@ -305,8 +314,9 @@ def build_draft(spec: Spec, registry: Registry, *, draft_raw: Mapping[str, Any],
         except SpecError as e:  # the fusion knows the rule; the error names the spec file the user wrote
             fc = getattr(e, "built", None)   # draftsmith's own fusion's only: a plugin's may wrap it, adding more
             if not isinstance(fc, nn.Module) or registry.provider("fusion", d.fusion.kind) != BUILTIN:
-                raise SpecError(spec.source, e.problems) from None
+                raise SpecError(spec.source, [*e.problems, *problems, *aside]) from None
             deferred = list(e.problems)   # the module it built anyway (the same shapes): the tensors are checked too
+        deferred += aside
         if problems := deferred + problems + norm_problems(spec, fc):   # every one the checkpoint decides, at once
             if len(problems) > len(deferred):
                 raise SpecError(spec.source, problems)

@@ -7,6 +7,7 @@ from safetensors.torch import load_file, save_file
 
 import draftsmith
 from draftsmith.assembler.plan import CheckpointMismatch
+from draftsmith.errors import SpecError
 from draftsmith.testing import write_eagle3, write_target
 
 SMALL = dict(hidden_size=16, intermediate_size=32, num_attention_heads=2, num_key_value_heads=1, num_hidden_layers=8,
@@ -85,12 +86,14 @@ def test_a_draft_misfit_says_its_vocabulary_problems_too(tmp_path):
     spec = yaml.safe_load((BUILTIN_DIR / "eagle3-llama.yaml").read_text())
     spec["decoding"] = {**spec["decoding"], "topk": 16}
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(spec))
-    with pytest.raises(CheckpointMismatch) as info:
+    with pytest.raises(SpecError) as info:   # topk: a spec problem the build sets aside, the tensors checked too
         draftsmith.assemble(tmp_path / "s.yaml", target=target, draft=draft)
-    assert "wrong shape: 'layers.0.mlp.down_proj.weight'" in str(info.value)
-    d2t, topk = info.value.__notes__
-    assert d2t.startswith(f"note: also: {draft}: invalid draft-to-target vocabulary map:\n  d + d2t[d] leaves"), d2t
-    assert "decoding.topk: 16 candidates per node, but the draft's vocabulary has 10 tokens" in topk, topk
+    assert [p.path for p in info.value.problems] == ["decoding.topk"]
+    assert "decoding.topk: 16 candidates per node, but the draft's vocabulary has 10 tokens" in str(info.value)
+    (note,) = info.value.__notes__   # the misfit, with its own note on the map
+    assert note.startswith("note: the tensors were checked too") and "wrong shape: 'layers.0.mlp.down_proj.weight'" \
+        in note, note
+    assert f"note: also: {draft}: invalid draft-to-target vocabulary map:\n  d + d2t[d] leaves" in note, note
     stored["d2t"] = stored["d2t"][:-1]   # misshapen: the plan says it, no note reads it
     save_file(stored, str(draft / "model.safetensors"))
     with pytest.raises(CheckpointMismatch) as info:
@@ -118,7 +121,6 @@ def test_a_plugin_fusion_wrapping_eagle3_does_not_check_the_tensors_with_the_bui
     from torch import nn
 
     from draftsmith.components.fusion import Eagle3Params, eagle3
-    from draftsmith.errors import SpecError
     from draftsmith.hooks import Component, hookimpl
     from draftsmith.specs.catalog import BUILTIN_DIR
 
@@ -155,7 +157,7 @@ def test_tap_ids_out_of_range_are_said_with_the_tensors_and_the_quant_modules(tm
     import yaml
 
     from draftsmith.components.fusion import Eagle3Params, eagle3
-    from draftsmith.errors import SpecError
+
     from draftsmith.specs.catalog import BUILTIN_DIR
 
     target = write_target(tmp_path / "t", **SMALL)

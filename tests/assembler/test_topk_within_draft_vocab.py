@@ -66,3 +66,21 @@ def test_generate_steps_and_draft_tokens_are_not_warned_about_as_the_specs(caplo
     assert res.exit_code == 0, res.output
     assert "decoding.steps is 10" not in caplog.text + res.output
     assert "steps 10, 4 draft tokens" in res.output   # the plan line says the call's plan
+
+
+@pytest.mark.parametrize("fusion", [{"num_aux": 2}, {"aux_layers": {"ids": [2, 99, 5]}}])
+def test_a_topk_past_the_vocabulary_is_said_with_the_fusions_problems(pair, tmp_path, fusion):
+    """A spec-perturbation hunt: with a fusion problem the build raises (num_aux against the taps) or sets aside
+    (a tap past the target's layers), the topk was not said until it was fixed."""
+    import yaml
+
+    from draftsmith.specs.catalog import BUILTIN_DIR
+
+    data = yaml.safe_load((BUILTIN_DIR / "eagle3-llama.yaml").read_text())
+    data["draft"]["fusion"] |= fusion
+    data["decoding"] |= {"topk": 16, "draft_tokens": 40}
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(data))
+    with pytest.raises(SpecError) as info:
+        draftsmith.assemble(tmp_path / "s.yaml", *pair)
+    paths = [p.path for p in info.value.problems]
+    assert "decoding.topk" in paths and any(p.startswith("draft.fusion.") for p in paths), paths
