@@ -13,9 +13,9 @@ from draftsmith.assembler.build import (build_draft, build_target, held_d2t_rows
 from draftsmith.assembler.checkpoint import list_tensors, read_tensors, regular_file
 from draftsmith.assembler.explain import (checked_along, set_aside, DetectedNote, dropped_rules, explained,
                                           fc_bias_note, held_names, layers_note, pairing_note, qk_norm_note,
-                                          qkv_bias_note, swapped_note, training_note, unchained_layers_note, unless,
-                                          vocab_mismatch, NOTE_KIND, UNFINISHED)
-from draftsmith.assembler.field_notes import fc_shape_note, mla_note, share_note
+                                          qkv_bias_note, quiet_notes, swapped_note, training_note,
+                                          unchained_layers_note, unless, vocab_mismatch, NOTE_KIND, UNFINISHED)
+from draftsmith.assembler.field_notes import fc_shape_note, flip_note, mla_note, share_note
 from draftsmith.assembler.config import (draft_hf_config, flatten_draft_config, missing_target_keys, read_config,
                                          read_config_aside, stop_ids, target_hf_config)
 from draftsmith.assembler.folders import checkpoint_dirs, spec_own
@@ -176,6 +176,11 @@ def plan_draft(spec: Spec, registry: Registry, draft: str | Path | None, draft_d
         rules = rule_set(spec, registry, flatten_draft_config(draft_raw))  # ${key} placeholders: the draft config
         canonical = held_names(rules, infos)
         built: dict[str, Any] = {}   # the draft model, once built: notes about its tensors compare with it
+
+        def rebuild(other: Spec):   # the draft another reading of the spec builds, for flip_note
+            with quiet_notes():
+                return build_draft(other, registry, draft_raw=draft_raw, draft_cfg=draft_cfg, target_cfg=target_cfg,
+                                   canonical_names=canonical, backend=backend, d2t_rows=held_d2t_rows(rules, infos))
         # a draft made for another target is the likeliest cause of what the spec's checks find: said first
         # ... and one detected as another spec: advice on this spec's fields would send the user to the wrong one
         own = spec_own(spec, draft, draft_dir, "draft")
@@ -188,7 +193,8 @@ def plan_draft(spec: Spec, registry: Registry, draft: str | Path | None, draft_d
                                    qk_norm_note(spec, registry, draft_raw, canonical, built),
                                    fc_bias_note(canonical, built), fc_shape_note(rules, infos, built),
                                    mla_note(spec, draft_raw, canonical, built),
-                                   share_note(spec, rules, infos, canonical, built)))
+                                   share_note(spec, rules, infos, canonical, built),
+                                   flip_note(spec, registry, rebuild, canonical, built)))
         with explained(*notes):
             draft_cfg = draft_hf_config(draft_raw, draft_dir / "config.json")
             draft_model = built["draft"] = build_draft(spec, registry, draft_raw=draft_raw, draft_cfg=draft_cfg,

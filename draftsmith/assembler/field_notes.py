@@ -1,6 +1,7 @@
 """Load notes that name the spec field a misfit comes from, for fields whose tensors the checkpoint holds under
 other shapes or names: the fusion's tap count (fc.weight's width), the draft's own head or embedding (draft.share),
-and an attention that is not MLA's on an MLA checkpoint (draft.attention.kind). Each is a callable that
+an attention that is not MLA's on an MLA checkpoint (draft.attention.kind), and the norm and vocabulary fields
+that, set otherwise, fit every name (flip_note). Each is a callable that
 :func:`draftsmith.assembler.explain.explained` asks only when a load fails; None where it has nothing to say."""
 from __future__ import annotations
 
@@ -71,4 +72,46 @@ def share_note(spec: Spec, rules: RuleSet, infos: dict, canonical: list[str], bu
             said.append(f"the spec's draft.share.{field} is {value}, so the draft reads its own {name}, which "
                         f"{why}: {fix}")
         return "note: " + "; ".join(said) if said else None
+    return note
+
+
+# Fields that decide which tensors a draft holds, with no note of their own (qk_norm, qkv_bias, the fusion's bias,
+# num_layers and share have theirs): a load that fails on names is told which one, changed, fits them all
+FLIPS = ("draft.norms.final", "draft.norms.input", "draft.norms.hidden", "draft.fusion.fc_norm",
+         "draft.fusion.norm_before_fc", "draft.vocab.reduced")
+
+
+def flip_note(spec: Spec, registry, rebuild: Callable, canonical: list[str], built: dict) -> Callable[[], str | None]:
+    """The note for a draft whose tensor names misfit where one of :data:`FLIPS` set otherwise builds a draft they
+    all fit (``rebuild(spec)``: the draft that spec builds on meta): 'norm.weight' unexpected under ``norms.final:
+    false``, the fc_norm.N weights missing under ``fc_norm: true``. Each such field and value is said."""
+    from draftsmith.errors import DraftsmithError
+    from draftsmith.specs.edits import changed_spec, current_value, field_info, spec_data, yaml_value
+
+    held = set(canonical)
+
+    def misfit(model) -> bool:
+        from draftsmith.assembler.load import optional_and_unused
+        from draftsmith.assembler.plan import expected_of
+
+        expected, (optional, unused) = set(expected_of(model)), optional_and_unused(model)
+        return bool(expected - held - optional or held - expected - unused)
+
+    def note() -> str | None:
+        if "draft" not in built or not misfit(built["draft"]):
+            return None
+        data, said = spec_data(spec), []
+        for path in FLIPS:
+            if (info := field_info(data, path, registry)) is None:
+                continue
+            now, fits = current_value(data, path, info), []
+            for value in info.values:
+                try:
+                    if value != now and not misfit(rebuild(changed_spec(spec, [(path, value)], registry))):
+                        fits.append(yaml_value(value))
+                except DraftsmithError:   # that reading does not build this draft: no reading to offer
+                    continue
+            if fits:
+                said.append(f"{path}: {' or '.join(fits)} (the spec: {yaml_value(now)})")
+        return f"note: the checkpoint's tensor names fit the draft with {'; or '.join(said)}" if said else None
     return note

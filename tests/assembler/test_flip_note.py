@@ -1,0 +1,71 @@
+"""A load refused on names that one norm or vocabulary field, set otherwise, would fit is told that field and value
+(field_notes.flip_note; a spec-perturbation hunt: 'unexpected: norm.weight' under norms.final: false said nothing
+of the field, while num_layers, qk_norm, qkv_bias, fusion.bias and share misfits each had their note)."""
+import time
+
+import pytest
+import yaml
+
+import draftsmith
+from draftsmith.assembler.plan import CheckpointMismatch
+from draftsmith.specs.catalog import BUILTIN_DIR
+from draftsmith.testing import write_eagle3, write_target
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    root = tmp_path_factory.mktemp("flip")
+    target = write_target(root / "t")
+    return target, write_eagle3(root / "d", target, draft_vocab=40)
+
+
+def refused(tmp_path, pair, **edits) -> CheckpointMismatch:
+    data = yaml.safe_load((BUILTIN_DIR / "eagle3-llama.yaml").read_text())
+    for path, value in edits.items():
+        *parents, leaf = path.split("__")
+        node = data
+        for key in parents:
+            node = node.setdefault(key, {})
+        node[leaf] = value
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(data))
+    with pytest.raises(CheckpointMismatch) as info:
+        draftsmith.assemble(tmp_path / "s.yaml", *pair)
+    return info.value
+
+
+def flips(error) -> list[str]:
+    return [n for n in getattr(error, "__notes__", ()) if n.startswith("note: the checkpoint's tensor names fit")]
+
+
+@pytest.mark.parametrize("edit, said", [
+    ({"draft__norms__final": False}, "draft.norms.final: true (the spec: false)"),
+    ({"draft__norms__input": "none"}, "draft.norms.input: all (the spec: none)"),
+    ({"draft__norms__hidden": False}, "draft.norms.hidden: true (the spec: false)"),
+    ({"draft__fusion__fc_norm": True}, "draft.fusion.fc_norm: false (the spec: true)"),
+    ({"draft__fusion__norm_before_fc": True}, "draft.fusion.norm_before_fc: false (the spec: true)"),
+    ({"draft__vocab__reduced": False}, "draft.vocab.reduced: true (the spec: false)"),
+])
+def test_the_field_that_fits_the_names_is_said(tmp_path, pair, edit, said):
+    assert flips(refused(tmp_path, pair, **edit)) == [f"note: the checkpoint's tensor names fit the draft with {said}"]
+
+
+def test_a_misfit_no_field_fixes_gets_no_such_note_and_costs_little(tmp_path, pair):
+    rules = [{"match": r"^midlayer\.mlp\.", "replace": "layers.0.ffn."},
+             {"match": r"^midlayer\.", "replace": "layers.0."}]
+    start = time.perf_counter()
+    error = refused(tmp_path, pair, weights__rules=rules)
+    assert flips(error) == [] and time.perf_counter() - start < 5
+
+
+def test_a_misfit_of_shapes_alone_gets_no_such_note(tmp_path, pair):
+    """Every name fits: a reading that builds the same names (vocab.reduced: true for auto's) fits no better."""
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    draft = tmp_path / "d"
+    shutil.copytree(pair[1], draft)
+    tensors = load_file(draft / "model.safetensors")
+    tensors["midlayer.mlp.down_proj.weight"] = tensors["midlayer.mlp.down_proj.weight"][:, :7].contiguous()
+    save_file(tensors, draft / "model.safetensors", metadata={"format": "pt"})
+    assert flips(refused(tmp_path, (pair[0], draft))) == []
