@@ -15,6 +15,7 @@ from draftsmith import limits
 from draftsmith.errors import NotFound, OptionError, Problem, SpecError, short_text
 from draftsmith.registry import Registry
 from draftsmith.registry.registry import NO_AUTOLOAD, UnknownSpec
+from draftsmith.specs.schema import Spec
 from draftsmith.specs.yaml_errors import short_yaml_error, yaml_hint
 from draftsmith.specs.yaml_loader import MergeBound, SpecLoader, repeated_keys
 from draftsmith.yaml_places import SAFE_LOADER
@@ -216,3 +217,22 @@ class RepeatedKeys(SpecError):
     def __init__(self, source: str, problems: list[Problem], data: Any):
         super().__init__(source, problems)
         self.data = data
+
+
+# keys a model's config.json (or a Mistral params.json) holds and no spec does
+MODEL_CONFIG_KEYS = ("model_type", "architectures", "hidden_size", "num_hidden_layers", "vocab_size", "dim",
+                     "n_layers")
+
+
+def model_config(document: Any) -> str | None:
+    """'a model's config (model_type, hidden_size, ...), not a spec' for a mapping holding none of a spec's fields
+    and some model config keys (a checkpoint's config.json given as a spec or a base: every key was an unknown
+    field, 26 problems), else None."""
+    if not isinstance(document, dict) or any(k in document for k in Spec.model_fields):
+        return None
+    held = [k for k in MODEL_CONFIG_KEYS if k in document]
+    return f"a model's config ({', '.join(held[:4])}, ...), not a spec" if held else None
+
+
+MODEL_CONFIG_FIX = ("A spec is a YAML file with name and draft (`draftsmith inspect FOLDER` writes one for a draft "
+                    "folder); a checkpoint folder is named in the spec's checkpoints.target / checkpoints.draft")

@@ -19,7 +19,8 @@ from typing import Any
 from draftsmith import limits
 from draftsmith.errors import DraftsmithError, NotFound, Problem, SpecError, short, short_list, short_text, suggest
 from draftsmith.registry import Registry
-from draftsmith.specs.documents import load_yaml_text, near_file, no_file, read_text, registered_file
+from draftsmith.specs.documents import (MODEL_CONFIG_FIX, load_yaml_text, model_config, near_file, no_file,
+                                        read_text, registered_file)
 from draftsmith.yaml_places import Places, yaml_places
 
 OWN = ("name", "description", "extends")   # what a spec never inherits
@@ -83,6 +84,8 @@ def _chain(data: Any, where: str, folder: Path, registry: Registry, chain: list[
             for q in e.problems[:3]), ref) from None
     if not isinstance(document, Mapping):
         raise _Refused(f"{said}the base {short_text(path, 300)} holds no mapping of spec fields", ref)
+    if (what := model_config(document)) is not None:
+        raise _Refused(f"{said}the base {short_text(path, 300)} is {what}. {MODEL_CONFIG_FIX}", ref)
     own = {k: v for k, v in document.items() if k not in OWN}
     if isinstance(own.get("checkpoints"), Mapping):
         own["checkpoints"] = {k: _rebased(v, path.parent.absolute()) for k, v in own["checkpoints"].items()}

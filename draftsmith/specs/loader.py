@@ -19,8 +19,8 @@ from pydantic import ValidationError
 from draftsmith import limits
 from draftsmith.errors import OptionError, Problem, SpecError, short_text, with_places
 from draftsmith.registry import Registry, default_registry
-from draftsmith.specs.documents import (RepeatedKeys, load_yaml_text, provider_fix, read_text, spec_file, spec_path,
-                                        without_plugin)
+from draftsmith.specs.documents import (MODEL_CONFIG_FIX, RepeatedKeys, load_yaml_text, model_config, provider_fix,
+                                        read_text, spec_file, spec_path, without_plugin)
 from draftsmith.specs.extends import inherited, with_bases
 from draftsmith.specs.placement import placed
 from draftsmith.specs.resolve import check_spec_data
@@ -199,6 +199,8 @@ def _checked(data: Any, registry: Registry) -> tuple[Spec | None, list[Problem]]
     if not isinstance(data, Mapping):
         what = "the document is empty" if data is None else f"the document is a {type(data).__name__}"
         return None, [Problem("", f"{what}; a spec is a mapping of fields", allowed=describe(Spec))]
+    if (what := model_config(data)) is not None:
+        return None, [Problem("", f"the document is {what}", hint=MODEL_CONFIG_FIX)]
     refused, whole = check_plain_data(data)
     if not whole:
         return None, refused   # the walk ended there: nothing past it was looked at
