@@ -31,6 +31,13 @@ def test_every_option_and_word_is_whole_at_40_columns(command):
     assert all(n in text.split() for n in [*names, "--help"]), (names, text)
 
 
+@pytest.mark.parametrize("command", [None, *COMMANDS])
+def test_nothing_is_cut_at_the_narrowest_rich_width(command):
+    """A mutation round: at 60 columns rich cut '--max-new-tokens' (generate, bench, doctor) and nine of train's
+    options; a long word of train's help up to 83."""
+    assert "…" not in _help(*([command] if command else []), width=NARROW)
+
+
 def test_wide_terminals_keep_the_rich_panels():
     assert "╭─ Options" in _help("generate", width=NARROW) and "╭─ Commands" in _help(width=120)
     assert "╭─ Options" not in _help("generate", width=NARROW - 1)

@@ -180,7 +180,8 @@ def plan_draft(spec: Spec, registry: Registry, draft: str | Path | None, draft_d
         def rebuild(other: Spec):   # the draft another reading of the spec builds, for flip_note
             with quiet_notes():
                 return build_draft(other, registry, draft_raw=draft_raw, draft_cfg=draft_cfg, target_cfg=target_cfg,
-                                   canonical_names=canonical, backend=backend, d2t_rows=held_d2t_rows(rules, infos))
+                                   canonical_names=canonical, backend=backend, d2t_rows=held_d2t_rows(rules, infos),
+                                   defer=True)   # what no name depends on (a topk past the vocabulary) set aside
         # a draft made for another target is the likeliest cause of what the spec's checks find: said first
         # ... and one detected as another spec: advice on this spec's fields would send the user to the wrong one
         own = spec_own(spec, draft, draft_dir, "draft")
@@ -240,13 +241,14 @@ def assemble(spec: Spec | str | Path = "demo", target: str | Path | None = None,
                           f"{short_text(repr(warn_fallback), 100)}")
     spec = load_spec(spec, registry)
     if problems := decoding_section_problems(spec.decoding):   # a with_decoding() copy's values
-        raise SpecError(f"{spec.source} (its decoding section as with_decoding() left it)", problems)
+        raise SpecError(f"{spec.source} {COPIED}", problems)
     dtype = parse_dtype(dtype)
     from draftsmith.options import check_device
 
     check_device(device)  # OptionError before anything is read: 'cuda' without CUDA, 'cuda:3' with one GPU
     if problems := machine_problems(spec, registry, device):   # and 'graphs: on' without CUDA, flash without it
-        raise MachineSettings(spec.source, problems)
+        copied = any(p.path.removeprefix("decoding.") in spec._replaced for p in problems)   # no file line says it
+        raise MachineSettings(f"{spec.source} {COPIED}" if copied else spec.source, problems)
     ready_transformers()   # before two threads' first assemble() both import it (its lazy import is not thread-safe)
     p = plan_assembly(spec, target, draft, registry)
     target_plan, draft_model, draft_plan = p.target_plan, p.draft_model, p.draft_plan
@@ -286,6 +288,9 @@ def assemble(spec: Spec | str | Path = "demo", target: str | Path | None = None,
     if said := unreached_steps(dec.topk, dec.steps, dec.draft_tokens, dec.mode, dec.page_size):
         log.warning("draftsmith: spec %s: %s", spec.name, said)
     return model
+
+
+COPIED = "(its decoding section as with_decoding() left it)"   # a spec's label where its file does not say it
 
 
 class MachineSettings(OptionError, SpecError):

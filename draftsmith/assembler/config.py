@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from draftsmith.assembler.checkpoint import read_json
 from draftsmith.assembler.config_values import (MLA_KEYS, SHAPELESS, keyed_problems, object_problems, tap_problems,
                                                 token_id_problem)
-from draftsmith.assembler.styles import EAGLE_FIELDS, STYLES, style_of, to_facts
+from draftsmith.assembler.styles import EAGLE_FIELDS, STYLES, ConfigStyle, style_of, to_facts
 from draftsmith.errors import CheckpointError, CheckpointNotFound, short, short_list, short_text
 from draftsmith.paths import checkpoint_folder
 
@@ -157,13 +157,21 @@ def missing_sizes(raw: Mapping[str, Any]) -> str | None:
             f"draft's sizes){unread_sizes(flat, raw)}")
 
 
+def known_keys(style: ConfigStyle | None = None) -> set[str]:
+    """The config keys a draft config is read by (a Llama config's, :data:`READ_KEYS`), in facts' names, and the
+    names ``style`` (the file's, where its keys are read as written) renames: Mistral's own (n_heads) are known in
+    a params.json and another model's in a config.json."""
+    from transformers import LlamaConfig
+
+    own = set(style.rename) if style is not None else set()
+    mistral = {k for k, fact in STYLES["mistral"].rename.items() if k != fact}   # rope_theta is both
+    return {*LlamaConfig().to_dict(), *LlamaConfig.attribute_map, *(READ_KEYS - mistral), *own}
+
+
 def unread_sizes(flat: Mapping[str, Any], raw: Mapping[str, Any]) -> str:
     """'; it has d_model: 64, n_heads: 4, which nothing reads: ...' for the whole-number keys of a config no Llama
     config and no draftsmith reading takes (sizes under another model's names), or ''."""
-    from transformers import LlamaConfig
-
-    # a params.json's names are facts' names by now: Mistral's own (n_heads) are another model's in a config.json
-    known = {*LlamaConfig().to_dict(), *LlamaConfig.attribute_map, *(READ_KEYS - set(STYLES["mistral"].rename))}
+    known = known_keys()
     found = [f"{written_key(raw)(k)}: {v}" for k, v in flat.items()
              if k not in known and isinstance(v, int) and not isinstance(v, bool)]
     return (f"; it has {short_list(found, 6, 300, quote=False)}, which nothing reads: if these are its sizes under "

@@ -112,6 +112,7 @@ def flip_note(spec: Spec, registry, rebuild: Callable, canonical: list[str], bui
                 except DraftsmithError:   # that reading does not build this draft: no reading to offer
                     continue
             if fits:
-                said.append(f"{path}: {' or '.join(fits)} (the spec: {yaml_value(now)})")
+                said.append(f"{path}: {' or '.join(fits)} (the spec: "
+                            f"{'auto, the draft config' + chr(39) + 's' if now is None else yaml_value(now)})")
         return f"note: the checkpoint's tensor names fit the draft with {'; or '.join(said)}" if said else None
     return note

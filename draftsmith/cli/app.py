@@ -159,7 +159,14 @@ class _Group(TyperGroup):
         given = kwargs["args"] if kwargs.get("args") is not None else args[0] if args else sys.argv[1:]
         try:
             code = super().main(*args, standalone_mode=False, **kwargs)
-        except HELP_ONLY as e:   # no arguments at all: typer printed the help, which is the answer
+        except HELP_ONLY as e:   # no arguments at all: the help is the answer (typer's rich mode printed it)
+            if narrow():   # click's plain help is the exception's message
+                try:
+                    typer.echo(e.format_message())
+                    sys.stdout.flush()
+                except BrokenPipeError:   # `draftsmith | head -1`: as any help into a closed pipe
+                    _drop_stdout()
+                    sys.exit(SIGPIPE_EXIT)
             sys.exit(e.exit_code)
         except USAGE_ERRORS as e:
             # an option given no value is said before its command has a context (click's parser): named from the args
@@ -230,7 +237,8 @@ class _Group(TyperGroup):
             ctx.exit(report(exc))
 
 
-NARROW = 60   # columns below which --help is click's plain text: rich's panels cut option names and words ("--targ…")
+NARROW = 84   # columns below which --help is click's plain text: rich's panels cut option names and words ("--targ…"
+# at 40 columns, train's "--prompts-per…" up to 77, a long word of its help up to 83)
 
 
 def narrow() -> bool:

@@ -85,7 +85,11 @@ def _machine_warning(f: str, spec) -> None:
     from draftsmith.registry import default_registry
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    if problems := machine_problems(spec, default_registry(), device):
+    try:
+        problems = machine_problems(spec, default_registry(), device)
+    except Exception:  # noqa: BLE001 (a plugin's backend that fails to build: the load says it, the spec is valid)
+        return
+    if problems:
         said = str(MachineSettings(spec.source, problems)).split("\n", 1)[1]
         typer.echo(f"{f}: warning: a load on this machine ({device}) refuses it as written:\n{said}", err=True)
 

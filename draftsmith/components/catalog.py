@@ -24,7 +24,7 @@ def _same(params, **_):
 
 def _flash(*_, **__):
     if not backends.has_flash_attn():
-        from draftsmith.errors import OptionError   # this machine's lack, not a bug: one message, exit 1
+        from draftsmith.errors import OptionError   # this machine's lack, not a bug: one message, exit 2
 
         raise OptionError("attention backend 'flash' needs flash-attn: pip install 'draftsmith[flash]' on a CUDA "
                            "machine, or use 'auto' / 'sdpa'")

@@ -12,13 +12,13 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from draftsmith.assembler.checkpoint import TensorInfo, list_tensors
-from draftsmith.assembler.config import (READ_KEYS as READ, config_file, draft_hf_config, flatten_draft_config,
+from draftsmith.assembler.config import (config_file, known_keys, draft_hf_config, flatten_draft_config,
                                         read_config, read_raw_config)
 from draftsmith.assembler.config_values import tap_problems
 from draftsmith.assembler.detect import (FAMILIES, eagle3_values, full_model, missing_keys, missing_required,
                                         row_settings, ruled_out)
 from draftsmith.assembler.fit import STACKED, closest_families, holder, split_parts, unfit_names
-from draftsmith.assembler.styles import IDS
+from draftsmith.assembler.styles import IDS, style_of
 from draftsmith.convert.fp8 import fp8_reading
 from draftsmith.errors import CheckpointError, short_text
 from draftsmith.hooks import LayoutMatch
@@ -56,9 +56,7 @@ def inspect_checkpoint(folder: str | Path, registry: Registry | None = None, spe
     if taps := tap_problems(config):   # the detectors read them: said naming the file, as a load says them
         raise CheckpointError(config_file(folder), "; ".join(taps))
     names = list(infos)
-    from transformers import LlamaConfig
-
-    unread = unread_keys(flatten_draft_config(config), set(LlamaConfig().to_dict()) | READ)
+    unread = unread_keys(flatten_draft_config(config), known_keys(style_of(folder, config)))
     given = None if spec is None else load_spec(spec, registry)
     ref = None if given is None else given.name if spec is given else str(spec)
     match = registry.detect_layout(config, names) if given is None else \

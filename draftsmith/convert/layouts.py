@@ -76,15 +76,20 @@ def layer_count(names: Iterable[str]) -> int:
     return len({m.group(1) for n in names if (m := re.match(r"^layers\.(\d+)\.", n))})
 
 
-def layout_facts(layout: Layout, facts: Mapping[str, Any], names: Iterable[str]) -> dict[str, Any]:
+def layout_facts(layout: Layout, facts: Mapping[str, Any], names: Iterable[str],
+                 d2t_rows: int | None = None) -> dict[str, Any]:
     """The config facts ``layout`` writes for a draft of ``facts`` and these canonical tensor names: its ``drops``
     left out, its ``facts`` read from the names, the layer count the names hold (a midlayer config's
-    num_hidden_layers may say 40; speculators and vLLM build the layers it says). :func:`layout_config` then writes
-    them; convert and train's export both do."""
+    num_hidden_layers may say 40; speculators and vLLM build the layers it says), and ``d2t_rows``, the length of
+    the d2t written, as draft_vocab_size where the facts state none (draftsmith's loads read it from the d2t; vLLM
+    and SGLang would build the target's vocabulary). :func:`layout_config` then writes them; convert and train's
+    export both do."""
     names = list(names)
     out = {k: v for k, v in facts.items() if k not in layout.drops}
     if layers := layer_count(names):
         out["num_hidden_layers"] = layers
+    if d2t_rows and not out.get("draft_vocab_size") and "draft_vocab_size" not in layout.drops:
+        out["draft_vocab_size"] = d2t_rows
     return out | {key: any(re.search(p, n) for n in names) for key, p in layout.facts.items()}
 
 

@@ -204,7 +204,7 @@ def _convert(src: str | Path, layout: Layout, out: Path,
         written[layout.rules.from_canonical(canon)] = t
     if len(written) != len(tensors):
         raise ConvertError(f"the {to} layout's rules map two tensors to one name")
-    facts = layout_facts(layout, facts, names)
+    facts = layout_facts(layout, facts, names, int(tensors["d2t"].shape[0]) if "d2t" in tensors else None)
     if quant_config is not None:
         facts["quantization_config"] = quant_config
     facts.pop("rope_interleave", None)

@@ -137,17 +137,22 @@ def check_ref(registry: Registry, ref: Any, where: Section, path: str | None = N
     name = ref.get(where.key, where.unnamed)
     params = {k: v for k, v in ref.items() if k != where.key}
     comp = registry.components.get((where.kind, name)) if isinstance(name, str) else None
+    misspelt = []
     if comp is not None and (near := misspelt_key(params, where.key, comp.record.params.model_fields)):
-        # said as that key, beside the name a default or a base spec gives (quant's 'mehtod' was "takes no params")
-        return [Problem(f"{path}.{near}", f"unknown field {short(near)}", allowed=form,
-                        hint=f"Did you mean {where.key!r}?")]
+        # said as that key, beside the name a default or a base spec gives (quant's 'mehtod' was "takes no params");
+        # the other params are judged still, against the component the misspelt key names where it names one
+        misspelt = [Problem(f"{path}.{near}", f"unknown field {short(near)}", allowed=form,
+                            hint=f"Did you mean {where.key!r}?")]
+        meant = ref[near]
+        comp = registry.components.get((where.kind, meant), comp) if isinstance(meant, str) else comp
+        params = {k: v for k, v in params.items() if k != near}
     if isinstance(name, str) and (choice_of := reserved(where.kind).get(name)):   # params that suit one choice
         found = [component_params_problems(comp, params, path) for choice in choice_of.choices  # (per checkpoint)
                  if (comp := registry.components.get((where.kind, choice))) is not None]
         return min(found, key=len, default=[])
     if comp is None:
         return [unknown_name(registry, where.kind, name, f"{path}.{where.key}")]
-    return component_params_problems(comp, params, path)
+    return misspelt + component_params_problems(comp, params, path)
 
 
 def misspelt_key(ref: Mapping[Any, Any], key: str, fields: Any = ()) -> str | None:

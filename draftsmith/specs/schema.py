@@ -229,6 +229,7 @@ class Spec(Frozen):
     quant: Quant = Quant()
     decoding: Decoding = Decoding()
     _source: str | None = PrivateAttr(None)              # the file it came from (set by the loader)
+    _replaced: frozenset = PrivateAttr(frozenset())      # the decoding fields with_decoding() set: not the file's
 
     @property
     def source(self) -> str:
@@ -244,4 +245,6 @@ class Spec(Frozen):
         so relative checkpoint paths still resolve. The section is checked when the spec is assembled, as a spec
         file's is (fields, types, bounds, cross-field rules, backend names: a SpecError naming
         ``decoding.<field>``, specs.resolve.decoding_section_problems)."""
-        return self.model_copy(update={"decoding": self.decoding.model_copy(update=changes)})
+        out = self.model_copy(update={"decoding": self.decoding.model_copy(update=changes)})
+        out._replaced = self._replaced | set(changes)
+        return out

@@ -103,7 +103,7 @@ def test_sizes_under_another_models_names_are_said_as_possible_renames(folders, 
     told that nothing reads them; its read keys (vocab_size, draft_vocab_size, taps) are not listed."""
     config = json.loads((folders["eagle3"] / "config.json").read_text())
     draft = edit_config(folders["eagle3"], tmp_path / "d", drop=("hidden_size", "num_attention_heads"),
-                        d_model=config["hidden_size"], n_heads=config["num_attention_heads"], use_cache=True)
+                        d_model=config["hidden_size"], n_heads=config["num_attention_heads"], use_dropout=True)
     says = refused("eagle3-llama", folders["target"], draft)
     assert says.endswith(f"; it has d_model: {config['hidden_size']}, n_heads: {config['num_attention_heads']}, which "
                          "nothing reads: if these are its sizes under another model's names, rename them"), says

@@ -45,3 +45,26 @@ def test_a_head_unlike_its_d2t_is_refused_by_the_load_and_by_inspect(tmp_path):
         draftsmith.assemble("eagle3-llama", target=target, draft=draft)
     assert fit(draft, inspect_checkpoint(draft).spec).refused == [
         "tensor 'lm_head.weight' is [40, 64] in the checkpoint, the model its config describes expects [50, 64]"]
+
+
+@pytest.mark.parametrize("to", ["speculators", "layers"])
+def test_convert_states_the_size_in_the_config_it_writes(tmp_path, to):
+    """A review: vLLM and SGLang read a missing draft_vocab_size as the target's vocabulary, so convert writes it."""
+    from draftsmith.convert.run import convert
+
+    _, draft = _without_size(tmp_path)
+    assert convert(draft, to, tmp_path / "out")["draft_vocab_size"] == 50
+    assert json.loads((tmp_path / "out" / "config.json").read_text())["draft_vocab_size"] == 50
+
+
+def test_the_d2t_is_found_through_the_specs_rules(tmp_path):
+    """A review: the size is the d2t's the rules read, not a tensor named 'd2t' (this one is 'vocab.d2t')."""
+    target, draft = _without_size(tmp_path)
+    tensors = load_file(draft / "model.safetensors")
+    tensors["vocab.d2t"] = tensors.pop("d2t")
+    save_file(tensors, draft / "model.safetensors", metadata={"format": "pt"})
+    spec = tmp_path / "s.yaml"
+    spec.write_text("extends: eagle3-llama\nname: s\nweights:\n  rules:\n"
+                    "    - {match: '^midlayer\\.', replace: 'layers.0.'}\n    - {match: '^vocab\\.', replace: ''}\n")
+    model = draftsmith.assemble(spec, target=target, draft=draft)
+    assert model.draft.lm_head.weight.shape[0] == 50

@@ -39,5 +39,29 @@ def test_validate_keeps_the_spec_valid_and_warns(tmp_path):
 
 
 def test_generate_says_it_as_a_bad_option(tmp_path):
-    res = CliRunner().invoke(app, ["generate", "--spec", str(_spec(tmp_path)), "--max-new-tokens", "2"])
-    assert res.exit_code == 2 and "decoding.graphs: on needs a CUDA device" in res.stderr, res.output
+    spec = _spec(tmp_path)
+    res = CliRunner().invoke(app, ["generate", "--spec", str(spec), "--max-new-tokens", "2"])
+    assert res.exit_code == 2, res.output
+    assert f"error: {spec} has 2 problems" in res.stderr, res.stderr
+    assert "decoding.graphs: on needs a CUDA device, got 'cpu' (use auto or off) (line 4)" in res.stderr
+
+
+def test_validate_stays_valid_where_a_backend_fails_to_build(tmp_path, monkeypatch):
+    """A review: a plugin's attention backend whose factory raises (a GPU library missing) failed validate."""
+    from draftsmith.assembler import assemble
+
+    def fails(*_, **__):
+        raise ImportError("No module named 'my_gpu_kernels'")
+
+    monkeypatch.setattr(assemble, "machine_problems", fails)
+    res = CliRunner().invoke(app, ["validate", str(_spec(tmp_path))])
+    assert res.exit_code == 0 and "warning" not in res.stderr, res.output
+
+
+def test_a_with_decoding_copys_setting_is_not_placed_on_the_files_lines():
+    """A review: graphs='on' set by with_decoding() was said at the line where the file says graphs: auto."""
+    spec = draftsmith.load_spec("demo").with_decoding(graphs="on")
+    with pytest.raises(OptionError) as info:
+        draftsmith.assemble(spec)
+    assert str(info.value).startswith(f"{spec.source} (its decoding section as with_decoding() left it) has 1 "
+                                      "problem") and "(line " not in str(info.value), str(info.value)

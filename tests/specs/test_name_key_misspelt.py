@@ -56,3 +56,9 @@ def test_a_key_unlike_the_name_key_is_still_a_missing_kind_or_unknown_param(tmp_
 ])
 def test_an_unknown_name_is_quoted_as_yaml_writes_it(tmp_path, text, path, message):
     assert problems(tmp_path, text)[path][0] == message
+
+
+def test_the_components_other_params_are_judged_beside_a_misspelt_key(tmp_path):
+    """A review: the misspelt key's problem hid the rest ({kind: gqa, KIND: gqa, rope: sideways} said one)."""
+    said = problems(tmp_path, "draft:\n  attention: {kind: gqa, KIND: gqa, rope: sideways}\n")
+    assert set(said) == {"draft.attention.KIND", "draft.attention.rope"}, said
