@@ -97,17 +97,23 @@ def flip_note(spec: Spec, registry, rebuild: Callable, canonical: list[str], bui
         expected, (optional, unused) = set(expected_of(model)), optional_and_unused(model)
         return bool(expected - held - optional or held - expected - unused)
 
+    def readings():   # (path, its values, the spec's now, the section it changes): FLIPS, then the draft's quant
+        data = spec_data(spec)
+        for path in FLIPS:
+            if (info := field_info(data, path, registry)) is not None:
+                yield path, info.values, current_value(data, path, info), path
+        yield from quant_readings(spec, registry)
+
     def note() -> str | None:
         if "draft" not in built or not misfit(built["draft"]):
             return None
-        data, said = spec_data(spec), []
-        for path in FLIPS:
-            if (info := field_info(data, path, registry)) is None:
-                continue
-            now, fits = current_value(data, path, info), []
-            for value in info.values:
+        said = []
+        for path, values, now, section in readings():
+            fits = []
+            for value in values:
+                change = value if section == path else {"method": value}   # another method: its own params
                 try:
-                    if value != now and not misfit(rebuild(changed_spec(spec, [(path, value)], registry))):
+                    if value != now and not misfit(rebuild(changed_spec(spec, [(section, change)], registry))):
                         fits.append(yaml_value(value))
                 except DraftsmithError:   # that reading does not build this draft: no reading to offer
                     continue
@@ -116,3 +122,17 @@ def flip_note(spec: Spec, registry, rebuild: Callable, canonical: list[str], bui
                             f"{'auto, the draft config' + chr(39) + 's' if now is None else yaml_value(now)})")
         return f"note: the checkpoint's tensor names fit the draft with {'; or '.join(said)}" if said else None
     return note
+
+
+def quant_readings(spec: Spec, registry):
+    """(path, values, the spec's now, the section a value replaces) of the draft's quant: its method among the
+    registered ones (the whole section replaced: fp8's params are no other method's), and each choice field of that
+    method's params (fp8's scheme, activation, block_scale), from the params model."""
+    from draftsmith.specs.edits import leaf_values
+
+    method, given = spec.quant.method, spec.quant.model_extra or {}
+    yield "quant.method", [name for kind, name in registry.components if kind == "quant"], method, "quant"
+    comp = registry.components.get(("quant", method))
+    for name, info in (comp.record.params.model_fields.items() if comp is not None else ()):
+        if values := leaf_values(info.annotation):
+            yield f"quant.{name}", values, given.get(name, info.default), f"quant.{name}"

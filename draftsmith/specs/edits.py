@@ -45,7 +45,8 @@ def _submodel(info: Any) -> type[BaseModel] | None:
     return next((m for m in _flat(info.annotation) if _is_model(m)), None)
 
 
-def _leaf_values(ann: Any) -> list[Any]:
+def leaf_values(ann: Any) -> list[Any]:
+    """The readings a field of annotation ``ann`` may take: both booleans, a Literal's values (``auto`` excluded)."""
     values: list[Any] = []
     for member in _flat(ann):
         if member is bool:
@@ -94,7 +95,7 @@ def field_info(data: Mapping[str, Any], path: str, registry, auto_attention: str
         if info is None:
             return None
         if i == len(parts) - 1:
-            values = _leaf_values(info.annotation)
+            values = leaf_values(info.annotation)
             members = _flat(info.annotation)
             # a field that may say auto (or None) is read from the draft config when unstated: no known default
             auto = type(None) in members or any(typing.get_origin(m) is typing.Literal and "auto" in

@@ -82,3 +82,34 @@ def test_a_field_the_spec_leaves_to_the_config_is_said_as_auto(tmp_path, pair):
         draftsmith.assemble("eagle3-speculators", target=pair[0], draft=draft)
     assert flips(info.value) == ["note: the checkpoint's tensor names fit the draft with draft.fusion.fc_norm: true "
                                  "(the spec: auto, the draft config's)"]
+
+
+@pytest.fixture(scope="module")
+def fp8_pair(tmp_path_factory):
+    from draftsmith.testing import write_eagle1
+    from draftsmith.testing.quant import quantize_folder
+
+    root = tmp_path_factory.mktemp("flipfp8")
+    target = write_target(root / "t")
+    plain = write_eagle1(root / "plain", target, std=0.3)
+    fp8 = write_eagle1(root / "fp8", target, std=0.3)
+    quantize_folder(fp8, r"^layers\.\d+\.", scheme="block")
+    return target, plain, fp8
+
+
+LAYERS = [r"^layers\.\d+\."]
+
+
+@pytest.mark.parametrize("quant, which, said", [
+    ({"method": "none"}, "fp8", "quant.method: fp8 (the spec: none)"),
+    ({"method": "fp8", "scheme": "block", "modules": LAYERS}, "plain", "quant.method: none (the spec: fp8)"),
+    ({"method": "fp8", "scheme": "tensor", "modules": LAYERS}, "fp8", "quant.scheme: block (the spec: tensor)"),
+])
+def test_the_quant_reading_that_fits_the_names_is_said(tmp_path, fp8_pair, quant, which, said):
+    """The draft's quant: its method among the registered ones (fp8's params dropped for none), its params' choices."""
+    target, plain, fp8 = fp8_pair
+    data = yaml.safe_load((BUILTIN_DIR / "eagle1-llama.yaml").read_text()) | {"quant": quant}
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(data))
+    with pytest.raises(CheckpointMismatch) as info:
+        draftsmith.assemble(tmp_path / "s.yaml", target=target, draft=fp8 if which == "fp8" else plain)
+    assert flips(info.value) == [f"note: the checkpoint's tensor names fit the draft with {said}"]
