@@ -82,9 +82,10 @@ FLIPS = ("draft.norms.final", "draft.norms.input", "draft.norms.hidden", "draft.
 
 
 def flip_note(spec: Spec, registry, rebuild: Callable, canonical: list[str], built: dict) -> Callable[[], str | None]:
-    """The note for a draft whose tensor names misfit where one of :data:`FLIPS` set otherwise builds a draft they
-    all fit (``rebuild(spec)``: the draft that spec builds on meta): 'norm.weight' unexpected under ``norms.final:
-    false``, the fc_norm.N weights missing under ``fc_norm: true``. Each such field and value is said."""
+    """The note for a draft whose tensor names misfit where one of :data:`FLIPS` or of the draft's quant readings
+    (:func:`quant_readings`) set otherwise builds a draft they all fit (``rebuild(spec)``: the draft that spec builds
+    on meta): 'norm.weight' unexpected under ``norms.final: false``, the fc_norm.N weights missing under ``fc_norm:
+    true``, an FP8 draft's scales under ``quant: none``. Each such field and value is said."""
     from draftsmith.errors import DraftsmithError
     from draftsmith.specs.edits import changed_spec, current_value, field_info, spec_data, yaml_value
 
@@ -118,8 +119,8 @@ def flip_note(spec: Spec, registry, rebuild: Callable, canonical: list[str], bui
                 except DraftsmithError:   # that reading does not build this draft: no reading to offer
                     continue
             if fits:
-                said.append(f"{path}: {' or '.join(fits)} (the spec: "
-                            f"{'auto, the draft config' + chr(39) + 's' if now is None else yaml_value(now)})")
+                stated = "auto, the draft config's" if now is None else yaml_value(now)
+                said.append(f"{path}: {' or '.join(fits)} (the spec: {stated})")
         return f"note: the checkpoint's tensor names fit the draft with {'; or '.join(said)}" if said else None
     return note
 
