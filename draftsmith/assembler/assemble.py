@@ -195,7 +195,7 @@ def plan_draft(spec: Spec, registry: Registry, draft: str | Path | None, draft_d
                                    fc_bias_note(canonical, built), fc_shape_note(rules, infos, built),
                                    mla_note(spec, draft_raw, canonical, built),
                                    share_note(spec, rules, infos, canonical, built),
-                                   flip_note(spec, registry, rebuild, canonical, built)))
+                                   flip_note(spec, registry, rebuild, canonical, built, held_shapes(rules, infos))))
         with explained(*notes):
             draft_cfg = draft_hf_config(draft_raw, draft_dir / "config.json")
             draft_model = built["draft"] = build_draft(spec, registry, draft_raw=draft_raw, draft_cfg=draft_cfg,
@@ -210,6 +210,12 @@ def plan_draft(spec: Spec, registry: Registry, draft: str | Path | None, draft_d
                     raise
                 check_draft_vocab(spec, draft_plan, draft_dir)
     return draft_raw, draft_model, draft_plan
+
+
+def held_shapes(rules: RuleSet, infos) -> dict[str, tuple[int, ...]]:
+    """canonical name -> the shape of the tensor the rules read it from (a split tensor's parts left out)."""
+    return {parts[0]: tuple(info.shape) for name, info in infos.items()
+            if (parts := rules.to_parts(name)[0]) is not None and len(parts) == 1}
 
 
 def vocab_notes(error: CheckpointMismatch, spec: Spec, draft_model, rules, infos, draft_dir: Path) -> None:

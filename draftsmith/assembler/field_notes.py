@@ -81,11 +81,14 @@ FLIPS = ("draft.norms.final", "draft.norms.input", "draft.norms.hidden", "draft.
          "draft.fusion.norm_before_fc", "draft.vocab.reduced")
 
 
-def flip_note(spec: Spec, registry, rebuild: Callable, canonical: list[str], built: dict) -> Callable[[], str | None]:
+def flip_note(spec: Spec, registry, rebuild: Callable, canonical: list[str], built: dict,
+              shapes: dict | None = None) -> Callable[[], str | None]:
     """The note for a draft whose tensor names misfit where one of :data:`FLIPS` or of the draft's quant readings
     (:func:`quant_readings`) set otherwise builds a draft they all fit (``rebuild(spec)``: the draft that spec builds
     on meta): 'norm.weight' unexpected under ``norms.final: false``, the fc_norm.N weights missing under ``fc_norm:
-    true``, an FP8 draft's scales under ``quant: none``. Each such field and value is said."""
+    true``, an FP8 draft's scales under ``quant: none``. ``shapes``: the shape of each canonical name one tensor
+    holds, which a reading's model must take too (a block FP8 draft's weight_scale names fit scheme: tensor, their
+    [1, 1] shapes do not). Each such field and value is said."""
     from draftsmith.errors import DraftsmithError
     from draftsmith.specs.edits import changed_spec, current_value, field_info, spec_data, yaml_value
 
@@ -95,8 +98,11 @@ def flip_note(spec: Spec, registry, rebuild: Callable, canonical: list[str], bui
         from draftsmith.assembler.load import optional_and_unused
         from draftsmith.assembler.plan import expected_of
 
-        expected, (optional, unused) = set(expected_of(model)), optional_and_unused(model)
-        return bool(expected - held - optional or held - expected - unused)
+        wanted, (optional, unused) = expected_of(model), optional_and_unused(model)
+        expected = set(wanted)
+        return bool(expected - held - optional or held - expected - unused) or any(
+            shape != wanted[c].shape and shape not in wanted[c].also for c, shape in (shapes or {}).items()
+            if c in wanted)
 
     def readings():   # (path, its values, the spec's now, the section it changes): FLIPS, then the draft's quant
         data = spec_data(spec)
@@ -121,7 +127,7 @@ def flip_note(spec: Spec, registry, rebuild: Callable, canonical: list[str], bui
             if fits:
                 stated = "auto, the draft config's" if now is None else yaml_value(now)
                 said.append(f"{path}: {' or '.join(fits)} (the spec: {stated})")
-        return f"note: the checkpoint's tensor names fit the draft with {'; or '.join(said)}" if said else None
+        return f"note: the checkpoint's tensors fit the draft with {'; or '.join(said)}" if said else None
     return note
 
 

@@ -34,7 +34,7 @@ def refused(tmp_path, pair, **edits) -> CheckpointMismatch:
 
 
 def flips(error) -> list[str]:
-    return [n for n in getattr(error, "__notes__", ()) if n.startswith("note: the checkpoint's tensor names fit")]
+    return [n for n in getattr(error, "__notes__", ()) if n.startswith("note: the checkpoint's tensors fit")]
 
 
 @pytest.mark.parametrize("edit, said", [
@@ -46,7 +46,7 @@ def flips(error) -> list[str]:
     ({"draft__vocab__reduced": False}, "draft.vocab.reduced: true (the spec: false)"),
 ])
 def test_the_field_that_fits_the_names_is_said(tmp_path, pair, edit, said):
-    assert flips(refused(tmp_path, pair, **edit)) == [f"note: the checkpoint's tensor names fit the draft with {said}"]
+    assert flips(refused(tmp_path, pair, **edit)) == [f"note: the checkpoint's tensors fit the draft with {said}"]
 
 
 def test_a_misfit_no_field_fixes_gets_no_such_note_and_costs_little(tmp_path, pair):
@@ -80,7 +80,7 @@ def test_a_field_the_spec_leaves_to_the_config_is_said_as_auto(tmp_path, pair):
     (draft / "config.json").write_text(json.dumps(config))
     with pytest.raises(CheckpointMismatch) as info:
         draftsmith.assemble("eagle3-speculators", target=pair[0], draft=draft)
-    assert flips(info.value) == ["note: the checkpoint's tensor names fit the draft with draft.fusion.fc_norm: true "
+    assert flips(info.value) == ["note: the checkpoint's tensors fit the draft with draft.fusion.fc_norm: true "
                                  "(the spec: auto, the draft config's)"]
 
 
@@ -94,7 +94,9 @@ def fp8_pair(tmp_path_factory):
     plain = write_eagle1(root / "plain", target, std=0.3)
     fp8 = write_eagle1(root / "fp8", target, std=0.3)
     quantize_folder(fp8, r"^layers\.\d+\.", scheme="block")
-    return target, plain, fp8
+    weight_scale = write_eagle1(root / "ws", target, std=0.3)
+    quantize_folder(weight_scale, r"^layers\.\d+\.", scheme="block", block_scale="weight_scale")
+    return target, plain, fp8, weight_scale
 
 
 LAYERS = [r"^layers\.\d+\."]
@@ -107,9 +109,19 @@ LAYERS = [r"^layers\.\d+\."]
 ])
 def test_the_quant_reading_that_fits_the_names_is_said(tmp_path, fp8_pair, quant, which, said):
     """The draft's quant: its method among the registered ones (fp8's params dropped for none), its params' choices."""
-    target, plain, fp8 = fp8_pair
+    target, plain, fp8, _ = fp8_pair
     data = yaml.safe_load((BUILTIN_DIR / "eagle1-llama.yaml").read_text()) | {"quant": quant}
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(data))
     with pytest.raises(CheckpointMismatch) as info:
         draftsmith.assemble(tmp_path / "s.yaml", target=target, draft=fp8 if which == "fp8" else plain)
-    assert flips(info.value) == [f"note: the checkpoint's tensor names fit the draft with {said}"]
+    assert flips(info.value) == [f"note: the checkpoint's tensors fit the draft with {said}"]
+
+
+def test_a_reading_whose_names_fit_but_not_the_shapes_is_not_said(tmp_path, fp8_pair):
+    """A README check: block scales stored as weight_scale were told 'quant.scheme: tensor or channel' (the names of
+    those schemes, [1] shapes where the checkpoint holds [1, 1] blocks) before the block_scale that loads them."""
+    target, _, _, weight_scale = fp8_pair
+    with pytest.raises(CheckpointMismatch) as info:
+        draftsmith.assemble("eagle1-llama-fp8", target=target, draft=weight_scale)
+    assert flips(info.value) == ["note: the checkpoint's tensors fit the draft with quant.block_scale: weight_scale "
+                                 "(the spec: weight_scale_inv)"]

@@ -26,6 +26,6 @@ def test_the_reduced_flip_is_said_whatever_the_topk(tmp_path, pair, topk):
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(data))
     with pytest.raises(CheckpointMismatch) as info:
         draftsmith.assemble(tmp_path / "s.yaml", *pair)
-    notes = [n for n in getattr(info.value, "__notes__", ()) if "tensor names fit the draft" in n]
-    assert notes == ["note: the checkpoint's tensor names fit the draft with draft.vocab.reduced: true "
+    notes = [n for n in getattr(info.value, "__notes__", ()) if "tensors fit the draft" in n]
+    assert notes == ["note: the checkpoint's tensors fit the draft with draft.vocab.reduced: true "
                      "(the spec: false)"], notes
