@@ -176,12 +176,12 @@ def plan_draft(spec: Spec, registry: Registry, draft: str | Path | None, draft_d
         rules = rule_set(spec, registry, flatten_draft_config(draft_raw))  # ${key} placeholders: the draft config
         canonical = held_names(rules, infos)
         built: dict[str, Any] = {}   # the draft model, once built: notes about its tensors compare with it
+        d2t_rows = held_d2t_rows(rules, infos)
 
-        def rebuild(other: Spec):   # the draft another reading of the spec builds, for flip_note
-            with quiet_notes():
+        def rebuild(other: Spec):   # the draft another reading of the spec builds, for flip_note; what no name
+            with quiet_notes():      # depends on (a topk past the vocabulary) set aside
                 return build_draft(other, registry, draft_raw=draft_raw, draft_cfg=draft_cfg, target_cfg=target_cfg,
-                                   canonical_names=canonical, backend=backend, d2t_rows=held_d2t_rows(rules, infos),
-                                   defer=True)   # what no name depends on (a topk past the vocabulary) set aside
+                                   canonical_names=canonical, backend=backend, d2t_rows=d2t_rows, defer=True)
         # a draft made for another target is the likeliest cause of what the spec's checks find: said first
         # ... and one detected as another spec: advice on this spec's fields would send the user to the wrong one
         own = spec_own(spec, draft, draft_dir, "draft")
@@ -201,7 +201,7 @@ def plan_draft(spec: Spec, registry: Registry, draft: str | Path | None, draft_d
             draft_model = built["draft"] = build_draft(spec, registry, draft_raw=draft_raw, draft_cfg=draft_cfg,
                                                        target_cfg=target_cfg, canonical_names=canonical,
                                                        backend=backend, source=(draft_dir, list(infos)),
-                                                       defer=True, d2t_rows=held_d2t_rows(rules, infos))
+                                                       defer=True, d2t_rows=d2t_rows)
             with set_aside(spec.source, draft_model.deferred_problems):
                 try:
                     draft_plan = plan_module(draft_model, draft_dir, rules, spec=spec.name, infos=infos)

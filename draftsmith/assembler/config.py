@@ -17,11 +17,12 @@ if TYPE_CHECKING:
     from transformers import PretrainedConfig
 
 RECURRENT_LAYER_TYPES = ("mamba", "linear_attention", "mamba2", "recurrent")
-# Config keys draftsmith reads or knowingly skips, beyond a Llama config's own.
-READ_KEYS = {*EAGLE_FIELDS, *MLA_KEYS, *STYLES["speculators"].fixed, *STYLES["mistral"].rename, "eagle_config", "bias",
+# Config keys draftsmith reads or knowingly skips, beyond a Llama config's own (in facts' names: a params.json's are
+# renamed first, :func:`known_keys` adds them for its own file).
+READ_KEYS = {*EAGLE_FIELDS, *MLA_KEYS, *STYLES["speculators"].fixed, "eagle_config", "bias",
              "qkv_bias", "num_aux_hidden_states", "target_layer_ids", "architectures", "model_type",
              "transformers_version", "torch_dtype", "dtype", "hc_mult", "rope_interleave", "first_k_dense_replace",
-             "rope_scaling",   # the older name of rope_parameters: transformers reads it into them, as MLA does
+             "rope_theta", "rope_scaling",   # transformers 5 reads them into rope_parameters, as MLA reads either
              "fusion_bias", "layernorms", "transformer_layer_architecture"}   # these three: speculators' EAGLE-1
 # what a draft's config must state: transformers' Llama defaults (hidden_size 4096, 32 heads) are no draft's, and
 # they fail late under another name (share.embed) or not at all (32 heads of 2 fit the q_proj of 4 heads of 16);
@@ -164,8 +165,7 @@ def known_keys(style: ConfigStyle | None = None) -> set[str]:
     from transformers import LlamaConfig
 
     own = set(style.rename) if style is not None else set()
-    mistral = {k for k, fact in STYLES["mistral"].rename.items() if k != fact}   # rope_theta is both
-    return {*LlamaConfig().to_dict(), *LlamaConfig.attribute_map, *(READ_KEYS - mistral), *own}
+    return {*LlamaConfig().to_dict(), *LlamaConfig.attribute_map, *READ_KEYS, *own}
 
 
 def unread_sizes(flat: Mapping[str, Any], raw: Mapping[str, Any]) -> str:

@@ -89,15 +89,14 @@ def flip_note(spec: Spec, registry, rebuild: Callable, canonical: list[str], bui
     true``, an FP8 draft's scales under ``quant: none``. ``shapes``: the shape of each canonical name one tensor
     holds, which a reading's model must take too (a block FP8 draft's weight_scale names fit scheme: tensor, their
     [1, 1] shapes do not). Each such field and value is said."""
+    from draftsmith.assembler.load import optional_and_unused
+    from draftsmith.assembler.plan import expected_of
     from draftsmith.errors import DraftsmithError
     from draftsmith.specs.edits import changed_spec, current_value, field_info, spec_data, yaml_value
 
     held = set(canonical)
 
     def misfit(model) -> bool:
-        from draftsmith.assembler.load import optional_and_unused
-        from draftsmith.assembler.plan import expected_of
-
         wanted, (optional, unused) = expected_of(model), optional_and_unused(model)
         expected = set(wanted)
         return bool(expected - held - optional or held - expected - unused) or any(

@@ -242,8 +242,8 @@ NARROW = 84   # columns below which --help is click's plain text: rich's panels 
 
 
 def narrow() -> bool:
-    """Whether the terminal (or COLUMNS) is narrower than :data:`NARROW`: --help is then plain text, which wraps
-    every word whole (at 50 columns at least, click's floor)."""
+    """Whether the terminal (or COLUMNS) is narrower than :data:`NARROW`: --help is then plain text, which cuts
+    nothing (wrapped at 50 columns at least, click's floor; a hyphenated word may wrap at its hyphen)."""
     return shutil.get_terminal_size().columns < NARROW
 
 

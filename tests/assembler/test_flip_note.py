@@ -125,3 +125,18 @@ def test_a_reading_whose_names_fit_but_not_the_shapes_is_not_said(tmp_path, fp8_
         draftsmith.assemble("eagle1-llama-fp8", target=target, draft=weight_scale)
     assert flips(info.value) == ["note: the checkpoint's tensors fit the draft with quant.block_scale: weight_scale "
                                  "(the spec: weight_scale_inv)"]
+
+
+def test_a_reading_is_rebuilt_with_the_held_d2ts_size(tmp_path, pair):
+    """A draft whose config states no draft_vocab_size is sized from its d2t in the rebuilt readings too (its
+    lm_head's 40 rows against the target's 96 would misfit every reading)."""
+    import json
+    import shutil
+
+    draft = tmp_path / "d"
+    shutil.copytree(pair[1], draft)
+    config = json.loads((draft / "config.json").read_text())
+    del config["draft_vocab_size"]
+    (draft / "config.json").write_text(json.dumps(config))
+    assert flips(refused(tmp_path, (pair[0], draft), draft__norms__final=False)) == [
+        "note: the checkpoint's tensors fit the draft with draft.norms.final: true (the spec: false)"]
