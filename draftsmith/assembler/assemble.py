@@ -34,7 +34,7 @@ from draftsmith.errors import (CheckpointError, CheckpointNotFound, DraftsmithEr
                                short_text)
 from draftsmith.specs.loader import checked_registry, load_spec
 from draftsmith.specs.resolve import decoding_section_problems, unreached_steps
-from draftsmith.specs.schema import Spec
+from draftsmith.specs.schema import COPIED, Spec
 
 log = logging.getLogger("draftsmith")
 
@@ -144,7 +144,7 @@ def plan_assembly(spec: Spec | str | Path, target: str | Path | None = None, dra
             raise e from None
         target_error, target_plan = e, None
     if spec.decoding.mode == "v2" and target_plan is not None and target_plan.module.recurrent:
-        raise SpecError(spec.source, [Problem(
+        raise spec.error([Problem(
             "decoding.mode", f"{V2} is unsupported with this target: {RECURRENT}", found="v2", allowed="auto, v1",
             hint="Use mode: auto to fall back to v1 with a logged reason.")])
     try:
@@ -202,7 +202,7 @@ def plan_draft(spec: Spec, registry: Registry, draft: str | Path | None, draft_d
                                                        target_cfg=target_cfg, canonical_names=canonical,
                                                        backend=backend, source=(draft_dir, list(infos)),
                                                        defer=True, d2t_rows=d2t_rows)
-            with set_aside(spec.source, draft_model.deferred_problems):
+            with set_aside(spec, draft_model.deferred_problems):
                 try:
                     draft_plan = plan_module(draft_model, draft_dir, rules, spec=spec.name, infos=infos)
                 except CheckpointMismatch as e:   # what the vocabulary checks find is said with the misfit
@@ -253,8 +253,7 @@ def assemble(spec: Spec | str | Path = "demo", target: str | Path | None = None,
 
     check_device(device)  # OptionError before anything is read: 'cuda' without CUDA, 'cuda:3' with one GPU
     if problems := machine_problems(spec, registry, device):   # and 'graphs: on' without CUDA, flash without it
-        copied = any(p.path.removeprefix("decoding.") in spec._replaced for p in problems)   # no file line says it
-        raise MachineSettings(f"{spec.source} {COPIED}" if copied else spec.source, problems)
+        raise spec.error(problems, MachineSettings)
     ready_transformers()   # before two threads' first assemble() both import it (its lazy import is not thread-safe)
     p = plan_assembly(spec, target, draft, registry)
     target_plan, draft_model, draft_plan = p.target_plan, p.draft_model, p.draft_plan
@@ -294,9 +293,6 @@ def assemble(spec: Spec | str | Path = "demo", target: str | Path | None = None,
     if said := unreached_steps(dec.topk, dec.steps, dec.draft_tokens, dec.mode, dec.page_size):
         log.warning("draftsmith: spec %s: %s", spec.name, said)
     return model
-
-
-COPIED = "(its decoding section as with_decoding() left it)"   # a spec's label where its file does not say it
 
 
 class MachineSettings(OptionError, SpecError):

@@ -66,7 +66,7 @@ def rule_set(spec: Spec, registry: Registry, config: Mapping[str, Any] | None = 
                            hint="Write the value, or use a regex rule for the part that needs the config's value.")
                    for v in (r.model_extra or {}).values() if isinstance(v, str) and has_placeholders(v)]
     if placed:
-        raise UnboundRules(spec.source, placed)
+        raise spec.error(kind=UnboundRules, problems=placed)
     rules = [registry.build("weight_rule", r.kind, resolve(registry, "weight_rule", r.kind, r.model_extra or {})[1])
              for r in spec.weights.rules]
     ignore = list(spec.weights.ignore)
@@ -74,7 +74,7 @@ def rule_set(spec: Spec, registry: Registry, config: Mapping[str, Any] | None = 
         try:
             rules, ignore = bind_all(rules, ignore, config)
         except UnboundRules as e:   # the rule's dotted path, in the spec file the user wrote
-            raise UnboundRules(spec.source, e.problems) from None
+            raise spec.error(kind=UnboundRules, problems=e.problems) from None
     return RuleSet(rules, ignore)
 
 
@@ -128,13 +128,13 @@ def held_layers(spec: Spec, canonical_names: Iterable[str], source: tuple[Any, l
     # the highest 'layers.N.' by its digits (never int() of an unbounded run: Python refuses past 4300 digits)
     numbered = [(len(run := m.group(1).lstrip("0")), run, n) for n in canonical_names if (m := _LAYER.match(n))]
     if not numbered:
-        raise SpecError(spec.source, [no_layers(canonical_names, source)])
+        raise spec.error([no_layers(canonical_names, source)])
     from draftsmith import limits
 
     digits, run, name = max(numbered)
     if digits > len(str(limits.DRAFT_LAYERS)) or int(run or "0") >= limits.DRAFT_LAYERS:  # before anything is built
         layer = run if digits <= 20 else f"<a number of {digits} digits>"
-        raise SpecError(spec.source, [Problem(
+        raise spec.error([Problem(
             "draft.num_layers", f"auto found tensor {short(name)} of layer {layer}; a draft has at most "
                                 f"{limits.DRAFT_LAYERS} layers (draftsmith/limits.py)")])
     return int(run or "0") + 1
@@ -179,7 +179,7 @@ def attention_recipe(spec: Spec, registry: Registry, draft_raw: Mapping[str, Any
         comp = registry.get("attention", name)
         if problems := params_problems(comp.params, params, "draft.attention"):
             why = "has" if name == "mla" else "has no"
-            raise SpecError(spec.source, [replace(p, message=f"{p.message} (kind auto is {name} for this draft: its "
+            raise spec.error([replace(p, message=f"{p.message} (kind auto is {name} for this draft: its "
                                                              f"config {why} MLA fields)") for p in problems])
     return name, params
 
@@ -194,7 +194,7 @@ def owns_embedding(spec: Spec, hidden: int, target_hidden: int) -> bool:
     if hidden != target_hidden and shared:
         fix = {"embed": "own or own_if_different (and the checkpoint's embed_tokens.weight not ignored)",
                "lm_head": "draft (the draft's own lm_head.weight)"}
-        raise SpecError(spec.source, [Problem(f"draft.share.{what}", f"target: the target's is {target_hidden} wide "
+        raise spec.error([Problem(f"draft.share.{what}", f"target: the target's is {target_hidden} wide "
                                               f"and the draft's hidden size {hidden}; a draft of another width than "
                                               "its target cannot share it", found="target", allowed=fix[what])
                                       for what in shared])
@@ -314,12 +314,12 @@ def build_draft(spec: Spec, registry: Registry, *, draft_raw: Mapping[str, Any],
         except SpecError as e:  # the fusion knows the rule; the error names the spec file the user wrote
             fc = getattr(e, "built", None)   # draftsmith's own fusion's only: a plugin's may wrap it, adding more
             if not isinstance(fc, nn.Module) or registry.provider("fusion", d.fusion.kind) != BUILTIN:
-                raise SpecError(spec.source, [*e.problems, *problems, *aside]) from None
+                raise spec.error([*e.problems, *problems, *aside]) from None
             deferred = list(e.problems)   # the module it built anyway (the same shapes): the tensors are checked too
         deferred += aside
         if problems := deferred + problems + norm_problems(spec, fc):   # every one the checkpoint decides, at once
             if len(problems) > len(deferred):
-                raise SpecError(spec.source, problems)
+                raise spec.error(problems)
         try:
             hidden_norm = hidden_norm_slot(spec, fc)
             layers = []
@@ -341,13 +341,13 @@ def build_draft(spec: Spec, registry: Registry, *, draft_raw: Mapping[str, Any],
         except SpecError as e:   # what the build meets past the fusion (auto's layer count) is said with what
             if not deferred:     # it set aside, not in its place
                 raise
-            raise SpecError(spec.source, [*deferred, *e.problems]) from None
+            raise spec.error([*deferred, *e.problems]) from None
         _, quant_params = resolve(registry, "quant", spec.quant.method, spec.quant.model_extra or {})
         try:   # the draft's own spec section only, never the target's config
             registry.build("quant", spec.quant.method, quant_params, module=model)
         except SpecError as e:   # the method knows the rule; the error names the spec file the user wrote
-            raise SpecError(spec.source, [*deferred, *e.problems]) from None
+            raise spec.error([*deferred, *e.problems]) from None
     if deferred and not defer:
-        raise SpecError(spec.source, deferred)
+        raise spec.error(deferred)
     model.deferred_problems = tuple(deferred)
     return model

@@ -17,7 +17,7 @@ from draftsmith.assembler.config import ConfigReading, read_raw_config
 from draftsmith.assembler.detect import draft_in, row_settings, swap_note
 from draftsmith.assembler.names import chain_note, one_pattern
 from draftsmith.components.weights import RuleSet
-from draftsmith.errors import DraftsmithError, SpecError, short, short_text
+from draftsmith.errors import DraftsmithError, short, short_text
 from draftsmith.registry import Registry, default_registry
 from draftsmith.registry.results import ComponentFailed
 from draftsmith.specs.resolve import dig
@@ -66,14 +66,14 @@ def checked_along(reading: ConfigReading):
 
 
 @contextlib.contextmanager
-def set_aside(source: str, problems):
+def set_aside(spec, problems):
     """The spec problems the draft's build set aside (``build_draft(defer=True)``: values no tensor's shape depends
     on, such as EAGLE-3 tap ids out of range), raised once the block has checked the tensors (each was said only
     once the other was fixed)."""
     if not problems:
         yield
         return
-    with checked_too(SpecError(source, list(problems)), "the problems above set aside"):
+    with checked_too(spec.error(problems), "the problems above set aside"):
         yield
 
 

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Callable
 
-from draftsmith.errors import CheckpointNotFound, OptionError, Problem, SpecError, short_text
+from draftsmith.errors import CheckpointNotFound, OptionError, Problem, short_text
 from draftsmith.paths import checkpoint_folder
 from draftsmith.specs.schema import Spec
 
@@ -65,7 +65,7 @@ def checkpoint_dir(spec: Spec, given: str | Path | None, which: str) -> Path:
         return hub.resolve(ref)
     if ref is None:
         hint = f"Give the {which} folder ({which}=PATH, or --{which} PATH on the command line)."
-        raise SpecError(spec.source, [Problem(f"checkpoints.{which}", f"no {which} folder given and the spec names "
+        raise spec.error([Problem(f"checkpoints.{which}", f"no {which} folder given and the spec names "
                                                                      "none", hint=hint)])
     written = getattr(spec.checkpoints, which) if given is None else None   # the spec's own, as its file says it
     label = f"{which} checkpoint folder '{short_text(ref, 300)}'"   # short_text escapes once: a newline reads \n

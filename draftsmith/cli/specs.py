@@ -90,7 +90,7 @@ def _machine_warning(f: str, spec) -> None:
     except Exception:  # noqa: BLE001 (a plugin's backend that fails to build: the load says it, the spec is valid)
         return
     if problems:
-        said = str(MachineSettings(spec.source, problems)).split("\n", 1)[1]
+        said = str(spec.error(problems, MachineSettings)).split("\n", 1)[1]
         typer.echo(f"{f}: warning: a load on this machine ({device}) refuses it as written:\n{said}", err=True)
 
 

@@ -167,6 +167,19 @@ def inherited(problems: Sequence[Problem], data: Any, bases: Sequence[Base], sou
     return [placed(p) for p in problems]
 
 
+@dataclass(frozen=True)
+class Inheritance:
+    """What a loaded spec keeps of its bases to say a problem found later (against its checkpoints) in a value they
+    gave as loading says one (:func:`inherited`); compared by value, as the spec is."""
+    data: Any
+    bases: tuple[Base, ...]
+    source: str
+    text: str | None
+
+    def __call__(self, problems: Sequence[Problem]) -> list[Problem]:
+        return inherited(problems, self.data, self.bases, self.source, self.text)
+
+
 def origin(documents: Sequence[Any], path: str) -> int:
     """Which of ``documents`` (a spec's own, then its bases', nearest first) the merged value at dotted ``path``
     comes from: down the path, the documents whose values the merge keeps (the nearest one's, and below it those a

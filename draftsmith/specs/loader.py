@@ -21,7 +21,7 @@ from draftsmith.errors import OptionError, Problem, SpecError, short_text, with_
 from draftsmith.registry import Registry, default_registry
 from draftsmith.specs.documents import (MODEL_CONFIG_FIX, RepeatedKeys, load_yaml_text, model_config, provider_fix,
                                         read_text, spec_file, spec_path, without_plugin)
-from draftsmith.specs.extends import inherited, with_bases
+from draftsmith.specs.extends import Inheritance, inherited, with_bases
 from draftsmith.specs.placement import placed
 from draftsmith.specs.resolve import check_spec_data
 from draftsmith.specs.schema import Spec, too_many_digits, validate_strict
@@ -191,6 +191,8 @@ def parse_spec(data: Any, *, source: str = "<spec>", registry: Registry | None =
         problems = inherited(problems, data, bases, source, text)   # a base's value: said at extends, naming it
         raise SpecError(source, problems if text is None else with_lines(problems, text))
     spec._source = source
+    if bases:   # a problem the load finds later (against the checkpoints) in a base's value: said as these are
+        spec._inherited = Inheritance(data, tuple(bases), source, text)
     return spec
 
 

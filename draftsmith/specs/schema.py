@@ -6,13 +6,14 @@ component's own ``Params`` model (:mod:`draftsmith.specs.resolve`), so this file
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterable
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr
 from pydantic_core import PydanticCustomError
 
 from draftsmith import limits
-from draftsmith.errors import short
+from draftsmith.errors import Problem, SpecError, short
 from draftsmith.hooks.records import SPEC_NAME
 
 M = TypeVar("M", bound=BaseModel)
@@ -217,6 +218,9 @@ class Checkpoints(Frozen):
     draft: Folder | None = None
 
 
+COPIED = "(its decoding section as with_decoding() left it)"   # a spec's label where its file does not say it
+
+
 class Spec(Frozen):
     name: str = Field(pattern=SPEC_NAME, max_length=limits.NAME_CHARS)
     description: str = Field("", max_length=limits.DESCRIPTION_CHARS)
@@ -230,6 +234,8 @@ class Spec(Frozen):
     decoding: Decoding = Decoding()
     _source: str | None = PrivateAttr(None)              # the file it came from (set by the loader)
     _replaced: frozenset = PrivateAttr(frozenset())      # the decoding fields with_decoding() set: not the file's
+    # where a problem in a value its ``extends:`` bases gave is said (set by the loader: specs.extends.inherited)
+    _inherited: Callable[[list[Problem]], list[Problem]] | None = PrivateAttr(None)
 
     @property
     def source(self) -> str:
@@ -239,6 +245,16 @@ class Spec(Frozen):
     def summary(self) -> str:
         """Its description, and the spec it extends (`draftsmith list`'s and generate's line)."""
         return " ".join(filter(None, [self.description, self.extends and f"(extends {self.extends})"]))
+
+    def error(self, problems: Iterable[Problem], kind: type[SpecError] = SpecError) -> SpecError:
+        """A ``kind`` of SpecError of this spec with ``problems`` found after it loaded (against its checkpoints, its
+        machine), each said where the spec's text says its value: at the spec file's line, or, for a value an
+        ``extends:`` base gave, at its ``extends`` line naming the base's file and line; where with_decoding() set a
+        value a problem is in, at no line, the spec's source labelled ``COPIED`` (its file does not say it)."""
+        problems = list(problems)
+        if any(p.path.startswith("decoding.") and p.path.removeprefix("decoding.") in self._replaced for p in problems):
+            return kind(f"{self.source} {COPIED}", problems)
+        return kind(self.source, self._inherited(problems) if self._inherited else problems)
 
     def with_decoding(self, **changes: Any) -> Spec:
         """This spec with some ``decoding`` fields replaced (e.g. ``attention="flex"``); it keeps its source file,
