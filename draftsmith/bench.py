@@ -45,11 +45,6 @@ def _round_robin(methods: dict, repeats: int, device: str = "cpu") -> dict:
     return rows
 
 
-def _median_time(fn, repeats: int, device: str = "cpu"):
-    """One method: (median seconds of ``repeats`` after a warm-up, the median round's result)."""
-    return _round_robin({"": fn}, repeats, device)[""]
-
-
 def _sync(device: str) -> None:
     if torch.device(device).type == "cuda":
         torch.cuda.synchronize()

@@ -108,11 +108,6 @@ def overflow(planned: PlannedLoad, raw: dict[str, torch.Tensor], state: dict[str
             + ": they would load as inf; load it in bfloat16 or float32")
 
 
-def load_module(module: nn.Module, folder: str | Path, rules: RuleSet, *, dtype: torch.dtype, device: str,
-                spec: str, infos: dict[str, TensorInfo] | None = None) -> nn.Module:
-    return fill(plan_module(module, folder, rules, spec=spec, infos=infos), dtype=dtype, device=device)
-
-
 def materialize(module: nn.Module, device: str) -> None:
     """Recompute non-persistent buffers and check nothing is left on the meta device."""
     for m in module.modules():

@@ -131,11 +131,6 @@ def provider_fix(name: str, registry: Registry) -> str:
             f"the right file; {without_plugin(name, registry)}")
 
 
-def read_yaml(path: Path) -> Any:
-    """The YAML document of a spec file, or a SpecError naming the file (size, encoding, syntax, bounds)."""
-    return load_yaml_text(read_text(path), str(path))
-
-
 def read_text(path: Path) -> str:
     """A spec file's text, or a SpecError naming the file (not a regular file, its size, its encoding)."""
     source = str(path)

@@ -15,7 +15,7 @@ import draftsmith
 from draftsmith.assembler.build import build_draft, build_target, held_layers, hidden_norm_slot, norm_problems
 from draftsmith.assembler.checkpoint import save_safetensors
 from draftsmith.assembler.config import draft_hf_config
-from draftsmith.assembler.load import load_module, materialize, plan_module
+from draftsmith.assembler.load import fill, materialize, plan_module
 from draftsmith.assembler.models import DraftModel
 from draftsmith.assembler.parts import LayerRecipe
 from draftsmith.components import backends
@@ -141,7 +141,7 @@ def test_a_nan_in_a_checkpoint_is_refused_when_filled_and_the_plan_is_frozen(tmp
     with pytest.raises(dataclasses.FrozenInstanceError):
         planned.module = nn.Linear(2, 1)
     with pytest.raises(CheckpointError, match=r"NaN or inf values in 'weight' \(1 of 2\)"):
-        load_module(nn.Linear(2, 1, device="meta"), tmp_path, RuleSet(), dtype=torch.float32, device="cpu", spec="t")
+        fill(plan_module(nn.Linear(2, 1, device="meta"), tmp_path, RuleSet(), spec="t"), dtype=torch.float32, device="cpu")
 
 
 def test_materialize_names_the_first_8_tensors_left_on_meta():

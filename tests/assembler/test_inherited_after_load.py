@@ -2,7 +2,6 @@
 base gave is said as the loader says a base's value: at the spec's ``extends`` line, naming the base's file and line
 (it was placed at the child's own ``decoding:`` line, which says another field, or at none); a with_decoding()
 value at no line of the file (it was said at the file's line for that field)."""
-from pathlib import Path
 
 import pytest
 import torch

@@ -11,7 +11,7 @@ import draftsmith
 from draftsmith import limits
 from draftsmith.specs.catalog import BUILTIN_DIR
 from draftsmith.errors import SpecError
-from draftsmith.specs.documents import load_yaml_text, read_yaml
+from draftsmith.specs.documents import load_yaml_text, read_text
 from draftsmith.specs.loader import spec_name_for
 from draftsmith.specs.schema import Spec, validate_strict
 
@@ -304,8 +304,8 @@ def test_a_spec_may_hold_yaml_nodes_values_and_one_more_is_refused(registry, ext
 
 @pytest.mark.parametrize("length", [300, 301])
 @pytest.mark.parametrize("read, says", [(lambda p, reg: draftsmith.load_spec(p, registry=reg), "does not exist"),
-                                        (lambda p, reg: read_yaml(p), "is not a regular file")],
-                         ids=["load_spec", "read_yaml"])
+                                        (lambda p, reg: read_text(p), "is not a regular file")],
+                         ids=["load_spec", "read_text"])
 def test_a_missing_spec_file_is_named_in_full_up_to_300_characters(tmp_path, registry, length, read, says):
     path = str(tmp_path / ("p" * (length - len(str(tmp_path)) - 6) + ".yaml"))
     assert len(path) == length
