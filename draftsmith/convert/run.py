@@ -173,6 +173,10 @@ def _convert(src: str | Path, layout: Layout, out: Path,
         problems += unknown
     # convert copies dtypes as they are: one assemble() refuses would be written faithfully and refused at load
     before = proposed_fit(found)
+    if before is not None and before.misfits:   # convert moves what the folder holds: a misfit is carried, not mended
+        said = short_list([f"{why}: {name!r}" for name, why in sorted(before.misfits.items())], 4, 300, quote=False)
+        log.warning("note: %s does not load with spec %s as it is (%s); convert writes the tensors it holds, as "
+                    "they are", short_text(src, 300), found.match.spec, said)
     problems += [f"{line}: assemble() would refuse it in any layout; store it as the model expects"
                  for line in (before.refused if before else ())]
     refused = f"{short_text(src, 300)} cannot be written as {to}:\n  "
