@@ -10,6 +10,7 @@ merges add are counted against ``YAML_NODES`` and merge chains against ``YAML_DE
 itself is refused, each before the pairs are built."""
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import yaml
@@ -19,6 +20,7 @@ from draftsmith.errors import short
 from draftsmith.yaml_places import MERGE, SAFE_LOADER, STR
 
 VALUE = "tag:yaml.org,2002:value"
+BASE_60 = re.compile(r"[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?")   # YAML 1.1's sexagesimal int and float
 
 
 class MergeBound(yaml.YAMLError):
@@ -128,6 +130,14 @@ class SpecLoader(SAFE_LOADER):
                 continue  # an unhashable key: the base constructor reports it
             if first is not key_node:   # every one is said (repeated_keys), the last value kept meanwhile
                 self.repeats.append((node, key_node, first))
+
+    def resolve(self, kind, value, implicit):
+        """PyYAML's YAML 1.1 tags, except a plain scalar of base-60 digits (``1:05``, ``1:30.5``), which YAML 1.1
+        reads as a number (65, 90.5) and YAML 1.2 as the text it is: a string here, which a field that wants a
+        number says as what was written (it was "65 is not allowed")."""
+        if kind is yaml.ScalarNode and implicit[0] and ":" in value and BASE_60.fullmatch(value):
+            return STR
+        return super().resolve(kind, value, implicit)
 
     def construct_yaml_int(self, node):
         try:
