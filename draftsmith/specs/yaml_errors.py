@@ -111,6 +111,22 @@ def odd_space_hint(text: str) -> str:
             "as a space; replace it with an ordinary space")
 
 
+_ODD_BREAK = re.compile("[\u0085\u2028\u2029]")   # line breaks to YAML 1.1, to few editors
+
+
+def odd_break_hint(text: str) -> str:
+    """For a YAML error in a text holding a character YAML 1.1 reads as a line break and most editors do not (a
+    U+2028 pasted inside a value ends its line there, and the error's line numbers count it), where the first one
+    is, by the file's own lines; '' where there is none."""
+    found = _ODD_BREAK.search(text)
+    if found is None:
+        return ""
+    line = text.count("\n", 0, found.start()) + 1
+    column = found.start() - (text.rfind("\n", 0, found.start()) + 1) + 1
+    return (f"Line {line}, column {column} holds U+{ord(found.group()):04X}, which YAML reads as a line break (the "
+            "error's line numbers count it); remove it, or put the value in double quotes")
+
+
 _ALIAS = re.compile(r"\*([^\s,\[\]{}]+)")   # an alias as YAML reads its name: up to a space or a flow indicator
 
 
@@ -129,5 +145,5 @@ def alias_hint(e: yaml.YAMLError, text: str) -> str:
 
 def yaml_hint(e: yaml.YAMLError, text: str) -> str:
     """The first hint that speaks of this error in ``text``, or ''."""
-    return (escape_hint(e, text) or tab_hint(e, text) or alias_hint(e, text) or odd_space_hint(text)
+    return (escape_hint(e, text) or tab_hint(e, text) or alias_hint(e, text) or odd_break_hint(text) or odd_space_hint(text)
             or indent_hint(e, text))
