@@ -145,5 +145,5 @@ def alias_hint(e: yaml.YAMLError, text: str) -> str:
 
 def yaml_hint(e: yaml.YAMLError, text: str) -> str:
     """The first hint that speaks of this error in ``text``, or ''."""
-    return (escape_hint(e, text) or tab_hint(e, text) or alias_hint(e, text) or odd_break_hint(text) or odd_space_hint(text)
-            or indent_hint(e, text))
+    return (escape_hint(e, text) or tab_hint(e, text) or alias_hint(e, text) or odd_break_hint(text)
+            or odd_space_hint(text) or indent_hint(e, text))
