@@ -141,7 +141,8 @@ def test_a_nan_in_a_checkpoint_is_refused_when_filled_and_the_plan_is_frozen(tmp
     with pytest.raises(dataclasses.FrozenInstanceError):
         planned.module = nn.Linear(2, 1)
     with pytest.raises(CheckpointError, match=r"NaN or inf values in 'weight' \(1 of 2\)"):
-        fill(plan_module(nn.Linear(2, 1, device="meta"), tmp_path, RuleSet(), spec="t"), dtype=torch.float32, device="cpu")
+        planned = plan_module(nn.Linear(2, 1, device="meta"), tmp_path, RuleSet(), spec="t")
+        fill(planned, dtype=torch.float32, device="cpu")
 
 
 def test_materialize_names_the_first_8_tensors_left_on_meta():
