@@ -5,6 +5,7 @@ that, set otherwise, fit every name (flip_note). Each is a callable that
 :func:`draftsmith.assembler.explain.explained` asks only when a load fails; None where it has nothing to say."""
 from __future__ import annotations
 
+import itertools
 import re
 from typing import Callable
 
@@ -103,26 +104,28 @@ def flip_note(spec: Spec, registry, rebuild: Callable, canonical: list[str], bui
             shape != wanted[c].shape and shape not in wanted[c].also for c, shape in (shapes or {}).items()
             if c in wanted)
 
-    def readings():   # (path, its values, the spec's now, the section it changes): FLIPS, then the draft's quant
+    def readings():   # (path, the spec's now, its values): FLIPS, then the draft's quant
         data = spec_data(spec)
         for path in FLIPS:
             if (info := field_info(data, path, registry)) is not None:
-                yield path, info.values, current_value(data, path, info), path
+                yield path, current_value(data, path, info), [(v, [(yaml_value(v), path, v)]) for v in info.values]
         yield from quant_readings(spec, registry)
+
+    def fitting(tries) -> str | None:   # the first of a value's (said, section, change) tries that fits, said
+        for shown, section, change in tries:
+            try:
+                if not misfit(rebuild(changed_spec(spec, [(section, change)], registry))):
+                    return shown
+            except DraftsmithError:   # that reading does not build this draft: no reading to offer
+                continue
+        return None
 
     def note() -> str | None:
         if "draft" not in built or not misfit(built["draft"]):
             return None
         said = []
-        for path, values, now, section in readings():
-            fits = []
-            for value in values:
-                change = value if section == path else {"method": value}   # another method: its own params
-                try:
-                    if value != now and not misfit(rebuild(changed_spec(spec, [(section, change)], registry))):
-                        fits.append(yaml_value(value))
-                except DraftsmithError:   # that reading does not build this draft: no reading to offer
-                    continue
+        for path, now, values in readings():
+            fits = [shown for value, tries in values if value != now and (shown := fitting(tries)) is not None]
             if fits:
                 stated = "auto, the draft config's" if now is None else yaml_value(now)
                 said.append(f"{path}: {' or '.join(fits)} (the spec: {stated})")
@@ -131,14 +134,38 @@ def flip_note(spec: Spec, registry, rebuild: Callable, canonical: list[str], bui
 
 
 def quant_readings(spec: Spec, registry):
-    """(path, values, the spec's now, the section a value replaces) of the draft's quant: its method among the
-    registered ones (the whole section replaced: fp8's params are no other method's), and each choice field of that
-    method's params (fp8's scheme, activation, block_scale), from the params model."""
-    from draftsmith.specs.edits import leaf_values
+    """(path, the spec's now, [(value, [(said, section, change)])]) of the draft's quant: its method among the
+    registered ones (the whole section replaced: fp8's params are no other method's), each tried with its defaults,
+    then with its choice fields set otherwise, fewest first (a per-tensor FP8 draft under ``quant: none`` is told
+    ``fp8 with scheme: tensor``); and each choice field of the spec's method's params (fp8's scheme, activation,
+    block_scale), from the params model."""
+    from draftsmith.specs.edits import yaml_value
 
     method, given = spec.quant.method, spec.quant.model_extra or {}
-    yield "quant.method", [name for kind, name in registry.components if kind == "quant"], method, "quant"
+    methods = [name for kind, name in registry.components if kind == "quant"]
+    yield "quant.method", method, [(m, [(shown, "quant", {"method": m, **params})
+                                        for shown, params in _method_tries(registry, m)]) for m in methods]
+    for name, (values, default) in _choices(registry, method).items():
+        yield (f"quant.{name}", given.get(name, default),
+               [(v, [(yaml_value(v), f"quant.{name}", v)]) for v in values])
+
+
+def _choices(registry, method: str) -> dict[str, tuple[list, object]]:
+    """Each choice field of quant ``method``'s params: (its values, its default)."""
+    from draftsmith.specs.edits import leaf_values
+
     comp = registry.components.get(("quant", method))
-    for name, info in (comp.record.params.model_fields.items() if comp is not None else ()):
-        if values := leaf_values(info.annotation):
-            yield f"quant.{name}", values, given.get(name, info.default), f"quant.{name}"
+    fields = comp.record.params.model_fields.items() if comp is not None else ()
+    return {name: (values, info.default) for name, info in fields if (values := leaf_values(info.annotation))}
+
+
+def _method_tries(registry, method: str) -> list[tuple[str, dict]]:
+    """(said, params) of quant ``method``: its defaults, then each other setting of its choice fields, fewest
+    changed first."""
+    from draftsmith.specs.edits import yaml_value
+
+    choices = _choices(registry, method)
+    settings = itertools.product(*[[(name, v) for v in values] for name, (values, _) in choices.items()])
+    changed = sorted(([(n, v) for n, v in s if v != choices[n][1]] for s in settings), key=len)
+    return [(yaml_value(method) + "".join(f" with {n}: {yaml_value(v)}" if i == 0 else f", {n}: {yaml_value(v)}"
+                                          for i, (n, v) in enumerate(c)), dict(c)) for c in changed]

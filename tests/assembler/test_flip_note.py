@@ -96,7 +96,9 @@ def fp8_pair(tmp_path_factory):
     quantize_folder(fp8, r"^layers\.\d+\.", scheme="block")
     weight_scale = write_eagle1(root / "ws", target, std=0.3)
     quantize_folder(weight_scale, r"^layers\.\d+\.", scheme="block", block_scale="weight_scale")
-    return target, plain, fp8, weight_scale
+    tensor = write_eagle1(root / "tensor", target, std=0.3)
+    quantize_folder(tensor, r"^layers\.\d+\.", scheme="tensor")
+    return target, plain, fp8, weight_scale, tensor
 
 
 LAYERS = [r"^layers\.\d+\."]
@@ -109,7 +111,7 @@ LAYERS = [r"^layers\.\d+\."]
 ])
 def test_the_quant_reading_that_fits_the_names_is_said(tmp_path, fp8_pair, quant, which, said):
     """The draft's quant: its method among the registered ones (fp8's params dropped for none), its params' choices."""
-    target, plain, fp8, _ = fp8_pair
+    target, plain, fp8, _, _ = fp8_pair
     data = yaml.safe_load((BUILTIN_DIR / "eagle1-llama.yaml").read_text()) | {"quant": quant}
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(data))
     with pytest.raises(CheckpointMismatch) as info:
@@ -117,10 +119,22 @@ def test_the_quant_reading_that_fits_the_names_is_said(tmp_path, fp8_pair, quant
     assert flips(info.value) == [f"note: the checkpoint's tensors fit the draft with {said}"]
 
 
+@pytest.mark.parametrize("which, said", [(4, "fp8 with scheme: tensor"), (3, "fp8 with block_scale: weight_scale")])
+def test_another_method_is_tried_with_its_choices_set_otherwise(tmp_path, fp8_pair, which, said):
+    """fp8 was tried under quant: none with its defaults alone (block scales named weight_scale_inv): a per-tensor
+    FP8 draft, or block scales stored as weight_scale, got no note."""
+    data = yaml.safe_load((BUILTIN_DIR / "eagle1-llama.yaml").read_text()) | {"quant": {"method": "none"}}
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(data))
+    with pytest.raises(CheckpointMismatch) as info:
+        draftsmith.assemble(tmp_path / "s.yaml", target=fp8_pair[0], draft=fp8_pair[which])
+    assert flips(info.value) == [f"note: the checkpoint's tensors fit the draft with quant.method: {said} (the spec: "
+                                 "none)"]
+
+
 def test_a_reading_whose_names_fit_but_not_the_shapes_is_not_said(tmp_path, fp8_pair):
     """A README check: block scales stored as weight_scale were told 'quant.scheme: tensor or channel' (the names of
     those schemes, [1] shapes where the checkpoint holds [1, 1] blocks) before the block_scale that loads them."""
-    target, _, _, weight_scale = fp8_pair
+    target, _, _, weight_scale, _ = fp8_pair
     with pytest.raises(CheckpointMismatch) as info:
         draftsmith.assemble("eagle1-llama-fp8", target=target, draft=weight_scale)
     assert flips(info.value) == ["note: the checkpoint's tensors fit the draft with quant.block_scale: weight_scale "
