@@ -95,36 +95,25 @@ def indent_hint(e: yaml.YAMLError, text: str) -> str:
             "the items of one list and the keys of one mapping start in the same column")
 
 
-_ODD_SPACE = re.compile("[\u00a0\u1680\u2000-\u200b\u202f\u205f\u3000]")   # spaces YAML reads as text
+# characters pasted from elsewhere that YAML reads otherwise than they look: a space it reads as text (a
+# non-breaking space from a web page: libyaml then stops a line later, at a place that shows nothing wrong), and a
+# line break to YAML 1.1 that few editors show as one (a U+2028 inside a value ends its line there, and the error's
+# line numbers count it)
+_ODD = ((re.compile("[\u00a0\u1680\u2000-\u200b\u202f\u205f\u3000]"),
+         "a space YAML reads as text, not as a space; replace it with an ordinary space"),
+        (re.compile("[\u0085\u2028\u2029]"), "which YAML reads as a line break (the error's line numbers count "
+                                                "it); remove it, or put the value in double quotes"))
 
 
-def odd_space_hint(text: str) -> str:
-    """For a YAML error in a text holding a space YAML does not take for one (a non-breaking space pasted from a
-    web page: libyaml then stops a line later, at a place that shows nothing wrong), where the first one is;
-    '' where there is none."""
-    found = _ODD_SPACE.search(text)
-    if found is None:
-        return ""
-    line = text.count("\n", 0, found.start()) + 1
-    column = found.start() - (text.rfind("\n", 0, found.start()) + 1) + 1
-    return (f"Line {line}, column {column} holds U+{ord(found.group()):04X}, a space YAML reads as text, not "
-            "as a space; replace it with an ordinary space")
-
-
-_ODD_BREAK = re.compile("[\u0085\u2028\u2029]")   # line breaks to YAML 1.1, to few editors
-
-
-def odd_break_hint(text: str) -> str:
-    """For a YAML error in a text holding a character YAML 1.1 reads as a line break and most editors do not (a
-    U+2028 pasted inside a value ends its line there, and the error's line numbers count it), where the first one
-    is, by the file's own lines; '' where there is none."""
-    found = _ODD_BREAK.search(text)
-    if found is None:
-        return ""
-    line = text.count("\n", 0, found.start()) + 1
-    column = found.start() - (text.rfind("\n", 0, found.start()) + 1) + 1
-    return (f"Line {line}, column {column} holds U+{ord(found.group()):04X}, which YAML reads as a line break (the "
-            "error's line numbers count it); remove it, or put the value in double quotes")
+def odd_character_hint(text: str) -> str:
+    """For a YAML error in a text holding one of the characters of ``_ODD``, where the first one is, by the file's
+    own lines (a line break first: it moves the error's lines); '' where there is none."""
+    for pattern, why in reversed(_ODD):
+        if (found := pattern.search(text)) is not None:
+            line = text.count("\n", 0, found.start()) + 1
+            column = found.start() - (text.rfind("\n", 0, found.start()) + 1) + 1
+            return f"Line {line}, column {column} holds U+{ord(found.group()):04X}, {why}"
+    return ""
 
 
 _ALIAS = re.compile(r"\*([^\s,\[\]{}]+)")   # an alias as YAML reads its name: up to a space or a flow indicator
@@ -145,5 +134,5 @@ def alias_hint(e: yaml.YAMLError, text: str) -> str:
 
 def yaml_hint(e: yaml.YAMLError, text: str) -> str:
     """The first hint that speaks of this error in ``text``, or ''."""
-    return (escape_hint(e, text) or tab_hint(e, text) or alias_hint(e, text) or odd_break_hint(text)
-            or odd_space_hint(text) or indent_hint(e, text))
+    return (escape_hint(e, text) or tab_hint(e, text) or alias_hint(e, text) or odd_character_hint(text)
+            or indent_hint(e, text))
