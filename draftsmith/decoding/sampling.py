@@ -67,12 +67,16 @@ def target_probs(logits: Tensor, temperature: float, top_p: float = 1.0, top_k: 
         raise ValueError(f"top_p must be in (0, 1], got {top_p}")
     if top_k < 0:
         raise ValueError(f"top_k must be >= 0, got {top_k}")
-    x = _shifted(as_float(logits)) / temperature
+    # tokens are ranked by their logits, not by logits / T nor the probabilities, which tie where T is huge (every
+    # probability 1/V in float32: the ranking fell back to the lowest ids)
+    scores = _shifted(as_float(logits))                                        # [..., V]
+    x = scores / temperature
     if 0 < top_k < x.shape[-1]:
-        kth = torch.topk(x, top_k, dim=-1).values[..., -1:]                    # [..., 1]
-        x = x.masked_fill(x < kth, float("-inf"))
+        kth = torch.topk(scores, top_k, dim=-1).values[..., -1:]               # [..., 1]
+        x = x.masked_fill(scores < kth, float("-inf"))
     if top_p < 1:
-        probs, order = torch.sort(torch.softmax(x, dim=-1), dim=-1, descending=True, stable=True)
+        order = torch.sort(scores, dim=-1, descending=True, stable=True).indices   # [..., V]; masked ones last
+        probs = torch.softmax(x, dim=-1).gather(-1, order)
         before = probs.cumsum(-1) - probs                                      # mass of the tokens ranked above
         drop = before >= top_p                                                 # never drops the first
         x = x.masked_fill(torch.zeros_like(drop).scatter(-1, order, drop), float("-inf"))

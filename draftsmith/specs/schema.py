@@ -6,10 +6,11 @@ component's own ``Params`` model (:mod:`draftsmith.specs.resolve`), so this file
 from __future__ import annotations
 
 import json
+import numbers
 from collections.abc import Callable, Iterable
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, ValidationError
 from pydantic_core import PydanticCustomError
 
 from draftsmith import limits
@@ -260,7 +261,16 @@ class Spec(Frozen):
         """This spec with some ``decoding`` fields replaced (e.g. ``attention="flex"``); it keeps its source file,
         so relative checkpoint paths still resolve. The section is checked when the spec is assembled, as a spec
         file's is (fields, types, bounds, cross-field rules, backend names: a SpecError naming
-        ``decoding.<field>``, specs.resolve.decoding_section_problems)."""
-        out = self.model_copy(update={"decoding": self.decoding.model_copy(update=changes)})
+        ``decoding.<field>``, specs.resolve.decoding_section_problems). Values are read as a file's are
+        (``graphs=True`` is on, as YAML's ``graphs: on``; numpy's integers are ints); one those checks refuse is kept
+        as given, for them to say."""
+        changes = {k: int(v) if isinstance(v, numbers.Integral) and not isinstance(v, bool) else v
+                   for k, v in changes.items()}
+        decoding = self.decoding.model_copy(update=changes)
+        try:
+            decoding = validate_strict(Decoding, dict(decoding))
+        except ValidationError:
+            pass
+        out = self.model_copy(update={"decoding": decoding})
         out._replaced = self._replaced | set(changes)
         return out
