@@ -112,12 +112,15 @@ def nested_strings(value: Any, seen: set[int] | None = None) -> Iterator[str]:
             stack += [*v.keys(), *v.values()] if isinstance(v, Mapping) else v
 
 
-def template_problem(tokenizer: Any, folder: Any = None) -> str | None:
-    """Why ``tokenizer`` cannot render a conversation (none, or no chat template), else None."""
+def template_problem(tokenizer: Any, folder: Any = None, template: bool | None = None) -> str | None:
+    """Why ``tokenizer`` cannot render a conversation (none, or no chat template), else None; ``template``: whether
+    it has one where that is known from its files (:func:`has_chat_template`), before it is loaded."""
     where = f" in {short_text(folder, 300)}" if folder is not None else ""
-    if tokenizer is None:
-        return f"a conversation needs the target's tokenizer and its chat template; there is no tokenizer{where}"
-    if not getattr(tokenizer, "chat_template", None):
+    if template is None:
+        if tokenizer is None:
+            return f"a conversation needs the target's tokenizer and its chat template; there is no tokenizer{where}"
+        template = bool(getattr(tokenizer, "chat_template", None))
+    if not template:
         return (f"the target's tokenizer{where} has no chat template (tokenizer_config.json's chat_template or "
                 "chat_template.jinja), so a conversation cannot be rendered: pass text or token ids instead")
     return None

@@ -81,8 +81,8 @@ def generate(
         from draftsmith.chat import template_problem
         from draftsmith.errors import OptionError
 
-        if (why := template_problem(model.tokenizer)) is not None:
-            raise OptionError(f"--chat: {why.replace('pass text or token ids instead', 'drop --chat')}")
+        if (why := template_problem(model.tokenizer)) is not None:   # a template the files' check did not see
+            raise OptionError(_chat_said(why))
     _call_options(model, prompt, dict(max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, **plan),
                   names)
     out.print(f"[bold]spec[/bold] {model.spec.name}: {escape(model.spec.summary)}")
@@ -174,16 +174,25 @@ def _target_folder(spec, target: Optional[Path]) -> Optional[Path]:
 def _target_options(spec, target: Optional[Path], prompt, max_new_tokens: int, names: dict[str, str]) -> None:
     """The prompt and --max-new-tokens checked against the target folder's config and tokenizer files before the
     models load (:func:`draftsmith.cli.app.target_folder_problems`): an OptionError (exit 2) naming the options."""
+    from draftsmith.chat import has_chat_template, is_conversation, template_problem
     from draftsmith.errors import OptionError
 
     folder = _target_folder(spec, target)
-    if folder is not None and (problems := target_folder_problems(folder, prompt, max_new_tokens, names)):
+    problems = [] if folder is None else target_folder_problems(folder, prompt, max_new_tokens, names)
+    if folder is not None and not problems and is_conversation(prompt) and not has_chat_template(folder):
+        problems.append(_chat_said(template_problem(None, folder, template=False)))   # before the models load
+    if problems:
         error = OptionError("\n  ".join(problems))
         from draftsmith.assembler.explain import folder_swap_note
 
         if (note := folder_swap_note(folder, "target")) is not None:   # a draft's folder has no tokenizer either
             error.add_note(note)
         raise error
+
+
+def _chat_said(why: str) -> str:
+    """chat.template_problem's reason as --chat's."""
+    return f"--chat: {why.replace('pass text or token ids instead', 'drop --chat')}"
 
 
 def _call_options(model, prompt, arguments: dict, names: dict[str, str]) -> None:

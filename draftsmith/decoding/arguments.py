@@ -60,7 +60,8 @@ def settings_problems(max_new_tokens: Any, temperature: Any, top_p: Any, top_k: 
         out.append(f"{n['temperature']} is {short(temperature)}; a temperature above 0 must be at least "
                    f"{TINY_TEMPERATURE:.3g} (float32's smallest normal number, what sampling divides in; "
                    "0 = greedy)")
-    elif temperature > HUGE_TEMPERATURE:   # float32 holds it as inf: every logit / T is 0, top_k keeps them all
+    elif float(temperature) > HUGE_TEMPERATURE:   # float32 holds it as inf: every logit / T is 0 (float(): a numpy
+        # float16 compared with it warned of an overflow)
         out.append(f"{n['temperature']} is {short(temperature)}; a temperature must be at most "
                    f"{HUGE_TEMPERATURE:.4g} (float32's largest number, what sampling divides in)")
     if not is_real(top_p) or not 0 < top_p <= 1:
@@ -119,7 +120,15 @@ def overridden(spec_decoding: Decoding, overrides: dict[str, Any], problems: lis
     fields = dec.model_dump()
     if is_chain(fields["topk"], fields["mode"], fields["page_size"]):
         fields["draft_tokens"] = fields["steps"] + 1   # a chain (choose_mode's v1): draft_tokens does not apply
-    cross = _rendered(decoding_problems(fields, path=""), names)
+    def spec_value(p: Problem) -> Problem:   # a field the call left as the spec has it: said so (steps=1 alone was
+        # told "draft_tokens: 8 tokens cannot be drafted", a value the caller never gave)
+        field = p.path.lstrip(".")
+        if field in given or field not in fields:
+            return p
+        name = (names or {}).get(field, field)
+        return replace(p, message=f"{p.message} ({fields[field]}: the spec's {name}; pass {name} too)")
+
+    cross = _rendered([spec_value(p) for p in decoding_problems(fields, path="")], names)
     problems += cross
     return None if cross else fields
 

@@ -38,6 +38,9 @@ def _array_ids(p: Any, where: str, problems: list[str]) -> list[int] | None:
     if not integer_vector(p):
         problems.append(f"{where}: {a} {kind} of {dtype}; token ids are integers")
         return None
+    if getattr(p, "is_meta", False):   # torch: "Cannot copy out of meta tensor"
+        problems.append(f"{where}: a tensor on the meta device, which holds no values; pass one on the CPU or a GPU")
+        return None
     return [int(t) for t in p.tolist()]
 
 
