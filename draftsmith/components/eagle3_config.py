@@ -135,7 +135,7 @@ def resolve_taps(params, draft_config: Mapping[str, Any], target_layers: int,
     stated = explicit_ids(params)
     ids, origin = (stated, "the spec") if stated else config_ids(draft_config)
     source = "spec" if stated else "draft"   # where the ids came from: DISTINCT_HINT's key
-    path = "draft.fusion.aux_layers"
+    path = "draft.fusion.aux_layers.ids" if stated else "draft.fusion.aux_layers"   # the ids' own line, a base's
     if ids is None:   # at: output has no ids to apply to (SGLang's output default names the same layers)
         unused = "; the spec's aux_layers.at: output has no ids to apply to" if at == "output" else ""
         ids, at, source = default_taps(target_layers), "input", "default"

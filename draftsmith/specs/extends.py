@@ -154,15 +154,16 @@ def inherited(problems: Sequence[Problem], data: Any, bases: Sequence[Base], sou
     if not bases:
         return list(problems)
     own = own_places(source, text)
-    at = own.where.get("extends") if own is not None else None
+    at = own.place("extends", False)[0] if own is not None else None   # through a merge key (<<: {extends: b})
     documents = [data] + [b.data for b in bases]
 
     def placed(p: Problem) -> Problem:
         if p.line is not None or (i := origin(documents, p.path)) == 0:
             return p
         base = bases[i - 1]
-        line = base.places.place(p.path, True)[0]
-        said = f"from the base {short_text(base.source, 300)}" + (f", line {line[0]}" if line else "")
+        line, note = base.places.place(p.path, True)   # note: the alias a value came through, as a file says it
+        said = f"from the base {short_text(base.source, 300)}" + (f", line {line[0]}" if line else "") + (
+            f", {note}" if note else "")
         return replace(p, message=f"{p.message} ({said})", line=at[0] if at else None, column=at[1] if at else None)
     return [placed(p) for p in problems]
 

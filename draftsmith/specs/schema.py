@@ -14,8 +14,9 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr,
 from pydantic_core import PydanticCustomError
 
 from draftsmith import limits
-from draftsmith.errors import Problem, SpecError, short
+from draftsmith.errors import Problem, SpecError, short, spec_file_text, with_places
 from draftsmith.hooks.records import SPEC_NAME
+from draftsmith.yaml_places import yaml_places
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -250,12 +251,19 @@ class Spec(Frozen):
     def error(self, problems: Iterable[Problem], kind: type[SpecError] = SpecError) -> SpecError:
         """A ``kind`` of SpecError of this spec with ``problems`` found after it loaded (against its checkpoints, its
         machine), each said where the spec's text says its value: at the spec file's line, or, for a value an
-        ``extends:`` base gave, at its ``extends`` line naming the base's file and line; where with_decoding() set a
-        value a problem is in, at no line, the spec's source labelled ``COPIED`` (its file does not say it)."""
+        ``extends:`` base gave, at its ``extends`` line naming the base's file and line; one in a value with_decoding()
+        set at no line (its file does not say it), the error's source then labelled ``COPIED``."""
         problems = list(problems)
-        if any(p.path.startswith("decoding.") and p.path.removeprefix("decoding.") in self._replaced for p in problems):
-            return kind(f"{self.source} {COPIED}", problems)
-        return kind(self.source, self._inherited(problems) if self._inherited else problems)
+        replaced = [p.path.startswith("decoding.") and p.path.removeprefix("decoding.") in self._replaced
+                    for p in problems]
+        copied = [p for p, r in zip(problems, replaced) if r]
+        own = [p for p, r in zip(problems, replaced) if not r]
+        own = self._inherited(own) if self._inherited else own
+        if not copied:
+            return kind(self.source, own)
+        if (text := spec_file_text(self.source)) is not None:   # the file's own values at its lines, the copied at none
+            own = with_places(own, yaml_places(text))
+        return kind(f"{self.source} {COPIED}", own + copied)
 
     def with_decoding(self, **changes: Any) -> Spec:
         """This spec with some ``decoding`` fields replaced (e.g. ``attention="flex"``); it keeps its source file,

@@ -167,7 +167,7 @@ def test_tap_ids_out_of_range_are_said_with_the_tensors_and_the_quant_modules(tm
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(spec))
     with pytest.raises(SpecError) as info:
         draftsmith.assemble(tmp_path / "s.yaml", target=target, draft=draft)
-    assert [p.path for p in info.value.problems] == ["draft.fusion.aux_layers"]
+    assert [p.path for p in info.value.problems] == ["draft.fusion.aux_layers.ids"]
     assert "tap layers [50]" in str(info.value)
     (note,) = info.value.__notes__
     assert note.startswith("note: the tensors were checked too (the problems above set aside): ") and \
@@ -176,7 +176,7 @@ def test_tap_ids_out_of_range_are_said_with_the_tensors_and_the_quant_modules(tm
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(spec))
     with pytest.raises(SpecError) as info:
         draftsmith.assemble(tmp_path / "s.yaml", target=target, draft=draft)
-    assert [p.path for p in info.value.problems] == ["draft.fusion.aux_layers", "quant.modules"], str(info.value)
+    assert [p.path for p in info.value.problems] == ["draft.fusion.aux_layers.ids", "quant.modules"], str(info.value)
     with pytest.raises(SpecError, match="tap layers \\[50\\]"):
         eagle3(Eagle3Params(aux_layers={"at": "input", "ids": [1, 4, 50]}, norm_before_residual=False), hidden=16,
                target_width=16, draft_config={}, target_layers=8)

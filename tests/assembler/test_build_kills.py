@@ -277,7 +277,7 @@ def test_tap_ids_out_of_range_stop_a_build_unless_the_caller_defers_them():
     names = ["fc.weight", "layers.0.hidden_norm.weight", "layers.1.mlp.up_proj.weight"]
     model = build_draft(s, draftsmith.default_registry(), draft_raw=RAW, draft_cfg=draft_hf_config(RAW),
                         target_cfg=target, canonical_names=names, backend=backends.sdpa, defer=True)
-    assert [p.path for p in model.deferred_problems] == ["draft.fusion.aux_layers"]
+    assert [p.path for p in model.deferred_problems] == ["draft.fusion.aux_layers.ids"]
     assert model.fc.taps == (0, 1, 2)   # stand-ins of the same count: the same shapes
 
 
@@ -292,4 +292,4 @@ def test_tap_problems_set_aside_are_said_with_a_layer_count_auto_cannot_find():
         with pytest.raises(SpecError) as info:
             build_draft(s, draftsmith.default_registry(), draft_raw=RAW, draft_cfg=draft_hf_config(RAW),
                         target_cfg=target, canonical_names=["fc.weight"], backend=backends.sdpa, defer=defer)
-        assert [p.path for p in info.value.problems] == ["draft.fusion.aux_layers", "draft.num_layers"], info.value
+        assert [p.path for p in info.value.problems] == ["draft.fusion.aux_layers.ids", "draft.num_layers"], info.value

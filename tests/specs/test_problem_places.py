@@ -85,5 +85,5 @@ def test_out_of_range_aux_layers_found_against_the_target_name_their_line(tmp_pa
     with pytest.raises(SpecError) as info:
         draftsmith.assemble(path, target=target, draft=draft)
     (p,) = info.value.problems
-    assert p.path == "draft.fusion.aux_layers" and "outside the target's 8 layers" in p.message
+    assert p.path == "draft.fusion.aux_layers.ids" and "outside the target's 8 layers" in p.message
     assert p.line == line_of(text, "aux_layers:") and f"(line {p.line})" in str(info.value)
