@@ -118,3 +118,31 @@ def test_an_inactive_row_writes_nothing_in_a_target_only_step(pairs):
         for k, t in pool.view(i).items():
             assert torch.equal(t[0], old[k][0]), (i, k)
             assert not torch.equal(t[1], old[k][1])
+
+
+def test_an_inactive_row_writes_nothing_in_a_verification(pairs):
+    """catches engine.py:185 ``torch.where(st.active[:, None], ar, -1)`` -> ``-0`` (the target-only test's twin: a
+    verification over rows [inactive, active] writes the tree's K/V into the active row's region of the pool only)"""
+    from draftsmith.decoding import fixed
+    from draftsmith.decoding.modes import Plan
+
+    model = pairs["eagle1"]
+    prompts = [[3, 1, 4], [2, 7]]
+    plan = Plan("v1", topk=1, steps=2, draft_tokens=3, reason="")
+    target, _ = model._runners(prompts, 4, plan)
+    s = engine.Settings(max_new_tokens=4)
+    seqs = [engine.Seq(list(p)) for p in prompts]
+    with torch.no_grad():
+        st = engine.prefill(target, None, seqs, s, engine.Stats())
+    st.active = torch.tensor([False, True])
+    pool = target.pool
+    before = [{k: t.clone() for k, t in pool.view(i).items()} for i in range(len(pool.storage))]
+    tokens = torch.tensor([[5, 6, 7], [5, 6, 7]])
+    parents = torch.tensor([[-1, 0, 1], [-1, 0, 1]])
+    tree = fixed.tree_from_parents(tokens, parents, tokens, 2)
+    with torch.no_grad():
+        engine.verify(target, st, tree, None, plan, s, torch.empty(2, 0))
+    for i, old in enumerate(before):
+        for k, t in pool.view(i).items():
+            assert torch.equal(t[0], old[k][0]), (i, k)
+            assert not torch.equal(t[1], old[k][1])
