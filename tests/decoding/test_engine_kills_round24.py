@@ -2,6 +2,8 @@
 Expectations are computed by hand (the inverse CDF of a softmax), never from the engine's own output."""
 import torch
 
+from test_spans import spans_as_on_cuda  # noqa: F401 (a fixture)
+
 from draftsmith.decoding import engine
 
 
@@ -70,31 +72,17 @@ def test_a_speculative_step_computes_no_retrieve_paths(pairs, monkeypatch):
                                                                                       stop=[])]
 
 
-def test_target_only_spans_are_tight(pairs, monkeypatch):
+def test_target_only_spans_are_tight(pairs, spans_as_on_cuda):  # noqa: F811 (the fixture imported above)
     """catches engine.py:307 ``KeySpans((target.pool,), longest, 1, ...)`` -> 2
     (runners.KeySpans: the bound is the longest row last read plus per_step = 1 token for the one step in flight,
     plus the margin pending_slots(None) = 2: a decode forward that needs its row's length + 1 slots attends at most
     the bucket of need + 1 (buckets from 1 slot up, as test_spans.py sets them). per_step 2 attends a bucket twice
     as large each time need + 1 is a power of two)"""
-    from draftsmith.decoding import runners, static_pool
-    from draftsmith.decoding.static_pool import StaticKVPool
-
-    monkeypatch.setattr(StaticKVPool, "eager_trim", False)
-    monkeypatch.setattr(StaticKVPool, "min_span", 1)
-    seen, real = [], static_pool.fixed_kv
-
-    def recording(pool, rows, rel_pos, rel_mask, fresh=False):
-        kv, pos = real(pool, rows, rel_pos, rel_mask, fresh)
-        if not fresh:
-            seen.append((kv.read.shape[-1], int(pool.lens.max()) + rel_mask.shape[-1], pool.capacity))
-        return kv, pos
-
-    monkeypatch.setattr(runners, "fixed_kv", recording)
     pairs["eagle1"].generate_baseline([[5, 6, 7, 8], [1, 2], [9, 3, 3, 3, 3, 1, 4, 4, 2]], max_new_tokens=20,
                                       stop=[])
-    assert len(seen) == 19
-    for span, need, capacity in seen:
-        assert need <= span <= min(capacity, 1 << need.bit_length()), seen
+    assert len(spans_as_on_cuda) == 19
+    for span, need, capacity in spans_as_on_cuda:
+        assert need <= span <= min(capacity, 1 << need.bit_length()), spans_as_on_cuda
 
 
 def _nothing_written(now, before, where):
