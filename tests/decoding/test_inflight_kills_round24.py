@@ -2,8 +2,8 @@
 
 All three survivors sit on the CUDA branch, which no CPU test reaches: inflight.py:31 ``pin_memory=True`` -> False
 is pinned by tests/gpu/test_inflight_cuda.py (skipped without CUDA). Equivalent in values, timing only:
-inflight.py:32 and :56 ``non_blocking=True`` -> False (a blocking copy gives the same values; it only makes the host wait for the stream,
-which a test can tell from timing alone).
+inflight.py:32 and :56 ``non_blocking=True`` -> False (a blocking copy gives the same values; it only makes the
+host wait for the stream, which a test can tell from timing alone).
 """
 import torch
 
