@@ -232,8 +232,9 @@ def main() -> int:
         finally:
             target.write_text(src)
 
-    if slow(src) != 0:
-        print(f"the tests fail in {work} before any mutation; nothing to measure")
+    if (rc := slow(src)) != 0:
+        print(f"the tests {'outran --timeout' if rc == -1 else 'fail'} in {work} before any mutation; nothing to "
+              "measure")
         return 1
     if args.fork:
         os.environ.update(env)
@@ -241,7 +242,7 @@ def main() -> int:
         if forked.run(None, None) != 0:
             print("the tests fail in a forked child before any mutation: run without --fork")
             return 1
-    survived = []
+    survived, timed_out = [], []
     for n, (index, how, line) in enumerate(todo, 1):
         mutant = mutant_source(src, index, how)
         qualname = owner.get(id(nodes[index]))
@@ -250,11 +251,18 @@ def main() -> int:
             rc = slow(mutant)
         changed = next((b, m) for b, m in zip(base, mutant.splitlines() + [""]) if b != m)
         before, after = (s.strip() for s in changed)
+        said = f"{args.module}:{line}  {how}  {before}  ->  {after}"
         if rc == 0:
-            survived.append(f"{args.module}:{line}  {how}  {before}  ->  {after}")
-        print(f"[{n}/{len(todo)}] {'killed' if rc else 'SURVIVED'} {args.module}:{line} {how}", flush=True)
-    print(f"\n{len(todo) - len(survived)} of {len(todo)} mutants killed; survivors:")
+            survived.append(said)
+        elif rc == -1:   # a hang, or a loaded machine: counted killed, listed to be checked by hand
+            timed_out.append(said)
+        word = "SURVIVED" if rc == 0 else "killed (timeout)" if rc == -1 else "killed"
+        print(f"[{n}/{len(todo)}] {word} {args.module}:{line} {how}", flush=True)
+    print(f"\n{len(todo) - len(survived)} of {len(todo)} mutants killed ({len(timed_out)} by the timeout alone: "
+          "a hang, or a loaded machine; check those by hand); survivors:")
     print("\n".join(survived) or "  none")
+    if timed_out:
+        print("killed by the timeout alone:\n" + "\n".join(timed_out))
     return 0
 
 
