@@ -180,7 +180,7 @@ def attention_recipe(spec: Spec, registry: Registry, draft_raw: Mapping[str, Any
         if problems := params_problems(comp.params, params, "draft.attention"):
             why = "has" if name == "mla" else "has no"
             raise spec.error([replace(p, message=f"{p.message} (kind auto is {name} for this draft: its "
-                                                             f"config {why} MLA fields)") for p in problems])
+                                               f"config {why} MLA fields)") for p in problems])
     return name, params
 
 
@@ -195,9 +195,9 @@ def owns_embedding(spec: Spec, hidden: int, target_hidden: int) -> bool:
         fix = {"embed": "own or own_if_different (and the checkpoint's embed_tokens.weight not ignored)",
                "lm_head": "draft (the draft's own lm_head.weight)"}
         raise spec.error([Problem(f"draft.share.{what}", f"target: the target's is {target_hidden} wide "
-                                              f"and the draft's hidden size {hidden}; a draft of another width than "
-                                              "its target cannot share it", found="target", allowed=fix[what])
-                                      for what in shared])
+                                  f"and the draft's hidden size {hidden}; a draft of another width than "
+                                  "its target cannot share it", found="target", allowed=fix[what])
+                          for what in shared])
     return own
 
 

@@ -167,5 +167,5 @@ def _method_tries(registry, method: str) -> list[tuple[str, dict]]:
     choices = _choices(registry, method)
     settings = itertools.product(*[[(name, v) for v in values] for name, (values, _) in choices.items()])
     changed = sorted(([(n, v) for n, v in s if v != choices[n][1]] for s in settings), key=len)
-    return [(yaml_value(method) + "".join(f" with {n}: {yaml_value(v)}" if i == 0 else f", {n}: {yaml_value(v)}"
-                                          for i, (n, v) in enumerate(c)), dict(c)) for c in changed]
+    return [(" with ".join(filter(None, [yaml_value(method), ", ".join(f"{n}: {yaml_value(v)}" for n, v in c)])),
+             dict(c)) for c in changed]

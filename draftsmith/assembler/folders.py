@@ -65,8 +65,8 @@ def checkpoint_dir(spec: Spec, given: str | Path | None, which: str) -> Path:
         return hub.resolve(ref)
     if ref is None:
         hint = f"Give the {which} folder ({which}=PATH, or --{which} PATH on the command line)."
-        raise spec.error([Problem(f"checkpoints.{which}", f"no {which} folder given and the spec names "
-                                                                     "none", hint=hint)])
+        raise spec.error([Problem(f"checkpoints.{which}", f"no {which} folder given and the spec names none",
+                                  hint=hint)])
     written = getattr(spec.checkpoints, which) if given is None else None   # the spec's own, as its file says it
     label = f"{which} checkpoint folder '{short_text(ref, 300)}'"   # short_text escapes once: a newline reads \n
     if written is not None and not Path(written).is_absolute():
