@@ -109,6 +109,8 @@ def inspect_checkpoint(folder: str | Path, registry: Registry | None = None, spe
         match = noted(match, f"vocab.d2t: {data['draft']['vocab'].get('d2t', 'offset')} (assumed: the checkpoint "
                              "holds no t2d to confirm whether d2t holds offsets or target ids; t2d is derived from d2t "
                              "read so)")
+    if (few := few_tokens(spec, registry, config, infos, data["decoding"])) is not None:
+        match = noted(match, few)
     if changed := changed_paths(family, data, skip={"name", "description", "checkpoints"}):
         # the family's description may state what the folder overrides ("128x128 block scales" of a channel one)
         shown = ", ".join(changed[:6]) + (f" and {len(changed) - 6} more" if len(changed) > 6 else "")
@@ -232,6 +234,23 @@ def own_embedding(data: dict[str, Any], config: Mapping[str, Any], infos: dict[s
     weights["ignore"] = [p for p in weights.get("ignore", []) if not any(re.search(p, n) for n in names)]
     return (f"share.embed: own_if_different (the draft is {hidden} wide, its target {target} "
             f"(target_hidden_size); it ships {names[0]} of its own width)")
+
+
+def few_tokens(spec, registry: Registry, config: Mapping[str, Any], infos: dict[str, TensorInfo],
+               decoding: dict[str, Any]) -> str | None:
+    """A draft vocabulary smaller than the family's ``decoding.topk`` (its config's draft_vocab_size, else its d2t's
+    length, else its vocab_size: what the assembler bounds topk by) gets a topk of that size in ``decoding``, with
+    the note to print; None where the family's fits (the proposal would otherwise refuse its own folder)."""
+    from draftsmith.assembler.build import held_d2t_rows, rule_set
+
+    flat = flatten_draft_config(config)
+    vocab = flat.get("draft_vocab_size") or held_d2t_rows(rule_set(spec, registry, flat), infos) or \
+        flat.get("vocab_size")
+    if type(vocab) is not int or not 1 <= vocab < decoding["topk"]:
+        return None
+    decoding["topk"] = vocab
+    tokens = f"{vocab} token{'s' * (vocab != 1)}"
+    return f"decoding.topk: {vocab} (the draft's vocabulary has {tokens}; the family's topk is more)"
 
 
 def d2t_convention(infos: dict[str, TensorInfo], vocab: Any = None) -> tuple[str, str] | None:
