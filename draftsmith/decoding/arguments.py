@@ -12,6 +12,7 @@ list, or a 1-D integer tensor or array).
 """
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
@@ -34,15 +35,21 @@ TINY_TEMPERATURE = 2.0 ** -126               # torch.finfo(torch.float32).tiny, 
 HUGE_TEMPERATURE = (2 - 2.0 ** -23) * 2.0 ** 127   # torch.finfo(torch.float32).max
 
 
-def stop_ids(stop: Any) -> Any:
+def stop_ids(stop: Any, most: int | None = None) -> Any:
     """``stop`` read once: a list of an iterable (an iterator or generator is consumed here, so that the checks and
     the decoding see the same ids; a 1-D integer tensor or array gives Python ints, as a prompt does), anything
-    else as it is (the checks refuse it: a 0-D or 2-D tensor, a float one)."""
+    else as it is (the checks refuse it: a 0-D or 2-D tensor, a float one). ``most`` (the vocabulary's size): at
+    most one id more is read, and a sized ``stop`` longer than that is left unread, for the checks to refuse its
+    length (``itertools.count()`` was read until memory ran out, a ``range(10**8)`` for seconds)."""
     if stop is None or isinstance(stop, (str, bytes)) or not isinstance(stop, Iterable):
         return stop
     if array_like(stop):
         return stop.tolist() if integer_vector(stop) else stop
-    return list(stop)
+    if most is None:
+        return list(stop)
+    if hasattr(stop, "__len__") and len(stop) > most:
+        return stop
+    return list(itertools.islice(stop, most + 1))
 
 
 def settings_problems(max_new_tokens: Any, temperature: Any, top_p: Any, top_k: Any, seed: Any, stop: Any, *,
@@ -70,7 +77,7 @@ def settings_problems(max_new_tokens: Any, temperature: Any, top_p: Any, top_k: 
         out.append(f"{n['top_k']} is {short(top_k)}; an integer in 0..{vocab} is expected (0 = no top-k filter)")
     if seed is not None and (not is_int(seed) or not SEED_RANGE[0] <= seed <= SEED_RANGE[1]):
         out.append(f"{n['seed']} is {short(seed)}; None or an integer in -2**63 .. 2**64-1 is expected")
-    stop = stop_ids(stop)   # as generate() reads it (idempotent): a 1-D integer tensor or array as a list
+    stop = stop_ids(stop, vocab)   # as generate() reads it (idempotent): a 1-D integer tensor or array as a list
     if stop is not None:
         if isinstance(stop, (str, bytes)) or not isinstance(stop, Iterable) or array_like(stop):
             # an array-like here is one stop_ids left alone: 0-D, 2-D or not integers
@@ -78,7 +85,7 @@ def settings_problems(max_new_tokens: Any, temperature: Any, top_p: Any, top_k: 
             out.append(f"{n['stop']} is {short(stop)}{shape}; a list of token ids (or a 1-D integer tensor or "
                        "array) is expected")
         elif hasattr(stop, "__len__") and len(stop) > vocab:   # more stop ids than tokens: not a stop list
-            out.append(f"{n['stop']} holds {len(stop)} ids; the vocabulary has {vocab} tokens")
+            out.append(f"{n['stop']} holds more than {vocab} ids; the vocabulary has {vocab} tokens")
         elif bad := [t for t in stop if not is_int(t) or t < 0]:
             out.append(f"{n['stop']} holds {short(bad[:MOST])}; stop token ids are integers >= 0")
         elif bad := [t for t in stop if t >= vocab]:   # an id from another tokenizer: it could never stop anything

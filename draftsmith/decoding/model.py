@@ -13,7 +13,7 @@ from torch import nn
 
 from draftsmith.components import fused
 from draftsmith.decoding import engine, runners
-from draftsmith.decoding.arguments import check_call, check_overrides, stop_ids
+from draftsmith.decoding.arguments import check_call, check_overrides, stop_ids, vocab_sizes
 from draftsmith.decoding.graphs import graphs_enabled
 from draftsmith.decoding.static_pool import StaticKVPool, capacity_for
 from draftsmith.decoding.modes import Plan, choose_mode
@@ -89,7 +89,7 @@ class SpeculativeModel:
             and why. stop: token ids that end a row (None: the target's end-of-text ids, from its configs).
         Bad arguments raise one ArgumentError listing every problem. Calls from several threads take turns: the
         model's KV pools serve one call at a time (batch the prompts for throughput)."""
-        stop = stop_ids(stop)   # read once: an iterator is checked and used as the same ids
+        stop = stop_ids(stop, vocab_sizes(self)[0])   # read once: an iterator is checked and used as the same ids
         max_new_tokens, top_k = plain(max_new_tokens), plain(top_k)   # a numpy count wrapped in the pool sizes
         prompts, single = check_call(self, prompt, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
                                      top_k=top_k, seed=seed, stop=stop, topk=topk, steps=steps,
@@ -108,7 +108,7 @@ class SpeculativeModel:
         speed. Draft arguments (topk, steps, draft_tokens, mode) are accepted and ignored, so one dict of
         keywords serves both calls; any other keyword is a TypeError, as it is for ``generate``. Calls from
         several threads take turns (one model decodes one call at a time)."""
-        stop = stop_ids(stop)
+        stop = stop_ids(stop, vocab_sizes(self)[0])
         max_new_tokens, top_k = plain(max_new_tokens), plain(top_k)
         prompts, single = check_call(self, prompt, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
                                      top_k=top_k, seed=seed, stop=stop, what="generate_baseline()")

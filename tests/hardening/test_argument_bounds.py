@@ -2,6 +2,7 @@
 refused, so that deleting a check or moving its bound by one fails a test (test_generate_arguments.py holds the
 clearly wrong values and the messages)."""
 import inspect
+import itertools
 from types import SimpleNamespace
 
 import numpy as np
@@ -300,7 +301,8 @@ def test_a_batch_past_the_bound_is_refused_by_its_size_alone(model, monkeypatch)
 
 
 def test_more_stop_ids_than_tokens_are_refused_by_their_count():
-    assert settings(stop=list(range(VOCAB + 1))) == [f"stop holds {VOCAB + 1} ids; the vocabulary has {VOCAB} tokens"]
+    said = f"stop holds more than {VOCAB} ids; the vocabulary has {VOCAB} tokens"
+    assert settings(stop=list(range(VOCAB + 1))) == [said]
     assert settings(stop=[2, VOCAB, VOCAB + 7]) == [f"stop holds ids outside the model's vocabulary 0..{VOCAB - 1}: "
                                                      f"[{VOCAB}, {VOCAB + 7}]"]
     assert settings(stop=[VOCAB - 1]) == []
@@ -326,3 +328,15 @@ def test_an_argument_error_shows_a_bounded_number_of_problems():
 
 def test_a_text_prompt_with_a_lone_surrogate_is_refused_by_place(model):
     assert problems(model, "ab\ud800c") == ["prompt: a lone surrogate at character 2; a prompt is Unicode text"]
+
+
+@pytest.mark.parametrize("call", ["generate", "generate_baseline"])
+@pytest.mark.parametrize("stop", [lambda: range(10**8), lambda: (i for i in range(10**7)),
+                                  lambda: itertools.islice(itertools.count(), 10**8)],   # bounded: a regression fails
+                         ids=["range", "generator", "endless"])
+def test_a_stop_list_longer_than_the_vocabulary_is_refused_unread(model, call, stop):
+    """A sized stop is refused by its length, an iterator after one id past the vocabulary: a range(10**8) was
+    listed whole first (seconds), itertools.count() until memory ran out."""
+    with refused(kind=ArgumentError) as r:
+        getattr(model, call)([1, 2], max_new_tokens=1, stop=stop())
+    assert r.value.problems == [f"stop holds more than {VOCAB} ids; the vocabulary has {VOCAB} tokens"]
