@@ -3,16 +3,19 @@ paths a command reads and writes are :mod:`draftsmith.paths`."""
 from __future__ import annotations
 
 import os
-
-import torch
+import sys
+from typing import TYPE_CHECKING, Any
 
 from draftsmith import limits
 from draftsmith.errors import OptionError, short
 
-# Weights are cast to one of these; integer and float8 kinds are quantization, which is a spec's ``quant``.
-FLOAT_DTYPES = {"float32": torch.float32, "float": torch.float32, "float64": torch.float64,
-                "double": torch.float64, "float16": torch.float16, "half": torch.float16,
-                "bfloat16": torch.bfloat16}
+if TYPE_CHECKING:
+    import torch
+
+# Weights are cast to one of these (a name -> torch's); integer and float8 kinds are quantization, which is a
+# spec's ``quant``. Names, so that the command line checks --dtype without importing torch.
+FLOAT_DTYPES = {"float32": "float32", "float": "float32", "float64": "float64", "double": "float64",
+                "float16": "float16", "half": "float16", "bfloat16": "bfloat16"}
 NAMES = "float32, bfloat16, float16 or float64"
 ID_DIGITS = 18   # the most digits --token-ids reads in one id (an int64 holds every id of 18)
 
@@ -32,19 +35,31 @@ def collect(problems: list[str], check, *args):
         return None
 
 
-def parse_dtype(dtype: str | torch.dtype) -> torch.dtype:
-    """A floating-point torch dtype from its name (or itself); OptionError otherwise (int8 is not a load dtype)."""
-    if isinstance(dtype, torch.dtype):
-        if dtype in FLOAT_DTYPES.values():
-            return dtype
-    elif isinstance(dtype, str) and dtype.removeprefix("torch.") in FLOAT_DTYPES:
-        return FLOAT_DTYPES[dtype.removeprefix("torch.")]
+def float_name(dtype: Any) -> str:
+    """The torch name of a floating-point weight dtype given by name (or as a torch dtype), checked without importing
+    torch; OptionError otherwise (int8 is not a load dtype)."""
+    torch = sys.modules.get("torch")   # a torch dtype exists only once torch is imported
+    name = dtype if isinstance(dtype, str) else str(dtype) if torch and isinstance(dtype, torch.dtype) else None
+    if name is not None and name.removeprefix("torch.") in FLOAT_DTYPES:
+        return FLOAT_DTYPES[name.removeprefix("torch.")]
     raise OptionError(f"dtype {short(dtype)} is not a weight dtype; use {NAMES} (quantized drafts are a spec's "
                       "quant section)")
 
 
+def parse_dtype(dtype: str | torch.dtype) -> torch.dtype:
+    """A floating-point torch dtype from its name (or itself); OptionError otherwise (:func:`float_name`)."""
+    import torch
+
+    return getattr(torch, float_name(dtype))
+
+
 def check_device(device: str | torch.device) -> str:
-    """``device`` as a string if this machine has it; OptionError naming what is missing otherwise."""
+    """``device`` as a string if this machine has it; OptionError naming what is missing otherwise. ``"cpu"`` is
+    taken without importing torch (the command line's default)."""
+    if device == "cpu":
+        return device
+    import torch
+
     try:
         dev = torch.device(device)
     except (RuntimeError, TypeError, ValueError):

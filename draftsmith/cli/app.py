@@ -325,12 +325,13 @@ def threads_text(value: str) -> str:
 
 
 def setting_problems(max_new_tokens: int, temperature: float = 0.0, seed: int | None = None) -> list[str]:
-    """generate()'s own checks of these options (decoding.arguments.settings_problems), each problem naming the
-    option, so that a command refuses them before anything is loaded. top_p, top_k and stop are no options: they
-    are passed at generate()'s defaults, which pass whatever the vocabulary (not known before a model is)."""
-    from draftsmith.decoding.arguments import settings_problems
+    """generate()'s own checks of these options (decoding.settings.number_problems, which imports no torch), each
+    problem naming the option, so that a command refuses them before anything is loaded. top_p and top_k are no
+    options: they are passed at generate()'s defaults, which pass whatever the vocabulary (not known before a model
+    is)."""
+    from draftsmith.decoding.settings import number_problems
 
-    return settings_problems(max_new_tokens, temperature, 1.0, 0, seed, None, vocab=0, names=SETTING_OPTIONS)
+    return number_problems(max_new_tokens, temperature, 1.0, 0, seed, vocab=0, names=SETTING_OPTIONS)
 
 
 def target_folder_problems(folder: Path, prompt, max_new_tokens: int, names: dict[str, str]) -> list[str]:

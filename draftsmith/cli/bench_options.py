@@ -31,13 +31,16 @@ def check_graphs(graphs: str, device: str) -> None:
     """--graphs: one of the spec's values, and on / compile only on a CUDA device (refused before anything runs)."""
     from typing import get_args
 
-    from draftsmith.decoding.graphs import graphs_enabled
     from draftsmith.errors import OptionError
     from draftsmith.options import check_device
     from draftsmith.specs.schema import GraphsSetting
 
     if graphs not in (values := get_args(GraphsSetting)):
         raise OptionError(f"--graphs: {', '.join(values[:-1])} or {values[-1]}, got {graphs!r}")
+    if graphs in ("auto", "off"):   # any device takes them (judged without importing torch)
+        return
+    from draftsmith.decoding.graphs import graphs_enabled
+
     try:
         check_device(device)
     except OptionError:

@@ -42,13 +42,13 @@ def doctor(
             given_paths(spec, target, draft)
     except DraftsmithError as e:
         _bad_input(e)
+    threads, probe = _checked(threads, device, dtype, max_new_tokens, probe, min_tau, token_ids)
     import torch
 
     from draftsmith import hub
     from draftsmith.doctor import PROBES, diagnose
     from draftsmith.specs.edits import yaml_snippet
 
-    threads, probe = _checked(threads, device, dtype, max_new_tokens, probe, min_tau, token_ids)
     if spec is None and draft is None:
         _bad_input("give TARGET and DRAFT folders, or --spec naming a spec whose checkpoints say them "
                    "(e.g. `draftsmith doctor --spec demo`)")
@@ -199,14 +199,14 @@ def _checked(threads: str, device: str, dtype: str, max_new_tokens: int, probe: 
     returns the thread count (None: auto) and the probe: its text (an @FILE read), its --token-ids, or None for
     the default probes."""
     from draftsmith.doctor import min_tau_ok
-    from draftsmith.options import check_device, collect, parse_dtype, parse_threads, parse_token_ids
+    from draftsmith.options import check_device, collect, float_name, parse_threads, parse_token_ids
 
     problems: list[str] = []
 
     said = functools.partial(collect, problems)   # check(*args), its problem kept
     count = said(parse_threads, threads)
     said(check_device, device)
-    said(parse_dtype, dtype)
+    said(float_name, dtype)
     if token_ids is not None and probe is not None:
         problems.append("--probe and --token-ids both give the probe: give one")
     ids = said(parse_token_ids, token_ids) if token_ids is not None else None

@@ -58,11 +58,11 @@ def generate(
 ) -> None:
     """Generate with speculative decoding; with no options, runs the SmolLM2 pair (fetched once) on the CPU."""
     given_paths(spec, target, draft)
+    threads = _check_options(device, dtype, threads, max_new_tokens, temperature, seed)   # before torch's import
     import torch
 
     import draftsmith
 
-    threads = _check_options(device, dtype, threads, max_new_tokens, temperature, seed)
     prompt = prompt if token_ids is None else _ids(token_ids, ctx, chat)
     if chat:
         prompt = [{"role": "user", "content": prompt}]   # generate() renders it (draftsmith.chat)
@@ -248,16 +248,16 @@ def _pair(spec: Optional[str], target: Optional[str], draft: Optional[Path], def
 def _check_options(device: str, dtype: str, threads: str, max_new_tokens: int, temperature: float = 0.0,
                    seed: Optional[int] = None, more: tuple = ()) -> Optional[int]:
     """--device, --dtype, --threads, the settings generate() checks (--max-new-tokens, --temperature, --seed) and
-    the checks in ``more`` (callables raising OptionError) refused before anything is loaded, every problem in one
-    OptionError (exit 2); the thread count (None: auto)."""
+    the checks in ``more`` (callables raising OptionError) refused before anything is loaded (torch is imported only
+    for a device other than the cpu), every problem in one OptionError (exit 2); the thread count (None: auto)."""
     from draftsmith.errors import OptionError
-    from draftsmith.options import check_device, collect, parse_dtype, parse_threads
+    from draftsmith.options import check_device, collect, float_name, parse_threads
 
     problems: list[str] = []
 
     said = functools.partial(collect, problems)   # check(*args), its problem kept
     said(check_device, device)
-    said(parse_dtype, dtype)
+    said(float_name, dtype)
     threads = said(parse_threads, threads)
     problems += setting_problems(max_new_tokens, temperature, seed)
     for check in more:
@@ -326,13 +326,13 @@ def bench(
     draftsmith and transformers on Llama-3.x shapes."""
     if scale is None:   # with --scale, --target and --draft are scale_only's to refuse
         given_paths(spec, target, draft)
+    threads = _check_options(device, dtype or "float32", threads, max_new_tokens,   # before torch's import
+                             more=(lambda: check_graphs(graphs, device), lambda: scale_only(ctx, scale)))
     import torch
 
     import draftsmith
     from draftsmith.bench import run_bench
 
-    threads = _check_options(device, dtype or "float32", threads, max_new_tokens,
-                             more=(lambda: check_graphs(graphs, device), lambda: scale_only(ctx, scale)))
     prompt = prompt if token_ids is None else _ids(token_ids, ctx)
     torch.set_num_threads(threads or 1)   # auto: the pair benchmark measures it; --scale keeps 1 (as it records)
     if scale is not None:

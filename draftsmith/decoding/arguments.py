@@ -20,20 +20,15 @@ from typing import Any
 import torch
 from pydantic import ValidationError
 
-from draftsmith import limits
 from draftsmith.components.rope import position_problems
 from draftsmith.decoding.modes import RECURRENT, V2
 from draftsmith.decoding.prompts import MOST, context_problems, encode_prompts
-from draftsmith.decoding.values import array_like, integer_vector, is_finite, is_int, is_real
+from draftsmith.decoding.settings import number_problems
+from draftsmith.decoding.values import array_like, integer_vector, is_int
 from draftsmith.errors import ArgumentError, Problem, short
 from draftsmith.specs.resolve import decoding_problems, is_chain
 from draftsmith.specs.schema import Decoding, validate_strict
 from draftsmith.specs.translate import problems_from
-
-SEED_RANGE = (-(1 << 63), (1 << 64) - 1)   # what torch.Generator.manual_seed accepts
-TINY_TEMPERATURE = 2.0 ** -126               # torch.finfo(torch.float32).tiny, without importing torch here
-HUGE_TEMPERATURE = (2 - 2.0 ** -23) * 2.0 ** 127   # torch.finfo(torch.float32).max
-
 
 def stop_ids(stop: Any, most: int | None = None) -> Any:
     """``stop`` read once: a list of an iterable (an iterator or generator is consumed here, so that the checks and
@@ -54,42 +49,24 @@ def stop_ids(stop: Any, most: int | None = None) -> Any:
 
 def settings_problems(max_new_tokens: Any, temperature: Any, top_p: Any, top_k: Any, seed: Any, stop: Any, *,
                       vocab: int, names: Mapping[str, str] | None = None) -> list[str]:
-    """The sampling settings' problems; ``names`` renames the arguments in them (the command line's options, e.g.
-    ``--seed``). Only top_k and stop are checked against ``vocab``."""
-    out = []
-    n = {f: (names or {}).get(f, f) for f in ("max_new_tokens", "temperature", "top_p", "top_k", "seed", "stop")}
-    if not is_int(max_new_tokens) or not 1 <= max_new_tokens <= limits.NEW_TOKENS:
-        out.append(f"{n['max_new_tokens']} is {short(max_new_tokens)}; an integer in 1..{limits.NEW_TOKENS} is "
-                   "expected")
-    if not is_real(temperature) or not is_finite(temperature) or temperature < 0:
-        out.append(f"{n['temperature']} is {short(temperature)}; a finite number >= 0 is expected (0 = greedy)")
-    elif 0 < temperature < TINY_TEMPERATURE:   # float32 holds it as 0: the logits would be divided by zero
-        out.append(f"{n['temperature']} is {short(temperature)}; a temperature above 0 must be at least "
-                   f"{TINY_TEMPERATURE:.3g} (float32's smallest normal number, what sampling divides in; "
-                   "0 = greedy)")
-    elif float(temperature) > HUGE_TEMPERATURE:   # float32 holds it as inf: every logit / T is 0 (float(): a numpy
-        # float16 compared with it warned of an overflow)
-        out.append(f"{n['temperature']} is {short(temperature)}; a temperature must be at most "
-                   f"{HUGE_TEMPERATURE:.4g} (float32's largest number, what sampling divides in)")
-    if not is_real(top_p) or not 0 < top_p <= 1:
-        out.append(f"{n['top_p']} is {short(top_p)}; a number in (0, 1] is expected")
-    if not is_int(top_k) or not 0 <= top_k <= vocab:
-        out.append(f"{n['top_k']} is {short(top_k)}; an integer in 0..{vocab} is expected (0 = no top-k filter)")
-    if seed is not None and (not is_int(seed) or not SEED_RANGE[0] <= seed <= SEED_RANGE[1]):
-        out.append(f"{n['seed']} is {short(seed)}; None or an integer in -2**63 .. 2**64-1 is expected")
+    """The sampling settings' problems (:func:`draftsmith.decoding.settings.number_problems`, then stop's);
+    ``names`` renames the arguments in them (the command line's options, e.g. ``--seed``). Only top_k and stop are
+    checked against ``vocab``."""
+    out = number_problems(max_new_tokens, temperature, top_p, top_k, seed, vocab=vocab, names=names)
+    name = (names or {}).get("stop", "stop")
     stop = stop_ids(stop, vocab)   # as generate() reads it (idempotent): a 1-D integer tensor or array as a list
     if stop is not None:
         if isinstance(stop, (str, bytes)) or not isinstance(stop, Iterable) or array_like(stop):
             # an array-like here is one stop_ids left alone: 0-D, 2-D or not integers
             shape = f" (a {stop.ndim}-D array of {stop.dtype})" if array_like(stop) else ""
-            out.append(f"{n['stop']} is {short(stop)}{shape}; a list of token ids (or a 1-D integer tensor or "
+            out.append(f"{name} is {short(stop)}{shape}; a list of token ids (or a 1-D integer tensor or "
                        "array) is expected")
         elif hasattr(stop, "__len__") and len(stop) > vocab:   # more stop ids than tokens: not a stop list
-            out.append(f"{n['stop']} holds more than {vocab} ids; the vocabulary has {vocab} tokens")
+            out.append(f"{name} holds more than {vocab} ids; the vocabulary has {vocab} tokens")
         elif bad := [t for t in stop if not is_int(t) or t < 0]:
-            out.append(f"{n['stop']} holds {short(bad[:MOST])}; stop token ids are integers >= 0")
+            out.append(f"{name} holds {short(bad[:MOST])}; stop token ids are integers >= 0")
         elif bad := [t for t in stop if t >= vocab]:   # an id from another tokenizer: it could never stop anything
-            out.append(f"{n['stop']} holds ids outside the model's vocabulary 0..{vocab - 1}: {short(bad[:MOST])}")
+            out.append(f"{name} holds ids outside the model's vocabulary 0..{vocab - 1}: {short(bad[:MOST])}")
     return out
 
 

@@ -11,7 +11,8 @@ import torch
 
 import draftsmith
 from draftsmith import limits
-from draftsmith.decoding.arguments import SEED_RANGE, check_call, overridden, settings_problems, vocab_sizes
+from draftsmith.decoding.arguments import check_call, overridden, settings_problems, vocab_sizes
+from draftsmith.decoding.settings import SEED_RANGE
 from draftsmith.decoding.prompts import MOST
 from draftsmith.specs.schema import Decoding
 from draftsmith.errors import ArgumentError
