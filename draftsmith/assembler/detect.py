@@ -215,6 +215,12 @@ def detect_builtin_layout(config: Mapping[str, Any], tensor_names: Sequence[str]
     return LayoutMatch(family.spec, family.reason, tuple(notes))
 
 
+# the EAGLE-3 flags the tensors show: per-aux norms and a norm over the concatenation, by their published names
+# (fc_norm.N, input_norm) and their canonical ones (what a spec's rules rename a family's own names to)
+SHOWN = {"fc_norm": r"(^|\.)fc_norm\.\d+\.weight$|^fc\.aux_norm\.\d+\.weight$",
+         "norm_before_fc": r"^(model\.)?input_norm\.weight$|^fc\.input_norm\.weight$"}
+
+
 def eagle3_values(spec: str | Spec, config: Mapping[str, Any], names: Sequence[str],
                   registry: Registry | None = None) -> tuple[dict[str, Any], list[str]]:
     """Every EAGLE-3 fact the weights cannot show, with where its value came from; the two the weights DO show
@@ -226,20 +232,36 @@ def eagle3_values(spec: str | Spec, config: Mapping[str, Any], names: Sequence[s
     from draftsmith.specs.resolve import fusion_params
 
     cfg = flatten_draft_config(config)
-    params = fusion_params(load_spec(spec, registry), registry)
+    spec = load_spec(spec, registry)
+    params = fusion_params(spec, registry)
     # The family's spec states its defaults; a value the checkpoint's config states wins over them here, so the
     # printed spec loads what the checkpoint says (the spec's own value stays the fallback).
     stated_by_config = {k: None for k in ("fc_norm", "norm_before_fc", "norm_before_residual", "norm_output")
                         if config_value(cfg, k) is not None}
     values, notes = describe_facts(params.model_copy(update=stated_by_config), cfg)
-    shown = {"fc_norm": r"(^|\.)fc_norm\.\d+\.weight$", "norm_before_fc": r"^(model\.)?input_norm\.weight$"}
-    for flag, pattern in shown.items():
-        present = any(re.search(pattern, n) for n in names)
+    placed = list(names) + canonical_names(spec, registry, cfg, names)   # as stored, and as the spec's rules name them
+    for flag, pattern in SHOWN.items():
+        present = any(re.search(pattern, n) for n in placed)
         if present != values[flag]:
             values[flag] = present
             notes = [n for n in notes if not n.startswith(f"{flag}:")]
             notes.append(f"{flag}: {str(present).lower()} (from the tensor names)")
     return values, notes
+
+
+def canonical_names(spec: Spec, registry: Registry | None, cfg: Mapping[str, Any], names: Sequence[str]
+                    ) -> list[str]:
+    """``names`` as the spec's weight rules rename them (a family storing its per-aux norms as ``aux_norm.N``, with a
+    rule to ``fc.aux_norm.N``); none where the rules do not build (said where the draft is loaded)."""
+    from draftsmith.assembler.build import rule_set
+    from draftsmith.errors import DraftsmithError
+    from draftsmith.registry import default_registry
+
+    try:
+        rules = rule_set(spec, registry or default_registry(), cfg)
+    except DraftsmithError:
+        return []
+    return [c for c in (rules.to_canonical(n)[0] for n in names) if c is not None]
 
 
 def eagle3_notes(spec_name: str, config: Mapping[str, Any], names: Sequence[str]) -> list[str]:
