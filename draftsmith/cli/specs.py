@@ -214,14 +214,16 @@ def param_summary(model) -> str:
 @app.command()
 def inspect(ckpt: Path = typer.Argument(..., help="draft checkpoint folder", parser=given_path),
             extends: bool = typer.Option(False, "--extends", help="print the spec as its changes to the family's "
-                                                                 "(extends: FAMILY), not whole")) -> None:
+                                                                 "(extends: FAMILY), not whole"),
+            spec: Optional[str] = typer.Option(None, "--spec", help="read CKPT with this spec (a name or a YAML "
+                                                                    "path) instead of detecting its layout")) -> None:
     """Detect a draft checkpoint's layout and print a YAML spec that loads it."""
     checkpoint_folder(ckpt)   # before the slow imports: a mistyped path is said at once
     import yaml
 
     from draftsmith.convert.inspect import inspect_checkpoint, render_unknown
 
-    found = inspect_checkpoint(ckpt)
+    found = inspect_checkpoint(ckpt, spec=spec)
     if found.match is None:
         typer.echo(f"error: {render_unknown(found)}", err=True)
         raise typer.Exit(1)

@@ -28,6 +28,9 @@ def test_a_plugin_spec_whose_rules_place_every_name_is_the_closest(tmp_path, mon
     res = CliRunner().invoke(app, ["generate", "--spec", "acme-draft", "--target", str(target), "--draft", str(draft),
                                    "--token-ids", "1,2", "--max-new-tokens", "2", "--no-compare", "--threads", "1"])
     assert res.exit_code == 0, res.output   # and the offered spec loads it
+    res = CliRunner().invoke(app, ["inspect", str(draft), "--spec", "acme-draft"])   # the hint, followed where given
+    assert res.exit_code == 0, res.output   # (inspect had no --spec: "No such option", exit 2)
+    assert f"# {draft}: read with the spec given, 'acme-draft'" in res.stdout.splitlines()
 
 
 def test_a_plugin_spec_that_fails_or_places_nothing_is_not_offered(tmp_path, monkeypatch, request):
