@@ -6,8 +6,10 @@ by name, as pytest's ``-p no:NAME`` (one broken plugin need not take the others 
 from __future__ import annotations
 
 import difflib
+import functools
 import importlib.metadata
 import inspect
+import logging
 import os
 import threading
 from collections.abc import Iterable, Mapping
@@ -50,6 +52,26 @@ def importing_plugin() -> str | None:
 def disabled_plugins() -> set[str]:
     """The plugin names ``DRAFTSMITH_DISABLE_PLUGINS`` lists (comma-separated): their entry points are skipped."""
     return {n.strip() for n in os.environ.get(DISABLED, "").split(",") if n.strip()}
+
+
+def disabled_installed() -> tuple[str, ...]:
+    """The installed plugins ``DRAFTSMITH_DISABLE_PLUGINS`` keeps out (none where it is not set); a name it lists
+    that no installed plugin has (misspelt: it disables nothing) is warned of, once a process."""
+    off = disabled_plugins()
+    if not off:
+        return ()
+    installed = {ep.name for dist in importlib.metadata.distributions() for ep in dist.entry_points
+                 if ep.group == PROJECT}
+    if unknown := sorted(off - installed):
+        _said_once(f"{DISABLED} names {', '.join(map(repr, unknown))}, which no installed plugin is (installed: "
+                   f"{', '.join(sorted(installed)) or 'none'})")
+    return tuple(sorted(off & installed))
+
+
+@functools.lru_cache(maxsize=None)
+def _said_once(warning: str) -> None:
+    """A warning of the environment, said once a process (a command builds more than one registry)."""
+    logging.getLogger("draftsmith").warning("%s", warning)
 
 
 def load_entry_points(pm: pluggy.PluginManager, skip: Iterable[str] = ()) -> dict[str, str]:

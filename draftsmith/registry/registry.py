@@ -20,8 +20,8 @@ from draftsmith.hooks import PROJECT, Component, LayoutMatch, SpecSource
 from draftsmith.hooks import specs as hookspecs
 from draftsmith.hooks.kinds import KINDS
 from draftsmith.registry.checks import PLUGIN_FAULTS, PluginClash, PluginError, collected
-from draftsmith.registry.loading import (BUILTIN, BUILTIN_MODULE, NO_AUTOLOAD, autoload_disabled, blamed,
-                                        importing_plugin, load_entry_points, register_plugin)
+from draftsmith.registry.loading import (BUILTIN, BUILTIN_MODULE, DISABLED, NO_AUTOLOAD, autoload_disabled, blamed,
+                                        disabled_installed, importing_plugin, load_entry_points, register_plugin)
 from draftsmith.registry.results import ComponentFailed, checked
 from draftsmith.registry.spec_path import SPEC_PATH, scan_folder, spec_folders
 
@@ -55,13 +55,15 @@ class Registry:
     the ``spec_folders`` (:mod:`draftsmith.registry.spec_path`), each with its folder."""
 
     def __init__(self, pm: pluggy.PluginManager, spec_folders: Iterable[os.PathLike] = (), *,
-                 autoload_off: bool = False, way_outs: Mapping[str, str] | None = None, lazy: bool = False):
+                 autoload_off: bool = False, way_outs: Mapping[str, str] | None = None, lazy: bool = False,
+                 disabled: Sequence[str] = ()):
         self.pm = pm
         # an installed plugin's way out (load_entry_points'): its collecting hook's failure says it, and `list`
         # goes on without the plugin
         self.way_outs = dict(way_outs or {})
         # DRAFTSMITH_DISABLE_PLUGIN_AUTOLOAD kept the installed plugins out: a name not found says one may provide it
         self.autoload_off = autoload_off
+        self.disabled = tuple(disabled)   # the installed plugins DRAFTSMITH_DISABLE_PLUGINS kept out: said likewise
         self.specs: dict[str, Provided] = {}
         # the *.yaml / *.yml files of the spec folders whose name: could not be read, each with why: not an error
         # (one bad file must not stop every command), but `draftsmith list` and a spec not found name them
@@ -159,10 +161,15 @@ class Registry:
     def not_loaded_note(self) -> str:
         """What a component or spec name that none provides is told where the installed plugins were not loaded
         (one of them may provide it); '' where they were."""
-        if not self.autoload_off:
+        if self.autoload_off:
+            return (f"Plugin autoloading is disabled by {NO_AUTOLOAD}, so an installed plugin that provides it was "
+                    f"not loaded; unset {NO_AUTOLOAD} to load the installed plugins.")
+        if not self.disabled:
             return ""
-        return (f"Plugin autoloading is disabled by {NO_AUTOLOAD}, so an installed plugin that provides it was not "
-                f"loaded; unset {NO_AUTOLOAD} to load the installed plugins.")
+        names = ", ".join(map(repr, self.disabled))
+        return (f"{DISABLED} keeps the installed plugin{'s' * (len(self.disabled) > 1)} {names} out, which may "
+                f"provide it; remove {'it' if len(self.disabled) == 1 else 'them'} from {DISABLED} to load "
+                f"{'it' if len(self.disabled) == 1 else 'them'}.")
 
     def build(self, kind: str, name: str, *args: Any, **context: Any) -> Any:
         """``factory(*args, **context)`` of component ``(kind, name)``, checked: anything but a draftsmith error
@@ -246,7 +253,7 @@ class Registry:
             known = [n for n, _ in self.spec_names()]
             notes = "".join(f"\nnote: {short_text(path, 300)} in {SPEC_PATH} was skipped: {why}"
                             for path, why in self.skipped_spec_files if path.stem == name)
-            note = f"\nnote: {self.not_loaded_note()}" if self.autoload_off else ""
+            note = f"\nnote: {note}" if (note := self.not_loaded_note()) else ""
             raise UnknownSpec(
                 f"no spec named {short(name)} and no such file.{suggest(name, known)} known: {', '.join(known)}"
                 f"{notes}{note}"
@@ -364,13 +371,15 @@ def build_registry(plugins: Iterable[tuple[str, object]] = (), *, entry_points: 
     pm.add_hookspecs(hookspecs)
     pm.register(importlib.import_module(BUILTIN_MODULE), name=BUILTIN)
     autoload_off = entry_points is None and autoload_disabled()
-    way_outs = load_entry_points(pm, skip) if (entry_points if entry_points is not None else not autoload_off) \
-        else {}
+    loading = entry_points if entry_points is not None else not autoload_off
+    disabled = disabled_installed() if loading else ()   # before the plugins load (one may fail)
+    way_outs = load_entry_points(pm, skip) if loading else {}
     installed = {n: f"the installed plugin {n!r} (loaded from its entry point)" for n in way_outs}
     for name, plugin in plugins:
         register_plugin(pm, plugin, name, None, installed,
                         fix="leave it out of plugins= (it is installed), or pass entry_points=False to give it here")
-    return Registry(pm, spec_folders(spec_path), autoload_off=autoload_off, way_outs=way_outs, lazy=lazy)
+    return Registry(pm, spec_folders(spec_path), autoload_off=autoload_off, way_outs=way_outs, lazy=lazy,
+                    disabled=disabled)
 
 
 @functools.lru_cache(maxsize=1)

@@ -321,3 +321,33 @@ def test_list_leaves_a_plugin_name_two_distributions_claim_out(tmp_path, monkeyp
     assert res.exit_code == 1, res.output
     assert "layernorm-x-draft" in res.stdout and "twin-one-draft" not in res.stdout
     assert "plugin name 'twin' is used by both distribution 'ds-" in res.stderr
+
+
+def test_a_name_the_disabled_plugins_keep_out_says_so_and_a_misspelt_one_is_warned_of(tmp_path, monkeypatch, request,
+                                                                                       caplog):
+    """A component of a plugin DRAFTSMITH_DISABLE_PLUGINS keeps out (as draftsmith's errors advise) was a bare
+    'unknown norm' (DRAFTSMITH_DISABLE_PLUGIN_AUTOLOAD's note said where one was off); a misspelt name disabled
+    nothing, silently (an extension dogfood hunt, 2026-12-01)."""
+    from draftsmith.registry import loading
+    from draftsmith.registry.registry import UnknownComponent
+
+    loading._said_once.cache_clear()
+    request.addfinalizer(loading._said_once.cache_clear)
+    fake_distribution(tmp_path, request)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("DRAFTSMITH_DISABLE_PLUGINS", "fake,fkae")
+    with caplog.at_level("WARNING", logger="draftsmith"):
+        reg = draftsmith.build_registry()
+        draftsmith.build_registry()   # said once a process
+    said = [r.getMessage() for r in caplog.records if "DISABLE" in r.getMessage()]
+    assert len(said) == 1 and said[0].startswith("DRAFTSMITH_DISABLE_PLUGINS names 'fkae', which no installed "
+                                                 "plugin is (installed: "), said
+    assert "fake" in said[0].split("(installed: ")[1]
+    with pytest.raises(UnknownComponent) as e:
+        reg.get("norm", "layernorm-x")
+    assert str(e.value).endswith(". DRAFTSMITH_DISABLE_PLUGINS keeps the installed plugin 'fake' out, which may "
+                                 "provide it; remove it from DRAFTSMITH_DISABLE_PLUGINS to load it.")
+    monkeypatch.setenv("DRAFTSMITH_DISABLE_PLUGINS", "")
+    with pytest.raises(UnknownComponent) as e:
+        draftsmith.build_registry().get("norm", "no-such-norm")
+    assert "DISABLE" not in str(e.value)   # nothing kept out: no note
