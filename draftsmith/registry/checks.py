@@ -2,6 +2,7 @@
 mistake is named with its plugin at start-up instead of surfacing as an internal error when a spec is used."""
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -140,6 +141,15 @@ def spec_source_problem(src: SpecSource) -> str | None:
     return None
 
 
+def brief(record: Any) -> str:
+    """A returned record as a message names it: a record's first two fields (a Component's kind and name, which a
+    cut repr hid behind its factory's), else :func:`short`'s text."""
+    if not dataclasses.is_dataclass(record) or isinstance(record, type):
+        return short(record)
+    first = (f"{f.name}={short(getattr(record, f.name))}" for f in dataclasses.fields(record)[:2])
+    return f"{type(record).__name__}({', '.join(first)}, ...)"
+
+
 def collected(impl: pluggy.HookImpl, record_type: type) -> list:
     """What one plugin's collecting hook returned, each record checked against the contract (draftsmith.hooks)."""
     hook = f"{impl.function.__name__} of plugin {impl.plugin_name!r}"
@@ -150,7 +160,7 @@ def collected(impl: pluggy.HookImpl, record_type: type) -> list:
     try:
         returned = impl.function()
         if isinstance(returned, (str, bytes, Mapping, record_type)) or not isinstance(returned, Iterable | None):
-            raise PluginError(f"{hook} returned {short(returned)}; it returns a list of "
+            raise PluginError(f"{hook} returned {brief(returned)}; it returns a list of "
                               f"draftsmith.hooks.{record_type.__name__} records")
         records = [] if returned is None else list(returned)   # a generator's raise is the plugin's too
     except DraftsmithError:
@@ -159,5 +169,6 @@ def collected(impl: pluggy.HookImpl, record_type: type) -> list:
         raise PluginError(f"{hook} raised {type(e).__name__}: {short_text(str(e), 300)}") from e
     for i, r in enumerate(records):   # an item is named as one, by its type (short() quotes a tuple as a list)
         if (why := record_problem(r, record_type)) is not None:
-            raise PluginError(f"{hook} returned a list whose item {i} is a {type(r).__name__}, {short(r)}: {why}")
+            what = brief(r) if dataclasses.is_dataclass(r) else f"a {type(r).__name__}, {short(r)}"
+            raise PluginError(f"{hook} returned a list whose item {i} is {what}: {why}")
     return records

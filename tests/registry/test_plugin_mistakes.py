@@ -175,7 +175,9 @@ class Loose(BaseModel):  # pydantic's default: unknown keys are dropped
                                                   r"ConfigDict\(extra='forbid'\)"),
 ])
 def test_a_component_record_that_breaks_the_contract_is_refused_naming_the_plugin(record, message):
-    with pytest.raises(PluginError, match=r"^draftsmith_components of plugin 'offsetnorm' returned .*: " + message):
+    said = rf"item 0 is Component\(kind={record.kind!r}, name={record.name!r}, \.\.\.\)"   # not a repr cut short
+    with pytest.raises(PluginError, match=rf"^draftsmith_components of plugin 'offsetnorm' returned a list whose "
+                                          rf"{said}: " + message):
         fresh(("offsetnorm", Plugin([record])))
 
 
@@ -196,7 +198,9 @@ def test_a_bare_record_instead_of_a_list_is_refused():
         def draftsmith_components(self):
             return comp
 
-    with pytest.raises(PluginError, match=r"^draftsmith_components of plugin 'bare' returned Component\(.*\); it "
+    # the record's kind and name, not a repr cut inside its factory's (an extension dogfood hunt, 2026-12-01)
+    with pytest.raises(PluginError, match=r"^draftsmith_components of plugin 'bare' returned Component\(kind='norm', "
+                                          r"name='offset_rms', \.\.\.\); it "
                                           r"returns a list of draftsmith.hooks.Component records"):
         fresh(("bare", Bare()))
 
