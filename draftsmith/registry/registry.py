@@ -23,7 +23,7 @@ from draftsmith.registry.checks import PLUGIN_FAULTS, PluginClash, PluginError, 
 from draftsmith.registry.loading import (BUILTIN, BUILTIN_MODULE, DISABLED, NO_AUTOLOAD, autoload_disabled, blamed,
                                         disabled_installed, importing_plugin, load_entry_points, register_plugin)
 from draftsmith.registry.results import ComponentFailed, checked
-from draftsmith.registry.spec_path import SPEC_PATH, scan_folder, spec_folders
+from draftsmith.registry.spec_path import SPEC_PATH, read_name, scan_folder, spec_folders
 
 
 
@@ -253,6 +253,10 @@ class Registry:
             known = [n for n, _ in self.spec_names()]
             notes = "".join(f"\nnote: {short_text(path, 300)} in {SPEC_PATH} was skipped: {why}"
                             for path, why in self.skipped_spec_files if path.stem == name)
+            notes += "".join(f"\nnote: {short_text(p.record.path, 300)} says name: {short(name)}, but {p.who()} "
+                             f"registers it as {short(n)} (its SpecSource name): the plugin must give both one name"
+                             for n, p in self.specs.items() if not p.folder and p.plugin != BUILTIN
+                             and read_name(Path(p.record.path))[0] == name)   # a plugin's SpecSource misnamed
             note = f"\nnote: {note}" if (note := self.not_loaded_note()) else ""
             raise UnknownSpec(
                 f"no spec named {short(name)} and no such file.{suggest(name, known)} known: {', '.join(known)}"

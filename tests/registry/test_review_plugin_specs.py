@@ -9,6 +9,7 @@ import draftsmith
 from draftsmith.components.norms import rms
 from draftsmith.hooks import Component, SpecSource
 from draftsmith.registry import UnknownComponent
+from draftsmith.registry.registry import UnknownSpec
 from draftsmith.registry.spec_path import scan_folder
 from draftsmith.specs.catalog import BUILTIN_DIR
 from draftsmith.specs.documents import SpecNotFound
@@ -45,6 +46,14 @@ def test_a_plugin_spec_whose_file_says_another_name_names_the_plugin_and_both_si
     [problem] = info.value.problems
     assert problem.message.startswith("the file says 'plug-spec' but is registered as 'acme-other' by plugin 'acme'")
     assert "name: acme-other in this file" in problem.hint and "SpecSource('plug-spec', ...)" in problem.hint
+    with pytest.raises(UnknownSpec) as info:   # the name the file says: a bare "no spec named", listing the other
+        draftsmith.load_spec("plug-spec", reg)  # (an extension dogfood hunt, 2026-12-01)
+    assert str(info.value).splitlines()[-1] == (
+        f"note: {llama(tmp_path)} says name: 'plug-spec', but plugin 'acme' registers it as 'acme-other' (its "
+        "SpecSource name): the plugin must give both one name")
+    with pytest.raises(UnknownSpec) as info:
+        draftsmith.load_spec("plug-spex", reg)
+    assert "note:" not in str(info.value)
 
 
 def test_a_plugin_component_without_a_params_model_says_so_for_a_key(tmp_path):
