@@ -253,6 +253,9 @@ def few_tokens(spec, registry: Registry, config: Mapping[str, Any], infos: dict[
     return f"decoding.topk: {vocab} (the draft's vocabulary has {tokens}; the family's topk is more)"
 
 
+NO_MAP = "vocab.d2t: d2t / t2d form no valid map as offsets or as target ids; loading will refuse it"
+
+
 def d2t_convention(infos: dict[str, TensorInfo], vocab: Any = None) -> tuple[str, str] | None:
     """offset or absolute, read from the (small) d2t / t2d tensors themselves: the one place inspect reads data.
     Without t2d, the one reading whose target ids stay inside the config's ``vocab`` (the target's) and increase
@@ -267,8 +270,8 @@ def d2t_convention(infos: dict[str, TensorInfo], vocab: Any = None) -> tuple[str
         return None
     t = read_tensors(infos, ["d2t", "t2d"] if has_t2d else ["d2t"])
     d2t, t2d = t["d2t"].long(), t["t2d"].bool() if has_t2d else None
-    if not has_t2d and d2t.dim() != 1:   # misshapen: the load plan says so
-        return None
+    if d2t.dim() != 1 or (has_t2d and t2d.dim() != 1):   # misshapen: no map (the load plan says what is wrong)
+        return ("offset", NO_MAP) if has_t2d else None
     sound = []
     for convention, offsets in (("offset", d2t), ("absolute", d2t - torch.arange(d2t.shape[0]))):
         try:
@@ -280,7 +283,7 @@ def d2t_convention(infos: dict[str, TensorInfo], vocab: Any = None) -> tuple[str
     if has_t2d and sound:
         return sound[0], f"vocab.d2t: {sound[0]} ({how[sound[0]]}; checked against t2d)"
     if has_t2d:
-        return "offset", "vocab.d2t: d2t / t2d form no valid map as offsets or as target ids; loading will refuse it"
+        return "offset", NO_MAP
     if len(sound) != 1:
         return None
     return sound[0], (f"vocab.d2t: {sound[0]} ({how[sound[0]]}: the one reading that maps into the config's "
