@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from draftsmith.components.fusion import config_bias
+from draftsmith.components.fusion import AUX_NORM, INPUT_NORM, config_bias
 from draftsmith.errors import short_text
 from draftsmith.hooks import LayoutMatch
 
@@ -217,8 +217,8 @@ def detect_builtin_layout(config: Mapping[str, Any], tensor_names: Sequence[str]
 
 # the EAGLE-3 flags the tensors show: per-aux norms and a norm over the concatenation, by their published names
 # (fc_norm.N, input_norm) and their canonical ones (what a spec's rules rename a family's own names to)
-SHOWN = {"fc_norm": r"(^|\.)fc_norm\.\d+\.weight$|^fc\.aux_norm\.\d+\.weight$",
-         "norm_before_fc": r"^(model\.)?input_norm\.weight$|^fc\.input_norm\.weight$"}
+SHOWN = {"fc_norm": rf"(^|\.)fc_norm\.\d+\.weight$|{AUX_NORM}",
+         "norm_before_fc": rf"^(model\.)?input_norm\.weight$|{INPUT_NORM}"}
 
 
 def eagle3_values(spec: str | Spec, config: Mapping[str, Any], names: Sequence[str],
@@ -261,7 +261,7 @@ def canonical_names(spec: Spec, registry: Registry | None, cfg: Mapping[str, Any
         rules = rule_set(spec, registry or default_registry(), cfg)
     except DraftsmithError:
         return []
-    return [c for c in (rules.to_canonical(n)[0] for n in names) if c is not None]
+    return [c for n in names for c in rules.to_parts(n)[0] or ()]   # every part a split rule makes
 
 
 def eagle3_notes(spec_name: str, config: Mapping[str, Any], names: Sequence[str]) -> list[str]:

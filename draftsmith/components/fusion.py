@@ -195,12 +195,16 @@ def eagle1_holds(params: dict[str, Any]) -> tuple[str, ...]:
             *((r"^fc\.embed_norm\.weight$",) if params.get("embed_norm") is True else ()))
 
 
+AUX_NORM = r"^fc\.aux_norm\.\d+\.weight$"   # canonical: a per-aux norm before fc (fc_norm)
+INPUT_NORM = r"^fc\.input_norm\.weight$"      # canonical: the norm over the concatenated aux states (norm_before_fc)
+
+
 def eagle3_holds(params: dict[str, Any]) -> tuple[str, ...]:
     """Canonical names an EAGLE-3 fusion holds: fc, the per-aux norms and the norm over the concatenation unless
     refused, and the first layer's hidden_norm (its input layer reads one)."""
     return (r"^fc\.weight$", HIDDEN_NORM,
-            *((r"^fc\.aux_norm\.\d+\.weight$",) if params.get("fc_norm", "auto") is not False else ()),
-            *((r"^fc\.input_norm\.weight$",) if params.get("norm_before_fc", "auto") is not False else ()))
+            *((AUX_NORM,) if params.get("fc_norm", "auto") is not False else ()),
+            *((INPUT_NORM,) if params.get("norm_before_fc", "auto") is not False else ()))
 
 
 def eagle1(params: Eagle1Params, *, hidden: int, target_width: int, draft_config: dict,

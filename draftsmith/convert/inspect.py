@@ -58,7 +58,8 @@ def inspect_checkpoint(folder: str | Path, registry: Registry | None = None, spe
     names = list(infos)
     unread = unread_keys(flatten_draft_config(config), known_keys(style_of(folder, config)))
     given = None if spec is None else load_spec(spec, registry)
-    ref = None if given is None else given.name if spec is given else str(spec)
+    ref = None if given is None else given.name if spec is given else str(spec) if str(spec) in registry.specs \
+        else str(Path(spec).resolve())   # a file: the proposal's extends names it from anywhere it is saved
     match = registry.detect_layout(config, names) if given is None else \
         LayoutMatch(ref, f"read with the spec given, {ref!r}")
     if match is None:
@@ -68,7 +69,7 @@ def inspect_checkpoint(folder: str | Path, registry: Registry | None = None, spe
     data, family = spec.model_dump(mode="json"), spec.model_dump(mode="json")   # the proposal, the family's
     from draftsmith.specs.loader import spec_name_for
 
-    data["name"] = spec_name_for(f"{match.spec}-{folder.name}")  # valid for any folder name (spaces, accents)
+    data["name"] = spec_name_for(f"{spec.name}-{folder.name}")  # valid for any folder name (spaces, accents)
     data["checkpoints"]["draft"] = str(folder.resolve())
     fusion = data["draft"]["fusion"]
     params = registry.get("fusion", fusion["kind"]).params.model_fields
@@ -109,8 +110,8 @@ def inspect_checkpoint(folder: str | Path, registry: Registry | None = None, spe
         match = noted(match, f"vocab.d2t: {data['draft']['vocab'].get('d2t', 'offset')} (assumed: the checkpoint "
                              "holds no t2d to confirm whether d2t holds offsets or target ids; t2d is derived from d2t "
                              "read so)")
-    if (few := few_tokens(spec, registry, config, infos, data["decoding"])) is not None:
-        match = noted(match, few)
+    for note in few_tokens(spec, registry, config, infos, data["decoding"]):
+        match = noted(match, note)
     if changed := changed_paths(family, data, skip={"name", "description", "checkpoints"}):
         # the family's description may state what the folder overrides ("128x128 block scales" of a channel one)
         shown = ", ".join(changed[:6]) + (f" and {len(changed) - 6} more" if len(changed) > 6 else "")
@@ -237,20 +238,31 @@ def own_embedding(data: dict[str, Any], config: Mapping[str, Any], infos: dict[s
 
 
 def few_tokens(spec, registry: Registry, config: Mapping[str, Any], infos: dict[str, TensorInfo],
-               decoding: dict[str, Any]) -> str | None:
+               decoding: dict[str, Any]) -> list[str]:
     """A draft vocabulary smaller than the family's ``decoding.topk`` (its config's draft_vocab_size, else its d2t's
-    length, else its vocab_size: what the assembler bounds topk by) gets a topk of that size in ``decoding``, with
-    the note to print; None where the family's fits (the proposal would otherwise refuse its own folder)."""
+    length, else its vocab_size: what the assembler bounds topk by) gets a topk of that size in ``decoding``, and
+    the draft_tokens and mode that topk allows (the proposal would otherwise refuse its own folder); the notes to
+    print, none where the family's topk fits."""
     from draftsmith.assembler.build import held_d2t_rows, rule_set
+    from draftsmith.specs.resolve import is_chain, most_draft_tokens
 
     flat = flatten_draft_config(config)
     vocab = flat.get("draft_vocab_size") or held_d2t_rows(rule_set(spec, registry, flat), infos) or \
         flat.get("vocab_size")
     if type(vocab) is not int or not 1 <= vocab < decoding["topk"]:
-        return None
+        return []
     decoding["topk"] = vocab
-    tokens = f"{vocab} token{'s' * (vocab != 1)}"
-    return f"decoding.topk: {vocab} (the draft's vocabulary has {tokens}; the family's topk is more)"
+    notes = [f"decoding.topk: {vocab} (the draft's vocabulary has {vocab} token{'s' * (vocab != 1)}; the family's "
+             "topk is more)"]
+    most = most_draft_tokens(vocab, decoding["steps"])
+    if decoding["draft_tokens"] > most and not is_chain(vocab, decoding["mode"], decoding["page_size"]):
+        decoding["draft_tokens"] = most
+        notes.append(f"decoding.draft_tokens: {most} (the most a tree of topk {vocab} drafts in {decoding['steps']} "
+                     "steps)")
+    if decoding["mode"] == "v2" and vocab == 1:
+        decoding["mode"] = "auto"
+        notes.append("decoding.mode: auto (a chain of topk 1 has no tree to compact: v2 is refused)")
+    return notes
 
 
 NO_MAP = "vocab.d2t: d2t / t2d form no valid map as offsets or as target ids; loading will refuse it"

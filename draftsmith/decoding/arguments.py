@@ -38,8 +38,8 @@ def stop_ids(stop: Any, most: int | None = None) -> Any:
     length (``itertools.count()`` was read until memory ran out, a ``range(10**8)`` for seconds)."""
     if stop is None or isinstance(stop, (str, bytes)) or not isinstance(stop, Iterable):
         return stop
-    if array_like(stop):
-        return stop.tolist() if integer_vector(stop) else stop
+    if array_like(stop):   # a vector longer than ``most`` left unread, as a sized iterable is
+        return stop.tolist() if integer_vector(stop) and (most is None or len(stop) <= most) else stop
     if most is None:
         return list(stop)
     if hasattr(stop, "__len__") and len(stop) > most:
@@ -56,12 +56,13 @@ def settings_problems(max_new_tokens: Any, temperature: Any, top_p: Any, top_k: 
     name = (names or {}).get("stop", "stop")
     stop = stop_ids(stop, vocab)   # as generate() reads it (idempotent): a 1-D integer tensor or array as a list
     if stop is not None:
-        if isinstance(stop, (str, bytes)) or not isinstance(stop, Iterable) or array_like(stop):
+        unread = array_like(stop) and integer_vector(stop)   # a vector stop_ids left unread: longer than vocab
+        if not unread and (isinstance(stop, (str, bytes)) or not isinstance(stop, Iterable) or array_like(stop)):
             # an array-like here is one stop_ids left alone: 0-D, 2-D or not integers
             shape = f" (a {stop.ndim}-D array of {stop.dtype})" if array_like(stop) else ""
             out.append(f"{name} is {short(stop)}{shape}; a list of token ids (or a 1-D integer tensor or "
                        "array) is expected")
-        elif hasattr(stop, "__len__") and len(stop) > vocab:   # more stop ids than tokens: not a stop list
+        elif unread or (hasattr(stop, "__len__") and len(stop) > vocab):   # more stop ids than tokens
             out.append(f"{name} holds more than {vocab} ids; the vocabulary has {vocab} tokens")
         elif bad := [t for t in stop if not is_int(t) or t < 0]:
             out.append(f"{name} holds {short(bad[:MOST])}; stop token ids are integers >= 0")

@@ -14,6 +14,8 @@ from typing import Callable
 import torch
 from torch import Tensor
 
+from draftsmith.specs.resolve import most_draft_tokens as max_tree_nodes   # the spec's bound on draft_tokens
+
 
 @dataclass(frozen=True)
 class Tree:
@@ -115,11 +117,6 @@ def chain_tree(root: Tensor, tokens: Tensor) -> Tree:
         retrieve=idx.expand(B, 1, -1).contiguous(),
         cand=(idx - 1).expand(B, -1).contiguous(),
     )
-
-
-def max_tree_nodes(topk: int, steps: int) -> int:
-    # number of candidates drafting creates, plus the root: topk at depth 1, topk*topk at each later depth
-    return 1 + topk + (steps - 1) * topk * topk
 
 
 def draft_candidates(

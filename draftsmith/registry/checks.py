@@ -146,8 +146,9 @@ def brief(record: Any) -> str:
     cut repr hid behind its factory's), else :func:`short`'s text."""
     if not dataclasses.is_dataclass(record) or isinstance(record, type):
         return short(record)
-    first = (f"{f.name}={short(getattr(record, f.name))}" for f in dataclasses.fields(record)[:2])
-    return f"{type(record).__name__}({', '.join(first)}, ...)"
+    fields = dataclasses.fields(record)
+    first = [f"{f.name}={short(getattr(record, f.name))}" for f in fields[:2]] + ["..."] * (len(fields) > 2)
+    return f"{type(record).__name__}({', '.join(first)})"
 
 
 def collected(impl: pluggy.HookImpl, record_type: type) -> list:
@@ -169,6 +170,7 @@ def collected(impl: pluggy.HookImpl, record_type: type) -> list:
         raise PluginError(f"{hook} raised {type(e).__name__}: {short_text(str(e), 300)}") from e
     for i, r in enumerate(records):   # an item is named as one, by its type (short() quotes a tuple as a list)
         if (why := record_problem(r, record_type)) is not None:
-            what = brief(r) if dataclasses.is_dataclass(r) else f"a {type(r).__name__}, {short(r)}"
+            what = brief(r) if dataclasses.is_dataclass(r) and not isinstance(r, type) else \
+                f"a {type(r).__name__}, {short(r)}"
             raise PluginError(f"{hook} returned a list whose item {i} is {what}: {why}")
     return records

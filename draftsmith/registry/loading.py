@@ -63,7 +63,8 @@ def disabled_installed() -> tuple[str, ...]:
     installed = {ep.name for dist in importlib.metadata.distributions() for ep in dist.entry_points
                  if ep.group == PROJECT}
     if unknown := sorted(off - installed):
-        _said_once(f"{DISABLED} names {', '.join(map(repr, unknown))}, which no installed plugin is (installed: "
+        which = "which is no installed plugin" if len(unknown) == 1 else "none of which is an installed plugin"
+        _said_once(f"{DISABLED} names {', '.join(map(repr, unknown))}, {which} (installed: "
                    f"{', '.join(sorted(installed)) or 'none'})")
     return tuple(sorted(off & installed))
 

@@ -254,7 +254,8 @@ class Registry:
             notes = "".join(f"\nnote: {short_text(path, 300)} in {SPEC_PATH} was skipped: {why}"
                             for path, why in self.skipped_spec_files if path.stem == name)
             notes += "".join(f"\nnote: {short_text(p.record.path, 300)} says name: {short(name)}, but {p.who()} "
-                             f"registers it as {short(n)} (its SpecSource name): the plugin must give both one name"
+                             f"registers it as {short(n)} (its draftsmith_specs hook's SpecSource name): the plugin "
+                             "must give both one name"
                              for n, p in self.specs.items() if not p.folder and p.plugin != BUILTIN
                              and read_name(Path(p.record.path))[0] == name)   # a plugin's SpecSource misnamed
             note = f"\nnote: {note}" if (note := self.not_loaded_note()) else ""

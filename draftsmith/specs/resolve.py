@@ -295,6 +295,12 @@ def decoding_section_problems(decoding: Decoding) -> list[Problem]:
     return decoding_problems(data)
 
 
+def most_draft_tokens(topk: int, steps: int) -> int:
+    """The most nodes a tree of ``topk`` children per expanded node and ``steps`` draft forwards verifies: topk
+    candidates, (steps-1)*topk^2 more, and the root."""
+    return topk + (steps - 1) * topk * topk + 1
+
+
 def decoding_problems(dec: Mapping[str, Any], path: str = "decoding") -> list[Problem]:
     """Cross-field rules of the decoding section (also applied to per-call overrides)."""
     # a key the section leaves out takes the schema's default (one source for both)
@@ -303,10 +309,9 @@ def decoding_problems(dec: Mapping[str, Any], path: str = "decoding") -> list[Pr
     if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in (topk, steps, n, page)):
         return []  # phase 1 reports types and bounds
     out = []
-    most = topk + (steps - 1) * topk * topk
-    if n - 1 > most and not is_chain(topk, mode, page):   # a chain of steps + 1 has no tree to fill
+    if n > (most := most_draft_tokens(topk, steps)) and not is_chain(topk, mode, page):   # a chain of steps + 1
         out.append(Problem(f"{path}.draft_tokens", f"{n} tokens cannot be drafted with topk={topk}, steps={steps}",
-                           allowed=f"2..{most + 1} (topk + (steps-1)*topk^2 candidates + the root)"))
+                           allowed=f"2..{most} (topk + (steps-1)*topk^2 candidates + the root)"))   # has no tree
     if mode == "v2" and (topk == 1 or page != 1):
         why = "topk is 1 (a chain has nothing to compact)" if topk == 1 else f"page_size is {page}, not 1"
         out.append(Problem(f"{path}.mode", f"v2 (tree drafting with compaction) is unsupported here: {why}",

@@ -37,3 +37,24 @@ def test_a_family_of_its_own_norm_names_keeps_the_flag_they_show(tmp_path, flag)
     fusion = found.spec["draft"]["fusion"]
     assert fusion[flag] is True
     assert not any(a.startswith(f"{flag}: false") for a in found.match.assumptions)
+
+
+def test_norms_a_split_rule_places_show_their_flag(tmp_path):
+    """A family stacking the first layer's hidden_norm and the per-aux norms in one tensor, split by a rule: the
+    norms are the rule's later parts (the names were read through its first part alone: fc_norm: false, a
+    proposal that refused its folder; a review of the change)."""
+    import torch
+
+    target = write_target(tmp_path / "t")
+    draft = write_eagle3(tmp_path / "d", target, fc_norm=True)
+    path = next(draft.glob("*.safetensors"))
+    tensors = load_file(path)
+    parts = ["midlayer.hidden_norm.weight"] + [f"fc_norm.{i}.weight" for i in range(3)]
+    tensors["norms.weight"] = torch.cat([tensors.pop(p) for p in parts])
+    save_file(tensors, path)
+    spec = tmp_path / "stacked.yaml"
+    spec.write_text("name: stacked\nextends: eagle3-llama\ndraft:\n  fusion: {fc_norm: true}\nweights:\n  rules:\n"
+                    "    - {kind: split, match: '^norms\\.', into: ['layers.0.hidden_norm.', 'fc.aux_norm.0.', "
+                    "'fc.aux_norm.1.', 'fc.aux_norm.2.']}\n    - {match: '^midlayer\\.', replace: 'layers.0.'}\n")
+    found = inspect_checkpoint(draft, spec=str(spec))
+    assert found.spec["draft"]["fusion"]["fc_norm"] is True

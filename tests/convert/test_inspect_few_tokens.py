@@ -32,3 +32,22 @@ def test_a_vocabulary_the_family_topk_fits_keeps_it(tmp_path, vocab):
     family = load_spec(found.match.spec).decoding.topk
     assert found.spec["decoding"]["topk"] == family == 4
     assert not any(a.startswith("decoding.topk") for a in found.match.assumptions)
+
+
+def test_the_tree_and_mode_follow_the_lowered_topk(tmp_path):
+    """A family drafting a wide tree ({topk: 8, steps: 3, draft_tokens: 30}) on a 3-token draft: topk 3 alone
+    left 30 nodes, more than a topk-3 tree of 3 steps drafts (22), and v2 on a 1-token draft left a chain to
+    compact; the proposal refused its own folder either way (a review of the change)."""
+    target = write_target(tmp_path / "t", "llama", seed=1)
+    wide = tmp_path / "wide.yaml"
+    wide.write_text("name: wide\nextends: eagle3-llama\ndecoding: {topk: 8, steps: 3, draft_tokens: 30, mode: v2}\n")
+    found = inspect_checkpoint(write_eagle3(tmp_path / "d3", target, draft_vocab=3), spec=str(wide))
+    assert {k: found.spec["decoding"][k] for k in ("topk", "steps", "draft_tokens", "mode")} == {
+        "topk": 3, "steps": 3, "draft_tokens": 22, "mode": "v2"}
+    assert "decoding.draft_tokens: 22 (the most a tree of topk 3 drafts in 3 steps)" in found.match.assumptions
+    parse_spec(found.spec)
+    found = inspect_checkpoint(write_eagle3(tmp_path / "d1", target, draft_vocab=1), spec=str(wide))
+    assert {k: found.spec["decoding"][k] for k in ("topk", "draft_tokens", "mode")} == {
+        "topk": 1, "draft_tokens": 30, "mode": "auto"}   # a chain of steps + 1: draft_tokens is not its bound
+    assert "decoding.mode: auto (a chain of topk 1 has no tree to compact: v2 is refused)" in found.match.assumptions
+    parse_spec(found.spec)

@@ -333,8 +333,9 @@ def test_a_text_prompt_with_a_lone_surrogate_is_refused_by_place(model):
 
 @pytest.mark.parametrize("call", ["generate", "generate_baseline"])
 @pytest.mark.parametrize("stop", [lambda: range(10**8), lambda: (i for i in range(10**7)),
-                                  lambda: itertools.islice(itertools.count(), 10**8)],   # bounded: a regression fails
-                         ids=["range", "generator", "endless"])
+                                  lambda: itertools.islice(itertools.count(), 10**8),   # bounded: a regression fails
+                                  lambda: torch.arange(3 * 10**7), lambda: np.arange(3 * 10**7)],
+                         ids=["range", "generator", "endless", "tensor", "array"])
 def test_a_stop_list_longer_than_the_vocabulary_is_refused_unread(model, call, stop):
     """A sized stop is refused by its length, an iterator after one id past the vocabulary: a range(10**8) was
     listed whole first (seconds), itertools.count() until memory ran out."""

@@ -340,8 +340,8 @@ def test_a_name_the_disabled_plugins_keep_out_says_so_and_a_misspelt_one_is_warn
         reg = draftsmith.build_registry()
         draftsmith.build_registry()   # said once a process
     said = [r.getMessage() for r in caplog.records if "DISABLE" in r.getMessage()]
-    assert len(said) == 1 and said[0].startswith("DRAFTSMITH_DISABLE_PLUGINS names 'fkae', which no installed "
-                                                 "plugin is (installed: "), said
+    assert len(said) == 1 and said[0].startswith("DRAFTSMITH_DISABLE_PLUGINS names 'fkae', which is no installed "
+                                                 "plugin (installed: "), said
     assert "fake" in said[0].split("(installed: ")[1]
     with pytest.raises(UnknownComponent) as e:
         reg.get("norm", "layernorm-x")

@@ -359,3 +359,16 @@ def test_a_builtin_factorys_own_exception_stays_an_internal_error(monkeypatch):
     reg.components[("norm", "rms")] = Provided(Component("norm", "rms", broken), "builtin")
     with pytest.raises(ZeroDivisionError):   # not a ComponentFailed: the CLI shows it as a bug (exit 70)
         reg.build("norm", "rms", None, dim=4, eps=1e-6)
+
+
+def test_a_record_is_said_by_its_fields_and_a_record_class_as_a_type():
+    """brief(): a record of two fields is said whole (no '...'); a record class in the list is a type, said as one
+    (a review of the change: 'item 0 is <class ...>' lost the word)."""
+    from pathlib import Path
+
+    from draftsmith.registry.checks import brief
+
+    assert brief(SpecSource("acme", Path("a.yaml"))) == "SpecSource(name='acme', path=PosixPath('a.yaml'))"
+    assert brief(Component("norm", "x", rms)) == "Component(kind='norm', name='x', ...)"
+    with pytest.raises(PluginError, match=r"returned a list whose item 0 is a type, <class '.*Component'>: "):
+        fresh(("offsetnorm", Plugin([Component])))

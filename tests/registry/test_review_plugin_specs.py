@@ -50,7 +50,7 @@ def test_a_plugin_spec_whose_file_says_another_name_names_the_plugin_and_both_si
         draftsmith.load_spec("plug-spec", reg)  # (an extension dogfood hunt, 2026-12-01)
     assert str(info.value).splitlines()[-1] == (
         f"note: {llama(tmp_path)} says name: 'plug-spec', but plugin 'acme' registers it as 'acme-other' (its "
-        "SpecSource name): the plugin must give both one name")
+        "draftsmith_specs hook's SpecSource name): the plugin must give both one name")
     with pytest.raises(UnknownSpec) as info:
         draftsmith.load_spec("plug-spex", reg)
     assert "note:" not in str(info.value)
