@@ -239,9 +239,12 @@ def eagle3_values(spec: str | Spec, config: Mapping[str, Any], names: Sequence[s
     stated_by_config = {k: None for k in ("fc_norm", "norm_before_fc", "norm_before_residual", "norm_output")
                         if config_value(cfg, k) is not None}
     values, notes = describe_facts(params.model_copy(update=stated_by_config), cfg)
-    placed = list(names) + canonical_names(spec, registry, cfg, names)   # as stored, and as the spec's rules name them
-    for flag, pattern in SHOWN.items():
-        present = any(re.search(pattern, n) for n in placed)
+    placed = None   # the names as the spec's rules name them: mapped only where the stored ones disagree (a pass
+    for flag, pattern in SHOWN.items():   # over 10^5 names that assembling makes once already)
+        present = any(re.search(pattern, n) for n in names)
+        if present != values[flag] and not present:
+            placed = canonical_names(spec, registry, cfg, names) if placed is None else placed
+            present = any(re.search(pattern, n) for n in placed)
         if present != values[flag]:
             values[flag] = present
             notes = [n for n in notes if not n.startswith(f"{flag}:")]
