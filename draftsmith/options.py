@@ -40,8 +40,8 @@ def float_name(dtype: Any) -> str:
     torch; OptionError otherwise (int8 is not a load dtype)."""
     torch = sys.modules.get("torch")   # a torch dtype exists only once torch is imported
     name = dtype if isinstance(dtype, str) else str(dtype) if torch and isinstance(dtype, torch.dtype) else None
-    if name is not None and name.removeprefix("torch.") in FLOAT_DTYPES:
-        return FLOAT_DTYPES[name.removeprefix("torch.")]
+    if name is not None and (key := name.removeprefix("torch.")) in FLOAT_DTYPES:
+        return FLOAT_DTYPES[key]
     raise OptionError(f"dtype {short(dtype)} is not a weight dtype; use {NAMES} (quantized drafts are a spec's "
                       "quant section)")
 

@@ -242,7 +242,7 @@ def eagle3_values(spec: str | Spec, config: Mapping[str, Any], names: Sequence[s
     placed = None   # the names as the spec's rules name them: mapped only where the stored ones disagree (a pass
     for flag, pattern in SHOWN.items():   # over 10^5 names that assembling makes once already)
         present = any(re.search(pattern, n) for n in names)
-        if present != values[flag] and not present:
+        if values[flag] and not present:
             placed = canonical_names(spec, registry, cfg, names) if placed is None else placed
             present = any(re.search(pattern, n) for n in placed)
         if present != values[flag]:

@@ -141,11 +141,11 @@ def spec_source_problem(src: SpecSource) -> str | None:
     return None
 
 
-def brief(record: Any) -> str:
-    """A returned record as a message names it: a record's first two fields (a Component's kind and name, which a
-    cut repr hid behind its factory's), else :func:`short`'s text."""
+def brief(record: Any) -> str | None:
+    """A returned record as a message names it: its first two fields (a Component's kind and name, which a cut
+    repr hid behind its factory's); None for anything that is no record instance (a class, a tuple)."""
     if not dataclasses.is_dataclass(record) or isinstance(record, type):
-        return short(record)
+        return None
     fields = dataclasses.fields(record)
     first = [f"{f.name}={short(getattr(record, f.name))}" for f in fields[:2]] + ["..."] * (len(fields) > 2)
     return f"{type(record).__name__}({', '.join(first)})"
@@ -161,7 +161,7 @@ def collected(impl: pluggy.HookImpl, record_type: type) -> list:
     try:
         returned = impl.function()
         if isinstance(returned, (str, bytes, Mapping, record_type)) or not isinstance(returned, Iterable | None):
-            raise PluginError(f"{hook} returned {brief(returned)}; it returns a list of "
+            raise PluginError(f"{hook} returned {brief(returned) or short(returned)}; it returns a list of "
                               f"draftsmith.hooks.{record_type.__name__} records")
         records = [] if returned is None else list(returned)   # a generator's raise is the plugin's too
     except DraftsmithError:
@@ -170,7 +170,6 @@ def collected(impl: pluggy.HookImpl, record_type: type) -> list:
         raise PluginError(f"{hook} raised {type(e).__name__}: {short_text(str(e), 300)}") from e
     for i, r in enumerate(records):   # an item is named as one, by its type (short() quotes a tuple as a list)
         if (why := record_problem(r, record_type)) is not None:
-            what = brief(r) if dataclasses.is_dataclass(r) and not isinstance(r, type) else \
-                f"a {type(r).__name__}, {short(r)}"
+            what = brief(r) or f"a {type(r).__name__}, {short(r)}"
             raise PluginError(f"{hook} returned a list whose item {i} is {what}: {why}")
     return records

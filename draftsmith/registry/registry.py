@@ -166,10 +166,9 @@ class Registry:
                     f"not loaded; unset {NO_AUTOLOAD} to load the installed plugins.")
         if not self.disabled:
             return ""
-        names = ", ".join(map(repr, self.disabled))
+        names, them = ", ".join(map(repr, self.disabled)), "it" if len(self.disabled) == 1 else "them"
         return (f"{DISABLED} keeps the installed plugin{'s' * (len(self.disabled) > 1)} {names} out, which may "
-                f"provide it; remove {'it' if len(self.disabled) == 1 else 'them'} from {DISABLED} to load "
-                f"{'it' if len(self.disabled) == 1 else 'them'}.")
+                f"provide it; remove {them} from {DISABLED} to load {them}.")
 
     def build(self, kind: str, name: str, *args: Any, **context: Any) -> Any:
         """``factory(*args, **context)`` of component ``(kind, name)``, checked: anything but a draftsmith error
