@@ -58,7 +58,7 @@ def test_validate_lists_every_problem_of_every_file(tmp_path):
     assert f"{files[2]} has 1 problem" in err and "not valid YAML" in err and "missing.yaml" in err
     for line in ["draft.attention.kind: unknown attention 'gqq'. Did you mean 'gqa'?",
                  "draft.norms.inptu: unknown field 'inptu'. Did you mean 'input'?",
-                 "decoding.mode: v2 (tree drafting with compaction) is unsupported here: page_size is 2, not 1",
+                 "decoding.mode: v2 (tree drafting with compaction) is unsupported here: page_size is 2",
                  "decoding.attention: unknown attention backend 'sdpaa'. Did you mean 'sdpa'?",
                  "decoding.draft_tokens: 8 tokens cannot be drafted with topk=2, steps=1",
                  "allowed: gqa (builtin)"]:

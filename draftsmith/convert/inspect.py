@@ -244,7 +244,7 @@ def few_tokens(spec, registry: Registry, config: Mapping[str, Any], infos: dict[
     the draft_tokens and mode that topk allows (the proposal would otherwise refuse its own folder); the notes to
     print, none where the family's topk fits."""
     from draftsmith.assembler.build import held_d2t_rows, rule_set
-    from draftsmith.specs.resolve import is_chain, most_draft_tokens
+    from draftsmith.specs.resolve import is_chain, most_draft_tokens, tree_blockers
 
     flat = flatten_draft_config(config)
     vocab = flat.get("draft_vocab_size") or held_d2t_rows(rule_set(spec, registry, flat), infos) or \
@@ -259,7 +259,7 @@ def few_tokens(spec, registry: Registry, config: Mapping[str, Any], infos: dict[
         decoding["draft_tokens"] = most
         notes.append(f"decoding.draft_tokens: {most} (the most a tree of topk {vocab} drafts in {decoding['steps']} "
                      "steps)")
-    if decoding["mode"] == "v2" and vocab == 1:
+    if decoding["mode"] == "v2" and tree_blockers(vocab, decoding["page_size"]):
         decoding["mode"] = "auto"
         notes.append("decoding.mode: auto (a chain of topk 1 has no tree to compact: v2 is refused)")
     return notes

@@ -4,6 +4,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from draftsmith.specs.resolve import tree_blockers
+
 log = logging.getLogger("draftsmith")
 
 
@@ -25,13 +27,7 @@ def choose_mode(mode: str, topk: int, steps: int, draft_tokens: int, page_size: 
     (a chain of ``steps`` tokens), logging one line that says why. Explicit v2 in an unsupported combination is
     refused before this runs (the spec checks, assemble for a recurrent target, check_overrides for a call); the
     ValueError here is for a caller that skipped them."""
-    why = []
-    if topk == 1:
-        why.append("topk is 1")
-    if page_size != 1:
-        why.append(f"page_size is {page_size}")
-    if recurrent:
-        why.append(RECURRENT)
+    why = tree_blockers(topk, page_size) + [RECURRENT] * recurrent
     if mode == "v2" and why:
         raise ValueError(f"decoding mode v2 is unsupported: {'; '.join(why)}")
     if mode == "v1" or why:

@@ -295,6 +295,12 @@ def decoding_section_problems(decoding: Decoding) -> list[Problem]:
     return decoding_problems(data)
 
 
+def tree_blockers(topk: int, page_size: int) -> list[str]:
+    """Why a decoding section cannot draft a tree (mode v2): the one rule the spec checks, a call's overrides, inspect's
+    proposal and the mode choice read. Empty where a tree can be drafted."""
+    return [why for why, holds in (("topk is 1", topk == 1), (f"page_size is {page_size}", page_size != 1)) if holds]
+
+
 def most_draft_tokens(topk: int, steps: int) -> int:
     """The most nodes a tree of ``topk`` children per expanded node and ``steps`` draft forwards verifies: topk
     candidates, (steps-1)*topk^2 more, and the root."""
@@ -312,8 +318,7 @@ def decoding_problems(dec: Mapping[str, Any], path: str = "decoding") -> list[Pr
     if n > (most := most_draft_tokens(topk, steps)) and not is_chain(topk, mode, page):   # a chain of steps + 1
         out.append(Problem(f"{path}.draft_tokens", f"{n} tokens cannot be drafted with topk={topk}, steps={steps}",
                            allowed=f"2..{most} (topk + (steps-1)*topk^2 candidates + the root)"))   # has no tree
-    if mode == "v2" and (topk == 1 or page != 1):
-        why = "topk is 1 (a chain has nothing to compact)" if topk == 1 else f"page_size is {page}, not 1"
-        out.append(Problem(f"{path}.mode", f"v2 (tree drafting with compaction) is unsupported here: {why}",
+    if mode == "v2" and (why := tree_blockers(topk, page)):
+        out.append(Problem(f"{path}.mode", f"v2 (tree drafting with compaction) is unsupported here: {'; '.join(why)}",
                            allowed="auto, v1", hint="Use mode: auto to fall back to v1 with a logged reason."))
     return out
