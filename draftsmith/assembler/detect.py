@@ -15,7 +15,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from draftsmith.components.fusion import AUX_NORM, INPUT_NORM, config_bias
+from draftsmith.components.fusion import config_bias
+from draftsmith.components.params import AUX_NORM, INPUT_NORM
 from draftsmith.errors import short_text
 from draftsmith.hooks import LayoutMatch
 

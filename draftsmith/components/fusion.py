@@ -14,101 +14,18 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Annotated, Any, Callable, Literal
+from typing import Any, Callable
 
 import torch
-from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, ValidationInfo,
-                      field_validator)
 from torch import nn
 
-from draftsmith.components.eagle3_config import repeated, resolve_eagle3
+from draftsmith.components.eagle3_config import resolve_eagle3
 from draftsmith.components.layers import embed_concat, own_input
-from draftsmith.hooks.records import HIDDEN_NORM
 from draftsmith.components.norms import RMSNorm
-from draftsmith.errors import Problem, SpecError, short
-from draftsmith.hooks.records import ConfigFirst
+from draftsmith.components.params import Eagle1Params, Eagle3Params
+from draftsmith.errors import Problem, SpecError
 
 log = logging.getLogger("draftsmith")
-
-
-
-def _auto(value: Any) -> Any:
-    return None if value == "auto" else value
-
-
-_auto.accepts = "'auto'"   # the spelling this validator adds to the field's type (what a spec error lists)
-
-
-# A value the spec states, or `auto` (kept as None) or left out: read the draft config's key, else the default,
-# said once.
-Auto = (BeforeValidator(_auto), PlainSerializer(lambda v: "auto" if v is None else v), ConfigFirst())
-Flag = Annotated[(bool | None, *Auto)]
-# Where the final norm's output goes. head: before the head only, the pre-norm state is fed back (EAGLE-3
-# reference; SpecForge norm_output=true; speculators norm_output=false). feed_back: before the head AND fed back
-# to the next draft step (EAGLE 3.1; speculators / vLLM / SGLang norm_output=true). none: never applied
-# (SpecForge norm_output=false).
-NormOutput = Literal["none", "head", "feed_back"]
-
-
-class Eagle1Params(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    # auto: the draft config's `bias` (speculators: `fusion_bias`), and a MISSING key means true
-    bias: Literal["auto"] | bool = "auto"
-    # an RMSNorm on the token embedding before fc (fc.embed_norm; speculators' `layernorms` drafts and HASS's
-    # embed_layernorm)
-    embed_norm: bool = False
-
-
-class AuxLayers(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    ids: tuple[int, ...] | None = None       # None: ids from the draft config, else [2, L//2, L-3]
-    at: Literal["input", "output"] = "input"  # ids name layer inputs (HF hidden_states[id], vLLM) or outputs (SGLang)
-
-    @field_validator("ids")
-    @classmethod
-    def _distinct(cls, ids):
-        if ids is not None and not ids:   # was read as "not given": the config's ids or the default taps
-            raise ValueError("[] names no layer; leave ids out (or null) for the draft config's ids or the default "
-                             "[2, L//2, L-3]")
-        if ids is not None and (dup := repeated(list(ids))):
-            raise ValueError(f"{short(list(ids))} names layer(s) {short(dup)} more than once; taps must be distinct")
-        return ids
-
-
-class Eagle3Params(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    norm_before_residual: Flag = Field(description=(   # required: engines disagree on the default
-        "Engines disagree on its default and the weights cannot show it: state true or false as the draft was "
-        "trained (true: the residual is the normed hidden state), or auto to read the draft config's key"))
-    aux_layers: Literal["auto"] | AuxLayers = "auto"
-    num_aux: int | None = Field(None, ge=1)  # explicit count > num_aux_hidden_states > len(ids) > 3
-    fc_norm: Flag = False                    # one RMSNorm per aux state before fc (EAGLE 3.1)
-    norm_before_fc: Flag = False             # one RMSNorm over the concatenated aux states (gpt-oss)
-    norm_output: Annotated[(NormOutput | None, *Auto)] = "head"
-
-    @field_validator("num_aux")
-    @classmethod
-    def _count_fits_ids(cls, num_aux, info: ValidationInfo):
-        # both stated and different: the fc's width cannot be both (the spec alone shows it). A field's check, not
-        # the model's: pydantic runs a model's after-checks only when every field validated, and a spec's problems
-        # are all said at once (a missing norm_before_residual beside this one hid it). aux_layers comes first, so
-        # info.data holds it where it validated
-        layers = info.data.get("aux_layers", "auto")
-        ids = None if layers == "auto" else layers.ids
-        if num_aux is not None and ids and len(ids) != num_aux:
-            raise ValueError(f"num_aux {num_aux} and aux_layers.ids {short(list(ids))} ({len(ids)} layers) "
-                             "disagree; state one of them, or make them agree")
-        return num_aux
-
-    @field_validator("norm_before_fc")
-    @classmethod
-    def _one_norm_before_fc(cls, norm_before_fc, info: ValidationInfo):
-        # both stated true: exclusive whatever the checkpoint holds, so the spec alone is refused (a field's check,
-        # as above; fc_norm comes first). A conflict the draft config makes is refused when the draft is built
-        if norm_before_fc is True and info.data.get("fc_norm") is True:
-            raise ValueError("fc_norm and norm_before_fc are exclusive (one norm per aux state, EAGLE 3.1, or one "
-                             "over their concatenation, gpt-oss style); state the one the draft was trained with")
-        return norm_before_fc
 
 
 class Eagle1Fusion(nn.Linear):
@@ -186,25 +103,6 @@ class Eagle3Fusion(nn.Linear):
         if hasattr(self, "input_norm"):
             hidden = self.input_norm(hidden)
         return super().forward(hidden)
-
-
-def eagle1_holds(params: dict[str, Any]) -> tuple[str, ...]:
-    """Canonical names an EAGLE-1 fusion holds (see hooks.records.Component.holds): fc, its bias unless refused,
-    the embedding's norm where asked for."""
-    return (r"^fc\.weight$", *((r"^fc\.bias$",) if params.get("bias", "auto") is not False else ()),
-            *((r"^fc\.embed_norm\.weight$",) if params.get("embed_norm") is True else ()))
-
-
-AUX_NORM = r"^fc\.aux_norm\.\d+\.weight$"   # canonical: a per-aux norm before fc (fc_norm)
-INPUT_NORM = r"^fc\.input_norm\.weight$"      # canonical: the norm over the concatenated aux states (norm_before_fc)
-
-
-def eagle3_holds(params: dict[str, Any]) -> tuple[str, ...]:
-    """Canonical names an EAGLE-3 fusion holds: fc, the per-aux norms and the norm over the concatenation unless
-    refused, and the first layer's hidden_norm (its input layer reads one)."""
-    return (r"^fc\.weight$", HIDDEN_NORM,
-            *((AUX_NORM,) if params.get("fc_norm", "auto") is not False else ()),
-            *((INPUT_NORM,) if params.get("norm_before_fc", "auto") is not False else ()))
 
 
 def eagle1(params: Eagle1Params, *, hidden: int, target_width: int, draft_config: dict,

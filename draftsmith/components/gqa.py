@@ -3,34 +3,19 @@
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Literal
+from typing import Any, Callable
 
-from pydantic import BaseModel, ConfigDict
 from torch import nn
 
 from draftsmith.components.attention import GQAttention
 from draftsmith.components.dims import Dims
+from draftsmith.components.params import GQAParams
 from draftsmith.components.rope import Rotary
 
 log = logging.getLogger("draftsmith")
 
 
-class GQAParams(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    rope: Literal["neox", "interleaved"] = "neox"
-    # auto: the config's `qkv_bias` / `attention_bias`, else false; a draft config that states neither is first
-    # given its model_type's default (type_qkv_bias, applied and said by assembler.build.draft_config)
-    qkv_bias: Literal["auto"] | bool = "auto"
-    qk_norm: bool = False
-
-
 BIAS_KEYS = ("qkv_bias", "attention_bias")   # what a config may state about q/k/v biases, the first one stated wins
-
-
-def gqa_holds(_: dict[str, Any]) -> tuple[str, ...]:
-    """Canonical names a GQA attention holds (see hooks.records.Component.holds)."""
-    return (r"^layers\.\d+\.self_attn\.(q|k|v|o)_proj\.(weight|bias)$",
-            r"^layers\.\d+\.self_attn\.(q|k)_norm\.weight$")
 
 
 def stated_qkv_bias(cfg: Any) -> tuple[str, Any] | None:

@@ -15,24 +15,17 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Literal
+from typing import Callable
 
 import torch
-from pydantic import BaseModel, ConfigDict
 from torch import nn
 
 from draftsmith.components.dims import Dims
+from draftsmith.components.params import MLAParams
 from draftsmith.components.rope import Rotary
 from draftsmith.errors import CheckpointError
 
 MLA_NEEDS = ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
-
-
-class MLAParams(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    # auto: the config's `rope_interleave` (absent = true, DeepseekV3Config's default: DeepSeek and Mistral MLA
-    # weights rotate adjacent pairs); neox rotates halves
-    rope: Literal["auto", "neox", "interleaved"] = "auto"
 
 
 @dataclass(frozen=True)
@@ -61,13 +54,6 @@ class MLADims:
         q = getattr(cfg, "q_lora_rank", None)
         return cls(heads, int(q) if q else None, int(cfg.kv_lora_rank), int(cfg.qk_nope_head_dim),
                    int(cfg.qk_rope_head_dim), int(cfg.v_head_dim))
-
-
-def mla_holds(_: dict[str, Any]) -> tuple[str, ...]:
-    """Canonical names an MLA attention holds (see hooks.records.Component.holds)."""
-    return (r"^layers\.\d+\.self_attn\.(q|q_a|q_b|kv_b|o)_proj\.(weight|bias)$",
-            r"^layers\.\d+\.self_attn\.kv_a_proj_with_mqa\.(weight|bias)$",
-            r"^layers\.\d+\.self_attn\.(q_a|kv_a)_layernorm\.weight$")
 
 
 def softmax_scale(cfg, qk_head: int) -> float:

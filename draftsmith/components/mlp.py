@@ -2,17 +2,12 @@
 from __future__ import annotations
 
 import torch
-from pydantic import BaseModel, ConfigDict
 from torch import nn
 
 from draftsmith.components.dims import Dims
 from draftsmith.components.fused import kernel, silu_mul
+from draftsmith.components.params import MLPParams
 from draftsmith.components.stacked import Stacked, stack
-
-
-class MLPParams(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    bias: bool = False
 
 
 class SwiGLU(nn.Module):

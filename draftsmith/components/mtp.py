@@ -10,24 +10,16 @@ layer with a ``${num_hidden_layers}`` placeholder in their weight rules (:mod:`d
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Literal
+from typing import Callable
 
 import torch
-from pydantic import BaseModel, ConfigDict
 from torch import nn
 
 from draftsmith.components.layers import own_input
 from draftsmith.components.norms import RMSNorm
+from draftsmith.components.params import MTPParams
 
 log = logging.getLogger("draftsmith")
-
-
-class MTPParams(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    # vLLM and SGLang zero the token embedding at position 0 ("not needed by MTP"); transformers' MtpLayer does not
-    zero_first_embedding: bool = True
-    # cat([enorm(e), hnorm(h)]) (DeepSeek) or cat([hnorm(h), enorm(e)]) (transformers' mtp_hidden_states_first)
-    order: Literal["embed_first", "hidden_first"] = "embed_first"
 
 
 class MTPFusion(nn.Module):
@@ -56,11 +48,6 @@ class MTPFusion(nn.Module):
             emb = emb.masked_fill((pos == 0)[..., None], 0.0)
         e, h = self.enorm(emb), self.hnorm(hidden)
         return self.eh_proj(torch.cat((h, e) if self.hidden_first else (e, h), dim=-1))
-
-
-def mtp_holds(_: dict[str, Any]) -> tuple[str, ...]:
-    """Canonical names an MTP fusion holds (see hooks.records.Component.holds)."""
-    return (r"^fc\.(enorm|hnorm|eh_proj)\.weight$",)
 
 
 def mtp(params: MTPParams, *, hidden: int, target_width: int, draft_config: dict,

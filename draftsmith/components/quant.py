@@ -36,52 +36,17 @@ reads of a quantized model are in :mod:`draftsmith.components.quant_models`.
 """
 from __future__ import annotations
 
-from typing import Annotated, Literal
-
 import torch
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from torch import nn
 from torch.nn import functional as F
 
-from draftsmith import limits
 from draftsmith.components import fp8_kernels, packed
 from draftsmith.components.fp8_kernels import FP8, FP8_MAX, fake_quantized, native_ok
 from draftsmith.components.fused import kernel
 from draftsmith.components.mixins import mixed
-from draftsmith.components.weights import pattern_problem
-from draftsmith.errors import short
+from draftsmith.components.params import FP8Params
 
 TENSOR_SCALE_SHAPES = ((1,), ())   # a per-tensor scale as held ([1]) and as it may also be stored (0-d)
-
-
-BlockSide = Annotated[int, Field(ge=1, le=limits.WIDTH)]   # a side longer than the weight is one scale
-
-
-def _bounded(pattern: str) -> str:
-    # refused in the spec, not when the first module name is searched; each pattern on its own (quant.modules.N),
-    # so that every bad one is said at once
-    if (why := pattern_problem(pattern)) is not None:
-        raise ValueError(f"{short(pattern)}: {why}")
-    return pattern
-
-
-Bounded = Annotated[str, AfterValidator(_bounded)]
-
-
-class FP8Params(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    scheme: Literal["tensor", "channel", "block"] = "block"
-    block: tuple[BlockSide, BlockSide] = (128, 128)   # rows x columns of a weight per scale (scheme: block)
-    # regexes searched in canonical module names (after the weight rules: vLLM PR 49900 matched ignore lists
-    # before its prefix rename); a Linear is quantized when some `modules` pattern and no `exclude` matches
-    modules: tuple[Bounded, ...] = (r"^layers\.\d+\.",)
-    exclude: tuple[Bounded, ...] = ()
-    # none: full-precision inputs; dynamic: fp8 inputs with a scale per token (tensor and channel schemes) or per
-    # token and group of block[1] channels (block); static: inputs quantized with the checkpoint's input_scale. Both
-    # on every device
-    activation: Literal["none", "dynamic", "static"] = "none"
-    # the stored name of a block scale (scheme: block): DeepSeek-V3's / FineGrainedFP8's, or compressed-tensors'
-    block_scale: Literal["weight_scale_inv", "weight_scale"] = "weight_scale_inv"
 
 
 INPUT_SCALE = "input_scale"   # a static activation scale's local name (activation: static)

@@ -6,13 +6,14 @@ tests/assembler/test_targets_zoo.py); a config this code would misread is refuse
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
-from torch import nn
 
-from draftsmith.components.sliding import windowed
 from draftsmith.errors import DraftsmithError
+
+if TYPE_CHECKING:
+    from torch import nn
 
 
 class UnsupportedTarget(DraftsmithError, ValueError):
@@ -82,6 +83,8 @@ def apply_windows(cfg, layers: Sequence[nn.Module], arch: TargetArch) -> None:
     """Give each sliding-window layer's attention a windowed backend (keys within the last ``window``
     positions of the query, exactly transformers' ``kv_idx > q_idx - sliding_window``); which layers have one is
     ``arch``'s rule (:meth:`TargetArch.window`)."""
+    from draftsmith.components.sliding import windowed
+
     shared: dict[tuple[int, int], object] = {}  # one wrapper per (backend, window): its mask is built once
     for i, layer in enumerate(layers):
         window = arch.window(cfg, i)

@@ -10,9 +10,9 @@ import torch
 from pydantic import ValidationError
 from transformers.models.llama.modeling_llama import LlamaRMSNorm
 
-from draftsmith.components.fusion import AuxLayers, Eagle1Fusion, Eagle1Params, Eagle3Fusion, Eagle3Params, eagle1, \
-    eagle3
+from draftsmith.components.fusion import Eagle1Fusion, Eagle1Params, Eagle3Fusion, Eagle3Params, eagle1, eagle3
 from draftsmith.components.layers import embed_concat, own_input
+from draftsmith.components.params import AuxLayers
 from draftsmith.errors import SpecError
 
 H, HT, L = 8, 6, 12  # draft hidden, target hidden, target layers

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict
 from safetensors.torch import load_file, save_file
 
 from draftsmith import build_registry, paths
-from draftsmith.components.fusion import AuxLayers
+from draftsmith.components.params import AuxLayers
 from draftsmith.convert.canonical import ConvertError, read_canonical
 from draftsmith.convert.fits import introduced_misfits, proposed_fit
 from draftsmith.convert.inspect import inspect_checkpoint, render_unknown, split_rule

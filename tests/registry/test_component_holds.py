@@ -140,7 +140,7 @@ def test_holds_on_a_kind_it_is_never_read_for_is_refused_at_registration():
     ({"embed_norm": True}, "fc.embed_norm.weight", True), ({"bias": False}, "fc.bias", False),
 ])
 def test_eagle1_holds_its_embedding_norm_only_when_asked(params, name, held):
-    from draftsmith.components.fusion import eagle1_holds
+    from draftsmith.components.params import eagle1_holds
 
     assert any(re.match(p, name) for p in eagle1_holds(params)) is held
 
@@ -148,6 +148,6 @@ def test_eagle1_holds_its_embedding_norm_only_when_asked(params, name, held):
 @pytest.mark.parametrize("params, held", [({}, True), ({"norm_before_fc": "auto"}, True),
                                           ({"norm_before_fc": True}, True), ({"norm_before_fc": False}, False)])
 def test_eagle3_holds_the_norm_over_its_inputs_unless_refused(params, held):
-    from draftsmith.components.fusion import eagle3_holds
+    from draftsmith.components.params import eagle3_holds
 
     assert any(re.match(p, "fc.input_norm.weight") for p in eagle3_holds(params)) is held
