@@ -35,8 +35,8 @@ class Stacker:
             name, params = getattr(recipe, kind)
             self.parts[kind] = partial(registry.build, kind, name, resolve(registry, kind, name, params)[1])
 
-    def norm(self, dim: int) -> nn.Module:
-        return self.parts["norm"](dim=dim, eps=self.dims.eps)
+    def norm(self, dim: int, eps: float | None = None) -> nn.Module:
+        return self.parts["norm"](dim=dim, eps=self.dims.eps if eps is None else eps)
 
     def layer(self, idx: int, *, in_width: int, input_norm: bool = True, hidden_norm: bool = False,
               mix=own_input, norm_before_residual: bool = False) -> nn.Module:

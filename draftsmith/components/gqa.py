@@ -57,7 +57,7 @@ def gqa(params: GQAParams, *, dims: Dims, layer_idx: int, in_width: int, backend
     bias = params.qkv_bias
     if bias == "auto":
         bias = config_qkv_bias(cfg)
-    o_bias = bool(getattr(cfg, "attention_bias", False))
+    o_bias = bool(getattr(cfg, "attention_bias", False)) if params.o_bias == "auto" else params.o_bias
     stored = getattr(cfg, "rope_interleave", None)   # the q/k rows' pair order, where the config says it
     if layer_idx == 0 and isinstance(stored, bool) and stored != (params.rope == "interleaved"):
         order = "interleaved" if stored else "neox"

@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import dataclass
+from functools import partial
 from typing import Callable
 
 import torch
@@ -135,5 +136,7 @@ def mla(params: MLAParams, *, dims: Dims, layer_idx: int, in_width: int, backend
     if style == "auto":
         style = "interleaved" if getattr(cfg, "rope_interleave", True) else "neox"
     rope = Rotary(rope_config(cfg, m.qk_rope), m.qk_rope, style)
-    return MLAttention(dims, m, in_width=in_width, layer_idx=layer_idx, rope=rope, backend=backend, norm=norm,
+    eps = params.latent_norm_eps
+    latent_norm = norm if eps == "config" else partial(norm, eps=eps)
+    return MLAttention(dims, m, in_width=in_width, layer_idx=layer_idx, rope=rope, backend=backend, norm=latent_norm,
                        bias=bool(getattr(cfg, "attention_bias", False)), scale=softmax_scale(cfg, m.qk_head))

@@ -23,6 +23,7 @@ class GQAParams(BaseModel):
     # auto: the config's `qkv_bias` / `attention_bias`, else false; a draft config that states neither is first
     # given its model_type's default (type_qkv_bias, applied and said by assembler.build.draft_config)
     qkv_bias: Literal["auto"] | bool = "auto"
+    o_bias: Literal["auto"] | bool = "auto"   # auto: the config's `attention_bias` (Qwen2's o_proj has none: false)
     qk_norm: bool = False
 
 
@@ -37,6 +38,9 @@ class MLAParams(BaseModel):
     # auto: the config's `rope_interleave` (absent = true, DeepseekV3Config's default: DeepSeek and Mistral MLA
     # weights rotate adjacent pairs); neox rotates halves
     rope: Literal["auto", "neox", "interleaved"] = "auto"
+    # the eps of q_a_layernorm / kv_a_layernorm: the config's rms_norm_eps (vLLM, SGLang), or a number (DeepSeek's
+    # reference code and transformers fix 1e-6, whatever rms_norm_eps says: the deepseek_v3 target's)
+    latent_norm_eps: Literal["config"] | Annotated[float, Field(gt=0, lt=1)] = "config"
 
 
 def mla_holds(_: dict[str, Any]) -> tuple[str, ...]:

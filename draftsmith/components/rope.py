@@ -23,6 +23,7 @@ from torch import nn
 
 from draftsmith.components import fused
 from draftsmith.components.fused import kernel
+from draftsmith.errors import CheckpointError, short, short_text
 
 if TYPE_CHECKING:
     from transformers import PretrainedConfig
@@ -43,8 +44,30 @@ def inv_freq_for(config: PretrainedConfig, head_dim: int) -> tuple[torch.Tensor,
     if kind not in ROPE_INIT_FUNCTIONS:
         known = ", ".join(["default", *ROPE_INIT_FUNCTIONS])
         raise ValueError(f"rope_type {kind!r} is not known to transformers; known: {known}")
-    inv, scale = ROPE_INIT_FUNCTIONS[kind](config, torch.device("cpu"))
+    shaping = {k: v for k, v in params.items() if k in ("partial_rotary_factor", "short_factor", "long_factor")}
+    if getattr(config, "partial_rotary_factor", None) not in (None, 1, 1.0):
+        shaping.setdefault("partial_rotary_factor", config.partial_rotary_factor)
+    try:
+        inv, scale = ROPE_INIT_FUNCTIONS[kind](config, torch.device("cpu"))
+    except (RuntimeError, ValueError, TypeError, KeyError) as e:   # factor lists that do not fit, missing keys
+        raise unusable_rope(config, f"transformers cannot compute its {kind} frequencies ({short_text(e, 200)})",
+                            shaping) from None
+    if inv.shape != (head_dim // 2,):
+        raise unusable_rope(config, f"rope_type {kind!r} gives {inv.numel()} rotary frequencies where a head of "
+                                    f"{head_dim} rotates {head_dim // 2} pairs", shaping)
     return inv.to(torch.float32), float(scale)
+
+
+def unusable_rope(config: PretrainedConfig, what: str, shaping: Mapping) -> CheckpointError:
+    """A config whose rope frequencies do not fit its heads (transformers' model of it fails too): said before any
+    tensor is read, naming the config's file and the keys that shape the frequencies (a partial_rotary_factor
+    below 1 beside a scaled rope: draftsmith rotates whole heads; longrope factor lists of another length)."""
+    keys = "; ".join(f"{k}: {short(v)}" for k, v in shaping.items())
+    source = getattr(config, "name_or_path", None) or "the model's config"
+    need = [*(["draftsmith rotates whole heads (head_dim // 2 frequencies)"] if "partial_rotary_factor" in shaping
+              else []),
+            *(["short_factor and long_factor hold head_dim // 2 values each"] if "short_factor" in shaping else [])]
+    return CheckpointError(source, f"{what}{f' ({keys})' if keys else ''}{''.join(f'; {n}' for n in need)}")
 
 
 class Rotary(nn.Module):

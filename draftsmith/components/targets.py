@@ -30,9 +30,13 @@ WindowRule = Literal["ignored", "every_layer", "layer_types", "config"]
 class TargetArch(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     qkv_bias: bool | None = None       # None: the config's `attention_bias`
+    o_bias: bool | None = None         # None: the config's `attention_bias` (Qwen2: biases on q/k/v, none on o)
+    mlp_bias: bool | None = None       # None: the config's `mlp_bias` (Llama's key; the other types' MLPs have none)
     qk_norm: bool = False              # RMSNorm over each head of q and k (Qwen3)
     recurrent: bool = False            # has mamba / linear-attention layers (rules out spec v2)
     attention: str = "gqa"             # registered attention component of every layer
+    attention_params: tuple[tuple[str, Any], ...] = ()   # more of its params, (key, value) pairs (DeepSeek-V3: its
+    # latent norms' fixed eps)
     dense_until: str | None = None     # config key: layers at or past its value are MoE (refused)
     sliding_window: WindowRule = "config"   # which layers the config's sliding_window applies to (above)
 
@@ -46,8 +50,10 @@ class TargetArch(BaseModel):
 
     def attention_recipe(self) -> tuple[str, dict[str, Any]]:
         if self.attention != "gqa":
-            return self.attention, {}
-        return "gqa", {"qk_norm": self.qk_norm} | ({} if self.qkv_bias is None else {"qkv_bias": self.qkv_bias})
+            return self.attention, dict(self.attention_params)
+        stated = {key: value for key, value in (("qkv_bias", self.qkv_bias), ("o_bias", self.o_bias))
+                  if value is not None}
+        return "gqa", {"qk_norm": self.qk_norm, **stated, **dict(self.attention_params)}
 
     def check(self, cfg) -> None:
         """Refuse a config whose layers this code cannot build exactly (rather than load it as garbage)."""
@@ -70,12 +76,19 @@ def arch(**fixed):
     return lambda params=None, **_: TargetArch(**fixed)
 
 
+# Which biases a type's layers have, as transformers' modeling code builds them: Llama reads attention_bias and
+# mlp_bias, Qwen3 attention_bias only; Mistral and Ministral have none, Qwen2 q/k/v biases only, whatever the config
+# says (transformers ignores the keys there, and drops bias tensors a file holds).
+NO_BIAS = {"qkv_bias": False, "o_bias": False, "mlp_bias": False}
 TARGETS = {
     "llama": arch(sliding_window="ignored"),
-    "mistral": arch(sliding_window="every_layer"),
-    "qwen2": arch(qkv_bias=True, sliding_window="layer_types"),
-    "qwen3": arch(qk_norm=True, sliding_window="layer_types"),
-    "deepseek_v3": arch(attention="mla", dense_until="first_k_dense_replace", sliding_window="ignored"),
+    "mistral": arch(**NO_BIAS, sliding_window="every_layer"),
+    # transformers reads a mistral config.json that has a layer_types key as ministral (its AutoConfig)
+    "ministral": arch(**NO_BIAS, sliding_window="config"),
+    "qwen2": arch(**NO_BIAS | {"qkv_bias": True}, sliding_window="layer_types"),
+    "qwen3": arch(qk_norm=True, mlp_bias=False, sliding_window="layer_types"),
+    "deepseek_v3": arch(attention="mla", attention_params=(("latent_norm_eps", 1e-6),), mlp_bias=False,
+                        dense_until="first_k_dense_replace", sliding_window="ignored"),
 }
 
 

@@ -24,6 +24,8 @@ ATOL = 1e-4
 DEEPSEEK = dict(num_key_value_heads=4, first_k_dense_replace=2, **MLA_SIZES)
 CASES = {  # name: (model_type, overrides)
     "mistral-window4": ("mistral", {"sliding_window": 4}),
+    "ministral-window4-lower": ("ministral", {"sliding_window": 4, "head_dim": 16,
+                                              "layer_types": ["sliding_attention", "full_attention"]}),
     "qwen2-window4-upper": ("qwen2", {"use_sliding_window": True, "sliding_window": 4, "max_window_layers": 1}),
     "deepseek_v3-dense": ("deepseek_v3", DEEPSEEK),
     "deepseek_v3-no-q-lora": ("deepseek_v3", {**DEEPSEEK, "q_lora_rank": None, "rope_interleave": False}),

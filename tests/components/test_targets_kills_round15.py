@@ -19,9 +19,10 @@ def test_no_builtin_target_type_is_recurrent():
 # catches targets.py:76 arch(qk_norm=True, ...) -> qk_norm=False (qwen3's per-head q / k norms)
 def test_each_target_type_s_attention_recipe():
     recipes = {name: make().attention_recipe() for name, make in TARGETS.items()}
-    assert recipes == {"llama": ("gqa", {"qk_norm": False}), "mistral": ("gqa", {"qk_norm": False}),
-                       "qwen2": ("gqa", {"qk_norm": False, "qkv_bias": True}), "qwen3": ("gqa", {"qk_norm": True}),
-                       "deepseek_v3": ("mla", {})}
+    none = ("gqa", {"qk_norm": False, "qkv_bias": False, "o_bias": False})   # Mistral's and Ministral's layers
+    assert recipes == {"llama": ("gqa", {"qk_norm": False}), "mistral": none, "ministral": none,
+                       "qwen2": ("gqa", {"qk_norm": False, "qkv_bias": True, "o_bias": False}),
+                       "qwen3": ("gqa", {"qk_norm": True}), "deepseek_v3": ("mla", {"latent_norm_eps": 1e-6})}
     assert TargetArch(qkv_bias=False).attention_recipe() == ("gqa", {"qk_norm": False, "qkv_bias": False})
 
 
