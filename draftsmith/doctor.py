@@ -140,9 +140,10 @@ def draft_loss(model, texts: Sequence[Sequence[int]], steps: int) -> float | Non
 def _first_line(e: BaseException) -> str:
     text = str(e).strip().splitlines()
     line = text[0] if text else type(e).__name__
-    more = " ".join(t.strip() for t in text[1:3])
-    msg = f"{type(e).__name__}: {line}" + (f" {more}" if more else "")
-    return msg if len(msg) <= 240 else msg[:237] + "..."
+    msg = f"{type(e).__name__}: {line}"
+    for more in (t.strip() for t in text[1:3]):   # a problem, then a note with its fix: each said apart
+        msg += (" " if msg.endswith(":") else "; ") + more
+    return msg if len(msg) <= 400 else msg[:397] + "..."
 
 
 def _whole(e: BaseException) -> str:

@@ -232,15 +232,15 @@ def broken_assemble(monkeypatch, message: str, notes=()):
 def test_a_load_error_is_its_first_line_and_the_next_two_and_the_whole_with_notes(monkeypatch):
     broken_assemble(monkeypatch, "first\n second \nthird\nfourth", notes=["note: a hint"])
     dx = diagnose("demo", search=False)
-    assert dx.base.error == "ValueError: first second third"
+    assert dx.base.error == "ValueError: first; second; third"
     assert dx.base.detail == "ValueError: first\n second \nthird\nfourth\nnote: a hint"
 
 
-@pytest.mark.parametrize("size, cut", [(240, False), (241, True)])
-def test_a_long_load_error_is_cut_to_240_characters(monkeypatch, size, cut):
+@pytest.mark.parametrize("size, cut", [(400, False), (401, True)])
+def test_a_long_load_error_is_cut_to_400_characters(monkeypatch, size, cut):
     broken_assemble(monkeypatch, "x" * (size - len("ValueError: ")))
     error = diagnose("demo", search=False).base.error
-    assert len(error) == 240 and error.endswith("...") == cut
+    assert len(error) == 400 and error.endswith("...") == cut
 
 
 # --- measuring on the demo pair ----------------------------------------------------------------------------------

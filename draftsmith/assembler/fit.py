@@ -115,7 +115,8 @@ def closest_families(config: Mapping[str, Any], names: Sequence[str], n: int = 2
     ignored by deepseek-mtp, which holds none of them). A spec an installed plugin or a DRAFTSMITH_SPEC_PATH folder
     registers is scored too, by the share its rules and its components' ``holds`` place alone (it has no detection
     row to weigh: a spec placing every name was "50% fit"), so a plugin family's layout its detector declined is
-    still offered."""
+    still offered. A family that scores 0 (none of the names placed, none of its row's conditions holding) is no
+    offer: none at all where no family comes closer."""
     from draftsmith.registry import default_registry
     from draftsmith.registry.loading import BUILTIN
 
@@ -130,5 +131,5 @@ def closest_families(config: Mapping[str, Any], names: Sequence[str], n: int = 2
             continue
         share = (len(names) - len(bad)) / max(len(names), 1)
         scored[spec] = (share if spec in others else (share + conditions) / 2), bad
-    best = sorted(scored.items(), key=lambda kv: -kv[1][0])[:n]
-    return [(spec, score, bad) for spec, (score, bad) in best]
+    best = sorted(scored.items(), key=lambda kv: -kv[1][0])
+    return [(spec, score, bad) for spec, (score, bad) in best if score > 0][:n]   # 0: places nothing, holds nothing

@@ -28,7 +28,7 @@ def doctor(
     search: Optional[bool] = typer.Option(None, "--search/--no-search",
                                           help="try the readings whatever the acceptance (default: only when low)"),
     device: str = typer.Option("cpu", help="cpu, cuda or cuda:N"),
-    dtype: str = typer.Option("float32", help="float32, bfloat16 or float16"),
+    dtype: str = typer.Option("float32", help="float32, bfloat16, float16 or float64"),
     threads: str = typer.Option("1", callback=threads_text, help="CPU threads for torch: a count, or auto (the "
                                 "fastest of 1, 2, 4, 8, timed on a short chain of the spec as given)"),
 ) -> None:

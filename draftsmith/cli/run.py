@@ -50,9 +50,10 @@ def generate(
     seed: Optional[int] = typer.Option(None, help="seed for sampling"),
     topk: Optional[int] = typer.Option(None, help="tree branching (1 = chain); default from the spec"),
     steps: Optional[int] = typer.Option(None, help="draft depth; default from the spec"),
-    draft_tokens: Optional[int] = typer.Option(None, "--draft-tokens", help="tree size incl. the root"),
+    draft_tokens: Optional[int] = typer.Option(None, "--draft-tokens",
+                                               help="tree size incl. the root; default from the spec"),
     device: str = typer.Option("cpu", help="cpu, cuda or cuda:N"),
-    dtype: str = typer.Option("float32", help="float32, bfloat16 or float16"),
+    dtype: str = typer.Option("float32", help="float32, bfloat16, float16 or float64"),
     compare: bool = typer.Option(True, help="also run target-only and a chain, and show all side by side"),
     threads: str = THREADS,
 ) -> None:
@@ -307,8 +308,8 @@ def bench(
     token_ids: Optional[str] = TOKEN_IDS,
     threads: str = THREADS,
     device: str = typer.Option("cpu", help="cpu, cuda or cuda:N"),
-    dtype: Optional[str] = typer.Option(None, help="float32 (the default), bfloat16 or float16; with --scale on "
-                                                   "CUDA the default is bfloat16"),
+    dtype: Optional[str] = typer.Option(None, help="float32 (the default), bfloat16, float16 or float64; with "
+                                                   "--scale on CUDA the default is bfloat16"),
     scale: Optional[str] = typer.Option(None, help="random weights in Llama-3.x shapes instead: tiny, 1b, 8b "
                                                   "(comma-separated); see draftsmith/scale/"),
     out_dir: Path = typer.Option(Path("bench-scale"), "--out", parser=given_path,

@@ -16,7 +16,7 @@ from draftsmith.paths import checkpoint_folder
 
 
 @app.command()
-def validate(files: List[str] = typer.Argument(..., help="spec YAML files, or spec names")) -> None:
+def validate(files: List[str] = typer.Argument(..., metavar="SPEC", help="spec YAML files, or spec names")) -> None:
     # str, not Path: typer's Path drops a leading ./, which tells a file named as a registered spec from the name
     """Check spec files; exits non-zero listing every problem of every file."""
     from draftsmith.cli.app import OutputFailed, report, stop_if_interrupted
@@ -166,7 +166,7 @@ def _unbindable(e: Exception) -> bool:
 def list_cmd(params: bool = typer.Option(False, "--params", help="also each component's params (defaults)")) -> None:
     """Specs and components, each with the plugin that provides it (a spec of a DRAFTSMITH_SPEC_PATH folder: that
     folder). A spec that does not load is listed as broken; its errors follow the tables (exit 1). So does a
-    *.yaml / *.yml file of such a folder skipped for want of a readable top-level name: (exit 1 too). An installed
+    *.yaml / *.yml file of such a folder skipped for want of a readable top-level `name:` (exit 1 too). An installed
     plugin that does not load is left out, and said after the tables with how to go on without it (exit 1)."""
     from draftsmith import load_spec
     from draftsmith.errors import DraftsmithError
@@ -212,7 +212,7 @@ def param_summary(model) -> str:
 
 
 @app.command()
-def inspect(ckpt: Path = typer.Argument(..., help="draft checkpoint folder", parser=given_path),
+def inspect(ckpt: Path = typer.Argument(..., metavar="CKPT_DIR", help="draft checkpoint folder", parser=given_path),
             extends: bool = typer.Option(False, "--extends", help="print the spec as its changes to the family's "
                                                                  "(extends: FAMILY), not whole"),
             spec: Optional[str] = typer.Option(None, "--spec", help="read CKPT with this spec (a name or a YAML "
@@ -276,10 +276,10 @@ def _misfit(found) -> str:
 
 
 @app.command()
-def convert(ckpt: Path = typer.Argument(..., help="draft checkpoint folder", parser=given_path),
+def convert(ckpt: Path = typer.Argument(..., metavar="CKPT_DIR", help="draft checkpoint folder", parser=given_path),
             to: str = typer.Option(..., "--to", help="layout to write: midlayer, layers, speculators, mistral, "
                                                      "eagle1-speculators"),
-            out_dir: Path = typer.Argument(..., help="folder to write (created)", parser=given_path),
+            out_dir: Path = typer.Argument(..., metavar="OUT", help="folder to write (created)", parser=given_path),
             spec: Optional[str] = typer.Option(None, "--spec", help="read CKPT with this spec (a name or a YAML "
                                                                     "path) instead of detecting its layout")) -> None:
     """Rewrite a draft checkpoint into another layout (config included, safetensors out)."""

@@ -67,10 +67,14 @@ def inspect_checkpoint(folder: str | Path, registry: Registry | None = None, spe
     draft_hf_config(read_config(folder))   # the sizes a spec needs are stated (no spec is proposed otherwise)
     spec = load_spec(match.spec, registry) if given is None else given
     data, family = spec.model_dump(mode="json"), spec.model_dump(mode="json")   # the proposal, the family's
+    from draftsmith import hub
+    from draftsmith.assembler.folders import checkpoint_ref
     from draftsmith.specs.loader import spec_name_for
 
     data["name"] = spec_name_for(f"{spec.name}-{folder.name}")  # valid for any folder name (spaces, accents)
     data["checkpoints"]["draft"] = str(folder.resolve())
+    if (target := checkpoint_ref(spec, "target")) is not None and hub.cache_name(target) is None:
+        data["checkpoints"]["target"] = str(Path(target).resolve())   # was relative to the family's own file
     fusion = data["draft"]["fusion"]
     params = registry.get("fusion", fusion["kind"]).params.model_fields
     if "norm_output" in params and "aux_layers" in params:  # an EAGLE-3 fusion: state every flag it resolved
@@ -318,7 +322,11 @@ def render_unknown(found: Inspection, whole_model: bool = True) -> str:
         return ", ".join(quote(p) for p, _ in group_names(group)[:6]) or "none"
 
     rows = {f.spec for f in FAMILIES}
-    for spec, score, bad in closest_families(found.config, names):
+    closest = closest_families(found.config, names)
+    if not closest:
+        lines.append("  no registered family places any of these names: write a spec whose weights.rules rename them "
+                     "(README, \"Writing a spec\") and pass it with --spec, or put it in a DRAFTSMITH_SPEC_PATH folder")
+    for spec, score, bad in closest:
         unfit = set(unfit_names(spec, found.config, names))
         dropped = [x for x in bad if x not in unfit]
         line = f"  closest: {spec} ({score:.0%} fit"

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
@@ -20,6 +21,9 @@ from draftsmith.decoding.modes import Plan, choose_mode
 from draftsmith.decoding.room import check_room, pool_bytes
 from draftsmith.decoding.stats import Output
 from draftsmith.decoding.values import plain
+from draftsmith.specs.resolve import unreached_steps
+
+log = logging.getLogger("draftsmith")
 
 Prompt = str | Sequence[int] | Sequence[Mapping[str, str]]   # text, token ids, or a conversation (draftsmith.chat)
 
@@ -53,6 +57,7 @@ class SpeculativeModel:
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
     # the target's and draft's parameters, listed once for the check of where they are (arguments.placement_problems)
     _params: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    _said: set = field(default_factory=set, init=False, repr=False, compare=False)   # warnings given once
 
     def __getstate__(self) -> dict:
         """For copy.deepcopy and pickle: the modules and settings; a copy makes its own private fields (the ones
@@ -95,6 +100,8 @@ class SpeculativeModel:
                                      top_k=top_k, seed=seed, stop=stop, topk=topk, steps=steps,
                                      draft_tokens=draft_tokens, mode=mode)  # ArgumentError lists every problem
         plan = self.plan(topk=topk, steps=steps, draft_tokens=draft_tokens, mode=mode)
+        if (topk, steps, draft_tokens) != (None,) * 3:   # the spec's own values were warned of at its load
+            self._warn_once(unreached_steps(plan.topk, plan.steps, plan.draft_tokens, plan.mode, 1))
         settings = self._settings(max_new_tokens, temperature, top_p, top_k, seed, stop)
         with self._lock, torch.inference_mode(), on_device(self.device):
             seqs, stats = engine.speculative(*self._runners(prompts, max_new_tokens, plan), prompts, plan, settings)
@@ -129,6 +136,12 @@ class SpeculativeModel:
                            self.recurrent and tree)
 
     # --- internals ----------------------------------------------------------------------------------------
+    def _warn_once(self, said: str | None) -> None:
+        """A warning about this call's overrides (a tree whose draft_tokens cannot reach its steps), once a model."""
+        if said is not None and said not in self._said:
+            self._said.add(said)
+            log.warning("draftsmith: generate() overrides of spec %s: %s", self.spec.name, said)
+
     def _layouts(self, model: nn.Module) -> tuple[list, torch.dtype]:
         """(each layer's KV cache layout, the pool's dtype) of the target or the draft."""
         layers = getattr(model, "layers", None) or model.model.layers

@@ -1,0 +1,78 @@
+"""What a README walk-through (round 26, a helper as three new users) hit:
+- `inspect --spec S` made the proposal's draft folder absolute but copied S's target folder as written, relative
+  to S's own file: saved anywhere else, the proposal named a target that is not there;
+- a layout no family places got "closest: deepseek-mtp (0% fit)" offers and no way out; now the README's way
+  (a spec with weights.rules, --spec or DRAFTSMITH_SPEC_PATH);
+- a call's --topk / --steps / --draft-tokens whose tree cannot reach its steps were not warned of (a spec's were);
+- the --dtype help left float64 out."""
+from __future__ import annotations
+
+import logging
+import re
+import shutil
+from pathlib import Path
+
+import yaml
+from safetensors.torch import load_file, save_file
+from typer.testing import CliRunner
+
+import draftsmith
+from draftsmith.cli import app
+from draftsmith.convert.inspect import inspect_checkpoint, render_unknown
+from draftsmith.testing import write_eagle3, write_target
+
+DEMO = Path(draftsmith.__file__).parent / "demo_data"
+
+
+def test_inspect_with_a_spec_names_its_target_from_anywhere(tmp_path):
+    res = CliRunner().invoke(app, ["inspect", str(DEMO / "draft"), "--spec", "demo"])
+    assert res.exit_code == 0, res.output
+    proposal = yaml.safe_load(res.stdout)
+    assert proposal["checkpoints"] == {"target": str((DEMO / "target").resolve()), "draft": str(DEMO / "draft")}
+    (tmp_path / "elsewhere.yaml").write_text(res.stdout)
+    checked = CliRunner().invoke(app, ["validate", str(tmp_path / "elsewhere.yaml")])
+    assert checked.exit_code == 0 and "checkpoints fit" in checked.output, checked.output
+
+
+def test_a_layout_no_family_places_gets_the_way_to_write_one(tmp_path):
+    target = write_target(tmp_path / "t", num_hidden_layers=4)
+    made = write_eagle3(tmp_path / "e3", target, aux_ids=[0, 1, 2])
+    custom = tmp_path / "custom"
+    custom.mkdir()
+    shutil.copy(made / "config.json", custom / "config.json")
+    renames = {"lm_head.weight": "head.weight", "norm.weight": "out_norm.weight"}
+    tensors = {renames.get(k, re.sub(r"^fc\.", "proj.", k.replace("midlayer.", "blocks.0.")
+                                     .replace(".self_attn.", ".attn.").replace(".mlp.", ".ffn."))): v
+               for k, v in load_file(made / "model.safetensors").items()}
+    save_file(tensors, str(custom / "model.safetensors"))
+    said = render_unknown(inspect_checkpoint(custom))
+    assert "closest:" not in said, said
+    assert said.splitlines()[1] == (
+        "  no registered family places any of these names: write a spec whose weights.rules rename them (README, "
+        "\"Writing a spec\") and pass it with --spec, or put it in a DRAFTSMITH_SPEC_PATH folder")
+    # a layout a family comes close to (one tensor more) keeps its offers
+    near = made.parent / "near"
+    shutil.copytree(made, near)
+    moved = load_file(near / "model.safetensors")
+    moved["midlayer.extra.weight"] = moved["fc.weight"][:1].clone()
+    save_file(moved, str(near / "model.safetensors"))
+    assert "  closest: eagle3-llama (" in render_unknown(inspect_checkpoint(near))
+
+
+def test_a_call_s_tree_that_cannot_reach_its_steps_is_warned_once(caplog):
+    model = draftsmith.assemble("demo")
+    with caplog.at_level(logging.WARNING, logger="draftsmith"):
+        model.generate([1, 2, 3], max_new_tokens=2)
+        assert caplog.text == ""
+        for _ in range(2):
+            model.generate([1, 2, 3], max_new_tokens=2, topk=2, steps=3, draft_tokens=2)
+    said = [r.getMessage() for r in caplog.records]
+    assert said == ["draftsmith: generate() overrides of spec demo: decoding.steps is 3, but a tree of draft_tokens 2 "
+                    "(the root counted) reaches depth 1 at most: steps 1 drafts the same tree with 2 fewer draft "
+                    "forwards a step"]
+
+
+def test_the_dtype_help_names_every_weight_dtype():
+    for command in ("generate", "doctor", "bench"):
+        res = CliRunner().invoke(app, [command, "--help"], terminal_width=200)
+        assert "bfloat16, float16 or float64" in res.output, (command, res.output)
