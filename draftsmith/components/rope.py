@@ -34,6 +34,9 @@ Style = Literal["neox", "interleaved"]
 def inv_freq_for(config: PretrainedConfig, head_dim: int) -> tuple[torch.Tensor, float]:
     """(inv_freq [head_dim // 2] float32, attention scaling) for a transformers config."""
     params = dict(getattr(config, "rope_parameters", None) or {})
+    if params and all(isinstance(v, Mapping) for v in params.values()):   # Gemma-3 style: one per layer type
+        raise unusable_rope(config, f"rope_parameters holds one rope per layer type ({', '.join(map(str, params))}), "
+                                    "where draftsmith rotates every layer alike", {})
     kind = params.get("rope_type", "default")
     theta = float(params.get("rope_theta", getattr(config, "rope_theta", 10000.0)))
     if kind == "default":

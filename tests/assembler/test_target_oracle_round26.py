@@ -5,8 +5,9 @@
 - a mistral config.json with a layer_types key is transformers' Ministral (its AutoConfig says so): it loads;
 - DeepSeek-V3's latent norms (q_a_layernorm, kv_a_layernorm) have eps 1e-6 whatever rms_norm_eps says;
 - rope frequencies that do not fit the heads (partial_rotary_factor below 1 beside a scaled rope, longrope factor
-  lists of another length) are a CheckpointError naming the keys, before any tensor is read (were a RuntimeError
-  at the first forward, after every tensor was loaded)."""
+  lists of another length), or differ by layer type (one rope per layer type: read as the default before), are a
+  CheckpointError naming the keys, before any tensor is read (were a RuntimeError at the first forward, after every
+  tensor was loaded)."""
 import json
 
 import pytest
@@ -78,6 +79,11 @@ ROPES = {
                             "(partial_rotary_factor: 0.5); draftsmith rotates whole heads"),
     "yarn, partial at the top": ({"rope_type": "yarn", "rope_theta": 10000.0, "factor": 2.0},
                                  {"partial_rotary_factor": 0.5}, "rope_type 'yarn' gives 4 rotary frequencies"),
+    "one per layer type": ({"full_attention": {"rope_type": "default", "rope_theta": 1e4},   # Qwen2's config keeps
+                            "sliding_attention": {"rope_type": "default", "rope_theta": 1e6}},   # them (Llama's adds a
+                           {"model_type": "qwen2"},   # default beside them, which transformers and draftsmith read)
+                           "rope_parameters holds one rope per layer type (full_attention, sliding_attention), "
+                           "where draftsmith rotates every layer alike"),
     "longrope, short lists": ({"rope_type": "longrope", "rope_theta": 10000.0, "short_factor": [1.0] * 3,
                                "long_factor": [1.0] * 3, "original_max_position_embeddings": 64}, {},
                               "transformers cannot compute its longrope frequencies"),
