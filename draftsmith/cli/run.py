@@ -322,9 +322,9 @@ def bench(
     graphs: str = typer.Option("auto", help="decoding.graphs for draftsmith: auto, on, off or compile"),
     hf: bool = typer.Option(True, "--hf/--no-hf", help="--scale: also time transformers generate (eager, static)"),
 ) -> None:
-    """Side by side in one run: target-only, HF generate, HF assisted generation, draftsmith chain and tree
-    (the demo pair, or --draft with the spec detected as generate detects it), or with --scale the bandwidth limit,
-    draftsmith and transformers on Llama-3.x shapes."""
+    """Side by side in one run: target-only, HF generate, HF assisted generation and prompt lookup, draftsmith chain
+    and tree (the demo pair, or --draft with the spec detected as generate detects it), or with --scale the bandwidth
+    limit, draftsmith and transformers on Llama-3.x shapes."""
     if scale is None:   # with --scale, --target and --draft are scale_only's to refuse
         given_paths(spec, target, draft)
     threads = _check_options(device, dtype or "float32", threads, max_new_tokens,   # before torch's import
