@@ -137,8 +137,8 @@ def test_an_empty_spec_or_target_is_refused_as_empty_not_read_as_the_default_or_
 
 
 @pytest.mark.parametrize("args, name", [
-    (["inspect", ""], "'ckpt'"), (["convert", "", "--to", "layers", "o"], "'ckpt'"),
-    (["convert", "x", "--to", "layers", ""], "'out_dir'"), (["generate", "--draft", ""], "'--draft'"),
+    (["inspect", ""], "'CKPT_DIR'"), (["convert", "", "--to", "layers", "o"], "'CKPT_DIR'"),
+    (["convert", "x", "--to", "layers", ""], "'OUT'"), (["generate", "--draft", ""], "'--draft'"),
     (["bench", "--draft", ""], "'--draft'"), (["bench", "--scale", "tiny", "--out", ""], "'--out'"),
     (["bench", "--scale", "tiny", "--checkpoints", ""], "'--checkpoints'"),
 ])
