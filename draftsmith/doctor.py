@@ -141,7 +141,7 @@ def _first_line(e: BaseException) -> str:
     text = str(e).strip().splitlines()
     line = text[0] if text else type(e).__name__
     msg = f"{type(e).__name__}: {line}"
-    for more in (t.strip() for t in text[1:3]):   # a problem, then a note with its fix: each said apart
+    for more in [t.strip() for t in text[1:] if t.strip()][:2]:   # a problem, then a note with its fix, apart
         msg += (" " if msg.endswith(":") else "; ") + more
     return msg if len(msg) <= 400 else msg[:397] + "..."
 

@@ -12,6 +12,7 @@ import re
 import shutil
 from pathlib import Path
 
+import pytest
 import yaml
 from safetensors.torch import load_file, save_file
 from typer.testing import CliRunner
@@ -76,3 +77,32 @@ def test_the_dtype_help_names_every_weight_dtype():
     for command in ("generate", "doctor", "bench"):
         res = CliRunner().invoke(app, [command, "--help"], terminal_width=200)
         assert "bfloat16, float16 or float64" in res.output, (command, res.output)
+
+
+@pytest.mark.parametrize("kind", ["longrope", "dynamic"])
+def test_a_call_past_the_draft_s_rope_parity_is_said_once(tmp_path, caplog, kind):
+    """An oracle hunt (round 26) on the drafts: past a longrope draft's original_max_position_embeddings (a dynamic
+    one's max_position_embeddings) transformers rotates with the long factors (a rescaled base), draftsmith as
+    below: the call is said once (the target's own limit is refused; the draft's costs acceptance only)."""
+    import json
+
+    target = write_target(tmp_path / "t", num_hidden_layers=4)
+    draft = write_eagle3(tmp_path / "d", target, aux_ids=[0, 1, 2])
+    cfg = json.loads((draft / "config.json").read_text())
+    half = cfg["hidden_size"] // cfg["num_attention_heads"] // 2
+    cfg["rope_scaling"] = {"rope_type": "longrope", "short_factor": [1.0] * half, "long_factor": [2.0] * half,
+                           "original_max_position_embeddings": 6} if kind == "longrope" else \
+        {"rope_type": "dynamic", "factor": 2.0}
+    cfg["max_position_embeddings"] = 64 if kind == "longrope" else 6
+    (draft / "config.json").write_text(json.dumps(cfg))
+    model = draftsmith.assemble("eagle3-llama", target=target, draft=draft)
+    with caplog.at_level(logging.WARNING, logger="draftsmith"):
+        model.generate([1, 2, 3], max_new_tokens=4)   # positions 0..5: within
+        assert caplog.text == ""
+        for _ in range(2):
+            model.generate([1, 2, 3], max_new_tokens=5)
+    assert [r.getMessage() for r in caplog.records] == [
+        "draftsmith: generate() with spec eagle3-llama: the draft's rotary embedding is transformers' for 6 positions "
+        "(its config.json's longrope original_max_position_embeddings or dynamic max_position_embeddings); this call "
+        "reaches 7: past 6 the draft rotates as below it, so acceptance may drop there (the output stays the "
+        "target's)"]

@@ -39,8 +39,8 @@ def build_target(cfg, registry: Registry, backend: Callable) -> CausalLM:
     arch = registry.build("target", cfg.model_type)
     arch.check(cfg)  # UnsupportedTarget: a config this code would misread (e.g. MoE layers)
     dims = Dims.from_config(cfg)
-    stated = getattr(arch, "mlp_bias", None)   # the type's, else Llama's mlp_bias key: gate/up/down with biases
-    mlp = {"bias": bool(getattr(cfg, "mlp_bias", False)) if stated is None else stated}
+    stated = getattr(arch, "mlp_bias", None)   # the type's, else (auto) Llama's mlp_bias key
+    mlp = {} if stated is None else {"bias": stated}
     stack = Stacker(registry, LayerRecipe(attention=arch.attention_recipe(), mlp=("swiglu", mlp)), dims, backend)
     with torch.device("meta"):
         layers = [stack.layer(i, in_width=dims.hidden) for i in range(dims.layers)]

@@ -31,4 +31,6 @@ class SwiGLU(nn.Module):
 
 def swiglu(params: MLPParams, *, dims: Dims) -> SwiGLU:
     """Factory of the ``mlp: swiglu`` component."""
-    return SwiGLU(dims.hidden, dims.intermediate, bias=params.bias)
+    config = getattr(dims, "config", None)   # auto: the config's mlp_bias (none: false)
+    bias = bool(getattr(config, "mlp_bias", False)) if params.bias == "auto" else params.bias
+    return SwiGLU(dims.hidden, dims.intermediate, bias=bias)

@@ -53,7 +53,8 @@ def mla_holds(_: dict[str, Any]) -> tuple[str, ...]:
 # --- mlp: swiglu ---
 class MLPParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-    bias: bool = False
+    # auto: the config's `mlp_bias` (Llama's key, as transformers and vLLM read a draft's), else false
+    bias: Literal["auto"] | bool = "auto"
 
 
 # --- fusion: eagle1, eagle3, mtp ---

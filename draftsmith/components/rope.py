@@ -130,22 +130,40 @@ class Rotary(nn.Module):
     def interleaved(self) -> bool:
         return self.style == "interleaved"
 
-    def parity_limit(self) -> int | None:
-        """Positions this rotation shares with transformers' at most: a longrope config's
-        original_max_position_embeddings (past it transformers takes the long factors); None for every other
-        rope type (their frequencies hold up to the context, max_position_embeddings)."""
+    def parity_limit(self, kinds: tuple[str, ...] = ("longrope",)) -> int | None:
+        """Positions this rotation shares with transformers' at most, for the rope types in ``kinds``: a longrope
+        config's original_max_position_embeddings (past it transformers takes the long factors), a dynamic one's
+        max_position_embeddings (past it transformers rescales the base, per forward); None for the others (their
+        frequencies hold at every position). A target's dynamic limit is its context, refused as such."""
         params = getattr(self.config, "rope_parameters", None) or {}
-        if not isinstance(params, Mapping) or params.get("rope_type") != "longrope":
+        kind = params.get("rope_type") if isinstance(params, Mapping) else None
+        if kind not in kinds:
             return None
-        limit = params.get("original_max_position_embeddings")   # transformers' standardized config states it
+        # transformers' standardized config states original_max_position_embeddings for longrope
+        limit = params.get("original_max_position_embeddings") if kind == "longrope" else \
+            getattr(self.config, "max_position_embeddings", None)
         return int(limit) if isinstance(limit, (int, float)) and not isinstance(limit, bool) else None
 
 
-def position_limit(model: nn.Module) -> int | None:
+def position_limit(model: nn.Module, kinds: tuple[str, ...] = ("longrope",)) -> int | None:
     """The fewest positions any rotary embedding of ``model`` is at parity with transformers for (see
     :meth:`Rotary.parity_limit`), or None."""
-    found = [n for m in model.modules() if isinstance(m, Rotary) and (n := m.parity_limit()) is not None]
+    found = [n for m in model.modules() if isinstance(m, Rotary) and (n := m.parity_limit(kinds)) is not None]
     return min(found, default=None)
+
+
+def draft_positions_note(draft: nn.Module, longest: int, max_new_tokens: int) -> str | None:
+    """A call whose positions pass where the draft's rotation is transformers' (a longrope draft's
+    original_max_position_embeddings, a dynamic one's max_position_embeddings: past them transformers, and the
+    speculators drafts built on its rotary embedding, take the long factors or a rescaled base): said, not refused,
+    as the target's is, since the output stays the target's and only acceptance may drop there. None when it fits."""
+    limit = position_limit(draft, ("longrope", "dynamic"))
+    if limit is None or longest + max_new_tokens - 1 <= limit:
+        return None
+    return (f"the draft's rotary embedding is transformers' for {limit} positions (its config.json's longrope "
+            f"original_max_position_embeddings or dynamic max_position_embeddings); this call reaches "
+            f"{longest + max_new_tokens - 1}: past {limit} the draft rotates as below it, so acceptance may drop "
+            "there (the output stays the target's)")
 
 
 def position_problems(model: nn.Module, longest: int, max_new_tokens: int, name: str = "max_new_tokens") -> list[str]:

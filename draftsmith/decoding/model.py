@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from draftsmith.components import fused
+from draftsmith.components.rope import draft_positions_note
 from draftsmith.decoding import engine, runners
 from draftsmith.decoding.arguments import check_call, check_overrides, stop_ids, vocab_sizes
 from draftsmith.decoding.graphs import graphs_enabled
@@ -101,7 +102,10 @@ class SpeculativeModel:
                                      draft_tokens=draft_tokens, mode=mode)  # ArgumentError lists every problem
         plan = self.plan(topk=topk, steps=steps, draft_tokens=draft_tokens, mode=mode)
         if (topk, steps, draft_tokens) != (None,) * 3:   # the spec's own values were warned of at its load
-            self._warn_once(unreached_steps(plan.topk, plan.steps, plan.draft_tokens, plan.mode, 1))
+            self._warn_once(unreached_steps(plan.topk, plan.steps, plan.draft_tokens, plan.mode, 1),
+                            f"generate() overrides of spec {self.spec.name}")
+        self._warn_once(draft_positions_note(self.draft, max(map(len, prompts), default=0), max_new_tokens),
+                        f"generate() with spec {self.spec.name}")
         settings = self._settings(max_new_tokens, temperature, top_p, top_k, seed, stop)
         with self._lock, torch.inference_mode(), on_device(self.device):
             seqs, stats = engine.speculative(*self._runners(prompts, max_new_tokens, plan), prompts, plan, settings)
@@ -136,11 +140,12 @@ class SpeculativeModel:
                            self.recurrent and tree)
 
     # --- internals ----------------------------------------------------------------------------------------
-    def _warn_once(self, said: str | None) -> None:
-        """A warning about this call's overrides (a tree whose draft_tokens cannot reach its steps), once a model."""
+    def _warn_once(self, said: str | None, what: str) -> None:
+        """A warning about a call (a tree its overrides make that cannot reach its steps, draft positions past its
+        rotation's parity with transformers), once a model."""
         if said is not None and said not in self._said:
             self._said.add(said)
-            log.warning("draftsmith: generate() overrides of spec %s: %s", self.spec.name, said)
+            log.warning("draftsmith: %s: %s", what, said)
 
     def _layouts(self, model: nn.Module) -> tuple[list, torch.dtype]:
         """(each layer's KV cache layout, the pool's dtype) of the target or the draft."""
