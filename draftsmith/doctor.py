@@ -41,6 +41,8 @@ AMBIGUITIES: tuple[Ambiguity, ...] = (
     Ambiguity("draft.fusion.aux_layers.at", "aux-layer ids name layer inputs (HF hidden_states, vLLM) or outputs "
                                             "(SGLang)"),
     Ambiguity("draft.attention.rope", "rotary dimensions paired by halves (neox) or neighbours (interleaved)"),
+    Ambiguity("draft.attention.rope_theta", "the draft config's rope_theta, or 10000: EAGLE's and SpecForge's trainers "
+                                            "rotate with 10000 whatever the config says"),
     # norm_output before feed_back: where both readings draft alike, the fix names the fusion's own field (what
     # train's export and a speculators config state), not feed_back beside a norm_output that says otherwise
     Ambiguity("draft.fusion.norm_output", "config norm_output means head-only in some engines, fed back in others"),

@@ -33,8 +33,9 @@ def doctor(
                                 "fastest of 1, 2, 4, 8, timed on a short chain of the spec as given)"),
 ) -> None:
     """Run the pair on a short probe, print acceptance per draft position and, when it is low, try the readings
-    the public formats leave ambiguous (aux ids as inputs or outputs, norms, d2t, rope, feedback) and print the
-    spec change that restores acceptance. Exit 0 when acceptance is fine, 1 when it is low, 2 on bad input."""
+    the public formats leave ambiguous (aux ids as inputs or outputs, norms, d2t, rope order and base, feedback) and
+    print the spec change that restores acceptance. Exit 0 when acceptance is fine, 1 when it is low, 2 on bad
+    input."""
     from draftsmith.errors import DraftsmithError
 
     try:   # before torch's import (an empty DRAFT, or none and no --spec, is refused below, as itself)

@@ -54,7 +54,7 @@ def builtin_components() -> list[Component]:
     return [
         Component("layer", "llama", later("layers:llama_layer"), doc="pre-norm residual block (identity slots)"),
         Component("attention", "gqa", later("gqa:gqa"), params.GQAParams, doc="grouped-query attention, paged KV",
-                  holds=params.gqa_holds),
+                  holds=params.gqa_holds, reads=params.gqa_reads),
         Component("attention", "mla", later("mla:mla"), params.MLAParams,
                   doc="DeepSeek-V3 latent attention; pool keeps latent + rope", holds=params.mla_holds),
         Component("mlp", "swiglu", later("mlp:swiglu"), params.MLPParams, doc="down(silu(gate(x)) * up(x))"),

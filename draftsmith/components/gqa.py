@@ -10,7 +10,7 @@ from torch import nn
 from draftsmith.components.attention import GQAttention
 from draftsmith.components.dims import Dims
 from draftsmith.components.params import GQAParams
-from draftsmith.components.rope import Rotary
+from draftsmith.components.rope import Rotary, with_theta
 
 log = logging.getLogger("draftsmith")
 
@@ -65,8 +65,9 @@ def gqa(params: GQAParams, *, dims: Dims, layer_idx: int, in_width: int, backend
                     "rows are stored in %s pair order): the draft rotates them wrong and accepts little; state "
                     "rope: %s (the spec `draftsmith inspect` proposes does)", params.rope, str(stored).lower(),
                     order, order)
+    rotated = cfg if params.rope_theta == "auto" else with_theta(cfg, params.rope_theta)
     return GQAttention(
-        dims, in_width=in_width, layer_idx=layer_idx, rope=Rotary(cfg, dims.head_dim, params.rope),
+        dims, in_width=in_width, layer_idx=layer_idx, rope=Rotary(rotated, dims.head_dim, params.rope),
         backend=backend, qkv_bias=bias, o_bias=o_bias,
         q_norm=norm(dims.head_dim) if params.qk_norm else None,
         k_norm=norm(dims.head_dim) if params.qk_norm else None,

@@ -4,6 +4,7 @@ every component, and a spec is checked (``validate``, ``list``, ``inspect``), wi
 factories and modules live in their components' own files (gqa, mlp, mla, mtp, fusion, quant)."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, ValidationInfo,
@@ -25,6 +26,19 @@ class GQAParams(BaseModel):
     qkv_bias: Literal["auto"] | bool = "auto"
     o_bias: Literal["auto"] | bool = "auto"   # auto: the config's `attention_bias` (Qwen2's o_proj has none: false)
     qk_norm: bool = False
+    # the rotation's base: auto, the config's rope_theta (transformers, vLLM, SGLang), or the one the draft was
+    # trained with: EAGLE's and SpecForge's trainers rotate with 10000 whatever the draft config says (SpecForge
+    # issue 265)
+    rope_theta: Literal["auto", 10000] | Annotated[float, Field(gt=0, allow_inf_nan=False)] = "auto"
+
+
+def gqa_reads(_, draft_config: Mapping[str, Any]) -> dict[str, Any]:
+    """rope_theta auto as the draft config states it (its rope_parameters', else its top level's; Component.reads),
+    where it does at the top level; nothing where it does not (a nested config: unknown here)."""
+    rope = draft_config.get("rope_parameters")
+    theta = rope.get("rope_theta") if isinstance(rope, Mapping) else None
+    theta = draft_config.get("rope_theta") if theta is None else theta
+    return {} if theta is None else {"rope_theta": theta}
 
 
 def gqa_holds(_: dict[str, Any]) -> tuple[str, ...]:

@@ -15,6 +15,7 @@ transformers.
 """
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Literal
 
@@ -59,6 +60,15 @@ def inv_freq_for(config: PretrainedConfig, head_dim: int) -> tuple[torch.Tensor,
         raise unusable_rope(config, f"rope_type {kind!r} gives {inv.numel()} rotary frequencies where a head of "
                                     f"{head_dim} rotates {head_dim // 2} pairs", shaping)
     return inv.to(torch.float32), float(scale)
+
+
+def with_theta(config: PretrainedConfig, theta: float) -> PretrainedConfig:
+    """A shallow copy of ``config`` whose rope base is ``theta`` (a spec's ``rope_theta``): where transformers 5 keeps
+    it (``rope_parameters``) and where older configs do (the top level)."""
+    out = copy.copy(config)
+    out.rope_parameters = {**dict(getattr(config, "rope_parameters", None) or {}), "rope_theta": float(theta)}
+    out.rope_theta = float(theta)
+    return out
 
 
 def unusable_rope(config: PretrainedConfig, what: str, shaping: Mapping) -> CheckpointError:

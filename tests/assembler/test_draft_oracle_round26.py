@@ -44,3 +44,37 @@ def test_a_spec_s_bias_false_still_wins_over_the_config(biased, tmp_path):
     spec.write_text("name: nobias\nextends: eagle3-llama\ndraft:\n  mlp: {kind: swiglu, bias: false}\n")
     with pytest.raises(CheckpointMismatch, match=r"3 problems\n  unexpected: 'midlayer\.mlp\.down_proj\.bias'"):
         draftsmith.assemble(str(spec), target=target, draft=draft)
+
+
+def test_a_spec_s_rope_theta_overrides_the_draft_config_s(tmp_path):
+    """The hunt's note: EAGLE's and SpecForge's trainers rotate with 10000 whatever the draft config's rope_theta says
+    (SpecForge issue 265), and nothing but editing config.json said so. `attention: {rope_theta: 10000}` does; the
+    model equals the one whose config says 10000, and doctor tries that reading."""
+    from draftsmith.doctor import AMBIGUITIES
+
+    target = write_target(tmp_path / "t", num_hidden_layers=4)
+    wide, plain = (write_eagle3(tmp_path / name, target, aux_ids=[0, 1, 2]) for name in ("wide", "plain"))
+    cfg = json.loads((wide / "config.json").read_text())
+    (wide / "config.json").write_text(json.dumps({**cfg, "rope_theta": 5e5}))
+    (plain / "config.json").write_text(json.dumps({**cfg, "rope_theta": 1e4}))
+    spec = tmp_path / "trained.yaml"
+    spec.write_text("name: trained\nextends: eagle3-llama\ndraft:\n  attention: {kind: gqa, rope_theta: 10000}\n")
+    rotary = lambda model: model.draft.layers[0].self_attn.rope   # noqa: E731
+    said, config, stated = (draftsmith.assemble(s, target=target, draft=d) for s, d in
+                            (("eagle3-llama", plain), ("eagle3-llama", wide), (str(spec), wide)))
+    torch.testing.assert_close(rotary(stated).inv_freq, rotary(said).inv_freq, rtol=0, atol=0)
+    assert not torch.equal(rotary(config).inv_freq, rotary(said).inv_freq)
+    assert "draft.attention.rope_theta" in {a.path for a in AMBIGUITIES}
+
+
+@pytest.mark.parametrize("config, default", [({"rope_theta": 5e5}, 5e5), ({"rope_theta": 1e4}, 1e4),
+                                             ({"rope_parameters": {"rope_type": "default", "rope_theta": 7.0},
+                                               "rope_theta": 9.0}, 7.0), ({}, None)])
+def test_doctor_reads_the_draft_config_s_theta_to_know_when_10000_is_another_reading(config, default):
+    """gqa's Component.reads: doctor tries 10000 only where the config reads otherwise (the demo's says 10000)."""
+    from draftsmith.doctor import spec_data
+    from draftsmith.specs.edits import field_info
+
+    data = spec_data(draftsmith.load_spec("eagle3-llama"))
+    info = field_info(data, "draft.attention.rope_theta", draftsmith.default_registry(), "gqa", config)
+    assert (info.values, info.default) == ((10000,), default)
