@@ -144,7 +144,7 @@ def _first_line(e: BaseException) -> str:
     line = text[0] if text else type(e).__name__
     msg = f"{type(e).__name__}: {line}"
     for more in [t.strip() for t in text[1:] if t.strip()][:2]:   # a problem, then a note with its fix, apart
-        msg += (" " if msg.endswith(":") else "; ") + more
+        msg += (" " if msg.endswith((":", ".")) else "; ") + more
     return msg if len(msg) <= 400 else msg[:397] + "..."
 
 

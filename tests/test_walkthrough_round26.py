@@ -106,3 +106,19 @@ def test_a_call_past_the_draft_s_rope_parity_is_said_once(tmp_path, caplog, kind
         "(its config.json's longrope original_max_position_embeddings or dynamic max_position_embeddings); this call "
         "reaches 7: past 6 the draft rotates as below it, so acceptance may drop there (the output stays the "
         "target's)"]
+
+
+def test_the_draft_positions_note_is_said_once_whatever_each_call_reaches(tmp_path, caplog):
+    """A review (round 26): keyed on its text, the note came back for every call of another length."""
+    import json
+
+    target = write_target(tmp_path / "t", num_hidden_layers=4)
+    draft = write_eagle3(tmp_path / "d", target, aux_ids=[0, 1, 2])
+    cfg = json.loads((draft / "config.json").read_text())
+    (draft / "config.json").write_text(json.dumps({**cfg, "rope_scaling": {"rope_type": "dynamic", "factor": 2.0},
+                                                   "max_position_embeddings": 6}))
+    model = draftsmith.assemble("eagle3-llama", target=target, draft=draft)
+    with caplog.at_level(logging.WARNING, logger="draftsmith"):
+        for new in (5, 6, 7):
+            model.generate([1, 2, 3], max_new_tokens=new)
+    assert len(caplog.records) == 1 and "this call reaches 7" in caplog.records[0].getMessage()

@@ -126,9 +126,7 @@ def closest_families(config: Mapping[str, Any], names: Sequence[str], n: int = 2
     others = {name: 0.0 for name, given in default_registry().specs.items() if given.plugin != BUILTIN}
     for spec, conditions in {**rows, **others}.items():   # rows first: they win a tie
         placed = _placed(spec, config, names)
-        bad = list(names) if placed is None else [x for x in names if not placed[x]]
-        if spec in others and len(bad) == len(names):   # a spec that does not load, or places nothing: no offer
-            continue
+        bad = list(names) if placed is None else [x for x in names if not placed[x]]   # placing none: scores 0
         share = (len(names) - len(bad)) / max(len(names), 1)
         scored[spec] = (share if spec in others else (share + conditions) / 2), bad
     best = sorted(scored.items(), key=lambda kv: -kv[1][0])

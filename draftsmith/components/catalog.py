@@ -23,8 +23,8 @@ def _same(params, **_):
 
 def later(where: str) -> Callable[..., Any]:
     """The factory ``module:name`` of draftsmith.components, imported at its first call: the catalog names every
-    built-in factory without importing torch, so a spec is checked (validate, list, inspect) in a torch-free
-    process; the modules load when a model is built."""
+    built-in factory without importing torch, so a spec file's problems are said, and ``list`` prints, in a
+    torch-free process; the modules load when a model is built."""
     module, name = where.split(":")
 
     def factory(*args, **kwargs):

@@ -1,7 +1,8 @@
 """What a spec may say about each built-in component (its params model) and the canonical names it holds
 (``Component.holds``), apart from the modules that build it: torch-free, so that the built-in catalog registers
-every component, and a spec is checked (``validate``, ``list``, ``inspect``), without importing torch. The
-factories and modules live in their components' own files (gqa, mlp, mla, mtp, fusion, quant)."""
+every component without importing torch (a spec file's problems and ``list`` are said in a torch-free process). The
+factories and modules live in their components' own files (gqa, mlp, mla, mtp, fusion, quant), which re-export
+their params models; the held names and helpers moved here from fusion, gqa, mla, mtp and quant."""
 from __future__ import annotations
 
 from collections.abc import Mapping

@@ -21,6 +21,7 @@ from safetensors import SafetensorError
 
 from draftsmith.assembler.checkpoint import save_safetensors
 from draftsmith.components.weights import SplitRefused
+from draftsmith.assembler.config import flatten_draft_config
 from draftsmith.errors import OptionError, short, short_list, short_text, suggest
 from draftsmith.folder_lock import exclusive
 from draftsmith.paths import utf8_problem
@@ -155,7 +156,7 @@ def _convert(src: str | Path, layout: Layout, out: Path,
     moved = {plan.sources[c].removesuffix(".weight"): layout.rules.from_canonical(c).removesuffix(".weight")
              for c in names if c.endswith(".weight")}   # source module -> the result's: the config's names move too
     quant_config, unmoved = moved_quant_names(plan.facts.get("quantization_config"), moved)
-    problems += unmoved
+    problems += unmoved + unsaid_theta(found)
     hd = head_dim(plan.facts)
     holds_any_key = not STYLES[layout.config].rename  # a params.json holds only its own keys (its order is implied)
     order = layout.rope
@@ -230,6 +231,21 @@ def _convert(src: str | Path, layout: Layout, out: Path,
     verify(out, facts, expected, to, before=before, source=tensors, orders=(rope, order), block=block,
            drops=layout.drops, src=src, read_with=None if spec is None else found.match.spec)
     return config
+
+
+def unsaid_theta(found: Inspection) -> list[str]:
+    """A spec's ``draft.attention.rope_theta`` that the draft config does not state (a draft trained with 10000 whose
+    config says otherwise): a layout states the rope base only in the config it writes, the source's, so the result
+    would load with the config's base; refused, with the way to say it (a review of round 26)."""
+    from draftsmith.components.params import gqa_reads
+
+    theta = ((found.spec or {}).get("draft", {}).get("attention") or {}).get("rope_theta", "auto")
+    stated = gqa_reads(None, flatten_draft_config(found.config)).get("rope_theta")
+    if theta == "auto" or (stated is not None and float(stated) == float(theta)):
+        return []
+    return [f"the spec's draft.attention.rope_theta is {short(theta)}, the draft config's rope_theta "
+            f"{short(stated)}: the written config would carry the config's; set rope_theta: {short(theta)} in the "
+            "draft's config.json first"]
 
 
 def _write(out: Path, write) -> None:

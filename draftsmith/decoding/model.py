@@ -142,9 +142,10 @@ class SpeculativeModel:
     # --- internals ----------------------------------------------------------------------------------------
     def _warn_once(self, said: str | None, what: str) -> None:
         """A warning about a call (a tree its overrides make that cannot reach its steps, draft positions past its
-        rotation's parity with transformers), once a model."""
-        if said is not None and said not in self._said:
-            self._said.add(said)
+        rotation's parity with transformers), once a model for each ``what`` (the first call's values said: keyed on
+        the text, each prompt length would say it again)."""
+        if said is not None and what not in self._said:
+            self._said.add(what)
             log.warning("draftsmith: %s: %s", what, said)
 
     def _layouts(self, model: nn.Module) -> tuple[list, torch.dtype]:

@@ -78,3 +78,26 @@ def test_doctor_reads_the_draft_config_s_theta_to_know_when_10000_is_another_rea
     data = spec_data(draftsmith.load_spec("eagle3-llama"))
     info = field_info(data, "draft.attention.rope_theta", draftsmith.default_registry(), "gqa", config)
     assert (info.values, info.default) == ((10000,), default)
+
+
+def test_convert_refuses_a_spec_rope_theta_its_written_config_would_not_say(tmp_path):
+    """A review (round 26): `convert --spec` with `rope_theta: 10000` over a config saying 5e5 wrote 5e5 (the layout
+    states the base only in the config it copies) and said "load it with spec eagle3-llama": now refused, saying how;
+    where the config agrees it converts."""
+    from draftsmith.convert.canonical import ConvertError
+    from draftsmith.convert.run import convert
+
+    target = write_target(tmp_path / "t", num_hidden_layers=4)
+    draft = write_eagle3(tmp_path / "d", target, aux_ids=[0, 1, 2])
+    cfg = json.loads((draft / "config.json").read_text())
+    spec = tmp_path / "trained.yaml"
+    spec.write_text("name: trained\nextends: eagle3-llama\ndraft:\n  attention: {kind: gqa, rope_theta: 10000}\n")
+    (draft / "config.json").write_text(json.dumps({**cfg, "rope_theta": 5e5}))
+    with pytest.raises(ConvertError, match=r"the spec's draft.attention.rope_theta is 10000, the draft config's "
+                                           r"rope_theta 500000.0: the written config would carry the config's; set "
+                                           r"rope_theta: 10000 in the draft's config.json first"):
+        convert(draft, "layers", tmp_path / "out", spec=str(spec))
+    assert not (tmp_path / "out").exists()
+    (draft / "config.json").write_text(json.dumps({**cfg, "rope_theta": 10000.0}))
+    convert(draft, "layers", tmp_path / "out2", spec=str(spec))
+    assert json.loads((tmp_path / "out2" / "config.json").read_text())["rope_theta"] == 10000.0
