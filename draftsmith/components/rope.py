@@ -65,8 +65,11 @@ def inv_freq_for(config: PretrainedConfig, head_dim: int) -> tuple[torch.Tensor,
 def with_theta(config: PretrainedConfig, theta: float) -> PretrainedConfig:
     """A shallow copy of ``config`` whose rope base is ``theta`` (a spec's ``rope_theta``): where transformers 5 keeps
     it (``rope_parameters``) and where older configs do (the top level)."""
+    params = dict(getattr(config, "rope_parameters", None) or {})
+    if params and all(isinstance(v, Mapping) for v in params.values()):
+        return config   # one rope per layer type: refused as it is (inv_freq_for), whatever the base
     out = copy.copy(config)
-    out.rope_parameters = {**dict(getattr(config, "rope_parameters", None) or {}), "rope_theta": float(theta)}
+    out.rope_parameters = {**params, "rope_theta": float(theta)}
     out.rope_theta = float(theta)
     return out
 
