@@ -85,7 +85,21 @@ def _suggest(found: Any, words: Sequence[str]) -> str:
         return ""
     if found.lower() in ("true", "false") and found.lower() in words:   # "True" in quotes: a string, not a boolean
         return f"Write {found.lower()} without quotes (in quotes it is a string)"
+    if EXPONENT.fullmatch(found):   # 5e5, 1e-6: numbers to the user, strings to YAML 1.1 (a dot and a sign needed)
+        return f"YAML reads {found} as a string; write the number as {yaml_float(found)}"
     return suggest(found, words)
+
+
+EXPONENT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
+
+
+def yaml_float(text: str) -> str:
+    """``text`` (a float in exponent form) as YAML 1.1 reads a float: a dot in the mantissa, a sign on the exponent."""
+    written = repr(float(text))
+    if "e" not in written:
+        return written
+    mantissa, exponent = written.split("e")
+    return f"{mantissa if '.' in mantissa else mantissa + '.0'}e{exponent if exponent[0] in '+-' else '+' + exponent}"
 
 
 @dataclass(frozen=True)
