@@ -32,10 +32,15 @@ if TYPE_CHECKING:
 Style = Literal["neox", "interleaved"]
 
 
+def per_layer_type(params: Mapping) -> bool:
+    """Whether ``rope_parameters`` holds one rope per layer type (Gemma-3 style, as Qwen2's config keeps it)."""
+    return bool(params) and all(isinstance(v, Mapping) for v in params.values())
+
+
 def inv_freq_for(config: PretrainedConfig, head_dim: int) -> tuple[torch.Tensor, float]:
     """(inv_freq [head_dim // 2] float32, attention scaling) for a transformers config."""
     params = dict(getattr(config, "rope_parameters", None) or {})
-    if params and all(isinstance(v, Mapping) for v in params.values()):   # Gemma-3 style: one per layer type
+    if per_layer_type(params):
         raise unusable_rope(config, f"rope_parameters holds one rope per layer type ({', '.join(map(str, params))}), "
                                     "where draftsmith rotates every layer alike", {})
     kind = params.get("rope_type", "default")
@@ -66,7 +71,7 @@ def with_theta(config: PretrainedConfig, theta: float) -> PretrainedConfig:
     """A shallow copy of ``config`` whose rope base is ``theta`` (a spec's ``rope_theta``): where transformers 5 keeps
     it (``rope_parameters``) and where older configs do (the top level)."""
     params = dict(getattr(config, "rope_parameters", None) or {})
-    if params and all(isinstance(v, Mapping) for v in params.values()):
+    if per_layer_type(params):
         return config   # one rope per layer type: refused as it is (inv_freq_for), whatever the base
     out = copy.copy(config)
     out.rope_parameters = {**params, "rope_theta": float(theta)}

@@ -46,24 +46,28 @@ def test_a_spec_s_bias_false_still_wins_over_the_config(biased, tmp_path):
         draftsmith.assemble(str(spec), target=target, draft=draft)
 
 
-def test_a_spec_s_rope_theta_overrides_the_draft_config_s(tmp_path):
+# the second case catches gqa.py with_theta(cfg, params.rope_theta) -> with_theta(cfg, 10000) (mutation round 26d)
+@pytest.mark.parametrize("stated_theta, config_theta", [("10000", 5e5), ("250000.0", 1e4)])
+def test_a_spec_s_rope_theta_overrides_the_draft_config_s(tmp_path, stated_theta, config_theta):
     """The hunt's note: EAGLE's and SpecForge's trainers rotate with 10000 whatever the draft config's rope_theta says
-    (SpecForge issue 265), and nothing but editing config.json said so. `attention: {rope_theta: 10000}` does; the
-    model equals the one whose config says 10000, and doctor tries that reading."""
+    (SpecForge issue 265), and nothing but editing config.json said so. `attention: {rope_theta: N}` does, whatever
+    the number: the model equals the one whose config says N and differs from the config's; doctor tries 10000."""
     from draftsmith.doctor import AMBIGUITIES
 
     target = write_target(tmp_path / "t", num_hidden_layers=4)
-    wide, plain = (write_eagle3(tmp_path / name, target, aux_ids=[0, 1, 2]) for name in ("wide", "plain"))
-    cfg = json.loads((wide / "config.json").read_text())
-    (wide / "config.json").write_text(json.dumps({**cfg, "rope_theta": 5e5}))
-    (plain / "config.json").write_text(json.dumps({**cfg, "rope_theta": 1e4}))
+    given, plain = (write_eagle3(tmp_path / name, target, aux_ids=[0, 1, 2]) for name in ("given", "plain"))
+    cfg = json.loads((given / "config.json").read_text())
+    (given / "config.json").write_text(json.dumps({**cfg, "rope_theta": config_theta}))
+    (plain / "config.json").write_text(json.dumps({**cfg, "rope_theta": float(stated_theta)}))
     spec = tmp_path / "trained.yaml"
-    spec.write_text("name: trained\nextends: eagle3-llama\ndraft:\n  attention: {kind: gqa, rope_theta: 10000}\n")
+    spec.write_text("name: trained\nextends: eagle3-llama\ndraft:\n"
+                    f"  attention: {{kind: gqa, rope_theta: {stated_theta}}}\n")
     rotary = lambda model: model.draft.layers[0].self_attn.rope   # noqa: E731
     said, config, stated = (draftsmith.assemble(s, target=target, draft=d) for s, d in
-                            (("eagle3-llama", plain), ("eagle3-llama", wide), (str(spec), wide)))
+                            (("eagle3-llama", plain), ("eagle3-llama", given), (str(spec), given)))
     torch.testing.assert_close(rotary(stated).inv_freq, rotary(said).inv_freq, rtol=0, atol=0)
     assert not torch.equal(rotary(config).inv_freq, rotary(said).inv_freq)
+    assert not torch.equal(rotary(stated).inv_freq, rotary(config).inv_freq)
     assert "draft.attention.rope_theta" in {a.path for a in AMBIGUITIES}
 
 

@@ -102,3 +102,14 @@ def test_rope_frequencies_that_do_not_fit_the_heads_are_said_before_the_tensors(
     with pytest.raises(CheckpointError) as err:
         ours(folder)
     assert str(err.value).startswith(f"{folder}: {said}"), str(err.value)
+
+
+def test_a_rope_per_layer_type_beside_the_default_transformers_adds_is_read_as_transformers_does(tmp_path):
+    """Llama's config standardizes one rope per layer type by adding a default rope_type and rope_theta beside them,
+    which transformers computes with: so does draftsmith (only a mapping made of per-type ropes alone is refused)."""
+    folder = write_target(tmp_path / "t", "llama", num_hidden_layers=2)
+    cfg = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**cfg, "rope_parameters": {
+        "full_attention": {"rope_type": "default", "rope_theta": 1e4},
+        "sliding_attention": {"rope_type": "default", "rope_theta": 1e6}}}))
+    torch.testing.assert_close(full_logits(ours(folder), IDS), reference(folder, IDS), atol=ATOL, rtol=0)
