@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from draftsmith import limits
+from draftsmith.components.dims import per_layer_type
 from draftsmith.errors import short, short_text
 
 MLA_KEYS = ("q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "kv_lora_rank", "v_head_dim")
@@ -142,8 +143,7 @@ def rope_problems(cfg: Mapping[str, Any], prefix: str = "") -> list[str]:
         value = cfg.get(key)
         if value is None:
             continue
-        parts = value.items() if isinstance(value, Mapping) and value and all(
-            isinstance(v, Mapping) for v in value.values()) else [("", value)]
+        parts = value.items() if per_layer_type(value) else [("", value)]
         for sub, params in parts:
             where = f"{prefix}{key}{'.' if sub else ''}{short_text(str(sub), 40)}"
             if not isinstance(params, Mapping):

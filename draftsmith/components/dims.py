@@ -9,6 +9,11 @@ if TYPE_CHECKING:
     from transformers import PretrainedConfig
 
 
+def per_layer_type(params: Any) -> bool:
+    """Whether a ``rope_parameters`` / ``rope_scaling`` value holds one rope per layer type (Gemma-3 style, as
+    Qwen2's config keeps it): a non-empty mapping of mappings."""
+    return isinstance(params, Mapping) and bool(params) and all(isinstance(v, Mapping) for v in params.values())
+
 @dataclass(frozen=True)
 class Dims:
     hidden: int

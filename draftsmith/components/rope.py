@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from draftsmith.components import fused
+from draftsmith.components.dims import per_layer_type
 from draftsmith.components.fused import kernel
 from draftsmith.errors import CheckpointError, short, short_text
 
@@ -30,11 +31,6 @@ if TYPE_CHECKING:
     from transformers import PretrainedConfig
 
 Style = Literal["neox", "interleaved"]
-
-
-def per_layer_type(params: Mapping) -> bool:
-    """Whether ``rope_parameters`` holds one rope per layer type (Gemma-3 style, as Qwen2's config keeps it)."""
-    return bool(params) and all(isinstance(v, Mapping) for v in params.values())
 
 
 def inv_freq_for(config: PretrainedConfig, head_dim: int) -> tuple[torch.Tensor, float]:
