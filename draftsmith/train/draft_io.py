@@ -235,6 +235,26 @@ def with_ids(config: Mapping[str, Any], taps, target_layers: int, spec) -> dict[
     return {k: v for k, v in config.items() if k != "eagle_config"} | ({"eagle_config": eagle} if eagle else {})
 
 
+def with_base(config: Mapping[str, Any], spec) -> dict[str, Any]:
+    """``config`` stating the rope base the draft was trained with where the spec sets one
+    (``draft.attention.rope_theta``: 10000 or a number; EAGLE's trainers rotate with 10000 whatever the config
+    says): every reader takes a draft config's ``rope_theta``, so the export says the trained base there (in
+    ``rope_parameters`` too where the config keeps one, under ``transformer_layer_config`` in speculators' style)."""
+    from draftsmith.components.dims import per_layer_type
+    from draftsmith.specs.resolve import resolve
+
+    ref = spec.draft.attention
+    theta = getattr(resolve(default_registry(), "attention", ref.kind, ref.params)[1], "rope_theta", "auto")
+    inner = "transformer_layer_config" if isinstance(config.get("transformer_layer_config"), Mapping) else None
+    held = dict(config[inner] if inner else config)
+    if theta == "auto" or per_layer_type(held.get("rope_parameters")):   # the latter is refused at load
+        return dict(config)
+    held["rope_theta"] = float(theta)
+    if isinstance(held.get("rope_parameters"), Mapping):
+        held["rope_parameters"] = {**held["rope_parameters"], "rope_theta": float(theta)}
+    return {**config, inner: held} if inner else held
+
+
 def stated_d2t(offsets: torch.Tensor, spec) -> torch.Tensor:
     """d2t as the spec's ``vocab.d2t`` reads it: the offsets the model keeps (target = draft + d2t[draft]), or the
     target ids themselves under ``absolute``. Offsets written for such a spec fail its load's map check, which
@@ -366,6 +386,7 @@ def export_draft(model, folder: Path, *, dtype: torch.dtype = torch.bfloat16, so
         # engines disagree on its default: the config states what the draft was trained with
         config["norm_before_residual"] = bool(model.draft.fc.norm_before_residual)
         trained["norm_output"] = model.draft.fc.norm_output   # spec terms: each style says it its own way
+    config = with_base(config, model.spec)
     config["torch_dtype"] = str(dtype).removeprefix("torch.")
     # a run reads and resumes its draft from config.json (preflight): a layout whose config is another file (Mistral's
     # params.json) is left to `draftsmith convert`
