@@ -263,9 +263,10 @@ def few_tokens(spec, registry: Registry, config: Mapping[str, Any], infos: dict[
         decoding["draft_tokens"] = most
         notes.append(f"decoding.draft_tokens: {most} (the most a tree of topk {vocab} drafts in {decoding['steps']} "
                      "steps)")
-    if decoding["mode"] == "v2" and tree_blockers(vocab, decoding["page_size"]):
+    if decoding["mode"] == "v2" and (blockers := tree_blockers(vocab, decoding["page_size"])):
         decoding["mode"] = "auto"
-        notes.append("decoding.mode: auto (a chain of topk 1 has no tree to compact: v2 is refused)")
+        notes.append("decoding.mode: auto (v2, tree drafting with compaction, is unsupported here: "
+                     f"{'; '.join(blockers)})")
     return notes
 
 
