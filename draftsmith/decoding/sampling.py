@@ -67,10 +67,12 @@ def target_probs(logits: Tensor, temperature: float, top_p: float = 1.0, top_k: 
         raise ValueError(f"top_p must be in (0, 1], got {top_p}")
     if top_k < 0:
         raise ValueError(f"top_k must be >= 0, got {top_k}")
-    # tokens are ranked by their logits, not by logits / T nor the probabilities, which tie where T is huge (every
-    # probability 1/V in float32: the ranking fell back to the lowest ids)
-    scores = _shifted(as_float(logits))                                        # [..., V]
-    x = scores / temperature
+    # tokens are ranked by their logits as given: not by logits / T nor the probabilities, which tie where T is huge
+    # (every probability 1/V in float32), nor by logits - max, whose rounding ties logits an ulp apart. Equal logits
+    # (frequent in bf16) rank the lowest id first, on every device (transformers' top_p cuts an unstable sort: which
+    # of the tied it keeps is the sort kernel's)
+    scores = as_float(logits)                                                  # [..., V]
+    x = _shifted(scores) / temperature
     if 0 < top_k < x.shape[-1]:
         kth = torch.topk(scores, top_k, dim=-1).values[..., -1:]               # [..., 1]
         x = x.masked_fill(scores < kth, float("-inf"))
