@@ -85,7 +85,7 @@ def keyed_problems(cfg: Mapping[str, Any], prefix: str = "",
             if cfg.get(key) is not None and not isinstance(cfg[key], bool)]
     out += [(("hidden_act",), m) for m in activation_problems(cfg, name)]
     for key in _TOKEN_IDS:
-        if (why := token_id_problem(cfg.get(key))) is not None:
+        if (why := token_id_problem(cfg.get(key), unread=key != "eos_token_id")) is not None:
             out.append(((key,), f"{name(key)} is {short(cfg.get(key))}; {why}"))
     heads, kv, hidden = (cfg.get(k) for k in ("num_attention_heads", "num_key_value_heads", "hidden_size"))
     if _is_int(heads) and _is_int(kv) and heads >= 1 and kv >= 1 and heads % kv:
@@ -160,12 +160,14 @@ def rope_problems(cfg: Mapping[str, Any], prefix: str = "") -> list[str]:
     return out
 
 
-def token_id_problem(value: Any) -> str | None:
-    """Why a token-id field (eos_token_id, ...) is unusable: it must be null, an integer >= 0 or a list of them."""
+def token_id_problem(value: Any, unread: bool = False) -> str | None:
+    """Why a token-id field (eos_token_id, ...) is unusable: it must be null, an integer >= 0 or a list of them.
+    ``unread``: a field draftsmith reads nothing from (bos_token_id, pad_token_id), only typed as transformers
+    types it: any integer (some Llama exports write pad_token_id: -1, which transformers loads)."""
     items = value if isinstance(value, list) else [value]
-    if value is None or all(_is_int(i) and 0 <= i < limits.VOCAB for i in items):
+    if value is None or all(_is_int(i) and (unread or 0 <= i < limits.VOCAB) for i in items):
         return None
-    return "token ids are integers >= 0 (or a list of them)"
+    return "token ids are integers (or a list of them)" if unread else "token ids are integers >= 0 (or a list of them)"
 
 
 def rope_kinds():

@@ -51,8 +51,9 @@ def problems_from(error: ValidationError, prefix: str, model: type[BaseModel],
 
 
 def _given(data: Any, loc: Sequence[Any], found: Any) -> Any:
-    """The value at ``loc`` in ``data`` where pydantic found validate_strict's stand-in for it, else ``found``."""
-    if not is_stand_in(found) or data is None:
+    """The value at ``loc`` in ``data`` where pydantic found validate_strict's stand-in for it (or for an item of it:
+    ``[tensor(3)]``), else ``found``."""
+    if not _holds_stand_in(found) or data is None:
         return found
     node = data
     for part in loc:
@@ -63,6 +64,13 @@ def _given(data: Any, loc: Sequence[Any], found: Any) -> Any:
         else:
             return found
     return node
+
+
+def _holds_stand_in(value: Any) -> bool:
+    if is_stand_in(value):
+        return True
+    items = value.values() if isinstance(value, Mapping) else value if isinstance(value, (list, tuple)) else ()
+    return any(_holds_stand_in(v) for v in items)
 
 
 def _allowed(w: _Walk, err: Mapping[str, Any]) -> str:

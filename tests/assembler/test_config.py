@@ -45,9 +45,12 @@ def test_eps_and_theta_are_positive_finite_numbers(key):
 ])
 def test_token_ids_are_null_an_id_or_a_list_of_ids(value, ok):
     assert (token_id_problem(value) is None) == ok
-    for key in ("eos_token_id", "bos_token_id", "pad_token_id"):
-        found = config_problems({key: value})
-        assert found == ([] if ok else [f"{key} is {value!r}; token ids are integers >= 0 (or a list of them)"])
+    found = config_problems({"eos_token_id": value})
+    assert found == ([] if ok else [f"eos_token_id is {value!r}; token ids are integers >= 0 (or a list of them)"])
+    for key in ("bos_token_id", "pad_token_id"):   # read by nothing: typed as transformers types them, any sign
+        unread = ok or (type(value) is int or isinstance(value, list) and all(type(i) is int for i in value))
+        assert config_problems({key: value}) == ([] if unread else [f"{key} is {value!r}; token ids are integers "
+                                                                     "(or a list of them)"])
 
 
 @pytest.mark.parametrize("heads, kv, ok", [(4, 2, True), (4, 4, True), (4, 1, True), (4, 3, False), (3, 2, False),
@@ -189,3 +192,17 @@ def test_a_model_type_transformers_does_not_know_is_a_checkpoint_error(tmp_path)
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "no-such-family", "hidden_size": 16}))
     with pytest.raises(CheckpointError, match="config.json: transformers cannot read it: "):
         target_hf_config(tmp_path)
+
+
+def test_a_target_with_pad_token_id_minus_one_loads_as_transformers_loads_it(tmp_path):
+    """Some old Llama exports write pad_token_id: -1 (transformers loads it; nothing in draftsmith reads it): it was
+    refused as 'token ids are integers >= 0' (mutation round 27's finding)."""
+    import draftsmith
+    from draftsmith.testing import write_eagle3, write_target
+
+    write_target(tmp_path / "t")
+    write_eagle3(tmp_path / "d", tmp_path / "t")
+    cfg = json.loads((tmp_path / "t" / "config.json").read_text())
+    (tmp_path / "t" / "config.json").write_text(json.dumps({**cfg, "pad_token_id": -1, "bos_token_id": -1}))
+    model = draftsmith.assemble("eagle3-llama", target=tmp_path / "t", draft=tmp_path / "d")
+    assert model.generate([1, 2, 3], max_new_tokens=4).token_ids == model.generate_baseline([1, 2, 3], 4).token_ids
