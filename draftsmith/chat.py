@@ -68,11 +68,44 @@ def message_problems(messages: Sequence[Any], where: str) -> list[str]:
     return out
 
 
-def texts(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def texts(messages: Sequence[Mapping[str, Any]], parts: bool = False) -> list[dict[str, Any]]:
     """The messages with text contents (:func:`content_text`), as a template gets them; their other keys (a tool
-    call's ``tool_calls``, ``name``, ``tool_call_id``) are passed on as they are."""
-    return [{**m, "content": content_text(m.get("content"), f"message {i}'s content")}
-            for i, m in enumerate(messages)]
+    call's ``tool_calls``, ``name``, ``tool_call_id``) are passed on as they are. ``parts``: the template loops over
+    a content's parts (:func:`loops_over_parts`), so a list of parts is passed on as it is."""
+    return [{**m, "content": m["content"] if parts and isinstance(m.get("content"), list) else
+             content_text(m.get("content"), f"message {i}'s content")} for i, m in enumerate(messages)]
+
+
+def loops_over_parts(template: Any) -> bool:
+    """Whether a chat template iterates over a message's content (``{% for part in message['content'] %}``: OpenAI-style
+    parts, as Gemma-3's and Mistral-Small-3.1's do), read from its Jinja syntax tree as vLLM's content-format detection
+    reads it. Such a template gets a list of parts as transformers gives it (it joins them its own way); any other
+    gets their text parts joined by newlines (vLLM's string format). A template that does not parse: False."""
+    import jinja2
+    from jinja2 import ext, nodes
+
+    class Generation(ext.Extension):   # transformers' {% generation %} tag (assistant-mask tracking), parsed away
+        tags = {"generation"}
+
+        def parse(self, parser):
+            next(parser.stream)
+            return parser.parse_statements(("name:endgeneration",), drop_needle=True)
+
+    if isinstance(template, Mapping):   # named templates: apply_chat_template renders 'default'
+        template = template.get("default")
+    if not isinstance(template, str):
+        return False
+    try:
+        tree = jinja2.Environment(extensions=[ext.loopcontrols, Generation]).parse(template)
+    except jinja2.TemplateError:
+        return False
+
+    def is_content(node: nodes.Node) -> bool:
+        while isinstance(node, (nodes.Filter, nodes.Test)) and node.node is not None:   # content | selectattr(...)
+            node = node.node
+        return (isinstance(node, nodes.Getattr) and node.attr == "content") or (
+            isinstance(node, nodes.Getitem) and isinstance(node.arg, nodes.Const) and node.arg.value == "content")
+    return any(is_content(loop.iter) for loop in tree.find_all(nodes.For))
 
 
 def written_size(value: Any, most: int) -> int | None:
@@ -143,7 +176,8 @@ def render(tokenizer: Any, messages: Sequence[Mapping[str, str]], *, answer: boo
     generation prompt), as a prompt is. A template that refuses the conversation (roles out of order, a role it
     does not know, no messages) raises :class:`TemplateRefused` with its own message."""
     try:
-        text = tokenizer.apply_chat_template(texts(messages), tokenize=False, add_generation_prompt=answer)
+        given = texts(messages, loops_over_parts(getattr(tokenizer, "chat_template", None)))
+        text = tokenizer.apply_chat_template(given, tokenize=False, add_generation_prompt=answer)
     except Exception as e:   # noqa: BLE001 (Jinja's errors, and a template's raise_exception, are of many kinds)
         raise TemplateRefused(f"the chat template refused it: {type(e).__name__}: {short_text(e, 200)}") from None
     if not isinstance(text, str):
