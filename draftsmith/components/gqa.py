@@ -2,7 +2,6 @@
 :class:`draftsmith.components.attention.GQAttention`), and how ``qkv_bias: auto`` reads a config."""
 from __future__ import annotations
 
-import logging
 from typing import Any, Callable
 
 from torch import nn
@@ -10,10 +9,7 @@ from torch import nn
 from draftsmith.components.attention import GQAttention
 from draftsmith.components.dims import Dims
 from draftsmith.components.params import GQAParams
-from draftsmith.components.rope import Rotary, with_theta
-
-log = logging.getLogger("draftsmith")
-
+from draftsmith.components.rope import Rotary, warn_stored_order, with_theta
 
 BIAS_KEYS = ("qkv_bias", "attention_bias")   # what a config may state about q/k/v biases, the first one stated wins
 
@@ -58,13 +54,8 @@ def gqa(params: GQAParams, *, dims: Dims, layer_idx: int, in_width: int, backend
     if bias == "auto":
         bias = config_qkv_bias(cfg)
     o_bias = bool(getattr(cfg, "attention_bias", False)) if params.o_bias == "auto" else params.o_bias
-    stored = getattr(cfg, "rope_interleave", None)   # the q/k rows' pair order, where the config says it
-    if layer_idx == 0 and isinstance(stored, bool) and stored != (params.rope == "interleaved"):
-        order = "interleaved" if stored else "neox"
-        log.warning("GQA draft: draft.attention.rope is %s, but the draft config's rope_interleave is %s (its q/k "
-                    "rows are stored in %s pair order): the draft rotates them wrong and accepts little; state "
-                    "rope: %s (the spec `draftsmith inspect` proposes does)", params.rope, str(stored).lower(),
-                    order, order)
+    if layer_idx == 0:
+        warn_stored_order("GQA", params.rope, cfg)   # the q/k rows' pair order, where the config says it
     rotated = cfg if params.rope_theta == "auto" else with_theta(cfg, params.rope_theta)
     return GQAttention(
         dims, in_width=in_width, layer_idx=layer_idx, rope=Rotary(rotated, dims.head_dim, params.rope),

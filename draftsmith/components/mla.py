@@ -23,7 +23,7 @@ from torch import nn
 
 from draftsmith.components.dims import Dims
 from draftsmith.components.params import MLAParams
-from draftsmith.components.rope import Rotary
+from draftsmith.components.rope import Rotary, warn_stored_order
 from draftsmith.errors import CheckpointError
 
 MLA_NEEDS = ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
@@ -135,6 +135,8 @@ def mla(params: MLAParams, *, dims: Dims, layer_idx: int, in_width: int, backend
     style = params.rope
     if style == "auto":
         style = "interleaved" if getattr(cfg, "rope_interleave", True) else "neox"
+    elif layer_idx == 0:
+        warn_stored_order("MLA", style, cfg)
     rope = Rotary(rope_config(cfg, m.qk_rope), m.qk_rope, style)
     eps = params.latent_norm_eps
     latent_norm = norm if eps == "config" else partial(norm, eps=eps)

@@ -16,6 +16,7 @@ transformers.
 from __future__ import annotations
 
 import copy
+import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Literal
 
@@ -73,6 +74,19 @@ def with_theta(config: PretrainedConfig, theta: float) -> PretrainedConfig:
     out.rope_parameters = {**params, "rope_theta": float(theta)}
     out.rope_theta = float(theta)
     return out
+
+
+def warn_stored_order(what: str, rope: str, config: PretrainedConfig) -> None:
+    """A warning where a spec's rotary pair order (``rope``: neox / interleaved) is not the one the draft config's
+    ``rope_interleave`` says its q/k rows are stored in: the draft rotates them wrong and accepts little. ``what``:
+    the attention, as the message names it (GQA, MLA)."""
+    stored = getattr(config, "rope_interleave", None)
+    if isinstance(stored, bool) and stored != (rope == "interleaved"):
+        order = "interleaved" if stored else "neox"
+        logging.getLogger("draftsmith").warning(
+            "%s draft: draft.attention.rope is %s, but the draft config's rope_interleave is %s (its q/k rows are "
+            "stored in %s pair order): the draft rotates them wrong and accepts little; state rope: %s (the spec "
+            "`draftsmith inspect` proposes does)", what, rope, str(stored).lower(), order, order)
 
 
 def unusable_rope(config: PretrainedConfig, what: str, shaping: Mapping) -> CheckpointError:
