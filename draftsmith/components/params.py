@@ -173,7 +173,8 @@ def eagle3_holds(params: dict[str, Any]) -> tuple[str, ...]:
 
 class MTPParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-    # vLLM and SGLang zero the token embedding at position 0 ("not needed by MTP"); transformers' MtpLayer does not
+    # vLLM zeroes the token embedding at position 0 ("not needed by MTP"); SGLang's deepseek_nextn and transformers'
+    # MtpLayer do not (an oracle hunt of round 27 read all three)
     zero_first_embedding: bool = True
     # cat([enorm(e), hnorm(h)]) (DeepSeek) or cat([hnorm(h), enorm(e)]) (transformers' mtp_hidden_states_first)
     order: Literal["embed_first", "hidden_first"] = "embed_first"
