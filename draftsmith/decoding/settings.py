@@ -33,7 +33,7 @@ def number_problems(max_new_tokens: Any, temperature: Any, top_p: Any, top_k: An
     elif float(temperature) > HUGE_TEMPERATURE:   # float32 holds it as inf: every logit / T is 0 (float(): a numpy
         # float16 compared with it warned of an overflow)
         out.append(f"{n['temperature']} is {short(temperature)}; a temperature must be at most "
-                   f"{HUGE_TEMPERATURE:.4g} (float32's largest number, what sampling divides in)")
+                   f"{HUGE_TEMPERATURE:.4e} (float32's largest number, what sampling divides in)")
     if not is_real(top_p) or not 0 < top_p <= 1:
         out.append(f"{n['top_p']} is {short(top_p)}; a number in (0, 1] is expected")
     if not is_int(top_k) or not 0 <= top_k <= vocab:
