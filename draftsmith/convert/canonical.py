@@ -80,7 +80,10 @@ def plan_canonical(folder: str | Path, found: Inspection | None = None) -> Canon
     if "bias" in fusion:   # a fusion with a bias setting (EAGLE-1's fc): whether it has one is the tensors' to say,
         facts["bias"] = "fc.bias" in sources   # and stated (EAGLE's reference reads a missing key as true)
     if isinstance(fusion.get("aux_layers"), Mapping) and fusion["aux_layers"].get("ids"):
-        facts["eagle_aux_hidden_state_layer_ids"] = list(fusion["aux_layers"]["ids"])
+        # as layer inputs (HF hidden_states[id], vLLM, every layout's reader): an id read as a layer's output taps
+        # the next layer's input
+        shift = int(fusion["aux_layers"].get("at", "input") == "output")
+        facts["eagle_aux_hidden_state_layer_ids"] = [i + shift for i in fusion["aux_layers"]["ids"]]
     rope = found.spec["draft"]["attention"].get("rope", "neox")
     shapes = {canon: tuple(found.infos[src].shape) for canon, src in sources.items()}
     carried = frozenset(canon for canon, src in sources.items() if rules.is_ignored(src))

@@ -63,7 +63,8 @@ def completed(data: Mapping[str, Any]) -> dict[str, Any]:
     """``data`` (a spec as plain data) with each component reference's params completed by its params model's
     defaults, so that a param one spec states at its default and another leaves out are the same (EAGLE-1's
     ``embed_norm: false``); a param a spec may leave out to read the draft config (ConfigFirst) stays as stated,
-    and a name the registry does not hold (attention's ``auto``) as it is."""
+    and a name the registry does not hold (attention's ``auto``) as it is; aux ids read as layer outputs are said
+    as the layer inputs they tap (the same taps, as convert writes them)."""
     from draftsmith.hooks.records import ConfigFirst
     from draftsmith.registry import default_registry
     from draftsmith.specs.resolve import SECTIONS, known, put, resolve
@@ -78,6 +79,10 @@ def completed(data: Mapping[str, Any]) -> dict[str, Any]:
         said = {k: v for k, v in params.model_dump(mode="json").items() if k in params.model_fields_set or not any(
             isinstance(m, ConfigFirst) for m in type(params).model_fields[k].metadata)}
         put(out, where.path, {where.key: name, **said})
+    aux = dig(out, "draft.fusion.aux_layers")   # taps as layer inputs: ids [1, 3] at outputs are [2, 4] at inputs
+    if isinstance(aux, Mapping) and aux.get("at") == "output" and isinstance(aux.get("ids"), list) and all(
+            type(i) is int for i in aux["ids"]):
+        put(out, "draft.fusion.aux_layers", {**aux, "ids": [i + 1 for i in aux["ids"]], "at": "input"})
     return out
 
 
