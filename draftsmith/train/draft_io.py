@@ -289,10 +289,13 @@ def unstated(model, folder: Path, spec_name: str) -> str | None:
     if is_speculators_config(config):
         return None
     names = list(list_tensors(folder))   # the names alone, from the header
-    # a layout detection does not know (the spec's own names) is read with the spec
-    read_with = "" if default_registry().detect_layout(config, names) is not None else f" --spec {spec_name}"
+    # read with the spec, unless the family detected reads the absent key as feed_back: a layout detection does not
+    # know (the spec's own names), or one whose family reads it as the head's norm (convert would state that)
+    detected = absent_reads({k: v for k, v in config.items() if k != "norm_output"}, names) == "feed_back"
+    read_with = "" if detected and default_registry().detect_layout(config, names) is not None else \
+        f" --spec {spec_name}"
     vllm = f"for vLLM, write it with `draftsmith convert {folder}{read_with} --to speculators OUT`"
-    if absent_reads({k: v for k, v in config.items() if k != "norm_output"}, names) == "feed_back":
+    if detected:
         return (f"note: the draft in {folder} feeds the final norm's output back (norm_output: feed_back); its flat "
                 "config.json leaves norm_output out, which draftsmith reads back as trained (the family detected by "
                 "its per-aux fc_norm) but vLLM reads as the head's norm only (it would feed back the pre-norm state "

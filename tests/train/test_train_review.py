@@ -70,6 +70,9 @@ def test_a_fed_back_norm_the_flat_config_cannot_state_is_said_at_the_end(job, tm
         said = [line for line in lines if "cannot state" in line]
         assert len(said) == (name == "fb"), lines
         assert not said or f"load it with --spec {spec}:" in said[0]
+        # the convert it names reads the draft with the spec too: the detected family (eagle3-llama, by its flat
+        # names) reads the absent key as the head's norm, and convert would state that (a new user's walk-through)
+        assert not said or f"`draftsmith convert {tmp_path / name} --spec {spec} --to speculators OUT`" in said[0]
 
 
 def test_a_checkpoint_killed_while_written_leaves_the_last_one_whole(tmp_path, monkeypatch):
