@@ -26,7 +26,7 @@ from draftsmith.train.loop import STATE, TrainConfig, save_start, train
 from draftsmith.train.outdir import held, undone_on_failure
 from draftsmith.train.data_checks import ids_outside, no_windows, skipped_note
 from draftsmith.train.preflight import own_folders, preflight
-from draftsmith.train.resume import run_record, saved_state, spec_digest
+from draftsmith.train.resume import run_record, same_spec, saved_state
 
 
 @dataclass
@@ -295,12 +295,13 @@ def other_spec_note(job: Job) -> str | None:
     if not isinstance(run, dict) or run.get("spec") is None:
         return None
     spec = draftsmith.load_spec(job.spec)
-    if (run["spec"], run.get("spec_digest")) == (spec.name, spec_digest(spec)):
+    if same_spec(run, spec):
         return None
     trained = (f"another spec named {spec.name!r} (it reads the draft otherwise)" if run["spec"] == spec.name
                else f"spec {run['spec']!r}")
+    given = f" (--spec {run['spec_given']})" if run.get("spec_given") else ""
     return (f"note: the draft in {job.out} was trained with {trained}; it is measured here as spec {spec.name!r} "
-            "reads it: give the --spec it was trained with to measure it as trained")
+            f"reads it: give the --spec it was trained with{given} to measure it as trained")
 
 
 def other_chat_note(job: Job) -> str | None:

@@ -79,12 +79,29 @@ def run_record(job, spec, taps) -> dict:
     --draft-vocab (a new run's start only), the held-out text and --device may change."""
     target = Path(str(job.target)) if job.target is not None else None
     return {"spec": None if spec is None else spec.name, "spec_digest": None if spec is None else spec_digest(spec),
+            "spec_given": spec_ref(getattr(job, "spec", None), spec),
             "taps": None if taps is None else [int(t) for t in taps], "seq": job.seq,
             "data": [str(Path(p).resolve()) for p in job.data], "features": features_ref(job),
             "self_distill": job.self_distill, "prompts_per_doc": job.prompts_per_doc if job.self_distill else None,
             "chat": job.chat,
             "target": target_fingerprint(target) if target and (target / "config.json").is_file() else None,
             "target_folder": None if target is None else str(target)}   # for the message only
+
+
+def spec_ref(given, spec) -> str | None:
+    """--spec as a later command gives it again: a spec file's absolute path, a spec name as it is (a file's
+    ``name:`` is no name --spec finds)."""
+    if spec is None:
+        return None
+    if isinstance(given, (str, Path)) and Path(given).is_file():
+        return str(Path(given).resolve())
+    return given if isinstance(given, str) else spec.name if spec.source.startswith("<") else spec.source
+
+
+def same_spec(old: dict, spec) -> bool:
+    """Whether a run record's spec shapes the draft as ``spec`` does: by what shapes it (:func:`spec_digest`; its
+    name aside), or by name where the record is older than the digest."""
+    return old.get("spec_digest") == spec_digest(spec) if old.get("spec_digest") else old.get("spec") == spec.name
 
 
 def run_changes(old: dict, now: dict, out: Path) -> list[tuple[str, str, str, str]]:
@@ -94,13 +111,14 @@ def run_changes(old: dict, now: dict, out: Path) -> list[tuple[str, str, str, st
     path (under ``out`` when recorded relative to it)."""
     known = lambda k: old.get(k) is not None and now.get(k) is not None   # noqa: E731
     found = []
-    if known("spec") and (old["spec"], old.get("spec_digest")) != (now["spec"], now["spec_digest"]) or \
+    digests = old.get("spec_digest") is not None
+    if known("spec") and (old["spec_digest"] != now["spec_digest"] if digests else old["spec"] != now["spec"]) or \
             known("taps") and old["taps"] != now["taps"]:
         taps = known("taps") and old["taps"] != now["taps"]
         name = lambda r: f"{r['spec']}" + (f" (taps {r['taps']})" if taps else "")   # noqa: E731
         same = old["spec"] == now["spec"] and not taps
         changed = " (its draft, weights or quant section changed since)" if same else ""
-        found.append(("spec", name(now), name(old) + changed, old["spec"]))
+        found.append(("spec", name(now), name(old) + changed, old.get("spec_given") or old["spec"]))
     for k in ("seq", "self_distill", "prompts_per_doc"):
         if known(k) and old[k] != now[k]:
             found.append((k, short(now[k]), short(old[k]), short(old[k])))

@@ -398,7 +398,11 @@ def test_other_spec_note_only_for_another_spec_or_reading(tmp_path):
     said = spec_note(out, {"spec": "eagle3-llama", "spec_digest": "other"})
     assert said.startswith(f"note: the draft in {out} was trained with another spec named 'eagle3-llama' (it reads "
                            "the draft otherwise); it is measured here as spec 'eagle3-llama' reads it")
-    assert "trained with spec 'eagle1-llama';" in spec_note(out, {"spec": "eagle1-llama", "spec_digest": digest})
+    other = spec_digest(draftsmith.load_spec("eagle1-llama"))
+    assert "trained with spec 'eagle1-llama';" in spec_note(out, {"spec": "eagle1-llama", "spec_digest": other})
+    assert spec_note(out, {"spec": "renamed", "spec_digest": digest}) is None   # a name alone shapes no draft
+    said = spec_note(out, {"spec": "mine", "spec_digest": other, "spec_given": "/x/mine.yaml"})
+    assert said.endswith("give the --spec it was trained with (--spec /x/mine.yaml) to measure it as trained")
 
 
 def chat_note(out, run, chat):

@@ -44,10 +44,25 @@ def test_a_spec_changed_under_its_own_name_is_named_as_changed(tmp_path):
         ("spec", "eagle3-llama", "eagle3-llama (its draft, weights or quant section changed since)", "eagle3-llama")]
 
 
-def test_a_renamed_spec_on_the_same_taps_is_named_without_taps_or_a_change_note(tmp_path):
+def test_a_renamed_spec_that_shapes_the_same_draft_resumes(tmp_path):
+    """A spec file's name: alone shapes no draft (spec_digest leaves it out): it was refused, and the refusal told to
+    give the old name, which --spec finds only for a built-in (a new user's walk-through, round 27)."""
     job = fake_job(tmp_path)
     old, now = run_record(job, spec_with(), TAPS), run_record(job, spec_with(name="outs"), TAPS)
-    assert run_changes(old, now, tmp_path) == [("spec", "outs", "eagle3-llama", "eagle3-llama")]
+    assert run_changes(old, now, tmp_path) == []
+
+
+def test_another_spec_is_refused_naming_the_file_the_run_was_started_with(tmp_path):
+    """A spec read from a file is given again as that file (its absolute path), not as its name:, which --spec does
+    not find."""
+    first = tmp_path / "rs.yaml"
+    first.write_text("name: my-spec\nextends: eagle3-llama\n")
+    draft = raw()["draft"]
+    changed = spec_with(name="my-spec", draft={**draft, "fusion": {**draft["fusion"], "norm_before_residual": True}})
+    old = run_record(fake_job(tmp_path, spec=str(first)), draftsmith.load_spec(first), TAPS)
+    found = run_changes(old, run_record(fake_job(tmp_path), changed, TAPS), tmp_path)
+    assert found == [("spec", "my-spec", "my-spec (its draft, weights or quant section changed since)",
+                      str(first.resolve()))]
 
 
 def test_a_setting_one_record_does_not_state_is_not_compared(tmp_path):
