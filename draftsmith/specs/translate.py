@@ -52,7 +52,8 @@ def problems_from(error: ValidationError, prefix: str, model: type[BaseModel],
 
 def _given(data: Any, loc: Sequence[Any], found: Any) -> Any:
     """The value at ``loc`` in ``data`` where pydantic found validate_strict's stand-in for it (or for an item of it:
-    ``[tensor(3)]``), else ``found``."""
+    ``[tensor(3)]``), else ``found``; the string parts of ``loc`` that name no key (a union member's tag) are no
+    step."""
     if not _holds_stand_in(found) or data is None:
         return found
     node = data
@@ -61,8 +62,9 @@ def _given(data: Any, loc: Sequence[Any], found: Any) -> Any:
             node = node[part]
         elif isinstance(node, (list, tuple)) and isinstance(part, int) and 0 <= part < len(node):
             node = node[part]
-        else:
+        elif not isinstance(part, str):
             return found
+        # else a union member's tag ('constrained-int'), or the key a missing field's error names: no step in data
     return node
 
 
