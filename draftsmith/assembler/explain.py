@@ -247,13 +247,13 @@ def pairing_note(draft_raw: dict, target_cfg: Any) -> Callable[[], str | None]:
 TRAIN_STEP, TRAIN_STEPS = "draftsmith.train_step", "draftsmith.train_steps"   # train's checkpoints' metadata
 
 
-def training_note(files: Iterable[Path]) -> str | None:
-    """What a load of a draft `draftsmith train` saved before its last step is told (the step and the run's steps,
-    from its weights' metadata: a run stopped by Ctrl-C, --minutes or a failure, or a checkpoint copied mid-run),
-    or None: a finished run's, and any other draft."""
+def training_progress(files: Iterable[Path]) -> tuple[int, int] | None:
+    """(step, steps) of a draft `draftsmith train` saved before its last step, from its weights' metadata (a run
+    stopped by Ctrl-C, --minutes or a failure, or a checkpoint copied mid-run), or None: a finished run's, and any
+    other draft."""
     from safetensors import SafetensorError, safe_open
 
-    for file in {f for f in files if f.suffix == ".safetensors"}:
+    for file in sorted({f for f in files if f.suffix == ".safetensors"}):
         try:
             with safe_open(str(file), framework="pt") as f:
                 meta = f.metadata() or {}
@@ -261,9 +261,16 @@ def training_note(files: Iterable[Path]) -> str | None:
         except (OSError, ValueError, KeyError, SafetensorError):   # no such metadata: not a training checkpoint
             continue
         if step < steps:
-            return (f"it is a training checkpoint saved at step {step} of {steps} (the run stopped early, or was "
-                    "copied mid-run): its acceptance is not the finished draft's; run the training again to resume")
+            return step, steps
     return None
+
+
+def training_note(files: Iterable[Path]) -> str | None:
+    """What a load of a draft :func:`training_progress` finds unfinished is told, or None."""
+    if (progress := training_progress(files)) is None:
+        return None
+    return (f"it is a training checkpoint saved at step {progress[0]} of {progress[1]} (the run stopped early, or "
+            "was copied mid-run): its acceptance is not the finished draft's; run the training again to resume")
 
 
 def vocab_mismatch(draft_raw: dict, target_cfg: Any) -> str | None:

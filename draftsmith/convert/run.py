@@ -22,6 +22,7 @@ from safetensors import SafetensorError
 from draftsmith.assembler.checkpoint import save_safetensors
 from draftsmith.components.weights import SplitRefused
 from draftsmith.assembler.config import flatten_draft_config
+from draftsmith.assembler.explain import TRAIN_STEP, TRAIN_STEPS, training_note, training_progress
 from draftsmith.errors import OptionError, short, short_list, short_text, suggest
 from draftsmith.folder_lock import exclusive
 from draftsmith.paths import utf8_problem
@@ -217,13 +218,19 @@ def _convert(src: str | Path, layout: Layout, out: Path,
         facts["rope_interleave"] = order == "interleaved"
     style = STYLES[layout.config]
     config = layout_config(layout, facts, found.config, style_of(src, found.config), written)
+    # a training checkpoint saved mid-run stays one: its loads are told so, as the source's are
+    progress = training_progress(Path(src).glob("*.safetensors"))
+    meta = {} if progress is None else {TRAIN_STEP: str(progress[0]), TRAIN_STEPS: str(progress[1])}
+    if progress is not None:
+        log.warning("note: %s: %s; the converted draft says so too", short_text(src, 300),
+                    training_note(Path(src).glob("*.safetensors")))
     _write(out, lambda: (out / style.file).write_text(json.dumps(config, indent=2) + "\n"))
-    _write(out, lambda: save_safetensors(written, out, layout.weights))
+    _write(out, lambda: save_safetensors(written, out, layout.weights, metadata=meta))
     left, reader = unread_copies(out, plan, layout)   # frozen copies no reader of the result has a place for
     if left:
         for canon in left:
             del written[layout.rules.from_canonical(canon)], expected[canon], tensors[canon]
-        _write(out, lambda: save_safetensors(written, out, layout.weights))
+        _write(out, lambda: save_safetensors(written, out, layout.weights, metadata=meta))
         log.warning("note: %s left out of %s: the %s spec ignores it in %s (a frozen copy of the target's, never "
                     "read) and %s, the spec that reads the %s result, would refuse it (its readers take the "
                     "target's); the source still holds it", short_list([plan.sources[c] for c in left], 4, 200),
