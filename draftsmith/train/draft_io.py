@@ -305,6 +305,26 @@ def unstated(model, folder: Path, spec_name: str) -> str | None:
             f"--draft, inspect) or by vLLM it feeds back the pre-norm state and accepts less; {vllm}")
 
 
+def output_ids_note(model, folder: Path, spec_name: str) -> str | None:
+    """A note when the draft's config.json in ``folder`` states its aux ids as layer outputs (the spec's
+    ``aux_layers.at: output``, as :func:`with_ids` writes them so that the spec reads them back as trained): a load
+    without the spec (generate --draft, inspect, doctor) and vLLM read them as layer inputs, one layer early;
+    ``convert --spec`` writes them as the inputs they tap."""
+    from draftsmith.components.eagle3_config import KEY
+    from draftsmith.assembler.config import flatten_draft_config
+
+    if not getattr(model.draft, "taps", None) or tap_convention(model.spec) != "output":
+        return None
+    flat = flatten_draft_config(json.loads((Path(folder) / "config.json").read_text()))
+    ids = flat.get(KEY) or (flat.get("eagle_config") or {}).get(KEY)
+    if not ids:   # the default layers, left out: every reader takes their inputs
+        return None
+    return (f"note: the draft in {folder} states its aux ids {ids} as layer outputs (aux_layers.at: output): load "
+            f"it with --spec {spec_name}; read without it (generate --draft, inspect) or by vLLM they are layer "
+            f"inputs, one layer early; for vLLM, write it with `draftsmith convert {folder} --spec {spec_name} --to "
+            "speculators OUT`, which states them as the inputs they tap")
+
+
 def _opaque_makes(rules) -> dict[int, re.Pattern]:
     """For each rename without an inverse, a pattern of the names it makes (its replacement, a group standing for
     any text); none for one that begins with no text of its own ('^model\\.' -> '', '\\1.'): its names are not

@@ -18,7 +18,7 @@ from draftsmith.errors import count
 from draftsmith.train import data as D
 from draftsmith.train.checks import TrainError, check_job
 from draftsmith.train.draft_io import (canonical_kept, export_draft, for_training, init_draft, start_from_target,
-                                      unstated)
+                                      output_ids_note, unstated)
 from draftsmith.train.evaluate import PLANS, Acceptance, acceptance
 from draftsmith.train.features import FeatureStore, extract_with_log, made_for, read_meta
 from draftsmith.train.provenance import SOURCE, distill_record, source_problem, target_fingerprint, windows_digest
@@ -178,7 +178,7 @@ def run_held(job: Job, console, log: Callable[[str], None]) -> dict[str, Accepta
             "--steps trains on, the schedule stretched to it)")
     else:
         log(f"trained to step {last['step']}: loss {last['loss']:.3f}")
-    for note in (unstated(model, out, job.spec), canonical_kept(model, out)):
+    for note in (unstated(model, out, job.spec), output_ids_note(model, out, job.spec), canonical_kept(model, out)):
         if note:
             log(note)
     return evaluate(job, tok, log)

@@ -238,3 +238,22 @@ def written(tmp_path, rules: list[str], names: list[str]):
     folder.mkdir()
     save_file({n: torch.ones(2) for n in names}, str(folder / "model.safetensors"))
     return SimpleNamespace(spec=draftsmith.load_spec(spec_file)), folder
+
+
+def test_aux_ids_stated_as_layer_outputs_are_said_at_the_end(job, tmp_path):
+    """A spec reading aux ids as layer outputs (at: output) gets them stated so, which a load without the spec and
+    vLLM read as layer inputs, one layer early: said, with the convert that states them as inputs (a new user's
+    walk-through, round 27); taps at the default layers are left out of the config, and nothing is said."""
+    for name, ids in (("ao", [1, 3, 6]), ("dflt", [1, 3, 4])):   # inputs 2, 4, 5: the 8-layer target's default
+        spec = tmp_path / f"{name}.yaml"
+        spec.write_text(f"name: {name}\nextends: eagle3-llama\ndraft:\n  fusion: {{aux_layers: {{ids: {ids}, at: "
+                        "output}}\n")
+        lines = []
+        run(job(tmp_path / name, spec=str(spec), config={"steps": 1}), log=lines.append)
+        said = [line for line in lines if "as layer outputs" in line]
+        out = tmp_path / name
+        assert said == ([] if name == "dflt" else [
+            f"note: the draft in {out} states its aux ids [1, 3, 6] as layer outputs (aux_layers.at: output): load "
+            f"it with --spec {spec}; read without it (generate --draft, inspect) or by vLLM they are layer inputs, "
+            f"one layer early; for vLLM, write it with `draftsmith convert {out} --spec {spec} --to speculators "
+            "OUT`, which states them as the inputs they tap"]), lines
