@@ -11,6 +11,7 @@ yields the strings.
 """
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -79,8 +80,17 @@ def texts(messages: Sequence[Mapping[str, Any]], parts: bool = False) -> list[di
 def loops_over_parts(template: Any) -> bool:
     """Whether a chat template iterates over a message's content (``{% for part in message['content'] %}``: OpenAI-style
     parts, as Gemma-3's and Mistral-Small-3.1's do), read from its Jinja syntax tree as vLLM's content-format detection
-    reads it. Such a template gets a list of parts as transformers gives it (it joins them its own way); any other
-    gets their text parts joined by newlines (vLLM's string format). A template that does not parse: False."""
+    reads it (vLLM also follows a content a ``set`` names: not here). Such a template gets a list of parts as
+    transformers gives it (it joins them its own way); any other gets their text parts joined by newlines (vLLM's
+    string format). A template that does not parse: False."""
+    if isinstance(template, Mapping):   # named templates: apply_chat_template renders 'default'
+        template = template.get("default")
+    return isinstance(template, str) and _loops_over_parts(template)
+
+
+@functools.lru_cache(maxsize=16)
+def _loops_over_parts(template: str) -> bool:
+    """:func:`loops_over_parts` of a template's text, parsed once (a render per training record asks it)."""
     import jinja2
     from jinja2 import ext, nodes
 
@@ -91,10 +101,6 @@ def loops_over_parts(template: Any) -> bool:
             next(parser.stream)
             return parser.parse_statements(("name:endgeneration",), drop_needle=True)
 
-    if isinstance(template, Mapping):   # named templates: apply_chat_template renders 'default'
-        template = template.get("default")
-    if not isinstance(template, str):
-        return False
     try:
         tree = jinja2.Environment(extensions=[ext.loopcontrols, Generation]).parse(template)
     except jinja2.TemplateError:

@@ -241,10 +241,8 @@ def with_base(config: Mapping[str, Any], spec) -> dict[str, Any]:
     says): every reader takes a draft config's ``rope_theta``, so the export says the trained base there (in
     ``rope_parameters`` too where the config keeps one, under ``transformer_layer_config`` in speculators' style)."""
     from draftsmith.components.dims import per_layer_type
-    from draftsmith.specs.resolve import resolve
 
-    ref = spec.draft.attention
-    theta = getattr(resolve(default_registry(), "attention", ref.kind, ref.params)[1], "rope_theta", "auto")
+    theta = spec.draft.attention.params.get("rope_theta", "auto")   # as validated (attention auto holds no model)
     inner = "transformer_layer_config" if isinstance(config.get("transformer_layer_config"), Mapping) else None
     held = dict(config[inner] if inner else config)
     if theta == "auto" or per_layer_type(held.get("rope_parameters")):   # the latter is refused at load
@@ -291,7 +289,8 @@ def unstated(model, folder: Path, spec_name: str) -> str | None:
     names = list(list_tensors(folder))   # the names alone, from the header
     # read with the spec, unless the family detected reads the absent key as feed_back: a layout detection does not
     # know (the spec's own names), or one whose family reads it as the head's norm (convert would state that)
-    detected = absent_reads({k: v for k, v in config.items() if k != "norm_output"}, names) == "feed_back"
+    detected = absent_reads({k: v for k, v in config.items() if k != "norm_output"}, names) == "feed_back" and \
+        output_ids_note(model, folder, spec_name) is None   # ids stated as outputs: read without the spec, wrong
     read_with = "" if detected and default_registry().detect_layout(config, names) is not None else \
         f" --spec {spec_name}"
     vllm = f"for vLLM, write it with `draftsmith convert {folder}{read_with} --to speculators OUT`"

@@ -67,8 +67,10 @@ def turns_text(turns, field: str, keys: tuple[str, str], noun: str, like: str, r
         if not isinstance(m.get(role), str):
             found = "missing" if role not in m else f"{short(m[role], 40)}"
             raise ValueError(f"{field}[{i}].{role} is {found}: --chat renders each turn with its role, a string")
-    return render([{"role": SHAREGPT_ROLES.get(m[role], m[role]) if role == "from" else m[role], "content": c}
-                   for m, c in zip(turns, contents)])
+    # a list of parts goes to the template as it is: chat.render gives it to a template that loops over parts, as
+    # generate() does, and the joined text to any other
+    return render([{"role": SHAREGPT_ROLES.get(m[role], m[role]) if role == "from" else m[role],
+                    "content": m[key] if isinstance(m.get(key), list) else c} for m, c in zip(turns, contents)])
 
 
 SURROGATE = re.compile("[\ud800-\udfff]")   # JSON's \ud800 escapes decode to these, which no text encoding holds

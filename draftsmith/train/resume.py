@@ -101,7 +101,11 @@ def spec_ref(given, spec) -> str | None:
 def same_spec(old: dict, spec) -> bool:
     """Whether a run record's spec shapes the draft as ``spec`` does: by what shapes it (:func:`spec_digest`; its
     name aside), or by name where the record is older than the digest."""
-    return old.get("spec_digest") == spec_digest(spec) if old.get("spec_digest") else old.get("spec") == spec.name
+    return _same_spec(old, {"spec": spec.name, "spec_digest": spec_digest(spec)})
+
+
+def _same_spec(old: dict, now: dict) -> bool:
+    return old["spec_digest"] == now["spec_digest"] if old.get("spec_digest") else old.get("spec") == now["spec"]
 
 
 def run_changes(old: dict, now: dict, out: Path) -> list[tuple[str, str, str, str]]:
@@ -111,14 +115,15 @@ def run_changes(old: dict, now: dict, out: Path) -> list[tuple[str, str, str, st
     path (under ``out`` when recorded relative to it)."""
     known = lambda k: old.get(k) is not None and now.get(k) is not None   # noqa: E731
     found = []
-    digests = old.get("spec_digest") is not None
-    if known("spec") and (old["spec_digest"] != now["spec_digest"] if digests else old["spec"] != now["spec"]) or \
-            known("taps") and old["taps"] != now["taps"]:
+    if known("spec") and not _same_spec(old, now) or known("taps") and old["taps"] != now["taps"]:
         taps = known("taps") and old["taps"] != now["taps"]
         name = lambda r: f"{r['spec']}" + (f" (taps {r['taps']})" if taps else "")   # noqa: E731
         same = old["spec"] == now["spec"] and not taps
         changed = " (its draft, weights or quant section changed since)" if same else ""
-        found.append(("spec", name(now), name(old) + changed, old.get("spec_given") or old["spec"]))
+        give = old.get("spec_given") or old["spec"]
+        if give == now.get("spec_given"):   # the same file, edited since: giving it again would not help
+            give = f"{give} as it was when the run started"
+        found.append(("spec", name(now), name(old) + changed, give))
     for k in ("seq", "self_distill", "prompts_per_doc"):
         if known(k) and old[k] != now[k]:
             found.append((k, short(now[k]), short(old[k]), short(old[k])))

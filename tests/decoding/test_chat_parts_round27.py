@@ -39,9 +39,21 @@ def test_a_template_that_loops_over_parts_gets_them_as_transformers_gives_them(p
     (PARTS, True),
     ("{% for m in messages %}{% for b in m.content | selectattr('type', 'equalto', 'text') %}{{ b.text }}"
      "{% endfor %}{% endfor %}", True),
-    ("{% for m in messages %}{% generation %}{{ m.content }}{% endgeneration %}{% endfor %}", False),
+    ("{% for m in messages %}{% generation %}{% for b in m.content %}{{ b.text }}{% endfor %}{% endgeneration %}"
+     "{% endfor %}", True),   # transformers' generation tag parsed (a plain Jinja parse fails: False)
     ({"default": PARTS, "tool_use": "{{ messages }}"}, True),
     ("{% for m in messages %", False), (None, False),
 ])
 def test_a_template_loops_over_parts_where_its_syntax_says_so(template, loops):
     assert loops_over_parts(template) is loops
+
+
+def test_train_renders_a_chat_record_as_generate_renders_the_conversation(parts_pair):
+    """train --chat joined a record's parts before the template saw them ('a\nb'), while generate() passed them to
+    this template ('a[img]b'): the draft learned on another text than it meets (the review of round 27)."""
+    from draftsmith.chat import render
+    from draftsmith.train.records import jsonl_text
+
+    _, model = parts_pair
+    said = jsonl_text({"messages": TALK}, lambda turns: render(model.tokenizer, turns, answer=False))
+    assert said == render(model.tokenizer, TALK, answer=False) == "<|user|>a[img]b"

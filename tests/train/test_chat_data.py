@@ -31,8 +31,10 @@ def test_sharegpt_speakers_become_roles_and_messages_keep_theirs():
     assert R.jsonl_text(share, render) == "R"
     assert R.jsonl_text({"messages": [{"role": "user", "content": "m"}, {"role": "tool", "content": None}]},
                         render) == "R"
+    # a list of parts goes on as it is: chat.render joins it for a template that writes content as a string and
+    # passes it to one that loops over parts, as generate() does (the review of round 27)
     assert seen == [[{"role": "system", "content": "s"}, {"role": "user", "content": "q"},
-                     {"role": "assistant", "content": "a"}],
+                     {"role": "assistant", "content": [{"type": "text", "text": "a"}]}],
                     [{"role": "user", "content": "m"}, {"role": "tool", "content": ""}]]
     assert R.jsonl_text(share) == "s\nq\na"                       # without --chat: joined, as before
     assert R.jsonl_text({"text": "t"}, render) == "t"              # text records are not chats

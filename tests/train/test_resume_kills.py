@@ -41,7 +41,8 @@ def test_a_spec_changed_under_its_own_name_is_named_as_changed(tmp_path):
     draft = raw()["draft"]
     changed = spec_with(draft={**draft, "fusion": {**draft["fusion"], "norm_before_residual": True}})
     assert run_changes(run_record(job, base, TAPS), run_record(job, changed, TAPS), tmp_path) == [
-        ("spec", "eagle3-llama", "eagle3-llama (its draft, weights or quant section changed since)", "eagle3-llama")]
+        ("spec", "eagle3-llama", "eagle3-llama (its draft, weights or quant section changed since)",
+         "eagle3-llama as it was when the run started")]   # the same name, changed since: giving it again won't do
 
 
 def test_a_renamed_spec_that_shapes_the_same_draft_resumes(tmp_path):
@@ -141,3 +142,14 @@ def test_the_out_folder_in_a_refusal_is_cut_past_300_characters(tmp_path, n):
     ((field, text),) = resume_problems(fake_job(out))
     assert field == "lr" and f"the run in {shown(str(out))} was started with 0.5" in text
     assert f"(--from-draft {shown(str(out))} starts one from its draft)" in text
+
+
+def test_a_record_without_a_digest_compares_the_spec_by_name(tmp_path):
+    """Records older than spec_digest: the spec's name decides (resume.same_spec's fallback)."""
+    from draftsmith.train.resume import same_spec
+
+    job = fake_job(tmp_path)
+    old = {k: v for k, v in run_record(job, spec_with(), TAPS).items() if k != "spec_digest"}
+    assert same_spec(old, spec_with()) and not same_spec(old, spec_with(name="outs"))
+    assert run_changes(old, run_record(job, spec_with(name="outs"), TAPS), tmp_path)[0][:3] == (
+        "spec", "outs", "eagle3-llama")

@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
 import torch
 from safetensors.torch import save_file
 
@@ -257,3 +258,22 @@ def test_aux_ids_stated_as_layer_outputs_are_said_at_the_end(job, tmp_path):
             f"it with --spec {spec}; read without it (generate --draft, inspect) or by vLLM they are layer inputs, "
             f"one layer early; for vLLM, write it with `draftsmith convert {out} --spec {spec} --to speculators "
             "OUT`, which states them as the inputs they tap"]), lines
+
+
+@pytest.mark.parametrize("spec_text, names", [
+    ("name: aa\nextends: eagle3-llama\ndraft:\n  attention: {kind: auto}\n", []),   # with_base on attention auto
+    ("name: ao31\nextends: eagle3.1-llama\ndraft:\n  fusion: {aux_layers: {ids: [0, 1, 3], at: output}}\n",
+     ["cannot state", "as layer outputs"]),
+])
+def test_a_run_exports_and_each_note_names_the_convert_with_its_spec(job, tmp_path, spec_text, names):
+    """The review of round 27: a spec with attention auto crashed the export (with_base resolved 'auto' as a
+    component); an EAGLE 3.1 draft with ids at outputs got a fed-back-norm note naming convert without --spec (the
+    detected family reads the norm as trained but the ids one layer early) beside the ids note naming it with."""
+    spec = tmp_path / "s.yaml"
+    spec.write_text(spec_text)
+    lines = []
+    run(job(tmp_path / "out", spec=str(spec), config={"steps": 1}), log=lines.append)
+    assert (tmp_path / "out" / "model.safetensors").is_file()
+    notes = [line for line in lines if line.startswith("note:") and "convert" in line]
+    assert [next(n for n in names if n in note) for note in notes] == names, notes
+    assert all(f"--spec {spec} --to speculators OUT`" in note for note in notes), notes
