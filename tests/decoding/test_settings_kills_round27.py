@@ -12,19 +12,13 @@ def refusal(temperature):
     return settings.number_problems(4, temperature, 1.0, 0, None, vocab=10)
 
 
-def test_the_least_temperature_a_refusal_names_is_accepted():
-    """'must be at least 1.18e-38': 1.18e-38 is at least float32's smallest normal number, and accepted."""
-    said = refusal(settings.TINY_TEMPERATURE / 2)
-    bound = float(re.search(r"at least (\S+)", said[0]).group(1))
-    assert bound >= settings.TINY_TEMPERATURE and refusal(bound) == []
-
-
-@pytest.mark.parametrize("temperature", [3.5e38, 1e300])
-def test_the_most_temperature_a_refusal_names_is_accepted(temperature):
-    """'must be at most X': X is at most float32's largest number, and accepted (3.403e+38, the .4g of
-    3.4028234663852886e+38 rounded up, was refused in its turn: 'temperature is 3.403e+38; a temperature must be at
-    most 3.403e+38')."""
+@pytest.mark.parametrize("temperature, bound", [(settings.TINY_TEMPERATURE / 2, "least"), (3.5e38, "most"),
+                                                (1e300, "most")])
+def test_the_bound_a_temperature_refusal_names_is_accepted(temperature, bound):
+    """'must be at least X' / 'at most X': X is within float32's smallest normal and largest numbers, and accepted
+    (3.403e+38, the .4g of 3.4028234663852886e+38 rounded up, was refused in its turn: 'temperature is 3.403e+38; a
+    temperature must be at most 3.403e+38')."""
     said = refusal(temperature)
-    assert len(said) == 1 and "a temperature must be at most" in said[0], said
-    bound = float(re.search(r"at most (\S+)", said[0]).group(1))
-    assert bound <= settings.HUGE_TEMPERATURE and refusal(bound) == [], (bound, refusal(bound))
+    assert len(said) == 1 and f"must be at {bound}" in said[0], said
+    x = float(re.search(rf"at {bound} (\S+)", said[0]).group(1))
+    assert settings.TINY_TEMPERATURE <= x <= settings.HUGE_TEMPERATURE and refusal(x) == [], (x, refusal(x))
