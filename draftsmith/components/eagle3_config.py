@@ -125,6 +125,12 @@ def config_norm_output(cfg: Mapping[str, Any]) -> str | None:
     return "head" if value else "none"
 
 
+def as_inputs(ids: list[int], at: str) -> list[int]:
+    """Tap ids as the layer inputs they tap: an id read as a layer's output (``at: output``, SGLang) taps the next
+    layer's input (HF hidden_states[id], vLLM)."""
+    return [i + 1 if at == "output" else i for i in ids]
+
+
 def resolve_taps(params, draft_config: Mapping[str, Any], target_layers: int,
                  notes: list[str] | None = None, deferred: list[Problem] | None = None) -> tuple[int, ...]:
     """Layer-INPUT indices (0..L) of the target, distinct, ascending (the order SGLang, vLLM and the EAGLE reference
@@ -144,7 +150,7 @@ def resolve_taps(params, draft_config: Mapping[str, Any], target_layers: int,
             notes.append(f"aux layers: the draft config names no {KEY} / target_layer_ids, so the taps are {origin}: "
                          f"{ids} (layer inputs){unused}")
     count = aux_count(params, draft_config)
-    taps = [i + 1 if at == "output" else i for i in ids]
+    taps = as_inputs(ids, at)
     problems = []
     if len(taps) != count:
         asker = ("the spec's num_aux" if params.num_aux else "the draft config's num_aux_hidden_states"

@@ -13,6 +13,7 @@ import torch
 from draftsmith.assembler.checkpoint import read_tensors
 from draftsmith import limits
 from draftsmith.errors import DraftsmithError, short, short_text
+from draftsmith.components.eagle3_config import as_inputs
 from draftsmith.components.weights import RuleSet
 from draftsmith.convert.inspect import Inspection, inspect_checkpoint
 from draftsmith.assembler.styles import style_of, to_facts
@@ -80,10 +81,9 @@ def plan_canonical(folder: str | Path, found: Inspection | None = None) -> Canon
     if "bias" in fusion:   # a fusion with a bias setting (EAGLE-1's fc): whether it has one is the tensors' to say,
         facts["bias"] = "fc.bias" in sources   # and stated (EAGLE's reference reads a missing key as true)
     if isinstance(fusion.get("aux_layers"), Mapping) and fusion["aux_layers"].get("ids"):
-        # as layer inputs (HF hidden_states[id], vLLM, every layout's reader): an id read as a layer's output taps
-        # the next layer's input
-        shift = int(fusion["aux_layers"].get("at", "input") == "output")
-        facts["eagle_aux_hidden_state_layer_ids"] = [i + shift for i in fusion["aux_layers"]["ids"]]
+        # as layer inputs, the convention of every layout's reader
+        facts["eagle_aux_hidden_state_layer_ids"] = as_inputs(fusion["aux_layers"]["ids"],
+                                                              fusion["aux_layers"].get("at", "input"))
     rope = found.spec["draft"]["attention"].get("rope", "neox")
     shapes = {canon: tuple(found.infos[src].shape) for canon, src in sources.items()}
     carried = frozenset(canon for canon, src in sources.items() if rules.is_ignored(src))

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from draftsmith.components.eagle3_config import as_inputs
 from draftsmith.convert.fits import fit
 from draftsmith.convert.inspect import Inspection
 from draftsmith.errors import short, short_text
@@ -82,7 +83,7 @@ def completed(data: Mapping[str, Any]) -> dict[str, Any]:
     aux = dig(out, "draft.fusion.aux_layers")   # taps as layer inputs: ids [1, 3] at outputs are [2, 4] at inputs
     if isinstance(aux, Mapping) and aux.get("at") == "output" and isinstance(aux.get("ids"), list) and all(
             type(i) is int for i in aux["ids"]):
-        put(out, "draft.fusion.aux_layers", {**aux, "ids": [i + 1 for i in aux["ids"]], "at": "input"})
+        put(out, "draft.fusion.aux_layers", {**aux, "ids": as_inputs(aux["ids"], aux["at"]), "at": "input"})
     return out
 
 
