@@ -267,10 +267,12 @@ def training_progress(files: Iterable[Path]) -> tuple[int, int] | None:
 
 def training_note(files: Iterable[Path]) -> str | None:
     """What a load of a draft :func:`training_progress` finds unfinished is told, or None."""
-    if (progress := training_progress(files)) is None:
-        return None
-    return (f"it is a training checkpoint saved at step {progress[0]} of {progress[1]} (the run stopped early, or "
-            "was copied mid-run): its acceptance is not the finished draft's; run the training again to resume")
+    return None if (progress := training_progress(files)) is None else progress_note(*progress)
+
+
+def progress_note(step: int, steps: int) -> str:
+    return (f"it is a training checkpoint saved at step {step} of {steps} (the run stopped early, or was copied "
+            "mid-run): its acceptance is not the finished draft's; run the training again to resume")
 
 
 def vocab_mismatch(draft_raw: dict, target_cfg: Any) -> str | None:

@@ -22,7 +22,7 @@ from safetensors import SafetensorError
 from draftsmith.assembler.checkpoint import save_safetensors
 from draftsmith.components.weights import SplitRefused
 from draftsmith.assembler.config import flatten_draft_config
-from draftsmith.assembler.explain import TRAIN_STEP, TRAIN_STEPS, training_note, training_progress
+from draftsmith.assembler.explain import TRAIN_STEP, TRAIN_STEPS, progress_note, training_progress
 from draftsmith.errors import OptionError, short, short_list, short_text, suggest
 from draftsmith.folder_lock import exclusive
 from draftsmith.paths import utf8_problem
@@ -222,8 +222,7 @@ def _convert(src: str | Path, layout: Layout, out: Path,
     progress = training_progress(Path(src).glob("*.safetensors"))
     meta = {} if progress is None else {TRAIN_STEP: str(progress[0]), TRAIN_STEPS: str(progress[1])}
     if progress is not None:
-        log.warning("note: %s: %s; the converted draft says so too", short_text(src, 300),
-                    training_note(Path(src).glob("*.safetensors")))
+        log.warning("note: %s: %s; the converted draft says so too", short_text(src, 300), progress_note(*progress))
     _write(out, lambda: (out / style.file).write_text(json.dumps(config, indent=2) + "\n"))
     _write(out, lambda: save_safetensors(written, out, layout.weights, metadata=meta))
     left, reader = unread_copies(out, plan, layout)   # frozen copies no reader of the result has a place for
