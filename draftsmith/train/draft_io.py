@@ -10,7 +10,6 @@ for eagle3-speculators), and writes config.json with the draft vocabulary and th
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -20,11 +19,10 @@ from safetensors.torch import load_file
 
 import draftsmith
 from draftsmith.assembler.build import rule_set
-from draftsmith.assembler.checkpoint import list_tensors, read_json, save_safetensors
+from draftsmith.assembler.checkpoint import read_json, save_safetensors
 from draftsmith.assembler.explain import TRAIN_STEP, TRAIN_STEPS
 from draftsmith.errors import DraftsmithError
 from draftsmith.assembler.vocab import make_vocab_map
-from draftsmith.components.patterns import GROUP_REF
 from draftsmith.registry import default_registry
 from draftsmith.specs.resolve import fusion_params
 from draftsmith.testing import write_eagle1, write_eagle3
@@ -270,91 +268,6 @@ def checkpoint_name(rules, name: str, layers: int) -> str:
     if layers > 1 and name.startswith("layers.") and rules.to_canonical(name) == (name, None):
         return name
     return rules.from_canonical(name)
-
-
-def unstated(model, folder: Path, spec_name: str) -> str | None:
-    """A note when the draft's config.json in ``folder`` cannot state how it was trained to every reader: a fed-back
-    final norm (``norm_output: feed_back``) is an absent ``norm_output`` in a flat config, which vLLM reads as the
-    head's norm only (its ``true`` is the fed-back norm, SpecForge's and draftsmith's the head's), and so does a load
-    without the spec unless the family detected reads absence as feed_back (EAGLE 3.1, by its per-aux ``fc_norm``:
-    :func:`draftsmith.convert.layouts.absent_reads`); the speculators layout states it for every reader."""
-    from draftsmith.components.eagle3_config import is_speculators_config
-    from draftsmith.convert.layouts import absent_reads
-
-    if getattr(getattr(model.draft, "fc", None), "norm_output", None) != "feed_back":
-        return None
-    config = json.loads((Path(folder) / "config.json").read_text())
-    if is_speculators_config(config):
-        return None
-    names = list(list_tensors(folder))   # the names alone, from the header
-    # read with the spec, unless the family detected reads the absent key as feed_back: a layout detection does not
-    # know (the spec's own names), or one whose family reads it as the head's norm (convert would state that)
-    detected = absent_reads({k: v for k, v in config.items() if k != "norm_output"}, names) == "feed_back" and \
-        output_ids_note(model, folder, spec_name) is None   # ids stated as outputs: read without the spec, wrong
-    read_with = "" if detected and default_registry().detect_layout(config, names) is not None else \
-        f" --spec {spec_name}"
-    vllm = f"for vLLM, write it with `draftsmith convert {folder}{read_with} --to speculators OUT`"
-    if detected:
-        return (f"note: the draft in {folder} feeds the final norm's output back (norm_output: feed_back); its flat "
-                "config.json leaves norm_output out, which draftsmith reads back as trained (the family detected by "
-                "its per-aux fc_norm) but vLLM reads as the head's norm only (it would feed back the pre-norm state "
-                f"and accept less): {vllm}")
-    return (f"note: the draft in {folder} feeds the final norm's output back (norm_output: feed_back), which its "
-            f"flat config.json cannot state; load it with --spec {spec_name}: read without the spec (generate "
-            f"--draft, inspect) or by vLLM it feeds back the pre-norm state and accepts less; {vllm}")
-
-
-def output_ids_note(model, folder: Path, spec_name: str) -> str | None:
-    """A note when the draft's config.json in ``folder`` states its aux ids as layer outputs (the spec's
-    ``aux_layers.at: output``, as :func:`with_ids` writes them so that the spec reads them back as trained): a load
-    without the spec (generate --draft, inspect, doctor) and vLLM read them as layer inputs, one layer early;
-    ``convert --spec`` writes them as the inputs they tap."""
-    from draftsmith.components.eagle3_config import KEY
-    from draftsmith.assembler.config import flatten_draft_config
-
-    if not getattr(model.draft, "taps", None) or tap_convention(model.spec) != "output":
-        return None
-    flat = flatten_draft_config(json.loads((Path(folder) / "config.json").read_text()))
-    ids = flat.get(KEY) or (flat.get("eagle_config") or {}).get(KEY)
-    if not ids:   # the default layers, left out: every reader takes their inputs
-        return None
-    return (f"note: the draft in {folder} states its aux ids {ids} as layer outputs (aux_layers.at: output): load "
-            f"it with --spec {spec_name}; read without it (generate --draft, inspect) or by vLLM they are layer "
-            f"inputs, one layer early; for vLLM, write it with `draftsmith convert {folder} --spec {spec_name} --to "
-            "speculators OUT`, which states them as the inputs they tap")
-
-
-def _opaque_makes(rules) -> dict[int, re.Pattern]:
-    """For each rename without an inverse, a pattern of the names it makes (its replacement, a group standing for
-    any text); none for one that begins with no text of its own ('^model\\.' -> '', '\\1.'): its names are not
-    told from any other."""
-    out = {}
-    for i, rule in enumerate(rules.rules):
-        replace = getattr(rule, "replace", None)
-        if rule.inverse is None and isinstance(replace, str) and replace and not replace.startswith("\\"):
-            out[i] = re.compile("^" + ".+?".join(map(re.escape, GROUP_REF.split(replace))))
-    return out
-
-
-def canonical_kept(model, folder: Path) -> str | None:
-    """A note when tensors in ``folder`` were written under their canonical names because the rename that reads them
-    has no inverse to write the spec's own names back (``'^blocks\\.(\\d+)\\.ffn\\.' -> 'layers.\\1.mlp.'``: its
-    layers.0.mlp.* beside the renamed fusion.*): the spec reads both, a reader of one naming does not; None else."""
-    from draftsmith.assembler.names import one_pattern
-
-    rules = rule_set(model.spec, default_registry())
-    made = _opaque_makes(rules)
-    if not made or not (Path(folder) / "model.safetensors").is_file():   # nothing written (an evaluation alone)
-        return None
-    kept = [n for n in list_tensors(folder) if rules.to_canonical(n) == (n, None)
-            and any(m.match(n) for m in made.values())]
-    if not kept:
-        return None
-    makers = [i for i, m in made.items() if any(m.match(n) for n in kept)]   # the rules those names are for
-    said = "; ".join(rules.describe(i) for i in makers[:3]) + (" and more" if len(makers) > 3 else "")
-    return (f"note: {len(kept)} tensor(s) in {folder} are written under their canonical names ({one_pattern(kept)}): "
-            f"{said} {'has' if len(makers) == 1 else 'have'} no inverse to write the spec's own names (the spec reads "
-            "both); state `inverse: [match, replace]` on such a rule to write one naming")
 
 
 def with_verifier(config: dict[str, Any], target: Path | None) -> dict[str, Any]:

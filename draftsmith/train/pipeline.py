@@ -17,8 +17,8 @@ from draftsmith.options import flag
 from draftsmith.errors import count
 from draftsmith.train import data as D
 from draftsmith.train.checks import TrainError, check_job
-from draftsmith.train.draft_io import (canonical_kept, export_draft, for_training, init_draft, start_from_target,
-                                      output_ids_note, unstated)
+from draftsmith.train.draft_io import export_draft, for_training, init_draft, start_from_target
+from draftsmith.train.export_notes import canonical_kept, output_ids_note, unstated
 from draftsmith.train.evaluate import PLANS, Acceptance, acceptance
 from draftsmith.train.features import FeatureStore, extract_with_log, made_for, read_meta
 from draftsmith.train.provenance import SOURCE, distill_record, source_problem, target_fingerprint, windows_digest

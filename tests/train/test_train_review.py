@@ -9,7 +9,7 @@ import torch
 from safetensors.torch import save_file
 
 import draftsmith
-from draftsmith.train.draft_io import canonical_kept, unstated
+from draftsmith.train.export_notes import canonical_kept, unstated
 from draftsmith.train.loop import STATE
 from draftsmith.train.pipeline import run
 
@@ -174,7 +174,7 @@ EAGLE31_NAMES = ("fc.weight", "layers.0.hidden_norm.weight", "fc_norm.0.weight",
                  "fc_norm.2.weight", "norm.weight", "lm_head.weight")
 
 
-# kills draft_io.py (unstated)  `{k: v for k, v in config.items() if k != 'norm_output'}` -> `if k == 'norm_output'`
+# kills export_notes.py (unstated)  `{k: v for k, v in config.items() if k != 'norm_output'}` -> `if k == 'norm_output'`
 # (absent_reads must judge the rest of the config: its eagle_config's norm_output=true, SpecForge's head, is read by
 # draftsmith too, so an EAGLE 3.1 layout with it does not read back as trained)
 def test_the_note_reads_the_rest_of_the_config_not_only_its_norm_output_key(tmp_path):
