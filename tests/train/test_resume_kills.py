@@ -53,14 +53,15 @@ def test_a_renamed_spec_that_shapes_the_same_draft_resumes(tmp_path):
     assert run_changes(old, now, tmp_path) == []
 
 
-def test_another_spec_is_refused_naming_the_file_the_run_was_started_with(tmp_path):
-    """A spec read from a file is given again as that file (its absolute path), not as its name:, which --spec does
-    not find."""
+def test_another_spec_is_refused_naming_the_file_the_run_was_started_with(tmp_path, monkeypatch):
+    """A spec read from a file is given again as that file (its absolute path: the run may be resumed from another
+    folder), not as its name:, which --spec does not find."""
     first = tmp_path / "rs.yaml"
     first.write_text("name: my-spec\nextends: eagle3-llama\n")
     draft = raw()["draft"]
     changed = spec_with(name="my-spec", draft={**draft, "fusion": {**draft["fusion"], "norm_before_residual": True}})
-    old = run_record(fake_job(tmp_path, spec=str(first)), draftsmith.load_spec(first), TAPS)
+    monkeypatch.chdir(tmp_path)   # given relative, as on a command line
+    old = run_record(fake_job(tmp_path, spec="rs.yaml"), draftsmith.load_spec(first), TAPS)
     found = run_changes(old, run_record(fake_job(tmp_path), changed, TAPS), tmp_path)
     assert found == [("spec", "my-spec", "my-spec (its draft, weights or quant section changed since)",
                       str(first.resolve()))]
