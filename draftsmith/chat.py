@@ -80,7 +80,7 @@ def texts(messages: Sequence[Mapping[str, Any]], parts: bool = False) -> list[di
 def loops_over_parts(template: Any) -> bool:
     """Whether a chat template iterates over a message's content (``{% for part in message['content'] %}``: OpenAI-style
     parts, as Gemma-3's and Mistral-Small-3.1's do), read from its Jinja syntax tree as vLLM's content-format detection
-    reads it (vLLM also follows a content a ``set`` names: not here). Such a template gets a list of parts as
+    reads it, also through a variable a ``set`` gives the content to. Such a template gets a list of parts as
     transformers gives it (it joins them its own way); any other gets their text parts joined by newlines (vLLM's
     string format). A template that does not parse: False."""
     if isinstance(template, Mapping):   # named templates: apply_chat_template renders 'default'
@@ -106,11 +106,17 @@ def _loops_over_parts(template: str) -> bool:
     except jinja2.TemplateError:
         return False
 
+    names: set[str] = set()   # variables a `set` gives the content (or a name that holds it) to
+
     def is_content(node: nodes.Node) -> bool:
         while isinstance(node, (nodes.Filter, nodes.Test)) and node.node is not None:   # content | selectattr(...)
             node = node.node
         return (isinstance(node, nodes.Getattr) and node.attr == "content") or (
-            isinstance(node, nodes.Getitem) and isinstance(node.arg, nodes.Const) and node.arg.value == "content")
+            isinstance(node, nodes.Getitem) and isinstance(node.arg, nodes.Const) and node.arg.value == "content") or (
+            isinstance(node, nodes.Name) and node.name in names)
+    sets = [s for s in tree.find_all(nodes.Assign) if isinstance(s.target, nodes.Name)]
+    while new := {s.target.name for s in sets if s.target.name not in names and is_content(s.node)}:
+        names |= new   # {% set c = m['content'] %}{% set d = c %}: both hold it
     return any(is_content(loop.iter) for loop in tree.find_all(nodes.For))
 
 

@@ -42,6 +42,10 @@ def test_a_template_that_loops_over_parts_gets_them_as_transformers_gives_them(p
     ("{% for m in messages %}{% generation %}{% for b in m.content %}{{ b.text }}{% endfor %}{% endgeneration %}"
      "{% endfor %}", True),   # transformers' generation tag parsed (a plain Jinja parse fails: False)
     ({"default": PARTS, "tool_use": "{{ messages }}"}, True),
+    ("{% for m in messages %}{% set c = m['content'] %}{% set d = c %}{% for b in d %}{{ b.text }}{% endfor %}"
+     "{% endfor %}", True),   # through the variables a set gives it to, as vLLM follows them
+    ("{% for m in messages %}{% set c = m['content'] %}{% set d = m['role'] %}{% for b in d %}{{ b }}{% endfor %}"
+     "{{ c }}{% endfor %}", False),
     ("{% for m in messages %", False), (None, False),
 ])
 def test_a_template_loops_over_parts_where_its_syntax_says_so(template, loops):
