@@ -17,7 +17,7 @@ from draftsmith.assembler.config import (flatten_draft_config, has_recurrent_lay
 from draftsmith.assembler.models import CausalLM, DraftModel
 from draftsmith.assembler.parts import LayerRecipe, Stacker
 from draftsmith.components.dims import Dims
-from draftsmith.components.gqa import config_qkv_bias, stated_qkv_bias, type_qkv_bias
+from draftsmith.components.gqa import config_qkv_bias, held_qkv_bias, stated_qkv_bias
 from draftsmith.components.layers import own_input
 from draftsmith.components.quant_models import quantize_target
 from draftsmith.components.rule_config import UnboundRules, bind_all, has_placeholders
@@ -32,6 +32,7 @@ from draftsmith.specs.resolve import fusion_params, params_problems, resolve
 from draftsmith.specs.schema import Spec
 
 _LAYER = re.compile(r"^layers\.(\d+)\.")
+HELD = {True: "q/k/v bias tensors", False: "no q/k/v bias tensor"}
 log = logging.getLogger("draftsmith")
 
 
@@ -225,52 +226,46 @@ def norm_problems(spec: Spec, fc: nn.Module) -> list[Problem]:
     return out
 
 
-def type_qkv_default(registry: Registry, attention: tuple[str, dict[str, Any]],
-                     flat: Mapping[str, Any]) -> tuple[bool, str] | None:
+def unstated_qkv_bias(registry: Registry, attention: tuple[str, dict[str, Any]], flat: Mapping[str, Any],
+                      names: Iterable[str]) -> bool | None:
     """For a draft whose attention reads ``qkv_bias: auto`` and whose config states neither qkv_bias nor
-    attention_bias: what its model_type implies (gqa.type_qkv_bias, asking the registered target of that type, else
-    transformers' config class), else None."""
+    attention_bias: whether the checkpoint's tensors (``names``, canonical) hold q/k/v biases, as their author
+    trained it (model_type qwen2 drafts hold them as EAGLE's Qwen2 drafts, or none as SpecForge's EAGLE-3 ones;
+    engines build them by a key the configs do not state); None otherwise."""
     name, params = attention
-    model_type = flat.get("model_type")
     if ("qkv_bias" not in getattr(registry.get("attention", name).params, "model_fields", {})
-            or params.get("qkv_bias", "auto") != "auto" or stated_qkv_bias(flat) is not None
-            or not isinstance(model_type, str)):
+            or params.get("qkv_bias", "auto") != "auto" or stated_qkv_bias(flat) is not None):
         return None
-    known = model_type in dict(registry.names("target"))
-    return type_qkv_bias(model_type, registry.build("target", model_type) if known else None)
+    return held_qkv_bias(names)
 
 
-def qkv_bias_reading(registry: Registry, attention: tuple[str, dict[str, Any]], draft_raw: Mapping[str, Any]) -> str:
-    """Why the draft's attention has q/k/v biases or not, for a load whose bias tensors do not fit."""
-    flat = flatten_draft_config(draft_raw)
+def qkv_bias_reading(attention: tuple[str, dict[str, Any]], draft_raw: Mapping[str, Any]) -> str:
+    """Why the draft's attention has q/k/v biases or not, for a load whose bias tensors do not fit: the spec's field
+    or the config's key (with neither, the checkpoint's tensors decide, :func:`unstated_qkv_bias`)."""
     key = getattr(draft_raw, "key", str)
     if (stated := attention[1].get("qkv_bias", "auto")) != "auto":
         return f"the spec's draft.attention.qkv_bias is {str(stated).lower()}"
-    if (found := stated_qkv_bias(flat)) is not None:
+    if (found := stated_qkv_bias(flatten_draft_config(draft_raw))) is not None:
         return f"qkv_bias auto read the draft config's {key(found[0])}: {short(found[1])}"
-    if (implied := type_qkv_default(registry, attention, flat)) is not None:
-        return (f"qkv_bias auto: the draft config states neither {key('qkv_bias')} nor {key('attention_bias')}, and "
-                f"model_type {flat['model_type']!r} implies {str(implied[0]).lower()} ({implied[1]})")
-    return (f"qkv_bias auto: the draft config states neither {key('qkv_bias')} nor {key('attention_bias')}, read as "
-            "false")
+    return (f"qkv_bias auto: the draft config states neither {key('qkv_bias')} nor {key('attention_bias')}: the "
+            "checkpoint's tensors decide")
 
 
 def draft_config(registry: Registry, attention: tuple[str, dict[str, Any]], draft_raw: Mapping[str, Any],
-                 draft_cfg) -> tuple[Any, Dims, list[str]]:
+                 draft_cfg, names: Iterable[str] = ()) -> tuple[Any, Dims, list[str]]:
     """The draft's transformers config as its layers read it, its Dims, and what it takes that its config.json
     does not state, one note each (build_draft says them once, on one line): a config read as Llama's that states no
-    q/k/v-bias key gets its model_type's default (Qwen2: biases); the sizes Dims defaults (Dims.unstated); a
+    q/k/v-bias key gets what the checkpoint's tensors (``names``) hold; the sizes Dims defaults (Dims.unstated); a
     sliding window it asks for, which the draft does not apply."""
     flat = flatten_draft_config(draft_raw)
     key = getattr(draft_raw, "key", str)   # a params.json's own key names
     notes = []
-    implied = type_qkv_default(registry, attention, flat)
-    if implied is not None and implied[0] != config_qkv_bias(draft_cfg):
+    held = unstated_qkv_bias(registry, attention, flat, names)
+    if held is not None and held != config_qkv_bias(draft_cfg):
         draft_cfg = copy.copy(draft_cfg)
-        draft_cfg.qkv_bias = implied[0]
-        notes.append(f"{key('qkv_bias')} not stated (nor {key('attention_bias')}): {str(implied[0]).lower()} taken "
-                     f"for model_type {flat['model_type']!r} ({implied[1]}); state draft.attention.qkv_bias to "
-                     "override it")
+        draft_cfg.qkv_bias = held
+        notes.append(f"{key('qkv_bias')} not stated (nor {key('attention_bias')}): {str(held).lower()} taken: the "
+                     f"checkpoint holds {HELD[held]}; state draft.attention.qkv_bias to override it")
     dims = Dims.from_config(draft_cfg)
     notes += dims.unstated(flat, key, heads=not is_mla(flat))   # latent attention: its own
     if (window := stated_window(flat)) is not None:
@@ -294,7 +289,7 @@ def build_draft(spec: Spec, registry: Registry, *, draft_raw: Mapping[str, Any],
     on the model instead (``deferred_problems``), for a caller that checks the tensors first and says both."""
     d = spec.draft
     attention = attention_recipe(spec, registry, draft_raw)
-    draft_cfg, dims, notes = draft_config(registry, attention, draft_raw, draft_cfg)
+    draft_cfg, dims, notes = draft_config(registry, attention, draft_raw, draft_cfg, canonical_names)
     if notes:   # once per draft build, on one line, where the user sees it
         log.warning("draft %s: %s", short_text(getattr(draft_raw, "file", "config"), 300), "; ".join(notes))
     params = fusion_params(spec, registry)

@@ -16,6 +16,7 @@ from draftsmith.assembler.checkpoint import list_tensors
 from draftsmith.assembler.config import ConfigReading, read_raw_config
 from draftsmith.assembler.detect import draft_in, row_settings, swap_note
 from draftsmith.assembler.names import chain_note, one_pattern
+from draftsmith.components.gqa import QKV_BIAS
 from draftsmith.components.weights import RuleSet
 from draftsmith.errors import DraftsmithError, short, short_text
 from draftsmith.registry import Registry, default_registry
@@ -302,9 +303,6 @@ def layers_note(spec: Spec, canonical: list[str]) -> Callable[[], str | None]:
     return note
 
 
-QKV_BIAS = re.compile(r"(^|\.)self_attn\.[qkv]_proj\.bias$")
-
-
 def qkv_bias_note(spec: Spec, registry: Registry, draft_raw, canonical: list[str],
                   built: dict) -> Callable[[], str | None]:
     """The note for a draft whose q/k/v bias tensors do not fit: the checkpoint holds them and the attention was
@@ -312,7 +310,7 @@ def qkv_bias_note(spec: Spec, registry: Registry, draft_raw, canonical: list[str
     def note() -> str | None:
         if (found := unfit(QKV_BIAS, canonical, built)) is None:
             return None
-        why = qkv_bias_reading(registry, attention_recipe(spec, registry, draft_raw), draft_raw)
+        why = qkv_bias_reading(attention_recipe(spec, registry, draft_raw), draft_raw)
         return attention_field_note("q/k/v biases", "qkv_bias", *found[:2], why=f" ({why})")
     return note
 

@@ -2,6 +2,8 @@
 :class:`draftsmith.components.attention.GQAttention`), and how ``qkv_bias: auto`` reads a config."""
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from typing import Any, Callable
 
 from torch import nn
@@ -12,6 +14,7 @@ from draftsmith.components.params import GQAParams
 from draftsmith.components.rope import Rotary, warn_stored_order, with_theta
 
 BIAS_KEYS = ("qkv_bias", "attention_bias")   # what a config may state about q/k/v biases, the first one stated wins
+QKV_BIAS = re.compile(r"(^|\.)self_attn\.[qkv]_proj\.bias$")   # the attention's q/k/v bias tensors, by canonical name
 
 
 def stated_qkv_bias(cfg: Any) -> tuple[str, Any] | None:
@@ -24,27 +27,11 @@ def config_qkv_bias(cfg: Any) -> bool:
     return any(bool(getattr(cfg, key, False)) for key in BIAS_KEYS)
 
 
-def type_qkv_bias(model_type: str, target: Any = None) -> tuple[bool, str] | None:
-    """What a config of ``model_type`` that states none of :data:`BIAS_KEYS` implies for q/k/v biases, and where
-    that is read (data, never a branch on a family): ``target``, the registered target architecture of that
-    model_type (its gqa params, checked against transformers' logits: Qwen2's attention always has q/k/v biases
-    and its config class has no key saying so), else transformers' config class of that model_type (its own
-    ``qkv_bias`` / ``attention_bias`` default). None when neither says (a model_type transformers does not know)."""
-    recipe = getattr(target, "attention_recipe", None)
-    if recipe is not None:
-        name, params = recipe()
-        if name == "gqa" and isinstance(params.get("qkv_bias"), bool):
-            return params["qkv_bias"], f"draftsmith's {model_type} target, as transformers' {model_type} model"
-    from transformers import CONFIG_MAPPING
-
-    try:
-        cls = CONFIG_MAPPING[model_type]
-    except KeyError:
-        return None
-    for key in BIAS_KEYS:
-        if isinstance(value := getattr(cls, key, None), bool):
-            return value, f"transformers' {cls.__name__}.{key} default"
-    return None
+def held_qkv_bias(names: Iterable[str]) -> bool | None:
+    """Whether a checkpoint's tensors (canonical names) hold q/k/v biases; None where no names are known (a draft
+    built without a checkpoint)."""
+    names = list(names)
+    return any(map(QKV_BIAS.search, names)) if names else None
 
 
 def gqa(params: GQAParams, *, dims: Dims, layer_idx: int, in_width: int, backend: Callable,

@@ -22,8 +22,8 @@ from draftsmith.hooks.records import HIDDEN_NORM, ConfigFirst
 class GQAParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     rope: Literal["neox", "interleaved"] = "neox"
-    # auto: the config's `qkv_bias` / `attention_bias`, else false; a draft config that states neither is first
-    # given its model_type's default (type_qkv_bias, applied and said by assembler.build.draft_config)
+    # auto: the config's `qkv_bias` / `attention_bias`; a draft config that states neither takes what its checkpoint
+    # holds (applied and said by assembler.build.draft_config), else false
     qkv_bias: Literal["auto"] | bool = "auto"
     o_bias: Literal["auto"] | bool = "auto"   # auto: the config's `attention_bias` (Qwen2's o_proj has none: false)
     qk_norm: bool = False

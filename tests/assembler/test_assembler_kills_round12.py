@@ -106,26 +106,30 @@ def test_attention_auto_params_are_checked_against_the_kind_the_draft_config_giv
 
 
 def test_why_the_draft_attention_has_q_k_v_biases_names_the_key_and_the_value_read():
-    # catches build.py:203 attention[1] -> [2] / [0], :206 key(found[0]) -> found[1], short(found[1]) -> found[2] /
-    # found[0], :209 implied[0] -> implied[1], ({implied[1]}) -> implied[2] / implied[0]
-    registry = draftsmith.default_registry()
+    # catches build.py qkv_bias_reading attention[1] -> [2] / [0], key(found[0]) -> found[1], short(found[1]) ->
+    # found[2] / found[0]
     gqa = ("gqa", {"rope": "neox"})
-    assert qkv_bias_reading(registry, ("gqa", {"qkv_bias": True}), RAW) == "the spec's draft.attention.qkv_bias is true"
+    assert qkv_bias_reading(("gqa", {"qkv_bias": True}), RAW) == "the spec's draft.attention.qkv_bias is true"
     written = ConfigFacts(RAW | {"attention_bias": True}, Path("params.json"), {"attention_bias": "use_bias"})
-    assert qkv_bias_reading(registry, gqa, written) == "qkv_bias auto read the draft config's use_bias: True"
-    assert qkv_bias_reading(registry, gqa, RAW | {"model_type": "qwen2"}) == (
-        "qkv_bias auto: the draft config states neither qkv_bias nor attention_bias, and model_type 'qwen2' implies "
-        "true (draftsmith's qwen2 target, as transformers' qwen2 model)")
-    assert qkv_bias_reading(registry, gqa, RAW) == (
-        "qkv_bias auto: the draft config states neither qkv_bias nor attention_bias, read as false")
+    assert qkv_bias_reading(gqa, written) == "qkv_bias auto read the draft config's use_bias: True"
+    assert qkv_bias_reading(gqa, RAW | {"model_type": "qwen2"}) == (
+        "qkv_bias auto: the draft config states neither qkv_bias nor attention_bias: the checkpoint's tensors decide")
 
 
-def test_a_draft_config_read_as_its_model_types_biases_says_what_it_took():
-    # catches build.py:227 str(implied[0]) -> implied[1], :228 ({implied[1]}) -> implied[2] / implied[0]
+@pytest.mark.parametrize("names, notes", [
+    (["layers.0.self_attn.q_proj.bias", "layers.0.self_attn.q_proj.weight"],
+     ["qkv_bias not stated (nor attention_bias): true taken: the checkpoint holds q/k/v bias tensors; state "
+      "draft.attention.qkv_bias to override it"]),
+    (["layers.0.self_attn.q_proj.weight", "layers.0.self_attn.o_proj.bias"], []),   # model_type qwen2 is no evidence
+    ([], []),   # no checkpoint: the config's default
+])
+def test_a_draft_config_stating_no_bias_key_takes_what_its_checkpoint_holds_and_says_it(names, notes):
+    # catches build.py draft_config's held != config_qkv_bias(...) -> ==, str(held) -> held, HELD[held] -> HELD[not]
     raw = RAW | {"model_type": "qwen2", "rms_norm_eps": 1e-6, "head_dim": 8}
-    _, _, notes = draft_config(draftsmith.default_registry(), ("gqa", {"rope": "neox"}), raw, draft_hf_config(raw))
-    assert notes == ["qkv_bias not stated (nor attention_bias): true taken for model_type 'qwen2' (draftsmith's qwen2 "
-                     "target, as transformers' qwen2 model); state draft.attention.qkv_bias to override it"]
+    cfg, _, said = draft_config(draftsmith.default_registry(), ("gqa", {"rope": "neox"}), raw, draft_hf_config(raw),
+                                names)
+    assert said == notes
+    assert getattr(cfg, "qkv_bias", False) is bool(notes)
 
 
 def test_a_target_whose_layer_types_hold_a_recurrent_layer_is_recurrent():

@@ -56,68 +56,71 @@ def said(caplog) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.name == "draftsmith"]
 
 
-# ---- 1. qkv_bias: auto follows the draft config's model_type -------------------------------------------------------
+# ---- 1. qkv_bias: auto, where the config states no key, follows the checkpoint's tensors ---------------------------
 
-def with_qkv_bias(stored: dict) -> None:
+def with_qkv_bias(stored: dict, parts: str = "qkv") -> None:
     g = torch.Generator().manual_seed(5)
-    for p in "qkv":
+    for p in parts:
         rows = stored[f"layers.0.self_attn.{p}_proj.weight"].shape[0]
         stored[f"layers.0.self_attn.{p}_proj.bias"] = torch.randn(rows, generator=g)
 
 
-def test_a_qwen2_draft_config_stating_no_bias_key_loads_its_qkv_biases_and_says_so(target, tmp_path, caplog):
-    draft = edit(write_eagle1(tmp_path / "d", target, bias=False), lambda c: c.update(model_type="qwen2"),
+@pytest.mark.parametrize("model_type", ["qwen2", "llama"])
+def test_a_draft_config_stating_no_bias_key_loads_the_qkv_biases_its_checkpoint_holds_and_says_so(
+        target, tmp_path, caplog, model_type):
+    """EAGLE's Qwen2 drafts hold q/k/v biases that their config states by no key; a draft config's model_type is no
+    evidence (next test): the tensors are."""
+    draft = edit(write_eagle1(tmp_path / "d", target, bias=False), lambda c: c.update(model_type=model_type),
                  with_qkv_bias)
     with caplog.at_level(logging.WARNING, logger="draftsmith"):
         model = draftsmith.assemble("eagle1-llama", target=target, draft=draft)
     stored = load_file(str(draft / "model.safetensors"))
-    assert torch.equal(model.draft.layers[0].self_attn.q_proj.bias, stored["layers.0.self_attn.q_proj.bias"])
+    for p in "qkv":
+        assert torch.equal(getattr(model.draft.layers[0].self_attn, f"{p}_proj").bias,
+                           stored[f"layers.0.self_attn.{p}_proj.bias"])
     lines = [line for line in said(caplog) if "qkv_bias" in line]
     assert len(lines) == 1, said(caplog)
-    assert (f"draft {draft / 'config.json'}: qkv_bias not stated (nor attention_bias): true taken for model_type "
-            "'qwen2' (draftsmith's qwen2 target, as transformers' qwen2 model)") in lines[0]
+    assert (f"draft {draft / 'config.json'}: qkv_bias not stated (nor attention_bias): true taken: the checkpoint "
+            "holds q/k/v bias tensors; state draft.attention.qkv_bias to override it") in lines[0]
 
 
-def test_a_stated_key_and_the_spec_win_over_the_model_types_default(target, tmp_path, caplog):
-    stated = edit(write_eagle1(tmp_path / "s", target, bias=False),
-                  lambda c: c.update(model_type="qwen2", attention_bias=False))
-    spec = spec_file(tmp_path, "eagle1-llama", ("rope: neox}", "rope: neox, qkv_bias: false}"))
-    unstated = edit(write_eagle1(tmp_path / "u", target, bias=False), lambda c: c.update(model_type="qwen2"))
+@pytest.mark.parametrize("write", [write_eagle1, write_eagle3])
+def test_a_qwen2_draft_config_without_bias_tensors_loads_without_biases(target, tmp_path, caplog, write):
+    """SpecForge's qwq-32B EAGLE-3 draft config says model_type qwen2 and no bias key, and its tensors hold none
+    (SGLang and vLLM build its Llama layer by attention_bias, absent: false). It was refused: qwen2 implied biases
+    (an oracle hunt of round 28)."""
+    kw = {"bias": False} if write is write_eagle1 else {}
+    draft = edit(write(tmp_path / "d", target, **kw), lambda c: c.update(model_type="qwen2"))
     with caplog.at_level(logging.WARNING, logger="draftsmith"):
-        draftsmith.assemble("eagle1-llama", target=target, draft=stated)
-        draftsmith.assemble(spec, target=target, draft=unstated)
+        model = draftsmith.assemble("eagle1-llama" if write is write_eagle1 else "eagle3-llama", target=target,
+                                    draft=draft)
+    assert model.draft.layers[0].self_attn.q_proj.bias is None
     assert not [line for line in said(caplog) if "qkv_bias" in line]
 
 
-@pytest.mark.parametrize("model_type, implied", [("qwen2", True), ("qwen2_moe", True), ("llama", False),
-                                                 ("qwen3", False), ("no-such-type", None)])
-def test_the_model_types_qkv_bias_is_read_from_data(model_type, implied):
-    from draftsmith.components.gqa import type_qkv_bias
-    from draftsmith.registry import default_registry
-
-    registry = default_registry()
-    arch = registry.build("target", model_type) if model_type in dict(registry.names("target")) else None
-    found = type_qkv_bias(model_type, arch)
-    assert (found and found[0]) == implied
-
-
-def test_bias_tensors_that_do_not_fit_anyway_name_the_spec_field(target, tmp_path):
-    llama = edit(write_eagle1(tmp_path / "l", target, bias=False), tensors=with_qkv_bias)
-    message, notes = failure("eagle1-llama", target, llama)
+def test_a_stated_key_and_the_spec_win_over_the_checkpoint(target, tmp_path):
+    """A config's attention_bias: false and a spec's qkv_bias: false keep the biases out whatever the tensors hold:
+    the bias tensors are then refused, and the note names why the attention has none."""
+    stated = edit(write_eagle1(tmp_path / "s", target, bias=False), lambda c: c.update(attention_bias=False),
+                  with_qkv_bias)
+    message, notes = failure("eagle1-llama", target, stated)
     assert "unexpected: 'layers.0.self_attn.k_proj.bias'" in message
-    assert notes == ["note: the checkpoint holds q/k/v biases ('layers.0.self_attn.k_proj.bias', "
-                     "'layers.0.self_attn.q_proj.bias' and 1 more) and the draft's attention is built without them "
-                     "(qkv_bias auto: the draft config states neither "
-                     "qkv_bias nor attention_bias, and model_type 'llama' implies false (transformers' "
-                     "LlamaConfig.attention_bias default)): state draft.attention.qkv_bias: true"]
-    qwen = edit(write_eagle1(tmp_path / "q", target, bias=False), lambda c: c.update(model_type="qwen2"))
-    message, notes = failure("eagle1-llama", target, qwen)
-    assert "missing: 'layers.0.self_attn.q_proj.bias'" in message
-    assert notes == ["note: the draft's attention expects q/k/v biases ('layers.0.self_attn.k_proj.bias', "
-                     "'layers.0.self_attn.q_proj.bias' and 1 more) that the checkpoint does not hold (qkv_bias auto: "
-                     "the draft config states neither qkv_bias nor "
-                     "attention_bias, and model_type 'qwen2' implies true (draftsmith's qwen2 target, as "
-                     "transformers' qwen2 model)): state draft.attention.qkv_bias: false"]
+    assert notes[0].endswith("(qkv_bias auto read the draft config's attention_bias: False): state "
+                             "draft.attention.qkv_bias: true"), notes
+    spec = spec_file(tmp_path, "eagle1-llama", ("rope: neox}", "rope: neox, qkv_bias: false}"))
+    unstated = edit(write_eagle1(tmp_path / "u", target, bias=False), tensors=with_qkv_bias)
+    message, notes = failure(spec, target, unstated)
+    assert "unexpected: 'layers.0.self_attn.k_proj.bias'" in message
+    assert "(the spec's draft.attention.qkv_bias is false)" in notes[0], notes
+
+
+def test_bias_tensors_that_do_not_fit_anyway_are_said(target, tmp_path):
+    """A checkpoint holding q and k biases but no v bias: auto reads biases from the tensors and the missing one is
+    said (no spec field fixes it: no note)."""
+    partial = edit(write_eagle1(tmp_path / "p", target, bias=False), tensors=lambda t: with_qkv_bias(t, "qk"))
+    message, notes = failure("eagle1-llama", target, partial)
+    assert "missing: 'layers.0.self_attn.v_proj.bias'" in message
+    assert not [n for n in notes if "qkv_bias" in n], notes
 
 
 # ---- 5. the sizes a draft config leaves out are said -------------------------------------------------------------

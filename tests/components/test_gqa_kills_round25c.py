@@ -1,17 +1,14 @@
 """Mutation survivors of gqa.py (round 25c): the rope-order warning of the ``attention: gqa`` factory is said by the
-first layer only, so a draft of any depth says it once and a one-layer draft says it at all; a target's q/k/v-bias
-default is read from its attention recipe only when that recipe is GQA."""
+first layer only, so a draft of any depth says it once and a one-layer draft says it at all."""
 import logging
-from types import SimpleNamespace
 
 import pytest
 from transformers import LlamaConfig
 
 from draftsmith.components import backends
 from draftsmith.components.dims import Dims
-from draftsmith.components.gqa import GQAParams, gqa, type_qkv_bias
+from draftsmith.components.gqa import GQAParams, gqa
 from draftsmith.components.norms import RMSNorm
-from draftsmith.components.targets import TARGETS
 
 
 def _said(caplog, layer_idx, *, stored, rope):
@@ -45,20 +42,3 @@ def test_a_rope_order_that_agrees_or_is_unstated_is_not_said(caplog, stored, rop
     assert _said(caplog, 0, stored=stored, rope=rope) == []
 
 
-def _target(name, params):
-    return SimpleNamespace(attention_recipe=lambda: (name, params))
-
-
-def test_a_targets_qkv_bias_is_read_from_a_gqa_recipe_only():
-    """Pins gqa.py:55 ``name == "gqa"`` in type_qkv_bias (hand mutant: the check dropped): a registered target whose
-    attention is another kind (a plugin's, whose ``qkv_bias`` need not mean GQA's q/k/v biases) is not read; the
-    model_type's transformers config class answers instead (LlamaConfig.attention_bias, false). A gqa recipe that
-    states it is read, and one that does not state a bool falls through to the same class default."""
-    assert type_qkv_bias("llama", _target("my_attention", {"qkv_bias": True})) == (
-        False, "transformers' LlamaConfig.attention_bias default")
-    assert type_qkv_bias("llama", _target("gqa", {"qkv_bias": True})) == (
-        True, "draftsmith's llama target, as transformers' llama model")
-    assert type_qkv_bias("llama", _target("gqa", {"qk_norm": False})) == (
-        False, "transformers' LlamaConfig.attention_bias default")
-    assert type_qkv_bias("qwen2", TARGETS["qwen2"]()) == (
-        True, "draftsmith's qwen2 target, as transformers' qwen2 model")
