@@ -252,11 +252,12 @@ def qkv_bias_reading(attention: tuple[str, dict[str, Any]], draft_raw: Mapping[s
 
 
 def draft_config(registry: Registry, attention: tuple[str, dict[str, Any]], draft_raw: Mapping[str, Any],
-                 draft_cfg, names: Iterable[str] = ()) -> tuple[Any, Dims, list[str]]:
+                 draft_cfg, names: Iterable[str] = (), target_hidden: int | None = None) -> tuple[Any, Dims, list[str]]:
     """The draft's transformers config as its layers read it, its Dims, and what it takes that its config.json
     does not state, one note each (build_draft says them once, on one line): a config read as Llama's that states no
     q/k/v-bias key gets what the checkpoint's tensors (``names``) hold; the sizes Dims defaults (Dims.unstated); a
-    sliding window it asks for, which the draft does not apply."""
+    sliding window it asks for, which the draft does not apply; and what it states that the draft does not take (a
+    logit_scale; a target_hidden_size that is not ``target_hidden``, the target's)."""
     flat = flatten_draft_config(draft_raw)
     key = getattr(draft_raw, "key", str)   # a params.json's own key names
     notes = []
@@ -274,6 +275,14 @@ def draft_config(registry: Registry, attention: tuple[str, dict[str, Any]], draf
         on = f" with {key('use_sliding_window')} true" if flat.get("use_sliding_window") else ""
         notes.append(f"{key('sliding_window')}={window}{on} is not applied: the draft attends its whole context (a "
                      "draft's config is read as Llama's, whose attention has no window)")
+    if isinstance(scale := flat.get("logit_scale"), (int, float)) and scale != 1:
+        notes.append(f"{key('logit_scale')}={scale!r} is not applied: the draft's logits are its head's (vLLM scales "
+                     "them, so its tree ranks and sampled drafts differ; the output is the target's either way)")
+    made_for = flat.get("target_hidden_size")
+    if isinstance(made_for, int) and target_hidden is not None and made_for != target_hidden:
+        notes.append(f"{key('target_hidden_size')}={made_for} is not the target's hidden_size {target_hidden}: the "
+                     "draft reads the target it is given (engines size its fc by this key: is the draft made for "
+                     "this target?)")
     return draft_cfg, dims, notes
 
 
@@ -289,7 +298,8 @@ def build_draft(spec: Spec, registry: Registry, *, draft_raw: Mapping[str, Any],
     on the model instead (``deferred_problems``), for a caller that checks the tensors first and says both."""
     d = spec.draft
     attention = attention_recipe(spec, registry, draft_raw)
-    draft_cfg, dims, notes = draft_config(registry, attention, draft_raw, draft_cfg, canonical_names)
+    draft_cfg, dims, notes = draft_config(registry, attention, draft_raw, draft_cfg, canonical_names,
+                                          getattr(target_cfg, "hidden_size", None))
     if notes:   # once per draft build, on one line, where the user sees it
         log.warning("draft %s: %s", short_text(getattr(draft_raw, "file", "config"), 300), "; ".join(notes))
     params = fusion_params(spec, registry)
