@@ -12,6 +12,7 @@ an answer of another type than ``methods`` lists for it; ``optional`` methods (a
 """
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -90,19 +91,34 @@ Names.__name__ = "a non-empty tuple or list of str"   # as a guarded call's mess
 
 
 def keeps_width(made: Any, width: int, sort: str) -> str | None:
-    """Why ``made`` (a module) does not map a [2, width] input to a [2, width] output, or None. Run where its
-    parameters are (the meta device while the assembler builds: no data, no time); a forward that cannot run on
-    that input is not judged here (data-dependent code on meta): what it raises at run time is."""
+    """Why ``made`` (a module) does not map a [1, 2, width] input (what the draft passes: [B, T, width]) to an output
+    of that shape and dtype, or None. Run where its parameters are (the meta device while the assembler builds: no
+    data, no time), in their dtype and, on meta, also on a bfloat16 copy (a module that computes in float32 and does
+    not cast back passes every float32 run); a forward that cannot run on that input is not judged here
+    (data-dependent code on meta): what it raises at run time is."""
+    import copy
+
     import torch
 
     device = next((p.device for p in made.parameters()), torch.device("meta"))
-    try:
-        out = made(torch.zeros(2, width, device=device))
-    except Exception:   # noqa: BLE001
-        return None
-    shape = list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
-    return None if shape == [2, width] else (f"its forward maps a [2, {width}] input to {shape}; {sort} keeps its "
-                                             "input's shape")
+    dtype = next((p.dtype for p in made.parameters() if p.is_floating_point()), torch.float32)
+    tries = [(made, dtype)]
+    if device.type == "meta" and dtype != torch.bfloat16:
+        with contextlib.suppress(Exception):   # a module deepcopy cannot copy is judged in its own dtype alone
+            tries.append((copy.deepcopy(made).to(torch.bfloat16), torch.bfloat16))
+    for module, dt in tries:
+        try:
+            out = module(torch.zeros(1, 2, width, device=device, dtype=dt))
+        except Exception:   # noqa: BLE001
+            return None
+        said = f"a [1, 2, {width}] {str(dt).removeprefix('torch.')} input"
+        if not isinstance(out, torch.Tensor) or list(out.shape) != [1, 2, width]:
+            shape = list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+            return f"its forward maps {said} to {shape}; {sort} keeps its input's shape"
+        if out.dtype != dt:
+            return (f"its forward maps {said} to {str(out.dtype).removeprefix('torch.')}; {sort} returns its "
+                    "input's dtype (cast the result back)")
+    return None
 
 
 def norm_problem(made: Any, dim: int) -> str | None:

@@ -39,7 +39,9 @@ class Float32Out(RMSNorm):
 
     def forward(self, x):
         x = x.float()   # computes in float32 and never casts back
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight.float()
+        # data-dependent (.item()): the build's meta probe cannot run it (which refuses a plain one, test_plugin_probes)
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight.float() * float(
+            x.abs().max().item() >= 0)
 
 
 def test_a_norm_that_returns_float32_in_a_bfloat16_run_is_named(tmp_path, pair):  # noqa: F811

@@ -46,7 +46,7 @@ class Item(nn.Module):
 
 
 @pytest.mark.parametrize("module, says", [
-    (Narrow, r"its forward maps a \[2, 16\] input to \[2, 15\]; a norm keeps its input's shape"),
+    (Narrow, r"its forward maps a \[1, 2, 16\] float32 input to \[1, 2, 15\]; a norm keeps its input's shape"),
     (Gamma, r"its weight parameter is none; a norm holds `weight` \[16\], where the checkpoint's norm tensor loads"),
     (lambda dim: rms(OffsetParams(), dim=dim * 2, eps=1e-6),
      r"its weight parameter is \[32\]; a norm holds `weight` \[16\], where the checkpoint's norm tensor loads"),
@@ -84,15 +84,16 @@ def test_a_plugin_mlp_that_changes_the_width_is_named_when_built(tmp_path, pair)
     data["draft"]["mlp"] = {"kind": "shrink"}
     path.write_text(yaml.safe_dump(data))
     with pytest.raises(ComponentFailed, match=r"^mlp 'shrink' \(plugin 'shrink'\): its factory returned a Shrink "
-                                              r"\(its forward maps a \[2, 16\] input to \[2, 8\]; an mlp keeps its "
+                                              r"\(its forward maps a \[1, 2, 16\] float32 input to \[1, 2, 8\]; an "
+                                              r"mlp keeps its "
                                               r"input's shape\)"):
         draftsmith.assemble(draftsmith.load_spec(path, reg), target=pair[0], draft=pair[1], registry=reg)
 
 
 def test_keeps_width_runs_where_the_parameters_are():
     assert keeps_width(nn.Linear(4, 4), 4, "a block") is None
-    assert keeps_width(nn.Linear(4, 3, device="meta"), 4, "a block").startswith("its forward maps a [2, 4] input to "
-                                                                              "[2, 3]")
+    assert keeps_width(nn.Linear(4, 3, device="meta"), 4, "a block").startswith(
+        "its forward maps a [1, 2, 4] float32 input to [1, 2, 3]")
     assert keeps_width(nn.Linear(5, 4), 4, "a block") is None   # its forward raises: not judged
 
 
@@ -154,3 +155,47 @@ def test_draftsmiths_own_code_is_never_blamed_on_a_plugin(monkeypatch, request):
     res = CliRunner().invoke(app, ["generate", "--spec", "demo", "--token-ids", "1,2"])
     assert res.exit_code == 70 and "internal error: RuntimeError: draftsmith's own bug" in res.stderr, res.output
     assert "plugin" not in res.output
+
+
+class ThreeD(nn.Module):
+    """An MLP written for [B, T, H] input (it unpacks three sizes) that forgot its down projection."""
+
+    def __init__(self, dims):
+        super().__init__()
+        self.up_proj = nn.Linear(dims.hidden, dims.hidden * 2, bias=False)
+
+    def forward(self, x):
+        b, t, h = x.shape
+        return self.up_proj(x)
+
+
+class Upcast(nn.Module):
+    """A norm that computes in float32 and does not cast back: every float32 run passes."""
+
+    def __init__(self, dim):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        return x.float() * self.weight.float()
+
+
+def test_the_probe_passes_what_the_draft_passes_and_checks_the_dtype():
+    """The probe was a [2, H] float32 input (round 28, a plugin author's walk-through): a module written for
+    [B, T, H] raised on it and was not judged, and one that returns float32 for bfloat16 passed; both failed mid-
+    decode (the second only under --dtype bfloat16)."""
+    from types import SimpleNamespace
+
+    with torch.device("meta"):
+        three_d, upcast = ThreeD(SimpleNamespace(hidden=16)), Upcast(16)
+    assert keeps_width(three_d, 16, "an mlp") == ("its forward maps a [1, 2, 16] float32 input to [1, 2, 32]; an mlp "
+                                                  "keeps its input's shape")
+    assert keeps_width(upcast, 16, "a norm") == ("its forward maps a [1, 2, 16] bfloat16 input to float32; a norm "
+                                                 "returns its input's dtype (cast the result back)")
+    assert keeps_width(Upcast(16), 16, "a norm") is None   # off meta: no copy is made, its own dtype is judged
+
+
+def test_a_plugin_norm_that_does_not_cast_back_is_named_when_built(tmp_path, pair):  # noqa: F811
+    with pytest.raises(ComponentFailed, match=r"^norm 'offset_rms' \(plugin 'offsetnorm'\): its factory returned "
+                                              r".*bfloat16 input to float32; a norm returns its input's dtype"):
+        assemble_with(tmp_path, pair, lambda params, *, dim, eps: Upcast(dim))
