@@ -283,6 +283,15 @@ def debug() -> bool:
     return _asked["debug"]
 
 
+def debug_traceback(exc: BaseException) -> None:
+    """Under ``--debug``, ``exc``'s traceback on stderr, for a command that says draftsmith's errors and goes on
+    (validate's next file, list's next spec): what --debug shows for every other command."""
+    if debug():
+        import traceback
+
+        traceback.print_exception(exc, file=sys.stderr)
+
+
 SETTING_OPTIONS = {"max_new_tokens": "--max-new-tokens", "temperature": "--temperature", "seed": "--seed",
                    "top_p": "--top-p", "top_k": "--top-k", "stop": "--stop"}
 

@@ -19,7 +19,7 @@ from draftsmith.paths import checkpoint_folder
 def validate(files: List[str] = typer.Argument(..., metavar="SPEC", help="spec YAML files, or spec names")) -> None:
     # str, not Path: typer's Path drops a leading ./, which tells a file named as a registered spec from the name
     """Check spec files; exits non-zero listing every problem of every file."""
-    from draftsmith.cli.app import OutputFailed, report, stop_if_interrupted
+    from draftsmith.cli.app import OutputFailed, debug_traceback, report, stop_if_interrupted
     from draftsmith.errors import DraftsmithError
 
     bad = 0
@@ -31,6 +31,7 @@ def validate(files: List[str] = typer.Argument(..., metavar="SPEC", help="spec Y
         except DraftsmithError as e:
             stop_if_interrupted()
             bad += 1
+            debug_traceback(e)
             typer.echo(f"error: {e}", err=True)
         except Exception as e:  # a bug, or a path the machine refuses: one line, and the next file is still checked
             if debug():
@@ -127,6 +128,7 @@ def without_broken_plugins(most: int = 16):
     """(the process-wide registry, or where an installed plugin does not load (its error names it), one built
     without it; the errors of the plugins left out): one broken plugin does not hide the others from `list`."""
     from draftsmith import build_registry, default_registry
+    from draftsmith.cli.app import debug_traceback
     from draftsmith.registry import PluginError
 
     skipped, unloaded = [], []
@@ -138,6 +140,7 @@ def without_broken_plugins(most: int = 16):
         except PluginError as e:
             if getattr(e, "plugin", None) is None or len(skipped) >= most:
                 raise
+            debug_traceback(e)
             unloaded.append(str(e))
             skipped.append(e.plugin)
 
@@ -169,6 +172,7 @@ def list_cmd(params: bool = typer.Option(False, "--params", help="also each comp
     *.yaml / *.yml file of such a folder skipped for want of a readable top-level `name:` (exit 1 too). An installed
     plugin that does not load is left out, and said after the tables with how to go on without it (exit 1)."""
     from draftsmith import load_spec
+    from draftsmith.cli.app import debug_traceback
     from draftsmith.errors import DraftsmithError
 
     reg, broken = without_broken_plugins()
@@ -179,6 +183,7 @@ def list_cmd(params: bool = typer.Option(False, "--params", help="also each comp
         try:
             description = load_spec(name, reg).summary
         except DraftsmithError as e:
+            debug_traceback(e)
             broken.append(str(e))
             lines = str(e).splitlines()
             description = f"BROKEN: {lines[len(lines) > 1].strip()} (the errors follow the tables)"

@@ -2,6 +2,7 @@
 mistake is named with its plugin at start-up instead of surfacing as an internal error when a spec is used."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import re
 from collections.abc import Iterable, Mapping
@@ -22,6 +23,26 @@ from draftsmith.hooks.kinds import KINDS
 # sys.exit("needs ..."), an argparse parse_args() left at module level), which would end every command with the
 # plugin's own text and no "error:" line; KeyboardInterrupt (Ctrl-C) passes
 PLUGIN_FAULTS = (Exception, SystemExit)
+
+
+def raised(exc: BaseException, code: Any = None) -> str:
+    """"Type: message" of what a plugin's code raised, with where in that code, "(in pkg.mod.func, line N)": the
+    deepest frame in ``code``'s top-level package (``code``: the plugin's function or class, or its module's name),
+    so its author finds the line without --debug; an AttributeError gets the closest attribute, as Python's
+    traceback gives it (a factory's ``dims.intermediate_size``: Did you mean 'intermediate'?)."""
+    import traceback
+
+    said = f"{type(exc).__name__}: {short_text(str(exc), 300)}"
+    if isinstance(exc, AttributeError) and isinstance(getattr(exc, "name", None), str):   # Python's hint, not in str()
+        with contextlib.suppress(Exception):   # an object whose dir() raises gets none
+            if hint := suggest(exc.name, [a for a in dir(exc.obj) if not a.startswith("_")]):
+                said += f".{hint}"
+    top = str((code if isinstance(code, str) else getattr(code, "__module__", None)) or "").partition(".")[0]
+    if top and top != "draftsmith":
+        for frame, line in reversed(list(traceback.walk_tb(exc.__traceback__))):
+            if (name := frame.f_globals.get("__name__", "")).partition(".")[0] == top:
+                return f"{said} (in {name}.{frame.f_code.co_qualname}, line {line})"
+    return said
 
 
 class PluginError(DraftsmithError, RuntimeError):
@@ -167,7 +188,7 @@ def collected(impl: pluggy.HookImpl, record_type: type) -> list:
     except DraftsmithError:
         raise
     except PLUGIN_FAULTS as e:
-        raise PluginError(f"{hook} raised {type(e).__name__}: {short_text(str(e), 300)}") from e
+        raise PluginError(f"{hook} raised {raised(e, impl.function)}") from e
     for i, r in enumerate(records):   # an item is named as one, by its type (short() quotes a tuple as a list)
         if (why := record_problem(r, record_type)) is not None:
             what = brief(r) or f"a {type(r).__name__}, {short(r)}"

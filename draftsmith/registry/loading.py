@@ -20,7 +20,7 @@ from draftsmith.errors import short_text, suggest
 from draftsmith.hooks import PROJECT
 from draftsmith.hooks.records import BUILTIN
 from draftsmith.hooks import specs as hookspecs
-from draftsmith.registry.checks import PLUGIN_FAULTS, PluginClash, PluginError
+from draftsmith.registry.checks import PLUGIN_FAULTS, PluginClash, PluginError, raised
 
 BUILTIN_MODULE = "draftsmith.builtin"
 NO_AUTOLOAD = "DRAFTSMITH_DISABLE_PLUGIN_AUTOLOAD"
@@ -112,8 +112,8 @@ def load_entry_points(pm: pluggy.PluginManager, skip: Iterable[str] = ()) -> dic
             except PluginError as e:   # said already, naming the plugin (a registry built by its import)
                 raise blamed(type(e)(f"{e}; {way_out}"), ep.name) from e.__cause__
             except PLUGIN_FAULTS as e:
-                raise blamed(PluginError(f"{where} cannot be imported: {type(e).__name__}: "
-                                         f"{short_text(str(e), 300)}; {way_out}"), ep.name) from e
+                raise blamed(PluginError(f"{where} cannot be imported: {raised(e, ep.module)}; {way_out}"),
+                             ep.name) from e
             finally:
                 _importing.who = None
             try:

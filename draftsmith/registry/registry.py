@@ -19,7 +19,7 @@ from draftsmith.errors import DraftsmithError, short, short_text, suggest
 from draftsmith.hooks import PROJECT, Component, LayoutMatch, SpecSource
 from draftsmith.hooks import specs as hookspecs
 from draftsmith.hooks.kinds import KINDS
-from draftsmith.registry.checks import PLUGIN_FAULTS, PluginClash, PluginError, collected
+from draftsmith.registry.checks import PLUGIN_FAULTS, PluginClash, PluginError, collected, raised
 from draftsmith.registry.loading import (BUILTIN, BUILTIN_MODULE, DISABLED, NO_AUTOLOAD, autoload_disabled, blamed,
                                         disabled_installed, importing_plugin, load_entry_points, register_plugin)
 from draftsmith.registry.results import ComponentFailed, checked
@@ -185,8 +185,7 @@ class Registry:
         except PLUGIN_FAULTS as e:
             if plugin == BUILTIN:   # draftsmith's own bug: an internal error, with its traceback
                 raise
-            raise ComponentFailed(f"{who} failed to build: {type(e).__name__}: "
-                                  f"{short_text(str(e), 300)}{call}") from e
+            raise ComponentFailed(f"{who} failed to build: {raised(e, comp.factory)}{call}") from e
         return made if contract is None else checked(made, contract, who, call, guard=plugin != BUILTIN,
                                                      context=context)
 
@@ -238,8 +237,8 @@ class Registry:
         except PLUGIN_FAULTS as e:
             if plugin == BUILTIN:
                 raise
-            raise ComponentFailed(f"{kind} {short(name)} (plugin {plugin!r}): {call} failed: {type(e).__name__}: "
-                                  f"{short_text(str(e), 300)}") from e
+            raise ComponentFailed(f"{kind} {short(name)} (plugin {plugin!r}): {call} failed: "
+                                  f"{raised(e, self.get(kind, name).factory)}") from e   # in the factory's package
 
     def spec_source(self, name: str) -> SpecSource:
         """The spec registered as ``name``; a :class:`PluginClash` naming every file where spec folders give that name
@@ -303,7 +302,7 @@ class Registry:
         except DraftsmithError:
             raise
         except PLUGIN_FAULTS as e:
-            raise PluginError(f"{who} raised {type(e).__name__}: {short_text(str(e), 300)}") from e
+            raise PluginError(f"{who} raised {raised(e, call)}") from e
 
     def _checked(self, match: Any, who: str, plugin: str) -> LayoutMatch | None:
         """A detector's answer checked: a LayoutMatch naming a registered spec (with its plugin), or None."""

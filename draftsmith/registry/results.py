@@ -9,9 +9,9 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
-from draftsmith.errors import DraftsmithError, short, short_text
+from draftsmith.errors import DraftsmithError, short
 from draftsmith.hooks.kinds import Kind
-from draftsmith.registry.checks import PLUGIN_FAULTS
+from draftsmith.registry.checks import PLUGIN_FAULTS, raised
 
 
 class ComponentFailed(DraftsmithError, RuntimeError):
@@ -95,8 +95,7 @@ class Guarded:
         except DraftsmithError:
             raise
         except PLUGIN_FAULTS as e:
-            raise ComponentFailed(f"{self._called(name, args, kwargs)} raised {type(e).__name__}: "
-                                  f"{short_text(str(e), 300)}") from e
+            raise ComponentFailed(f"{self._called(name, args, kwargs)} raised {raised(e, method)}") from e
         if (types := self._methods[name]) and not isinstance(answer, types):
             sorts = " or ".join("None" if t is type(None) else t.__name__ for t in types)
             raise ComponentFailed(f"{self._called(name, args, kwargs)} returned {short(answer)}; {name} must "

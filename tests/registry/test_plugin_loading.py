@@ -309,7 +309,9 @@ def test_a_plugin_in_code_keeps_its_plain_error(tmp_path):
     with pytest.raises(PluginError) as info:
         draftsmith.build_registry([("inline", types.SimpleNamespace(draftsmith_components=draftsmith_components))],
                                   entry_points=False)
-    assert str(info.value) == "draftsmith_components of plugin 'inline' raised ValueError: oops"
+    line = draftsmith_components.__code__.co_firstlineno + 2   # the first line is the decorator's
+    assert str(info.value) == ("draftsmith_components of plugin 'inline' raised ValueError: oops (in "
+                               f"test_plugin_loading.{draftsmith_components.__qualname__}, line {line})")
     assert getattr(info.value, "plugin", None) is None
 
 

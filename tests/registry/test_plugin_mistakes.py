@@ -58,9 +58,10 @@ def test_a_factory_that_raises_is_named_with_its_plugin_and_the_call_the_assembl
 
     with pytest.raises(ComponentFailed) as info:
         assemble_with(tmp_path, pair, offset_rms)
+    where = f"test_plugin_mistakes.{offset_rms.__qualname__}, line {offset_rms.__code__.co_firstlineno + 1}"
     assert str(info.value) == ("norm 'offset_rms' (plugin 'offsetnorm') failed to build: ValueError: offset must be "
-                               "in [0, 1]; the assembler calls it as factory(params, *, dim, eps) and needs a "
-                               "norm module whose parameter is `weight` of shape [dim]")
+                               f"in [0, 1] (in {where}); the assembler calls it as factory(params, *, dim, eps) and "
+                               "needs a norm module whose parameter is `weight` of shape [dim]")
     assert isinstance(info.value.__cause__, ValueError)  # --debug shows the plugin's own traceback
 
 
@@ -250,7 +251,8 @@ def test_a_plugin_that_cannot_be_imported_is_named_with_its_entry_point_and_dist
     with pytest.raises(PluginError) as info:
         draftsmith.build_registry()
     assert str(info.value) == (f"plugin 'fake' (entry point fake = {module} in distribution 'ds-broken') cannot be "
-                               "imported: ModuleNotFoundError: No module named 'not_a_module_xyz'; fix or uninstall "
+                               "imported: ModuleNotFoundError: No module named 'not_a_module_xyz' (in "
+                               f"{module}.<module>, line 1); fix or uninstall "
                                "'ds-broken', or set DRAFTSMITH_DISABLE_PLUGINS=fake to load draftsmith without it")
     monkeypatch.setenv("DRAFTSMITH_DISABLE_PLUGIN_AUTOLOAD", "1")   # the way around it
     assert not draftsmith.build_registry().pm.has_plugin("fake")

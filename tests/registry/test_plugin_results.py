@@ -36,7 +36,8 @@ def test_a_generator_hook_that_raises_while_read_is_named():
             raise RuntimeError("boom in generator")
 
     with pytest.raises(PluginError, match=r"^draftsmith_components of plugin 'gen' raised RuntimeError: boom in "
-                                          r"generator$"):
+                                          r"generator \(in test_plugin_results\.[\w.<>]+\.Gen\.draftsmith_components, "
+                                          r"line 36\)$"):   # where in the generator
         fresh(("gen", Gen()))
 
 
@@ -168,7 +169,8 @@ def test_a_result_of_the_wrong_sort_is_refused_saying_what_it_lacks(kind, make, 
 
 
 @pytest.mark.parametrize("answer, message", [
-    (KeyError("fc.weight"), r"its apply\('fc.weight'\) raised KeyError: 'fc.weight'$"),
+    (KeyError("fc.weight"), r"its apply\('fc.weight'\) raised KeyError: 'fc.weight' \(in "
+                            r"test_plugin_results\.DuckRule\.apply, line \d+\)$"),
     (5, r"its apply\('fc.weight'\) returned 5; apply must return str or None$"),
 ])
 def test_a_plugin_rule_that_fails_while_names_are_mapped_is_named(answer, message):

@@ -67,7 +67,8 @@ def test_a_plugin_split_rule_maps_a_name_to_its_parts_and_refuses_writing_one_ba
 
 
 @pytest.mark.parametrize("answer, message", [
-    (KeyError("qk.weight"), r"its parts\('qk.weight'\) raised KeyError: 'qk.weight'$"),
+    (KeyError("qk.weight"), r"its parts\('qk.weight'\) raised KeyError: 'qk.weight' \(in "
+                            r"test_plugin_rule_parts\.DuckSplit\.parts, line \d+\)$"),
     ("q.weight", r"its parts\('qk.weight'\) returned 'q.weight'; parts must return a non-empty tuple or list of str "
                  r"or None$"),   # a string would have been read as its characters
     ([], r"its parts\('qk.weight'\) returned \[\]; parts must return"),
@@ -79,7 +80,8 @@ def test_a_plugin_rules_parts_that_fails_is_named(answer, message):
 
 
 @pytest.mark.parametrize("answer, message", [
-    (RuntimeError("no table"), r"its produces\('k.weight'\) raised RuntimeError: no table$"),
+    (RuntimeError("no table"), r"its produces\('k.weight'\) raised RuntimeError: no table \(in "
+                               r"test_plugin_rule_parts\.DuckSplit\.produces, line \d+\)$"),
     ("yes", r"its produces\('k.weight'\) returned 'yes'; produces must return bool$"),
 ])
 def test_a_plugin_rules_produces_that_fails_is_named(answer, message):

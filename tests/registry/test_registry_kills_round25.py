@@ -172,15 +172,17 @@ def _quoted(where: str, size: int) -> str:
     if where == "build":
         with pytest.raises(ComponentFailed) as info:
             reg.build("fusion", "loud", None)
-        found = re.search(r"failed to build: RuntimeError: (.*); the assembler calls it as", str(info.value))
+        found = re.search(r"failed to build: RuntimeError: (.*?)(?: \(in \S+, line \d+\))?; the assembler calls it as",
+                          str(info.value))
     elif where == "holds":
         with pytest.raises(ComponentFailed) as info:
             reg.holds("fusion", "loud", {}, ())
-        found = re.search(r"holds\(params\) failed: RuntimeError: (.*)$", str(info.value))
+        found = re.search(r"holds\(params\) failed: RuntimeError: (.*?)(?: \(in \S+, line \d+\))?$", str(info.value))
     else:
         with pytest.raises(PluginError) as info:
             reg.detect_layout({}, [])
-        found = re.search(r"^draftsmith_detect_layout of plugin 'detector' raised RuntimeError: (.*)$",
+        found = re.search(r"^draftsmith_detect_layout of plugin 'detector' raised RuntimeError: (.*?)"
+                          r"(?: \(in \S+, line \d+\))?$",
                           str(info.value))
     assert found, str(info.value)
     return found.group(1)
