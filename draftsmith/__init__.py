@@ -15,16 +15,19 @@ from typing import TYPE_CHECKING
 
 _HOMES = {"assemble": "draftsmith.assembler.assemble", "build_registry": "draftsmith.registry",
           "default_registry": "draftsmith.registry", "Problem": "draftsmith.errors", "SpecError": "draftsmith.errors",
+          "DraftsmithError": "draftsmith.errors", "ArgumentError": "draftsmith.errors",
+          "OptionError": "draftsmith.errors",
           "list_specs": "draftsmith.specs.loader", "load_spec": "draftsmith.specs.loader",
           "parse_spec": "draftsmith.specs.loader", "Spec": "draftsmith.specs.schema"}
 
-__all__ = ["Problem", "Spec", "SpecError", "assemble", "build_registry", "default_registry", "list_specs",
-           "load_spec", "parse_spec"]   # _HOMES' names (a test holds them equal)
+# _HOMES' names (a test holds them equal)
+__all__ = ["ArgumentError", "DraftsmithError", "OptionError", "Problem", "Spec", "SpecError", "assemble",
+           "build_registry", "default_registry", "list_specs", "load_spec", "parse_spec"]
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:  # what a type checker and an IDE read
     from draftsmith.assembler.assemble import assemble
-    from draftsmith.errors import Problem, SpecError
+    from draftsmith.errors import ArgumentError, DraftsmithError, OptionError, Problem, SpecError
     from draftsmith.registry import build_registry, default_registry
     from draftsmith.specs.loader import list_specs, load_spec, parse_spec
     from draftsmith.specs.schema import Spec

@@ -75,7 +75,9 @@ class SpeculativeModel:
                  steps: int | None = None, draft_tokens: int | None = None, mode: str | None = None,
                  stop: Iterable[int] | None = None):
         """Lossless speculative decoding: each output equals in distribution (token for token when greedy) what
-        ``generate_baseline`` gives for the same prompt.
+        ``generate_baseline`` gives for the same prompt. Token for token holds in float32 and float64; in bfloat16
+        (and float16 on CUDA) verifying several tokens in one forward and decoding one at a time round differently,
+        so a near-tie (logits a rounding apart) can go the other way and the outputs part from there.
 
         prompt: a string (needs the target's tokenizer), a list of token ids, or a conversation: a list of
             ``{"role": ..., "content": ...}`` messages, rendered by the target tokenizer's chat template with the
@@ -103,7 +105,7 @@ class SpeculativeModel:
         plan = self.plan(topk=topk, steps=steps, draft_tokens=draft_tokens, mode=mode)
         if (topk, steps, draft_tokens) != (None,) * 3:   # the spec's own values were warned of at its load
             self._warn_once(unreached_steps(plan.topk, plan.steps, plan.draft_tokens, plan.mode, 1),
-                            f"generate() overrides of spec {self.spec.name}")
+                            f"generate() overrides of spec {self.spec.name}", per_text=True)
         self._warn_once(draft_positions_note(self.draft, max(map(len, prompts), default=0), max_new_tokens),
                         f"generate() with spec {self.spec.name}")
         settings = self._settings(max_new_tokens, temperature, top_p, top_k, seed, stop)
@@ -140,12 +142,14 @@ class SpeculativeModel:
                            self.recurrent and tree)
 
     # --- internals ----------------------------------------------------------------------------------------
-    def _warn_once(self, said: str | None, what: str) -> None:
-        """A warning about a call (a tree its overrides make that cannot reach its steps, draft positions past its
-        rotation's parity with transformers), once a model for each ``what`` (the first call's values said: keyed on
-        the text, each prompt length would say it again)."""
-        if said is not None and what not in self._said:
-            self._said.add(what)
+    def _warn_once(self, said: str | None, what: str, per_text: bool = False) -> None:
+        """A warning about a call, once a model for each ``what`` (draft positions past its rotation's parity with
+        transformers: the first call's values said, as its text names the prompt's length, which each call changes),
+        or with ``per_text`` once for each text (a tree its overrides make that cannot reach its steps: a sweep of
+        settings hears of each wasteful one)."""
+        key = (what, said) if per_text else what
+        if said is not None and key not in self._said:
+            self._said.add(key)
             log.warning("draftsmith: %s: %s", what, said)
 
     def _layouts(self, model: nn.Module) -> tuple[list, torch.dtype]:

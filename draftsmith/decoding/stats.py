@@ -6,6 +6,9 @@ from dataclasses import dataclass, field
 
 @dataclass
 class Stats:
+    """What a generate() call measured, summed over its batch. Read first: :attr:`acceptance_length` (tau) and
+    :attr:`tokens_per_second` (properties: not in the repr; :meth:`as_dict` has them). ``accepted_per_position``
+    holds counts of steps (divide by ``steps`` for each position's acceptance rate)."""
     mode: str = "baseline"
     new_tokens: int = 0
     target_forwards: int = 0          # verification / decode forwards run (prefill not counted; on CUDA a step
@@ -41,6 +44,8 @@ class Stats:
 
     @property
     def tokens_per_second(self) -> float:
+        """New tokens per second of the whole call, the prefill included (:attr:`decode_tokens_per_second`: after
+        it)."""
         return self.new_tokens / self.wall_seconds if self.wall_seconds > 0 else 0.0
 
     @property

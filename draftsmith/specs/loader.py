@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from draftsmith import limits
 from draftsmith.errors import OptionError, Problem, SpecError, short_text, with_places
@@ -30,12 +30,15 @@ from draftsmith.yaml_places import yaml_places
 
 
 def load_spec(ref: Spec | str | Path, registry: Registry | None = None) -> Spec:
-    """A built-in or plugin spec name, a YAML path, or a Spec (returned as is)."""
+    """A built-in or plugin spec name, a YAML path, or a Spec (returned as is, once :func:`checked_object` finds
+    nothing an edit of it set unchecked)."""
     if isinstance(ref, Spec):
-        return ref
+        return checked_object(ref, registry)
     if not isinstance(ref, (str, os.PathLike)):   # load_spec(3): not Path()'s TypeError
         raise OptionError(f"spec: a spec name, a YAML file's path or a Spec, got the {type(ref).__name__} "
-                          f"{short_text(repr(ref), 100)}")
+                          f"{short_text(repr(ref), 100)}" + ("; a mapping of spec fields is a Spec by "
+                                                             "draftsmith.parse_spec(data)" if isinstance(ref, Mapping)
+                                                             else ""))
     path = spec_file(ref)   # a file's problem said before the registry is built (its components import torch)
     registry = checked_registry(registry)
     path = path if path is not None else spec_path(ref, registry)
@@ -52,6 +55,32 @@ def load_spec(ref: Spec | str | Path, registry: Registry | None = None) -> Spec:
     spec = parse_spec(data, source=str(path), registry=registry, text=text)   # each problem at its line in text
     if str(ref) in registry.specs and spec.name != str(ref):
         raise SpecError(str(path), with_lines([name_mismatch(str(ref), spec.name, registry)], text))
+    return spec
+
+
+def checked_object(spec: Spec, registry: Registry | None = None) -> Spec:
+    """``spec``, or a SpecError with every problem of the values an edit of the object set unchecked, said as a
+    file's are: pydantic's ``model_copy(update=...)`` validates nothing (a dict where the ``decoding`` section
+    belongs failed later as an AttributeError; ``num_layers='x'`` as a TypeError). The decoding values
+    :meth:`Spec.with_decoding` set are left to the load's own check of that section, which says them."""
+    import warnings
+
+    from draftsmith.specs.schema import Decoding
+
+    with warnings.catch_warnings():   # pydantic warns of a section that is not its model: said below instead
+        warnings.simplefilter("ignore")
+        data = spec.model_dump()
+    problems = [p for p in _checked(data, checked_registry(registry))[1]
+                if not (p.path.startswith("decoding") and isinstance(spec.decoding, Decoding))]
+    sections = [(name, getattr(spec, name)) for name, field in Spec.model_fields.items()
+                if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel)]
+    problems += [Problem(name, f"holds the {type(value).__name__} {short_text(repr(value), 100)}, not its section "
+                         "(an edit that skipped validation, as model_copy(update=...))",
+                         hint="Edit a Spec with spec.with_decoding(...), or parse its edited "
+                              "spec.model_dump() with draftsmith.parse_spec")
+                 for name, value in sections if not isinstance(value, (BaseModel, type(None)))]
+    if problems:   # not placed in the spec's file: the values are not the file's
+        raise SpecError(f"spec {spec.name!r} as edited (from {spec.source})", problems)
     return spec
 
 

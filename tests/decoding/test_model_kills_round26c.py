@@ -36,6 +36,17 @@ def test_a_specs_own_tree_that_cannot_reach_its_steps_is_not_warned_again_by_a_c
         "counted) reaches depth 2 at most: steps 2 drafts the same tree with 2 fewer draft forwards a step"]
 
 
+def test_a_sweep_of_overrides_hears_of_each_tree_that_cannot_reach_its_steps_once(caplog):
+    """A researcher's sweep: each wasteful tree is said once (the same one twice: once), not only the first of the
+    model's life (a walk-through of round 28: steps 4 then 5 over draft_tokens 3, the second said nothing)."""
+    model = draftsmith.assemble(draftsmith.load_spec("demo").with_decoding(draft_tokens=3))
+    with caplog.at_level(logging.WARNING, logger="draftsmith"):
+        for steps in (4, 5, 4):
+            model.generate([1, 2, 3], max_new_tokens=2, steps=steps)
+    said = [r.getMessage() for r in caplog.records if "overrides" in r.getMessage()]
+    assert [m.split("decoding.steps is ")[1][:1] for m in said] == ["4", "5"], said
+
+
 def test_a_chain_asked_of_a_recurrent_target_is_a_chain_for_its_topk_alone(demo):
     """topk 1 is a chain whatever else rules trees out: the reason names 'topk is 1' only, not the recurrent layers
     (kills `tree = dec['topk'] > 1` -> `>= 1` / `> 0`); topk 2 is a tree asked for, so a recurrent target makes it

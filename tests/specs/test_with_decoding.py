@@ -43,6 +43,8 @@ def test_valid_changes_keep_the_rest_and_the_source_and_assemble():
 @pytest.mark.parametrize("call, says", [
     (lambda: draftsmith.load_spec(3), "spec: a spec name, a YAML file's path or a Spec, got the int 3"),
     (lambda: draftsmith.load_spec(None), "got the NoneType None"),
+    (lambda: draftsmith.load_spec({"name": "x"}), "got the dict {'name': 'x'}; a mapping of spec fields is a Spec by "
+                                                  "draftsmith.parse_spec(data)"),
     (lambda: draftsmith.assemble("demo", registry="x"), "registry: a draftsmith Registry"),
     (lambda: draftsmith.assemble("demo", warn_fallback="no"), "warn_fallback: True or False, got the str 'no'"),
 ])
@@ -51,3 +53,21 @@ def test_an_argument_of_the_wrong_sort_is_an_option_error_naming_it(call, says):
 
     with pytest.raises(OptionError, match=says.replace("(", r"\(").replace(")", r"\)")):
         call()
+
+
+def test_a_spec_object_edited_past_validation_is_refused_as_a_file_would_be():
+    """pydantic's model_copy(update=...) validates nothing: a dict where the decoding section belongs failed in the
+    load as an AttributeError, num_layers 'x' as a TypeError, and 0 as ten checkpoint misfits (a researcher's
+    walk-through, round 28). Each is now the spec's problem, said at once, not placed in the spec's file."""
+    from draftsmith.errors import SpecError
+
+    spec = draftsmith.load_spec("demo")
+    edited = spec.model_copy(update={"decoding": {"topk": 1}, "draft": spec.draft.model_copy(update={"num_layers": 0})})
+    with pytest.raises(SpecError) as info:
+        draftsmith.assemble(edited)
+    said = str(info.value)
+    assert said.startswith(f"spec 'demo' as edited (from {spec.source}) has 2 problems"), said
+    assert "draft.num_layers: 0 is not allowed" in said and "allowed: an integer >= 1 or 'auto'" in said
+    assert "decoding: holds the dict {'topk': 1}, not its section" in said and "spec.with_decoding(...)" in said
+    assert "(line " not in said
+    assert draftsmith.load_spec(spec) is spec   # a spec as loaded passes as it is
