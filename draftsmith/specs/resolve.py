@@ -91,12 +91,16 @@ def params_problems(model: type[BaseModel], params: Mapping[str, Any], path: str
 
 
 def component_params_problems(comp: Provided, params: Mapping[str, Any], path: str) -> list[Problem]:
-    """:func:`params_problems` of a registered component's params. A key given to a plugin's component that takes
-    none is said as that plugin's choice: NO_KEYS's word on sizes and eps holds for the built-in components only."""
+    """:func:`params_problems` of a registered component's params; a plugin's component's say whose params they are.
+    A key given to a plugin's component that takes none is said as that plugin's choice: NO_KEYS's word on sizes and
+    eps holds for the built-in components only."""
     model = comp.record.params
     problems = params_problems(model, params, path)
-    if comp.plugin == BUILTIN or model.model_fields:
+    if comp.plugin == BUILTIN:
         return problems
+    if model.model_fields:   # whose model refused it: a plugin's, which its author documents
+        whose = f"the params of {comp.record.kind} {short(comp.record.name)}, from plugin {comp.plugin!r}"
+        return [dataclasses.replace(p, allowed=f"{p.allowed} ({whose})") if p.allowed else p for p in problems]
     none = "no params model" if model is NoParams else f"params model {model.__name__}, which has no fields"
     allowed = (f"no keys: {comp.record.kind} {short(comp.record.name)} of plugin {comp.plugin!r} declares {none}, "
                "so a spec can give it no keys")

@@ -98,3 +98,20 @@ def test_an_attribute_a_factory_misnames_gets_the_closest_one():
                                                                          num_attention_heads=2)))
     assert ("failed to build: AttributeError: 'Dims' object has no attribute 'intermediate_size'. Did you mean "
             f"'intermediate'? (in {HERE}.{gelu_mlp.__qualname__}, line") in str(info.value), str(info.value)
+
+
+def test_a_key_a_plugins_params_refuse_names_whose_params_they_are(tmp_path):
+    """A typo'd key of a plugin's component listed the allowed keys without saying whose model they are (the author
+    of a spec and of the plugin may differ: the plugin's docs are where to look)."""
+    import draftsmith
+    from draftsmith.components.norms import rms
+    from draftsmith.errors import SpecError
+
+    from test_plugin_mistakes import OffsetParams, spec_file
+
+    reg = fresh(("offsetnorm", Plugin([Component("norm", "offset_rms", rms, OffsetParams)])))
+    with pytest.raises(SpecError) as info:
+        draftsmith.load_spec(spec_file(tmp_path, {"kind": "offset_rms", "ofset": 0.5}), reg)
+    assert "draft.norm.ofset: unknown field 'ofset'. Did you mean 'offset'?" in str(info.value)
+    assert "allowed: offset (the params of norm 'offset_rms', from plugin 'offsetnorm')" in str(info.value), \
+        str(info.value)
