@@ -308,9 +308,11 @@ def qkv_bias_note(spec: Spec, registry: Registry, draft_raw, canonical: list[str
     """The note for a draft whose q/k/v bias tensors do not fit: the checkpoint holds them and the attention was
     built without, or the reverse; it says why the attention has them or not and which spec field decides."""
     def note() -> str | None:
-        if (found := unfit(QKV_BIAS, canonical, built)) is None:
-            return None
-        why = qkv_bias_reading(attention_recipe(spec, registry, draft_raw), draft_raw)
+        attention = attention_recipe(spec, registry, draft_raw)
+        fields = getattr(registry.get("attention", attention[0]).params, "model_fields", {})
+        if "qkv_bias" not in fields or (found := unfit(QKV_BIAS, canonical, built)) is None:
+            return None   # an attention without the field (MLA): no field of it to name
+        why = qkv_bias_reading(attention, draft_raw)
         return attention_field_note("q/k/v biases", "qkv_bias", *found[:2], why=f" ({why})")
     return note
 

@@ -284,12 +284,9 @@ def debug() -> bool:
 
 
 def debug_traceback(exc: BaseException) -> None:
-    """Under ``--debug``, ``exc``'s traceback on stderr, for a command that says draftsmith's errors and goes on
-    (validate's next file, list's next spec): what --debug shows for every other command."""
+    """Under ``--debug``, ``exc``'s traceback on stderr (validate and list say draftsmith's errors and go on)."""
     if debug():
-        import traceback
-
-        traceback.print_exception(exc, file=sys.stderr)
+        __import__("traceback").print_exception(exc, file=sys.stderr)
 
 
 SETTING_OPTIONS = {"max_new_tokens": "--max-new-tokens", "temperature": "--temperature", "seed": "--seed",

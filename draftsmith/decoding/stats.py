@@ -7,8 +7,9 @@ from dataclasses import dataclass, field
 @dataclass
 class Stats:
     """What a generate() call measured, summed over its batch. Read first: :attr:`acceptance_length` (tau) and
-    :attr:`tokens_per_second` (properties: not in the repr; :meth:`as_dict` has them). ``accepted_per_position``
-    holds counts of steps (divide by ``steps`` for each position's acceptance rate)."""
+    :attr:`tokens_per_second` (properties: not in the repr; :meth:`as_dict` has them). ``accepted_per_position[i]``
+    counts the steps that accepted at least i+1 drafts (divided by ``steps``: the share of steps reaching draft
+    position i+1, cumulative, not the rate at i+1 given i)."""
     mode: str = "baseline"
     new_tokens: int = 0
     target_forwards: int = 0          # verification / decode forwards run (prefill not counted; on CUDA a step

@@ -93,22 +93,19 @@ Names.__name__ = "a non-empty tuple or list of str"   # as a guarded call's mess
 def keeps_width(made: Any, width: int, sort: str) -> str | None:
     """Why ``made`` (a module) does not map a [1, 2, width] input (what the draft passes: [B, T, width]) to an output
     of that shape and dtype, or None. Run where its parameters are (the meta device while the assembler builds: no
-    data, no time), in their dtype and, on meta, also on a bfloat16 copy (a module that computes in float32 and does
-    not cast back passes every float32 run); a forward that cannot run on that input is not judged here
+    data, no time), in their dtype and, on meta, also with them in bfloat16 (a module that computes in float32 and does
+    not cast back passes every float32 run, and the same spec runs in bfloat16 by one option: refused whatever this
+    run's dtype, as the contract says); a forward that cannot run on that input is not judged here
     (data-dependent code on meta): what it raises at run time is."""
-    import copy
-
     import torch
 
     device = next((p.device for p in made.parameters()), torch.device("meta"))
     dtype = next((p.dtype for p in made.parameters() if p.is_floating_point()), torch.float32)
-    tries = [(made, dtype)]
-    if device.type == "meta" and dtype != torch.bfloat16:
-        with contextlib.suppress(Exception):   # a module deepcopy cannot copy is judged in its own dtype alone
-            tries.append((copy.deepcopy(made).to(torch.bfloat16), torch.bfloat16))
-    for module, dt in tries:
+    tries = [dtype] + [torch.bfloat16] * (device.type == "meta" and dtype != torch.bfloat16)
+    for dt in tries:
         try:
-            out = module(torch.zeros(1, 2, width, device=device, dtype=dt))
+            with _held_as(made, dt):
+                out = made(torch.zeros(1, 2, width, device=device, dtype=dt))
         except Exception:   # noqa: BLE001
             return None
         said = f"a [1, 2, {width}] {str(dt).removeprefix('torch.')} input"
@@ -119,6 +116,27 @@ def keeps_width(made: Any, width: int, sort: str) -> str | None:
             return (f"its forward maps {said} to {str(out.dtype).removeprefix('torch.')}; {sort} returns its "
                     "input's dtype (cast the result back)")
     return None
+
+
+@contextlib.contextmanager
+def _held_as(module: Any, dtype: Any):
+    """``module`` with its floating parameters and buffers in ``dtype`` meanwhile (on the meta device: no data is
+    copied), put back after."""
+    from torch import nn
+
+    saved = []
+    for sub in module.modules():
+        for store in (sub._parameters, sub._buffers):
+            for name, t in list(store.items()):
+                if t is not None and t.is_floating_point() and t.dtype != dtype:
+                    saved.append((store, name, t))
+                    store[name] = nn.Parameter(t.to(dtype), t.requires_grad) if isinstance(t, nn.Parameter) else \
+                        t.to(dtype)
+    try:
+        yield module
+    finally:
+        for store, name, t in saved:
+            store[name] = t
 
 
 def norm_problem(made: Any, dim: int) -> str | None:

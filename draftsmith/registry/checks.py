@@ -27,8 +27,9 @@ PLUGIN_FAULTS = (Exception, SystemExit)
 
 def raised(exc: BaseException, code: Any = None) -> str:
     """"Type: message" of what a plugin's code raised, with where in that code, "(in pkg.mod.func, line N)": the
-    deepest frame in ``code``'s top-level package (``code``: the plugin's function or class, or its module's name),
-    so its author finds the line without --debug; an AttributeError gets the closest attribute, as Python's
+    deepest frame in ``code``'s top-level package (``code``: the plugin's function or class, or its module's name;
+    none for pluggy's hook callers, which call every plugin's wrappers), so its author finds the line without
+    --debug; an AttributeError gets the closest attribute, as Python's
     traceback gives it (a factory's ``dims.intermediate_size``: Did you mean 'intermediate'?)."""
     import traceback
 
@@ -38,7 +39,7 @@ def raised(exc: BaseException, code: Any = None) -> str:
             if hint := suggest(exc.name, [a for a in dir(exc.obj) if not a.startswith("_")]):
                 said += f".{hint}"
     top = str((code if isinstance(code, str) else getattr(code, "__module__", None)) or "").partition(".")[0]
-    if top and top != "draftsmith":
+    if top and top not in ("draftsmith", "pluggy") and not isinstance(exc, SyntaxError):   # its text says where
         for frame, line in reversed(list(traceback.walk_tb(exc.__traceback__))):
             if (name := frame.f_globals.get("__name__", "")).partition(".")[0] == top:
                 return f"{said} (in {name}.{frame.f_code.co_qualname}, line {line})"

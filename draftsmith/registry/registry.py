@@ -207,7 +207,7 @@ class Registry:
                 except re.error as e:
                     raise ValueError(f"{short(pattern)} is no regex: {e}") from None
             return tuple(found)
-        return self._answered(kind, name, "holds(params)", answer)
+        return self._answered(kind, name, "holds(params)", answer, comp.holds)
 
     def reads(self, kind: str, name: str, params: Any, draft_config: Mapping[str, Any]) -> dict[str, Any] | None:
         """The values component ``(kind, name)``'s params (validated: its params model) that a spec may leave to the
@@ -226,9 +226,9 @@ class Registry:
             if not (isinstance(found, Mapping) and all(isinstance(k, str) for k in found)):
                 raise TypeError(f"returned {short(found)}, not a mapping of field names to values")
             return dict(found)
-        return self._answered(kind, name, "reads(params, draft_config)", answer)
+        return self._answered(kind, name, "reads(params, draft_config)", answer, comp.reads)
 
-    def _answered(self, kind: str, name: str, call: str, answer: Callable[[], Any]) -> Any:
+    def _answered(self, kind: str, name: str, call: str, answer: Callable[[], Any], code: Any) -> Any:
         """``answer()``: what component ``(kind, name)``'s ``call`` answers, checked; a plugin's that raises is a
         :class:`ComponentFailed` naming it (draftsmith's own bug raises as it is)."""
         plugin = self.provider(kind, name)
@@ -238,7 +238,7 @@ class Registry:
             if plugin == BUILTIN:
                 raise
             raise ComponentFailed(f"{kind} {short(name)} (plugin {plugin!r}): {call} failed: "
-                                  f"{raised(e, self.get(kind, name).factory)}") from e   # in the factory's package
+                                  f"{raised(e, code)}") from e
 
     def spec_source(self, name: str) -> SpecSource:
         """The spec registered as ``name``; a :class:`PluginClash` naming every file where spec folders give that name

@@ -33,7 +33,7 @@ def load_spec(ref: Spec | str | Path, registry: Registry | None = None) -> Spec:
     """A built-in or plugin spec name, a YAML path, or a Spec (returned as is, once :func:`checked_object` finds
     nothing an edit of it set unchecked)."""
     if isinstance(ref, Spec):
-        return checked_object(ref, registry)
+        return checked_object(ref)
     if not isinstance(ref, (str, os.PathLike)):   # load_spec(3): not Path()'s TypeError
         raise OptionError(f"spec: a spec name, a YAML file's path or a Spec, got the {type(ref).__name__} "
                           f"{short_text(repr(ref), 100)}" + ("; a mapping of spec fields is a Spec by "
@@ -58,11 +58,13 @@ def load_spec(ref: Spec | str | Path, registry: Registry | None = None) -> Spec:
     return spec
 
 
-def checked_object(spec: Spec, registry: Registry | None = None) -> Spec:
+def checked_object(spec: Spec) -> Spec:
     """``spec``, or a SpecError with every problem of the values an edit of the object set unchecked, said as a
-    file's are: pydantic's ``model_copy(update=...)`` validates nothing (a dict where the ``decoding`` section
-    belongs failed later as an AttributeError; ``num_layers='x'`` as a TypeError). The decoding values
-    :meth:`Spec.with_decoding` set are left to the load's own check of that section, which says them."""
+    file's are: pydantic's ``model_copy(update=...)`` validates nothing (a dict where the ``decoding`` or
+    ``draft.share`` section belongs failed later as an AttributeError; ``num_layers='x'`` as a TypeError). The
+    schema's checks only: what needs the registry (component names, their params) the load checks with the registry
+    it is given. The decoding values :meth:`Spec.with_decoding` set are left to the load's own check of that
+    section, which says them."""
     import warnings
 
     from draftsmith.specs.schema import Decoding
@@ -70,18 +72,34 @@ def checked_object(spec: Spec, registry: Registry | None = None) -> Spec:
     with warnings.catch_warnings():   # pydantic warns of a section that is not its model: said below instead
         warnings.simplefilter("ignore")
         data = spec.model_dump()
-    problems = [p for p in _checked(data, checked_registry(registry))[1]
-                if not (p.path.startswith("decoding") and isinstance(spec.decoding, Decoding))]
-    sections = [(name, getattr(spec, name)) for name, field in Spec.model_fields.items()
-                if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel)]
-    problems += [Problem(name, f"holds the {type(value).__name__} {short_text(repr(value), 100)}, not its section "
-                         "(an edit that skipped validation, as model_copy(update=...))",
-                         hint="Edit a Spec with spec.with_decoding(...), or parse its edited "
-                              "spec.model_dump() with draftsmith.parse_spec")
-                 for name, value in sections if not isinstance(value, (BaseModel, type(None)))]
+    try:
+        validate_strict(Spec, data)
+        problems = []
+    except ValidationError as e:
+        problems = [p for p in problems_from(e, "", Spec)
+                    if not (p.path.startswith("decoding") and isinstance(spec.decoding, Decoding))]
+    problems += _unvalidated(spec)
     if problems:   # not placed in the spec's file: the values are not the file's
         raise SpecError(f"spec {spec.name!r} as edited (from {spec.source})", problems)
     return spec
+
+
+def _unvalidated(model: BaseModel, path: str = "") -> list[Problem]:
+    """A problem for each section of ``model`` (nested) that holds a mapping where its model belongs."""
+    import typing
+
+    out = []
+    for name, field in type(model).model_fields.items():
+        value, where = getattr(model, name, None), f"{path}.{name}" if path else name
+        kinds = typing.get_args(field.annotation) or (field.annotation,)
+        if isinstance(value, BaseModel):
+            out += _unvalidated(value, where)
+        elif isinstance(value, Mapping) and any(isinstance(k, type) and issubclass(k, BaseModel) for k in kinds):
+            out.append(Problem(where, f"holds the {type(value).__name__} {short_text(repr(value), 100)}, not its "
+                                      "section (an edit that skipped validation, as model_copy(update=...))",
+                               hint="Edit a Spec with spec.with_decoding(...), or parse its edited "
+                                    "spec.model_dump() with draftsmith.parse_spec"))
+    return out
 
 
 def checked_registry(registry: Any) -> Registry:

@@ -115,3 +115,57 @@ def test_a_key_a_plugins_params_refuse_names_whose_params_they_are(tmp_path):
     assert "draft.norm.ofset: unknown field 'ofset'. Did you mean 'offset'?" in str(info.value)
     assert "allowed: offset (the params of norm 'offset_rms', from plugin 'offsetnorm')" in str(info.value), \
         str(info.value)
+
+
+def no_such_key(params):
+    return params["nosuch"]
+
+
+def test_a_raising_holds_is_located_in_its_own_code_and_pluggys_frames_are_no_plugins():
+    """Review of round 28: a holds() that raised was located by the factory's package (none for a plugin that
+    registers draftsmith's own gqa factory), and a hook caller's code (pluggy's, through a plugin's hook wrapper)
+    was named as the plugin's line; a SyntaxError's text already says where."""
+    from draftsmith.components.gqa import gqa
+    from draftsmith.components.params import GQAParams
+    from draftsmith.registry.checks import raised
+
+    reg = fresh(("p", Plugin([Component("attention", "mygqa", gqa, GQAParams, holds=no_such_key)])))
+    with pytest.raises(ComponentFailed) as info:
+        reg.holds("attention", "mygqa", {}, ())
+    assert str(info.value).endswith(f"holds(params) failed: KeyError: 'nosuch' (in {HERE}.no_such_key, line "
+                                    f"{no_such_key.__code__.co_firstlineno + 1})"), str(info.value)
+    try:
+        no_such_key({})
+    except KeyError as e:
+        assert raised(e, "pluggy._hooks") == "KeyError: 'nosuch'"
+    try:
+        compile("def (", "hooks.py", "exec")
+    except SyntaxError as e:
+        assert raised(e, HERE) == f"SyntaxError: {e}"
+
+
+def test_an_mla_draft_holding_q_biases_gets_no_note_naming_a_field_it_lacks(tmp_path):
+    """MLA's params have no qkv_bias: the note told the user to set draft.attention.qkv_bias: true, itself a spec
+    error (review of round 28)."""
+    import warnings
+
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    import draftsmith
+    from draftsmith.errors import DraftsmithError
+    from draftsmith.testing import write_target
+    from draftsmith.testing.mla import write_mla_eagle
+
+    target = write_target(tmp_path / "t")
+    draft = write_mla_eagle(tmp_path / "d", target, q_lora_rank=None)
+    f = next(draft.glob("*.safetensors"))
+    tensors = load_file(str(f))
+    for n in [n for n in tensors if n.endswith("self_attn.q_proj.weight")]:
+        tensors[n[:-6] + "bias"] = torch.zeros(tensors[n].shape[0])
+    save_file(tensors, str(f), metadata={"format": "pt"})
+    with warnings.catch_warnings(), pytest.raises(DraftsmithError) as info:
+        warnings.simplefilter("ignore")
+        draftsmith.assemble("eagle-mla-deepseek", target=target, draft=draft)
+    assert "q_proj.bias" in str(info.value)
+    assert not [n for n in getattr(info.value, "__notes__", []) if "qkv_bias" in n], info.value.__notes__

@@ -192,7 +192,8 @@ def test_the_probe_passes_what_the_draft_passes_and_checks_the_dtype():
                                                   "keeps its input's shape")
     assert keeps_width(upcast, 16, "a norm") == ("its forward maps a [1, 2, 16] bfloat16 input to float32; a norm "
                                                  "returns its input's dtype (cast the result back)")
-    assert keeps_width(Upcast(16), 16, "a norm") is None   # off meta: no copy is made, its own dtype is judged
+    assert upcast.weight.dtype == torch.float32 and isinstance(upcast.weight, nn.Parameter)   # put back as it was
+    assert keeps_width(Upcast(16), 16, "a norm") is None   # off meta: its own dtype alone is judged (no data moved)
 
 
 def test_a_plugin_norm_that_does_not_cast_back_is_named_when_built(tmp_path, pair):  # noqa: F811

@@ -71,3 +71,6 @@ def test_a_spec_object_edited_past_validation_is_refused_as_a_file_would_be():
     assert "decoding: holds the dict {'topk': 1}, not its section" in said and "spec.with_decoding(...)" in said
     assert "(line " not in said
     assert draftsmith.load_spec(spec) is spec   # a spec as loaded passes as it is
+    share = spec.model_copy(update={"draft": spec.draft.model_copy(update={"share": {"embed": "target"}})})
+    with pytest.raises(SpecError, match=r"draft\.share: holds the dict \{'embed': 'target'\}, not its section"):
+        draftsmith.load_spec(share)   # at any depth (review of round 28: only the top level was looked at)
