@@ -84,9 +84,9 @@ def plugin_at_fault(exc: BaseException) -> str | None:
     installed it; a plugin's forward that raises while draftsmith decodes), else None. Only a registry already
     built is asked: an error before one is built cannot come from a plugin's code."""
     import importlib.metadata
-    import traceback
 
     from draftsmith.registry import registry as registry_module
+    from draftsmith.registry.checks import deepest_frame
 
     if not registry_module.default_registry.cache_info().currsize:
         return None
@@ -101,11 +101,8 @@ def plugin_at_fault(exc: BaseException) -> str | None:
             for dist in dists.get(package, ()):
                 packages.update({other: plugin_name for other, ds in dists.items()
                                  if dist in ds and other not in packages and other != "draftsmith"})
-    for frame, line in reversed(list(traceback.walk_tb(exc.__traceback__))):
-        module = frame.f_globals.get("__name__", "")
-        if (plugin := packages.get(module.partition(".")[0])) is not None:
-            return f"plugin {plugin!r} (in {module}.{frame.f_code.co_qualname}, line {line})"
-    return None
+    found = deepest_frame(exc, packages)
+    return None if found is None else f"plugin {packages[found[0].partition('.')[0]]!r} (in {found[1]})"
 
 
 def _drop_stdout() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,25 +25,33 @@ from draftsmith.hooks.kinds import KINDS
 PLUGIN_FAULTS = (Exception, SystemExit)
 
 
-def raised(exc: BaseException, code: Any = None) -> str:
-    """"Type: message" of what a plugin's code raised, with where in that code, "(in pkg.mod.func, line N)": the
-    deepest frame in ``code``'s top-level package (``code``: the plugin's function or class, or its module's name;
-    none for pluggy's hook callers, which call every plugin's wrappers), so its author finds the line without
-    --debug; an AttributeError gets the closest attribute, as Python's
-    traceback gives it (a factory's ``dims.intermediate_size``: Did you mean 'intermediate'?)."""
+def deepest_frame(exc: BaseException, packages: Container[str]) -> tuple[str, str] | None:
+    """(its module, "module.function, line N") of ``exc``'s deepest frame in one of the top-level ``packages``,
+    or None: where a plugin's code raised it."""
     import traceback
 
+    for frame, line in reversed(list(traceback.walk_tb(exc.__traceback__))):
+        if (name := frame.f_globals.get("__name__", "")).partition(".")[0] in packages:
+            return name, f"{name}.{frame.f_code.co_qualname}, line {line}"
+    return None
+
+
+def raised(exc: BaseException, code: Any = None) -> str:
+    """"Type: message" of what a plugin's code raised, with where in that code, "(in pkg.mod.func, line N)": the
+    :func:`deepest_frame` in ``code``'s top-level package (``code``: the plugin's function or class, or its
+    module's name; none for pluggy's hook callers, which call every plugin's wrappers), so its author finds the line
+    without --debug. An AttributeError gets the closest attribute, as Python's traceback gives it (a factory's
+    ``dims.intermediate_size``: Did you mean 'intermediate'?)."""
     said = f"{type(exc).__name__}: {short_text(str(exc), 300)}"
     if isinstance(exc, AttributeError) and isinstance(getattr(exc, "name", None), str):   # Python's hint, not in str()
         with contextlib.suppress(Exception):   # an object whose dir() raises gets none
             if hint := suggest(exc.name, [a for a in dir(exc.obj) if not a.startswith("_")]):
                 said += f".{hint}"
     top = str((code if isinstance(code, str) else getattr(code, "__module__", None)) or "").partition(".")[0]
-    if top and top not in ("draftsmith", "pluggy") and not isinstance(exc, SyntaxError):   # its text says where
-        for frame, line in reversed(list(traceback.walk_tb(exc.__traceback__))):
-            if (name := frame.f_globals.get("__name__", "")).partition(".")[0] == top:
-                return f"{said} (in {name}.{frame.f_code.co_qualname}, line {line})"
-    return said
+    if top in ("", "draftsmith", "pluggy") or isinstance(exc, SyntaxError):   # a SyntaxError's text says where
+        return said
+    found = deepest_frame(exc, {top})
+    return said if found is None else f"{said} (in {found[1]})"
 
 
 class PluginError(DraftsmithError, RuntimeError):
