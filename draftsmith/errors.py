@@ -141,7 +141,7 @@ def suggest(word: str, choices: Iterable[str]) -> str:
 
 # control characters as Python writes them in a string: a newline in a folder's name or in a library's message
 # would end the message's line (the next reads as another), an escape sequence would reach the terminal
-_CONTROLS = {c: repr(chr(c))[1:-1] for c in (*range(32), 127)}
+_CONTROLS = {c: repr(chr(c))[1:-1] for c in (*range(32), *range(127, 160))}   # C0, DEL and C1 (NEL, 8-bit CSI)
 
 
 def short_text(text: str, limit: int = QUOTE_LIMIT) -> str:

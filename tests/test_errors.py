@@ -124,7 +124,7 @@ def test_a_subclass_of_a_container_is_quoted_as_its_base_not_by_its_whole_repr()
 @given(st.text(max_size=300), st.integers(5, 100))
 def test_short_text_keeps_both_ends_within_the_limit(text, limit):
     cut = short_text(text, limit)
-    shown = "".join(repr(c)[1:-1] if ord(c) < 32 or ord(c) == 127 else c for c in text)   # on one line
+    shown = "".join(repr(c)[1:-1] if ord(c) < 32 or 127 <= ord(c) < 160 else c for c in text)   # on one line
     if len(shown) <= limit:
         assert cut == shown
     else:
@@ -137,6 +137,7 @@ def test_short_text_says_control_characters_as_python_writes_them():
     reached the terminal."""
     assert short_text("no\nsuch\tdir\x1b[31m\x7f") == "no\\nsuch\\tdir\\x1b[31m\\x7f"
     assert short_text("caf\u00e9 \u2028") == "caf\u00e9 \u2028"   # printable text and other separators kept
+    assert short_text("a\x85b\x9b31m") == "a\\x85b\\x9b31m"   # C1 controls too: NEL, the 8-bit CSI (round 28)
 
 
 def test_short_text_of_a_long_path_keeps_its_file_name():

@@ -45,7 +45,9 @@ def test_sdpa_runs_one_low_precision_query_on_cpu_in_float32(monkeypatch, dtype,
 
 def test_flash_backend_is_refused_without_flash_attn(monkeypatch):
     monkeypatch.setattr(backends, "has_flash_attn", lambda: False)
-    with pytest.raises(draftsmith.errors.OptionError, match="flash-attn"):   # this machine's lack: exit 1, a message
+    from draftsmith.errors import OptionError
+
+    with pytest.raises(OptionError, match="flash-attn"):   # this machine's lack: exit 1, a message
         draftsmith.default_registry().build("attn_backend", "flash")
 
 
