@@ -432,7 +432,7 @@ def probe_seen(monkeypatch, tmp_path, data: bytes):
 
     def fake(*a, probes, **k):
         seen.append(probes)
-        raise draftsmith.errors.DraftsmithError("stop here")
+        raise draftsmith.DraftsmithError("stop here")
 
     monkeypatch.setattr(doctor, "diagnose", fake)
     (tmp_path / "probe.txt").write_bytes(data)
@@ -453,7 +453,7 @@ def test_a_probe_file_that_is_not_utf8_is_said_so(monkeypatch, tmp_path):
 
 def test_an_error_with_notes_is_said_with_them(monkeypatch):
     def fake(*a, **k):
-        e = draftsmith.errors.DraftsmithError("no such pair")
+        e = draftsmith.DraftsmithError("no such pair")
         e.add_note("note: look here")
         raise e
 
