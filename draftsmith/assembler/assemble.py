@@ -12,10 +12,11 @@ import torch
 from draftsmith.assembler.build import (build_draft, build_target, held_d2t_rows, rule_set)
 from draftsmith.assembler.checkpoint import list_tensors, read_tensors, regular_file
 from draftsmith.assembler.explain import (checked_along, set_aside, DetectedNote, dropped_rules, explained,
-                                          fc_bias_note, held_names, layers_note, pairing_note, qk_norm_note,
-                                          qkv_bias_note, quiet_notes, swapped_note, training_note,
-                                          unchained_layers_note, unless, vocab_mismatch, NOTE_KIND, UNFINISHED)
-from draftsmith.assembler.field_notes import fc_shape_note, flip_note, mla_note, share_note
+                                          held_names, layers_note, pairing_note, quiet_notes, swapped_note,
+                                          training_note, unchained_layers_note, unless, vocab_mismatch, NOTE_KIND,
+                                          UNFINISHED)
+from draftsmith.assembler.field_notes import (fc_bias_note, fc_shape_note, flip_note, mla_note, qk_norm_note,
+                                              qkv_bias_note, share_note)
 from draftsmith.assembler.config import (draft_hf_config, flatten_draft_config, missing_target_keys, read_config,
                                          read_config_aside, stop_ids, target_hf_config)
 from draftsmith.assembler.folders import checkpoint_dirs, spec_own

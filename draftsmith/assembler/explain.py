@@ -1,7 +1,7 @@
 """What a failed load is told beside its error: notes computed only when a draftsmith error is raised (a folder
-that holds the other role's checkpoint, a draft made for another target, a layer count, q/k/v or fusion biases
-that do not fit and the spec field that decides them), a draft config problem that does not hide the tensors', and
-the assembler's notes silenced where they are no news."""
+that holds the other role's checkpoint, a draft made for another target, a layer count; the notes naming the spec
+field a misfit comes from are :mod:`draftsmith.assembler.field_notes`), a draft config problem that does not hide
+the tensors', and the assembler's notes silenced where they are no news."""
 from __future__ import annotations
 
 import contextlib
@@ -11,12 +11,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Callable
 
-from draftsmith.assembler.build import attention_recipe, held_layers, qkv_bias_reading
+from draftsmith.assembler.build import held_layers
 from draftsmith.assembler.checkpoint import list_tensors
 from draftsmith.assembler.config import ConfigReading, read_raw_config
 from draftsmith.assembler.detect import draft_in, row_settings, swap_note
 from draftsmith.assembler.names import chain_note, one_pattern
-from draftsmith.components.gqa import QKV_BIAS
 from draftsmith.components.weights import RuleSet
 from draftsmith.errors import DraftsmithError, short, short_text
 from draftsmith.registry import Registry, default_registry
@@ -300,71 +299,6 @@ def layers_note(spec: Spec, canonical: list[str]) -> Callable[[], str | None]:
         return None if want in ("auto", found) else (
             f"note: the spec's draft.num_layers is {want}; the checkpoint holds {found} layer{'s' * (found != 1)} "
             f"(layers.0..{found - 1} after the weight rules): set num_layers: auto")
-    return note
-
-
-def qkv_bias_note(spec: Spec, registry: Registry, draft_raw, canonical: list[str],
-                  built: dict) -> Callable[[], str | None]:
-    """The note for a draft whose q/k/v bias tensors do not fit: the checkpoint holds them and the attention was
-    built without, or the reverse; it says why the attention has them or not and which spec field decides."""
-    def note() -> str | None:
-        attention = attention_recipe(spec, registry, draft_raw)
-        fields = getattr(registry.get("attention", attention[0]).params, "model_fields", {})
-        if "qkv_bias" not in fields or (found := unfit(QKV_BIAS, canonical, built)) is None:
-            return None   # an attention without the field (MLA): no field of it to name
-        why = qkv_bias_reading(attention, draft_raw)
-        return attention_field_note("q/k/v biases", "qkv_bias", *found[:2], why=f" ({why})")
-    return note
-
-
-QK_NORM = re.compile(r"(^|\.)self_attn\.[qk]_norm\.weight$")
-ATTN_NORM = re.compile(r"(^|\.)self_attn\.\w*norm\w*\.weight$")   # q/k norms under any name
-
-
-def qk_norm_note(spec: Spec, registry: Registry, draft_raw, canonical: list[str],
-                 built: dict) -> Callable[[], str | None]:
-    """The note for a draft whose per-head q/k norms (Qwen3-style ``q_norm`` / ``k_norm``) do not fit: the checkpoint
-    holds them and the attention was built without, or the reverse, where the attention has a ``qk_norm`` field."""
-    def note() -> str | None:
-        if (found := unfit(QK_NORM, canonical, built)) is None:
-            return None
-        held, wanted, state = found
-        if not held and any(ATTN_NORM.search(n) and n not in state for n in canonical):
-            return None   # norms under another name (q_layernorm): a rule is missing, not the field wrong
-        name, _ = attention_recipe(spec, registry, draft_raw)
-        if "qk_norm" not in registry.get("attention", name).params.model_fields:
-            return None
-        return attention_field_note("per-head q/k norms", "qk_norm", held, wanted)
-    return note
-
-
-def unfit(pattern: re.Pattern, canonical: list[str], built: dict) -> tuple[list[str], list[str], dict] | None:
-    """(the checkpoint's names matching ``pattern``, the built draft's, the built draft's state dict) where one side
-    has such names and the other none, else None (also before the draft is built)."""
-    if "draft" not in built:
-        return None
-    state = built["draft"].state_dict()
-    held = sorted(n for n in canonical if pattern.search(n))
-    wanted = sorted(n for n in state if pattern.search(n))
-    return None if bool(held) == bool(wanted) else (held, wanted, state)
-
-
-def attention_field_note(what: str, field: str, held: list[str], wanted: list[str], why: str = "") -> str:
-    """The note naming ``draft.attention.FIELD`` and the value that fits the checkpoint's ``held`` names."""
-    if held:
-        return (f"note: the checkpoint holds {what} ({one_pattern(held)}) and the draft's attention is built without "
-                f"them{why}: state draft.attention.{field}: true")
-    return (f"note: the draft's attention expects {what} ({one_pattern(wanted)}) that the checkpoint does not "
-            f"hold{why}: state draft.attention.{field}: false")
-
-
-def fc_bias_note(canonical: list[str], built: dict) -> Callable[[], str | None]:
-    """The note for a draft whose fusion bias does not fit the checkpoint's fc.bias: the fusion says why it has one
-    or not (a fusion with a ``bias_note``, as eagle1's). None where fc.weight itself is not read (the fusion under
-    another name, fusion.linear.*: its bias is there too, and 'state fusion.bias: false' was wrong advice)."""
-    def note() -> str | None:
-        says = getattr(getattr(built.get("draft"), "fc", None), "bias_note", None)
-        return says("fc.bias" in canonical) if callable(says) and "fc.weight" in canonical else None
     return note
 
 

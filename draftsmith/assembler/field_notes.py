@@ -1,7 +1,8 @@
 """Load notes that name the spec field a misfit comes from, for fields whose tensors the checkpoint holds under
 other shapes or names: the fusion's tap count (fc.weight's width), the draft's own head or embedding (draft.share),
-an attention that is not MLA's on an MLA checkpoint (draft.attention.kind), and the norm and vocabulary fields
-that, set otherwise, fit every name (flip_note). Each is a callable that
+an attention that is not MLA's on an MLA checkpoint (draft.attention.kind), q/k/v biases, per-head q/k norms and
+the fusion's bias held on one side only (draft.attention.qkv_bias / qk_norm, fusion.bias), and the norm and
+vocabulary fields that, set otherwise, fit every name (flip_note). Each is a callable that
 :func:`draftsmith.assembler.explain.explained` asks only when a load fails; None where it has nothing to say."""
 from __future__ import annotations
 
@@ -9,9 +10,12 @@ import itertools
 import re
 from typing import Callable
 
+from draftsmith.assembler.build import attention_recipe, qkv_bias_reading
 from draftsmith.assembler.config_values import MLA_KEYS
-from draftsmith.assembler.names import module_of
+from draftsmith.assembler.names import module_of, one_pattern
+from draftsmith.components.gqa import QKV_BIAS
 from draftsmith.components.weights import RuleSet
+from draftsmith.registry import Registry
 from draftsmith.specs.schema import Spec
 
 
@@ -169,3 +173,73 @@ def _method_tries(registry, method: str) -> list[tuple[str, dict]]:
     changed = sorted(([(n, v) for n, v in s if v != choices[n][1]] for s in settings), key=len)
     return [(" with ".join(filter(None, [yaml_value(method), ", ".join(f"{n}: {yaml_value(v)}" for n, v in c)])),
              dict(c)) for c in changed]
+
+
+def qkv_bias_note(spec: Spec, registry: Registry, draft_raw, canonical: list[str],
+                  built: dict) -> Callable[[], str | None]:
+    """The note for a draft whose q/k/v bias tensors do not fit: the checkpoint holds them and the attention was
+    built without, or the reverse; it says why the attention has them or not and which spec field decides."""
+    def note() -> str | None:
+        attention = with_field(spec, registry, draft_raw, "qkv_bias")
+        if attention is None or (found := unfit(QKV_BIAS, canonical, built)) is None:
+            return None
+        why = qkv_bias_reading(attention, draft_raw)
+        return attention_field_note("q/k/v biases", "qkv_bias", *found[:2], why=f" ({why})")
+    return note
+
+
+QK_NORM = re.compile(r"(^|\.)self_attn\.[qk]_norm\.weight$")
+ATTN_NORM = re.compile(r"(^|\.)self_attn\.\w*norm\w*\.weight$")   # q/k norms under any name
+
+
+def qk_norm_note(spec: Spec, registry: Registry, draft_raw, canonical: list[str],
+                 built: dict) -> Callable[[], str | None]:
+    """The note for a draft whose per-head q/k norms (Qwen3-style ``q_norm`` / ``k_norm``) do not fit: the checkpoint
+    holds them and the attention was built without, or the reverse, where the attention has a ``qk_norm`` field."""
+    def note() -> str | None:
+        if (found := unfit(QK_NORM, canonical, built)) is None:
+            return None
+        held, wanted, state = found
+        if not held and any(ATTN_NORM.search(n) and n not in state for n in canonical):
+            return None   # norms under another name (q_layernorm): a rule is missing, not the field wrong
+        if with_field(spec, registry, draft_raw, "qk_norm") is None:
+            return None
+        return attention_field_note("per-head q/k norms", "qk_norm", held, wanted)
+    return note
+
+
+def unfit(pattern: re.Pattern, canonical: list[str], built: dict) -> tuple[list[str], list[str], dict] | None:
+    """(the checkpoint's names matching ``pattern``, the built draft's, the built draft's state dict) where one side
+    has such names and the other none, else None (also before the draft is built)."""
+    if "draft" not in built:
+        return None
+    state = built["draft"].state_dict()
+    held = sorted(n for n in canonical if pattern.search(n))
+    wanted = sorted(n for n in state if pattern.search(n))
+    return None if bool(held) == bool(wanted) else (held, wanted, state)
+
+
+def attention_field_note(what: str, field: str, held: list[str], wanted: list[str], why: str = "") -> str:
+    """The note naming ``draft.attention.FIELD`` and the value that fits the checkpoint's ``held`` names."""
+    if held:
+        return (f"note: the checkpoint holds {what} ({one_pattern(held)}) and the draft's attention is built without "
+                f"them{why}: state draft.attention.{field}: true")
+    return (f"note: the draft's attention expects {what} ({one_pattern(wanted)}) that the checkpoint does not "
+            f"hold{why}: state draft.attention.{field}: false")
+
+
+def fc_bias_note(canonical: list[str], built: dict) -> Callable[[], str | None]:
+    """The note for a draft whose fusion bias does not fit the checkpoint's fc.bias: the fusion says why it has one
+    or not (a fusion with a ``bias_note``, as eagle1's). None where fc.weight itself is not read (the fusion under
+    another name, fusion.linear.*: its bias is there too, and 'state fusion.bias: false' was wrong advice)."""
+    def note() -> str | None:
+        says = getattr(getattr(built.get("draft"), "fc", None), "bias_note", None)
+        return says("fc.bias" in canonical) if callable(says) and "fc.weight" in canonical else None
+    return note
+
+
+def with_field(spec: Spec, registry: Registry, draft_raw, field: str) -> tuple[str, dict] | None:
+    """The attention recipe the spec builds for this draft where its params have ``field``, else None: an attention
+    without the field (MLA has no qkv_bias) gets no note naming it."""
+    attention = attention_recipe(spec, registry, draft_raw)
+    return attention if field in getattr(registry.get("attention", attention[0]).params, "model_fields", {}) else None
