@@ -159,6 +159,7 @@ def flash(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor 
     return out.transpose(1, 2)
 
 
+@functools.cache   # asked per attention call by auto: importlib's search costs ~75 us, per layer per step
 def has_flash_attn() -> bool:
     return importlib.util.find_spec("flash_attn") is not None
 

@@ -34,7 +34,24 @@ def test_flash_attn_takes_head_sizes_up_to_256(size, takes):
 @pytest.mark.parametrize("found, has", [(None, False), (object(), True)])
 def test_flash_attn_is_present_when_importlib_finds_it(monkeypatch, found, has):
     monkeypatch.setattr(backends.importlib.util, "find_spec", lambda name: found if name == "flash_attn" else None)
-    assert backends.has_flash_attn() is has
+    backends.has_flash_attn.cache_clear()   # asked once per process: the answer is cached
+    try:
+        assert backends.has_flash_attn() is has
+    finally:
+        backends.has_flash_attn.cache_clear()
+
+
+def test_flash_attn_presence_is_searched_once(monkeypatch):
+    """auto asks for flash-attn on every causal CUDA call: importlib's search (~75 us) runs once per process."""
+    calls = []
+    monkeypatch.setattr(backends.importlib.util, "find_spec", lambda name: calls.append(name))
+    backends.has_flash_attn.cache_clear()
+    try:
+        for _ in range(3):
+            backends.has_flash_attn()
+    finally:
+        backends.has_flash_attn.cache_clear()
+    assert calls == ["flash_attn"]
 
 
 def routed(monkeypatch, *, takes=None, installed=True):
