@@ -10,7 +10,8 @@ for eagle3-speculators), and writes config.json with the draft vocabulary and th
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import re
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -260,14 +261,25 @@ def stated_d2t(offsets: torch.Tensor, spec) -> torch.Tensor:
     return offsets
 
 
-def checkpoint_name(rules, name: str, layers: int) -> str:
-    """The checkpoint name of canonical ``name`` in a draft of ``layers`` layers. A rule such as eagle3-llama's
-    ``^midlayer\\.`` -> ``layers.0.`` names the one layer of a 1-layer draft; its inverse would rename only layer 0
-    of a deeper one (midlayer.* beside layers.1.*, a layout inspect does not recognise and convert refuses), so a
-    multi-layer draft keeps every ``layers.N.*`` name that the rules read back as itself (SpecForge's layout)."""
-    if layers > 1 and name.startswith("layers.") and rules.to_canonical(name) == (name, None):
-        return name
-    return rules.from_canonical(name)
+def checkpoint_names(rules, names: Iterable[str]) -> dict[str, str]:
+    """The checkpoint name of each canonical name of a draft, through the rules' inverses. A rule that renames a
+    tensor in some of the layers that hold it and not in the others is not used: eagle3-llama's ``^midlayer\\.`` ->
+    ``layers.0.`` names the one layer of a 1-layer draft, but in a deeper one its inverse would rename layer 0 alone
+    (midlayer.* beside layers.1.*, a layout inspect does not recognise and convert refuses), so the names it would
+    rename keep their ``layers.N.*`` names, which the rules read back as themselves (SpecForge's layout). A rule
+    that renames every layer's tensor (a YAML family's ``inverse:``) is followed."""
+    names = list(names)
+    back = {n: rules.from_canonical(n) for n in names}
+    used = {n: rules.to_canonical(back[n])[1] if back[n] != n else None for n in names}   # the rule that renamed n
+    holders: dict[str, set[str]] = {}                # a layer tensor's suffix -> the names that hold it
+    renamed: dict[int, dict[str, set[str]]] = {}     # rule -> suffix -> the names of it the rule renamed
+    for n in names:
+        if (m := re.match(r"layers\.\d+\.(.+)", n)) is not None:
+            holders.setdefault(m[1], set()).add(n)
+            if used[n] is not None:
+                renamed.setdefault(used[n], {}).setdefault(m[1], set()).add(n)
+    partial = {i for i, by in renamed.items() if any(held != holders[s] for s, held in by.items())}
+    return {n: n if used[n] in partial and rules.to_canonical(n) == (n, None) else back[n] for n in names}
 
 
 def with_verifier(config: dict[str, Any], target: Path | None) -> dict[str, Any]:
@@ -299,14 +311,15 @@ def export_draft(model, folder: Path, *, dtype: torch.dtype = torch.bfloat16, so
     from draftsmith.convert.layouts import layout_config, layout_facts, own_layout
 
     folder, source = Path(folder), Path(source or folder)
-    rules, layers = rule_set(model.spec, default_registry()), len(getattr(model.draft, "layers", ()))
+    rules = rule_set(model.spec, default_registry())
     layout = own_layout(rules)
     state = model.draft.state_dict()
     if "d2t" in state:
         state["d2t"] = stated_d2t(state["d2t"], model.spec)
     named = rules if layout is None else layout.rules   # the spec reads the layout's names (own_layout)
-    tensors = {checkpoint_name(named, k, layers): (v.detach().to(dtype) if v.is_floating_point() else v.detach())
-               .cpu() for k, v in state.items()}
+    written = checkpoint_names(named, state)
+    tensors = {written[k]: (v.detach().to(dtype) if v.is_floating_point() else v.detach()).cpu()
+               for k, v in state.items()}
     old = source / "model.safetensors"
     if old.is_file() and "embed_tokens.weight" in load_file(str(old)) and "embed_tokens.weight" not in tensors:
         # a frozen copy of the target's embedding, as the upstream layout carries it
