@@ -125,6 +125,12 @@ def config_norm_output(cfg: Mapping[str, Any]) -> str | None:
     return "head" if value else "none"
 
 
+def drafted_norm_output(norm_output: str | None, feed_back: str) -> str | None:
+    """The fusion's ``norm_output`` as the draft runs it: ``draft.feed_back: post_norm`` beside a norm before the
+    head (``head``) is ``feed_back``, its other spelling (a config states the two alike); anything else as it is."""
+    return "feed_back" if feed_back == "post_norm" and norm_output == "head" else norm_output
+
+
 def as_inputs(ids: list[int], at: str) -> list[int]:
     """Tap ids as the layer inputs they tap: an id read as a layer's output (``at: output``, SGLang) taps the next
     layer's input (HF hidden_states[id], vLLM)."""

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from draftsmith.components.eagle3_config import as_inputs
+from draftsmith.components.eagle3_config import as_inputs, drafted_norm_output
 from draftsmith.convert.fits import fit
 from draftsmith.convert.inspect import Inspection
 from draftsmith.errors import short, short_text
@@ -65,7 +65,9 @@ def completed(data: Mapping[str, Any]) -> dict[str, Any]:
     defaults, so that a param one spec states at its default and another leaves out are the same (EAGLE-1's
     ``embed_norm: false``); a param a spec may leave out to read the draft config (ConfigFirst) stays as stated,
     and a name the registry does not hold (attention's ``auto``) as it is; aux ids read as layer outputs are said
-    as the layer inputs they tap (the same taps, as convert writes them)."""
+    as the layer inputs they tap (the same taps, as convert writes them), and post-norm feedback spelled
+    ``draft.feed_back: post_norm`` beside a head norm, or beside ``norm_output: feed_back`` (which implies it), as
+    the fusion's ``norm_output: feed_back`` alone."""
     from draftsmith.hooks.records import ConfigFirst
     from draftsmith.registry import default_registry
     from draftsmith.specs.resolve import SECTIONS, known, put, resolve
@@ -84,6 +86,11 @@ def completed(data: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(aux, Mapping) and aux.get("at") == "output" and isinstance(aux.get("ids"), list) and all(
             type(i) is int for i in aux["ids"]):
         put(out, "draft.fusion.aux_layers", {**aux, "ids": as_inputs(aux["ids"], aux["at"]), "at": "input"})
+    fusion = dig(out, "draft.fusion")   # post-norm feedback said one way: the fusion's norm_output feed_back
+    if isinstance(fusion, Mapping) and isinstance(out.get("draft"), Mapping) and "norm_output" in fusion and \
+            drafted_norm_output(fusion["norm_output"], out["draft"].get("feed_back")) == "feed_back":
+        put(out, "draft.fusion", {**fusion, "norm_output": "feed_back"})
+        put(out, "draft.feed_back", "pre_norm")   # feed_back implies it: post_norm beside it says it twice
     return out
 
 

@@ -24,6 +24,7 @@ from draftsmith.assembler.checkpoint import read_json, save_safetensors
 from draftsmith.assembler.explain import TRAIN_STEP, TRAIN_STEPS
 from draftsmith.errors import DraftsmithError
 from draftsmith.assembler.vocab import make_vocab_map
+from draftsmith.components.eagle3_config import drafted_norm_output
 from draftsmith.registry import default_registry
 from draftsmith.specs.resolve import fusion_params
 from draftsmith.testing import write_eagle1, write_eagle3
@@ -333,7 +334,8 @@ def export_draft(model, folder: Path, *, dtype: torch.dtype = torch.bfloat16, so
         config = with_ids(config, model.draft.taps, len(model.target.model.layers), model.spec)
         # engines disagree on its default: the config states what the draft was trained with
         config["norm_before_residual"] = bool(model.draft.fc.norm_before_residual)
-        trained["norm_output"] = model.draft.fc.norm_output   # spec terms: each style says it its own way
+        fed = "post_norm" if model.draft.feed_post_norm else "pre_norm"   # draft.feed_back: post_norm's too
+        trained["norm_output"] = drafted_norm_output(model.draft.fc.norm_output, fed)
     config = with_base(config, model.spec)
     config["torch_dtype"] = str(dtype).removeprefix("torch.")
     # a run reads and resumes its draft from config.json (preflight): a layout whose config is another file (Mistral's

@@ -4,6 +4,7 @@ computes what the source computes under its spec (a new-user walk, 2026-12-01: t
 a convert that refused it)."""
 from __future__ import annotations
 
+import json
 import textwrap
 
 import pytest
@@ -95,15 +96,38 @@ def test_without_the_spec_the_folder_is_refused_and_a_bad_spec_is_said_before_ou
     assert not (tmp_path / "wrong").exists()
 
 
-def test_a_spec_file_is_named_by_its_path_where_detection_builds_another_draft(acme, tmp_path):
+def test_a_spec_file_is_named_by_its_path_where_detection_builds_another_draft(acme, tmp_path, monkeypatch):
     """The given spec is named as given (its path), which loads it again: named by its name ('acme', no registered
     spec), the comment line's other-draft check failed after OUT was written (exit 1), and refusals said
-    '--spec acme' (a review, 2026-12-01)."""
+    '--spec acme' (a review, 2026-12-01). The built-in components leave convert no difference it cannot state, so
+    one is made up (a plugin's: tests/convert/test_review_convert_spec.py)."""
+    from draftsmith.convert import run as convert_run
+
     root, target, draft, spec = acme
-    other = tmp_path / "post.yaml"
-    other.write_text(spec.read_text().replace("name: acme", "name: acme-post").replace(
-        "draft:\n", "draft:\n  feed_back: post_norm\n", 1))
+    other = tmp_path / "other.yaml"
+    other.write_text(spec.read_text().replace("name: acme", "name: acme-other"))
+    monkeypatch.setattr(convert_run, "build_differences", lambda ours, theirs: [("draft.norm", "plugin", "rms")])
     result = CliRunner().invoke(app, ["convert", str(draft), "--to", "speculators", str(tmp_path / "o"),
                                       "--spec", str(other)])
     assert result.exit_code == 0, result.output
     assert f"load it with spec {other}, the spec its source was read with" in " ".join(result.output.split())
+
+
+@pytest.mark.parametrize("said", ["feed_back: post_norm", "feed_back: post_norm, norm_output: head"])
+def test_post_norm_feedback_said_by_draft_feed_back_is_written_for_vllm(acme, tmp_path, said):
+    """``draft.feed_back: post_norm`` is the README's other spelling of ``norm_output: feed_back`` (either one):
+    convert --to speculators states it as ``norm_output: true`` (it wrote false beside a head norm, so vLLM fed the
+    pre-norm state back), and the result's detected spec builds the source's draft (a walk-through, 2026-12-01)."""
+    root, target, draft, spec = acme
+    other = tmp_path / "post.yaml"
+    feed_back, *norm_output = said.split(", ")
+    text = spec.read_text().replace("draft:\n", f"draft:\n  {feed_back}\n", 1)
+    if norm_output:
+        text = text.replace("norm_output: feed_back", norm_output[0])
+    other.write_text(text)
+    out = tmp_path / "o"
+    result = CliRunner().invoke(app, ["convert", str(draft), "--to", "speculators", str(out), "--spec", str(other)])
+    assert result.exit_code == 0, result.output
+    assert json.loads((out / "config.json").read_text())["norm_output"] is True
+    assert "load it with spec eagle3-speculators (or omit --spec" in " ".join(result.output.split()), result.output
+    torch.testing.assert_close(hidden("eagle3-speculators", target, out), hidden(other, target, draft))

@@ -58,13 +58,16 @@ def test_a_state_saved_on_another_device_resumes_here(job, tmp_path, monkeypatch
     assert torch.load(out / STATE, weights_only=True, map_location="cpu")["step"] == 4
 
 
-def test_a_fed_back_norm_the_flat_config_cannot_state_is_said_at_the_end(job, tmp_path):
+@pytest.mark.parametrize("said", ["fusion", "draft.feed_back"])
+def test_a_fed_back_norm_the_flat_config_cannot_state_is_said_at_the_end(job, tmp_path, said):
     # norm_output: feed_back has no key in a flat config (its norm_output means the head's norm): loaded without the
-    # spec, the trained draft fed back the pre-norm state and accepted less, and nothing said so
+    # spec, the trained draft fed back the pre-norm state and accepted less, and nothing said so; nor when it was
+    # said as draft.feed_back: post_norm, its other spelling (a walk-through, 2026-12-01)
     text = Path(draftsmith.load_spec("eagle3-llama").source).read_text()
-    assert "    norm_output: head" in text
+    assert "    norm_output: head" in text and "\n  feed_back: pre_norm\n" in text
     spec = tmp_path / "fb.yaml"
-    spec.write_text(text.replace("    norm_output: head", "    norm_output: feed_back", 1))
+    spec.write_text(text.replace("    norm_output: head", "    norm_output: feed_back", 1) if said == "fusion" else
+                    text.replace("\n  feed_back: pre_norm\n", "\n  feed_back: post_norm\n", 1))
     for name, path in (("fb", spec), ("plain", "eagle3-llama")):
         lines = []
         run(job(tmp_path / name, spec=str(path), config={"steps": 1}), log=lines.append)
@@ -74,6 +77,19 @@ def test_a_fed_back_norm_the_flat_config_cannot_state_is_said_at_the_end(job, tm
         # the convert it names reads the draft with the spec too: the detected family (eagle3-llama, by its flat
         # names) reads the absent key as the head's norm, and convert would state that (a new user's walk-through)
         assert not said or f"`draftsmith convert {tmp_path / name} --spec {spec} --to speculators OUT`" in said[0]
+
+
+def test_post_norm_feedback_said_as_draft_feed_back_is_exported_for_vllm(job, tmp_path):
+    """train --spec eagle3-speculators with ``draft.feed_back: post_norm`` (norm_output: head): the speculators
+    config states the fed-back norm (norm_output: true), which vLLM reads; it wrote false (a walk-through)."""
+    import json
+
+    text = Path(draftsmith.load_spec("eagle3-speculators").source).read_text()
+    assert "\n  feed_back: pre_norm\n" in text
+    spec = tmp_path / "post.yaml"
+    spec.write_text(text.replace("\n  feed_back: pre_norm\n", "\n  feed_back: post_norm\n", 1))
+    run(job(tmp_path / "out", spec=str(spec), config={"steps": 1}), log=lambda line: None)
+    assert json.loads((tmp_path / "out" / "config.json").read_text())["norm_output"] is True
 
 
 def test_a_checkpoint_killed_while_written_leaves_the_last_one_whole(tmp_path, monkeypatch):
