@@ -1,6 +1,7 @@
 """``assemble``: spec + target folder + draft folder -> a SpeculativeModel, built on meta, checked, then loaded."""
 from __future__ import annotations
 
+import codecs
 import json
 import logging
 from dataclasses import dataclass
@@ -342,13 +343,14 @@ def read_tokenizer(folder: Path):
 
 
 def unreadable_json(files: list[Path]) -> Path | None:
-    """The first of a tokenizer's .json files that is not a JSON object (transformers' error does not say which
-    file it was reading), or None."""
+    """The first of a tokenizer's .json files that is not a JSON object, or that starts with a UTF-8 byte-order mark
+    (which Python's json reads from bytes and transformers does not), or None: transformers' error does not say
+    which file it was reading."""
     for path in (f for f in files if f.suffix == ".json"):
         try:
-            with path.open("rb") as handle:
-                if not isinstance(json.load(handle), dict):
-                    return path
+            data = path.read_bytes()
+            if data.startswith(codecs.BOM_UTF8) or not isinstance(json.loads(data), dict):
+                return path
         except (OSError, ValueError, RecursionError):
             return path
     return None

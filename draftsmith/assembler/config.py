@@ -2,13 +2,14 @@
 plain ``LlamaConfig`` so missing keys take transformers' Llama defaults, exactly as the drafts were trained."""
 from __future__ import annotations
 
+import codecs
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from draftsmith.assembler.checkpoint import read_json
-from draftsmith.assembler.config_values import (MLA_KEYS, SHAPELESS, keyed_problems, object_problems, tap_problems,
-                                                token_id_problem)
+from draftsmith.assembler.config_values import (MLA_KEYS, SHAPELESS, fusion_value_problems, keyed_problems,
+                                                object_problems, token_id_problem)
 from draftsmith.assembler.styles import EAGLE_FIELDS, STYLES, ConfigStyle, style_of, to_facts
 from draftsmith.errors import CheckpointError, CheckpointNotFound, short, short_list, short_text
 from draftsmith.paths import checkpoint_folder
@@ -204,8 +205,8 @@ def draft_hf_config(raw: Mapping[str, Any], source: str | Path = "draft config.j
     source = raw.file if isinstance(raw, ConfigFacts) else source
     if (why := missing_sizes(raw)) is not None:
         raise CheckpointError(source, why)
-    if taps := tap_problems(raw):
-        raise CheckpointError(source, "; ".join(taps))
+    if faults := fusion_value_problems(raw):
+        raise CheckpointError(source, "; ".join(faults))
     from transformers import LlamaConfig
 
     keep = {k: v for k, v in flatten_draft_config(raw).items() if k not in ("architectures", "model_type")}
@@ -224,8 +225,12 @@ def target_hf_config(folder: str | Path) -> PretrainedConfig:
     try:
         return AutoConfig.from_pretrained(str(folder), trust_remote_code=False)
     except Exception as exc:  # noqa: BLE001 (transformers' own checks raise strict-dataclass, index, ... errors)
-        raise CheckpointError(Path(folder) / "config.json", f"transformers cannot read it: "
-                                                            f"{short_text(exc, 300)}") from None
+        file = Path(folder) / "config.json"
+        with file.open("rb") as f:
+            bom = f.read(len(codecs.BOM_UTF8)) == codecs.BOM_UTF8   # read_config reads past one, transformers not
+        raise CheckpointError(file, "it starts with a UTF-8 byte-order mark, which transformers does not read: save "
+                              "it as UTF-8 without the mark" if bom else
+                              f"transformers cannot read it: {short_text(exc, 300)}") from None
 
 
 def text_config(cfg: PretrainedConfig) -> PretrainedConfig:

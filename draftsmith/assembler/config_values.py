@@ -37,6 +37,8 @@ _FLAGS = ("rope_interleave", "bias", "qkv_bias", "attention_bias", "mlp_bias", "
           "use_sliding_window")   # true or false when present (bool("false") is True)
 # the MLP activations draftsmith computes (components.mlp.SwiGLU: silu); absent is silu (transformers' Llama default)
 ACTIVATIONS = ("silu", "swish")
+# a draft config's fusion flags (EAGLE-3's, speculators' EAGLE-1 ones): true or false when present, as _FLAGS
+DRAFT_FLAGS = ("norm_before_residual", "fc_norm", "norm_before_fc", "norm_output", "fusion_bias", "layernorms")
 _TOKEN_IDS = ("eos_token_id", "bos_token_id", "pad_token_id")
 _NESTED = ("text_config", "transformer_layer_config")
 
@@ -106,10 +108,11 @@ def keyed_problems(cfg: Mapping[str, Any], prefix: str = "",
     return out
 
 
-def tap_problems(cfg: Mapping[str, Any]) -> list[str]:
-    """An EAGLE-3 draft config's tap ids and aux count that no fusion can read, each the value a fusion reads
-    (eagle3_config: the first of eagle_config's ids, the top level's, target_layer_ids that is not empty; for the
-    count eagle_config's, else the top level's): said naming the file, where they were said as a problem of the
+def fusion_value_problems(cfg: Mapping[str, Any]) -> list[str]:
+    """A draft config's values for its fusion that no fusion can read: the tap ids and aux count, each the value
+    a fusion reads (eagle3_config: the first of eagle_config's ids, the top level's, target_layer_ids that is not
+    empty; for the count eagle_config's, else the top level's), and its flags (:data:`DRAFT_FLAGS`, read by
+    ``bool()``: the string "false" would be true). Said naming the file, where they were said as a problem of the
     spec's file, which the user may never have written. A draft config's only (draft_hf_config, inspect)."""
     from draftsmith.components.eagle3_config import AUX_COUNT, KEY, TAP_IDS, aux_count_fault, tap_ids_fault
 
@@ -122,6 +125,10 @@ def tap_problems(cfg: Mapping[str, Any]) -> list[str]:
              ("num_aux_hidden_states", cfg.get("num_aux_hidden_states")))
     if aux_count_fault(count[1]):
         out.append(f"{count[0]} is {short(count[1])}; {AUX_COUNT} is expected")
+    for key in DRAFT_FLAGS:   # each where the fusion reads it: eagle_config's, else the top level's
+        path, value = (f"eagle_config.{key}", inner[key]) if inner.get(key) is not None else (key, cfg.get(key))
+        if value is not None and not isinstance(value, bool):
+            out.append(f"{path} is {short(value)}; true or false is expected")
     return out
 
 

@@ -14,7 +14,7 @@ from typing import Any, Mapping
 from draftsmith.assembler.checkpoint import TensorInfo, list_tensors
 from draftsmith.assembler.config import (config_file, known_keys, draft_hf_config, flatten_draft_config,
                                         read_config, read_raw_config)
-from draftsmith.assembler.config_values import tap_problems
+from draftsmith.assembler.config_values import fusion_value_problems
 from draftsmith.assembler.detect import (FAMILIES, eagle3_values, full_model, missing_keys, missing_required,
                                         row_settings, ruled_out)
 from draftsmith.assembler.fit import STACKED, closest_families, holder, split_parts, unfit_names
@@ -53,8 +53,8 @@ def inspect_checkpoint(folder: str | Path, registry: Registry | None = None, spe
     registry = registry or default_registry()
     folder = Path(folder)   # read_raw_config refuses what is not a readable folder
     config, infos = read_raw_config(folder), list_tensors(folder)
-    if taps := tap_problems(config):   # the detectors read them: said naming the file, as a load says them
-        raise CheckpointError(config_file(folder), "; ".join(taps))
+    if faults := fusion_value_problems(config):   # the detectors read them: said naming the file, as a load says
+        raise CheckpointError(config_file(folder), "; ".join(faults))
     names = list(infos)
     unread = unread_keys(flatten_draft_config(config), known_keys(style_of(folder, config)))
     given = None if spec is None else load_spec(spec, registry)

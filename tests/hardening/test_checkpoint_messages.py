@@ -27,6 +27,30 @@ def test_the_tokenizer_file_transformers_cannot_read_is_the_one_named(tiny_pair,
     assert str(r.value).startswith(f"{target / 'tokenizer_config.json'}: transformers cannot read the tokenizer")
 
 
+def test_a_tokenizer_file_that_starts_with_a_bom_is_the_one_named(tiny_pair, tmp_path):
+    """Python's json reads a byte-order mark from bytes, transformers does not: the intact tokenizer.json was named
+    for tokenizer_config.json's mark (a bad-input hunt, 2026-12-01)."""
+    target = copy_folder(tiny_pair[0], tmp_path / "t")
+    write_byte_tokenizer(target)
+    said = target / "tokenizer_config.json"
+    said.write_bytes(b"\xef\xbb\xbf" + said.read_bytes())
+    with refused(kind=CheckpointError) as r:
+        draftsmith.assemble("eagle3-llama", target=target, draft=tiny_pair[1])
+    assert str(r.value).startswith(f"{said}: transformers cannot read the tokenizer"), str(r.value)
+
+
+def test_a_target_config_that_starts_with_a_bom_is_said_to(tiny_pair, tmp_path):
+    """A target's config.json with a UTF-8 byte-order mark: draftsmith reads past it, transformers does not; it was
+    said as "not a valid JSON file" (a bad-input hunt, 2026-12-01)."""
+    target = copy_folder(tiny_pair[0], tmp_path / "t")
+    said = target / "config.json"
+    said.write_bytes(b"\xef\xbb\xbf" + said.read_bytes())
+    with refused(kind=CheckpointError) as r:
+        draftsmith.assemble("eagle3-llama", target=target, draft=tiny_pair[1])
+    assert str(r.value) == (f"{said}: it starts with a UTF-8 byte-order mark, which transformers does not read: "
+                            "save it as UTF-8 without the mark"), str(r.value)
+
+
 def test_a_config_that_is_a_broken_link_is_said_to_be_one(tiny_pair, tmp_path):
     draft = copy_folder(tiny_pair[1], tmp_path / "d")
     (draft / "config.json").unlink()

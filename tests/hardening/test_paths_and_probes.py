@@ -127,14 +127,18 @@ def test_convert_refuses_config_fields_it_cannot_compute_with(tiny_pair, tmp_pat
         assert not (tmp_path / "o").exists()
 
 
-def test_convert_reads_a_list_norm_output_as_no_value(tiny_pair, tmp_path):
+def test_convert_refuses_a_list_norm_output_naming_the_config(tiny_pair, tmp_path):
+    """A list where a flag belongs: the style table reads it as no value, and convert refuses it naming the file
+    (as a load does: bool() read it as true), before anything is written."""
     from draftsmith.assembler.styles import STYLES, to_facts
 
     assert "norm_output" not in to_facts({"norm_output": [1], "hidden_size": 8}, STYLES["hf"])
     assert to_facts({"norm_output": True}, STYLES["hf"])["norm_output"] == "head"
     src = edit_config(copy_folder(tiny_pair[1], tmp_path / "d"), norm_output=[1])
     res = run("convert", src, "--to", "speculators", tmp_path / "o")
-    assert res.exit_code == 0, res.output
+    assert res.exit_code == 1, res.output
+    assert f"error: {src / 'config.json'}: norm_output is [1]; true or false is expected" in res.output
+    assert not (tmp_path / "o").exists()
 
 
 # --- 4. doctor --probe @FILE: a regular file of bounded size, refused before it is opened --------------------------
