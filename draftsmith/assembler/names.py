@@ -173,9 +173,9 @@ def shadowed_rule_note(rules, names: Iterable[str], missing: Iterable[str]) -> t
 def idle_rule_note(rules, names: Iterable[str], missing: Iterable[str], unplaced: Iterable[str],
                    astray: Iterable[str] = (), skip: Iterable[int] = ()) -> str | None:
     """The note for a rule that matched no checkpoint name (a typo in its match), or None: of a RuleSet's renames
-    (rules with a ``replace``) that no name of ``names`` takes, the first whose replace's literal head begins
-    ``missing`` names while ``unplaced`` names (checkpoint names no rule matched that the model does not expect)
-    end as those do (``blocks.0.mlp.up_proj.weight`` beside the missing ``layers.0.mlp.up_proj.weight`` of
+    (rules with a ``replace`` that begins with literal text) that no name of ``names`` takes, the first whose
+    replacement makes ``missing`` names (:func:`makes`) while ``unplaced`` names (checkpoint names no rule matched
+    that the model does not expect) end as those do (``blocks.0.mlp.up_proj.weight`` beside the missing ``layers.0.mlp.up_proj.weight`` of
     ``'^block\\.0\\.' -> 'layers.0.'``), or begin as the match's literal head would with a typo mended
     (``draft_model.fusion.weight`` of ``'^draft_modle\\.fusion\\.' -> 'fc.'``, a rename that changes the module's
     name). Said only where a load fails: a spec's rules for other layouts match nothing on every load, and a name
@@ -189,10 +189,10 @@ def idle_rule_note(rules, names: Iterable[str], missing: Iterable[str], unplaced
     used = {rules.to_parts(n)[1] for n in names} | set(skip)
     unplaced, astray = list(unplaced), list(astray)
     for i, rule in enumerate(rules.rules):
-        head = str(getattr(rule, "replace", "")).split("\\")[0]   # up to a group reference
-        if i in used or not head:
+        replace = str(getattr(rule, "replace", ""))
+        if i in used or not replace.split("\\")[0]:   # no literal head: it could make any name
             continue
-        made = [m for m in missing if m.startswith(head)]
+        made = [m for m in missing if makes(replace, m)]
         typed = literal_head(str(getattr(rule, "match", "")))
 
         def alike(found: list[str]) -> list[str]:
@@ -205,6 +205,14 @@ def idle_rule_note(rules, names: Iterable[str], missing: Iterable[str], unplaced
                         f"make are missing ({one_pattern(made)}), while {went.format(one_pattern(like))}: check the "
                         "rule's match against the checkpoint's names")
     return None
+
+
+def makes(replace: str, name: str) -> bool:
+    r"""Whether a rename whose replacement is ``replace`` can begin ``name``: its literal text, each group
+    reference (``\1``, ``\g<name>``) any text (``'layers.\1.post_attention_layernorm.'`` makes
+    ``layers.2.post_attention_layernorm.weight``, not ``layers.2.input_layernorm.weight``)."""
+    parts = re.split(r"\\(?:\d+|g<[^>]*>)", replace)
+    return re.match(".*?".join(re.escape(p.replace("\\\\", "\\")) for p in parts), name) is not None
 
 
 def misspelt(head: str, name: str, near: float = 0.8) -> bool:

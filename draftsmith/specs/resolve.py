@@ -156,7 +156,18 @@ def check_ref(registry: Registry, ref: Any, where: Section, path: str | None = N
         return min(found, key=len, default=[])
     if comp is None:
         return [unknown_name(registry, where.kind, name, f"{path}.{where.key}")]
-    return misspelt + component_params_problems(comp, params, path)
+    said = component_params_problems(comp, params, path)   # a plugin's say whose params they list: as they are
+    return misspelt + ([_naming_key(p, path, where.key) for p in said] if comp.plugin == BUILTIN else said)
+
+
+def _naming_key(problem: Problem, path: str, key: str) -> Problem:
+    """A built-in reference's unknown key said with the reference's own key among the allowed ones (its params'
+    fields alone left out ``kind``, which the same mapping takes)."""
+    top = problem.path.startswith(f"{path}.") and "." not in problem.path.removeprefix(f"{path}.")
+    if not (top and problem.message.startswith("unknown field ") and problem.allowed) or \
+            problem.allowed.startswith("no keys"):   # NO_KEYS, or a plugin's part that takes none
+        return problem
+    return dataclasses.replace(problem, allowed=f"{key}, {problem.allowed}")
 
 
 def misspelt_key(ref: Mapping[Any, Any], key: str, fields: Any = ()) -> str | None:

@@ -234,3 +234,23 @@ def test_a_rule_for_names_the_model_does_not_miss_is_not_said_shadowed():
         "above the one that takes its names", {1})
     assert shadowed_rule_note(rules, names, ["norm.weight"]) == (None, set())
     assert shadowed_rule_note(rules, ["model.norm.weight"], ["norm.weight"]) == (None, set())   # rule 1 took it
+
+
+def test_the_names_a_rule_would_make_are_those_its_replacement_makes():
+    """A mistyped rule whose replacement names one module of every layer: the note listed every missing layers.*
+    name (its literal head, 'layers.', began them all), not the post_attention_layernorm ones it makes (a
+    walk-through, 2026-12-01)."""
+    from types import SimpleNamespace
+
+    from draftsmith.assembler.names import idle_rule_note, makes
+
+    replace = r"layers.\1.post_attention_layernorm."
+    assert makes(replace, "layers.12.post_attention_layernorm.weight")
+    assert not makes(replace, "layers.1.input_layernorm.weight") and not makes(replace, "fc.weight")
+    assert makes(r"a.\g<n>.b.", "a.x.b.w") and makes("fc.", "fc.weight") and not makes("fc.", "lm_head.fc.weight")
+    rule = SimpleNamespace(match=r"^draft_blok\.(\d+)\.ln_ffn\.", replace=replace)
+    rules = SimpleNamespace(rules=[rule], to_parts=lambda n: (n, None), describe=lambda i: "rule 0")
+    missing = ["layers.0.input_layernorm.weight", "layers.0.post_attention_layernorm.weight",
+               "layers.1.post_attention_layernorm.weight"]
+    note = idle_rule_note(rules, [], missing, ["draft_block.0.ln_ffn.weight", "draft_block.1.ln_ffn.weight"])
+    assert note is not None and "('layers.{0,1}.post_attention_layernorm.weight')" in note, note
