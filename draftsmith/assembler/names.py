@@ -175,14 +175,14 @@ def idle_rule_note(rules, names: Iterable[str], missing: Iterable[str], unplaced
     """The note for a rule that matched no checkpoint name (a typo in its match), or None: of a RuleSet's renames
     (rules with a ``replace`` that begins with literal text) that no name of ``names`` takes, the first whose
     replacement makes ``missing`` names (:func:`makes`) while ``unplaced`` names (checkpoint names no rule matched
-    that the model does not expect) end as those do (``blocks.0.mlp.up_proj.weight`` beside the missing ``layers.0.mlp.up_proj.weight`` of
-    ``'^block\\.0\\.' -> 'layers.0.'``), or begin as the match's literal head would with a typo mended
-    (``draft_model.fusion.weight`` of ``'^draft_modle\\.fusion\\.' -> 'fc.'``, a rename that changes the module's
-    name). Said only where a load fails: a spec's rules for other layouts match nothing on every load, and a name
-    that loaded as it is (``layers.1.*`` beside a missing ``layers.0.*``) is no sign of a typo. ``astray``:
-    checkpoint names another rule made into names the model does not expect, judged alike (a catch-all rule after
-    the mistyped one, ``'^blocks\\.(\\d+)\\.'``, took the names the mistyped one was for). ``skip``: rules not to say
-    (those :func:`shadowed_rule_note` says)."""
+    that the model does not expect) end as those do (``blocks.0.mlp.up_proj.weight`` beside the missing
+    ``layers.0.mlp.up_proj.weight`` of ``'^block\\.0\\.' -> 'layers.0.'``), or begin as the match's literal head
+    would with a typo mended (``draft_model.fusion.weight`` of ``'^draft_modle\\.fusion\\.' -> 'fc.'``, a rename that
+    changes the module's name). Said only where a load fails: a spec's rules for other layouts match nothing on
+    every load, and a name that loaded as it is (``layers.1.*`` beside a missing ``layers.0.*``) is no sign of a
+    typo. ``astray``: checkpoint names another rule made into names the model does not expect, judged alike (a
+    catch-all rule after the mistyped one, ``'^blocks\\.(\\d+)\\.'``, took the names the mistyped one was for).
+    ``skip``: rules not to say (those :func:`shadowed_rule_note` says)."""
     from draftsmith.components.patterns import literal_head
 
     missing = list(missing)
