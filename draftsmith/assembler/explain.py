@@ -13,7 +13,8 @@ from typing import Any, Callable
 
 from draftsmith.assembler.build import held_layers
 from draftsmith.assembler.checkpoint import list_tensors
-from draftsmith.assembler.config import ConfigReading, read_raw_config
+from draftsmith.assembler.config import (ConfigReading, flatten_draft_config, read_raw_config, unread_sizes,
+                                        written_key)
 from draftsmith.assembler.detect import draft_in, row_settings, swap_note
 from draftsmith.assembler.names import chain_note, one_pattern
 from draftsmith.components.weights import RuleSet
@@ -241,6 +242,18 @@ def pairing_note(draft_raw: dict, target_cfg: Any) -> Callable[[], str | None]:
                   and not (k == "hidden_size" and narrow)]
         return (f"note: the draft's config.json says {' and '.join(differ)}: is the draft made for this target?"
                 if differ else None)
+    return note
+
+
+def unread_sizes_note(draft_raw: Mapping[str, Any]) -> Callable[[], str | None]:
+    """The note for a draft config that leaves intermediate_size or num_key_value_heads to their defaults while it
+    holds whole numbers under keys nothing reads (``ffn_dim``, ``n_kv_heads``: another model's names): the shapes
+    the load expects come from those defaults (config.unread_sizes, which a config lacking a required size gets)."""
+    def note() -> str | None:
+        flat = flatten_draft_config(draft_raw)
+        left = [written_key(draft_raw)(k) for k in ("intermediate_size", "num_key_value_heads") if flat.get(k) is None]
+        said = unread_sizes(flat, draft_raw) if left else ""
+        return f"note: the draft's config states no {' or '.join(left)} (a default was taken){said}" if said else None
     return note
 
 

@@ -75,6 +75,16 @@ TAP_IDS = f"a list of at most {limits.TARGET_LAYERS + 1} integers (layer indices
 AUX_COUNT = f"an integer in 1..{limits.TARGET_LAYERS + 1}"
 
 
+def unread_ids(cfg: Mapping[str, Any]) -> str:
+    """'; it has tap_layers: [1, 3, 6], which nothing reads: ...' for a draft config without tap ids that holds a
+    list of integers under another key naming layers (its taps under another trainer's name), or ''."""
+    found = [f"{where}{k}: {short(v)}" for where, c in (("", cfg), ("eagle_config.", _inner(cfg))) for k, v in c.items()
+             if k not in (KEY, "target_layer_ids") and "layer" in k.lower() and isinstance(v, list) and v
+             and all(type(i) is int for i in v)]
+    return (f"; it has {', '.join(found)}, which nothing reads: if these are its tap ids, state them as {KEY} or "
+            "in the spec's draft.fusion.aux_layers.ids" if found else "")
+
+
 def tap_ids_fault(value: Any) -> bool:
     """Whether a config's tap ids are no list of layer indices: 2.7 is not layer 2, "a" and [1] are not layers, and
     a list longer than any target's layer count is not a list of taps (the config reader refuses them naming the
@@ -154,7 +164,7 @@ def resolve_taps(params, draft_config: Mapping[str, Any], target_layers: int,
         origin = f"the default [2, L//2, L-3] for a {target_layers}-layer target"
         if notes is not None:
             notes.append(f"aux layers: the draft config names no {KEY} / target_layer_ids, so the taps are {origin}: "
-                         f"{ids} (layer inputs){unused}")
+                         f"{ids} (layer inputs){unused}{unread_ids(draft_config)}")
     count = aux_count(params, draft_config)
     taps = as_inputs(ids, at)
     problems = []
@@ -259,7 +269,7 @@ def describe_facts(params, draft_config: Mapping[str, Any]) -> tuple[dict[str, A
     ids, origin = (explicit_ids(params), "the spec") if explicit_ids(params) else config_ids(draft_config)
     if ids is None:
         lines.append(f"aux layers: the draft config names no {KEY} / target_layer_ids; the default "
-                     "[2, L//2, L-3] (layer inputs) of the target applies")
+                     f"[2, L//2, L-3] (layer inputs) of the target applies{unread_ids(draft_config)}")
     else:
         lines.append(f"aux layers: {ids} from {origin}, read as layer {at}s (vLLM / HF hidden_states[id]; SGLang "
                      "reads ids as layer outputs: use at: output for a draft trained that way)")
