@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from draftsmith.errors import ArgumentError, SpecError
+from draftsmith.errors import ArgumentError, DraftsmithError, SpecError
 from draftsmith.specs.edits import (changed_spec, current_value, field_info, spec_data, unstated_components,
                                     yaml_value)
 from draftsmith.specs.schema import Spec
@@ -139,10 +139,16 @@ def draft_loss(model, texts: Sequence[Sequence[int]], steps: int) -> float | Non
         return None
 
 
+def _named(e: BaseException, text: str) -> str:
+    """``text`` of ``e``, after its class's name where it is no draftsmith error (whose message says it all, as the
+    command line prints it: a CheckpointError names its file)."""
+    return text if isinstance(e, DraftsmithError) else f"{type(e).__name__}: {text}"
+
+
 def _first_line(e: BaseException) -> str:
     text = str(e).strip().splitlines()
     line = text[0] if text else type(e).__name__
-    msg = f"{type(e).__name__}: {line}"
+    msg = _named(e, line)
     for more in [t.strip() for t in text[1:] if t.strip()][:2]:   # a problem, then a note with its fix, apart
         msg += (" " if msg.endswith((":", ".")) else "; ") + more
     return msg if len(msg) <= 400 else msg[:397] + "..."
@@ -151,7 +157,7 @@ def _first_line(e: BaseException) -> str:
 def _whole(e: BaseException) -> str:
     """The error's whole message and the notes the load added to it (folders swapped, sizes that disagree, the
     family the draft is detected as), as the command line prints a failed load."""
-    return "\n".join([f"{type(e).__name__}: {str(e).strip()}", *getattr(e, "__notes__", ())])
+    return "\n".join([_named(e, str(e).strip()), *getattr(e, "__notes__", ())])
 
 
 def file_fault(e: BaseException) -> bool:

@@ -18,3 +18,16 @@ def test_blank_lines_are_skipped_not_said_as_empty_parts():
     """A blank line among the first lines gave 'first; ; third' (found by this round's helper)."""
     assert _first_line(ValueError("first\n\n second\nthird\nfourth")) == "ValueError: first; second; third"
     assert _first_line(ValueError("heading:\n\nproblem")) == "ValueError: heading: problem"
+
+
+def test_a_draftsmith_error_is_said_without_its_class_name():
+    """doctor's 'the spec as given does not load: ...' printed 'CheckpointError: <file>: ...' for a target-side
+    fault (a bad-input hunt, 2026-12-01); an error of another kind keeps its class's name (what went wrong)."""
+    from draftsmith.doctor import _whole
+    from draftsmith.errors import CheckpointError
+
+    e = CheckpointError("/t/config.json", "bad")
+    e.add_note("note: more")
+    assert _first_line(e) == "/t/config.json: bad"
+    assert _whole(e) == "/t/config.json: bad\nnote: more"
+    assert _whole(ValueError("x")) == "ValueError: x"

@@ -89,16 +89,30 @@ def unopenable(file: Path) -> str | None:
         return e.strerror or str(e)
 
 
+SAFETENSORS_HEADER = 100_000_000   # the longest header safetensors reads (its MAX_HEADER_SIZE)
+LFS_POINTER = b"version https://git-lfs"   # how a Git LFS pointer file begins
+
+
 def header_fault(file: Path) -> str | None:
-    """What is wrong with a safetensors file safetensors refused, in the file's terms (its size against what its
-    header describes, the tensor whose dtype or byte range does not fit), or None where the header itself cannot
-    be read (safetensors' own words then stand)."""
+    """What is wrong with a safetensors file safetensors refused, in the file's terms (a Git LFS pointer in its
+    place, a header length past its end, its size against what its header describes, the tensor whose dtype or byte
+    range does not fit), or None where the header itself cannot be read (safetensors' own words then stand)."""
     try:
         size = file.stat().st_size
         with file.open("rb") as f:
-            n = int.from_bytes(f.read(8), "little")
-            if size < 8 or n > min(size - 8, limits.JSON_BYTES):
+            first = f.read(len(LFS_POINTER))
+            if first == LFS_POINTER:   # a clone without git-lfs: the pointer file stands where the weights belong
+                return (f"it is a Git LFS pointer file ({size} bytes), not the weights: fetch them (git lfs pull in "
+                        "the clone, or download the file itself)")
+            n = int.from_bytes(first[:8], "little")
+            if 8 <= size < 8 + n:   # the length its first 8 bytes give runs past the file
+                return (f"the file is {size} bytes and its first 8 bytes give a header of {n}: it is cut short inside "
+                        "its header (an interrupted download? fetch it again)" if n <= SAFETENSORS_HEADER else
+                        f"its first 8 bytes give a header of {n} bytes, which no safetensors file has (at most "
+                        f"{SAFETENSORS_HEADER}): it is damaged, or no safetensors file")
+            if size < 8 or n > limits.JSON_BYTES:
                 return None
+            f.seek(8)
             header = json.loads(f.read(n))
         tensors = {k: v for k, v in header.items() if k != "__metadata__"}
         for name, t in tensors.items():

@@ -55,13 +55,30 @@ def test_a_file_holding_its_header_alone_is_said_cut_short(tmp_path):
 
 
 @pytest.mark.parametrize("past", [1, 8])
-def test_a_header_length_past_the_files_end_leaves_safetensors_words(tmp_path, past):
-    """The header-length field says more than the file holds, even when what is there parses as JSON: the header
-    cannot be read, so no sizes are told from it."""
+def test_a_header_length_past_the_files_end_is_said_cut_short_inside_the_header(tmp_path, past):
+    """The header-length field says more than the file holds, even when what is there parses as JSON: no sizes are
+    told from the header, the file is cut short inside it (safetensors said 'invalid header length'; a bad-input
+    hunt, 2026-12-01)."""
     raw = json.dumps({"a": A}).encode()
-    path, _ = file_of(tmp_path, {"a": A}, length=len(raw) + past)
-    assert header_fault(path) is None
-    assert said(path) == "Error while deserializing header: invalid header length"
+    path, head = file_of(tmp_path, {"a": A}, length=len(raw) + past)
+    assert said(path) == (f"the file is {head} bytes and its first 8 bytes give a header of {len(raw) + past}: it is "
+                          "cut short inside its header (an interrupted download? fetch it again)")
+
+
+@pytest.mark.parametrize("length, cut", [(100_000_000, True), (100_000_001, False), (2**40, False)])
+def test_a_header_length_no_safetensors_file_has_is_said_to_be_one(tmp_path, length, cut):
+    path, _ = file_of(tmp_path, {"a": A}, length=length)
+    assert said(path).endswith("cut short inside its header (an interrupted download? fetch it again)" if cut else
+                               f"give a header of {length} bytes, which no safetensors file has (at most 100000000): "
+                               "it is damaged, or no safetensors file")
+
+
+def test_a_git_lfs_pointer_in_place_of_the_weights_is_said_to_be_one(tmp_path):
+    """A clone without git-lfs leaves each weight file a ~130-byte pointer: said as one, with what to do."""
+    path = tmp_path / "model.safetensors"
+    path.write_bytes(b"version https://git-lfs.github.com/spec/v1\noid sha256:" + b"0" * 64 + b"\nsize 1000\n")
+    assert said(path) == (f"it is a Git LFS pointer file ({path.stat().st_size} bytes), not the weights: fetch them "
+                          "(git lfs pull in the clone, or download the file itself)")
 
 
 @pytest.mark.parametrize("header", [{}, {"__metadata__": {"format": "pt"}}])
