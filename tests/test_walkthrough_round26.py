@@ -58,6 +58,20 @@ def test_a_layout_no_family_places_gets_the_way_to_write_one(tmp_path):
     moved["midlayer.extra.weight"] = moved["fc.weight"][:1].clone()
     save_file(moved, str(near / "model.safetensors"))
     assert "  closest: eagle3-llama (" in render_unknown(inspect_checkpoint(near))
+    assert "no registered family places half" not in render_unknown(inspect_checkpoint(near))
+    # a layout the families place a few names of (lm_head and norm kept): the offers, then the way out (a
+    # walk-through, 2026-12-01: 'deepseek-mtp (4% fit)' alone)
+    few = made.parent / "few"
+    few.mkdir()
+    shutil.copy(made / "config.json", few / "config.json")
+    save_file({({"head.weight": "lm_head.weight", "out_norm.weight": "norm.weight"}.get(k, k)): v
+               for k, v in tensors.items()}, str(few / "model.safetensors"))
+    lines = render_unknown(inspect_checkpoint(few)).splitlines()
+    assert any(line.startswith("  closest: ") for line in lines), lines
+    assert lines[-1] == (
+        "  no registered family places half of these names: if the draft is a layout of its own, write a spec whose "
+        "weights.rules rename them (README, \"Writing a spec\") and pass it with --spec, or put it in a "
+        "DRAFTSMITH_SPEC_PATH folder"), lines
 
 
 def test_a_call_s_tree_that_cannot_reach_its_steps_is_warned_once(caplog):

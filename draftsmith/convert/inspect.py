@@ -324,9 +324,10 @@ def render_unknown(found: Inspection, whole_model: bool = True) -> str:
 
     rows = {f.spec for f in FAMILIES}
     closest = closest_families(found.config, names)
+    own = ("write a spec whose weights.rules rename them (README, \"Writing a spec\") and pass it with --spec, or "
+           "put it in a DRAFTSMITH_SPEC_PATH folder")
     if not closest:
-        lines.append("  no registered family places any of these names: write a spec whose weights.rules rename them "
-                     "(README, \"Writing a spec\") and pass it with --spec, or put it in a DRAFTSMITH_SPEC_PATH folder")
+        lines.append(f"  no registered family places any of these names: {own}")
     for spec, score, bad in closest:
         unfit = set(unfit_names(spec, found.config, names))
         dropped = [x for x in bad if x not in unfit]
@@ -343,6 +344,8 @@ def render_unknown(found: Inspection, whole_model: bool = True) -> str:
         keys = missing_keys(spec, names, found.config)
         line += f"; config keys it needs (one of): {', '.join(keys)}" if keys else ""
         lines.append(f"{line}; tensors it needs that are missing: {missing}")
+    if closest and max(score for _, score, _ in closest) < 0.5:   # a layout of its own, more likely than a family's
+        lines.append(f"  no registered family places half of these names: if the draft is a layout of its own, {own}")
     if whole_model and full_model(names):
         lines.append(f"note: {where} looks like a whole model (model.embed_tokens, model.layers.*), not a draft: is "
                      "it the target? `draftsmith inspect` reads a draft checkpoint")
