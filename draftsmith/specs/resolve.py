@@ -116,6 +116,9 @@ def unknown_name(registry: Registry, kind: str, name: Any, path: str) -> Problem
     if not hint and isinstance(name, str) and any(c in name for c in ".:/"):
         hint = ("A spec names registered components only; import paths are never imported. Register it from a "
                 "plugin's draftsmith_components hook.")
+    elif not hint and kind != "attn_backend" and not any(n == name for _, n in registry.components):
+        hint = ("A part draftsmith lacks comes from a package's plugin (README, \"Adding components from a "
+                "package\"); `draftsmith list` shows what is registered.")   # no other kind's name either
     hint = " ".join(h.strip() for h in (hint, registry.not_loaded_note()) if h)
     what = "attention backend" if kind == "attn_backend" else kind
     return Problem(path, f"unknown {what} {spec_word(name)}", allowed=listing(registry, kind), hint=hint)
