@@ -192,7 +192,7 @@ def plan_draft(spec: Spec, registry: Registry, draft: str | Path | None, draft_d
                  unread_sizes_note(draft_raw),
                  unchained_layers_note(spec, rules, list(infos), canonical),
                  lambda: dropped_rules(spec, registry, list(infos)),
-                 detected, *unless(detected.elsewhere, layers_note(spec, canonical),
+                 detected, *unless(detected.elsewhere, layers_note(spec, canonical, rules, list(infos)),
                                    qkv_bias_note(spec, registry, draft_raw, canonical, built),
                                    qk_norm_note(spec, registry, draft_raw, canonical, built),
                                    fc_bias_note(canonical, built), fc_shape_note(rules, infos, built),

@@ -300,19 +300,31 @@ def vocab_mismatch(draft_raw: dict, target_cfg: Any) -> str | None:
             f"tokens the target seldom accepts; the output is the target's either way")
 
 
-def layers_note(spec: Spec, canonical: list[str]) -> Callable[[], str | None]:
+def layers_note(spec: Spec, canonical: list[str], rules: RuleSet, names: Sequence[str]) -> Callable[[], str | None]:
     """The note for a spec whose num_layers differs from the layers the checkpoint holds. None where the weight
-    rules map several checkpoint names onto one (the load's collision lines say so): the layers counted after such
-    rules are not the checkpoint's, and num_layers: auto would not help."""
+    rules map checkpoint names of different layers onto one (the load's collision lines say so): the layers counted
+    after such rules are not the checkpoint's, and num_layers: auto would not help. Names of one layer mapped onto
+    one (their numbers alike: a rule that lost a group, gate/up/down onto gate_proj) leave the count as it is."""
     def note() -> str | None:
         want = spec.draft.num_layers
-        if len(set(canonical)) < len(canonical):
+        if len(set(canonical)) < len(canonical) and not _within_layers(rules, names):
             return None
         found = held_layers(spec, canonical)
         return None if want in ("auto", found) else (
             f"note: the spec's draft.num_layers is {want}; the checkpoint holds {found} layer{'s' * (found != 1)} "
             f"(layers.0..{found - 1} after the weight rules): set num_layers: auto")
     return note
+
+
+def _within_layers(rules: RuleSet, names: Sequence[str]) -> bool:
+    """Whether every set of checkpoint names the rules map onto one canonical name shares its numbers (one layer's
+    tensors, not two layers')."""
+    sources: dict[str, list[str]] = {}
+    for n in names:
+        for c in rules.to_parts(n)[0] or ():
+            sources.setdefault(c, []).append(n)
+    merged = [srcs for srcs in sources.values() if len(srcs) > 1]
+    return all(len({tuple(re.findall(r"\d+", n)) for n in srcs}) == 1 for srcs in merged)
 
 
 def dropped_rules(spec, registry: Registry, names: Sequence[str]) -> str | None:

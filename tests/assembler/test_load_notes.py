@@ -130,3 +130,20 @@ def test_no_layer_count_note_where_the_rules_collide(tmp_path, folders):
                             draft=draft)
     assert "collision: several checkpoint names map to 'layers.0." in str(info.value)
     assert not any("num_layers" in n for n in getattr(info.value, "__notes__", [])), info.value.__notes__
+
+
+def test_the_layer_count_note_stays_where_a_collision_is_within_one_layer(tmp_path, folders):
+    """A rule that maps one layer's tensors onto one name (gate/up/down onto gate_proj) leaves the layer count as
+    the checkpoint's: the num_layers note is said beside the collision (it vanished with any collision: a
+    walk-through, 2026-12-01)."""
+    target, _, _ = folders
+    draft = write_eagle3(tmp_path / "two", target, layout="layers", layers=2)
+    data = draftsmith.load_spec("eagle3-llama").model_dump(mode="json")
+    data["draft"]["num_layers"] = 3
+    data["weights"]["rules"] = [{"match": r"^(layers\.\d+)\.mlp\.(gate|up)_proj\.", "replace": r"\1.mlp.gate_proj."}]
+    with pytest.raises(DraftsmithError) as info:
+        draftsmith.assemble(type(draftsmith.load_spec("eagle3-llama")).model_validate(data), target=target,
+                            draft=draft)
+    assert "collision: several checkpoint names map to 'layers.{0,1}.mlp.gate_proj.weight'" in str(info.value)
+    assert ("note: the spec's draft.num_layers is 3; the checkpoint holds 2 layers (layers.0..1 after the weight "
+            "rules): set num_layers: auto") in info.value.__notes__, info.value.__notes__
