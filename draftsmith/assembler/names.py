@@ -266,9 +266,10 @@ class Suggester:
     Names are compared by their text with the numbers taken out (difflib, cached: a model has a few dozen such
     texts however many layers it has), among leftovers of the same shape first, then among any with a very close
     text. Of the leftovers with the best text, the one with the same numbers wins (layer 5 renamed is most likely
-    layer 5), else the first. difflib costs up to ~40 us a text, so a comparison looks at ``CANDIDATES`` texts at
-    most and a plan at ``BUDGET`` in all; past that, no more hints (a checkpoint with thousands of stray names
-    needs its rules fixed, not a suggestion for each).
+    layer 5), else the first, unless a numbered name's numbers begin none of theirs while each has some (layer 2
+    of a two-layer draft is no layer 0 renamed): no hint then. difflib costs up to ~40 us a text, so a comparison looks
+    at ``CANDIDATES`` texts at most and a plan at ``BUDGET`` in all; past that, no more hints (a checkpoint with
+    thousands of stray names needs its rules fixed, not a suggestion for each).
     """
 
     CANDIDATES = 1_000
@@ -316,6 +317,8 @@ class Suggester:
                 return None
             if best := self.best.get((text, where)):
                 same = texts[best]
+                if all(k and k[:len(numbers)] != numbers for k in same):   # only other layers' (layer 2 of a
+                    return None                                # 2-layer draft is no layer 0 renamed): no guess
                 canon = same.get(numbers) or next(iter(same.values()))
                 return best, self.leftovers[canon][0], canon, numbers in same
         return None

@@ -48,3 +48,16 @@ def test_a_leftover_closer_to_another_missing_name_is_no_hint_at_exactly_mutual_
                                             "layers.0.ln_hidden.weight", "layers.0.ln_final.weight"]})
     s.MUTUAL = len(missing)   # compared with each of them still
     assert s.settle((m, (64,)) for m in missing) == dict.fromkeys(missing)
+
+
+def test_a_missing_layer_is_no_other_layer_renamed():
+    """Layer 2 of a spec asking 3 layers of a 2-layer draft: the leftover layer-0 norm (a placement mistake beside)
+    was hinted as its closest (a walk-through, 2026-12-01); a leftover of the same numbers, or of none (midlayer),
+    still is."""
+    leftovers = {"block.0.input_layernorm.weight": ("block.0.input_layernorm.weight", (64,))}
+    assert Suggester(leftovers)("layers.2.input_layernorm.weight", (64,)) is None
+    assert Suggester(leftovers)("layers.0.input_layernorm.weight", (64,)) == "block.0.input_layernorm.weight"
+    plain = {"block.input_layernorm.weight": ("block.input_layernorm.weight", (64,))}
+    assert Suggester(plain)("layers.0.input_layernorm.weight", (64,)) == "block.input_layernorm.weight"
+    numbered = {"out.0.norm.weight": ("out.0.norm.weight", (64,))}   # a name of no layer: any leftover's numbers
+    assert Suggester(numbered)("norm.weight", (64,)) == "out.0.norm.weight"
