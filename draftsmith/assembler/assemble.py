@@ -339,8 +339,9 @@ def read_tokenizer(folder: Path):
     try:
         return AutoTokenizer.from_pretrained(str(folder), trust_remote_code=False)
     except Exception as exc:  # noqa: BLE001 (tokenizers and transformers raise many kinds on a broken file)
+        why = f"it lacks the key {exc}" if isinstance(exc, KeyError) else short_text(exc, 300)   # str(): 'key'
         raise CheckpointError(unreadable_json(present + there(_READ_BESIDE)) or present[0],
-                              f"transformers cannot read the tokenizer: {short_text(exc, 300)}") from None
+                              f"transformers cannot read the tokenizer: {why}") from None
 
 
 def unreadable_json(files: list[Path]) -> Path | None:

@@ -252,12 +252,14 @@ def qkv_bias_reading(attention: tuple[str, dict[str, Any]], draft_raw: Mapping[s
 
 
 def draft_config(registry: Registry, attention: tuple[str, dict[str, Any]], draft_raw: Mapping[str, Any],
-                 draft_cfg, names: Iterable[str] = (), target_hidden: int | None = None) -> tuple[Any, Dims, list[str]]:
+                 draft_cfg, names: Iterable[str] = (), target_hidden: int | None = None,
+                 target_vocab: int | None = None) -> tuple[Any, Dims, list[str]]:
     """The draft's transformers config as its layers read it, its Dims, and what it takes that its config.json
     does not state, one note each (build_draft says them once, on one line): a config read as Llama's that states no
     q/k/v-bias key gets what the checkpoint's tensors (``names``) hold; the sizes Dims defaults (Dims.unstated); a
     sliding window it asks for, which the draft does not apply; and what it states that the draft does not take (a
-    logit_scale; a target_hidden_size that is not ``target_hidden``, the target's)."""
+    logit_scale; a target_hidden_size that is not ``target_hidden``, the target's; a draft_vocab_size above
+    ``target_vocab``, the target's vocabulary, which reads as none)."""
     flat = flatten_draft_config(draft_raw)
     key = getattr(draft_raw, "key", str)   # a params.json's own key names
     notes = []
@@ -283,6 +285,11 @@ def draft_config(registry: Registry, attention: tuple[str, dict[str, Any]], draf
         notes.append(f"{key('target_hidden_size')}={made_for} is not the target's hidden_size {target_hidden}: the "
                      "draft reads the target it is given (engines size its fc by this key: is the draft made for "
                      "this target?)")
+    vd = flat.get("draft_vocab_size")
+    if type(vd) is int and target_vocab is not None and vd > target_vocab:   # below it: a reduced vocabulary
+        notes.append(f"{key('draft_vocab_size')}={vd} is above the target's vocabulary of {target_vocab} ids: the "
+                     "draft's head is sized by the target's (engines size it by this key: is the draft made for this "
+                     "target?)")
     return draft_cfg, dims, notes
 
 
@@ -299,7 +306,7 @@ def build_draft(spec: Spec, registry: Registry, *, draft_raw: Mapping[str, Any],
     d = spec.draft
     attention = attention_recipe(spec, registry, draft_raw)
     draft_cfg, dims, notes = draft_config(registry, attention, draft_raw, draft_cfg, canonical_names,
-                                          getattr(target_cfg, "hidden_size", None))
+                                          getattr(target_cfg, "hidden_size", None), target_cfg.vocab_size)
     if notes:   # once per draft build, on one line, where the user sees it
         log.warning("draft %s: %s", short_text(getattr(draft_raw, "file", "config"), 300), "; ".join(notes))
     params = fusion_params(spec, registry)

@@ -1,7 +1,8 @@
 """Draft config keys draftsmith does not apply are said at the load (an oracle hunt of round 28 against vLLM, SGLang
 and EAGLE's reference): a ``logit_scale`` (vLLM multiplies the draft's logits by it: its tree ranks and sampled
 drafts differ, the output does not) and a ``target_hidden_size`` that is not the target's hidden size (the engines
-size fc by it and would not load the pair; draftsmith reads the target it is given). Both loaded silently."""
+size fc by it and would not load the pair; draftsmith reads the target it is given). Both loaded silently; so did a
+draft_vocab_size above the target's vocabulary (a bad-input hunt, 2026-12-01)."""
 import json
 import logging
 import shutil
@@ -42,6 +43,19 @@ def test_a_target_hidden_size_of_another_target_is_said(pair, tmp_path, caplog):
     assert len(said) == 1 and said[0].endswith(
         f"target_hidden_size={2 * width} is not the target's hidden_size {width}: the draft reads the target it is "
         "given (engines size its fc by this key: is the draft made for this target?)"), said
+
+
+def test_a_draft_vocab_size_above_the_targets_vocabulary_is_said(pair, tmp_path, caplog):
+    """A draft_vocab_size past the target's vocabulary reads as no reduced vocabulary: the head is sized by the
+    target's (engines size it by the key and would not load the pair); it loaded with no word (a bad-input hunt,
+    2026-12-01). One equal to it is the usual full-vocabulary draft: nothing said."""
+    vocab = json.loads((pair[0] / "config.json").read_text())["vocab_size"]
+    said = load_said(pair, tmp_path, caplog, draft_vocab_size=vocab + 1000)
+    assert len(said) == 1 and said[0].endswith(
+        f"draft_vocab_size={vocab + 1000} is above the target's vocabulary of {vocab} ids: the draft's head is sized "
+        "by the target's (engines size it by this key: is the draft made for this target?)"), said
+    shutil.rmtree(tmp_path / "d")
+    assert load_said(pair, tmp_path, caplog, draft_vocab_size=vocab) == []
 
 
 @pytest.mark.parametrize("keys", [{"logit_scale": 1.0}, {"logit_scale": None}, {"target_hidden_size": None}, {}])

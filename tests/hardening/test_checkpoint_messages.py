@@ -39,6 +39,18 @@ def test_a_tokenizer_file_that_starts_with_a_bom_is_the_one_named(tiny_pair, tmp
     assert str(r.value).startswith(f"{said}: transformers cannot read the tokenizer"), str(r.value)
 
 
+def test_a_tokenizer_key_transformers_misses_is_said_as_one(tiny_pair, tmp_path):
+    """transformers' KeyError said its key alone ("...cannot read the tokenizer: 'added_tokens'"; a bad-input hunt,
+    2026-12-01)."""
+    target = copy_folder(tiny_pair[0], tmp_path / "t")
+    write_byte_tokenizer(target)
+    (target / "tokenizer.json").write_text(json.dumps({"version": "1.0", "model": {"type": "Nope"}}))
+    with refused(kind=CheckpointError) as r:
+        draftsmith.assemble("eagle3-llama", target=target, draft=tiny_pair[1])
+    assert str(r.value).startswith(f"{target}") and ": transformers cannot read the tokenizer: it lacks the key '" \
+        in str(r.value), str(r.value)
+
+
 def test_a_target_config_that_starts_with_a_bom_is_said_to(tiny_pair, tmp_path):
     """A target's config.json with a UTF-8 byte-order mark: draftsmith reads past it, transformers does not; it was
     said as "not a valid JSON file" (a bad-input hunt, 2026-12-01)."""
