@@ -24,7 +24,7 @@ from draftsmith.components.rope import position_problems
 from draftsmith.decoding.modes import RECURRENT, V2
 from draftsmith.decoding.prompts import MOST, context_problems, encode_prompts
 from draftsmith.decoding.settings import number_problems
-from draftsmith.decoding.values import array_like, integer_vector, is_int
+from draftsmith.values import array_like, integer_vector, is_int, scalar
 from draftsmith.errors import ArgumentError, Problem, short
 from draftsmith.specs.resolve import decoding_problems, is_chain
 from draftsmith.specs.schema import Decoding, validate_strict
@@ -84,12 +84,12 @@ def overridden(spec_decoding: Decoding, overrides: dict[str, Any], problems: lis
                draft_vocab: int, names: Mapping[str, str] | None = None) -> dict[str, Any] | None:
     """The spec's decoding section with the per-call overrides (None leaves a field as the spec has it), checked
     like a spec: strict types and bounds, modes, topk within the draft's vocabulary, then the cross-field rules.
-    Numpy integers count as ints (as they do for max_new_tokens and top_k). For a chain (topk 1) draft_tokens does
-    not apply: it becomes steps + 1 and is never refused by a cross-field rule; so for mode v1 and for auto with a
-    page_size past 1, which run a chain whatever topk says. ``names`` renames fields in the
+    Numpy integers and 0-d tensors count as numbers (as for max_new_tokens and top_k). For a chain (topk 1)
+    draft_tokens does not apply: it becomes steps + 1 and is never refused by a cross-field rule; so for mode v1 and
+    for auto with a page_size past 1, which run a chain whatever topk says. ``names`` renames fields in the
     problems (the command line's option names). Returns the fields, or None with every reason appended to
     ``problems``."""
-    given = {k: int(v) if is_int(v) else v for k, v in overrides.items() if v is not None}
+    given = {k: scalar(v) for k, v in overrides.items() if v is not None}   # numpy ints and 0-d tensors too
     dec = spec_decoding
     if given:
         data = {**spec_decoding.model_dump(mode="json"), **given}

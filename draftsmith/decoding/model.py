@@ -21,7 +21,7 @@ from draftsmith.decoding.static_pool import StaticKVPool, capacity_for
 from draftsmith.decoding.modes import Plan, choose_mode
 from draftsmith.decoding.room import check_room, pool_bytes
 from draftsmith.decoding.stats import Output
-from draftsmith.decoding.values import plain
+from draftsmith.values import scalar
 from draftsmith.specs.resolve import unreached_steps
 
 log = logging.getLogger("draftsmith")
@@ -98,7 +98,8 @@ class SpeculativeModel:
         Bad arguments raise one ArgumentError listing every problem. Calls from several threads take turns: the
         model's KV pools serve one call at a time (batch the prompts for throughput)."""
         stop = stop_ids(stop, vocab_sizes(self)[0])   # read once: an iterator is checked and used as the same ids
-        max_new_tokens, top_k = plain(max_new_tokens), plain(top_k)   # a numpy count wrapped in the pool sizes
+        # a numpy count wrapped in the pool sizes; a 0-d tensor is a number
+        max_new_tokens, temperature, top_p, top_k, seed = map(scalar, (max_new_tokens, temperature, top_p, top_k, seed))
         prompts, single = check_call(self, prompt, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
                                      top_k=top_k, seed=seed, stop=stop, topk=topk, steps=steps,
                                      draft_tokens=draft_tokens, mode=mode)  # ArgumentError lists every problem
@@ -122,7 +123,7 @@ class SpeculativeModel:
         keywords serves both calls; any other keyword is a TypeError, as it is for ``generate``. Calls from
         several threads take turns (one model decodes one call at a time)."""
         stop = stop_ids(stop, vocab_sizes(self)[0])
-        max_new_tokens, top_k = plain(max_new_tokens), plain(top_k)
+        max_new_tokens, temperature, top_p, top_k, seed = map(scalar, (max_new_tokens, temperature, top_p, top_k, seed))
         prompts, single = check_call(self, prompt, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
                                      top_k=top_k, seed=seed, stop=stop, what="generate_baseline()")
         settings = self._settings(max_new_tokens, temperature, top_p, top_k, seed, stop)

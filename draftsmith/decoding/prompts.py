@@ -17,7 +17,7 @@ from typing import Any
 from draftsmith import limits
 from draftsmith.chat import (conversation_ids, is_conversation, message_problems, nested_strings, template_problem,
                              texts, written_size)
-from draftsmith.decoding.values import array_like, integer_vector, is_int
+from draftsmith.values import array_like, integer_vector, is_int
 from draftsmith.errors import short
 
 MOST = 8   # problems listed per prompt

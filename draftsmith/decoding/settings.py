@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from draftsmith import limits
-from draftsmith.decoding.values import is_finite, is_int, is_real
+from draftsmith.values import is_finite, is_int, is_real
 from draftsmith.errors import short
 
 SEED_RANGE = (-(1 << 63), (1 << 64) - 1)   # what torch.Generator.manual_seed accepts

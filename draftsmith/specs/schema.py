@@ -6,7 +6,6 @@ component's own ``Params`` model (:mod:`draftsmith.specs.resolve`), so this file
 from __future__ import annotations
 
 import json
-import numbers
 from collections.abc import Callable, Iterable
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -16,6 +15,7 @@ from pydantic_core import PydanticCustomError
 from draftsmith import limits
 from draftsmith.errors import Problem, SpecError, short, spec_file_text, with_places
 from draftsmith.hooks.records import SPEC_NAME
+from draftsmith.values import scalar
 from draftsmith.yaml_places import yaml_places
 
 M = TypeVar("M", bound=BaseModel)
@@ -270,10 +270,9 @@ class Spec(Frozen):
         so relative checkpoint paths still resolve. The section is checked when the spec is assembled, as a spec
         file's is (fields, types, bounds, cross-field rules, backend names: a SpecError naming
         ``decoding.<field>``, specs.resolve.decoding_section_problems). Values are read as a file's are
-        (``graphs=True`` is on, as YAML's ``graphs: on``; numpy's integers are ints); one those checks refuse is kept
-        as given, for them to say."""
-        changes = {k: int(v) if isinstance(v, numbers.Integral) and not isinstance(v, bool) else v
-                   for k, v in changes.items()}
+        (``graphs=True`` is on, as YAML's ``graphs: on``; numpy's integers are ints, a 0-d tensor its number); one
+        those checks refuse is kept as given, for them to say."""
+        changes = {k: scalar(v) for k, v in changes.items()}
         decoding = self.decoding.model_copy(update=changes)
         try:
             decoding = validate_strict(Decoding, dict(decoding))

@@ -84,7 +84,7 @@ def test_numpy_integer_decoding_overrides_count_as_ints(pairs):
 @pytest.mark.parametrize("field, value, said", [
     ("topk", np.bool_(True), "topk: np.True_ is not allowed"),
     ("draft_tokens", np.float32(4), "draft_tokens: np.float32(4.0) is not allowed"),
-    ("topk", torch.tensor(2), "topk: <tensor of shape [], int64> is not allowed"),
+    ("topk", torch.tensor([2]), "topk: <tensor of shape [1], int64> is not allowed"),   # a 0-d one is its number
     ("mode", b"v1", "mode: b'v1' is not allowed"),
 ])
 def test_an_override_that_is_not_plain_data_is_said_as_given(pairs, field, value, said):

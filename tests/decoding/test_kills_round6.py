@@ -1,4 +1,4 @@
-"""Mutation survivors of decoding/prompts.py, decoding/values.py, decoding/model.py and chat.py (round 6): each test
+"""Mutation survivors of decoding/prompts.py, values.py, decoding/model.py and chat.py (round 6): each test
 names the mutants it catches. Host-side checks on a fake tokenizer and the toy demo pair: no GPU, no network."""
 import pytest
 
@@ -51,7 +51,7 @@ def test_a_conversation_of_exactly_the_most_values_decodes():
 # --- values.py --------------------------------------------------------------------------------------------------
 def test_an_integer_past_floats_range_is_no_finite_temperature():
     # catches values.py:21 is_finite's OverflowError -> True (10**400 would then be read as a huge temperature)
-    from draftsmith.decoding.values import is_finite
+    from draftsmith.values import is_finite
 
     assert is_finite(10 ** 400) is False and is_finite(10 ** 300) is True
     assert settings_problems(4, 10 ** 400, 1.0, 0, None, None, vocab=32) == [

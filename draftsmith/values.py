@@ -1,6 +1,6 @@
 """Type predicates the argument checks share (:mod:`draftsmith.decoding.prompts`,
-:mod:`draftsmith.decoding.arguments`): integers, finite and real numbers, 1-D integer tensors and numpy arrays, told
-apart without importing torch or numpy."""
+:mod:`draftsmith.decoding.arguments`, ``Spec.with_decoding``): integers, finite and real numbers, 1-D integer
+tensors and numpy arrays, told apart without importing torch or numpy."""
 from __future__ import annotations
 
 import math
@@ -17,6 +17,18 @@ def plain(v: Any) -> Any:
     """An integer of another type (numpy's int64, uint8) as a Python int, which never wraps or lacks int's methods;
     anything else as it is, for the checks to judge."""
     return int(v) if type(v) is not int and is_int(v) else v
+
+
+def scalar(v: Any) -> Any:
+    """A number given as a 0-d tensor or numpy array (``torch.tensor(4)``, ``x.max()``) as its Python number, then
+    as :func:`plain` gives it; anything else as it is, to be said as given: a numpy scalar (already a number, or
+    not: ``np.True_``), a 0-d bool, a 1-D tensor, a meta tensor (which has no value)."""
+    if array_like(v) and v.ndim == 0 and not isinstance(v, numbers.Number) and "bool" not in str(v.dtype):
+        try:
+            v = v.item()
+        except (RuntimeError, ValueError):   # a meta tensor: refused as a tensor by the checks
+            return v
+    return plain(v)
 
 
 def is_finite(v: Any) -> bool:
