@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 from typer.core import TyperGroup
 
-from draftsmith.errors import DraftsmithError, OptionError, short_text
+from draftsmith.errors import DraftsmithError, OptionError, short, short_text
 
 USER_ERROR, INTERNAL_ERROR = 1, 70
 USAGE_ERROR = 2      # a bad option value: typer's own code for one (click.UsageError), whatever the command
@@ -323,7 +323,7 @@ def threads_text(value: str) -> str:
     except ValueError:
         fine = False
     if not fine:
-        raise typer.BadParameter(f"Input should be auto or an integer greater than or equal to 1, got {value!r}")
+        raise typer.BadParameter(f"Input should be auto or an integer greater than or equal to 1, got {short(value)}")
     return value
 
 

@@ -31,12 +31,12 @@ def check_graphs(graphs: str, device: str) -> None:
     """--graphs: one of the spec's values, and on / compile only on a CUDA device (refused before anything runs)."""
     from typing import get_args
 
-    from draftsmith.errors import OptionError
+    from draftsmith.errors import OptionError, short
     from draftsmith.options import check_device
     from draftsmith.specs.schema import GraphsSetting
 
     if graphs not in (values := get_args(GraphsSetting)):
-        raise OptionError(f"--graphs: {', '.join(values[:-1])} or {values[-1]}, got {graphs!r}")
+        raise OptionError(f"--graphs: {', '.join(values[:-1])} or {values[-1]}, got {short(graphs)}")
     if graphs in ("auto", "off"):   # any device takes them (judged without importing torch)
         return
     from draftsmith.decoding.graphs import graphs_enabled
@@ -53,18 +53,29 @@ def check_graphs(graphs: str, device: str) -> None:
 
 def shape_names(scale: str) -> list[str]:
     """--scale: comma-separated names of draftsmith/scale/checkpoints.py's shapes, all checked before the first runs."""
+    from draftsmith.errors import short_list
     from draftsmith.scale.checkpoints import SHAPES
 
     names = [s.strip() for s in scale.split(",")]
     if unknown := [n for n in names if n not in SHAPES]:
-        raise typer.BadParameter(f"unknown shape {', '.join(map(repr, unknown))}; use {', '.join(SHAPES)} "
+        raise typer.BadParameter(f"unknown shape {short_list(unknown)}; use {', '.join(SHAPES)} "
                                  "(comma-separated)", param_hint="--scale")
     return names
 
 
 def batch_sizes(batches: str) -> list[int]:
-    """--batches: comma-separated batch sizes >= 1, each measured once (1,1 measured batch 1 twice, keeping one)."""
+    """--batches: comma-separated batch sizes in 1..limits.BATCH (generate()'s bound: each prompt is a row of the KV
+    pools), each measured once (1,1 measured batch 1 twice, keeping one); refused before anything is built."""
+    from draftsmith import limits
+    from draftsmith.errors import short, short_list
+
     parts = [b.strip() for b in batches.split(",")]
-    if not all(b.isdecimal() and int(b) >= 1 for b in parts):
-        raise typer.BadParameter(f"{batches!r}; comma-separated integers >= 1 are expected", param_hint="--batches")
+    long = {b for b in parts if len(b) > limits.INT_DIGITS}   # int() refuses past 4300 digits
+    if not all(b.isdecimal() and (b in long or int(b) >= 1) for b in parts):
+        raise typer.BadParameter(f"{short(batches)}; comma-separated integers >= 1 are expected",
+                                 param_hint="--batches")
+    if over := list(dict.fromkeys(b for b in parts if b in long or int(b) > limits.BATCH)):
+        raise typer.BadParameter(f"{short(batches)}: {short_list(over, quote=False)} past {limits.BATCH}, the most "
+                                 "prompts one generate() call takes (each is a row of the KV pools, allocated up "
+                                 f"front); give batch sizes in 1..{limits.BATCH}", param_hint="--batches")
     return list(dict.fromkeys(int(b) for b in parts))

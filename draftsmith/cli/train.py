@@ -124,7 +124,7 @@ def checked_job(config, config_kw: dict, job, job_kw: dict, found: list | None =
 
     built = build(job, job_kw, config=build(config, config_kw))
     try:
-        preflight(built)   # also the spec's checkpoints.target when --target is not given
+        preflight(built, refused=bool(found))   # also the spec's checkpoints.target when --target is not given
     except TrainError as e:
         found.extend(e.problems)
     if found:

@@ -5,7 +5,7 @@ import contextlib
 import logging
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -139,8 +139,12 @@ class SpeculativeModel:
         dec = check_overrides(self, topk=topk, steps=steps, draft_tokens=draft_tokens, mode=mode,
                               what=f"plan() overrides of spec {self.spec.name!r}")
         tree = dec["topk"] > 1   # a chain asked for: what rules trees out (page_size, recurrence) is not its reason
-        return choose_mode(dec["mode"], dec["topk"], dec["steps"], dec["draft_tokens"], dec["page_size"] if tree else 1,
+        plan = choose_mode(dec["mode"], dec["topk"], dec["steps"], dec["draft_tokens"], dec["page_size"] if tree else 1,
                            self.recurrent and tree)
+        if draft_tokens is not None and (asked := scalar(draft_tokens)) != plan.draft_tokens:   # and not taken
+            plan = replace(plan, reason=f"{plan.reason}; draft_tokens {asked} does not apply to a chain, which "
+                                        f"verifies steps + 1 = {plan.draft_tokens}")
+        return plan
 
     # --- internals ----------------------------------------------------------------------------------------
     def _warn_once(self, said: str | None, what: str, per_text: bool = False) -> None:

@@ -24,10 +24,12 @@ from draftsmith.train.target_checks import (detected_draft, device_problems, dra
                                             target_plan_problems, target_problems)
 
 
-def preflight(job) -> None:
+def preflight(job, *, refused: bool = False) -> None:
     """Every check that needs neither the target's weights nor the data's text, so that a mistake is reported at
     once: the target folder, its tokenizer and context (a cached name is fetched later), the data and held-out
-    paths, the out, features and --from-draft folders, and the spec. A TrainError lists every problem found."""
+    paths, the out, features and --from-draft folders, and the spec. A TrainError lists every problem found.
+    ``refused``: the caller already found a problem (the command line's option bounds), so the target is not
+    planned either (its first plan imports transformers: a mistyped --steps waited for it)."""
     found, spec, taps = [], None, None
     if not isinstance(job.config, TrainConfig):   # the Python API's Job(config={...}): not a config it reads
         found.append(("config", f"is a {type(job.config).__name__}, not a TrainConfig: give TrainConfig(...)"))
@@ -90,7 +92,7 @@ def preflight(job) -> None:
         elif (out / STATE).is_file() and (why := resumable_problem(out)):   # a resume reads the draft beside it
             found.append(("out", f"{short_text(out, 300)} holds a trainer state to resume, but {why}: put the "
                                  "draft's files back, or give a new or empty --out to start fresh"))
-    if not found:
+    if not found and not refused:
         found += target_plan_problems(job)
     if found:
         raise TrainError(found)
