@@ -111,7 +111,8 @@ def test_a_token_id_too_long_to_read_is_said_as_too_large(pairs, no_load):
 def test_doctor_says_a_spec_that_does_not_load_whole_with_its_notes(spec, wide, says, pairs):
     target, draft = pairs["tok"]
     res = run("doctor", pairs["wide"] if wide else target, draft, "--spec", spec)
-    refused(res, 2, "error: the spec as given does not load: SpecError:", *says)
+    refused(res, 2, "error: the spec as given does not load: ", *says)
+    assert "SpecError" not in res.output   # draftsmith's own errors are said without their class (doctor._named)
 
 
 def test_doctor_tries_no_reading_of_a_target_config_it_cannot_read(pairs, tmp_path, monkeypatch):
