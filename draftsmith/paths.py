@@ -27,6 +27,22 @@ def checkpoint_folder(folder: str | Path, label: str | None = None) -> Path:
     return folder
 
 
+
+def config_file(folder: Path) -> Path | None:
+    """The config file of a checkpoint folder: ``config.json``, else Mistral's ``params.json`` (a broken link is
+    there too: regular_file says so when it is read); None for neither."""
+    return next((folder / n for n in ("config.json", "params.json")
+                 if (folder / n).exists() or (folder / n).is_symlink()), None)
+
+
+def required_config(folder: Path) -> Path:
+    """The config file of a checkpoint folder (:func:`config_file`); a CheckpointNotFound for a folder without one,
+    which assemble() and the command line check before the slow imports."""
+    if (file := config_file(folder)) is None:
+        raise CheckpointNotFound(f"{short_text(folder, 300)}: no config.json or params.json (a checkpoint folder "
+                                 "needs a config + weights)")
+    return file
+
 def utf8_problem(path: str | Path) -> str | None:
     """Why ``path`` cannot be opened by the libraries that read and write checkpoints, whatever it holds, or None:
     safetensors, torch's memory-mapped load and tokenizers take UTF-8 paths only, and a name with a byte that is not

@@ -328,6 +328,7 @@ def test_train_and_doctor_refuse_a_missing_device_before_reading_anything(verb, 
 
     monkeypatch.setattr(hub, "resolve", lambda *a, **k: pytest.fail("resolved the target before checking --device"))
     (tmp_path / "draft").mkdir()   # a missing DRAFT is said first (doctor checks the folders it is given at once)
+    (tmp_path / "draft" / "config.json").write_text("{}")   # so is one without a config
     args = (["train", "--target", "smollm2", "--data", tmp_path / "nothing", "--out", tmp_path / "o"]
             if verb == "train" else ["doctor", "smollm2", tmp_path / "draft"])
     res = run(*args, "--device", "cuda")
@@ -356,7 +357,8 @@ def test_doctor_takes_the_cached_target_by_name(tmp_path, monkeypatch):
         raise DraftsmithError("stop here")   # bad input: said, exit 2
 
     monkeypatch.setattr("draftsmith.doctor.diagnose", diagnose)
-    (tmp_path / "draft").mkdir()   # a missing DRAFT is said before the target is looked up
+    (tmp_path / "draft").mkdir()   # a missing DRAFT (or its config) is said before the target is looked up
+    (tmp_path / "draft" / "config.json").write_text("{}")
     res = run("doctor", "smollm2", tmp_path / "draft", "--spec", "smollm2")
     assert seen == ["cache:smollm2", tmp_path / "cached"] and res.exit_code == 2, res.output
 

@@ -163,6 +163,7 @@ def test_a_cache_that_is_a_file_is_named_by_its_variable(afile, monkeypatch, und
 
 
 def test_doctor_says_a_bad_cache_is_bad_input(afile, nothing_runs, tmp_path):
+    (tmp_path / "config.json").write_text("{}")   # the draft folder: one without a config is said first
     res = run("doctor", "smollm2", tmp_path, "--spec", "smollm2", env={"DRAFTSMITH_CACHE": str(afile)})
     refused(res, 2, f"$DRAFTSMITH_CACHE={afile}")
 

@@ -169,6 +169,7 @@ def test_doctor_says_a_failed_fetch_is_bad_input(error, monkeypatch, tmp_path):
            "ComponentFailed": results.ComponentFailed}[error]
     monkeypatch.setattr(hub, "resolve", lambda ref, console=None: (_ for _ in ()).throw(cls("no network")))
     monkeypatch.setattr("draftsmith.doctor.diagnose", lambda *a, **k: pytest.fail("ran the readings"))
+    (tmp_path / "config.json").write_text("{}")   # the draft folder: one without a config is said first
     res = run("doctor", "smollm2", tmp_path, "--spec", "smollm2")
     refused(res, 2, "error: no network")
 

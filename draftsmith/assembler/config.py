@@ -11,8 +11,8 @@ from draftsmith.assembler.checkpoint import read_json
 from draftsmith.assembler.config_values import (MLA_KEYS, SHAPELESS, fusion_value_problems, keyed_problems,
                                                 object_problems, token_id_problem)
 from draftsmith.assembler.styles import EAGLE_FIELDS, STYLES, ConfigStyle, style_of, to_facts
-from draftsmith.errors import CheckpointError, CheckpointNotFound, short, short_list, short_text
-from draftsmith.paths import checkpoint_folder
+from draftsmith.errors import CheckpointError, short, short_list, short_text
+from draftsmith.paths import checkpoint_folder, required_config
 
 if TYPE_CHECKING:
     from transformers import PretrainedConfig
@@ -48,24 +48,15 @@ class ConfigFacts(dict):
         return self.written.get(fact, fact)
 
 
-def config_file(folder: Path) -> Path | None:
-    """The config file of a checkpoint folder: ``config.json``, else Mistral's ``params.json`` (a broken link is
-    there too: regular_file says so when it is read); None for neither."""
-    return next((folder / n for n in ("config.json", "params.json")
-                 if (folder / n).exists() or (folder / n).is_symlink()), None)
-
-
 def read_raw_config(folder: str | Path) -> dict[str, Any]:
     """The checkpoint's config file as written: ``config.json``, else Mistral's ``params.json``."""
     folder = checkpoint_folder(folder)
-    if (file := config_file(folder)) is not None:
-        # read_json refuses a FIFO, a link out of the folder, a list, bad JSON
-        raw = read_json(file, folder, what="config (a JSON object of fields)")
-        if problems := object_problems(raw):  # every reader of the config may look inside these
-            raise CheckpointError(file, "; ".join(problems))
-        return raw
-    raise CheckpointNotFound(f"{short_text(folder, 300)}: no config.json or params.json (a checkpoint folder needs "
-                             "a config + weights)")
+    file = required_config(folder)
+    # read_json refuses a FIFO, a link out of the folder, a list, bad JSON
+    raw = read_json(file, folder, what="config (a JSON object of fields)")
+    if problems := object_problems(raw):  # every reader of the config may look inside these
+        raise CheckpointError(file, "; ".join(problems))
+    return raw
 
 
 def read_config(folder: str | Path) -> ConfigFacts:

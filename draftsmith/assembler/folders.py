@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Callable
 
 from draftsmith.errors import CheckpointNotFound, OptionError, Problem, short_text
-from draftsmith.paths import checkpoint_folder
+from draftsmith.paths import checkpoint_folder, required_config
 from draftsmith.specs.schema import Spec
 
 
@@ -77,19 +77,32 @@ def checkpoint_dir(spec: Spec, given: str | Path | None, which: str) -> Path:
     return checkpoint_folder(tidy(Path(ref)), label)
 
 
-def checkpoint_dirs(spec: Spec, target: str | Path | None, draft: str | Path | None) -> tuple[Path, Path]:
-    """(target, draft) folders, as :func:`checkpoint_dir` finds them; where both are missing, one error says both."""
-    found = _found({which: functools.partial(checkpoint_dir, spec, given, which)
+def checkpoint_dirs(spec: Spec, target: str | Path | None, draft: str | Path | None, *, configured: bool = False
+                    ) -> tuple[Path, Path]:
+    """(target, draft) folders, as :func:`checkpoint_dir` finds them; where both are missing, one error says both.
+    ``configured``: a folder without a config file counts as missing (assemble() says it before transformers'
+    import)."""
+    found = _found({which: functools.partial(_folder, spec, given, which, configured)
                     for which, given in (("target", target), ("draft", draft))})
     return found["target"], found["draft"]
 
 
+def _folder(spec: Spec | None, given: str | Path | None, which: str, configured: bool) -> Path:
+    folder = checkpoint_dir(spec, given, which)
+    try:
+        configured and required_config(folder)
+    except CheckpointNotFound as e:   # which folder it is: one folder given as both is said twice
+        raise CheckpointNotFound(f"{which}: {e}") from None
+    return folder
+
+
 def given_dirs(target: str | Path | None = None, draft: str | Path | None = None) -> None:
     """The folders given by path (not a cached target's ``cache:NAME``) checked as :func:`checkpoint_dirs` checks
-    them, before a spec is read: the command line says a wrong path before it imports torch (seconds)."""
+    them, before a spec is read: the command line says a wrong path, or a folder without a config file, before it
+    imports torch (seconds)."""
     from draftsmith import hub
 
-    _found({which: functools.partial(checkpoint_dir, None, given, which)
+    _found({which: functools.partial(_folder, None, given, which, True)
             for which, given in (("target", target), ("draft", draft))
             if given is not None and hub.cache_name(given) is None})
 

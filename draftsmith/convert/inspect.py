@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from draftsmith.assembler.checkpoint import TensorInfo, list_tensors
-from draftsmith.assembler.config import (config_file, known_keys, draft_hf_config, flatten_draft_config,
-                                        read_config, read_raw_config)
+from draftsmith.assembler.config import (known_keys, draft_hf_config, flatten_draft_config, read_config,
+                                        read_raw_config)
 from draftsmith.assembler.config_values import fusion_value_problems
 from draftsmith.assembler.detect import (FAMILIES, eagle3_values, full_model, missing_keys, missing_required,
                                         row_settings, ruled_out)
@@ -22,6 +22,7 @@ from draftsmith.assembler.styles import IDS, style_of
 from draftsmith.convert.fp8 import fp8_reading
 from draftsmith.errors import CheckpointError, short_text
 from draftsmith.hooks import LayoutMatch
+from draftsmith.paths import config_file
 from draftsmith.registry import Registry, default_registry
 from draftsmith.specs.resolve import put
 from draftsmith.specs.schema import Rule

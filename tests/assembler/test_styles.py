@@ -190,7 +190,8 @@ def test_a_speculators_config_proposes_speculators_default_greedy_method():
 def test_a_folder_holding_both_configs_is_read_by_its_config_json(tmp_path):
     """config.json, else Mistral's params.json: a folder with both (a converted Mistral draft keeping its source
     file) is read by config.json."""
-    from draftsmith.assembler.config import config_file, read_raw_config
+    from draftsmith.assembler.config import read_raw_config
+    from draftsmith.paths import config_file
 
     (tmp_path / "config.json").write_text(json.dumps({"hidden_size": 8}))
     (tmp_path / "params.json").write_text(json.dumps({"dim": 16}))

@@ -150,8 +150,9 @@ def nothing_runs(monkeypatch):
 
 
 def doctor_probe(tmp_path, probe: str):
-    for folder in ("t", "d"):   # folders that exist: doctor says a missing one before the probe's problem
+    for folder in ("t", "d"):   # checkpoint folders: doctor says a missing one (or its config) before the probe's
         (tmp_path / folder).mkdir(exist_ok=True)
+        (tmp_path / folder / "config.json").write_text("{}")
     res = run("doctor", tmp_path / "t", tmp_path / "d", "--spec", "eagle3-llama", "--probe", probe)
     assert res.exit_code == 2, res.output
     assert "internal error" not in res.output and "Traceback" not in res.output
