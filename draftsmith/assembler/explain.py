@@ -176,9 +176,11 @@ class DetectedNote:
     where a detector recognises the folder as another spec, or as this spec's family in a variant whose settings
     (detect.Family.settings) the spec does not hold: what ``inspect`` proposes, and how to load with it. None for
     the spec's own draft (``shipped``: its checkpoints.draft), which the spec is made for whatever it is detected
-    as (smollm2's is an eagle3-llama draft): what does not fit is the target. The folder's config is read as
-    written (a detector asks for a params.json's own keys: dim, n_layers), and only when the note is asked for,
-    once. :meth:`elsewhere`: whether it names another spec (then a note advising a field of this one is no help:
+    as (smollm2's is an eagle3-llama draft): what does not fit is the target. A spec file of the user's own is told
+    it, its own checkpoints.draft too, where the draft is detected as a spec of another fusion kind
+    (:func:`other_fusion`: an EAGLE-1 draft under an EAGLE-3 spec). The folder's config is read as written (a
+    detector asks for a params.json's own keys: dim, n_layers), and only when the note is asked for, once.
+    :meth:`elsewhere`: whether it names another spec (then a note advising a field of this one is no help:
     :func:`unless`)."""
 
     def __init__(self, registry: Registry, spec: Spec, folder: Path, names: list[str], *, shipped: bool = False):
@@ -200,15 +202,15 @@ class DetectedNote:
     def find(self) -> tuple[str | None, bool]:
         """(the note, whether it names another spec)."""
         spec, registry, folder, names = self.spec, self.registry, self.folder, self.names
-        if self.shipped:
-            return None, False
-        draft_raw = read_raw_config(folder)
         try:
             stock = Path(registry.spec_source(spec.name).path).resolve() == Path(str(spec.source)).resolve()
         except DraftsmithError:
             stock = False
-        match = draft_in(registry, draft_raw, names) if stock else None
-        if match is None:
+        if stock and self.shipped:
+            return None, False
+        draft_raw = read_raw_config(folder)
+        match = draft_in(registry, draft_raw, names)
+        if match is None or not (stock or other_fusion(registry, spec, match.spec)):
             return None, False
         data = spec.model_dump(mode="json")
         differ = [(path, value) for path, value in row_settings(match, draft_raw, names)
@@ -221,6 +223,17 @@ class DetectedNote:
         return (f"note: {where} is detected as {match.spec} ({short_text(match.reason, 300)})"
                 f"{f', with {settings}' if settings else ''}: `draftsmith inspect {where}` writes that spec, and "
                 f"`draftsmith generate --draft {where}` without --spec uses it"), match.spec != spec.name
+
+
+def other_fusion(registry: Registry, spec: Spec, detected: str) -> bool:
+    """Whether the spec ``detected`` names drafts of another fusion kind than ``spec`` (an EAGLE-1 draft under a
+    user's EAGLE-3 spec file): that draft is no variant the user's own file may be written for, so it is told
+    what the draft is, as a registered spec is. False where that spec does not load."""
+    from draftsmith.specs.loader import load_spec
+    try:
+        return load_spec(detected, registry).draft.fusion.kind != spec.draft.fusion.kind
+    except DraftsmithError:
+        return False
 
 
 def unless(other: Callable[[], bool], *notes: Callable[[], str | None]) -> tuple[Callable[[], str | None], ...]:
