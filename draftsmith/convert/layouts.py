@@ -127,6 +127,11 @@ def absent_reads(config: Mapping[str, Any], names: list[str]) -> str | None:
 
 def writable_kinds(table: Mapping[str, Layout]) -> set[str]:
     """The fusion kinds the layouts' own specs hold (EAGLE-1 and EAGLE-3): what convert can write."""
+    return {fusion_kind(layout) for layout in table.values()}
+
+
+def fusion_kind(layout: Layout) -> str:
+    """The fusion kind of the drafts ``layout`` holds (its own spec's)."""
     from draftsmith.specs.loader import load_spec
 
-    return {load_spec(layout.spec).draft.fusion.kind for layout in table.values()}
+    return load_spec(layout.spec).draft.fusion.kind

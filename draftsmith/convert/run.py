@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
-import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +28,8 @@ from draftsmith.paths import utf8_problem
 from draftsmith.convert.canonical import Canonical, ConvertError, head_dim, plan_canonical, read_canonical
 from draftsmith.convert.fits import fit, proposed_fit
 from draftsmith.convert.inspect import Inspection, inspect_checkpoint
-from draftsmith.convert.layouts import Layout, layer_count, layout_config, layout_facts, layouts, writable_kinds
+from draftsmith.convert.layouts import Layout, layout_config, layout_facts, layouts, writable_kinds
+from draftsmith.convert.name_checks import name_problems, other_kind
 from draftsmith.convert.quant_names import moved_quant_names
 from draftsmith.convert.same_draft import build_differences, other_draft_line, spec_differences
 from draftsmith.convert.rotary import (MLA_ROPE, permute_block_scale, permute_rows, rope_permutation, rotated,
@@ -132,28 +132,9 @@ def _convert(src: str | Path, layout: Layout, out: Path,
     except SplitRefused as e:   # a fused qkv_proj / gate_up_proj: said as this folder's, as every refusal below
         raise ConvertError(f"{short_text(src, 300)} cannot be written as {to}:\n  {e}") from None
     names, rope = list(plan.sources), plan.rope
-    problems = []
-    n_layers = layer_count(names)
-    if layout.max_layers is not None and n_layers > layout.max_layers:
-        problems.append(f"{n_layers} layers; the {to} layout holds at most {layout.max_layers}")
-    for pattern in layout.requires:
-        if not any(re.search(pattern, n) for n in names):
-            problems.append(f"no tensor matches {pattern} (a regex), which the {to} layout's family needs")
-    refused = {p: [n for n in names if re.search(p, n)] for p in layout.refuses}   # said below, each with why
-    said = {n for held in refused.values() for n in held}
-    if layout.holds:
-        alien = [n for n in names if n not in said and not any(re.search(p, n) for p in layout.holds)]
-        if alien:
-            problems.append(f"the {to} layout cannot express {short_list(alien, 6, 200, quote=False)}")
-    for group in layout.together:
-        held = [p for p in group if any(re.search(p, n) for n in names)]
-        if held and len(held) < len(group):
-            problems.append(f"the {to} layout holds {', '.join(map(as_name, group))} all or none (one config flag "
-                            f"says them); this draft holds {', '.join(map(as_name, held))}, not "
-                            f"{', '.join(as_name(p) for p in group if p not in held)}")
-    for pattern, why in layout.refuses.items():
-        if held := refused[pattern]:
-            problems.append(refusal(held, why, plan.spec, table, names))
+    problems = name_problems(layout, names, plan.spec, table)
+    if kind := other_kind(found, layout, table, names, plan.spec):   # first: what the rest follows from
+        problems.insert(0, kind)
     moved = {plan.sources[c].removesuffix(".weight"): layout.rules.from_canonical(c).removesuffix(".weight")
              for c in names if c.endswith(".weight")}   # source module -> the result's: the config's names move too
     quant_config, unmoved = moved_quant_names(plan.facts.get("quantization_config"), moved)
@@ -260,25 +241,6 @@ def _write(out: Path, write) -> None:
     except (OSError, SafetensorError) as e:   # a full or read-only disk: said, and what was written removed
         why = getattr(e, "strerror", None) or short_text(str(e), 300)
         raise ConvertError(f"cannot write into {short_text(out, 300)}: {why}") from None
-
-
-def as_name(pattern: str) -> str:
-    """A layout's regex as a reader sees it: the one tensor name an anchored literal matches (``^norm\\.weight$``
-    is norm.weight), else the regex as written (not a repr, which doubles each backslash)."""
-    body = pattern[1:-1]
-    name = re.sub(r"\\(.)", r"\1", body)
-    return name if pattern[:1] + pattern[-1:] == "^$" and re.escape(name) == body else pattern
-
-
-def refusal(held: list[str], why: str, family: str, table: Mapping[str, Layout], names: Iterable[str]) -> str:
-    """The line refusing canonical names a layout has no name for (its ``refuses``): what they are and
-    why, then the layouts whose ``holds`` take the whole draft (``names``, ``held`` among them) and the spec that
-    loads the draft as it is."""
-    whole = set(held) | set(names)
-    takers = [t.name for t in table.values() if t.holds and all(any(re.search(p, n) for p in t.holds) for n in whole)]
-    instead = f"keep it in a layout that holds it (--to {' or '.join(takers)}) or " if takers else ""
-    return (f"{short_list(held, 4, 200, quote=False)} is {' '.join(why.split())}: {instead}load it as it is "
-            f"(--spec {family})")
 
 
 def unread_copies(out: Path, plan: Canonical, layout: Layout) -> tuple[list[str], str | None]:

@@ -38,6 +38,6 @@ def test_a_layouts_norms_are_said_by_name(eagle3, tmp_path):
     (r"^norm\.weight", r"^norm\.weight"),   # not anchored at both ends: it matches more than one name
 ])
 def test_as_name(pattern, shown):
-    from draftsmith.convert.run import as_name
+    from draftsmith.convert.name_checks import as_name
 
     assert as_name(pattern) == shown
