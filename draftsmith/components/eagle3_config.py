@@ -93,7 +93,7 @@ def tap_ids_fault(value: Any) -> bool:
 
 
 def aux_count_fault(value: Any) -> bool:
-    return value is not None and not (_is_int(value) and 0 <= value <= limits.TARGET_LAYERS + 1)
+    return value is not None and not (_is_int(value) and 1 <= value <= limits.TARGET_LAYERS + 1)
 
 
 def _layer_ids(value: Any, where: str) -> list[int]:
