@@ -49,3 +49,12 @@ def no_tensor_reads(monkeypatch):
         for where in ("checkpoint", "load", "assemble"):
             monkeypatch.setattr(f"draftsmith.assembler.{where}.read_tensors", no_read)
     return forbid
+
+
+@pytest.fixture
+def scale_calls(monkeypatch):
+    """bench --scale's run replaced by a recorder of its (shapes, keywords): nothing measured or written."""
+    calls = []
+    monkeypatch.setattr("draftsmith.scale.run.run_scale", lambda shapes, out, **kw: calls.append((shapes, kw)) or [])
+    monkeypatch.setattr("draftsmith.scale.report.markdown", lambda results: "table")
+    return calls

@@ -85,15 +85,6 @@ def test_a_negative_temperature_is_a_usage_error(value):
 
 # --- bench: --graphs, --batches, --scale's clashes ------------------------------------------------------------------
 
-@pytest.fixture
-def scale_calls(monkeypatch):
-    """bench --scale's run replaced by a recorder (nothing measured or written)."""
-    calls = []
-    monkeypatch.setattr(scale_run, "run_scale", lambda shapes, out, **kw: calls.append((shapes, kw)) or [])
-    monkeypatch.setattr("draftsmith.scale.report.markdown", lambda results: "table")
-    return calls
-
-
 def test_an_unknown_graphs_value_lists_every_value(scale_calls):
     refused(run("bench", "--spec", "demo", "--graphs", "sometimes"),
             "auto, on, off or compile, got 'sometimes'")

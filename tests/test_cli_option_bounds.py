@@ -9,7 +9,6 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-import draftsmith.scale.run as scale_run
 from draftsmith import limits
 from draftsmith.cli import app
 
@@ -25,14 +24,6 @@ def refused(res, *says: str) -> str:
     for s in says:
         assert s in text, res.output
     return text
-
-
-@pytest.fixture
-def scale_calls(monkeypatch):
-    calls = []
-    monkeypatch.setattr(scale_run, "run_scale", lambda shapes, out, **kw: calls.append((shapes, kw)) or [])
-    monkeypatch.setattr("draftsmith.scale.report.markdown", lambda results: "table")
-    return calls
 
 
 @pytest.mark.parametrize("batches, past", [(str(limits.BATCH + 1), str(limits.BATCH + 1)),
