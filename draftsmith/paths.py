@@ -27,7 +27,6 @@ def checkpoint_folder(folder: str | Path, label: str | None = None) -> Path:
     return folder
 
 
-
 def config_file(folder: Path) -> Path | None:
     """The config file of a checkpoint folder: ``config.json``, else Mistral's ``params.json`` (a broken link is
     there too: regular_file says so when it is read); None for neither."""
@@ -42,6 +41,7 @@ def required_config(folder: Path) -> Path:
         raise CheckpointNotFound(f"{short_text(folder, 300)}: no config.json or params.json (a checkpoint folder "
                                  "needs a config + weights)")
     return file
+
 
 def utf8_problem(path: str | Path) -> str | None:
     """Why ``path`` cannot be opened by the libraries that read and write checkpoints, whatever it holds, or None:

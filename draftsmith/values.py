@@ -22,13 +22,20 @@ def plain(v: Any) -> Any:
 def scalar(v: Any) -> Any:
     """A number given as a 0-d tensor or numpy array (``torch.tensor(4)``, ``x.max()``) as its Python number, then
     as :func:`plain` gives it; anything else as it is, to be said as given: a numpy scalar (already a number, or
-    not: ``np.True_``), a 0-d bool, a 1-D tensor, a meta tensor (which has no value)."""
-    if array_like(v) and v.ndim == 0 and not isinstance(v, numbers.Number) and "bool" not in str(v.dtype):
+    not: ``np.True_``), a 0-d bool, a 1-D tensor, a meta tensor (which has no value), a 0-d array of no number's
+    dtype (object's ``np.array(None, dtype=object)`` would be None, a default; a timedelta's its count)."""
+    if array_like(v) and v.ndim == 0 and not isinstance(v, numbers.Number) and numeric(v.dtype):
         try:
             v = v.item()
         except (RuntimeError, ValueError):   # a meta tensor: refused as a tensor by the checks
             return v
     return plain(v)
+
+
+def numeric(dtype: Any) -> bool:
+    # a tensor's or numpy array's dtype of numbers: int8..uint64, float16..float64, bfloat16, complex (not bool,
+    # object, str, datetime or timedelta)
+    return str(dtype).removeprefix("torch.").startswith(("int", "uint", "float", "bfloat", "complex"))
 
 
 def is_finite(v: Any) -> bool:

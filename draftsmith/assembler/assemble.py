@@ -257,10 +257,11 @@ def assemble(spec: Spec | str | Path = "demo", target: str | Path | None = None,
     check_device(device)  # OptionError before anything is read: 'cuda' without CUDA, 'cuda:3' with one GPU
     if problems := machine_problems(spec, registry, device):   # and 'graphs: on' without CUDA, flash without it
         raise spec.error(problems, MachineSettings)
-    checkpoint_dirs(spec, target, draft, configured=True)   # a folder missing, unnamed or without a config is said
-    # before transformers' import (~2 s)
+    # a folder missing, unnamed or without a config is said before transformers' import (~2 s); the target as found,
+    # so that a cache:NAME is resolved once (each resolve checks the cached files' sha256: ~0.5 s for SmolLM2)
+    target_dir, _ = checkpoint_dirs(spec, target, draft, configured=True)
     ready_transformers()   # before two threads' first assemble() both import it (its lazy import is not thread-safe)
-    p = plan_assembly(spec, target, draft, registry)
+    p = plan_assembly(spec, target_dir, draft, registry)
     target_plan, draft_model, draft_plan = p.target_plan, p.draft_model, p.draft_plan
     tokenizer, stops = p.tokenizer, p.stops
 

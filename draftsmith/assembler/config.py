@@ -217,8 +217,11 @@ def target_hf_config(folder: str | Path) -> PretrainedConfig:
         return AutoConfig.from_pretrained(str(folder), trust_remote_code=False)
     except Exception as exc:  # noqa: BLE001 (transformers' own checks raise strict-dataclass, index, ... errors)
         file = Path(folder) / "config.json"
-        with file.open("rb") as f:
-            bom = f.read(len(codecs.BOM_UTF8)) == codecs.BOM_UTF8   # read_config reads past one, transformers not
+        try:
+            with file.open("rb") as f:
+                bom = f.read(len(codecs.BOM_UTF8)) == codecs.BOM_UTF8   # read_config reads past one, transformers not
+        except OSError:   # none: read_config read a params.json (Mistral's), which transformers does not read
+            bom = False
         raise CheckpointError(file, "it starts with a UTF-8 byte-order mark, which transformers does not read: save "
                               "it as UTF-8 without the mark" if bom else
                               f"transformers cannot read it: {short_text(exc, 300)}") from None

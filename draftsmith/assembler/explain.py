@@ -228,12 +228,16 @@ class DetectedNote:
 def other_fusion(registry: Registry, spec: Spec, detected: str) -> bool:
     """Whether the spec ``detected`` names drafts of another fusion kind than ``spec`` (an EAGLE-1 draft under a
     user's EAGLE-3 spec file): that draft is no variant the user's own file may be written for, so it is told
-    what the draft is, as a registered spec is. False where that spec does not load."""
+    what the draft is, as a registered spec is. False where that spec does not load, and where either kind is a
+    plugin's (a fusion of its own name may read the detected family's drafts: an EAGLE-3 variant)."""
+    from draftsmith.hooks.records import BUILTIN
     from draftsmith.specs.loader import load_spec
     try:
-        return load_spec(detected, registry).draft.fusion.kind != spec.draft.fusion.kind
+        kinds = {load_spec(detected, registry).draft.fusion.kind, spec.draft.fusion.kind}
     except DraftsmithError:
         return False
+    return len(kinds) == 2 and all(getattr(registry.components.get(("fusion", k)), "plugin", None) == BUILTIN
+                                   for k in kinds)
 
 
 def unless(other: Callable[[], bool], *notes: Callable[[], str | None]) -> tuple[Callable[[], str | None], ...]:

@@ -266,10 +266,12 @@ class Suggester:
     Names are compared by their text with the numbers taken out (difflib, cached: a model has a few dozen such
     texts however many layers it has), among leftovers of the same shape first, then among any with a very close
     text. Of the leftovers with the best text, the one with the same numbers wins (layer 5 renamed is most likely
-    layer 5), else the first, unless a numbered name's numbers begin none of theirs while each has some (layer 2
-    of a two-layer draft is no layer 0 renamed): no hint then. difflib costs up to ~40 us a text, so a comparison looks
-    at ``CANDIDATES`` texts at most and a plan at ``BUDGET`` in all; past that, no more hints (a checkpoint with
-    thousands of stray names needs its rules fixed, not a suggestion for each).
+    layer 5), else the first, unless a numbered name's numbers begin none of theirs while each begins as a name the
+    checkpoint placed (``placed``: layer 2 of a two-layer draft is no leftover of its layer 0 renamed): no hint then.
+    A checkpoint that numbers its layers otherwise (an MTP layer at the target's count, ``blocks.8.*``; from 1) still
+    gets its hints. difflib costs up to ~40 us a text, so a comparison looks at ``CANDIDATES`` texts at most and a
+    plan at ``BUDGET`` in all; past that, no more hints (a checkpoint with thousands of stray names needs its rules
+    fixed, not a suggestion for each).
     """
 
     CANDIDATES = 1_000
@@ -277,8 +279,10 @@ class Suggester:
     NAME_CHARS = 300  # a longer name is never compared (difflib is quadratic) nor suggested
     MUTUAL = 64   # missing texts of one shape a hint's leftover is compared with (settle); past that, each is its own
 
-    def __init__(self, leftovers: Mapping[str, tuple[str, tuple[int, ...]]]):
+    def __init__(self, leftovers: Mapping[str, tuple[str, tuple[int, ...]]], placed: Iterable[str] = ()):
         self.leftovers = leftovers  # canonical -> (as shown, shape); indexed on the first call only
+        # the numbers of the names the checkpoint placed (layers it holds), each its layer's: ('0',) of layers.0.*
+        self.placed = {found[:1] for n in placed if (found := tuple(_DIGITS.findall(n)))}
         self.budget = self.BUDGET
         self.best: dict[tuple, str | None] = {}  # (text, shape or None) -> the closest leftover text
         self.near: dict[tuple, list[str]] = {}   # (text, shape or None) -> the two closest leftover texts
@@ -317,8 +321,8 @@ class Suggester:
                 return None
             if best := self.best.get((text, where)):
                 same = texts[best]
-                if all(k and k[:len(numbers)] != numbers for k in same):   # only other layers' (layer 2 of a
-                    return None                                # 2-layer draft is no layer 0 renamed): no guess
+                if all(k and k[:len(numbers)] != numbers and k[:1] in self.placed for k in same):   # only other
+                    return None        # placed layers' (layer 2 of a 2-layer draft is no layer 0 renamed): no guess
                 canon = same.get(numbers) or next(iter(same.values()))
                 return best, self.leftovers[canon][0], canon, numbers in same
         return None

@@ -205,7 +205,8 @@ def plan_load(infos: Mapping[str, TensorInfo], rules: RuleSet, expected: Mapping
         leftovers = ({c: (origin[c][0], infos[origin[c][0]].shape) for c in unexpected}
                      | {n: (f"{n} (ignored)", infos[n].shape) for n in remap.ignored})
         fused = FusedHint({c: shown for c, (shown, _) in leftovers.items()})
-        closest = Suggester(leftovers).settle((n, expected[n].shape) for n in missing)
+        placed = [n for n in expected if n in origin]   # another placed layer's leftover is no hint for a missing layer
+        closest = Suggester(leftovers, placed).settle((n, expected[n].shape) for n in missing)
     # the names the rules this checkpoint's names went through would read a missing one from (midlayer.* for a
     # missing layers.0.*): what to look for in the checkpoint; none when no rule made a name
     used = remap.used_rules

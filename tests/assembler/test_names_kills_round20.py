@@ -55,8 +55,9 @@ def test_a_missing_layer_is_no_other_layer_renamed():
     was hinted as its closest (a walk-through, 2026-12-01); a leftover of the same numbers, or of none (midlayer),
     still is."""
     leftovers = {"block.0.input_layernorm.weight": ("block.0.input_layernorm.weight", (64,))}
-    assert Suggester(leftovers)("layers.2.input_layernorm.weight", (64,)) is None
-    assert Suggester(leftovers)("layers.0.input_layernorm.weight", (64,)) == "block.0.input_layernorm.weight"
+    placed = ["layers.0.self_attn.q_proj.weight", "layers.1.self_attn.q_proj.weight"]   # the draft's 2 layers
+    assert Suggester(leftovers, placed)("layers.2.input_layernorm.weight", (64,)) is None
+    assert Suggester(leftovers, placed)("layers.0.input_layernorm.weight", (64,)) == "block.0.input_layernorm.weight"
     plain = {"block.input_layernorm.weight": ("block.input_layernorm.weight", (64,))}
     assert Suggester(plain)("layers.0.input_layernorm.weight", (64,)) == "block.input_layernorm.weight"
     numbered = {"out.0.norm.weight": ("out.0.norm.weight", (64,))}   # a name of no layer: any leftover's numbers
