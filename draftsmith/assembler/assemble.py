@@ -128,7 +128,7 @@ def plan_assembly(spec: Spec | str | Path, target: str | Path | None = None, dra
     lacks, such as flash-attn on a CPU, does not fail a check of the checkpoints)."""
     registry = registry or default_registry()
     spec = load_spec(spec, registry)
-    target_dir, draft_dir = checkpoint_dirs(spec, target, draft)
+    target_dir, draft_dir = checkpoint_dirs(spec, target, draft, configured=True)   # both folders: named
     backend = backend or registry.build("attn_backend", spec.decoding.attention)
     target_error = None
     try:
