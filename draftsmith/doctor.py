@@ -229,7 +229,7 @@ def diagnose(spec: Spec | str | Path, target: str | Path | None = None, draft: s
     from draftsmith.assembler.build import attention_name
     from draftsmith.assembler.config import read_config
 
-    target, draft = checkpoint_dirs(spec, target, draft)  # missing: raise
+    target, draft = checkpoint_dirs(spec, target, draft)  # missing or without a config: raise
     read_config(target)   # a target config draftsmith cannot read fails every reading alike: said once, not tried
     draft_raw = read_config(draft)
     auto = attention_name(spec, draft_raw)   # attention auto's params are this kind's (MLA: its rope)

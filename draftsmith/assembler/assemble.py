@@ -128,7 +128,7 @@ def plan_assembly(spec: Spec | str | Path, target: str | Path | None = None, dra
     lacks, such as flash-attn on a CPU, does not fail a check of the checkpoints)."""
     registry = registry or default_registry()
     spec = load_spec(spec, registry)
-    target_dir, draft_dir = checkpoint_dirs(spec, target, draft, configured=True)   # both folders: named
+    target_dir, draft_dir = checkpoint_dirs(spec, target, draft)   # a folder without a config: named
     backend = backend or registry.build("attn_backend", spec.decoding.attention)
     target_error = None
     try:
@@ -259,7 +259,7 @@ def assemble(spec: Spec | str | Path = "demo", target: str | Path | None = None,
         raise spec.error(problems, MachineSettings)
     # a folder missing, unnamed or without a config is said before transformers' import (~2 s); the target as found,
     # so that a cache:NAME is resolved once (each resolve checks the cached files' sha256: ~0.5 s for SmolLM2)
-    target_dir, _ = checkpoint_dirs(spec, target, draft, configured=True)
+    target_dir, _ = checkpoint_dirs(spec, target, draft)
     ready_transformers()   # before two threads' first assemble() both import it (its lazy import is not thread-safe)
     p = plan_assembly(spec, target_dir, draft, registry)
     target_plan, draft_model, draft_plan = p.target_plan, p.draft_model, p.draft_plan

@@ -77,20 +77,19 @@ def checkpoint_dir(spec: Spec, given: str | Path | None, which: str) -> Path:
     return checkpoint_folder(tidy(Path(ref)), label)
 
 
-def checkpoint_dirs(spec: Spec, target: str | Path | None, draft: str | Path | None, *, configured: bool = False
-                    ) -> tuple[Path, Path]:
-    """(target, draft) folders, as :func:`checkpoint_dir` finds them; where both are missing, one error says both.
-    ``configured``: a folder without a config file counts as missing (assemble() says it before transformers'
-    import)."""
-    found = _found({which: functools.partial(_folder, spec, given, which, configured)
+def checkpoint_dirs(spec: Spec, target: str | Path | None, draft: str | Path | None) -> tuple[Path, Path]:
+    """(target, draft) folders, as :func:`checkpoint_dir` finds them, each holding a config file (config.json or
+    params.json; assemble() says one without before transformers' import); where both are missing, or without a
+    config, one error says both, each named."""
+    found = _found({which: functools.partial(_folder, spec, given, which)
                     for which, given in (("target", target), ("draft", draft))})
     return found["target"], found["draft"]
 
 
-def _folder(spec: Spec | None, given: str | Path | None, which: str, configured: bool) -> Path:
+def _folder(spec: Spec | None, given: str | Path | None, which: str) -> Path:
     folder = checkpoint_dir(spec, given, which)
     try:
-        configured and required_config(folder)
+        required_config(folder)
     except CheckpointNotFound as e:   # which folder it is: one folder given as both is said twice
         raise CheckpointNotFound(f"{which}: {e}") from None
     return folder
@@ -102,7 +101,7 @@ def given_dirs(target: str | Path | None = None, draft: str | Path | None = None
     imports torch (seconds)."""
     from draftsmith import hub
 
-    _found({which: functools.partial(_folder, None, given, which, True)
+    _found({which: functools.partial(_folder, None, given, which)
             for which, given in (("target", target), ("draft", draft))
             if given is not None and hub.cache_name(given) is None})
 
