@@ -166,6 +166,11 @@ def short_list(values: Iterable[Any], most: int = 5, limit: int = QUOTE_LIMIT, *
     return shown + (f" and {len(values) - most} more" if len(values) > most else "")
 
 
+def either(words: list[str]) -> str:
+    """'a', 'a or b', 'a, b or c': the words as alternatives."""
+    return " or ".join(words) if len(words) < 3 else f"{', '.join(words[:-1])} or {words[-1]}"
+
+
 class DraftsmithError(Exception):
     """Base class of every error draftsmith raises about its input."""
 

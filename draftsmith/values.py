@@ -24,7 +24,7 @@ def scalar(v: Any) -> Any:
     as :func:`plain` gives it; anything else as it is, to be said as given: a numpy scalar (already a number, or
     not: ``np.True_``), a 0-d bool, a 1-D tensor, a meta tensor (which has no value), a 0-d array of no number's
     dtype (object's ``np.array(None, dtype=object)`` would be None, a default; a timedelta's its count)."""
-    if array_like(v) and v.ndim == 0 and not isinstance(v, numbers.Number) and numeric(v.dtype):
+    if array_like(v) and v.ndim == 0 and not isinstance(v, numbers.Number) and dtype_of(v.dtype, NUMBERS):
         try:
             v = v.item()
         except (RuntimeError, ValueError):   # a meta tensor: refused as a tensor by the checks
@@ -32,10 +32,13 @@ def scalar(v: Any) -> Any:
     return plain(v)
 
 
-def numeric(dtype: Any) -> bool:
-    # a tensor's or numpy array's dtype of numbers: int8..uint64, float16..float64, bfloat16, complex (not bool,
-    # object, str, datetime or timedelta)
-    return str(dtype).removeprefix("torch.").startswith(("int", "uint", "float", "bfloat", "complex"))
+INTEGERS = ("int", "uint")                                # int8..int64, uint8..uint64 (not bool, str or object)
+NUMBERS = (*INTEGERS, "float", "bfloat", "complex")      # not datetime or timedelta either
+
+
+def dtype_of(dtype: Any, kinds: tuple[str, ...]) -> bool:
+    # whether a tensor's or numpy array's dtype is of these kinds (its name without torch's prefix begins with one)
+    return str(dtype).removeprefix("torch.").startswith(kinds)
 
 
 def is_finite(v: Any) -> bool:
@@ -55,5 +58,5 @@ def array_like(v: Any) -> bool:
 
 
 def integer_vector(a: Any) -> bool:
-    # a 1-D tensor or numpy array of integers (int8..int64, uint8..uint64; not bool, str or object)
-    return a.ndim == 1 and str(a.dtype).removeprefix("torch.").startswith(("int", "uint"))
+    # a 1-D tensor or numpy array of integers
+    return a.ndim == 1 and dtype_of(a.dtype, INTEGERS)

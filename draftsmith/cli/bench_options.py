@@ -31,12 +31,12 @@ def check_graphs(graphs: str, device: str) -> None:
     """--graphs: one of the spec's values, and on / compile only on a CUDA device (refused before anything runs)."""
     from typing import get_args
 
-    from draftsmith.errors import OptionError, short
+    from draftsmith.errors import OptionError, either, short
     from draftsmith.options import check_device
     from draftsmith.specs.schema import GraphsSetting
 
     if graphs not in (values := get_args(GraphsSetting)):
-        raise OptionError(f"--graphs: {', '.join(values[:-1])} or {values[-1]}, got {short(graphs)}")
+        raise OptionError(f"--graphs: {either(list(values))}, got {short(graphs)}")
     if graphs in ("auto", "off"):   # any device takes them (judged without importing torch)
         return
     from draftsmith.decoding.graphs import graphs_enabled

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 
 from draftsmith.convert.inspect import Inspection
 from draftsmith.convert.layouts import Layout, fusion_kind, layer_count
-from draftsmith.errors import short_list
+from draftsmith.errors import either, short_list
 
 
 def name_problems(layout: Layout, names: list[str], family: str, table: Mapping[str, Layout]) -> list[str]:
@@ -53,8 +53,7 @@ def other_kind(found: Inspection, layout: Layout, table: Mapping[str, Layout], n
     if found.match is None or kind == wanted or not family_lines(layout, names):
         return None
     fits = [t.name for t in table.values() if t is not layout and not name_problems(t, names, family, table)]
-    listed = ", ".join(fits[:-1]) + f" or {fits[-1]}" if len(fits) > 1 else "".join(fits)
-    instead = f"its names fit --to {listed}" if fits else "no layout convert writes holds its names"
+    instead = f"its names fit --to {either(fits)}" if fits else "no layout convert writes holds its names"
     return (f"the {layout.name} layout holds drafts of fusion kind {wanted} (spec {layout.spec}), this one is of "
             f"kind {kind} (spec {found.match.spec}): convert renames tensors, it does not change the architecture; "
             f"{instead}")

@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from draftsmith.errors import Problem, short, short_text, spec_word, suggest
+from draftsmith.errors import Problem, either, short, short_text, spec_word, suggest
 from draftsmith.specs.schema import is_stand_in
 
 _UNIONS = (typing.Union, types.UnionType)
@@ -246,10 +246,6 @@ def _should_be(err: Mapping[str, Any]) -> str:
     return msg.removeprefix("Input should be ") if msg.startswith("Input should be ") else msg
 
 
-def _either(words: list[str]) -> str:
-    return " or ".join(words) if len(words) < 3 else f"{', '.join(words[:-1])} or {words[-1]}"
-
-
 def describe(ann: Any) -> str:
     """A field's type in a spec author's words: "true or false", "'input' or 'output'", "a mapping with keys ..."."""
     if ann is None:
@@ -260,7 +256,7 @@ def describe(ann: Any) -> str:
         extra = [w for m in meta if (w := getattr(getattr(m, "func", None), "accepts", None))]
         return ", or ".join([describe(base), *extra])
     if typing.get_origin(ann) is typing.Literal:
-        return _either([str(a).lower() if isinstance(a, bool) else repr(a) for a in typing.get_args(ann)])
+        return either([str(a).lower() if isinstance(a, bool) else repr(a) for a in typing.get_args(ann)])
     if members := _union_members(ann):
         return " or ".join(describe(m) for m in members if m is not type(None))
     if isinstance(ann, type) and issubclass(ann, BaseModel):

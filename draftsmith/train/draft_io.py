@@ -283,6 +283,13 @@ def checkpoint_names(rules, names: Iterable[str]) -> dict[str, str]:
     return {n: n if used[n] in partial and rules.to_canonical(n) == (n, None) else back[n] for n in names}
 
 
+def trained_norm_output(draft) -> str | None:
+    """The fusion's ``norm_output`` as the trained ``draft`` runs it (drafted_norm_output: ``draft.feed_back:
+    post_norm`` beside a head norm is ``feed_back``); None for a draft whose fusion has none (EAGLE-1's)."""
+    fed = "post_norm" if getattr(draft, "feed_post_norm", False) else "pre_norm"
+    return drafted_norm_output(getattr(getattr(draft, "fc", None), "norm_output", None), fed)
+
+
 def with_verifier(config: dict[str, Any], target: Path | None) -> dict[str, Any]:
     """``config`` with its speculators verifier named where it names none (the style's template: null, or ""): the
     target the draft was trained against, its folder as the run was given it (not resolved: a relative path stays
@@ -334,8 +341,7 @@ def export_draft(model, folder: Path, *, dtype: torch.dtype = torch.bfloat16, so
         config = with_ids(config, model.draft.taps, len(model.target.model.layers), model.spec)
         # engines disagree on its default: the config states what the draft was trained with
         config["norm_before_residual"] = bool(model.draft.fc.norm_before_residual)
-        fed = "post_norm" if model.draft.feed_post_norm else "pre_norm"   # draft.feed_back: post_norm's too
-        trained["norm_output"] = drafted_norm_output(model.draft.fc.norm_output, fed)
+        trained["norm_output"] = trained_norm_output(model.draft)
     config = with_base(config, model.spec)
     config["torch_dtype"] = str(dtype).removeprefix("torch.")
     # a run reads and resumes its draft from config.json (preflight): a layout whose config is another file (Mistral's

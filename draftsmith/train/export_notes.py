@@ -12,7 +12,7 @@ from draftsmith.assembler.build import rule_set
 from draftsmith.assembler.checkpoint import list_tensors
 from draftsmith.components.patterns import GROUP_REF
 from draftsmith.registry import default_registry
-from draftsmith.train.draft_io import tap_convention
+from draftsmith.train.draft_io import tap_convention, trained_norm_output
 
 
 def unstated(model, folder: Path, spec_name: str) -> str | None:
@@ -21,11 +21,10 @@ def unstated(model, folder: Path, spec_name: str) -> str | None:
     head's norm only (its ``true`` is the fed-back norm, SpecForge's and draftsmith's the head's), and so does a load
     without the spec unless the family detected reads absence as feed_back (EAGLE 3.1, by its per-aux ``fc_norm``:
     :func:`draftsmith.convert.layouts.absent_reads`); the speculators layout states it for every reader."""
-    from draftsmith.components.eagle3_config import drafted_norm_output, is_speculators_config
+    from draftsmith.components.eagle3_config import is_speculators_config
     from draftsmith.convert.layouts import absent_reads
 
-    fed = "post_norm" if getattr(model.draft, "feed_post_norm", False) else "pre_norm"   # draft.feed_back's too
-    if drafted_norm_output(getattr(getattr(model.draft, "fc", None), "norm_output", None), fed) != "feed_back":
+    if trained_norm_output(model.draft) != "feed_back":   # draft.feed_back: post_norm's too
         return None
     config = json.loads((Path(folder) / "config.json").read_text())
     if is_speculators_config(config):
