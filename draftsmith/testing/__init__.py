@@ -18,6 +18,8 @@ from draftsmith.assembler.vocab import make_vocab_map
 BYTE_VOCAB = 258   # write_byte_tokenizer's ids: 256 bytes, <s>, </s>
 SIZES = dict(hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2,
              num_hidden_layers=8, vocab_size=96, max_position_embeddings=512)
+SMALL = dict(hidden_size=16, intermediate_size=32, num_attention_heads=2, num_key_value_heads=1, num_hidden_layers=8,
+             vocab_size=32)   # the smallest target the load notes' tests build (write_target(folder, **SMALL))
 
 
 def write_target(folder: str | Path, model_type: str = "llama", *, seed: int = 0, init_std: float = 0.15,

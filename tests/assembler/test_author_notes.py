@@ -10,10 +10,8 @@ from safetensors.torch import load_file, save_file
 
 import draftsmith
 from draftsmith.errors import DraftsmithError
-from draftsmith.testing import write_eagle1, write_eagle3, write_target
+from draftsmith.testing import SMALL, write_eagle1, write_eagle3, write_target
 
-SMALL = dict(hidden_size=16, intermediate_size=32, num_attention_heads=2, num_key_value_heads=1, num_hidden_layers=8,
-             vocab_size=32)
 BUILTIN = Path(draftsmith.__file__).parent / "specs" / "builtin"
 
 

@@ -8,10 +8,7 @@ from safetensors.torch import load_file, save_file
 import draftsmith
 from draftsmith.assembler.names import Suggester
 from draftsmith.errors import DraftsmithError
-from draftsmith.testing import write_eagle3, write_target
-
-SMALL = dict(hidden_size=16, intermediate_size=32, num_attention_heads=2, num_key_value_heads=1, num_hidden_layers=8,
-             vocab_size=32)
+from draftsmith.testing import SMALL, write_eagle3, write_target
 
 
 def test_a_layer_stored_under_another_number_is_hinted(tmp_path):

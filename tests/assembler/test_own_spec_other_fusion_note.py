@@ -7,10 +7,7 @@ import pytest
 
 import draftsmith
 from draftsmith.errors import DraftsmithError
-from draftsmith.testing import write_eagle1, write_eagle3, write_target
-
-SMALL = dict(hidden_size=16, intermediate_size=32, num_attention_heads=2, num_key_value_heads=1, num_hidden_layers=8,
-             vocab_size=32)
+from draftsmith.testing import SMALL, write_eagle1, write_eagle3, write_target
 
 
 @pytest.fixture(scope="module")

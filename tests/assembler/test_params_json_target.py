@@ -6,10 +6,7 @@ import pytest
 
 import draftsmith
 from draftsmith.errors import CheckpointError
-from draftsmith.testing import write_eagle3, write_target
-
-SMALL = dict(hidden_size=16, intermediate_size=32, num_attention_heads=2, num_key_value_heads=1, num_hidden_layers=8,
-             vocab_size=32)
+from draftsmith.testing import SMALL, write_eagle3, write_target
 
 
 def test_a_target_of_params_json_alone_is_said_as_a_checkpoint_error(tmp_path):
