@@ -214,6 +214,10 @@ class ArgumentError(DraftsmithError, ValueError):
                                       *more]))
 
 
+class DecodingError(DraftsmithError, RuntimeError):
+    """A decode that cannot go on as asked: the target's logits overflowed (NaN or +inf) in its dtype."""
+
+
 class OptionError(DraftsmithError, ValueError):
     """A device, dtype or thread count this machine or draftsmith cannot use."""
 

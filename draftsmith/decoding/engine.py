@@ -28,6 +28,7 @@ from draftsmith.decoding.runners import DraftRunner, KeySpans, TargetRunner
 from draftsmith.decoding.sampling import greedy_token, target_probs
 from draftsmith.decoding.stats import Stats
 from draftsmith.decoding.tree import chain_tree
+from draftsmith.errors import DecodingError
 
 
 @dataclass
@@ -118,6 +119,7 @@ def prefill(target: TargetRunner, draft: DraftRunner | None, seqs: list[Seq], s:
     target.pool.reset()   # attention runs causally over the prompt alone (fixed_kv fresh); logits at its last token
     logits, handover = target(ids, *causal, prompt_lens=counts, hand_over=drafting)
     st.root = s.pick(logits, None, target.pool.fused)
+    broken = overflowed(logits, st.active)
     target.pool.advance(counts)
     if drafting:
         # draft position i pairs token x_{i+1} with the target's hidden state at i: the prompt shifted by one,
@@ -128,7 +130,9 @@ def prefill(target: TargetRunner, draft: DraftRunner | None, seqs: list[Seq], s:
         stats.draft_forwards += 1
         draft.pool.advance(counts)
         st.feed, st.dlogits = feed, dlogits
-    for q, (root,) in zip(seqs, HostCopy(st.root).tolist()):
+    host = HostCopy(broken, st.root).tolist()
+    refuse_overflow(seqs, host, target.pool.dtype)
+    for q, (_, root) in zip(seqs, host):
         q.emit([root], s)
     stats.end_prefill(time.perf_counter() - t0)    # the first token is on the host: nothing still queued
     return st
@@ -179,44 +183,70 @@ def chain_draw(logits: torch.Tensor, u: torch.Tensor, *, full, temperature: floa
 
 
 def verify(target: TargetRunner, st: State, tree, q_draft, plan: Plan, s: Settings, u: torch.Tensor):
-    """One target forward over the tree; the verdict (accepted [B], path [B, D+1], bonus [B]) and hand-over.
-    u [B, D * topk + 1]: the uniforms of sampled verification (unused under greedy)."""
+    """One target forward over the tree; the verdict (accepted [B], path [B, D+1], bonus [B]), hand-over and the
+    rows whose logits overflowed ([B], :func:`overflowed`). u [B, D * topk + 1]: the uniforms of sampled
+    verification (unused under greedy)."""
     B, n = tree.tokens.shape
     rows = torch.where(st.active[:, None], _causal_parts(B, n, tree.tokens.device)[0], -1)
     logits, handover = target(tree.tokens, rows, tree.depth, tree.mask)
     fused = target.pool.fused
+    broken = kernel(overflowed, fused)(logits, st.active)
     if s.temperature <= 0:
-        return kernel(greedy_verify_fixed, fused)(tree, logits), handover
+        return kernel(greedy_verify_fixed, fused)(tree, logits), handover, broken
     D = tree.retrieve.shape[-1] - 1
     p = kernel(target_probs, fused)(logits, s.temperature, s.top_p, s.top_k)
     verdict = kernel(sample_verify_fixed, fused)(tree, p, q_draft, u[:, :-1].view(B, D, plan.topk), u[:, -1],
                                                  plan.topk)
-    return verdict, handover
+    return verdict, handover, broken
+
+
+def overflowed(logits: torch.Tensor, active: torch.Tensor) -> torch.Tensor:
+    # logits [B, *, V], active [B] -> [B] long: 1 where an active row's logits hold NaN or +inf (an activation
+    # overflow; -inf is a token the model masks, kept). Read with the step's tokens: no host read of its own
+    return ((~(logits < float("inf"))).flatten(1).any(1) & active).long()
+
+
+def refuse_overflow(seqs: list[Seq], host: list[list[int]], dtype: torch.dtype) -> None:
+    """A :class:`DecodingError` when a live row's target logits overflowed (``host`` rows start with
+    :func:`overflowed`'s flag): from there greedy decoding takes a NaN's argmax and a draw the last id, text that
+    only looks like output."""
+    rows = [i for i, (q, row) in enumerate(zip(seqs, host)) if row[0] and not q.done]
+    if not rows:
+        return
+    name = str(dtype).removeprefix("torch.")
+    why = ("float16's range (up to 65504) is too small for this model's activations: decode in bfloat16 (the same "
+           "memory) or float32 (dtype=, --dtype)" if dtype == torch.float16 else
+           f"the weights loaded finite, so a forward overflowed {name} or divided by zero: try float32")
+    where = ", ".join(f"prompt {i} after {len(seqs[i].out)} new tokens" for i in rows[:8])
+    raise DecodingError(f"generate: the target's logits hold NaN or +inf ({where}; dtype {name}): {why}")
 
 
 def spec_step(target: TargetRunner, draft: DraftRunner, plan: Plan, s: Settings, root, active, feed, dlogits,
               u_draft, u_verify):
     """One speculative step, draft -> verify -> commit -> catch up, from device tensors to device tensors with no
     host read, so that on CUDA it is one graph. Returns accepted [B], the committed tokens new [B, D+1] (the
-    path's tokens, then the bonus), and the next step's root [B], feed [B, H], dlogits [B, Vd]."""
+    path's tokens, then the bonus), the next step's root [B], feed [B, H], dlogits [B, Vd], and the rows whose
+    target logits overflowed [B]."""
     st = State(root, active, feed, dlogits)
     tree, q_draft = propose(draft, st, plan, s, u_draft)
-    verdict, handover = verify(target, st, tree, q_draft, plan, s, u_verify)
+    verdict, handover, broken = verify(target, st, tree, q_draft, plan, s, u_verify)
     new, hidden = kernel(accepted_rows, target.pool.fused)(tree, verdict, handover)
     target.pool.commit(verdict.path, verdict.accepted, st.active)   # accepted rows move to the front
     st.root = verdict.bonus
     catch_up(draft, st, new, hidden, verdict.accepted + 1)          # rows that just finished: harmless scratch
-    return verdict.accepted, new, st.root, st.feed, st.dlogits
+    return verdict.accepted, new, st.root, st.feed, st.dlogits, broken
 
 
 def decode_step(target: TargetRunner, s: Settings, root, active, u):
-    """One target-only token: root [B] -> the next token [B] (u [B, 1]: its uniform when sampling, else [B, 0])."""
+    """One target-only token: root [B] -> the next token [B] and the rows whose logits overflowed [B] (u [B, 1]: its
+    uniform when sampling, else [B, 0])."""
     B, dev = root.shape[0], root.device
     rows = torch.where(active, 0, -1)[:, None]
     zero, one = _causal_parts(B, 1, dev)[1:]
     logits, _ = target(root[:, None], rows, zero, one, hand_over=False)
     target.pool.advance(active.long())
-    return (s.pick(logits[:, 0], u[:, 0] if s.temperature > 0 else None, target.pool.fused),)
+    return (s.pick(logits[:, 0], u[:, 0] if s.temperature > 0 else None, target.pool.fused),
+            kernel(overflowed, target.pool.fused)(logits, active))
 
 
 def pending_slots(plan: Plan | None) -> int:
@@ -277,15 +307,16 @@ def speculative(target: TargetRunner, draft: DraftRunner, prompts: list[list[int
                                 (target.pool.lens, draft.pool.lens))
         u_draft = _draws(s, B, chain_draws, dev)
         u_verify = _draws(s, B, plan.steps * plan.topk + 1, dev)
-        accepted, new, st.root, st.feed, st.dlogits = step(st.root, st.active, st.feed, st.dlogits, u_draft,
-                                                           u_verify)
+        accepted, new, st.root, st.feed, st.dlogits, broken = step(st.root, st.active, st.feed, st.dlogits,
+                                                                   u_draft, u_verify)
         stats.target_forwards += 1
         stats.draft_forwards += plan.steps             # steps - 1 tree levels past the first, then the catch-up
-        return HostCopy(accepted, new, target.pool.lens, draft.pool.lens)   # the lengths this step left
+        return HostCopy(broken, accepted, new, target.pool.lens, draft.pool.lens)   # the lengths this step left
 
     def emit(host: list[list[int]]) -> None:
+        refuse_overflow(seqs, host, target.pool.dtype)
         spans.seen(max(max(row[-2:]) for row in host))
-        for q, (acc, *toks) in zip(seqs, host):
+        for q, (_, acc, *toks) in zip(seqs, host):
             if not q.done:
                 kept = q.emit(toks[: acc + 1], s)   # only emitted tokens count (invariant 12)
                 stats.record_step(kept - 1, cut=kept < acc + 1)
@@ -309,13 +340,14 @@ def baseline(target: TargetRunner, prompts: list[list[int]], s: Settings) -> tup
 
     def launch() -> HostCopy:
         step = target.steps.get(("decode", s.temperature, s.top_p, s.top_k, spans.next()), fn, (target.pool.lens,))
-        (st.root,) = step(st.root, st.active, _draws(s, B, 1, dev))
+        st.root, broken = step(st.root, st.active, _draws(s, B, 1, dev))
         stats.target_forwards += 1
-        return HostCopy(st.root, target.pool.lens)
+        return HostCopy(broken, st.root, target.pool.lens)
 
     def emit(host: list[list[int]]) -> None:
+        refuse_overflow(seqs, host, target.pool.dtype)
         spans.seen(max(row[-1] for row in host))
-        for q, (tok, _) in zip(seqs, host):
+        for q, (_, tok, _) in zip(seqs, host):
             if not q.done:
                 stats.record_step(q.emit([tok], s) - 1)   # a step per row, as a speculative run counts them
 

@@ -99,7 +99,8 @@ def test_the_counter_counts_computing_operators():
 def test_a_step_keeps_its_kernel_budget(tmp_path):
     """Kernels per step as CUDA launches them (each compiled function once): per target layer, target-only, and
     a tree step. The budget is what the step launches today; a change that adds launches fails here (a layer's
-    rope, K/V row and store are one: attention.made_and_stored)."""
+    rope, K/V row and store are one: attention.made_and_stored; each step's one overflow flag, engine.overflowed,
+    is one, inside the step's graph)."""
     sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
     from count_launches import RUNS as METHODS, build, per_step
 
@@ -109,8 +110,8 @@ def test_a_step_keeps_its_kernel_budget(tmp_path):
     base4, _ = per_step(models[4], METHODS["target-only"])
     tree, ops = per_step(models[3], METHODS["tree 8"])
     assert base4 - base3 <= 9, f"launches per target layer: {dict(ops3.by_op)}"
-    assert base3 <= 36, f"launches per target-only step, 3 layers: {dict(ops3.by_op)}"
-    assert tree <= 131, f"launches per tree-8 step, 3 layers: {dict(ops.by_op.most_common(12))}"
+    assert base3 <= 37, f"launches per target-only step, 3 layers: {dict(ops3.by_op)}"
+    assert tree <= 132, f"launches per tree-8 step, 3 layers: {dict(ops.by_op.most_common(12))}"
     # sampling: a target-only step draws its token in one compiled function (+ the uniform drawn on the host,
     # which the counter sees as a launch), a sampled chain joins its nodes in one
     sampled = dict(temperature=0.9, seed=1, stop=[])
@@ -118,7 +119,7 @@ def test_a_step_keeps_its_kernel_budget(tmp_path):
     assert draws <= base3 + 1, f"launches per sampled target-only step, 3 layers: {dict(ops.by_op)}"
     chain, ops = per_step(models[3], lambda m, n: m.generate(PROMPTS[0], max_new_tokens=n, topk=1, steps=5,
                                                               **sampled), n=(6, 30))
-    assert chain <= 130, f"launches per sampled chain-6 step, 3 layers: {dict(ops.by_op.most_common(12))}"
+    assert chain <= 131, f"launches per sampled chain-6 step, 3 layers: {dict(ops.by_op.most_common(12))}"
 
 
 def test_an_eager_target_layer_keeps_its_operator_budget(tmp_path):
