@@ -18,7 +18,7 @@ from draftsmith.assembler.explain import (checked_along, set_aside, DetectedNote
                                           vocab_mismatch, NOTE_KIND, UNFINISHED)
 from draftsmith.assembler.field_notes import (fc_bias_note, fc_shape_note, flip_note, mla_note, qk_norm_note,
                                               qkv_bias_note, share_note)
-from draftsmith.assembler.config import (draft_hf_config, flatten_draft_config, missing_target_keys, read_config,
+from draftsmith.assembler.config import (draft_hf_config, flatten_draft_config, missing_target_keys,
                                          read_config_aside, stop_ids, target_hf_config)
 from draftsmith.assembler.folders import checkpoint_dirs, spec_own
 from draftsmith.assembler.load import PlannedLoad, fill, materialize, plan_module
@@ -55,11 +55,16 @@ def plan_target(folder: Path, registry: Registry, backend) -> tuple[PlannedLoad,
 
     The model_type and the sizes are checked before transformers parses the config, so a missing one is named
     (transformers would take its Llama default) and an unsupported or misspelled type is refused, each with the
-    list of registered targets."""
-    raw = read_config(folder)
+    list of registered targets; an unsupported type first, before its other keys (a gemma target was told to change
+    its hidden_act, then that gemma is not supported)."""
+    reading = read_config_aside(folder)
+    if isinstance(kind := reading.config.get("model_type"), str):
+        registry.get("target", kind)  # UnknownComponent: "unknown target 'x'. ... known: llama (builtin), ..."
+    if reading.error is not None:
+        raise reading.error
+    raw = reading.config
     if (why := missing_target_keys(raw, [f"{n} ({p})" for n, p in registry.names("target")])) is not None:
         raise CheckpointError(raw.file, why)
-    registry.get("target", raw["model_type"])  # UnknownComponent: "unknown target 'x'. ... known: llama (builtin), ..."
     cfg = target_hf_config(folder)
     model = build_target(cfg, registry, backend)
     rules = RuleSet([], ignore=[*TARGET_RULES.ignore, *([r"^lm_head\.weight$"] if model.tie else []),
