@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from draftsmith.assembler.config import (flatten_draft_config, has_recurrent_layers, is_mla, target_hidden_width,
-                                        text_config)
+                                        text_config, unread_eps)
 from draftsmith.assembler.models import CausalLM, DraftModel
 from draftsmith.assembler.parts import LayerRecipe, Stacker
 from draftsmith.components.dims import Dims
@@ -270,7 +270,9 @@ def draft_config(registry: Registry, attention: tuple[str, dict[str, Any]], draf
         notes.append(f"{key('qkv_bias')} not stated (nor {key('attention_bias')}): {str(held).lower()} taken: the "
                      f"checkpoint holds {HELD[held]}; state draft.attention.qkv_bias to override it")
     dims = Dims.from_config(draft_cfg)
-    notes += dims.unstated(flat, key, heads=not is_mla(flat))   # latent attention: its own
+    notes += dims.unstated(flat, key, heads=not is_mla(flat),   # latent attention: its own
+                           hints={"rms_norm_eps": unread_eps(flat, draft_raw)} if flat.get("rms_norm_eps") is None
+                           else None)
     if (window := stated_window(flat)) is not None:
         # not the target's path (TargetArch.window): that reads layer_types as the model_type's config class computes
         # them from num_hidden_layers, which a draft's config misstates (FORMATS.md), and drafts are Llama layers

@@ -170,6 +170,17 @@ def unread_sizes(flat: Mapping[str, Any], raw: Mapping[str, Any]) -> str:
             "another model's names, rename them" if found else "")
 
 
+def unread_eps(flat: Mapping[str, Any], raw: Mapping[str, Any]) -> str:
+    """'; the config has norm_eps: 1e-05, which nothing reads: ...' for the small positive floats (at most 0.01: a
+    norm's epsilon) under keys no Llama config and no draftsmith reading takes, or ''."""
+    known = known_keys()
+    found = [f"{written_key(raw)(k)}: {v:g}" for k, v in flat.items()
+             if k not in known and isinstance(v, float) and 0 < v <= 1e-2]
+    return (f"; the config has {short_list(found, 4, 300, quote=False)}, which nothing reads: if "
+            f"{'that' if len(found) == 1 else 'one'} is its norms' epsilon under another model's name, rename it "
+            "rms_norm_eps" if found else "")
+
+
 def missing_target_keys(raw: Mapping[str, Any], known: list[str]) -> str | None:
     """What a target config lacks of its ``model_type`` and :data:`TARGET_SIZES` (in the keys its file uses), all
     at once, or None. A size under ``text_config`` counts (a multimodal type's text model). ``known``: the target

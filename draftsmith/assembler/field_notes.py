@@ -124,8 +124,8 @@ def flip_note(spec: Spec, registry, rebuild: Callable, canonical: list[str], bui
                 continue
         return None
 
-    def note() -> str | None:
-        if "draft" not in built or not misfit(built["draft"]):
+    def note() -> str | None:   # two checkpoint names on one canonical name: no field's value mends a collision
+        if "draft" not in built or len(held) < len(canonical) or not misfit(built["draft"]):
             return None
         said = []
         for path, now, values in readings():

@@ -42,16 +42,19 @@ class Dims:
             config=cfg,
         )
 
-    def unstated(self, raw: Mapping[str, Any], key: Callable[[str], str] = str, *, heads: bool = True) -> list[str]:
+    def unstated(self, raw: Mapping[str, Any], key: Callable[[str], str] = str, *, heads: bool = True,
+                 hints: Mapping[str, str] | None = None) -> list[str]:
         """What these sizes took for the keys ``raw`` (the config as written, flat) does not state, one
         'key not stated: value taken (why)' each, for the load to say (a default is never taken silently).
         ``key``: the name each key is written under in the file; ``heads``: whether the attention reads
-        num_key_value_heads and head_dim (latent attention has sizes of its own)."""
+        num_key_value_heads and head_dim (latent attention has sizes of its own); ``hints``: words to add after a
+        key's line (the key the config may hold it under)."""
         source = f"{type(self.config).__name__}'s default"
         taken = {"rms_norm_eps": (f"{self.eps:g}", source), "intermediate_size": (self.intermediate, source)}
         if heads:
             taken |= {"num_key_value_heads": (self.kv_heads, f"{key('num_attention_heads')}: one KV head per head"),
                       "head_dim": (self.head_dim, f"{key('hidden_size')} {self.hidden} / {key('num_attention_heads')} "
                                                   f"{self.heads}")}
-        return [f"{key(k)} not stated: {value} taken ({why})" for k, (value, why) in taken.items()
+        hints = hints or {}
+        return [f"{key(k)} not stated: {value} taken ({why}){hints.get(k, '')}" for k, (value, why) in taken.items()
                 if raw.get(k) is None]

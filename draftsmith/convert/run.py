@@ -83,6 +83,18 @@ def convert(src: str | Path, to: str, out: str | Path, spec: Any = None) -> dict
             raise
 
 
+def unwritable(layout: Layout, names: list[str]) -> list[str]:
+    """The names ``layout`` has no checkpoint name for (a source name no rule of the reading spec renamed, such as
+    'midlayer.x' read with a spec for other names, that the layout's rules would read back as another name)."""
+    def lost(name: str) -> bool:
+        try:
+            layout.rules.from_canonical(name)
+        except ValueError:
+            return True
+        return False
+    return [n for n in names if lost(n)]
+
+
 def make_out(out: Path) -> list[Path]:
     """Create the output folder (and its missing parents) and return the folders created, deepest first; a path
     that names no folder convert could write into is a ConvertError naming it, and nothing is left behind."""
@@ -135,8 +147,12 @@ def _convert(src: str | Path, layout: Layout, out: Path,
     problems = name_problems(layout, names, plan.spec, table)
     if kind := other_kind(found, layout, table, names, plan.spec):   # first: what the rest follows from
         problems.insert(0, kind)
+    if stray := unwritable(layout, names):   # a name no rule read that the layout's own rules would rename
+        problems.append(f"{short_list(stray, 4, 300)} matched no rule of spec {plan.spec}, and the {to} layout "
+                        "would read them back under other names: the folder does not load with that spec (see "
+                        f"`draftsmith inspect {short_text(src, 300)} --spec {plan.spec}`)")
     moved = {plan.sources[c].removesuffix(".weight"): layout.rules.from_canonical(c).removesuffix(".weight")
-             for c in names if c.endswith(".weight")}   # source module -> the result's: the config's names move too
+             for c in names if c.endswith(".weight") and c not in stray}   # source -> result: the config's move too
     quant_config, unmoved = moved_quant_names(plan.facts.get("quantization_config"), moved)
     problems += unmoved + unsaid_theta(found)
     hd = head_dim(plan.facts)

@@ -68,21 +68,26 @@ def output_ids_note(model, folder: Path, spec_name: str) -> str | None:
 
 
 def _opaque_makes(rules) -> dict[int, re.Pattern]:
-    """For each rename without an inverse, a pattern of the names it makes (its replacement, a group standing for
-    any text); none for one that begins with no text of its own ('^model\\.' -> '', '\\1.'): its names are not
-    told from any other."""
+    """For each rename, a pattern of the names it makes (its replacement, a group standing for any text); none for
+    one that begins with no text of its own ('^model\\.' -> '', '\\1.'): its names are not told from any other."""
     out = {}
     for i, rule in enumerate(rules.rules):
         replace = getattr(rule, "replace", None)
-        if rule.inverse is None and isinstance(replace, str) and replace and not replace.startswith("\\"):
+        if isinstance(replace, str) and replace and not replace.startswith("\\"):
             out[i] = re.compile("^" + ".+?".join(map(re.escape, GROUP_REF.split(replace))))
     return out
+
+
+def _unwritten(rule, name: str) -> bool:
+    """Whether ``rule`` cannot write ``name`` back: it has no inverse, or one that does not match it (a typo)."""
+    return rule.inverse is None or rule.invert(name) is None
 
 
 def canonical_kept(model, folder: Path) -> str | None:
     """A note when tensors in ``folder`` were written under their canonical names because the rename that reads them
     has no inverse to write the spec's own names back (``'^blocks\\.(\\d+)\\.ffn\\.' -> 'layers.\\1.mlp.'``: its
-    layers.0.mlp.* beside the renamed fusion.*): the spec reads both, a reader of one naming does not; None else."""
+    layers.0.mlp.* beside the renamed fusion.*), or one that does not match them (``'^layers\\.(\\d+)\\.hiden_norm'``
+    for 'layers.\\1.hidden_norm.'): the spec reads both, a reader of one naming does not; None else."""
     from draftsmith.assembler.names import one_pattern
 
     rules = rule_set(model.spec, default_registry())
@@ -90,11 +95,15 @@ def canonical_kept(model, folder: Path) -> str | None:
     if not made or not (Path(folder) / "model.safetensors").is_file():   # nothing written (an evaluation alone)
         return None
     kept = [n for n in list_tensors(folder) if rules.to_canonical(n) == (n, None)
-            and any(m.match(n) for m in made.values())]
+            and any(m.match(n) and _unwritten(rules.rules[i], n) for i, m in made.items())]
     if not kept:
         return None
-    makers = [i for i, m in made.items() if any(m.match(n) for n in kept)]   # the rules those names are for
+    makers = [i for i, m in made.items() if any(m.match(n) and _unwritten(rules.rules[i], n) for n in kept)]
     said = "; ".join(rules.describe(i) for i in makers[:3]) + (" and more" if len(makers) > 3 else "")
+    stated = [i for i in makers if rules.rules[i].inverse is not None]
+    why = ("no inverse to write the spec's own names" if not stated else "an inverse that does not match the names "
+           "it makes" if len(stated) == len(makers) else "no inverse, or one that does not match the names it makes,")
+    fix = "state" if not stated else "state (or correct)"
     return (f"note: {len(kept)} tensor(s) in {folder} are written under their canonical names ({one_pattern(kept)}): "
-            f"{said} {'has' if len(makers) == 1 else 'have'} no inverse to write the spec's own names (the spec reads "
-            "both); state `inverse: [match, replace]` on such a rule to write one naming")
+            f"{said} {'has' if len(makers) == 1 else 'have'} {why} (the spec reads both); {fix} `inverse: [match, "
+            "replace]` on such a rule to write one naming")
