@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 from typer.core import TyperGroup
 
+from draftsmith.cli.usage import argument_hint
 from draftsmith.errors import DraftsmithError, OptionError, short, short_text
 
 USER_ERROR, INTERNAL_ERROR = 1, 70
@@ -170,7 +171,7 @@ class _Group(TyperGroup):
             command = next((a for a in given if a in self.commands), None)
             path = e.ctx.command_path if getattr(e, "ctx", None) else command and f"draftsmith {command}"
             where = f"\n  try '{path} --help' for its options" if path else ""
-            typer.echo(f"error: {e.format_message()}{where}", err=True)
+            typer.echo(f"error: {e.format_message()}{argument_hint(e)}{where}", err=True)
             sys.exit(e.exit_code)
         except SystemExit as e:   # `CMD --help | head -1`: rich's console exits 1 when the reader leaves
             if e.code == 1 and ("--help" in given or not given):   # help (no arguments: help, exit 2) failed
