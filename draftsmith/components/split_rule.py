@@ -87,9 +87,15 @@ class SplitRule(BaseModel):
         return into
 
     @model_validator(mode="after")
-    def _check(self) -> SplitRule:
+    def _check(self) -> SplitRule:   # every part that does not fit the match, in one message
+        said = []
         for template in self.into:
-            check_rename("match", self.match, template)
+            try:
+                check_rename("match", self.match, template)
+            except ValueError as e:
+                said.append(str(e))
+        if said:
+            raise ValueError("; ".join(said))
         return self
 
     def parts(self, name: str) -> tuple[str, ...] | None:
