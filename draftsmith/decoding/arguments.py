@@ -167,10 +167,34 @@ def check_call(model: Any, prompt: Any, *, max_new_tokens: Any = 64, temperature
         # positions past those the target's rotary embedding computes as transformers does (a longrope target)
         problems += position_problems(model.target, max(map(len, prompts)), int(max_new_tokens),
                                       (names or {}).get("max_new_tokens", "max_new_tokens"))
-    problems += placement_problems(model)
+    pairing = pairing_problems(model)
+    problems += pairing or placement_problems(model)
     if problems:
         raise ArgumentError(what, problems)
     return prompts, single
+
+
+def pairing_problems(model: Any) -> list[str]:
+    """A target or draft rebound on the model (``model.draft = other``) that is no module, or a draft made for
+    another target (its fusion reads states of another width, taps layers the target lacks, or maps into another
+    vocabulary): said here, where it failed inside the first forward as a raw matmul error."""
+    parts = {"target": model.target, "draft": model.draft}
+    out = [f"model.{name} is {short(part)}, not a torch module: assemble a pair with draftsmith.assemble()"
+           for name, part in parts.items() if not isinstance(part, torch.nn.Module)]
+    if out:
+        return out
+    embed, layers = model.target.model.embed_tokens, len(model.target.model.layers)
+    width = getattr(getattr(model.draft, "fc", None), "target_width", None)   # a plugin fusion may not say it
+    found = {"hidden states of width": (width, embed.embedding_dim),
+             "a vocabulary of": (getattr(model.draft, "target_vocab", None), embed.num_embeddings)}
+    made = [f"{what} {mine} (the target's: {theirs})" for what, (mine, theirs) in found.items()
+            if is_int(mine) and mine != theirs]
+    if (past := [t for t in getattr(model.draft, "taps", None) or () if is_int(t) and not 0 <= t <= layers]):
+        made.append(f"taps {past} (the target's: 0..{layers}, its layer count the last state)")
+    if made:
+        out.append(f"the draft was made for another target ({'; '.join(made)}): a draft rebound on a model must "
+                   "be one assembled for its target (draftsmith.assemble(spec, target=..., draft=...))")
+    return out
 
 
 def placement_problems(model: Any) -> list[str]:
