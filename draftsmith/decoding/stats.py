@@ -118,7 +118,9 @@ class Stats:
                 "new_tokens": self.new_tokens, "target_forwards": self.target_forwards,
                 "draft_forwards": self.draft_forwards, "steps": self.steps, "committed": self.committed,
                 "accepted_per_position": self.accepted_per_position,
-                "tokens_per_second": round(self.tokens_per_second, 2), "wall_seconds": round(self.wall_seconds, 4),
+                "tokens_per_second": round(self.tokens_per_second, 2),
+                "decode_tokens_per_second": round(self.decode_tokens_per_second, 2),
+                "wall_seconds": round(self.wall_seconds, 4),
                 "prefill_seconds": round(self.prefill_seconds, 4), "forward_seconds": round(self.forward_seconds, 4),
                 "draft_seconds": round(self.draft_seconds, 4), "bookkeeping_share": round(self.bookkeeping_share, 3),
                 "addressing_share": round(self.addressing_share, 3)}

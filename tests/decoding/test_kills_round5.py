@@ -14,7 +14,8 @@ def test_a_fresh_stats_reads_all_zeros_without_dividing_by_zero():
     # (a run that never set its wall time would divide by zero)
     assert Stats().as_dict() == {
         "mode": "baseline", "acceptance_length": 1.0, "new_tokens": 0, "target_forwards": 0, "draft_forwards": 0,
-        "steps": 0, "committed": 0, "accepted_per_position": [], "tokens_per_second": 0.0, "wall_seconds": 0.0,
+        "steps": 0, "committed": 0, "accepted_per_position": [], "tokens_per_second": 0.0,
+        "decode_tokens_per_second": 0.0, "wall_seconds": 0.0,
         "prefill_seconds": 0.0, "forward_seconds": 0.0, "draft_seconds": 0.0,
         "bookkeeping_share": 0.0, "addressing_share": 0.0}
     st = Stats()
