@@ -266,8 +266,8 @@ def test_stats_as_dict():
     assert st.as_dict() == {
         "mode": "v2", "acceptance_length": 2.333, "new_tokens": 100, "target_forwards": 7, "draft_forwards": 30,
         "steps": 3, "committed": 7, "accepted_per_position": [2, 1, 1], "tokens_per_second": 333.33,
-        "decode_tokens_per_second": 28.0, "wall_seconds": 0.3, "prefill_seconds": 0.05, "forward_seconds": 0.25, "draft_seconds": 0.0,
-        "bookkeeping_share": 0.167, "addressing_share": 0.1}
+        "decode_tokens_per_second": 28.0, "wall_seconds": 0.3, "prefill_seconds": 0.05, "forward_seconds": 0.25,
+        "draft_seconds": 0.0, "bookkeeping_share": 0.167, "addressing_share": 0.1}
 
 
 def test_the_kv_addressing_inside_forwards_is_timed_apart(monkeypatch):
