@@ -119,9 +119,12 @@ class SpeculativeModel:
                           stop: Iterable[int] | None = None, topk: Any = None, steps: Any = None,
                           draft_tokens: Any = None, mode: Any = None):
         """Target-only decoding with ``generate``'s prompt and sampling arguments: the reference for equality and
-        speed. Draft arguments (topk, steps, draft_tokens, mode) are accepted and ignored, so one dict of
-        keywords serves both calls; any other keyword is a TypeError, as it is for ``generate``. Calls from
-        several threads take turns (one model decodes one call at a time)."""
+        speed. Draft arguments (topk, steps, draft_tokens, mode) are checked as ``generate`` checks them and
+        otherwise ignored, so one dict of keywords serves both calls; any other keyword is a TypeError, as it is for
+        ``generate``. Calls from several threads take turns (one model decodes one call at a time)."""
+        if any(v is not None for v in (topk, steps, draft_tokens, mode)):   # the same values generate() refuses
+            check_overrides(self, topk=topk, steps=steps, draft_tokens=draft_tokens, mode=mode,
+                            what="generate_baseline() draft arguments")
         stop = stop_ids(stop, vocab_sizes(self)[0])
         max_new_tokens, temperature, top_p, top_k, seed = map(scalar, (max_new_tokens, temperature, top_p, top_k, seed))
         prompts, single = check_call(self, prompt, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
