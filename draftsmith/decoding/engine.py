@@ -24,11 +24,11 @@ from draftsmith.decoding.fixed import (
 )
 from draftsmith.decoding.inflight import HostCopy, runs_ahead, to_device, worth_running_ahead
 from draftsmith.decoding.modes import Plan
+from draftsmith.decoding.overflow import first_overflow, overflowed, path_overflowed, refuse_overflow
 from draftsmith.decoding.runners import DraftRunner, KeySpans, TargetRunner
 from draftsmith.decoding.sampling import greedy_token, target_probs
 from draftsmith.decoding.stats import Stats
 from draftsmith.decoding.tree import chain_tree
-from draftsmith.errors import DecodingError
 
 
 @dataclass
@@ -119,7 +119,7 @@ def prefill(target: TargetRunner, draft: DraftRunner | None, seqs: list[Seq], s:
     target.pool.reset()   # attention runs causally over the prompt alone (fixed_kv fresh); logits at its last token
     logits, handover = target(ids, *causal, prompt_lens=counts, hand_over=drafting)
     st.root = s.pick(logits, None, target.pool.fused)
-    broken = overflowed(logits, st.active)
+    broken = overflowed(logits)                     # [B]: the prompt's last logits decide the first token
     target.pool.advance(counts)
     if drafting:
         # draft position i pairs token x_{i+1} with the target's hidden state at i: the prompt shifted by one,
@@ -131,7 +131,8 @@ def prefill(target: TargetRunner, draft: DraftRunner | None, seqs: list[Seq], s:
         draft.pool.advance(counts)
         st.feed, st.dlogits = feed, dlogits
     host = HostCopy(broken, st.root).tolist()
-    refuse_overflow(seqs, host, target.pool.dtype)
+    refuse_overflow([(i, 0) for i, (bad, _) in enumerate(host) if bad], target.pool.dtype,
+                    "generate()" if draft is not None else "generate_baseline()")
     for q, (_, root) in zip(seqs, host):
         q.emit([root], s)
     stats.end_prefill(time.perf_counter() - t0)    # the first token is on the host: nothing still queued
@@ -183,50 +184,29 @@ def chain_draw(logits: torch.Tensor, u: torch.Tensor, *, full, temperature: floa
 
 
 def verify(target: TargetRunner, st: State, tree, q_draft, plan: Plan, s: Settings, u: torch.Tensor):
-    """One target forward over the tree; the verdict (accepted [B], path [B, D+1], bonus [B]), hand-over and the
-    rows whose logits overflowed ([B], :func:`overflowed`). u [B, D * topk + 1]: the uniforms of sampled
-    verification (unused under greedy)."""
+    """One target forward over the tree; the verdict (accepted [B], path [B, D+1], bonus [B]), hand-over and which
+    of the path's nodes overflowed ([B, D+1], overflow.path_overflowed). u [B, D * topk + 1]: the uniforms of
+    sampled verification (unused under greedy)."""
     B, n = tree.tokens.shape
     rows = torch.where(st.active[:, None], _causal_parts(B, n, tree.tokens.device)[0], -1)
     logits, handover = target(tree.tokens, rows, tree.depth, tree.mask)
     fused = target.pool.fused
-    broken = kernel(overflowed, fused)(logits, st.active)
     if s.temperature <= 0:
-        return kernel(greedy_verify_fixed, fused)(tree, logits), handover, broken
-    D = tree.retrieve.shape[-1] - 1
-    p = kernel(target_probs, fused)(logits, s.temperature, s.top_p, s.top_k)
-    verdict = kernel(sample_verify_fixed, fused)(tree, p, q_draft, u[:, :-1].view(B, D, plan.topk), u[:, -1],
-                                                 plan.topk)
-    return verdict, handover, broken
-
-
-def overflowed(logits: torch.Tensor, active: torch.Tensor) -> torch.Tensor:
-    # logits [B, *, V], active [B] -> [B] long: 1 where an active row's logits hold NaN or +inf (an activation
-    # overflow; -inf is a token the model masks, kept). Read with the step's tokens: no host read of its own
-    return ((~(logits < float("inf"))).flatten(1).any(1) & active).long()
-
-
-def refuse_overflow(seqs: list[Seq], host: list[list[int]], dtype: torch.dtype) -> None:
-    """A :class:`DecodingError` when a live row's target logits overflowed (``host`` rows start with
-    :func:`overflowed`'s flag): from there greedy decoding takes a NaN's argmax and a draw the last id, text that
-    only looks like output."""
-    rows = [i for i, (q, row) in enumerate(zip(seqs, host)) if row[0] and not q.done]
-    if not rows:
-        return
-    name = str(dtype).removeprefix("torch.")
-    why = ("float16's range (up to 65504) is too small for this model's activations: decode in bfloat16 (the same "
-           "memory) or float32 (dtype=, --dtype)" if dtype == torch.float16 else
-           f"the weights loaded finite, so a forward overflowed {name} or divided by zero: try float32")
-    where = ", ".join(f"prompt {i} after {len(seqs[i].out)} new tokens" for i in rows[:8])
-    raise DecodingError(f"generate: the target's logits hold NaN or +inf ({where}; dtype {name}): {why}")
+        verdict = kernel(greedy_verify_fixed, fused)(tree, logits)
+    else:
+        D = tree.retrieve.shape[-1] - 1
+        p = kernel(target_probs, fused)(logits, s.temperature, s.top_p, s.top_k)
+        verdict = kernel(sample_verify_fixed, fused)(tree, p, q_draft, u[:, :-1].view(B, D, plan.topk), u[:, -1],
+                                                     plan.topk)
+    return verdict, handover, kernel(path_overflowed, fused)(logits, verdict.path)
 
 
 def spec_step(target: TargetRunner, draft: DraftRunner, plan: Plan, s: Settings, root, active, feed, dlogits,
               u_draft, u_verify):
     """One speculative step, draft -> verify -> commit -> catch up, from device tensors to device tensors with no
     host read, so that on CUDA it is one graph. Returns accepted [B], the committed tokens new [B, D+1] (the
-    path's tokens, then the bonus), the next step's root [B], feed [B, H], dlogits [B, Vd], and the rows whose
-    target logits overflowed [B]."""
+    path's tokens, then the bonus), the next step's root [B], feed [B, H], dlogits [B, Vd], and which path nodes'
+    target logits overflowed [B, D+1] (node j's decided the j-th token committed)."""
     st = State(root, active, feed, dlogits)
     tree, q_draft = propose(draft, st, plan, s, u_draft)
     verdict, handover, broken = verify(target, st, tree, q_draft, plan, s, u_verify)
@@ -238,7 +218,7 @@ def spec_step(target: TargetRunner, draft: DraftRunner, plan: Plan, s: Settings,
 
 
 def decode_step(target: TargetRunner, s: Settings, root, active, u):
-    """One target-only token: root [B] -> the next token [B] and the rows whose logits overflowed [B] (u [B, 1]: its
+    """One target-only token: root [B] -> the next token [B] and whether its logits overflowed [B, 1] (u [B, 1]: its
     uniform when sampling, else [B, 0])."""
     B, dev = root.shape[0], root.device
     rows = torch.where(active, 0, -1)[:, None]
@@ -246,7 +226,7 @@ def decode_step(target: TargetRunner, s: Settings, root, active, u):
     logits, _ = target(root[:, None], rows, zero, one, hand_over=False)
     target.pool.advance(active.long())
     return (s.pick(logits[:, 0], u[:, 0] if s.temperature > 0 else None, target.pool.fused),
-            kernel(overflowed, target.pool.fused)(logits, active))
+            kernel(overflowed, target.pool.fused)(logits))
 
 
 def pending_slots(plan: Plan | None) -> int:
@@ -314,12 +294,16 @@ def speculative(target: TargetRunner, draft: DraftRunner, prompts: list[list[int
         return HostCopy(broken, accepted, new, target.pool.lens, draft.pool.lens)   # the lengths this step left
 
     def emit(host: list[list[int]]) -> None:
-        refuse_overflow(seqs, host, target.pool.dtype)
         spans.seen(max(max(row[-2:]) for row in host))
-        for q, (_, acc, *toks) in zip(seqs, host):
+        bad = []
+        for i, (q, row) in enumerate(zip(seqs, host)):
             if not q.done:
+                flags, (acc, *toks) = row[:most], row[most:]
                 kept = q.emit(toks[: acc + 1], s)   # only emitted tokens count (invariant 12)
                 stats.record_step(kept - 1, cut=kept < acc + 1)
+                if (j := first_overflow(flags, kept)) is not None:   # only what decided an emitted token
+                    bad.append((i, len(q.out) - kept + j))
+        refuse_overflow(bad, target.pool.dtype, "generate()")
 
     with spans:
         _loop(seqs, s, st, launch, emit, most)
@@ -345,11 +329,14 @@ def baseline(target: TargetRunner, prompts: list[list[int]], s: Settings) -> tup
         return HostCopy(broken, st.root, target.pool.lens)
 
     def emit(host: list[list[int]]) -> None:
-        refuse_overflow(seqs, host, target.pool.dtype)
         spans.seen(max(row[-1] for row in host))
-        for q, (_, tok, _) in zip(seqs, host):
+        bad = []
+        for i, (q, (broken, tok, _)) in enumerate(zip(seqs, host)):
             if not q.done:
+                if broken:
+                    bad.append((i, len(q.out)))
                 stats.record_step(q.emit([tok], s) - 1)   # a step per row, as a speculative run counts them
+        refuse_overflow(bad, target.pool.dtype, "generate_baseline()")
 
     with spans:
         _loop(seqs, s, st, launch, emit, most_per_step=1)

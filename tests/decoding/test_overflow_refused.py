@@ -96,5 +96,41 @@ def test_the_command_line_says_it_as_an_error_line(pair):
                                    str(pair / "d"), "--dtype", "float16", "--token-ids", "5,17,3",
                                    "--max-new-tokens", "6", "--threads", "1"])
     assert got.exit_code == 1, got.output
-    assert "error: generate: the target's logits hold NaN or +inf" in got.output and "Traceback" not in got.output
+    assert "error: generate(): the target's logits hold NaN or +inf" in got.output and "Traceback" not in got.output
     assert "--dtype" in got.output
+
+
+def _spoiled_after_token(model, token: int):
+    # the target's logits are NaN wherever its input token is `token`: they decide only what follows it
+    forward, head, seen = model.target.forward, model.target.logits, {}
+
+    def spy(ids, *args, **kwargs):
+        seen["ids"] = ids
+        return forward(ids, *args, **kwargs)
+
+    def logits(hidden):
+        out = head(hidden)
+        if hidden.dim() == 3:   # a decode or a tree (the prefill's last rows: [B, H], no prompt here ends with it)
+            out = out.masked_fill((seen["ids"] == token)[..., None], float("nan"))
+        return out
+
+    model.target.forward, model.target.logits = spy, logits
+
+
+def test_logits_after_a_stop_token_decide_nothing_and_are_not_read():
+    """A stop token accepted inside a step's path ends its row: the logits at the nodes after it (a tree's, a
+    finished row's in a batch) decide no emitted token and the call decodes on; without the stop it is refused."""
+    demo = draftsmith.assemble("demo")
+    prompts = [[100, 101, 102, 32, 40], [61, 62, 63]]
+    first = demo.generate_baseline(prompts[0], max_new_tokens=12, stop=[]).token_ids
+    stop = next(t for i, t in enumerate(first) if i >= 3 and t not in first[:i])
+    want = [o.token_ids for o in demo.generate_baseline(prompts, max_new_tokens=12, stop=[stop])]
+    assert want[0][-1] == stop and len(want[0]) < 12
+    _spoiled_after_token(demo, stop)
+    assert [o.token_ids for o in demo.generate_baseline(prompts, max_new_tokens=12, stop=[stop])] == want
+    for kw in ({}, {"topk": 1}):
+        got = demo.generate(prompts, max_new_tokens=12, stop=[stop], **kw)
+        assert [o.token_ids for o in got] == want, kw
+    assert got[0].stats.steps > 0
+    with pytest.raises(DecodingError, match=f"prompt 0 after {len(want[0])} new tokens"):
+        demo.generate(prompts, max_new_tokens=12, stop=[])
