@@ -160,22 +160,25 @@ def known_keys(style: ConfigStyle | None = None) -> set[str]:
     return {*LlamaConfig().to_dict(), *LlamaConfig.attribute_map, *READ_KEYS, *own}
 
 
+def _unread(flat: Mapping[str, Any], raw: Mapping[str, Any], kept, show) -> list[str]:
+    """'key: value' (``show(value)``) for the keys of ``flat`` no Llama config and no draftsmith reading takes whose
+    value ``kept`` keeps, in the names the file writes them under."""
+    known = known_keys()
+    return [f"{written_key(raw)(k)}: {show(v)}" for k, v in flat.items() if k not in known and kept(v)]
+
+
 def unread_sizes(flat: Mapping[str, Any], raw: Mapping[str, Any]) -> str:
     """'; it has d_model: 64, n_heads: 4, which nothing reads: ...' for the whole-number keys of a config no Llama
     config and no draftsmith reading takes (sizes under another model's names), or ''."""
-    known = known_keys()
-    found = [f"{written_key(raw)(k)}: {v}" for k, v in flat.items()
-             if k not in known and isinstance(v, int) and not isinstance(v, bool)]
+    found = _unread(flat, raw, lambda v: isinstance(v, int) and not isinstance(v, bool), str)
     return (f"; it has {short_list(found, 6, 300, quote=False)}, which nothing reads: if these are its sizes under "
             "another model's names, rename them" if found else "")
 
 
 def unread_eps(flat: Mapping[str, Any], raw: Mapping[str, Any]) -> str:
     """'; the config has norm_eps: 1e-05, which nothing reads: ...' for the small positive floats (at most 0.01: a
-    norm's epsilon) under keys no Llama config and no draftsmith reading takes, or ''."""
-    known = known_keys()
-    found = [f"{written_key(raw)(k)}: {v:g}" for k, v in flat.items()
-             if k not in known and isinstance(v, float) and 0 < v <= 1e-2]
+    norm's epsilon) under keys nothing reads (as :func:`unread_sizes`), or ''."""
+    found = _unread(flat, raw, lambda v: isinstance(v, float) and 0 < v <= 1e-2, lambda v: f"{v:g}")
     return (f"; the config has {short_list(found, 4, 300, quote=False)}, which nothing reads: if "
             f"{'that' if len(found) == 1 else 'one'} is its norms' epsilon under another model's name, rename it "
             "rms_norm_eps" if found else "")

@@ -36,6 +36,20 @@ def on_device(device: str | torch.device):
     return torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext()
 
 
+def draft_parts(target: nn.Module, draft: nn.Module) -> tuple[nn.Module, nn.Module]:
+    """(embedding, head) a draft runs with: its own (``embed_tokens``, ``lm_head``: modules a draft holds where its
+    spec's ``share`` says own) or else the target's. assemble() chooses them so, and SpeculativeModel again at each
+    call: a draft rebound (``model.draft = other``, ``dataclasses.replace``) kept the assembled draft's head, so its
+    proposals were ranked by the old draft's head (its tau a mix of the two), and a target rebound kept the old
+    target's embedding for a draft sharing it."""
+    def own(name: str) -> nn.Module | None:
+        part = getattr(draft, name, None)
+        return part if isinstance(part, nn.Module) else None
+
+    embed, head = own("embed_tokens"), own("lm_head")
+    return (target.model.embed_tokens if embed is None else embed, target.lm_head if head is None else head)
+
+
 @dataclass
 class SpeculativeModel:
     target: nn.Module
@@ -179,7 +193,8 @@ class SpeculativeModel:
         (cached by batch size and capacity, the 4 most recently used kept). A step attends over a key span that
         follows the context, not the capacity (runners.KeySpans), so a larger bucket costs memory only."""
         key = (len(prompts), capacity_for(engine.slots_needed(prompts, max_new_tokens, plan)))
-        self.draft_embed, self.draft_head = self._draft_parts()
+        # chosen again at each call (draft_parts): a draft or target rebound since runs with its own parts
+        self.draft_embed, self.draft_head = draft_parts(self.target, self.draft)
 
         def made():
             target, draft = (self._layouts(m) for m in (self.target, self.draft))
@@ -197,19 +212,6 @@ class SpeculativeModel:
             if any(a is not b for a, b in zip((pair[0].model, pair[1].model, pair[1].embed, pair[1].head), modules)):
                 drop(self._runners_cache.pop(shape))   # every shape's runners of the old ones go, with their pools
         return runners.lru_get(self._runners_cache, key, 4, made, drop)
-
-    def _draft_parts(self) -> tuple[nn.Module, nn.Module]:
-        """(embedding, head) the draft runs with, chosen as assemble() chose them for the draft and target held now:
-        the draft's own (``embed_tokens``, ``lm_head``: a module it holds where its spec's ``share`` says own), else
-        the target's. Read at each call: a draft rebound (``model.draft = other``, ``dataclasses.replace``) kept the
-        assembled draft's head, so the new draft's proposals were ranked by the old one's head (its tau measured
-        a mix of the two), and a target rebound kept the old target's embedding for a draft sharing it."""
-        def own(name: str) -> nn.Module | None:
-            part = getattr(self.draft, name, None)
-            return part if isinstance(part, nn.Module) else None
-        embed, head = own("embed_tokens"), own("lm_head")
-        return (self.target.model.embed_tokens if embed is None else embed,
-                self.target.lm_head if head is None else head)
 
     def _settings(self, max_new_tokens, temperature, top_p, top_k, seed, stop) -> engine.Settings:
         # the arguments were checked by check_call (decoding/arguments.py) before this is reached

@@ -67,7 +67,7 @@ def output_ids_note(model, folder: Path, spec_name: str) -> str | None:
             "speculators OUT`, which states them as the inputs they tap")
 
 
-def _opaque_makes(rules) -> dict[int, re.Pattern]:
+def _makes(rules) -> dict[int, re.Pattern]:
     """For each rename, a pattern of the names it makes (its replacement, a group standing for any text); none for
     one that begins with no text of its own ('^model\\.' -> '', '\\1.'): its names are not told from any other."""
     out = {}
@@ -91,18 +91,19 @@ def canonical_kept(model, folder: Path) -> str | None:
     from draftsmith.assembler.names import one_pattern
 
     rules = rule_set(model.spec, default_registry())
-    made = _opaque_makes(rules)
+    made = _makes(rules)
     if not made or not (Path(folder) / "model.safetensors").is_file():   # nothing written (an evaluation alone)
         return None
-    kept = [n for n in list_tensors(folder) if rules.to_canonical(n) == (n, None)
-            and any(m.match(n) and _unwritten(rules.rules[i], n) for i, m in made.items())]
+    unread = [n for n in list_tensors(folder) if rules.to_canonical(n) == (n, None)]   # under a canonical name
+    lost = {i: [n for n in unread if m.match(n) and _unwritten(rules.rules[i], n)] for i, m in made.items()}
+    kept = [n for n in unread if any(n in names for names in lost.values())]
     if not kept:
         return None
-    makers = [i for i, m in made.items() if any(m.match(n) and _unwritten(rules.rules[i], n) for n in kept)]
+    makers = [i for i, names in lost.items() if names]
     said = "; ".join(rules.describe(i) for i in makers[:3]) + (" and more" if len(makers) > 3 else "")
     stated = [i for i in makers if rules.rules[i].inverse is not None]
     why = ("no inverse to write the spec's own names" if not stated else "an inverse that does not match the names "
-           "it makes" if len(stated) == len(makers) else "no inverse, or one that does not match the names it makes,")
+           "it makes" if len(stated) == len(makers) else "no inverse, or one that does not match the names it makes")
     fix = "state" if not stated else "state (or correct)"
     return (f"note: {len(kept)} tensor(s) in {folder} are written under their canonical names ({one_pattern(kept)}): "
             f"{said} {'has' if len(makers) == 1 else 'have'} {why} (the spec reads both); {fix} `inverse: [match, "

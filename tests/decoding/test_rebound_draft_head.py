@@ -60,3 +60,30 @@ def test_a_draft_of_another_target_or_none_is_said(pair, tmp_path):
     model.draft = pair[0].draft   # the model decodes again once a draft of its target is back
     assert model.generate(PROMPTS, max_new_tokens=4, stop=[])[0].token_ids == \
         pair[0].generate(PROMPTS, max_new_tokens=4, stop=[])[0].token_ids
+
+
+def test_a_tap_at_the_layer_count_is_the_last_state_and_one_past_it_is_said(pair):
+    from draftsmith.decoding.arguments import pairing_problems
+    model = copy.deepcopy(pair[0])
+    layers = len(model.target.model.layers)
+    model.draft.fc.taps = (0, layers)         # the last layer's output: a tap the target gives
+    assert pairing_problems(model) == []
+    model.draft.fc.taps = (0, layers + 1)
+    (said,) = pairing_problems(model)
+    assert f"taps [{layers + 1}] (the target's: 0..{layers}" in said, said
+
+
+def test_a_rebound_draft_with_its_own_embedding_runs_with_it(tmp_path):
+    """deepseek-mtp drafts hold their own embed_tokens (share.embed: own): a rebound one runs with its own, not
+    the first draft's nor the target's."""
+    from draftsmith.testing import write_target
+    from draftsmith.testing.mtp import write_mtp
+    folder = write_mtp(write_target(tmp_path / "t", "deepseek_v3", num_hidden_layers=2), copy_head=False)
+    model = draftsmith.assemble("deepseek-mtp", target=folder, draft=folder)
+    other = copy.deepcopy(model.draft)
+    with torch.no_grad():
+        other.embed_tokens.weight.mul_(-1)
+    model.draft = other
+    model.generate([1, 2, 3], max_new_tokens=3)
+    assert model.draft_embed is other.embed_tokens and model.draft_embed is not model.target.model.embed_tokens
+    assert model.draft_head is other.lm_head
