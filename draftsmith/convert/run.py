@@ -83,16 +83,16 @@ def convert(src: str | Path, to: str, out: str | Path, spec: Any = None) -> dict
             raise
 
 
-def unwritable(layout: Layout, names: list[str]) -> list[str]:
-    """The names ``layout`` has no checkpoint name for (a source name no rule of the reading spec renamed, such as
-    'midlayer.x' read with a spec for other names, that the layout's rules would read back as another name)."""
-    def lost(name: str) -> bool:
+def layout_names(layout: Layout, names: list[str]) -> dict[str, str | None]:
+    """Each canonical name's checkpoint name in ``layout`` (its rules' from_canonical), None where it has none (a
+    source name no rule of the reading spec renamed, such as 'midlayer.x' read with a spec for other names, that the
+    layout's rules would read back as another name)."""
+    def written(name: str) -> str | None:
         try:
-            layout.rules.from_canonical(name)
+            return layout.rules.from_canonical(name)
         except ValueError:
-            return True
-        return False
-    return [n for n in names if lost(n)]
+            return None
+    return {n: written(n) for n in names}
 
 
 def make_out(out: Path) -> list[Path]:
@@ -147,12 +147,13 @@ def _convert(src: str | Path, layout: Layout, out: Path,
     problems = name_problems(layout, names, plan.spec, table)
     if kind := other_kind(found, layout, table, names, plan.spec):   # first: what the rest follows from
         problems.insert(0, kind)
-    if stray := unwritable(layout, names):   # a name no rule read that the layout's own rules would rename
+    dest = layout_names(layout, names)
+    if stray := [n for n, d in dest.items() if d is None]:   # no rule read it, and the layout's rules rename it
         problems.append(f"{short_list(stray, 4, 300)} matched no rule of spec {plan.spec}, and the {to} layout "
                         "would read them back under other names: the folder does not load with that spec (see "
                         f"`draftsmith inspect {short_text(src, 300)} --spec {plan.spec}`)")
-    moved = {plan.sources[c].removesuffix(".weight"): layout.rules.from_canonical(c).removesuffix(".weight")
-             for c in names if c.endswith(".weight") and c not in stray}   # source -> result: the config's move too
+    moved = {plan.sources[c].removesuffix(".weight"): dest[c].removesuffix(".weight")
+             for c in names if c.endswith(".weight") and dest[c] is not None}   # source -> result: the config's too
     quant_config, unmoved = moved_quant_names(plan.facts.get("quantization_config"), moved)
     problems += unmoved + unsaid_theta(found)
     hd = head_dim(plan.facts)
@@ -204,7 +205,7 @@ def _convert(src: str | Path, layout: Layout, out: Path,
     expected = tensors | moved
     written = {}
     for canon, t in expected.items():
-        written[layout.rules.from_canonical(canon)] = t
+        written[layout.rules.from_canonical(canon)] = t   # by the tensors read, not the plan (verify names a stray)
     if len(written) != len(tensors):
         raise ConvertError(f"the {to} layout's rules map two tensors to one name")
     facts = layout_facts(layout, facts, names, int(tensors["d2t"].shape[0]) if "d2t" in tensors else None)
