@@ -1,6 +1,6 @@
 """The house style's line limit holds in every Python file of the checkout: at most 120 characters a line, so
 a diff reads side by side. The check walks the checkout, not the installed package, so tests, benchmarks and
-scripts count too."""
+scripts count too; and in the README but its tables (a table row is one line in Markdown)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -33,3 +33,20 @@ def test_a_long_line_is_named_with_its_file_line_and_length(tmp_path):
     (tmp_path / "elsewhere").mkdir()
     (tmp_path / "elsewhere" / "y.py").write_text("v" * 500)  # not a checked folder
     assert long_lines(tmp_path) == [f"{Path('tests', 'sub', 'x.py')}:2: 121 characters"]
+
+
+def long_markdown_lines(path: Path) -> list[str]:
+    """``line: N characters`` for each line of a Markdown file longer than LIMIT, a table's rows aside."""
+    return [f"{n}: {len(line)} characters" for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+            if len(line) > LIMIT and not line.lstrip().startswith("|")]
+
+
+def test_every_readme_line_but_a_table_row_is_at_most_120_characters():
+    if not (ROOT / "README.md").is_file():
+        pytest.skip("not run from a checkout")
+    assert long_markdown_lines(ROOT / "README.md") == []
+
+
+def test_a_long_markdown_line_is_named_unless_a_table_row(tmp_path):
+    (tmp_path / "R.md").write_text("ok\n" + "y" * 121 + "\n| " + "t" * 200 + " |\n  | " + "u" * 200 + "\n" + "z" * 120)
+    assert long_markdown_lines(tmp_path / "R.md") == ["2: 121 characters"]
