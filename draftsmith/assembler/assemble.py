@@ -29,7 +29,7 @@ from draftsmith.components import fused, gemv, packed, stacked
 from draftsmith.components.targets import mtp_layer_patterns
 from draftsmith.components.weights import RuleSet
 from draftsmith.decoding.graphs import graphs_enabled
-from draftsmith.decoding.model import SpeculativeModel, draft_parts
+from draftsmith.decoding.model import SpeculativeModel
 from draftsmith.decoding.modes import RECURRENT, V2
 from draftsmith.registry import Registry, default_registry
 from draftsmith.errors import (CheckpointError, CheckpointNotFound, DraftsmithError, OptionError, Problem, SpecError,
@@ -288,11 +288,8 @@ def assemble(spec: Spec | str | Path = "demo", target: str | Path | None = None,
         packed.pack_model(module, spec.decoding.linear, device)
         gemv.choose_products(module, spec.decoding.linear, fast)
         fused.fuse_model(module, fast)
-    # build_draft gave the draft its own table and head where the spec's share says so (own_if_different: by widths)
-    embed, head = draft_parts(target_model, draft_model)
     model = SpeculativeModel(
         target=target_model, draft=draft_model.eval(), spec=spec, tokenizer=tokenizer, stop_ids=stops,
-        draft_embed=embed, draft_head=head,
         recurrent=target_model.recurrent, device=device, dtype=dtype, draft_dtype=draft_dtype,
         folders={"target": p.target_dir, "draft": p.draft_dir},
     )

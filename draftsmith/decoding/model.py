@@ -57,8 +57,6 @@ class SpeculativeModel:
     spec: Any                      # draftsmith.specs.schema.Spec
     tokenizer: Any | None
     stop_ids: frozenset[int]
-    draft_embed: nn.Module
-    draft_head: nn.Module
     recurrent: bool = False
     device: str = "cpu"
     dtype: torch.dtype = torch.float32
@@ -82,6 +80,17 @@ class SpeculativeModel:
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state, **{f.name: f.default_factory() for f in fields(self) if not f.init})
+
+    @property
+    def draft_embed(self) -> nn.Module:
+        """The token embedding the draft runs with: its own where its spec's ``share`` gave it one, else the
+        target's; read from ``draft`` and ``target`` as they are now (:func:`draft_parts`)."""
+        return draft_parts(self.target, self.draft)[0]
+
+    @property
+    def draft_head(self) -> nn.Module:
+        """The head that ranks the draft's proposals: its own ``lm_head`` or the target's (:func:`draft_parts`)."""
+        return draft_parts(self.target, self.draft)[1]
 
     # --- public -------------------------------------------------------------------------------------------
     def generate(self, prompt: Prompt | list[Prompt], max_new_tokens: int = 64, temperature: float = 0.0, *,
@@ -193,21 +202,19 @@ class SpeculativeModel:
         (cached by batch size and capacity, the 4 most recently used kept). A step attends over a key span that
         follows the context, not the capacity (runners.KeySpans), so a larger bucket costs memory only."""
         key = (len(prompts), capacity_for(engine.slots_needed(prompts, max_new_tokens, plan)))
-        # chosen again at each call (draft_parts): a draft or target rebound since runs with its own parts
-        self.draft_embed, self.draft_head = draft_parts(self.target, self.draft)
-
+        parts = draft_parts(self.target, self.draft)   # (embedding, head): a draft or target rebound runs with its own
         def made():
             target, draft = (self._layouts(m) for m in (self.target, self.draft))
             need = sum(pool_bytes(layouts, *key, dtype) for layouts, dtype in (target, draft))
             check_room(need, torch.device(self.device), *key, what=what)   # before torch is asked for it
             graphs = graphs_enabled(self.spec.decoding.graphs, self.device)
             return (runners.TargetRunner(self.target, self._pool(*target, *key), self.draft.taps, graphs),
-                    runners.DraftRunner(self.draft, self._pool(*draft, *key), self.draft_embed, self.draft_head))
+                    runners.DraftRunner(self.draft, self._pool(*draft, *key), *parts))
 
         # an evicted target runner's steps hold it: cleared, it is freed now, not at the next cyclic collection;
         # runners used again keep their pools' contents, which engine.prefill empties
         drop = lambda pair: pair[0].steps.clear()   # noqa: E731
-        modules = (self.target, self.draft, self.draft_embed, self.draft_head)
+        modules = (self.target, self.draft, *parts)
         for shape, pair in list(self._runners_cache.items()):   # a target or draft rebound (model.draft = other):
             if any(a is not b for a, b in zip((pair[0].model, pair[1].model, pair[1].embed, pair[1].head), modules)):
                 drop(self._runners_cache.pop(shape))   # every shape's runners of the old ones go, with their pools

@@ -250,8 +250,7 @@ def test_sampling_cuts_no_tokens_by_rank_unless_told(tiny):
 def test_a_model_is_not_recurrent_unless_told_and_hides_its_pools_and_lock(tiny):
     # catches model.py:32 recurrent=False -> True (a tree plan fell back to a chain), :36 and :39 field(repr=False)
     # -> True and field(compare=False) -> True for _runners_cache and _lock
-    made = SpeculativeModel(tiny.target, tiny.draft, tiny.spec, tiny.tokenizer, tiny.stop_ids, tiny.draft_embed,
-                            tiny.draft_head)
+    made = SpeculativeModel(tiny.target, tiny.draft, tiny.spec, tiny.tokenizer, tiny.stop_ids)
     assert made.recurrent is False and made.plan(topk=4).mode == "v2"
     tiny.generate_baseline([1], 2, stop=[])   # the cache holds a pair of runners
     assert tiny._runners_cache and "_runners_cache" not in repr(tiny) and "_lock" not in repr(tiny)

@@ -118,8 +118,7 @@ def test_a_model_built_directly_is_not_recurrent_by_default(demo):
     # catches model.py:41 recurrent: bool = False -> True (a model built without it plans trees)
     from draftsmith.decoding.model import SpeculativeModel
 
-    built = SpeculativeModel(demo.target, demo.draft, demo.spec, demo.tokenizer, demo.stop_ids, demo.draft_embed,
-                             demo.draft_head)
+    built = SpeculativeModel(demo.target, demo.draft, demo.spec, demo.tokenizer, demo.stop_ids)
     assert built.recurrent is False and built.plan(topk=2, steps=3, draft_tokens=4).mode == "v2"
 
 

@@ -78,7 +78,7 @@ def test_a_copied_target_keeps_its_stacked_products_views_of_its_weights(demo):
         for key in state:
             if key.endswith(("self_attn.q_proj.weight", "mlp.up_proj.weight")):
                 state[key].mul_(-1)
-        demo_copy = dataclasses.replace(demo, target=target, draft_embed=target.model.embed_tokens)
+        demo_copy = dataclasses.replace(demo, target=target)
         before = tokens(demo_copy)
         target.load_state_dict(state)
         fresh = copy.deepcopy(demo)
@@ -166,7 +166,6 @@ def test_rebinding_the_target_drops_every_shapes_runners_of_the_old_one(demo):
         model.generate([[1, 2]] * rows, max_new_tokens=3, stop=[])
     old = weakref.ref(model.target)
     model.target = copy.deepcopy(model.target)
-    model.draft_embed, model.draft_head = model.target.model.embed_tokens, model.draft_head
     model.generate([[1, 2]], max_new_tokens=3, stop=[])
     gc.collect()
     assert len(model._runners_cache) == 1 and old() is None   # its pools and steps went with it

@@ -87,3 +87,16 @@ def test_a_rebound_draft_with_its_own_embedding_runs_with_it(tmp_path):
     model.generate([1, 2, 3], max_new_tokens=3)
     assert model.draft_embed is other.embed_tokens and model.draft_embed is not model.target.model.embed_tokens
     assert model.draft_head is other.lm_head
+
+
+def test_the_draft_parts_are_read_from_the_draft_not_stored_beside_it(pair):
+    # they were fields the model overwrote at each call: a model made with another head, or a replace() giving
+    # one, was silently decoded with the draft's own; now they are read (properties) and cannot be given
+    good, bad = pair
+    model = copy.deepcopy(good)
+    model.draft = bad.draft   # no call in between: read at once
+    assert model.draft_head is bad.draft.lm_head and model.draft_embed is model.target.model.embed_tokens
+    with pytest.raises(TypeError):
+        dataclasses.replace(good, draft_head=bad.draft.lm_head)
+    with pytest.raises(AttributeError):
+        good.draft_head = bad.draft.lm_head
