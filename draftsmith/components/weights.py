@@ -11,7 +11,8 @@ A ``split`` rule (components/split_rule.py) is the one rule that is not a rename
 several canonical ones stacked along dim 0 (Phi-3's ``qkv_proj``, ``gate_up_proj``). :class:`RuleSet` asks a rule
 for ``parts(name)`` where it has them and maps the fused name to every part; the load plan sizes the parts
 (assembler/splits.py). There is no name-by-name inverse of a split, so :meth:`RuleSet.from_canonical` and
-:meth:`RuleSet.map_names` (what convert writes and reads by) refuse it with :class:`SplitRefused`.
+:meth:`RuleSet.map_names` (one checkpoint name per canonical name) refuse it with :class:`SplitRefused`; convert
+reads a fused tensor's parts through the load plan's sizes instead (convert/unfuse.py) and writes them apart.
 
 Patterns are user input matched against user input (tensor names), so each match is bounded and a repeat of a
 repeat (``(a+)+``) is refused when the rule is validated (:mod:`draftsmith.components.patterns`).

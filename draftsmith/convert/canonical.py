@@ -3,8 +3,9 @@ config facts, planned from the config and tensor headers before a tensor is read
 shares (:class:`ConvertError`), and the bit-for-bit comparison a conversion's copies answer to."""
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from draftsmith.errors import DraftsmithError, short, short_text
 from draftsmith.components.eagle3_config import as_inputs, drafted_norm_output
 from draftsmith.components.weights import RuleSet
 from draftsmith.convert.inspect import Inspection, inspect_checkpoint
+from draftsmith.convert.unfuse import cut, part_shape, read_mapping
 from draftsmith.assembler.styles import style_of, to_facts
 from draftsmith.assembler.vocab import as_offsets
 
@@ -36,6 +38,9 @@ class Canonical:
     rope: str
     spec: str                               # the detected family spec
     carried: frozenset[str] = frozenset()   # canonical names of tensors the spec ignores (frozen copies), carried
+    # canonical name -> [start, stop) rows of its fused checkpoint tensor (a split rule's part, sized as the load plan
+    # sizes it: convert/unfuse.py); a part absent here (a per-tensor FP8 scale every part shares) takes it whole
+    rows: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
 def proposed_spec(found: Inspection):
@@ -62,7 +67,7 @@ def plan_canonical(folder: str | Path, found: Inspection | None = None) -> Canon
         where = short_text(folder, 300)
         raise ConvertError(f"{where}: not a layout draftsmith recognises; run `draftsmith inspect {where}`")
     rules = rule_set(proposed_spec(found), default_registry(), flatten_draft_config(found.config))
-    mapping = rules.map_names(n for n in found.infos if not rules.is_ignored(n))
+    mapping, rows = read_mapping(found, rules, [n for n in found.infos if not rules.is_ignored(n)])
     facts = to_facts(found.config, style_of(folder, found.config))
     check_facts(facts)   # before a tensor is read
     sources = {canon: src for canon, (src, _) in mapping.items()}
@@ -87,9 +92,9 @@ def plan_canonical(folder: str | Path, found: Inspection | None = None) -> Canon
         facts["eagle_aux_hidden_state_layer_ids"] = as_inputs(fusion["aux_layers"]["ids"],
                                                               fusion["aux_layers"].get("at", "input"))
     rope = found.spec["draft"]["attention"].get("rope", "neox")
-    shapes = {canon: tuple(found.infos[src].shape) for canon, src in sources.items()}
+    shapes = {canon: part_shape(tuple(found.infos[src].shape), rows.get(canon)) for canon, src in sources.items()}
     carried = frozenset(canon for canon, src in sources.items() if rules.is_ignored(src))
-    return Canonical(found, sources, shapes, facts, rope, found.match.spec, carried)
+    return Canonical(found, sources, shapes, facts, rope, found.match.spec, carried, rows)
 
 
 def read_canonical(folder: str | Path, found: Inspection | None = None
@@ -97,8 +102,9 @@ def read_canonical(folder: str | Path, found: Inspection | None = None
     """(canonical tensors, config facts, source rope order, detected spec) of a draft checkpoint; ``found``: its
     inspection, when the caller made it already."""
     plan = plan_canonical(folder, found)
-    data = read_tensors(plan.found.infos, list(plan.sources.values()), finite=True)   # NaN/inf: no load takes it
-    tensors = {canon: data[src] for canon, src in plan.sources.items()}
+    read = Counter(plan.sources.values())   # a fused tensor is read once; each part takes its rows, as its own
+    data = read_tensors(plan.found.infos, list(read), finite=True)   # NaN/inf: no load takes it
+    tensors = {canon: cut(data[src], plan.rows.get(canon), read[src] > 1) for canon, src in plan.sources.items()}
     if "d2t" in tensors:   # canonical d2t holds offsets, the published convention every layout (and vLLM) reads
         tensors["d2t"] = as_offsets(tensors["d2t"], plan.found.spec["draft"].get("vocab", {}).get("d2t", "offset"))
     return tensors, dict(plan.facts), plan.rope, plan.spec

@@ -75,7 +75,7 @@ def fit(folder: Path, spec_data: Mapping[str, Any], registry=None) -> Fit | None
     own, not a stand-in's guess, so they are always judged. None when no stand-in can be built for it."""
     from draftsmith.assembler.plan import wrong_dtype
 
-    if (judged := _stand_in_model(folder, spec_data, registry)) is None or isinstance(judged, Fit):
+    if (judged := stand_in_model(folder, spec_data, registry)) is None or isinstance(judged, Fit):
         return judged
     remap, expected, infos, rules, others, extras = judged
     optional, unused, vocab_map = extras
@@ -120,7 +120,7 @@ def proposed_fit(found, registry=None) -> Fit | None:
     return None if found.spec is None else fit(found.folder, found.spec, registry)
 
 
-def _stand_in_model(folder: Path, spec_data: Mapping[str, Any], registry=None):
+def stand_in_model(folder: Path, spec_data: Mapping[str, Any], registry=None):
     """(the folder's names through the spec's rules, the expected names and dtypes of the model the spec builds with
     a stand-in target, the folder's tensor listing, the rules, what each stand-in guessing otherwise expects (None
     where its model does not build), (the names it may leave out, those it may hold unread, the d2t / t2d map's

@@ -29,24 +29,28 @@ def _lists(qc: Mapping[str, Any]) -> list[tuple[str, list, Callable[[str, str], 
     return found
 
 
-def moved_quant_names(qc: Any, moved: Mapping[str, str]) -> tuple[Any, list[str]]:
-    """``qc`` with every entry naming a module of the source (a key of ``moved``: source module -> the result's)
-    renamed, and the problems of the entries that match modules by pattern and would match others in the result
-    (said, never rewritten: a pattern's intent is not a name's). Entries that name no module of the draft (a class
-    such as ``Linear``, the target's ``lm_head``) stay as they are."""
+def moved_quant_names(qc: Any, moved: Mapping[str, str | tuple[str, ...]]) -> tuple[Any, list[str]]:
+    """``qc`` with every entry naming a module of the source (a key of ``moved``: source module -> the result's,
+    or the result's modules in row order where convert writes a fused one's parts apart) renamed, and the problems
+    of the entries that match modules by pattern and would match others in the result (said, never rewritten: a
+    pattern's intent is not a name's). Entries that name no module of the draft (a class such as ``Linear``, the
+    target's ``lm_head``) stay as they are."""
     if not isinstance(qc, Mapping):
         return qc, []
     out, problems = copy.deepcopy(dict(qc)), []
+    names = {m: (new,) if isinstance(new, str) else tuple(new) for m, new in moved.items()}
     for where, entries, matches in _lists(out):
+        kept = []
         for i, entry in enumerate(entries):
+            kept.append(entry)
             if not isinstance(entry, str):
                 continue
-            if entry in moved:
-                entries[i] = moved[entry]
+            if entry in names:   # a fused module: each of its parts
+                kept[-1:] = names[entry]
                 continue
             try:
-                before = {moved[m] for m in moved if matches(entry, m)}
-                after = {new for new in moved.values() if matches(entry, new)}
+                before = {new for m in names if matches(entry, m) for new in names[m]}
+                after = {new for news in names.values() for new in news if matches(entry, new)}
             except re.error as e:   # an engine would refuse it as well: said, not rewritten
                 problems.append(f"{where}[{i}] {entry!r} is no regex ({e}): correct it in the source's config")
                 continue
@@ -54,4 +58,5 @@ def moved_quant_names(qc: Any, moved: Mapping[str, str]) -> tuple[Any, list[str]
                 problems.append(f"{where}[{i}] {entry!r} matches {len(before)} of the draft's modules before the "
                                 f"renaming and {len(after)} after (e.g. {sorted(before ^ after)[0]!r}): state it for "
                                 "the result's names in the source's config, or remove it")
+        entries[:] = kept
     return out, problems

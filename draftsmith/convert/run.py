@@ -1,12 +1,12 @@
 """``draftsmith convert DIR --to LAYOUT OUT``: read a draft through the rules of the spec ``inspect`` detects, into
 canonical names and config facts; write them through the target layout's inverted rules and config style.
 
-Tensors are copied bit for bit; the only data change is the q/k row permutation between rotary pair orders
-(interleaved <-> neox, within each head), which is exact, so a round trip is the identity. Everything that sits on
-those rows moves with them: q/k biases, per-channel FP8 scales, block scales where every block keeps one scale (else
-refused: no block scale can say it), and the q_norm / k_norm vectors (draftsmith norms each head before rotating it,
-so the norm's weight is per rotary dim); a tensor on the rows convert does not know how to reorder is refused.
-What the names, shapes and config refuse is refused before a tensor is read.
+Tensors are copied bit for bit (a fused tensor's parts as its rows: convert/unfuse.py); the only data change is the q/k
+row permutation between rotary pair orders (interleaved <-> neox, within each head), which is exact, so a round trip is
+the identity. Everything that sits on those rows moves with them: q/k biases, per-channel FP8 scales, block scales where
+every block keeps one scale (else refused: no block scale can say it), and the q_norm / k_norm vectors (draftsmith norms
+each head before rotating it, so the norm's weight is per rotary dim); a tensor on the rows convert does not know how to
+reorder is refused. What the names, shapes and config refuse is refused before a tensor is read.
 """
 from __future__ import annotations
 
@@ -34,6 +34,7 @@ from draftsmith.convert.quant_names import moved_quant_names
 from draftsmith.convert.same_draft import build_differences, other_draft_line, spec_differences
 from draftsmith.convert.rotary import (MLA_ROPE, permute_block_scale, permute_rows, rope_permutation, rotated,
                                        scale_block)
+from draftsmith.convert.unfuse import moved_modules, unfused_note
 from draftsmith.convert.verify import verify
 from draftsmith.assembler.styles import STYLES, style_of
 
@@ -141,7 +142,8 @@ def _convert(src: str | Path, layout: Layout, out: Path,
     check_family(src, found, table)
     try:
         plan = plan_canonical(src, found)  # names, shapes and facts: every check below reads no tensor data
-    except SplitRefused as e:   # a fused qkv_proj / gate_up_proj: said as this folder's, as every refusal below
+    except SplitRefused as e:   # a fused qkv_proj / gate_up_proj whose parts cannot be cut exactly: said as this
+        # folder's, as every refusal below (convert/unfuse.py writes the parts apart where they can)
         raise ConvertError(f"{short_text(src, 300)} cannot be written as {to}:\n  {e}") from None
     names, rope = list(plan.sources), plan.rope
     problems = name_problems(layout, names, plan.spec, table)
@@ -152,8 +154,7 @@ def _convert(src: str | Path, layout: Layout, out: Path,
         problems.append(f"{short_list(stray, 4, 300)} matched no rule of spec {plan.spec}, and the {to} layout "
                         "would read them back under other names: the folder does not load with that spec (see "
                         f"`draftsmith inspect {short_text(src, 300)} --spec {plan.spec}`)")
-    moved = {plan.sources[c].removesuffix(".weight"): dest[c].removesuffix(".weight")
-             for c in names if c.endswith(".weight") and dest[c] is not None}   # source -> result: the config's too
+    moved = moved_modules(plan.sources, dest)   # source -> result (a fused module -> its parts'): the config's too
     quant_config, unmoved = moved_quant_names(plan.facts.get("quantization_config"), moved)
     problems += unmoved + unsaid_theta(found)
     hd = head_dim(plan.facts)
@@ -232,6 +233,8 @@ def _convert(src: str | Path, layout: Layout, out: Path,
                     "read) and %s, the spec that reads the %s result, would refuse it (its readers take the "
                     "target's); the source still holds it", short_list([plan.sources[c] for c in left], 4, 200),
                     short_text(out, 300), plan.spec, short_text(src, 300), reader, to)
+    if note := unfused_note(src, plan.sources):
+        log.warning("%s", note)
     verify(out, facts, expected, to, before=before, source=tensors, orders=(rope, order), block=block,
            drops=layout.drops, src=src, read_with=None if spec is None else found.match.spec)
     return config

@@ -202,16 +202,3 @@ def test_fp8_scales_on_fused_modules_are_read_into_the_proposal(target, tmp_path
     prompt = [5, 6, 7, 8]
     assert b.generate(prompt, max_new_tokens=8, stop=[]).token_ids == \
         b.generate_baseline(prompt, max_new_tokens=8, stop=[]).token_ids
-
-
-@pytest.mark.parametrize("to", ["midlayer", "layers", "speculators"])
-def test_convert_refuses_a_fused_draft_naming_the_folder_and_writes_nothing(target, tmp_path, to):
-    """convert copies one checkpoint tensor per canonical tensor: a fused draft is refused as every other convert
-    refusal is, `SRC cannot be written as LAYOUT:` (it said the split rule alone, as if no folder were involved; the
-    README promised it kept them fused, which convert never did: a dogfooding helper)."""
-    fused = fuse(write_eagle3(tmp_path / "plain", target), tmp_path / "fused")
-    res = run("convert", fused, "--to", to, tmp_path / "out")
-    assert res.exit_code == 1, res.output
-    assert res.output.startswith(f"error: {fused} cannot be written as {to}:\n  'midlayer."), res.output
-    assert "does not split fused ones; load the draft with assemble() and its spec instead" in res.output
-    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
