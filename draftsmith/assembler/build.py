@@ -38,13 +38,17 @@ log = logging.getLogger("draftsmith")
 
 def build_target(cfg, registry: Registry, backend: Callable) -> CausalLM:
     arch = registry.build("target", cfg.model_type)
-    arch.check(cfg)  # UnsupportedTarget: a config this code would misread (e.g. MoE layers)
+    arch.check(cfg)  # UnsupportedTarget: a config this code would misread (e.g. an MoE router option)
     dims = Dims.from_config(cfg)
     stated = getattr(arch, "mlp_bias", None)   # the type's, else (auto) Llama's mlp_bias key
     mlp = {} if stated is None else {"bias": stated}
-    stack = Stacker(registry, LayerRecipe(attention=arch.attention_recipe(), mlp=("swiglu", mlp)), dims, backend)
+    # mixture-of-experts layers: the type's ``moe: sparse`` params (TARGETS; a plugin's target may state none)
+    sparse = set(arch.moe_layers(cfg)) if callable(getattr(arch, "moe_layers", None)) else set()
+    recipe = LayerRecipe(attention=arch.attention_recipe(), mlp=("swiglu", mlp),
+                         sparse_mlp=("sparse", dict(getattr(arch, "moe", ()))) if sparse else None)
+    stack = Stacker(registry, recipe, dims, backend)
     with torch.device("meta"):
-        layers = [stack.layer(i, in_width=dims.hidden) for i in range(dims.layers)]
+        layers = [stack.layer(i, in_width=dims.hidden, sparse=i in sparse) for i in range(dims.layers)]
         apply_windows(cfg, layers, arch)  # as the type reads sliding_window (Llama: ignored, as transformers)
         model = CausalLM(dims, layers, stack.norm(dims.hidden), bool(getattr(cfg, "tie_word_embeddings", False)),
                          recurrent=arch.recurrent or has_recurrent_layers(cfg))  # the type's, or its layer_types

@@ -54,6 +54,13 @@ def optional_and_unused(module: nn.Module) -> tuple[set[str], set[str]]:
                  for what in ("derivable", "copies"))
 
 
+def kept_dtypes(module: nn.Module) -> dict[str, torch.dtype]:
+    """Canonical names of the tensors a module keeps in a dtype of its own whatever the load's (``kept_dtypes``, by
+    local name: components.moe.Router's float32 weight, as transformers keeps DeepSeek-V3's)."""
+    return {f"{n}.{k}" if n else k: v for n, m in module.named_modules()
+            for k, v in getattr(m, "kept_dtypes", {}).items()}
+
+
 def plan_module(module: nn.Module, folder: str | Path, rules: RuleSet, *, spec: str,
                 infos: dict[str, TensorInfo] | None = None) -> PlannedLoad:
     """List the checkpoint and check it against the module; CheckpointMismatch lists every misfit at once."""
@@ -78,6 +85,7 @@ def fill(planned: PlannedLoad, *, dtype: torch.dtype, device: str) -> nn.Module:
     raw = read_tensors(planned.infos, planned.plan.sources.values(), finite=True)  # NaN/inf: CheckpointError
     state = {}
     keep = stored_dtypes(planned.module)  # FP8 weights and their float32 scales are never cast to `dtype`
+    keep = {**kept_dtypes(planned.module), **keep}   # nor what a module keeps in its own (an MoE router's float32)
     for canon in planned.plan.sources:
         want = planned.expected[canon].dtype
         t = planned.plan.tensor(canon, raw)   # a split rule's part: its rows of the fused tensor, sliced first

@@ -23,6 +23,7 @@ class LayerRecipe:
     attention: tuple[str, dict[str, Any]] = ("gqa", {})
     mlp: tuple[str, dict[str, Any]] = ("swiglu", {})
     norm: tuple[str, dict[str, Any]] = ("rms", {})
+    sparse_mlp: tuple[str, dict[str, Any]] | None = None   # the MLP of the layers Stacker.layer is told are sparse
 
 
 class Stacker:
@@ -34,14 +35,18 @@ class Stacker:
         for kind in ("layer", "attention", "mlp", "norm"):
             name, params = getattr(recipe, kind)
             self.parts[kind] = partial(registry.build, kind, name, resolve(registry, kind, name, params)[1])
+        if recipe.sparse_mlp is not None:
+            name, params = recipe.sparse_mlp
+            self.parts["sparse_mlp"] = partial(registry.build, "moe", name, resolve(registry, "moe", name, params)[1])
 
     def norm(self, dim: int, eps: float | None = None) -> nn.Module:
         return self.parts["norm"](dim=dim, eps=self.dims.eps if eps is None else eps)
 
     def layer(self, idx: int, *, in_width: int, input_norm: bool = True, hidden_norm: bool = False,
-              mix=own_input, norm_before_residual: bool = False) -> nn.Module:
+              mix=own_input, norm_before_residual: bool = False, sparse: bool = False) -> nn.Module:
         attn = self.parts["attention"](dims=self.dims, layer_idx=idx, in_width=in_width, backend=self.backend,
                                        norm=self.norm)
-        return self.parts["layer"](attn=attn, mlp=self.parts["mlp"](dims=self.dims), norm=self.norm, dims=self.dims,
+        mlp = self.parts["sparse_mlp" if sparse else "mlp"](dims=self.dims)
+        return self.parts["layer"](attn=attn, mlp=mlp, norm=self.norm, dims=self.dims,
                                    input_norm=input_norm, hidden_norm=hidden_norm, mix=mix,
                                    norm_before_residual=norm_before_residual)

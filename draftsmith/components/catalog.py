@@ -58,6 +58,8 @@ def builtin_components() -> list[Component]:
         Component("attention", "mla", later("mla:mla"), params.MLAParams,
                   doc="DeepSeek-V3 latent attention; pool keeps latent + rope", holds=params.mla_holds),
         Component("mlp", "swiglu", later("mlp:swiglu"), params.MLPParams, doc="down(silu(gate(x)) * up(x))"),
+        Component("moe", "sparse", later("moe:moe"), params.MoEParams,
+                  doc="a target's mixture of experts: routed (and shared) swiglu experts"),
         Component("norm", "rms", later("norms:rms"), doc="RMSNorm in float32"),
         Component("fusion", "eagle1", later("fusion:eagle1"), params.Eagle1Params, doc="fc over [embed; hidden]",
                   holds=params.eagle1_holds),

@@ -72,6 +72,22 @@ class MLPParams(BaseModel):
     bias: Literal["auto"] | bool = "auto"
 
 
+# --- moe: sparse (a target's mixture-of-experts layers; each type's reading of its config is data, targets.TARGETS) ---
+class MoEParams(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    scoring: Literal["sigmoid", "softmax"] = "softmax"   # the router's scores of its logits
+    correction_bias: bool = False   # e_score_correction_bias: added to the scores for choosing experts only
+    grouped: bool = False           # choose topk_group groups of experts first (by their top two scores' sum)
+    router_float32: bool = False    # router logits in float32, its tensors kept float32 (DeepSeek-V3)
+    weights_in_hidden_dtype: bool = False   # the chosen weights cast to the hidden dtype before the product (Qwen3)
+    norm_topk_prob: Literal["config"] | bool = "config"   # the chosen weights divided by their sum
+    experts_key: str = "num_experts"               # the config keys of the routed experts' count, width and top-k
+    intermediate_key: str = "moe_intermediate_size"
+    top_k_key: str = "num_experts_per_tok"
+    shared_key: str | None = None     # the config key of the shared experts' count (one MLP that many times wide)
+    scaling_key: str | None = None    # the config key of the routed output's factor
+
+
 # --- fusion: eagle1, eagle3, mtp ---
 def _auto(value: Any) -> Any:
     return None if value == "auto" else value

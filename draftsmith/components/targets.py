@@ -1,7 +1,8 @@
 """Target architectures, one record per Hugging Face ``model_type``: what differs between targets is data here
-(q/k/v bias, per-head q/k norms, latent attention, sliding windows), never an if on a family name in the model
-code. Every type listed is checked against transformers' logits (tests/assembler/test_parity.py,
-tests/assembler/test_targets_zoo.py); a config this code would misread is refused by ``check`` with the reason.
+(q/k/v bias, per-head q/k norms, latent attention, sliding windows, which layers are mixture-of-experts and how
+their router scores), never an if on a family name in the model code. Every type listed is checked against
+transformers' logits (tests/assembler/test_parity.py, tests/assembler/test_targets_zoo.py,
+tests/assembler/test_moe_targets.py); a config this code would misread is refused by ``check`` with the reason.
 """
 from __future__ import annotations
 
@@ -37,7 +38,11 @@ class TargetArch(BaseModel):
     attention: str = "gqa"             # registered attention component of every layer
     attention_params: tuple[tuple[str, Any], ...] = ()   # more of its params, (key, value) pairs (DeepSeek-V3: its
     # latent norms' fixed eps)
-    dense_until: str | None = None     # config key: layers at or past its value are MoE (refused)
+    moe: tuple[tuple[str, Any], ...] = ()   # params of its mixture-of-experts layers' ``moe: sparse`` (() for none)
+    moe_from: str | None = None        # config key: the layers from its value on are MoE (DeepSeek-V3)
+    moe_step: str | None = None        # config key: every step-th layer is MoE (Qwen3-MoE's decoder_sparse_step) ...
+    moe_dense: str | None = None       # ... unless this key's list names it (mlp_only_layers)
+    moe_options: tuple[tuple[str, tuple[Any, ...]], ...] = ()   # (config key, the values computed): others refused
     sliding_window: WindowRule = "config"   # which layers the config's sliding_window applies to (above)
 
     def window(self, cfg, idx: int) -> int | None:
@@ -63,13 +68,29 @@ class TargetArch(BaseModel):
                 f"{cfg.model_type} target: hc_mult={mult} asks for hyper-connections ({mult} residual streams, "
                 f"handed to the draft {mult} x hidden_size wide), which draftsmith's target model does not compute: "
                 "its layers keep one stream, so the draft would read the wrong width at its first step")
-        if self.dense_until is not None:
-            dense = getattr(cfg, self.dense_until, None)
-            if dense is None or dense < cfg.num_hidden_layers:
-                raise UnsupportedTarget(
-                    f"{cfg.model_type} target: layers from {self.dense_until}={dense} on are mixture-of-experts, "
-                    f"which draftsmith does not implement; only all-dense configs ({self.dense_until} >= "
-                    f"num_hidden_layers = {cfg.num_hidden_layers}) load")
+        if self.moe and self.moe_layers(cfg):
+            moe_check(cfg, self)
+
+    def moe_layers(self, cfg) -> list[int]:
+        """The layers whose MLP is the type's mixture of experts (as transformers' model of the type builds them)."""
+        if not self.moe:
+            return []
+        layers = range(cfg.num_hidden_layers)
+        if self.moe_from is not None:
+            first = getattr(cfg, self.moe_from, None)
+            if not isinstance(first, int) or isinstance(first, bool):
+                raise UnsupportedTarget(f"{cfg.model_type} target: {self.moe_from}={first!r} does not say which "
+                                        "layers are mixture-of-experts; allowed: a layer count (int)")
+            layers = [i for i in layers if i >= first]
+        if self.moe_step is not None:   # Qwen's rule: none at all where the config has no experts
+            step = getattr(cfg, self.moe_step, 1)
+            if not isinstance(step, int) or isinstance(step, bool) or step < 1:
+                raise UnsupportedTarget(f"{cfg.model_type} target: {self.moe_step}={step!r} does not say which layers "
+                                        "are mixture-of-experts; allowed: a positive int")
+            dense = set(getattr(cfg, self.moe_dense, None) or ()) if self.moe_dense else set()
+            experts = getattr(cfg, dict(self.moe).get("experts_key", "num_experts"), None)
+            layers = [i for i in layers if (i + 1) % step == 0 and i not in dense] if experts else []
+        return list(layers)
 
 
 def arch(**fixed):
@@ -87,9 +108,49 @@ TARGETS = {
     "ministral": arch(**NO_BIAS, sliding_window="config"),
     "qwen2": arch(**NO_BIAS | {"qkv_bias": True}, sliding_window="layer_types"),
     "qwen3": arch(qk_norm=True, mlp_bias=False, sliding_window="layer_types"),
+    # every layer's window when use_sliding_window (its config drops sliding_window otherwise); the router's weights
+    # in the hidden dtype, the softmax in float32
+    "qwen3_moe": arch(qk_norm=True, mlp_bias=False, sliding_window="every_layer", moe_step="decoder_sparse_step",
+                      moe_dense="mlp_only_layers", moe=(("scoring", "softmax"), ("weights_in_hidden_dtype", True))),
     "deepseek_v3": arch(attention="mla", attention_params=(("latent_norm_eps", 1e-6),), mlp_bias=False,
-                        dense_until="first_k_dense_replace", sliding_window="ignored"),
+                        sliding_window="ignored", moe_from="first_k_dense_replace", moe=(
+                            ("scoring", "sigmoid"), ("correction_bias", True), ("grouped", True),
+                            ("router_float32", True), ("experts_key", "n_routed_experts"),
+                            ("shared_key", "n_shared_experts"), ("scaling_key", "routed_scaling_factor")),
+                        # DeepSeek's own keys for the router transformers computes (it ignores them): others refused
+                        moe_options=(("topk_method", ("noaux_tc",)), ("scoring_func", ("sigmoid",)),
+                                     ("moe_layer_freq", (1,)))),
 }
+
+
+def moe_check(cfg, arch: TargetArch) -> None:
+    """Refuse a mixture-of-experts setting the ``moe: sparse`` component does not compute exactly (with the reason)."""
+    def refuse(key: str, found: Any, allowed: str) -> UnsupportedTarget:
+        return UnsupportedTarget(f"{cfg.model_type} target: {key}={found!r} in its mixture-of-experts layers, which "
+                                 f"draftsmith does not compute; allowed: {allowed}")
+
+    for key, allowed in arch.moe_options:
+        if (found := getattr(cfg, key, None)) is not None and found not in allowed:
+            raise refuse(key, found, ", ".join(map(repr, allowed)) + " (or the key absent)")
+    params = dict(arch.moe)
+    if getattr(cfg, "hidden_act", "silu") != "silu":
+        raise refuse("hidden_act", cfg.hidden_act, "'silu' (the experts are SwiGLU MLPs)")
+    keys = [params.get("experts_key", "num_experts"), params.get("top_k_key", "num_experts_per_tok"),
+            params.get("intermediate_key", "moe_intermediate_size")]
+    for key in keys:
+        if not isinstance(value := getattr(cfg, key, None), int) or isinstance(value, bool) or value < 1:
+            raise refuse(key, value, "a positive int")
+    experts, top_k = getattr(cfg, keys[0]), getattr(cfg, keys[1])
+    if params.get("grouped"):
+        groups, topk_group = getattr(cfg, "n_group", None), getattr(cfg, "topk_group", None)
+        if not isinstance(groups, int) or groups < 1 or experts % groups or experts // groups < 2:
+            raise refuse("n_group", groups, f"a divisor of {keys[0]}={experts} leaving at least 2 experts a group "
+                                            "(a group is scored by its top two)")
+        if not isinstance(topk_group, int) or not 1 <= topk_group <= groups:
+            raise refuse("topk_group", topk_group, f"1..n_group={groups}")
+        experts = topk_group * (experts // groups)
+    if top_k > experts:
+        raise refuse(keys[1], top_k, f"1..{experts} (the experts a token may choose from)")
 
 
 def apply_windows(cfg, layers: Sequence[nn.Module], arch: TargetArch) -> None:
@@ -116,4 +177,4 @@ def mtp_layer_patterns(raw: Mapping[str, Any]) -> list[str]:
     return [rf"^model\.layers\.{i}\." for i in range(L, L + n)]
 
 
-__all__ = ["TARGETS", "TargetArch", "UnsupportedTarget", "apply_windows", "mtp_layer_patterns"]
+__all__ = ["TARGETS", "TargetArch", "UnsupportedTarget", "apply_windows", "moe_check", "mtp_layer_patterns"]

@@ -166,6 +166,10 @@ KINDS: dict[str, Kind] = {
     "mlp": Kind("factory(params, *, dims)", "the feed-forward module (see components.mlp.SwiGLU)",
                 probe=lambda made, context: keeps_width(made, context["dims"].hidden, "an mlp"),
                 output=lambda context: None),
+    "moe": Kind("factory(params, *, dims)", "a target's mixture-of-experts feed-forward module, built for the layers "
+                "its TargetArch.moe_layers names (see components.moe.SparseMoE)",
+                probe=lambda made, context: keeps_width(made, context["dims"].hidden, "an mlp"),
+                output=lambda context: None),
     "norm": Kind("factory(params, *, dim, eps)", "a norm module whose parameter is `weight` of shape [dim]",
                  probe=lambda made, context: norm_problem(made, context["dim"]), output=lambda context: None),
     "fusion": Kind("factory(params, *, hidden, target_width, draft_config, target_layers, norm)",

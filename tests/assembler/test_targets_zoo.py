@@ -1,7 +1,7 @@
 """Targets beyond plain Llama: sliding windows (Mistral on every layer, Qwen2 on the layers ``layer_types``
 marks) and DeepSeek-V3 (latent attention, dense layers) give transformers' logits (float32, 1e-4), over a whole
-sequence and through the paged pool; MoE configs and unknown types are refused with a clear error; every
-registered target type is covered here or in test_parity.py."""
+sequence and through the paged pool; an MoE router option not computed and unknown types are refused with a clear
+error; every registered target type is covered here, in test_parity.py or test_moe_targets.py."""
 import json
 import shutil
 
@@ -124,17 +124,20 @@ def test_window_mask_keeps_the_last_w_positions_of_a_tree():
     assert got[2].tolist() == [False, False, False, True, False, True, False]
 
 
-def test_moe_deepseek_target_is_refused(targets, tmp_path):
+def test_moe_deepseek_target_with_a_router_not_computed_is_refused(targets, tmp_path):
+    """MoE layers load (tests/assembler/test_moe_targets.py); a router option draftsmith does not compute is refused
+    before any tensor is read (this checkpoint holds no expert)."""
     folder = tmp_path / "moe"
     folder.mkdir()
     cfg = json.loads((targets("deepseek_v3-dense") / "config.json").read_text())
-    (folder / "config.json").write_text(json.dumps({**cfg, "first_k_dense_replace": 1}))
+    (folder / "config.json").write_text(json.dumps({**cfg, "first_k_dense_replace": 1, "scoring_func": "softmax"}))
     shutil.copy(targets("deepseek_v3-dense") / "model.safetensors", folder / "model.safetensors")
-    with pytest.raises(UnsupportedTarget, match="first_k_dense_replace=1 on are mixture-of-experts"):
+    with pytest.raises(UnsupportedTarget, match="scoring_func='softmax' in its mixture-of-experts layers"):
         ours(folder)
 
 
 def test_every_registered_target_type_is_checked():
     parity = {"llama", "mistral", "qwen2", "qwen3"}  # the model types tests/assembler/test_parity.py covers
-    checked = parity | {m for m, _ in CASES.values()}
+    moe = {"deepseek_v3", "qwen3_moe"}               # and tests/assembler/test_moe_targets.py
+    checked = parity | moe | {m for m, _ in CASES.values()}
     assert set(TARGETS) <= checked

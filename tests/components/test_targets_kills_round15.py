@@ -1,7 +1,7 @@
 """Mutation survivors of draftsmith.components.targets: no built-in target type is recurrent (so none rules out
 spec v2), each type's attention recipe (q/k/v bias only where the type fixes it), the hc_mult bound (one residual
-stream loads, two are refused with the reason) and the dense_until bound (a config dense up to its last layer loads,
-one with an MoE layer, or no dense count at all, is refused naming the key and the layer count)."""
+stream loads, two are refused with the reason) and the MoE layers' bound (a config dense up to its last layer loads
+without a router check, no dense count at all is refused naming the key, a router option not computed too)."""
 from types import SimpleNamespace
 
 import pytest
@@ -22,7 +22,8 @@ def test_each_target_type_s_attention_recipe():
     none = ("gqa", {"qk_norm": False, "qkv_bias": False, "o_bias": False})   # Mistral's and Ministral's layers
     assert recipes == {"llama": ("gqa", {"qk_norm": False}), "mistral": none, "ministral": none,
                        "qwen2": ("gqa", {"qk_norm": False, "qkv_bias": True, "o_bias": False}),
-                       "qwen3": ("gqa", {"qk_norm": True}), "deepseek_v3": ("mla", {"latent_norm_eps": 1e-6})}
+                       "qwen3": ("gqa", {"qk_norm": True}), "qwen3_moe": ("gqa", {"qk_norm": True}),
+                       "deepseek_v3": ("mla", {"latent_norm_eps": 1e-6})}
     assert TargetArch(qkv_bias=False).attention_recipe() == ("gqa", {"qk_norm": False, "qkv_bias": False})
 
 
@@ -45,25 +46,31 @@ def _deepseek(**keys):
     return SimpleNamespace(model_type="deepseek_v3", num_hidden_layers=3, **keys)
 
 
-# pins targets.py:61 dense < cfg.num_hidden_layers -> dense <= (dense through the last layer is all-dense; also
+# pins targets.py moe_layers i >= first (dense through the last layer is all-dense, no router key read; also
 # killed by tests/assembler/test_targets_zoo.py)
 @pytest.mark.parametrize("dense", [3, 4])
 def test_a_config_dense_through_its_last_layer_loads(dense):
     TARGETS["deepseek_v3"]().check(_deepseek(first_k_dense_replace=dense))
 
 
-# pins targets.py:61 dense is None -> is not None (a config without the key is refused, not a TypeError)
-# pins targets.py:61 dense is None or ... -> and (both also killed by tests/assembler/test_targets_zoo.py)
-@pytest.mark.parametrize("keys, stated", [({"first_k_dense_replace": 2}, "2"), ({}, "None")])
-def test_a_config_with_a_moe_layer_or_no_dense_count_is_refused(keys, stated):
+# pins targets.py moe_layers: a config without the dense count is refused naming the key, not a TypeError; one with
+# MoE layers loads them as mixture-of-experts (tests/assembler/test_moe_targets.py), a router option not computed
+# is refused with the reason
+def test_a_config_without_a_dense_count_is_refused():
     with pytest.raises(UnsupportedTarget) as err:
-        TARGETS["deepseek_v3"]().check(_deepseek(**keys))
+        TARGETS["deepseek_v3"]().check(_deepseek())
+    assert str(err.value) == ("deepseek_v3 target: first_k_dense_replace=None does not say which layers are "
+                              "mixture-of-experts; allowed: a layer count (int)")
+
+
+def test_a_moe_router_option_not_computed_is_refused_with_the_reason():
+    with pytest.raises(UnsupportedTarget) as err:
+        TARGETS["deepseek_v3"]().check(_deepseek(first_k_dense_replace=2, topk_method="group_limited_greedy"))
     assert str(err.value) == (
-        f"deepseek_v3 target: layers from first_k_dense_replace={stated} on are mixture-of-experts, which draftsmith "
-        "does not implement; only all-dense configs (first_k_dense_replace >= num_hidden_layers = 3) load")
+        "deepseek_v3 target: topk_method='group_limited_greedy' in its mixture-of-experts layers, which draftsmith "
+        "does not compute; allowed: 'noaux_tc' (or the key absent)")
 
 
-# pins targets.py:59 self.dense_until is not None -> is None (a type without MoE layers checks no key; also
-# killed by the zoo tests)
+# pins targets.py moe_layers: a type without MoE layers checks no key (also killed by the zoo tests)
 def test_a_type_without_a_dense_count_checks_none():
     TARGETS["llama"]().check(SimpleNamespace(model_type="llama", num_hidden_layers=2, first_k_dense_replace=0))

@@ -1,0 +1,101 @@
+"""A target's mixture-of-experts MLP (``moe: sparse``), as transformers computes DeepSeek-V3's: a
+router picks ``top_k`` routed experts per token (SwiGLU MLPs under their checkpoint names, ``experts.E.*_proj``)
+and weighs their outputs; a shared MLP (``shared_experts``), where the type has one, is added to every token.
+
+What differs between types is data (:class:`~draftsmith.components.params.MoEParams`, set per model_type in
+targets.TARGETS): sigmoid or softmax scores, DeepSeek-V3's correction bias (for choosing only) and group-limited
+choice, whether the chosen weights are renormalised and scaled.
+
+Cost: eagerly, each expert some token chose runs once over the rows that chose it (transformers' loop, in its order
+of experts, so the sums are the same); while a CUDA graph is being captured no row can be looked up, so every expert
+runs over every row, weighted by zero where it was not chosen (the same sums; n_experts / top_k times the work)."""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from draftsmith.components.dims import Dims
+from draftsmith.components.mlp import SwiGLU
+from draftsmith.components.params import MoEParams
+
+
+class Router(nn.Module):
+    """``gate``: the router's weight [experts, hidden] (and DeepSeek-V3's ``e_score_correction_bias``); returns a
+    dense [tokens, experts] matrix of the chosen experts' weights (0 where not chosen)."""
+
+    def __init__(self, params: MoEParams, hidden: int, experts: int, top_k: int, *, groups: int = 1,
+                 topk_group: int = 1, norm: bool = False, scaling: float = 1.0):
+        super().__init__()
+        self.params, self.top_k, self.groups, self.topk_group = params, top_k, groups, topk_group
+        self.norm, self.scaling = norm, scaling
+        self.weight = nn.Parameter(torch.empty(experts, hidden))
+        if params.correction_bias:
+            self.register_buffer("e_score_correction_bias", torch.empty(experts))
+        # transformers keeps these in float32 whatever the model's dtype (_keep_in_fp32_modules_strict)
+        self.kept_dtypes = dict.fromkeys(("weight", "e_score_correction_bias"), torch.float32) if (
+            params.router_float32) else {}
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        p = self.params
+        logits = F.linear(x.float(), self.weight.float()) if p.router_float32 else F.linear(x, self.weight)
+        scores = logits.sigmoid() if p.scoring == "sigmoid" else logits.softmax(-1, dtype=torch.float32)
+        choice = scores + self.e_score_correction_bias if p.correction_bias else scores
+        if p.grouped:
+            n, per = choice.shape[0], choice.shape[1] // self.groups
+            grouped = choice.view(n, self.groups, per)
+            group_scores = grouped.topk(2, dim=-1)[0].sum(-1)
+            kept = torch.zeros_like(group_scores).scatter_(1, group_scores.topk(self.topk_group, -1)[1], 1)
+            choice = choice.masked_fill(~kept.bool().unsqueeze(-1).expand(n, self.groups, per).reshape(n, -1),
+                                        float("-inf"))
+        chosen = choice.topk(self.top_k, dim=-1)[1]
+        weights = scores.gather(1, chosen)
+        if self.norm:
+            weights = weights / (weights.sum(-1, keepdim=True) + 1e-20)
+        weights = weights * self.scaling
+        if p.weights_in_hidden_dtype:
+            weights = weights.to(logits.dtype)
+        return torch.zeros_like(scores, dtype=weights.dtype).scatter_(1, chosen, weights)
+
+
+class SparseMoE(nn.Module):
+    def __init__(self, gate: Router, experts: list[SwiGLU], shared_experts: SwiGLU | None = None):
+        super().__init__()
+        self.gate, self.experts, self.shared_experts = gate, nn.ModuleList(experts), shared_experts
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        flat = x.reshape(-1, x.shape[-1])
+        weights = self.gate(flat)   # [tokens, experts]
+        capturing = x.is_cuda and torch.cuda.is_current_stream_capturing()   # no row can be looked up in a graph
+        out = (self.every_expert if capturing else self.chosen_experts)(flat, weights).view_as(x)
+        return out + self.shared_experts(x) if self.shared_experts is not None else out
+
+    def chosen_experts(self, flat: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        """Each expert some row chose, over those rows, added in the order of experts (transformers' loop)."""
+        out, hit = torch.zeros_like(flat), weights.ne(0)
+        for e in hit.any(0).nonzero().flatten().tolist():
+            rows = hit[:, e].nonzero().flatten()
+            out.index_add_(0, rows, (self.experts[e](flat[rows]) * weights[rows, e, None]).to(out.dtype))
+        return out
+
+    def every_expert(self, flat: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        """Every expert over every row, weighted by zero where not chosen (the same sums; a CUDA graph's path)."""
+        out = torch.zeros_like(flat)
+        for e, expert in enumerate(self.experts):
+            out += (expert(flat) * weights[:, e, None]).to(out.dtype)
+        return out
+
+
+def moe(params: MoEParams, *, dims: Dims) -> SparseMoE:
+    """Factory of the ``moe: sparse`` component: its sizes and router settings read from the config's keys that
+    ``params`` name (targets.TargetArch.check has refused the settings it does not compute)."""
+    cfg, hidden = dims.config, dims.hidden
+    width, experts = getattr(cfg, params.intermediate_key), int(getattr(cfg, params.experts_key))
+    norm = bool(getattr(cfg, "norm_topk_prob", False)) if params.norm_topk_prob == "config" else params.norm_topk_prob
+    gate = Router(params, hidden, experts, int(getattr(cfg, params.top_k_key)),
+                  groups=int(getattr(cfg, "n_group", 1) or 1) if params.grouped else 1,
+                  topk_group=int(getattr(cfg, "topk_group", 1) or 1) if params.grouped else 1, norm=norm,
+                  scaling=float(getattr(cfg, params.scaling_key)) if params.scaling_key else 1.0)
+    shared = int(getattr(cfg, params.shared_key, 0) or 0) if params.shared_key else 0
+    return SparseMoE(gate, [SwiGLU(hidden, width) for _ in range(experts)],
+                     SwiGLU(hidden, width * shared) if shared else None)
