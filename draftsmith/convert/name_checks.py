@@ -73,6 +73,6 @@ def refusal(held: list[str], why: str, family: str, table: Mapping[str, Layout],
     loads the draft as it is."""
     whole = set(held) | set(names)
     takers = [t.name for t in table.values() if t.holds and all(any(re.search(p, n) for p in t.holds) for n in whole)]
-    instead = f"keep it in a layout that holds it (--to {' or '.join(takers)}) or " if takers else ""
+    instead = f"keep it in a layout that holds it (--to {either(takers)}) or " if takers else ""
     return (f"{short_list(held, 4, 200, quote=False)} is {' '.join(why.split())}: {instead}load it as it is "
             f"(--spec {family})")

@@ -22,7 +22,7 @@ from draftsmith.assembler.checkpoint import save_safetensors
 from draftsmith.components.weights import SplitRefused
 from draftsmith.assembler.config import flatten_draft_config
 from draftsmith.assembler.explain import TRAIN_STEP, TRAIN_STEPS, progress_note, training_progress
-from draftsmith.errors import OptionError, short, short_list, short_text, suggest
+from draftsmith.errors import OptionError, either, short, short_list, short_text, suggest
 from draftsmith.folder_lock import exclusive
 from draftsmith.paths import utf8_problem
 from draftsmith.convert.canonical import Canonical, ConvertError, head_dim, plan_canonical, read_canonical
@@ -55,7 +55,7 @@ def check_family(src: str | Path, found: Inspection, table: Mapping[str, Layout]
         family = found.match.spec
         raise ConvertError(
             f"{short_text(src, 300)} is a {family} draft (draft.fusion.kind: {kind}); the layouts convert writes "
-            f"({', '.join(table)}) hold drafts of fusion kind {' or '.join(sorted(kinds))} only, so there is nothing "
+            f"({', '.join(table)}) hold drafts of fusion kind {either(sorted(kinds))} only, so there is nothing "
             f"to convert it into: load it as it is (--spec {family})")
 
 
