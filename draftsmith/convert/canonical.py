@@ -97,11 +97,11 @@ def plan_canonical(folder: str | Path, found: Inspection | None = None) -> Canon
     return Canonical(found, sources, shapes, facts, rope, found.match.spec, carried, rows)
 
 
-def read_canonical(folder: str | Path, found: Inspection | None = None
+def read_canonical(folder: str | Path, found: Inspection | None = None, *, plan: Canonical | None = None
                    ) -> tuple[dict[str, torch.Tensor], dict[str, Any], str, str]:
     """(canonical tensors, config facts, source rope order, detected spec) of a draft checkpoint; ``found``: its
-    inspection, when the caller made it already."""
-    plan = plan_canonical(folder, found)
+    inspection, ``plan`` its :func:`plan_canonical`, when the caller made them already."""
+    plan = plan_canonical(folder, found) if plan is None else plan
     read = Counter(plan.sources.values())   # a fused tensor is read once; each part takes its rows, as its own
     data = read_tensors(plan.found.infos, list(read), finite=True)   # NaN/inf: no load takes it
     tensors = {canon: cut(data[src], plan.rows.get(canon), read[src] > 1) for canon, src in plan.sources.items()}

@@ -183,7 +183,7 @@ def _convert(src: str | Path, layout: Layout, out: Path,
     refused = f"{short_text(src, 300)} cannot be written as {to}:\n  "
     if problems:
         raise ConvertError(refused + "\n  ".join(problems))
-    tensors, facts, rope, _ = read_canonical(src, found)
+    tensors, facts, rope, _ = read_canonical(src, found, plan=plan)
     perm = rope_permutation(hd, rope, order)
     moved = {}
     for canon, kind in how.items():
