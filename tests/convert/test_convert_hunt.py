@@ -92,8 +92,8 @@ def test_verify_asks_the_model_which_names_it_refuses(target, tmp_path, monkeypa
     save_file(tensors, f)
     real = convert_run.read_canonical
 
-    def carries_a_stray(folder, found=None):   # a conversion that writes one tensor too many (as the NeMo copy
-        tensors, *rest = real(folder, found)      # once was)
+    def carries_a_stray(folder, found=None, **plan):   # a conversion that writes one tensor too many (as the NeMo
+        tensors, *rest = real(folder, found, **plan)      # copy once was)
         return ({**tensors, "stray.weight": torch.zeros(2)} if folder == src else tensors, *rest)
 
     monkeypatch.setattr(convert_run, "read_canonical", carries_a_stray)
