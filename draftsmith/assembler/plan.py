@@ -215,14 +215,16 @@ def plan_load(infos: Mapping[str, TensorInfo], rules: RuleSet, expected: Mapping
         names = [c for n in members for c in rules.preimages(n, used)]
         return f" (would be read from {one_pattern(names)})" if names else ""
 
+    # a leftover checkpoint name -> (the rule that took it, the name it made)
+    taken = {origin[c][0]: (origin[c][1], c) for c in unexpected}
     buckets = {}
     for name in missing:
         buckets.setdefault(expected[name], []).append(name)
     for exp, names in buckets.items():
         for pattern, members in group_names(names):
             if found := [f for n in members if (f := fused(n)) is not None]:
-                hint = (f"; looks fused: {one_pattern(found)} in the checkpoint stacks its rows with others: use a "
-                        "split rule (README: weight rules)")
+                hint = f"; looks fused: {one_pattern(found)} in the checkpoint stacks its rows with others: " + (
+                    _unreached_split(found, taken, rules) or "use a split rule (README: weight rules)")
             else:
                 close = [c for n in members if (c := closest[n]) is not None]
                 hint = f"; closest in checkpoint: {one_pattern(close)}" if close else ""
@@ -279,3 +281,19 @@ def plan_load(infos: Mapping[str, TensorInfo], rules: RuleSet, expected: Mapping
             error.add_note(note)
         raise error
     return LoadPlan(sources={c: origin[c][0] for c in both}, ignored=tuple(remap.ignored), rows=rows)
+
+
+def _unreached_split(found: list[str], taken: Mapping[str, tuple[int, str]], rules: RuleSet) -> str | None:
+    """What to say of fused checkpoint names a split rule of the spec would split but another rule took first (rules
+    do not chain: a name takes the first rule it matches, and a rule never sees the name another made), or None where
+    no split rule matches them."""
+    for name in found:
+        by, made = taken.get(name, (None, name))
+        if by is None:   # no rule took it, so none matches it
+            continue
+        if (hit := rules.other_rule(name, by)) and len(hit[1]) > 1:
+            return f"split rule {hit[0]} matches it, but rule {by} takes it first: put the split rule above it"
+        if (hit := rules.other_rule(made, by)) and len(hit[1]) > 1:
+            return (f"split rule {hit[0]} matches {quote(made)}, the name rule {by} makes of it, but a rule never sees "
+                    "another's name: match the checkpoint's name")
+    return None
