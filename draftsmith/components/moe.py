@@ -48,7 +48,8 @@ class Router(nn.Module):
             kept = torch.zeros_like(group_scores).scatter_(1, group_scores.topk(self.topk_group, -1)[1], 1)
             choice = choice.masked_fill(~kept.bool().unsqueeze(-1).expand(n, self.groups, per).reshape(n, -1),
                                         float("-inf"))
-        chosen = choice.topk(self.top_k, dim=-1)[1]
+        # in transformers' order (DeepSeek-V3's sorted=False): the chosen weights' float32 sum below rounds by it
+        chosen = choice.topk(self.top_k, dim=-1, sorted=p.sorted_topk)[1]
         weights = scores.gather(1, chosen)
         if self.norm:
             weights = weights / (weights.sum(-1, keepdim=True) + 1e-20)
@@ -59,9 +60,12 @@ class Router(nn.Module):
 
 
 class SparseMoE(nn.Module):
-    def __init__(self, gate: Router, experts: list[SwiGLU], shared_experts: SwiGLU | None = None):
+    def __init__(self, gate: Router, experts: list[SwiGLU], shared_experts: SwiGLU | None = None, *,
+                 empty_shared: bool = False):
         super().__init__()
         self.gate, self.experts, self.shared_experts = gate, nn.ModuleList(experts), shared_experts
+        # a type with shared experts, none here: transformers still saves a 0-wide shared MLP's empty tensors
+        self.copies = tuple(f"shared_experts.{n}_proj.weight" for n in ("gate", "up", "down")) if empty_shared else ()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         flat = x.reshape(-1, x.shape[-1])
@@ -98,4 +102,5 @@ def moe(params: MoEParams, *, dims: Dims) -> SparseMoE:
                   scaling=float(getattr(cfg, params.scaling_key)) if params.scaling_key else 1.0)
     shared = int(getattr(cfg, params.shared_key, 0) or 0) if params.shared_key else 0
     return SparseMoE(gate, [SwiGLU(hidden, width) for _ in range(experts)],
-                     SwiGLU(hidden, width * shared) if shared else None)
+                     SwiGLU(hidden, width * shared) if shared else None,
+                     empty_shared=bool(params.shared_key) and not shared)

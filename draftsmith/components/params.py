@@ -81,6 +81,8 @@ class MoEParams(BaseModel):
     router_float32: bool = False    # router logits in float32, its tensors kept float32 (DeepSeek-V3)
     weights_in_hidden_dtype: bool = False   # the chosen weights cast to the hidden dtype before the product (Qwen3)
     norm_topk_prob: Literal["config"] | bool = "config"   # the chosen weights divided by their sum
+    sorted_topk: bool = True        # the chosen experts in score order (torch.topk's sorted), as the type's
+    # router lists them: their weights' sum (norm_topk_prob) rounds in that order
     experts_key: str = "num_experts"               # the config keys of the routed experts' count, width and top-k
     intermediate_key: str = "moe_intermediate_size"
     top_k_key: str = "num_experts_per_tok"

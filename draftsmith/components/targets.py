@@ -115,7 +115,7 @@ TARGETS = {
     "deepseek_v3": arch(attention="mla", attention_params=(("latent_norm_eps", 1e-6),), mlp_bias=False,
                         sliding_window="ignored", moe_from="first_k_dense_replace", moe=(
                             ("scoring", "sigmoid"), ("correction_bias", True), ("grouped", True),
-                            ("router_float32", True), ("experts_key", "n_routed_experts"),
+                            ("router_float32", True), ("sorted_topk", False), ("experts_key", "n_routed_experts"),
                             ("shared_key", "n_shared_experts"), ("scaling_key", "routed_scaling_factor")),
                         # DeepSeek's own keys for the router transformers computes (it ignores them): others refused
                         moe_options=(("topk_method", ("noaux_tc",)), ("scoring_func", ("sigmoid",)),

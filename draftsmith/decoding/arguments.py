@@ -219,8 +219,9 @@ def placement_problems(model: Any) -> list[str]:
         if {p.dtype for p in params} <= {dtype} and not any(map(off, {p.device for p in params})):
             continue
         # the list is the module's as it is now (_floating): the parameter found there is found here, named
+        kept = _kept(list(module.modules()))
         at, p = next((at, p) for at, p in module.named_parameters()
-                     if p.is_floating_point() and p.element_size() > 1 and elsewhere(p))
+                     if p.is_floating_point() and p.element_size() > 1 and id(p) not in kept and elsewhere(p))
         out.append(f"the {name}'s weights are {str(p.dtype).removeprefix('torch.')} on {p.device} ({at}, the first "
                    f"so), but the model was assembled for {str(dtype).removeprefix('torch.')} on {model.device} (its "
                    "KV pools follow that): call draftsmith.assemble(..., device=, dtype=) again instead of moving or "
@@ -241,8 +242,17 @@ def _floating(model: Any, name: str, module: Any) -> tuple:
     owners = list(module.modules())
     sizes = [(d, len(d)) for owner in owners for d in (owner._modules, owner._parameters)]
     places = [(d, key, v) for d, _ in sizes for key, v in d.items()]
-    found = tuple(v for _, _, v in places
-                  if isinstance(v, torch.Tensor) and v.is_floating_point() and v.element_size() > 1)
+    kept = _kept(owners)
+    found = tuple(v for _, _, v in places if isinstance(v, torch.Tensor) and v.is_floating_point()
+                  and v.element_size() > 1 and id(v) not in kept)
     if cache is not None:
         cache[name] = (module, sizes, places, found)
     return found
+
+
+def _kept(owners: list) -> set[int]:
+    """The parameters ``owners`` (a model's modules) keep in a dtype of their own whatever the model's
+    (``kept_dtypes``: an MoE router's float32 weight, as transformers keeps DeepSeek-V3's), by identity: not placed
+    by the assembled dtype."""
+    return {id(p) for owner in owners for key in getattr(owner, "kept_dtypes", {})
+            if isinstance(p := owner._parameters.get(key), torch.Tensor)}
