@@ -27,7 +27,7 @@ from draftsmith.assembler.vocab import check_draft_vocab, check_vocab_tensors
 from draftsmith.hf_import import ready_transformers
 from draftsmith.components import fused, gemv, packed, stacked
 from draftsmith.components.targets import mtp_layer_patterns
-from draftsmith.components.weights import RuleSet
+from draftsmith.components.weights import RegexRule, RuleSet
 from draftsmith.decoding.graphs import graphs_enabled
 from draftsmith.decoding.model import SpeculativeModel
 from draftsmith.decoding.modes import RECURRENT, V2
@@ -67,7 +67,9 @@ def plan_target(folder: Path, registry: Registry, backend) -> tuple[PlannedLoad,
         raise CheckpointError(raw.file, why)
     cfg = target_hf_config(folder)
     model = build_target(cfg, registry, backend)
-    rules = RuleSet([], ignore=[*TARGET_RULES.ignore, *([r"^lm_head\.weight$"] if model.tie else []),
+    arch = registry.build("target", cfg.model_type)   # the type's own module names (TargetArch.names): renamed
+    renames = [RegexRule(**rule) for rule in arch.name_rules()] if callable(getattr(arch, "name_rules", None)) else []
+    rules = RuleSet(renames, ignore=[*TARGET_RULES.ignore, *([r"^lm_head\.weight$"] if model.tie else []),
                                 *mtp_layer_patterns(raw)])  # declared MTP layers are a draft's, not the target's
     return plan_module(model, folder, rules, spec=f"target ({cfg.model_type})"), cfg
 

@@ -15,7 +15,7 @@ from torch import nn
 from draftsmith.assembler.config import (flatten_draft_config, has_recurrent_layers, is_mla, target_hidden_width,
                                         text_config, unread_eps)
 from draftsmith.assembler.models import CausalLM, DraftModel
-from draftsmith.assembler.parts import LayerRecipe, Stacker
+from draftsmith.assembler.parts import LayerRecipe, Stacker, continued_moe
 from draftsmith.components.dims import Dims
 from draftsmith.components.gqa import config_qkv_bias, held_qkv_bias, stated_qkv_bias
 from draftsmith.components.layers import own_input
@@ -316,9 +316,10 @@ def build_draft(spec: Spec, registry: Registry, *, draft_raw: Mapping[str, Any],
     if notes:   # once per draft build, on one line, where the user sees it
         log.warning("draft %s: %s", short_text(getattr(draft_raw, "file", "config"), 300), "; ".join(notes))
     params = fusion_params(spec, registry)
+    sparse_mlp, sparse_dims, moe_of = continued_moe(spec, registry, target_cfg, dims.hidden)
     recipe = LayerRecipe(layer=(d.layer.kind, d.layer.params), attention=attention,
-                         mlp=(d.mlp.kind, d.mlp.params), norm=(d.norm.kind, d.norm.params))
-    stack = Stacker(registry, recipe, dims, backend)
+                         mlp=(d.mlp.kind, d.mlp.params), norm=(d.norm.kind, d.norm.params), sparse_mlp=sparse_mlp)
+    stack = Stacker(registry, recipe, dims, backend, sparse_dims)
     target_vocab = target_cfg.vocab_size
     reduced = reduced_reason(spec, draft_raw, canonical_names, target_vocab)
     vd = int(draft_raw.get("draft_vocab_size") or d2t_rows or target_vocab) if reduced else None
@@ -341,14 +342,15 @@ def build_draft(spec: Spec, registry: Registry, *, draft_raw: Mapping[str, Any],
                 raise spec.error(problems)
         try:
             hidden_norm = hidden_norm_slot(spec, fc)
-            layers = []
-            for i in range(layer_count(spec, canonical_names, source)):
+            layers, count = [], layer_count(spec, canonical_names, source)
+            sparse = moe_of(count)   # draft.moe: as_target: the layers the target's type makes MoE at L + i
+            for i in range(count):
                 first = i == 0
                 layers.append(stack.layer(
                     i, in_width=dims.hidden * (fc.first_in_factor if first else 1),
                     input_norm=d.norms.input == "all" or (d.norms.input == "not_first" and not first),
                     hidden_norm=first and hidden_norm, mix=fc.first_mix if first else own_input,
-                    norm_before_residual=first and fc.norm_before_residual))
+                    norm_before_residual=first and fc.norm_before_residual, sparse=i in sparse))
             head = nn.Linear(dims.hidden, vd or target_vocab, bias=False) if d.share.lm_head == "draft" else None
             model = DraftModel(fc, layers, stack.norm(dims.hidden) if d.norms.final else None, lm_head=head,
                                draft_vocab=vd, target_vocab=target_vocab, head_norm=fc.norm_output != "none",

@@ -86,6 +86,9 @@ def held_patterns(spec, registry) -> list[str]:
     out = [r"^layers\.\d+\.post_attention_layernorm\.weight$",
            r"^layers\.\d+\.mlp\.(gate|up|down)_proj\.(weight|bias)$",
            rf"^(fc|layers\.\d+\.(self_attn|mlp)\.\w+_proj(_with_mqa)?)\.{LINEAR_SCALES}$"]
+    if d.moe == "as_target":   # the target type's mixture of experts (components.moe: router, experts, shared)
+        out.append(r"^layers\.\d+\.mlp\.(gate\.(weight|e_score_correction_bias)|(experts\.\d+|shared_experts)\."
+                   rf"(gate|up|down)_proj\.(weight|{LINEAR_SCALES}))$")
     fusion = registry.holds("fusion", d.fusion.kind, d.fusion.params, (r"^fc\.", HIDDEN_NORM_SLOT))
     out += [p for p in fusion if p != HIDDEN_NORM_SLOT]
     if d.norms.hidden is not False and HIDDEN_NORM_SLOT in fusion:   # true of a fusion without it: refused at load

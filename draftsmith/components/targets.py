@@ -6,6 +6,7 @@ tests/assembler/test_moe_targets.py); a config this code would misread is refuse
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -44,6 +45,9 @@ class TargetArch(BaseModel):
     moe_dense: str | None = None       # ... unless this key's list names it (mlp_only_layers)
     moe_options: tuple[tuple[str, tuple[Any, ...]], ...] = ()   # (config key, the values computed): others refused
     sliding_window: WindowRule = "config"   # which layers the config's sliding_window applies to (above)
+    # the checkpoint's module names under each layer that are not the model's: (file's, model's), ``{e}`` an expert's
+    # number (Mixtral's block_sparse_moe.experts.{e}.w1 is the model's mlp.experts.{e}.gate_proj); see name_rules
+    names: tuple[tuple[str, str], ...] = ()
 
     def window(self, cfg, idx: int) -> int | None:
         """Layer idx's sliding window, as transformers' model of this type applies it (``sliding_window``)."""
@@ -52,6 +56,16 @@ class TargetArch(BaseModel):
             return None
         types = getattr(cfg, "layer_types", None) if self.sliding_window != "every_layer" else None
         return int(window) if types is None or types[idx] == "sliding_attention" else None
+
+    def name_rules(self) -> list[dict[str, Any]]:
+        """``names`` as weight rules (RegexRule fields, both ways) for ``model.layers.N.`` names."""
+        def pattern(module: str) -> str:
+            return r"^(model\.layers\.\d+\.)" + re.escape(module).replace(re.escape("{e}"), r"(\d+)") + r"\."
+
+        def template(module: str) -> str:
+            return "\\1" + module.replace("{e}", "\\2") + "."
+        return [{"match": pattern(old), "replace": template(new), "inverse": (pattern(new), template(old))}
+                for old, new in self.names]
 
     def attention_recipe(self) -> tuple[str, dict[str, Any]]:
         if self.attention != "gqa":
@@ -71,11 +85,13 @@ class TargetArch(BaseModel):
         if self.moe and self.moe_layers(cfg):
             moe_check(cfg, self)
 
-    def moe_layers(self, cfg) -> list[int]:
-        """The layers whose MLP is the type's mixture of experts (as transformers' model of the type builds them)."""
+    def moe_layers(self, cfg, count: int | None = None) -> list[int]:
+        """The layers whose MLP is the type's mixture of experts (as transformers' model of the type builds them),
+        of the config's num_hidden_layers, or of the first ``count`` indices (past the last: an MTP layer continues
+        the stack at index num_hidden_layers, and is MoE by the same rule, as vLLM and SGLang build DeepSeek-V3's)."""
         if not self.moe:
             return []
-        layers = range(cfg.num_hidden_layers)
+        layers = range(cfg.num_hidden_layers if count is None else count)
         if self.moe_from is not None:
             first = getattr(cfg, self.moe_from, None)
             if not isinstance(first, int) or isinstance(first, bool):
@@ -101,6 +117,10 @@ def arch(**fixed):
 # mlp_bias, Qwen3 attention_bias only; Mistral and Ministral have none, Qwen2 q/k/v biases only, whatever the config
 # says (transformers ignores the keys there, and drops bias tensors a file holds).
 NO_BIAS = {"qkv_bias": False, "o_bias": False, "mlp_bias": False}
+# Mixtral's files name its MoE block block_sparse_moe and its experts' gate / up / down projections w1 / w3 / w2
+MIXTRAL_NAMES = (("block_sparse_moe.gate", "mlp.gate"),
+                 *((f"block_sparse_moe.experts.{{e}}.{w}", f"mlp.experts.{{e}}.{proj}")
+                   for w, proj in (("w1", "gate_proj"), ("w3", "up_proj"), ("w2", "down_proj"))))
 TARGETS = {
     "llama": arch(sliding_window="ignored"),
     "mistral": arch(**NO_BIAS, sliding_window="every_layer"),
@@ -112,6 +132,10 @@ TARGETS = {
     # in the hidden dtype, the softmax in float32
     "qwen3_moe": arch(qk_norm=True, mlp_bias=False, sliding_window="every_layer", moe_step="decoder_sparse_step",
                       moe_dense="mlp_only_layers", moe=(("scoring", "softmax"), ("weights_in_hidden_dtype", True))),
+    # every layer MoE under Mixtral's names; softmax in float32 over every expert, the top-k renormalised
+    "mixtral": arch(**NO_BIAS, sliding_window="every_layer", names=MIXTRAL_NAMES, moe=(
+        ("scoring", "softmax"), ("norm_topk_prob", True), ("experts_key", "num_local_experts"),
+        ("intermediate_key", "intermediate_size"))),
     "deepseek_v3": arch(attention="mla", attention_params=(("latent_norm_eps", 1e-6),), mlp_bias=False,
                         sliding_window="ignored", moe_from="first_k_dense_replace", moe=(
                             ("scoring", "sigmoid"), ("correction_bias", True), ("grouped", True),

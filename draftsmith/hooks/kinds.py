@@ -167,7 +167,7 @@ KINDS: dict[str, Kind] = {
                 probe=lambda made, context: keeps_width(made, context["dims"].hidden, "an mlp"),
                 output=lambda context: None),
     "moe": Kind("factory(params, *, dims)", "a target's mixture-of-experts feed-forward module, built for the layers "
-                "its TargetArch.moe_layers names (see components.moe.SparseMoE)",
+                "its TargetArch.moe_layers names, and a draft's with draft.moe: as_target (components.moe.SparseMoE)",
                 probe=lambda made, context: keeps_width(made, context["dims"].hidden, "an mlp"),
                 output=lambda context: None),
     "norm": Kind("factory(params, *, dim, eps)", "a norm module whose parameter is `weight` of shape [dim]",

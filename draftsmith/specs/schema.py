@@ -112,6 +112,9 @@ class Draft(Frozen):
     layer: Ref = Ref(kind="llama")
     attention: Ref = Ref(kind="auto")                    # auto: mla when the config has MLA fields, else gqa
     mlp: Ref = Ref(kind="swiglu")
+    # as_target: layer i continues the target's stack at its index num_hidden_layers + i (an MTP layer): its MLP is
+    # the target type's mixture of experts where the target's config makes that index one, else draft.mlp
+    moe: Literal["none", "as_target"] = "none"
     norm: Ref = Ref(kind="rms")
     norms: Norms = Norms()
     fusion: Ref

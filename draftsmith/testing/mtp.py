@@ -19,21 +19,27 @@ from draftsmith.testing import _dims, _llama_layer, _target_cfg
 from draftsmith.testing.mla import mla_layer
 
 
-def write_mtp(target: str | Path, *, seed: int = 11, std: float = 0.05, copy_head: bool = True) -> Path:
+def write_mtp(target: str | Path, *, seed: int = 11, std: float = 0.05, copy_head: bool = True,
+              block_from: int | None = None) -> Path:
     """Add one MTP layer to the target folder (its model.safetensors and config.json) and return the folder.
 
     ``copy_head``: shared_head.head / embed_tokens are exact copies of the target's (as DeepSeek ships them);
-    False writes independent random ones (a draft that disagrees more)."""
+    False writes independent random ones (a draft that disagrees more). ``block_from``: the decoder block is a copy
+    of the tensors the files hold under ``model.layers.{block_from}.`` (an MoE layer's router and experts too; the
+    MTP layer's own index, where the files hold it, keeps a block transformers wrote), else random dense."""
     folder, tc = Path(target), _target_cfg(target)
     H, nH, nKV, d, I = _dims(tc)
     L, V = tc["num_hidden_layers"], tc["vocab_size"]
     g = torch.Generator().manual_seed(seed)
     p = f"model.layers.{L}."
-    if tc.get("kv_lora_rank") is not None:
+    src = load_file(str(folder / "model.safetensors"))
+    if block_from is not None:
+        q = f"model.layers.{block_from}."
+        block = {p + n[len(q):]: t.clone() for n, t in src.items() if n.startswith(q)}
+    elif tc.get("kv_lora_rank") is not None:
         block = mla_layer(p, H, nH, I, tc, H, g, std)
     else:
         block = _llama_layer(p, H, nH, nKV, d, I, H, g, std)
-    src = load_file(str(folder / "model.safetensors"))
     head = src.get("lm_head.weight", src["model.embed_tokens.weight"])
     t = {f"{p}enorm.weight": 1 + torch.randn(H, generator=g) * 0.1,
          f"{p}hnorm.weight": 1 + torch.randn(H, generator=g) * 0.1,

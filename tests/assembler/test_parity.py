@@ -192,5 +192,5 @@ def test_unknown_model_type_lists_the_known_targets(targets, tmp_path, model_typ
         ours(folder)
     text = str(info.value)
     assert f"unknown target '{model_type}'" in text and hint in text
-    assert ("known: deepseek_v3 (builtin), llama (builtin), ministral (builtin), mistral (builtin), qwen2 (builtin), "
-            "qwen3 (builtin)" in text)
+    assert ("known: deepseek_v3 (builtin), llama (builtin), ministral (builtin), mistral (builtin), mixtral (builtin), "
+            "qwen2 (builtin), qwen3 (builtin)" in text)

@@ -138,6 +138,6 @@ def test_moe_deepseek_target_with_a_router_not_computed_is_refused(targets, tmp_
 
 def test_every_registered_target_type_is_checked():
     parity = {"llama", "mistral", "qwen2", "qwen3"}  # the model types tests/assembler/test_parity.py covers
-    moe = {"deepseek_v3", "qwen3_moe"}               # and tests/assembler/test_moe_targets.py
+    moe = {"deepseek_v3", "qwen3_moe", "mixtral"}    # and tests/assembler/test_moe_targets.py, test_mixtral_target.py
     checked = parity | moe | {m for m, _ in CASES.values()}
     assert set(TARGETS) <= checked

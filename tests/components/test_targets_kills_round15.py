@@ -20,7 +20,7 @@ def test_no_builtin_target_type_is_recurrent():
 def test_each_target_type_s_attention_recipe():
     recipes = {name: make().attention_recipe() for name, make in TARGETS.items()}
     none = ("gqa", {"qk_norm": False, "qkv_bias": False, "o_bias": False})   # Mistral's and Ministral's layers
-    assert recipes == {"llama": ("gqa", {"qk_norm": False}), "mistral": none, "ministral": none,
+    assert recipes == {"llama": ("gqa", {"qk_norm": False}), "mistral": none, "ministral": none, "mixtral": none,
                        "qwen2": ("gqa", {"qk_norm": False, "qkv_bias": True, "o_bias": False}),
                        "qwen3": ("gqa", {"qk_norm": True}), "qwen3_moe": ("gqa", {"qk_norm": True}),
                        "deepseek_v3": ("mla", {"latent_norm_eps": 1e-6})}

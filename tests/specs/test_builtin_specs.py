@@ -85,7 +85,7 @@ def test_a_spec_that_leaves_fields_out_gets_the_schema_defaults(registry):
     assert spec.model_dump(mode="json") == {
         "name": "least", "description": "", "checkpoints": {"target": None, "draft": None},
         "draft": {"num_layers": "auto", "layer": {"kind": "llama"}, "attention": {"kind": "auto"},
-                  "mlp": {"kind": "swiglu"}, "norm": {"kind": "rms"},
+                  "mlp": {"kind": "swiglu"}, "moe": "none", "norm": {"kind": "rms"},
                   "norms": {"input": "all", "hidden": "auto", "final": True},
                   "fusion": {"kind": "eagle3", "norm_before_residual": False}, "feed_back": "pre_norm",
                   "vocab": {"reduced": "auto", "d2t": "offset"}, "share": {"embed": "target", "lm_head": "target"}},
