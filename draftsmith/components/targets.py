@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from draftsmith.components.params import MoEParams
 from draftsmith.errors import DraftsmithError
 
 if TYPE_CHECKING:
@@ -84,6 +85,17 @@ class TargetArch(BaseModel):
                 "its layers keep one stream, so the draft would read the wrong width at its first step")
         if self.moe and self.moe_layers(cfg):
             moe_check(cfg, self)
+
+    def moe_keys(self) -> set[str]:
+        """The config keys this type's mixture-of-experts layers are read by (none for a dense type)."""
+        if not self.moe:
+            return set()
+        p = MoEParams(**dict(self.moe))
+        keys = {p.experts_key, p.intermediate_key, p.top_k_key, p.shared_key, p.scaling_key, self.moe_from,
+                self.moe_step, self.moe_dense, *(key for key, _ in self.moe_options)}
+        keys |= {"n_group", "topk_group"} if p.grouped else set()
+        keys |= {"norm_topk_prob"} if p.norm_topk_prob == "config" else set()
+        return keys - {None}
 
     def moe_layers(self, cfg, count: int | None = None) -> list[int]:
         """The layers whose MLP is the type's mixture of experts (as transformers' model of the type builds them),

@@ -57,7 +57,10 @@ def inspect_checkpoint(folder: str | Path, registry: Registry | None = None, spe
     if faults := fusion_value_problems(config):   # the detectors read them: said naming the file, as a load says
         raise CheckpointError(config_file(folder), "; ".join(faults))
     names = list(infos)
-    unread = unread_keys(flatten_draft_config(config), known_keys(style_of(folder, config)))
+    kind = config.get("model_type")   # a whole model's folder (an MTP draft): its type's mixture-of-experts keys
+    arch = registry.build("target", kind) if ("target", kind) in registry.components else None
+    moe = arch.moe_keys() if callable(getattr(arch, "moe_keys", None)) else set()
+    unread = unread_keys(flatten_draft_config(config), known_keys(style_of(folder, config)) | moe)
     given = None if spec is None else load_spec(spec, registry)
     ref = None if given is None else given.name if spec is given else str(spec) if str(spec) in registry.specs \
         else str(Path(spec).resolve())   # a file: the proposal's extends names it from anywhere it is saved

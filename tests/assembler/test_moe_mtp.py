@@ -132,3 +132,15 @@ def test_a_router_option_not_computed_is_refused_for_the_mtp_layer_alone(folders
     folder = edit_config(folders(2), tmp_path / "softmax", scoring_func="softmax")
     with pytest.raises(UnsupportedTarget, match="scoring_func='softmax'"):
         assemble(folder)
+
+
+def test_inspect_does_not_call_the_mixture_of_experts_keys_unread(folders):
+    # an MTP folder is a whole model: its type's MoE keys are read (by the target and the draft's as_target layer)
+    from draftsmith.convert.inspect import inspect_checkpoint
+
+    folder = folders(1)
+    found = inspect_checkpoint(folder)
+    moe = {"n_routed_experts", "n_shared_experts", "num_experts_per_tok", "moe_intermediate_size", "n_group",
+           "topk_group", "routed_scaling_factor", "norm_topk_prob", "first_k_dense_replace"}
+    assert moe <= set(json.loads((folder / "config.json").read_text())), "the config states them"
+    assert not moe & set(found.unread), found.unread
