@@ -77,16 +77,26 @@ def _llama_layer(prefix: str, H: int, nH: int, nKV: int, d: int, I: int, in_widt
 def _draft_config(tc: dict[str, Any], **extra: Any) -> dict[str, Any]:
     keys = ("hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads", "vocab_size", "head_dim",
             "rms_norm_eps", "max_position_embeddings", "rope_theta")
+    # head_dim: the width the draft's heads are built with (_dims), stated where the target's config has the key (a
+    # null, as Mixtral's, or an MLA head's rotary part) or is MLA (the Hub's DeepSeek-V3 states none)
+    stated = {**tc, "head_dim": _dims(tc)[3]} if "head_dim" in tc or _latent(tc) else tc
     cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": 1,
-           **{k: tc[k] for k in keys if k in tc}}
+           **{k: stated[k] for k in keys if k in stated}}
     if "rope_parameters" in tc and "rope_theta" not in cfg:
         cfg["rope_theta"] = tc["rope_parameters"].get("rope_theta", 10000.0)
     return {**cfg, **extra}
 
 
+def _latent(tc: dict[str, Any]) -> bool:
+    """An MLA target (DeepSeek-V3's latent attention): its config's ``head_dim``, where transformers writes one, is
+    ``qk_rope_head_dim`` (the rotary part of a head), no head's width; the Hub's DeepSeek-V3 config states none."""
+    return tc.get("kv_lora_rank") is not None
+
+
 def _dims(tc: dict[str, Any]) -> tuple[int, int, int, int, int]:
     H, nH = tc["hidden_size"], tc["num_attention_heads"]
-    return H, nH, tc.get("num_key_value_heads", nH), tc.get("head_dim") or H // nH, tc["intermediate_size"]
+    d = None if _latent(tc) else tc.get("head_dim")   # a Llama-layer draft's heads: hidden / heads wide for MLA
+    return H, nH, tc.get("num_key_value_heads", nH), d or H // nH, tc["intermediate_size"]
 
 
 def write_eagle1(folder: str | Path, target: str | Path, *, seed: int = 1, std: float = 0.05,
