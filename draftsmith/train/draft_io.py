@@ -181,27 +181,40 @@ def start_from_target(model) -> list[str]:
     On the SmolLM2 pair (200 steps, one layer, held-out stdlib text) this took the step-0 top-1 / top-4 from
     0.317 / 0.512 to 0.401 / 0.587. Returns the names of the draft parameters it set (none: a layer type whose
     names and shapes match nothing in the target's)."""
-    last = dict(model.target.model.layers[-1].named_parameters())
     done = []
     with torch.no_grad():
-        for name, p in model.draft.named_parameters():
-            parts = name.split(".")
-            if parts[0] != "layers" or p.dim() == 0:
-                continue
-            layer, key = model.draft.layers[int(parts[1])], ".".join(parts[2:])
-            if key.startswith("input_layernorm.") and any(n.startswith("hidden_norm.") for n, _ in
-                                                          layer.named_parameters()):
-                continue   # the embedding's norm: the hidden stream's norm is the one that takes the target's
-            w = last.get(key.replace("hidden_norm.", "input_layernorm."))
-            if w is None or w.shape[0] != p.shape[0] or p.shape[-1] % w.shape[-1]:
-                continue
-            p[..., p.shape[-1] - w.shape[-1]:] = w
-            done.append(name)
+        for name, p, w in _namesakes(model):
+            if w is not None:
+                p[..., p.shape[-1] - w.shape[-1]:] = w
+                done.append(name)
         fc = getattr(model.draft, "fc", None)
-        if getattr(fc, "target_width", None) == getattr(fc, "out_features", None):   # a square last block
+        if fc is not None and getattr(fc, "target_width", None) == getattr(fc, "out_features", None):   # square
             fc.weight[:, -fc.out_features:] += torch.eye(fc.out_features, dtype=fc.weight.dtype)
             done.append("fc.weight")
     return done
+
+
+def unmatched_by_target(model) -> list[str]:
+    """The draft layer weights :func:`start_from_target` leaves at their fresh start for want of a namesake of a shape
+    it can take in the target's last layer (a mixture-of-experts or latent-attention layer's differ from a Llama
+    draft layer's), the embedding's norm, kept at 1 on purpose, aside."""
+    return [name for name, _, w in _namesakes(model) if w is None]
+
+
+def _namesakes(model):
+    """(name, draft weight, the target's last-layer weight it starts from or None) for each draft layer weight
+    :func:`start_from_target` considers."""
+    last = dict(model.target.model.layers[-1].named_parameters())
+    for name, p in model.draft.named_parameters():
+        parts = name.split(".")
+        if parts[0] != "layers" or p.dim() == 0:
+            continue
+        layer, key = model.draft.layers[int(parts[1])], ".".join(parts[2:])
+        if key.startswith("input_layernorm.") and any(n.startswith("hidden_norm.") for n, _ in
+                                                      layer.named_parameters()):
+            continue   # the embedding's norm: the hidden stream's norm is the one that takes the target's
+        w = last.get(key.replace("hidden_norm.", "input_layernorm."))
+        yield name, p, None if w is None or w.shape[0] != p.shape[0] or p.shape[-1] % w.shape[-1] else w
 
 
 def tap_convention(spec) -> str:

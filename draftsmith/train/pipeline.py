@@ -13,11 +13,13 @@ import draftsmith
 from draftsmith import chat, hub
 from draftsmith.assembler.assemble import read_tokenizer
 from draftsmith.assembler.explain import UNFINISHED, unsaid
+from draftsmith.assembler.names import group_names
 from draftsmith.options import flag
-from draftsmith.errors import count
+from draftsmith.errors import count, short_list
 from draftsmith.train import data as D
 from draftsmith.train.checks import TrainError, check_job
-from draftsmith.train.draft_io import export_draft, for_training, init_draft, start_from_target
+from draftsmith.train.draft_io import (export_draft, for_training, init_draft, start_from_target,
+                                       unmatched_by_target)
 from draftsmith.train.export_notes import canonical_kept, output_ids_note, unstated
 from draftsmith.train.evaluate import PLANS, Acceptance, acceptance
 from draftsmith.train.features import FeatureStore, extract_with_log, made_for, read_meta
@@ -283,7 +285,10 @@ def start(job: Job, ids: torch.Tensor, log: Callable[[str], None]):
         log(f"draft vocabulary: the target's full {V} tokens{asked}")
     model = init_draft(job.spec, job.target, out, kept, seed=job.config.seed)
     if job.config.init == "target":
-        log(f"start: {len(start_from_target(model))} draft weights from the target's last layer")
+        done, left = start_from_target(model), unmatched_by_target(model)
+        log(f"start: {len(done)} draft weights from the target's last layer" + (
+            f"; {len(left)} keep their fresh start, no weight of that layer having their name and a shape they take "
+            f"({short_list([pattern for pattern, _ in group_names(left)], 4, 300)})" if left else ""))
     return model
 
 

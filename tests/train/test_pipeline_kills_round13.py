@@ -350,10 +350,11 @@ def test_start_fresh_records_the_drafts_taps(job, tmp_path, monkeypatch):
 @pytest.fixture
 def started(monkeypatch):
     """start(job, ids) -> (log lines, the kept ids init_draft got, start_from_target's calls), no draft written."""
-    def go(j, ids):
+    def go(j, ids, left=()):
         kept, starts, lines = [], [], []
         monkeypatch.setattr(pipeline, "init_draft", lambda spec, target, out, k, seed: kept.append(k) or "model")
         monkeypatch.setattr(pipeline, "start_from_target", lambda m: starts.append(m) or ["a", "b"])
+        monkeypatch.setattr(pipeline, "unmatched_by_target", lambda m: list(left))
         assert pipeline.start(j, ids, lines.append) == "model"
         return lines, kept[0], starts
     return go
@@ -500,3 +501,12 @@ def test_no_held_out_prompt_is_said_or_refused_with_eval_only(job, tmp_path, mea
 # Equivalent mutant left (not killable):
 # - pipeline.py:212 `job.draft_vocab < V` -> `<=`: at draft_vocab == V both branches give asked = V, and elsewhere
 #   the two comparisons agree, so the note is the same.
+
+
+def test_the_draft_weights_a_start_from_the_target_leaves_are_named(job, tmp_path, started):
+    # a mixture-of-experts or latent-attention last layer has no namesake for a Llama draft's MLP / attention
+    left = [f"layers.0.mlp.{p}_proj.weight" for p in ("gate", "up", "down")]
+    lines, _, _ = started(job(tmp_path / "a", draft_vocab=1000), torch.arange(200), left)
+    assert lines[-1] == ("start: 2 draft weights from the target's last layer; 3 keep their fresh start, no weight of "
+                         "that layer having their name and a shape they take ('layers.0.mlp.down_proj.weight', "
+                         "'layers.0.mlp.gate_proj.weight', 'layers.0.mlp.up_proj.weight')")
