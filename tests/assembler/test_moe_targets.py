@@ -189,3 +189,14 @@ def test_deepseek_s_own_router_keys_load_at_the_values_computed():
     arch.check(_deepseek(topk_method="noaux_tc", scoring_func="sigmoid", moe_layer_freq=1))
     assert arch.moe_layers(_deepseek()) == [1, 2] and arch.moe_layers(_deepseek(first_k_dense_replace=3)) == []
     arch.check(_deepseek(first_k_dense_replace=3, scoring_func="softmax"))   # all dense: no router to check
+
+
+@pytest.mark.parametrize("name", ["qwen3_moe-step-2", "qwen3_moe-window4"])
+def test_moe_qwen3_blocks_equal_transformers_bit_for_bit_in_bfloat16(qwen, name):
+    # Qwen3-MoE casts the chosen weights to the hidden dtype before the product (weights_in_hidden_dtype): in
+    # float32 either order rounds alike, in bfloat16 only transformers' order gives its bits
+    (_, theirs), (model, _) = reference(qwen(name), torch.bfloat16), ours(qwen(name), torch.bfloat16)
+    x = torch.randn(2, 20, 64, generator=torch.Generator().manual_seed(5), dtype=torch.bfloat16)
+    with torch.no_grad():
+        for i in [i for i, sparse in enumerate(QWENS[name][1]) if sparse]:
+            assert torch.equal(model.model.layers[i].mlp(x), theirs.model.layers[i].mlp(x)), i
