@@ -212,16 +212,14 @@ def placement_problems(model: Any) -> list[str]:
         def off(device) -> bool:   # cpu:N is the CPU (its tensors carry no index); cuda:N is that GPU
             return device.type != kind or (kind != "cpu" and index != "" and device.index != int(index))
 
-        def elsewhere(p) -> bool:
-            return p.dtype != dtype or off(p.device)
-
-        params = _floating(model, name, module)   # read as sets: a third of the time of a test per parameter
-        if {p.dtype for p in params} <= {dtype} and not any(map(off, {p.device for p in params})):
+        params, typed = _floating(model, name, module)   # read as sets: a third of the time of a test per parameter
+        if {p.dtype for p in typed} <= {dtype} and not any(map(off, {p.device for p in params})):
             continue
-        # the list is the module's as it is now (_floating): the parameter found there is found here, named
-        kept = _kept(list(module.modules()))
+        # the lists are the module's as it is now (_floating): the parameter found there is found here, named
+        typed_ids = set(map(id, typed))
         at, p = next((at, p) for at, p in module.named_parameters()
-                     if p.is_floating_point() and p.element_size() > 1 and id(p) not in kept and elsewhere(p))
+                     if p.is_floating_point() and p.element_size() > 1
+                     and ((id(p) in typed_ids and p.dtype != dtype) or off(p.device)))
         out.append(f"the {name}'s weights are {str(p.dtype).removeprefix('torch.')} on {p.device} ({at}, the first "
                    f"so), but the model was assembled for {str(dtype).removeprefix('torch.')} on {model.device} (its "
                    "KV pools follow that): call draftsmith.assemble(..., device=, dtype=) again instead of moving or "
@@ -229,9 +227,10 @@ def placement_problems(model: Any) -> list[str]:
     return out
 
 
-def _floating(model: Any, name: str, module: Any) -> tuple:
-    """``module``'s floating-point parameters wider than a byte: the list kept on ``model`` (its ``name`` slot: the
-    target's or the draft's) while every module and parameter it was made from is still where it was (a plain
+def _floating(model: Any, name: str, module: Any) -> tuple[tuple, tuple]:
+    """(``module``'s floating-point parameters wider than a byte, those of them placed by the assembled dtype: all but
+    the ones a module keeps in a dtype of its own, ``kept_dtypes``): the lists kept on ``model`` (its ``name`` slot:
+    the target's or the draft's) while every module and parameter they were made from is still where it was (a plain
     cast changes a parameter in place; the overwriting one, an assigned load, a new head do not) and none was
     added (a dict grown: ``register_parameter`` or ``add_module`` under a new name), else anew."""
     cache = getattr(model, "_params", None)
@@ -242,17 +241,18 @@ def _floating(model: Any, name: str, module: Any) -> tuple:
     owners = list(module.modules())
     sizes = [(d, len(d)) for owner in owners for d in (owner._modules, owner._parameters)]
     places = [(d, key, v) for d, _ in sizes for key, v in d.items()]
-    kept = _kept(owners)
+    own = _kept(owners)
     found = tuple(v for _, _, v in places if isinstance(v, torch.Tensor) and v.is_floating_point()
-                  and v.element_size() > 1 and id(v) not in kept)
+                  and v.element_size() > 1)
+    lists = (found, tuple(v for v in found if id(v) not in own))
     if cache is not None:
-        cache[name] = (module, sizes, places, found)
-    return found
+        cache[name] = (module, sizes, places, lists)
+    return lists
 
 
 def _kept(owners: list) -> set[int]:
     """The parameters ``owners`` (a model's modules) keep in a dtype of their own whatever the model's
     (``kept_dtypes``: an MoE router's float32 weight, as transformers keeps DeepSeek-V3's), by identity: not placed
-    by the assembled dtype."""
+    by the assembled dtype (their device is)."""
     return {id(p) for owner in owners for key in getattr(owner, "kept_dtypes", {})
             if isinstance(p := owner._parameters.get(key), torch.Tensor)}

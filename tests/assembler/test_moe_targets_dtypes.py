@@ -49,3 +49,19 @@ def test_no_shared_experts_load_as_transformers_saves_them_or_without(tmp_path, 
     model, got = ours(folder, torch.float64)
     assert model.model.layers[1].mlp.shared_experts is None
     torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
+
+
+def test_a_router_moved_alone_to_another_device_is_named(tmp_path):
+    # its dtype is its own (kept float32), its device is the model's: the placement check reads it for that
+    import torch.nn as nn
+
+    from draftsmith.decoding.arguments import placement_problems
+
+    target = write_moe(tmp_path / "t")
+    model = draftsmith.assemble("eagle3-llama", target=target, draft=write_eagle3(tmp_path / "d", target),
+                                dtype="bfloat16")
+    assert placement_problems(model) == []
+    router = next(m for m in model.target.modules() if type(m).__name__ == "Router")
+    router.weight = nn.Parameter(router.weight.detach().to("meta"))
+    said = placement_problems(model)
+    assert len(said) == 1 and "on meta" in said[0] and "mlp.gate.weight" in said[0], said

@@ -53,7 +53,7 @@ def test_the_floating_parameters_are_listed_once_and_reused_while_nothing_change
     head = model.target.lm_head
     head.weight = torch.nn.Parameter(head.weight.detach().clone())   # swapped in: listed again
     again = _floating(model, "target", model.target)
-    assert walks == [1] and any(p is head.weight for p in again) and not any(p is head.weight for p in first)
+    assert walks == [1] and any(p is head.weight for p in again[0]) and not any(p is head.weight for p in first[0])
 
 
 @pytest.mark.parametrize("new", [0, -3])
