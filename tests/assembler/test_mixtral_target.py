@@ -6,6 +6,7 @@ draft equals target-only."""
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
+from test_moe_targets import decodes_as_target_only
 from transformers import AutoModelForCausalLM
 
 import draftsmith
@@ -76,11 +77,7 @@ def test_greedy_speculative_decoding_through_a_mixtral_target_equals_target_only
     target = folders(name)
     model = draftsmith.assemble("eagle3-llama", target=target, dtype="float32",
                                 draft=write_eagle3(tmp_path / "d", target, aux_ids=[0, 1, 2]))
-    prompts = [[1, 2, 3, 4, 5, 6], [7, 8]]
-    base = model.generate_baseline(prompts, max_new_tokens=12, stop=[])
-    for shape in (dict(topk=1, steps=3), dict(topk=3, steps=3, draft_tokens=7)):
-        out = model.generate(prompts, max_new_tokens=12, stop=[], **shape)
-        assert [o.token_ids for o in out] == [b.token_ids for b in base], shape
+    decodes_as_target_only(model)
 
 
 def test_a_missing_expert_is_named_in_the_checkpoint_s_own_names(folders, tmp_path):

@@ -153,6 +153,11 @@ def test_greedy_speculative_decoding_through_a_moe_target_equals_target_only(moe
     target = moe if which == "deepseek_v3" else qwen(which)
     model = draftsmith.assemble("eagle3-llama", target=target, draft=write_eagle3(tmp_path / "d", target),
                                 dtype="float32")
+    decodes_as_target_only(model)
+
+
+def decodes_as_target_only(model) -> None:
+    """Greedy speculative decoding, a chain and a tree over a batch of unlike prompts, equals target-only."""
     prompts = [[1, 2, 3, 4, 5, 6], [7, 8]]
     base = model.generate_baseline(prompts, max_new_tokens=12, stop=[])
     for shape in (dict(topk=1, steps=3), dict(topk=3, steps=3, draft_tokens=7)):
