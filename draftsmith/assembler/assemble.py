@@ -66,8 +66,8 @@ def plan_target(folder: Path, registry: Registry, backend) -> tuple[PlannedLoad,
     if (why := missing_target_keys(raw, [f"{n} ({p})" for n, p in registry.names("target")])) is not None:
         raise CheckpointError(raw.file, why)
     cfg = target_hf_config(folder)
-    model = build_target(cfg, registry, backend)
-    arch = registry.build("target", cfg.model_type)   # the type's own module names (TargetArch.names): renamed
+    arch = registry.build("target", cfg.model_type)   # once a load: its model, and its own module names renamed
+    model = build_target(cfg, registry, backend, arch)
     renames = [RegexRule(**rule) for rule in arch.name_rules()] if callable(getattr(arch, "name_rules", None)) else []
     rules = RuleSet(renames, ignore=[*TARGET_RULES.ignore, *([r"^lm_head\.weight$"] if model.tie else []),
                                 *mtp_layer_patterns(raw)])  # declared MTP layers are a draft's, not the target's

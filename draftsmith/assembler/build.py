@@ -36,8 +36,10 @@ HELD = {True: "q/k/v bias tensors", False: "no q/k/v bias tensor"}
 log = logging.getLogger("draftsmith")
 
 
-def build_target(cfg, registry: Registry, backend: Callable) -> CausalLM:
-    arch = registry.build("target", cfg.model_type)
+def build_target(cfg, registry: Registry, backend: Callable, arch: Any = None) -> CausalLM:
+    """The target's model on meta; ``arch``: its type's record (``registry.build("target", model_type)``), where the
+    caller built it already (plan_target reads its renames too: the factory runs once a load)."""
+    arch = registry.build("target", cfg.model_type) if arch is None else arch
     arch.check(cfg)  # UnsupportedTarget: a config this code would misread (e.g. an MoE router option)
     dims = Dims.from_config(cfg)
     stated = getattr(arch, "mlp_bias", None)   # the type's, else (auto) Llama's mlp_bias key

@@ -13,6 +13,7 @@ from torch import nn
 
 from draftsmith.assembler.checkpoint import FLOAT4, TensorInfo, list_tensors, nonfinite, read_tensors, unlisted
 from draftsmith.assembler.plan import CheckpointMismatch, Expected, LoadPlan, expected_of, plan_load
+from draftsmith.components.moe import kept_dtypes
 from draftsmith.components.quant_models import scale_faults, set_compute_dtype, stored_dtypes
 from draftsmith.components.weights import RuleSet
 from draftsmith.errors import CheckpointError, short, short_list
@@ -52,13 +53,6 @@ def optional_and_unused(module: nn.Module) -> tuple[set[str], set[str]]:
     tensors a checkpoint may hold that it does not read: copies of the target's), by canonical name."""
     return tuple({f"{n}.{b}" if n else b for n, m in module.named_modules() for b in getattr(m, what, ())}
                  for what in ("derivable", "copies"))
-
-
-def kept_dtypes(module: nn.Module) -> dict[str, torch.dtype]:
-    """Canonical names of the tensors a module keeps in a dtype of its own whatever the load's (``kept_dtypes``, by
-    local name: components.moe.Router's float32 weight, as transformers keeps DeepSeek-V3's)."""
-    return {f"{n}.{k}" if n else k: v for n, m in module.named_modules()
-            for k, v in getattr(m, "kept_dtypes", {}).items()}
 
 
 def plan_module(module: nn.Module, folder: str | Path, rules: RuleSet, *, spec: str,

@@ -59,6 +59,15 @@ class Router(nn.Module):
         return torch.zeros_like(scores, dtype=weights.dtype).scatter_(1, chosen, weights)
 
 
+def kept_dtypes(module: nn.Module) -> dict[str, torch.dtype]:
+    """Canonical names of the tensors ``module`` keeps in a dtype of its own whatever the model's (any submodule's
+    ``kept_dtypes``, by local name: :class:`Router`'s float32 weight, as transformers keeps DeepSeek-V3's): what a
+    load does not cast (assembler/load.py); the placement check reads the same attribute off the modules it has
+    walked already (decoding/arguments.py _kept), by identity."""
+    return {f"{n}.{k}" if n else k: v for n, m in module.named_modules()
+            for k, v in getattr(m, "kept_dtypes", {}).items()}
+
+
 class SparseMoE(nn.Module):
     def __init__(self, gate: Router, experts: list[SwiGLU], shared_experts: SwiGLU | None = None, *,
                  empty_shared: bool = False):
@@ -92,7 +101,8 @@ class SparseMoE(nn.Module):
 
 def moe(params: MoEParams, *, dims: Dims) -> SparseMoE:
     """Factory of the ``moe: sparse`` component: its sizes and router settings read from the config's keys that
-    ``params`` name (targets.TargetArch.check has refused the settings it does not compute)."""
+    ``params`` name (targets.moe_check has refused the settings it does not compute: TargetArch.check for a target's
+    layers, assembler.parts.continued_moe for a draft's ``as_target`` layer)."""
     cfg, hidden = dims.config, dims.hidden
     width, experts = getattr(cfg, params.intermediate_key), int(getattr(cfg, params.experts_key))
     norm = bool(getattr(cfg, "norm_topk_prob", False)) if params.norm_topk_prob == "config" else params.norm_topk_prob

@@ -86,11 +86,16 @@ class TargetArch(BaseModel):
         if self.moe and self.moe_layers(cfg):
             moe_check(cfg, self)
 
+    def moe_params(self) -> MoEParams:
+        """``moe`` as the ``moe: sparse`` component reads it (its defaults where the type states none): the one
+        reading of the config keys it names, for moe_keys, moe_layers and moe_check alike."""
+        return MoEParams(**dict(self.moe))
+
     def moe_keys(self) -> set[str]:
         """The config keys this type's mixture-of-experts layers are read by (none for a dense type)."""
         if not self.moe:
             return set()
-        p = MoEParams(**dict(self.moe))
+        p = self.moe_params()
         keys = {p.experts_key, p.intermediate_key, p.top_k_key, p.shared_key, p.scaling_key, self.moe_from,
                 self.moe_step, self.moe_dense, *(key for key, _ in self.moe_options)}
         keys |= {"n_group", "topk_group"} if p.grouped else set()
@@ -116,7 +121,7 @@ class TargetArch(BaseModel):
                 raise UnsupportedTarget(f"{cfg.model_type} target: {self.moe_step}={step!r} does not say which layers "
                                         "are mixture-of-experts; allowed: a positive int")
             dense = set(getattr(cfg, self.moe_dense, None) or ()) if self.moe_dense else set()
-            experts = getattr(cfg, dict(self.moe).get("experts_key", "num_experts"), None)
+            experts = getattr(cfg, self.moe_params().experts_key, None)
             layers = [i for i in layers if (i + 1) % step == 0 and i not in dense] if experts else []
         return list(layers)
 
@@ -168,16 +173,15 @@ def moe_check(cfg, arch: TargetArch) -> None:
     for key, allowed in arch.moe_options:
         if (found := getattr(cfg, key, None)) is not None and found not in allowed:
             raise refuse(key, found, ", ".join(map(repr, allowed)) + " (or the key absent)")
-    params = dict(arch.moe)
+    params = MoEParams(**dict(arch.moe))   # as TargetArch.moe_params (a plugin's record may lack it)
     if getattr(cfg, "hidden_act", "silu") != "silu":
         raise refuse("hidden_act", cfg.hidden_act, "'silu' (the experts are SwiGLU MLPs)")
-    keys = [params.get("experts_key", "num_experts"), params.get("top_k_key", "num_experts_per_tok"),
-            params.get("intermediate_key", "moe_intermediate_size")]
+    keys = [params.experts_key, params.top_k_key, params.intermediate_key]
     for key in keys:
         if not isinstance(value := getattr(cfg, key, None), int) or isinstance(value, bool) or value < 1:
             raise refuse(key, value, "a positive int")
     experts, top_k = getattr(cfg, keys[0]), getattr(cfg, keys[1])
-    if params.get("grouped"):
+    if params.grouped:
         groups, topk_group = getattr(cfg, "n_group", None), getattr(cfg, "topk_group", None)
         if not isinstance(groups, int) or groups < 1 or experts % groups or experts // groups < 2:
             raise refuse("n_group", groups, f"a divisor of {keys[0]}={experts} leaving at least 2 experts a group "

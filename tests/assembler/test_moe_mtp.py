@@ -144,3 +144,16 @@ def test_inspect_does_not_call_the_mixture_of_experts_keys_unread(folders):
            "topk_group", "routed_scaling_factor", "norm_topk_prob", "first_k_dense_replace"}
     assert moe <= set(json.loads((folder / "config.json").read_text())), "the config states them"
     assert not moe & set(found.unread), found.unread
+    assert "num_nextn_predict_layers" not in found.unread, "the mtp fusion reads it (its layer count)"
+
+
+def test_deepseek_mtp_holds_the_mtp_layer_s_experts(folders):
+    # draft.moe: as_target: its router, experts and shared experts are names the family places (the scoring of
+    # families inspect offers an unknown layout counts them as fitting, not as names no rule reads)
+    from draftsmith.assembler.checkpoint import list_tensors
+    from draftsmith.assembler.fit import unfit_names
+
+    folder = folders(1)
+    names = [n for n in list_tensors(folder) if n.startswith(f"model.layers.{L}.mlp.")]
+    assert any(".experts." in n for n in names) and any("shared_experts" in n for n in names), names
+    assert unfit_names("deepseek-mtp", json.loads((folder / "config.json").read_text()), names) == []
