@@ -183,10 +183,10 @@ def moe_check(cfg, arch: TargetArch) -> None:
     experts, top_k = getattr(cfg, keys[0]), getattr(cfg, keys[1])
     if params.grouped:
         groups, topk_group = getattr(cfg, "n_group", None), getattr(cfg, "topk_group", None)
-        if not isinstance(groups, int) or groups < 1 or experts % groups or experts // groups < 2:
+        if type(groups) is not int or groups < 1 or experts % groups or experts // groups < 2:   # bool: no count
             raise refuse("n_group", groups, f"a divisor of {keys[0]}={experts} leaving at least 2 experts a group "
                                             "(a group is scored by its top two)")
-        if not isinstance(topk_group, int) or not 1 <= topk_group <= groups:
+        if type(topk_group) is not int or not 1 <= topk_group <= groups:
             raise refuse("topk_group", topk_group, f"1..n_group={groups}")
         experts = topk_group * (experts // groups)
     if top_k > experts:

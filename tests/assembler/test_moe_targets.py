@@ -183,7 +183,8 @@ def _deepseek(**keys):
     ({"moe_layer_freq": 2}, "moe_layer_freq=2"), ({"hidden_act": "gelu"}, "hidden_act='gelu'"),
     ({"n_group": 3}, "n_group=3"), ({"n_group": 4}, "n_group=4"), ({"topk_group": 3}, "topk_group=3"),
     ({"num_experts_per_tok": 3}, "num_experts_per_tok=3"), ({"moe_intermediate_size": None}, "size=None"),
-    ({"first_k_dense_replace": None}, "first_k_dense_replace=None")])
+    ({"first_k_dense_replace": None}, "first_k_dense_replace=None"), ({"n_group": True}, "n_group=True"),
+    ({"topk_group": True}, "topk_group=True")])
 def test_router_options_not_computed_are_refused(keys, found):
     with pytest.raises(UnsupportedTarget, match=found):
         TARGETS["deepseek_v3"]().check(_deepseek(**keys))
