@@ -44,10 +44,10 @@ def build_target(cfg, registry: Registry, backend: Callable, arch: Any = None) -
     dims = Dims.from_config(cfg)
     stated = getattr(arch, "mlp_bias", None)   # the type's, else (auto) Llama's mlp_bias key
     mlp = {} if stated is None else {"bias": stated}
-    # mixture-of-experts layers: the type's ``moe: sparse`` params (TARGETS; a plugin's target may state none)
+    # mixture-of-experts layers: the type's moe recipe (TARGETS; a plugin's target may have no moe_layers)
     sparse = set(arch.moe_layers(cfg)) if callable(getattr(arch, "moe_layers", None)) else set()
     recipe = LayerRecipe(attention=arch.attention_recipe(), mlp=("swiglu", mlp),
-                         sparse_mlp=("sparse", dict(getattr(arch, "moe", ()))) if sparse else None)
+                         sparse_mlp=arch.moe_recipe() if sparse else None)
     stack = Stacker(registry, recipe, dims, backend)
     with torch.device("meta"):
         layers = [stack.layer(i, in_width=dims.hidden, sparse=i in sparse) for i in range(dims.layers)]

@@ -81,4 +81,4 @@ def continued_moe(spec: Spec, registry: Registry, target_cfg, hidden: int) -> tu
         if found:
             moe_check(target_cfg, arch)   # UnsupportedTarget: a router setting not computed (the target's all dense)
         return found
-    return ("sparse", dict(arch.moe)), target_dims, layers
+    return arch.moe_recipe(), target_dims, layers

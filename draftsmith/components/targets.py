@@ -86,6 +86,10 @@ class TargetArch(BaseModel):
         if self.moe and self.moe_layers(cfg):
             moe_check(cfg, self)
 
+    def moe_recipe(self) -> tuple[str, dict[str, Any]]:
+        """The registered ``moe`` component of its mixture-of-experts layers and its params (as attention_recipe)."""
+        return "sparse", dict(self.moe)
+
     def moe_params(self) -> MoEParams:
         """``moe`` as the ``moe: sparse`` component reads it (its defaults where the type states none): the one
         reading of the config keys it names, for moe_keys, moe_layers and moe_check alike."""
