@@ -7,14 +7,17 @@ targets.TARGETS): sigmoid or softmax scores, DeepSeek-V3's correction bias (for 
 choice, whether the chosen weights are renormalised and scaled.
 
 Cost: eagerly, each expert some token chose runs once over the rows that chose it (transformers' loop, in its order
-of experts, so the sums are the same); while a CUDA graph is being captured no row can be looked up, so every expert
-runs over every row, weighted by zero where it was not chosen (the same sums; n_experts / top_k times the work)."""
+of experts, so the sums are the same); while a CUDA graph is being captured no row can be looked up, so the chosen
+experts run as one grouped product over their stacked weights (:mod:`~draftsmith.components.experts`, where it was
+measured to run and agree), else every expert over every row, weighted by zero where it was not chosen (the same
+sums; n_experts / top_k times the work)."""
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from draftsmith.components import experts as grouped_experts
 from draftsmith.components.dims import Dims
 from draftsmith.components.mlp import SwiGLU
 from draftsmith.components.params import MoEParams
@@ -37,6 +40,11 @@ class Router(nn.Module):
             params.router_float32) else {}
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        chosen, weights = self.choose(x)
+        return dense(chosen, weights, self.weight.shape[0])
+
+    def choose(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """x [tokens, hidden] -> the chosen experts [tokens, top_k] and their weights [tokens, top_k]."""
         p = self.params
         logits = F.linear(x.float(), self.weight.float()) if p.router_float32 else F.linear(x, self.weight)
         scores = logits.sigmoid() if p.scoring == "sigmoid" else logits.softmax(-1, dtype=torch.float32)
@@ -56,7 +64,12 @@ class Router(nn.Module):
         weights = weights * self.scaling
         if p.weights_in_hidden_dtype:
             weights = weights.to(logits.dtype)
-        return torch.zeros_like(scores, dtype=weights.dtype).scatter_(1, chosen, weights)
+        return chosen, weights
+
+
+def dense(chosen: torch.Tensor, weights: torch.Tensor, experts: int) -> torch.Tensor:
+    """chosen [tokens, top_k], weights [tokens, top_k] -> [tokens, experts], 0 where not chosen."""
+    return weights.new_zeros(chosen.shape[0], experts).scatter_(1, chosen, weights)
 
 
 def kept_dtypes(module: nn.Module) -> dict[str, torch.dtype]:
@@ -75,12 +88,27 @@ class SparseMoE(nn.Module):
         self.gate, self.experts, self.shared_experts = gate, nn.ModuleList(experts), shared_experts
         # a type with shared experts, none here: transformers still saves a 0-wide shared MLP's empty tensors
         self.copies = tuple(f"shared_experts.{n}_proj.weight" for n in ("gate", "up", "down")) if empty_shared else ()
+        self.stack: grouped_experts.ExpertStack | None = None   # stack_siblings
+
+    def stack_siblings(self) -> list:
+        """stacked.stack_model, after each expert's gate | up was stacked: the experts' weights as two tensors (the
+        grouped product a CUDA graph runs); no new product for the caller to pack."""
+        experts = list(self.experts)
+        self.stack = grouped_experts.ExpertStack(experts) if grouped_experts.stackable(experts) else None
+        return []
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         flat = x.reshape(-1, x.shape[-1])
-        weights = self.gate(flat)   # [tokens, experts]
-        capturing = x.is_cuda and torch.cuda.is_current_stream_capturing()   # no row can be looked up in a graph
-        out = (self.every_expert if capturing else self.chosen_experts)(flat, weights).view_as(x)
+        chosen, w = self.gate.choose(flat)   # [tokens, top_k] each
+        if capturing(x):   # no row can be looked up in a graph
+            stack = self.stack
+            grouped = stack is not None and stack.valid() and grouped_experts.VERDICTS.get(stack.key(flat, w.shape[1]))
+            out = stack(flat, chosen, w) if grouped else self.every_expert(flat, dense(chosen, w, len(self.experts)))
+        else:
+            out = self.chosen_experts(flat, dense(chosen, w, len(self.experts)))
+            if self.stack is not None:
+                grouped_experts.probe(self.stack, flat, chosen, w, out)
+        out = out.view_as(x)
         return out + self.shared_experts(x) if self.shared_experts is not None else out
 
     def chosen_experts(self, flat: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
@@ -97,6 +125,10 @@ class SparseMoE(nn.Module):
         for e, expert in enumerate(self.experts):
             out += (expert(flat) * weights[:, e, None]).to(out.dtype)
         return out
+
+
+def capturing(x: torch.Tensor) -> bool:
+    return x.is_cuda and torch.cuda.is_current_stream_capturing()
 
 
 def moe(params: MoEParams, *, dims: Dims) -> SparseMoE:

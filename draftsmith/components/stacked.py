@@ -80,6 +80,12 @@ class Stacked:
         else:
             self._ptrs = None
 
+    def rebase(self, weight: torch.Tensor) -> None:
+        """Make ``weight`` (equal to the stacked weight: a view of a bigger tensor holding it, experts.ExpertStack)
+        the stacked product's weight, and the siblings views of it again."""
+        self.linear._parameters["weight"] = nn.Parameter(weight, requires_grad=False)
+        self._view_parts()
+
     def _views(self) -> tuple:
         # views are followed by pointer (an in-place write through one is the stacked tensor's); a shared buffer (a
         # static input scale: the stacked product reads the first sibling's) or a copied one (a per-tensor scale, one
@@ -154,9 +160,10 @@ def stack(linears: Sequence[nn.Module]) -> Stacked | None:
 
 
 def stack_model(module: nn.Module) -> list[Stacked]:
-    """Call ``stack_siblings()`` on every submodule that has it (attention, MLP); returns the stacks made."""
+    """Call ``stack_siblings()`` on every submodule that has it (attention, MLP, MoE), children before parents (an
+    MoE layer stacks its experts' stacks); returns the stacks made."""
     done = []
-    for sub in module.modules():
+    for sub in reversed(list(module.modules())):
         fn = getattr(sub, "stack_siblings", None)
         if callable(fn):
             done += fn()
