@@ -22,7 +22,7 @@ from draftsmith.components.layers import own_input
 from draftsmith.components.quant_models import quantize_target
 from draftsmith.components.rule_config import UnboundRules, bind_all, has_placeholders
 from draftsmith.components.sliding import stated_window
-from draftsmith.components.targets import apply_windows
+from draftsmith.components.targets import UnsupportedTarget, apply_windows, config_path, moe_recipe
 from draftsmith.components.weights import RuleSet
 from draftsmith.errors import Problem, SpecError, short, short_list, short_text
 from draftsmith.registry import Registry
@@ -47,14 +47,17 @@ def build_target(cfg, registry: Registry, backend: Callable, arch: Any = None) -
     # mixture-of-experts layers: the type's moe recipe (TARGETS; a plugin's target may have no moe_layers)
     sparse = set(arch.moe_layers(cfg)) if callable(getattr(arch, "moe_layers", None)) else set()
     recipe = LayerRecipe(attention=arch.attention_recipe(), mlp=("swiglu", mlp),
-                         sparse_mlp=arch.moe_recipe() if sparse else None)
+                         sparse_mlp=moe_recipe(arch) if sparse else None)
     stack = Stacker(registry, recipe, dims, backend)
     with torch.device("meta"):
         layers = [stack.layer(i, in_width=dims.hidden, sparse=i in sparse) for i in range(dims.layers)]
         apply_windows(cfg, layers, arch)  # as the type reads sliding_window (Llama: ignored, as transformers)
         model = CausalLM(dims, layers, stack.norm(dims.hidden), bool(getattr(cfg, "tie_word_embeddings", False)),
                          recurrent=arch.recurrent or has_recurrent_layers(cfg))  # the type's, or its layer_types
-        quantize_target(model, cfg)  # from the target's own quantization_config only (invariant 26)
+        try:
+            quantize_target(model, cfg)  # from the target's own quantization_config only (invariant 26)
+        except UnsupportedTarget as e:   # said naming the file, as TargetArch.check's refusals are
+            raise UnsupportedTarget(f"{config_path(cfg)}: {e}") from None
     return model
 
 

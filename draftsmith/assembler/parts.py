@@ -12,7 +12,7 @@ from torch import nn
 
 from draftsmith.components.dims import Dims
 from draftsmith.components.layers import own_input
-from draftsmith.components.targets import moe_check
+from draftsmith.components.targets import moe_check, moe_recipe, target_record
 from draftsmith.errors import Problem
 from draftsmith.registry import Registry
 from draftsmith.specs.resolve import resolve
@@ -65,9 +65,7 @@ def continued_moe(spec: Spec, registry: Registry, target_cfg, hidden: int) -> tu
     target type's ``moe: sparse`` recipe, the target's Dims (its router and experts read the target's config), and
     of a layer count, the draft layers i whose index L + i the type makes MoE (TargetArch.moe_layers), their router
     settings checked as the target's. (None, None, none) for ``none`` or a type without MoE layers."""
-    kind = getattr(target_cfg, "model_type", None)
-    arch = registry.build("target", kind) if spec.draft.moe == "as_target" and isinstance(kind, str) and (
-        ("target", kind) in registry.components) else None
+    arch = target_record(registry, getattr(target_cfg, "model_type", None)) if spec.draft.moe == "as_target" else None
     if not getattr(arch, "moe", ()) or not callable(getattr(arch, "moe_layers", None)):
         return None, None, lambda count: set()
     L, target_dims = target_cfg.num_hidden_layers, Dims.from_config(target_cfg)
@@ -81,4 +79,4 @@ def continued_moe(spec: Spec, registry: Registry, target_cfg, hidden: int) -> tu
         if found:
             moe_check(target_cfg, arch)   # UnsupportedTarget: a router setting not computed (the target's all dense)
         return found
-    return arch.moe_recipe(), target_dims, layers
+    return moe_recipe(arch), target_dims, layers

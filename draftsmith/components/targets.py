@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from draftsmith.components.params import MoEParams
-from draftsmith.errors import DraftsmithError
+from draftsmith.errors import DraftsmithError, short_text
 
 if TYPE_CHECKING:
     from torch import nn
@@ -21,6 +22,18 @@ if TYPE_CHECKING:
 
 class UnsupportedTarget(DraftsmithError, ValueError):
     """A registered model_type whose config asks for something draftsmith does not implement."""
+
+
+def config_path(cfg) -> str:
+    """The file a target's refusal names: the config.json of the folder transformers read ``cfg`` from (its
+    ``name_or_path``), else 'config.json' (a config made in memory)."""
+    folder = getattr(cfg, "name_or_path", None)
+    return short_text(Path(folder) / "config.json", 300) if isinstance(folder, str) and folder else "config.json"
+
+
+def refused(cfg, message: str) -> UnsupportedTarget:
+    """``message`` about a target's config, naming its file and type: '<folder>/config.json: llama target: ...'."""
+    return UnsupportedTarget(f"{config_path(cfg)}: {getattr(cfg, 'model_type', None)} target: {message}")
 
 
 # How transformers' model of a type reads the config's ``sliding_window`` (its modeling code, per model_type):
@@ -40,7 +53,8 @@ class TargetArch(BaseModel):
     attention: str = "gqa"             # registered attention component of every layer
     attention_params: tuple[tuple[str, Any], ...] = ()   # more of its params, (key, value) pairs (DeepSeek-V3: its
     # latent norms' fixed eps)
-    moe: tuple[tuple[str, Any], ...] = ()   # params of its mixture-of-experts layers' ``moe: sparse`` (() for none)
+    moe: tuple[tuple[str, Any], ...] = ()   # params of its mixture-of-experts layers' moe component (() for none)
+    moe_kind: str = "sparse"           # registered moe component of its mixture-of-experts layers (as ``attention``)
     moe_from: str | None = None        # config key: the layers from its value on are MoE (DeepSeek-V3)
     moe_step: str | None = None        # config key: every step-th layer is MoE (Qwen3-MoE's decoder_sparse_step) ...
     moe_dense: str | None = None       # ... unless this key's list names it (mlp_only_layers)
@@ -79,8 +93,8 @@ class TargetArch(BaseModel):
         """Refuse a config whose layers this code cannot build exactly (rather than load it as garbage)."""
         mult = int(getattr(cfg, "hc_mult", 1) or 1)
         if mult > 1:   # the draft side reads hidden_size * hc_mult (config.target_hidden_width); no target does
-            raise UnsupportedTarget(
-                f"{cfg.model_type} target: hc_mult={mult} asks for hyper-connections ({mult} residual streams, "
+            raise refused(
+                cfg, f"hc_mult={mult} asks for hyper-connections ({mult} residual streams, "
                 f"handed to the draft {mult} x hidden_size wide), which draftsmith's target model does not compute: "
                 "its layers keep one stream, so the draft would read the wrong width at its first step")
         if self.moe and self.moe_layers(cfg):
@@ -88,20 +102,24 @@ class TargetArch(BaseModel):
 
     def moe_recipe(self) -> tuple[str, dict[str, Any]]:
         """The registered ``moe`` component of its mixture-of-experts layers and its params (as attention_recipe)."""
-        return "sparse", dict(self.moe)
+        return self.moe_kind, dict(self.moe)
 
     def moe_params(self) -> MoEParams:
         """``moe`` as the ``moe: sparse`` component reads it (its defaults where the type states none): the one
-        reading of the config keys it names, for moe_keys, moe_layers and moe_check alike."""
-        return MoEParams(**dict(self.moe))
+        reading of the config keys it names, for moe_keys, moe_layers and moe_check alike (another moe_kind's
+        params are its component's: MoEParams' defaults here)."""
+        return MoEParams(**dict(self.moe)) if self.moe_kind == "sparse" else MoEParams()
 
     def moe_keys(self) -> set[str]:
-        """The config keys this type's mixture-of-experts layers are read by (none for a dense type)."""
+        """The config keys this type's mixture-of-experts layers are read by (none for a dense type; for another
+        moe_kind than sparse, those its layer rule reads: its component reads its own)."""
         if not self.moe:
             return set()
+        keys = {self.moe_from, self.moe_step, self.moe_dense, *(key for key, _ in self.moe_options)}
+        if self.moe_kind != "sparse":
+            return keys - {None}
         p = self.moe_params()
-        keys = {p.experts_key, p.intermediate_key, p.top_k_key, p.shared_key, p.scaling_key, self.moe_from,
-                self.moe_step, self.moe_dense, *(key for key, _ in self.moe_options)}
+        keys |= {p.experts_key, p.intermediate_key, p.top_k_key, p.shared_key, p.scaling_key}
         keys |= {"n_group", "topk_group"} if p.grouped else set()
         keys |= {"norm_topk_prob"} if p.norm_topk_prob == "config" else set()
         return keys - {None}
@@ -116,14 +134,14 @@ class TargetArch(BaseModel):
         if self.moe_from is not None:
             first = getattr(cfg, self.moe_from, None)
             if not isinstance(first, int) or isinstance(first, bool):
-                raise UnsupportedTarget(f"{cfg.model_type} target: {self.moe_from}={first!r} does not say which "
-                                        "layers are mixture-of-experts; allowed: a layer count (int)")
+                raise refused(cfg, f"{self.moe_from}={first!r} does not say which layers are mixture-of-experts; "
+                              f"allowed: a layer count (int). {LAYERS_FIX}")
             layers = [i for i in layers if i >= first]
         if self.moe_step is not None:   # Qwen's rule: none at all where the config has no experts
             step = getattr(cfg, self.moe_step, 1)
             if not isinstance(step, int) or isinstance(step, bool) or step < 1:
-                raise UnsupportedTarget(f"{cfg.model_type} target: {self.moe_step}={step!r} does not say which layers "
-                                        "are mixture-of-experts; allowed: a positive int")
+                raise refused(cfg, f"{self.moe_step}={step!r} does not say which layers are mixture-of-experts; "
+                              f"allowed: a positive int. {LAYERS_FIX}")
             dense = set(getattr(cfg, self.moe_dense, None) or ()) if self.moe_dense else set()
             experts = getattr(cfg, self.moe_params().experts_key, None)
             layers = [i for i in layers if (i + 1) % step == 0 and i not in dense] if experts else []
@@ -168,18 +186,29 @@ TARGETS = {
 }
 
 
-def moe_check(cfg, arch: TargetArch) -> None:
-    """Refuse a mixture-of-experts setting the ``moe: sparse`` component does not compute exactly (with the reason)."""
-    def refuse(key: str, found: Any, allowed: str) -> UnsupportedTarget:
-        return UnsupportedTarget(f"{cfg.model_type} target: {key}={found!r} in its mixture-of-experts layers, which "
-                                 f"draftsmith does not compute; allowed: {allowed}")
+# the fix a refusal gives: a value the checkpoint's weights were trained under (another would load them under another
+# router), and a count or rule that does not describe them (its own value does)
+UNCOMPUTED = ("Fix: use a target whose config.json has an allowed value (editing this one would load its weights under "
+              "another computation, whose logits are not the checkpoint's)")
+SET_FIX = "Fix: set it in config.json to the checkpoint's own value (the one its weights were saved with)"
+LAYERS_FIX = "Fix: set it in config.json to what the checkpoint holds (its layers whose weights are mlp.experts.*)"
 
+
+def moe_check(cfg, arch: TargetArch) -> None:
+    """Refuse a mixture-of-experts setting the ``moe: sparse`` component does not compute exactly (with the reason);
+    another ``moe_kind``'s component reads (and checks) its own settings."""
+    def refuse(key: str, found: Any, allowed: str, fix: str = SET_FIX) -> UnsupportedTarget:
+        return refused(cfg, f"{key}={found!r} in its mixture-of-experts layers, which draftsmith does not compute; "
+                            f"allowed: {allowed}. {fix}")
+
+    if getattr(arch, "moe_kind", "sparse") != "sparse":
+        return
     for key, allowed in arch.moe_options:
         if (found := getattr(cfg, key, None)) is not None and found not in allowed:
-            raise refuse(key, found, ", ".join(map(repr, allowed)) + " (or the key absent)")
+            raise refuse(key, found, ", ".join(map(repr, allowed)) + " (or the key absent)", UNCOMPUTED)
     params = MoEParams(**dict(arch.moe))   # as TargetArch.moe_params (a plugin's record may lack it)
     if getattr(cfg, "hidden_act", "silu") != "silu":
-        raise refuse("hidden_act", cfg.hidden_act, "'silu' (the experts are SwiGLU MLPs)")
+        raise refuse("hidden_act", cfg.hidden_act, "'silu' (the experts are SwiGLU MLPs)", UNCOMPUTED)
     keys = [params.experts_key, params.top_k_key, params.intermediate_key]
     for key in keys:
         if not isinstance(value := getattr(cfg, key, None), int) or isinstance(value, bool) or value < 1:
@@ -195,6 +224,20 @@ def moe_check(cfg, arch: TargetArch) -> None:
         experts = topk_group * (experts // groups)
     if top_k > experts:
         raise refuse(keys[1], top_k, f"1..{experts} (the experts a token may choose from)")
+
+
+def moe_recipe(arch: Any) -> tuple[str, dict[str, Any]]:
+    """A target record's moe recipe: its moe_recipe(), else (a plugin's record without one) its ``moe`` params'
+    ``moe: sparse``."""
+    made = getattr(arch, "moe_recipe", None)
+    return made() if callable(made) else ("sparse", dict(getattr(arch, "moe", ())))
+
+
+def target_record(registry, kind: Any) -> Any:
+    """The target type's record for a config's model_type (``registry.build("target", kind)``), if registered: None
+    for another type, and for a model_type that is no name (a config.json's list or number)."""
+    return registry.build("target", kind) if isinstance(kind, str) and ("target", kind) in registry.components \
+        else None
 
 
 def apply_windows(cfg, layers: Sequence[nn.Module], arch: TargetArch) -> None:
@@ -221,4 +264,5 @@ def mtp_layer_patterns(raw: Mapping[str, Any]) -> list[str]:
     return [rf"^model\.layers\.{i}\." for i in range(L, L + n)]
 
 
-__all__ = ["TARGETS", "TargetArch", "UnsupportedTarget", "apply_windows", "moe_check", "mtp_layer_patterns"]
+__all__ = ["TARGETS", "TargetArch", "UnsupportedTarget", "apply_windows", "config_path", "moe_check",
+           "moe_recipe", "mtp_layer_patterns", "refused", "target_record"]

@@ -19,6 +19,7 @@ from draftsmith.assembler.detect import (FAMILIES, eagle3_values, full_model, mi
                                         row_settings, ruled_out)
 from draftsmith.assembler.fit import STACKED, closest_families, holder, split_parts, unfit_names
 from draftsmith.assembler.styles import IDS, style_of
+from draftsmith.components.targets import target_record
 from draftsmith.convert.fp8 import fp8_reading
 from draftsmith.errors import CheckpointError, short_text
 from draftsmith.hooks import LayoutMatch
@@ -58,7 +59,7 @@ def inspect_checkpoint(folder: str | Path, registry: Registry | None = None, spe
         raise CheckpointError(config_file(folder), "; ".join(faults))
     names = list(infos)
     kind = config.get("model_type")   # a whole model's folder (an MTP draft): its type's mixture-of-experts keys
-    arch = registry.build("target", kind) if ("target", kind) in registry.components else None
+    arch = target_record(registry, kind)
     moe = arch.moe_keys() if callable(getattr(arch, "moe_keys", None)) else set()
     unread = unread_keys(flatten_draft_config(config), known_keys(style_of(folder, config)) | moe)
     given = None if spec is None else load_spec(spec, registry)

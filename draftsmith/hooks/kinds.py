@@ -185,8 +185,10 @@ KINDS: dict[str, Kind] = {
                   none_ok=True, key="method"),
     "attn_backend": Kind("factory()", "an attention function fn(q, k, v, mask, scale) (see components.backends)",
                          module=False, called=True, key=None),
-    "target": Kind("factory()", "a target architecture with check, attention_recipe, window and recurrent "
-                   "(see components.targets.TargetArch)", module=False,
-                   methods={"check": ANY, "attention_recipe": (tuple,), "window": (int, type(None))},
+    "target": Kind("factory()", "a target architecture with check, attention_recipe, window and recurrent, and where "
+                   "it has them moe_layers, moe_recipe, moe_keys and name_rules (see components.targets.TargetArch)",
+                   module=False, methods={"check": ANY, "attention_recipe": (tuple,), "window": (int, type(None))},
+                   optional={"moe_layers": (list, tuple), "moe_recipe": (tuple,), "moe_keys": (set, frozenset),
+                             "name_rules": (list, tuple)},
                    fields=("recurrent",), key=None),
 }

@@ -32,9 +32,9 @@ def test_two_residual_streams_are_refused_with_the_reason():
     with pytest.raises(UnsupportedTarget) as err:
         TARGETS["llama"]().check(SimpleNamespace(model_type="llama", hc_mult=2, num_hidden_layers=2))
     assert str(err.value) == (
-        "llama target: hc_mult=2 asks for hyper-connections (2 residual streams, handed to the draft 2 x hidden_size "
-        "wide), which draftsmith's target model does not compute: its layers keep one stream, so the draft would "
-        "read the wrong width at its first step")
+        "config.json: llama target: hc_mult=2 asks for hyper-connections (2 residual streams, handed to the draft 2 "
+        "x hidden_size wide), which draftsmith's target model does not compute: its layers keep one stream, so the "
+        "draft would read the wrong width at its first step")
 
 
 # pins targets.py:53 getattr(cfg, 'hc_mult', 1) -> 2 (a config without the key; also killed by the zoo tests)
@@ -59,16 +59,19 @@ def test_a_config_dense_through_its_last_layer_loads(dense):
 def test_a_config_without_a_dense_count_is_refused():
     with pytest.raises(UnsupportedTarget) as err:
         TARGETS["deepseek_v3"]().check(_deepseek())
-    assert str(err.value) == ("deepseek_v3 target: first_k_dense_replace=None does not say which layers are "
-                              "mixture-of-experts; allowed: a layer count (int)")
+    assert str(err.value) == ("config.json: deepseek_v3 target: first_k_dense_replace=None does not say which layers "
+                              "are mixture-of-experts; allowed: a layer count (int). Fix: set it in config.json to "
+                              "what the checkpoint holds (its layers whose weights are mlp.experts.*)")
 
 
 def test_a_moe_router_option_not_computed_is_refused_with_the_reason():
     with pytest.raises(UnsupportedTarget) as err:
         TARGETS["deepseek_v3"]().check(_deepseek(first_k_dense_replace=2, topk_method="group_limited_greedy"))
     assert str(err.value) == (
-        "deepseek_v3 target: topk_method='group_limited_greedy' in its mixture-of-experts layers, which draftsmith "
-        "does not compute; allowed: 'noaux_tc' (or the key absent)")
+        "config.json: deepseek_v3 target: topk_method='group_limited_greedy' in its mixture-of-experts layers, "
+        "which draftsmith does not compute; allowed: 'noaux_tc' (or the key absent). Fix: use a target whose "
+        "config.json has an allowed value (editing this one would load its weights under another computation, whose "
+        "logits are not the checkpoint's)")
 
 
 # pins targets.py moe_layers: a type without MoE layers checks no key (also killed by the zoo tests)
