@@ -1,7 +1,9 @@
 """A spec is checked without importing torch: the built-in catalog registers every component from its params
 model (components/params.py) and a factory imported at its first call (catalog.later), so `validate` says a bad
 spec's problems, and `list` prints the tables, in a torch-free process (torch's import alone took ~1.5 s of each on
-the 2-core CPU machine). Building a model still imports the factories' modules, and they build as before."""
+the 2-core CPU machine). So is a valid spec's `validate` unless it asks for a setting a machine may refuse (graphs on /
+compile, a backend not marked to build anywhere): only then is torch imported to ask this machine. Building a model
+still imports the factories' modules, and they build as before."""
 from __future__ import annotations
 
 import subprocess
@@ -21,6 +23,23 @@ def test_a_bad_spec_is_said_before_torch_is_imported(tmp_path):
     res = said(["validate", "bad.yaml"], tmp_path)
     assert "decoding.topk: 0 is not allowed" in res.stderr and "decoding.stpes" in res.stderr, res.stderr
     assert res.stdout.split()[-3:] == ["exit", "1", "False"], (res.stdout, res.stderr)
+
+
+def test_a_valid_spec_alone_is_said_before_torch_is_imported(tmp_path):
+    """A review (h96): a valid spec's validate imported torch (~1.5 s of its 2-2.6 s) to ask this machine about
+    settings no machine refuses (graphs auto / off, the built-in backends but flash)."""
+    (tmp_path / "s.yaml").write_text("name: s-x\nextends: eagle3-llama\ndecoding: {graphs: off, attention: sdpa}\n")
+    for spec in ("eagle3-llama", "s.yaml"):
+        res = said(["validate", spec], tmp_path)
+        assert res.stdout.split()[-3:] == ["exit", "0", "False"] and "warning" not in res.stderr, (res.stdout,
+                                                                                                 res.stderr)
+
+
+@pytest.mark.parametrize("decoding", ["{graphs: on}", "{attention: flash}"])
+def test_a_setting_a_machine_may_refuse_is_still_asked_about(tmp_path, decoding):
+    (tmp_path / "s.yaml").write_text(f"name: s-x\nextends: eagle3-llama\ndecoding: {decoding}\n")
+    res = said(["validate", "s.yaml"], tmp_path)
+    assert res.stdout.split()[-3:] == ["exit", "0", "True"], (res.stdout, res.stderr)
 
 
 def test_list_prints_every_component_without_torch(tmp_path):

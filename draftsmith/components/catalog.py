@@ -35,8 +35,20 @@ def later(where: str) -> Callable[..., Any]:
 
 
 def backend(name: str) -> Callable[..., Any]:
-    """The factory of attention backend ``name`` (a function of :mod:`draftsmith.components.backends`)."""
-    return lambda *_, **__: getattr(import_module("draftsmith.components.backends"), name)
+    """The factory of attention backend ``name`` (a function of :mod:`draftsmith.components.backends`), marked as
+    one that every machine builds (:func:`builds_anywhere`)."""
+    return _anywhere(lambda *_, **__: getattr(import_module("draftsmith.components.backends"), name))
+
+
+def _anywhere(factory: Callable[..., Any]) -> Callable[..., Any]:
+    factory.builds_anywhere = True
+    return factory
+
+
+def builds_anywhere(factory: Callable[..., Any]) -> bool:
+    """Whether ``factory`` is a built-in backend's that no machine refuses (flash's is not, nor a plugin's): a
+    spec's ``validate`` asks this machine (and imports torch) only about the others."""
+    return getattr(factory, "builds_anywhere", False) is True
 
 
 def _flash(*_, **__):

@@ -22,6 +22,7 @@ from collections.abc import Callable
 import torch
 
 from draftsmith.errors import OptionError
+from draftsmith.specs.schema import CUDA_ONLY_GRAPHS
 
 log = logging.getLogger("draftsmith")
 
@@ -30,7 +31,7 @@ def graphs_enabled(setting: str, device: str | torch.device) -> bool:
     """``decoding.graphs``: auto = on for CUDA devices, on / compile = required (refused without CUDA), off =
     eager."""
     cuda = torch.device(device).type == "cuda"
-    if setting in ("on", "compile") and not cuda:
+    if setting in CUDA_ONLY_GRAPHS and not cuda:
         raise OptionError(f"decoding.graphs: {setting} needs a CUDA device, got {device!r} (use auto or off)")
     return cuda and setting in ("auto", "on", "compile")
 

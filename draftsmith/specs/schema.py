@@ -195,6 +195,7 @@ def on_off(value: Any) -> Any:
 
 
 GraphsSetting = Literal["auto", "on", "off", "compile"]   # decoding.graphs (and bench's --graphs)
+CUDA_ONLY_GRAPHS = ("on", "compile")   # the settings a load without CUDA refuses (decoding.graphs.graphs_enabled)
 
 
 class Decoding(Frozen):

@@ -169,7 +169,7 @@ MAKERS = {   # fusion kind -> the fresh draft init_draft writes for it
 MAKES = " and ".join(m.said for m in MAKERS.values())   # what init_draft writes; preflight names it
 
 
-def start_from_target(model) -> list[str]:
+def start_from_target(model) -> tuple[list[str], list[str]]:
     """Start every draft layer from the target's last layer, read through the fusion's last input block.
 
     A draft weight takes its namesake in the target's last layer when the shapes match, or fills its last input
@@ -180,25 +180,23 @@ def start_from_target(model) -> list[str]:
     one more target layer over the deepest state it is given; the embedding's columns keep their random start.
     On the SmolLM2 pair (200 steps, one layer, held-out stdlib text) this took the step-0 top-1 / top-4 from
     0.317 / 0.512 to 0.401 / 0.587. Returns the names of the draft parameters it set (none: a layer type whose
-    names and shapes match nothing in the target's)."""
-    done = []
+    names and shapes match nothing in the target's), and those of the draft layer weights it leaves at their fresh
+    start for want of a namesake of a shape it can take in the target's last layer (a mixture-of-experts or
+    latent-attention layer's differ from a Llama draft layer's), the embedding's norm, kept at 1 on purpose, aside:
+    one walk of the draft's weights gives both."""
+    done, left = [], []
     with torch.no_grad():
         for name, p, w in _namesakes(model):
-            if w is not None:
-                p[..., p.shape[-1] - w.shape[-1]:] = w
-                done.append(name)
+            if w is None:
+                left.append(name)
+                continue
+            p[..., p.shape[-1] - w.shape[-1]:] = w
+            done.append(name)
         fc = getattr(model.draft, "fc", None)
         if fc is not None and getattr(fc, "target_width", None) == getattr(fc, "out_features", None):   # square
             fc.weight[:, -fc.out_features:] += torch.eye(fc.out_features, dtype=fc.weight.dtype)
             done.append("fc.weight")
-    return done
-
-
-def unmatched_by_target(model) -> list[str]:
-    """The draft layer weights :func:`start_from_target` leaves at their fresh start for want of a namesake of a shape
-    it can take in the target's last layer (a mixture-of-experts or latent-attention layer's differ from a Llama
-    draft layer's), the embedding's norm, kept at 1 on purpose, aside."""
-    return [name for name, _, w in _namesakes(model) if w is None]
+    return done, left
 
 
 def _namesakes(model):

@@ -1,12 +1,16 @@
 """The notes a finished training run logs about the draft it wrote, where its files cannot say how it was trained to
 every reader: a fed-back final norm a flat config has no key for (:func:`unstated`), aux ids stated as layer outputs
 (:func:`output_ids_note`), tensors kept under their canonical names for want of an inverse rename
-(:func:`canonical_kept`). Each is None where there is nothing to say."""
+(:func:`canonical_kept`). Each is None where there is nothing to say; the draft's config.json is read once for all
+of a run's notes, by the first that needs it (:func:`draft_config`)."""
 from __future__ import annotations
 
+import functools
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from draftsmith.assembler.build import rule_set
 from draftsmith.assembler.checkpoint import list_tensors
@@ -15,25 +19,32 @@ from draftsmith.registry import default_registry
 from draftsmith.train.draft_io import tap_convention, trained_norm_output
 
 
-def unstated(model, folder: Path, spec_name: str) -> str | None:
+def draft_config(folder: Path) -> Callable[[], dict[str, Any]]:
+    """``folder``'s config.json as a dict, read at the first call and kept for the next ones."""
+    return functools.cache(lambda: json.loads((Path(folder) / "config.json").read_text()))
+
+
+def unstated(model, folder: Path, spec_name: str, config: Callable[[], dict[str, Any]] | None = None) -> str | None:
     """A note when the draft's config.json in ``folder`` cannot state how it was trained to every reader: a fed-back
     final norm (``norm_output: feed_back``) is an absent ``norm_output`` in a flat config, which vLLM reads as the
     head's norm only (its ``true`` is the fed-back norm, SpecForge's and draftsmith's the head's), and so does a load
     without the spec unless the family detected reads absence as feed_back (EAGLE 3.1, by its per-aux ``fc_norm``:
-    :func:`draftsmith.convert.layouts.absent_reads`); the speculators layout states it for every reader."""
+    :func:`draftsmith.convert.layouts.absent_reads`); the speculators layout states it for every reader.
+    ``config``: the :func:`draft_config` of ``folder`` (None: one of its own)."""
     from draftsmith.components.eagle3_config import is_speculators_config
     from draftsmith.convert.layouts import absent_reads
 
     if trained_norm_output(model.draft) != "feed_back":   # draft.feed_back: post_norm's too
         return None
-    config = json.loads((Path(folder) / "config.json").read_text())
+    read = config or draft_config(folder)
+    config = read()
     if is_speculators_config(config):
         return None
     names = list(list_tensors(folder))   # the names alone, from the header
     # read with the spec, unless the family detected reads the absent key as feed_back: a layout detection does not
     # know (the spec's own names), or one whose family reads it as the head's norm (convert would state that)
     detected = absent_reads({k: v for k, v in config.items() if k != "norm_output"}, names) == "feed_back" and \
-        output_ids_note(model, folder, spec_name) is None   # ids stated as outputs: read without the spec, wrong
+        output_ids_note(model, folder, spec_name, read) is None   # ids stated as outputs: read without the spec, wrong
     read_with = "" if detected and default_registry().detect_layout(config, names) is not None else \
         f" --spec {spec_name}"
     vllm = f"for vLLM, write it with `draftsmith convert {folder}{read_with} --to speculators OUT`"
@@ -47,17 +58,18 @@ def unstated(model, folder: Path, spec_name: str) -> str | None:
             f"--draft, inspect) or by vLLM it feeds back the pre-norm state and accepts less; {vllm}")
 
 
-def output_ids_note(model, folder: Path, spec_name: str) -> str | None:
+def output_ids_note(model, folder: Path, spec_name: str,
+                    config: Callable[[], dict[str, Any]] | None = None) -> str | None:
     """A note when the draft's config.json in ``folder`` states its aux ids as layer outputs (the spec's
     ``aux_layers.at: output``, as :func:`with_ids` writes them so that the spec reads them back as trained): a load
     without the spec (generate --draft, inspect, doctor) and vLLM read them as layer inputs, one layer early;
-    ``convert --spec`` writes them as the inputs they tap."""
+    ``convert --spec`` writes them as the inputs they tap. ``config``: as :func:`unstated`'s."""
     from draftsmith.components.eagle3_config import KEY
     from draftsmith.assembler.config import flatten_draft_config
 
     if not getattr(model.draft, "taps", None) or tap_convention(model.spec) != "output":
         return None
-    flat = flatten_draft_config(json.loads((Path(folder) / "config.json").read_text()))
+    flat = flatten_draft_config((config or draft_config(folder))())
     ids = flat.get(KEY) or (flat.get("eagle_config") or {}).get(KEY)
     if not ids:   # the default layers, left out: every reader takes their inputs
         return None

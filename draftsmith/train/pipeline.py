@@ -18,9 +18,8 @@ from draftsmith.options import flag
 from draftsmith.errors import count, short_list
 from draftsmith.train import data as D
 from draftsmith.train.checks import TrainError, check_job
-from draftsmith.train.draft_io import (export_draft, for_training, init_draft, start_from_target,
-                                       unmatched_by_target)
-from draftsmith.train.export_notes import canonical_kept, output_ids_note, unstated
+from draftsmith.train.draft_io import export_draft, for_training, init_draft, start_from_target
+from draftsmith.train.export_notes import canonical_kept, draft_config, output_ids_note, unstated
 from draftsmith.train.evaluate import PLANS, Acceptance, acceptance
 from draftsmith.train.features import FeatureStore, extract_with_log, made_for, read_meta
 from draftsmith.train.provenance import SOURCE, distill_record, source_problem, target_fingerprint, windows_digest
@@ -180,10 +179,16 @@ def run_held(job: Job, console, log: Callable[[str], None]) -> dict[str, Accepta
             "--steps trains on, the schedule stretched to it)")
     else:
         log(f"trained to step {last['step']}: loss {last['loss']:.3f}")
-    for note in (unstated(model, out, job.spec), output_ids_note(model, out, job.spec), canonical_kept(model, out)):
-        if note:
-            log(note)
+    for note in end_notes(model, out, job.spec):
+        log(note)
     return evaluate(job, tok, log)
+
+
+def end_notes(model, out: Path, spec_name: str) -> list[str]:
+    """The notes of a finished run about the draft it wrote in ``out`` (export_notes), its config.json read once."""
+    config = draft_config(out)
+    return [note for note in (unstated(model, out, spec_name, config), output_ids_note(model, out, spec_name, config),
+                              canonical_kept(model, out)) if note]
 
 
 def source_check(job: Job, feats: Path, ids: torch.Tensor, distill: dict | None) -> torch.Tensor | None:
@@ -285,7 +290,7 @@ def start(job: Job, ids: torch.Tensor, log: Callable[[str], None]):
         log(f"draft vocabulary: the target's full {V} tokens{asked}")
     model = init_draft(job.spec, job.target, out, kept, seed=job.config.seed)
     if job.config.init == "target":
-        done, left = start_from_target(model), unmatched_by_target(model)
+        done, left = start_from_target(model)
         log(f"start: {len(done)} draft weights from the target's last layer" + (
             f"; {len(left)} keep their fresh start, no weight of that layer having their name and a shape they take "
             f"({short_list([pattern for pattern, _ in group_names(left)], 4, 300)})" if left else ""))

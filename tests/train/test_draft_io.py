@@ -106,7 +106,7 @@ def test_a_start_from_the_target_copies_its_last_layer_over_the_hidden_inputs(ti
     # the same seed with and without: what start_from_target sets is exactly the difference
     plain = init_draft(spec, tiny / "target", tmp_path / "p", None, seed=3).draft.state_dict()
     model = init_draft(spec, tiny / "target", tmp_path / "t", None, seed=3)
-    assert "fc.weight" in start_from_target(model)
+    assert "fc.weight" in start_from_target(model)[0]
     got, last = model.draft.state_dict(), dict(model.target.model.layers[-1].named_parameters())
     H = last["self_attn.o_proj.weight"].shape[0]
     two_halves = spec == "eagle3-llama"          # EAGLE-3's first layer reads [embedding; hidden], 2H wide

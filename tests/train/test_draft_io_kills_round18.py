@@ -37,7 +37,7 @@ def test_start_from_target_skips_a_draft_weight_with_no_namesake_or_a_shape_it_c
     draft.fc.target_width = 8                       # not square: no identity added
     target = SimpleNamespace(model=SimpleNamespace(layers=[last]))
     before = {k: v.clone() for k, v in draft.state_dict().items()}
-    done = start_from_target(SimpleNamespace(target=target, draft=draft))
+    done, _ = start_from_target(SimpleNamespace(target=target, draft=draft))
     assert done == ["layers.0.q_proj.weight"]
     assert torch.equal(layer.q_proj.weight[:, 4:], last.q_proj.weight)
     assert torch.equal(layer.q_proj.weight[:, :4], before["layers.0.q_proj.weight"][:, :4])

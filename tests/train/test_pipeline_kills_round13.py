@@ -353,8 +353,7 @@ def started(monkeypatch):
     def go(j, ids, left=()):
         kept, starts, lines = [], [], []
         monkeypatch.setattr(pipeline, "init_draft", lambda spec, target, out, k, seed: kept.append(k) or "model")
-        monkeypatch.setattr(pipeline, "start_from_target", lambda m: starts.append(m) or ["a", "b"])
-        monkeypatch.setattr(pipeline, "unmatched_by_target", lambda m: list(left))
+        monkeypatch.setattr(pipeline, "start_from_target", lambda m: starts.append(m) or (["a", "b"], list(left)))
         assert pipeline.start(j, ids, lines.append) == "model"
         return lines, kept[0], starts
     return go

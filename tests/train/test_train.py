@@ -181,7 +181,7 @@ def test_a_fresh_run_starts_from_the_target_unless_asked_for_random(job, tmp_pat
 
     def fake_start(model):
         seen.append(model)
-        return ["fc.weight"]
+        return ["fc.weight"], []
 
     def fake_train(*args, **kw):
         raise Started   # stop before any training: only the start is under test
