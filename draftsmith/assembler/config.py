@@ -25,7 +25,8 @@ READ_KEYS = {*EAGLE_FIELDS, *MLA_KEYS, *STYLES["speculators"].fixed, "eagle_conf
              "transformers_version", "torch_dtype", "dtype", "hc_mult", "rope_interleave", "first_k_dense_replace",
              "rope_theta", "rope_scaling",   # transformers 5 reads them into rope_parameters, as MLA reads either
              "fusion_bias", "layernorms", "transformer_layer_architecture",   # these three: speculators' EAGLE-1
-             "num_nextn_predict_layers", "num_mtp_layers"}   # an MTP draft's layer count (components/mtp.py)
+             "num_nextn_predict_layers", "num_mtp_layers",   # an MTP draft's layer count (components/mtp.py)
+             "use_aux_hidden_state"}   # an EAGLE-3 draft's, refused unless true (eagle3_config.aux_problems)
 # what a draft's config must state: transformers' Llama defaults (hidden_size 4096, 32 heads) are no draft's, and
 # they fail late under another name (share.embed) or not at all (32 heads of 2 fit the q_proj of 4 heads of 16);
 # a missing intermediate_size is left to the weights' shapes, which name the MLP's tensors

@@ -245,10 +245,47 @@ def read_flags(params, draft_config: Mapping[str, Any]) -> dict[str, Any]:
     return _flags(params, draft_config, [])
 
 
+AUX_FLAG = "use_aux_hidden_state"   # NVIDIA Model-Optimizer's, under eagle_config (vLLM reads it there)
+# the draft config's "bias": what the engines read it as in an EAGLE-3 draft, which draftsmith's does not
+BIAS_NOTE = ('the draft config says "bias": {found}, which an EAGLE-3 draft here does not read: fc and o_proj are '
+             "built without a bias, as EAGLE's and SpecForge's trainers build them whatever the key says (vLLM reads "
+             "it as an o_proj bias, SGLang as an o_proj and an fc bias, and leave them unset where the checkpoint "
+             "holds none); a draft trained with an o_proj bias states draft.attention.o_bias: true in its spec, and "
+             "an fc.bias is refused (the eagle3 fusion has none)")
+
+
+def aux_problems(cfg: Mapping[str, Any]) -> list[Problem]:
+    """A draft config whose ``use_aux_hidden_state`` (eagle_config's, else the top level's) is not true: such a draft
+    is fed the target's last hidden state with no fc (vLLM skips fc.* and taps no layer), which the eagle3 fusion
+    does not compute; run with fc over aux states, it would decode from inputs it was never trained on."""
+    found = config_value(cfg, AUX_FLAG)
+    if found is None or found is True:
+        return []
+    where = f"eagle_config.{AUX_FLAG}" if _inner(cfg).get(AUX_FLAG) is not None else AUX_FLAG
+    return [Problem(f"draft config {where}", "asks for a draft fed the target's last hidden state with no fc (vLLM "
+                                             "skips fc.* and taps no layer), which the eagle3 fusion does not compute: "
+                                             "it always feeds fc the aux states",
+                    found=found, allowed="true, or the key absent (a draft trained on aux hidden states through fc)")]
+
+
+def config_notes(cfg: Mapping[str, Any]) -> list[str]:
+    """What the draft config states that the eagle3 fusion does not read, one line each (a true ``bias``)."""
+    found = cfg.get("bias")
+    said = str(found).lower() if isinstance(found, bool) else short(found)
+    return [BIAS_NOTE.format(found=said)] if found not in (None, False) else []
+
+
 def resolve_eagle3(params, draft_config: Mapping[str, Any], target_layers: int,
                    deferred: list[Problem] | None = None) -> Eagle3Facts:
+    """The fusion's facts (taps, flags, notes); a draft config the fusion cannot run (:func:`aux_problems`) is
+    refused, with ``deferred``'s problems where given (said beside the tensors')."""
     notes: list[str] = []
     taps = resolve_taps(params, draft_config, target_layers, notes, deferred)
+    if unbuilt := aux_problems(draft_config):
+        if deferred is None:
+            raise SpecError("draft fusion", unbuilt)
+        deferred += unbuilt
+    notes += config_notes(draft_config)
     return Eagle3Facts(taps, **_flags(params, draft_config, notes), notes=tuple(notes))
 
 
@@ -273,4 +310,4 @@ def describe_facts(params, draft_config: Mapping[str, Any]) -> tuple[dict[str, A
     else:
         lines.append(f"aux layers: {ids} from {origin}, read as layer {at}s (vLLM / HF hidden_states[id]; SGLang "
                      "reads ids as layer outputs: use at: output for a draft trained that way)")
-    return {**flags, "aux_layers": {"ids": ids, "at": at}}, lines + notes
+    return {**flags, "aux_layers": {"ids": ids, "at": at}}, lines + notes + config_notes(draft_config)

@@ -30,7 +30,8 @@ from draftsmith.specs.schema import Rule
 
 # The keys read inside eagle_config (components.eagle3_config.config_value / config_ids: a nested key wins over the
 # top-level one); any other (NVIDIA Model-Optimizer's use_last_layernorm, use_mtp_layernorm, ...) is unread.
-EAGLE_CONFIG_READ = {IDS, "num_aux_hidden_states", "fc_norm", "norm_before_fc", "norm_before_residual", "norm_output"}
+EAGLE_CONFIG_READ = {IDS, "num_aux_hidden_states", "fc_norm", "norm_before_fc", "norm_before_residual", "norm_output",
+                     "use_aux_hidden_state"}   # read to refuse false (eagle3_config.aux_problems)
 
 
 @dataclass(frozen=True)
