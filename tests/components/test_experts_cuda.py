@@ -1,7 +1,8 @@
 """An MoE target on CUDA (components/experts.py): the first eager call finds that the grouped product runs and
 agrees (bfloat16, Hopper), a captured CUDA graph of the block runs only the grouped product and equals the eager
 block, and a graph-decoded MoE target decodes what target-only decodes (float32 and bfloat16 verdicts apart).
-Skipped without CUDA (see conftest)."""
+Skipped without CUDA (tests/conftest.py). Beside the components' GPU tests, which gpu_run.sh runs without -x: a
+failure here hides none of tests/gpu."""
 import pytest
 import torch
 
