@@ -159,6 +159,11 @@ def count(items, word: str) -> str:
     return f"{len(items)} {word}{'' if len(items) == 1 else 's'}"
 
 
+def fit(n: int) -> str:
+    """'at most 1 new token fits', 'at most 5 new tokens fit'."""
+    return f"at most {n} new token fits" if n == 1 else f"at most {n} new tokens fit"
+
+
 def short_list(values: Iterable[Any], most: int = 5, limit: int = QUOTE_LIMIT, *, quote: bool = True) -> str:
     """'a', 'b', 'c' and 12 more: at most ``most`` values, each quoted with :func:`short` (or cut, unquoted)."""
     values = list(values)

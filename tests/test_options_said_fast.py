@@ -18,7 +18,9 @@ CASES = [
      "error: --temperature is nan; a finite number >= 0 is expected (0 = greedy)"),
     (["generate", "--dtype", "int8", "--max-new-tokens", "2000000", "--seed", str(2**64)],
      "error: " + DTYPE.format("'int8'") + "\n  --max-new-tokens is 2000000; an integer in 1..1048576 is expected"
-     f"\n  --seed is {2**64}; None or an integer in -2**63 .. 2**64-1 is expected"),
+     f"\n  --seed is {2**64}; None or an integer in -2**63 .. 2**64-1 is expected"
+     f"\n  --seed {2**64}: greedy decoding (--temperature 0) draws nothing, so the seed would be ignored; give "
+     "--temperature > 0 to sample, or leave --seed out"),
     (["bench", "--dtype", "fp4", "--graphs", "maybe"],
      "error: " + DTYPE.format("'fp4'") + "\n  --graphs: auto, on, off or compile, got 'maybe'"),
     (["bench", "--dtype", "fp4", "--graphs", "off"], "error: " + DTYPE.format("'fp4'")),

@@ -31,9 +31,9 @@ from draftsmith.components.weights import RegexRule, RuleSet
 from draftsmith.decoding.graphs import graphs_enabled
 from draftsmith.decoding.model import SpeculativeModel
 from draftsmith.decoding.modes import RECURRENT, V2
-from draftsmith.registry import Registry, default_registry
+from draftsmith.registry import Registry, UnknownComponent, default_registry
 from draftsmith.errors import (CheckpointError, CheckpointNotFound, DraftsmithError, OptionError, Problem, SpecError,
-                               short_text)
+                               short, short_text)
 from draftsmith.specs.loader import checked_registry, load_spec
 from draftsmith.specs.resolve import decoding_section_problems, unreached_steps
 from draftsmith.specs.schema import COPIED, Spec
@@ -59,7 +59,7 @@ def plan_target(folder: Path, registry: Registry, backend) -> tuple[PlannedLoad,
     its hidden_act, then that gemma is not supported)."""
     reading = read_config_aside(folder)
     if isinstance(kind := reading.config.get("model_type"), str):
-        registry.get("target", kind)  # UnknownComponent: "unknown target 'x'. ... known: llama (builtin), ..."
+        known_target(registry, kind)  # UnknownComponent: "unknown target 'x'. ... known: llama (builtin), ..."
     if reading.error is not None:
         raise reading.error
     raw = reading.config
@@ -72,6 +72,22 @@ def plan_target(folder: Path, registry: Registry, backend) -> tuple[PlannedLoad,
     rules = RuleSet(renames, ignore=[*TARGET_RULES.ignore, *([r"^lm_head\.weight$"] if model.tie else []),
                                 *mtp_layer_patterns(raw)])  # declared MTP layers are a draft's, not the target's
     return plan_module(model, folder, rules, spec=f"target ({cfg.model_type})"), cfg
+
+
+def known_target(registry: Registry, kind: str) -> None:
+    """An UnknownComponent for a model_type no target is registered for. A type transformers itself names
+    (ministral3 beside ministral, qwen2_moe beside qwen2) is another architecture, not a misspelling: it gets no
+    did-you-mean, which would send its user to load it as a model it is not."""
+    try:
+        registry.get("target", kind)
+    except UnknownComponent as e:
+        from transformers import CONFIG_MAPPING
+
+        if kind not in CONFIG_MAPPING:
+            raise
+        raise UnknownComponent("target", kind, e.known, registry.not_loaded_note(), hint=(
+            f" {short(kind)} is a transformers model type of its own (no misspelling of a known one): draftsmith "
+            "has no target of that type; a plugin can register one.")) from None
 
 
 def check_tied_head(planned: PlannedLoad) -> None:

@@ -365,7 +365,7 @@ def target_folder_problems(folder: Path, prompt, max_new_tokens: int, names: dic
                             f"one token at most {context} new tokens fit, fewer with a longer one")
         return problems
     prompts, _ = encode_prompts(prompt, tokenizer=None, vocab=vocab or sys.maxsize, context=context,
-                                problems=problems, names=names)
+                                problems=problems, names=names, max_new_tokens=max_new_tokens)
     return problems + context_problems(prompts, max_new_tokens, context, names)
 
 

@@ -261,6 +261,9 @@ def _check_options(device: str, dtype: str, threads: str, max_new_tokens: int, t
     said(float_name, dtype)
     threads = said(parse_threads, threads)
     problems += setting_problems(max_new_tokens, temperature, seed)
+    if seed is not None and temperature == 0:   # an option that would be ignored is refused, as bench's are
+        problems.append(f"--seed {seed}: greedy decoding (--temperature 0) draws nothing, so the seed would be "
+                        "ignored; give --temperature > 0 to sample, or leave --seed out")
     for check in more:
         said(check)
     if problems:

@@ -26,7 +26,7 @@ from torch import nn
 from draftsmith.components import fused
 from draftsmith.components.dims import per_layer_type
 from draftsmith.components.fused import kernel
-from draftsmith.errors import CheckpointError, short, short_text
+from draftsmith.errors import CheckpointError, fit, short, short_text
 
 if TYPE_CHECKING:
     from transformers import PretrainedConfig
@@ -211,4 +211,4 @@ def position_problems(model: nn.Module, longest: int, max_new_tokens: int, name:
         return [f"a {longest}-token prompt + {name} {max_new_tokens} runs past {limit} positions: {why}; "
                 f"prompts of at most {limit} tokens fit"]
     return [f"{name} is {max_new_tokens}: with a {longest}-token prompt it runs past {limit} positions: "
-            f"{why}; at most {limit - longest + 1} new tokens fit (the last one is never fed)"]
+            f"{why}; {fit(limit - longest + 1)} (the last one is never fed)"]

@@ -158,7 +158,7 @@ def check_call(model: Any, prompt: Any, *, max_new_tokens: Any = 64, temperature
     vocab, draft_vocab, context = vocab_sizes(model)
     problems: list[str] = []
     prompts, single = encode_prompts(prompt, tokenizer=model.tokenizer, vocab=vocab, context=context,
-                                     problems=problems, names=names)
+                                     problems=problems, names=names, max_new_tokens=max_new_tokens)
     problems += settings_problems(max_new_tokens, temperature, top_p, top_k, seed, stop, vocab=vocab, names=names)
     overridden(model.spec.decoding, dict(topk=topk, steps=steps, draft_tokens=draft_tokens, mode=mode), problems,
                draft_vocab=draft_vocab, names=names)

@@ -18,7 +18,7 @@ from draftsmith import limits
 from draftsmith.chat import (conversation_ids, is_conversation, message_problems, nested_strings, template_problem,
                              texts, written_size)
 from draftsmith.values import array_like, integer_vector, is_int
-from draftsmith.errors import short
+from draftsmith.errors import fit, short
 
 MOST = 8   # problems listed per prompt
 
@@ -44,11 +44,12 @@ def _array_ids(p: Any, where: str, problems: list[str]) -> list[int] | None:
     return [int(t) for t in p.tolist()]
 
 
-def _ids(p: Any, where: str, tokenizer: Any, problems: list[str], context: int | None = None) -> list[int] | None:
+def _ids(p: Any, where: str, tokenizer: Any, problems: list[str], context: int | None = None,
+         new: tuple[str, Any] = ("max_new_tokens", None)) -> list[int] | None:
     """One prompt as ids, or None with the reasons appended to ``problems``. A sequence or array longer than the
     context is refused by its length alone, before each token is looked at (past the first, which tells it from a
     conversation); a conversation's length is its messages, not its tokens: it is checked once rendered
-    (:func:`encode_prompts`)."""
+    (:func:`encode_prompts`). ``new``: (its name, max_new_tokens), for the room a refusal says is left."""
     if is_conversation(p):   # reads an id list's first item only: it is not a message
         return _conversation_ids(p, where, tokenizer, problems)
     if isinstance(p, (bytes, bytearray, memoryview)):   # before the length check: their length is bytes, not tokens
@@ -57,7 +58,7 @@ def _ids(p: Any, where: str, tokenizer: Any, problems: list[str], context: int |
     # a sequence or array only: a set or mapping is no prompt at any length (said below, not as tokens)
     if context is not None and not isinstance(p, str) and (isinstance(p, Sequence) or array_like(p)) and \
             _longer(p, context):
-        problems.append(_past_context(where, len(p), context))
+        problems.append(_past_context(where, len(p), context, new=new))
         return None
     if isinstance(p, str):
         if (bad := _not_unicode(p)) is not None:
@@ -112,12 +113,22 @@ def _conversation_ids(p: Sequence[Mapping], where: str, tokenizer: Any, problems
         return None
 
 
-def _past_context(where: str, tokens: int, context: int, messages: int | None = None) -> str:
+def _past_context(where: str, tokens: int, context: int, messages: int | None = None,
+                  new: tuple[str, Any] = ("max_new_tokens", None)) -> str:
     # a prompt longer than the context: said alike whether its length was seen before its tokens or after encoding;
-    # a conversation (``messages``) is said with what its template rendered it to
+    # a conversation (``messages``) is said with what its template rendered it to; then by how much, and the length
+    # that leaves room for ``new`` (name, max_new_tokens; the last new token is never fed, as context_problems says)
     what = f"{tokens} tokens" if messages is None else \
         f"a conversation of {messages} message{'s' * (messages != 1)} rendered to {tokens} tokens"
-    return f"{where}: {what}; the target's context (max_position_embeddings) is {context}"
+    over = f"{where}: {what}; the target's context (max_position_embeddings) is {context}: {tokens - context} over"
+    name, n = new
+    if not (is_int(n) and n >= 1):   # no usable count (refused on its own)
+        return f"{over}; shorten it to at most {context} tokens (one new token then fits)"
+    if (room := context - int(n) + 1) >= 1:
+        return (f"{over}; shorten it to at most {room} tokens, which leaves room for {name} {int(n)} (the last new "
+                "token is never fed)")
+    return (f"{over}; shorten it, and lower {name} {int(n)}: a prompt of P tokens leaves room for {context} - P + 1 "
+            "new ones")
 
 
 def _not_unicode(text: str) -> int | None:
@@ -150,10 +161,12 @@ def split_prompts(prompt: Any) -> tuple[list[Any], bool]:
 
 
 def encode_prompts(prompt: Any, *, tokenizer: Any, vocab: int, context: int | None, problems: list[str],
-                   names: Mapping[str, str] | None = None) -> tuple[list[list[int]], bool]:
+                   names: Mapping[str, str] | None = None, max_new_tokens: Any = None) -> tuple[list[list[int]], bool]:
     """Every prompt as token ids (problems appended for each one that is not usable); ``names`` renames the
-    argument in them (the command line's option, e.g. ``--token-ids``)."""
+    argument in them (the command line's option, e.g. ``--token-ids``); a prompt past the context is told the
+    length that leaves room for ``max_new_tokens`` where it is given."""
     name = (names or {}).get("prompt", "prompt")
+    new = ((names or {}).get("max_new_tokens", "max_new_tokens"), max_new_tokens)
     if isinstance(prompt, (list, tuple)) and len(prompt) == 0:
         problems.append(f"{name}: an empty list is neither a prompt (no token ids) nor a batch (no prompts)")
         return [], True
@@ -169,7 +182,7 @@ def encode_prompts(prompt: Any, *, tokenizer: Any, vocab: int, context: int | No
     out = []
     for i, p in enumerate(items):
         where = name if single else f"{name} {i}"
-        ids = _ids(p, where, tokenizer, problems, context)
+        ids = _ids(p, where, tokenizer, problems, context, new)
         if ids is None:
             continue
         if not ids:
@@ -182,7 +195,7 @@ def encode_prompts(prompt: Any, *, tokenizer: Any, vocab: int, context: int | No
                             f"{short(sorted(set(outside))[:MOST])}")
             continue
         if context is not None and len(ids) > context:
-            problems.append(_past_context(where, len(ids), context, len(p) if is_conversation(p) else None))
+            problems.append(_past_context(where, len(ids), context, len(p) if is_conversation(p) else None, new))
             continue
         out.append(ids)
     return out, single
@@ -203,5 +216,5 @@ def context_problems(prompts: list[list[int]], max_new_tokens: Any, context: int
         return []
     name = (names or {}).get("max_new_tokens", "max_new_tokens")
     return [f"{name} is {short(max_new_tokens)}: with a {longest}-token prompt it runs past the target's "
-            f"context of {context} tokens (max_position_embeddings); at most {context - longest + 1} new tokens fit "
+            f"context of {context} tokens (max_position_embeddings); {fit(context - longest + 1)} "
             "(the last one is never fed)"]

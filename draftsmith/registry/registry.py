@@ -28,9 +28,9 @@ from draftsmith.registry.spec_path import SPEC_PATH, read_name, scan_folder, spe
 
 
 class UnknownComponent(DraftsmithError, LookupError):
-    def __init__(self, kind: str, name: str, known: Sequence[tuple[str, str]], note: str = ""):
+    def __init__(self, kind: str, name: str, known: Sequence[tuple[str, str]], note: str = "", hint: str | None = None):
         self.kind, self.name, self.known = kind, name, known
-        hint = suggest(name, [n for n, _ in known])
+        hint = suggest(name, [n for n, _ in known]) if hint is None else hint   # given: what stands for a did-you-mean
         listing = ", ".join(f"{n} ({p})" for n, p in known) or "none registered"
         note = f". {note}" if note else ""   # Registry.not_loaded_note: plugins kept out by the environment
         super().__init__(f"unknown {kind} {short(name)}.{hint} known: {listing}{note}")

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from draftsmith.chat import SHAREGPT_ROLES, TemplateRefused, content_text
-from draftsmith.errors import short, short_text
+from draftsmith.errors import short, short_list, short_text
 from draftsmith.train.checks import TrainError
 
 # A chat record's turns [{"role", "content"}] -> its text (train --chat: the target's chat template, see
@@ -60,6 +60,9 @@ def turns_text(turns, field: str, keys: tuple[str, str], noun: str, like: str, r
     for i, m in enumerate(turns):
         if not isinstance(m, dict):
             raise ValueError(f"{field}[{i}] is {short(m, 60)}: expected a {noun} object like {like}")
+        if key not in m and "tool_calls" not in m:   # a misnamed key is no empty turn (OpenAI: tool calls may omit it)
+            raise ValueError(f"{field}[{i}].{key} is missing (its keys: {short_list(sorted(map(str, m)))}): "
+                             f"expected a {noun} object like {like}, null for a {noun} without text")
     contents = [content_text(m.get(key), f"{field}[{i}].{key}") for i, m in enumerate(turns)]
     if render is None:
         return "\n".join(contents)

@@ -44,11 +44,11 @@ def test_a_longrope_limit_that_is_no_number_is_no_limit(junk):
 
 def test_a_prompt_of_exactly_the_limit_is_told_how_many_new_tokens_fit():
     """A prompt of exactly original_max_position_embeddings tokens fits (one new token does): asking for two is a
-    max_new_tokens problem ("at most 1 new tokens fit"), not a prompt-length one."""
+    max_new_tokens problem ("at most 1 new token fits"), not a prompt-length one."""
     model = nn.ModuleList([longrope()])
     assert position_problems(model, LIMIT, 1) == []
     [why] = position_problems(model, LIMIT, 2)
     assert why.startswith(f"max_new_tokens is 2: with a {LIMIT}-token prompt it runs past {LIMIT} positions"), why
-    assert why.endswith("at most 1 new tokens fit (the last one is never fed)"), why
+    assert why.endswith("at most 1 new token fits (the last one is never fed)"), why
     [why] = position_problems(model, LIMIT + 1, 1)
     assert why.startswith(f"a {LIMIT + 1}-token prompt + max_new_tokens 1 runs past {LIMIT} positions"), why

@@ -149,7 +149,9 @@ def test_a_conversation_past_the_context_says_its_messages_and_rendered_tokens(c
         with pytest.raises(ArgumentError) as info:
             model.generate([[1, 2], talk], max_new_tokens=1)
         assert info.value.problems == [f"prompt 1: a conversation of {messages} rendered to {tokens} tokens; the "
-                                       f"target's context (max_position_embeddings) is {context}"]
+                                       f"target's context (max_position_embeddings) is {context}: "
+                                       f"{tokens - context} over; shorten it to at most {context} tokens, which "
+                                       "leaves room for max_new_tokens 1 (the last new token is never fed)"]
 
 
 def test_a_conversation_of_more_messages_than_the_context_that_renders_short_decodes(tmp_path):

@@ -24,7 +24,8 @@ def test_bytes_past_the_context_are_refused_as_bytes_not_as_tokens(kind):
 
 def test_an_id_list_past_the_context_is_still_refused_as_tokens():
     assert problems([[1, 2], [1] * (CONTEXT + 1)]) == [
-        f"prompt 1: {CONTEXT + 1} tokens; the target's context (max_position_embeddings) is {CONTEXT}"]
+        f"prompt 1: {CONTEXT + 1} tokens; the target's context (max_position_embeddings) is {CONTEXT}: 1 over; "
+        f"shorten it to at most {CONTEXT} tokens (one new token then fits)"]
 
 
 @pytest.mark.parametrize("kind", [set, frozenset, dict.fromkeys])

@@ -103,6 +103,10 @@ def test_a_batch_is_a_list_of_prompts_and_an_empty_one_is_neither(model):
 
 
 # --- the target's context ----------------------------------------------------------------------------------------
+OVER_BY_ONE = (f": 1 over; shorten it to at most {CONTEXT} tokens, which leaves room for max_new_tokens 1 (the last "
+               "new token is never fed)")
+
+
 def test_the_context_bounds_prompt_plus_new_tokens(model):
     # the last new token is never fed: prompt + max_new_tokens may pass the context by one
     assert problems(model, [1] * (CONTEXT - 1), max_new_tokens=2) == []             # fed: exactly the context
@@ -110,10 +114,10 @@ def test_the_context_bounds_prompt_plus_new_tokens(model):
     assert problems(model, [1] * (CONTEXT - 1), max_new_tokens=3) == [
         f"max_new_tokens is 3: with a {CONTEXT - 1}-token prompt it runs past the target's context of {CONTEXT} tokens "
         "(max_position_embeddings); at most 2 new tokens fit (the last one is never fed)"]
-    assert problems(model, [1] * CONTEXT, max_new_tokens=2)[0].endswith("at most 1 new tokens fit (the last one is "
+    assert problems(model, [1] * CONTEXT, max_new_tokens=2)[0].endswith("at most 1 new token fits (the last one is "
                                                                         "never fed)")
     assert problems(model, [1] * (CONTEXT + 1)) == [f"prompt: {CONTEXT + 1} tokens; the target's context "
-                                                    f"(max_position_embeddings) is {CONTEXT}"]
+                                                    f"(max_position_embeddings) is {CONTEXT}{OVER_BY_ONE}"]
     assert len(problems(model, [[1], [1] * CONTEXT], max_new_tokens=2)) == 1         # the longest prompt counts
 
 
@@ -285,13 +289,13 @@ class _Tokens(list):
 def test_a_prompt_past_the_context_is_refused_by_its_length_alone(model):
     prompt = _Tokens([0] * (CONTEXT + 1))
     assert problems(model, [prompt]) == [f"prompt 0: {CONTEXT + 1} tokens; the target's context "
-                                         f"(max_position_embeddings) is {CONTEXT}"]
+                                         f"(max_position_embeddings) is {CONTEXT}{OVER_BY_ONE}"]
     assert problems(model, torch.zeros(CONTEXT + 1, dtype=torch.long))[0].startswith(f"prompt: {CONTEXT + 1} tokens")
     assert problems(model, [0.5] * (CONTEXT + 1)) == [f"prompt: {CONTEXT + 1} tokens; the target's context "
-                                                      f"(max_position_embeddings) is {CONTEXT}"]
+                                                      f"(max_position_embeddings) is {CONTEXT}{OVER_BY_ONE}"]
     assert problems(model, [1] * CONTEXT, max_new_tokens=2) == [
         f"max_new_tokens is 2: with a {CONTEXT}-token prompt it runs past the target's context of {CONTEXT} tokens "
-        "(max_position_embeddings); at most 1 new tokens fit (the last one is never fed)"]   # its tokens are read
+        "(max_position_embeddings); at most 1 new token fits (the last one is never fed)"]   # its tokens are read
 
 
 def test_a_batch_past_the_bound_is_refused_by_its_size_alone(model, monkeypatch):

@@ -32,7 +32,7 @@ def test_stdlib_splits_into_training_files_and_held_out_test_files():
     ({"prompt": "p"}, "p"),
     ({"completion": "c"}, "c"),
     ({"prompt": None, "completion": "c", "messages": [{"content": "m"}]}, "c"),
-    ({"messages": [{"content": "a"}, {"role": "x"}, {"content": "b"}]}, "a\n\nb"),
+    ({"messages": [{"content": "a"}, {"role": "x", "content": None}, {"content": "b"}]}, "a\n\nb"),
     ({"text": None, "prompt": "p"}, "p"),
     ({"text": None, "prompt": None, "completion": None}, None),
     ({}, None),

@@ -28,7 +28,8 @@ def sharegpt(*turns):
 
 @pytest.mark.parametrize("record, text", [
     (sharegpt("hi", "hello"), "hi\nhello"),
-    ({"conversations": [{"from": "system", "value": "s"}, {"from": "human"}, {"from": "gpt", "value": None},
+    ({"conversations": [{"from": "system", "value": "s"}, {"from": "human", "value": None},
+                        {"from": "gpt", "value": None},
                         {"value": [{"type": "text", "text": "p"}]}]}, "s\n\n\np"),
     ({"conversations": []}, ""),
     ({"messages": [{"role": "user", "content": "m"}], "conversations": [{"from": "human", "value": "c"}]}, "m"),
