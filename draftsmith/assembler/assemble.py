@@ -16,8 +16,8 @@ from draftsmith.assembler.explain import (checked_along, set_aside, DetectedNote
                                           held_names, layers_note, pairing_note, quiet_notes, swapped_note,
                                           training_note, unchained_layers_note, unless, unread_sizes_note,
                                           vocab_mismatch, NOTE_KIND, UNFINISHED)
-from draftsmith.assembler.field_notes import (fc_bias_note, fc_shape_note, flip_note, mla_note, qk_norm_note,
-                                              qkv_bias_note, share_note)
+from draftsmith.assembler.field_notes import (fc_bias_note, fc_shape_note, flip_note, mla_note, mlp_size_note,
+                                              qk_norm_note, qkv_bias_note, share_note)
 from draftsmith.assembler.config import (draft_hf_config, flatten_draft_config, missing_target_keys,
                                          read_config_aside, stop_ids, target_hf_config)
 from draftsmith.assembler.folders import checkpoint_dirs, spec_own
@@ -212,7 +212,7 @@ def plan_draft(spec: Spec, registry: Registry, draft: str | Path | None, draft_d
         own = spec_own(spec, draft, draft_dir, "draft")
         detected = DetectedNote(registry, spec, draft_dir, list(infos), shipped=own)
         notes = (swapped_note(registry, draft_dir, "draft", list(infos)), pairing_note(draft_raw, target_cfg),
-                 unread_sizes_note(draft_raw),
+                 unread_sizes_note(draft_raw), mlp_size_note(draft_raw, infos),
                  unchained_layers_note(spec, rules, list(infos), canonical),
                  lambda: dropped_rules(spec, registry, list(infos)),
                  detected, *unless(detected.elsewhere, layers_note(spec, canonical, rules, list(infos)),

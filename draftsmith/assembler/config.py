@@ -11,6 +11,7 @@ from draftsmith.assembler.checkpoint import read_json
 from draftsmith.assembler.config_values import (MLA_KEYS, SHAPELESS, fusion_value_problems, keyed_problems,
                                                 object_problems, token_id_problem)
 from draftsmith.assembler.styles import EAGLE_FIELDS, STYLES, ConfigStyle, style_of, to_facts
+from draftsmith.components.eagle3_config import MODELOPT_KEYS
 from draftsmith.errors import CheckpointError, short, short_list, short_text
 from draftsmith.paths import checkpoint_folder, required_config
 
@@ -26,7 +27,7 @@ READ_KEYS = {*EAGLE_FIELDS, *MLA_KEYS, *STYLES["speculators"].fixed, "eagle_conf
              "rope_theta", "rope_scaling",   # transformers 5 reads them into rope_parameters, as MLA reads either
              "fusion_bias", "layernorms", "transformer_layer_architecture",   # these three: speculators' EAGLE-1
              "num_nextn_predict_layers", "num_mtp_layers",   # an MTP draft's layer count (components/mtp.py)
-             "use_aux_hidden_state"}   # an EAGLE-3 draft's, refused unless true (eagle3_config.aux_problems)
+             *MODELOPT_KEYS}   # an EAGLE-3 draft's Model-Optimizer flags, honoured or refused (eagle3_config)
 # what a draft's config must state: transformers' Llama defaults (hidden_size 4096, 32 heads) are no draft's, and
 # they fail late under another name (share.embed) or not at all (32 heads of 2 fit the q_proj of 4 heads of 16);
 # a missing intermediate_size is left to the weights' shapes, which name the MLP's tensors

@@ -38,7 +38,8 @@ _FLAGS = ("rope_interleave", "bias", "qkv_bias", "attention_bias", "mlp_bias", "
 # the MLP activations draftsmith computes (components.mlp.SwiGLU: silu); absent is silu (transformers' Llama default)
 ACTIVATIONS = ("silu", "swish")
 # a draft config's fusion flags (EAGLE-3's, speculators' EAGLE-1 ones): true or false when present, as _FLAGS
-DRAFT_FLAGS = ("norm_before_residual", "fc_norm", "norm_before_fc", "norm_output", "fusion_bias", "layernorms")
+DRAFT_FLAGS = ("norm_before_residual", "fc_norm", "norm_before_fc", "norm_output", "fusion_bias", "layernorms",
+               "use_last_layernorm", "use_input_layernorm_in_first_layer", "use_mtp_layernorm")   # + Model-Optimizer's
 _TOKEN_IDS = ("eos_token_id", "bos_token_id", "pad_token_id")
 _NESTED = ("text_config", "transformer_layer_config")
 

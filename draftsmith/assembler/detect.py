@@ -228,7 +228,7 @@ def eagle3_values(spec: str | Spec, config: Mapping[str, Any], names: Sequence[s
     (per-aux norms, a norm over the concatenation) are taken from the tensor names when the config is silent.
     ``spec`` (a name or a loaded Spec) and its fusion are looked up in ``registry`` (default: the default)."""
     from draftsmith.assembler.config import flatten_draft_config
-    from draftsmith.components.eagle3_config import config_value, describe_facts
+    from draftsmith.components.eagle3_config import config_states, describe_facts
     from draftsmith.specs.loader import load_spec
     from draftsmith.specs.resolve import fusion_params
 
@@ -238,7 +238,7 @@ def eagle3_values(spec: str | Spec, config: Mapping[str, Any], names: Sequence[s
     # The family's spec states its defaults; a value the checkpoint's config states wins over them here, so the
     # printed spec loads what the checkpoint says (the spec's own value stays the fallback).
     stated_by_config = {k: None for k in ("fc_norm", "norm_before_fc", "norm_before_residual", "norm_output")
-                        if config_value(cfg, k) is not None}
+                        if config_states(cfg, k)}
     values, notes = describe_facts(params.model_copy(update=stated_by_config), cfg)
     placed = None   # the names as the spec's rules name them: mapped only where the stored ones disagree (a pass
     for flag, pattern in SHOWN.items():   # over 10^5 names that assembling makes once already)

@@ -243,3 +243,22 @@ def with_field(spec: Spec, registry: Registry, draft_raw, field: str) -> tuple[s
     without the field (MLA has no qkv_bias) gets no note naming it."""
     attention = attention_recipe(spec, registry, draft_raw)
     return attention if field in getattr(registry.get("attention", attention[0]).params, "model_fields", {}) else None
+
+
+MLP_ROWS = re.compile(r"(^|\.)mlp\.(gate_proj|up_proj)\.weight$")
+
+
+def mlp_size_note(draft_raw, infos: dict) -> Callable[[], str | None]:
+    """The note for a draft whose MLP tensors are as wide as its config's ``intermediate_size_mlp`` (a llama4_text
+    config's dense MLP: SGLang sizes an EAGLE-3 draft's MLP from it) where ``intermediate_size`` (vLLM's and
+    draftsmith's reading) says another width: the key the shapes come from."""
+    def note() -> str | None:
+        mlp, size = draft_raw.get("intermediate_size_mlp"), draft_raw.get("intermediate_size")
+        if type(mlp) is not int or mlp == size:
+            return None
+        if not any(MLP_ROWS.search(n) and info.shape and info.shape[0] == mlp for n, info in infos.items()):
+            return None
+        return (f"note: the checkpoint's MLP is {mlp} wide, the draft config's intermediate_size_mlp, which nothing "
+                f"reads (SGLang sizes a llama4_text draft's MLP from it); the draft is built with intermediate_size "
+                f"{size} (as vLLM reads it): set intermediate_size to {mlp} in the draft's config.json")
+    return note

@@ -14,7 +14,10 @@ Flags (``fc_norm``, ``norm_before_fc``, ``norm_before_residual``, ``norm_output`
 ``eagle_config``. The config key ``norm_output`` has two published meanings, chosen by the config's style: in a
 speculators config (``speculators_config`` / ``speculators_model_type`` present) true means the post-norm state is
 fed back (EAGLE 3.1, vLLM / SGLang); elsewhere (SpecForge) it means the final norm is applied before the head
-(default true there).
+(default true there). Without it, NVIDIA Model-Optimizer's ``use_last_layernorm: false`` means none (true: a final
+norm, as head and feed_back have); both stated and disagreeing is refused unless the spec states norm_output.
+Model-Optimizer's flags that ask for a draft the fusion does not compute are refused by name
+(:func:`unbuilt_problems`).
 """
 from __future__ import annotations
 
@@ -30,6 +33,7 @@ KEY = "eagle_aux_hidden_state_layer_ids"
 FLAGS = ("fc_norm", "norm_before_fc", "norm_before_residual")
 FLAG_DEFAULTS = {"fc_norm": False, "norm_before_fc": False, "norm_before_residual": False}
 SPECULATORS_KEYS = ("speculators_config", "speculators_model_type")
+LAST_NORM = "use_last_layernorm"   # NVIDIA Model-Optimizer's final norm before the head (norm_output head or none)
 
 
 @dataclass(frozen=True)
@@ -126,13 +130,44 @@ def is_speculators_config(cfg: Mapping[str, Any]) -> bool:
 
 
 def config_norm_output(cfg: Mapping[str, Any]) -> str | None:
-    """The config's ``norm_output`` in spec terms, read in the meaning of the config's style; None if absent."""
+    """The config's ``norm_output`` in spec terms, read in the meaning of the config's style, else a false
+    ``use_last_layernorm`` (Model-Optimizer: no final norm at all, none; true says only that there is one, head or
+    EAGLE 3.1's feed_back, which the spec's value or its default decides); None if it states neither."""
     value = config_value(cfg, "norm_output")
     if value is None:
-        return None
+        last = config_value(cfg, LAST_NORM)
+        return None if last is None or last else "none"
     if is_speculators_config(cfg):
         return "feed_back" if value else "head"
     return "head" if value else "none"
+
+
+def where(cfg: Mapping[str, Any], key: str) -> str:
+    """``key`` as :func:`config_value` read it: ``eagle_config.<key>`` where that one is stated."""
+    return f"eagle_config.{key}" if _inner(cfg).get(key) is not None else key
+
+
+def norm_output_key(cfg: Mapping[str, Any]) -> str:
+    """The key :func:`config_norm_output` read, as the file nests it (``eagle_config.use_last_layernorm``)."""
+    return where(cfg, "norm_output" if config_value(cfg, "norm_output") is not None else LAST_NORM)
+
+
+def last_norm_clash(cfg: Mapping[str, Any]) -> Problem | None:
+    """A config whose ``norm_output`` and ``use_last_layernorm`` disagree on whether a final norm exists."""
+    last, said = config_value(cfg, LAST_NORM), config_norm_output(cfg)
+    if last is None or config_value(cfg, "norm_output") is None or bool(last) == (said != "none"):
+        return None
+    return Problem(f"draft config {where(cfg, LAST_NORM)}",
+                   f"says {str(bool(last)).lower()}, and the config's norm_output means {said} in its style: one "
+                   "says the draft has a final norm, the other that it has none",
+                   found=last, allowed="a value agreeing with norm_output",
+                   hint="State draft.fusion.norm_output in the spec (none: no final norm; head: a norm before the "
+                        "head only).")
+
+
+def config_states(cfg: Mapping[str, Any], name: str) -> bool:
+    """Whether the draft config states the fusion flag ``name`` (norm_output: under either of its keys)."""
+    return config_value(cfg, name) is not None or (name == "norm_output" and config_norm_output(cfg) is not None)
 
 
 def drafted_norm_output(norm_output: str | None, feed_back: str) -> str | None:
@@ -217,10 +252,13 @@ def _norm_output(params, cfg: Mapping[str, Any], notes: list[str]) -> str:
     found = config_norm_output(cfg)
     if params.norm_output is not None and "norm_output" in params.model_fields_set:
         if found is not None and found != params.norm_output:
-            notes.append(f"norm_output: the spec says {params.norm_output}, the draft config's norm_output="
-                         f"{str(config_value(cfg, 'norm_output')).lower()} means {found} in its style; using the "
-                         "spec's")
+            key = norm_output_key(cfg)
+            notes.append(f"norm_output: the spec says {params.norm_output}, the draft config's {key}="
+                         f"{str(config_value(cfg, key.rsplit('.', 1)[-1])).lower()} means {found} in its style; "
+                         "using the spec's")
         return params.norm_output
+    if clash := last_norm_clash(cfg):
+        raise SpecError("draft fusion", [clash])
     if found is None:
         notes.append("norm_output: stated by neither the spec nor the draft config; using the default head (final "
                      "norm before the head only, the pre-norm state fed back)")
@@ -246,6 +284,11 @@ def read_flags(params, draft_config: Mapping[str, Any]) -> dict[str, Any]:
 
 
 AUX_FLAG = "use_aux_hidden_state"   # NVIDIA Model-Optimizer's, under eagle_config (vLLM reads it there)
+FIRST_NORM, MTP_NORM, PARALLEL = "use_input_layernorm_in_first_layer", "use_mtp_layernorm", "parallel_draft_step"
+# Model-Optimizer's eagle_config keys that are read (honoured, or refused where the fusion does not compute them);
+# has_lm_head is left to the tensors: an lm_head.weight held is the draft's head (its HF export writes the target's
+# there when false), one missing is said by the load
+MODELOPT_KEYS = (AUX_FLAG, LAST_NORM, FIRST_NORM, MTP_NORM, PARALLEL, "has_lm_head")
 # the draft config's "bias": what the engines read it as in an EAGLE-3 draft, which draftsmith's does not
 BIAS_NOTE = ('the draft config says "bias": {found}, which an EAGLE-3 draft here does not read: fc and o_proj are '
              "built without a bias, as EAGLE's and SpecForge's trainers build them whatever the key says (vLLM reads "
@@ -261,11 +304,39 @@ def aux_problems(cfg: Mapping[str, Any]) -> list[Problem]:
     found = config_value(cfg, AUX_FLAG)
     if found is None or found is True:
         return []
-    where = f"eagle_config.{AUX_FLAG}" if _inner(cfg).get(AUX_FLAG) is not None else AUX_FLAG
-    return [Problem(f"draft config {where}", "asks for a draft fed the target's last hidden state with no fc (vLLM "
-                                             "skips fc.* and taps no layer), which the eagle3 fusion does not compute: "
-                                             "it always feeds fc the aux states",
+    return [Problem(f"draft config {where(cfg, AUX_FLAG)}",
+                    "asks for a draft fed the target's last hidden state with no fc (vLLM skips fc.* and taps no "
+                    "layer), which the eagle3 fusion does not compute: it always feeds fc the aux states",
                     found=found, allowed="true, or the key absent (a draft trained on aux hidden states through fc)")]
+
+
+# Model-Optimizer's eagle_config flags for a draft the fusion does not compute: (key, the values it computes, what
+# another value asks for, what is allowed). Its defaults (true, false, 1) are what the fusion computes.
+UNBUILT = (
+    (FIRST_NORM, (True,), "asks for a first layer with no norm on the fused hidden state (Megatron-LM's EAGLE builds "
+                          "that input_layernorm as an identity and exports no hidden_norm), which the eagle3 fusion "
+                          "does not compute: its first layer always norms it with hidden_norm",
+     "true, or the key absent (layer 0 norms the fused hidden state with hidden_norm)"),
+    (MTP_NORM, (False,), "asks for MTP-style norms of the embedding and the hidden state (enorm, hnorm) before the "
+                         "layers, which the eagle3 fusion does not compute (Model-Optimizer exports none for an "
+                         "EAGLE-3 draft, and its HF trainer does not read the flag: a draft trained there is the "
+                         "plain one, whose config may say false)",
+     "false, or the key absent"),
+    (PARALLEL, (1,), "asks for parallel draft heads (parallel_draft_heads.*, step - 1 of them) that predict further "
+                     "tokens from one draft step, which draftsmith does not compute",
+     "1, or the key absent (one token per draft step)"))
+
+
+def unbuilt_problems(cfg: Mapping[str, Any]) -> list[Problem]:
+    """:func:`aux_problems`, and every Model-Optimizer flag (:data:`UNBUILT`) whose value asks for a draft the eagle3
+    fusion does not compute (loaded anyway, it would decode silently wrong: a norm it applies that the draft never
+    had, norms it lacks, heads it never runs)."""
+    out = aux_problems(cfg)
+    for key, computed, asks, allowed in UNBUILT:
+        found = config_value(cfg, key)
+        if found is not None and not any(type(found) is type(v) and found == v for v in computed):
+            out.append(Problem(f"draft config {where(cfg, key)}", asks, found=found, allowed=allowed))
+    return out
 
 
 def config_notes(cfg: Mapping[str, Any]) -> list[str]:
@@ -277,11 +348,11 @@ def config_notes(cfg: Mapping[str, Any]) -> list[str]:
 
 def resolve_eagle3(params, draft_config: Mapping[str, Any], target_layers: int,
                    deferred: list[Problem] | None = None) -> Eagle3Facts:
-    """The fusion's facts (taps, flags, notes); a draft config the fusion cannot run (:func:`aux_problems`) is
+    """The fusion's facts (taps, flags, notes); a draft config the fusion cannot run (:func:`unbuilt_problems`) is
     refused, with ``deferred``'s problems where given (said beside the tensors')."""
     notes: list[str] = []
     taps = resolve_taps(params, draft_config, target_layers, notes, deferred)
-    if unbuilt := aux_problems(draft_config):
+    if unbuilt := unbuilt_problems(draft_config):
         if deferred is None:
             raise SpecError("draft fusion", unbuilt)
         deferred += unbuilt

@@ -19,6 +19,7 @@ from draftsmith.assembler.detect import (FAMILIES, eagle3_values, full_model, mi
                                         row_settings, ruled_out)
 from draftsmith.assembler.fit import STACKED, closest_families, holder, split_parts, unfit_names
 from draftsmith.assembler.styles import IDS, style_of
+from draftsmith.components.eagle3_config import MODELOPT_KEYS
 from draftsmith.components.targets import target_record
 from draftsmith.convert.fp8 import fp8_reading
 from draftsmith.errors import CheckpointError, short_text
@@ -29,9 +30,11 @@ from draftsmith.specs.resolve import put
 from draftsmith.specs.schema import Rule
 
 # The keys read inside eagle_config (components.eagle3_config.config_value / config_ids: a nested key wins over the
-# top-level one); any other (NVIDIA Model-Optimizer's use_last_layernorm, use_mtp_layernorm, ...) is unread.
+# top-level one); any other (NVIDIA Model-Optimizer's next_layer_regular, ...) is unread. Model-Optimizer's flags
+# are read: honoured (use_last_layernorm: norm_output) or refused where the fusion does not compute them
+# (eagle3_config.unbuilt_problems)
 EAGLE_CONFIG_READ = {IDS, "num_aux_hidden_states", "fc_norm", "norm_before_fc", "norm_before_residual", "norm_output",
-                     "use_aux_hidden_state"}   # read to refuse false (eagle3_config.aux_problems)
+                     *MODELOPT_KEYS}
 
 
 @dataclass(frozen=True)
