@@ -24,6 +24,10 @@ from draftsmith.testing import write_eagle3, write_target
 
 DEMO = Path(draftsmith.__file__).parent / "demo_data"
 
+# the way to have a layout recognised (a plugin's hook), said after the way to load it (h100: the hint named no plugin)
+DETECT = ("; to have it recognised without --spec (inspect, generate --draft), a plugin's draftsmith_detect_layout "
+          "hook says which spec loads it (README, \"Adding components from a package\")")
+
 
 def test_inspect_with_a_spec_names_its_target_from_anywhere(tmp_path):
     res = CliRunner().invoke(app, ["inspect", str(DEMO / "draft"), "--spec", "demo"])
@@ -50,7 +54,7 @@ def test_a_layout_no_family_places_gets_the_way_to_write_one(tmp_path):
     assert "closest:" not in said, said
     assert said.splitlines()[1] == (
         "  no registered family places any of these names: write a spec whose weights.rules rename them (README, "
-        "\"Writing a spec\") and pass it with --spec, or put it in a DRAFTSMITH_SPEC_PATH folder")
+        "\"Writing a spec\") and pass it with --spec, or put it in a DRAFTSMITH_SPEC_PATH folder" + DETECT)
     # a layout a family comes close to (one tensor more) keeps its offers
     near = made.parent / "near"
     shutil.copytree(made, near)
@@ -71,7 +75,7 @@ def test_a_layout_no_family_places_gets_the_way_to_write_one(tmp_path):
     assert lines[-1] == (
         "  no registered family places half of these names: if the draft is a layout of its own, write a spec whose "
         "weights.rules rename them (README, \"Writing a spec\") and pass it with --spec, or put it in a "
-        "DRAFTSMITH_SPEC_PATH folder"), lines
+        "DRAFTSMITH_SPEC_PATH folder" + DETECT), lines
 
 
 def test_a_call_s_tree_that_cannot_reach_its_steps_is_warned_once(caplog):

@@ -23,7 +23,7 @@ from draftsmith.assembler.config import (draft_hf_config, flatten_draft_config, 
 from draftsmith.assembler.folders import checkpoint_dirs, spec_own
 from draftsmith.assembler.load import PlannedLoad, fill, materialize, plan_module
 from draftsmith.assembler.plan import CheckpointMismatch
-from draftsmith.assembler.vocab import check_draft_vocab, check_vocab_tensors
+from draftsmith.assembler.vocab import check_draft_vocab, check_vocab_tensors, config_contradictions
 from draftsmith.hf_import import ready_transformers
 from draftsmith.components import fused, gemv, packed, stacked
 from draftsmith.components.targets import mtp_layer_patterns
@@ -185,6 +185,10 @@ def plan_assembly(spec: Spec | str | Path, target: str | Path | None = None, dra
         raise target_error
     if (mismatch := vocab_mismatch(draft_raw, target_cfg)) is not None:   # loads, but is likely the wrong draft
         log.warning("draft %s: %s", short_text(draft_dir, 300), mismatch)
+    sources = draft_plan.plan.sources   # a config its tensors contradict, said as inspect says it
+    shapes = {c: tuple(draft_plan.infos[n].shape) for c, n in sources.items() if c not in draft_plan.plan.rows}
+    if said := config_contradictions(draft_raw, shapes):
+        log.warning("draft %s: %s", short_text(draft_dir, 300), "; ".join(said))
     if (unfinished := training_note(info.file for info in draft_plan.infos.values())) is not None:
         log.warning("draft %s: %s", short_text(draft_dir, 300), unfinished, extra={NOTE_KIND: UNFINISHED})
     return Assembly(target_plan, target_cfg, draft_model, draft_plan, draft_dir, read_tokenizer(target_dir),
@@ -213,6 +217,7 @@ def plan_draft(spec: Spec, registry: Registry, draft: str | Path | None, draft_d
         detected = DetectedNote(registry, spec, draft_dir, list(infos), shipped=own)
         notes = (swapped_note(registry, draft_dir, "draft", list(infos)), pairing_note(draft_raw, target_cfg),
                  unread_sizes_note(draft_raw), mlp_size_note(draft_raw, infos),
+                 contradictions_note(draft_raw, rules, infos),
                  unchained_layers_note(spec, rules, list(infos), canonical),
                  lambda: dropped_rules(spec, registry, list(infos)),
                  detected, *unless(detected.elsewhere, layers_note(spec, canonical, rules, list(infos)),
@@ -236,6 +241,14 @@ def plan_draft(spec: Spec, registry: Registry, draft: str | Path | None, draft_d
                     raise
                 check_draft_vocab(spec, draft_plan, draft_dir)
     return draft_raw, draft_model, draft_plan
+
+
+def contradictions_note(draft_raw, rules: RuleSet, infos) -> Callable[[], str | None]:
+    """The note for a draft whose config states a vocabulary size its tensors contradict (as inspect says it)."""
+    def note() -> str | None:
+        said = config_contradictions(draft_raw, held_shapes(rules, infos))
+        return "note: the draft's " + "; ".join(said).removeprefix("its ") if said else None
+    return note
 
 
 def held_shapes(rules: RuleSet, infos) -> dict[str, tuple[int, ...]]:

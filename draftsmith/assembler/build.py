@@ -86,7 +86,13 @@ def rule_set(spec: Spec, registry: Registry, config: Mapping[str, Any] | None = 
             rules, ignore = bind_all(rules, ignore, config)
         except UnboundRules as e:   # the rule's dotted path, in the spec file the user wrote
             raise spec.error(kind=UnboundRules, problems=e.problems) from None
-    return RuleSet(rules, ignore)
+    return RuleSet(rules, ignore, where=lambda: _rule_lines(spec))
+
+
+def _rule_lines(spec: Spec) -> dict[int, str]:
+    """Where the spec's text writes each weight rule, as its problems are placed (:meth:`Spec.places`)."""
+    said = spec.places([f"weights.rules.{i}" for i in range(len(spec.weights.rules))])
+    return {int(path.rpartition(".")[2]): at for path, at in said.items()}
 
 
 def layer_count(spec: Spec, canonical_names: Iterable[str], source: tuple[Any, list[str]] | None = None) -> int:

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -22,6 +23,23 @@ class VocabMapError(DraftsmithError, ValueError):
 
 
 D2T_WORDS = {"offset": "offsets", "absolute": "target ids"}   # draft.vocab.d2t -> what the tensor holds
+
+
+def config_contradictions(draft_raw: Mapping[str, Any], shapes: Mapping[str, tuple[int, ...]]) -> list[str]:
+    """Where the draft's config.json states a vocabulary size its tensors' shapes contradict, one line each naming
+    the key, its value and the tensor's shape; `inspect` and a load (`generate`) say the same lines. A draft's own head
+    has draft_vocab_size rows and its d2t that length; its t2d is the target's vocabulary, vocab_size long, and a head
+    without a d2t has a row per target token. ``draft_raw``: the config as written (its flat keys read);
+    ``shapes``: canonical name -> the shape of the tensor it is read from."""
+    from draftsmith.assembler.config import flatten_draft_config, written_key
+
+    flat, key = flatten_draft_config(draft_raw), written_key(draft_raw)
+    sizes = {k: v for k in ("draft_vocab_size", "vocab_size") if type(v := flat.get(k)) is int}
+    checks = [("draft_vocab_size", "lm_head.weight", ""), ("draft_vocab_size", "d2t", ""), ("vocab_size", "t2d", "")]
+    if "d2t" not in shapes:
+        checks.append(("vocab_size", "lm_head.weight", " and it holds no d2t"))
+    return [f"its config.json says {key(k)} {sizes[k]}, but its {name} is {list(shape)}{more}"
+            for k, name, more in checks if k in sizes and (shape := shapes.get(name)) and shape[0] != sizes[k]]
 
 
 def as_offsets(d2t: torch.Tensor, convention: str) -> torch.Tensor:

@@ -254,11 +254,15 @@ def inspect(ckpt: Path = typer.Argument(..., metavar="CKPT_DIR", help="draft che
 
     where = short_text(ckpt, 300)   # on one line: a newline in a folder's name must not end the YAML comment
     by = f" (detected by plugin {found.match.by_plugin!r})" if found.match.by_plugin else ""
-    misfit = _misfit(found)
+    from draftsmith.convert.fits import proposed_fit
+
+    judged = proposed_fit(found)
+    misfit = _misfit(judged)
     if misfit:   # the first comment: `head -1` of the spec shows why it does not load the folder
         sys.stdout.write(f"# {misfit}\n")
     sys.stdout.write(f"# {where}: {found.match.reason}{by}\n")
-    for note in found.match.assumptions:
+    said = [] if judged is None or misfit else judged.contradictions   # a misfit says them first
+    for note in [*found.match.assumptions, *said]:
         sys.stdout.write(f"# assumed/noticed: {note}\n")
     if found.unread:
         sys.stdout.write(f"# config keys draftsmith's built-in components do not read: {', '.join(found.unread)}\n")
@@ -267,6 +271,8 @@ def inspect(ckpt: Path = typer.Argument(..., metavar="CKPT_DIR", help="draft che
     if misfit:   # the family is right and the folder is not: the spec is printed, and the exit says it fails
         typer.echo(f"error: {where}: {misfit}", err=True)   # short_text: no escape sequence reaches the terminal
         raise typer.Exit(1)
+    if said:   # it loads, and a load says these too (assemble's warning)
+        typer.echo(f"warning: {where}: {'; '.join(said)}", err=True)
 
 
 def _as_changes(found) -> dict:
@@ -284,17 +290,17 @@ def _as_changes(found) -> dict:
     return {k: found.spec[k] for k in OWN if k in found.spec} | {"extends": found.match.spec} | rest
 
 
-def _misfit(found) -> str:
-    """What keeps the spec inspect proposes from loading the folder as it is (the model it builds with a stand-in
-    target, as convert judges: missing, unexpected and colliding names, dtypes assemble() refuses), or ''."""
-    from draftsmith.convert.fits import proposed_fit
+def _misfit(judged) -> str:
+    """What keeps the spec inspect proposes from loading the folder as it is (``judged``: convert.fits.proposed_fit,
+    the model it builds with a stand-in target, as convert judges: missing, unexpected and colliding names, dtypes
+    assemble() refuses), a vocabulary size its config states that its tensors contradict first, or ''."""
     from draftsmith.errors import short_list
 
-    judged = proposed_fit(found)
     if judged is None or not (judged.misfits or judged.refused):
         return ""
     read_as = {c: " (would be read from " + " or ".join(map(repr, names)) + ")" for c, names in judged.read_as.items()}
-    lines = [f"{name!r} {why}{read_as.get(name, '')}" for name, why in sorted(judged.misfits.items())] + judged.refused
+    lines = judged.contradictions + [f"{name!r} {why}{read_as.get(name, '')}"
+                                     for name, why in sorted(judged.misfits.items())] + judged.refused
     return f"the proposed spec does not load this folder as it is: {short_list(lines, 6, 600, quote=False)}"
 
 

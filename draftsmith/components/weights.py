@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
@@ -158,9 +158,13 @@ class RemapResult:
 class RuleSet:
     """An ordered list of rules plus `ignore` patterns (searched on the checkpoint name before any rule)."""
 
-    def __init__(self, rules: Sequence[RegexRule] = (), ignore: Sequence[str] = ()):
+    def __init__(self, rules: Sequence[RegexRule] = (), ignore: Sequence[str] = (),
+                 where: Callable[[], Mapping[int, str]] | None = None):
         self.rules = tuple(rules)
         self.ignore = tuple(ignore)
+        # rule index -> where the spec writes it ('line 12'), asked once and only when a rule is described: a load
+        # problem names a rule where validation names its line (a RuleSet not read from a spec file has none)
+        self._where, self._written = where, None
         # each rule's mapping, looked up once: a split rule (SplitRule, or a plugin's rule with parts()) answers
         # every part, any other rule one renamed name (a pydantic model's missing attribute costs ~6 us a name)
         self._steps = tuple(_step(rule) for rule in self.rules)
@@ -250,8 +254,17 @@ class RuleSet:
         return [c for i, c in found if c is not None and self.to_canonical(c) == (name, i)]
 
     def describe(self, index: int | None) -> str:
-        """"rule i: 'm' -> 'r'", or the identity's wording when no rule produced the name."""
-        return "(no rule matched; name kept)" if index is None else self.rules[index].describe(index)
+        """"rule i (line N): 'm' -> 'r'" (no line where the spec's text does not say it), or the identity's wording
+        when no rule produced the name."""
+        if index is None:
+            return "(no rule matched; name kept)"
+        said = self.rules[index].describe(index)
+        if self._written is None:
+            self._written = dict(self._where()) if self._where is not None else {}
+        if not (at := self._written.get(index)):
+            return said
+        head = f"rule {index}:"   # a plugin rule's own wording may not start with it: then the place goes last
+        return f"rule {index} ({at}):{said[len(head):]}" if said.startswith(head) else f"{said} (rule {index}, {at})"
 
     def describe_origin(self, checkpoint_name: str) -> str:
         """"'name' via rule i: ..." or "'name' (no rule matched; name kept)"."""

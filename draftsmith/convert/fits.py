@@ -64,6 +64,8 @@ class Fit:
     names: dict[str, str] = field(default_factory=dict)   # canonical name -> the folder's tensor name it reads
     read_as: dict[str, list[str]] = field(default_factory=dict)   # a missing name -> the names it would be read
     # from (the preimages under the rules the folder's names went through: fc_norm.0.weight for fc.aux_norm.0.weight)
+    # a vocabulary size its config states that its tensors contradict (vocab.config_contradictions: a load's words)
+    contradictions: list[str] = field(default_factory=list)
 
 
 def fit(folder: Path, spec_data: Mapping[str, Any], registry=None) -> Fit | None:
@@ -73,7 +75,9 @@ def fit(folder: Path, spec_data: Mapping[str, Any], registry=None) -> Fit | None
     a d2t / t2d that form no sound map, and a draft no stand-in builds (the first one's reason said: the draft's
     config refused: a reduced head with the target's lm_head, taps fc does not take). Dtypes are the checkpoint's
     own, not a stand-in's guess, so they are always judged. None when no stand-in can be built for it."""
+    from draftsmith.assembler.config import read_config
     from draftsmith.assembler.plan import wrong_dtype
+    from draftsmith.assembler.vocab import config_contradictions
 
     if (judged := stand_in_model(folder, spec_data, registry)) is None or isinstance(judged, Fit):
         return judged
@@ -94,9 +98,12 @@ def fit(folder: Path, spec_data: Mapping[str, Any], registry=None) -> Fit | None
             refused.append(f"tensor {name!r} is {list(got)} in the checkpoint, the model its config describes "
                            f"expects {said}" + (" (*: the target's to decide)" if None in dims else ""))
     used = remap.used_rules
+    shapes = {canon: tuple(infos[name].shape) for canon, (name, _) in remap.mapping.items()
+              if len(rules.to_parts(name)[0] or ()) == 1}   # a split tensor's parts: not its shape
     return Fit(found | {c: "colliding" for c in remap.collisions}, refused + vocab_map,
                {canon: name for canon, (name, _) in remap.mapping.items()},
-               {c: names for c, why in found.items() if why == "missing" and (names := rules.preimages(c, used))})
+               {c: names for c, why in found.items() if why == "missing" and (names := rules.preimages(c, used))},
+               config_contradictions(read_config(folder), shapes))
 
 
 def _decided(canon: str, shape: tuple[int, ...], others: Mapping[str, Mapping[str, Any] | None]

@@ -333,8 +333,11 @@ def render_unknown(found: Inspection, whole_model: bool = True) -> str:
 
     rows = {f.spec for f in FAMILIES}
     closest = closest_families(found.config, names)
+    # a spec is found by name (--spec); a layout is recognised only by a plugin's hook: both ways out are said
+    detect = ("; to have it recognised without --spec (inspect, generate --draft), a plugin's draftsmith_detect_layout "
+              "hook says which spec loads it (README, \"Adding components from a package\")")
     own = ("write a spec whose weights.rules rename them (README, \"Writing a spec\") and pass it with --spec, or "
-           "put it in a DRAFTSMITH_SPEC_PATH folder")
+           f"put it in a DRAFTSMITH_SPEC_PATH folder{detect}")
     if not closest:
         lines.append(f"  no registered family places any of these names: {own}")
     for spec, score, bad in closest:
@@ -345,7 +348,7 @@ def render_unknown(found: Inspection, whole_model: bool = True) -> str:
         line += f"); names that did not fit: {shown([x for x in bad if x in unfit])}"
         line += f"; names its rules ignore: {shown(dropped)}" if dropped else ""
         if spec not in rows:   # no detection row says what it needs: try it with --spec
-            lines.append(f"{line}; try --spec {spec}")
+            lines.append(f"{line}; try --spec {spec}{detect}")
             continue
         missing = ", ".join(missing_required(spec, names, found.config)) or "none"
         there = ruled_out(spec, names, found.config)

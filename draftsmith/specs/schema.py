@@ -269,6 +269,14 @@ class Spec(Frozen):
             own = with_places(own, yaml_places(text))
         return kind(f"{self.source} {COPIED}", own + copied)
 
+    def places(self, paths: Iterable[str]) -> dict[str, str]:
+        """Where this spec's text writes each dotted path, as :meth:`error` places a problem there: 'line N' of its
+        file (an alias's note after it), or for a value an ``extends:`` base gave, its extends line and the base's
+        file and line; a path no file says is left out (a spec given as data)."""
+        said = self.error([Problem(path, "") for path in paths]).problems
+        return {p.path: f"line {p.line}" + (f"; {note}" if (note := p.message.strip()[1:-1]) else "")
+                for p in said if p.line is not None}
+
     def with_decoding(self, **changes: Any) -> Spec:
         """This spec with some ``decoding`` fields replaced (e.g. ``attention="flex"``); it keeps its source file,
         so relative checkpoint paths still resolve. The section is checked when the spec is assembled, as a spec

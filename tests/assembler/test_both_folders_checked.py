@@ -91,11 +91,12 @@ def test_a_draft_misfit_says_its_vocabulary_problems_too(tmp_path):
     assert note.startswith("note: the tensors were checked too") and "wrong shape: 'layers.0.mlp.down_proj.weight'" \
         in note, note
     assert f"note: also: {draft}: invalid draft-to-target vocabulary map:\n  d + d2t[d] leaves" in note, note
-    stored["d2t"] = stored["d2t"][:-1]   # misshapen: the plan says it, no note reads it
-    save_file(stored, str(draft / "model.safetensors"))
+    stored["d2t"] = stored["d2t"][:-1]   # misshapen: the plan says it, no vocabulary-map note reads it; the config
+    save_file(stored, str(draft / "model.safetensors"))   # it contradicts is said (vocab.config_contradictions)
     with pytest.raises(CheckpointMismatch) as info:
         draftsmith.assemble("eagle3-llama", target=target, draft=draft)
-    assert "wrong shape: 'd2t'" in str(info.value) and not getattr(info.value, "__notes__", None), info.value
+    assert "wrong shape: 'd2t'" in str(info.value), info.value
+    assert info.value.__notes__ == ["note: the draft's config.json says draft_vocab_size 10, but its d2t is [9]"]
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bool])

@@ -137,7 +137,7 @@ def test_misfits_fail_with_one_error_before_any_tensor_is_read(target, tmp_path,
     assert unexpected.startswith("unexpected: 'midlayer.self_attn.rotary_emb.weight'")
     assert shape.startswith("wrong shape: 'layers.0.mlp.up_proj.weight' is [64, 128] in the checkpoint, "
                             "the model expects [128, 64]")
-    assert "rule 0: '^midlayer\\.' -> 'layers.0.'" in shape
+    assert "rule 0 (line 24): '^midlayer\\.' -> 'layers.0.'" in shape   # the line of eagle3-llama.yaml
     assert str(info.value).startswith(f"{draft} does not fit spec 'eagle3-llama': 3 problems")
 
 

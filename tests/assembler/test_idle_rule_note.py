@@ -50,8 +50,8 @@ def notes(spec, target, draft):
 
 
 @pytest.mark.parametrize("rule, said", [
-    (r"- {match: '^block\.0\.', replace: 'layers.0.'}", r"rule 0: '^block\.0\.' -> 'layers.0.'"),
-    (r"- {match: '^block\.(\d+)\.', replace: 'layers.\1.'}", r"rule 0: '^block\.(\d+)\.' -> 'layers.\1.'")])
+    (r"- {match: '^block\.0\.', replace: 'layers.0.'}", r"rule 0 (line 24): '^block\.0\.' -> 'layers.0.'"),
+    (r"- {match: '^block\.(\d+)\.', replace: 'layers.\1.'}", r"rule 0 (line 24): '^block\.(\d+)\.' -> 'layers.\1.'")])
 def test_a_rule_that_matched_nothing_is_said(folders, rule, said):
     root, target, _, blocks = folders
     assert notes(spec_with(root, rule), target, blocks) == [
@@ -119,7 +119,8 @@ def test_a_typo_in_a_rename_that_changes_the_modules_name_is_said(folders, tmp_p
     (tmp_path / "typo.yaml").write_text(text.replace("num_layers: auto", "num_layers: 1"))
     said = notes(draftsmith.load_spec(tmp_path / "typo.yaml"), target, tmp_path)
     assert [n for n in said if "matched no checkpoint name" in n] == [
-        r"note: rule 1: '^draft_modle\.fusion\.' -> 'fc.' matched no checkpoint name, and names it would make are "
+        r"note: rule 1 (line 25): '^draft_modle\.fusion\.' -> 'fc.' matched no checkpoint name, and names it "
+        "would make are "
         "missing ('fc.weight'), while 'draft_model.fusion.weight' matched no rule: check the rule's match against the "
         "checkpoint's names"], said
 
@@ -188,7 +189,8 @@ def test_a_mistyped_rule_whose_names_a_catch_all_took_is_said(folders):
     rules = (r"- {match: '^blocks\.0\.self_atn\.', replace: 'layers.0.self_attn.'}" + "\n    "
              r"- {match: '^blocks\.', replace: 'stray.'}")
     assert notes(spec_with(root, rules), target, blocks) == [
-        r"note: rule 0: '^blocks\.0\.self_atn\.' -> 'layers.0.self_attn.' matched no checkpoint name, and names it "
+        r"note: rule 0 (line 24): '^blocks\.0\.self_atn\.' -> 'layers.0.self_attn.' matched no checkpoint name, "
+        "and names it "
         "would make are missing ('layers.0.self_attn.k_proj.weight', 'layers.0.self_attn.o_proj.weight' and 2 "
         "more), while another rule made 'blocks.0.self_attn.k_proj.weight', 'blocks.0.self_attn.o_proj.weight' and "
         "2 more into names the model does not have: check the rule's match against the checkpoint's names"]
@@ -211,10 +213,11 @@ def test_rules_an_earlier_catch_all_shadows_are_said_as_order_not_typos(folders)
              r"- {match: '^blocks\.0\.nothing\.', replace: 'layers.0.self_attn.'}")
     said = notes(spec_with(root, wrong), target, blocks)
     assert said[0] == (
-        r"note: a name takes the first rule whose match is found in it: rule 1: '^blocks\.0\.mlp\.' -> "
+        r"note: a name takes the first rule whose match is found in it: rule 1 (line 25): '^blocks\.0\.mlp\.' -> "
         r"'layers.0.mlp.' matches 'blocks.0.mlp.down_proj.weight', 'blocks.0.mlp.gate_proj.weight' and 1 more, "
-        r"which rule 0: '^blocks\.0\.' -> 'layers.0.x.' takes first; rule 2: '^blocks\.0\.hidden_norm\.' -> "
-        r"'layers.0.hidden_norm.' matches 'blocks.0.hidden_norm.weight', which rule 0: '^blocks\.0\.' -> "
+        r"which rule 0 (line 24): '^blocks\.0\.' -> 'layers.0.x.' takes first; rule 2 (line 26): "
+        r"'^blocks\.0\.hidden_norm\.' -> "
+        r"'layers.0.hidden_norm.' matches 'blocks.0.hidden_norm.weight', which rule 0 (line 24): '^blocks\.0\.' -> "
         "'layers.0.x.' takes first: put each rule above the one that takes its names"), said
     assert not any("rule 1" in n or "rule 2" in n for n in said[1:]), said   # not also said as typos
 

@@ -144,7 +144,8 @@ def test_a_wrong_fused_row_count_is_refused_before_any_tensor_is_read(target, dr
     assert info.value.problems == [
         ("wrong shape: fused 'layers.1.self_attn.qkv_proj.weight' is [127, 64] in the checkpoint; it is split into "
         "'layers.1.self_attn.q_proj.weight' [64, 64] + 'layers.1.self_attn.k_proj.weight' [32, 64] + "
-        "'layers.1.self_attn.v_proj.weight' [32, 64], so it must be their rows stacked, [128, 64]; via rule 0: "
+        "'layers.1.self_attn.v_proj.weight' [32, 64], so it must be their rows stacked, [128, 64]; via rule 0 "
+        "(line 33): "
         r"split '^(layers\.\d+)\.self_attn\.qkv_proj\.(weight|bias|weight_scale|weight_scale_inv)$' into "
         r"'\1.self_attn.q_proj.\2', '\1.self_attn.k_proj.\2', '\1.self_attn.v_proj.\2'")]
 
@@ -182,7 +183,8 @@ def test_fp8_block_scales_cut_inside_a_block_are_refused_before_any_tensor_is_re
         "'layers.0.self_attn.q_proj.weight_scale_inv' [2, 3] + 'layers.0.self_attn.k_proj.weight_scale_inv' "
         "[1, 3] + 'layers.0.self_attn.v_proj.weight_scale_inv' [1, 3]: it holds one FP8 scale per 48 rows and "
         "part 1 scales 64 rows, so a block would straddle two parts and no part's scale can state it (dequantize it, "
-        "or store the parts apart); via rule 0: " + SplitRule(match=QKV["match"], into=QKV["into"]).describe())
+        "or store the parts apart); via rule 0 (line 33): "
+        + SplitRule(match=QKV["match"], into=QKV["into"]).describe())
     assert layer1.startswith("cannot split: fused 'layers.1.self_attn.qkv_proj.weight_scale_inv' [3, 2] into ")
 
 

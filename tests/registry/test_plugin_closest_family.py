@@ -24,7 +24,9 @@ def test_a_plugin_spec_whose_rules_place_every_name_is_the_closest(tmp_path, mon
     assert res.exit_code == 1, res.output
     first = res.stderr.splitlines()[1]
     assert first == ("  closest: acme-draft (100% fit, by its rules alone: a spec of plugin 'acme'); names that did "
-                     "not fit: none; try --spec acme-draft"), res.stderr
+                     "not fit: none; try --spec acme-draft; to have it recognised without --spec (inspect, generate "
+                     "--draft), a plugin's draftsmith_detect_layout hook says which spec loads it (README, \"Adding "
+                     "components from a package\")"), res.stderr
     res = CliRunner().invoke(app, ["generate", "--spec", "acme-draft", "--target", str(target), "--draft", str(draft),
                                    "--token-ids", "1,2", "--max-new-tokens", "2", "--no-compare", "--threads", "1"])
     assert res.exit_code == 0, res.output   # and the offered spec loads it

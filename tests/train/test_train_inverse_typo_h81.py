@@ -15,7 +15,8 @@ def test_an_inverse_that_does_not_match_what_its_rule_makes_is_said(tmp_path):
                             ["fuse.weight", "layers.0.hidden_norm.weight", "layers.0.input_layernorm.weight"])
     assert canonical_kept(model, folder) == (
         f"note: 1 tensor(s) in {folder} are written under their canonical names ('layers.0.hidden_norm.weight'): "
-        r"rule 0: '^blocks\.(\d+)\.hnorm\.' -> 'layers.\1.hidden_norm.' has an inverse that does not match the names "
+        r"rule 0 (line 5): '^blocks\.(\d+)\.hnorm\.' -> 'layers.\1.hidden_norm.' has an inverse that does not match "
+        "the names "
         "it makes (the spec reads both); state (or correct) `inverse: [match, replace]` on such a rule to write one "
         "naming")
 

@@ -227,7 +227,8 @@ def test_tensors_a_rule_without_an_inverse_reads_are_said_to_be_written_canonica
                              "norm.weight"])
     assert canonical_kept(model, folder) == (
         f"note: 2 tensor(s) in {folder} are written under their canonical names ('layers.0.mlp.down_proj.weight', "
-        r"'layers.0.mlp.up_proj.weight'): rule 1: '^blocks\.(\d+)\.ffn\.' -> 'layers.\1.mlp.' has no inverse to "
+        r"'layers.0.mlp.up_proj.weight'): rule 1 (line 6): '^blocks\.(\d+)\.ffn\.' -> 'layers.\1.mlp.' has no "
+        "inverse to "
         "write the spec's own names (the spec reads both); state `inverse: [match, replace]` on such a rule to write "
         "one naming")
     save_file({n: torch.ones(2) for n in ["fuse.weight", "norm.weight"]}, str(folder / "model.safetensors"))
@@ -243,7 +244,7 @@ def test_canonical_kept_counts_only_names_an_inverse_less_rename_makes(tmp_path)
                             ["layers.0.mlp.up_proj.weight", "layers.0.self_attn.q_proj.weight", "fc.weight", "d2t"])
     note = canonical_kept(model, folder)
     assert note.startswith(f"note: 1 tensor(s) in {folder} are written under their canonical names "
-                           "('layers.0.mlp.up_proj.weight'): rule 0:"), note
+                           "('layers.0.mlp.up_proj.weight'): rule 0 (line 5):"), note
 
 
 def written(tmp_path, rules: list[str], names: list[str]):
