@@ -1,8 +1,8 @@
 """A fresh draft's start from the target's last layer names the draft weights it leaves at their fresh start: a
 mixture-of-experts or latent-attention last layer has no namesake for a Llama draft's MLP or attention, and train
 said only "start: 3 draft weights" (the README promised "one more target layer over the deepest tap"; the log line
-itself: tests/train/test_pipeline_kills_round13.py). One walk of the draft's weights gives both lists (a review,
-h96: train's start walked them twice, start_from_target then unmatched_by_target)."""
+itself: tests/train/test_pipeline_notes_kills_round13.py). One walk of the draft's weights gives both lists (a
+review, h96: train's start walked them twice, start_from_target then unmatched_by_target)."""
 from __future__ import annotations
 
 from types import SimpleNamespace
