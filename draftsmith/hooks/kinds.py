@@ -153,6 +153,9 @@ def norm_problem(made: Any, dim: int) -> str | None:
 
 ANY: tuple[type, ...] = ()            # a method whose answer is not used
 STR_OR_NONE = (str, type(None))
+# a target's moe_layers: any collection of layer indices (the assembler only iterates it: build_target's set(),
+# parts.continued_moe's comprehension), a range (the layers from first_k on) or a set as well as a list
+LAYER_INDICES = (list, tuple, range, set, frozenset)
 
 KINDS: dict[str, Kind] = {
     "layer": Kind("factory(params, *, attn, mlp, norm, dims, input_norm, hidden_norm, mix, norm_before_residual)",
@@ -188,7 +191,7 @@ KINDS: dict[str, Kind] = {
     "target": Kind("factory()", "a target architecture with check, attention_recipe, window and recurrent, and where "
                    "it has them moe_layers, moe_recipe, moe_keys and name_rules (see components.targets.TargetArch)",
                    module=False, methods={"check": ANY, "attention_recipe": (tuple,), "window": (int, type(None))},
-                   optional={"moe_layers": (list, tuple), "moe_recipe": (tuple,), "moe_keys": (set, frozenset),
+                   optional={"moe_layers": LAYER_INDICES, "moe_recipe": (tuple,), "moe_keys": (set, frozenset),
                              "name_rules": (list, tuple)},
                    fields=("recurrent",), key=None),
 }

@@ -21,7 +21,8 @@ def jsonl_text(record: dict, render: Render | None = None) -> str | None:
     """One JSONL (or .json) record's text: `text`, else `prompt` + `completion` (either may be missing; TRL's
     conversational form, both lists of messages, is a chat of the two), else chat `messages` contents joined, else
     ShareGPT `conversations` values joined (EAGLE's training data: ``{"from": "human", "value": "..."}`` turns;
-    human / gpt read as the roles user / assistant); a chat's turns are rendered by ``render`` instead where given
+    human / gpt read as the roles user / assistant; turns that are ``{"role", "content"}`` messages, as SpecForge's
+    prepare_data writes them, are read as `messages`); a chat's turns are rendered by ``render`` instead where given
     (each then needs a role); None when it has none of these fields (or only null ones), which the reader counts. A
     content, value (or completion) is text as :func:`draftsmith.chat.content_text` reads it; `text` is a string or
     null, `prompt` a string, null or a list of messages, `messages` and `conversations` a list of objects; any
@@ -46,9 +47,20 @@ def jsonl_text(record: dict, render: Render | None = None) -> str | None:
         return turns_text(record["messages"], "messages", ("role", "content"), "message",
                           '{"role": "user", "content": "..."}', render)
     if record.get("conversations") is not None:
+        if message_turns(record["conversations"]):   # SpecForge's prepare_data: {"role", "content"} turns
+            return turns_text(record["conversations"], "conversations", ("role", "content"), "message",
+                              '{"role": "user", "content": "..."}', render)
         return turns_text(record["conversations"], "conversations", ("from", "value"), "turn",
                           '{"from": "human", "value": "..."}', render)
     return None
+
+
+def message_turns(turns) -> bool:
+    """Whether a `conversations` list holds chat messages ({"role", "content"}, as SpecForge's prepare_data writes
+    its ShareGPT and UltraChat data) rather than ShareGPT turns ({"from", "value"}): no turn has a ShareGPT key and
+    one has a message key. Anything else is read as ShareGPT turns, whose problems name the ShareGPT keys."""
+    turns = [m for m in turns if isinstance(m, dict)] if isinstance(turns, list) else []
+    return not any("from" in m or "value" in m for m in turns) and any("role" in m or "content" in m for m in turns)
 
 
 def turns_text(turns, field: str, keys: tuple[str, str], noun: str, like: str, render: Render | None = None) -> str:
