@@ -298,13 +298,14 @@ BIAS_NOTE = ('the draft config says "bias": {found}, which an EAGLE-3 draft here
 
 
 def aux_problems(cfg: Mapping[str, Any]) -> list[Problem]:
-    """A draft config whose ``use_aux_hidden_state`` (eagle_config's, else the top level's) is not true: such a draft
-    is fed the target's last hidden state with no fc (vLLM skips fc.* and taps no layer), which the eagle3 fusion
-    does not compute; run with fc over aux states, it would decode from inputs it was never trained on."""
-    found = config_value(cfg, AUX_FLAG)
+    """A draft config whose ``eagle_config.use_aux_hidden_state`` is not true: such a draft is fed the target's last
+    hidden state with no fc (vLLM reads the key there, skips fc.* and taps no layer), which the eagle3 fusion does
+    not compute; run with fc over aux states, it would decode from inputs it was never trained on. The key at the
+    top level no engine reads (vLLM runs such a draft with fc, as draftsmith does): :func:`config_notes` says it."""
+    found = _inner(cfg).get(AUX_FLAG)
     if found is None or found is True:
         return []
-    return [Problem(f"draft config {where(cfg, AUX_FLAG)}",
+    return [Problem(f"draft config eagle_config.{AUX_FLAG}",
                     "asks for a draft fed the target's last hidden state with no fc (vLLM skips fc.* and taps no "
                     "layer), which the eagle3 fusion does not compute: it always feeds fc the aux states",
                     found=found, allowed="true, or the key absent (a draft trained on aux hidden states through fc)")]
@@ -340,10 +341,17 @@ def unbuilt_problems(cfg: Mapping[str, Any]) -> list[Problem]:
 
 
 def config_notes(cfg: Mapping[str, Any]) -> list[str]:
-    """What the draft config states that the eagle3 fusion does not read, one line each (a true ``bias``)."""
-    found = cfg.get("bias")
-    said = str(found).lower() if isinstance(found, bool) else short(found)
-    return [BIAS_NOTE.format(found=said)] if found not in (None, False) else []
+    """What the draft config states that the eagle3 fusion does not read, one line each (a true ``bias``; a top-level
+    ``use_aux_hidden_state`` not true)."""
+    def said(value: Any) -> str:
+        return str(value).lower() if isinstance(value, bool) else short(value)
+    notes = []
+    if (found := cfg.get("bias")) not in (None, False):
+        notes.append(BIAS_NOTE.format(found=said(found)))
+    if _inner(cfg).get(AUX_FLAG) is None and (top := cfg.get(AUX_FLAG)) not in (None, True):
+        notes.append(f"the draft config says {AUX_FLAG}: {said(top)} at its top level, where no engine reads it (vLLM "
+                     "reads eagle_config's, and without it runs the draft with fc over the aux states, as here)")
+    return notes
 
 
 def resolve_eagle3(params, draft_config: Mapping[str, Any], target_layers: int,

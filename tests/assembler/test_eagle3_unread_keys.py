@@ -22,13 +22,22 @@ def target(tmp_path_factory):
 
 @pytest.mark.parametrize("flags, where", [
     ({"eagle_config": {"use_aux_hidden_state": False}}, "eagle_config.use_aux_hidden_state"),
-    ({"use_aux_hidden_state": False}, "use_aux_hidden_state"),
     ({"eagle_config": {"use_aux_hidden_state": 0}}, "eagle_config.use_aux_hidden_state")])
 def test_a_draft_without_aux_hidden_states_is_refused_by_name(target, tmp_path, flags, where):
     draft = write_eagle3(tmp_path / "d", target, flags=flags)
     with pytest.raises(SpecError, match=rf"draft config {where}: asks for a draft fed the target's last hidden "
                                         r"state with no fc.*\n\s+allowed: true, or the key absent"):
         draftsmith.assemble("eagle3-llama", target=target, draft=draft)
+
+
+def test_a_top_level_use_aux_hidden_state_is_said_and_loads_as_vllm_runs_it(target, tmp_path, caplog):
+    """vLLM reads the key under eagle_config only: at the top level it runs the draft with fc, as draftsmith does."""
+    assert eagle3_config.aux_problems({"use_aux_hidden_state": False}) == []
+    draft = write_eagle3(tmp_path / "d", target, flags={"use_aux_hidden_state": False})
+    with caplog.at_level("INFO", logger="draftsmith"):
+        model = draftsmith.assemble("eagle3-llama", target=target, draft=draft)
+    assert model.generate([1, 2, 3], max_new_tokens=4).token_ids
+    assert "use_aux_hidden_state: false at its top level, where no engine reads it" in caplog.text
 
 
 @pytest.mark.parametrize("value", [True, None])
