@@ -3,6 +3,7 @@ tried (and doctor blamed the draft), and the fix it would print lacked the compo
 pair whose acceptance is fine, a better reading was named without the YAML to paste; an undetectable DRAFT argument
 was called --draft; where norm_output and feed_back read alike, the fix named feed_back beside a norm_output that
 says otherwise."""
+import re
 from pathlib import Path
 
 import torch
@@ -69,7 +70,8 @@ def test_search_on_a_fine_pair_prints_the_better_readings_yaml(tmp_path):
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     res = CliRunner().invoke(app, ["doctor", "--spec", str(path), "--search", "--threads", "1"])
     assert res.exit_code == 0 and "acceptance is fine" in res.stdout, res.output
-    said = res.stdout[res.stdout.index("but a different reading does better: "):]
+    said = res.stdout[res.stdout.index("but a different reading does better ("):]
+    assert re.match(r"but a different reading does better \(\d+ tried\): ", said), said
     assert "in the spec:" in said and "\ndraft:\n" in said, said
 
 

@@ -17,6 +17,7 @@ from draftsmith.assembler.config import (flatten_draft_config, has_recurrent_lay
 from draftsmith.assembler.models import CausalLM, DraftModel
 from draftsmith.assembler.parts import LayerRecipe, Stacker, continued_moe
 from draftsmith.components.dims import Dims
+from draftsmith.components.eagle3_config import FINAL_NORM, held_norm_problem
 from draftsmith.components.gqa import config_qkv_bias, held_qkv_bias, stated_qkv_bias
 from draftsmith.components.layers import own_input
 from draftsmith.components.quant_models import quantize_target
@@ -225,12 +226,18 @@ def hidden_norm_slot(spec: Spec, fc: nn.Module) -> bool:
     return getattr(fc, "has_hidden_norm", False) if want == "auto" else want
 
 
-def norm_problems(spec: Spec, fc: nn.Module) -> list[Problem]:
+def norm_problems(spec: Spec, fc: nn.Module, draft_raw: Mapping[str, Any] | None = None,
+                  names: Iterable[str] = ()) -> list[Problem]:
     """The draft's norm settings against its built fusion (a plugin fusion's slots, a norm_output its config
     states): a hidden norm asked of a fusion without the slot; no final norm where post-norm feedback (
     ``draft.feed_back: post_norm``, or the fusion's resolved ``norm_output: feed_back``, either one: an EAGLE 3.1
-    config upgrades a spec's pre_norm) feeds its output back, which would silently be the pre-norm state."""
+    config upgrades a spec's pre_norm) feeds its output back, which would silently be the pre-norm state; a
+    norm.weight among the canonical ``names`` that a false use_last_layernorm in ``draft_raw`` would leave unapplied
+    where the spec does not state norm_output (:func:`~draftsmith.components.eagle3_config.held_norm_problem`)."""
     d, out = spec.draft, []
+    if fc.norm_output == "none" and d.fusion.params.get("norm_output", "auto") == "auto" and (
+            held := held_norm_problem(draft_raw or {}, FINAL_NORM in names)):
+        out.append(held)
     if d.norms.hidden is True and not getattr(fc, "has_hidden_norm", False):
         out.append(hidden_norm_problem(d.fusion.kind))
     asks = (["draft.feed_back: post_norm"] if d.feed_back == "post_norm" else []) + (
@@ -348,7 +355,8 @@ def build_draft(spec: Spec, registry: Registry, *, draft_raw: Mapping[str, Any],
                 raise spec.error([*e.problems, *problems, *aside]) from None
             deferred = list(e.problems)   # the module it built anyway (the same shapes): the tensors are checked too
         deferred += aside
-        if problems := deferred + problems + norm_problems(spec, fc):   # every one the checkpoint decides, at once
+        # every one the checkpoint decides, at once
+        if problems := deferred + problems + norm_problems(spec, fc, draft_raw, canonical_names):
             if len(problems) > len(deferred):
                 raise spec.error(problems)
         try:

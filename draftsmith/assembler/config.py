@@ -11,7 +11,7 @@ from draftsmith.assembler.checkpoint import read_json
 from draftsmith.assembler.config_values import (MLA_KEYS, SHAPELESS, fusion_value_problems, keyed_problems,
                                                 object_problems, token_id_problem)
 from draftsmith.assembler.styles import EAGLE_FIELDS, STYLES, ConfigStyle, style_of, to_facts
-from draftsmith.components.eagle3_config import MODELOPT_KEYS
+from draftsmith.components.eagle3_keys import MODELOPT_KEYS
 from draftsmith.errors import CheckpointError, short, short_list, short_text
 from draftsmith.paths import checkpoint_folder, required_config
 

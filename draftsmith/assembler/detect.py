@@ -268,6 +268,28 @@ def canonical_names(spec: Spec, registry: Registry | None, cfg: Mapping[str, Any
     return [c for n in names for c in rules.to_parts(n)[0] or ()]   # every part a split rule makes
 
 
+def final_norm_reading(spec: Spec, registry: Registry | None, config: Mapping[str, Any], names: Sequence[str],
+                       draft: dict[str, Any]) -> str | None:
+    """For a proposal whose fusion resolved ``norm_output: none`` (``draft``: its draft section, plain data, changed in
+    place): a checkpoint without the final norm's weight (a Model-Optimizer draft exported with use_last_layernorm
+    false) gets ``norms.final: false``, and the note to print is returned; one holding it beside a false
+    use_last_layernorm is refused (:func:`~draftsmith.components.eagle3_config.held_norm_problem`)."""
+    from draftsmith.assembler.config import flatten_draft_config
+    from draftsmith.components.eagle3_config import FINAL_NORM, held_norm_problem
+    from draftsmith.errors import SpecError
+
+    if draft["fusion"].get("norm_output") != "none":
+        return None
+    cfg = flatten_draft_config(config)
+    held = FINAL_NORM in canonical_names(spec, registry, cfg, names)
+    if problem := held_norm_problem(cfg, held):
+        raise SpecError("draft fusion", [problem])
+    if held or not draft["norms"].get("final", True):
+        return None
+    draft["norms"]["final"] = False
+    return f"norms.final: false (norm_output none, and the checkpoint holds no final norm, {FINAL_NORM})"
+
+
 def eagle3_notes(spec_name: str, config: Mapping[str, Any], names: Sequence[str]) -> list[str]:
     return eagle3_values(spec_name, config, names)[1]
 

@@ -112,8 +112,8 @@ def doctor(
         out.print(f"[green]acceptance is fine[/green]: tau {dx.base.tau:.2f} >= {_bar(dx, min_tau)} "
                   f"({dx.seconds:.1f} s)")
         if dx.fix is not None:   # --search: the change is said as when acceptance is low, ready to paste
-            out.print(f"but a different reading does better: {escape(dx.fix.describe())}  (tau {dx.fix.tau:.2f}); "
-                      "in the spec:")
+            out.print(f"but a different reading does better ({len(dx.candidates)} tried): "
+                      f"{escape(dx.fix.describe())}  (tau {dx.fix.tau:.2f}); in the spec:")
             out.print(escape(yaml_snippet(dx.fix.changes)), highlight=False)
         elif dx.candidates:
             out.print(f"no other reading does better ({len(dx.candidates)} tried)")
@@ -127,17 +127,16 @@ def doctor(
         out.print("the other readings were not tried (--no-search): without it doctor tries them, and says whether "
                   "one does better")
         raise typer.Exit(1)
-    if dx.fix is None:
-        loaded = sum(c.measure is not None for c in dx.candidates)
-        # the spec as given loaded (one that did not, with no fix, was refused above)
-        out.print(f"no reading tried does better ({len(dx.candidates)} tried, {loaded} loaded, {dx.seconds:.1f} s): "
+    loaded = sum(c.measure is not None for c in dx.candidates)
+    tried = f"{len(dx.candidates)} tried, {loaded} loaded, {dx.seconds:.1f} s"   # said alike with a fix or none
+    if dx.fix is None:   # the spec as given loaded (one that did not, with no fix, was refused above)
+        out.print(f"no reading tried does better ({tried}): "
                   "the spec reads this draft as well as any reading tried; its acceptance on this probe is the "
                   "draft's own (weak or under-trained, text unlike its training data, or made for another target)")
         raise typer.Exit(1)
     gain = (f", draft loss {dx.fix.loss:.3f} vs {dx.base.loss:.3f}"
             if dx.fix.loss is not None and dx.base.loss is not None else "")
-    out.print(f"[bold]fix[/bold] ({dx.seconds:.1f} s): {escape(dx.fix.describe())}  (tau {dx.fix.tau:.2f}{gain}); "
-              "in the spec:")
+    out.print(f"[bold]fix[/bold] ({tried}): {escape(dx.fix.describe())}  (tau {dx.fix.tau:.2f}{gain}); in the spec:")
     out.print(escape(yaml_snippet(dx.fix.changes)), highlight=False)
     raise typer.Exit(1)
 

@@ -15,7 +15,8 @@ Flags (``fc_norm``, ``norm_before_fc``, ``norm_before_residual``, ``norm_output`
 speculators config (``speculators_config`` / ``speculators_model_type`` present) true means the post-norm state is
 fed back (EAGLE 3.1, vLLM / SGLang); elsewhere (SpecForge) it means the final norm is applied before the head
 (default true there). Without it, NVIDIA Model-Optimizer's ``use_last_layernorm: false`` means none (true: a final
-norm, as head and feed_back have); both stated and disagreeing is refused unless the spec states norm_output.
+norm, as head and feed_back have); both stated and disagreeing is refused unless the spec states norm_output, and
+so is a false one whose checkpoint holds the final norm's weight (:func:`held_norm_problem`).
 Model-Optimizer's flags that ask for a draft the fusion does not compute are refused by name
 (:func:`unbuilt_problems`).
 """
@@ -27,13 +28,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from draftsmith import limits
+from draftsmith.components.eagle3_keys import (LAST_NORM, nested, config_notes, config_value, unbuilt_problems,
+                                               where)
 from draftsmith.errors import Problem, SpecError, short
 
 KEY = "eagle_aux_hidden_state_layer_ids"
 FLAGS = ("fc_norm", "norm_before_fc", "norm_before_residual")
 FLAG_DEFAULTS = {"fc_norm": False, "norm_before_fc": False, "norm_before_residual": False}
 SPECULATORS_KEYS = ("speculators_config", "speculators_model_type")
-LAST_NORM = "use_last_layernorm"   # NVIDIA Model-Optimizer's final norm before the head (norm_output head or none)
+FINAL_NORM = "norm.weight"          # the final norm's canonical tensor (draft.norms.final)
 
 
 @dataclass(frozen=True)
@@ -51,23 +54,12 @@ def default_taps(target_layers: int) -> list[int]:
     return [2, L // 2, L - 3]
 
 
-def _inner(cfg: Mapping[str, Any]) -> Mapping[str, Any]:
-    inner = cfg.get("eagle_config")
-    return inner if isinstance(inner, Mapping) else {}
-
-
-def config_value(cfg: Mapping[str, Any], key: str) -> Any:
-    """``eagle_config.<key>`` wins over the top-level ``<key>`` (NVIDIA ModelOpt drafts nest their fields)."""
-    inner = _inner(cfg)
-    return inner[key] if inner.get(key) is not None else cfg.get(key)
-
-
 def config_ids(cfg: Mapping[str, Any]) -> tuple[list[int] | None, str]:
     """(ids, where they came from) from a draft config, or (None, '') when it names none."""
-    for where, value in ((f"eagle_config.{KEY}", _inner(cfg).get(KEY)), (KEY, cfg.get(KEY)),
-                         ("target_layer_ids", cfg.get("target_layer_ids"))):
+    for key, value in ((f"eagle_config.{KEY}", nested(cfg).get(KEY)), (KEY, cfg.get(KEY)),
+                       ("target_layer_ids", cfg.get("target_layer_ids"))):
         if value:
-            return _layer_ids(value, where), f"the draft config's {where}"
+            return _layer_ids(value, key), f"the draft config's {key}"
     return None, ""
 
 
@@ -82,7 +74,7 @@ AUX_COUNT = f"an integer in 1..{limits.TARGET_LAYERS + 1}"
 def unread_ids(cfg: Mapping[str, Any]) -> str:
     """'; it has tap_layers: [1, 3, 6], which nothing reads: ...' for a draft config without tap ids that holds a
     list of integers under another key naming layers (its taps under another trainer's name), or ''."""
-    found = [f"{where}{k}: {short(v)}" for where, c in (("", cfg), ("eagle_config.", _inner(cfg))) for k, v in c.items()
+    found = [f"{where}{k}: {short(v)}" for where, c in (("", cfg), ("eagle_config.", nested(cfg))) for k, v in c.items()
              if k not in (KEY, "target_layer_ids") and "layer" in k.lower() and isinstance(v, list) and v
              and all(type(i) is int for i in v)]
     return (f"; it has {', '.join(found)}, which nothing reads: if these are its tap ids, state them as {KEY} or "
@@ -142,11 +134,6 @@ def config_norm_output(cfg: Mapping[str, Any]) -> str | None:
     return "head" if value else "none"
 
 
-def where(cfg: Mapping[str, Any], key: str) -> str:
-    """``key`` as :func:`config_value` read it: ``eagle_config.<key>`` where that one is stated."""
-    return f"eagle_config.{key}" if _inner(cfg).get(key) is not None else key
-
-
 def norm_output_key(cfg: Mapping[str, Any]) -> str:
     """The key :func:`config_norm_output` read, as the file nests it (``eagle_config.use_last_layernorm``)."""
     return where(cfg, "norm_output" if config_value(cfg, "norm_output") is not None else LAST_NORM)
@@ -163,6 +150,19 @@ def last_norm_clash(cfg: Mapping[str, Any]) -> Problem | None:
                    found=last, allowed="a value agreeing with norm_output",
                    hint="State draft.fusion.norm_output in the spec (none: no final norm; head: a norm before the "
                         "head only).")
+
+
+def held_norm_problem(cfg: Mapping[str, Any], held: bool) -> Problem | None:
+    """A false ``use_last_layernorm`` (norm_output none: no norm_output key beside it) whose checkpoint holds the final
+    norm's weight (``held``): Model-Optimizer exports one only with a final norm; vLLM / SGLang apply it regardless."""
+    if not held or config_value(cfg, "norm_output") is not None or config_norm_output(cfg) != "none":
+        return None
+    return Problem(f"draft config {where(cfg, LAST_NORM)}", "says false (no final norm: Model-Optimizer then builds "
+                   f"none and exports no {FINAL_NORM}), but the checkpoint holds the final norm's {FINAL_NORM}, which "
+                   "engines that do not read the key (vLLM, SGLang) apply before the head", found=False,
+                   allowed=f"true for a draft trained with the final norm, or a checkpoint without {FINAL_NORM}",
+                   hint=f"State draft.fusion.norm_output in the spec (none: the {FINAL_NORM} held is not applied; "
+                        "head: it is applied before the head).")
 
 
 def config_states(cfg: Mapping[str, Any], name: str) -> bool:
@@ -281,77 +281,6 @@ def _flags(params, cfg: Mapping[str, Any], notes: list[str]) -> dict[str, Any]:
 def read_flags(params, draft_config: Mapping[str, Any]) -> dict[str, Any]:
     """The four flags as :func:`resolve_eagle3` resolves them for this draft config (``Component.reads``)."""
     return _flags(params, draft_config, [])
-
-
-AUX_FLAG = "use_aux_hidden_state"   # NVIDIA Model-Optimizer's, under eagle_config (vLLM reads it there)
-FIRST_NORM, MTP_NORM, PARALLEL = "use_input_layernorm_in_first_layer", "use_mtp_layernorm", "parallel_draft_step"
-# Model-Optimizer's eagle_config keys that are read (honoured, or refused where the fusion does not compute them);
-# has_lm_head is left to the tensors: an lm_head.weight held is the draft's head (its HF export writes the target's
-# there when false), one missing is said by the load
-MODELOPT_KEYS = (AUX_FLAG, LAST_NORM, FIRST_NORM, MTP_NORM, PARALLEL, "has_lm_head")
-# the draft config's "bias": what the engines read it as in an EAGLE-3 draft, which draftsmith's does not
-BIAS_NOTE = ('the draft config says "bias": {found}, which an EAGLE-3 draft here does not read: fc and o_proj are '
-             "built without a bias, as EAGLE's and SpecForge's trainers build them whatever the key says (vLLM reads "
-             "it as an o_proj bias, SGLang as an o_proj and an fc bias, and leave them unset where the checkpoint "
-             "holds none); a draft trained with an o_proj bias states draft.attention.o_bias: true in its spec, and "
-             "an fc.bias is refused (the eagle3 fusion has none)")
-
-
-def aux_problems(cfg: Mapping[str, Any]) -> list[Problem]:
-    """A draft config whose ``eagle_config.use_aux_hidden_state`` is not true: such a draft is fed the target's last
-    hidden state with no fc (vLLM reads the key there, skips fc.* and taps no layer), which the eagle3 fusion does
-    not compute; run with fc over aux states, it would decode from inputs it was never trained on. The key at the
-    top level no engine reads (vLLM runs such a draft with fc, as draftsmith does): :func:`config_notes` says it."""
-    found = _inner(cfg).get(AUX_FLAG)
-    if found is None or found is True:
-        return []
-    return [Problem(f"draft config eagle_config.{AUX_FLAG}",
-                    "asks for a draft fed the target's last hidden state with no fc (vLLM skips fc.* and taps no "
-                    "layer), which the eagle3 fusion does not compute: it always feeds fc the aux states",
-                    found=found, allowed="true, or the key absent (a draft trained on aux hidden states through fc)")]
-
-
-# Model-Optimizer's eagle_config flags for a draft the fusion does not compute: (key, the values it computes, what
-# another value asks for, what is allowed). Its defaults (true, false, 1) are what the fusion computes.
-UNBUILT = (
-    (FIRST_NORM, (True,), "asks for a first layer with no norm on the fused hidden state (Megatron-LM's EAGLE builds "
-                          "that input_layernorm as an identity and exports no hidden_norm), which the eagle3 fusion "
-                          "does not compute: its first layer always norms it with hidden_norm",
-     "true, or the key absent (layer 0 norms the fused hidden state with hidden_norm)"),
-    (MTP_NORM, (False,), "asks for MTP-style norms of the embedding and the hidden state (enorm, hnorm) before the "
-                         "layers, which the eagle3 fusion does not compute (Model-Optimizer exports none for an "
-                         "EAGLE-3 draft, and its HF trainer does not read the flag: a draft trained there is the "
-                         "plain one, whose config may say false)",
-     "false, or the key absent"),
-    (PARALLEL, (1,), "asks for parallel draft heads (parallel_draft_heads.*, step - 1 of them) that predict further "
-                     "tokens from one draft step, which draftsmith does not compute",
-     "1, or the key absent (one token per draft step)"))
-
-
-def unbuilt_problems(cfg: Mapping[str, Any]) -> list[Problem]:
-    """:func:`aux_problems`, and every Model-Optimizer flag (:data:`UNBUILT`) whose value asks for a draft the eagle3
-    fusion does not compute (loaded anyway, it would decode silently wrong: a norm it applies that the draft never
-    had, norms it lacks, heads it never runs)."""
-    out = aux_problems(cfg)
-    for key, computed, asks, allowed in UNBUILT:
-        found = config_value(cfg, key)
-        if found is not None and not any(type(found) is type(v) and found == v for v in computed):
-            out.append(Problem(f"draft config {where(cfg, key)}", asks, found=found, allowed=allowed))
-    return out
-
-
-def config_notes(cfg: Mapping[str, Any]) -> list[str]:
-    """What the draft config states that the eagle3 fusion does not read, one line each (a true ``bias``; a top-level
-    ``use_aux_hidden_state`` not true)."""
-    def said(value: Any) -> str:
-        return str(value).lower() if isinstance(value, bool) else short(value)
-    notes = []
-    if (found := cfg.get("bias")) not in (None, False):
-        notes.append(BIAS_NOTE.format(found=said(found)))
-    if _inner(cfg).get(AUX_FLAG) is None and (top := cfg.get(AUX_FLAG)) not in (None, True):
-        notes.append(f"the draft config says {AUX_FLAG}: {said(top)} at its top level, where no engine reads it (vLLM "
-                     "reads eagle_config's, and without it runs the draft with fc over the aux states, as here)")
-    return notes
 
 
 def resolve_eagle3(params, draft_config: Mapping[str, Any], target_layers: int,

@@ -15,11 +15,11 @@ from draftsmith.assembler.checkpoint import TensorInfo, list_tensors
 from draftsmith.assembler.config import (known_keys, draft_hf_config, flatten_draft_config, read_config,
                                         read_raw_config)
 from draftsmith.assembler.config_values import fusion_value_problems
-from draftsmith.assembler.detect import (FAMILIES, eagle3_values, full_model, missing_keys, missing_required,
-                                        row_settings, ruled_out)
+from draftsmith.assembler.detect import (FAMILIES, eagle3_values, final_norm_reading, full_model, missing_keys,
+                                        missing_required, row_settings, ruled_out)
 from draftsmith.assembler.fit import STACKED, closest_families, holder, split_parts, unfit_names
 from draftsmith.assembler.styles import IDS, style_of
-from draftsmith.components.eagle3_config import MODELOPT_KEYS
+from draftsmith.components.eagle3_keys import MODELOPT_KEYS
 from draftsmith.components.targets import target_record
 from draftsmith.convert.fp8 import fp8_reading
 from draftsmith.errors import CheckpointError, short_text
@@ -32,7 +32,7 @@ from draftsmith.specs.schema import Rule
 # The keys read inside eagle_config (components.eagle3_config.config_value / config_ids: a nested key wins over the
 # top-level one); any other (NVIDIA Model-Optimizer's next_layer_regular, ...) is unread. Model-Optimizer's flags
 # are read: honoured (use_last_layernorm: norm_output) or refused where the fusion does not compute them
-# (eagle3_config.unbuilt_problems)
+# (eagle3_keys.unbuilt_problems)
 EAGLE_CONFIG_READ = {IDS, "num_aux_hidden_states", "fc_norm", "norm_before_fc", "norm_before_residual", "norm_output",
                      *MODELOPT_KEYS}
 
@@ -90,6 +90,8 @@ def inspect_checkpoint(folder: str | Path, registry: Registry | None = None, spe
         values, _ = eagle3_values(spec, config, names, registry)   # a plugin's spec: only its registry has it
         aux = values.pop("aux_layers")
         fusion |= values | {"aux_layers": aux if aux["ids"] else {"at": aux["at"]}}
+        if (final := final_norm_reading(spec, registry, config, names, data["draft"])) is not None:
+            match = noted(match, final)   # none read from the config (use_last_layernorm false), no norm.weight
     for path, value in row_settings(match, config, names):
         put(data, path, value)   # what the detected row holds that its family spec does not say (noted there)
     attention = data["draft"]["attention"]

@@ -13,7 +13,7 @@ from safetensors.torch import load_file
 
 import draftsmith
 from draftsmith.assembler.plan import CheckpointMismatch
-from draftsmith.components import eagle3_config
+from draftsmith.components import eagle3_config, eagle3_keys
 from draftsmith.convert.inspect import inspect_checkpoint
 from draftsmith.errors import SpecError
 from draftsmith.testing import write_eagle3, write_target
@@ -43,7 +43,7 @@ MODELOPT_DEFAULTS = {"use_aux_hidden_state": True, "use_input_layernorm_in_first
 
 def test_model_optimizers_defaults_load_and_only_its_unread_keys_are_listed(target, tmp_path):
     draft = write_eagle3(tmp_path / "d", target, flags={"eagle_config": MODELOPT_DEFAULTS})
-    assert eagle3_config.unbuilt_problems({"eagle_config": MODELOPT_DEFAULTS}) == []
+    assert eagle3_keys.unbuilt_problems({"eagle_config": MODELOPT_DEFAULTS}) == []
     model = draftsmith.assemble("eagle3-llama", target=target, draft=draft)
     assert model.draft.head_norm and not model.draft.feed_post_norm
     found = inspect_checkpoint(draft)
@@ -97,6 +97,8 @@ def reference(folder, emb, hidden, final_norm: bool):
 def test_use_last_layernorm_decides_the_final_norm_as_a_torch_reference_computes_it(target, tmp_path, value, term):
     flags = {"eagle_config": {"use_last_layernorm": value}} if value is not None else {}
     draft = write_eagle3(tmp_path / "d", target, flags=flags)
+    if term == "none":   # as Model-Optimizer exports it: no norm.weight (one held is refused, test below)
+        without_final_norm(draft)
     found = inspect_checkpoint(draft)
     assert found.spec["draft"]["fusion"]["norm_output"] == term
     model = draftsmith.assemble(draftsmith.parse_spec(found.spec), target=target, dtype="float64")
@@ -113,8 +115,9 @@ def test_use_last_layernorm_decides_the_final_norm_as_a_torch_reference_computes
     # the pre-norm state is fed back; 1e-7: the rotary frequencies are float32 as transformers computes them
     torch.testing.assert_close(feed[0], want_out, atol=1e-7, rtol=0)
     torch.testing.assert_close(logits[0], want_logits, atol=1e-7, rtol=0)
-    other = reference(draft, emb, hidden[0], final_norm=term == "none")[1]
-    assert not torch.allclose(logits[0], other, atol=1e-3)   # the other reading is another draft
+    if term != "none":
+        other = reference(draft, emb, hidden[0], final_norm=False)[1]
+        assert not torch.allclose(logits[0], other, atol=1e-3)   # the other reading is another draft
 
 
 def test_a_spec_stating_norm_output_wins_and_the_key_is_named(target, tmp_path, caplog):
@@ -155,3 +158,77 @@ def test_an_mlp_sized_by_intermediate_size_mlp_names_the_key(target, tmp_path):
     assert "wrong shape: 'layers.0.mlp.gate_proj.weight'" in str(info.value)
     assert any(f"the checkpoint's MLP is {mlp} wide, the draft config's intermediate_size_mlp" in n and
                f"set intermediate_size to {mlp}" in n for n in getattr(info.value, "__notes__", []))
+
+
+def without_final_norm(folder):
+    """The draft as Megatron's Model-Optimizer export writes one with use_last_layernorm false: no norm.weight."""
+    from safetensors.torch import save_file
+    file = folder / "model.safetensors"
+    save_file({k: v for k, v in load_file(file).items() if k not in ("norm.weight", "model.norm.weight")}, file)
+    return folder
+
+
+def draft_forward(model, H):
+    ids, pos = torch.tensor([[3, 9, 4, 1, 7, 2]]), torch.arange(6)[None]
+    hidden = torch.randn(1, 6, 3 * H, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        out, feed = model.draft(ids, hidden, pos, embed=model.draft_embed, from_target=True)
+        logits = model.draft.head_logits(out, model.draft_head)
+        return model.draft_embed(ids)[0].double(), hidden[0], out[0], feed[0], logits[0]
+
+
+@pytest.mark.parametrize("layout", ["midlayer", "nemo"])
+def test_a_draft_exported_without_its_final_norm_loads_as_inspect_proposes(target, tmp_path, layout):
+    draft = without_final_norm(write_eagle3(tmp_path / "d", target, layout=layout,
+                                            flags={"eagle_config": {"use_last_layernorm": False}}))
+    found = inspect_checkpoint(draft)
+    assert found.spec["draft"]["norms"]["final"] is False and found.spec["draft"]["fusion"]["norm_output"] == "none"
+    assert "norms.final: false (norm_output none, and the checkpoint holds no final norm, norm.weight)" in \
+        found.match.assumptions
+    model = draftsmith.assemble(draftsmith.parse_spec(found.spec), target=target, dtype="float64")
+    assert isinstance(model.draft.norm, torch.nn.Identity) and not model.draft.head_norm
+    assert not model.draft.feed_post_norm
+    if layout != "midlayer":   # the reference reads the midlayer names
+        return
+    H = json.loads((draft / "config.json").read_text())["hidden_size"]
+    emb, hidden, out, feed, logits = draft_forward(model, H)
+    want_out, want_logits = reference(draft, emb, hidden, final_norm=False)
+    torch.testing.assert_close(out, want_out, atol=1e-7, rtol=0)
+    torch.testing.assert_close(feed, want_out, atol=1e-7, rtol=0)
+    torch.testing.assert_close(logits, want_logits, atol=1e-7, rtol=0)
+
+
+def test_generate_with_the_detected_spec_runs_a_draft_without_its_final_norm(target, tmp_path):
+    from typer.testing import CliRunner
+
+    from draftsmith.cli import app
+
+    flags = {"eagle_config": {"use_last_layernorm": False}}
+    draft = without_final_norm(write_eagle3(tmp_path / "d", target, flags=flags))
+    res = CliRunner().invoke(app, ["generate", "--target", str(target), "--draft", str(draft), "--token-ids", "1,2,3",
+                                   "--max-new-tokens", "4", "--no-compare"], env={"COLUMNS": "1000"})
+    assert res.exit_code == 0, res.output
+    assert "spec eagle3-llama-d: " in res.stdout and "prompt [1, 2, 3]" in res.stdout
+
+
+HELD = (r"draft config eagle_config.use_last_layernorm: says false \(no final norm: Model-Optimizer then builds none "
+        r"and exports no norm.weight\), but the checkpoint holds the final norm's norm.weight")
+
+
+def test_a_false_use_last_layernorm_beside_a_held_norm_weight_is_refused_unless_the_spec_states_norm_output(
+        target, tmp_path):
+    # Model-Optimizer writes norm.weight only for a draft with the final norm (its HF and Megatron exports), and
+    # vLLM / SGLang apply the one held whatever the key says: which draft it is, only the spec can say
+    draft = write_eagle3(tmp_path / "d", target, flags={"eagle_config": {"use_last_layernorm": False}})
+    with pytest.raises(SpecError, match=HELD):
+        inspect_checkpoint(draft)
+    spec = draftsmith.specs.loader.load_spec("eagle3-llama").model_dump(mode="json")
+    spec["draft"]["fusion"]["norm_output"] = "auto"   # the draft config's reading
+    with pytest.raises(SpecError, match=HELD + r".*\n\s+allowed: true for a draft trained with the final norm"):
+        draftsmith.assemble(draftsmith.parse_spec(spec), target=target, draft=draft)
+    for stated, applied in (("none", False), ("head", True)):
+        spec["draft"]["fusion"]["norm_output"] = stated
+        model = draftsmith.assemble(draftsmith.parse_spec(spec), target=target, draft=draft)
+        assert model.draft.head_norm == applied
+    ok = write_eagle3(tmp_path / "ok", target, flags={"eagle_config": {"use_last_layernorm": True}})
+    assert inspect_checkpoint(ok).spec["draft"]["norms"]["final"] is True   # true with its norm: as before

@@ -9,7 +9,7 @@ import logging
 import pytest
 
 import draftsmith
-from draftsmith.components import eagle3_config
+from draftsmith.components import eagle3_config, eagle3_keys
 from draftsmith.components.params import Eagle3Params
 from draftsmith.errors import SpecError
 from draftsmith.testing import write_eagle3, write_target
@@ -32,7 +32,7 @@ def test_a_draft_without_aux_hidden_states_is_refused_by_name(target, tmp_path, 
 
 def test_a_top_level_use_aux_hidden_state_is_said_and_loads_as_vllm_runs_it(target, tmp_path, caplog):
     """vLLM reads the key under eagle_config only: at the top level it runs the draft with fc, as draftsmith does."""
-    assert eagle3_config.aux_problems({"use_aux_hidden_state": False}) == []
+    assert eagle3_keys.aux_problems({"use_aux_hidden_state": False}) == []
     draft = write_eagle3(tmp_path / "d", target, flags={"use_aux_hidden_state": False})
     with caplog.at_level("INFO", logger="draftsmith"):
         model = draftsmith.assemble("eagle3-llama", target=target, draft=draft)
@@ -43,7 +43,7 @@ def test_a_top_level_use_aux_hidden_state_is_said_and_loads_as_vllm_runs_it(targ
 @pytest.mark.parametrize("value", [True, None])
 def test_aux_hidden_states_stated_true_or_absent_load(value):
     cfg = {"eagle_config": {"use_aux_hidden_state": value}} if value is not None else {}
-    assert eagle3_config.aux_problems(cfg) == [] and eagle3_config.aux_problems({"use_aux_hidden_state": True}) == []
+    assert eagle3_keys.aux_problems(cfg) == [] and eagle3_keys.aux_problems({"use_aux_hidden_state": True}) == []
 
 
 def test_inspect_does_not_list_use_aux_hidden_state_as_unread(target, tmp_path):
@@ -70,4 +70,4 @@ def test_a_true_bias_is_said_and_the_draft_loads_as_its_tensors_are(target, tmp_
 
 @pytest.mark.parametrize("cfg", [{}, {"bias": False}, {"bias": None}])
 def test_no_bias_or_a_false_one_says_nothing(cfg):
-    assert eagle3_config.config_notes(cfg) == []
+    assert eagle3_keys.config_notes(cfg) == []
