@@ -1,6 +1,7 @@
 """Checkpoint configs (draftsmith/assembler/config.py, config_values.py): every bound of config_problems at its edge
 (the last value accepted, the first refused), the fallbacks between config files, and the facts read from a config
-(stop ids, hidden width, recurrent layers). tests/hardening/test_checkpoint_files.py holds the broken files."""
+(stop ids, hidden width, recurrent layers). tests/hardening/test_checkpoint_config_files.py holds the broken config
+files, test_checkpoint_files.py the broken weight files."""
 import json
 from types import SimpleNamespace
 
