@@ -3,7 +3,8 @@ the documented exit codes (1, 2, 70, 74, 141) as the commands end with them; rep
 first line of a message cut past 300 characters, no ": " after an empty message); plugin_at_fault() (a plugin's own
 frame blamed by its name, draftsmith's never, no registry built to ask); setting_problems() naming each option, and
 the spec detect_spec() proposes naming the draft folder cut past 300 characters. The stdout wrapper's message:
-tests/test_cli_kills_round12.py; the round's tests of draftsmith.testing's writers: test_app_testing_kills_round13.py.
+tests/test_cli_app_kills_round12.py; the round's tests of draftsmith.testing's writers:
+test_app_testing_kills_round13.py.
 """
 import importlib
 import types
