@@ -1,6 +1,6 @@
-"""The house style's line limit holds in every Python file of the checkout: at most 120 characters a line, so
-a diff reads side by side. The check walks the checkout, not the installed package, so tests, benchmarks and
-scripts count too; and in the README but its tables (a table row is one line in Markdown)."""
+"""The house style's limits hold in every Python file of the checkout: at most 120 characters a line, so a diff reads
+side by side, and at most 400 lines a file. The check walks the checkout, not the installed package, so tests,
+benchmarks and scripts count too; and in the README but its tables (a table row is one line in Markdown)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -50,3 +50,26 @@ def test_every_readme_line_but_a_table_row_is_at_most_120_characters():
 def test_a_long_markdown_line_is_named_unless_a_table_row(tmp_path):
     (tmp_path / "R.md").write_text("ok\n" + "y" * 121 + "\n| " + "t" * 200 + " |\n  | " + "u" * 200 + "\n" + "z" * 120)
     assert long_markdown_lines(tmp_path / "R.md") == ["2: 121 characters"]
+
+
+FILE_LIMIT = 400   # lines a Python file may hold: files stay small (STYLE.md)
+
+
+def long_files(root: Path, folders=FOLDERS) -> list[str]:
+    """``file: N lines`` for each ``.py`` file under ``root/folder`` longer than FILE_LIMIT lines."""
+    files = sorted(p for f in folders if (root / f).is_dir() for p in (root / f).rglob("*.py"))
+    return [f"{p.relative_to(root)}: {n} lines" for p in files
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > FILE_LIMIT]
+
+
+def test_every_python_file_is_at_most_400_lines():
+    if not (ROOT / "tests").is_dir():
+        pytest.skip("not run from a checkout")
+    assert long_files(ROOT) == []
+
+
+def test_a_long_file_is_named_with_its_length(tmp_path):
+    (tmp_path / "draftsmith").mkdir()
+    (tmp_path / "draftsmith" / "big.py").write_text("x = 1\n" * 401)
+    (tmp_path / "draftsmith" / "fits.py").write_text("x = 1\n" * 400)
+    assert long_files(tmp_path) == [f"{Path('draftsmith', 'big.py')}: 401 lines"]
