@@ -40,9 +40,10 @@ class ExpertStack:
         with torch.no_grad():
             self.gate_up = torch.stack([e.gate_up.linear.weight for e in experts])   # [E, 2W, H]
             self.down = torch.stack([e.down_proj.weight for e in experts])           # [E, H, W]
-        for i, e in enumerate(experts):
+        for i, e in enumerate(experts):   # each weight keeps its requires_grad (Stacked's parts do)
             e.gate_up.rebase(self.gate_up[i])
-            e.down_proj._parameters["weight"] = nn.Parameter(self.down[i], requires_grad=False)
+            trained = e.down_proj.weight.requires_grad
+            e.down_proj._parameters["weight"] = nn.Parameter(self.down[i], requires_grad=trained)
         self.shapes = tuple(self.gate_up.shape), tuple(self.down.shape)
         self.ptrs = self._ptrs()
 
