@@ -269,11 +269,12 @@ def canonical_names(spec: Spec, registry: Registry | None, cfg: Mapping[str, Any
 
 
 def final_norm_reading(spec: Spec, registry: Registry | None, config: Mapping[str, Any], names: Sequence[str],
-                       draft: dict[str, Any]) -> str | None:
+                       draft: dict[str, Any], stated: str | None = None) -> str | None:
     """For a proposal whose fusion resolved ``norm_output: none`` (``draft``: its draft section, plain data, changed in
     place): a checkpoint without the final norm's weight (a Model-Optimizer draft exported with use_last_layernorm
     false) gets ``norms.final: false``, and the note to print is returned; one holding it beside a false
-    use_last_layernorm is refused (:func:`~draftsmith.components.eagle3_config.held_norm_problem`)."""
+    use_last_layernorm is refused (:func:`~draftsmith.components.eagle3_config.held_norm_problem`), unless the spec
+    the folder is read with states norm_output (``stated``, as a load takes it): then that value is proposed."""
     from draftsmith.assembler.config import flatten_draft_config
     from draftsmith.components.eagle3_config import FINAL_NORM, held_norm_problem
     from draftsmith.errors import SpecError
@@ -283,7 +284,10 @@ def final_norm_reading(spec: Spec, registry: Registry | None, config: Mapping[st
     cfg = flatten_draft_config(config)
     held = FINAL_NORM in canonical_names(spec, registry, cfg, names)
     if problem := held_norm_problem(cfg, held):
-        raise SpecError("draft fusion", [problem])
+        if stated is None:
+            raise SpecError("draft fusion", [problem])
+        draft["fusion"]["norm_output"] = stated
+        return f"norm_output: {stated} (the spec's; the draft config's {problem.path.rpartition(' ')[2]}: false)"
     if held or not draft["norms"].get("final", True):
         return None
     draft["norms"]["final"] = False

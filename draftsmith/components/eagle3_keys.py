@@ -100,5 +100,5 @@ def config_notes(cfg: Mapping[str, Any]) -> list[str]:
     return notes
 
 
-__all__ = ["AUX_FLAG", "LAST_NORM", "MODELOPT_KEYS", "aux_problems", "config_notes", "config_value",
+__all__ = ["AUX_FLAG", "LAST_NORM", "MODELOPT_KEYS", "aux_problems", "config_notes", "config_value", "nested",
            "unbuilt_problems", "where"]

@@ -96,7 +96,8 @@ class TargetArch(BaseModel):
             raise refused(
                 cfg, f"hc_mult={mult} asks for hyper-connections ({mult} residual streams, "
                 f"handed to the draft {mult} x hidden_size wide), which draftsmith's target model does not compute: "
-                "its layers keep one stream, so the draft would read the wrong width at its first step")
+                "its layers keep one stream, so the draft would read the wrong width at its first step; allowed: 1, or "
+                f"the key absent (one residual stream). {UNCOMPUTED}")
         if self.moe and self.moe_layers(cfg):
             moe_check(cfg, self)
 

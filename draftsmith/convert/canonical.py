@@ -15,6 +15,7 @@ from draftsmith.assembler.checkpoint import read_tensors
 from draftsmith import limits
 from draftsmith.errors import DraftsmithError, short, short_text
 from draftsmith.components.eagle3_config import as_inputs, drafted_norm_output
+from draftsmith.components.eagle3_keys import LAST_NORM
 from draftsmith.components.weights import RuleSet
 from draftsmith.convert.inspect import Inspection, inspect_checkpoint
 from draftsmith.convert.unfuse import cut, part_shape, read_mapping
@@ -85,6 +86,10 @@ def plan_canonical(folder: str | Path, found: Inspection | None = None) -> Canon
     facts |= {k: fusion[k] for k in RESOLVED if k in fusion}  # every flag stated, as the spec resolved it
     if "norm_output" in facts:   # draft.feed_back: post_norm is said as the config says feed_back
         facts["norm_output"] = drafted_norm_output(facts["norm_output"], found.spec["draft"].get("feed_back", ""))
+        agreed = {LAST_NORM: facts["norm_output"] != "none"}   # Model-Optimizer's flag says what the spec resolved
+        facts |= agreed if LAST_NORM in facts else {}
+        if isinstance(inner := facts.get("eagle_config"), Mapping) and LAST_NORM in inner:
+            facts["eagle_config"] = {**inner, **agreed}
     if "bias" in fusion:   # a fusion with a bias setting (EAGLE-1's fc): whether it has one is the tensors' to say,
         facts["bias"] = "fc.bias" in sources   # and stated (EAGLE's reference reads a missing key as true)
     if isinstance(fusion.get("aux_layers"), Mapping) and fusion["aux_layers"].get("ids"):

@@ -90,7 +90,9 @@ def inspect_checkpoint(folder: str | Path, registry: Registry | None = None, spe
         values, _ = eagle3_values(spec, config, names, registry)   # a plugin's spec: only its registry has it
         aux = values.pop("aux_layers")
         fusion |= values | {"aux_layers": aux if aux["ids"] else {"at": aux["at"]}}
-        if (final := final_norm_reading(spec, registry, config, names, data["draft"])) is not None:
+        stated = None if given is None else given.draft.fusion.params.get("norm_output", "auto")   # as a load reads
+        if (final := final_norm_reading(spec, registry, config, names, data["draft"],
+                                        None if stated == "auto" else stated)) is not None:
             match = noted(match, final)   # none read from the config (use_last_layernorm false), no norm.weight
     for path, value in row_settings(match, config, names):
         put(data, path, value)   # what the detected row holds that its family spec does not say (noted there)

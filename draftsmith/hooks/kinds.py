@@ -8,7 +8,8 @@ validated ``Params`` model; every other argument is a keyword. The registry call
 :class:`~draftsmith.registry.ComponentFailed` naming the component, its plugin and this call; so does an
 exception from one of the result's ``methods`` when the assembler calls it later (a plugin rule's ``apply``), and
 an answer of another type than ``methods`` lists for it; ``optional`` methods (a split rule's ``parts`` and
-``produces``) the result may lack, and where it has one, it must be callable and is guarded alike.
+``produces``; a target's ``moe_layers``, ``moe_recipe``, ``moe_keys`` and ``name_rules``) the result may lack, and
+where it has one, it must be callable and is guarded alike.
 """
 from __future__ import annotations
 

@@ -34,7 +34,9 @@ def test_two_residual_streams_are_refused_with_the_reason():
     assert str(err.value) == (
         "config.json: llama target: hc_mult=2 asks for hyper-connections (2 residual streams, handed to the draft 2 "
         "x hidden_size wide), which draftsmith's target model does not compute: its layers keep one stream, so the "
-        "draft would read the wrong width at its first step")
+        "draft would read the wrong width at its first step; allowed: 1, or the key absent (one residual stream). Fix: "
+        "use a target whose config.json has an allowed value (editing this one would load its weights under another "
+        "computation, whose logits are not the checkpoint's)")
 
 
 # pins targets.py:53 getattr(cfg, 'hc_mult', 1) -> 2 (a config without the key; also killed by the zoo tests)
