@@ -23,7 +23,7 @@ from draftsmith.assembler.config import (draft_hf_config, flatten_draft_config, 
 from draftsmith.assembler.folders import checkpoint_dirs, spec_own
 from draftsmith.assembler.load import PlannedLoad, fill, materialize, plan_module
 from draftsmith.assembler.plan import CheckpointMismatch
-from draftsmith.assembler.vocab import check_draft_vocab, check_vocab_tensors, config_contradictions
+from draftsmith.assembler.vocab import check_draft_vocab, check_vocab_tensors, config_contradictions, held_shapes
 from draftsmith.hf_import import ready_transformers
 from draftsmith.components import fused, gemv, packed, stacked
 from draftsmith.components.targets import mtp_layer_patterns
@@ -173,7 +173,7 @@ def plan_assembly(spec: Spec | str | Path, target: str | Path | None = None, dra
             "decoding.mode", f"{V2} is unsupported with this target: {RECURRENT}", found="v2", allowed="auto, v1",
             hint="Use mode: auto to fall back to v1 with a logged reason.")])
     try:
-        draft_raw, draft_model, draft_plan = plan_draft(spec, registry, draft, draft_dir, target_cfg, backend)
+        draft_raw, draft_model, draft_plan, shapes = plan_draft(spec, registry, draft, draft_dir, target_cfg, backend)
     except DraftsmithError as e:   # both folders' problems in one run
         if target_error is None:
             raise
@@ -185,9 +185,7 @@ def plan_assembly(spec: Spec | str | Path, target: str | Path | None = None, dra
         raise target_error
     if (mismatch := vocab_mismatch(draft_raw, target_cfg)) is not None:   # loads, but is likely the wrong draft
         log.warning("draft %s: %s", short_text(draft_dir, 300), mismatch)
-    sources = draft_plan.plan.sources   # a config its tensors contradict, said as inspect says it
-    shapes = {c: tuple(draft_plan.infos[n].shape) for c, n in sources.items() if c not in draft_plan.plan.rows}
-    if said := config_contradictions(draft_raw, shapes):
+    if said := config_contradictions(draft_raw, shapes):   # a config its tensors contradict, said as inspect says it
         log.warning("draft %s: %s", short_text(draft_dir, 300), "; ".join(said))
     if (unfinished := training_note(info.file for info in draft_plan.infos.values())) is not None:
         log.warning("draft %s: %s", short_text(draft_dir, 300), unfinished, extra={NOTE_KIND: UNFINISHED})
@@ -196,8 +194,9 @@ def plan_assembly(spec: Spec | str | Path, target: str | Path | None = None, dra
 
 
 def plan_draft(spec: Spec, registry: Registry, draft: str | Path | None, draft_dir: Path, target_cfg, backend
-               ) -> tuple[Any, Any, PlannedLoad]:
-    """(the draft's config as written, its model on meta, its checked load plan): plan_assembly's draft half."""
+               ) -> tuple[Any, Any, PlannedLoad, dict[str, tuple[int, ...]]]:
+    """(the draft's config as written, its model on meta, its checked load plan, the shape of each canonical name
+    one tensor holds: vocab.held_shapes): plan_assembly's draft half."""
     reading = read_config_aside(draft_dir)   # a config problem no tensor depends on is reported with the tensors'
     draft_raw = reading.config
     with checked_along(reading):
@@ -206,6 +205,7 @@ def plan_draft(spec: Spec, registry: Registry, draft: str | Path | None, draft_d
         canonical = held_names(rules, infos)
         built: dict[str, Any] = {}   # the draft model, once built: notes about its tensors compare with it
         d2t_rows = held_d2t_rows(rules, infos)
+        shapes = held_shapes(rules, infos)
 
         def rebuild(other: Spec):   # the draft another reading of the spec builds, for flip_note; what no name
             with quiet_notes():      # depends on (a topk past the vocabulary) set aside
@@ -217,7 +217,7 @@ def plan_draft(spec: Spec, registry: Registry, draft: str | Path | None, draft_d
         detected = DetectedNote(registry, spec, draft_dir, list(infos), shipped=own)
         notes = (swapped_note(registry, draft_dir, "draft", list(infos)), pairing_note(draft_raw, target_cfg),
                  unread_sizes_note(draft_raw), mlp_size_note(draft_raw, infos),
-                 contradictions_note(draft_raw, rules, infos),
+                 contradictions_note(draft_raw, shapes),
                  unchained_layers_note(spec, rules, list(infos), canonical),
                  lambda: dropped_rules(spec, registry, list(infos)),
                  detected, *unless(detected.elsewhere, layers_note(spec, canonical, rules, list(infos)),
@@ -226,7 +226,7 @@ def plan_draft(spec: Spec, registry: Registry, draft: str | Path | None, draft_d
                                    fc_bias_note(canonical, built), fc_shape_note(rules, infos, built),
                                    mla_note(spec, draft_raw, canonical, built),
                                    share_note(spec, rules, infos, canonical, built),
-                                   flip_note(spec, registry, rebuild, canonical, built, held_shapes(rules, infos))))
+                                   flip_note(spec, registry, rebuild, canonical, built, shapes)))
         with explained(*notes):
             draft_cfg = draft_hf_config(draft_raw, draft_dir / "config.json")
             draft_model = built["draft"] = build_draft(spec, registry, draft_raw=draft_raw, draft_cfg=draft_cfg,
@@ -240,21 +240,15 @@ def plan_draft(spec: Spec, registry: Registry, draft: str | Path | None, draft_d
                     vocab_notes(e, spec, draft_model, rules, infos, draft_dir)
                     raise
                 check_draft_vocab(spec, draft_plan, draft_dir)
-    return draft_raw, draft_model, draft_plan
+    return draft_raw, draft_model, draft_plan, shapes
 
 
-def contradictions_note(draft_raw, rules: RuleSet, infos) -> Callable[[], str | None]:
+def contradictions_note(draft_raw, shapes: dict[str, tuple[int, ...]]) -> Callable[[], str | None]:
     """The note for a draft whose config states a vocabulary size its tensors contradict (as inspect says it)."""
     def note() -> str | None:
-        said = config_contradictions(draft_raw, held_shapes(rules, infos))
+        said = config_contradictions(draft_raw, shapes)
         return "note: the draft's " + "; ".join(said).removeprefix("its ") if said else None
     return note
-
-
-def held_shapes(rules: RuleSet, infos) -> dict[str, tuple[int, ...]]:
-    """canonical name -> the shape of the tensor the rules read it from (a split tensor's parts left out)."""
-    return {parts[0]: tuple(info.shape) for name, info in infos.items()
-            if (parts := rules.to_parts(name)[0]) is not None and len(parts) == 1}
 
 
 def vocab_notes(error: CheckpointMismatch, spec: Spec, draft_model, rules, infos, draft_dir: Path) -> None:

@@ -13,6 +13,7 @@ from draftsmith.errors import DraftsmithError, short_text
 
 if TYPE_CHECKING:
     from draftsmith.assembler.load import PlannedLoad
+    from draftsmith.components.weights import RuleSet
     from draftsmith.specs.schema import Spec
 
 log = logging.getLogger("draftsmith")
@@ -23,6 +24,14 @@ class VocabMapError(DraftsmithError, ValueError):
 
 
 D2T_WORDS = {"offset": "offsets", "absolute": "target ids"}   # draft.vocab.d2t -> what the tensor holds
+
+
+def held_shapes(rules: RuleSet, infos: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
+    """canonical name -> the shape of the one tensor ``rules`` read it from, of a listing ``infos`` (name -> its
+    TensorInfo); a split tensor's parts are left out (not its shape), and a name several tensors collide on: what
+    :func:`config_contradictions` is given by a load, its refusal's note and convert's fit alike."""
+    remap = rules.remap(infos)
+    return {canon: tuple(infos[name].shape) for canon, (name, _) in remap.mapping.items() if name not in remap.split}
 
 
 def config_contradictions(draft_raw: Mapping[str, Any], shapes: Mapping[str, tuple[int, ...]]) -> list[str]:

@@ -58,6 +58,8 @@ class TargetArch(BaseModel):
     moe_from: str | None = None        # config key: the layers from its value on are MoE (DeepSeek-V3)
     moe_step: str | None = None        # config key: every step-th layer is MoE (Qwen3-MoE's decoder_sparse_step) ...
     moe_dense: str | None = None       # ... unless this key's list names it (mlp_only_layers)
+    moe_experts: str | None = None     # config key of the experts count moe_step's rule reads (none there: no MoE
+    # layer); None: the moe params' experts_key (MoEParams' default, num_experts, for another moe_kind than sparse)
     moe_options: tuple[tuple[str, tuple[Any, ...]], ...] = ()   # (config key, the values computed): others refused
     sliding_window: WindowRule = "config"   # which layers the config's sliding_window applies to (above)
     # the checkpoint's module names under each layer that are not the model's: (file's, model's), ``{e}`` an expert's
@@ -117,6 +119,7 @@ class TargetArch(BaseModel):
         if not self.moe:
             return set()
         keys = {self.moe_from, self.moe_step, self.moe_dense, *(key for key, _ in self.moe_options)}
+        keys |= {self.experts_key()} if self.moe_step is not None else set()   # the layer rule reads it
         if self.moe_kind != "sparse":
             return keys - {None}
         p = self.moe_params()
@@ -124,6 +127,11 @@ class TargetArch(BaseModel):
         keys |= {"n_group", "topk_group"} if p.grouped else set()
         keys |= {"norm_topk_prob"} if p.norm_topk_prob == "config" else set()
         return keys - {None}
+
+    def experts_key(self) -> str:
+        """The config key of the routed experts' count that moe_step's rule reads: ``moe_experts``, else the moe
+        params' experts_key (MoEParams' default, num_experts, for another moe_kind than sparse)."""
+        return self.moe_experts or self.moe_params().experts_key
 
     def moe_layers(self, cfg, count: int | None = None) -> list[int]:
         """The layers whose MLP is the type's mixture of experts (as transformers' model of the type builds them),
@@ -144,7 +152,7 @@ class TargetArch(BaseModel):
                 raise refused(cfg, f"{self.moe_step}={step!r} does not say which layers are mixture-of-experts; "
                               f"allowed: a positive int. {LAYERS_FIX}")
             dense = set(getattr(cfg, self.moe_dense, None) or ()) if self.moe_dense else set()
-            experts = getattr(cfg, self.moe_params().experts_key, None)
+            experts = getattr(cfg, self.experts_key(), None)
             layers = [i for i in layers if (i + 1) % step == 0 and i not in dense] if experts else []
         return list(layers)
 

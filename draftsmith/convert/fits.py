@@ -75,14 +75,13 @@ def fit(folder: Path, spec_data: Mapping[str, Any], registry=None) -> Fit | None
     a d2t / t2d that form no sound map, and a draft no stand-in builds (the first one's reason said: the draft's
     config refused: a reduced head with the target's lm_head, taps fc does not take). Dtypes are the checkpoint's
     own, not a stand-in's guess, so they are always judged. None when no stand-in can be built for it."""
-    from draftsmith.assembler.config import read_config
     from draftsmith.assembler.plan import wrong_dtype
-    from draftsmith.assembler.vocab import config_contradictions
+    from draftsmith.assembler.vocab import config_contradictions, held_shapes
 
     if (judged := stand_in_model(folder, spec_data, registry)) is None or isinstance(judged, Fit):
         return judged
     remap, expected, infos, rules, others, extras = judged
-    optional, unused, vocab_map = extras
+    optional, unused, vocab_map, raw = extras
     found = {c: "unexpected" for c in remap.mapping if c not in expected and c not in unused}
     found |= {c: "missing" for c in expected if c not in remap.mapping and c not in remap.collisions
               and c not in optional}
@@ -98,12 +97,10 @@ def fit(folder: Path, spec_data: Mapping[str, Any], registry=None) -> Fit | None
             refused.append(f"tensor {name!r} is {list(got)} in the checkpoint, the model its config describes "
                            f"expects {said}" + (" (*: the target's to decide)" if None in dims else ""))
     used = remap.used_rules
-    shapes = {canon: tuple(infos[name].shape) for canon, (name, _) in remap.mapping.items()
-              if len(rules.to_parts(name)[0] or ()) == 1}   # a split tensor's parts: not its shape
     return Fit(found | {c: "colliding" for c in remap.collisions}, refused + vocab_map,
                {canon: name for canon, (name, _) in remap.mapping.items()},
                {c: names for c, why in found.items() if why == "missing" and (names := rules.preimages(c, used))},
-               config_contradictions(read_config(folder), shapes))
+               config_contradictions(raw, held_shapes(rules, infos)))
 
 
 def _decided(canon: str, shape: tuple[int, ...], others: Mapping[str, Mapping[str, Any] | None]
@@ -131,8 +128,8 @@ def stand_in_model(folder: Path, spec_data: Mapping[str, Any], registry=None):
     """(the folder's names through the spec's rules, the expected names and dtypes of the model the spec builds with
     a stand-in target, the folder's tensor listing, the rules, what each stand-in guessing otherwise expects (None
     where its model does not build), (the names it may leave out, those it may hold unread, the d2t / t2d map's
-    problems as refusals)); a Fit refusing the draft where every stand-in's build refuses it; None when no
-    stand-in can be built for it."""
+    problems as refusals, the folder's config as read, which fit reads no second time)); a Fit refusing the draft
+    where every stand-in's build refuses it; None when no stand-in can be built for it."""
     from draftsmith.assembler.build import held_d2t_rows, rule_set
     from draftsmith.assembler.checkpoint import list_tensors
     from draftsmith.assembler.config import draft_hf_config, flatten_draft_config, read_config
@@ -174,7 +171,7 @@ def stand_in_model(folder: Path, spec_data: Mapping[str, Any], registry=None):
     expected = expected_of(model)
     others = {guess: expected if m is model else None if m is None or isinstance(m, str) else expected_of(m)
               for guess, m in models.items()}   # its own target's model is every guess's
-    extras = (*optional_and_unused(model), _map_problems(spec, model, remap, infos, folder))
+    extras = (*optional_and_unused(model), _map_problems(spec, model, remap, infos, folder), raw)
     return remap, expected, infos, rules, others, extras
 
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 from draftsmith.assembler.checkpoint import TensorInfo, list_tensors
 from draftsmith.assembler.config import (known_keys, draft_hf_config, flatten_draft_config, read_config,
@@ -22,7 +23,7 @@ from draftsmith.assembler.styles import IDS, style_of
 from draftsmith.components.eagle3_keys import MODELOPT_KEYS
 from draftsmith.components.targets import target_record
 from draftsmith.convert.fp8 import fp8_reading
-from draftsmith.errors import CheckpointError, short_text
+from draftsmith.errors import CheckpointError, SpecError, short_text
 from draftsmith.hooks import LayoutMatch
 from draftsmith.paths import config_file
 from draftsmith.registry import Registry, default_registry
@@ -69,8 +70,9 @@ def inspect_checkpoint(folder: str | Path, registry: Registry | None = None, spe
     given = None if spec is None else load_spec(spec, registry)
     ref = None if given is None else given.name if spec is given else str(spec) if str(spec) in registry.specs \
         else str(Path(spec).resolve())   # a file: the proposal's extends names it from anywhere it is saved
-    match = registry.detect_layout(config, names) if given is None else \
-        LayoutMatch(ref, f"read with the spec given, {ref!r}")
+    with config_named(folder):   # a detector's refusal of the config's fusion flags names the file
+        match = registry.detect_layout(config, names) if given is None else \
+            LayoutMatch(ref, f"read with the spec given, {ref!r}")
     if match is None:
         return Inspection(folder, config, infos, None, None, unread)
     draft_hf_config(read_config(folder))   # the sizes a spec needs are stated (no spec is proposed otherwise)
@@ -87,12 +89,14 @@ def inspect_checkpoint(folder: str | Path, registry: Registry | None = None, spe
     fusion = data["draft"]["fusion"]
     params = registry.get("fusion", fusion["kind"]).params.model_fields
     if "norm_output" in params and "aux_layers" in params:  # an EAGLE-3 fusion: state every flag it resolved
-        values, _ = eagle3_values(spec, config, names, registry)   # a plugin's spec: only its registry has it
-        aux = values.pop("aux_layers")
-        fusion |= values | {"aux_layers": aux if aux["ids"] else {"at": aux["at"]}}
         stated = None if given is None else given.draft.fusion.params.get("norm_output", "auto")   # as a load reads
-        if (final := final_norm_reading(spec, registry, config, names, data["draft"],
-                                        None if stated == "auto" else stated)) is not None:
+        with config_named(folder):
+            values, _ = eagle3_values(spec, config, names, registry)   # a plugin's spec: only its registry has it
+            aux = values.pop("aux_layers")
+            fusion |= values | {"aux_layers": aux if aux["ids"] else {"at": aux["at"]}}
+            final = final_norm_reading(spec, registry, config, names, data["draft"],
+                                       None if stated == "auto" else stated)
+        if final is not None:
             match = noted(match, final)   # none read from the config (use_last_layernorm false), no norm.weight
     for path, value in row_settings(match, config, names):
         put(data, path, value)   # what the detected row holds that its family spec does not say (noted there)
@@ -203,6 +207,7 @@ def _literal(text: str) -> str:
     return text.replace("\\", "\\\\")
 
 
+DRAFT_CONFIG = "draft config "   # the path a fusion's problem of the draft's config.json starts with
 QK_NORM = re.compile(r"(^|\.)(q_norm|k_norm)\.weight$")
 
 
@@ -229,6 +234,19 @@ def unread_keys(flat: Mapping[str, Any], known: set[str]) -> tuple[str, ...]:
     inner = flat.get("eagle_config")
     out += [f"eagle_config.{k}" for k in inner if k not in EAGLE_CONFIG_READ] if isinstance(inner, Mapping) else []
     return tuple(sorted(out))
+
+
+@contextmanager
+def config_named(folder: Path) -> Iterator[None]:
+    """A fusion's refusal of what the draft's config states (SpecError 'draft fusion' whose every problem is a
+    'draft config KEY' one: use_last_layernorm beside norm_output, or beside a held norm.weight) said as a problem of
+    the folder's config file, as the refusals of its other values name it ('draft fusion has 1 problem' named none)."""
+    try:
+        yield
+    except SpecError as e:
+        if e.source != "draft fusion" or not all(p.path.startswith(DRAFT_CONFIG) for p in e.problems):
+            raise
+        raise SpecError(str(config_file(folder) or folder / "config.json"), e.problems) from None
 
 
 def noted(match: LayoutMatch, note: str) -> LayoutMatch:

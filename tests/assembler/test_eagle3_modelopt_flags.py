@@ -220,8 +220,9 @@ def test_a_false_use_last_layernorm_beside_a_held_norm_weight_is_refused_unless_
     # Model-Optimizer writes norm.weight only for a draft with the final norm (its HF and Megatron exports), and
     # vLLM / SGLang apply the one held whatever the key says: which draft it is, only the spec can say
     draft = write_eagle3(tmp_path / "d", target, flags={"eagle_config": {"use_last_layernorm": False}})
-    with pytest.raises(SpecError, match=HELD):
+    with pytest.raises(SpecError, match=HELD) as err:
         inspect_checkpoint(draft)
+    assert err.value.source == str(draft / "config.json")   # the draft's file named, not 'draft fusion' (h108)
     spec = draftsmith.specs.loader.load_spec("eagle3-llama").model_dump(mode="json")
     spec["draft"]["fusion"]["norm_output"] = "auto"   # the draft config's reading
     with pytest.raises(SpecError, match=HELD + r".*\n\s+allowed: true for a draft trained with the final norm"):

@@ -1,0 +1,26 @@
+"""inspect and convert refuse a draft config whose use_last_layernorm contradicts its norm_output, or a false one
+beside a held norm.weight, naming the draft's config.json, as its other values' refusals name it: they said
+"error: draft fusion has 1 problem", naming no file (a review, h108)."""
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from draftsmith.cli import app
+from draftsmith.testing import write_eagle3, write_target
+
+CLASH = "draft config eagle_config.use_last_layernorm: says false, and the config's norm_output means head in its style"
+HELD = "draft config eagle_config.use_last_layernorm: says false (no final norm: Model-Optimizer then builds none"
+
+
+@pytest.mark.parametrize("eagle, said", [({"use_last_layernorm": False}, HELD),
+                                         ({"use_last_layernorm": False, "norm_output": True}, CLASH)])
+@pytest.mark.parametrize("verb", ["inspect", "convert"])
+def test_a_final_norm_the_config_contradicts_is_said_of_its_config_file(tmp_path, eagle, said, verb):
+    target = write_target(tmp_path / "t", num_hidden_layers=8)
+    draft = write_eagle3(tmp_path / "d", target, flags={"eagle_config": eagle})
+    args = [verb, str(draft)] + (["--to", "layers", str(tmp_path / "out")] if verb == "convert" else [])
+    res = CliRunner().invoke(app, args, env={"COLUMNS": "1000"})
+    assert res.exit_code == 1 and not (tmp_path / "out").exists(), res.output
+    assert f"error: {draft / 'config.json'} has 1 problem\n  {said}" in res.output, res.output
+    assert "draft fusion" not in res.output, res.output
