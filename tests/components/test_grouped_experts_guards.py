@@ -4,48 +4,20 @@ recorded disagreement keeps a graph on the every-expert path; a copy of a model 
 experts' current weights (re-stacking the stale ones would put the old values back under their names)."""
 import copy
 
-import pytest
 import torch
+from test_grouped_experts import blocks, folder, graph_path, on_cpu  # noqa: F401 (fixtures: the target, DEVICES cpu)
 from torch import nn
 
-from draftsmith.assembler.assemble import load_target
-from draftsmith.components import backends, experts, moe, stacked
-from draftsmith.registry import default_registry
-from draftsmith.testing import write_target
-
-QWEN = dict(num_hidden_layers=2, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32, head_dim=16,
-            norm_topk_prob=False)
-
-
-@pytest.fixture(scope="module")
-def folder(tmp_path_factory):
-    return write_target(tmp_path_factory.mktemp("qwen_moe_guards"), "qwen3_moe", seed=7, **QWEN)
-
-
-@pytest.fixture(autouse=True)
-def on_cpu(monkeypatch):
-    monkeypatch.setattr(experts, "DEVICES", ("cpu",))
-    monkeypatch.setattr(experts, "VERDICTS", {})
-
-
-def blocks(folder):
-    model = load_target(folder, default_registry(), backends.sdpa, dtype=torch.float32, device="cpu")[0]
-    stacked.stack_model(model)
-    return model, [layer.mlp for layer in model.model.layers]
+from draftsmith.components import experts
 
 
 def counted_graph_path(monkeypatch) -> list:
-    calls, real = [], experts.grouped
-
-    def counted(*args, **kw):
-        calls.append(1)
-        return real(*args, **kw)
-    monkeypatch.setattr(experts, "grouped", counted)
-    monkeypatch.setattr(moe, "capturing", lambda x: True)
+    calls = []
+    graph_path(monkeypatch, calls)
     return calls
 
 
-def test_a_replaced_down_weight_leaves_the_stack(folder, monkeypatch):
+def test_a_replaced_down_weight_leaves_the_stack(folder, monkeypatch):  # noqa: F811
     block = blocks(folder)[1][0]
     x = torch.randn(1, 6, 64, generator=torch.Generator().manual_seed(4))
     with torch.no_grad():
@@ -60,7 +32,7 @@ def test_a_replaced_down_weight_leaves_the_stack(folder, monkeypatch):
     assert not calls
 
 
-def test_a_recorded_disagreement_keeps_a_graph_on_every_expert(folder, monkeypatch):
+def test_a_recorded_disagreement_keeps_a_graph_on_every_expert(folder, monkeypatch):  # noqa: F811
     block = blocks(folder)[1][0]
     x = torch.randn(1, 5, 64, generator=torch.Generator().manual_seed(5))
     with torch.no_grad():
@@ -71,7 +43,7 @@ def test_a_recorded_disagreement_keeps_a_graph_on_every_expert(folder, monkeypat
     assert not calls
 
 
-def test_a_copy_of_a_model_whose_stack_was_left_keeps_the_experts_weights(folder):
+def test_a_copy_of_a_model_whose_stack_was_left_keeps_the_experts_weights(folder):  # noqa: F811
     model, layers = blocks(folder)
     e = layers[0].experts[2]
     new = torch.randn_like(e.gate_proj.weight)
