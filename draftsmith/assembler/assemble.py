@@ -205,7 +205,7 @@ def plan_draft(spec: Spec, registry: Registry, draft: str | Path | None, draft_d
         canonical = held_names(rules, infos)
         built: dict[str, Any] = {}   # the draft model, once built: notes about its tensors compare with it
         d2t_rows = held_d2t_rows(rules, infos)
-        shapes = held_shapes(rules, infos)
+        shapes = held_shapes(rules.remap(infos), infos)
 
         def rebuild(other: Spec):   # the draft another reading of the spec builds, for flip_note; what no name
             with quiet_notes():      # depends on (a topk past the vocabulary) set aside

@@ -13,7 +13,7 @@ from draftsmith.errors import DraftsmithError, short_text
 
 if TYPE_CHECKING:
     from draftsmith.assembler.load import PlannedLoad
-    from draftsmith.components.weights import RuleSet
+    from draftsmith.components.weights import RemapResult
     from draftsmith.specs.schema import Spec
 
 log = logging.getLogger("draftsmith")
@@ -26,11 +26,11 @@ class VocabMapError(DraftsmithError, ValueError):
 D2T_WORDS = {"offset": "offsets", "absolute": "target ids"}   # draft.vocab.d2t -> what the tensor holds
 
 
-def held_shapes(rules: RuleSet, infos: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
-    """canonical name -> the shape of the one tensor ``rules`` read it from, of a listing ``infos`` (name -> its
-    TensorInfo); a split tensor's parts are left out (not its shape), and a name several tensors collide on: what
+def held_shapes(remap: RemapResult, infos: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
+    """canonical name -> the shape of the one tensor it is read from: ``remap``, a rule set's remap of a listing
+    ``infos`` (name -> its TensorInfo), which the caller has made already (convert's fit) or makes once; a split
+    tensor's parts are left out (not its shape), and a name several tensors collide on: what
     :func:`config_contradictions` is given by a load, its refusal's note and convert's fit alike."""
-    remap = rules.remap(infos)
     return {canon: tuple(infos[name].shape) for canon, (name, _) in remap.mapping.items() if name not in remap.split}
 
 

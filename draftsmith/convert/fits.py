@@ -100,7 +100,7 @@ def fit(folder: Path, spec_data: Mapping[str, Any], registry=None) -> Fit | None
     return Fit(found | {c: "colliding" for c in remap.collisions}, refused + vocab_map,
                {canon: name for canon, (name, _) in remap.mapping.items()},
                {c: names for c, why in found.items() if why == "missing" and (names := rules.preimages(c, used))},
-               config_contradictions(raw, held_shapes(rules, infos)))
+               config_contradictions(raw, held_shapes(remap, infos)))
 
 
 def _decided(canon: str, shape: tuple[int, ...], others: Mapping[str, Mapping[str, Any] | None]

@@ -36,4 +36,4 @@ def test_held_shapes_leave_out_split_parts_ignored_and_colliding_names():
                      SplitRule(match=r"^qkv\.", into=["q.", "k."])], ignore=[r"^extra$"])
     infos = {"midlayer.fc.weight": Info(4, 8), "layers.0.fc.weight": Info(4, 9), "lm_head.weight": Info(50, 8),
              "qkv.weight": Info(6, 8), "extra": Info(1)}
-    assert held_shapes(rules, infos) == {"lm_head.weight": (50, 8)}
+    assert held_shapes(rules.remap(infos), infos) == {"lm_head.weight": (50, 8)}
