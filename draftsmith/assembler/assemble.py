@@ -70,7 +70,8 @@ def plan_target(folder: Path, registry: Registry, backend) -> tuple[PlannedLoad,
     model = build_target(cfg, registry, backend, arch)
     renames = [RegexRule(**rule) for rule in arch.name_rules()] if callable(getattr(arch, "name_rules", None)) else []
     rules = RuleSet(renames, ignore=[*TARGET_RULES.ignore, *([r"^lm_head\.weight$"] if model.tie else []),
-                                *mtp_layer_patterns(raw)])  # declared MTP layers are a draft's, not the target's
+                                *mtp_layer_patterns(raw),   # declared MTP layers are a draft's, not the target's
+                                *(arch.ignored() if callable(getattr(arch, "ignored", None)) else [])])  # vision
     return plan_module(model, folder, rules, spec=f"target ({cfg.model_type})"), cfg
 
 

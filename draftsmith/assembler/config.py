@@ -3,6 +3,7 @@ plain ``LlamaConfig`` so missing keys take transformers' Llama defaults, exactly
 from __future__ import annotations
 
 import codecs
+import copy
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -231,7 +232,7 @@ def target_hf_config(folder: str | Path) -> PretrainedConfig:
 
     read_config(folder)  # checked before transformers reads it (a FIFO, a list, a float head count, ...)
     try:
-        return AutoConfig.from_pretrained(str(folder), trust_remote_code=False)
+        return text_model_config(AutoConfig.from_pretrained(str(folder), trust_remote_code=False))
     except Exception as exc:  # noqa: BLE001 (transformers' own checks raise strict-dataclass, index, ... errors)
         file = Path(folder) / "config.json"
         try:
@@ -253,6 +254,25 @@ def text_config(cfg: PretrainedConfig) -> PretrainedConfig:
     getter = getattr(cfg, "get_text_config", None)
     text = getter() if getter else cfg
     return text if isinstance(text, PretrainedConfig) else cfg
+
+
+# what a multimodal type's outer config holds for its text model: its type (the target record's name), the folder,
+# whether lm_head is the embedding (transformers 5 ties by the outer config's key) and the weights' quantization
+OUTER_KEYS = ("model_type", "name_or_path", "tie_word_embeddings", "quantization_config")
+
+
+def text_model_config(cfg: PretrainedConfig) -> PretrainedConfig:
+    """The target's config as draftsmith reads it: ``cfg`` itself, or for a multimodal type (Qwen2.5-VL: its text
+    model's keys under ``text_config``) a copy of its text model's config with :data:`OUTER_KEYS` taken from ``cfg``
+    (the text model alone is the target: draftsmith decodes text; the vision tower is not built)."""
+    text = text_config(cfg)
+    if text is cfg:
+        return cfg
+    out = copy.copy(text)
+    for key in OUTER_KEYS:
+        if hasattr(cfg, key):
+            setattr(out, key, getattr(cfg, key))
+    return out
 
 
 def target_hidden_width(cfg: PretrainedConfig) -> int:

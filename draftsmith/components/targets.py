@@ -2,7 +2,8 @@
 (q/k/v bias, per-head q/k norms, latent attention, sliding windows, which layers are mixture-of-experts and how
 their router scores), never an if on a family name in the model code. Every type listed is checked against
 transformers' logits (tests/assembler/test_parity.py, tests/assembler/test_targets_zoo.py,
-tests/assembler/test_moe_targets.py); a config this code would misread is refused by ``check`` with the reason.
+tests/assembler/test_moe_targets.py, tests/assembler/test_vl_targets.py); a config this code would misread is refused
+by ``check`` with the reason.
 """
 from __future__ import annotations
 
@@ -65,6 +66,11 @@ class TargetArch(BaseModel):
     # the checkpoint's module names under each layer that are not the model's: (file's, model's), ``{e}`` an expert's
     # number (Mixtral's block_sparse_moe.experts.{e}.w1 is the model's mlp.experts.{e}.gate_proj); see name_rules
     names: tuple[tuple[str, str], ...] = ()
+    # a multimodal type's text model (Qwen2-VL): its files' name prefixes (file's, model's), those of the tensors it
+    # does not read (the vision tower: not loaded), and its multimodal rope's mrope_section where the config has none
+    prefixes: tuple[tuple[str, str], ...] = ()
+    skipped: tuple[str, ...] = ()
+    mrope: tuple[int, ...] = ()   # (): 1-D rope; else text-only positions rotate as 1-D rope (mrope_check)
 
     def window(self, cfg, idx: int) -> int | None:
         """Layer idx's sliding window, as transformers' model of this type applies it (``sliding_window``)."""
@@ -81,8 +87,13 @@ class TargetArch(BaseModel):
 
         def template(module: str) -> str:
             return "\\1" + module.replace("{e}", "\\2") + "."
-        return [{"match": pattern(old), "replace": template(new), "inverse": (pattern(new), template(old))}
-                for old, new in self.names]
+        whole = [{"match": "^" + re.escape(old), "replace": new} for old, new in self.prefixes]
+        return whole + [{"match": pattern(old), "replace": template(new), "inverse": (pattern(new), template(old))}
+                        for old, new in self.names]
+
+    def ignored(self) -> list[str]:
+        """Ignore patterns for the tensors of its files the model does not read (``skipped``)."""
+        return ["^" + re.escape(prefix) for prefix in self.skipped]
 
     def attention_recipe(self) -> tuple[str, dict[str, Any]]:
         if self.attention != "gqa":
@@ -102,6 +113,8 @@ class TargetArch(BaseModel):
                 f"the key absent (one residual stream). {UNCOMPUTED}")
         if self.moe and self.moe_layers(cfg):
             moe_check(cfg, self)
+        if self.mrope:
+            mrope_check(cfg, self.mrope)
 
     def moe_recipe(self) -> tuple[str, dict[str, Any]]:
         """The registered ``moe`` component of its mixture-of-experts layers and its params (as attention_recipe)."""
@@ -169,6 +182,9 @@ NO_BIAS = {"qkv_bias": False, "o_bias": False, "mlp_bias": False}
 MIXTRAL_NAMES = (("block_sparse_moe.gate", "mlp.gate"),
                  *((f"block_sparse_moe.experts.{{e}}.{w}", f"mlp.experts.{{e}}.{proj}")
                    for w, proj in (("w1", "gate_proj"), ("w3", "up_proj"), ("w2", "down_proj"))))
+# the vision-language types' files: their text model under model.language_model (the Hub's Qwen3-VL, transformers 5)
+# or model (the Hub's Qwen2-VL / Qwen2.5-VL), their vision tower (not loaded) under model.visual or visual
+VL = {"prefixes": (("model.language_model.", "model."),), "skipped": ("visual.", "model.visual.")}
 TARGETS = {
     "llama": arch(sliding_window="ignored"),
     "mistral": arch(**NO_BIAS, sliding_window="every_layer"),
@@ -176,6 +192,10 @@ TARGETS = {
     "ministral": arch(**NO_BIAS, sliding_window="config"),
     "qwen2": arch(**NO_BIAS | {"qkv_bias": True}, sliding_window="layer_types"),
     "qwen3": arch(qk_norm=True, mlp_bias=False, sliding_window="layer_types"),
+    # multimodal rope over three position streams, equal for text: 1-D rope (mrope_check); no deepstack without images
+    "qwen2_vl": arch(**NO_BIAS | {"qkv_bias": True}, sliding_window="layer_types", mrope=(16, 24, 24), **VL),
+    "qwen2_5_vl": arch(**NO_BIAS | {"qkv_bias": True}, sliding_window="layer_types", mrope=(16, 24, 24), **VL),
+    "qwen3_vl": arch(qk_norm=True, mlp_bias=False, sliding_window="ignored", mrope=(24, 20, 20), **VL),
     # every layer's window when use_sliding_window (its config drops sliding_window otherwise); the router's weights
     # in the hidden dtype, the softmax in float32
     "qwen3_moe": arch(qk_norm=True, mlp_bias=False, sliding_window="every_layer", moe_step="decoder_sparse_step",
@@ -235,6 +255,25 @@ def moe_check(cfg, arch: TargetArch) -> None:
         raise refuse(keys[1], top_k, f"1..{experts} (the experts a token may choose from)")
 
 
+def mrope_check(cfg, default: tuple[int, ...]) -> None:
+    """Refuse a multimodal rope whose text-only rotation is not 1-D rope. transformers' model turns each of the
+    head_dim / 2 rotary frequencies by one of three position streams (temporal, height, width: consecutive sections
+    for Qwen2-VL, interleaved for Qwen3-VL); for text the three are equal, so this is 1-D rope with the same theta
+    when the ``mrope_section`` (``default`` where the config has none) gives the streams every frequency once."""
+    from draftsmith.components.dims import Dims
+
+    params = getattr(cfg, "rope_parameters", None)
+    section = params.get("mrope_section", list(default)) if isinstance(params, Mapping) else list(default)
+    half = Dims.from_config(cfg).head_dim // 2
+    if isinstance(section, (list, tuple)) and len(section) == 3 and all(type(n) is int and n >= 0 for n in section) \
+            and sum(section) == half:
+        return
+    raise refused(cfg, f"mrope_section={section!r} (rope_parameters / rope_scaling) does not assign each of a head's "
+                  f"{half} rotary frequencies to exactly one of the three position streams (temporal, height, width), "
+                  "so its rotation of text is not the 1-D rope draftsmith computes; allowed: three non-negative ints "
+                  f"summing to head_dim / 2 = {half}. {SET_FIX}")
+
+
 def moe_recipe(arch: Any) -> tuple[str, dict[str, Any]]:
     """A target record's moe recipe: its moe_recipe(), else (a plugin's record without one) its ``moe`` params'
     ``moe: sparse``."""
@@ -274,4 +313,4 @@ def mtp_layer_patterns(raw: Mapping[str, Any]) -> list[str]:
 
 
 __all__ = ["TARGETS", "TargetArch", "UnsupportedTarget", "apply_windows", "config_path", "moe_check",
-           "moe_recipe", "mtp_layer_patterns", "refused", "target_record"]
+           "moe_recipe", "mrope_check", "mtp_layer_patterns", "refused", "target_record"]

@@ -53,7 +53,10 @@ def write_target(folder: str | Path, model_type: str = "llama", *, seed: int = 0
 
 
 def _target_cfg(folder: Path) -> dict[str, Any]:
-    return json.loads((Path(folder) / "config.json").read_text())
+    """The target's config.json, a multimodal type's text model's keys (its ``text_config``) lifted to the top."""
+    cfg = json.loads((Path(folder) / "config.json").read_text())
+    text = cfg.pop("text_config", None)
+    return {**text, **cfg} if isinstance(text, dict) else cfg
 
 
 def _llama_layer(prefix: str, H: int, nH: int, nKV: int, d: int, I: int, in_width: int, g: torch.Generator,

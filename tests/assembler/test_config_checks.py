@@ -77,7 +77,8 @@ def test_each_target_type_states_how_it_reads_sliding_window():
     cfg = SimpleNamespace(sliding_window=4, layer_types=["full_attention", "sliding_attention"])
     windows = {name: [make().window(cfg, i) for i in range(2)] for name, make in TARGETS.items()}
     assert windows == {"llama": [None, None], "deepseek_v3": [None, None], "mistral": [4, 4], "ministral": [None, 4],
-                       "qwen2": [None, 4], "qwen3": [None, 4], "qwen3_moe": [4, 4], "mixtral": [4, 4]}
+                       "qwen2": [None, 4], "qwen3": [None, 4], "qwen3_moe": [4, 4], "mixtral": [4, 4],
+                       "qwen2_vl": [None, 4], "qwen2_5_vl": [None, 4], "qwen3_vl": [None, None]}
 
 
 # --- 3. a draft config states its sizes ----------------------------------------------------------------------------

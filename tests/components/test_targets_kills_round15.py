@@ -23,6 +23,9 @@ def test_each_target_type_s_attention_recipe():
     assert recipes == {"llama": ("gqa", {"qk_norm": False}), "mistral": none, "ministral": none, "mixtral": none,
                        "qwen2": ("gqa", {"qk_norm": False, "qkv_bias": True, "o_bias": False}),
                        "qwen3": ("gqa", {"qk_norm": True}), "qwen3_moe": ("gqa", {"qk_norm": True}),
+                       "qwen2_vl": ("gqa", {"qk_norm": False, "qkv_bias": True, "o_bias": False}),
+                       "qwen2_5_vl": ("gqa", {"qk_norm": False, "qkv_bias": True, "o_bias": False}),
+                       "qwen3_vl": ("gqa", {"qk_norm": True}),
                        "deepseek_v3": ("mla", {"latent_norm_eps": 1e-6})}
     assert TargetArch(qkv_bias=False).attention_recipe() == ("gqa", {"qk_norm": False, "qkv_bias": False})
 
