@@ -186,7 +186,7 @@ def plan_assembly(spec: Spec | str | Path, target: str | Path | None = None, dra
         raise target_error
     if (mismatch := vocab_mismatch(draft_raw, target_cfg)) is not None:   # loads, but is likely the wrong draft
         log.warning("draft %s: %s", short_text(draft_dir, 300), mismatch)
-    if said := config_contradictions(draft_raw, shapes):   # a config its tensors contradict, said as inspect says it
+    if said := config_contradictions(draft_raw, shapes, target_cfg.vocab_size):   # as inspect says it
         log.warning("draft %s: %s", short_text(draft_dir, 300), "; ".join(said))
     if (unfinished := training_note(info.file for info in draft_plan.infos.values())) is not None:
         log.warning("draft %s: %s", short_text(draft_dir, 300), unfinished, extra={NOTE_KIND: UNFINISHED})
@@ -234,7 +234,7 @@ def plan_draft(spec: Spec, registry: Registry, draft: str | Path | None, draft_d
                                                        target_cfg=target_cfg, canonical_names=canonical,
                                                        backend=backend, source=(draft_dir, list(infos)),
                                                        defer=True, d2t_rows=d2t_rows)
-            with set_aside(spec, draft_model.deferred_problems):
+            with set_aside(spec, draft_model.deferred_problems, draft_raw):
                 try:
                     draft_plan = plan_module(draft_model, draft_dir, rules, spec=spec.name, infos=infos)
                 except CheckpointMismatch as e:   # what the vocabulary checks find is said with the misfit

@@ -12,8 +12,8 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from draftsmith.assembler.config import (flatten_draft_config, has_recurrent_layers, is_mla, target_hidden_width,
-                                        text_config, unread_eps)
+from draftsmith.assembler.config import (draft_error, flatten_draft_config, has_recurrent_layers, is_mla,
+                                        target_hidden_width, text_config, unread_eps)
 from draftsmith.assembler.models import CausalLM, DraftModel
 from draftsmith.assembler.parts import LayerRecipe, Stacker, continued_moe
 from draftsmith.components.dims import Dims
@@ -274,14 +274,14 @@ def qkv_bias_reading(attention: tuple[str, dict[str, Any]], draft_raw: Mapping[s
 
 
 def draft_config(registry: Registry, attention: tuple[str, dict[str, Any]], draft_raw: Mapping[str, Any],
-                 draft_cfg, names: Iterable[str] = (), target_hidden: int | None = None,
-                 target_vocab: int | None = None) -> tuple[Any, Dims, list[str]]:
+                 draft_cfg, names: Iterable[str] = (), target_hidden: int | None = None
+                 ) -> tuple[Any, Dims, list[str]]:
     """The draft's transformers config as its layers read it, its Dims, and what it takes that its config.json
     does not state, one note each (build_draft says them once, on one line): a config read as Llama's that states no
     q/k/v-bias key gets what the checkpoint's tensors (``names``) hold; the sizes Dims defaults (Dims.unstated); a
     sliding window it asks for, which the draft does not apply; and what it states that the draft does not take (a
-    logit_scale; a target_hidden_size that is not ``target_hidden``, the target's; a draft_vocab_size above
-    ``target_vocab``, the target's vocabulary, which reads as none)."""
+    logit_scale; a target_hidden_size that is not ``target_hidden``, the target's; a draft_vocab_size above the
+    target's vocabulary, vocab.config_contradictions says with the tensors' shapes, as inspect says them)."""
     flat = flatten_draft_config(draft_raw)
     key = getattr(draft_raw, "key", str)   # a params.json's own key names
     notes = []
@@ -309,11 +309,6 @@ def draft_config(registry: Registry, attention: tuple[str, dict[str, Any]], draf
         notes.append(f"{key('target_hidden_size')}={made_for} is not the target's hidden_size {target_hidden}: the "
                      "draft reads the target it is given (engines size its fc by this key: is the draft made for "
                      "this target?)")
-    vd = flat.get("draft_vocab_size")
-    if type(vd) is int and target_vocab is not None and vd > target_vocab:   # below it: a reduced vocabulary
-        notes.append(f"{key('draft_vocab_size')}={vd} is above the target's vocabulary of {target_vocab} ids: the "
-                     "draft's head is sized by the target's (engines size it by this key: is the draft made for this "
-                     "target?)")
     return draft_cfg, dims, notes
 
 
@@ -330,7 +325,7 @@ def build_draft(spec: Spec, registry: Registry, *, draft_raw: Mapping[str, Any],
     d = spec.draft
     attention = attention_recipe(spec, registry, draft_raw)
     draft_cfg, dims, notes = draft_config(registry, attention, draft_raw, draft_cfg, canonical_names,
-                                          getattr(target_cfg, "hidden_size", None), target_cfg.vocab_size)
+                                          getattr(target_cfg, "hidden_size", None))
     if notes:   # once per draft build, on one line, where the user sees it
         log.warning("draft %s: %s", short_text(getattr(draft_raw, "file", "config"), 300), "; ".join(notes))
     params = fusion_params(spec, registry)
@@ -349,16 +344,16 @@ def build_draft(spec: Spec, registry: Registry, *, draft_raw: Mapping[str, Any],
                                 target_width=target_hidden_width(target_cfg), draft_config=dict(draft_raw),
                                 target_layers=target_cfg.num_hidden_layers, norm=stack.norm)
             deferred = []
-        except SpecError as e:  # the fusion knows the rule; the error names the spec file the user wrote
+        except SpecError as e:  # the fusion knows the rule; the error names the spec file (its config's: draft_error)
             fc = getattr(e, "built", None)   # draftsmith's own fusion's only: a plugin's may wrap it, adding more
             if not isinstance(fc, nn.Module) or registry.provider("fusion", d.fusion.kind) != BUILTIN:
-                raise spec.error([*e.problems, *problems, *aside]) from None
+                raise draft_error(spec, draft_raw, [*e.problems, *problems, *aside]) from None
             deferred = list(e.problems)   # the module it built anyway (the same shapes): the tensors are checked too
         deferred += aside
         # every one the checkpoint decides, at once
         if problems := deferred + problems + norm_problems(spec, fc, draft_raw, canonical_names):
             if len(problems) > len(deferred):
-                raise spec.error(problems)
+                raise draft_error(spec, draft_raw, problems)
         try:
             hidden_norm = hidden_norm_slot(spec, fc)
             layers, count = [], layer_count(spec, canonical_names, source)
@@ -381,13 +376,13 @@ def build_draft(spec: Spec, registry: Registry, *, draft_raw: Mapping[str, Any],
         except SpecError as e:   # what the build meets past the fusion (auto's layer count) is said with what
             if not deferred:     # it set aside, not in its place
                 raise
-            raise spec.error([*deferred, *e.problems]) from None
+            raise draft_error(spec, draft_raw, [*deferred, *e.problems]) from None
         _, quant_params = resolve(registry, "quant", spec.quant.method, spec.quant.model_extra or {})
         try:   # the draft's own spec section only, never the target's config
             registry.build("quant", spec.quant.method, quant_params, module=model)
         except SpecError as e:   # the method knows the rule; the error names the spec file the user wrote
             raise spec.error([*deferred, *e.problems]) from None
     if deferred and not defer:
-        raise spec.error(deferred)
+        raise draft_error(spec, draft_raw, deferred)
     model.deferred_problems = tuple(deferred)
     return model

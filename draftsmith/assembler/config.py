@@ -13,7 +13,7 @@ from draftsmith.assembler.config_values import (MLA_KEYS, SHAPELESS, fusion_valu
                                                 object_problems, token_id_problem)
 from draftsmith.assembler.styles import EAGLE_FIELDS, STYLES, ConfigStyle, style_of, to_facts
 from draftsmith.components.eagle3_keys import MODELOPT_KEYS
-from draftsmith.errors import CheckpointError, short, short_list, short_text
+from draftsmith.errors import CheckpointError, Problem, SpecError, short, short_list, short_text
 from draftsmith.paths import checkpoint_folder, required_config
 
 if TYPE_CHECKING:
@@ -50,6 +50,18 @@ class ConfigFacts(dict):
 
     def key(self, fact: str) -> str:
         return self.written.get(fact, fact)
+
+
+DRAFT_CONFIG = "draft config "   # the path a fusion's problem of what the draft's config.json states starts with
+
+
+def draft_error(spec, draft_raw: Mapping[str, Any], problems: list[Problem]) -> SpecError:
+    """``spec.error(problems)``, unless every problem is one of what the draft's config states ('draft config KEY': a
+    fusion's refusal of use_last_layernorm beside norm_output or a held norm.weight, of a Model-Optimizer flag it does
+    not compute): then a problem of the draft's config file (``draft_raw.file``), as inspect and convert say it."""
+    if problems and isinstance(draft_raw, ConfigFacts) and all(p.path.startswith(DRAFT_CONFIG) for p in problems):
+        return SpecError(str(draft_raw.file), problems)
+    return spec.error(problems)
 
 
 def read_raw_config(folder: str | Path) -> dict[str, Any]:

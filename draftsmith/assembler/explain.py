@@ -13,8 +13,8 @@ from typing import Any, Callable
 
 from draftsmith.assembler.build import held_layers
 from draftsmith.assembler.checkpoint import list_tensors
-from draftsmith.assembler.config import (ConfigReading, flatten_draft_config, read_raw_config, unread_sizes,
-                                        written_key)
+from draftsmith.assembler.config import (ConfigReading, draft_error, flatten_draft_config, read_raw_config,
+                                        unread_sizes, written_key)
 from draftsmith.assembler.detect import draft_in, row_settings, swap_note
 from draftsmith.assembler.names import chain_note, one_pattern
 from draftsmith.components.weights import RuleSet
@@ -67,14 +67,14 @@ def checked_along(reading: ConfigReading):
 
 
 @contextlib.contextmanager
-def set_aside(spec, problems):
+def set_aside(spec, problems, draft_raw=None):
     """The spec problems the draft's build set aside (``build_draft(defer=True)``: values no tensor's shape depends
     on, such as EAGLE-3 tap ids out of range), raised once the block has checked the tensors (each was said only
-    once the other was fixed)."""
+    once the other was fixed); those all of what the draft's config states (``draft_raw``) name its file."""
     if not problems:
         yield
         return
-    with checked_too(spec.error(problems), "the problems above set aside"):
+    with checked_too(draft_error(spec, draft_raw, list(problems)), "the problems above set aside"):
         yield
 
 

@@ -34,12 +34,15 @@ def held_shapes(remap: RemapResult, infos: Mapping[str, Any]) -> dict[str, tuple
     return {canon: tuple(infos[name].shape) for canon, (name, _) in remap.mapping.items() if name not in remap.split}
 
 
-def config_contradictions(draft_raw: Mapping[str, Any], shapes: Mapping[str, tuple[int, ...]]) -> list[str]:
+def config_contradictions(draft_raw: Mapping[str, Any], shapes: Mapping[str, tuple[int, ...]],
+                          target_vocab: int | None = None) -> list[str]:
     """Where the draft's config.json states a vocabulary size its tensors' shapes contradict, one line each naming
     the key, its value and the tensor's shape; `inspect` and a load (`generate`) say the same lines. A draft's own head
     has draft_vocab_size rows and its d2t that length; its t2d is the target's vocabulary, vocab_size long, and a head
     without a d2t has a row per target token. ``draft_raw``: the config as written (its flat keys read);
-    ``shapes``: canonical name -> the shape of the tensor it is read from."""
+    ``shapes``: canonical name -> the shape of the tensor it is read from. ``target_vocab`` (a load's: the target's
+    vocabulary): a draft_vocab_size above it, which reads as none, is said too, unless a line says the key already
+    (once: a head with the target's rows contradicts it)."""
     from draftsmith.assembler.config import flatten_draft_config, written_key
 
     flat, key = flatten_draft_config(draft_raw), written_key(draft_raw)
@@ -47,8 +50,13 @@ def config_contradictions(draft_raw: Mapping[str, Any], shapes: Mapping[str, tup
     checks = [("draft_vocab_size", "lm_head.weight", ""), ("draft_vocab_size", "d2t", ""), ("vocab_size", "t2d", "")]
     if "d2t" not in shapes:
         checks.append(("vocab_size", "lm_head.weight", " and it holds no d2t"))
-    return [f"its config.json says {key(k)} {sizes[k]}, but its {name} is {list(shape)}{more}"
+    said = [(k, f"its config.json says {key(k)} {sizes[k]}, but its {name} is {list(shape)}{more}")
             for k, name, more in checks if k in sizes and (shape := shapes.get(name)) and shape[0] != sizes[k]]
+    if target_vocab is not None and sizes.get(vd := "draft_vocab_size", 0) > target_vocab and vd not in dict(said):
+        said.append((vd, f"its config.json's {key(vd)} {sizes[vd]} is above the target's vocabulary of {target_vocab} "
+                         "ids: the draft's head is sized by the target's (engines size it by this key: is the draft "
+                         "made for this target?)"))
+    return [line for _, line in said]
 
 
 def as_offsets(d2t: torch.Tensor, convention: str) -> torch.Tensor:

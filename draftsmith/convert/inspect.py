@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from draftsmith.assembler.checkpoint import TensorInfo, list_tensors
-from draftsmith.assembler.config import (known_keys, draft_hf_config, flatten_draft_config, read_config,
+from draftsmith.assembler.config import (DRAFT_CONFIG, known_keys, draft_hf_config, flatten_draft_config, read_config,
                                         read_raw_config)
 from draftsmith.assembler.config_values import fusion_value_problems
 from draftsmith.assembler.detect import (FAMILIES, eagle3_values, final_norm_reading, full_model, missing_keys,
@@ -207,7 +207,6 @@ def _literal(text: str) -> str:
     return text.replace("\\", "\\\\")
 
 
-DRAFT_CONFIG = "draft config "   # the path a fusion's problem of the draft's config.json starts with
 QK_NORM = re.compile(r"(^|\.)(q_norm|k_norm)\.weight$")
 
 

@@ -21,7 +21,7 @@ from draftsmith.errors import DraftsmithError, NotFound, Problem, SpecError, sho
 from draftsmith.registry import Registry
 from draftsmith.specs.documents import (MODEL_CONFIG_FIX, load_yaml_text, model_config, near_file, no_file,
                                         read_text, registered_file)
-from draftsmith.yaml_places import Places, yaml_places
+from draftsmith.yaml_places import Place, Places, yaml_places
 
 OWN = ("name", "description", "extends")   # what a spec never inherits
 
@@ -151,21 +151,35 @@ def inherited(problems: Sequence[Problem], data: Any, bases: Sequence[Base], sou
     """``problems`` of the merged document with each one in a value a base gave (:func:`origin` of its path among
     the spec's own document ``data`` and its bases') said at the spec's ``extends`` line (in its ``text``, else its
     file ``source``'s), naming the base's file and line; the others as they are."""
+    found = base_places([p.path for p in problems if p.line is None], data, bases, source, text)
+
+    def placed(p: Problem) -> Problem:
+        if p.line is not None or (where := found.get(p.path)) is None:
+            return p
+        at, said = where
+        return replace(p, message=f"{p.message} ({said})", line=at[0] if at else None, column=at[1] if at else None)
+    return [placed(p) for p in problems]
+
+
+def base_places(paths: Sequence[str], data: Any, bases: Sequence[Base], source: str,
+                text: str | None) -> dict[str, tuple[Place | None, str]]:
+    """For each of ``paths`` in a value a base gave (as :func:`inherited` reads them): the spec's ``extends`` line
+    (None where its text says none), and the words naming the base's file and line (and the alias the value came
+    through, as that file says it)."""
     if not bases:
-        return list(problems)
+        return {}
     own = own_places(source, text)
     at = own.place("extends", False)[0] if own is not None else None   # through a merge key (<<: {extends: b})
     documents = [data] + [b.data for b in bases]
-
-    def placed(p: Problem) -> Problem:
-        if p.line is not None or (i := origin(documents, p.path)) == 0:
-            return p
+    out = {}
+    for path in paths:
+        if (i := origin(documents, path)) == 0:
+            continue
         base = bases[i - 1]
-        line, note = base.places.place(p.path, True)   # note: the alias a value came through, as a file says it
-        said = f"from the base {short_text(base.source, 300)}" + (f", line {line[0]}" if line else "") + (
+        line, note = base.places.place(path, True)   # note: the alias a value came through, as a file says it
+        out[path] = at, f"from the base {short_text(base.source, 300)}" + (f", line {line[0]}" if line else "") + (
             f", {note}" if note else "")
-        return replace(p, message=f"{p.message} ({said})", line=at[0] if at else None, column=at[1] if at else None)
-    return [placed(p) for p in problems]
+    return out
 
 
 @dataclass(frozen=True)
@@ -179,6 +193,9 @@ class Inheritance:
 
     def __call__(self, problems: Sequence[Problem]) -> list[Problem]:
         return inherited(problems, self.data, self.bases, self.source, self.text)
+
+    def places(self, paths: Sequence[str]) -> dict[str, tuple[Place | None, str]]:
+        return base_places(paths, self.data, self.bases, self.source, self.text)
 
 
 def origin(documents: Sequence[Any], path: str) -> int:

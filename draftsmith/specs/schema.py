@@ -6,7 +6,7 @@ component's own ``Params`` model (:mod:`draftsmith.specs.resolve`), so this file
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, ValidationError
@@ -240,8 +240,9 @@ class Spec(Frozen):
     decoding: Decoding = Decoding()
     _source: str | None = PrivateAttr(None)              # the file it came from (set by the loader)
     _replaced: frozenset = PrivateAttr(frozenset())      # the decoding fields with_decoding() set: not the file's
-    # where a problem in a value its ``extends:`` bases gave is said (set by the loader: specs.extends.inherited)
-    _inherited: Callable[[list[Problem]], list[Problem]] | None = PrivateAttr(None)
+    # where a problem in a value its ``extends:`` bases gave is said, and where they write a path (set by the loader:
+    # a specs.extends.Inheritance, called as specs.extends.inherited, its places as specs.extends.base_places)
+    _inherited: Any = PrivateAttr(None)
 
     @property
     def source(self) -> str:
@@ -273,9 +274,18 @@ class Spec(Frozen):
         """Where this spec's text writes each dotted path, as :meth:`error` places a problem there: 'line N' of its
         file (an alias's note after it), or for a value an ``extends:`` base gave, its extends line and the base's
         file and line; a path no file says is left out (a spec given as data)."""
-        said = self.error([Problem(path, "") for path in paths]).problems
-        return {p.path: f"line {p.line}" + (f"; {note}" if (note := p.message.strip()[1:-1]) else "")
-                for p in said if p.line is not None}
+        paths = [p for p in paths if not (p.startswith("decoding.") and p.removeprefix("decoding.") in self._replaced)]
+        based = self._inherited.places(paths) if self._inherited else {}   # copied values: no line (as error's)
+        own = yaml_places(text) if (text := spec_file_text(self.source)) is not None else None
+        out = {}
+        for path in paths:
+            at, note = based.get(path, (None, ""))
+            if at is None and own is not None:   # its own value (or a base's, where its text says no extends line)
+                at, alias = own.place(path, False)
+                note = "; ".join(filter(None, (note, alias)))
+            if at is not None:
+                out[path] = f"line {at[0]}" + (f"; {note}" if note else "")
+        return out
 
     def with_decoding(self, **changes: Any) -> Spec:
         """This spec with some ``decoding`` fields replaced (e.g. ``attention="flex"``); it keeps its source file,

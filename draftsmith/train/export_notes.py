@@ -1,8 +1,9 @@
 """The notes a finished training run logs about the draft it wrote, where its files cannot say how it was trained to
 every reader: a fed-back final norm a flat config has no key for (:func:`unstated`), aux ids stated as layer outputs
 (:func:`output_ids_note`), tensors kept under their canonical names for want of an inverse rename
-(:func:`canonical_kept`). Each is None where there is nothing to say; the draft's config.json is read once for all
-of a run's notes, by the first that needs it (:func:`draft_config`)."""
+(:func:`canonical_kept`). Each is None where there is nothing to say; the draft's config.json and its tensors' names
+(its safetensors header) are read once for all of a run's notes, by the first that needs them (:func:`draft_config`,
+:func:`draft_names`)."""
 from __future__ import annotations
 
 import functools
@@ -24,13 +25,19 @@ def draft_config(folder: Path) -> Callable[[], dict[str, Any]]:
     return functools.cache(lambda: json.loads((Path(folder) / "config.json").read_text()))
 
 
-def unstated(model, folder: Path, spec_name: str, config: Callable[[], dict[str, Any]] | None = None) -> str | None:
+def draft_names(folder: Path) -> Callable[[], list[str]]:
+    """``folder``'s tensor names (its header alone), read at the first call and kept for the next ones."""
+    return functools.cache(lambda: list(list_tensors(folder)))
+
+
+def unstated(model, folder: Path, spec_name: str, config: Callable[[], dict[str, Any]] | None = None,
+             listed: Callable[[], list[str]] | None = None) -> str | None:
     """A note when the draft's config.json in ``folder`` cannot state how it was trained to every reader: a fed-back
     final norm (``norm_output: feed_back``) is an absent ``norm_output`` in a flat config, which vLLM reads as the
     head's norm only (its ``true`` is the fed-back norm, SpecForge's and draftsmith's the head's), and so does a load
     without the spec unless the family detected reads absence as feed_back (EAGLE 3.1, by its per-aux ``fc_norm``:
     :func:`draftsmith.convert.layouts.absent_reads`); the speculators layout states it for every reader.
-    ``config``: the :func:`draft_config` of ``folder`` (None: one of its own)."""
+    ``config``: the :func:`draft_config` of ``folder`` (None: one of its own); ``listed``: its :func:`draft_names`."""
     from draftsmith.components.eagle3_config import is_speculators_config
     from draftsmith.convert.layouts import absent_reads
 
@@ -40,7 +47,7 @@ def unstated(model, folder: Path, spec_name: str, config: Callable[[], dict[str,
     config = read()
     if is_speculators_config(config):
         return None
-    names = list(list_tensors(folder))   # the names alone, from the header
+    names = (listed or draft_names(folder))()   # the names alone, from the header
     # read with the spec, unless the family detected reads the absent key as feed_back: a layout detection does not
     # know (the spec's own names), or one whose family reads it as the head's norm (convert would state that)
     detected = absent_reads({k: v for k, v in config.items() if k != "norm_output"}, names) == "feed_back" and \
@@ -95,18 +102,20 @@ def _unwritten(rule, name: str) -> bool:
     return rule.inverse is None or rule.invert(name) is None
 
 
-def canonical_kept(model, folder: Path) -> str | None:
+def canonical_kept(model, folder: Path, listed: Callable[[], list[str]] | None = None) -> str | None:
     """A note when tensors in ``folder`` were written under their canonical names because the rename that reads them
     has no inverse to write the spec's own names back (``'^blocks\\.(\\d+)\\.ffn\\.' -> 'layers.\\1.mlp.'``: its
     layers.0.mlp.* beside the renamed fusion.*), or one that does not match them (``'^layers\\.(\\d+)\\.hiden_norm'``
-    for 'layers.\\1.hidden_norm.'): the spec reads both, a reader of one naming does not; None else."""
+    for 'layers.\\1.hidden_norm.'): the spec reads both, a reader of one naming does not; None else. ``listed``: as
+    :func:`unstated`'s."""
     from draftsmith.assembler.names import one_pattern
 
     rules = rule_set(model.spec, default_registry())
     made = _makes(rules)
     if not made or not (Path(folder) / "model.safetensors").is_file():   # nothing written (an evaluation alone)
         return None
-    unread = [n for n in list_tensors(folder) if rules.to_canonical(n) == (n, None)]   # under a canonical name
+    names = (listed or draft_names(folder))()
+    unread = [n for n in names if rules.to_canonical(n) == (n, None)]   # under a canonical name
     lost = {i: [n for n in unread if m.match(n) and _unwritten(rules.rules[i], n)] for i, m in made.items()}
     kept = [n for n in unread if any(n in names for names in lost.values())]
     if not kept:

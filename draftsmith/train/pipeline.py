@@ -19,7 +19,7 @@ from draftsmith.errors import count, short_list
 from draftsmith.train import data as D
 from draftsmith.train.checks import TrainError, check_job
 from draftsmith.train.draft_io import export_draft, for_training, init_draft, start_from_target
-from draftsmith.train.export_notes import canonical_kept, draft_config, output_ids_note, unstated
+from draftsmith.train.export_notes import canonical_kept, draft_config, draft_names, output_ids_note, unstated
 from draftsmith.train.evaluate import PLANS, Acceptance, acceptance
 from draftsmith.train.features import FeatureStore, extract_with_log, made_for, read_meta
 from draftsmith.train.provenance import SOURCE, distill_record, source_problem, target_fingerprint, windows_digest
@@ -185,10 +185,12 @@ def run_held(job: Job, console, log: Callable[[str], None]) -> dict[str, Accepta
 
 
 def end_notes(model, out: Path, spec_name: str) -> list[str]:
-    """The notes of a finished run about the draft it wrote in ``out`` (export_notes), its config.json read once."""
-    config = draft_config(out)
-    return [note for note in (unstated(model, out, spec_name, config), output_ids_note(model, out, spec_name, config),
-                              canonical_kept(model, out)) if note]
+    """The notes of a finished run about the draft it wrote in ``out`` (export_notes), its config.json and its
+    safetensors header read once each."""
+    config, listed = draft_config(out), draft_names(out)
+    notes = (unstated(model, out, spec_name, config, listed), output_ids_note(model, out, spec_name, config),
+             canonical_kept(model, out, listed))
+    return [note for note in notes if note]
 
 
 def source_check(job: Job, feats: Path, ids: torch.Tensor, distill: dict | None) -> torch.Tensor | None:

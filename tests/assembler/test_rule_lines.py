@@ -26,3 +26,17 @@ def test_a_spec_given_as_data_or_a_rule_set_alone_says_no_line():
     data = {"name": "data", "extends": "eagle3-llama", "weights": {"rules": [{"match": "^a\\.", "replace": "b."}]}}
     assert rule_set(parse_spec(data), default_registry()).describe(0) == "rule 0: '^a\\.' -> 'b.'"
     assert RuleSet(rule_set(parse_spec(data), default_registry()).rules).describe(0) == "rule 0: '^a\\.' -> 'b.'"
+
+
+def test_the_places_come_from_the_spec_s_text_not_from_an_error_s_words(tmp_path, monkeypatch):
+    # Spec.places read an inherited value's place back out of Spec.error's message (h112): it reads the texts now
+    from draftsmith.specs.schema import Spec
+
+    (tmp_path / "base.yaml").write_text("name: base\nextends: eagle3-llama\n" + RULES)
+    (tmp_path / "child.yaml").write_text("name: child\n\nextends: base.yaml\ndecoding: {topk: 2}\n")
+    own, child = (draftsmith.load_spec(tmp_path / n) for n in ("base.yaml", "child.yaml"))
+    monkeypatch.setattr(Spec, "error", lambda *a, **k: (_ for _ in ()).throw(AssertionError("error's words read")))
+    assert own.places(["weights.rules.0", "weights.rules.1", "name"]) == {
+        "weights.rules.0": "line 5", "weights.rules.1": "line 7", "name": "line 1"}
+    assert child.places(["weights.rules.1"]) == {
+        "weights.rules.1": f"line 3; from the base {tmp_path / 'base.yaml'}, line 7"}

@@ -40,6 +40,17 @@ def test_the_contradictions_name_the_key_its_value_and_the_tensor():
     assert config_contradictions({"vocab_size": 96, "draft_vocab_size": 96}, head) == []
 
 
+def test_a_draft_vocab_size_above_the_targets_is_said_once():
+    # a load gives the target's vocabulary: a head with its rows contradicts the key, said once (h112: twice)
+    above = ("its config.json's draft_vocab_size 200 is above the target's vocabulary of 96 ids: the draft's head is "
+             "sized by the target's (engines size it by this key: is the draft made for this target?)")
+    assert config_contradictions({"draft_vocab_size": 200}, {"lm_head.weight": (96, 64)}, 96) == [
+        "its config.json says draft_vocab_size 200, but its lm_head.weight is [96, 64]"]
+    assert config_contradictions({"draft_vocab_size": 200}, {"lm_head.weight": (200, 64)}, 96) == [above]
+    assert config_contradictions({"draft_vocab_size": 200}, {}, 96) == [above]   # the target's head
+    assert config_contradictions({"draft_vocab_size": 96}, {}, 96) == []
+
+
 def test_a_draft_that_loads_is_warned_as_inspect_warns(folders, tmp_path, caplog):
     target, _, reduced = folders
     draft = edit_config(reduced, tmp_path / "d", vocab_size=50)

@@ -36,3 +36,18 @@ def test_the_end_notes_read_the_draft_s_config_once(tmp_path, monkeypatch, ids):
                         or real(p, *a, **k))
     assert pipeline.end_notes(model, tmp_path, "s") == each and len(each) == (2 if ids else 1)
     assert reads == [tmp_path / "config.json"]
+
+
+def test_the_end_notes_read_the_draft_s_tensor_header_once(tmp_path, monkeypatch):
+    # unstated and canonical_kept each listed the written draft's tensors (its safetensors header): read once (h112)
+    from draftsmith.train import export_notes
+
+    save_file({n: torch.ones(2) for n in EAGLE31_NAMES}, str(tmp_path / "model.safetensors"))
+    (tmp_path / "config.json").write_text(json.dumps({"eagle_config": {"use_last_layernorm": True}}))
+    model = SimpleNamespace(draft=SimpleNamespace(fc=SimpleNamespace(norm_output="feed_back"), taps=(2, 4, 6)),
+                            spec=draftsmith.load_spec("eagle3-llama"))
+    each = [n for n in (unstated(model, tmp_path, "s"), canonical_kept(model, tmp_path)) if n]
+    reads, real = [], export_notes.list_tensors
+    monkeypatch.setattr(export_notes, "list_tensors", lambda folder: reads.append(folder) or real(folder))
+    assert pipeline.end_notes(model, tmp_path, "s") == each and each
+    assert reads == [tmp_path], reads
