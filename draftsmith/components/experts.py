@@ -14,7 +14,8 @@ strides of 16 bytes) and agrees with the loop is measured, never assumed: the fi
 device in :data:`DEVICES` runs both and records the verdict in :data:`VERDICTS` (a graph's warm-up runs make that
 call); a graph captured without a verdict, or after the experts stopped viewing the stack (``.to()`` moved them, a
 weight was replaced), runs every expert as before. Each row's experts are summed in ascending expert order, as the
-loop adds them."""
+loop adds them. torch.compile takes the grouped form where a verdict says so and its fake tensors run it too
+(:func:`traceable`): torch 2.13's ``_grouped_mm`` rule for them takes bfloat16 only, where the CPU runs float32."""
 from __future__ import annotations
 
 import logging
@@ -29,6 +30,7 @@ log = logging.getLogger("draftsmith")
 TOLERANCE = 0.02       # |grouped - loop| <= this x max |loop| (bf16 products round in another order)
 DEVICES = ("cuda",)    # where the grouped form is tried (tests add "cpu")
 VERDICTS: dict[tuple, bool] = {}   # (stack shapes, dtype, top_k, device) -> the grouped form ran and agreed
+TRACEABLE: dict[tuple, bool] = {}  # the same keys -> torch.compile's fake tensors take the grouped form (traceable)
 
 
 class ExpertStack:
@@ -61,6 +63,7 @@ class ExpertStack:
     def _ptrs(self) -> tuple:
         return tuple((e.gate_up.linear.weight.data_ptr(), e.down_proj.weight.data_ptr()) for e in self.experts)
 
+    @torch.compiler.assume_constant_result   # a trace decides it once, as a capture does (stacked.Stacked.valid)
     def valid(self) -> bool:
         return all(e.gate_up.valid() for e in self.experts) and self._ptrs() == self.ptrs
 
@@ -122,3 +125,23 @@ def probe(stack: ExpertStack, x: torch.Tensor, chosen: torch.Tensor, weights: to
     VERDICTS[key] = bool(err <= TOLERANCE * size)
     log.info("draftsmith: grouped experts %s: %s (differs by %.3g, largest output %.3g)", key[0],
              "used in graphs" if VERDICTS[key] else "not used", err, size)
+
+
+@torch.compiler.assume_constant_result   # asked while torch.compile traces, in Python: once per trace
+def traceable(stack: ExpertStack, key: tuple) -> bool:
+    """Whether :func:`grouped` runs over meta tensors of ``stack``'s shapes and strides for ``key``
+    (:meth:`ExpertStack.key`: the input's dtype, top_k), the rules a trace's fake tensors follow; recorded in
+    :data:`TRACEABLE`."""
+    if key not in TRACEABLE:
+        def meta(t: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
+            return torch.empty_strided(t.shape, t.stride(), dtype=dtype or t.dtype, device="meta")
+        (_, dtype, top_k, _), hidden = key, stack.down.shape[1]
+        ids = torch.zeros(1, top_k, dtype=torch.long, device="meta")
+        try:
+            grouped(meta(torch.empty(1, hidden), dtype), ids, meta(ids, torch.float32), meta(stack.gate_up),
+                    meta(stack.down))
+            TRACEABLE[key] = True
+        except RuntimeError as e:
+            TRACEABLE[key] = False
+            log.info("draftsmith: grouped experts %s not traced: %s", key[0], str(e)[:200])
+    return TRACEABLE[key]

@@ -7,10 +7,11 @@ targets.TARGETS): sigmoid or softmax scores, DeepSeek-V3's correction bias (for 
 choice, whether the chosen weights are renormalised and scaled.
 
 Cost: eagerly, each expert some token chose runs once over the rows that chose it (transformers' loop, in its order
-of experts, so the sums are the same); while a CUDA graph is being captured no row can be looked up, so the chosen
-experts run as one grouped product over their stacked weights (:mod:`~draftsmith.components.experts`, where it was
-measured to run and agree), else every expert over every row, weighted by zero where it was not chosen (the same
-sums; n_experts / top_k times the work)."""
+of experts, so the sums are the same); while a CUDA graph is being captured or torch.compile traces no row can be
+looked up (a trace would break its graph there), so the chosen experts run as one grouped product over their stacked
+weights (:mod:`~draftsmith.components.experts`, where it was measured to run and agree, and a trace to trace it),
+else every expert over every row, weighted by zero where it was not chosen (the same sums; n_experts / top_k times
+the work)."""
 from __future__ import annotations
 
 import torch
@@ -100,9 +101,11 @@ class SparseMoE(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         flat = x.reshape(-1, x.shape[-1])
         chosen, w = self.gate.choose(flat)   # [tokens, top_k] each
-        if capturing(x):   # no row can be looked up in a graph
-            stack = self.stack
-            grouped = stack is not None and stack.valid() and grouped_experts.VERDICTS.get(stack.key(flat, w.shape[1]))
+        compiling = torch.compiler.is_compiling()
+        if compiling or capturing(x):   # no row can be looked up in a graph, nor traced (a shape read off the data)
+            stack, k = self.stack, w.shape[1]
+            grouped = stack is not None and stack.valid() and grouped_experts.VERDICTS.get(key := stack.key(flat, k)) \
+                and (not compiling or grouped_experts.traceable(stack, key))
             out = stack(flat, chosen, w) if grouped else self.every_expert(flat, dense(chosen, w, len(self.experts)))
         else:
             out = self.chosen_experts(flat, dense(chosen, w, len(self.experts)))

@@ -95,6 +95,9 @@ class Stacked:
                       *((l._buffers[n].data_ptr(), l._buffers[n]._version) for n in self._tracked))
                      for l in self.parts)
 
+    # torch.compile cannot compare data pointers (a graph break in every layer): a trace decides this once, in Python
+    # (guarded by the object's identity), as a CUDA graph's capture does; a weight replaced later is not seen by it
+    @torch.compiler.assume_constant_result
     def valid(self) -> bool:
         return self._views() == self._ptrs and _stored(self.parts[0]).device == _stored(self.linear).device
 

@@ -24,6 +24,12 @@ from draftsmith.decoding.stats import Stats
 V = TypeVar("V")
 
 
+def clock() -> float:
+    """time.perf_counter, or 0 while torch.compile traces: a clock read would break its graph, and a traced forward's
+    time is not its trace's (a compiled or captured step is timed by its caller)."""
+    return 0.0 if torch.compiler.is_compiling() else time.perf_counter()
+
+
 class _Addressed:
     """The runners' shared step: the static pool's addresses and masks for a forward (:func:`fixed_kv`), timed
     into the run's statistics (``addressing_seconds``, a part of ``forward_seconds``)."""
@@ -32,9 +38,9 @@ class _Addressed:
     stats: Stats
 
     def addressed(self, rows, rel_pos, rel_mask, prompt_lens):
-        t0 = time.perf_counter()
+        t0 = clock()
         out = fixed_kv(self.pool, rows, rel_pos, rel_mask, fresh=prompt_lens is not None)
-        self.stats.addressing_seconds += time.perf_counter() - t0
+        self.stats.addressing_seconds += clock() - t0
         return out
 
 
@@ -60,9 +66,9 @@ class TargetRunner(_Addressed):
         return self.model.logits(hidden), handover
 
     def __call__(self, ids, rows, rel_pos, rel_mask, prompt_lens=None, hand_over=True):
-        t0 = time.perf_counter()
+        t0 = clock()
         out = self.forward(ids, rows, rel_pos, rel_mask, prompt_lens, hand_over)
-        self.stats.forward_seconds += time.perf_counter() - t0
+        self.stats.forward_seconds += clock() - t0
         return out
 
 
@@ -87,10 +93,10 @@ class DraftRunner(_Addressed):
         return feed, self.model.head_of(head_in, self.head)   # [B, T, Vd], or [B, Vd] at ``last``
 
     def __call__(self, ids, hidden, rows, rel_pos, rel_mask, *, from_target: bool, prompt_lens=None, last=None):
-        t0 = time.perf_counter()
+        t0 = clock()
         out = self.forward(ids, hidden, rows, rel_pos, rel_mask, from_target=from_target, prompt_lens=prompt_lens,
                            last=last)
-        dt = time.perf_counter() - t0
+        dt = clock() - t0
         self.stats.forward_seconds += dt
         self.stats.draft_seconds += dt
         return out

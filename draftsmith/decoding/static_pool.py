@@ -74,7 +74,8 @@ class StaticKVPool(SlotIO):
 
     @property
     def trims(self) -> bool:
-        return self.eager_trim and not self.fused and self.device.type == "cpu"
+        # not while torch.compile traces: the trim reads the lengths (a graph break), the span does not
+        return self.eager_trim and not self.fused and self.device.type == "cpu" and not torch.compiler.is_compiling()
 
     # --- the attention interface (same meaning as PagedKVPool) ---------------------------------------------
     def view(self, layer: int) -> dict[str, Tensor]:
