@@ -104,6 +104,7 @@ class GQAttention(nn.Module):
         o_bias: bool = False,
         q_norm: nn.Module | None = None,
         k_norm: nn.Module | None = None,
+        sinks: bool = False,
     ):
         super().__init__()
         self.heads, self.kv_heads, self.head_dim = dims.heads, dims.kv_heads, dims.head_dim
@@ -114,6 +115,8 @@ class GQAttention(nn.Module):
         self.o_proj = nn.Linear(dims.heads * dims.head_dim, dims.hidden, bias=o_bias)
         self.q_norm = q_norm or nn.Identity()
         self.k_norm = k_norm or nn.Identity()
+        # a learned logit per head joining each query's softmax, no value (gpt-oss): the backend takes it
+        self.sinks = nn.Parameter(torch.empty(dims.heads)) if sinks else None
         self.qkv: Stacked | None = None      # stacked.stack_model: q | k | v as one product
 
     def stack_siblings(self) -> list[Stacked]:
@@ -140,5 +143,7 @@ class GQAttention(nn.Module):
             make, args = self.rope.kv_rows(q, k, v, pos, kv.memo)  # rows: [B, T, 2, nKV, d]
             q, got, mask = kv.exchange_made(self.layer_idx, "kv", make, args, self.rope.fused)
             k, v = got["kv"].unbind(2)                             # [B, S, nKV, d] each
-        out = self.backend(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), mask, self.head_dim**-0.5)
+        more = {} if self.sinks is None else {"sinks": self.sinks}
+        out = self.backend(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), mask, self.head_dim**-0.5,
+                           **more)
         return self.o_proj(out.transpose(1, 2).reshape(B, T, self.heads * self.head_dim))

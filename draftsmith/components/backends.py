@@ -3,6 +3,15 @@
 ``mask=None`` means causal, the T queries being the last T of the S keys (bottom-right aligned). Backends are
 registered components (kind ``attn_backend``), so the choice is a spec field (``decoding.attention``), never an
 if in a model.
+
+Attention sinks (``attention: gqa`` with ``sinks: true``): a backend marked :func:`takes_sinks` also takes
+``sinks=`` [H], one learned logit per head that joins each query's softmax over its keys and carries no value (it
+is dropped after the softmax: transformers' ``eager_attention_forward`` with ``module.sinks``). Every built-in
+backend takes them: eager adds the column to its scores; sdpa attends one more key, all zeros (value zeros too),
+whose additive mask column holds the sink (a float mask [B, H, T, S + 1]: the math kernel, the reference path);
+flex rescales its output by sigmoid(lse - sink), from the log-sum-exp it returns; flash-attn takes no sinks, so
+``flash`` sends such calls to flex and ``auto`` to sdpa. A plugin backend without the mark is refused for a layer
+with sinks (:func:`draftsmith.components.gqa.gqa`), rather than silently computing attention without them.
 """
 from __future__ import annotations
 
@@ -20,7 +29,20 @@ def causal_mask(T: int, S: int, device=None) -> torch.Tensor:
     return torch.ones(T, S, dtype=torch.bool, device=device).tril(S - T)
 
 
-def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, scale: float) -> torch.Tensor:
+def takes_sinks(fn):
+    """Mark ``fn`` as a backend that takes ``sinks=`` (see the module's docstring); returns it."""
+    fn.takes_sinks = True
+    return fn
+
+
+def sinks_taken(backend) -> bool:
+    """Whether an attention backend (a registered one, or a wrapper of one) computes attention sinks."""
+    return getattr(backend, "takes_sinks", False) is True
+
+
+@takes_sinks
+def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, scale: float,
+         sinks: torch.Tensor | None = None) -> torch.Tensor:
     """PyTorch SDPA. Causal calls stay mask-free, so on CUDA they reach its fused (flash) kernels: T == S is
     SDPA's own is_causal, one query sees every key, and otherwise a lower-right CausalBias (SDPA's is_causal is
     top-left aligned; ours is bottom-right)."""
@@ -28,7 +50,9 @@ def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor |
     if T == 1 and q.device.type == "cpu" and q.dtype in (torch.bfloat16, torch.float16):
         # torch's CPU kernel runs one low-precision query 3-4x slower than in float32 (0.76 vs 0.18 ms at 9 heads
         # x 576 keys, 12 vs 4 ms at 16 rows): a decode step upcasts, at no loss of accuracy
-        return sdpa(q.float(), k.float(), v.float(), mask, scale).to(q.dtype)
+        return sdpa(q.float(), k.float(), v.float(), mask, scale, sinks).to(q.dtype)
+    if sinks is not None:
+        return _sdpa_sinks(q, k, v, mask, scale, sinks)
     is_causal = mask is None and T == S > 1
     if mask is None and 1 < T < S:
         # imported here: torch.nn.attention.bias imports torch._dynamo, ~2 s of every command's start (a spec
@@ -46,28 +70,54 @@ def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor |
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, scale=scale, enable_gqa=gqa)
 
 
-def eager(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, scale: float) -> torch.Tensor:
+def _sdpa_sinks(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, scale: float,
+                sinks: torch.Tensor) -> torch.Tensor:
+    # one more key, all zeros (its score 0, its value 0), whose additive mask column is each head's sink: the
+    # softmax over [scores, sink] of the module's docstring, exactly
+    B, H, T, S = *q.shape[:3], k.shape[2]
+    allowed = causal_mask(T, S, q.device) if mask is None else mask
+    bias = additive(allowed, q.dtype).expand(B, H, T, S)
+    bias = torch.cat((bias, sinks.to(q.dtype).view(1, H, 1, 1).expand(B, H, T, 1)), dim=-1)
+    k = torch.cat((k, k.new_zeros(B, k.shape[1], 1, k.shape[3])), dim=2)
+    v = torch.cat((v, v.new_zeros(B, v.shape[1], 1, v.shape[3])), dim=2)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=scale, enable_gqa=k.shape[1] != H)
+
+
+@takes_sinks
+def eager(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, scale: float,
+          sinks: torch.Tensor | None = None) -> torch.Tensor:
     """Reference maths in plain torch (softmax in at least float32); the oracle the other backends are tested
-    against."""
+    against. ``sinks``: a column per head joins the softmax and is dropped (transformers' gpt-oss eager)."""
     rep = q.shape[1] // k.shape[1]
     k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
     scores = (q @ k.transpose(-1, -2)).to(torch.promote_types(q.dtype, torch.float32)) * scale
     if mask is None:
         mask = causal_mask(q.shape[2], k.shape[2], q.device)
     scores = scores.masked_fill(~mask, float("-inf"))
+    if sinks is not None:
+        column = sinks.to(scores.dtype).view(1, -1, 1, 1).expand(*scores.shape[:-1], 1)
+        return torch.cat((scores, column), dim=-1).softmax(-1)[..., :-1].to(v.dtype) @ v
     return (scores.softmax(-1).to(v.dtype)) @ v
 
 
-def flex(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, scale: float) -> torch.Tensor:
+@takes_sinks
+def flex(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, scale: float,
+         sinks: torch.Tensor | None = None) -> torch.Tensor:
     """FlexAttention with a block mask built from the boolean mask (trees: the block mask skips whole empty
-    tiles). The block mask is built once per forward and reused by every layer (same mask object)."""
+    tiles). The block mask is built once per forward and reused by every layer (same mask object). ``sinks``: the
+    output times sigmoid(lse - sink), the share of each query's softmax its keys keep beside the sink."""
     B, _, T, _ = q.shape
     S = k.shape[2]
     block = _block_mask(mask, B, T, S, q.device)
     fn = flex_kernel(q.is_cuda)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the CPU path is the unfused reference; that is fine here
-        return fn(q, k, v, block_mask=block, scale=scale, enable_gqa=k.shape[1] != q.shape[1], **_flex_options(q))
+        got = fn(q, k, v, block_mask=block, scale=scale, enable_gqa=k.shape[1] != q.shape[1],
+                 return_lse=sinks is not None, **_flex_options(q))
+    if sinks is None:
+        return got
+    out, lse = got   # lse [B, H, T], float32 (natural log)
+    return out * torch.sigmoid(lse - sinks.float().view(1, -1, 1)).unsqueeze(-1).to(out.dtype)
 
 
 _DERIVED: dict[tuple, tuple[weakref.ref, object]] = {}  # (id(mask), key) -> (ref to the mask, what was made)
@@ -147,12 +197,14 @@ def _flash_takes(q: torch.Tensor, v: torch.Tensor) -> bool:
     return q.is_cuda and flash_computes(q.dtype, q.shape[-1], v.shape[-1])
 
 
-def flash(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, scale: float) -> torch.Tensor:
+@takes_sinks
+def flash(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, scale: float,
+          sinks: torch.Tensor | None = None) -> torch.Tensor:
     """flash-attn for plain causal attention (mask=None) on CUDA; masked calls (trees, batches with padding) and
-    what flash-attn cannot compute (float32, MLA's head sizes) go to FlexAttention. flash-attn is optional:
-    without it this backend is refused when chosen."""
-    if mask is not None or not _flash_takes(q, v):
-        return flex(q, k, v, mask, scale)
+    what flash-attn cannot compute (float32, MLA's head sizes, attention sinks) go to FlexAttention. flash-attn is
+    optional: without it this backend is refused when chosen."""
+    if mask is not None or sinks is not None or not _flash_takes(q, v):
+        return flex(q, k, v, mask, scale, sinks)
     from flash_attn import flash_attn_func
 
     out = flash_attn_func(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), softmax_scale=scale, causal=True)
@@ -164,14 +216,16 @@ def has_flash_attn() -> bool:
     return importlib.util.find_spec("flash_attn") is not None
 
 
-def auto(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, scale: float) -> torch.Tensor:
+@takes_sinks
+def auto(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, scale: float,
+         sinks: torch.Tensor | None = None) -> torch.Tensor:
     """The default, chosen by measurement (benchmarks/bench_attention.py): causal calls (mask=None: prefill,
     decode, chains) take flash-attn on CUDA when it is installed, else SDPA, whose own flash kernel takes them;
     what flash-attn cannot compute (float32, MLA's head sizes) takes SDPA; masked calls (trees, padded batches)
     take SDPA with the boolean mask (its fused memory-efficient kernel on
     CUDA). FlexAttention stays a spec choice (``decoding.attention: flex``, or ``flash`` = flash-attn + flex):
     at verification shapes (8-64 queries) its per-call overhead made it 5-8x slower than masked SDPA on an
-    H100 with torch 2.11."""
-    if mask is None and _flash_takes(q, v) and has_flash_attn():
+    H100 with torch 2.11. Calls with attention sinks take sdpa (flash-attn takes none)."""
+    if mask is None and sinks is None and _flash_takes(q, v) and has_flash_attn():
         return flash(q, k, v, mask, scale)
-    return sdpa(q, k, v, mask, scale)
+    return sdpa(q, k, v, mask, scale, sinks)

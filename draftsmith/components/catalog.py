@@ -72,6 +72,8 @@ def builtin_components() -> list[Component]:
         Component("mlp", "swiglu", later("mlp:swiglu"), params.MLPParams, doc="down(silu(gate(x)) * up(x))"),
         Component("moe", "sparse", later("moe:moe"), params.MoEParams,
                   doc="a target's mixture of experts: routed (and shared) swiglu experts"),
+        Component("moe", "stacked", later("stacked_moe:stacked_moe"), params.StackedMoEParams,
+                  doc="a target's mixture of experts held as stacked tensors with biases (top-k, then softmax)"),
         Component("norm", "rms", later("norms:rms"), doc="RMSNorm in float32"),
         Component("fusion", "eagle1", later("fusion:eagle1"), params.Eagle1Params, doc="fc over [embed; hidden]",
                   holds=params.eagle1_holds),

@@ -9,9 +9,11 @@ from typing import Any, Callable
 from torch import nn
 
 from draftsmith.components.attention import GQAttention
+from draftsmith.components.backends import sinks_taken
 from draftsmith.components.dims import Dims
 from draftsmith.components.params import GQAParams
 from draftsmith.components.rope import Rotary, warn_stored_order, with_theta
+from draftsmith.errors import OptionError
 
 BIAS_KEYS = ("qkv_bias", "attention_bias")   # what a config may state about q/k/v biases, the first one stated wins
 QKV_BIAS = re.compile(r"(^|\.)self_attn\.[qkv]_proj\.bias$")   # the attention's q/k/v bias tensors, by canonical name
@@ -41,6 +43,13 @@ def gqa(params: GQAParams, *, dims: Dims, layer_idx: int, in_width: int, backend
     if bias == "auto":
         bias = config_qkv_bias(cfg)
     o_bias = bool(getattr(cfg, "attention_bias", False)) if params.o_bias == "auto" else params.o_bias
+    if params.sinks and not sinks_taken(backend):
+        raise OptionError(
+            f"attention backend {getattr(backend, '__name__', backend)!r} (decoding.attention) does not compute "
+            "attention sinks, which this model's attention has (self_attn.sinks: attention: gqa with sinks: true); "
+            "without them its attention would not be the checkpoint's; allowed: a backend that takes sinks (auto, "
+            "sdpa, eager, flex, flash). Fix: set decoding.attention to auto, or mark a plugin backend that "
+            "computes them with components.backends.takes_sinks")
     if layer_idx == 0:
         warn_stored_order("GQA", params.rope, cfg)   # the q/k rows' pair order, where the config says it
     rotated = cfg if params.rope_theta == "auto" else with_theta(cfg, params.rope_theta)
@@ -48,5 +57,5 @@ def gqa(params: GQAParams, *, dims: Dims, layer_idx: int, in_width: int, backend
         dims, in_width=in_width, layer_idx=layer_idx, rope=Rotary(rotated, dims.head_dim, params.rope),
         backend=backend, qkv_bias=bias, o_bias=o_bias,
         q_norm=norm(dims.head_dim) if params.qk_norm else None,
-        k_norm=norm(dims.head_dim) if params.qk_norm else None,
+        k_norm=norm(dims.head_dim) if params.qk_norm else None, sinks=params.sinks,
     )

@@ -31,6 +31,9 @@ class GQAParams(BaseModel):
     # trained with: EAGLE's and SpecForge's trainers rotate with 10000 whatever the draft config says (SpecForge
     # issue 265)
     rope_theta: Literal["auto", 10000] | Annotated[float, Field(gt=0, allow_inf_nan=False)] = "auto"
+    # a learned logit per head (self_attn.sinks [heads]) joins each query's softmax and carries no value (gpt-oss);
+    # the attention backend computes it (components.backends: every built-in one; a plugin's that does not is refused)
+    sinks: bool = False
 
 
 def gqa_reads(_, draft_config: Mapping[str, Any]) -> dict[str, Any]:
@@ -45,7 +48,7 @@ def gqa_reads(_, draft_config: Mapping[str, Any]) -> dict[str, Any]:
 def gqa_holds(_: dict[str, Any]) -> tuple[str, ...]:
     """Canonical names a GQA attention holds (see hooks.records.Component.holds)."""
     return (r"^layers\.\d+\.self_attn\.(q|k|v|o)_proj\.(weight|bias)$",
-            r"^layers\.\d+\.self_attn\.(q|k)_norm\.weight$")
+            r"^layers\.\d+\.self_attn\.(q|k)_norm\.weight$", r"^layers\.\d+\.self_attn\.sinks$")
 
 
 class MLAParams(BaseModel):
@@ -88,6 +91,24 @@ class MoEParams(BaseModel):
     top_k_key: str = "num_experts_per_tok"
     shared_key: str | None = None     # the config key of the shared experts' count (one MLP that many times wide)
     scaling_key: str | None = None    # the config key of the routed output's factor
+
+
+# --- moe: stacked (routed experts held as stacked tensors with biases; each type's reading is data, TARGETS) ---
+class StackedMoEParams(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    experts_key: str = "num_local_experts"         # the config keys of the routed experts' count, width and top-k
+    intermediate_key: str = "intermediate_size"
+    top_k_key: str = "num_experts_per_tok"
+    router_bias: bool = True          # router.bias beside router.weight (its logits' linear has a bias)
+    # the 2W columns of experts.gate_up_proj [E, hidden, 2W]: gate | up halves, or interleaved (gate 0::2, up 1::2)
+    gate_up: Literal["halves", "interleaved"] = "halves"
+    # the experts' activation: (clamp(up) + up_offset) * g * sigmoid(alpha * g), g = gate clamped above at limit
+    # and up at +-limit; limit_key: the config key of the limit (None: no clamp); alpha_key: the config key of
+    # alpha, else ``alpha`` (1, offset 0, no limit: silu(gate) * up)
+    limit_key: str | None = None
+    alpha_key: str | None = None
+    alpha: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 1.0
+    up_offset: Annotated[float, Field(allow_inf_nan=False)] = 0.0
 
 
 # --- fusion: eagle1, eagle3, mtp ---

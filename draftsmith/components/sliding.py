@@ -27,19 +27,20 @@ def windowed(backend: Backend, window: int) -> Backend:
     """``backend`` restricted to the last ``window`` positions (mask=None is bottom-right causal)."""
     last: list = [None, None]                                # (what the last call's mask came from, its window)
 
-    def attend(q, k, v, mask, scale):
+    def attend(q, k, v, mask, scale, **more):               # more: sinks=, where the backend takes them
         T, S = q.shape[2], k.shape[2]
         if S <= window and mask is None:
-            return backend(q, k, v, None, scale)             # no query can reach past the window: plain causal
+            return backend(q, k, v, None, scale, **more)     # no query can reach past the window: plain causal
         key = mask if mask is not None else (T, S, str(q.device))
         fresh = last[0] is not key if torch.is_tensor(key) else last[0] != key
         if fresh:  # every layer of one forward passes the same mask object: the window is built once
             base = mask if mask is not None else causal_mask(T, S, q.device)[None, None]
             last[0], last[1] = key, window_mask(base, window)
-        return backend(q, k, v, last[1], scale)
+        return backend(q, k, v, last[1], scale, **more)
 
     attend.window = window
     attend.inner = backend
+    attend.takes_sinks = getattr(backend, "takes_sinks", False)
     return attend
 
 

@@ -44,6 +44,13 @@ BATCH_SCALE = ("one input scale for the whole batch, its max-abs, so verifying s
 METHODS = ("fp8 (e4m3: weight_block_size block scales with activation_scheme dynamic, or per-tensor weight_scale "
            "with static or dynamic) or compressed-tensors (float-quantized FP8)")
 
+# a method draftsmith does not read, whose checkpoints have a known way out: (why, the fix)
+UNREAD_METHODS = {"mxfp4": (
+    " (4-bit MXFP4 experts: *_blocks / *_scales tensors, which draftsmith does not dequantize)",
+    ". Fix: use the checkpoint's bf16 form (gpt-oss: e.g. lmsys/gpt-oss-20b-bf16), or write one with transformers: "
+    "AutoModelForCausalLM.from_pretrained(folder, quantization_config=Mxfp4Config(dequantize=True), "
+    "dtype=torch.bfloat16).save_pretrained(out)")}
+
 
 def refused(key: str, found: Any, allowed: str, why: str = "") -> UnsupportedTarget:
     return UnsupportedTarget(f"target quantization_config {key}={short(found)} is not supported{why}; allowed: "
@@ -55,7 +62,8 @@ def target_settings(quantization_config: Mapping[str, Any]) -> dict[str, Any]:
     method = quantization_config.get("quant_method")
     readers = {"fp8": fp8_settings, "compressed-tensors": compressed_tensors_settings}
     if not isinstance(method, str) or method not in readers:   # a list or dict is no key of readers (unhashable)
-        raise refused("quant_method", method, METHODS)
+        why, fix = UNREAD_METHODS.get(method, ("", "")) if isinstance(method, str) else ("", "")
+        raise UnsupportedTarget(f"{refused('quant_method', method, METHODS, why)}{fix}")
     return readers[method](quantization_config)
 
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from draftsmith.components.params import MoEParams
+from draftsmith.components.params import MoEParams, StackedMoEParams
 from draftsmith.errors import DraftsmithError, short_text
 
 if TYPE_CHECKING:
@@ -133,8 +133,9 @@ class TargetArch(BaseModel):
             return set()
         keys = {self.moe_from, self.moe_step, self.moe_dense, *(key for key, _ in self.moe_options)}
         keys |= {self.experts_key()} if self.moe_step is not None else set()   # the layer rule reads it
-        if self.moe_kind != "sparse":
-            return keys - {None}
+        if self.moe_kind != "sparse":   # a built-in component's params: each *_key names a key its factory reads
+            stated = StackedMoEParams(**dict(self.moe)) if self.moe_kind == "stacked" else None
+            return (keys | {v for f, v in stated or () if f.endswith("_key")}) - {None}
         p = self.moe_params()
         keys |= {p.experts_key, p.intermediate_key, p.top_k_key, p.shared_key, p.scaling_key}
         keys |= {"n_group", "topk_group"} if p.grouped else set()
@@ -212,6 +213,11 @@ TARGETS = {
                         # DeepSeek's own keys for the router transformers computes (it ignores them): others refused
                         moe_options=(("topk_method", ("noaux_tc",)), ("scoring_func", ("sigmoid",)),
                                      ("moe_layer_freq", (1,)))),
+    # learned attention sinks; every layer MoE, its experts stacked with biases (moe: stacked), gate / up interleaved
+    # in the clamped SwiGLU of swiglu_limit / swiglu_alpha; the bf16 layout (an MXFP4 one is refused: target_quant)
+    "gpt_oss": arch(attention_params=(("sinks", True),), sliding_window="layer_types", moe_kind="stacked", moe=(
+        ("gate_up", "interleaved"), ("limit_key", "swiglu_limit"), ("alpha_key", "swiglu_alpha"), ("alpha", 1.702),
+        ("up_offset", 1.0))),
 }
 
 

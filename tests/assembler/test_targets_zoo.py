@@ -139,6 +139,7 @@ def test_moe_deepseek_target_with_a_router_not_computed_is_refused(targets, tmp_
 def test_every_registered_target_type_is_checked():
     parity = {"llama", "mistral", "qwen2", "qwen3"}  # the model types tests/assembler/test_parity.py covers
     moe = {"deepseek_v3", "qwen3_moe", "mixtral"}    # and tests/assembler/test_moe_targets.py, test_mixtral_target.py
-    checked = parity | moe | {m for m, _ in CASES.values()}
+    stacked = {"gpt_oss"}                            # tests/assembler/test_gpt_oss_target.py
+    checked = parity | moe | stacked | {m for m, _ in CASES.values()}
     checked |= {"qwen2_vl", "qwen2_5_vl", "qwen3_vl"}   # tests/assembler/test_vl_targets.py
     assert set(TARGETS) <= checked

@@ -1,7 +1,8 @@
 """The config keys a mixture-of-experts type's layers are read by are listed in one place (TargetArch.moe_keys, what
-inspect does not call unread): every key the ``moe: sparse`` factory, moe_check and moe_layers read of a config is
-there, for every type in TARGETS with MoE layers (a key read in one and left out of the list is a key inspect calls
-unread while the load reads it). A target's type record is built once a load (plan_target: its model and renames)."""
+inspect does not call unread): every key the ``moe: sparse`` (or ``moe: stacked``) factory, moe_check and moe_layers
+read of a config is there, for every type in TARGETS with MoE layers (a key read in one and left out of the list is a
+key inspect calls unread while the load reads it). A target's type record is built once a load (plan_target: its
+model and renames)."""
 from dataclasses import replace
 
 import pytest
@@ -10,7 +11,8 @@ from transformers import AutoConfig
 
 from draftsmith.components.dims import Dims
 from draftsmith.components.moe import moe
-from draftsmith.components.params import MoEParams
+from draftsmith.components.params import MoEParams, StackedMoEParams
+from draftsmith.components.stacked_moe import stacked_moe
 from draftsmith.components.targets import TARGETS, moe_check
 from draftsmith.registry import default_registry
 from draftsmith.testing import SIZES, write_target
@@ -22,7 +24,9 @@ GENERAL = {"model_type", "num_hidden_layers", "hidden_act"}
 SMALL = {"deepseek_v3": dict(n_routed_experts=4, n_group=2, topk_group=1, n_shared_experts=1, num_experts_per_tok=2,
                              moe_intermediate_size=8, first_k_dense_replace=1, **MLA_SIZES),
          "qwen3_moe": dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=8, decoder_sparse_step=1),
-         "mixtral": dict(num_local_experts=4, num_experts_per_tok=2)}
+         "mixtral": dict(num_local_experts=4, num_experts_per_tok=2),
+         "gpt_oss": dict(num_local_experts=4, num_experts_per_tok=2)}
+FACTORIES = {"sparse": (moe, MoEParams), "stacked": (stacked_moe, StackedMoEParams)}   # by moe_kind
 
 
 class Reading:
@@ -49,7 +53,8 @@ def test_every_key_the_moe_layers_read_is_a_moe_key(kind):
     arch.moe_layers(reading, cfg.num_hidden_layers + 1)
     moe_check(reading, arch)
     with torch.device("meta"):
-        moe(MoEParams(**dict(arch.moe)), dims=replace(Dims.from_config(cfg), config=reading))
+        factory, params = FACTORIES[arch.moe_kind]
+        factory(params(**dict(arch.moe)), dims=replace(Dims.from_config(cfg), config=reading))
     assert reading.read - GENERAL <= arch.moe_keys(), sorted(reading.read - GENERAL - arch.moe_keys())
 
 

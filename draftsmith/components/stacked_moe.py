@@ -1,0 +1,148 @@
+"""A target's mixture of experts whose routed experts are held as stacked tensors with biases (``moe: stacked``),
+as transformers computes gpt-oss's (``GptOssMLP``, its eager experts):
+
+- ``router.weight`` [experts, hidden] and ``router.bias``: each token's top_k logits, then a softmax over those
+  alone (in the logits' dtype; no renormalisation, no scaling);
+- ``experts.gate_up_proj`` [experts, hidden, 2W] (x @ it: stored transposed against a Linear's weight) and
+  ``experts.gate_up_proj_bias`` [experts, 2W]; its 2W columns are gate | up halves or interleaved (gate 0::2, up
+  1::2: gpt-oss), the ``gate_up`` param;
+- the activation: ``(clamp(up, -limit, limit) + up_offset) * g * sigmoid(alpha * g)``, g = gate clamped above at
+  limit (gpt-oss: limit the config's swiglu_limit, alpha its swiglu_alpha, else 1.702, up_offset 1);
+- ``experts.down_proj`` [experts, W, hidden] and ``experts.down_proj_bias`` [experts, hidden].
+
+What differs between types is data (:class:`~draftsmith.components.params.StackedMoEParams`, set per model_type in
+targets.TARGETS); the names are the checkpoint's (transformers' save of the type), read as they are.
+
+Cost: eagerly, each expert some token chose runs once over the rows that chose it, added in the order of experts
+(transformers' loop, so the sums are the same); while a CUDA graph is being captured no row can be looked up, so
+every expert runs over every row, weighted by zero where it was not chosen (the same sums; n_experts / top_k times
+the work: the grouped product of :mod:`~draftsmith.components.experts` takes no biases); so does a torch.compile
+trace."""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from draftsmith.components.dims import Dims
+from draftsmith.components.moe import capturing, dense
+from draftsmith.components.params import StackedMoEParams
+from draftsmith.components.targets import SET_FIX, refused
+
+
+class TopKRouter(nn.Module):
+    """``weight`` [experts, hidden] (and ``bias``): of each token, its top_k logits' experts and their softmax."""
+
+    def __init__(self, hidden: int, experts: int, top_k: int, bias: bool = True):
+        super().__init__()
+        self.top_k = top_k
+        self.weight = nn.Parameter(torch.empty(experts, hidden))
+        self.bias = nn.Parameter(torch.empty(experts)) if bias else None
+
+    def choose(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """x [tokens, hidden] -> the chosen experts [tokens, top_k] (by logit, highest first) and their weights."""
+        top, chosen = F.linear(x, self.weight, self.bias).topk(self.top_k, dim=-1)
+        return chosen, top.softmax(dim=-1, dtype=top.dtype)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x [tokens, hidden] -> [tokens, experts], the chosen experts' weights (0 where not chosen)."""
+        chosen, weights = self.choose(x)
+        return dense(chosen, weights, self.weight.shape[0])
+
+
+class StackedExperts(nn.Module):
+    """The routed experts as four stacked tensors, under the checkpoint's names (the module's docstring)."""
+
+    def __init__(self, experts: int, hidden: int, width: int, *, interleaved: bool, limit: float | None,
+                 alpha: float, up_offset: float):
+        super().__init__()
+        self.gate_up_proj = nn.Parameter(torch.empty(experts, hidden, 2 * width))
+        self.gate_up_proj_bias = nn.Parameter(torch.empty(experts, 2 * width))
+        self.down_proj = nn.Parameter(torch.empty(experts, width, hidden))
+        self.down_proj_bias = nn.Parameter(torch.empty(experts, hidden))
+        self.interleaved, self.limit, self.alpha, self.up_offset = interleaved, limit, alpha, up_offset
+
+    def act(self, gate_up: torch.Tensor) -> torch.Tensor:
+        gate, up = (gate_up[..., ::2], gate_up[..., 1::2]) if self.interleaved else gate_up.chunk(2, dim=-1)
+        if self.limit is not None:
+            gate, up = gate.clamp(max=self.limit), up.clamp(min=-self.limit, max=self.limit)
+        return (up + self.up_offset) * (gate * torch.sigmoid(gate * self.alpha))
+
+    def expert(self, e: int, x: torch.Tensor) -> torch.Tensor:
+        """Expert ``e`` over rows x [n, hidden] -> [n, hidden]."""
+        h = x @ self.gate_up_proj[e] + self.gate_up_proj_bias[e]
+        return self.act(h) @ self.down_proj[e] + self.down_proj_bias[e]
+
+    def chosen_experts(self, flat: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        """Each expert some row chose, over those rows, added in the order of experts (transformers' loop)."""
+        out, hit = torch.zeros_like(flat), weights.ne(0)
+        for e in hit.any(0).nonzero().flatten().tolist():
+            rows = hit[:, e].nonzero().flatten()
+            out.index_add_(0, rows, (self.expert(e, flat[rows]) * weights[rows, e, None]).to(out.dtype))
+        return out
+
+    def every_expert(self, flat: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        """Every expert over every row, weighted by zero where not chosen (the same sums; a CUDA graph's path)."""
+        out = torch.zeros_like(flat)
+        for e in range(self.gate_up_proj.shape[0]):
+            out += (self.expert(e, flat) * weights[:, e, None]).to(out.dtype)
+        return out
+
+    def extra_repr(self) -> str:
+        E, H, W2 = self.gate_up_proj.shape
+        return (f"experts={E}, hidden={H}, width={W2 // 2}, gate_up={'interleaved' if self.interleaved else 'halves'}"
+                f", limit={self.limit}, alpha={self.alpha}, up_offset={self.up_offset}")
+
+
+class StackedMoE(nn.Module):
+    def __init__(self, router: TopKRouter, experts: StackedExperts):
+        super().__init__()
+        self.router, self.experts = router, experts
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        flat = x.reshape(-1, x.shape[-1])
+        weights = self.router(flat)   # [tokens, experts]
+        if capturing(x) or torch.compiler.is_compiling():   # no row can be looked up in a graph, nor traced
+            out = self.experts.every_expert(flat, weights)
+        else:
+            out = self.experts.chosen_experts(flat, weights)
+        return out.view_as(x)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def stacked_moe(params: StackedMoEParams, *, dims: Dims) -> StackedMoE:
+    """Factory of the ``moe: stacked`` component: its sizes and activation read from the config's keys that
+    ``params`` name; a value it does not compute is refused naming the config's file and key (before any tensor is
+    read: a target is built on meta first)."""
+    cfg = dims.config
+
+    def refuse(key: str, found: Any, allowed: str) -> Exception:
+        return refused(cfg, f"{key}={found!r} in its mixture-of-experts layers, which draftsmith does not compute; "
+                            f"allowed: {allowed}. {SET_FIX}")
+
+    sizes = {}
+    for key in (params.experts_key, params.intermediate_key, params.top_k_key):
+        value = getattr(cfg, key, None)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise refuse(key, value, "a positive int")
+        sizes[key] = value
+    experts, width, top_k = sizes[params.experts_key], sizes[params.intermediate_key], sizes[params.top_k_key]
+    if top_k > experts:
+        raise refuse(params.top_k_key, top_k, f"1..{experts} (the experts a token may choose from)")
+    limit = getattr(cfg, params.limit_key, None) if params.limit_key else None
+    if limit is not None and not (_number(limit) and limit > 0):
+        raise refuse(params.limit_key, limit, "a positive number (the clamp of the experts' gate and up), or null")
+    alpha = getattr(cfg, params.alpha_key, None) if params.alpha_key else None
+    alpha = params.alpha if alpha is None else alpha
+    if not (_number(alpha) and alpha > 0):
+        raise refuse(params.alpha_key, alpha, "a positive number (the gain of the experts' sigmoid)")
+    return StackedMoE(TopKRouter(dims.hidden, experts, top_k, params.router_bias),
+                      StackedExperts(experts, dims.hidden, width, interleaved=params.gate_up == "interleaved",
+                                     limit=None if limit is None else float(limit), alpha=float(alpha),
+                                     up_offset=params.up_offset))
