@@ -26,6 +26,7 @@ from draftsmith.assembler.plan import CheckpointMismatch
 from draftsmith.assembler.vocab import check_draft_vocab, check_vocab_tensors, config_contradictions, held_shapes
 from draftsmith.hf_import import ready_transformers
 from draftsmith.components import fused, gemv, packed, stacked
+from draftsmith.components.split_rule import SplitRule
 from draftsmith.components.targets import mtp_layer_patterns
 from draftsmith.components.weights import RegexRule, RuleSet
 from draftsmith.decoding.graphs import graphs_enabled
@@ -68,7 +69,8 @@ def plan_target(folder: Path, registry: Registry, backend) -> tuple[PlannedLoad,
     cfg = target_hf_config(folder)
     arch = registry.build("target", cfg.model_type)   # once a load: its model, and its own module names renamed
     model = build_target(cfg, registry, backend, arch)
-    renames = [RegexRule(**rule) for rule in arch.name_rules()] if callable(getattr(arch, "name_rules", None)) else []
+    made = arch.name_rules() if callable(getattr(arch, "name_rules", None)) else []
+    renames = [SplitRule(**rule) if "into" in rule else RegexRule(**rule) for rule in made]   # fused tensors: split
     rules = RuleSet(renames, ignore=[*TARGET_RULES.ignore, *([r"^lm_head\.weight$"] if model.tie else []),
                                 *mtp_layer_patterns(raw),   # declared MTP layers are a draft's, not the target's
                                 *(arch.ignored() if callable(getattr(arch, "ignored", None)) else [])])  # vision

@@ -118,8 +118,8 @@ def rotate_interleaved(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) ->
 
 def rope_angles(pos: torch.Tensor, inv_freq: torch.Tensor, scale: float,
                 dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-    # pos: [B, T] -> cos, sin [B, T, 1, d/2]: angles in float32, scaled (yarn, longrope: an attention scaling; a
-    # scale of 1 multiplies nothing), cast to the rotated tensors' dtype
+    # pos: [B, T] -> cos, sin [B, T, 1, r/2] (r: the rotated width of a head): angles in float32, scaled (yarn,
+    # longrope: an attention scaling; a scale of 1 multiplies nothing), cast to the rotated tensors' dtype
     ang = pos.to(torch.float32)[..., None] * inv_freq                        # [B, T, d/2]
     cos, sin = ang.cos(), ang.sin()
     if scale != 1.0:
@@ -129,9 +129,15 @@ def rope_angles(pos: torch.Tensor, inv_freq: torch.Tensor, scale: float,
 
 def rotate_qk(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
               interleaved: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    # q: [B, T, Hq, d], k: [B, T, Hk, d], cos, sin: [B, T, 1, d/2] -> rotated q, k: their heads in one rotation
+    # q: [B, T, Hq, d], k: [B, T, Hk, d], cos, sin: [B, T, 1, r/2] -> rotated q, k: their heads in one rotation.
+    # r < d (a partial rotary factor, Phi-3's): the first r channels of each head rotate, the rest pass as they are
+    # (transformers' apply_rotary_pos_emb: its rotary width is cos's)
     rot = rotate_interleaved if interleaved else rotate_neox
-    qk = rot(torch.cat((q, k), dim=2), cos, sin)
+    qk, r = torch.cat((q, k), dim=2), 2 * cos.shape[-1]
+    if r < qk.shape[-1]:
+        qk = torch.cat((rot(qk[..., :r], cos, sin), qk[..., r:]), dim=-1)
+    else:
+        qk = rot(qk, cos, sin)
     return qk.split((q.shape[2], k.shape[2]), dim=2)
 
 

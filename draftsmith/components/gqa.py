@@ -53,8 +53,9 @@ def gqa(params: GQAParams, *, dims: Dims, layer_idx: int, in_width: int, backend
     if layer_idx == 0:
         warn_stored_order("GQA", params.rope, cfg)   # the q/k rows' pair order, where the config says it
     rotated = cfg if params.rope_theta == "auto" else with_theta(cfg, params.rope_theta)
+    rope = Rotary(rotated, dims.head_dim, params.rope, params.partial_rotary)
     return GQAttention(
-        dims, in_width=in_width, layer_idx=layer_idx, rope=Rotary(rotated, dims.head_dim, params.rope),
+        dims, in_width=in_width, layer_idx=layer_idx, rope=rope,
         backend=backend, qkv_bias=bias, o_bias=o_bias,
         q_norm=norm(dims.head_dim) if params.qk_norm else None,
         k_norm=norm(dims.head_dim) if params.qk_norm else None, sinks=params.sinks,

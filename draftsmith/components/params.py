@@ -27,6 +27,9 @@ class GQAParams(BaseModel):
     qkv_bias: Literal["auto"] | bool = "auto"
     o_bias: Literal["auto"] | bool = "auto"   # auto: the config's `attention_bias` (Qwen2's o_proj has none: false)
     qk_norm: bool = False
+    # true: rotate the first int(head_dim * partial_rotary_factor) channels of each head (the config's rope_parameters'
+    # key, as transformers' Phi-3 reads it), the rest unrotated; false: whole heads, the key unread (Llama's model)
+    partial_rotary: bool = False
     # the rotation's base: auto, the config's rope_theta (transformers, vLLM, SGLang), or the one the draft was
     # trained with: EAGLE's and SpecForge's trainers rotate with 10000 whatever the draft config says (SpecForge
     # issue 265)

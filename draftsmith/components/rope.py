@@ -3,7 +3,9 @@
 Frequencies come from the model's own transformers config (``rope_parameters``: default, linear, llama3, yarn,
 dynamic, longrope — transformers' ``ROPE_INIT_FUNCTIONS`` compute them, so every scaling a Hugging Face config
 can name is read the way transformers reads it). What draftsmith owns is how the rotation is applied: ``neox``
-rotates the two halves of each head, ``interleaved`` rotates adjacent pairs (Mistral-native / GPT-J order).
+rotates the two halves of each head, ``interleaved`` rotates adjacent pairs (Mistral-native / GPT-J order), and
+whether a config's ``partial_rotary_factor`` is read (``partial``, transformers' Phi-3: the first part of each head
+rotates, the rest passes as it is) or not (Llama's model rotates whole heads whatever the key says).
 
 Limit: the frequencies are fixed at load time. transformers recomputes ``dynamic`` (NTK) frequencies once a
 sequence passes ``max_position_embeddings`` (a call past it is refused: the target's context) and switches
@@ -18,7 +20,7 @@ from __future__ import annotations
 import copy
 import logging
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 from torch import nn
@@ -34,16 +36,45 @@ if TYPE_CHECKING:
 Style = Literal["neox", "interleaved"]
 
 
-def inv_freq_for(config: PretrainedConfig, head_dim: int) -> tuple[torch.Tensor, float]:
-    """(inv_freq [head_dim // 2] float32, attention scaling) for a transformers config."""
+def partial_factor(config: PretrainedConfig) -> Any:
+    """The config's ``partial_rotary_factor`` as transformers' Phi-3 reads it: its rope_parameters' (where its config
+    class puts a top-level key too), else 1.0."""
+    params = getattr(config, "rope_parameters", None)
+    return params.get("partial_rotary_factor", 1.0) if isinstance(params, Mapping) else 1.0
+
+
+def rotary_dim(config: PretrainedConfig, head_dim: int, partial: bool = False) -> int:
+    """The width the frequencies are computed over: head_dim, or (``partial``) ``int(head_dim *
+    partial_rotary_factor)`` (transformers' Phi-3). Its first ``2 * ((dim + 1) // 2)`` channels rotate (an odd width
+    rounds up, as transformers' does); ValueError for a factor that leaves no pair rotated or is no fraction."""
+    if not partial:
+        return head_dim
+    factor = partial_factor(config)
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 0 < factor <= 1:
+        raise ValueError(f"partial_rotary_factor is {short(factor)}; allowed: a number in (0, 1] (the share of "
+                         "each head's channels the rotation turns)")
+    dim = int(head_dim * factor)
+    if dim < 1 or 2 * ((dim + 1) // 2) > head_dim:
+        raise ValueError(f"partial_rotary_factor {factor} of a head of {head_dim} rotates {dim} channels; allowed: "
+                         f"at least 1 and at most {head_dim - head_dim % 2} (whole pairs within the head)")
+    return dim
+
+
+def inv_freq_for(config: PretrainedConfig, head_dim: int, partial: bool = False) -> tuple[torch.Tensor, float]:
+    """(inv_freq [pairs] float32, attention scaling) for a transformers config: head_dim // 2 pairs, or
+    (``partial``: the config's partial_rotary_factor, :func:`rotary_dim`) those of the head's first part."""
     params = dict(getattr(config, "rope_parameters", None) or {})
     if per_layer_type(params):
         raise unusable_rope(config, f"rope_parameters holds one rope per layer type ({', '.join(map(str, params))}), "
                                     "where draftsmith rotates every layer alike", {})
     kind = params.get("rope_type", "default")
     theta = float(params.get("rope_theta", getattr(config, "rope_theta", 10000.0)))
+    try:
+        dim = rotary_dim(config, head_dim, partial)
+    except ValueError as e:
+        raise unusable_rope(config, str(e), {}) from None
     if kind == "default":
-        exps = torch.arange(0, head_dim, 2, dtype=torch.int64).to(torch.float32) / head_dim
+        exps = torch.arange(0, dim, 2, dtype=torch.int64).to(torch.float32) / dim
         return 1.0 / (theta**exps), 1.0
     from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
@@ -53,14 +84,19 @@ def inv_freq_for(config: PretrainedConfig, head_dim: int) -> tuple[torch.Tensor,
     shaping = {k: v for k, v in params.items() if k in ("partial_rotary_factor", "short_factor", "long_factor")}
     if getattr(config, "partial_rotary_factor", None) not in (None, 1, 1.0):
         shaping.setdefault("partial_rotary_factor", config.partial_rotary_factor)
+    if partial:   # the factor is read, not refused: what does not fit is the factor lists
+        shaping.pop("partial_rotary_factor", None)
     try:
         inv, scale = ROPE_INIT_FUNCTIONS[kind](config, torch.device("cpu"))
     except (RuntimeError, ValueError, TypeError, KeyError) as e:   # factor lists that do not fit, missing keys
         raise unusable_rope(config, f"transformers cannot compute its {kind} frequencies ({short_text(e, 200)})",
                             shaping) from None
-    if inv.shape != (head_dim // 2,):
-        raise unusable_rope(config, f"rope_type {kind!r} gives {inv.numel()} rotary frequencies where a head of "
-                                    f"{head_dim} rotates {head_dim // 2} pairs", shaping)
+    pairs = (dim + 1) // 2 if partial else head_dim // 2
+    if inv.shape != (pairs,):
+        part = f"the first {dim} channels of a head of {head_dim} rotate" if partial else \
+            f"a head of {head_dim} rotates"
+        raise unusable_rope(config, f"rope_type {kind!r} gives {inv.numel()} rotary frequencies where {part} "
+                                    f"{pairs} pairs", shaping)
     return inv.to(torch.float32), float(scale)
 
 
@@ -102,11 +138,13 @@ def unusable_rope(config: PretrainedConfig, what: str, shaping: Mapping) -> Chec
 
 
 class Rotary(nn.Module):
-    """Applies rotary embeddings to q and k of shape [B, T, heads, head_dim] at positions [B, T]."""
+    """Applies rotary embeddings to q and k of shape [B, T, heads, head_dim] at positions [B, T] (to each head's
+    first channels only, where ``partial`` and the config's partial_rotary_factor say so)."""
 
-    def __init__(self, config: PretrainedConfig, head_dim: int, style: Style = "neox"):
+    def __init__(self, config: PretrainedConfig, head_dim: int, style: Style = "neox", partial: bool = False):
         super().__init__()
-        self.config, self.head_dim, self.style = config, head_dim, style
+        # partial: the config's partial_rotary_factor says how much of each head rotates (inv_freq_for)
+        self.config, self.head_dim, self.style, self.partial = config, head_dim, style, partial
         self.register_buffer("inv_freq", torch.empty(head_dim // 2), persistent=False)
         self.scale = 1.0
         self.fused = False          # fused.fuse_model: one compiled kernel on CUDA
@@ -115,7 +153,7 @@ class Rotary(nn.Module):
     def reset_buffers(self, device: torch.device | str | None = None) -> None:
         """(Re)compute frequencies; the assembler calls this after building on the meta device."""
         with torch.device("cpu"):  # real numbers even while the model is being built on meta
-            inv, self.scale = inv_freq_for(self.config, self.head_dim)
+            inv, self.scale = inv_freq_for(self.config, self.head_dim, self.partial)
         self.inv_freq = inv if device is None else inv.to(device)
         self.key = (tuple(inv.tolist()), self.scale)   # rotations with equal frequencies share their angles
 

@@ -1,9 +1,9 @@
 """Target architectures, one record per Hugging Face ``model_type``: what differs between targets is data here
 (q/k/v bias, per-head q/k norms, latent attention, sliding windows, which layers are mixture-of-experts and how
-their router scores), never an if on a family name in the model code. Every type listed is checked against
-transformers' logits (tests/assembler/test_parity.py, tests/assembler/test_targets_zoo.py,
-tests/assembler/test_moe_targets.py, tests/assembler/test_vl_targets.py); a config this code would misread is refused
-by ``check`` with the reason.
+their router scores, fused q/k/v and gate/up tensors, a partial rotary factor), never an if on a family name in the
+model code. Every type listed is checked against transformers' logits (tests/assembler/test_parity.py,
+tests/assembler/test_targets_zoo.py, tests/assembler/test_moe_targets.py, tests/assembler/test_vl_targets.py,
+tests/assembler/test_phi3_target.py); a config this code would misread is refused by ``check`` with the reason.
 """
 from __future__ import annotations
 
@@ -38,9 +38,9 @@ def refused(cfg, message: str) -> UnsupportedTarget:
 
 
 # How transformers' model of a type reads the config's ``sliding_window`` (its modeling code, per model_type):
-# "ignored" (Llama, DeepSeek-V3: the key may be there and changes nothing), "every_layer" (Mistral: every layer,
-# ``layer_types`` ignored), "layer_types" (Qwen2/3: the layers ``layer_types`` marks "sliding_attention"), "config"
-# (``layer_types`` when the config has it, else every layer: the rule for a type that states none).
+# "ignored" (Llama, DeepSeek-V3: the key may be there and changes nothing), "every_layer" (Mistral, Phi-3: every
+# layer, ``layer_types`` ignored), "layer_types" (Qwen2/3: the layers ``layer_types`` marks "sliding_attention"),
+# "config" (``layer_types`` when the config has it, else every layer: the rule for a type that states none).
 WindowRule = Literal["ignored", "every_layer", "layer_types", "config"]
 
 
@@ -71,6 +71,12 @@ class TargetArch(BaseModel):
     prefixes: tuple[tuple[str, str], ...] = ()
     skipped: tuple[str, ...] = ()
     mrope: tuple[int, ...] = ()   # (): 1-D rope; else text-only positions rotate as 1-D rope (mrope_check)
+    # the checkpoint's modules under each layer that stack several of the model's by rows: (file's, (model's, in row
+    # order)) (Phi-3's self_attn.qkv_proj holds q_proj | k_proj | v_proj); read by split rules, see name_rules
+    fused: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # its rope reads the config's partial_rotary_factor (the first part of each head rotates: Phi-3's) where Llama's
+    # rotates whole heads whatever the key says: the gqa attention's partial_rotary
+    partial_rotary: bool = False
 
     def window(self, cfg, idx: int) -> int | None:
         """Layer idx's sliding window, as transformers' model of this type applies it (``sliding_window``)."""
@@ -81,15 +87,17 @@ class TargetArch(BaseModel):
         return int(window) if types is None or types[idx] == "sliding_attention" else None
 
     def name_rules(self) -> list[dict[str, Any]]:
-        """``names`` as weight rules (RegexRule fields, both ways) for ``model.layers.N.`` names."""
+        """``names`` as weight rules (RegexRule fields, both ways) for ``model.layers.N.`` names, then ``fused`` as
+        split rules (SplitRule fields: match, into; each part's rows are the model's)."""
         def pattern(module: str) -> str:
             return r"^(model\.layers\.\d+\.)" + re.escape(module).replace(re.escape("{e}"), r"(\d+)") + r"\."
 
         def template(module: str) -> str:
             return "\\1" + module.replace("{e}", "\\2") + "."
         whole = [{"match": "^" + re.escape(old), "replace": new} for old, new in self.prefixes]
-        return whole + [{"match": pattern(old), "replace": template(new), "inverse": (pattern(new), template(old))}
-                        for old, new in self.names]
+        return [*whole, *({"match": pattern(old), "replace": template(new), "inverse": (pattern(new), template(old))}
+                          for old, new in self.names),
+                *({"match": pattern(old), "into": [template(part) for part in parts]} for old, parts in self.fused)]
 
     def ignored(self) -> list[str]:
         """Ignore patterns for the tensors of its files the model does not read (``skipped``)."""
@@ -100,6 +108,7 @@ class TargetArch(BaseModel):
             return self.attention, dict(self.attention_params)
         stated = {key: value for key, value in (("qkv_bias", self.qkv_bias), ("o_bias", self.o_bias))
                   if value is not None}
+        stated |= {"partial_rotary": True} if self.partial_rotary else {}
         return "gqa", {"qk_norm": self.qk_norm, **stated, **dict(self.attention_params)}
 
     def check(self, cfg) -> None:
@@ -111,6 +120,8 @@ class TargetArch(BaseModel):
                 f"handed to the draft {mult} x hidden_size wide), which draftsmith's target model does not compute: "
                 "its layers keep one stream, so the draft would read the wrong width at its first step; allowed: 1, or "
                 f"the key absent (one residual stream). {UNCOMPUTED}")
+        if self.partial_rotary:
+            rotary_check(cfg)
         if self.moe and self.moe_layers(cfg):
             moe_check(cfg, self)
         if self.mrope:
@@ -205,6 +216,11 @@ TARGETS = {
     "mixtral": arch(**NO_BIAS, sliding_window="every_layer", names=MIXTRAL_NAMES, moe=(
         ("scoring", "softmax"), ("norm_topk_prob", True), ("experts_key", "num_local_experts"),
         ("intermediate_key", "intermediate_size"))),
+    # Phi-3 / Phi-4: q | k | v and gate | up stored fused (split at load); partial_rotary_factor read (Phi-4-mini:
+    # 0.75); every layer's window when sliding_window is set (layer_types unread)
+    "phi3": arch(**NO_BIAS, sliding_window="every_layer", partial_rotary=True, fused=(
+        ("self_attn.qkv_proj", ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj")),
+        ("mlp.gate_up_proj", ("mlp.gate_proj", "mlp.up_proj")))),
     "deepseek_v3": arch(attention="mla", attention_params=(("latent_norm_eps", 1e-6),), mlp_bias=False,
                         sliding_window="ignored", moe_from="first_k_dense_replace", moe=(
                             ("scoring", "sigmoid"), ("correction_bias", True), ("grouped", True),
@@ -259,6 +275,18 @@ def moe_check(cfg, arch: TargetArch) -> None:
         experts = topk_group * (experts // groups)
     if top_k > experts:
         raise refuse(keys[1], top_k, f"1..{experts} (the experts a token may choose from)")
+
+
+def rotary_check(cfg) -> None:
+    """Refuse a partial_rotary_factor that leaves no whole pair of each head's channels rotated, or is no fraction
+    (transformers' model of such a type computes garbage or fails at its first forward)."""
+    from draftsmith.components.dims import Dims
+    from draftsmith.components.rope import rotary_dim
+
+    try:
+        rotary_dim(cfg, Dims.from_config(cfg).head_dim, partial=True)
+    except ValueError as e:
+        raise refused(cfg, f"{e} (rope_parameters, or the top level). {UNCOMPUTED}") from None
 
 
 def mrope_check(cfg, default: tuple[int, ...]) -> None:

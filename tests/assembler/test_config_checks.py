@@ -78,7 +78,9 @@ def test_each_target_type_states_how_it_reads_sliding_window():
     windows = {name: [make().window(cfg, i) for i in range(2)] for name, make in TARGETS.items()}
     assert windows == {"llama": [None, None], "deepseek_v3": [None, None], "mistral": [4, 4], "ministral": [None, 4],
                        "qwen2": [None, 4], "qwen3": [None, 4], "qwen3_moe": [4, 4], "mixtral": [4, 4],
-                       "qwen2_vl": [None, 4], "qwen2_5_vl": [None, 4], "qwen3_vl": [None, None]}
+                       "qwen2_vl": [None, 4], "qwen2_5_vl": [None, 4], "qwen3_vl": [None, None],
+                       "gpt_oss": [None, 4],   # GptOssAttention: the layers layer_types marks sliding
+                       "phi3": [4, 4]}   # Phi3Model: every layer when sliding_window is set, layer_types unread
 
 
 # --- 3. a draft config states its sizes ----------------------------------------------------------------------------

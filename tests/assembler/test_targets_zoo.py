@@ -1,7 +1,7 @@
 """Targets beyond plain Llama: sliding windows (Mistral on every layer, Qwen2 on the layers ``layer_types``
 marks) and DeepSeek-V3 (latent attention, dense layers) give transformers' logits (float32, 1e-4), over a whole
 sequence and through the paged pool; an MoE router option not computed and unknown types are refused with a clear
-error; every registered target type is covered here, in test_parity.py or test_moe_targets.py."""
+error; every registered target type is covered here, in test_parity.py, test_moe_targets.py or test_phi3_target.py."""
 import json
 import shutil
 
@@ -140,6 +140,7 @@ def test_every_registered_target_type_is_checked():
     parity = {"llama", "mistral", "qwen2", "qwen3"}  # the model types tests/assembler/test_parity.py covers
     moe = {"deepseek_v3", "qwen3_moe", "mixtral"}    # and tests/assembler/test_moe_targets.py, test_mixtral_target.py
     stacked = {"gpt_oss"}                            # tests/assembler/test_gpt_oss_target.py
-    checked = parity | moe | stacked | {m for m, _ in CASES.values()}
+    fused = {"phi3"}                                 # tests/assembler/test_phi3_target.py
+    checked = parity | moe | stacked | fused | {m for m, _ in CASES.values()}
     checked |= {"qwen2_vl", "qwen2_5_vl", "qwen3_vl"}   # tests/assembler/test_vl_targets.py
     assert set(TARGETS) <= checked

@@ -4,7 +4,7 @@ traced with the aot_eager backend (fullgraph: a graph break fails), which checks
 needing a C++ or CUDA compiler; the CUDA kernels are checked by tests/gpu."""
 import pytest
 import torch
-from transformers import LlamaConfig
+from transformers import LlamaConfig, Phi3Config
 
 from draftsmith.components import fused
 from draftsmith.components.mlp import SwiGLU
@@ -30,8 +30,9 @@ def modules():
     cfg = LlamaConfig(hidden_size=64, num_attention_heads=4, rope_theta=10000.0)
     norm = RMSNorm(64, 1e-5)
     norm.weight.data.uniform_(0.5, 1.5)
+    partial = Phi3Config(hidden_size=64, num_attention_heads=4, partial_rotary_factor=0.75)   # 12 of 16 channels
     return {"norm": norm, "mlp": SwiGLU(64, 96), "neox": Rotary(cfg, 16, "neox"),
-            "interleaved": Rotary(cfg, 16, "interleaved")}
+            "interleaved": Rotary(cfg, 16, "interleaved"), "partial": Rotary(partial, 16, "neox", partial=True)}
 
 
 def run(name, m, dtype):
@@ -43,7 +44,7 @@ def run(name, m, dtype):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("name", ["norm", "mlp", "neox", "interleaved"])
+@pytest.mark.parametrize("name", ["norm", "mlp", "neox", "interleaved", "partial"])
 def test_the_fused_path_equals_the_eager_one(traced, name, dtype):
     m = modules()[name]
     want = run(name, m, dtype)
@@ -55,8 +56,8 @@ def test_the_fused_path_equals_the_eager_one(traced, name, dtype):
 
 def test_fuse_model_switches_every_opted_in_module():
     ms = torch.nn.ModuleList(modules().values())
-    assert fused.fuse_model(ms) == 4 and all(m.fused for m in ms)
-    assert fused.fuse_model(ms, False) == 4 and not any(m.fused for m in ms)
+    assert fused.fuse_model(ms) == 5 and all(m.fused for m in ms)
+    assert fused.fuse_model(ms, False) == 5 and not any(m.fused for m in ms)
 
 
 def test_the_setting_decides():
@@ -122,7 +123,7 @@ def test_rope_rotates_q_and_k_in_one_call_as_each_alone(interleaved):
     assert torch.equal(got[0], rot(q, cos, sin)) and torch.equal(got[1], rot(k, cos, sin))
 
 
-@pytest.mark.parametrize("style", ["neox", "interleaved"])
+@pytest.mark.parametrize("style", ["neox", "interleaved", "partial"])
 def test_a_fused_rotary_stores_through_its_compiled_kernel_what_the_eager_one_stores(traced, style):
     # kv_rows, fused: one compiled rope_kv per layer (angles inline); eager: the forward's shared angles
     m, g = modules()[style], torch.Generator().manual_seed(2)
@@ -169,3 +170,16 @@ def test_the_taps_are_the_layers_inputs_added_and_joined_by_one_compiled_kernel(
     torch.testing.assert_close(got, want, rtol=0, atol=0)
     parts = [(torch.randn(2, 3, 8), torch.randn(2, 3, 8)), (torch.randn(2, 3, 8), None)]
     assert torch.equal(fused.cat_sums(parts), torch.cat([parts[0][0] + parts[0][1], parts[1][0]], -1))
+
+
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_a_partial_rotation_turns_the_first_channels_and_passes_the_rest(interleaved):
+    """Fewer frequencies than a head has pairs (a partial rotary factor): the first 2 * len(inv) channels of each
+    head rotate as a head of that width would, the rest come out as they went in (transformers' Phi-3)."""
+    g = torch.Generator().manual_seed(6)
+    q, k = torch.randn(2, 3, 4, 16, generator=g), torch.randn(2, 3, 2, 16, generator=g)
+    pos, inv = torch.arange(6).view(2, 3) * 5, 1.0 / 10000 ** (torch.arange(0, 12, 2) / 12)
+    got = fused.rope(q, k, pos, inv, 1.0, interleaved)
+    want = fused.rope(q[..., :12], k[..., :12], pos, inv, 1.0, interleaved)
+    for out, rotated, x in zip(got, want, (q, k)):
+        assert torch.equal(out[..., :12], rotated) and torch.equal(out[..., 12:], x[..., 12:])
