@@ -13,6 +13,7 @@ from draftsmith.assembler.config_values import (MLA_KEYS, SHAPELESS, fusion_valu
                                                 object_problems, token_id_problem)
 from draftsmith.assembler.styles import EAGLE_FIELDS, STYLES, ConfigStyle, style_of, to_facts
 from draftsmith.components.eagle3_keys import MODELOPT_KEYS
+from draftsmith.components.targets import mrope_covers
 from draftsmith.errors import CheckpointError, Problem, SpecError, short, short_list, short_text
 from draftsmith.paths import checkpoint_folder, required_config
 
@@ -62,6 +63,13 @@ def draft_error(spec, draft_raw: Mapping[str, Any], problems: list[Problem]) -> 
     if problems and isinstance(draft_raw, ConfigFacts) and all(p.path.startswith(DRAFT_CONFIG) for p in problems):
         return SpecError(str(draft_raw.file), problems)
     return spec.error(problems)
+
+
+def text_keys(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """A target's config.json as its text model's keys: a multimodal type's ``text_config`` (Qwen3-VL's, where
+    ``vocab_size`` and ``num_hidden_layers`` are) over the top level, which holds them in any other config."""
+    text = raw.get("text_config")
+    return {**raw, **text} if isinstance(text, Mapping) else dict(raw)
 
 
 def read_raw_config(folder: str | Path) -> dict[str, Any]:
@@ -236,7 +244,26 @@ def draft_hf_config(raw: Mapping[str, Any], source: str | Path = "draft config.j
     except Exception as exc:  # noqa: BLE001 (transformers' own checks: strict dataclass, dtype, ... errors)
         raise CheckpointError(source, f"transformers cannot read it: {short_text(exc, 300)}") from None
     cfg.name_or_path = str(source)   # a component's config check names the file (mla: its required keys)
+    mrope_as_default(cfg, source)
     return cfg
+
+
+def mrope_as_default(cfg: PretrainedConfig, source: str | Path) -> None:
+    """A draft config stating its Qwen2-VL-family target's multimodal rope (SpecForge's qwen2-5-vl-eagle3.json:
+    ``rope_scaling: {type: mrope, mrope_section: [16, 24, 24]}``) rotates text as default rope of the same theta
+    (its three position streams are equal for text), as transformers' Qwen2-VL config reads the type: read so, where
+    ``mrope_section`` gives each of a head's rotary frequencies to one stream (else CheckpointError at ``source``)."""
+    params = getattr(cfg, "rope_parameters", None)
+    if not isinstance(params, Mapping) or params.get("rope_type", params.get("type")) != "mrope":
+        return
+    half = (getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads) // 2
+    section = params.get("mrope_section")
+    if not mrope_covers(section, half):
+        raise CheckpointError(source, f"rope_scaling.mrope_section is {short(section)} (rope type mrope): it does not "
+                              f"give each of a head's {half} rotary frequencies to one of the three position streams, "
+                              "so its rotation of text is not the 1-D rope draftsmith computes; allowed: three "
+                              f"non-negative ints summing to head_dim / 2 = {half}")
+    cfg.rope_parameters = {**params, "rope_type": "default"} | ({"type": "default"} if "type" in params else {})
 
 
 def target_hf_config(folder: str | Path) -> PretrainedConfig:

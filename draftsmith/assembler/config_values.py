@@ -143,6 +143,12 @@ def activation_problems(cfg: Mapping[str, Any], name=lambda key: key) -> list[st
              f"{', '.join(ACTIVATIONS)} (absent: silu)")]
 
 
+# rope types whose rotation of text is default (1-D) rope: Qwen2-VL's multimodal 'mrope' (the Hub's Qwen2-VL /
+# Qwen2.5-VL config.json and SpecForge's drafts for them: equal position streams for text; its mrope_section is
+# checked where the head is known: targets.mrope_check, config.mrope_as_default)
+TEXT_ROPES = ("default", "mrope")
+
+
 def rope_problems(cfg: Mapping[str, Any], prefix: str = "") -> list[str]:
     """``rope_scaling`` / ``rope_parameters`` (one mapping, or one per layer type): a rope type transformers knows
     and positive numbers, checked before the rotary frequencies are computed at build."""
@@ -158,8 +164,8 @@ def rope_problems(cfg: Mapping[str, Any], prefix: str = "") -> list[str]:
                 out.append(f"{where} is {short(params)}; an object is expected")
                 continue
             kind = params.get("rope_type", params.get("type", "default"))
-            if kind != "default" and (not isinstance(kind, str) or kind not in rope_kinds()):
-                out.append(f"{where}.rope_type is {short(kind)}; known: {', '.join(['default', *rope_kinds()])}")
+            if kind not in TEXT_ROPES and (not isinstance(kind, str) or kind not in rope_kinds()):
+                out.append(f"{where}.rope_type is {short(kind)}; known: {', '.join([*TEXT_ROPES, *rope_kinds()])}")
             for name in ("rope_theta", "factor", "original_max_position_embeddings"):
                 v = params.get(name)
                 if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)

@@ -346,8 +346,10 @@ def ruled_out(spec: str, names: Sequence[str], config: Mapping[str, Any] | None 
 
 
 def full_model(names: Sequence[str]) -> bool:
-    """Tensor names of a whole causal LM (a target): model.embed_tokens and model.layers.*, and no fusion layer."""
-    return ("model.embed_tokens.weight" in names and any(n.startswith("model.layers.") for n in names)
+    """Tensor names of a whole causal LM (a target): model.embed_tokens and model.layers.*, or a vision-language
+    model's text model under model.language_model (the Hub's Qwen3-VL, transformers 5), and no fusion layer."""
+    return (any(f"{p}embed_tokens.weight" in names and any(n.startswith(f"{p}layers.") for n in names)
+                for p in ("model.", "model.language_model."))
             and not any(n.endswith("fc.weight") for n in names))
 
 

@@ -289,6 +289,13 @@ def rotary_check(cfg) -> None:
         raise refused(cfg, f"{e} (rope_parameters, or the top level). {UNCOMPUTED}") from None
 
 
+def mrope_covers(section: Any, half: int) -> bool:
+    """Whether an ``mrope_section`` gives each of a head's ``half`` rotary frequencies to exactly one of the three
+    position streams (three non-negative ints summing to it): then text (equal streams) rotates as 1-D rope."""
+    return isinstance(section, (list, tuple)) and len(section) == 3 and all(
+        type(n) is int and n >= 0 for n in section) and sum(section) == half
+
+
 def mrope_check(cfg, default: tuple[int, ...]) -> None:
     """Refuse a multimodal rope whose text-only rotation is not 1-D rope. transformers' model turns each of the
     head_dim / 2 rotary frequencies by one of three position streams (temporal, height, width: consecutive sections
@@ -299,8 +306,7 @@ def mrope_check(cfg, default: tuple[int, ...]) -> None:
     params = getattr(cfg, "rope_parameters", None)
     section = params.get("mrope_section", list(default)) if isinstance(params, Mapping) else list(default)
     half = Dims.from_config(cfg).head_dim // 2
-    if isinstance(section, (list, tuple)) and len(section) == 3 and all(type(n) is int and n >= 0 for n in section) \
-            and sum(section) == half:
+    if mrope_covers(section, half):
         return
     raise refused(cfg, f"mrope_section={section!r} (rope_parameters / rope_scaling) does not assign each of a head's "
                   f"{half} rotary frequencies to exactly one of the three position streams (temporal, height, width), "
@@ -347,4 +353,4 @@ def mtp_layer_patterns(raw: Mapping[str, Any]) -> list[str]:
 
 
 __all__ = ["TARGETS", "TargetArch", "UnsupportedTarget", "apply_windows", "config_path", "moe_check",
-           "moe_recipe", "mrope_check", "mtp_layer_patterns", "refused", "target_record"]
+           "moe_recipe", "mrope_check", "mrope_covers", "mtp_layer_patterns", "refused", "target_record"]

@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from draftsmith.assembler.checkpoint import save_safetensors
+from draftsmith.assembler.config import text_keys
 from draftsmith.assembler.vocab import make_vocab_map
 
 BYTE_VOCAB = 258   # write_byte_tokenizer's ids: 256 bytes, <s>, </s>
@@ -54,9 +55,7 @@ def write_target(folder: str | Path, model_type: str = "llama", *, seed: int = 0
 
 def _target_cfg(folder: Path) -> dict[str, Any]:
     """The target's config.json, a multimodal type's text model's keys (its ``text_config``) lifted to the top."""
-    cfg = json.loads((Path(folder) / "config.json").read_text())
-    text = cfg.pop("text_config", None)
-    return {**text, **cfg} if isinstance(text, dict) else cfg
+    return text_keys(json.loads((Path(folder) / "config.json").read_text()))
 
 
 def _llama_layer(prefix: str, H: int, nH: int, nKV: int, d: int, I: int, in_width: int, g: torch.Generator,

@@ -21,6 +21,7 @@ from safetensors.torch import load_file
 import draftsmith
 from draftsmith.assembler.build import rule_set
 from draftsmith.assembler.checkpoint import read_json, save_safetensors
+from draftsmith.assembler.config import text_keys
 from draftsmith.assembler.explain import TRAIN_STEP, TRAIN_STEPS
 from draftsmith.errors import DraftsmithError
 from draftsmith.assembler.vocab import make_vocab_map
@@ -84,7 +85,7 @@ def init_draft(spec, target_dir: Path, folder: Path, kept: torch.Tensor | None, 
     and the final norm from the target's, so step 0 already speaks the target's output space
     (:func:`start_from_target` then starts the layers from the target's last one)."""
     spec = for_training(spec)
-    tc = json.loads((Path(target_dir) / "config.json").read_text())
+    tc = target_text_keys(target_dir)
     V = tc["vocab_size"]
     if (maker := MAKERS.get(spec.draft.fusion.kind)) is None:   # preflight refuses it first (fresh_problems)
         raise ValueError(f"{spec.name}: train cannot make a fresh draft with {unsupported(spec)[0]}; it makes "
@@ -106,6 +107,11 @@ def init_draft(spec, target_dir: Path, folder: Path, kept: torch.Tensor | None, 
             if isinstance(model.draft.norm, torch.nn.Module) and hasattr(model.draft.norm, "weight"):
                 model.draft.norm.weight.copy_(model.target.model.norm.weight)
     return model
+
+
+def target_text_keys(target_dir) -> dict[str, Any]:
+    """The target's config.json as its text model's keys (:func:`~draftsmith.assembler.config.text_keys`)."""
+    return text_keys(json.loads((Path(target_dir) / "config.json").read_text()))
 
 
 def _write_eagle3(spec, target_dir, folder: Path, kept, tc: dict, seed: int) -> None:

@@ -2,7 +2,6 @@
 one in ``out``, resumed) -> the target's features -> the TTT loop -> held-out acceptance per draft position."""
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +17,7 @@ from draftsmith.options import flag
 from draftsmith.errors import count, short_list
 from draftsmith.train import data as D
 from draftsmith.train.checks import TrainError, check_job
-from draftsmith.train.draft_io import export_draft, for_training, init_draft, start_from_target
+from draftsmith.train.draft_io import export_draft, for_training, init_draft, start_from_target, target_text_keys
 from draftsmith.train.export_notes import canonical_kept, draft_config, draft_names, output_ids_note, unstated
 from draftsmith.train.evaluate import PLANS, Acceptance, acceptance
 from draftsmith.train.features import FeatureStore, extract_with_log, made_for, read_meta
@@ -278,7 +277,7 @@ def start(job: Job, ids: torch.Tensor, log: Callable[[str], None]):
         log(f"start: the draft in {job.from_draft} (its own vocabulary and weights: --draft-vocab and --init do "
             "not apply)")
         return model
-    V = json.loads((Path(job.target) / "config.json").read_text())["vocab_size"]
+    V = target_text_keys(job.target)["vocab_size"]
     shares_head = draftsmith.load_spec(job.spec).draft.share.lm_head == "target"   # EAGLE-1: the target's head
     kept = None if shares_head else reduced_vocab(ids, V, job.draft_vocab)
     if shares_head:
