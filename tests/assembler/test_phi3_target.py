@@ -15,11 +15,9 @@ from safetensors.torch import load_file, save_file
 import draftsmith
 from draftsmith.assembler.plan import CheckpointMismatch
 from draftsmith.components.targets import UnsupportedTarget
-from draftsmith.decoding.batching import causal_batch, pad_tokens
-from draftsmith.decoding.kvpool import PagedKVPool
 from draftsmith.errors import ArgumentError, CheckpointError
 from draftsmith.testing import write_eagle3, write_target
-from test_targets_zoo import ATOL, IDS, full_logits, ours, reference
+from test_targets_zoo import ATOL, IDS, full_logits, ours, paged_logits, reference
 
 # transformers' Phi3Config defaults pad_token_id and eos_token_id to 32000: out of a 96-token vocabulary
 PHI3 = {"pad_token_id": None, "bos_token_id": 1, "eos_token_id": 2}
@@ -89,18 +87,7 @@ def test_paged_prefill_then_decode_matches_transformers(targets, name):
     folder = targets(name)
     want = reference(folder, IDS[:1])[0]
     model = ours(folder)
-    pool = PagedKVPool([layer.self_attn.cache_layout() for layer in model.model.layers], page_size=3, num_pages=2)
-    seq = pool.add_sequence()
-    got = []
-    with torch.no_grad():
-        kv, pos = causal_batch(pool, [seq], [7], "cpu")
-        got.extend(model.logits(model(pad_tokens([IDS[0, :7].tolist()]), pos, kv)[0])[0])
-        pool.commit(seq)
-        for t in range(7, IDS.shape[1]):
-            kv, pos = causal_batch(pool, [seq], [1], "cpu")
-            got.append(model.logits(model(IDS[:1, t:t + 1], pos, kv)[0])[0, 0])
-            pool.commit(seq)
-    torch.testing.assert_close(torch.stack(got), want, atol=ATOL, rtol=0)
+    torch.testing.assert_close(paged_logits(model, IDS[0]), want, atol=ATOL, rtol=0)
 
 
 def edited(folder, tmp_path, **changes):

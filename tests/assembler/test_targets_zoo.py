@@ -83,23 +83,28 @@ def test_the_window_matters_here(targets, name, tmp_path):
     assert (got[:, 5:] - unwindowed[:, 5:]).abs().max() > 1e-2
 
 
+def paged_logits(model, ids, prefill: int = 7):
+    """ids [T]'s logits [T, V] through the paged cache: a prefill of the first ``prefill`` ids, then one at a time."""
+    pool = PagedKVPool([layer.self_attn.cache_layout() for layer in model.model.layers], page_size=3, num_pages=2)
+    seq = pool.add_sequence()
+    got = []
+    with torch.no_grad():
+        kv, pos = causal_batch(pool, [seq], [prefill], "cpu")
+        got.extend(model.logits(model(pad_tokens([ids[:prefill].tolist()]), pos, kv)[0])[0])
+        pool.commit(seq)
+        for t in range(prefill, len(ids)):
+            kv, pos = causal_batch(pool, [seq], [1], "cpu")
+            got.append(model.logits(model(ids[None, t:t + 1], pos, kv)[0])[0, 0])
+            pool.commit(seq)
+    return torch.stack(got)
+
+
 @pytest.mark.parametrize("name", ["mistral-window4", "deepseek_v3-dense"])
 def test_paged_prefill_then_decode_matches_transformers(targets, name):
     folder = targets(name)
     want = reference(folder, IDS[:1])[0]
     model = ours(folder)
-    pool = PagedKVPool([layer.self_attn.cache_layout() for layer in model.model.layers], page_size=3, num_pages=2)
-    seq = pool.add_sequence()
-    got = []
-    with torch.no_grad():
-        kv, pos = causal_batch(pool, [seq], [7], "cpu")
-        got.extend(model.logits(model(pad_tokens([IDS[0, :7].tolist()]), pos, kv)[0])[0])
-        pool.commit(seq)
-        for t in range(7, IDS.shape[1]):
-            kv, pos = causal_batch(pool, [seq], [1], "cpu")
-            got.append(model.logits(model(IDS[:1, t:t + 1], pos, kv)[0])[0, 0])
-            pool.commit(seq)
-    torch.testing.assert_close(torch.stack(got), want, atol=ATOL, rtol=0)
+    torch.testing.assert_close(paged_logits(model, IDS[0]), want, atol=ATOL, rtol=0)
 
 
 def test_windowed_tree_decoding_equals_baseline(tmp_path):
