@@ -4,7 +4,8 @@ A conversation is a list of messages ``{"role": str, "content": str}`` (the form
 OpenAI API take). ``generate()`` takes one as a prompt and renders it with the generation prompt added, so the
 target answers as the assistant; ``draftsmith train --chat`` renders its chat records the same way, so the draft
 learns on the text it will meet. The template is the tokenizer's data (``chat_template`` in tokenizer_config.json
-or chat_template.jinja), run by transformers' ``apply_chat_template`` in its sandboxed Jinja environment: no code
+or chat_template.jinja; where it has none, the processor's chat_template.json, as vision-language checkpoints such as
+Mistral-Small-3.1 keep it), run by transformers' ``apply_chat_template`` in its sandboxed Jinja environment: no code
 from the checkpoint is imported. What messages hold (a tool call's nested lists and mappings) is walked without
 recursion, each container once: :func:`written_size` counts the values a template would write, :func:`nested_strings`
 yields the strings.
@@ -17,10 +18,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from draftsmith.errors import short, short_text
+from draftsmith.errors import CheckpointError, short, short_text
 
 # ShareGPT's speaker names (EAGLE's training data: {"from": "human", "value": ...}) as chat roles
 SHAREGPT_ROLES = {"human": "user", "gpt": "assistant", "system": "system", "user": "user", "assistant": "assistant"}
+PROCESSOR_TEMPLATE = "chat_template.json"   # the processor's template file: {"chat_template": "<Jinja text>"}
+SOURCES = "tokenizer_config.json's chat_template, chat_template.jinja or the processor's chat_template.json"
 
 
 class TemplateRefused(ValueError):
@@ -69,12 +72,17 @@ def message_problems(messages: Sequence[Any], where: str) -> list[str]:
     return out
 
 
-def texts(messages: Sequence[Mapping[str, Any]], parts: bool = False) -> list[dict[str, Any]]:
+def texts(messages: Sequence[Mapping[str, Any]], parts: bool = False, wrap: bool = False) -> list[dict[str, Any]]:
     """The messages with text contents (:func:`content_text`), as a template gets them; their other keys (a tool
     call's ``tool_calls``, ``name``, ``tool_call_id``) are passed on as they are. ``parts``: the template loops over
-    a content's parts (:func:`loops_over_parts`), so a list of parts is passed on as it is."""
-    return [{**m, "content": m["content"] if parts and isinstance(m.get("content"), list) else
-             content_text(m.get("content"), f"message {i}'s content")} for i, m in enumerate(messages)]
+    a content's parts (:func:`loops_over_parts`), so a list of parts is passed on as it is; ``wrap``: it never asks
+    whether a content is a string (:func:`wants_parts`), so a text content is passed as one text part."""
+    def given(i: int, content: Any) -> Any:
+        if parts and isinstance(content, list):
+            return content
+        text = content_text(content, f"message {i}'s content")
+        return [{"type": "text", "text": text}] if wrap else text
+    return [{**m, "content": given(i, m.get("content"))} for i, m in enumerate(messages)]
 
 
 def loops_over_parts(template: Any) -> bool:
@@ -83,14 +91,31 @@ def loops_over_parts(template: Any) -> bool:
     reads it, also through a variable a ``set`` gives the content to. Such a template gets a list of parts as
     transformers gives it (it joins them its own way); any other gets their text parts joined by newlines (vLLM's
     string format). A template that does not parse: False."""
-    if isinstance(template, Mapping):   # named templates: apply_chat_template renders 'default'
+    return _format(template)[0]
+
+
+def wants_parts(template: Any) -> bool:
+    """Whether a chat template loops over a message's content (:func:`loops_over_parts`) and never asks whether it
+    is a string (``message['content'] is string``): a processor's template such as llava-hf's (``{% for c in
+    message['content'] | selectattr('type', 'equalto', 'text') %}``) writes nothing of a string content, so a text
+    content is given to it as one text part, as vLLM gives every content to a template that loops over parts.
+    One that asks (Qwen2-VL's, Gemma-3's, Mistral-Small-3.1's) gets a string as it is, the form it writes as its
+    authors test it."""
+    return _format(template)[1]
+
+
+def _format(template: Any) -> tuple[bool, bool]:
+    """(:func:`loops_over_parts`, :func:`wants_parts`) of a template (named templates: 'default', which
+    apply_chat_template renders); no template text: (False, False)."""
+    if isinstance(template, Mapping):
         template = template.get("default")
-    return isinstance(template, str) and _loops_over_parts(template)
+    return _content_format(template) if isinstance(template, str) else (False, False)
 
 
 @functools.lru_cache(maxsize=16)
-def _loops_over_parts(template: str) -> bool:
-    """:func:`loops_over_parts` of a template's text, parsed once (a render per training record asks it)."""
+def _content_format(template: str) -> tuple[bool, bool]:
+    """:func:`_format` of a template's text, parsed once (a render per training record asks it); a template that
+    does not parse: (False, False)."""
     import jinja2
     from jinja2 import ext, nodes
 
@@ -104,7 +129,7 @@ def _loops_over_parts(template: str) -> bool:
     try:
         tree = jinja2.Environment(extensions=[ext.loopcontrols, Generation]).parse(template)
     except jinja2.TemplateError:
-        return False
+        return False, False
 
     names: set[str] = set()   # variables a `set` gives the content (or a name that holds it) to
 
@@ -117,7 +142,9 @@ def _loops_over_parts(template: str) -> bool:
     sets = [s for s in tree.find_all(nodes.Assign) if isinstance(s.target, nodes.Name)]
     while new := {s.target.name for s in sets if s.target.name not in names and is_content(s.node)}:
         names |= new   # {% set c = m['content'] %}{% set d = c %}: both hold it
-    return any(is_content(loop.iter) for loop in tree.find_all(nodes.For))
+    loops = any(is_content(loop.iter) for loop in tree.find_all(nodes.For))
+    asks = any(t.name == "string" and is_content(t.node) for t in tree.find_all(nodes.Test))
+    return loops, loops and not asks
 
 
 def written_size(value: Any, most: int) -> int | None:
@@ -166,21 +193,52 @@ def template_problem(tokenizer: Any, folder: Any = None, template: bool | None =
             return f"a conversation needs the target's tokenizer and its chat template; there is no tokenizer{where}"
         template = bool(getattr(tokenizer, "chat_template", None))
     if not template:
-        return (f"the target's tokenizer{where} has no chat template (tokenizer_config.json's chat_template or "
-                "chat_template.jinja), so a conversation cannot be rendered: pass text or token ids instead")
+        return (f"the target's tokenizer{where} has no chat template ({SOURCES}), so a conversation cannot be "
+                "rendered: pass text or token ids instead")
     return None
 
 
 def has_chat_template(folder: Path) -> bool:
     """Whether a tokenizer folder holds a chat template (chat_template.jinja, or tokenizer_config.json's
-    ``chat_template``: what AutoTokenizer reads), read from its files without loading the tokenizer."""
+    ``chat_template``: what AutoTokenizer reads; where neither, the processor's chat_template.json:
+    :func:`processor_template`), read from its files without loading the tokenizer. A chat_template.json read and
+    found malformed is a CheckpointError naming it."""
     if (folder / "chat_template.jinja").is_file():
         return True
     try:
         config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return False
-    return isinstance(config, dict) and bool(config.get("chat_template"))
+        config = None
+    if isinstance(config, dict) and config.get("chat_template"):
+        return True
+    return processor_template(folder) is not None
+
+
+def processor_template(folder: Path) -> str | None:
+    """The template of a processor's chat_template.json (``{"chat_template": "<Jinja text>"}``), the file
+    transformers' AutoProcessor reads its template from and AutoTokenizer does not (some vision-language checkpoints,
+    Mistral-Small-3.1's, keep their template only there): read as the data it is, never run as code. None without
+    the file or with an empty template; a file that is not such an object is a CheckpointError naming it."""
+    path = Path(folder) / PROCESSOR_TEMPLATE
+    if not (path.exists() or path.is_symlink()):
+        return None
+    if not path.is_file():   # a FIFO would block the read, a broken link has nothing to read
+        raise CheckpointError(path, "is not a regular file (or is a broken link); the processor's chat template "
+                                    "file must be one: fix or remove it")
+    form = 'the processor\'s chat template file is {"chat_template": "<Jinja text>"}'
+    fix = "fix or remove it (it is read because the tokenizer has no template of its own)"
+    try:   # as transformers reads it: UTF-8 text, then JSON (a byte-order mark is refused, as it refuses it)
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as e:
+        raise CheckpointError(path, f"cannot be read as JSON ({short_text(e, 200)}); {form}: {fix}") from None
+    if not isinstance(data, dict) or "chat_template" not in data:
+        found = f"keys {short(sorted(data), 120)}" if isinstance(data, dict) else short(data, 120)
+        raise CheckpointError(path, f"holds {found}, no chat_template; {form}: {fix}")
+    value = data["chat_template"]
+    if value is not None and not isinstance(value, str):
+        raise CheckpointError(path, f"chat_template is {short(value, 120)} ({type(value).__name__}), not the "
+                                    f"template's Jinja text (a string); {form}: {fix}")
+    return value or None
 
 
 def render(tokenizer: Any, messages: Sequence[Mapping[str, str]], *, answer: bool) -> str:
@@ -188,7 +246,8 @@ def render(tokenizer: Any, messages: Sequence[Mapping[str, str]], *, answer: boo
     generation prompt), as a prompt is. A template that refuses the conversation (roles out of order, a role it
     does not know, no messages) raises :class:`TemplateRefused` with its own message."""
     try:
-        given = texts(messages, loops_over_parts(getattr(tokenizer, "chat_template", None)))
+        template = getattr(tokenizer, "chat_template", None)
+        given = texts(messages, loops_over_parts(template), wants_parts(template))
         text = tokenizer.apply_chat_template(given, tokenize=False, add_generation_prompt=answer)
     except Exception as e:   # noqa: BLE001 (Jinja's errors, and a template's raise_exception, are of many kinds)
         raise TemplateRefused(f"the chat template refused it: {type(e).__name__}: {short_text(e, 200)}") from None

@@ -24,6 +24,7 @@ from draftsmith.assembler.folders import checkpoint_dirs, spec_own
 from draftsmith.assembler.load import PlannedLoad, fill, materialize, plan_module
 from draftsmith.assembler.plan import CheckpointMismatch
 from draftsmith.assembler.vocab import check_draft_vocab, check_vocab_tensors, config_contradictions, held_shapes
+from draftsmith.chat import PROCESSOR_TEMPLATE, processor_template
 from draftsmith.hf_import import ready_transformers
 from draftsmith.components import fused, gemv, packed, stacked
 from draftsmith.components.split_rule import SplitRule
@@ -356,7 +357,9 @@ _READ_BESIDE = ("merges.txt", "special_tokens_map.json", "added_tokens.json",   
 
 def read_tokenizer(folder: Path):
     """The target's tokenizer, or None without its files; a file that is not a regular file inside the folder, or
-    one transformers cannot read, is a CheckpointError (read before any tensor is)."""
+    one transformers cannot read, is a CheckpointError (read before any tensor is). A tokenizer without a chat
+    template of its own gets the processor's, from chat_template.json (:func:`draftsmith.chat.processor_template`:
+    AutoProcessor reads it, AutoTokenizer does not), which a malformed file is a CheckpointError naming."""
     def there(names):   # a link counts as there even when it points nowhere: regular_file says what it is
         return [folder / f for f in names if (folder / f).exists() or (folder / f).is_symlink()]
 
@@ -368,11 +371,16 @@ def read_tokenizer(folder: Path):
     from transformers import AutoTokenizer
 
     try:
-        return AutoTokenizer.from_pretrained(str(folder), trust_remote_code=False)
+        tokenizer = AutoTokenizer.from_pretrained(str(folder), trust_remote_code=False)
     except Exception as exc:  # noqa: BLE001 (tokenizers and transformers raise many kinds on a broken file)
         why = f"it lacks the key {exc}" if isinstance(exc, KeyError) else short_text(exc, 300)   # str(): 'key'
         raise CheckpointError(unreadable_json(present + there(_READ_BESIDE)) or present[0],
                               f"transformers cannot read the tokenizer: {why}") from None
+    if not getattr(tokenizer, "chat_template", None) and there([PROCESSOR_TEMPLATE]):
+        regular_file(folder / PROCESSOR_TEMPLATE, folder)   # read only where the tokenizer has no template
+        if (template := processor_template(folder)) is not None:
+            tokenizer.chat_template = template
+    return tokenizer
 
 
 def unreadable_json(files: list[Path]) -> Path | None:

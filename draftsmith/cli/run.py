@@ -176,12 +176,16 @@ def _target_options(spec, target: Optional[Path], prompt, max_new_tokens: int, n
     """The prompt and --max-new-tokens checked against the target folder's config and tokenizer files before the
     models load (:func:`draftsmith.cli.app.target_folder_problems`): an OptionError (exit 2) naming the options."""
     from draftsmith.chat import has_chat_template, is_conversation, template_problem
-    from draftsmith.errors import OptionError
+    from draftsmith.errors import CheckpointError, OptionError
 
     folder = _target_folder(spec, target)
     problems = [] if folder is None else target_folder_problems(folder, prompt, max_new_tokens, names)
-    if folder is not None and not problems and is_conversation(prompt) and not has_chat_template(folder):
-        problems.append(_chat_said(template_problem(None, folder, template=False)))   # before the models load
+    if folder is not None and not problems and is_conversation(prompt):
+        try:   # before the models load
+            if not has_chat_template(folder):
+                problems.append(_chat_said(template_problem(None, folder, template=False)))
+        except CheckpointError as e:   # a malformed chat_template.json, read as the tokenizer has no template
+            problems.append(f"--chat: {e}")
     if problems:
         error = OptionError("\n  ".join(problems))
         from draftsmith.assembler.explain import folder_swap_note

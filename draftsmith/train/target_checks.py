@@ -9,7 +9,7 @@ from draftsmith.assembler.assemble import TOKENIZER_FILES
 from draftsmith.assembler.checkpoint import list_tensors
 from draftsmith.assembler.config import read_config, read_raw_config
 from draftsmith.assembler.detect import draft_in
-from draftsmith.chat import has_chat_template
+from draftsmith.chat import SOURCES, has_chat_template
 from draftsmith.errors import DraftsmithError, OptionError, short_text
 from draftsmith.options import check_device
 
@@ -38,9 +38,13 @@ def target_problems(job) -> list[tuple[str, str]]:
     if not any((t / f).is_file() for f in TOKENIZER_FILES):
         found.append(("target", f"{name} has no tokenizer ({', '.join(TOKENIZER_FILES[:-1])} or "
                                 f"{TOKENIZER_FILES[-1]}), which reads the data{draft_hint(t)}"))
-    elif job.chat and not has_chat_template(t):
-        found.append(("chat", f"{name}'s tokenizer has no chat template (tokenizer_config.json's chat_template or "
-                              "chat_template.jinja), which --chat renders the chat records with: drop --chat"))
+    elif job.chat:
+        try:
+            if not has_chat_template(t):
+                found.append(("chat", f"{name}'s tokenizer has no chat template ({SOURCES}), which --chat renders "
+                                      "the chat records with: drop --chat"))
+        except DraftsmithError as e:   # a malformed chat_template.json, read as the tokenizer has no template
+            found.append(("chat", f"--chat: {e}"))
     try:
         context = read_config(t).get("max_position_embeddings")
     except DraftsmithError as e:
