@@ -162,11 +162,16 @@ def _whole(e: BaseException) -> str:
 
 def file_fault(e: BaseException) -> bool:
     """Whether a load failed on the files themselves (a missing or unreadable file, NaN weights, a bad config
-    value): a CheckpointError as such. Its subclasses (tensors that do not fit the reading, a d2t read in the other
-    convention) and spec errors depend on the reading, and the readings are tried."""
+    value): a CheckpointError as such, or a target draftsmith refuses (its type unknown, or its config asking for
+    what no target computes: the MXFP4 gpt-oss checkpoint), which no reading of the draft changes. Its subclasses
+    (tensors that do not fit the reading, a d2t read in the other convention) and spec errors depend on the
+    reading, and the readings are tried."""
+    from draftsmith.components.targets import UnsupportedTarget
     from draftsmith.errors import CheckpointError, CheckpointNotFound
+    from draftsmith.registry.registry import UnknownComponent
 
-    return type(e) is CheckpointError or isinstance(e, CheckpointNotFound)
+    return (type(e) is CheckpointError or isinstance(e, (CheckpointNotFound, UnsupportedTarget))
+            or (isinstance(e, UnknownComponent) and e.kind == "target"))
 
 
 def unplaced(e: BaseException) -> BaseException:
