@@ -245,8 +245,10 @@ def position_problems(model: nn.Module, longest: int, max_new_tokens: int, name:
         return []
     why = (f"the target's longrope original_max_position_embeddings is {limit} (rope_parameters / rope_scaling in "
            "its config.json): past it transformers rotates with the long factors, which draftsmith does not compute")
-    if longest > limit:
-        return [f"a {longest}-token prompt + {name} {max_new_tokens} runs past {limit} positions: {why}; "
-                f"prompts of at most {limit} tokens fit"]
+    if longest > limit:   # a prompt fits with these new tokens up to limit - max_new_tokens + 1 tokens
+        room = limit - max_new_tokens + 1
+        fits = f"prompts of at most {room} tokens fit with {name} {max_new_tokens}" if room > 0 else \
+            f"no prompt fits with {name} {max_new_tokens}: after a one-token prompt, {fit(limit)}"
+        return [f"a {longest}-token prompt + {name} {max_new_tokens} runs past {limit} positions: {why}; {fits}"]
     return [f"{name} is {max_new_tokens}: with a {longest}-token prompt it runs past {limit} positions: "
             f"{why}; {fit(limit - longest + 1)} (the last one is never fed)"]

@@ -46,12 +46,33 @@ def target_problems(job) -> list[tuple[str, str]]:
         except DraftsmithError as e:   # a malformed chat_template.json, read as the tokenizer has no template
             found.append(("chat", f"--chat: {e}"))
     try:
-        context = read_config(t).get("max_position_embeddings")
+        cfg = read_config(t)
     except DraftsmithError as e:
         return [*found, ("target", f"{name}: {e}")]
-    if isinstance(context, int):
-        found += context_problems(job, context, f"max_position_embeddings in {short_text(t / 'config.json', 300)}")
+    context, original, file = cfg.get("max_position_embeddings"), longrope_original(cfg), short_text(cfg.file, 300)
+    if is_count(original) and not (is_count(context) and context <= original):
+        # past it transformers (and vLLM, SGLang) rotate with the long factors: features draftsmith's short-factor
+        # target computes there are no engine's (generate() refuses such a call as well)
+        found += context_problems(job, original, f"its longrope original_max_position_embeddings in {file}: past "
+                                                 "it transformers rotates with the long factors, which draftsmith "
+                                                 "does not compute", "positions")
+    elif is_count(context):
+        found += context_problems(job, context, f"max_position_embeddings in {file}")
     return found
+
+
+def is_count(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def longrope_original(cfg) -> int | None:
+    """A longrope config's original_max_position_embeddings as transformers reads it (in rope_parameters, or in
+    rope_scaling as Phi-3's config.json writes it, else at the top level), or None for any other rope."""
+    rope = cfg.get("rope_parameters") or cfg.get("rope_scaling")
+    if not hasattr(rope, "get") or (rope.get("rope_type") or rope.get("type")) != "longrope":
+        return None
+    found = rope.get("original_max_position_embeddings", cfg.get("original_max_position_embeddings"))
+    return found if is_count(found) else None
 
 
 def target_plan_problems(job) -> list[tuple[str, str]]:
@@ -79,23 +100,23 @@ def target_plan_problems(job) -> list[tuple[str, str]]:
     return []
 
 
-def context_problems(job, context: int, where: str) -> list[tuple[str, str]]:
-    """What would run past the target's context: a window of --seq tokens, a self-distilled continuation of a
-    seq // 4-token prompt, a held-out prompt and its new tokens (the last new token is never fed, as generate()
-    counts). Each was refused only when it ran, after the data was read and the draft built, and under another
-    name (generate_baseline()'s max_new_tokens)."""
-    found = []
+def context_problems(job, context: int, where: str, what: str = "context") -> list[tuple[str, str]]:
+    """What would run past the target's context (``what``: or the positions it is computed as transformers' for,
+    a longrope target's): a window of --seq tokens, a self-distilled continuation of a seq // 4-token prompt, a
+    held-out prompt and its new tokens (the last new token is never fed, as generate() counts). Each was refused
+    only when it ran, after the data was read and the draft built, and under another name (generate_baseline()'s
+    max_new_tokens), or (a window) not at all."""
+    found, of = [], f"the target's {what}"
     if not job.eval_only and job.seq > context:
-        found.append(("seq", f"{job.seq}: allowed an integer up to {context}, the target's context ({where})"))
+        found.append(("seq", f"{job.seq}: allowed an integer up to {context}, {of} ({where})"))
     elif not job.eval_only and job.self_distill and job.seq // 4 + job.self_distill - 1 > context:
         found.append(("self_distill", f"{job.self_distill}: allowed up to {context - job.seq // 4 + 1} with --seq "
                                       f"{job.seq}: its {job.seq // 4}-token prompts and the new tokens (the last one "
-                                      f"never fed) fit the target's context of {context} ({where})"))
+                                      f"never fed) fit {of} of {context} ({where})"))
     if job.held_out and job.eval_prompts and job.eval_prompt_tokens + job.eval_new_tokens - 1 > context:
         found.append(("eval_prompts", f"{job.eval_prompts}: held-out prompts of {job.eval_prompt_tokens} tokens and "
-                                      f"{job.eval_new_tokens} new tokens each (the last one never fed) run past the "
-                                      f"target's context of {context} ({where}): give 0 to measure no held-out "
-                                      "acceptance"))
+                                      f"{job.eval_new_tokens} new tokens each (the last one never fed) run past "
+                                      f"{of} of {context} ({where}): give 0 to measure no held-out acceptance"))
     return found
 
 

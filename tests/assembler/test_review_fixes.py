@@ -153,7 +153,8 @@ def test_a_longrope_call_that_fits_original_max_position_embeddings_decodes_as_t
 
 @pytest.mark.parametrize("call", ["generate", "generate_baseline"])
 @pytest.mark.parametrize("length, new, fit", [(ORIGINAL - 6, 8, "at most 7 new tokens fit (the last one is never fed)"),
-                                              (ORIGINAL + 8, 2, f"prompts of at most {ORIGINAL} tokens fit")])
+                                              (ORIGINAL + 8, 2, f"prompts of at most {ORIGINAL - 1} tokens fit "
+                                                                "with max_new_tokens 2")])
 def test_a_longrope_call_past_original_max_position_embeddings_is_refused_before_any_forward(
         longrope, monkeypatch, call, length, new, fit):
     """transformers rotates with the long factors once a forward reaches past original_max_position_embeddings
