@@ -149,6 +149,10 @@ def activation_problems(cfg: Mapping[str, Any], name=lambda key: key) -> list[st
 TEXT_ROPES = ("default", "mrope")
 
 
+# rope types early checkpoints name by a name transformers has since dropped (Phi-3-128k's first uploads: su)
+RENAMED_ROPES = {"su": "longrope"}
+
+
 def rope_problems(cfg: Mapping[str, Any], prefix: str = "") -> list[str]:
     """``rope_scaling`` / ``rope_parameters`` (one mapping, or one per layer type): a rope type transformers knows
     and positive numbers, checked before the rotary frequencies are computed at build."""
@@ -163,9 +167,12 @@ def rope_problems(cfg: Mapping[str, Any], prefix: str = "") -> list[str]:
             if not isinstance(params, Mapping):
                 out.append(f"{where} is {short(params)}; an object is expected")
                 continue
-            kind = params.get("rope_type", params.get("type", "default"))
+            said = "rope_type" if "rope_type" in params else "type"   # the key the file writes
+            kind = params.get(said, "default")
             if kind not in TEXT_ROPES and (not isinstance(kind, str) or kind not in rope_kinds()):
-                out.append(f"{where}.rope_type is {short(kind)}; known: {', '.join([*TEXT_ROPES, *rope_kinds()])}")
+                later = RENAMED_ROPES.get(kind) if isinstance(kind, str) else None
+                out.append(f"{where}.{said} is {short(kind)}; known: {', '.join([*TEXT_ROPES, *rope_kinds()])}"
+                           + (f" ('{kind}' is {later}'s earlier name: write {later})" if later else ""))
             for name in ("rope_theta", "factor", "original_max_position_embeddings"):
                 v = params.get(name)
                 if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)

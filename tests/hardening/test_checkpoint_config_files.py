@@ -110,6 +110,8 @@ def test_random_config_json_ends_in_a_config_or_a_checkpoint_error(tmp_path_fact
     ({"sliding_window": 10**40}, "sliding_window is 1" + "0" * 40),          # an OverflowError in generate()
     ({"hc_mult": "two"}, "hc_mult is 'two'; an integer is expected"),
     ({"rope_scaling": {"rope_type": "warp", "factor": 2.0}}, "rope_scaling.rope_type is 'warp'; known: default,"),
+    ({"rope_scaling": {"type": "su", "short_factor": [1.0]}}, "rope_scaling.type is 'su'; known: default,"),
+    ({"rope_scaling": {"type": "su", "short_factor": [1.0]}}, "('su' is longrope's earlier name: write longrope)"),
     ({"rope_scaling": {"rope_type": "linear", "factor": "2"}}, "rope_scaling.factor is '2'; a positive number"),
     ({"rope_parameters": "abc"}, "rope_parameters is 'abc'; an object is expected"),
     ({"rope_parameters": {"full_attention": {"rope_type": "nope"}}}, "rope_parameters.full_attention.rope_type"),
