@@ -23,7 +23,7 @@ import logging
 import torch
 from torch import nn
 
-from draftsmith.components.fused import kernel, silu_mul
+from draftsmith.components.fused import constant_in_traces, kernel, silu_mul
 
 log = logging.getLogger("draftsmith")
 
@@ -63,7 +63,7 @@ class ExpertStack:
     def _ptrs(self) -> tuple:
         return tuple((e.gate_up.linear.weight.data_ptr(), e.down_proj.weight.data_ptr()) for e in self.experts)
 
-    @torch.compiler.assume_constant_result   # a trace decides it once, as a capture does (stacked.Stacked.valid)
+    @constant_in_traces   # a trace decides it once, as a capture does (stacked.Stacked.valid)
     def valid(self) -> bool:
         return all(e.gate_up.valid() for e in self.experts) and self._ptrs() == self.ptrs
 
@@ -127,7 +127,7 @@ def probe(stack: ExpertStack, x: torch.Tensor, chosen: torch.Tensor, weights: to
              "used in graphs" if VERDICTS[key] else "not used", err, size)
 
 
-@torch.compiler.assume_constant_result   # asked while torch.compile traces, in Python: once per trace
+@constant_in_traces   # asked while torch.compile traces, in Python: once per trace
 def traceable(stack: ExpertStack, key: tuple) -> bool:
     """Whether :func:`grouped` runs over meta tensors of ``stack``'s shapes and strides for ``key``
     (:meth:`ExpertStack.key`: the input's dtype, top_k), the rules a trace's fake tensors follow; recorded in

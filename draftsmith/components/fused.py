@@ -24,6 +24,14 @@ HALF = (torch.float16, torch.bfloat16)
 RECOMPILES = 64  # variants of one function dynamo compiles before it runs the eager one (its own default: 8)
 
 
+def constant_in_traces(fn: Callable) -> Callable:
+    """``torch.compiler.assume_constant_result(fn)`` without importing torch._dynamo (~2 s of every command's start,
+    as backends.sdpa notes): the mark that decorator sets on ``fn`` (tests/components/test_constant_in_traces.py
+    checks it is the same); a trace then calls ``fn`` once, in Python, and takes its result as a constant."""
+    fn._dynamo_marked_constant = True
+    return fn
+
+
 @functools.cache
 def _compiled(fn: Callable) -> Callable:
     # not fullgraph: past dynamo's recompile limit a call runs the eager function instead of failing. The

@@ -14,6 +14,8 @@ else every expert over every row, weighted by zero where it was not chosen (the 
 the work)."""
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -116,18 +118,32 @@ class SparseMoE(nn.Module):
 
     def chosen_experts(self, flat: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
         """Each expert some row chose, over those rows, added in the order of experts (transformers' loop)."""
-        out, hit = torch.zeros_like(flat), weights.ne(0)
-        for e in hit.any(0).nonzero().flatten().tolist():
-            rows = hit[:, e].nonzero().flatten()
-            out.index_add_(0, rows, (self.experts[e](flat[rows]) * weights[rows, e, None]).to(out.dtype))
-        return out
+        return chosen_sum(lambda e, rows: self.experts[e](rows), flat, weights)
 
     def every_expert(self, flat: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
         """Every expert over every row, weighted by zero where not chosen (the same sums; a CUDA graph's path)."""
-        out = torch.zeros_like(flat)
-        for e, expert in enumerate(self.experts):
-            out += (expert(flat) * weights[:, e, None]).to(out.dtype)
-        return out
+        return every_sum(lambda e, rows: self.experts[e](rows), flat, weights)
+
+
+def chosen_sum(expert: Callable[[int, torch.Tensor], torch.Tensor], flat: torch.Tensor,
+               weights: torch.Tensor) -> torch.Tensor:
+    """Each expert some row chose (``expert(e, rows)``: its output over rows [n, hidden]), over those rows, weighted
+    by ``weights`` [tokens, experts] and added in the order of experts (transformers' loop)."""
+    out, hit = torch.zeros_like(flat), weights.ne(0)
+    for e in hit.any(0).nonzero().flatten().tolist():
+        rows = hit[:, e].nonzero().flatten()
+        out.index_add_(0, rows, (expert(e, flat[rows]) * weights[rows, e, None]).to(out.dtype))
+    return out
+
+
+def every_sum(expert: Callable[[int, torch.Tensor], torch.Tensor], flat: torch.Tensor,
+              weights: torch.Tensor) -> torch.Tensor:
+    """Every expert over every row, weighted by zero where not chosen: :func:`chosen_sum`'s sums with no row looked
+    up (a CUDA graph's and a torch.compile trace's path)."""
+    out = torch.zeros_like(flat)
+    for e in range(weights.shape[1]):
+        out += (expert(e, flat) * weights[:, e, None]).to(out.dtype)
+    return out
 
 
 def capturing(x: torch.Tensor) -> bool:

@@ -20,6 +20,8 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from draftsmith.components.fused import constant_in_traces
+
 
 class Stacked:
     """``Stacked(linears)(x) -> (y_1, ..., y_n)`` as ``linears[i](x)``, from one product, or None.
@@ -97,7 +99,7 @@ class Stacked:
 
     # torch.compile cannot compare data pointers (a graph break in every layer): a trace decides this once, in Python
     # (guarded by the object's identity), as a CUDA graph's capture does; a weight replaced later is not seen by it
-    @torch.compiler.assume_constant_result
+    @constant_in_traces
     def valid(self) -> bool:
         return self._views() == self._ptrs and _stored(self.parts[0]).device == _stored(self.linear).device
 

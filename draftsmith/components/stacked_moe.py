@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from draftsmith.components.dims import Dims
-from draftsmith.components.moe import capturing, dense
+from draftsmith.components.moe import capturing, chosen_sum, dense, every_sum
 from draftsmith.components.params import StackedMoEParams
 from draftsmith.components.targets import SET_FIX, refused
 
@@ -78,18 +78,11 @@ class StackedExperts(nn.Module):
 
     def chosen_experts(self, flat: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
         """Each expert some row chose, over those rows, added in the order of experts (transformers' loop)."""
-        out, hit = torch.zeros_like(flat), weights.ne(0)
-        for e in hit.any(0).nonzero().flatten().tolist():
-            rows = hit[:, e].nonzero().flatten()
-            out.index_add_(0, rows, (self.expert(e, flat[rows]) * weights[rows, e, None]).to(out.dtype))
-        return out
+        return chosen_sum(self.expert, flat, weights)
 
     def every_expert(self, flat: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
         """Every expert over every row, weighted by zero where not chosen (the same sums; a CUDA graph's path)."""
-        out = torch.zeros_like(flat)
-        for e in range(self.gate_up_proj.shape[0]):
-            out += (self.expert(e, flat) * weights[:, e, None]).to(out.dtype)
-        return out
+        return every_sum(self.expert, flat, weights)
 
     def extra_repr(self) -> str:
         E, H, W2 = self.gate_up_proj.shape

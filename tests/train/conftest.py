@@ -1,3 +1,4 @@
+import json
 import shutil
 from pathlib import Path
 
@@ -34,3 +35,14 @@ def make_job(tiny: Path, out: Path, **kw):
                data=kw.pop("data", [tiny / "data"]), held_out=[tiny / "data" / "heapq.py"],
                draft_vocab=kw.pop("draft_vocab", 96), seq=kw.pop("seq", 48),
                max_windows=kw.pop("max_windows", 24), eval_prompts=kw.pop("eval_prompts", 0), config=cfg, **kw)
+
+
+@pytest.fixture
+def chats(tmp_path):
+    """A JSONL file of 12 two-turn chat records, and the turns of record i."""
+    f = tmp_path / "chats" / "talk.jsonl"
+    f.parent.mkdir()
+    turns = lambda i: [{"role": "user", "content": f"question {i}: " + "why? " * 20},   # noqa: E731
+                       {"role": "assistant", "content": f"answer {i}: " + "because. " * 20}]
+    f.write_text("".join(json.dumps({"messages": turns(i)}) + "\n" for i in range(12)))
+    return f, turns

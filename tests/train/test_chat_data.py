@@ -94,16 +94,6 @@ def chat_target(tiny, tmp_path):
     return t
 
 
-@pytest.fixture
-def chats(tmp_path):
-    f = tmp_path / "chats" / "talk.jsonl"
-    f.parent.mkdir()
-    turns = lambda i: [{"role": "user", "content": f"question {i}: " + "why? " * 20},   # noqa: E731
-                       {"role": "assistant", "content": f"answer {i}: " + "because. " * 20}]
-    f.write_text("".join(json.dumps({"messages": turns(i)}) + "\n" for i in range(12)))
-    return f, turns
-
-
 def test_chat_records_train_on_the_template_text_and_held_out_prompts_start_it(job, chat_target, chats, tmp_path):
     from transformers import AutoTokenizer
 

@@ -26,16 +26,6 @@ def with_template(tiny, folder, where: str, text: str = TEMPLATE):
     return folder
 
 
-@pytest.fixture
-def chats(tmp_path):
-    f = tmp_path / "chats" / "talk.jsonl"
-    f.parent.mkdir()
-    turns = lambda i: [{"role": "user", "content": f"question {i}: " + "why? " * 20},   # noqa: E731
-                       {"role": "assistant", "content": f"answer {i}: " + "because. " * 20}]
-    f.write_text("".join(json.dumps({"messages": turns(i)}) + "\n" for i in range(12)))
-    return f, turns
-
-
 def test_a_processor_template_passes_preflight_and_renders_as_the_tokenizers(job, tiny, chats, tmp_path):
     f, turns = chats
     proc = with_template(tiny, tmp_path / "proc", "json")
