@@ -100,6 +100,9 @@ def keyed_problems(cfg: Mapping[str, Any], prefix: str = "",
                                       f"{name('num_attention_heads')} ({heads}) and no {name('head_dim')} is given"))
     out += [((key,), m) for key in ("rope_scaling", "rope_parameters") if key in cfg
             for m in rope_problems({key: cfg[key]}, prefix)]
+    if (v := cfg.get("partial_rotary_factor")) is not None and not _number(v):
+        out.append((("partial_rotary_factor",), f"{name('partial_rotary_factor')} is {short(v)}; a number in (0, 1] "
+                                                "is expected (the share of each head's channels the rotation turns)"))
     if "model_type" in cfg and not isinstance(cfg["model_type"], str):
         out.append((("model_type",), f"{name('model_type')} is {short(cfg['model_type'])}; a string is expected"))
     out += [((key,), m) for key in OBJECTS if key in cfg for m in object_problems({key: cfg[key]}, prefix)]
@@ -173,11 +176,45 @@ def rope_problems(cfg: Mapping[str, Any], prefix: str = "") -> list[str]:
                 later = RENAMED_ROPES.get(kind) if isinstance(kind, str) else None
                 out.append(f"{where}.{said} is {short(kind)}; known: {', '.join([*TEXT_ROPES, *rope_kinds()])}"
                            + (f" ('{kind}' is {later}'s earlier name: write {later})" if later else ""))
-            for name in ("rope_theta", "factor", "original_max_position_embeddings"):
-                v = params.get(name)
-                if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)
-                                      or v <= 0):
-                    out.append(f"{where}.{name} is {short(v)}; a positive number is expected")
+            out += rope_number_problems(params, where)
+    return out
+
+
+# a rope's numbers (transformers' rope parameters) that must be positive, those where 0 turns a part off (yarn's
+# mscale), and the per-frequency lists (longrope): a NaN, an infinity or a 0 there computes NaN rotations, which
+# load and then fail at the first forward as a numeric overflow; the partial rotary factor's range is the type's
+# (TargetArch.partial_rotary)
+ROPE_POSITIVE = ("rope_theta", "factor", "original_max_position_embeddings", "attention_factor", "beta_fast",
+                 "beta_slow", "low_freq_factor", "high_freq_factor")
+ROPE_NON_NEGATIVE = ("mscale", "mscale_all_dim")
+ROPE_LISTS = ("short_factor", "long_factor")
+
+
+def _number(v: Any) -> bool:
+    return not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
+
+
+def rope_number_problems(params: Mapping[str, Any], where: str) -> list[str]:
+    """The numbers of one rope (``where``: its dotted path) that compute no rotation, as 'field: what is wrong'."""
+    out = [f"{where}.{name} is {short(v)}; a positive number is expected" for name in ROPE_POSITIVE
+           if (v := params.get(name)) is not None and not (_number(v) and v > 0)]
+    out += [f"{where}.{name} is {short(v)}; a number >= 0 is expected (0: off)" for name in ROPE_NON_NEGATIVE
+            if (v := params.get(name)) is not None and not (_number(v) and v >= 0)]
+    if (v := params.get("partial_rotary_factor")) is not None and not _number(v):
+        out.append(f"{where}.partial_rotary_factor is {short(v)}; a number in (0, 1] is expected (the share of each "
+                   "head's channels the rotation turns)")
+    if (v := params.get("truncate")) is not None and not isinstance(v, bool):
+        out.append(f"{where}.truncate is {short(v)}; true or false is expected")
+    for name in ROPE_LISTS:
+        if (v := params.get(name)) is None:
+            continue
+        if not isinstance(v, list):
+            out.append(f"{where}.{name} is {short(v)}; a list of positive numbers is expected (one a frequency)")
+            continue
+        if bad := [i for i, x in enumerate(v) if not (_number(x) and x > 0)]:
+            more = f" (and {len(bad) - 1} more of its {len(v)})" if len(bad) > 1 else ""
+            out.append(f"{where}.{name}[{bad[0]}] is {short(v[bad[0]])}{more}; a positive number is expected (each "
+                       "frequency's divisor)")
     return out
 
 

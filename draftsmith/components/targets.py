@@ -120,6 +120,8 @@ class TargetArch(BaseModel):
                 f"handed to the draft {mult} x hidden_size wide), which draftsmith's target model does not compute: "
                 "its layers keep one stream, so the draft would read the wrong width at its first step; allowed: 1, or "
                 f"the key absent (one residual stream). {UNCOMPUTED}")
+        if self.sliding_window in ("layer_types", "config"):
+            layer_types_check(cfg)
         if self.partial_rotary:
             rotary_check(cfg)
         if self.moe and self.moe_layers(cfg):
@@ -275,6 +277,23 @@ def moe_check(cfg, arch: TargetArch) -> None:
         experts = topk_group * (experts // groups)
     if top_k > experts:
         raise refuse(keys[1], top_k, f"1..{experts} (the experts a token may choose from)")
+
+
+# the layer kinds a type that reads layer_types computes (its window rule): every other kind transformers names
+# (chunked_attention, linear_attention, ...) is another computation, which the gqa attention would run as full
+WINDOW_KINDS = ("full_attention", "sliding_attention")
+
+
+def layer_types_check(cfg) -> None:
+    """Refuse ``layer_types`` entries other than full and sliding attention for a type whose layers read them:
+    draftsmith would attend such a layer in full, where transformers' model of the type fails or computes another
+    attention."""
+    types = getattr(cfg, "layer_types", None) or ()
+    other = [(i, kind) for i, kind in enumerate(types) if kind not in WINDOW_KINDS]
+    if other:
+        found = ", ".join(f"{kind!r} (layer {i})" for i, kind in other[:3]) + (" ..." if len(other) > 3 else "")
+        raise refused(cfg, f"layer_types holds {found}, a layer kind draftsmith does not compute (its layers attend "
+                      f"in full or within sliding_window); allowed: {', '.join(WINDOW_KINDS)}. {UNCOMPUTED}")
 
 
 def rotary_check(cfg) -> None:
