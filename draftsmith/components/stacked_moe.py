@@ -30,7 +30,7 @@ from torch import nn
 from draftsmith.components.dims import Dims
 from draftsmith.components.moe import capturing, chosen_sum, dense, every_sum
 from draftsmith.components.params import StackedMoEParams
-from draftsmith.components.targets import SET_FIX, refused
+from draftsmith.components.targets import moe_refusal, moe_sizes
 
 
 class TopKRouter(nn.Module):
@@ -116,16 +116,9 @@ def stacked_moe(params: StackedMoEParams, *, dims: Dims) -> StackedMoE:
     cfg = dims.config
 
     def refuse(key: str, found: Any, allowed: str) -> Exception:
-        return refused(cfg, f"{key}={found!r} in its mixture-of-experts layers, which draftsmith does not compute; "
-                            f"allowed: {allowed}. {SET_FIX}")
+        return moe_refusal(cfg, key, found, allowed)
 
-    sizes = {}
-    for key in (params.experts_key, params.intermediate_key, params.top_k_key):
-        value = getattr(cfg, key, None)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise refuse(key, value, "a positive int")
-        sizes[key] = value
-    experts, width, top_k = sizes[params.experts_key], sizes[params.intermediate_key], sizes[params.top_k_key]
+    experts, width, top_k = moe_sizes(cfg, (params.experts_key, params.intermediate_key, params.top_k_key))
     if top_k > experts:
         raise refuse(params.top_k_key, top_k, f"1..{experts} (the experts a token may choose from)")
     limit = getattr(cfg, params.limit_key, None) if params.limit_key else None

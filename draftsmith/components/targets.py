@@ -247,12 +247,25 @@ SET_FIX = "Fix: set it in config.json to the checkpoint's own value (the one its
 LAYERS_FIX = "Fix: set it in config.json to what the checkpoint holds (its layers whose weights are mlp.experts.*)"
 
 
+def moe_refusal(cfg, key: str, found: Any, allowed: str, fix: str = SET_FIX) -> UnsupportedTarget:
+    """The refusal of a mixture-of-experts setting ``key`` of ``cfg`` a moe component does not compute."""
+    return refused(cfg, f"{key}={found!r} in its mixture-of-experts layers, which draftsmith does not compute; "
+                        f"allowed: {allowed}. {fix}")
+
+
+def moe_sizes(cfg, keys: Sequence[str]) -> list[int]:
+    """The config's values of ``keys`` (its experts' count, top-k, width keys), each a positive int, else refused."""
+    for key in keys:
+        if not isinstance(value := getattr(cfg, key, None), int) or isinstance(value, bool) or value < 1:
+            raise moe_refusal(cfg, key, value, "a positive int")
+    return [getattr(cfg, key) for key in keys]
+
+
 def moe_check(cfg, arch: TargetArch) -> None:
     """Refuse a mixture-of-experts setting the ``moe: sparse`` component does not compute exactly (with the reason);
     another ``moe_kind``'s component reads (and checks) its own settings."""
     def refuse(key: str, found: Any, allowed: str, fix: str = SET_FIX) -> UnsupportedTarget:
-        return refused(cfg, f"{key}={found!r} in its mixture-of-experts layers, which draftsmith does not compute; "
-                            f"allowed: {allowed}. {fix}")
+        return moe_refusal(cfg, key, found, allowed, fix)
 
     if getattr(arch, "moe_kind", "sparse") != "sparse":
         return
@@ -263,10 +276,7 @@ def moe_check(cfg, arch: TargetArch) -> None:
     if getattr(cfg, "hidden_act", "silu") != "silu":
         raise refuse("hidden_act", cfg.hidden_act, "'silu' (the experts are SwiGLU MLPs)", UNCOMPUTED)
     keys = [params.experts_key, params.top_k_key, params.intermediate_key]
-    for key in keys:
-        if not isinstance(value := getattr(cfg, key, None), int) or isinstance(value, bool) or value < 1:
-            raise refuse(key, value, "a positive int")
-    experts, top_k = getattr(cfg, keys[0]), getattr(cfg, keys[1])
+    experts, top_k, _ = moe_sizes(cfg, keys)
     if params.grouped:
         groups, topk_group = getattr(cfg, "n_group", None), getattr(cfg, "topk_group", None)
         if type(groups) is not int or groups < 1 or experts % groups or experts // groups < 2:   # bool: no count
@@ -372,4 +382,5 @@ def mtp_layer_patterns(raw: Mapping[str, Any]) -> list[str]:
 
 
 __all__ = ["TARGETS", "TargetArch", "UnsupportedTarget", "apply_windows", "config_path", "moe_check",
-           "moe_recipe", "mrope_check", "mrope_covers", "mtp_layer_patterns", "refused", "target_record"]
+           "moe_recipe", "moe_refusal", "moe_sizes", "mrope_check", "mrope_covers", "mtp_layer_patterns", "refused",
+           "target_record"]
