@@ -10,6 +10,7 @@ from typing import Any
 from draftsmith import limits
 from draftsmith.components.dims import per_layer_type
 from draftsmith.errors import short, short_text
+from draftsmith.values import is_finite
 
 MLA_KEYS = ("q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "kv_lora_rank", "v_head_dim")
 OBJECTS = ("eagle_config", "text_config", "transformer_layer_config")   # an object (or null) when present
@@ -191,7 +192,7 @@ ROPE_LISTS = ("short_factor", "long_factor")
 
 
 def _number(v: Any) -> bool:
-    return not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
+    return not isinstance(v, bool) and isinstance(v, (int, float)) and is_finite(v)
 
 
 def rope_number_problems(params: Mapping[str, Any], where: str) -> list[str]:

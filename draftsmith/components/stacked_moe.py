@@ -20,7 +20,6 @@ the work: the grouped product of :mod:`~draftsmith.components.experts` takes no 
 trace."""
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
@@ -31,6 +30,7 @@ from draftsmith.components.dims import Dims
 from draftsmith.components.moe import capturing, chosen_sum, dense, every_sum
 from draftsmith.components.params import StackedMoEParams
 from draftsmith.components.targets import moe_refusal, moe_sizes
+from draftsmith.values import is_finite
 
 
 class TopKRouter(nn.Module):
@@ -106,7 +106,7 @@ class StackedMoE(nn.Module):
 
 
 def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and is_finite(value)
 
 
 def stacked_moe(params: StackedMoEParams, *, dims: Dims) -> StackedMoE:

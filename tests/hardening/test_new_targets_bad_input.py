@@ -116,3 +116,15 @@ def test_the_unchanged_pairs_still_load(pairs):
         model = draftsmith.assemble("eagle3-llama", target=target, draft=draft)
         (out,) = model.generate_baseline([[1, 2, 3]], max_new_tokens=2, stop=[])
         assert len(out.token_ids) == 2
+
+
+def test_a_number_past_floats_range_is_said_by_key_not_an_overflow():
+    """An integer too large for a float (a 400-digit beta_fast) is no usable rope number: said by key, where
+    math.isfinite raised OverflowError (an internal error)."""
+    from draftsmith.assembler.config_values import rope_number_problems
+    from draftsmith.components.stacked_moe import _number
+    from draftsmith.errors import short
+
+    assert rope_number_problems({"beta_fast": 10**400}, "rope_parameters") == [
+        f"rope_parameters.beta_fast is {short(10**400)}; a positive number is expected"]
+    assert not _number(10**400)
