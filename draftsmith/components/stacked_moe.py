@@ -29,7 +29,7 @@ from torch import nn
 from draftsmith.components.dims import Dims
 from draftsmith.components.moe import capturing, chosen_sum, dense, every_sum
 from draftsmith.components.params import StackedMoEParams
-from draftsmith.components.targets import moe_refusal, moe_sizes
+from draftsmith.components.target_refusals import moe_refusal, moe_sizes
 from draftsmith.values import is_finite
 
 
