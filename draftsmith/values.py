@@ -53,6 +53,11 @@ def is_real(v: Any) -> bool:
     return isinstance(v, numbers.Real) and not isinstance(v, bool)
 
 
+def is_number(v: Any) -> bool:
+    # a real number (not a bool) a float holds finitely: what a config's rope or expert number must be
+    return is_real(v) and is_finite(v)
+
+
 def array_like(v: Any) -> bool:
     return hasattr(v, "ndim") and hasattr(v, "dtype") and hasattr(v, "tolist")
 

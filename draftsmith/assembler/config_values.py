@@ -10,7 +10,7 @@ from typing import Any
 from draftsmith import limits
 from draftsmith.components.dims import per_layer_type
 from draftsmith.errors import short, short_text
-from draftsmith.values import is_finite
+from draftsmith.values import is_int, is_number
 
 MLA_KEYS = ("q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "kv_lora_rank", "v_head_dim")
 OBJECTS = ("eagle_config", "text_config", "transformer_layer_config")   # an object (or null) when present
@@ -53,10 +53,6 @@ SHAPELESS = frozenset({"rms_norm_eps", "rope_theta", "rope_scaling", "rope_param
                        "num_hidden_layers", *_TOKEN_IDS})
 
 
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
 def config_problems(cfg: Mapping[str, Any], prefix: str = "", keys: Mapping[str, str] | None = None) -> list[str]:
     """Every size, head count and token id of a config that draftsmith would misread or that would build for
     minutes (limits.py), as 'field: what is wrong'. Fields that are absent take their defaults later. ``keys``:
@@ -76,7 +72,7 @@ def keyed_problems(cfg: Mapping[str, Any], prefix: str = "",
         v = cfg.get(key)
         if v is None:
             continue
-        if not _is_int(v):
+        if not is_int(v):
             out.append(((key,), f"{name(key)} is {short(v)}; an integer is expected"))
         elif not least <= v <= most:
             out.append(((key,), f"{name(key)} is {short(v)}; allowed {least}..{most} (draftsmith/limits.py)"))
@@ -92,16 +88,16 @@ def keyed_problems(cfg: Mapping[str, Any], prefix: str = "",
         if (why := token_id_problem(cfg.get(key), unread=key != "eos_token_id")) is not None:
             out.append(((key,), f"{name(key)} is {short(cfg.get(key))}; {why}"))
     heads, kv, hidden = (cfg.get(k) for k in ("num_attention_heads", "num_key_value_heads", "hidden_size"))
-    if _is_int(heads) and _is_int(kv) and heads >= 1 and kv >= 1 and heads % kv:
+    if is_int(heads) and is_int(kv) and heads >= 1 and kv >= 1 and heads % kv:
         out.append((("num_key_value_heads",),
                     f"{name('num_key_value_heads')} ({kv}) must divide {name('num_attention_heads')} ({heads})"))
-    if (_is_int(heads) and _is_int(hidden) and heads >= 1 and cfg.get("head_dim") is None and hidden % heads
+    if (is_int(heads) and is_int(hidden) and heads >= 1 and cfg.get("head_dim") is None and hidden % heads
             and not any(cfg.get(k) is not None for k in MLA_KEYS)):
         out.append((("hidden_size",), f"{name('hidden_size')} ({hidden}) is not a multiple of "
                                       f"{name('num_attention_heads')} ({heads}) and no {name('head_dim')} is given"))
     out += [((key,), m) for key in ("rope_scaling", "rope_parameters") if key in cfg
             for m in rope_problems({key: cfg[key]}, prefix)]
-    if (v := cfg.get("partial_rotary_factor")) is not None and not _number(v):
+    if (v := cfg.get("partial_rotary_factor")) is not None and not is_number(v):
         out.append((("partial_rotary_factor",), f"{name('partial_rotary_factor')} is {short(v)}; a number in (0, 1] "
                                                 "is expected (the share of each head's channels the rotation turns)"))
     if "model_type" in cfg and not isinstance(cfg["model_type"], str):
@@ -191,17 +187,13 @@ ROPE_NON_NEGATIVE = ("mscale", "mscale_all_dim")
 ROPE_LISTS = ("short_factor", "long_factor")
 
 
-def _number(v: Any) -> bool:
-    return not isinstance(v, bool) and isinstance(v, (int, float)) and is_finite(v)
-
-
 def rope_number_problems(params: Mapping[str, Any], where: str) -> list[str]:
     """The numbers of one rope (``where``: its dotted path) that compute no rotation, as 'field: what is wrong'."""
     out = [f"{where}.{name} is {short(v)}; a positive number is expected" for name in ROPE_POSITIVE
-           if (v := params.get(name)) is not None and not (_number(v) and v > 0)]
+           if (v := params.get(name)) is not None and not (is_number(v) and v > 0)]
     out += [f"{where}.{name} is {short(v)}; a number >= 0 is expected (0: off)" for name in ROPE_NON_NEGATIVE
-            if (v := params.get(name)) is not None and not (_number(v) and v >= 0)]
-    if (v := params.get("partial_rotary_factor")) is not None and not _number(v):
+            if (v := params.get(name)) is not None and not (is_number(v) and v >= 0)]
+    if (v := params.get("partial_rotary_factor")) is not None and not is_number(v):
         out.append(f"{where}.partial_rotary_factor is {short(v)}; a number in (0, 1] is expected (the share of each "
                    "head's channels the rotation turns)")
     if (v := params.get("truncate")) is not None and not isinstance(v, bool):
@@ -212,7 +204,7 @@ def rope_number_problems(params: Mapping[str, Any], where: str) -> list[str]:
         if not isinstance(v, list):
             out.append(f"{where}.{name} is {short(v)}; a list of positive numbers is expected (one a frequency)")
             continue
-        if bad := [i for i, x in enumerate(v) if not (_number(x) and x > 0)]:
+        if bad := [i for i, x in enumerate(v) if not (is_number(x) and x > 0)]:
             more = f" (and {len(bad) - 1} more of its {len(v)})" if len(bad) > 1 else ""
             out.append(f"{where}.{name}[{bad[0]}] is {short(v[bad[0]])}{more}; a positive number is expected (each "
                        "frequency's divisor)")
@@ -224,7 +216,7 @@ def token_id_problem(value: Any, unread: bool = False) -> str | None:
     ``unread``: a field draftsmith reads nothing from (bos_token_id, pad_token_id), only typed as transformers
     types it: any integer (some Llama exports write pad_token_id: -1, which transformers loads)."""
     items = value if isinstance(value, list) else [value]
-    if value is None or all(_is_int(i) and (unread or 0 <= i < limits.VOCAB) for i in items):
+    if value is None or all(is_int(i) and (unread or 0 <= i < limits.VOCAB) for i in items):
         return None
     return "token ids are integers (or a list of them)" if unread else "token ids are integers >= 0 (or a list of them)"
 

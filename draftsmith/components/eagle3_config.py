@@ -31,6 +31,7 @@ from draftsmith import limits
 from draftsmith.components.eagle3_keys import (LAST_NORM, nested, config_notes, config_value, unbuilt_problems,
                                                where)
 from draftsmith.errors import Problem, SpecError, short
+from draftsmith.values import is_int
 
 KEY = "eagle_aux_hidden_state_layer_ids"
 FLAGS = ("fc_norm", "norm_before_fc", "norm_before_residual")
@@ -63,10 +64,6 @@ def config_ids(cfg: Mapping[str, Any]) -> tuple[list[int] | None, str]:
     return None, ""
 
 
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
 TAP_IDS = f"a list of at most {limits.TARGET_LAYERS + 1} integers (layer indices)"
 AUX_COUNT = f"an integer in 1..{limits.TARGET_LAYERS + 1}"
 
@@ -85,11 +82,11 @@ def tap_ids_fault(value: Any) -> bool:
     """Whether a config's tap ids are no list of layer indices: 2.7 is not layer 2, "a" and [1] are not layers, and
     a list longer than any target's layer count is not a list of taps (the config reader refuses them naming the
     file, assembler.config; a fusion given such a config directly raises a SpecError)."""
-    return not isinstance(value, list) or len(value) > limits.TARGET_LAYERS + 1 or not all(map(_is_int, value))
+    return not isinstance(value, list) or len(value) > limits.TARGET_LAYERS + 1 or not all(map(is_int, value))
 
 
 def aux_count_fault(value: Any) -> bool:
-    return value is not None and not (_is_int(value) and 1 <= value <= limits.TARGET_LAYERS + 1)
+    return value is not None and not (is_int(value) and 1 <= value <= limits.TARGET_LAYERS + 1)
 
 
 def _layer_ids(value: Any, where: str) -> list[int]:

@@ -12,6 +12,7 @@ from draftsmith.assembler.detect import draft_in
 from draftsmith.chat import SOURCES, has_chat_template
 from draftsmith.errors import DraftsmithError, OptionError, short_text
 from draftsmith.options import check_device
+from draftsmith.values import is_int
 
 
 def device_problems(device) -> list[tuple[str, str]]:
@@ -50,19 +51,15 @@ def target_problems(job) -> list[tuple[str, str]]:
     except DraftsmithError as e:
         return [*found, ("target", f"{name}: {e}")]
     context, original, file = cfg.get("max_position_embeddings"), longrope_original(cfg), short_text(cfg.file, 300)
-    if is_count(original) and not (is_count(context) and context <= original):
+    if is_int(original) and not (is_int(context) and context <= original):
         # past it transformers (and vLLM, SGLang) rotate with the long factors: features draftsmith's short-factor
         # target computes there are no engine's (generate() refuses such a call as well)
         found += context_problems(job, original, f"its longrope original_max_position_embeddings in {file}: past "
                                                  "it transformers rotates with the long factors, which draftsmith "
                                                  "does not compute", "positions")
-    elif is_count(context):
+    elif is_int(context):
         found += context_problems(job, context, f"max_position_embeddings in {file}")
     return found
-
-
-def is_count(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def longrope_original(cfg) -> int | None:
@@ -72,7 +69,7 @@ def longrope_original(cfg) -> int | None:
     if not hasattr(rope, "get") or (rope.get("rope_type") or rope.get("type")) != "longrope":
         return None
     found = rope.get("original_max_position_embeddings", cfg.get("original_max_position_embeddings"))
-    return found if is_count(found) else None
+    return found if is_int(found) else None
 
 
 def target_plan_problems(job) -> list[tuple[str, str]]:
