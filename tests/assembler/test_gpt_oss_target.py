@@ -9,7 +9,7 @@ import json
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
-from test_moe_targets import decodes_as_target_only
+from draftsmith.testing.decoding import decodes_as_target_only
 from transformers import AutoModelForCausalLM
 
 import draftsmith

@@ -6,7 +6,7 @@ draft equals target-only."""
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
-from test_moe_targets import decodes_as_target_only
+from draftsmith.testing.decoding import decodes_as_target_only
 from transformers import AutoModelForCausalLM
 
 import draftsmith

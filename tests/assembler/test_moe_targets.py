@@ -18,6 +18,7 @@ from draftsmith.components.moe import SparseMoE
 from draftsmith.components.targets import TARGETS, UnsupportedTarget
 from draftsmith.registry import default_registry
 from draftsmith.testing import write_eagle3, write_target
+from draftsmith.testing.decoding import decodes_as_target_only
 from draftsmith.testing.mla import MLA_SIZES
 
 MOE = dict(num_key_value_heads=4, num_hidden_layers=3, first_k_dense_replace=1, n_routed_experts=4,
@@ -154,15 +155,6 @@ def test_greedy_speculative_decoding_through_a_moe_target_equals_target_only(moe
     model = draftsmith.assemble("eagle3-llama", target=target, draft=write_eagle3(tmp_path / "d", target),
                                 dtype="float32")
     decodes_as_target_only(model)
-
-
-def decodes_as_target_only(model) -> None:
-    """Greedy speculative decoding, a chain and a tree over a batch of unlike prompts, equals target-only."""
-    prompts = [[1, 2, 3, 4, 5, 6], [7, 8]]
-    base = model.generate_baseline(prompts, max_new_tokens=12, stop=[])
-    for shape in (dict(topk=1, steps=3), dict(topk=3, steps=3, draft_tokens=7)):
-        out = model.generate(prompts, max_new_tokens=12, stop=[], **shape)
-        assert [o.token_ids for o in out] == [b.token_ids for b in base], shape
 
 
 def test_a_missing_expert_is_named_before_any_tensor_is_read(moe, tmp_path):

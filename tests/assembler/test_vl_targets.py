@@ -18,6 +18,7 @@ from draftsmith.components import backends
 from draftsmith.components.targets import UnsupportedTarget
 from draftsmith.registry import default_registry
 from draftsmith.testing import write_eagle3
+from draftsmith.testing.decoding import decodes_as_target_only
 from draftsmith.testing.vl import write_vl_target
 
 ATOL = 1e-5
@@ -114,10 +115,7 @@ def test_speculative_decoding_equals_target_only(tmp_path, model_type, layout):
     folder = write_vl_target(tmp_path / "t", model_type, layout=layout, num_hidden_layers=8)
     model = draftsmith.assemble("eagle3-llama", target=folder, draft=write_eagle3(tmp_path / "d", folder))
     prompts = [[5, 2, 3, 4, 5, 6], [7, 8]]
-    base = model.generate_baseline(prompts, max_new_tokens=16, stop=[])
-    for shape in (dict(topk=1, steps=3), dict(topk=3, steps=3, draft_tokens=7)):
-        spec = model.generate(prompts, max_new_tokens=16, stop=[], **shape)
-        assert [s.token_ids for s in spec] == [b.token_ids for b in base]
+    base, _ = decodes_as_target_only(model, prompts, max_new_tokens=16)
     hf = AutoModelForImageTextToText.from_pretrained(folder, dtype=torch.float32).eval()
     hf.generation_config.eos_token_id = None   # as stop=[]
     for prompt, b in zip(prompts, base):
