@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import re
 from typing import NoReturn, Optional
 
 import typer
@@ -159,6 +160,7 @@ def _bar(dx, min_tau: float | None) -> str:
 
 
 DIAGNOSE_OPTIONS = {"max_new_tokens": "--max-new-tokens", "min_tau": "--min-tau"}
+OPTION_WORDS = re.compile(r"\b(?:max_new_tokens|min_tau)\b")   # diagnose()'s argument names inside a problem
 
 
 def _as_options(e: BaseException, probe: str = "--probe") -> object:
@@ -175,6 +177,7 @@ def _as_options(e: BaseException, probe: str = "--probe") -> object:
     for problem in e.problems:   # each starts with the argument's name: "max_new_tokens is 4; ...", "probe: ..."
         word, space, rest = problem.partition(" ")
         head, colon, _ = word.partition(":")
+        rest = OPTION_WORDS.sub(lambda m: DIAGNOSE_OPTIONS[m[0]], rest)   # "a 16-token prompt + max_new_tokens 8"
         named.append(names.get(head, head) + colon + (word[len(head) + 1:] if colon else "") + space + rest)
     return "\n  ".join(named)
 
