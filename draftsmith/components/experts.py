@@ -15,9 +15,15 @@ device in :data:`DEVICES` runs both and records the verdict in :data:`VERDICTS` 
 call); a graph captured without a verdict, or after the experts stopped viewing the stack (``.to()`` moved them, a
 weight was replaced), runs every expert as before. Each row's experts are summed in ascending expert order, as the
 loop adds them. torch.compile takes the grouped form where a verdict says so and its fake tensors run it too
-(:func:`traceable`): torch 2.13's ``_grouped_mm`` rule for them takes bfloat16 only, where the CPU runs float32."""
+(:func:`traceable`): torch 2.13's ``_grouped_mm`` rule for them takes bfloat16 only, where the CPU runs float32.
+
+:func:`grouped` also takes per-expert biases and any activation of the gate | up product (``moe: stacked``'s clamped
+SwiGLU over interleaved columns: stacked_moe.StackedExperts, whose tensors are stacked already). A stack is any object
+with ``key``, ``valid`` and ``grouped_args`` (:class:`ExpertStack`'s); :func:`probe`, :func:`taken` and
+:func:`traceable` serve both kinds, and moe.routed chooses between the forms for both."""
 from __future__ import annotations
 
+import functools
 import logging
 
 import torch
@@ -70,27 +76,49 @@ class ExpertStack:
     def key(self, x: torch.Tensor, top_k: int) -> tuple:
         return self.shapes, x.dtype, top_k, x.device
 
+    def grouped_args(self, eager: bool = False) -> dict:
+        """:func:`grouped`'s keyword arguments: the stacked tensors and the experts' activation (``eager``: never its
+        compiled twin; traceable's meta tensors)."""
+        act = kernel(silu_mul, self.experts[0].fused and not eager)
+        return {"gate_up": self.gate_up, "down": self.down, "act": functools.partial(halves, act)}
+
     def __call__(self, x: torch.Tensor, chosen: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-        return grouped(x, chosen, weights, self.gate_up, self.down, kernel(silu_mul, self.experts[0].fused))
+        return run(self, x, chosen, weights)
+
+
+def plain(tensors: list[torch.Tensor]) -> bool:
+    """Tensors a graph's grouped product may read: floats of 2 bytes or more (not FP8), of one dtype, on one device
+    of :data:`DEVICES` (elsewhere no graph runs them)."""
+    return bool(tensors) and tensors[0].device.type in DEVICES and all(
+        t.dtype.is_floating_point and t.element_size() >= 2 for t in tensors) \
+        and len({t.dtype for t in tensors}) == 1 and len({t.device for t in tensors}) == 1
 
 
 def stackable(experts: list[nn.Module]) -> bool:
-    """Experts on a device of :data:`DEVICES` (elsewhere no graph runs them: no copy is made), of plain weights in one
-    dtype, without biases, each with its gate | up stacked (an FP8 expert's stacked twin is not a plain Linear: such
-    layers keep the every-expert graph path)."""
-    def plain(linear: nn.Module) -> bool:
-        return isinstance(linear, nn.Linear) and linear.bias is None and not hasattr(linear, "stack_key") \
-            and linear.weight.dtype.is_floating_point and linear.weight.element_size() >= 2
-    return bool(experts) and experts[0].down_proj.weight.device.type in DEVICES \
-        and all(e.gate_up is not None and plain(e.gate_up.linear) and plain(e.down_proj) for e in experts) \
-        and len({e.down_proj.weight.dtype for e in experts}) == 1 \
-        and len({e.down_proj.weight.device for e in experts}) == 1
+    """Experts of :func:`plain` weights, without biases, each with its gate | up stacked (an FP8 expert's stacked twin
+    is not a plain Linear: such layers keep the every-expert graph path)."""
+    def linear(m: nn.Module) -> bool:
+        return isinstance(m, nn.Linear) and m.bias is None and not hasattr(m, "stack_key")
+    return all(e.gate_up is not None and linear(e.gate_up.linear) and linear(e.down_proj) for e in experts) \
+        and plain([t for e in experts for t in (e.gate_up.linear.weight, e.down_proj.weight)])
+
+
+def halves(act, h: torch.Tensor) -> torch.Tensor:
+    """``act(gate, up)`` of h's two halves (a SwiGLU's gate | up product)."""
+    return act(*h.chunk(2, dim=-1))
+
+
+def run(stack, x: torch.Tensor, chosen: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """:func:`grouped` over ``stack``'s tensors (its ``grouped_args``)."""
+    return grouped(x, chosen, weights, **stack.grouped_args())
 
 
 def grouped(x: torch.Tensor, chosen: torch.Tensor, weights: torch.Tensor, gate_up: torch.Tensor,
-            down: torch.Tensor, act=silu_mul) -> torch.Tensor:
+            down: torch.Tensor, act=functools.partial(halves, silu_mul), gate_up_bias: torch.Tensor | None = None,
+            down_bias: torch.Tensor | None = None) -> torch.Tensor:
     """x [T, H], chosen [T, k] expert ids, weights [T, k], gate_up [E, 2W, H], down [E, H, W] -> [T, H]: the sum
-    over each row's chosen experts of weight * down(act(gate, up)), in ascending expert order."""
+    over each row's chosen experts of weight * (down(act(gate_up(x) + gate_up_bias)) + down_bias), in ascending
+    expert order; act: [n, 2W] -> [n, W]; the biases [E, 2W] and [E, H], each expert's added to its rows."""
     rows, k = chosen.shape
     ids, slot = chosen.sort(dim=-1)                                   # [T, k]: each row's experts ascending
     w = weights.gather(1, slot).reshape(-1)                           # [T*k]
@@ -99,9 +127,13 @@ def grouped(x: torch.Tensor, chosen: torch.Tensor, weights: torch.Tensor, gate_u
     counts = torch.zeros(gate_up.shape[0], dtype=torch.int32, device=x.device).scatter_add_(
         0, flat, torch.ones_like(flat, dtype=torch.int32))
     offs = counts.cumsum(0, dtype=torch.int32)                        # [E]: where each expert's rows end
+    expert = flat[order]                                              # [T*k]: each sorted pair's expert
     h = torch._grouped_mm(x[order // k], gate_up.transpose(1, 2), offs=offs)   # [T*k, 2W]
-    gate, up = h.chunk(2, dim=-1)
-    y = torch._grouped_mm(act(gate, up), down.transpose(1, 2), offs=offs)      # [T*k, H]
+    if gate_up_bias is not None:
+        h = h + gate_up_bias[expert]
+    y = torch._grouped_mm(act(h), down.transpose(1, 2), offs=offs)            # [T*k, H]
+    if down_bias is not None:
+        y = y + down_bias[expert]
     y = (y * w[order, None]).to(x.dtype)                              # as the loop weighs an expert's rows
     back = torch.empty_like(y).index_copy_(0, order, y).view(rows, k, -1)   # [T, k, H], experts ascending
     out = torch.zeros_like(x)
@@ -110,13 +142,13 @@ def grouped(x: torch.Tensor, chosen: torch.Tensor, weights: torch.Tensor, gate_u
     return out
 
 
-def probe(stack: ExpertStack, x: torch.Tensor, chosen: torch.Tensor, weights: torch.Tensor,
+def probe(stack, x: torch.Tensor, chosen: torch.Tensor, weights: torch.Tensor,
           want: torch.Tensor) -> None:
     """Record whether :func:`grouped` runs for ``x``'s shape and agrees with ``want`` (the loop's output)."""
     if x.device.type not in DEVICES or (key := stack.key(x, chosen.shape[1])) in VERDICTS or not stack.valid():
         return
     try:
-        got = stack(x, chosen, weights)
+        got = run(stack, x, chosen, weights)
     except Exception as e:  # noqa: BLE001 - a form this build or GPU does not run is simply not chosen
         VERDICTS[key] = False
         log.info("draftsmith: grouped experts %s not used: %s: %s", key[0], type(e).__name__, str(e)[:200])
@@ -127,19 +159,28 @@ def probe(stack: ExpertStack, x: torch.Tensor, chosen: torch.Tensor, weights: to
              "used in graphs" if VERDICTS[key] else "not used", err, size)
 
 
+def taken(stack, x: torch.Tensor, top_k: int) -> bool:
+    """While a graph is captured or a trace runs: whether ``stack`` (None: the experts have none) runs the grouped
+    form, as a verdict (and, tracing, :func:`traceable`) allows; else every expert runs over every row."""
+    if stack is None or not stack.valid():
+        return False
+    key = stack.key(x, top_k)
+    return bool(VERDICTS.get(key)) and (not torch.compiler.is_compiling() or traceable(stack, key))
+
+
 @constant_in_traces   # asked while torch.compile traces, in Python: once per trace
-def traceable(stack: ExpertStack, key: tuple) -> bool:
+def traceable(stack, key: tuple) -> bool:
     """Whether :func:`grouped` runs over meta tensors of ``stack``'s shapes and strides for ``key``
     (:meth:`ExpertStack.key`: the input's dtype, top_k), the rules a trace's fake tensors follow; recorded in
     :data:`TRACEABLE`."""
     if key not in TRACEABLE:
         def meta(t: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
             return torch.empty_strided(t.shape, t.stride(), dtype=dtype or t.dtype, device="meta")
-        (_, dtype, top_k, _), hidden = key, stack.down.shape[1]
+        args = {n: meta(t) if isinstance(t, torch.Tensor) else t for n, t in stack.grouped_args(eager=True).items()}
+        (_, dtype, top_k, _), hidden = key, args["down"].shape[1]
         ids = torch.zeros(1, top_k, dtype=torch.long, device="meta")
         try:
-            grouped(meta(torch.empty(1, hidden), dtype), ids, meta(ids, torch.float32), meta(stack.gate_up),
-                    meta(stack.down))
+            grouped(meta(torch.empty(1, hidden), dtype), ids, meta(ids, torch.float32), **args)
             TRACEABLE[key] = True
         except RuntimeError as e:
             TRACEABLE[key] = False

@@ -103,17 +103,9 @@ class SparseMoE(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         flat = x.reshape(-1, x.shape[-1])
         chosen, w = self.gate.choose(flat)   # [tokens, top_k] each
-        compiling = torch.compiler.is_compiling()
-        if compiling or capturing(x):   # no row can be looked up in a graph, nor traced (a shape read off the data)
-            stack, k = self.stack, w.shape[1]
-            grouped = stack is not None and stack.valid() and grouped_experts.VERDICTS.get(key := stack.key(flat, k)) \
-                and (not compiling or grouped_experts.traceable(stack, key))
-            out = stack(flat, chosen, w) if grouped else self.every_expert(flat, dense(chosen, w, len(self.experts)))
-        else:
-            out = self.chosen_experts(flat, dense(chosen, w, len(self.experts)))
-            if self.stack is not None:
-                grouped_experts.probe(self.stack, flat, chosen, w, out)
-        out = out.view_as(x)
+        static = torch.compiler.is_compiling() or capturing(x)
+        n = len(self.experts)
+        out = routed(self.stack, flat, chosen, w, n, static, self.chosen_experts, self.every_expert).view_as(x)
         return out + self.shared_experts(x) if self.shared_experts is not None else out
 
     def chosen_experts(self, flat: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
@@ -123,6 +115,24 @@ class SparseMoE(nn.Module):
     def every_expert(self, flat: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
         """Every expert over every row, weighted by zero where not chosen (the same sums; a CUDA graph's path)."""
         return every_sum(lambda e, rows: self.experts[e](rows), flat, weights)
+
+
+def routed(stack, flat: torch.Tensor, chosen: torch.Tensor, w: torch.Tensor, experts: int, static: bool,
+           loop: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+           every: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> torch.Tensor:
+    """The routed experts' sum over flat [tokens, hidden] (chosen, w [tokens, top_k]: the router's), SparseMoE's and
+    StackedMoE's: eagerly ``loop`` (each chosen expert over its rows; the first call of a shape probes ``stack``'s
+    grouped form, experts.probe); while ``static`` (a graph's capture, a trace: no row can be looked up, a shape read
+    off the data) the grouped form where experts.taken allows it, else ``every`` expert over every row. ``loop`` and
+    ``every`` take the dense [tokens, experts] weights (``experts``: how many)."""
+    if static:
+        if grouped_experts.taken(stack, flat, w.shape[1]):
+            return grouped_experts.run(stack, flat, chosen, w)
+        return every(flat, dense(chosen, w, experts))
+    out = loop(flat, dense(chosen, w, experts))
+    if stack is not None:
+        grouped_experts.probe(stack, flat, chosen, w, out)
+    return out
 
 
 def chosen_sum(expert: Callable[[int, torch.Tensor], torch.Tensor], flat: torch.Tensor,

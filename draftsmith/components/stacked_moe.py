@@ -14,10 +14,11 @@ What differs between types is data (:class:`~draftsmith.components.params.Stacke
 targets.TARGETS); the names are the checkpoint's (transformers' save of the type), read as they are.
 
 Cost: eagerly, each expert some token chose runs once over the rows that chose it, added in the order of experts
-(transformers' loop, so the sums are the same); while a CUDA graph is being captured no row can be looked up, so
-every expert runs over every row, weighted by zero where it was not chosen (the same sums; n_experts / top_k times
-the work: the grouped product of :mod:`~draftsmith.components.experts` takes no biases); so does a torch.compile
-trace."""
+(transformers' loop, so the sums are the same); while a CUDA graph is being captured or torch.compile traces no row
+can be looked up, so the chosen experts run as one grouped product over the stacked tensors, with their biases and
+this activation (:mod:`~draftsmith.components.experts`, where the first eager call of a shape measured that it runs
+and agrees, and a trace that it traces: moe.routed, as for ``moe: sparse``), else every expert over every row,
+weighted by zero where it was not chosen (the same sums; n_experts / top_k times the work)."""
 from __future__ import annotations
 
 from typing import Any
@@ -26,11 +27,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from draftsmith.components import experts as grouped_experts
 from draftsmith.components.dims import Dims
-from draftsmith.components.moe import capturing, chosen_sum, dense, every_sum
+from draftsmith.components.moe import capturing, chosen_sum, dense, every_sum, routed
 from draftsmith.components.params import StackedMoEParams
 from draftsmith.components.target_refusals import moe_refusal, moe_sizes
-from draftsmith.values import is_finite
+from draftsmith.values import is_number
 
 
 class TopKRouter(nn.Module):
@@ -84,6 +86,24 @@ class StackedExperts(nn.Module):
         """Every expert over every row, weighted by zero where not chosen (the same sums; a CUDA graph's path)."""
         return every_sum(self.expert, flat, weights)
 
+    def key(self, x: torch.Tensor, top_k: int) -> tuple:
+        """The grouped form's verdict key (experts.VERDICTS): the tensors' shapes and strides, the activation's
+        settings, x's dtype and device, top_k."""
+        tensors = (self.gate_up_proj, self.gate_up_proj_bias, self.down_proj, self.down_proj_bias)
+        shapes = tuple((tuple(t.shape), t.stride()) for t in tensors)
+        return ("stacked", shapes, self.interleaved, self.limit, self.alpha, self.up_offset), x.dtype, top_k, x.device
+
+    def valid(self) -> bool:
+        """Whether the grouped form may read these tensors (experts.plain: not FP8, one dtype, a device of
+        experts.DEVICES)."""
+        return grouped_experts.plain([self.gate_up_proj, self.gate_up_proj_bias, self.down_proj, self.down_proj_bias])
+
+    def grouped_args(self, eager: bool = False) -> dict:
+        """experts.grouped's keyword arguments: its [E, 2W, H] and [E, H, W] views of the stacked tensors, the biases
+        and :meth:`act` (``eager``: as it is)."""
+        return {"gate_up": self.gate_up_proj.transpose(1, 2), "down": self.down_proj.transpose(1, 2),
+                "gate_up_bias": self.gate_up_proj_bias, "down_bias": self.down_proj_bias, "act": self.act}
+
     def extra_repr(self) -> str:
         E, H, W2 = self.gate_up_proj.shape
         return (f"experts={E}, hidden={H}, width={W2 // 2}, gate_up={'interleaved' if self.interleaved else 'halves'}"
@@ -97,16 +117,10 @@ class StackedMoE(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         flat = x.reshape(-1, x.shape[-1])
-        weights = self.router(flat)   # [tokens, experts]
-        if capturing(x) or torch.compiler.is_compiling():   # no row can be looked up in a graph, nor traced
-            out = self.experts.every_expert(flat, weights)
-        else:
-            out = self.experts.chosen_experts(flat, weights)
-        return out.view_as(x)
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and is_finite(value)
+        chosen, w = self.router.choose(flat)   # [tokens, top_k] each
+        static = capturing(x) or torch.compiler.is_compiling()   # no row can be looked up in a graph, nor traced
+        e = self.experts
+        return routed(e, flat, chosen, w, e.gate_up_proj.shape[0], static, e.chosen_experts, e.every_expert).view_as(x)
 
 
 def stacked_moe(params: StackedMoEParams, *, dims: Dims) -> StackedMoE:
@@ -122,11 +136,11 @@ def stacked_moe(params: StackedMoEParams, *, dims: Dims) -> StackedMoE:
     if top_k > experts:
         raise refuse(params.top_k_key, top_k, f"1..{experts} (the experts a token may choose from)")
     limit = getattr(cfg, params.limit_key, None) if params.limit_key else None
-    if limit is not None and not (_number(limit) and limit > 0):
+    if limit is not None and not (is_number(limit) and limit > 0):
         raise refuse(params.limit_key, limit, "a positive number (the clamp of the experts' gate and up), or null")
     alpha = getattr(cfg, params.alpha_key, None) if params.alpha_key else None
     alpha = params.alpha if alpha is None else alpha
-    if not (_number(alpha) and alpha > 0):
+    if not (is_number(alpha) and alpha > 0):
         raise refuse(params.alpha_key, alpha, "a positive number (the gain of the experts' sigmoid)")
     return StackedMoE(TopKRouter(dims.hidden, experts, top_k, params.router_bias),
                       StackedExperts(experts, dims.hidden, width, interleaved=params.gate_up == "interleaved",

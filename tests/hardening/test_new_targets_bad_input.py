@@ -122,9 +122,9 @@ def test_a_number_past_floats_range_is_said_by_key_not_an_overflow():
     """An integer too large for a float (a 400-digit beta_fast) is no usable rope number: said by key, where
     math.isfinite raised OverflowError (an internal error)."""
     from draftsmith.assembler.config_values import rope_number_problems
-    from draftsmith.components.stacked_moe import _number
+    from draftsmith.values import is_number
     from draftsmith.errors import short
 
     assert rope_number_problems({"beta_fast": 10**400}, "rope_parameters") == [
         f"rope_parameters.beta_fast is {short(10**400)}; a positive number is expected"]
-    assert not _number(10**400)
+    assert not is_number(10**400)
