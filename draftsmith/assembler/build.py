@@ -15,7 +15,7 @@ from torch import nn
 from draftsmith.assembler.config import (draft_error, flatten_draft_config, has_recurrent_layers, is_mla,
                                         target_hidden_width, text_config, unread_eps)
 from draftsmith.assembler.models import CausalLM, DraftModel
-from draftsmith.assembler.parts import LayerRecipe, Stacker, continued_moe
+from draftsmith.assembler.parts import LayerRecipe, Stacker, continued_moe, target_recipe, target_scales
 from draftsmith.components.dims import Dims
 from draftsmith.components.eagle3_config import FINAL_NORM, held_norm_problem
 from draftsmith.components.gqa import config_qkv_bias, held_qkv_bias, stated_qkv_bias
@@ -23,7 +23,7 @@ from draftsmith.components.layers import own_input
 from draftsmith.components.quant_models import quantize_target
 from draftsmith.components.rule_config import UnboundRules, bind_all, has_placeholders
 from draftsmith.components.sliding import stated_window
-from draftsmith.components.targets import UnsupportedTarget, apply_windows, config_path, moe_recipe
+from draftsmith.components.targets import UnsupportedTarget, apply_windows, config_path
 from draftsmith.components.weights import RuleSet
 from draftsmith.errors import Problem, SpecError, short, short_list, short_text
 from draftsmith.registry import Registry
@@ -43,18 +43,15 @@ def build_target(cfg, registry: Registry, backend: Callable, arch: Any = None) -
     arch = registry.build("target", cfg.model_type) if arch is None else arch
     arch.check(cfg)  # UnsupportedTarget: a config this code would misread (e.g. an MoE router option)
     dims = Dims.from_config(cfg)
-    stated = getattr(arch, "mlp_bias", None)   # the type's, else (auto) Llama's mlp_bias key
-    mlp = {} if stated is None else {"bias": stated}
     # mixture-of-experts layers: the type's moe recipe (TARGETS; a plugin's target may have no moe_layers)
     sparse = set(arch.moe_layers(cfg)) if callable(getattr(arch, "moe_layers", None)) else set()
-    recipe = LayerRecipe(attention=arch.attention_recipe(), mlp=("swiglu", mlp),
-                         sparse_mlp=moe_recipe(arch) if sparse else None)
-    stack = Stacker(registry, recipe, dims, backend)
+    stack = Stacker(registry, target_recipe(arch, bool(sparse)), dims, backend)
     with torch.device("meta"):
         layers = [stack.layer(i, in_width=dims.hidden, sparse=i in sparse) for i in range(dims.layers)]
         apply_windows(cfg, layers, arch)  # as the type reads sliding_window (Llama: ignored, as transformers)
         model = CausalLM(dims, layers, stack.norm(dims.hidden), bool(getattr(cfg, "tie_word_embeddings", False)),
-                         recurrent=arch.recurrent or has_recurrent_layers(cfg))  # the type's, or its layer_types
+                         recurrent=arch.recurrent or has_recurrent_layers(cfg),  # the type's, or its layer_types'
+                         **target_scales(arch, cfg))
         try:
             quantize_target(model, cfg)  # from the target's own quantization_config only (invariant 26)
         except UnsupportedTarget as e:   # said naming the file, as TargetArch.check's refusals are

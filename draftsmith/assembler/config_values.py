@@ -137,10 +137,23 @@ def activation_problems(cfg: Mapping[str, Any], name=lambda key: key) -> list[st
     """``hidden_act`` other than silu: every MLP draftsmith builds computes silu(gate) * up, so another activation
     would load and decode silently wrong."""
     act = cfg.get("hidden_act")
-    if act is None or (isinstance(act, str) and act in ACTIVATIONS):
+    if act is None or (isinstance(act, str) and act in ACTIVATIONS) or not reads_hidden_act(cfg.get("model_type")):
         return []
     return [(f"{name('hidden_act')} is {short(act)}; draftsmith's MLP (swiglu) computes silu: allowed "
              f"{', '.join(ACTIVATIONS)} (absent: silu)")]
+
+
+def reads_hidden_act(kind: Any) -> bool:
+    """Whether transformers' model of type ``kind`` reads ``hidden_act``: false where its config class declares
+    ``hidden_activation`` and no hidden_act (Gemma-2, Gemma-3: a hidden_act the Hub's file states beside it is
+    unread; their target records check hidden_activation), true otherwise (a type transformers does not know, a
+    config without one). transformers is imported only for a config that states another activation than silu."""
+    from transformers import CONFIG_MAPPING
+
+    if not isinstance(kind, str) or kind not in CONFIG_MAPPING:
+        return True
+    fields = getattr(CONFIG_MAPPING[kind], "__dataclass_fields__", None) or {}
+    return "hidden_act" in fields or "hidden_activation" not in fields
 
 
 # rope types whose rotation of text is default (1-D) rope: Qwen2-VL's multimodal 'mrope' (the Hub's Qwen2-VL /

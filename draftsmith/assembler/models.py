@@ -57,9 +57,12 @@ class CausalLM(nn.Module):
     """A Llama-family decoder LM (target)."""
 
     def __init__(self, dims: Dims, layers: Sequence[nn.Module], final_norm: nn.Module, tie: bool,
-                 recurrent: bool = False):
+                 recurrent: bool = False, embed_scale: float | None = None, logit_cap: float | None = None):
         super().__init__()
         self.dims = dims
+        # the token embedding's factor, in the model's dtype (Gemma's sqrt(hidden_size)): the target's forward's
+        # only (a draft embeds with embed_tokens as it is); the logits' tanh cap (Gemma-2's final_logit_softcapping)
+        self.embed_scale, self.logit_cap = embed_scale, logit_cap
         self.recurrent = recurrent  # has recurrent layers: its state cannot be rolled back (rules out spec v2)
         self.model = nn.Module()
         self.model.embed_tokens = nn.Embedding(dims.vocab, dims.hidden)
@@ -76,12 +79,16 @@ class CausalLM(nn.Module):
 
     def forward(self, ids: torch.Tensor, pos: torch.Tensor, kv=None, taps: Sequence[int] = ()):
         # ids, pos: [B, T] -> hidden [B, T, H] after the final norm, aux [B, T, len(taps) * H] or None
-        x, pending, captured = run_layers(self.model.layers, self.model.embed_tokens(ids), pos, kv, taps=taps)
+        x = self.model.embed_tokens(ids)
+        if self.embed_scale is not None:   # the factor rounded to the dtype first, as transformers' Gemma
+            x = x * torch.tensor(self.embed_scale, dtype=torch.float32).to(x.dtype)
+        x, pending, captured = run_layers(self.model.layers, x, pos, kv, taps=taps)
         aux = kernel(cat_sums, self.fused)([captured[i] for i in taps]) if taps else None
         return add_then_norm(self.model.norm, x, pending)[1], aux
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        return self.lm_head(hidden)
+        out = self.lm_head(hidden)
+        return out if self.logit_cap is None else torch.tanh(out / self.logit_cap) * self.logit_cap
 
 
 class DraftModel(nn.Module):

@@ -32,6 +32,25 @@ class LayerRecipe:
     sparse_mlp: tuple[str, dict[str, Any]] | None = None   # the MLP of the layers Stacker.layer is told are sparse
 
 
+def target_recipe(arch: Any, sparse: bool) -> LayerRecipe:
+    """A target type's layer recipe from its record (TargetArch; a plugin's record may state only some parts): its
+    attention, its MLP's bias (the type's, else (auto) Llama's mlp_bias key) and other MLP params, its layer's and
+    norm's params, and where it has mixture-of-experts layers (``sparse``), its moe recipe."""
+    stated = getattr(arch, "mlp_bias", None)
+    mlp = ({} if stated is None else {"bias": stated}) | dict(getattr(arch, "mlp_params", ()))
+    return LayerRecipe(layer=("llama", dict(getattr(arch, "layer_params", ()))), attention=arch.attention_recipe(),
+                       mlp=("swiglu", mlp), norm=("rms", dict(getattr(arch, "norm_params", ()))),
+                       sparse_mlp=moe_recipe(arch) if sparse else None)
+
+
+def target_scales(arch: Any, cfg) -> dict[str, float | None]:
+    """CausalLM's embed_scale and logit_cap as a target type's record says (none where it says nothing): the
+    embedding times sqrt(hidden_size) (``embed_scale``), the logits capped by the config's ``logit_cap`` key."""
+    cap = getattr(cfg, arch.logit_cap, None) if getattr(arch, "logit_cap", None) else None
+    return {"embed_scale": cfg.hidden_size**0.5 if getattr(arch, "embed_scale", False) else None,
+            "logit_cap": None if cap is None else float(cap)}
+
+
 class Stacker:
     """Builds decoder layers from a recipe; resolves each named part once."""
 

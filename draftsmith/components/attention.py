@@ -105,9 +105,11 @@ class GQAttention(nn.Module):
         q_norm: nn.Module | None = None,
         k_norm: nn.Module | None = None,
         sinks: bool = False,
+        scale: float | None = None,
     ):
         super().__init__()
         self.heads, self.kv_heads, self.head_dim = dims.heads, dims.kv_heads, dims.head_dim
+        self.scale = dims.head_dim**-0.5 if scale is None else scale   # the scores' factor (Gemma's: its own)
         self.layer_idx, self.backend, self.rope = layer_idx, backend, rope
         self.q_proj = nn.Linear(in_width, dims.heads * dims.head_dim, bias=qkv_bias)
         self.k_proj = nn.Linear(in_width, dims.kv_heads * dims.head_dim, bias=qkv_bias)
@@ -144,6 +146,5 @@ class GQAttention(nn.Module):
             q, got, mask = kv.exchange_made(self.layer_idx, "kv", make, args, self.rope.fused)
             k, v = got["kv"].unbind(2)                             # [B, S, nKV, d] each
         more = {} if self.sinks is None else {"sinks": self.sinks}
-        out = self.backend(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), mask, self.head_dim**-0.5,
-                           **more)
+        out = self.backend(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), mask, self.scale, **more)
         return self.o_proj(out.transpose(1, 2).reshape(B, T, self.heads * self.head_dim))

@@ -64,7 +64,8 @@ def _flash(*_, **__):
 
 def builtin_components() -> list[Component]:
     return [
-        Component("layer", "llama", later("layers:llama_layer"), doc="pre-norm residual block (identity slots)"),
+        Component("layer", "llama", later("layers:llama_layer"), params.LayerParams,
+                  doc="pre-norm residual block (identity slots)"),
         Component("attention", "gqa", later("gqa:gqa"), params.GQAParams, doc="grouped-query attention, paged KV",
                   holds=params.gqa_holds, reads=params.gqa_reads),
         Component("attention", "mla", later("mla:mla"), params.MLAParams,
@@ -74,7 +75,7 @@ def builtin_components() -> list[Component]:
                   doc="a target's mixture of experts: routed (and shared) swiglu experts"),
         Component("moe", "stacked", later("stacked_moe:stacked_moe"), params.StackedMoEParams,
                   doc="a target's mixture of experts held as stacked tensors with biases (top-k, then softmax)"),
-        Component("norm", "rms", later("norms:rms"), doc="RMSNorm in float32"),
+        Component("norm", "rms", later("norms:rms"), params.RMSParams, doc="RMSNorm in float32"),
         Component("fusion", "eagle1", later("fusion:eagle1"), params.Eagle1Params, doc="fc over [embed; hidden]",
                   holds=params.eagle1_holds),
         Component("fusion", "eagle3", later("fusion:eagle3"), params.Eagle3Params, doc="fc over k aux states",

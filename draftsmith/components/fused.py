@@ -112,6 +112,11 @@ def silu_mul(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.silu(gate) * up
 
 
+def gelu_tanh_mul(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    # transformers' gelu_pytorch_tanh (GeGLU: Gemma's MLPs)
+    return torch.nn.functional.gelu(gate, approximate="tanh") * up
+
+
 def rotate_neox(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     # x: [B, T, H, d]; pairs are (i, i + d/2)
     x1, x2 = x.chunk(2, dim=-1)

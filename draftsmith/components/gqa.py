@@ -12,7 +12,8 @@ from draftsmith.components.attention import GQAttention
 from draftsmith.components.backends import sinks_taken
 from draftsmith.components.dims import Dims
 from draftsmith.components.params import GQAParams
-from draftsmith.components.rope import Rotary, warn_stored_order, with_theta
+from draftsmith.components.rope import Rotary, layer_rope_type, warn_stored_order, with_theta
+from draftsmith.components.softcap import softcapped
 from draftsmith.errors import OptionError
 
 BIAS_KEYS = ("qkv_bias", "attention_bias")   # what a config may state about q/k/v biases, the first one stated wins
@@ -43,6 +44,8 @@ def gqa(params: GQAParams, *, dims: Dims, layer_idx: int, in_width: int, backend
     if bias == "auto":
         bias = config_qkv_bias(cfg)
     o_bias = bool(getattr(cfg, "attention_bias", False)) if params.o_bias == "auto" else params.o_bias
+    if params.softcap_key is not None and (cap := getattr(cfg, params.softcap_key, None)) is not None:
+        backend = softcapped(float(cap))   # no backend takes the cap: plain torch (components.softcap)
     if params.sinks and not sinks_taken(backend):
         raise OptionError(
             f"attention backend {getattr(backend, '__name__', backend)!r} (decoding.attention) does not compute "
@@ -53,10 +56,13 @@ def gqa(params: GQAParams, *, dims: Dims, layer_idx: int, in_width: int, backend
     if layer_idx == 0:
         warn_stored_order("GQA", params.rope, cfg)   # the q/k rows' pair order, where the config says it
     rotated = cfg if params.rope_theta == "auto" else with_theta(cfg, params.rope_theta)
-    rope = Rotary(rotated, dims.head_dim, params.rope, params.partial_rotary)
+    layer_type = layer_rope_type(cfg, layer_idx) if params.layer_type_rope else None
+    scaled = getattr(cfg, params.scale_key, None) if params.scale_key is not None else None
+    rope = Rotary(rotated, dims.head_dim, params.rope, params.partial_rotary, layer_type)
     return GQAttention(
         dims, in_width=in_width, layer_idx=layer_idx, rope=rope,
         backend=backend, qkv_bias=bias, o_bias=o_bias,
         q_norm=norm(dims.head_dim) if params.qk_norm else None,
         k_norm=norm(dims.head_dim) if params.qk_norm else None, sinks=params.sinks,
+        scale=None if scaled is None else float(scaled) ** -0.5,
     )

@@ -46,13 +46,20 @@ class DecoderLayer(nn.Module):
         hidden_norm: nn.Module | None = None,
         mix: Mix = own_input,
         norm_before_residual: bool = False,
+        attn_output_norm: nn.Module | None = None,
+        mlp_output_norm: nn.Module | None = None,
     ):
         super().__init__()
         self.input_layernorm = input_layernorm or nn.Identity()
         self.hidden_norm = hidden_norm or nn.Identity()
         self.self_attn = self_attn
+        # the attention's output normed before its residual add (Gemma's post_attention_layernorm: the checkpoint's
+        # name, renamed by its target record), then post_attention_layernorm before the MLP (Gemma's
+        # pre_feedforward_layernorm), and the MLP's output normed before its add (post_feedforward_layernorm)
+        self.attn_output_norm = attn_output_norm or nn.Identity()
         self.post_attention_layernorm = post_attention_layernorm or nn.Identity()
         self.mlp = mlp
+        self.mlp_output_norm = mlp_output_norm or nn.Identity()
         self.mix, self.norm_before_residual = mix, norm_before_residual
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor, kv=None, emb: torch.Tensor | None = None) -> torch.Tensor:
@@ -67,18 +74,22 @@ class DecoderLayer(nn.Module):
         # a mix is called with ``pending`` only when there is one (a first layer never has one), so a plugin's
         # mix written for (layer, x, emb) still serves as a first layer
         attn_in, residual = self.mix(self, x, emb) if pending is None else self.mix(self, x, emb, pending)
-        h, normed = add_then_norm(self.post_attention_layernorm, residual, self.self_attn(attn_in, pos, kv))
-        return h, self.mlp(normed)
+        attn = self.attn_output_norm(self.self_attn(attn_in, pos, kv))
+        h, normed = add_then_norm(self.post_attention_layernorm, residual, attn)
+        return h, self.mlp_output_norm(self.mlp(normed))
 
 
 def llama_layer(params, *, attn: nn.Module, mlp: nn.Module, norm: Callable[[int], nn.Module], dims,
                 input_norm: bool, hidden_norm: bool, mix: Mix = own_input, norm_before_residual: bool = False,
                 **_) -> DecoderLayer:
-    """Factory of the ``layer: llama`` component: a pre-norm block whose empty slots are identities."""
+    """Factory of the ``layer: llama`` component: a pre-norm block whose empty slots are identities (with
+    ``post_norms``, its attention's and MLP's outputs normed too: Gemma's four norms a layer)."""
+    post = bool(getattr(params, "post_norms", False))
     return DecoderLayer(
         attn, mlp,
         input_layernorm=norm(dims.hidden) if input_norm else None,
         post_attention_layernorm=norm(dims.hidden),
         hidden_norm=norm(dims.hidden) if hidden_norm else None,
         mix=mix, norm_before_residual=norm_before_residual,
+        attn_output_norm=norm(dims.hidden) if post else None, mlp_output_norm=norm(dims.hidden) if post else None,
     )

@@ -1,4 +1,5 @@
-"""RMSNorm, computed in float32 like the reference implementations."""
+"""RMSNorm, computed in float32 like the reference implementations; ``offset`` (Gemma's zero-centred weights,
+stored as offsets from 1) scales by ``offset + weight`` in float32 before the cast back, as transformers' Gemma."""
 from __future__ import annotations
 
 import torch
@@ -7,27 +8,45 @@ from torch import nn
 from draftsmith.components.fused import add_rms_norm, kernel, rms_norm, rms_norm_cat
 
 
+def offset_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, offset: float) -> torch.Tensor:
+    # x: [..., D] -> [..., D]: normalised in float32 and scaled by (offset + weight) in float32, then cast back
+    # (transformers' Gemma RMSNorm: (x * (1 + w)).to(dtype), where Llama's casts before the weight)
+    h = x.to(torch.float32)
+    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
+    return (h * (offset + weight.to(torch.float32))).to(x.dtype)
+
+
+def add_offset_rms_norm(x: torch.Tensor, delta: torch.Tensor, weight: torch.Tensor, eps: float, offset: float):
+    # a residual add and the offset RMSNorm after it: (x + delta, offset_rms_norm(x + delta))
+    h = x + delta
+    return h, offset_rms_norm(h, weight, eps, offset)
+
+
 class RMSNorm(nn.Module):
-    def __init__(self, dim: int, eps: float = 1e-6):
+    def __init__(self, dim: int, eps: float = 1e-6, offset: float = 0.0):
         super().__init__()
         self.weight = nn.Parameter(torch.ones(dim))
-        self.eps = eps
+        self.eps, self.offset = eps, offset   # offset: the weight is stored as an offset from it (Gemma's 1.0)
         self.fused = False          # fused.fuse_model: one compiled kernel on CUDA
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.offset:
+            return kernel(offset_rms_norm, self.fused)(x, self.weight, self.eps, self.offset)
         return kernel(rms_norm, self.fused)(x, self.weight, self.eps)
 
     def add_forward(self, x: torch.Tensor, delta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(x + delta, self(x + delta)): a residual add and the norm after it, one kernel when fused."""
+        if self.offset:
+            return kernel(add_offset_rms_norm, self.fused)(x, delta, self.weight, self.eps, self.offset)
         return kernel(add_rms_norm, self.fused)(x, delta, self.weight, self.eps)
 
     def extra_repr(self) -> str:
-        return f"{self.weight.shape[0]}, eps={self.eps}"
+        return f"{self.weight.shape[0]}, eps={self.eps}" + (f", offset={self.offset}" if self.offset else "")
 
 
 def rms(params, *, dim: int, eps: float) -> RMSNorm:
-    """Factory of the ``norm: rms`` component."""
-    return RMSNorm(dim, eps)
+    """Factory of the ``norm: rms`` component (``offset``: its params', 0 where it has none)."""
+    return RMSNorm(dim, eps, getattr(params, "offset", 0.0))
 
 
 def add_then_norm(norm: nn.Module, x: torch.Tensor,
@@ -47,7 +66,8 @@ def norm_cat(norm_a: nn.Module, a: torch.Tensor, norm_b: nn.Module,
              b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(cat(norm_a(a), norm_b(b)), norm_b(b)): EAGLE-3's first attention input. One fused kernel when both are
     fused RMSNorms, else each slot (a norm, an identity) on its own and the concatenation."""
-    if isinstance(norm_a, RMSNorm) and isinstance(norm_b, RMSNorm) and norm_a.fused and norm_b.fused:
+    if (isinstance(norm_a, RMSNorm) and isinstance(norm_b, RMSNorm) and norm_a.fused and norm_b.fused
+            and not norm_a.offset and not norm_b.offset):
         return kernel(rms_norm_cat, True)(a, norm_a.weight, norm_a.eps, b, norm_b.weight, norm_b.eps)
     nb = norm_b(b)
     return torch.cat((norm_a(a), nb), dim=-1), nb

@@ -37,6 +37,15 @@ class GQAParams(BaseModel):
     # a learned logit per head (self_attn.sinks [heads]) joins each query's softmax and carries no value (gpt-oss);
     # the attention backend computes it (components.backends: every built-in one; a plugin's that does not is refused)
     sinks: bool = False
+    # the config key whose value v scales the attention's scores by v ** -0.5 (Gemma's query_pre_attn_scalar); None,
+    # or the key absent (null): head_dim ** -0.5
+    scale_key: str | None = None
+    # the config key of a tanh cap on the scores (Gemma-2's attn_logit_softcapping; null there: none): such a layer
+    # attends in plain torch (components.softcap), whatever the backend
+    softcap_key: str | None = None
+    # a config's rope_parameters holding one rope per layer type: each layer rotates with its layer_types entry's
+    # (transformers 5's Gemma-3); false: such a config is refused (the model of its type computes one rope)
+    layer_type_rope: bool = False
 
 
 def gqa_reads(_, draft_config: Mapping[str, Any]) -> dict[str, Any]:
@@ -76,6 +85,23 @@ class MLPParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     # auto: the config's `mlp_bias` (Llama's key, as transformers and vLLM read a draft's), else false
     bias: Literal["auto"] | bool = "auto"
+    # the gate's activation: silu (SwiGLU), or gelu_tanh (GeGLU: transformers' gelu_pytorch_tanh, Gemma's)
+    activation: Literal["silu", "gelu_tanh"] = "silu"
+
+
+# --- norm: rms ---
+class RMSParams(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    # the weight is stored as an offset from this (Gemma's 1.0: x * (1 + w), in float32 before the cast back)
+    offset: Annotated[float, Field(allow_inf_nan=False)] = 0.0
+
+
+# --- layer: llama ---
+class LayerParams(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    # norms of the attention's and the MLP's outputs before their residual adds (Gemma's post_attention_layernorm and
+    # post_feedforward_layernorm, held as attn_output_norm / mlp_output_norm); false: identity slots
+    post_norms: bool = False
 
 
 # --- moe: sparse (a target's mixture-of-experts layers; each type's reading of its config is data, targets.TARGETS) ---

@@ -60,15 +60,33 @@ def rotary_dim(config: PretrainedConfig, head_dim: int, partial: bool = False) -
     return dim
 
 
-def inv_freq_for(config: PretrainedConfig, head_dim: int, partial: bool = False) -> tuple[torch.Tensor, float]:
+def layer_rope_type(config: PretrainedConfig, idx: int) -> str | None:
+    """The layer type whose rope layer ``idx`` rotates with, where the config's rope_parameters hold one rope per
+    layer type (transformers 5's Gemma-3: its ``layer_types`` entry, as the model picks its position embeddings),
+    else None (one rope for every layer). Asked only for an attention that reads such ropes (GQAParams'
+    layer_type_rope): for another, a per-layer-type rope_parameters is refused (:func:`inv_freq_for`)."""
+    if not per_layer_type(getattr(config, "rope_parameters", None)):
+        return None
+    types = getattr(config, "layer_types", None)
+    return types[idx] if isinstance(types, (list, tuple)) and 0 <= idx < len(types) else None
+
+
+def inv_freq_for(config: PretrainedConfig, head_dim: int, partial: bool = False,
+                 layer_type: str | None = None) -> tuple[torch.Tensor, float]:
     """(inv_freq [pairs] float32, attention scaling) for a transformers config: head_dim // 2 pairs, or
-    (``partial``: the config's partial_rotary_factor, :func:`rotary_dim`) those of the head's first part."""
+    (``partial``: the config's partial_rotary_factor, :func:`rotary_dim`) those of the head's first part.
+    ``layer_type``: which of a per-layer-type rope_parameters' ropes (:func:`layer_rope_type`)."""
     params = dict(getattr(config, "rope_parameters", None) or {})
     if per_layer_type(params):
-        raise unusable_rope(config, f"rope_parameters holds one rope per layer type ({', '.join(map(str, params))}), "
-                                    "where draftsmith rotates every layer alike", {})
+        if layer_type not in params:
+            why = f"none for layer type {short(layer_type)}" if layer_type else \
+                "where draftsmith rotates every layer alike"
+            raise unusable_rope(config, f"rope_parameters holds one rope per layer type "
+                                        f"({', '.join(map(str, params))}), {why}", {})
+        params = dict(params[layer_type])
     kind = params.get("rope_type", "default")
     theta = float(params.get("rope_theta", getattr(config, "rope_theta", 10000.0)))
+    typed = {} if layer_type is None else {"layer_type": layer_type}
     try:
         dim = rotary_dim(config, head_dim, partial)
     except ValueError as e:
@@ -87,7 +105,7 @@ def inv_freq_for(config: PretrainedConfig, head_dim: int, partial: bool = False)
     if partial:   # the factor is read, not refused: what does not fit is the factor lists
         shaping.pop("partial_rotary_factor", None)
     try:
-        inv, scale = ROPE_INIT_FUNCTIONS[kind](config, torch.device("cpu"))
+        inv, scale = ROPE_INIT_FUNCTIONS[kind](config, torch.device("cpu"), **typed)
     except (RuntimeError, ValueError, TypeError, KeyError) as e:   # factor lists that do not fit, missing keys
         raise unusable_rope(config, f"transformers cannot compute its {kind} frequencies ({short_text(e, 200)})",
                             shaping) from None
@@ -141,10 +159,13 @@ class Rotary(nn.Module):
     """Applies rotary embeddings to q and k of shape [B, T, heads, head_dim] at positions [B, T] (to each head's
     first channels only, where ``partial`` and the config's partial_rotary_factor say so)."""
 
-    def __init__(self, config: PretrainedConfig, head_dim: int, style: Style = "neox", partial: bool = False):
+    def __init__(self, config: PretrainedConfig, head_dim: int, style: Style = "neox", partial: bool = False,
+                 layer_type: str | None = None):
         super().__init__()
-        # partial: the config's partial_rotary_factor says how much of each head rotates (inv_freq_for)
+        # partial: the config's partial_rotary_factor says how much of each head rotates (inv_freq_for); layer_type:
+        # which rope of a per-layer-type rope_parameters (layer_rope_type)
         self.config, self.head_dim, self.style, self.partial = config, head_dim, style, partial
+        self.layer_type = layer_type
         self.register_buffer("inv_freq", torch.empty(head_dim // 2), persistent=False)
         self.scale = 1.0
         self.fused = False          # fused.fuse_model: one compiled kernel on CUDA
@@ -153,7 +174,7 @@ class Rotary(nn.Module):
     def reset_buffers(self, device: torch.device | str | None = None) -> None:
         """(Re)compute frequencies; the assembler calls this after building on the meta device."""
         with torch.device("cpu"):  # real numbers even while the model is being built on meta
-            inv, self.scale = inv_freq_for(self.config, self.head_dim, self.partial)
+            inv, self.scale = inv_freq_for(self.config, self.head_dim, self.partial, self.layer_type)
         self.inv_freq = inv if device is None else inv.to(device)
         self.key = (tuple(inv.tolist()), self.scale)   # rotations with equal frequencies share their angles
 
@@ -202,6 +223,7 @@ class Rotary(nn.Module):
         max_position_embeddings (past it transformers rescales the base, per forward); None for the others (their
         frequencies hold at every position). A target's dynamic limit is its context, refused as such."""
         params = getattr(self.config, "rope_parameters", None) or {}
+        params = (params.get(self.layer_type) or {}) if self.layer_type is not None else params
         kind = params.get("rope_type") if isinstance(params, Mapping) else None
         if kind not in kinds:
             return None

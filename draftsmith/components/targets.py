@@ -3,7 +3,8 @@
 their router scores, fused q/k/v and gate/up tensors, a partial rotary factor), never an if on a family name in the
 model code. Every type listed is checked against transformers' logits (tests/assembler/test_parity.py,
 tests/assembler/test_targets_zoo.py, tests/assembler/test_moe_targets.py, tests/assembler/test_vl_targets.py,
-tests/assembler/test_phi3_target.py); a config this code would misread is refused by ``check`` with the reason.
+tests/assembler/test_phi3_target.py, tests/assembler/test_gemma_targets.py); a config this code would misread is
+refused by ``check`` with the reason.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from draftsmith.components.params import MoEParams, StackedMoEParams
+from draftsmith.components.target_options import CAPPED_SCORES, GEMMA, options_check
 from draftsmith.components.target_refusals import (LAYERS_FIX, UNCOMPUTED, UnsupportedTarget, config_path,
                                                     layer_types_check, moe_check, moe_refusal, moe_sizes,
                                                     mrope_check, mrope_covers, refused, rotary_check)
@@ -62,6 +64,14 @@ class TargetArch(BaseModel):
     # its rope reads the config's partial_rotary_factor (the first part of each head rotates: Phi-3's) where Llama's
     # rotates whole heads whatever the key says: the gqa attention's partial_rotary
     partial_rotary: bool = False
+    # more params of its layers' parts: the layer (Gemma: post_norms), the MLP (Gemma: activation gelu_tanh) and
+    # every norm (Gemma: offset 1.0, the weights stored as offsets from 1), (key, value) pairs as attention_params
+    layer_params: tuple[tuple[str, Any], ...] = ()
+    mlp_params: tuple[tuple[str, Any], ...] = ()
+    norm_params: tuple[tuple[str, Any], ...] = ()
+    embed_scale: bool = False          # the token embedding times sqrt(hidden_size), in the model's dtype (Gemma)
+    logit_cap: str | None = None       # config key of the logits' tanh cap (final_logit_softcapping; null: none)
+    options: tuple[tuple[str, tuple[Any, ...]], ...] = ()   # (config key, the values computed): others refused
 
     def window(self, cfg, idx: int) -> int | None:
         """Layer idx's sliding window, as transformers' model of this type applies it (``sliding_window``)."""
@@ -74,14 +84,18 @@ class TargetArch(BaseModel):
     def name_rules(self) -> list[dict[str, Any]]:
         """``names`` as weight rules (RegexRule fields, both ways) for ``model.layers.N.`` names, then ``fused`` as
         split rules (SplitRule fields: match, into; each part's rows are the model's)."""
-        def pattern(module: str) -> str:
-            return r"^(model\.layers\.\d+\.)" + re.escape(module).replace(re.escape("{e}"), r"(\d+)") + r"\."
+        def pattern(module: str, head: str = r"(model\.layers\.\d+\.)") -> str:
+            return "^" + head + re.escape(module).replace(re.escape("{e}"), r"(\d+)") + r"\."
 
-        def template(module: str) -> str:
-            return "\\1" + module.replace("{e}", "\\2") + "."
+        def template(module: str, head: str = "\\1") -> str:
+            return head + module.replace("{e}", "\\2") + "."
         whole = [{"match": "^" + re.escape(old), "replace": new} for old, new in self.prefixes]
-        return [*whole, *({"match": pattern(old), "replace": template(new), "inverse": (pattern(new), template(old))}
-                          for old, new in self.names),
+        # a renamed module under a prefixed text model (Gemma-3's language_model.model.): both at once (no chaining)
+        inner = [{"match": pattern(old, re.escape(head) + r"(layers\.\d+\.)"), "replace": template(new, "model.\\1")}
+                 for head, to in self.prefixes if to == "model." for old, new in self.names]
+        return [*inner, *whole,
+                *({"match": pattern(old), "replace": template(new), "inverse": (pattern(new), template(old))}
+                  for old, new in self.names),
                 *({"match": pattern(old), "into": [template(part) for part in parts]} for old, parts in self.fused)]
 
     def ignored(self) -> list[str]:
@@ -113,6 +127,8 @@ class TargetArch(BaseModel):
             moe_check(cfg, self)
         if self.mrope:
             mrope_check(cfg, self.mrope)
+        attention = dict(self.attention_params)
+        options_check(cfg, self.options, [attention.get("scale_key"), attention.get("softcap_key"), self.logit_cap])
 
     def moe_recipe(self) -> tuple[str, dict[str, Any]]:
         """The registered ``moe`` component of its mixture-of-experts layers and its params (as attention_recipe)."""
@@ -181,6 +197,10 @@ NO_BIAS = {"qkv_bias": False, "o_bias": False, "mlp_bias": False}
 MIXTRAL_NAMES = (("block_sparse_moe.gate", "mlp.gate"),
                  *((f"block_sparse_moe.experts.{{e}}.{w}", f"mlp.experts.{{e}}.{proj}")
                    for w, proj in (("w1", "gate_proj"), ("w3", "up_proj"), ("w2", "down_proj"))))
+# Gemma-3's layers: Gemma's (target_options.GEMMA) with q/k norms, windowed where layer_types says sliding, each
+# rotating with its layer type's rope
+GEMMA3 = GEMMA | {"qk_norm": True, "sliding_window": "layer_types",
+                  "attention_params": (*GEMMA["attention_params"], ("layer_type_rope", True))}
 # the vision-language types' files: their text model under model.language_model (the Hub's Qwen3-VL, transformers 5)
 # or model (the Hub's Qwen2-VL / Qwen2.5-VL), their vision tower (not loaded) under model.visual or visual
 VL = {"prefixes": (("model.language_model.", "model."),), "skipped": ("visual.", "model.visual.")}
@@ -221,6 +241,18 @@ TARGETS = {
     "gpt_oss": arch(attention_params=(("sinks", True),), sliding_window="layer_types", moe_kind="stacked", moe=(
         ("gate_up", "interleaved"), ("limit_key", "swiglu_limit"), ("alpha_key", "swiglu_alpha"), ("alpha", 1.702),
         ("up_offset", 1.0))),
+    # Gemma-3 (1B, and the text model of 4B / 12B / 27B): GEMMA's layers, q/k norms, a window on the layers
+    # layer_types marks sliding (rope per layer type: rope_local_base_freq there); attn_logit_softcapping unread
+    "gemma3_text": arch(**GEMMA3),
+    # Gemma-3 4B / 12B / 27B as transformers writes them (language_model.model.*, the vision tower and projector
+    # not loaded) or as transformers 5 names them (model.language_model.*): gemma3_text's text model
+    "gemma3": arch(**GEMMA3, prefixes=(
+        ("language_model.model.", "model."), ("language_model.lm_head.", "lm_head."),
+        ("model.language_model.", "model.")), skipped=("vision_tower.", "multi_modal_projector.",
+                                                       "model.vision_tower.", "model.multi_modal_projector.")),
+    # Gemma-2: GEMMA's layers, one rope, a window on the layers layer_types marks sliding (every other one), the
+    # attention's scores capped by attn_logit_softcapping (components.softcap)
+    "gemma2": arch(**GEMMA | CAPPED_SCORES, sliding_window="layer_types"),
 }
 
 

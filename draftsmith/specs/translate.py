@@ -210,14 +210,16 @@ def _join(prefix: str, path: Sequence[str]) -> str:
 
 
 NO_KEYS = "no keys: it takes no params (sizes and eps come from the checkpoint's config.json)"
+FROM_CONFIG = ("eps", "rms_norm_eps", "dim", "size", "hidden_size", "intermediate_size", "head_dim")
+FROM_CONFIG_HINT = "Sizes and eps come from the checkpoint's config.json, not the spec"
 
 
 def _problem(err: Mapping[str, Any], w: _Walk, prefix: str, word: Callable[[Any], str]) -> Problem:
     path, kind, found = _join(prefix, w.path), err["type"], err.get("input")
     if kind == "extra_forbidden":
         parent = sorted(w.parent.model_fields) if w.parent else []
-        return Problem(path, f"unknown field {short(w.path[-1])}", allowed=", ".join(parent) or NO_KEYS,
-                       hint=_suggest(w.path[-1], parent))
+        hint = _suggest(w.path[-1], parent) or (FROM_CONFIG_HINT if w.path[-1] in FROM_CONFIG and parent else "")
+        return Problem(path, f"unknown field {short(w.path[-1])}", allowed=", ".join(parent) or NO_KEYS, hint=hint)
     if kind == "missing":   # the field's description says why it has no default
         field = w.parent.model_fields.get(w.path[-1]) if w.parent and w.path else None
         return Problem(path, "required field is missing", allowed=describe(w.field_ann),

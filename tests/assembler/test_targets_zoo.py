@@ -148,4 +148,5 @@ def test_every_registered_target_type_is_checked():
     fused = {"phi3"}                                 # tests/assembler/test_phi3_target.py
     checked = parity | moe | stacked | fused | {m for m, _ in CASES.values()}
     checked |= {"qwen2_vl", "qwen2_5_vl", "qwen3_vl"}   # tests/assembler/test_vl_targets.py
+    checked |= {"gemma3_text", "gemma3", "gemma2"}     # tests/assembler/test_gemma_targets.py
     assert set(TARGETS) <= checked

@@ -20,6 +20,8 @@ def test_no_builtin_target_type_is_recurrent():
 def test_each_target_type_s_attention_recipe():
     recipes = {name: make().attention_recipe() for name, make in TARGETS.items()}
     none = ("gqa", {"qk_norm": False, "qkv_bias": False, "o_bias": False})   # Mistral's and Ministral's layers
+    gemma = {"qk_norm": False, "scale_key": "query_pre_attn_scalar"}   # the scores scaled by their own key
+    gemma3 = {**gemma, "qk_norm": True, "layer_type_rope": True}
     assert recipes == {"llama": ("gqa", {"qk_norm": False}), "mistral": none, "ministral": none, "mixtral": none,
                        "qwen2": ("gqa", {"qk_norm": False, "qkv_bias": True, "o_bias": False}),
                        "qwen3": ("gqa", {"qk_norm": True}), "qwen3_moe": ("gqa", {"qk_norm": True}),
@@ -28,7 +30,9 @@ def test_each_target_type_s_attention_recipe():
                        "qwen3_vl": ("gqa", {"qk_norm": True}),
                        "deepseek_v3": ("mla", {"latent_norm_eps": 1e-6}),
                        "gpt_oss": ("gqa", {"qk_norm": False, "sinks": True}),
-                       "phi3": ("gqa", {**none[1], "partial_rotary": True})}   # its first part of each head rotates
+                       "phi3": ("gqa", {**none[1], "partial_rotary": True}),   # its first part of each head rotates
+                       "gemma3_text": ("gqa", gemma3), "gemma3": ("gqa", gemma3),
+                       "gemma2": ("gqa", {**gemma, "softcap_key": "attn_logit_softcapping"})}
     assert TargetArch(qkv_bias=False).attention_recipe() == ("gqa", {"qk_norm": False, "qkv_bias": False})
 
 

@@ -67,11 +67,11 @@ def test_a_plugin_component_without_a_params_model_says_so_for_a_key(tmp_path):
     assert "Component(..., params=Model)" in problem.hint
 
 
-def test_a_builtin_component_without_params_keeps_its_own_words(tmp_path):
+def test_a_builtin_components_unknown_key_lists_its_own_params(tmp_path):
     with pytest.raises(draftsmith.SpecError) as info:
         draftsmith.load_spec(llama(tmp_path, norm={"kind": "rms", "scale": 1.0}), fresh())
     [problem] = info.value.problems
-    assert "sizes and eps come from the checkpoint's config.json" in problem.allowed
+    assert problem.allowed == "kind, offset" and "plugin" not in problem.hint
 
 
 def test_an_unknown_name_says_when_autoloading_is_disabled(tmp_path, monkeypatch):

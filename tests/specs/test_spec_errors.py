@@ -39,11 +39,12 @@ def test_a_missing_required_field_says_why_it_has_no_default(base, spec_error):
     assert p.allowed == "true or false, or 'auto'" and "Engines disagree on its default" in p.hint
 
 
-def test_a_param_given_to_a_component_that_takes_none_says_it_takes_none(base, spec_error):
+def test_a_size_or_eps_given_to_a_component_says_the_config_gives_it(base, spec_error):
     base["draft"]["norm"] = {"kind": "rms", "eps": 1e-5}
     p = only(spec_error(base))
     assert (p.path, p.message) == ("draft.norm.eps", "unknown field 'eps'")
-    assert p.allowed == "no keys: it takes no params (sizes and eps come from the checkpoint's config.json)"
+    assert p.allowed == "kind, offset"
+    assert p.hint == "Sizes and eps come from the checkpoint's config.json, not the spec"
 
 def test_literal_value_not_allowed(base, spec_error):
     base["draft"]["norms"]["input"] = "every"
