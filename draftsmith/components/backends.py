@@ -7,11 +7,13 @@ if in a model.
 Attention sinks (``attention: gqa`` with ``sinks: true``): a backend marked :func:`takes_sinks` also takes
 ``sinks=`` [H], one learned logit per head that joins each query's softmax over its keys and carries no value (it
 is dropped after the softmax: transformers' ``eager_attention_forward`` with ``module.sinks``). Every built-in
-backend takes them: eager adds the column to its scores; sdpa attends one more key, all zeros (value zeros too),
-whose additive mask column holds the sink (a float mask [B, H, T, S + 1]: the math kernel, the reference path);
-flex rescales its output by sigmoid(lse - sink), from the log-sum-exp it returns; flash-attn takes no sinks, so
-``flash`` sends such calls to flex and ``auto`` to sdpa. A plugin backend without the mark is refused for a layer
-with sinks (:func:`draftsmith.components.gqa.gqa`), rather than silently computing attention without them.
+backend takes them: eager adds the column to its scores; sdpa attends one more key, first, whose score is the sink
+(q gains a column holding sink / scale, where that key has 1 and every other key 0) and whose value is zeros, so
+nothing grows with heads x T x S: a causal call (a long prefill) stays mask-free, reaching SDPA's fused kernels,
+and a masked one's boolean mask gains a column; flex rescales its output by sigmoid(lse - sink), from the
+log-sum-exp it returns; flash-attn takes no sinks, so ``flash`` sends such calls to flex and ``auto`` to sdpa. A
+plugin backend without the mark is refused for a layer with sinks (:func:`draftsmith.components.gqa.gqa`), rather
+than silently computing attention without them.
 """
 from __future__ import annotations
 
@@ -72,15 +74,27 @@ def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor |
 
 def _sdpa_sinks(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, scale: float,
                 sinks: torch.Tensor) -> torch.Tensor:
-    # one more key, all zeros (its score 0, its value 0), whose additive mask column is each head's sink: the
-    # softmax over [scores, sink] of the module's docstring, exactly
-    B, H, T, S = *q.shape[:3], k.shape[2]
-    allowed = causal_mask(T, S, q.device) if mask is None else mask
-    bias = additive(allowed, q.dtype).expand(B, H, T, S)
-    bias = torch.cat((bias, sinks.to(q.dtype).view(1, H, 1, 1).expand(B, H, T, 1)), dim=-1)
-    k = torch.cat((k, k.new_zeros(B, k.shape[1], 1, k.shape[3])), dim=2)
-    v = torch.cat((v, v.new_zeros(B, v.shape[1], 1, v.shape[3])), dim=2)
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=scale, enable_gqa=k.shape[1] != H)
+    # the sink is one more key, first, whose score is each head's sink and whose value is zeros: q gains a column
+    # holding sink / scale, every key a 0 there but the sink key's 1 (its other columns 0); nothing grows with
+    # heads x T x S, and causal calls stay mask-free (a dummy first query, which sees the sink key alone, keeps
+    # T == S SDPA's is_causal; it is dropped, with the padded column, from the output)
+    # in bf16 / fp16 sink / scale is exact where scale is a power of 2 (gpt-oss's 64-wide heads: 1/8)
+    B, H, T, d = q.shape
+    column = (sinks.to(torch.promote_types(q.dtype, torch.float32)) / scale).to(q.dtype)
+    q = torch.cat((q, column.view(1, H, 1, 1).expand(B, H, T, 1)), dim=-1)
+    k = F.pad(k, (0, 1, 1, 0))
+    k[:, :, 0, d] = 1
+    v = F.pad(v, (0, 1, 1, 0))   # q, k and v of one head size: SDPA's fused kernels take no other
+    if mask is not None:
+        mask = per_mask(mask, "sink key", _with_sink_key)   # made once per forward (every layer's mask object)
+    elif T > 1:
+        q = F.pad(q, (0, 0, 1, 0))
+    return sdpa(q, k, v, mask, scale)[..., -T:, :d]
+
+
+def _with_sink_key(mask: torch.Tensor, _) -> torch.Tensor:
+    """[.., T, S] bool -> [.., T, S + 1]: every query sees the sink key, first."""
+    return F.pad(mask, (1, 0), value=True)
 
 
 @takes_sinks
