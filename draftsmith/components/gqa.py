@@ -17,6 +17,7 @@ from draftsmith.components.softcap import softcapped
 from draftsmith.errors import OptionError
 
 BIAS_KEYS = ("qkv_bias", "attention_bias")   # what a config may state about q/k/v biases, the first one stated wins
+QK_NORM_KEY = "use_qk_norm"   # what ``qk_norm: config`` reads: per-head q/k norms where true (GLM-4.5's config)
 QKV_BIAS = re.compile(r"(^|\.)self_attn\.[qkv]_proj\.bias$")   # the attention's q/k/v bias tensors, by canonical name
 
 
@@ -55,6 +56,7 @@ def gqa(params: GQAParams, *, dims: Dims, layer_idx: int, in_width: int, backend
             "computes them with components.backends.takes_sinks")
     if layer_idx == 0:
         warn_stored_order("GQA", params.rope, cfg)   # the q/k rows' pair order, where the config says it
+    qk_norm = bool(getattr(cfg, QK_NORM_KEY, False)) if params.qk_norm == "config" else params.qk_norm
     rotated = cfg if params.rope_theta == "auto" else with_theta(cfg, params.rope_theta)
     layer_type = layer_rope_type(cfg, layer_idx) if params.layer_type_rope else None
     scaled = getattr(cfg, params.scale_key, None) if params.scale_key is not None else None
@@ -62,7 +64,7 @@ def gqa(params: GQAParams, *, dims: Dims, layer_idx: int, in_width: int, backend
     return GQAttention(
         dims, in_width=in_width, layer_idx=layer_idx, rope=rope,
         backend=backend, qkv_bias=bias, o_bias=o_bias,
-        q_norm=norm(dims.head_dim) if params.qk_norm else None,
-        k_norm=norm(dims.head_dim) if params.qk_norm else None, sinks=params.sinks,
+        q_norm=norm(dims.head_dim) if qk_norm else None,
+        k_norm=norm(dims.head_dim) if qk_norm else None, sinks=params.sinks,
         scale=None if scaled is None else float(scaled) ** -0.5,
     )

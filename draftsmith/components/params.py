@@ -26,7 +26,9 @@ class GQAParams(BaseModel):
     # holds (applied and said by assembler.build.draft_config), else false
     qkv_bias: Literal["auto"] | bool = "auto"
     o_bias: Literal["auto"] | bool = "auto"   # auto: the config's `attention_bias` (Qwen2's o_proj has none: false)
-    qk_norm: bool = False
+    # per-head q/k RMSNorms (Qwen3's q_norm / k_norm); config: where the config's use_qk_norm is true (GLM-4.5's key,
+    # as transformers' Glm4Moe reads it; absent: none)
+    qk_norm: Literal["config"] | bool = False
     # true: rotate the first int(head_dim * partial_rotary_factor) channels of each head (the config's rope_parameters'
     # key, as transformers' Phi-3 reads it), the rest unrotated; false: whole heads, the key unread (Llama's model)
     partial_rotary: bool = False

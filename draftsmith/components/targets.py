@@ -3,7 +3,8 @@
 their router scores, fused q/k/v and gate/up tensors, a partial rotary factor), never an if on a family name in the
 model code. Every type listed is checked against transformers' logits (tests/assembler/test_parity.py,
 tests/assembler/test_targets_zoo.py, tests/assembler/test_moe_targets.py, tests/assembler/test_vl_targets.py,
-tests/assembler/test_phi3_target.py, tests/assembler/test_gemma_targets.py); a config this code would misread is
+tests/assembler/test_phi3_target.py, tests/assembler/test_gemma_targets.py,
+tests/assembler/test_glm4_moe_target.py); a config this code would misread is
 refused by ``check`` with the reason.
 """
 from __future__ import annotations
@@ -36,7 +37,8 @@ class TargetArch(BaseModel):
     qkv_bias: bool | None = None       # None: the config's `attention_bias`
     o_bias: bool | None = None         # None: the config's `attention_bias` (Qwen2: biases on q/k/v, none on o)
     mlp_bias: bool | None = None       # None: the config's `mlp_bias` (Llama's key; the other types' MLPs have none)
-    qk_norm: bool = False              # RMSNorm over each head of q and k (Qwen3)
+    qk_norm: bool | Literal["config"] = False   # RMSNorm over each head of q and k (Qwen3); config: where the
+    # config's use_qk_norm is true (GLM-4.5's key: the gqa attention's qk_norm: config)
     recurrent: bool = False            # has mamba / linear-attention layers (rules out spec v2)
     attention: str = "gqa"             # registered attention component of every layer
     attention_params: tuple[tuple[str, Any], ...] = ()   # more of its params, (key, value) pairs (DeepSeek-V3: its
@@ -201,6 +203,12 @@ MIXTRAL_NAMES = (("block_sparse_moe.gate", "mlp.gate"),
 # rotating with its layer type's rope
 GEMMA3 = GEMMA | {"qk_norm": True, "sliding_window": "layer_types",
                   "attention_params": (*GEMMA["attention_params"], ("layer_type_rope", True))}
+# DeepSeek-V3's mixture of experts (GLM-4.5's too): sigmoid scores in float32 (the router's tensors kept float32),
+# the correction bias for choosing only, n_group / topk_group group-limited top-k in transformers' unsorted order,
+# norm_topk_prob, routed_scaling_factor, n_shared_experts experts' width of shared MLP
+DEEPSEEK_ROUTER = (("scoring", "sigmoid"), ("correction_bias", True), ("grouped", True), ("router_float32", True),
+                   ("sorted_topk", False), ("experts_key", "n_routed_experts"), ("shared_key", "n_shared_experts"),
+                   ("scaling_key", "routed_scaling_factor"))
 # the vision-language types' files: their text model under model.language_model (the Hub's Qwen3-VL, transformers 5)
 # or model (the Hub's Qwen2-VL / Qwen2.5-VL), their vision tower (not loaded) under model.visual or visual
 VL = {"prefixes": (("model.language_model.", "model."),), "skipped": ("visual.", "model.visual.")}
@@ -229,13 +237,15 @@ TARGETS = {
         ("self_attn.qkv_proj", ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj")),
         ("mlp.gate_up_proj", ("mlp.gate_proj", "mlp.up_proj")))),
     "deepseek_v3": arch(attention="mla", attention_params=(("latent_norm_eps", 1e-6),), mlp_bias=False,
-                        sliding_window="ignored", moe_from="first_k_dense_replace", moe=(
-                            ("scoring", "sigmoid"), ("correction_bias", True), ("grouped", True),
-                            ("router_float32", True), ("sorted_topk", False), ("experts_key", "n_routed_experts"),
-                            ("shared_key", "n_shared_experts"), ("scaling_key", "routed_scaling_factor")),
+                        sliding_window="ignored", moe_from="first_k_dense_replace", moe=DEEPSEEK_ROUTER,
                         # DeepSeek's own keys for the router transformers computes (it ignores them): others refused
                         moe_options=(("topk_method", ("noaux_tc",)), ("scoring_func", ("sigmoid",)),
                                      ("moe_layer_freq", (1,)))),
+    # GLM-4.5 / 4.6 / 4.7 (Glm4MoeForCausalLM): q/k/v biases by attention_bias, none on o_proj; per-head q/k norms
+    # where use_qk_norm; the first partial_rotary_factor of each head rotates (its config's default 0.5); from layer
+    # first_k_dense_replace on DeepSeek-V3's router; no window; its MTP layers (model.layers.{L}) are not read
+    "glm4_moe": arch(o_bias=False, mlp_bias=False, qk_norm="config", partial_rotary=True, sliding_window="ignored",
+                     moe_from="first_k_dense_replace", moe=DEEPSEEK_ROUTER),
     # learned attention sinks; every layer MoE, its experts stacked with biases (moe: stacked), gate / up interleaved
     # in the clamped SwiGLU of swiglu_limit / swiglu_alpha; the bf16 layout (an MXFP4 one is refused: target_quant)
     "gpt_oss": arch(attention_params=(("sinks", True),), sliding_window="layer_types", moe_kind="stacked", moe=(

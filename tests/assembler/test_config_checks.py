@@ -81,7 +81,8 @@ def test_each_target_type_states_how_it_reads_sliding_window():
                        "qwen2_vl": [None, 4], "qwen2_5_vl": [None, 4], "qwen3_vl": [None, None],
                        "gpt_oss": [None, 4],   # GptOssAttention: the layers layer_types marks sliding
                        "phi3": [4, 4],   # Phi3Model: every layer when sliding_window is set, layer_types unread
-                       "gemma3_text": [None, 4], "gemma3": [None, 4], "gemma2": [None, 4]}
+                       "gemma3_text": [None, 4], "gemma3": [None, 4], "gemma2": [None, 4],
+                       "glm4_moe": [None, None]}   # Glm4MoeModel: no window
 
 
 # --- 3. a draft config states its sizes ----------------------------------------------------------------------------

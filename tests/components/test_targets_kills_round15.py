@@ -32,7 +32,9 @@ def test_each_target_type_s_attention_recipe():
                        "gpt_oss": ("gqa", {"qk_norm": False, "sinks": True}),
                        "phi3": ("gqa", {**none[1], "partial_rotary": True}),   # its first part of each head rotates
                        "gemma3_text": ("gqa", gemma3), "gemma3": ("gqa", gemma3),
-                       "gemma2": ("gqa", {**gemma, "softcap_key": "attn_logit_softcapping"})}
+                       "gemma2": ("gqa", {**gemma, "softcap_key": "attn_logit_softcapping"}),
+                       # q/k/v biases by attention_bias, per-head q/k norms by use_qk_norm, part of each head rotated
+                       "glm4_moe": ("gqa", {"qk_norm": "config", "o_bias": False, "partial_rotary": True})}
     assert TargetArch(qkv_bias=False).attention_recipe() == ("gqa", {"qk_norm": False, "qkv_bias": False})
 
 
