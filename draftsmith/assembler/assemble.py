@@ -1,8 +1,6 @@
 """``assemble``: spec + target folder + draft folder -> a SpeculativeModel, built on meta, checked, then loaded."""
 from __future__ import annotations
 
-import codecs
-import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +21,7 @@ from draftsmith.assembler.config import (draft_hf_config, flatten_draft_config, 
 from draftsmith.assembler.folders import checkpoint_dirs, spec_own
 from draftsmith.assembler.load import PlannedLoad, fill, materialize, plan_module
 from draftsmith.assembler.plan import CheckpointMismatch
+from draftsmith.assembler.remote_code import remote_code_reason, unreadable_json
 from draftsmith.assembler.vocab import check_draft_vocab, check_vocab_tensors, config_contradictions, held_shapes
 from draftsmith.chat import PROCESSOR_TEMPLATE, processor_template
 from draftsmith.hf_import import ready_transformers
@@ -67,7 +66,7 @@ def plan_target(folder: Path, registry: Registry, backend) -> tuple[PlannedLoad,
     raw = reading.config
     if (why := missing_target_keys(raw, [f"{n} ({p})" for n, p in registry.names("target")])) is not None:
         raise CheckpointError(raw.file, why)
-    cfg = target_hf_config(folder)
+    cfg = target_hf_config(folder, registry)
     arch = registry.build("target", cfg.model_type)   # once a load: its model, and its own module names renamed
     model = build_target(cfg, registry, backend, arch)
     made = arch.name_rules() if callable(getattr(arch, "name_rules", None)) else []
@@ -168,7 +167,7 @@ def plan_assembly(spec: Spec | str | Path, target: str | Path | None = None, dra
         if getattr(e, "__notes__", None) or getattr(e, "path", Path()).name == "config.json":
             raise
         try:
-            target_cfg = target_hf_config(target_dir)
+            target_cfg = target_hf_config(target_dir, registry)
         except DraftsmithError:
             raise e from None
         target_error, target_plan = e, None
@@ -193,7 +192,8 @@ def plan_assembly(spec: Spec | str | Path, target: str | Path | None = None, dra
         log.warning("draft %s: %s", short_text(draft_dir, 300), "; ".join(said))
     if (unfinished := training_note(info.file for info in draft_plan.infos.values())) is not None:
         log.warning("draft %s: %s", short_text(draft_dir, 300), unfinished, extra={NOTE_KIND: UNFINISHED})
-    return Assembly(target_plan, target_cfg, draft_model, draft_plan, draft_dir, read_tokenizer(target_dir),
+    return Assembly(target_plan, target_cfg, draft_model, draft_plan, draft_dir,
+                    read_tokenizer(target_dir, remote_as_none=True),   # a remote-code tokenizer: token ids only
                     frozenset(stop_ids(target_dir, target_cfg)), target_dir)
 
 
@@ -355,11 +355,13 @@ _READ_BESIDE = ("merges.txt", "special_tokens_map.json", "added_tokens.json",   
                 "chat_template.jinja")
 
 
-def read_tokenizer(folder: Path):
+def read_tokenizer(folder: Path, *, remote_as_none: bool = False):
     """The target's tokenizer, or None without its files; a file that is not a regular file inside the folder, or
-    one transformers cannot read, is a CheckpointError (read before any tensor is). A tokenizer without a chat
-    template of its own gets the processor's, from chat_template.json (:func:`draftsmith.chat.processor_template`:
-    AutoProcessor reads it, AutoTokenizer does not), which a malformed file is a CheckpointError naming."""
+    one transformers cannot read, is a CheckpointError (read before any tensor is); ``remote_as_none``: a tokenizer
+    that is the checkpoint's own code (never run) is None, said in a warning (the target decodes token ids). A
+    tokenizer without a chat template of its own gets the processor's, from chat_template.json
+    (:func:`draftsmith.chat.processor_template`: AutoProcessor reads it, AutoTokenizer does not), which a malformed
+    file is a CheckpointError naming."""
     def there(names):   # a link counts as there even when it points nowhere: regular_file says what it is
         return [folder / f for f in names if (folder / f).exists() or (folder / f).is_symlink()]
 
@@ -373,7 +375,11 @@ def read_tokenizer(folder: Path):
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(folder), trust_remote_code=False)
     except Exception as exc:  # noqa: BLE001 (tokenizers and transformers raise many kinds on a broken file)
-        why = f"it lacks the key {exc}" if isinstance(exc, KeyError) else short_text(exc, 300)   # str(): 'key'
+        remote = remote_code_reason(folder, exc)   # Kimi's tokenization_kimi.py: draftsmith never runs it
+        if remote is not None and remote_as_none:
+            log.warning("target %s: %s", short_text(folder, 300), remote)
+            return None
+        why = remote or (f"it lacks the key {exc}" if isinstance(exc, KeyError) else short_text(exc, 300))   # 'key'
         raise CheckpointError(unreadable_json(present + there(_READ_BESIDE)) or present[0],
                               f"transformers cannot read the tokenizer: {why}") from None
     if not getattr(tokenizer, "chat_template", None) and there([PROCESSOR_TEMPLATE]):
@@ -381,17 +387,3 @@ def read_tokenizer(folder: Path):
         if (template := processor_template(folder)) is not None:
             tokenizer.chat_template = template
     return tokenizer
-
-
-def unreadable_json(files: list[Path]) -> Path | None:
-    """The first of a tokenizer's .json files that is not a JSON object, or that starts with a UTF-8 byte-order mark
-    (which Python's json reads from bytes and transformers does not), or None: transformers' error does not say
-    which file it was reading."""
-    for path in (f for f in files if f.suffix == ".json"):
-        try:
-            data = path.read_bytes()
-            if data.startswith(codecs.BOM_UTF8) or not isinstance(json.loads(data), dict):
-                return path
-        except (OSError, ValueError, RecursionError):
-            return path
-    return None

@@ -266,12 +266,13 @@ def mrope_as_default(cfg: PretrainedConfig, source: str | Path) -> None:
     cfg.rope_parameters = {**params, "rope_type": "default"} | ({"type": "default"} if "type" in params else {})
 
 
-def target_hf_config(folder: str | Path) -> PretrainedConfig:
-    from transformers import AutoConfig
-
+def target_hf_config(folder: str | Path, registry=None) -> PretrainedConfig:
+    """The target's config as draftsmith reads it (:func:`text_model_config` of :func:`read_target_config`), its
+    problems a CheckpointError naming config.json. ``registry``: the one its type's record is looked up in (default:
+    the process-wide one)."""
     read_config(folder)  # checked before transformers reads it (a FIFO, a list, a float head count, ...)
     try:
-        return text_model_config(AutoConfig.from_pretrained(str(folder), trust_remote_code=False))
+        return text_model_config(read_target_config(folder, registry))
     except Exception as exc:  # noqa: BLE001 (transformers' own checks raise strict-dataclass, index, ... errors)
         file = Path(folder) / "config.json"
         try:
@@ -282,6 +283,32 @@ def target_hf_config(folder: str | Path) -> PretrainedConfig:
         raise CheckpointError(file, "it starts with a UTF-8 byte-order mark, which transformers does not read: save "
                               "it as UTF-8 without the mark" if bom else
                               f"transformers cannot read it: {short_text(exc, 300)}") from None
+
+
+def read_target_config(folder: str | Path, registry=None) -> PretrainedConfig:
+    """transformers' config of a target folder, never running its remote code: AutoConfig's (trust_remote_code
+    false); or, for a model_type transformers has no class for whose registered target reads it as another type's
+    (its record's ``config_as``: Kimi-K2's kimi_k2 as deepseek_v3, as transformers itself reads Kimi-K2.5's
+    text_config), that type's config class over the file, with the file's model_type (its record, its refusals)."""
+    from transformers import CONFIG_MAPPING, AutoConfig
+
+    kind = read_raw_config(folder).get("model_type")
+    as_type = None
+    if isinstance(kind, str) and kind not in CONFIG_MAPPING:
+        from draftsmith.components.targets import target_record
+        from draftsmith.registry import default_registry
+
+        as_type = getattr(target_record(registry or default_registry(), kind), "config_as", None)
+    if as_type is None:
+        return AutoConfig.from_pretrained(str(folder), trust_remote_code=False)
+    if as_type not in CONFIG_MAPPING:
+        raise ValueError(f"the {kind} target reads it as model_type {as_type!r}, which transformers has no config "
+                         "class for")
+    reader = CONFIG_MAPPING[as_type]
+    written, kwargs = reader.get_config_dict(str(folder), name_or_path=str(folder))   # as AutoConfig passes it
+    cfg = reader.from_dict({**written, "model_type": as_type}, **kwargs)
+    cfg.model_type = kind
+    return cfg
 
 
 def text_config(cfg: PretrainedConfig) -> PretrainedConfig:

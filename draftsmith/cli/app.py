@@ -347,6 +347,7 @@ def target_folder_problems(folder: Path, prompt, max_new_tokens: int, names: dic
     problems here: the load says what is wrong with it."""
     from draftsmith.assembler.assemble import TOKENIZER_FILES
     from draftsmith.assembler.config import read_config
+    from draftsmith.assembler.remote_code import remote_tokenizer_problem
     from draftsmith.chat import is_conversation
     from draftsmith.decoding.prompts import context_problems, encode_prompts
 
@@ -358,6 +359,8 @@ def target_folder_problems(folder: Path, prompt, max_new_tokens: int, names: dic
     problems: list[str] = []
     text = isinstance(prompt, str) or is_conversation(prompt)
     tokenizer = any((folder / f).exists() or (folder / f).is_symlink() for f in TOKENIZER_FILES)   # as the load
+    if text and tokenizer and (remote := remote_tokenizer_problem(folder)) is not None:   # its own code: never run
+        return [f"{names['prompt']}: a text prompt needs the target's tokenizer, but {remote}"]
     if text and tokenizer:   # its tokens are known once the tokenizer loads
         if context is not None and max_new_tokens > context:
             problems.append(f"{names['max_new_tokens']} is {max_new_tokens}: past the target's context of {context} "

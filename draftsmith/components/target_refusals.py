@@ -132,5 +132,18 @@ def mrope_check(cfg, default: tuple[int, ...]) -> None:
                   f"summing to head_dim / 2 = {half}. {SET_FIX}")
 
 
+def text_type_check(cfg, text_type: str) -> None:
+    """Refuse a multimodal type's text model of another transformers type than ``text_type``, the one its record
+    computes: transformers' model of the type builds its text_config's type (Kimi-K2.5's: any AutoConfig type), so
+    draftsmith's layers would compute another model than the checkpoint's. ``cfg``: the text model's config
+    (:func:`draftsmith.assembler.config.text_model_config`), whose class is its text_config's type."""
+    found = getattr(type(cfg), "model_type", None)
+    if found != text_type:
+        raise refused(cfg, f"text_config.model_type is {found!r}: transformers builds its text model as that "
+                      f"type's, not the {text_type} model draftsmith computes for this type; allowed: {text_type} "
+                      f"(or a type transformers reads as {text_type}, such as Kimi-K2.5's kimi_k2). {UNCOMPUTED}")
+
+
 __all__ = ["LAYERS_FIX", "SET_FIX", "UNCOMPUTED", "UnsupportedTarget", "config_path", "layer_types_check",
-           "moe_check", "moe_refusal", "moe_sizes", "mrope_check", "mrope_covers", "refused", "rotary_check"]
+           "moe_check", "moe_refusal", "moe_sizes", "mrope_check", "mrope_covers", "refused", "rotary_check",
+           "text_type_check"]

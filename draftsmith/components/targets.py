@@ -19,7 +19,8 @@ from draftsmith.components.params import MoEParams, StackedMoEParams
 from draftsmith.components.target_options import CAPPED_SCORES, GEMMA, options_check
 from draftsmith.components.target_refusals import (LAYERS_FIX, UNCOMPUTED, UnsupportedTarget, config_path,
                                                     layer_types_check, moe_check, moe_refusal, moe_sizes,
-                                                    mrope_check, mrope_covers, refused, rotary_check)
+                                                    mrope_check, mrope_covers, refused, rotary_check,
+                                                    text_type_check)
 
 if TYPE_CHECKING:
     from torch import nn
@@ -74,6 +75,11 @@ class TargetArch(BaseModel):
     embed_scale: bool = False          # the token embedding times sqrt(hidden_size), in the model's dtype (Gemma)
     logit_cap: str | None = None       # config key of the logits' tanh cap (final_logit_softcapping; null: none)
     options: tuple[tuple[str, tuple[Any, ...]], ...] = ()   # (config key, the values computed): others refused
+    # a model_type transformers has no config class for (Kimi-K2's kimi_k2, read by remote code draftsmith never
+    # runs): the transformers type its config.json is read as, whose computation the type's is (read_target_config)
+    config_as: str | None = None
+    # a multimodal type whose text_config may be any transformers type (Kimi-K2.5's): the one its layers compute
+    text_type: str | None = None
 
     def window(self, cfg, idx: int) -> int | None:
         """Layer idx's sliding window, as transformers' model of this type applies it (``sliding_window``)."""
@@ -131,6 +137,8 @@ class TargetArch(BaseModel):
             mrope_check(cfg, self.mrope)
         attention = dict(self.attention_params)
         options_check(cfg, self.options, [attention.get("scale_key"), attention.get("softcap_key"), self.logit_cap])
+        if self.text_type is not None:
+            text_type_check(cfg, self.text_type)
 
     def moe_recipe(self) -> tuple[str, dict[str, Any]]:
         """The registered ``moe`` component of its mixture-of-experts layers and its params (as attention_recipe)."""
@@ -264,6 +272,17 @@ TARGETS = {
     # attention's scores capped by attn_logit_softcapping (components.softcap)
     "gemma2": arch(**GEMMA | CAPPED_SCORES, sliding_window="layer_types"),
 }
+# Kimi-K2 (its config.json's kimi_k2: transformers' deepseek_v3, as transformers reads Kimi-K2.5's text_config) and
+# Kimi-K2.5 (kimi_k25: that text model beside a vision tower, not loaded; the Hub's files hold it under
+# language_model.model / language_model.lm_head, transformers 5.24's save_pretrained its layers as ...model.blocks;
+# tests/assembler/test_kimi_targets.py)
+KIMI_VL = {"prefixes": (("language_model.model.blocks.", "model.layers."), ("language_model.model.", "model."),
+                        ("language_model.lm_head.", "lm_head."), ("model.language_model.", "model.")),
+           "skipped": ("vision_tower.", "mm_projector.", "model.vision_tower.", "model.mm_projector."),
+           "text_type": "deepseek_v3"}
+TARGETS |= {"kimi_k2": lambda params=None, **_: TargetArch(**{**dict(TARGETS["deepseek_v3"]()),
+                                                                "config_as": "deepseek_v3"}),
+            "kimi_k25": lambda params=None, **_: TargetArch(**{**dict(TARGETS["deepseek_v3"]()), **KIMI_VL})}
 
 
 def moe_recipe(arch: Any) -> tuple[str, dict[str, Any]]:

@@ -150,4 +150,5 @@ def test_every_registered_target_type_is_checked():
     checked = parity | moe | stacked | fused | {m for m, _ in CASES.values()}
     checked |= {"qwen2_vl", "qwen2_5_vl", "qwen3_vl"}   # tests/assembler/test_vl_targets.py
     checked |= {"gemma3_text", "gemma3", "gemma2"}     # tests/assembler/test_gemma_targets.py
+    checked |= {"kimi_k2", "kimi_k25"}                  # tests/assembler/test_kimi_targets.py
     assert set(TARGETS) <= checked

@@ -28,6 +28,7 @@ SMALL = {"deepseek_v3": dict(n_routed_experts=4, n_group=2, topk_group=1, n_shar
          "gpt_oss": dict(num_local_experts=4, num_experts_per_tok=2),
          "glm4_moe": dict(n_routed_experts=4, n_group=2, topk_group=1, n_shared_experts=1, num_experts_per_tok=2,
                           moe_intermediate_size=8, first_k_dense_replace=1)}
+SMALL |= {"kimi_k2": SMALL["deepseek_v3"], "kimi_k25": SMALL["deepseek_v3"]}   # DeepSeek-V3's text model
 FACTORIES = {"sparse": (moe, MoEParams), "stacked": (stacked_moe, StackedMoEParams)}   # by moe_kind
 
 
@@ -50,7 +51,8 @@ def test_every_moe_type_is_covered():
 @pytest.mark.parametrize("kind", MOE_TYPES)
 def test_every_key_the_moe_layers_read_is_a_moe_key(kind):
     arch = TARGETS[kind]()
-    cfg = AutoConfig.for_model(kind, **{**SIZES, **SMALL[kind]})
+    read_as = arch.config_as or arch.text_type or kind   # the transformers config its text model is read as
+    cfg = AutoConfig.for_model(read_as, **{**SIZES, **SMALL[kind]})
     reading = Reading(cfg)
     arch.moe_layers(reading, cfg.num_hidden_layers + 1)
     moe_check(reading, arch)
