@@ -34,6 +34,7 @@ WRITERS = {
     "eagle-mla-deepseek": (4, lambda d, t: write_mla_eagle(d, t, layout="deepseek")),
     "eagle-mla-mistral": (4, lambda d, t: write_mla_eagle(d, t, layout="mistral")),
     "deepseek-mtp": (4, lambda d, t: write_mtp(t)),                     # the draft lives in the target's folder
+    "glm-mtp": (4, lambda d, t: write_mtp(t)),                          # as deepseek-mtp (GLM's attention params)
     "smollm2": (30, lambda d, t: write_eagle3(d, t, draft_vocab=40, std=0.3, aux_ids=[2, 15, 27])),
     "demo": (None, None),                                             # its own shipped pair
 }
