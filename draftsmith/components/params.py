@@ -96,6 +96,9 @@ class RMSParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     # the weight is stored as an offset from this (Gemma's 1.0: x * (1 + w), in float32 before the cast back)
     offset: Annotated[float, Field(allow_inf_nan=False)] = 0.0
+    # the weight applied in float32 before the cast back (gpt-oss's norms: transformers keeps them in float32), where
+    # Llama's RMSNorm casts to the input's dtype first
+    float32_weight: bool = False
 
 
 # --- layer: llama ---

@@ -255,8 +255,10 @@ TARGETS = {
     "glm4_moe": arch(o_bias=False, mlp_bias=False, qk_norm="config", partial_rotary=True, sliding_window="ignored",
                      moe_from="first_k_dense_replace", moe=DEEPSEEK_ROUTER),
     # learned attention sinks; every layer MoE, its experts stacked with biases (moe: stacked), gate / up interleaved
-    # in the clamped SwiGLU of swiglu_limit / swiglu_alpha; the bf16 layout (an MXFP4 one is refused: target_quant)
-    "gpt_oss": arch(attention_params=(("sinks", True),), sliding_window="layer_types", moe_kind="stacked", moe=(
+    # in the clamped SwiGLU of swiglu_limit / swiglu_alpha; the bf16 layout (an MXFP4 one is refused: target_quant);
+    # its norms' weights applied in float32 (transformers keeps them float32)
+    "gpt_oss": arch(attention_params=(("sinks", True),), sliding_window="layer_types", moe_kind="stacked",
+                    norm_params=(("float32_weight", True),), moe=(
         ("gate_up", "interleaved"), ("limit_key", "swiglu_limit"), ("alpha_key", "swiglu_alpha"), ("alpha", 1.702),
         ("up_offset", 1.0))),
     # Gemma-3 (1B, and the text model of 4B / 12B / 27B): GEMMA's layers, q/k norms, a window on the layers

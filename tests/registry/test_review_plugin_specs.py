@@ -71,7 +71,7 @@ def test_a_builtin_components_unknown_key_lists_its_own_params(tmp_path):
     with pytest.raises(draftsmith.SpecError) as info:
         draftsmith.load_spec(llama(tmp_path, norm={"kind": "rms", "scale": 1.0}), fresh())
     [problem] = info.value.problems
-    assert problem.allowed == "kind, offset" and "plugin" not in problem.hint
+    assert problem.allowed == "kind, float32_weight, offset" and "plugin" not in problem.hint
 
 
 def test_an_unknown_name_says_when_autoloading_is_disabled(tmp_path, monkeypatch):

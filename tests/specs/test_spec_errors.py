@@ -43,7 +43,7 @@ def test_a_size_or_eps_given_to_a_component_says_the_config_gives_it(base, spec_
     base["draft"]["norm"] = {"kind": "rms", "eps": 1e-5}
     p = only(spec_error(base))
     assert (p.path, p.message) == ("draft.norm.eps", "unknown field 'eps'")
-    assert p.allowed == "kind, offset"
+    assert p.allowed == "kind, float32_weight, offset"
     assert p.hint == "Sizes and eps come from the checkpoint's config.json, not the spec"
 
 def test_literal_value_not_allowed(base, spec_error):
