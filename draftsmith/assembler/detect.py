@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from draftsmith.components.fusion import config_bias
-from draftsmith.components.params import AUX_NORM, INPUT_NORM
+from draftsmith.components.params import AUX_NORM, INPUT_NORM, PARTIAL_ROTARY_KEY, QK_NORM_KEY
 from draftsmith.errors import short_text
 from draftsmith.hooks import LayoutMatch
 
@@ -42,9 +42,18 @@ class Family:
     settings: tuple[tuple[str, Any], ...] = ()
 
 
+# The MTP (NextN) rows share their tensor names; what tells GLM-4.5's GQA block from a Llama-style one where its
+# tensors may not (attention_bias false, no q/k norms) is a config key read by glm-mtp's attention (qk_norm: config,
+# partial_rotary) that its config always states and a Llama or DeepSeek-V3 one does not; absent, both read alike
+PARTIAL_QK_KEYS = (QK_NORM_KEY, PARTIAL_ROTARY_KEY)
+MLA_MTP = r"^model\.layers\.\d+\.self_attn\.kv_a_proj_with_mqa\.weight$"   # DeepSeek-V3's MTP block: latent attention
+MTP = (r"^model\.layers\.\d+\.eh_proj\.weight$", r"^model\.layers\.\d+\.enorm\.weight$")
+
 FAMILIES: tuple[Family, ...] = (
-    Family("deepseek-mtp", "model.layers.L.{enorm,hnorm,eh_proj} (DeepSeek-V3 MTP / NextN layer)",
-           (r"^model\.layers\.\d+\.eh_proj\.weight$", r"^model\.layers\.\d+\.enorm\.weight$")),
+    Family("glm-mtp", "model.layers.L.{enorm,hnorm,eh_proj} with a GQA block and use_qk_norm / partial_rotary_factor "
+                      "in the config (GLM-4.5 / 4.6 / 4.7 MTP / NextN layer: partial rotation, q/k norms by config)",
+           MTP, forbid=(MLA_MTP,), config_any=PARTIAL_QK_KEYS),
+    Family("deepseek-mtp", "model.layers.L.{enorm,hnorm,eh_proj} (DeepSeek-V3 MTP / NextN layer)", MTP),
     Family("eagle-mla-mistral", "eagle_linear and latent attention in Mistral names (MLA EAGLE, Mistral format)",
            (r"^eagle_linear\.weight$", r"^layers\.\d+\.attention\.wkv_a_with_mqa\.weight$"), checks=("layers",)),
     Family("eagle-mla-deepseek", "model.fc and latent attention in DeepSeek-V3 names (MLA EAGLE)",

@@ -11,13 +11,12 @@ from torch import nn
 from draftsmith.components.attention import GQAttention
 from draftsmith.components.backends import sinks_taken
 from draftsmith.components.dims import Dims
-from draftsmith.components.params import GQAParams
+from draftsmith.components.params import QK_NORM_KEY, GQAParams   # QK_NORM_KEY: what qk_norm: config reads
 from draftsmith.components.rope import Rotary, layer_rope_type, warn_stored_order, with_theta
 from draftsmith.components.softcap import softcapped
 from draftsmith.errors import OptionError
 
 BIAS_KEYS = ("qkv_bias", "attention_bias")   # what a config may state about q/k/v biases, the first one stated wins
-QK_NORM_KEY = "use_qk_norm"   # what ``qk_norm: config`` reads: per-head q/k norms where true (GLM-4.5's config)
 QKV_BIAS = re.compile(r"(^|\.)self_attn\.[qkv]_proj\.bias$")   # the attention's q/k/v bias tensors, by canonical name
 
 

@@ -50,6 +50,20 @@ class GQAParams(BaseModel):
     layer_type_rope: bool = False
 
 
+QK_NORM_KEY = "use_qk_norm"   # what ``qk_norm: config`` reads: per-head q/k norms where true (GLM-4.5's config)
+PARTIAL_ROTARY_KEY = "partial_rotary_factor"   # what ``partial_rotary`` reads (top level or in rope_parameters)
+
+
+def gqa_keys(params: Mapping[str, Any]) -> set[str]:
+    """The config keys a GQA attention with these spec params (plain data) reads beyond a Llama config's: use_qk_norm
+    where qk_norm: config, partial_rotary_factor where partial_rotary, its scale_key and softcap_key; ``inspect``
+    does not call them unread."""
+    keys = {QK_NORM_KEY if params.get("qk_norm") == "config" else None,
+            PARTIAL_ROTARY_KEY if params.get("partial_rotary") is True else None,
+            params.get("scale_key"), params.get("softcap_key")}
+    return {k for k in keys if isinstance(k, str)}
+
+
 def gqa_reads(_, draft_config: Mapping[str, Any]) -> dict[str, Any]:
     """rope_theta auto as the draft config states it (its rope_parameters', else its top level's; Component.reads),
     where it does at the top level; nothing where it does not (a nested config: unknown here)."""

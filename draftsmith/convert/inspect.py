@@ -21,6 +21,7 @@ from draftsmith.assembler.detect import (FAMILIES, eagle3_values, final_norm_rea
 from draftsmith.assembler.fit import STACKED, closest_families, holder, split_parts, unfit_names
 from draftsmith.assembler.styles import IDS, style_of
 from draftsmith.components.eagle3_keys import MODELOPT_KEYS
+from draftsmith.components.params import gqa_keys
 from draftsmith.components.targets import target_record
 from draftsmith.convert.fp8 import fp8_reading
 from draftsmith.errors import CheckpointError, SpecError, short_text
@@ -55,6 +56,7 @@ def inspect_checkpoint(folder: str | Path, registry: Registry | None = None, spe
     the checkpoint decides (``auto``, the flags its config states, the rope order, d2t's convention) are read as for
     a detected one. The match then names the spec as given (a path stays a path, which loads it again; a Spec is
     named by its name)."""
+    from draftsmith.assembler.build import attention_name
     from draftsmith.specs.loader import load_spec
 
     registry = registry or default_registry()
@@ -101,6 +103,8 @@ def inspect_checkpoint(folder: str | Path, registry: Registry | None = None, spe
     for path, value in row_settings(match, config, names):
         put(data, path, value)   # what the detected row holds that its family spec does not say (noted there)
     attention = data["draft"]["attention"]
+    if attention_name(spec, config) == "gqa":   # what the proposal's attention reads (use_qk_norm: qk_norm config)
+        unread = tuple(k for k in unread if k not in gqa_keys(attention))
     if "rope" in attention and isinstance(config.get("rope_interleave"), bool):  # the stored pair order, if said
         attention["rope"] = "interleaved" if config["rope_interleave"] else "neox"
         match = noted(match, f"attention.rope: {attention['rope']} (the config's rope_interleave)")
