@@ -72,6 +72,17 @@ def text_keys(raw: Mapping[str, Any]) -> dict[str, Any]:
     return {**raw, **text} if isinstance(text, Mapping) else dict(raw)
 
 
+def target_text_keys(folder: str | Path) -> dict[str, Any]:
+    """A target folder's config.json as its text model's keys (:func:`text_keys`), with the sizes a ``text_config``
+    leaves to its type's defaults (:func:`missing_target_keys`: the Hub's Gemma-3 4B states no vocab_size nor
+    num_attention_heads there) taken from transformers' reading of the file, as the target is built."""
+    keys = text_keys(read_raw_config(folder))
+    if missing := [k for k in (*TARGET_SIZES, "num_key_value_heads") if keys.get(k) is None]:
+        text = text_model_config(read_target_config(folder))
+        keys |= {k: getattr(text, k) for k in missing if getattr(text, k, None) is not None}
+    return keys
+
+
 def read_raw_config(folder: str | Path) -> dict[str, Any]:
     """The checkpoint's config file as written: ``config.json``, else Mistral's ``params.json``."""
     folder = checkpoint_folder(folder)
@@ -212,9 +223,12 @@ def missing_target_keys(raw: Mapping[str, Any], known: list[str]) -> str | None:
     """What a target config lacks of its ``model_type`` and :data:`TARGET_SIZES` (in the keys its file uses), all
     at once, or None. A size under ``text_config`` counts (a multimodal type's text model). ``known``: the target
     types registered, which a missing model_type is told. Checked before transformers reads the config, which would
-    give every missing size its Llama default and the model_type the string 'None'."""
+    give every missing size its Llama default and the model_type the string 'None'. A ``text_config`` that names its
+    type is a sub-config transformers writes as its differences from that type's defaults (the Hub's Gemma-3 4B /
+    12B / 27B state no vocab_size there, 4B no num_attention_heads): its sizes are its class's, not a Llama's."""
     text = raw.get("text_config") if isinstance(raw.get("text_config"), Mapping) else {}
-    missing = [k for k in ("model_type", *TARGET_SIZES) if raw.get(k) is None and text.get(k) is None]
+    checked = () if isinstance(text.get("model_type"), str) else TARGET_SIZES
+    missing = [k for k in ("model_type", *checked) if raw.get(k) is None and text.get(k) is None]
     if not missing:
         return None
     key = written_key(raw)

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from draftsmith.assembler.checkpoint import save_safetensors
-from draftsmith.assembler.config import text_keys
+from draftsmith.assembler.config import target_text_keys
 from draftsmith.assembler.vocab import make_vocab_map
 
 BYTE_VOCAB = 258   # write_byte_tokenizer's ids: 256 bytes, <s>, </s>
@@ -54,8 +54,9 @@ def write_target(folder: str | Path, model_type: str = "llama", *, seed: int = 0
 
 
 def _target_cfg(folder: Path) -> dict[str, Any]:
-    """The target's config.json, a multimodal type's text model's keys (its ``text_config``) lifted to the top."""
-    return text_keys(json.loads((Path(folder) / "config.json").read_text()))
+    """The target's config.json, a multimodal type's text model's keys (its ``text_config``) lifted to the top, the
+    sizes such a text_config leaves to its type's defaults filled (the Hub's Gemma-3 4B: no vocab_size there)."""
+    return target_text_keys(folder)
 
 
 def _llama_layer(prefix: str, H: int, nH: int, nKV: int, d: int, I: int, in_width: int, g: torch.Generator,

@@ -21,7 +21,7 @@ from safetensors.torch import load_file
 import draftsmith
 from draftsmith.assembler.build import rule_set
 from draftsmith.assembler.checkpoint import read_json, save_safetensors
-from draftsmith.assembler.config import text_keys
+from draftsmith.assembler.config import target_text_keys as config_text_keys
 from draftsmith.assembler.explain import TRAIN_STEP, TRAIN_STEPS
 from draftsmith.errors import DraftsmithError
 from draftsmith.assembler.vocab import make_vocab_map
@@ -110,8 +110,9 @@ def init_draft(spec, target_dir: Path, folder: Path, kept: torch.Tensor | None, 
 
 
 def target_text_keys(target_dir) -> dict[str, Any]:
-    """The target's config.json as its text model's keys (:func:`~draftsmith.assembler.config.text_keys`)."""
-    return text_keys(json.loads((Path(target_dir) / "config.json").read_text()))
+    """The target's config.json as its text model's keys (:func:`~draftsmith.assembler.config.target_text_keys`:
+    the sizes a Hub text_config leaves to its type's defaults filled)."""
+    return config_text_keys(target_dir)
 
 
 def _write_eagle3(spec, target_dir, folder: Path, kept, tc: dict, seed: int) -> None:

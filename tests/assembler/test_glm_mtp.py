@@ -72,12 +72,13 @@ def test_the_mtp_layer_equals_transformers(folders, name):
     ids = torch.randint(0, 96, (2, 9), generator=torch.Generator().manual_seed(0))
     hidden = torch.randn(2, 9, 64, generator=torch.Generator().manual_seed(1), dtype=dtype)
     pos = torch.arange(9).expand(2, 9)
-    emb = model.draft.embed_tokens(ids)
+    embed = model.target.model.embed_tokens   # the target's: glm-mtp shares it
+    emb = embed(ids)
     mask = torch.full((9, 9), float("-inf"), dtype=dtype).triu(1)[None, None]
     with torch.no_grad():   # transformers' layer has no position-0 zeroing: ours is switched off; its rotation is
         want = ref(emb, hidden, Glm4MoeRotaryEmbedding(tcfg)(emb, pos), mask, pos, None)   # float32's
         model.draft.fc.zero_first_embedding = False
-        got = model.draft.norm(model.draft(ids, hidden, pos, embed=model.draft.embed_tokens, from_target=True)[0])
+        got = model.draft.norm(model.draft(ids, hidden, pos, embed=embed, from_target=True)[0])
     assert want.std() > 0.5
     torch.testing.assert_close(got, want, atol=5e-6, rtol=0)
 
