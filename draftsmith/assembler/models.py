@@ -87,8 +87,12 @@ class CausalLM(nn.Module):
         return add_then_norm(self.model.norm, x, pending)[1], aux
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        out = self.lm_head(hidden)
-        return out if self.logit_cap is None else torch.tanh(out / self.logit_cap) * self.logit_cap
+        return self.capped(self.lm_head(hidden))
+
+    def capped(self, logits: torch.Tensor) -> torch.Tensor:
+        """The lm_head's logits (or any of their columns: training's kept ids) as the target gives them: capped by
+        tanh at ``logit_cap`` where it has one (Gemma's final_logit_softcapping)."""
+        return logits if self.logit_cap is None else torch.tanh(logits / self.logit_cap) * self.logit_cap
 
 
 class DraftModel(nn.Module):

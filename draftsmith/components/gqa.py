@@ -14,7 +14,8 @@ from draftsmith.components.dims import Dims
 from draftsmith.components.params import QK_NORM_KEY, GQAParams   # QK_NORM_KEY: what qk_norm: config reads
 from draftsmith.components.rope import Rotary, layer_rope_type, warn_stored_order, with_theta
 from draftsmith.components.softcap import softcapped
-from draftsmith.errors import OptionError
+from draftsmith.errors import CheckpointError, OptionError, short
+from draftsmith.values import is_number
 
 BIAS_KEYS = ("qkv_bias", "attention_bias")   # what a config may state about q/k/v biases, the first one stated wins
 QKV_BIAS = re.compile(r"(^|\.)self_attn\.[qkv]_proj\.bias$")   # the attention's q/k/v bias tensors, by canonical name
@@ -44,8 +45,8 @@ def gqa(params: GQAParams, *, dims: Dims, layer_idx: int, in_width: int, backend
     if bias == "auto":
         bias = config_qkv_bias(cfg)
     o_bias = bool(getattr(cfg, "attention_bias", False)) if params.o_bias == "auto" else params.o_bias
-    if params.softcap_key is not None and (cap := getattr(cfg, params.softcap_key, None)) is not None:
-        backend = softcapped(float(cap))   # no backend takes the cap: plain torch (components.softcap)
+    if (cap := config_scale(cfg, params.softcap_key, "the tanh cap of its scores")) is not None:
+        backend = softcapped(cap)   # no backend takes the cap: plain torch (components.softcap)
     if params.sinks and not sinks_taken(backend):
         raise OptionError(
             f"attention backend {getattr(backend, '__name__', backend)!r} (decoding.attention) does not compute "
@@ -58,12 +59,25 @@ def gqa(params: GQAParams, *, dims: Dims, layer_idx: int, in_width: int, backend
     qk_norm = bool(getattr(cfg, QK_NORM_KEY, False)) if params.qk_norm == "config" else params.qk_norm
     rotated = cfg if params.rope_theta == "auto" else with_theta(cfg, params.rope_theta)
     layer_type = layer_rope_type(cfg, layer_idx) if params.layer_type_rope else None
-    scaled = getattr(cfg, params.scale_key, None) if params.scale_key is not None else None
+    scaled = config_scale(cfg, params.scale_key, "its scores scaled by the value ** -0.5")
     rope = Rotary(rotated, dims.head_dim, params.rope, params.partial_rotary, layer_type)
     return GQAttention(
         dims, in_width=in_width, layer_idx=layer_idx, rope=rope,
         backend=backend, qkv_bias=bias, o_bias=o_bias,
         q_norm=norm(dims.head_dim) if qk_norm else None,
         k_norm=norm(dims.head_dim) if qk_norm else None, sinks=params.sinks,
-        scale=None if scaled is None else float(scaled) ** -0.5,
+        scale=None if scaled is None else scaled ** -0.5,
     )
+
+
+def config_scale(cfg: Any, key: str | None, what: str) -> float | None:
+    """The positive number the config's ``key`` (a spec's scale_key / softcap_key) holds, or None (no key named, or
+    the config's absent or null); another value (0, a string, a bool) is a CheckpointError naming the config: a
+    target's is refused before (target_options.options_check), a draft's only here."""
+    if key is None or (value := getattr(cfg, key, None)) is None:
+        return None
+    if not (is_number(value) and value > 0):
+        raise CheckpointError(getattr(cfg, "name_or_path", None) or "the model's config",
+                              f"{key} is {short(value)}, which draftsmith cannot compute ({what}); allowed: a "
+                              "positive number, or null")
+    return float(value)

@@ -3,12 +3,12 @@ layer (:data:`GEMMA`), and the refusal of a config value those records name but 
 (:func:`options_check`)."""
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from draftsmith.components.target_refusals import UNCOMPUTED, refused
 from draftsmith.errors import short
+from draftsmith.values import is_number
 
 # the file's names of Gemma's layer norms -> the model's (components.layers.DecoderLayer): its attention's output norm,
 # its norm before the MLP (Llama's post_attention_layernorm slot), its MLP's output norm
@@ -37,8 +37,7 @@ def options_check(cfg, options: Sequence[tuple[str, tuple[Any, ...]]], numbers: 
                                f"{', '.join(map(repr, allowed))} (or the key absent). {UNCOMPUTED}")
     for key in filter(None, numbers):
         found = getattr(cfg, key, None)
-        if found is not None and (isinstance(found, bool) or not isinstance(found, (int, float))
-                                  or not math.isfinite(found) or found <= 0):
+        if found is not None and not (is_number(found) and found > 0):
             raise refused(cfg, f"{key}={short(found)} is no scale draftsmith can compute; allowed: a positive "
                                f"number. {UNCOMPUTED}")
 

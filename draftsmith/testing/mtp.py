@@ -52,3 +52,32 @@ def write_mtp(target: str | Path, *, seed: int = 11, std: float = 0.05, copy_hea
     save_safetensors({**src, **t}, folder)
     (folder / "config.json").write_text(json.dumps({**tc, "num_nextn_predict_layers": 1}, indent=2))
     return folder
+
+
+def mtp_reference(folder: str | Path, dtype: torch.dtype, decoder: type, norm: type):
+    """(transformers' MtpLayer, its config) for the MTP layer :func:`write_mtp` wrote into ``folder``: its block is
+    layer L of transformers' model of L + 1 layers over the same files (a folder beside ``folder``, written once),
+    wrapped with the MTP layer's enorm, hnorm, eh_proj and shared_head.norm; ``decoder`` and ``norm``: the type's
+    decoder layer and RMSNorm classes (DeepseekV3DecoderLayer, Glm4MoeDecoderLayer, ...)."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers.modeling_layers import MtpLayer
+
+    folder = Path(folder)
+    cfg = json.loads((folder / "config.json").read_text())
+    L, deeper = cfg["num_hidden_layers"], folder.parent / f"{folder.name}-deeper"
+    if not deeper.exists():
+        deeper.mkdir()
+        (deeper / "config.json").write_text(json.dumps({**cfg, "num_hidden_layers": L + 1,
+                                                         "num_nextn_predict_layers": 0}))
+        (deeper / "model.safetensors").symlink_to(folder / "model.safetensors")
+    full = AutoModelForCausalLM.from_pretrained(deeper, dtype=dtype, experts_implementation="eager").eval()
+    tcfg = AutoConfig.from_pretrained(folder)
+    tcfg._attn_implementation = "eager"
+    mtp = MtpLayer(tcfg, decoder, norm, layer_idx=L).to(dtype).eval()
+    mtp.mtp_block = full.model.layers[L]
+    ckpt, p = load_file(str(folder / "model.safetensors")), f"model.layers.{L}."
+    own = {"enorm.weight": "enorm.weight", "hnorm.weight": "hnorm.weight", "eh_proj.weight": "eh_proj.weight",
+           "post_norm.weight": "shared_head.norm.weight"}
+    missing, _ = mtp.load_state_dict({k: ckpt[p + v].to(dtype) for k, v in own.items()}, strict=False)
+    assert not [n for n in missing if not n.startswith("mtp_block.")]
+    return mtp, tcfg

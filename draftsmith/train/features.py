@@ -3,6 +3,7 @@
 For a window of token ids x [B, S] the target gives, per position j (after reading x_0..x_j):
   aux    [B, S, k*Ht]  the spec's aux taps (the draft's step-0 input)
   hidden [B, S, H]     the target's last hidden state after its final norm; target logits = lm_head(hidden),
+                       capped as the target caps them (CausalLM.capped: Gemma's final_logit_softcapping),
                        computed by the trainer over the reduced vocabulary only, so nothing of size V is stored
   top    [B, S]        the target's greedy token (argmax over the full vocabulary)
 On CPU the target's forward costs as much as several draft training steps, so ``extract`` writes the features

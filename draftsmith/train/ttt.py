@@ -67,7 +67,8 @@ def ttt_losses(model, batch: dict[str, torch.Tensor], steps: int, decay: float =
             ce = -logq.gather(-1, torch.searchsorted(kept, want).clamp(max=len(kept) - 1)[..., None])[..., 0]
         else:
             with torch.no_grad():
-                p = (batch["hidden"][:, 1 + s: 1 + s + T].to(dev, dt) @ w_kept.T).float().softmax(-1)
+                # the target's logits over the kept ids (capped as its own: Gemma's final_logit_softcapping)
+                p = model.target.capped(batch["hidden"][:, 1 + s: 1 + s + T].to(dev, dt) @ w_kept.T).float().softmax(-1)
             ce = -(p * logq).sum(-1)
         loss = loss + decay**s * (ce * ok).sum() / ok.sum().clamp(min=1)
         acc.append((kept[logq.argmax(-1)] == want).float().mean().item())

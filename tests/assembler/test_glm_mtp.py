@@ -4,13 +4,8 @@ partial_rotary_factor of each head rotated). Its block is the one transformers' 
 layer deeper (MoE, as the MTP layer continues the stack past first_k_dense_replace); the whole MTP layer equals
 transformers' MtpLayer around Glm4MoeDecoderLayer, and greedy speculative decoding equals target-only. deepseek-mtp
 itself does not fit such a layer: its o_proj has no bias, and the names say so."""
-import json
-
 import pytest
 import torch
-from safetensors.torch import load_file
-from transformers import AutoConfig, AutoModelForCausalLM
-from transformers.modeling_layers import MtpLayer
 from transformers.models.glm4_moe.modeling_glm4_moe import (Glm4MoeDecoderLayer, Glm4MoeRMSNorm,
                                                               Glm4MoeRotaryEmbedding)
 
@@ -18,7 +13,7 @@ import draftsmith
 from draftsmith.assembler.plan import CheckpointMismatch
 from draftsmith.components.moe import SparseMoE
 from draftsmith.testing import edit_config, write_target
-from draftsmith.testing.mtp import write_mtp
+from draftsmith.testing.mtp import mtp_reference, write_mtp
 from test_glm4_moe_target import GLM, randomize_router
 
 L = 2   # the target's layers; the MTP layer is model.layers.2
@@ -41,26 +36,8 @@ def folders(tmp_path_factory):
 
 
 def reference(folder, dtype):
-    """transformers' model of L + 1 layers over the same files (its layer L: the MTP layer's block) and MtpLayer
-    around that block with the MTP layer's enorm, hnorm, eh_proj and shared_head.norm."""
-    deeper = folder.parent / f"{folder.name}-deeper"
-    if not deeper.exists():
-        deeper.mkdir()
-        cfg = json.loads((folder / "config.json").read_text())
-        (deeper / "config.json").write_text(json.dumps({**cfg, "num_hidden_layers": L + 1,
-                                                         "num_nextn_predict_layers": 0}))
-        (deeper / "model.safetensors").symlink_to(folder / "model.safetensors")
-    full = AutoModelForCausalLM.from_pretrained(deeper, dtype=dtype, experts_implementation="eager").eval()
-    tcfg = AutoConfig.from_pretrained(folder)
-    tcfg._attn_implementation = "eager"
-    mtp = MtpLayer(tcfg, Glm4MoeDecoderLayer, Glm4MoeRMSNorm, layer_idx=L).to(dtype).eval()
-    mtp.mtp_block = full.model.layers[L]
-    ckpt, p = load_file(str(folder / "model.safetensors")), f"model.layers.{L}."
-    own = {"enorm.weight": "enorm.weight", "hnorm.weight": "hnorm.weight", "eh_proj.weight": "eh_proj.weight",
-           "post_norm.weight": "shared_head.norm.weight"}
-    missing, _ = mtp.load_state_dict({k: ckpt[p + v].to(dtype) for k, v in own.items()}, strict=False)
-    assert not [n for n in missing if not n.startswith("mtp_block.")]
-    return mtp, tcfg
+    """transformers' MtpLayer around Glm4MoeDecoderLayer (testing.mtp.mtp_reference)."""
+    return mtp_reference(folder, dtype, Glm4MoeDecoderLayer, Glm4MoeRMSNorm)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

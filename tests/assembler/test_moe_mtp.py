@@ -8,8 +8,6 @@ import json
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
-from transformers import AutoConfig, AutoModelForCausalLM
-from transformers.modeling_layers import MtpLayer
 from transformers.models.deepseek_v3.modeling_deepseek_v3 import (DeepseekV3DecoderLayer, DeepseekV3RMSNorm,
                                                                     DeepseekV3RotaryEmbedding)
 
@@ -19,7 +17,7 @@ from draftsmith.components.moe import SparseMoE
 from draftsmith.components.targets import UnsupportedTarget
 from draftsmith.testing import edit_config, write_target
 from draftsmith.testing.mla import MLA_SIZES
-from draftsmith.testing.mtp import write_mtp
+from draftsmith.testing.mtp import mtp_reference, write_mtp
 
 L = 2   # the target's layers; the MTP layer is model.layers.2
 MOE = dict(num_key_value_heads=4, n_routed_experts=4, num_experts_per_tok=2, n_group=2, topk_group=1,
@@ -73,26 +71,8 @@ def test_the_mtp_layer_s_mlp_is_what_the_target_s_type_makes_layer_l(folders, fi
 
 
 def reference(folder, dtype):
-    """transformers' model of L + 1 layers over the same files (its layer L: the MTP layer's block) and
-    MtpLayer around that block with the MTP layer's enorm, hnorm, eh_proj and shared_head.norm."""
-    cfg = json.loads((folder / "config.json").read_text())
-    deeper = folder.parent / f"{folder.name}-deeper"
-    if not deeper.exists():
-        deeper.mkdir()
-        (deeper / "config.json").write_text(json.dumps({**cfg, "num_hidden_layers": L + 1,
-                                                         "num_nextn_predict_layers": 0}))
-        (deeper / "model.safetensors").symlink_to(folder / "model.safetensors")
-    full = AutoModelForCausalLM.from_pretrained(deeper, dtype=dtype, experts_implementation="eager").eval()
-    tcfg = AutoConfig.from_pretrained(folder)
-    tcfg._attn_implementation = "eager"
-    mtp = MtpLayer(tcfg, DeepseekV3DecoderLayer, DeepseekV3RMSNorm, layer_idx=L).to(dtype).eval()
-    mtp.mtp_block = full.model.layers[L]
-    ckpt, p = load_file(str(folder / "model.safetensors")), f"model.layers.{L}."
-    own = {"enorm.weight": "enorm.weight", "hnorm.weight": "hnorm.weight", "eh_proj.weight": "eh_proj.weight",
-           "post_norm.weight": "shared_head.norm.weight"}
-    missing, _ = mtp.load_state_dict({k: ckpt[p + v].to(dtype) for k, v in own.items()}, strict=False)
-    assert not [n for n in missing if not n.startswith("mtp_block.")]
-    return mtp, tcfg
+    """transformers' MtpLayer around DeepseekV3DecoderLayer (testing.mtp.mtp_reference)."""
+    return mtp_reference(folder, dtype, DeepseekV3DecoderLayer, DeepseekV3RMSNorm)
 
 
 @pytest.mark.parametrize("dtype, layer_atol", [(torch.float64, 5e-6), (torch.float32, 1e-5)])
