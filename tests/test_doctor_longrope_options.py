@@ -4,23 +4,14 @@ import pytest
 from typer.testing import CliRunner
 
 from draftsmith.cli import app
-from draftsmith.testing import edit_config, write_eagle3, write_target
+from draftsmith.testing.longrope import write_longrope_pair
 
-SMALL = dict(hidden_size=16, intermediate_size=32, num_attention_heads=2, num_key_value_heads=1, num_hidden_layers=4)
 ORIGINAL = 12   # below doctor's probes: every probe passes it
 
 
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory):
-    root = tmp_path_factory.mktemp("doctor_longrope")
-    target = write_target(root / "target", **SMALL)
-    draft = write_eagle3(root / "draft", target, aux_ids=[0, 1, 2])
-    half = SMALL["hidden_size"] // SMALL["num_attention_heads"] // 2
-    scaling = {"rope_type": "longrope", "short_factor": [1.0] * half, "long_factor": [4.0] * half,
-               "original_max_position_embeddings": ORIGINAL}
-    folder = edit_config(target, root / "longrope", drop=["rope_parameters"], rope_theta=10000.0,
-                         rope_scaling=scaling)
-    return folder, draft
+    return write_longrope_pair(tmp_path_factory.mktemp("doctor_longrope"), ORIGINAL)
 
 
 @pytest.mark.parametrize("ids, says", [

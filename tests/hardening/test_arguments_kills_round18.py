@@ -1,10 +1,9 @@
 """Mutation round 18 (decoding/arguments.py): gaps the hardening and decoding tests left."""
 import pytest
 
-from draftsmith.testing import edit_config, write_eagle3, write_target
+from draftsmith.testing.longrope import write_longrope_pair
 
-SMALL = dict(hidden_size=16, intermediate_size=32, num_attention_heads=2, num_key_value_heads=1, num_hidden_layers=4,
-             vocab_size=32)
+SMALL = dict(vocab_size=32)
 ORIGINAL = 32   # the longrope target's original_max_position_embeddings (its context stays larger)
 
 
@@ -12,14 +11,7 @@ ORIGINAL = 32   # the longrope target's original_max_position_embeddings (its co
 def longrope(tmp_path_factory):
     import draftsmith
 
-    root = tmp_path_factory.mktemp("round18")
-    target = write_target(root / "target", **SMALL)
-    draft = write_eagle3(root / "draft", target, aux_ids=[0, 1, 2])
-    half = SMALL["hidden_size"] // SMALL["num_attention_heads"] // 2
-    scaling = {"rope_type": "longrope", "short_factor": [1.0] * half, "long_factor": [4.0] * half,
-               "original_max_position_embeddings": ORIGINAL}
-    folder = edit_config(target, root / "longrope", drop=["rope_parameters"], rope_theta=10000.0,
-                         rope_scaling=scaling)
+    folder, draft = write_longrope_pair(tmp_path_factory.mktemp("round18"), ORIGINAL, **SMALL)
     return draftsmith.assemble("eagle3-llama", target=folder, draft=draft, device="cpu", dtype="float32")
 
 
