@@ -76,8 +76,10 @@ def target_text_keys(folder: str | Path) -> dict[str, Any]:
     """A target folder's config.json as its text model's keys (:func:`text_keys`), with the sizes a ``text_config``
     leaves to its type's defaults (:func:`missing_target_keys`: the Hub's Gemma-3 4B states no vocab_size nor
     num_attention_heads there) taken from transformers' reading of the file, as the target is built."""
-    keys = text_keys(read_raw_config(folder))
-    if missing := [k for k in (*TARGET_SIZES, "num_key_value_heads") if keys.get(k) is None]:
+    raw = read_raw_config(folder)
+    keys, text = text_keys(raw), raw.get("text_config")
+    typed = isinstance(text, Mapping) and isinstance(text.get("model_type"), str)   # else keys as written
+    if typed and (missing := [k for k in (*TARGET_SIZES, "num_key_value_heads") if keys.get(k) is None]):
         text = text_model_config(read_target_config(folder))
         keys |= {k: getattr(text, k) for k in missing if getattr(text, k, None) is not None}
     return keys
