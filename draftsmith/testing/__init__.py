@@ -284,6 +284,19 @@ def write_byte_tokenizer(folder: str | Path, chat_template: str | None = None) -
     fast.save_pretrained(str(folder))
 
 
+def randomize_correction_bias(folder: str | Path, seed: int = 7) -> Path:
+    """A sigmoid router's e_score_correction_bias (DeepSeek-V3's, GLM's) made random in ``folder``'s weights:
+    transformers starts it at zero, where it would choose as the scores do (the bias would go untested)."""
+    from safetensors.torch import load_file, save_file
+
+    path = Path(folder) / "model.safetensors"
+    state, g = load_file(str(path)), torch.Generator().manual_seed(seed)
+    for name in [n for n in state if n.endswith("e_score_correction_bias")]:
+        state[name] = torch.randn(state[name].shape, generator=g) * 0.3
+    save_file(state, str(path), metadata={"format": "pt"})
+    return Path(folder)
+
+
 def edit_config(src: str | Path, dst: str | Path | None = None, *, name: str = "config.json",
                 drop: Iterable[str] = (), **changes: Any) -> Path:
     """A checkpoint folder whose config file (``name``) has ``changes`` set and lacks the keys ``drop``:

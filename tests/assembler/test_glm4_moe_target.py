@@ -21,7 +21,7 @@ from draftsmith.components import backends
 from draftsmith.components.moe import SparseMoE
 from draftsmith.components.targets import TARGETS, UnsupportedTarget
 from draftsmith.registry import default_registry
-from draftsmith.testing import SIZES, edit_config, write_eagle3, write_target
+from draftsmith.testing import SIZES, edit_config, randomize_correction_bias, write_eagle3, write_target
 from draftsmith.testing.decoding import decodes_as_target_only
 from test_phi3_target import echo_draft
 from test_targets_zoo import paged_logits
@@ -48,15 +48,8 @@ CASES = {   # name: (write_target overrides, which layers are MoE)
 
 
 def randomize_router(folder):
-    """transformers starts e_score_correction_bias at zero (a buffer write_target leaves alone): random here, so the
-    experts it chooses differ from the scores' own choice."""
-    path = folder / "model.safetensors"
-    state = load_file(str(path))
-    g = torch.Generator().manual_seed(7)
-    for name in [n for n in state if n.endswith("e_score_correction_bias")]:
-        state[name] = torch.randn(state[name].shape, generator=g) * 0.3
-    save_file(state, str(path), metadata={"format": "pt"})
-    return folder
+    """transformers starts e_score_correction_bias at zero: random here (testing.randomize_correction_bias)."""
+    return randomize_correction_bias(folder)
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from draftsmith.components import backends
 from draftsmith.components.moe import SparseMoE
 from draftsmith.components.targets import TARGETS, UnsupportedTarget
 from draftsmith.registry import default_registry
-from draftsmith.testing import write_eagle3, write_target
+from draftsmith.testing import randomize_correction_bias, write_eagle3, write_target
 from draftsmith.testing.decoding import decodes_as_target_only
 from draftsmith.testing.mla import MLA_SIZES
 
@@ -30,14 +30,7 @@ IDS = torch.randint(0, 96, (2, 20), generator=torch.Generator().manual_seed(0))
 def write_moe(folder, **over):
     """transformers' own save (it writes the per-expert names the Hub's checkpoints hold), with a random
     e_score_correction_bias (transformers starts it at zero, where it would choose nothing)."""
-    write_target(folder, "deepseek_v3", seed=1, **{**MOE, **over})
-    path = folder / "model.safetensors"
-    state = load_file(str(path))
-    g = torch.Generator().manual_seed(7)
-    for name in [n for n in state if n.endswith("e_score_correction_bias")]:
-        state[name] = torch.randn(state[name].shape, generator=g) * 0.3
-    save_file(state, str(path), metadata={"format": "pt"})
-    return folder
+    return randomize_correction_bias(write_target(folder, "deepseek_v3", seed=1, **{**MOE, **over}))
 
 
 @pytest.fixture(scope="module")
