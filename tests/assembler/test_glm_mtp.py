@@ -21,6 +21,12 @@ CASES = {"glm-4.5-air": {}, "glm-4.6 (qk norm)": {"use_qk_norm": True}, "no bias
     "attention_bias": False, "partial_rotary_factor": 0.25}}
 
 
+def write_glm_target(folder, name):
+    """A GLM target of L layers whose files hold layer L too (the MTP layer's block), case ``name`` of CASES."""
+    write_target(folder, "glm4_moe", seed=1, **{**GLM, "num_hidden_layers": L + 1, **CASES[name]})
+    return edit_config(randomize_router(folder), num_hidden_layers=L)
+
+
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
     made = {}
@@ -28,8 +34,7 @@ def folders(tmp_path_factory):
     def get(name):
         if name not in made:
             folder = tmp_path_factory.mktemp("glm-mtp")
-            write_target(folder, "glm4_moe", seed=1, **{**GLM, "num_hidden_layers": L + 1, **CASES[name]})
-            edit_config(randomize_router(folder), num_hidden_layers=L)
+            write_glm_target(folder, name)
             made[name] = write_mtp(folder, block_from=L)
         return made[name]
     return get

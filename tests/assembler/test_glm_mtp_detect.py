@@ -15,11 +15,8 @@ from draftsmith.registry import default_registry
 from draftsmith.testing import edit_config, write_target
 from draftsmith.testing.mla import MLA_SIZES
 from draftsmith.testing.mtp import write_mtp
-from test_glm4_moe_target import GLM, randomize_router
+from test_glm_mtp import CASES, L, write_glm_target
 
-L = 2   # the target's layers; the MTP layer is model.layers.2
-CASES = {"glm-4.5-air": {}, "glm-4.6 (qk norm)": {"use_qk_norm": True},
-         "no bias, a quarter": {"attention_bias": False, "partial_rotary_factor": 0.25}}
 
 
 @pytest.fixture(scope="module")
@@ -35,8 +32,7 @@ def folders(tmp_path_factory):
             elif name == "llama":
                 write_target(folder, "llama", num_hidden_layers=2, seed=4)
             else:
-                write_target(folder, "glm4_moe", seed=1, **{**GLM, "num_hidden_layers": L + 1, **CASES[name]})
-                edit_config(randomize_router(folder), num_hidden_layers=L)
+                write_glm_target(folder, name)
             made[name] = write_mtp(folder, block_from=L if name in CASES else None)
         return made[name]
     return get
