@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -43,6 +44,7 @@ log = logging.getLogger("draftsmith")
 
 TARGET_RULES = RuleSet([], ignore=[r"rotary_emb\.inv_freq$"])
 TIED_HEAD = "lm_head.weight"   # a tied target's files may hold it too (ignored by plan_target's rules)
+TIED_HEAD_SOURCE = r"(^|\.)lm_head\.weight$"   # ... under its text model's prefix too (Kimi-K2.5's language_model.)
 
 
 def parse_dtype(dtype: str | torch.dtype) -> torch.dtype:
@@ -71,7 +73,7 @@ def plan_target(folder: Path, registry: Registry, backend) -> tuple[PlannedLoad,
     model = build_target(cfg, registry, backend, arch)
     made = arch.name_rules() if callable(getattr(arch, "name_rules", None)) else []
     renames = [SplitRule(**rule) if "into" in rule else RegexRule(**rule) for rule in made]   # fused tensors: split
-    rules = RuleSet(renames, ignore=[*TARGET_RULES.ignore, *([r"^lm_head\.weight$"] if model.tie else []),
+    rules = RuleSet(renames, ignore=[*TARGET_RULES.ignore, *([TIED_HEAD_SOURCE] if model.tie else []),
                                 *mtp_layer_patterns(raw),   # declared MTP layers are a draft's, not the target's
                                 *(arch.ignored() if callable(getattr(arch, "ignored", None)) else [])])  # vision
     return plan_module(model, folder, rules, spec=f"target ({cfg.model_type})"), cfg
@@ -99,21 +101,23 @@ def check_tied_head(planned: PlannedLoad) -> None:
     transformers 4 ties it to the embedding, so no reading is the target's own. Equal tensors (a tied checkpoint
     that saved the head too) load as tied. Runs before the load (validate runs it too) and reads the two tensors
     only when the head is there; they are compared as stored (the head at the embedding's dtype)."""
-    if not getattr(planned.module, "tie", False) or TIED_HEAD not in planned.plan.ignored:
+    heads = [n for n in planned.plan.ignored if re.search(TIED_HEAD_SOURCE, n)]
+    if not getattr(planned.module, "tie", False) or not heads:
         return
+    head_name = heads[0]
     embed_name = planned.plan.sources.get("model.embed_tokens.weight", "model.embed_tokens.weight")
     if embed_name not in planned.infos:
         return   # the plan reported it missing
-    found = read_tensors(planned.infos, [TIED_HEAD, embed_name])
-    head, embed = found[TIED_HEAD], found[embed_name]
+    found = read_tensors(planned.infos, [head_name, embed_name])
+    head, embed = found[head_name], found[embed_name]
     if head.shape == embed.shape and torch.equal(head.to(embed.dtype), embed):
         return
     shapes = "" if head.shape == embed.shape else f" (shapes {list(head.shape)} and {list(embed.shape)})"
-    raise CheckpointError(planned.infos[TIED_HEAD].file, (
-        f"holds {TIED_HEAD} and {embed_name} with different values{shapes}, but the target's config has "
-        f"tie_word_embeddings true: transformers 5 keeps {TIED_HEAD} as the output head (it does not tie them), "
-        f"transformers 4 ties the head to {embed_name} and drops {TIED_HEAD}. Choose one: set tie_word_embeddings "
-        f"false in config.json to use {TIED_HEAD}, or remove {TIED_HEAD} from the file to use the embedding"))
+    raise CheckpointError(planned.infos[head_name].file, (
+        f"holds {head_name} and {embed_name} with different values{shapes}, but the target's config has "
+        f"tie_word_embeddings true: transformers 5 keeps {head_name} as the output head (it does not tie them), "
+        f"transformers 4 ties the head to {embed_name} and drops {head_name}. Choose one: set tie_word_embeddings "
+        f"false in config.json to use {head_name}, or remove {head_name} from the file to use the embedding"))
 
 
 def fill_target(planned: PlannedLoad, *, dtype: torch.dtype, device: str):

@@ -14,7 +14,7 @@ import sys
 
 import pytest
 import torch
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
 from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText, DeepseekV3Config
 
 import draftsmith
@@ -134,6 +134,27 @@ def test_what_deepseek_v3_s_layers_would_misread_is_refused_before_any_tensor(ki
     (tmp_path / "model.safetensors").write_bytes(b"not a safetensors file")
     with pytest.raises(UnsupportedTarget, match=f"{tmp_path}/config.json: (?s:.*){said}"):
         plan_target(tmp_path, default_registry(), backends.sdpa)
+
+
+@pytest.mark.parametrize("name", ["k25-hub", "k25-saved", "k25-language_model"])
+def test_a_tied_config_over_a_head_under_the_text_prefix_hears_the_tied_head_explanation(kimi, tmp_path, name):
+    """Kimi_K25Config ties by default: a config.json without tie_word_embeddings over files holding the head (under
+    the text model's prefix in the Hub's layout) is told what the tie means, not that the head is unexpected; a head
+    equal to the embedding loads as tied."""
+    import shutil
+
+    shutil.copytree(kimi(name), tmp_path, dirs_exist_ok=True)
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    cfg.pop("tie_word_embeddings")
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(CheckpointError, match="lm_head.weight and (?s:.*)tie_word_embeddings true"):
+        ours(tmp_path)
+    tensors = load_file(tmp_path / "model.safetensors")
+    head = next(n for n in tensors if n.endswith("lm_head.weight"))
+    tensors[head] = tensors[next(n for n in tensors if n.endswith("embed_tokens.weight"))].clone()
+    save_file(tensors, tmp_path / "model.safetensors")
+    model, logits = ours(tmp_path)
+    assert model.tie and torch.isfinite(logits).all()
 
 
 @pytest.fixture(scope="module")
