@@ -22,7 +22,7 @@ from draftsmith.assembler.config import (draft_hf_config, flatten_draft_config, 
 from draftsmith.assembler.folders import checkpoint_dirs, spec_own
 from draftsmith.assembler.load import PlannedLoad, fill, materialize, plan_module
 from draftsmith.assembler.plan import CheckpointMismatch
-from draftsmith.assembler.remote_code import remote_code_reason, unreadable_json
+from draftsmith.assembler.remote_code import auto_tokenizer, remote_code_reason, unreadable_json
 from draftsmith.assembler.vocab import check_draft_vocab, check_vocab_tensors, config_contradictions, held_shapes
 from draftsmith.chat import PROCESSOR_TEMPLATE, processor_template
 from draftsmith.hf_import import ready_transformers
@@ -374,10 +374,8 @@ def read_tokenizer(folder: Path, *, remote_as_none: bool = False):
         return None
     for path in present + there(_READ_BESIDE):
         regular_file(path, folder)
-    from transformers import AutoTokenizer
-
     try:
-        tokenizer = AutoTokenizer.from_pretrained(str(folder), trust_remote_code=False)
+        tokenizer = auto_tokenizer(folder)
     except Exception as exc:  # noqa: BLE001 (tokenizers and transformers raise many kinds on a broken file)
         remote = remote_code_reason(folder, exc)   # Kimi's tokenization_kimi.py: draftsmith never runs it
         if remote is not None and remote_as_none:

@@ -62,15 +62,27 @@ def remote_code_reason(folder: str | Path, exc: BaseException) -> str | None:
             f"(a tokenizer.json, and a {TOKENIZER_CONFIG} whose auto_map names no AutoTokenizer)")
 
 
+def auto_tokenizer(folder: str | Path):
+    """``AutoTokenizer.from_pretrained(folder, trust_remote_code=False)``; where the folder's tokenizer is its own code
+    (:func:`remote_tokenizer`), transformers' logger is quiet meanwhile: its warning that a ``kimi_k2`` config makes
+    a model of type ``''`` is about the config it reads aside, which draftsmith reads itself (as deepseek_v3)."""
+    from contextlib import nullcontext
+
+    from transformers import AutoTokenizer
+
+    from draftsmith.hub import quiet_transformers
+
+    with quiet_transformers() if remote_tokenizer(folder) is not None else nullcontext():
+        return AutoTokenizer.from_pretrained(str(folder), trust_remote_code=False)
+
+
 def remote_tokenizer_problem(folder: str | Path) -> str | None:
     """:func:`remote_code_reason` of the folder's tokenizer, found before any model loads (AutoTokenizer tried only
     where its auto_map names one), or None where transformers reads it, or it names none."""
     if remote_tokenizer(folder) is None:
         return None
-    from transformers import AutoTokenizer
-
     try:
-        AutoTokenizer.from_pretrained(str(folder), trust_remote_code=False)
+        auto_tokenizer(folder)
     except Exception as exc:  # noqa: BLE001 (transformers' refusal of remote code, a missing package, ...)
         return remote_code_reason(folder, exc)
     return None

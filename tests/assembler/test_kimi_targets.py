@@ -186,3 +186,24 @@ def test_a_target_with_a_remote_code_tokenizer_decodes_token_ids_and_refuses_tex
     decodes_as_target_only(model)
     with pytest.raises(ValueError, match="token ids"):
         model.generate("hello", max_new_tokens=2)
+
+
+def test_reading_a_remote_code_tokenizer_keeps_transformers_config_warning_quiet(tokenized, tmp_path):
+    """transformers warns that a kimi_k2 config makes a model of type '' while it looks for the tokenizer class:
+    about a config draftsmith reads itself, so not shown; its logger is as it was after."""
+    from transformers.utils import logging as hf_logging
+
+    said = []
+    handler = logging.Handler()
+    handler.emit = lambda record: said.append(record.getMessage())
+    hf_logging.get_logger().addHandler(handler)
+    before = hf_logging.get_verbosity()
+    try:
+        hf_logging.set_verbosity_warning()
+        draftsmith.assemble("eagle3-llama", target=tokenized, draft=write_eagle3(tmp_path / "d", tokenized),
+                            dtype="float32")
+        assert hf_logging.get_verbosity() == hf_logging.WARNING
+    finally:
+        hf_logging.get_logger().removeHandler(handler)
+        hf_logging.set_verbosity(before)
+    assert not [m for m in said if "to instantiate a model of type" in m]
