@@ -43,19 +43,21 @@ def build_differences(source: Mapping[str, Any], proposed: Mapping[str, Any]) ->
     """(dotted path, the source spec's value, the proposed spec's) wherever two specs (plain data, as inspect
     proposes them) build different drafts: their :data:`BUILDS` sections, the rope order aside; a proposed value of
     auto is read from the written config, which states the source's facts."""
-    source, proposed = completed(source), completed(proposed)
-    return [d for section in BUILDS for d in _section_differences(dig(source, section), dig(proposed, section),
-                                                                  section)]
+    full = completed(source), completed(proposed)
+    return [d for section in BUILDS for d in _section_differences(
+        *(dig(spec, section) for spec in full), section, said=(dig(source, section), dig(proposed, section)))]
 
 
-def _section_differences(ours: Any, theirs: Any, section: str) -> list[tuple[str, Any, Any]]:
+def _section_differences(ours: Any, theirs: Any, section: str,
+                         said: tuple[Any, Any] = (None, None)) -> list[tuple[str, Any, Any]]:
     """:func:`build_differences` of one section: a component reference naming another component is one difference
-    (its params are that component's own), else each value that differs, the rope order aside."""
+    (its params are that component's own: each said as its spec writes it, ``said``, its params' defaults not
+    added), else each value that differs, the rope order aside."""
     from draftsmith.specs.resolve import SECTIONS
 
     key = next((s.key for s in SECTIONS if s.path == section), None)
     if key and isinstance(ours, Mapping) and isinstance(theirs, Mapping) and ours.get(key) != theirs.get(key):
-        return [(section, ours, theirs)]
+        return [(section, *(w if w is not None else full for w, full in zip(said, (ours, theirs))))]
     return [(path, value, dig(theirs, path.removeprefix(section).lstrip(".")))
             for path, value in spec_differences(ours, theirs, section) if path not in MOVED]
 

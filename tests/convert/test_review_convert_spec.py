@@ -123,7 +123,7 @@ def test_a_plugin_drafts_line_names_its_own_spec_not_the_one_that_builds_an_rms_
     assert "load it with spec eagle3-llama" not in line and "omit --spec" not in line, line
     assert "load it with spec scale-draft, the spec its source was read with; detection proposes spec eagle3-llama " \
            "for it" in line, line
-    assert line.endswith("which builds another draft (draft.norm: 'rms' (offset: 0.0, float32_weight: False), "
+    assert line.endswith("which builds another draft (draft.norm: 'rms', "
                          "not 'scalenorm' (scale: 2.0))"), line
     assert inspect_checkpoint(out).match.spec == "eagle3-llama"   # what generate --draft alone would take
     assert same_draft("scale-draft", "scale-draft", target, out, src)
@@ -143,7 +143,7 @@ def test_where_the_source_spec_does_not_read_the_new_names_its_weights_are_the_n
     assert line.endswith(f"load it with the spec `draftsmith inspect {src}` prints (scale-draft's, as its source was "
                          f"read), its weights section replaced by the one `draftsmith inspect {out}` prints; detection "
                          "proposes spec eagle3-llama for it (generate --draft takes it without --spec), which builds "
-                         "another draft (draft.norm: 'rms' (offset: 0.0, float32_weight: False), "
+                         "another draft (draft.norm: 'rms', "
                          "not 'scalenorm' (scale: 2.0))"), line
     data = inspect_checkpoint(src).spec | {"weights": inspect_checkpoint(out).spec["weights"]}
     spec = parse_spec(data | {"checkpoints": {**data["checkpoints"], "draft": str(out)}})
@@ -169,11 +169,14 @@ def test_a_param_stated_at_its_default_or_the_rope_order_is_no_difference():
     e3 = {"draft": {"fusion": {"kind": "eagle3", "norm_before_residual": False}}}
     assert build_differences(e3, {"draft": {"fusion": {"kind": "eagle3", "norm_before_residual": True}}}) == [
         ("draft.fusion.norm_before_residual", False, True)]
-    # another component (here one no plugin registers) is one difference, said with its params
+    # another component (here one no plugin registers) is one difference, said with the params its spec states
+    # (no default added: rms's offset / float32_weight unstated stay unsaid)
     plugin = {"draft": {"norm": {"kind": "scalenorm", "scale": 2.0}}}
     assert build_differences({"draft": {"norm": {"kind": "rms"}}}, plugin) == [
-        ("draft.norm", {"kind": "rms", "offset": 0.0, "float32_weight": False},
-         {"kind": "scalenorm", "scale": 2.0})]
+        ("draft.norm", {"kind": "rms"}, {"kind": "scalenorm", "scale": 2.0})]
+    other = {"draft": {"norm": {"kind": "scalenorm"}}}
+    assert build_differences({"draft": {"norm": {"kind": "rms", "offset": 1.0}}}, other) == [
+        ("draft.norm", {"kind": "rms", "offset": 1.0}, {"kind": "scalenorm"})]
 
 
 def test_a_difference_line_says_values_as_a_reader_reads_them_and_cuts_after_four(monkeypatch):
