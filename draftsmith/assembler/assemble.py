@@ -44,7 +44,6 @@ log = logging.getLogger("draftsmith")
 
 TARGET_RULES = RuleSet([], ignore=[r"rotary_emb\.inv_freq$"])
 TIED_HEAD = "lm_head.weight"   # a tied target's files may hold it too (ignored by plan_target's rules)
-TIED_HEAD_SOURCE = r"(^|\.)lm_head\.weight$"   # ... under its text model's prefix too (Kimi-K2.5's language_model.)
 
 
 def parse_dtype(dtype: str | torch.dtype) -> torch.dtype:
@@ -73,7 +72,7 @@ def plan_target(folder: Path, registry: Registry, backend) -> tuple[PlannedLoad,
     model = build_target(cfg, registry, backend, arch)
     made = arch.name_rules() if callable(getattr(arch, "name_rules", None)) else []
     renames = [SplitRule(**rule) if "into" in rule else RegexRule(**rule) for rule in made]   # fused tensors: split
-    rules = RuleSet(renames, ignore=[*TARGET_RULES.ignore, *([TIED_HEAD_SOURCE] if model.tie else []),
+    rules = RuleSet(renames, ignore=[*TARGET_RULES.ignore, *(tied_head_sources(arch) if model.tie else []),
                                 *mtp_layer_patterns(raw),   # declared MTP layers are a draft's, not the target's
                                 *(arch.ignored() if callable(getattr(arch, "ignored", None)) else [])])  # vision
     return plan_module(model, folder, rules, spec=f"target ({cfg.model_type})"), cfg
@@ -95,13 +94,20 @@ def known_target(registry: Registry, kind: str) -> None:
             "has no target of that type; a plugin can register one.")) from None
 
 
+def tied_head_sources(arch: Any) -> list[str]:
+    """Ignore patterns for the head a tied target's files may hold: lm_head.weight, and under each prefix the type
+    renames to ``lm_head.`` (Kimi-K2.5's and Gemma-3's language_model.lm_head.weight)."""
+    heads = ["", *(old for old, new in getattr(arch, "prefixes", ()) if new == "lm_head.")]
+    return ["^" + re.escape(head or "lm_head.") + r"weight$" for head in heads]
+
+
 def check_tied_head(planned: PlannedLoad) -> None:
     """A tied target (tie_word_embeddings) whose files also hold an lm_head.weight (dropped by the ignore rule) is
     refused when that head differs from the embedding: transformers 5 then keeps the head (it does not tie),
     transformers 4 ties it to the embedding, so no reading is the target's own. Equal tensors (a tied checkpoint
     that saved the head too) load as tied. Runs before the load (validate runs it too) and reads the two tensors
     only when the head is there; they are compared as stored (the head at the embedding's dtype)."""
-    heads = [n for n in planned.plan.ignored if re.search(TIED_HEAD_SOURCE, n)]
+    heads = [n for n in planned.plan.ignored if n.endswith(TIED_HEAD)]   # tied_head_sources' names
     if not getattr(planned.module, "tie", False) or not heads:
         return
     head_name = heads[0]

@@ -114,6 +114,22 @@ def test_a_tied_target_that_also_saved_its_head_loads_reading_only_that_tensor_m
     assert models[1].lm_head.weight is models[1].model.embed_tokens.weight
 
 
+def test_a_tied_target_ignores_only_the_head_its_type_names(tmp_path):
+    """lm_head.weight (and a text prefix the type renames to lm_head.) is the tied head's; a head under another
+    prefix is no tensor of the target's: unexpected, not dropped, and not taken for the head that is compared."""
+    from safetensors.torch import load_file
+
+    from draftsmith.assembler.checkpoint import save_safetensors
+    from draftsmith.assembler.plan import CheckpointMismatch
+
+    _, folder = tied_with_head(tmp_path, lambda e: e.clone())
+    tensors = load_file(folder / "model.safetensors")
+    tensors["a.lm_head.weight"] = tensors["lm_head.weight"] * 0.5
+    save_safetensors(tensors, folder)
+    with pytest.raises(CheckpointMismatch, match="unexpected: 'a.lm_head.weight'"):
+        load(folder)
+
+
 # --- 1. longrope past original_max_position_embeddings --------------------------------------------------------------
 
 ORIGINAL = 32   # the longrope target's original_max_position_embeddings (its context stays 512)
