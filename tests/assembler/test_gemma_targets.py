@@ -234,3 +234,22 @@ def test_half_precision_rounds_as_transformers_gemma():
     ids = torch.arange(10)[None]
     with torch.no_grad():
         assert torch.equal(model(ids, ids)[0], embed(ids))
+
+
+@pytest.mark.parametrize("name", ["gemma-3-1b (5:1)", "gemma-2 (caps binding)"])
+def test_bfloat16_logits_are_transformers_own_bit_for_bit(targets, name):
+    """A whole bfloat16 model: Gemma-3 under draftsmith's sdpa gives transformers' sdpa logits bit for bit (its
+    eager attention rounds the scores in bf16: 1-2 bf16 steps off both), Gemma-2's capped scores transformers'
+    eager ones (the one attention transformers runs a cap with)."""
+    from transformers import AutoModelForCausalLM
+
+    from draftsmith.assembler.assemble import load_target
+    from draftsmith.components import backends
+    from draftsmith.registry import default_registry
+
+    folder = targets(name)
+    impl = "eager" if name.startswith("gemma-2") else "sdpa"
+    theirs = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.bfloat16, attn_implementation=impl).eval()
+    model = load_target(folder, default_registry(), backends.sdpa, dtype=torch.bfloat16, device="cpu")[0]
+    with torch.no_grad():
+        assert torch.equal(model.logits(model(IDS, torch.arange(IDS.shape[1]).expand_as(IDS))[0]), theirs(IDS).logits)
