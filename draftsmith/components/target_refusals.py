@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from draftsmith.components.params import MoEParams
-from draftsmith.errors import DraftsmithError, short_text
+from draftsmith.errors import DraftsmithError, short, short_text
 
 
 class UnsupportedTarget(DraftsmithError, ValueError):
@@ -76,6 +76,25 @@ def moe_check(cfg, arch: Any) -> None:
         experts = topk_group * (experts // groups)
     if top_k > experts:
         raise refuse(keys[1], top_k, f"1..{experts} (the experts a token may choose from)")
+
+
+MLP_KINDS = ("dense", "sparse")
+
+
+def moe_types(cfg, key: str) -> list[str]:
+    """The config's per-layer MLP kinds ``key`` (GLM-4.7-Flash's mlp_layer_types: "sparse" the MoE layers), one for
+    each layer, else refused with what is allowed; where the config also states first_k_dense_replace (DeepSeek's
+    rule, which vLLM reads and transformers does not) the two must agree, or which layers are MoE is ambiguous."""
+    types, layers = getattr(cfg, key, None), cfg.num_hidden_layers
+    if not isinstance(types, (list, tuple)) or len(types) != layers or any(t not in MLP_KINDS for t in types):
+        raise refused(cfg, f"{key}={short(types, 120)} does not say which layers are mixture-of-experts; allowed: a "
+                      f"list of {layers} entries (num_hidden_layers), each 'dense' or 'sparse'. {LAYERS_FIX}")
+    first = getattr(cfg, "first_k_dense_replace", None)
+    if type(first) is int and list(types) != ["dense"] * min(first, layers) + ["sparse"] * (layers - first):
+        raise refused(cfg, f"first_k_dense_replace={first} and {key} name different MoE layers (transformers reads "
+                      f"{key}, vLLM first_k_dense_replace); allowed: first_k_dense_replace absent, or {key} 'dense' "
+                      f"for exactly its first {first} layers. {LAYERS_FIX}")
+    return list(types)
 
 
 # the layer kinds a type that reads layer_types computes (its window rule): every other kind transformers names

@@ -19,7 +19,7 @@ from draftsmith.components.params import MoEParams, StackedMoEParams
 from draftsmith.components.target_options import CAPPED_SCORES, GEMMA, options_check
 from draftsmith.components.target_refusals import (LAYERS_FIX, UNCOMPUTED, UnsupportedTarget, config_path,
                                                     layer_types_check, moe_check, moe_refusal, moe_sizes,
-                                                    mrope_check, mrope_covers, refused, rotary_check,
+                                                    moe_types, mrope_check, mrope_covers, refused, rotary_check,
                                                     text_type_check)
 
 if TYPE_CHECKING:
@@ -49,6 +49,8 @@ class TargetArch(BaseModel):
     moe_from: str | None = None        # config key: the layers from its value on are MoE (DeepSeek-V3)
     moe_step: str | None = None        # config key: every step-th layer is MoE (Qwen3-MoE's decoder_sparse_step) ...
     moe_dense: str | None = None       # ... unless this key's list names it (mlp_only_layers)
+    moe_types: str | None = None       # config key: a list naming each layer's MLP, "sparse" the MoE ones
+    # (GLM-4.7-Flash's mlp_layer_types); a layer past the list (an MTP layer) is MoE
     moe_experts: str | None = None     # config key of the experts count moe_step's rule reads (none there: no MoE
     # layer); None: the moe params' experts_key (MoEParams' default, num_experts, for another moe_kind than sparse)
     moe_options: tuple[tuple[str, tuple[Any, ...]], ...] = ()   # (config key, the values computed): others refused
@@ -155,8 +157,9 @@ class TargetArch(BaseModel):
         moe_kind than sparse, those its layer rule reads: its component reads its own)."""
         if not self.moe:
             return set()
-        keys = {self.moe_from, self.moe_step, self.moe_dense, *(key for key, _ in self.moe_options)}
+        keys = {self.moe_from, self.moe_step, self.moe_dense, self.moe_types, *(key for key, _ in self.moe_options)}
         keys |= {self.experts_key()} if self.moe_step is not None else set()   # the layer rule reads it
+        keys |= {"first_k_dense_replace"} if self.moe_types is not None else set()   # moe_types: must agree
         if self.moe_kind != "sparse":   # a built-in component's params: each *_key names a key its factory reads
             stated = StackedMoEParams(**dict(self.moe)) if self.moe_kind == "stacked" else None
             return (keys | {v for f, v in stated or () if f.endswith("_key")}) - {None}
@@ -184,6 +187,8 @@ class TargetArch(BaseModel):
                 raise refused(cfg, f"{self.moe_from}={first!r} does not say which layers are mixture-of-experts; "
                               f"allowed: a layer count (int). {LAYERS_FIX}")
             layers = [i for i in layers if i >= first]
+        if self.moe_types is not None:
+            layers = [i for i in layers if i >= cfg.num_hidden_layers or moe_types(cfg, self.moe_types)[i] == "sparse"]
         if self.moe_step is not None:   # Qwen's rule: none at all where the config has no experts
             step = getattr(cfg, self.moe_step, 1)
             if not isinstance(step, int) or isinstance(step, bool) or step < 1:
@@ -252,6 +257,10 @@ TARGETS = {
     # GLM-4.5 / 4.6 / 4.7 (Glm4MoeForCausalLM): q/k/v biases by attention_bias, none on o_proj; per-head q/k norms
     # where use_qk_norm; the first partial_rotary_factor of each head rotates (its config's default 0.5); from layer
     # first_k_dense_replace on DeepSeek-V3's router; no window; its MTP layers (model.layers.{L}) are not read
+    # GLM-4.7-Flash (Glm4MoeLiteForCausalLM): DeepSeek-V3's latent attention and router, the MoE layers those
+    # mlp_layer_types names sparse (its default: all but the first); first_k_dense_replace unread, as transformers
+    "glm4_moe_lite": arch(attention="mla", attention_params=(("latent_norm_eps", 1e-6),), mlp_bias=False,
+                          sliding_window="ignored", moe_types="mlp_layer_types", moe=DEEPSEEK_ROUTER),
     "glm4_moe": arch(o_bias=False, mlp_bias=False, qk_norm="config", partial_rotary=True, sliding_window="ignored",
                      moe_from="first_k_dense_replace", moe=DEEPSEEK_ROUTER),
     # learned attention sinks; every layer MoE, its experts stacked with biases (moe: stacked), gate / up interleaved

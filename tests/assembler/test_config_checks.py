@@ -82,7 +82,7 @@ def test_each_target_type_states_how_it_reads_sliding_window():
                        "gpt_oss": [None, 4],   # GptOssAttention: the layers layer_types marks sliding
                        "phi3": [4, 4],   # Phi3Model: every layer when sliding_window is set, layer_types unread
                        "gemma3_text": [None, 4], "gemma3": [None, 4], "gemma2": [None, 4],
-                       "glm4_moe": [None, None],   # Glm4MoeModel: no window
+                       "glm4_moe": [None, None], "glm4_moe_lite": [None, None],   # Glm4MoeModel: no window
                        "kimi_k2": [None, None], "kimi_k25": [None, None]}   # DeepSeek-V3's: none
 
 

@@ -145,6 +145,7 @@ def test_every_registered_target_type_is_checked():
     parity = {"llama", "mistral", "qwen2", "qwen3"}  # the model types tests/assembler/test_parity.py covers
     moe = {"deepseek_v3", "qwen3_moe", "mixtral"}    # and tests/assembler/test_moe_targets.py, test_mixtral_target.py
     moe |= {"glm4_moe"}                              # tests/assembler/test_glm4_moe_target.py
+    moe |= {"glm4_moe_lite"}                         # tests/assembler/test_glm4_moe_lite_target.py
     stacked = {"gpt_oss"}                            # tests/assembler/test_gpt_oss_target.py
     fused = {"phi3"}                                 # tests/assembler/test_phi3_target.py
     checked = parity | moe | stacked | fused | {m for m, _ in CASES.values()}

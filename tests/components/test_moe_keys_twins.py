@@ -27,7 +27,9 @@ SMALL = {"deepseek_v3": dict(n_routed_experts=4, n_group=2, topk_group=1, n_shar
          "mixtral": dict(num_local_experts=4, num_experts_per_tok=2),
          "gpt_oss": dict(num_local_experts=4, num_experts_per_tok=2),
          "glm4_moe": dict(n_routed_experts=4, n_group=2, topk_group=1, n_shared_experts=1, num_experts_per_tok=2,
-                          moe_intermediate_size=8, first_k_dense_replace=1)}
+                          moe_intermediate_size=8, first_k_dense_replace=1),
+         "glm4_moe_lite": dict(n_routed_experts=4, n_group=2, topk_group=1, n_shared_experts=1, num_experts_per_tok=2,
+                               moe_intermediate_size=8, first_k_dense_replace=1, **MLA_SIZES)}
 SMALL |= {"kimi_k2": SMALL["deepseek_v3"], "kimi_k25": SMALL["deepseek_v3"]}   # DeepSeek-V3's text model
 FACTORIES = {"sparse": (moe, MoEParams), "stacked": (stacked_moe, StackedMoEParams)}   # by moe_kind
 

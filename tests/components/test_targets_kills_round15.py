@@ -30,6 +30,7 @@ def test_each_target_type_s_attention_recipe():
                        "qwen3_vl": ("gqa", {"qk_norm": True}),
                        "deepseek_v3": ("mla", {"latent_norm_eps": 1e-6}),
                        "kimi_k2": ("mla", {"latent_norm_eps": 1e-6}), "kimi_k25": ("mla", {"latent_norm_eps": 1e-6}),
+                       "glm4_moe_lite": ("mla", {"latent_norm_eps": 1e-6}),
                        "gpt_oss": ("gqa", {"qk_norm": False, "sinks": True}),
                        "phi3": ("gqa", {**none[1], "partial_rotary": True}),   # its first part of each head rotates
                        "gemma3_text": ("gqa", gemma3), "gemma3": ("gqa", gemma3),
