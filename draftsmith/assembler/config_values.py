@@ -136,8 +136,9 @@ def fusion_value_problems(cfg: Mapping[str, Any]) -> list[str]:
 def activation_problems(cfg: Mapping[str, Any], name=lambda key: key) -> list[str]:
     """``hidden_act`` other than silu: every MLP draftsmith builds computes silu(gate) * up, so another activation
     would load and decode silently wrong."""
-    act = cfg.get("hidden_act")
-    if act is None or (isinstance(act, str) and act in ACTIVATIONS) or not reads_hidden_act(cfg.get("model_type")):
+    act, kind = cfg.get("hidden_act"), cfg.get("model_type")
+    if act is None or (isinstance(act, str) and act in ACTIVATIONS) or not reads_hidden_act(kind) or \
+            record_checks_activation(kind):
         return []
     return [(f"{name('hidden_act')} is {short(act)}; draftsmith's MLP (swiglu) computes silu: allowed "
              f"{', '.join(ACTIVATIONS)} (absent: silu)")]
@@ -154,6 +155,16 @@ def reads_hidden_act(kind: Any) -> bool:
         return True
     fields = getattr(CONFIG_MAPPING[kind], "__dataclass_fields__", None) or {}
     return "hidden_act" in fields or "hidden_activation" not in fields
+
+
+def record_checks_activation(kind: Any) -> bool:
+    """Whether the built-in target record of type ``kind`` checks ``hidden_act`` itself (its options name it: Gemma-1,
+    whose GeGLU MLP is hidden_act's), against the value transformers' config class makes of it (GemmaConfig reads
+    the Hub's legacy "gelu" as gelu_pytorch_tanh): then silu is not what its MLP computes."""
+    from draftsmith.components.targets import TARGETS
+
+    made = TARGETS.get(kind) if isinstance(kind, str) else None
+    return made is not None and "hidden_act" in dict(made().options)
 
 
 # rope types whose rotation of text is default (1-D) rope: Qwen2-VL's multimodal 'mrope' (the Hub's Qwen2-VL /

@@ -167,6 +167,11 @@ def rope_kv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pos: torch.Tensor
     return rotate_kv(q, k, v, *rope_angles(pos, inv_freq, scale, q.dtype), interleaved)
 
 
+def stack_kv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    # rope_kv without the rotation (a NoPE layer's, rope.NoRotation): q as it is, kv [B, T, 2, Hk, d]
+    return q, torch.stack((k, v), dim=2)
+
+
 def rotate_kv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
               interleaved: bool) -> tuple[torch.Tensor, torch.Tensor]:
     # rope_kv at given angles cos, sin [B, T, 1, d/2] (the eager form: the layers of a forward share them)

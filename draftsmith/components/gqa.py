@@ -12,7 +12,7 @@ from draftsmith.components.attention import GQAttention
 from draftsmith.components.backends import sinks_taken
 from draftsmith.components.dims import Dims
 from draftsmith.components.params import QK_NORM_KEY, GQAParams   # QK_NORM_KEY: what qk_norm: config reads
-from draftsmith.components.rope import Rotary, layer_rope_type, warn_stored_order, with_theta
+from draftsmith.components.rope import NoRotation, Rotary, layer_rope_type, rotates, warn_stored_order, with_theta
 from draftsmith.components.softcap import softcapped
 from draftsmith.errors import CheckpointError, OptionError, short
 from draftsmith.values import is_number
@@ -60,7 +60,8 @@ def gqa(params: GQAParams, *, dims: Dims, layer_idx: int, in_width: int, backend
     rotated = cfg if params.rope_theta == "auto" else with_theta(cfg, params.rope_theta)
     layer_type = layer_rope_type(cfg, layer_idx) if params.layer_type_rope else None
     scaled = config_scale(cfg, params.scale_key, "its scores scaled by the value ** -0.5")
-    rope = Rotary(rotated, dims.head_dim, params.rope, params.partial_rotary, layer_type)
+    rope = Rotary(rotated, dims.head_dim, params.rope, params.partial_rotary, layer_type) \
+        if rotates(cfg, params.rope_layers_key, layer_idx) else NoRotation()   # a NoPE layer: q, k unrotated
     return GQAttention(
         dims, in_width=in_width, layer_idx=layer_idx, rope=rope,
         backend=backend, qkv_bias=bias, o_bias=o_bias,

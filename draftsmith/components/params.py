@@ -48,6 +48,9 @@ class GQAParams(BaseModel):
     # a config's rope_parameters holding one rope per layer type: each layer rotates with its layer_types entry's
     # (transformers 5's Gemma-3); false: such a config is refused (the model of its type computes one rope)
     layer_type_rope: bool = False
+    # the config key of a per-layer list whose 0 entries mark the layers that rotate neither q nor k (SmolLM3's
+    # no_rope_layers: 1 rotates, 0 a NoPE layer); None: every layer rotates
+    rope_layers_key: str | None = None
 
 
 QK_NORM_KEY = "use_qk_norm"   # what ``qk_norm: config`` reads: per-head q/k norms where true (GLM-4.5's config)
@@ -56,11 +59,11 @@ PARTIAL_ROTARY_KEY = "partial_rotary_factor"   # what ``partial_rotary`` reads (
 
 def gqa_keys(params: Mapping[str, Any]) -> set[str]:
     """The config keys a GQA attention with these spec params (plain data) reads beyond a Llama config's: use_qk_norm
-    where qk_norm: config, partial_rotary_factor where partial_rotary, its scale_key and softcap_key; ``inspect``
-    does not call them unread."""
+    where qk_norm: config, partial_rotary_factor where partial_rotary, its scale_key, softcap_key and
+    rope_layers_key; ``inspect`` does not call them unread."""
     keys = {QK_NORM_KEY if params.get("qk_norm") == "config" else None,
             PARTIAL_ROTARY_KEY if params.get("partial_rotary") is True else None,
-            params.get("scale_key"), params.get("softcap_key")}
+            params.get("scale_key"), params.get("softcap_key"), params.get("rope_layers_key")}
     return {k for k in keys if isinstance(k, str)}
 
 

@@ -71,6 +71,31 @@ def layer_rope_type(config: PretrainedConfig, idx: int) -> str | None:
     return types[idx] if isinstance(types, (list, tuple)) and 0 <= idx < len(types) else None
 
 
+def rope_layers_problem(config: PretrainedConfig, key: str, layers: int) -> str | None:
+    """What is wrong with the config's per-layer rotation list ``key`` (a GQA attention's rope_layers_key: SmolLM3's
+    no_rope_layers, 1 a layer that rotates, 0 one that does not) for a model of ``layers`` layers, or None: a list of
+    0 / 1 entries, one for each layer at least (transformers' model indexes it by layer and rotates where the entry
+    is true; a shorter list fails there)."""
+    flags = getattr(config, key, None)
+    if not isinstance(flags, (list, tuple)) or any(f not in (0, 1) or type(f) not in (int, bool) for f in flags):
+        return (f"{key} is {short(flags)}; allowed: a list of 0 / 1 entries (1: the layer rotates q and k, 0: it "
+                "does not)")
+    if len(flags) < layers:
+        return (f"{key} holds {len(flags)} entries for {layers} layers; allowed: one entry for each layer at least "
+                "(1: the layer rotates q and k, 0: it does not)")
+    return None
+
+
+def rotates(config: PretrainedConfig, key: str | None, idx: int) -> bool:
+    """Whether layer ``idx`` rotates q and k: every layer where ``key`` is None, else where the config's per-layer
+    list ``key`` says so (:func:`rope_layers_problem`: a list that does not is a CheckpointError naming the config)."""
+    if key is None:
+        return True
+    if (why := rope_layers_problem(config, key, idx + 1)) is not None:
+        raise CheckpointError(getattr(config, "name_or_path", None) or "the model's config", why)
+    return bool(getattr(config, key)[idx])
+
+
 def inv_freq_for(config: PretrainedConfig, head_dim: int, partial: bool = False,
                  layer_type: str | None = None) -> tuple[torch.Tensor, float]:
     """(inv_freq [pairs] float32, attention scaling) for a transformers config: head_dim // 2 pairs, or
@@ -231,6 +256,24 @@ class Rotary(nn.Module):
         limit = params.get("original_max_position_embeddings") if kind == "longrope" else \
             getattr(self.config, "max_position_embeddings", None)
         return int(limit) if isinstance(limit, (int, float)) and not isinstance(limit, bool) else None
+
+
+class NoRotation(nn.Module):
+    """The rotation slot of a layer whose q and k are not rotated (a NoPE layer: SmolLM3's layers whose
+    no_rope_layers entry is 0, :func:`rotates`): :class:`Rotary`'s calls, positions unread."""
+
+    def __init__(self):
+        super().__init__()
+        self.fused = False          # fused.fuse_model: the K/V row made by one compiled kernel on CUDA
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, pos: torch.Tensor,
+                memo: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        return q, k
+
+    def kv_rows(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pos: torch.Tensor,
+                memo: dict | None = None) -> tuple[Callable, tuple]:
+        """As :meth:`Rotary.kv_rows`: (q, [B, T, 2, Hk, d] k beside v), none of them rotated."""
+        return fused.stack_kv, (q, k, v)
 
 
 def position_limit(model: nn.Module, kinds: tuple[str, ...] = ("longrope",)) -> int | None:

@@ -23,6 +23,13 @@ GEMMA = {"norm_params": (("offset", 1.0),), "layer_params": (("post_norms", True
          "mlp_params": (("activation", "gelu_tanh"),), "mlp_bias": False, "embed_scale": True, "names": GEMMA_NAMES,
          "attention_params": (("scale_key", "query_pre_attn_scalar"),), "logit_cap": "final_logit_softcapping",
          "options": (("hidden_activation", ("gelu_pytorch_tanh",)), ("use_bidirectional_attention", (False,)))}
+# Gemma-1's layers (transformers' Gemma: Gemma 2B / 7B, CodeGemma): GEMMA's norms, embedding scale and GeGLU MLPs,
+# but Llama's two norms a layer, head_dim ** -0.5, no logit cap, q/k/v/o biases by attention_bias; its MLP's
+# activation is hidden_act (GemmaConfig reads the Hub's legacy "gelu" as gelu_pytorch_tanh; a hidden_activation key
+# is unread)
+GEMMA1 = {"norm_params": GEMMA["norm_params"], "mlp_params": GEMMA["mlp_params"], "mlp_bias": False,
+          "embed_scale": True,
+          "options": (("hidden_act", ("gelu_pytorch_tanh",)), ("use_bidirectional_attention", (False,)))}
 # Gemma-2's attention: GEMMA's, its scores capped by attn_logit_softcapping (components.softcap)
 CAPPED_SCORES = {"attention_params": (*GEMMA["attention_params"], ("softcap_key", "attn_logit_softcapping"))}
 
@@ -42,4 +49,4 @@ def options_check(cfg, options: Sequence[tuple[str, tuple[Any, ...]]], numbers: 
                                f"number. {UNCOMPUTED}")
 
 
-__all__ = ["CAPPED_SCORES", "GEMMA", "GEMMA_NAMES", "options_check"]
+__all__ = ["CAPPED_SCORES", "GEMMA", "GEMMA1", "GEMMA_NAMES", "options_check"]

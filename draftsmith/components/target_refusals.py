@@ -112,6 +112,28 @@ def layer_types_check(cfg) -> None:
         found = ", ".join(f"{kind!r} (layer {i})" for i, kind in other[:3]) + (" ..." if len(other) > 3 else "")
         raise refused(cfg, f"layer_types holds {found}, a layer kind draftsmith does not compute (its layers attend "
                       f"in full or within sliding_window); allowed: {', '.join(WINDOW_KINDS)}. {UNCOMPUTED}")
+    sliding = [i for i, kind in enumerate(types) if kind == "sliding_attention"]
+    if not sliding:
+        return
+    if getattr(cfg, "sliding_window", None) is None:
+        raise refused(cfg, f"layer_types marks layer {sliding[0]} sliding_attention, but sliding_window is null: "
+                      "transformers' model of the type fails building that layer's mask (draftsmith would attend in "
+                      "full); allowed: a sliding_window, or no sliding_attention layer. " + SET_FIX)
+    if getattr(cfg, "use_sliding_window", None) is False:
+        raise refused(cfg, f"layer_types marks layer {sliding[0]} sliding_attention while use_sliding_window is "
+                      "false: transformers' sdpa and eager attention window that layer (its mask), its flash "
+                      "attention does not (the attention's window is use_sliding_window's), so the config states no "
+                      "one computation; allowed: use_sliding_window true, or no sliding_attention layer. " + SET_FIX)
+
+
+def rope_layers_check(cfg, key: str) -> None:
+    """Refuse a per-layer rotation list (a GQA attention's rope_layers_key: SmolLM3's no_rope_layers) that does not
+    say for each layer whether it rotates (:func:`draftsmith.components.rope.rope_layers_problem`): transformers'
+    model of the type fails indexing a short one."""
+    from draftsmith.components.rope import rope_layers_problem
+
+    if (why := rope_layers_problem(cfg, key, cfg.num_hidden_layers)) is not None:
+        raise refused(cfg, f"{why}. {SET_FIX}")
 
 
 def rotary_check(cfg) -> None:
@@ -164,5 +186,5 @@ def text_type_check(cfg, text_type: str) -> None:
 
 
 __all__ = ["LAYERS_FIX", "SET_FIX", "UNCOMPUTED", "UnsupportedTarget", "config_path", "layer_types_check",
-           "moe_check", "moe_refusal", "moe_sizes", "mrope_check", "mrope_covers", "refused", "rotary_check",
-           "text_type_check"]
+           "moe_check", "moe_refusal", "moe_sizes", "mrope_check", "mrope_covers", "refused", "rope_layers_check",
+           "rotary_check", "text_type_check"]

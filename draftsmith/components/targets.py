@@ -4,8 +4,8 @@ their router scores, fused q/k/v and gate/up tensors, a partial rotary factor), 
 model code. Every type listed is checked against transformers' logits (tests/assembler/test_parity.py,
 tests/assembler/test_targets_zoo.py, tests/assembler/test_moe_targets.py, tests/assembler/test_vl_targets.py,
 tests/assembler/test_phi3_target.py, tests/assembler/test_gemma_targets.py,
-tests/assembler/test_glm4_moe_target.py); a config this code would misread is
-refused by ``check`` with the reason.
+tests/assembler/test_glm4_moe_target.py, tests/assembler/test_gemma1_target.py,
+tests/assembler/test_smollm3_target.py); a config this code would misread is refused by ``check`` with the reason.
 """
 from __future__ import annotations
 
@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from draftsmith.components.params import MoEParams, StackedMoEParams
-from draftsmith.components.target_options import CAPPED_SCORES, GEMMA, options_check
+from draftsmith.components.target_options import CAPPED_SCORES, GEMMA, GEMMA1, options_check
 from draftsmith.components.target_refusals import (LAYERS_FIX, UNCOMPUTED, UnsupportedTarget, config_path,
                                                     layer_types_check, moe_check, moe_refusal, moe_sizes,
-                                                    moe_types, mrope_check, mrope_covers, refused, rotary_check,
-                                                    text_type_check)
+                                                    moe_types, mrope_check, mrope_covers, refused,
+                                                    rope_layers_check, rotary_check, text_type_check)
 
 if TYPE_CHECKING:
     from torch import nn
@@ -138,6 +138,8 @@ class TargetArch(BaseModel):
         if self.mrope:
             mrope_check(cfg, self.mrope)
         attention = dict(self.attention_params)
+        if attention.get("rope_layers_key") is not None:
+            rope_layers_check(cfg, attention["rope_layers_key"])
         options_check(cfg, self.options, [attention.get("scale_key"), attention.get("softcap_key"), self.logit_cap])
         if self.text_type is not None:
             text_type_check(cfg, self.text_type)
@@ -282,6 +284,12 @@ TARGETS = {
     # Gemma-2: GEMMA's layers, one rope, a window on the layers layer_types marks sliding (every other one), the
     # attention's scores capped by attn_logit_softcapping (components.softcap)
     "gemma2": arch(**GEMMA | CAPPED_SCORES, sliding_window="layer_types"),
+    # Gemma-1 (Gemma 2B / 7B, CodeGemma): GEMMA1's layers, one rope, no window
+    "gemma": arch(**GEMMA1, sliding_window="ignored"),
+    # SmolLM3: Llama's layers (q/k/v/o biases by attention_bias, MLP biases by mlp_bias), those whose no_rope_layers
+    # entry is 0 unrotated (NoPE), a window on the layers layer_types marks sliding (by default the NoPE layers,
+    # where use_sliding_window)
+    "smollm3": arch(sliding_window="layer_types", attention_params=(("rope_layers_key", "no_rope_layers"),)),
 }
 # Kimi-K2 (its config.json's kimi_k2: transformers' deepseek_v3, as transformers reads Kimi-K2.5's text_config) and
 # Kimi-K2.5 (kimi_k25: that text model beside a vision tower, not loaded; the Hub's files hold it under

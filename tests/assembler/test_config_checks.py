@@ -83,7 +83,9 @@ def test_each_target_type_states_how_it_reads_sliding_window():
                        "phi3": [4, 4],   # Phi3Model: every layer when sliding_window is set, layer_types unread
                        "gemma3_text": [None, 4], "gemma3": [None, 4], "gemma2": [None, 4],
                        "glm4_moe": [None, None], "glm4_moe_lite": [None, None],   # Glm4MoeModel: no window
-                       "kimi_k2": [None, None], "kimi_k25": [None, None]}   # DeepSeek-V3's: none
+                       "kimi_k2": [None, None], "kimi_k25": [None, None],   # DeepSeek-V3's: none
+                       "gemma": [None, None],   # GemmaModel: no window
+                       "smollm3": [None, 4]}   # SmolLM3Model: the layers layer_types marks sliding (its mask)
 
 
 # --- 3. a draft config states its sizes ----------------------------------------------------------------------------

@@ -182,7 +182,7 @@ def test_paged_prefill_then_decode_matches_transformers(targets, name):
         torch.testing.assert_close(torch.stack(got[b]), want[b], atol=ATOL, rtol=0)
 
 
-@pytest.mark.parametrize("model_type, hint", [("gemma", ""), ("lama", "Did you mean 'llama'?")])
+@pytest.mark.parametrize("model_type, hint", [("starcoder2", ""), ("lama", "Did you mean 'llama'?")])
 def test_unknown_model_type_lists_the_known_targets(targets, tmp_path, model_type, hint):
     folder = tmp_path / "t"
     folder.mkdir()

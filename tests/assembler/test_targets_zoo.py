@@ -76,7 +76,9 @@ def test_the_window_matters_here(targets, name, tmp_path):
     wide = tmp_path / "wide"
     wide.mkdir()
     cfg = json.loads((folder / "config.json").read_text())
-    (wide / "config.json").write_text(json.dumps({**cfg, "sliding_window": None, "use_sliding_window": False}))
+    # no layer marked sliding either: a sliding layer without a window is refused (transformers' model fails there)
+    full = {"layer_types": ["full_attention"] * len(cfg["layer_types"])} if cfg.get("layer_types") else {}
+    (wide / "config.json").write_text(json.dumps({**cfg, "sliding_window": None, "use_sliding_window": False, **full}))
     shutil.copy(folder / "model.safetensors", wide / "model.safetensors")
     got, unwindowed = full_logits(ours(folder), IDS), full_logits(ours(wide), IDS)
     torch.testing.assert_close(got[:, :4], unwindowed[:, :4], atol=ATOL, rtol=0)
@@ -152,4 +154,6 @@ def test_every_registered_target_type_is_checked():
     checked |= {"qwen2_vl", "qwen2_5_vl", "qwen3_vl"}   # tests/assembler/test_vl_targets.py
     checked |= {"gemma3_text", "gemma3", "gemma2"}     # tests/assembler/test_gemma_targets.py
     checked |= {"kimi_k2", "kimi_k25"}                  # tests/assembler/test_kimi_targets.py
+    checked |= {"gemma"}                               # tests/assembler/test_gemma1_target.py
+    checked |= {"smollm3"}                             # tests/assembler/test_smollm3_target.py
     assert set(TARGETS) <= checked

@@ -12,6 +12,7 @@ from draftsmith.components.params import gqa_keys
     ({"partial_rotary": True}, {"partial_rotary_factor"}),
     ({"scale_key": "query_pre_attn_scalar"}, {"query_pre_attn_scalar"}),
     ({"softcap_key": "attn_logit_softcapping"}, {"attn_logit_softcapping"}),
+    ({"rope_layers_key": "no_rope_layers"}, {"no_rope_layers"}),
     ({"qk_norm": "config", "partial_rotary": True, "scale_key": "s", "softcap_key": "c"},
      {"use_qk_norm", "partial_rotary_factor", "s", "c"}),
 ])

@@ -1,9 +1,9 @@
-"""The targets added on 2026-12-02 on CUDA, checked against the CPU reference path: Phi-3's partial rotation (the
-rope kernels compiled on CUDA rotate the first part of each head only), gpt-oss's attention sinks (sdpa's extra
-key, flex's log-sum-exp) and stacked experts (grouped under a CUDA graph), Gemma-2/3's offset norms, GeGLU, per-layer
-ropes and caps, GLM-4.5's grouped router with partial rotation. Each target's CUDA logits equal its
-CPU logits in float32, and greedy speculative decoding with CUDA graphs equals target-only. Skipped without CUDA
-(tests/conftest.py); beside the components' GPU tests, which gpu_run.sh runs without -x."""
+"""The targets added on 2026-12-02 on CUDA, checked against the CPU reference path: Phi-3's partial rotation (the rope
+kernels compiled on CUDA rotate the first part of each head only), gpt-oss's attention sinks (sdpa's extra key,
+flex's log-sum-exp) and stacked experts (grouped under a CUDA graph), Gemma-2/3's offset norms, GeGLU, per-layer
+ropes and caps, GLM-4.5's grouped router with partial rotation, Gemma-1, SmolLM3's NoPE layers. Each target's CUDA
+logits equal its CPU logits in float32, and greedy speculative decoding with CUDA graphs equals target-only. Skipped
+without CUDA (tests/conftest.py); beside the components' GPU tests, which gpu_run.sh runs without -x."""
 import pytest
 import torch
 
@@ -34,6 +34,11 @@ TARGETS = {   # model_type, write_target overrides: 4 layers (the draft taps 0, 
     "glm4_moe": ("glm4_moe", dict(num_key_value_heads=2, head_dim=16, first_k_dense_replace=1, n_routed_experts=8,
                                   num_experts_per_tok=2, n_group=2, topk_group=1, n_shared_experts=1,
                                   moe_intermediate_size=32, attention_bias=True, use_qk_norm=True)),
+    # Gemma-1: offset norms, GeGLU of hidden_act, the embedding scaled, q/k/v/o biases
+    "gemma": ("gemma", dict(head_dim=16, attention_bias=True)),
+    # SmolLM3: NoPE layers (their K/V rows made without a rotation, compiled), windows on them
+    "smollm3 NoPE": ("smollm3", dict(no_rope_layers=[1, 0, 1, 0], use_sliding_window=True, sliding_window=4,
+                                     pad_token_id=0, bos_token_id=1, eos_token_id=2)),
 }
 
 

@@ -36,7 +36,10 @@ def test_each_target_type_s_attention_recipe():
                        "gemma3_text": ("gqa", gemma3), "gemma3": ("gqa", gemma3),
                        "gemma2": ("gqa", {**gemma, "softcap_key": "attn_logit_softcapping"}),
                        # q/k/v biases by attention_bias, per-head q/k norms by use_qk_norm, part of each head rotated
-                       "glm4_moe": ("gqa", {"qk_norm": "config", "o_bias": False, "partial_rotary": True})}
+                       "glm4_moe": ("gqa", {"qk_norm": "config", "o_bias": False, "partial_rotary": True}),
+                       "gemma": ("gqa", {"qk_norm": False}),   # biases by attention_bias, head_dim ** -0.5
+                       # the layers whose no_rope_layers entry is 0 unrotated
+                       "smollm3": ("gqa", {"qk_norm": False, "rope_layers_key": "no_rope_layers"})}
     assert TargetArch(qkv_bias=False).attention_recipe() == ("gqa", {"qk_norm": False, "qkv_bias": False})
 
 

@@ -104,8 +104,14 @@ def test_the_layer_types_check_reads_only_the_types_whose_windows_follow_them():
     llama = LlamaConfig(**sizes)
     llama.layer_types = ["full_attention", "chunked_attention"]
     registry.build("target", "llama").check(llama)
-    qwen2 = Qwen2Config(**sizes, layer_types=["full_attention", "sliding_attention"])
+    qwen2 = Qwen2Config(**sizes, layer_types=["full_attention", "sliding_attention"], use_sliding_window=True,
+                        sliding_window=4)
     registry.build("target", "qwen2").check(qwen2)
+    # no window for its sliding layer (Qwen2Config drops sliding_window without use_sliding_window): Qwen2Model
+    # fails building that layer's mask, so it is refused
+    windowless = Qwen2Config(**sizes, layer_types=["full_attention", "sliding_attention"])
+    with pytest.raises(UnsupportedTarget, match="layer_types marks layer 1 sliding_attention, but sliding_window is"):
+        registry.build("target", "qwen2").check(windowless)
     qwen2.layer_types = ["full_attention", "chunked_attention"]
     with pytest.raises(UnsupportedTarget, match="qwen2 target: layer_types holds 'chunked_attention' .layer 1."):
         registry.build("target", "qwen2").check(qwen2)
