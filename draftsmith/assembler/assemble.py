@@ -28,7 +28,7 @@ from draftsmith.chat import PROCESSOR_TEMPLATE, processor_template
 from draftsmith.hf_import import ready_transformers
 from draftsmith.components import fused, gemv, packed, stacked
 from draftsmith.components.split_rule import SplitRule
-from draftsmith.components.targets import mtp_layer_patterns
+from draftsmith.components.targets import mtp_layer_patterns, undeclared_mtp_note
 from draftsmith.components.weights import RegexRule, RuleSet
 from draftsmith.decoding.graphs import graphs_enabled
 from draftsmith.decoding.model import SpeculativeModel
@@ -75,7 +75,9 @@ def plan_target(folder: Path, registry: Registry, backend) -> tuple[PlannedLoad,
     rules = RuleSet(renames, ignore=[*TARGET_RULES.ignore, *(tied_head_sources(arch) if model.tie else []),
                                 *mtp_layer_patterns(raw),   # declared MTP layers are a draft's, not the target's
                                 *(arch.ignored() if callable(getattr(arch, "ignored", None)) else [])])  # vision
-    return plan_module(model, folder, rules, spec=f"target ({cfg.model_type})"), cfg
+    infos = list_tensors(folder)
+    with explained(lambda: undeclared_mtp_note(raw, list(infos))):   # MTP layers held, undeclared: the key named
+        return plan_module(model, folder, rules, spec=f"target ({cfg.model_type})", infos=infos), cfg
 
 
 def known_target(registry: Registry, kind: str) -> None:

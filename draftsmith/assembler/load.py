@@ -55,6 +55,22 @@ def optional_and_unused(module: nn.Module) -> tuple[set[str], set[str]]:
                  for what in ("derivable", "copies"))
 
 
+def held_full(module: nn.Module, infos: dict[str, TensorInfo], rules: RuleSet) -> dict[str, tuple]:
+    """The tensors a module may hold only empty (its ``empty_only``: canonical name -> the config key that left
+    them out, e.g. an MoE's 0-wide shared MLP) that the checkpoint holds with elements: canonical name -> (checkpoint
+    name, its info, that key). Such a tensor is no copy to pass over: the config drops what it computes."""
+    empty = {f"{n}.{b}" if n else b: key for n, m in module.named_modules()
+             for b, key in getattr(m, "empty_only", {}).items()}
+    if not empty:
+        return {}
+    found = {}
+    for name, info in infos.items():
+        canon = rules.to_canonical(name)[0]
+        if canon in empty and 0 not in info.shape:   # elements: no 0-wide tensor
+            found[canon] = (name, info, empty[canon])
+    return found
+
+
 def plan_module(module: nn.Module, folder: str | Path, rules: RuleSet, *, spec: str,
                 infos: dict[str, TensorInfo] | None = None) -> PlannedLoad:
     """List the checkpoint and check it against the module; CheckpointMismatch lists every misfit at once."""
@@ -62,9 +78,17 @@ def plan_module(module: nn.Module, folder: str | Path, rules: RuleSet, *, spec: 
     infos = infos if infos is not None else list_tensors(folder)
     expected = expected_of(module)
     derivable, copies = optional_and_unused(module)
+    full = held_full(module, infos, rules)
     try:
-        plan = plan_load(infos, rules, expected, where=str(folder), spec=spec, optional=derivable, unused=copies)
+        plan = plan_load(infos, rules, expected, where=str(folder), spec=spec, optional=derivable,
+                         unused=copies - set(full))
     except CheckpointMismatch as e:
+        if full:
+            name, info, key = next(iter(full.values()))
+            e.add_note(f"note: the config's {key} is 0, so no shared MLP is built, but the checkpoint holds one: "
+                       f"{name} is {list(info.shape)} ({len(full)} such tensor(s); only the empty ones of a 0-wide "
+                       f"MLP, as transformers saves, may be there); set {key} in config.json to the count the "
+                       "weights were saved with")
         if any(p.startswith("missing:") for p in e.problems) and (hidden := unlisted(infos)):
             files = short_list(sorted(set(hidden.values())), 3, quote=False)
             e.add_note(f"the shards hold {len(hidden)} tensor(s) the shard index does not list, which no reader "

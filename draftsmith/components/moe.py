@@ -86,11 +86,14 @@ def kept_dtypes(module: nn.Module) -> dict[str, torch.dtype]:
 
 class SparseMoE(nn.Module):
     def __init__(self, gate: Router, experts: list[SwiGLU], shared_experts: SwiGLU | None = None, *,
-                 empty_shared: bool = False):
+                 empty_shared: str | None = None):
         super().__init__()
         self.gate, self.experts, self.shared_experts = gate, nn.ModuleList(experts), shared_experts
-        # a type with shared experts, none here: transformers still saves a 0-wide shared MLP's empty tensors
+        # a type with shared experts, none here (``empty_shared``: the config key whose 0 says so): transformers
+        # still saves a 0-wide shared MLP's empty tensors, held only empty (assembler.load.plan_module): a wider one
+        # is a shared MLP the config leaves out, whose output the layer would drop
         self.copies = tuple(f"shared_experts.{n}_proj.weight" for n in ("gate", "up", "down")) if empty_shared else ()
+        self.empty_only = dict.fromkeys(self.copies, empty_shared)
         self.stack: grouped_experts.ExpertStack | None = None   # stack_siblings
 
     def stack_siblings(self) -> list:
@@ -174,4 +177,4 @@ def moe(params: MoEParams, *, dims: Dims) -> SparseMoE:
     shared = int(getattr(cfg, params.shared_key, 0) or 0) if params.shared_key else 0
     return SparseMoE(gate, [SwiGLU(hidden, width) for _ in range(experts)],
                      SwiGLU(hidden, width * shared) if shared else None,
-                     empty_shared=bool(params.shared_key) and not shared)
+                     empty_shared=params.shared_key if params.shared_key and not shared else None)

@@ -4,6 +4,7 @@ than transformers' model of its type (the reason, the file, the allowed values, 
 rotation, multimodal rope)."""
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,8 @@ def refused(cfg, message: str) -> UnsupportedTarget:
 UNCOMPUTED = ("Fix: use a target whose config.json has an allowed value (editing this one would load its weights under "
               "another computation, whose logits are not the checkpoint's)")
 SET_FIX = "Fix: set it in config.json to the checkpoint's own value (the one its weights were saved with)"
+# the largest routed_scaling_factor taken: float32's (the router's dtype) largest; past it the factor is inf there
+SCALING_MAX = 3.4028234663852886e38
 LAYERS_FIX = "Fix: set it in config.json to what the checkpoint holds (its layers whose weights are mlp.experts.*)"
 
 
@@ -76,6 +79,14 @@ def moe_check(cfg, arch: Any) -> None:
         experts = topk_group * (experts // groups)
     if top_k > experts:
         raise refuse(keys[1], top_k, f"1..{experts} (the experts a token may choose from)")
+    shared = getattr(cfg, params.shared_key, None) if params.shared_key else None
+    if shared is not None and (type(shared) is not int or shared < 0):   # a negative width failed inside torch
+        raise refuse(params.shared_key, shared, "a count of shared experts, 0 or more (an int)")
+    scaling = getattr(cfg, params.scaling_key, None) if params.scaling_key else None
+    if scaling is not None and (not isinstance(scaling, (int, float)) or isinstance(scaling, bool)
+                                or not math.isfinite(scaling) or abs(scaling) > SCALING_MAX):
+        raise refuse(params.scaling_key, scaling, "a finite number (float32's: it scales the routed experts' sum, "
+                                                  "where NaN or inf makes every logit NaN)")
 
 
 MLP_KINDS = ("dense", "sparse")

@@ -276,8 +276,9 @@ TARGETS = {
     # layer_types marks sliding (rope per layer type: rope_local_base_freq there); attn_logit_softcapping unread
     "gemma3_text": arch(**GEMMA3),
     # Gemma-3 4B / 12B / 27B as transformers writes them (language_model.model.*, the vision tower and projector
-    # not loaded) or as transformers 5 names them (model.language_model.*): gemma3_text's text model
-    "gemma3": arch(**GEMMA3, prefixes=(
+    # not loaded) or as transformers 5 names them (model.language_model.*): gemma3_text's text model, its logits
+    # uncapped as Gemma3ForConditionalGeneration's (text_config's final_logit_softcapping unread; the Hub's: null)
+    "gemma3": arch(**GEMMA3 | {"logit_cap": None}, prefixes=(
         ("language_model.model.", "model."), ("language_model.lm_head.", "lm_head."),
         ("model.language_model.", "model.")), skipped=("vision_tower.", "multi_modal_projector.",
                                                        "model.vision_tower.", "model.multi_modal_projector.")),
@@ -342,6 +343,25 @@ def mtp_layer_patterns(raw: Mapping[str, Any]) -> list[str]:
     return [rf"^model\.layers\.{i}\." for i in range(L, L + n)]
 
 
+MTP_FUSION = re.compile(r"^model\.layers\.(\d+)\.eh_proj\.weight$")   # an MTP layer's own tensor (DeepSeek-V3, GLM)
+
+
+def undeclared_mtp_note(raw: Mapping[str, Any], names: Sequence[str]) -> str | None:
+    """The note for a target whose files hold MTP layers (``model.layers.{i}.eh_proj`` past its decoder layers)
+    that its config does not declare: those layers' tensors misfit the target, and the key that says so is named."""
+    n = int(raw.get("num_nextn_predict_layers") or raw.get("num_mtp_layers") or 0)
+    L = raw.get("num_hidden_layers")
+    held = sorted(i for name in names if (m := MTP_FUSION.match(name)) and isinstance(L, int) and (i := int(m[1])) >= L)
+    if not held or held[-1] < L + n:
+        return None
+    key = "num_mtp_layers" if "num_mtp_layers" in raw and "num_nextn_predict_layers" not in raw \
+        else "num_nextn_predict_layers"
+    said = "is not stated" if key not in raw else "is null" if raw[key] is None else f"is {raw[key]!r}"
+    return (f"note: model.layers.{held[0]}.eh_proj.weight is an MTP layer's (past the {L} decoder layers), but "
+            f"config.json's {key} {said} ({n} MTP layers declared); set it to the MTP layers the files hold "
+            f"({held[-1] - L + 1}): the target does not read them (a draft may: spec glm-mtp, deepseek-mtp)")
+
+
 __all__ = ["TARGETS", "TargetArch", "UnsupportedTarget", "apply_windows", "config_path", "moe_check",
            "moe_recipe", "moe_refusal", "moe_sizes", "mrope_check", "mrope_covers", "mtp_layer_patterns", "refused",
-           "target_record"]
+           "target_record", "undeclared_mtp_note"]
