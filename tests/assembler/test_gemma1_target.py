@@ -10,12 +10,11 @@ import torch
 from safetensors.torch import load_file
 
 import draftsmith
-from draftsmith.components.targets import UnsupportedTarget
 from draftsmith.testing import write_target
 from draftsmith.testing.decoding import decodes_as_target_only
 from test_gemma_targets import gemma_echo_draft
 from test_phi3_target import edited
-from test_targets_zoo import ATOL, IDS, full_logits, ours, paged_logits, reference
+from test_targets_zoo import ATOL, IDS, full_logits, ours, paged_logits, reference, refusal_before_tensors
 
 CASES = {   # name: write_target overrides (head_dim 16: Gemma's config states its own, 256 by default)
     "gemma-2b (MQA, tied)": {"head_dim": 16, "num_key_value_heads": 1},
@@ -90,12 +89,7 @@ REFUSED = {   # name: (config.json changes, what the refusal says)
 def test_what_is_not_computed_is_refused_before_the_tensors(targets, tmp_path, monkeypatch, name):
     changes, said = REFUSED[name]
     folder = edited(targets("gemma-2b (MQA, tied)"), tmp_path, **changes)
-    from draftsmith.assembler import load
-
-    monkeypatch.setattr(load, "read_tensors", lambda *a, **k: pytest.fail("tensors read"))
-    with pytest.raises(UnsupportedTarget) as err:
-        ours(folder)
-    message = str(err.value)
+    message = refusal_before_tensors(folder, monkeypatch)
     assert message.startswith(f"{folder / 'config.json'}: gemma target: {said}"), message
     assert "Fix: use a target whose config.json has an allowed value" in message
 

@@ -14,10 +14,9 @@ from safetensors.torch import load_file, save_file
 from transformers import AutoConfig, AutoModelForImageTextToText
 
 import draftsmith
-from draftsmith.components.targets import UnsupportedTarget
 from draftsmith.testing import SIZES, write_target
 from test_phi3_target import echo_draft, edited
-from test_targets_zoo import ATOL, IDS, full_logits, ours, paged_logits, reference
+from test_targets_zoo import ATOL, IDS, full_logits, ours, paged_logits, reference, refusal_before_tensors
 
 SMALL = {"head_dim": 16, "query_pre_attn_scalar": 24, "sliding_window": 4}   # a scale other than head_dim's
 FIVE_TO_ONE = ["sliding_attention"] * 5 + ["full_attention"] + ["sliding_attention"]   # Gemma-3's pattern, 7 layers
@@ -125,12 +124,15 @@ def test_the_window_and_the_caps_matter_here(targets, tmp_path):
     assert (full_logits(ours(uncapped), IDS) - full_logits(ours(capped), IDS)).abs().max() > 1e-2
 
 
-def test_the_multimodal_gemma3_s_text_model_is_its_target(tmp_path):
+@pytest.mark.parametrize("cap", [None, 1.0, 2.0])
+def test_the_multimodal_gemma3_s_text_model_is_its_target(tmp_path, cap):
     """Gemma-3 4B's files as transformers writes them (language_model.model.*, vision_tower.*,
     multi_modal_projector.*): the text model alone loads (the vision tower does not) and gives transformers'
-    logits for input_ids alone."""
+    logits for input_ids alone; uncapped whatever text_config's final_logit_softcapping says (only
+    Gemma3ForCausalLM, the 1B's gemma3_text, reads it: a cap would be another distribution, silently)."""
     text = {**SIZES, **SMALL, "num_hidden_layers": 3, "initializer_range": 0.15, "rope_parameters": LINEAR_GLOBAL,
-            "layer_types": ["sliding_attention", "full_attention", "sliding_attention"]}
+            "layer_types": ["sliding_attention", "full_attention", "sliding_attention"],
+            "final_logit_softcapping": cap}
     vision = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2,
               "image_size": 28, "patch_size": 14}
     cfg = AutoConfig.for_model("gemma3", text_config=text, vision_config=vision, mm_tokens_per_image=4,
@@ -148,6 +150,7 @@ def test_the_multimodal_gemma3_s_text_model_is_its_target(tmp_path):
     ids = IDS % 88   # text ids, below the image tokens
     with torch.no_grad():
         want = model(input_ids=ids).logits
+    assert cap is None or want.abs().max() > cap   # a cap at `cap` would change them
     torch.testing.assert_close(full_logits(ours(tmp_path), ids), want, atol=ATOL, rtol=0)
 
 
@@ -188,12 +191,7 @@ REFUSED = {   # name: (config.json changes, what the refusal says)
 def test_what_is_not_computed_is_refused_before_the_tensors(targets, tmp_path, monkeypatch, name):
     changes, said = REFUSED[name]
     folder = edited(targets("gemma-3-1b (5:1)"), tmp_path, **changes)
-    from draftsmith.assembler import load
-
-    monkeypatch.setattr(load, "read_tensors", lambda *a, **k: pytest.fail("tensors read"))
-    with pytest.raises(UnsupportedTarget) as err:
-        ours(folder)
-    message = str(err.value)
+    message = refusal_before_tensors(folder, monkeypatch)
     assert message.startswith(f"{folder / 'config.json'}: gemma3_text target: {said}"), message
     assert "Fix: use a target whose config.json has an allowed value" in message
 

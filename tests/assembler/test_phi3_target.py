@@ -14,11 +14,10 @@ from safetensors.torch import load_file, save_file
 
 import draftsmith
 from draftsmith.assembler.plan import CheckpointMismatch
-from draftsmith.components.targets import UnsupportedTarget
 from draftsmith.errors import ArgumentError, CheckpointError
 from draftsmith.testing import write_eagle3, write_target
 from draftsmith.testing.decoding import decodes_as_target_only
-from test_targets_zoo import ATOL, IDS, full_logits, ours, paged_logits, reference
+from test_targets_zoo import ATOL, IDS, full_logits, ours, paged_logits, reference, refusal_before_tensors
 
 # transformers' Phi3Config defaults pad_token_id and eos_token_id to 32000: out of a 96-token vocabulary
 PHI3 = {"pad_token_id": None, "bos_token_id": 1, "eos_token_id": 2}
@@ -168,12 +167,7 @@ def test_a_rotary_factor_no_rotation_takes_is_refused_before_the_tensors(targets
     changes, said = REFUSED[name]
     rope = {"rope_type": "default", "rope_theta": 10000.0, **changes}
     folder = edited(targets("phi-4 (whole heads)"), tmp_path, rope_parameters=rope, **changes)
-    from draftsmith.assembler import load
-
-    monkeypatch.setattr(load, "read_tensors", lambda *a, **k: pytest.fail("tensors read"))
-    with pytest.raises(UnsupportedTarget) as err:
-        ours(folder)
-    message = str(err.value)
+    message = refusal_before_tensors(folder, monkeypatch)
     assert message.startswith(f"{folder / 'config.json'}: phi3 target: {said}"), message
     assert "Fix: use a target whose config.json has an allowed value" in message
 
@@ -191,13 +185,9 @@ def test_a_rope_transformers_phi3_refuses_is_said_naming_the_file(targets, tmp_p
     refuses draftsmith says naming the file, before any tensor is read."""
     rope, said = TRANSFORMERS_REFUSES[name]
     folder = edited(targets("longrope, 0.75"), tmp_path, rope_parameters=rope)
-    from draftsmith.assembler import load
-
-    monkeypatch.setattr(load, "read_tensors", lambda *a, **k: pytest.fail("tensors read"))
-    with pytest.raises(CheckpointError) as err:
-        ours(folder)
-    assert str(err.value).startswith(f"{folder / 'config.json'}: transformers cannot read it"), str(err.value)
-    assert said in str(err.value)
+    message = refusal_before_tensors(folder, monkeypatch, CheckpointError)
+    assert message.startswith(f"{folder / 'config.json'}: transformers cannot read it"), message
+    assert said in message
 
 
 def test_a_fused_tensor_of_other_rows_is_refused_naming_it(targets, tmp_path):

@@ -10,11 +10,10 @@ import torch
 
 import draftsmith
 from draftsmith.components.rope import NoRotation, Rotary
-from draftsmith.components.targets import UnsupportedTarget
 from draftsmith.testing import write_target
 from draftsmith.testing.decoding import decodes_as_target_only
 from test_phi3_target import echo_draft, edited
-from test_targets_zoo import ATOL, IDS, full_logits, ours, paged_logits, reference
+from test_targets_zoo import ATOL, IDS, full_logits, ours, paged_logits, reference, refusal_before_tensors
 
 TOKENS = {"pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2}   # SmolLM3's defaults are past a tiny vocabulary
 WINDOW = {"use_sliding_window": True, "sliding_window": 4}
@@ -90,12 +89,7 @@ REFUSED = {   # name: (config.json changes, what the refusal says)
 def test_what_is_not_computed_is_refused_before_the_tensors(targets, tmp_path, monkeypatch, name):
     changes, said = REFUSED[name]
     folder = edited(targets("windows on the NoPE layers"), tmp_path, **changes)
-    from draftsmith.assembler import load
-
-    monkeypatch.setattr(load, "read_tensors", lambda *a, **k: pytest.fail("tensors read"))
-    with pytest.raises(UnsupportedTarget) as err:
-        ours(folder)
-    message = str(err.value)
+    message = refusal_before_tensors(folder, monkeypatch)
     assert message.startswith(f"{folder / 'config.json'}: smollm3 target: {said}"), message
     assert "Fix: set it in config.json to the checkpoint's own value" in message
 

@@ -54,6 +54,16 @@ def ours(folder):
     return load_target(folder, default_registry(), backends.sdpa, dtype=torch.float32, device="cpu")[0]
 
 
+def refusal_before_tensors(folder, monkeypatch, refusal=UnsupportedTarget) -> str:
+    """What loading ``folder`` as a target says (a ``refusal``), no tensor read first."""
+    from draftsmith.assembler import load
+
+    monkeypatch.setattr(load, "read_tensors", lambda *a, **k: pytest.fail("tensors read"))
+    with pytest.raises(refusal) as err:
+        ours(folder)
+    return str(err.value)
+
+
 def full_logits(model, ids):
     with torch.no_grad():
         return model.logits(model(ids, torch.arange(ids.shape[1]).expand_as(ids))[0])
